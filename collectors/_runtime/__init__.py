@@ -1,0 +1,20 @@
+"""Location of the C runtime libraries built from csrc/ by `pip install`.
+
+They are plain shared objects for LD_PRELOAD, never imported (DESIGN.md 6).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+from collectors.errors import ProftuiError
+
+
+def runtime_library_path(name: str) -> str:
+    """Absolute path of the runtime library `name` (e.g. "proftui_hook")."""
+    spec = importlib.util.find_spec(f"collectors._runtime.{name}")
+    if spec is None or spec.origin is None:
+        raise ProftuiError(
+            f"runtime library {name} is not built; reinstall proftui with `pip install .`"
+        )
+    return spec.origin

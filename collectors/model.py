@@ -1,0 +1,281 @@
+"""The one data model: every collector produces a `Profile`, every view reads one.
+
+Shape (DESIGN.md section 2):
+
+* `Frame` - one function-level code location, interned in a `FrameTable` so
+  the call tree stores small integer ids.
+* `CallTree` - the calling-context tree.  A node is a function under its parent
+  path and carries `self_cost` per metric (index-aligned with
+  `Profile.metrics`), `total_cost` (filled by `CallTree.finalize`) and `calls`
+  (exact call count, or None when the collector cannot know it).
+* `Profile.arcs` - caller -> callee call counts (gprof, hook library).
+* `Profile.line_costs` / `Profile.address_costs` - self cost per source line
+  and per instruction address, for the annotated source pane.
+* `Profile.functions` - optional per-function totals given by the collector
+  (gprof's own time propagation); otherwise views derive them from the tree.
+
+Everything here is iterative: trees can be 100,000 levels deep (deep
+recursion under the hook library) and Python recursion would overflow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+ROOT_FRAME = -1  # frame id of the synthetic root node of every CallTree
+
+
+@dataclass(frozen=True, slots=True)
+class Metric:
+    """A named cost: `samples` (count), `cpu_ns`, `wall_ns` (ns), `alloc_bytes`."""
+
+    name: str
+    unit: str  # "count", "ns" or "bytes"
+
+
+SAMPLES = Metric("samples", "count")
+CPU_NS = Metric("cpu_ns", "ns")
+WALL_NS = Metric("wall_ns", "ns")
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One function-level code location.
+
+    `address` is the function's link-time address (ELF st_value) inside
+    `module`, not a runtime address, so it is stable across runs and ASLR.
+    `file`/`line` point at the function's definition when DWARF says so.
+    `inlined` marks a frame that exists only because the compiler inlined it
+    into its parent frame.
+    """
+
+    function: str
+    module: str = ""
+    file: str | None = None
+    line: int | None = None
+    address: int | None = None
+    raw_name: str = ""
+    build_id: str = ""
+    inlined: bool = False
+
+    @property
+    def module_name(self) -> str:
+        """Base name of the module, for narrow columns."""
+        return self.module.rsplit("/", 1)[-1]
+
+
+class FrameTable:
+    """Interning table: equal frames share one small integer id."""
+
+    __slots__ = ("_frames", "_ids")
+
+    def __init__(self, frames: Sequence[Frame] = ()) -> None:
+        self._frames: list[Frame] = []
+        self._ids: dict[Frame, int] = {}
+        for frame in frames:
+            self.intern(frame)
+
+    def intern(self, frame: Frame) -> int:
+        """Return the id of `frame`, adding it if new."""
+        frame_id = self._ids.get(frame)
+        if frame_id is None:
+            frame_id = len(self._frames)
+            self._frames.append(frame)
+            self._ids[frame] = frame_id
+        return frame_id
+
+    def find(self, frame: Frame) -> int | None:
+        return self._ids.get(frame)
+
+    def __getitem__(self, frame_id: int) -> Frame:
+        return self._frames[frame_id]
+
+    def __len__(self) -> int:
+        return len(self._frames)
+
+    def __iter__(self) -> Iterator[Frame]:
+        return iter(self._frames)
+
+
+class CallNode:
+    """A node of the calling-context tree (a function under one parent path)."""
+
+    __slots__ = ("calls", "children", "frame_id", "parent", "self_cost", "total_cost")
+
+    def __init__(self, frame_id: int, parent: CallNode | None, n_metrics: int) -> None:
+        self.frame_id = frame_id
+        self.parent = parent
+        self.children: dict[int, CallNode] = {}
+        self.self_cost: list[float] = [0.0] * n_metrics
+        self.total_cost: list[float] = [0.0] * n_metrics
+        self.calls: int | None = None
+
+    def child(self, frame_id: int) -> CallNode:
+        """The child for `frame_id`, created empty if absent."""
+        node = self.children.get(frame_id)
+        if node is None:
+            node = CallNode(frame_id, self, len(self.self_cost))
+            self.children[frame_id] = node
+        return node
+
+    def path(self) -> list[int]:
+        """Frame ids from the outermost caller down to this node (root excluded)."""
+        ids: list[int] = []
+        node: CallNode | None = self
+        while node is not None and node.frame_id != ROOT_FRAME:
+            ids.append(node.frame_id)
+            node = node.parent
+        ids.reverse()
+        return ids
+
+    def add_calls(self, count: int) -> None:
+        self.calls = count if self.calls is None else self.calls + count
+
+    def __repr__(self) -> str:
+        return f"CallNode(frame={self.frame_id}, self={self.self_cost}, calls={self.calls})"
+
+
+class CallTree:
+    """Calling-context tree with per-node self cost; totals come from `finalize`."""
+
+    __slots__ = ("n_metrics", "root")
+
+    def __init__(self, n_metrics: int) -> None:
+        self.n_metrics = n_metrics
+        self.root = CallNode(ROOT_FRAME, None, n_metrics)
+
+    def add_stack(
+        self, stack: Sequence[int], values: Sequence[float], calls: int | None = None
+    ) -> CallNode:
+        """Add `values` to the self cost of the node at `stack` (outermost first)."""
+        node = self.root
+        for frame_id in stack:
+            node = node.child(frame_id)
+        cost = node.self_cost
+        for i, value in enumerate(values):
+            cost[i] += value
+        if calls is not None:
+            node.add_calls(calls)
+        return node
+
+    def nodes(self) -> Iterator[CallNode]:
+        """Every node except the root, parents before children (pre-order)."""
+        stack = list(self.root.children.values())
+        while stack:
+            node = stack.pop()
+            yield node
+            stack.extend(node.children.values())
+
+    def node_count(self) -> int:
+        return sum(1 for _ in self.nodes())
+
+    def finalize(self) -> CallTree:
+        """Compute every node's total cost as self plus the children's totals."""
+        order = [self.root, *self.nodes()]
+        for node in order:
+            node.total_cost = list(node.self_cost)
+        for node in reversed(order):  # children before parents
+            parent = node.parent
+            if parent is not None:
+                total = parent.total_cost
+                for i, value in enumerate(node.total_cost):
+                    total[i] += value
+        return self
+
+    def merge(self, other: CallTree) -> CallTree:
+        """Add `other`'s costs and calls into this tree (same frame table)."""
+        pairs = [(self.root, other.root)]
+        while pairs:
+            mine, theirs = pairs.pop()
+            for i, value in enumerate(theirs.self_cost):
+                mine.self_cost[i] += value
+            if theirs.calls is not None:
+                mine.add_calls(theirs.calls)
+            for frame_id, child in theirs.children.items():
+                pairs.append((mine.child(frame_id), child))
+        return self
+
+    def copy(self) -> CallTree:
+        """A deep copy (snapshots handed to views must not change under them)."""
+        return CallTree(self.n_metrics).merge(self).finalize()
+
+
+@dataclass
+class FunctionCost:
+    """Per-function aggregate: self and total per metric, exact calls or None."""
+
+    self_cost: list[float]
+    total_cost: list[float]
+    calls: int | None = None
+
+
+@dataclass
+class ProfileMeta:
+    """What was profiled and how.  Times are Unix seconds, periods nanoseconds."""
+
+    mode: str  # "gprof", "instrument", "sampler", "attach" or "import"
+    argv: list[str] = field(default_factory=list)
+    pids: list[int] = field(default_factory=list)
+    threads: dict[int, str] = field(default_factory=dict)  # tid -> name
+    period_ns: int | None = None  # sampling period (gprof: histogram bin time)
+    clock: str = ""  # e.g. "perf task-clock", "CLOCK_MONOTONIC", "ITIMER_PROF"
+    start_time: float | None = None
+    end_time: float | None = None
+    exit_status: int | None = None  # the target's exit code, when it exited
+    exit_signal: int | None = None  # the signal that killed it, when one did
+    complete: bool = True  # False while live, or after SIGKILL mid-write
+    dropped: int = 0  # records the runtime could not store (tables full)
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Profile:
+    """One profile snapshot: the unit collectors push and views render.
+
+    `tree` is the merged calling-context tree; `parts` holds the same kind of
+    tree per process or thread ("pid 12", "pid 12 tid 13") when the collector
+    knows them.  Cost lists are index-aligned with `metrics`.
+    """
+
+    meta: ProfileMeta
+    metrics: tuple[Metric, ...]
+    frames: FrameTable = field(default_factory=FrameTable)
+    tree: CallTree | None = None
+    parts: dict[str, CallTree] = field(default_factory=dict)
+    arcs: dict[tuple[int, int], int] = field(default_factory=dict)
+    # (source file, line) -> self cost per metric
+    line_costs: dict[tuple[str, int], list[float]] = field(default_factory=dict)
+    # (module path, link-time address) -> self cost per metric
+    address_costs: dict[tuple[str, int], list[float]] = field(default_factory=dict)
+    # frame id -> collector-given aggregate (gprof); None means derive from tree
+    functions: dict[int, FunctionCost] | None = None
+
+    def __post_init__(self) -> None:
+        if self.tree is None:
+            self.tree = CallTree(len(self.metrics))
+
+    def finalize(self) -> Profile:
+        """Compute totals of the merged tree and every part; returns self."""
+        assert self.tree is not None
+        self.tree.finalize()
+        for part in self.parts.values():
+            part.finalize()
+        return self
+
+    def metric_index(self, name: str) -> int:
+        """Index of the metric called `name` in cost lists (KeyError if absent)."""
+        for i, metric in enumerate(self.metrics):
+            if metric.name == name:
+                return i
+        raise KeyError(name)
+
+    @property
+    def primary_metric(self) -> int:
+        """The metric views sort by unless told otherwise: the first one."""
+        return 0
+
+    def total(self, metric: int = 0) -> float:
+        """Whole-profile cost for `metric` (the root's total)."""
+        assert self.tree is not None
+        return self.tree.root.total_cost[metric] if self.metrics else 0.0

@@ -1,0 +1,50 @@
+"""Shared test helpers: compile C fixtures with gcc at test time."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+_BUILD_CACHE = Path(__file__).parent.parent / "build" / "test-fixtures"
+
+
+def build_fixture(
+    source: str | Sequence[str], flags: Sequence[str] = (), output: str | None = None,
+    compiler: str = "gcc",
+) -> Path:
+    """Compile tests/fixtures/<source> (or several) with `flags`; return the binary.
+
+    Binaries are cached under build/test-fixtures by a hash of sources and flags,
+    so each variant compiles once per checkout.
+    """
+    if shutil.which(compiler) is None:
+        pytest.skip(f"{compiler} is not installed")
+    sources = [source] if isinstance(source, str) else list(source)
+    paths = [FIXTURES / s for s in sources]
+    digest = hashlib.sha256()
+    for p in paths:
+        digest.update(p.read_bytes())
+    digest.update("\0".join([compiler, *flags]).encode())
+    name = output or Path(sources[0]).stem
+    target = _BUILD_CACHE / f"{name}-{digest.hexdigest()[:12]}"
+    if not target.exists():
+        _BUILD_CACHE.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_suffix(".tmp")
+        subprocess.run(
+            [compiler, *flags, "-o", str(tmp), *map(str, paths)],
+            check=True, capture_output=True, text=True,
+        )
+        tmp.rename(target)
+    return target
+
+
+@pytest.fixture
+def compile_c() -> Callable[..., Path]:
+    """The `build_fixture` function, as a fixture."""
+    return build_fixture

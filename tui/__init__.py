@@ -1,0 +1,1 @@
+"""proftui's front end: the command line and the Textual app."""
