@@ -1,0 +1,154 @@
+"""The contract every collector fulfils, so the TUI and CLI never care which one runs."""
+
+from __future__ import annotations
+
+import abc
+import threading
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal
+
+from collectors.launch import ExitInfo, LaunchedProcess
+from collectors.model import CallTree, Profile
+from collectors.rundir import RunDirectory
+
+
+@dataclass
+class CollectorOptions:
+    """User choices that collectors honour where they apply.
+
+    frequency_hz: sampling rate (sampler, attach); count_only: hook library
+    without timestamps; include/exclude: function-name patterns (uftrace's
+    -F/-N); max_depth: call depth limit; buffer_bytes: shared-memory budget
+    per process; output: "inherit" (headless) or "log" (TUI).
+    """
+
+    output: Literal["inherit", "log"] = "inherit"
+    frequency_hz: int = 1000
+    count_only: bool = False
+    include: list[str] = field(default_factory=list)
+    exclude: list[str] = field(default_factory=list)
+    max_depth: int | None = None
+    buffer_bytes: int | None = None
+    keep_run_dir: bool = False
+    wall_clock: bool = False
+    follow_children: bool = False
+    duration_s: float | None = None
+
+
+class Collector(abc.ABC):
+    """Runs (or attaches to) a target and produces `Profile` snapshots.
+
+    `snapshot()` may be called from a worker thread while the main thread
+    waits; implementations guard their shared state with `self._lock`.
+    """
+
+    mode: ClassVar[str]
+    can_pause: ClassVar[bool] = False
+
+    def __init__(self, argv: list[str], options: CollectorOptions | None = None) -> None:
+        self.argv = list(argv)
+        self.options = options or CollectorOptions()
+        self.run_dir = RunDirectory(keep=self.options.keep_run_dir)
+        self.process: LaunchedProcess | None = None
+        self._lock = threading.RLock()
+        self._baseline: Profile | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
+
+    @abc.abstractmethod
+    def start(self) -> None:
+        """Launch or attach; raise ProftuiError with a one-line reason on failure."""
+
+    def collect(self) -> Profile:
+        """Everything collected so far, finalized; `meta.complete` False while running.
+
+        Subclasses implement this (not `snapshot`) so `reset()` works for free.
+        """
+        raise NotImplementedError
+
+    def snapshot(self) -> Profile:
+        """`collect()` minus the counters at the last `reset()`."""
+        with self._lock:
+            profile = self.collect()
+            if self._baseline is not None:
+                subtract_profile(profile, self._baseline)
+            return profile
+
+    def exit_info(self) -> ExitInfo | None:
+        """None while the target runs."""
+        return self.process.poll() if self.process is not None else None
+
+    def is_running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def wait(self) -> Profile:
+        """Block until the target ends; return the final profile with its exit status."""
+        if self.process is not None:
+            self.process.wait()
+        return self.snapshot()
+
+    def stop(self) -> None:
+        """Kill a launched target (attach: detach), then remove the run directory."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+        self.run_dir.close()
+
+    def pause(self) -> None:
+        """Pause collection in the target (the target keeps running)."""
+        raise NotImplementedError(f"{self.mode} mode cannot pause collection")
+
+    def resume(self) -> None:
+        raise NotImplementedError(f"{self.mode} mode cannot pause collection")
+
+    def reset(self) -> None:
+        """Zero the counters: later snapshots show only what happens from now on."""
+        with self._lock:
+            self._baseline = None
+            self._baseline = self.collect()
+
+
+def subtract_profile(profile: Profile, baseline: Profile) -> None:
+    """Subtract `baseline`'s costs and calls from `profile` in place (same frames).
+
+    Frames are matched by value because each collect() may intern afresh.
+    """
+    remap: dict[int, int] = {}
+    for old_id, frame in enumerate(baseline.frames):
+        new_id = profile.frames.find(frame)
+        if new_id is not None:
+            remap[old_id] = new_id
+
+    def subtract_tree(mine: CallTree, theirs: CallTree) -> None:
+        pairs = [(mine.root, theirs.root)]
+        while pairs:
+            node, base = pairs.pop()
+            for i, value in enumerate(base.self_cost):
+                node.self_cost[i] = max(0.0, node.self_cost[i] - value)
+            if node.calls is not None and base.calls is not None:
+                node.calls = max(0, node.calls - base.calls)
+            for fid, child in base.children.items():
+                new_fid = remap.get(fid)
+                if new_fid is not None and new_fid in node.children:
+                    pairs.append((node.children[new_fid], child))
+        mine.finalize()
+
+    assert profile.tree is not None and baseline.tree is not None
+    subtract_tree(profile.tree, baseline.tree)
+    for label, part in profile.parts.items():
+        if label in baseline.parts:
+            subtract_tree(part, baseline.parts[label])
+    for (caller, callee), count in baseline.arcs.items():
+        key = (remap.get(caller, -2), remap.get(callee, -2))
+        if key in profile.arcs:
+            profile.arcs[key] = max(0, profile.arcs[key] - count)
+    for table, base_table in (
+        (profile.line_costs, baseline.line_costs),
+        (profile.address_costs, baseline.address_costs),
+    ):
+        for key, costs in base_table.items():
+            if key in table:
+                table[key] = [max(0.0, a - b) for a, b in zip(table[key], costs, strict=False)]
+    profile.functions = None  # collector-given totals no longer apply; derive from the tree
+    profile.meta.dropped = max(0, profile.meta.dropped - baseline.meta.dropped)

@@ -1,0 +1,252 @@
+"""The `proftui` command line: parse, pick a collector, run the TUI or a headless report.
+
+Subcommand words count only as the first argument, so `proftui ./record`
+profiles a program called record and `proftui -- record` does the same for a
+program on PATH.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from collectors import storage
+from collectors.base import Collector, CollectorOptions
+from collectors.detect import inspect_binary
+from collectors.errors import ProftuiError
+from collectors.export.text import render_json, render_text
+from collectors.launch import resolve_program
+from collectors.model import Profile
+from collectors.registry import COLLECTORS
+
+MODES = ("gprof", "instrument", "sampler")
+SUBCOMMANDS = ("record", "report", "open", "demo")
+
+DESCRIPTION = """\
+Live terminal profiler for native C/C++ programs.
+
+  proftui ./prog args            profile prog; opens the TUI on a terminal
+  proftui record -o run.proftui ./prog args
+                                 profile headless, save the profile, exit with prog's status
+  proftui report run.proftui     print the flat profile and call tree (--json for scripts)
+  proftui open run.proftui       browse a saved profile in the TUI
+  proftui demo                   compile and profile the bundled demo program
+
+Modes (chosen from the binary, --mode overrides):
+  gprof       program built with -pg: proftui reads gmon.out (written at exit)
+  instrument  built with -finstrument-functions: exact calls and times per call path, live
+  sampler     any other binary: statistical CPU sampling (LD_PRELOAD), live
+"""
+
+
+def _add_profiling_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--mode", choices=MODES, help="force a profiling mode (default: detect)")
+    parser.add_argument("-F", "--frequency", type=int, default=1000, metavar="HZ",
+                        help="sampling frequency in Hz (sampler; default 1000)")
+    parser.add_argument("--count-only", action="store_true",
+                        help="instrument mode: count calls only, no timestamps (lowest overhead)")
+    parser.add_argument("-N", "--exclude", action="append", default=[], metavar="PATTERN",
+                        help="instrument mode: ignore functions matching PATTERN (repeatable)")
+    parser.add_argument("-I", "--include", action="append", default=[], metavar="PATTERN",
+                        help="instrument mode: record only functions matching PATTERN")
+    parser.add_argument("-D", "--depth", type=int, metavar="N", help="limit recorded call depth")
+    parser.add_argument("--wall", action="store_true",
+                        help="sampler: sample wall-clock time instead of CPU time")
+    parser.add_argument("--follow", action="store_true",
+                        help="sampler: follow children across fork/exec")
+    parser.add_argument("--keep-run-dir", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("program", help="the program to profile")
+    parser.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
+
+
+def build_parsers() -> dict[str, argparse.ArgumentParser]:
+    run = argparse.ArgumentParser(
+        prog="proftui", description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    out = run.add_mutually_exclusive_group()
+    out.add_argument("--text", action="store_true", help="no TUI: print the text report at exit")
+    out.add_argument("--json", action="store_true", help="no TUI: print the JSON report at exit")
+    _add_profiling_options(run)
+
+    record = argparse.ArgumentParser(prog="proftui record",
+                                     description="Profile a program headless and save the result.")
+    record.add_argument("-o", "--output", type=Path, default=Path("run.proftui"),
+                        help="where to save the profile (default: run.proftui)")
+    _add_profiling_options(record)
+
+    report = argparse.ArgumentParser(prog="proftui report",
+                                     description="Print a saved profile as text or JSON.")
+    report.add_argument("file", type=Path)
+    report.add_argument("--json", action="store_true", help="machine-readable JSON report")
+    report.add_argument("-n", "--limit", type=int, help="show only the top N functions")
+
+    open_ = argparse.ArgumentParser(prog="proftui open", description="Browse a saved profile.")
+    open_.add_argument("file", type=Path)
+
+    demo = argparse.ArgumentParser(
+        prog="proftui demo", description="Compile the bundled demo C program and profile it.")
+    demo.add_argument("--mode", choices=MODES, help="build the demo for this mode")
+    demo.add_argument("--text", action="store_true", help="no TUI: print the text report")
+    return {"run": run, "record": record, "report": report, "open": open_, "demo": demo}
+
+
+def split_command(argv: Sequence[str]) -> tuple[str, list[str]]:
+    """Subcommand name and its arguments; only the first word can be a subcommand."""
+    args = list(argv)
+    if args and args[0] == "--":
+        return "run", args[1:]
+    if args and args[0] in SUBCOMMANDS:
+        return args[0], args[1:]
+    return "run", args
+
+
+def options_from(args: argparse.Namespace, output: str) -> CollectorOptions:
+    return CollectorOptions(
+        output=output,  # type: ignore[arg-type]
+        frequency_hz=args.frequency,
+        count_only=args.count_only,
+        include=args.include,
+        exclude=args.exclude,
+        max_depth=args.depth,
+        keep_run_dir=args.keep_run_dir,
+        wall_clock=args.wall,
+        follow_children=args.follow,
+    )
+
+
+def make_collector(args: argparse.Namespace, output: str) -> Collector:
+    """Check the program, choose the mode, and build (not start) its collector."""
+    program = resolve_program(args.program)
+    facts = inspect_binary(program)
+    mode = args.mode or facts.mode
+    if mode == "instrument" and facts.mode != "instrument":
+        raise ProftuiError(
+            f"{args.program} was not built with -finstrument-functions, so instrument mode "
+            "would see no calls; rebuild with it, or drop --mode to sample instead")
+    if mode == "gprof" and facts.mode != "gprof":
+        raise ProftuiError(
+            f"{args.program} was not built with -pg, so it writes no gmon.out; rebuild with "
+            "`gcc -pg`, or drop --mode to sample instead")
+    if mode == "sampler" and facts.static:
+        raise ProftuiError(
+            f"{args.program} is statically linked, so the sampler cannot be preloaded into it; "
+            "start it yourself and use `proftui --pid PID` (attach mode)")
+    collector_class = COLLECTORS.get(mode)
+    if collector_class is None:
+        available = ", ".join(sorted(COLLECTORS)) or "none"
+        raise ProftuiError(
+            f"{args.program} would be profiled in {mode} mode, which this build of proftui "
+            f"does not have yet (available: {available})")
+    return collector_class([args.program, *args.args], options_from(args, output))
+
+
+def run_headless(collector: Collector) -> Profile:
+    collector.start()
+    try:
+        return collector.wait()
+    finally:
+        collector.stop()
+
+
+def exit_status_of(profile: Profile) -> int:
+    """The target's status as a shell reports it (128+N for signal N)."""
+    if profile.meta.exit_signal is not None:
+        return 128 + profile.meta.exit_signal
+    return profile.meta.exit_status or 0
+
+
+def print_report(profile: Profile, as_json: bool, limit: int | None = None) -> None:
+    if as_json:
+        json.dump(render_json(profile), sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(render_text(profile, limit=limit))
+    sys.stdout.flush()
+
+
+def wants_tui(args: argparse.Namespace) -> bool:
+    return not (getattr(args, "text", False) or getattr(args, "json", False)) and (
+        sys.stdout.isatty() and sys.stdin.isatty())
+
+
+def run_tui(collector: Collector | None = None, profile: Profile | None = None) -> int:
+    from tui.app import ProfTuiApp  # Textual loads only when a TUI is wanted
+
+    app = ProfTuiApp(collector=collector, profile=profile)
+    app.run()
+    final = app.final_profile()
+    return exit_status_of(final) if (collector is not None and final is not None) else 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    if wants_tui(args):
+        collector = make_collector(args, output="log")
+        return run_tui(collector=collector)
+    collector = make_collector(args, output="inherit")
+    profile = run_headless(collector)
+    print_report(profile, as_json=args.json)
+    return exit_status_of(profile)
+
+
+def cmd_record(args: argparse.Namespace) -> int:
+    collector = make_collector(args, output="inherit")
+    profile = run_headless(collector)
+    storage.save(profile, args.output)
+    print(f"proftui: {profile.meta.mode} profile saved to {args.output}", file=sys.stderr)
+    return exit_status_of(profile)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    print_report(storage.load(args.file), as_json=args.json, limit=args.limit)
+    return 0
+
+
+def cmd_open(args: argparse.Namespace) -> int:
+    profile = storage.load(args.file)
+    if sys.stdout.isatty() and sys.stdin.isatty():
+        return run_tui(profile=profile)
+    print_report(profile, as_json=False)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from tui.demo import build_demo, demo_mode
+
+    mode = args.mode or demo_mode(COLLECTORS)
+    binary = build_demo(mode)
+    print(f"proftui: built demo {binary} for {mode} mode", file=sys.stderr)
+    run_args = build_parsers()["run"].parse_args(
+        [*(["--text"] if args.text else []), "--mode", mode, str(binary)])
+    return cmd_run(run_args)
+
+
+COMMANDS = {"run": cmd_run, "record": cmd_record, "report": cmd_report,
+            "open": cmd_open, "demo": cmd_demo}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `proftui` console script; returns the exit status."""
+    name, rest = split_command(sys.argv[1:] if argv is None else argv)
+    parser = build_parsers()[name]
+    args = parser.parse_args(rest)
+    try:
+        return COMMANDS[name](args)
+    except ProftuiError as exc:
+        print(f"proftui: {exc}", file=sys.stderr)
+        return exc.exit_status
+    except KeyboardInterrupt:
+        print("proftui: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # `proftui report x | head`: the reader went away; that is not an error.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
