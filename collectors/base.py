@@ -32,7 +32,9 @@ class CollectorOptions:
     keep_run_dir: bool = False
     wall_clock: bool = False
     follow_children: bool = False
-    duration_s: float | None = None
+    duration_s: float | None = None  # attach: stop sampling after this many seconds
+    pid: int | None = None  # attach: the running process to sample
+    method: str | None = None  # attach: "perf" or "ptrace" (None: choose automatically)
 
 
 class Collector(abc.ABC):

@@ -45,12 +45,13 @@ VERSION = 1
 
 def encode_tree(tree: CallTree) -> list[list[Any]]:
     rows: list[list[Any]] = []
-    stack: list[tuple[CallNode, int]] = [(c, -1) for c in tree.root.children.values()]
+    # Children are pushed reversed so the file keeps their order (and so does load).
+    stack: list[tuple[CallNode, int]] = [(c, -1) for c in reversed(tree.root.children.values())]
     while stack:
         node, parent_index = stack.pop()
         index = len(rows)
         rows.append([parent_index, node.frame_id, node.self_cost, node.calls])
-        stack.extend((c, index) for c in node.children.values())
+        stack.extend((c, index) for c in reversed(node.children.values()))
     return rows
 
 

@@ -24,12 +24,13 @@ from collectors.model import Profile
 from collectors.registry import COLLECTORS
 
 MODES = ("gprof", "instrument", "sampler")
-SUBCOMMANDS = ("record", "report", "open", "demo")
+SUBCOMMANDS = ("record", "report", "open", "demo", "attach")
 
 DESCRIPTION = """\
 Live terminal profiler for native C/C++ programs.
 
   proftui ./prog args            profile prog; opens the TUI on a terminal
+  proftui --pid N                sample the running process N (also: proftui attach N)
   proftui record -o run.proftui ./prog args
                                  profile headless, save the profile, exit with prog's status
   proftui report run.proftui     print the flat profile and call tree (--json for scripts)
@@ -59,7 +60,13 @@ def _add_profiling_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--follow", action="store_true",
                         help="sampler: follow children across fork/exec")
     parser.add_argument("--keep-run-dir", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("program", help="the program to profile")
+    parser.add_argument("-p", "--pid", type=int, metavar="PID",
+                        help="attach to the running process PID instead of starting a program")
+    parser.add_argument("--duration", type=float, metavar="S",
+                        help="attach: stop after S seconds (default: until Ctrl-C or exit)")
+    parser.add_argument("--method", choices=("perf", "ptrace"),
+                        help="attach: sampling method (default: perf_event, else ptrace)")
+    parser.add_argument("program", nargs="?", help="the program to profile")
     parser.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
 
 
@@ -92,7 +99,14 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
         prog="proftui demo", description="Compile the bundled demo C program and profile it.")
     demo.add_argument("--mode", choices=MODES, help="build the demo for this mode")
     demo.add_argument("--text", action="store_true", help="no TUI: print the text report")
-    return {"run": run, "record": record, "report": report, "open": open_, "demo": demo}
+    attach = argparse.ArgumentParser(
+        prog="proftui attach", description="Sample a running process (same as --pid).")
+    attach.add_argument("attach_pid", type=int, metavar="PID")
+    attach.add_argument("--text", action="store_true", help="no TUI: print the text report")
+    attach.add_argument("--json", action="store_true", help="no TUI: print the JSON report")
+    _add_profiling_options(attach)
+    return {"run": run, "record": record, "report": report, "open": open_, "demo": demo,
+            "attach": attach}
 
 
 def split_command(argv: Sequence[str]) -> tuple[str, list[str]]:
@@ -116,11 +130,23 @@ def options_from(args: argparse.Namespace, output: str) -> CollectorOptions:
         keep_run_dir=args.keep_run_dir,
         wall_clock=args.wall,
         follow_children=args.follow,
+        duration_s=args.duration,
+        pid=args.pid,
+        method=args.method,
     )
 
 
 def make_collector(args: argparse.Namespace, output: str) -> Collector:
     """Check the program, choose the mode, and build (not start) its collector."""
+    if args.pid is not None:
+        if args.program is not None:
+            raise ProftuiError("give either a program to run or --pid, not both")
+        attach_class = COLLECTORS.get("attach")
+        if attach_class is None:
+            raise ProftuiError("attach mode (--pid) is not available in this build of proftui")
+        return attach_class([], options_from(args, output))
+    if args.program is None:
+        raise ProftuiError("no program given (see proftui --help)")
     program = resolve_program(args.program)
     facts = inspect_binary(program)
     mode = args.mode or facts.mode
@@ -225,8 +251,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return cmd_run(run_args)
 
 
+def cmd_attach(args: argparse.Namespace) -> int:
+    if args.program is not None:
+        raise ProftuiError("proftui attach takes a pid, not a program")
+    args.pid = args.attach_pid
+    return cmd_run(args)
+
+
 COMMANDS = {"run": cmd_run, "record": cmd_record, "report": cmd_report,
-            "open": cmd_open, "demo": cmd_demo}
+            "open": cmd_open, "demo": cmd_demo, "attach": cmd_attach}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,85 @@
+"""The command line's contract: one-line errors, exit statuses, subcommand words."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def proftui(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tui.cli", *args], capture_output=True,
+                          text=True, cwd=cwd, timeout=120, stdin=subprocess.DEVNULL)
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess[str], text: str) -> None:
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("proftui: "), result.stderr
+    assert text in lines[0]
+
+
+def test_help_explains_modes() -> None:
+    result = proftui("--help")
+    assert result.returncode == 0
+    for word in ("record", "report", "open", "demo", "gprof", "instrument", "sampler"):
+        assert word in result.stdout
+
+
+def test_missing_program() -> None:
+    assert_one_line_error(proftui("./definitely-not-here"), "no such file")
+    assert_one_line_error(proftui("definitely-not-a-command-xyz"), "command not found")
+
+
+def test_not_elf(tmp_path: Path) -> None:
+    script = tmp_path / "run.sh"
+    script.write_text("#!/bin/sh\necho hi\n")
+    script.chmod(0o755)
+    assert_one_line_error(proftui(str(script)), "script")
+    data = tmp_path / "data"
+    data.write_bytes(b"\0" * 64)
+    data.chmod(0o755)
+    assert_one_line_error(proftui(str(data)), "not an ELF")
+
+
+def test_not_executable(tmp_path: Path) -> None:
+    path = tmp_path / "prog"
+    path.write_bytes(b"\x7fELF")
+    assert_one_line_error(proftui(str(path)), "not executable")
+
+
+def test_setuid_is_refused(tmp_path: Path, compile_c) -> None:
+    binary = compile_c("cli_exit.c", ["-O1"])
+    copy = tmp_path / "suid"
+    copy.write_bytes(binary.read_bytes())
+    copy.chmod(0o4755)
+    assert_one_line_error(proftui(str(copy)), "setuid")
+
+
+def test_corrupt_profile_file(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.proftui"
+    bad.write_bytes(b"\x1f\x8b\x08\x00garbage")
+    assert_one_line_error(proftui("report", str(bad)), str(bad))
+
+
+def test_forced_mode_mismatch(compile_c) -> None:
+    binary = compile_c("cli_exit.c", ["-O1"])
+    assert_one_line_error(proftui("--mode", "gprof", str(binary)), "-pg")
+    assert_one_line_error(proftui("--mode", "instrument", str(binary)),
+                          "-finstrument-functions")
+
+
+def test_static_binary_in_sampler_mode(compile_c) -> None:
+    try:
+        binary = compile_c("cli_exit.c", ["-O1", "-static"], output="cli_exit_static")
+    except subprocess.CalledProcessError:
+        pytest.skip("static libc is not installed (libc6-dev static archives)")
+    assert_one_line_error(proftui("--mode", "sampler", str(binary)), "attach")
+
+
+def test_unknown_option() -> None:
+    result = proftui("--no-such-option", "x")
+    assert result.returncode == 2 and "Traceback" not in result.stderr

@@ -1,0 +1,26 @@
+"""Hand-built profiles for unit tests (no runtime, no compiler)."""
+
+from __future__ import annotations
+
+from collectors.model import SAMPLES, Frame, Profile, ProfileMeta
+
+
+def sample_profile() -> Profile:
+    """main -> a -> leaf (60), main -> b -> leaf (30), main (10), rec -> rec -> rec (5)."""
+    profile = Profile(ProfileMeta(mode="sampler", argv=["prog"], pids=[1]), (SAMPLES,))
+    ids = {n: profile.frames.intern(Frame(n, module="/bin/prog")) for n in
+           ("main", "a", "b", "leaf", "rec")}
+    tree = profile.tree
+    assert tree is not None
+    tree.add_stack([ids["main"], ids["a"], ids["leaf"]], [60])
+    tree.add_stack([ids["main"], ids["b"], ids["leaf"]], [30])
+    tree.add_stack([ids["main"]], [10])
+    tree.add_stack([ids["main"], ids["rec"], ids["rec"], ids["rec"]], [5])
+    return profile.finalize()
+
+
+def frame_id(profile: Profile, name: str) -> int:
+    for i, frame in enumerate(profile.frames):
+        if frame.function == name:
+            return i
+    raise KeyError(name)

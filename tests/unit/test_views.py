@@ -1,0 +1,80 @@
+from __future__ import annotations
+
+from collectors.model import SAMPLES, CallTree, Frame, Profile, ProfileMeta
+from collectors.views import (
+    bottom_up_tree,
+    callee_tree,
+    callees,
+    caller_tree,
+    callers,
+    flat_profile,
+    hot_path,
+)
+from tests.unit.profiles import frame_id, sample_profile
+
+
+def names(profile: Profile, ids: list[int]) -> list[str]:
+    return [profile.frames[i].function for i in ids]
+
+
+def test_totals_are_self_plus_children() -> None:
+    profile = sample_profile()
+    assert profile.total() == 105
+    main = next(iter(profile.tree.root.children.values()))
+    assert main.total_cost == [105] and main.self_cost == [10]
+
+
+def test_flat_profile_counts_recursion_once() -> None:
+    profile = sample_profile()
+    flat = {e.frame.function: e for e in flat_profile(profile)}
+    assert flat["leaf"].self_cost == (90,) and flat["leaf"].total_cost == (90,)
+    assert flat["rec"].self_cost == (5,) and flat["rec"].total_cost == (5,)
+    assert flat["main"].total_percent == 100.0
+    assert round(flat["leaf"].self_percent, 3) == round(100 * 90 / 105, 3)
+    assert next(e.frame.function for e in flat_profile(profile)) == "leaf"
+
+
+def test_callers_and_callees() -> None:
+    profile = sample_profile()
+    leaf = frame_id(profile, "leaf")
+    assert [(profile.frames[n.frame_id].function, n.cost) for n in callers(profile, leaf)] == [
+        ("a", (60,)), ("b", (30,))]
+    main = frame_id(profile, "main")
+    assert names(profile, [n.frame_id for n in callees(profile, main)]) == ["a", "b", "rec"]
+
+
+def test_focus_trees() -> None:
+    profile = sample_profile()
+    leaf = frame_id(profile, "leaf")
+    up = caller_tree(profile, leaf)
+    top = next(iter(up.root.children.values()))
+    assert profile.frames[top.frame_id].function == "leaf" and top.total_cost == [90]
+    assert sorted(names(profile, list(top.children))) == ["a", "b"]
+    rec = frame_id(profile, "rec")
+    down = callee_tree(profile, rec)
+    assert down.root.total_cost == [5]  # recursion merged once, not three times
+
+
+def test_bottom_up_and_hot_path() -> None:
+    profile = sample_profile()
+    inverted = bottom_up_tree(profile)
+    assert inverted.root.total_cost == [105]
+    path = hot_path(profile.tree)
+    assert names(profile, [n.frame_id for n in path]) == ["main", "a", "leaf"]
+
+
+def test_deep_tree_is_iterative() -> None:
+    profile = Profile(ProfileMeta(mode="instrument"), (SAMPLES,))
+    f = profile.frames.intern(Frame("deep"))
+    profile.tree.add_stack([f] * 100_000, [1])
+    profile.finalize()
+    assert profile.total() == 1
+    assert flat_profile(profile)[0].total_cost == (1,)
+    assert callee_tree(profile, f).root.total_cost == [1]
+
+
+def test_merge_and_copy() -> None:
+    profile = sample_profile()
+    doubled = profile.tree.copy().merge(profile.tree).finalize()
+    assert doubled.root.total_cost == [210]
+    assert isinstance(doubled, CallTree) and profile.total() == 105
