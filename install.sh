@@ -1,26 +1,37 @@
 #!/usr/bin/env bash
-# Set up proftui on a fresh Debian/Ubuntu machine: the C toolchain and binutils
-# (apt-get, only when missing), then the Python package with its C runtime.
-# Usage: ./install.sh          install proftui
-#        ./install.sh --test   also the test tools (pytest, hypothesis, ruff, tmux)
+# Set up proftui in ./.venv on a Debian/Ubuntu machine: the C toolchain and
+# binutils via apt-get (only what is missing), a virtual environment, then the
+# Python package, whose install compiles the C runtime.
+#
+#   ./install.sh          proftui itself       -> .venv/bin/proftui
+#   ./install.sh --test   plus the test tools  (pytest, hypothesis, ruff, tmux)
 set -euo pipefail
 cd "$(dirname "$0")"
 
 want_test=0
 [[ "${1:-}" == "--test" ]] && want_test=1
+PYTHON=${PYTHON:-python3}
 
 missing=()
-for tool in gcc:gcc g++:g++ gprof:binutils addr2line:binutils objdump:binutils; do
-    command -v "${tool%%:*}" >/dev/null 2>&1 || missing+=("${tool#*:}")
-done
-if (( want_test )); then
-    command -v tmux >/dev/null 2>&1 || missing+=(tmux)
-fi
+need() { command -v "$1" >/dev/null 2>&1 || missing+=("$2"); }
+need gcc gcc
+need g++ g++
+need gprof binutils
+need addr2line binutils
+need objdump binutils
+"$PYTHON" -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv)
+(( want_test )) && need tmux tmux
+
 if (( ${#missing[@]} )); then
-    if [[ $(id -u) -ne 0 ]] && command -v sudo >/dev/null; then SUDO=sudo; else SUDO=; fi
+    SUDO=
+    [[ $(id -u) -ne 0 ]] && SUDO=sudo
     echo "install.sh: installing ${missing[*]} with apt-get" >&2
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-python3 -m pip install -q --disable-pip-version-check -e ".$( (( want_test )) && echo '[test]')"
+[[ -x .venv/bin/python ]] || "$PYTHON" -m venv .venv
+extras=""
+(( want_test )) && extras="[test]"
+.venv/bin/python -m pip install -q --disable-pip-version-check -e ".${extras}"
+echo "install.sh: proftui is ready: .venv/bin/proftui" >&2
