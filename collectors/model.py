@@ -250,6 +250,9 @@ class Profile:
     address_costs: dict[tuple[str, int], list[float]] = field(default_factory=dict)
     # frame id -> collector-given aggregate (gprof); None means derive from tree
     functions: dict[int, FunctionCost] | None = None
+    # source path -> file text embedded in a saved profile (storage.py), so the
+    # source pane works on another machine; empty for live profiles
+    sources: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.tree is None:

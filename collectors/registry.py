@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collectors.attach import AttachCollector
 from collectors.base import Collector
 
-COLLECTORS: dict[str, type[Collector]] = {}
+COLLECTORS: dict[str, type[Collector]] = {
+    "attach": AttachCollector,
+}

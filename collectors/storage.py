@@ -12,6 +12,10 @@ Layout (version 1), one JSON object:
     line_costs     [[file, line, [cost per metric]], ...]
     address_costs  [[module, address, [cost per metric]], ...]
     functions      null or [[frame, [self...], [total...], calls], ...]
+    sources        optional {path: text}: source files referenced by frames and
+                   line_costs, embedded by `save` (bounded in size) so the
+                   profile opens on a machine without the sources.  Optional and
+                   ignored by readers that do not know it, so still version 1.
 
 An encoded tree is a pre-order list of nodes `[parent_index, frame, [self...], calls]`
 where parent_index indexes the same list and -1 means the root.  Flat lists keep
@@ -41,6 +45,8 @@ from collectors.model import (
 
 FORMAT = "proftui-profile"
 VERSION = 1
+MAX_SOURCE_BYTES = 1 << 20  # a bigger file is not embedded (generated code, amalgamations)
+MAX_SOURCES_BYTES = 8 << 20  # all embedded sources together
 
 
 def encode_tree(tree: CallTree) -> list[list[Any]]:
@@ -93,7 +99,46 @@ def profile_to_dict(profile: Profile) -> dict[str, Any]:
         "functions": None if profile.functions is None else [
             [fid, c.self_cost, c.total_cost, c.calls] for fid, c in profile.functions.items()
         ],
+        "sources": dict(profile.sources),
     }
+
+
+def referenced_sources(profile: Profile) -> list[str]:
+    """Source paths named by frames and line costs, in first-seen order."""
+    paths: dict[str, None] = {}
+    for frame in profile.frames:
+        if frame.file:
+            paths[frame.file] = None
+    for path, _line in profile.line_costs:
+        paths[path] = None
+    return list(paths)
+
+
+def gather_sources(profile: Profile) -> dict[str, str]:
+    """Text of every referenced source file: already embedded ones, else read from disk.
+
+    Files that are missing, unreadable, binary or bigger than MAX_SOURCE_BYTES are
+    skipped, and so is everything past MAX_SOURCES_BYTES in total.
+    """
+    sources: dict[str, str] = {}
+    budget = MAX_SOURCES_BYTES
+    for path in referenced_sources(profile):
+        text = profile.sources.get(path)
+        if text is None:
+            try:
+                with open(path, "rb") as f:
+                    data = f.read(MAX_SOURCE_BYTES + 1)
+            except OSError:
+                continue
+            if len(data) > MAX_SOURCE_BYTES or b"\0" in data:
+                continue
+            text = data.decode("utf-8", errors="replace")
+        size = len(text.encode("utf-8", errors="replace"))
+        if size > budget:
+            continue
+        budget -= size
+        sources[path] = text
+    return sources
 
 
 def profile_from_dict(doc: dict[str, Any]) -> Profile:
@@ -131,12 +176,29 @@ def profile_from_dict(doc: dict[str, Any]) -> Profile:
             (str(m), int(a)): list(map(float, c)) for m, a, c in doc["address_costs"]
         },
         functions=functions,
+        sources=_decode_sources(doc.get("sources")),
     )
 
 
-def save(profile: Profile, path: Path) -> None:
-    """Write `profile` to `path` (gzip JSON), atomically."""
-    data = json.dumps(profile_to_dict(profile), separators=(",", ":")).encode()
+def _decode_sources(sources: Any) -> dict[str, str]:
+    if sources is None:
+        return {}
+    if not isinstance(sources, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in sources.items()):
+        raise ValueError("sources must map paths to text")
+    return dict(sources)
+
+
+def save(profile: Profile, path: Path, *, embed_sources: bool = True) -> None:
+    """Write `profile` to `path` (gzip JSON), atomically.
+
+    With `embed_sources`, the text of the source files the profile refers to is
+    stored too (see `gather_sources`), so `load` gives them back in `Profile.sources`.
+    """
+    doc = profile_to_dict(profile)
+    if embed_sources:
+        doc["sources"] = gather_sources(profile)
+    data = json.dumps(doc, separators=(",", ":")).encode()
     tmp = path.with_name(path.name + ".tmp")
     try:
         with gzip.open(tmp, "wb", compresslevel=6) as f:

@@ -18,13 +18,15 @@ from collectors import storage
 from collectors.base import Collector, CollectorOptions
 from collectors.detect import inspect_binary
 from collectors.errors import ProftuiError
+from collectors.export import EXPORTERS, default_output, write_export
 from collectors.export.text import render_json, render_text
+from collectors.importers import load_any
 from collectors.launch import resolve_program
 from collectors.model import Profile
 from collectors.registry import COLLECTORS
 
 MODES = ("gprof", "instrument", "sampler")
-SUBCOMMANDS = ("record", "report", "open", "demo", "attach")
+SUBCOMMANDS = ("record", "report", "open", "demo", "attach", "export")
 
 DESCRIPTION = """\
 Live terminal profiler for native C/C++ programs.
@@ -35,6 +37,8 @@ Live terminal profiler for native C/C++ programs.
                                  profile headless, save the profile, exit with prog's status
   proftui report run.proftui     print the flat profile and call tree (--json for scripts)
   proftui open run.proftui       browse a saved profile in the TUI
+  proftui export -f pprof FILE   convert to pprof, folded, callgrind, dot or speedscope
+                                 (report/open/export also read gperftools and perf script files)
   proftui demo                   compile and profile the bundled demo program
 
 Modes (chosen from the binary, --mode overrides):
@@ -105,8 +109,15 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
     attach.add_argument("--text", action="store_true", help="no TUI: print the text report")
     attach.add_argument("--json", action="store_true", help="no TUI: print the JSON report")
     _add_profiling_options(attach)
+    export = argparse.ArgumentParser(
+        prog="proftui export", description="Convert a profile (proftui, gperftools or "
+        "`perf script` output) for other tools: pprof, folded, callgrind, dot, speedscope.")
+    export.add_argument("--format", "-f", required=True, choices=sorted(EXPORTERS))
+    export.add_argument("-o", "--output", type=Path,
+                        help="output file, - for stdout (default: beside FILE, named by format)")
+    export.add_argument("file", type=Path)
     return {"run": run, "record": record, "report": report, "open": open_, "demo": demo,
-            "attach": attach}
+            "attach": attach, "export": export}
 
 
 def split_command(argv: Sequence[str]) -> tuple[str, list[str]]:
@@ -228,12 +239,12 @@ def cmd_record(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    print_report(storage.load(args.file), as_json=args.json, limit=args.limit)
+    print_report(load_any(args.file), as_json=args.json, limit=args.limit)
     return 0
 
 
 def cmd_open(args: argparse.Namespace) -> int:
-    profile = storage.load(args.file)
+    profile = load_any(args.file)
     if sys.stdout.isatty() and sys.stdin.isatty():
         return run_tui(profile=profile)
     print_report(profile, as_json=False)
@@ -258,8 +269,17 @@ def cmd_attach(args: argparse.Namespace) -> int:
     return cmd_run(args)
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    output = args.output or default_output(args.file, args.format)
+    write_export(load_any(args.file), args.format, output)
+    if str(output) != "-":
+        print(f"proftui: {args.format} export written to {output}", file=sys.stderr)
+    return 0
+
+
 COMMANDS = {"run": cmd_run, "record": cmd_record, "report": cmd_report,
-            "open": cmd_open, "demo": cmd_demo, "attach": cmd_attach}
+            "open": cmd_open, "demo": cmd_demo, "attach": cmd_attach,
+            "export": cmd_export}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

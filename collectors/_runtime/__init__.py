@@ -6,6 +6,7 @@ They are plain shared objects for LD_PRELOAD, never imported (DESIGN.md 6).
 from __future__ import annotations
 
 import importlib.util
+import os
 
 from collectors.errors import ProftuiError
 
@@ -18,3 +19,18 @@ def runtime_library_path(name: str) -> str:
             f"runtime library {name} is not built; reinstall proftui with `pip install .`"
         )
     return spec.origin
+
+
+def runtime_executable_path(name: str) -> str:
+    """Absolute path of the helper executable `name` (e.g. "proftui-attach").
+
+    Executables are not modules, so look in the package's directories.
+    """
+    spec = importlib.util.find_spec("collectors._runtime")
+    for directory in (spec.submodule_search_locations or []) if spec is not None else []:
+        path = os.path.join(directory, name)
+        if os.access(path, os.X_OK):
+            return path
+    raise ProftuiError(
+        f"runtime helper {name} is not built; reinstall proftui with `pip install .`"
+    )

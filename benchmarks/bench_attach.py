@@ -1,0 +1,152 @@
+"""Target slowdown while proftui is attached (`proftui --pid`), per method and rate.
+
+The target (tests/fixtures/att_bench.c) waits until the profiler is attached,
+then times a fixed amount of CPU work itself.  Anchor: the same work with
+nothing attached, measured in the same run; `perf record -g -p` at the same
+rates is shown where perf is installed and allowed.  Configurations are
+interleaved over the rounds so machine drift hits them all alike.  Other load
+on the machine only ever adds time, so the table compares the best round of
+each configuration (wall time, and the target's own CPU time, which includes
+kernel work done on its behalf such as ptrace stops and sample collection).
+Goal: <= 3% slowdown at 100 Hz.
+
+usage: python benchmarks/bench_attach.py [--rounds N] [--seconds S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from collectors.attach import AttachCollector  # noqa: E402
+from collectors.base import CollectorOptions  # noqa: E402
+from collectors.errors import ProftuiError  # noqa: E402
+
+FLAGS = ["-O2", "-g", "-fno-omit-frame-pointer"]
+Attacher = Callable[[int], Callable[[], None]]  # attach to pid; returns "detach"
+
+
+def build_target() -> Path:
+    out = ROOT / "build" / "bench" / "att_bench"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["gcc", *FLAGS, "-o", str(out), str(ROOT / "tests/fixtures/att_bench.c")],
+                   check=True)
+    return out
+
+
+def run_once(binary: Path, iterations: int, attacher: Attacher | None) -> tuple[float, float]:
+    """(wall, CPU) seconds of the target's work, with `attacher` attached meanwhile."""
+    proc = subprocess.Popen([str(binary), str(iterations)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdout.readline()
+    detach = attacher(proc.pid) if attacher else (lambda: None)
+    try:
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        wall, cpu = (float(x) for x in proc.stdout.readline().split())
+    finally:
+        detach()
+        proc.stdin.close()
+        proc.wait()
+    return wall, cpu
+
+
+def proftui_attacher(method: str, hz: int) -> Attacher:
+    def attach(pid: int) -> Callable[[], None]:
+        collector = AttachCollector([], CollectorOptions(pid=pid, method=method,
+                                                         frequency_hz=hz))
+        collector.start()
+        time.sleep(0.05)  # let the helper settle into its loop
+
+        def detach() -> None:
+            collector.stop()
+            collector.snapshot()  # symbolizing happens off the target's CPU time anyway
+
+        return detach
+
+    return attach
+
+
+def perf_attacher(hz: int, out_dir: Path) -> Attacher:
+    def attach(pid: int) -> Callable[[], None]:
+        perf = subprocess.Popen(["perf", "record", "-q", "-F", str(hz), "-g", "-p", str(pid),
+                                 "-o", str(out_dir / "perf.data")],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.3)  # perf record has no "attached" signal: give it time
+
+        def detach() -> None:
+            perf.send_signal(signal.SIGINT)
+            perf.wait()
+
+        return detach
+
+    return attach
+
+
+def usable(method: str, binary: Path) -> str | None:
+    """None if `method` can attach here, else the reason."""
+    try:
+        run_once(binary, 10, proftui_attacher(method, 100))
+    except ProftuiError as exc:
+        return str(exc)
+    return None
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--seconds", type=float, default=0.5, help="target work per run")
+    args = parser.parse_args()
+    binary = build_target()
+    # Calibrate the work to about --seconds with nothing attached.
+    per_iter = run_once(binary, 200, None)[0] / 200
+    iterations = max(100, int(args.seconds / per_iter))
+    tmp = Path(tempfile.mkdtemp(prefix="bench-attach-"))
+    configs: dict[str, Attacher | None] = {"no profiler (anchor)": None}
+    skipped: list[str] = []
+    for method in ("perf", "ptrace"):
+        reason = usable(method, binary)
+        if reason:
+            skipped.append(f"proftui {method}: {reason}")
+            continue
+        for hz in (100, 1000):
+            configs[f"proftui --method {method} -F {hz}"] = proftui_attacher(method, hz)
+    if shutil.which("perf"):
+        for hz in (100, 1000):
+            configs[f"perf record -g -p (-F {hz})"] = perf_attacher(hz, tmp)
+    else:
+        skipped.append("perf record: perf is not installed")
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in configs}
+    for _ in range(args.rounds):
+        for name, attacher in configs.items():
+            times[name].append(run_once(binary, iterations, attacher))
+    shutil.rmtree(tmp, ignore_errors=True)
+    base = times["no profiler (anchor)"]
+    wall0, cpu0 = min(w for w, _ in base), min(c for _, c in base)
+    spread = 100 * (statistics.median(w for w, _ in base) / wall0 - 1)
+    print(f"target work: {iterations} iterations, {wall0:.3f} s unprofiled; best of "
+          f"{args.rounds} rounds (anchor's median is {spread:.1f}% above its best: noise)")
+    print(f"{'configuration':34} {'wall s':>7} {'slowdown':>9} {'cpu s':>7} {'cpu +':>7}")
+    for name, values in times.items():
+        wall, cpu = min(w for w, _ in values), min(c for _, c in values)
+        print(f"{name:34} {wall:7.3f} {100 * (wall / wall0 - 1):+8.1f}% {cpu:7.3f} "
+              f"{100 * (cpu / cpu0 - 1):+6.1f}%")
+    for line in skipped:
+        print(f"skipped {line}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,142 @@
+/* proftui-attach: sample a running process from outside (`proftui --pid N`).
+ *
+ *   proftui-attach PID HZ auto|perf|ptrace
+ *
+ * Writes the attach stream (pt_attach.h, docs/attach-stream.md) to stdout
+ * until stdin reaches EOF or receives a byte, SIGINT/SIGTERM/SIGHUP arrive,
+ * the parent (proftui) dies (PR_SET_PDEATHSIG -> SIGTERM), or the target
+ * exits; then detaches and exits 0.  The target keeps running untouched.
+ * Failures before the stream header go to stderr as one line, exit status 1.
+ *
+ * The helper is single-threaded and installs no signal handlers: signals are
+ * read from a signalfd, so nothing here needs to be async-signal-safe.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include "pt_attach.h"
+
+/* 0 once the target is a zombie or gone.  Not async-signal-safe. */
+int pt_target_alive(pid_t pid) {
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (f == NULL) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *end = strrchr(buf, ')');
+    if (end == NULL || end[1] == '\0') return 0;
+    return end[2] != 'Z' && end[2] != 'X' && end[2] != 'x';
+}
+
+/* Thread ids of `pid` from /proc/PID/task; -1 if it is gone.  Not async-signal-safe. */
+int pt_list_tasks(pid_t pid, pid_t *tids, int max) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    DIR *dir = opendir(path);
+    if (dir == NULL) return -1;
+    int n = 0;
+    struct dirent *ent;
+    while ((ent = readdir(dir)) != NULL && n < max) {
+        long tid = strtol(ent->d_name, NULL, 10);
+        if (tid > 0) tids[n++] = (pid_t)tid;
+    }
+    closedir(dir);
+    return n;
+}
+
+/* Drain the control pipe and the signalfd after poll().  Not async-signal-safe. */
+int pt_check_control(const struct pt_attach_config *cfg, short revents_control,
+                     short revents_signal, int *got_chld) {
+    int stop = 0;
+    if (revents_control & (POLLIN | POLLHUP | POLLERR)) stop = 1; /* a byte, or proftui died */
+    if (revents_signal & POLLIN) {
+        struct signalfd_siginfo si;
+        while (read(cfg->signal_fd, &si, sizeof si) == (ssize_t)sizeof si) {
+            if (si.ssi_signo == SIGCHLD) {
+                if (got_chld != NULL) *got_chld = 1;
+            } else {
+                stop = 1;
+            }
+        }
+    }
+    return stop;
+}
+
+static void pt_usage(void) {
+    fprintf(stderr, "usage: proftui-attach PID HZ auto|perf|ptrace\n");
+    exit(2);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 4) pt_usage();
+    char *end;
+    long pid = strtol(argv[1], &end, 10);
+    if (*end != '\0' || pid <= 0) pt_usage();
+    long hz = strtol(argv[2], &end, 10);
+    if (*end != '\0' || hz <= 0 || hz > 100000) pt_usage();
+    const char *method = argv[3];
+
+    /* If proftui dies we get SIGTERM (read from the signalfd), and stdin EOF. */
+    pid_t parent = getppid();
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent) return 0;
+
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGHUP);
+    sigaddset(&mask, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &mask, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    /* Never block on proftui: pt_attach_out.c drops samples instead. */
+    fcntl(STDOUT_FILENO, F_SETFL, fcntl(STDOUT_FILENO, F_GETFL) | O_NONBLOCK);
+    int sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (sfd < 0) {
+        fprintf(stderr, "signalfd: %s\n", strerror(errno));
+        return 1;
+    }
+    if (!pt_target_alive((pid_t)pid)) {
+        fprintf(stderr, "process %ld does not exist or has exited\n", pid);
+        return 1;
+    }
+
+    struct pt_attach_config cfg = {
+        .pid = (pid_t)pid,
+        .period_ns = 1000000000ull / (uint64_t)hz,
+        .control_fd = STDIN_FILENO,
+        .signal_fd = sfd,
+    };
+    int rc;
+    if (strcmp(method, "perf") == 0) {
+        rc = pt_perf_run(&cfg, 0);
+    } else if (strcmp(method, "ptrace") == 0) {
+        rc = pt_ptrace_run(&cfg);
+    } else if (strcmp(method, "auto") == 0) {
+        rc = pt_perf_run(&cfg, 1);
+        if (rc < 0) {
+            char why[300];
+            snprintf(why, sizeof why, "perf_event_open failed (%s); sampling with ptrace instead",
+                     strerror(errno));
+            pt_out_defer_warning(why);
+            rc = pt_ptrace_run(&cfg);
+        }
+    } else {
+        pt_usage();
+        return 2;
+    }
+    pt_out_flush();
+    return rc < 0 ? 1 : 0;
+}

@@ -1,0 +1,305 @@
+/* proftui-attach, perf_event method: the kernel samples, we drain ring buffers.
+ *
+ * One task-clock event per existing thread and CPU with inherit=1, so threads
+ * those threads create later are sampled too; events of one CPU share a ring.  PERF_RECORD_FORK tells us which threads
+ * inheritance covers; a periodic rescan of /proc/PID/task opens events for
+ * the rest.  Call chains are collected by the kernel from user space only
+ * (exclude_kernel, exclude_callchain_kernel), which walks frame pointers.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <linux/perf_event.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "pt_attach.h"
+
+#define PT_PERF_MAX_THREADS 4096
+#define PT_PERF_MAX_CPUS 1024
+
+/* One ring buffer per CPU: the kernel refuses mmap on inherited per-task
+ * (cpu = -1) events, so like `perf record -p` we open one event per thread
+ * per CPU and point all events of a CPU at that CPU's ring (SET_OUTPUT). */
+struct pt_perf_ring {
+    int fd;                            /* the event owning the ring, -1 if none */
+    struct perf_event_mmap_page *meta; /* the ring's control page */
+    unsigned char *data;               /* the ring itself */
+    uint64_t size;                     /* bytes in the ring, a power of two */
+};
+
+/* Rings, open event fds, and every tid known to be sampled (opened or
+ * inherited): the helper is single-threaded, so plain globals are fine. */
+static struct pt_perf_ring pt_rings[PT_PERF_MAX_CPUS];
+static int pt_ncpus;
+static int *pt_fds;
+static int pt_nfds, pt_capfds;
+static pid_t pt_known[PT_PERF_MAX_THREADS * 4];
+static int pt_nknown;
+static uint64_t pt_samples, pt_lost;
+
+static int pt_known_has(pid_t tid) {
+    for (int i = 0; i < pt_nknown; i++)
+        if (pt_known[i] == tid) return 1;
+    return 0;
+}
+
+static void pt_known_add(pid_t tid) {
+    if (!pt_known_has(tid) && pt_nknown < (int)(sizeof pt_known / sizeof pt_known[0]))
+        pt_known[pt_nknown++] = tid;
+}
+
+static void pt_known_remove(pid_t tid) {
+    for (int i = 0; i < pt_nknown; i++)
+        if (pt_known[i] == tid) {
+            pt_known[i] = pt_known[--pt_nknown];
+            return;
+        }
+}
+
+static void pt_close_all(void) {
+    for (int i = 0; i < pt_nfds; i++) close(pt_fds[i]);
+    pt_nfds = 0;
+}
+
+/* Open one thread's events, one per CPU; -1 with errno on failure.
+ * Not async-signal-safe. */
+static int pt_perf_open(const struct pt_attach_config *cfg, pid_t tid) {
+    struct perf_event_attr attr;
+    memset(&attr, 0, sizeof attr);
+    attr.size = sizeof attr;
+    attr.type = PERF_TYPE_SOFTWARE;
+    attr.config = PERF_COUNT_SW_TASK_CLOCK;
+    attr.sample_period = cfg->period_ns;
+    attr.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_CALLCHAIN |
+                       PERF_SAMPLE_PERIOD | PERF_SAMPLE_STACK_USER;
+    attr.sample_stack_user = 8 * PT_STACK_WORDS;
+    attr.exclude_kernel = 1;
+    attr.exclude_hv = 1;
+    attr.exclude_callchain_kernel = 1;
+    attr.inherit = 1;
+    attr.task = 1;
+    attr.mmap = 1;
+    attr.comm = 1;
+    attr.sample_id_all = 1;
+    attr.wakeup_events = 64;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    int opened = 0;
+    for (int cpu = 0; cpu < pt_ncpus; cpu++) {
+        int fd = (int)syscall(SYS_perf_event_open, &attr, tid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+        if (fd < 0) {
+            if (errno == ENODEV) continue; /* an offline CPU */
+            return -1;
+        }
+        if (pt_nfds == pt_capfds) {
+            int cap = pt_capfds ? 2 * pt_capfds : 256;
+            int *fds = realloc(pt_fds, (size_t)cap * sizeof *fds);
+            if (fds == NULL) {
+                close(fd);
+                errno = ENOMEM;
+                return -1;
+            }
+            pt_fds = fds;
+            pt_capfds = cap;
+        }
+        pt_fds[pt_nfds++] = fd;
+        struct pt_perf_ring *ring = &pt_rings[cpu];
+        if (ring->fd < 0) {
+            size_t pages = pt_ncpus <= 16 ? 64 : 16; /* 1 control page + 2^n data pages */
+            void *map = mmap(NULL, (pages + 1) * page, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+            if (map == MAP_FAILED) return -1;
+            ring->fd = fd;
+            ring->meta = map;
+            ring->data = (unsigned char *)map + page;
+            ring->size = pages * page;
+        } else if (ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, ring->fd) != 0) {
+            return -1;
+        }
+        opened++;
+    }
+    if (opened == 0) {
+        errno = ENODEV;
+        return -1;
+    }
+    pt_known_add(tid);
+    return 0;
+}
+
+/* Copy `len` bytes at ring offset `off`, handling wrap-around.  Not async-signal-safe. */
+static void pt_ring_copy(const struct pt_perf_ring *ev, uint64_t off, void *dst, size_t len) {
+    uint64_t start = off & (ev->size - 1);
+    size_t first = len;
+    if (start + len > ev->size) first = (size_t)(ev->size - start);
+    memcpy(dst, ev->data + start, first);
+    if (first < len) memcpy((unsigned char *)dst + first, ev->data, len - first);
+}
+
+/* Turn one PERF_RECORD_SAMPLE body into a stream record.  Not async-signal-safe. */
+static void pt_perf_sample(const struct pt_attach_config *cfg, const uint64_t *body, size_t words) {
+    /* Layout for our sample_type: ip, pid|tid, period, nr, ips[nr],
+     * stack size, stack bytes[size], dyn_size (when size > 0). */
+    if (words < 4) return;
+    uint32_t pid = (uint32_t)body[1], tid = (uint32_t)(body[1] >> 32);
+    if ((pid_t)pid != cfg->pid) return;
+    uint64_t period = body[2], nr = body[3];
+    if (nr > words - 4) nr = words - 4;
+    const uint64_t *stack = NULL;
+    uint32_t nstack = 0;
+    size_t at = 4 + (size_t)nr;
+    if (at < words) {
+        uint64_t size = body[at] / 8;
+        if (size > 0 && at + 1 + size < words) {
+            uint64_t dyn = body[at + 1 + size] / 8;
+            stack = body + at + 1;
+            nstack = (uint32_t)(dyn < size ? dyn : size);
+        }
+    }
+    uint64_t ips[PT_MAX_FRAMES];
+    uint32_t n = 0;
+    for (uint64_t i = 0; i < nr && n < PT_MAX_FRAMES; i++) {
+        uint64_t ip = body[4 + i];
+        if (ip >= (uint64_t)PERF_CONTEXT_MAX) continue; /* PERF_CONTEXT_USER etc. markers */
+        ips[n++] = ip;
+    }
+    if (n == 0) ips[n++] = body[0];
+    pt_out_sample(tid, period, ips, n, stack, nstack);
+    pt_samples++;
+}
+
+/* Consume everything in one ring.  Not async-signal-safe. */
+static void pt_perf_drain(const struct pt_attach_config *cfg, struct pt_perf_ring *ev) {
+    uint64_t head = __atomic_load_n(&ev->meta->data_head, __ATOMIC_ACQUIRE);
+    uint64_t tail = ev->meta->data_tail;
+    uint64_t rec[(sizeof(struct perf_event_header) + 8 * (PT_MAX_FRAMES + PT_STACK_WORDS + 32)) / 8 + 1];
+    while (tail < head) {
+        struct perf_event_header hdr;
+        pt_ring_copy(ev, tail, &hdr, sizeof hdr);
+        if (hdr.size < sizeof hdr) break; /* corrupt: give up on this batch */
+        size_t len = hdr.size < sizeof rec ? hdr.size : sizeof rec;
+        pt_ring_copy(ev, tail, rec, len);
+        const uint64_t *body = rec + 1;
+        size_t words = (len - sizeof hdr) / 8;
+        switch (hdr.type) {
+        case PERF_RECORD_SAMPLE:
+            pt_perf_sample(cfg, body, words);
+            break;
+        case PERF_RECORD_LOST:
+            if (words >= 2) {
+                pt_lost += body[1];
+                pt_out_u64(PT_REC_LOST, body[1]);
+            }
+            break;
+        case PERF_RECORD_FORK: /* pid, ppid, tid, ptid: a thread inheritance covers */
+            if (words >= 2 && (pid_t)(uint32_t)body[0] == cfg->pid) {
+                pid_t tid = (pid_t)(uint32_t)body[1];
+                if (!pt_known_has(tid)) {
+                    pt_known_add(tid);
+                    pt_out_thread((uint32_t)tid, PT_THREAD_NEW, cfg->pid);
+                }
+            }
+            break;
+        case PERF_RECORD_EXIT:
+            if (words >= 2 && (pid_t)(uint32_t)body[0] == cfg->pid) {
+                pid_t tid = (pid_t)(uint32_t)body[1];
+                pt_known_remove(tid);
+                pt_out_thread((uint32_t)tid, PT_THREAD_GONE, cfg->pid);
+            }
+            break;
+        case PERF_RECORD_COMM: /* a thread renamed itself */
+            if (words >= 1 && (pid_t)(uint32_t)body[0] == cfg->pid)
+                pt_out_thread((uint32_t)(body[0] >> 32), 0, cfg->pid);
+            break;
+        case PERF_RECORD_MMAP:
+            pt_out_u64(PT_REC_MAPS, 0);
+            break;
+        default:
+            break;
+        }
+        tail += hdr.size;
+    }
+    __atomic_store_n(&ev->meta->data_tail, tail, __ATOMIC_RELEASE);
+}
+
+/* Open events for threads neither opened nor inherited yet.  Not async-signal-safe. */
+static void pt_perf_rescan(const struct pt_attach_config *cfg) {
+    static pid_t tids[PT_PERF_MAX_THREADS];
+    int n = pt_list_tasks(cfg->pid, tids, PT_PERF_MAX_THREADS);
+    for (int i = 0; i < n; i++) {
+        if (pt_known_has(tids[i])) continue;
+        if (pt_perf_open(cfg, tids[i]) == 0) pt_out_thread((uint32_t)tids[i], PT_THREAD_NEW, cfg->pid);
+    }
+}
+
+static uint64_t pt_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The perf_event method: see the file comment.  Not async-signal-safe. */
+int pt_perf_run(const struct pt_attach_config *cfg, int quiet_fail) {
+    static pid_t tids[PT_PERF_MAX_THREADS];
+    pt_ncpus = (int)sysconf(_SC_NPROCESSORS_CONF);
+    if (pt_ncpus < 1) pt_ncpus = 1;
+    if (pt_ncpus > PT_PERF_MAX_CPUS) pt_ncpus = PT_PERF_MAX_CPUS;
+    for (int c = 0; c < pt_ncpus; c++) pt_rings[c].fd = -1;
+    int n = pt_list_tasks(cfg->pid, tids, PT_PERF_MAX_THREADS);
+    if (n <= 0) {
+        errno = ESRCH;
+        if (!quiet_fail) fprintf(stderr, "process %d does not exist\n", (int)cfg->pid);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        if (pt_perf_open(cfg, tids[i]) == 0) continue;
+        if (errno == ESRCH) continue; /* the thread exited meanwhile */
+        int saved = errno;
+        pt_close_all();
+        pt_nknown = 0;
+        if (!quiet_fail)
+            fprintf(stderr, "perf_event_open(tid %d): %s\n", (int)tids[i], strerror(saved));
+        errno = saved;
+        return -1;
+    }
+    if (pt_nknown == 0) {
+        errno = ESRCH;
+        if (!quiet_fail) fprintf(stderr, "process %d has exited\n", (int)cfg->pid);
+        return -1;
+    }
+    pt_out_header(PT_METHOD_PERF, cfg->pid, cfg->period_ns);
+    for (int i = 0; i < pt_nknown; i++) pt_out_thread((uint32_t)pt_known[i], PT_THREAD_NEW, cfg->pid);
+    pt_out_flush();
+
+    uint64_t next_check = pt_now_ns();
+    int exited = 0;
+    for (;;) {
+        struct pollfd pfd[2] = {{cfg->control_fd, POLLIN, 0}, {cfg->signal_fd, POLLIN, 0}};
+        int r = poll(pfd, 2, 20);
+        int stop = r > 0 && pt_check_control(cfg, pfd[0].revents, pfd[1].revents, NULL);
+        for (int c = 0; c < pt_ncpus; c++)
+            if (pt_rings[c].fd >= 0) pt_perf_drain(cfg, &pt_rings[c]);
+        uint64_t now = pt_now_ns();
+        if (now >= next_check) {
+            next_check = now + 200000000ull;
+            if (!pt_target_alive(cfg->pid)) {
+                exited = 1;
+            } else {
+                pt_perf_rescan(cfg);
+            }
+        }
+        pt_out_flush();
+        if (stop || exited || pt_out_broken()) break;
+    }
+    /* Closing the events is the whole detach: the target never noticed us. */
+    for (int c = 0; c < pt_ncpus; c++)
+        if (pt_rings[c].fd >= 0) pt_perf_drain(cfg, &pt_rings[c]);
+    pt_close_all();
+    if (exited) pt_out_exit(-1, -1);
+    pt_out_end(pt_samples, pt_lost);
+    return 0;
+}

@@ -1,0 +1,330 @@
+/* proftui-attach, ptrace method: for machines where perf_event_open is denied.
+ *
+ * Every thread is PTRACE_SEIZEd (PTRACE_O_TRACECLONE follows new threads).
+ * At each tick of a timerfd, each thread that is running or runnable (state R
+ * in /proc/PID/task/TID/stat) and used CPU since its last sample (schedstat)
+ * is PTRACE_INTERRUPTed, its registers are read, its stack is walked through
+ * frame pointers with process_vm_readv, and it is continued at once.  The
+ * sample weighs the CPU time the thread used since its previous sample.
+ * Sleeping threads are never interrupted: waking them would itself cost CPU
+ * time and make them look busy.
+ *
+ * Signals the target receives cause signal-delivery-stops: they are handed
+ * back unchanged (PTRACE_CONT with the signal), SIGCHLD wakes us for that.
+ * Detach: interrupt each thread, wait for the stop, PTRACE_DETACH.  If the
+ * helper is killed outright, the kernel detaches for us.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/timerfd.h>
+#include <sys/uio.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "pt_attach.h"
+
+#define PT_TRACE_MAX_THREADS 4096
+
+struct pt_thread {
+    pid_t tid;
+    int schedstat_fd;  /* /proc/PID/task/TID/schedstat, read each tick */
+    int stat_fd;       /* /proc/PID/task/TID/stat, for the scheduler state */
+    uint64_t cpu_ns;   /* CPU time at the previous sample */
+    int stopped;       /* in a ptrace-stop we caused and have not ended yet */
+};
+
+/* Traced threads and counters: the helper is single-threaded. */
+static struct pt_thread pt_threads[PT_TRACE_MAX_THREADS];
+static int pt_nthreads;
+static uint64_t pt_tr_samples;
+static int pt_exit_status = -1, pt_exit_signal = -1, pt_target_gone;
+
+static struct pt_thread *pt_find(pid_t tid) {
+    for (int i = 0; i < pt_nthreads; i++)
+        if (pt_threads[i].tid == tid) return &pt_threads[i];
+    return NULL;
+}
+
+/* CPU time of a thread in ns, 0 if unreadable.  Not async-signal-safe. */
+static uint64_t pt_cpu_ns(const struct pt_thread *t) {
+    char buf[96];
+    ssize_t n = pread(t->schedstat_fd, buf, sizeof buf - 1, 0);
+    if (n <= 0) return 0;
+    buf[n] = '\0';
+    return strtoull(buf, NULL, 10);
+}
+
+/* Whether the thread is running or runnable.  Not async-signal-safe. */
+static int pt_runnable(const struct pt_thread *t) {
+    char buf[512];
+    ssize_t n = pread(t->stat_fd, buf, sizeof buf - 1, 0);
+    if (n <= 0) return 1; /* unknown: let the CPU time decide */
+    buf[n] = '\0';
+    const char *end = strrchr(buf, ')');
+    return end != NULL && end[1] == ' ' && end[2] == 'R';
+}
+
+static void pt_close_thread(struct pt_thread *t) {
+    if (t->schedstat_fd >= 0) close(t->schedstat_fd);
+    if (t->stat_fd >= 0) close(t->stat_fd);
+}
+
+static struct pt_thread *pt_add(pid_t pid, pid_t tid) {
+    struct pt_thread *t = pt_find(tid);
+    if (t != NULL || pt_nthreads >= PT_TRACE_MAX_THREADS) return t;
+    t = &pt_threads[pt_nthreads++];
+    memset(t, 0, sizeof *t);
+    t->tid = tid;
+    char path[80];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/schedstat", (int)pid, (int)tid);
+    t->schedstat_fd = open(path, O_RDONLY | O_CLOEXEC);
+    snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)pid, (int)tid);
+    t->stat_fd = open(path, O_RDONLY | O_CLOEXEC);
+    t->cpu_ns = t->schedstat_fd >= 0 ? pt_cpu_ns(t) : 0;
+    pt_out_thread((uint32_t)tid, PT_THREAD_NEW, pid);
+    return t;
+}
+
+static void pt_remove(pid_t pid, pid_t tid) {
+    struct pt_thread *t = pt_find(tid);
+    if (t == NULL) return;
+    pt_close_thread(t);
+    *t = pt_threads[--pt_nthreads];
+    pt_out_thread((uint32_t)tid, PT_THREAD_GONE, pid);
+}
+
+/* Walk frame pointers from the stopped thread's registers.  Not async-signal-safe. */
+static void pt_sample(const struct pt_attach_config *cfg, struct pt_thread *t, uint64_t weight) {
+    struct user_regs_struct regs;
+    if (ptrace(PTRACE_GETREGS, t->tid, NULL, &regs) != 0) return;
+    uint64_t ips[PT_MAX_FRAMES];
+    uint32_t n = 0;
+    ips[n++] = regs.rip;
+    uint64_t bp = regs.rbp, sp = regs.rsp;
+    while (n < PT_MAX_FRAMES) {
+        /* A caller's frame lies above ours on a downward-growing stack. */
+        if (bp < sp || bp - sp > (64u << 20) || (bp & 7) != 0) break;
+        uint64_t pair[2];
+        struct iovec local = {pair, sizeof pair}, remote = {(void *)bp, sizeof pair};
+        if (process_vm_readv(cfg->pid, &local, 1, &remote, 1, 0) != (ssize_t)sizeof pair) break;
+        if (pair[1] < 4096) break;
+        ips[n++] = pair[1];
+        sp = bp + 16;
+        bp = pair[0];
+    }
+    /* The words at the stack pointer (fewer near the top of the stack). */
+    uint64_t stack[PT_STACK_WORDS];
+    uint32_t nstack = 0;
+    for (uint32_t want = PT_STACK_WORDS; want > 0 && nstack == 0; want /= 2) {
+        struct iovec local = {stack, 8 * want}, remote = {(void *)regs.rsp, 8 * want};
+        if (process_vm_readv(cfg->pid, &local, 1, &remote, 1, 0) == (ssize_t)(8 * want)) nstack = want;
+    }
+    pt_out_sample((uint32_t)t->tid, weight, ips, n, stack, nstack);
+    pt_tr_samples++;
+}
+
+/* Handle one wait status of a traced thread.  `want_stop` means we interrupted
+ * it and want it left stopped (returns 1 then).  Not async-signal-safe. */
+static int pt_handle(const struct pt_attach_config *cfg, pid_t tid, int status, int want_stop) {
+    if (WIFEXITED(status) || WIFSIGNALED(status)) {
+        if (tid == cfg->pid) {
+            pt_target_gone = 1;
+            if (WIFEXITED(status)) pt_exit_status = WEXITSTATUS(status);
+            else pt_exit_signal = WTERMSIG(status);
+        }
+        pt_remove(cfg->pid, tid);
+        return 0;
+    }
+    if (!WIFSTOPPED(status)) return 0;
+    int sig = WSTOPSIG(status), event = status >> 16;
+    struct pt_thread *t = pt_find(tid);
+    if (t == NULL) t = pt_add(cfg->pid, tid); /* a new thread's first stop can come first */
+    if (event == PTRACE_EVENT_CLONE) {
+        unsigned long child = 0;
+        if (ptrace(PTRACE_GETEVENTMSG, tid, NULL, &child) == 0) pt_add(cfg->pid, (pid_t)child);
+        if (want_stop) return 1;
+        ptrace(PTRACE_CONT, tid, NULL, NULL);
+        return 0;
+    }
+    if (event == PTRACE_EVENT_STOP) {
+        if (sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU) {
+            ptrace(PTRACE_LISTEN, tid, NULL, NULL); /* group-stop: stay stopped as asked */
+            return 0;
+        }
+        if (want_stop) return 1;
+        ptrace(PTRACE_CONT, tid, NULL, NULL);
+        return 0;
+    }
+    if (event != 0) { /* another event we did not ask for */
+        ptrace(PTRACE_CONT, tid, NULL, NULL);
+        return 0;
+    }
+    /* Signal-delivery-stop: pass the signal on untouched. */
+    ptrace(PTRACE_CONT, tid, NULL, (void *)(long)sig);
+    return 0;
+}
+
+/* Handle every pending tracee state change without blocking.  Not async-signal-safe. */
+static void pt_reap(const struct pt_attach_config *cfg) {
+    int status;
+    pid_t tid;
+    while ((tid = waitpid(-1, &status, WNOHANG | __WALL)) > 0) pt_handle(cfg, tid, status, 0);
+}
+
+/* Stop `t` with PTRACE_INTERRUPT and wait until it is stopped; 0 if it is.
+ * Not async-signal-safe. */
+static int pt_stop_thread(const struct pt_attach_config *cfg, pid_t tid) {
+    if (ptrace(PTRACE_INTERRUPT, tid, NULL, NULL) != 0) return -1;
+    for (;;) {
+        int status;
+        pid_t r = waitpid(tid, &status, __WALL);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        if (pt_handle(cfg, tid, status, 1)) return 0;
+        if (pt_find(tid) == NULL) return -1; /* it exited */
+        if (WIFSTOPPED(status) && (status >> 16) == PTRACE_EVENT_STOP) return -1; /* group-stop */
+    }
+}
+
+/* One sampling tick over all threads.  Not async-signal-safe. */
+static void pt_tick(const struct pt_attach_config *cfg) {
+    for (int i = 0; i < pt_nthreads; i++) {
+        struct pt_thread *t = &pt_threads[i];
+        uint64_t cpu = pt_cpu_ns(t);
+        if (cpu <= t->cpu_ns || !pt_runnable(t)) continue; /* not on a CPU: nothing to see */
+        pid_t tid = t->tid;
+        if (pt_stop_thread(cfg, tid) != 0) continue;
+        t = pt_find(tid); /* the table may have grown while we waited */
+        if (t == NULL) continue;
+        pt_sample(cfg, t, cpu - t->cpu_ns);
+        t->cpu_ns = cpu;
+        ptrace(PTRACE_CONT, tid, NULL, NULL);
+    }
+}
+
+/* Seize every thread, re-listing until no new one appears.  -1 with errno if
+ * not even one could be seized.  Not async-signal-safe. */
+static int pt_seize_all(const struct pt_attach_config *cfg) {
+    static pid_t tids[PT_TRACE_MAX_THREADS];
+    long opts = PTRACE_O_TRACECLONE;
+    int first_errno = 0;
+    for (int round = 0; round < 10; round++) {
+        int n = pt_list_tasks(cfg->pid, tids, PT_TRACE_MAX_THREADS), added = 0;
+        if (n <= 0) {
+            errno = ESRCH;
+            return -1;
+        }
+        for (int i = 0; i < n; i++) {
+            if (pt_find(tids[i]) != NULL) continue;
+            if (ptrace(PTRACE_SEIZE, tids[i], NULL, (void *)opts) != 0) {
+                if (first_errno == 0) first_errno = errno;
+                if (pt_nthreads == 0 && errno != ESRCH) return -1;
+                continue;
+            }
+            pt_add(cfg->pid, tids[i]);
+            added++;
+        }
+        if (added == 0) break;
+    }
+    if (pt_nthreads == 0) {
+        errno = first_errno ? first_errno : ESRCH;
+        return -1;
+    }
+    return 0;
+}
+
+/* Detach from every thread, each from a ptrace-stop.  Not async-signal-safe. */
+static void pt_detach_all(const struct pt_attach_config *cfg) {
+    while (pt_nthreads > 0) {
+        pid_t tid = pt_threads[pt_nthreads - 1].tid;
+        int sig = 0;
+        if (ptrace(PTRACE_INTERRUPT, tid, NULL, NULL) == 0) {
+            for (;;) {
+                int status;
+                pid_t r = waitpid(tid, &status, __WALL);
+                if (r < 0 && errno == EINTR) continue;
+                if (r < 0 || WIFEXITED(status) || WIFSIGNALED(status)) {
+                    if (r > 0) pt_handle(cfg, tid, status, 0);
+                    break;
+                }
+                int event = status >> 16;
+                if (event == PTRACE_EVENT_CLONE) {
+                    unsigned long child = 0;
+                    if (ptrace(PTRACE_GETEVENTMSG, tid, NULL, &child) == 0)
+                        pt_add(cfg->pid, (pid_t)child);
+                    ptrace(PTRACE_CONT, tid, NULL, NULL);
+                    continue;
+                }
+                if (event == 0) sig = WSTOPSIG(status); /* a signal in flight: deliver it */
+                break;
+            }
+        }
+        ptrace(PTRACE_DETACH, tid, NULL, (void *)(long)sig);
+        struct pt_thread *t = pt_find(tid);
+        if (t != NULL) {
+            pt_close_thread(t);
+            *t = pt_threads[--pt_nthreads];
+        }
+    }
+}
+
+/* The ptrace method: see the file comment.  Not async-signal-safe. */
+int pt_ptrace_run(const struct pt_attach_config *cfg) {
+    pt_out_header(PT_METHOD_PTRACE, cfg->pid, cfg->period_ns);
+    if (pt_seize_all(cfg) != 0) {
+        /* The header is out, so explain through the stream and on stderr. */
+        int saved = errno;
+        pt_out_text(PT_REC_ERROR, "ptrace(PTRACE_SEIZE, %d): %s", (int)cfg->pid, strerror(saved));
+        pt_out_flush();
+        fprintf(stderr, "ptrace(PTRACE_SEIZE, %d): %s\n", (int)cfg->pid, strerror(saved));
+        errno = saved;
+        return -1;
+    }
+    pt_out_flush();
+    int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    struct itimerspec its = {
+        .it_interval = {(time_t)(cfg->period_ns / 1000000000ull), (long)(cfg->period_ns % 1000000000ull)},
+        .it_value = {(time_t)(cfg->period_ns / 1000000000ull), (long)(cfg->period_ns % 1000000000ull)},
+    };
+    timerfd_settime(tfd, 0, &its, NULL);
+    int ticks_since_check = 0;
+    for (;;) {
+        struct pollfd pfd[3] = {
+            {cfg->control_fd, POLLIN, 0}, {cfg->signal_fd, POLLIN, 0}, {tfd, POLLIN, 0}};
+        int r = poll(pfd, 3, 100);
+        int chld = 0;
+        int stop = r > 0 && pt_check_control(cfg, pfd[0].revents, pfd[1].revents, &chld);
+        pt_reap(cfg); /* cheap, and SIGCHLD can coalesce: always look */
+        if (pfd[2].revents & POLLIN) {
+            uint64_t expirations;
+            if (read(tfd, &expirations, sizeof expirations) > 0) pt_tick(cfg);
+            pt_reap(cfg);
+        }
+        if (++ticks_since_check >= 10 || r == 0) {
+            ticks_since_check = 0;
+            if (!pt_target_alive(cfg->pid)) pt_target_gone = 1;
+        }
+        pt_out_flush();
+        if (stop || pt_target_gone || pt_nthreads == 0 || pt_out_broken()) break;
+    }
+    close(tfd);
+    if (pt_nthreads == 0) pt_target_gone = 1; /* every thread exited */
+    if (pt_target_gone) {
+        pt_reap(cfg);
+        pt_out_exit(pt_exit_status, pt_exit_signal);
+    } else {
+        pt_detach_all(cfg);
+    }
+    pt_out_end(pt_tr_samples, 0);
+    return 0;
+}

@@ -1,0 +1,367 @@
+"""Attach mode end to end: a fixture started outside proftui, sampled, detached.
+
+Each test checks that the target then finishes with its normal output and
+exit status (the target is sacred).  Methods the machine forbids are skipped
+with the reason proftui itself gives.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from collectors import storage
+from collectors.attach import AttachCollector
+from collectors.base import CollectorOptions
+from collectors.errors import ProftuiError
+from collectors.model import Profile
+from tests.conftest import build_fixture
+
+# Frame pointers everywhere (leaf functions too): both methods unwind with them.
+FLAGS = ["-O2", "-g", "-fno-omit-frame-pointer", "-mno-omit-leaf-frame-pointer", "-pthread"]
+DONE_LINE = "att_spin done sink=nonzero usr1=0\n"
+
+
+class Fixture:
+    """att_spin running as our child but outside proftui."""
+
+    def __init__(self, seconds: float) -> None:
+        binary = build_fixture("att_spin.c", FLAGS)
+        self.proc = subprocess.Popen([str(binary), str(seconds)], stdout=subprocess.PIPE,
+                                     text=True)
+        assert self.proc.stdout is not None
+        ready = self.proc.stdout.readline()
+        assert ready == f"ready {self.proc.pid}\n"
+        self.pid = self.proc.pid
+
+    def finish(self) -> tuple[str, int]:
+        out, _ = self.proc.communicate(timeout=30)
+        return out, self.proc.returncode
+
+    def tracer(self) -> int:
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith("TracerPid:"):
+                return int(line.split()[1])
+        return -1
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def attach(pid: int, method: str, **kw: object) -> AttachCollector:
+    collector = AttachCollector([], CollectorOptions(pid=pid, method=method, **kw))  # type: ignore[arg-type]
+    try:
+        collector.start()
+    except ProftuiError as exc:
+        collector.stop()
+        if any(w in str(exc) for w in ("denied", "refused", "ptrace_scope", "paranoid",
+                                       "disabled")):
+            pytest.skip(f"{method} sampling is not allowed here: {exc}")
+        raise
+    return collector
+
+
+def names_on_paths(profile: Profile) -> list[list[str]]:
+    """Every root-to-leaf path of function names (outermost first)."""
+    assert profile.tree is not None
+    paths = []
+    for node in profile.tree.nodes():
+        if not node.children:
+            paths.append([profile.frames[i].function for i in node.path()])
+    return paths
+
+
+def self_samples(profile: Profile) -> dict[str, float]:
+    totals: dict[str, float] = {}
+    assert profile.tree is not None
+    for node in profile.tree.nodes():
+        name = profile.frames[node.frame_id].function
+        totals[name] = totals.get(name, 0.0) + node.self_cost[0]
+    return totals
+
+
+def check_profile(profile: Profile, pid: int, method: str) -> None:
+    assert profile.meta.mode == "attach"
+    assert profile.meta.pids == [pid]
+    assert method in profile.meta.clock
+    assert any(f"method: {method}" in w for w in profile.meta.warnings)
+    selfs = self_samples(profile)
+    total = profile.total(0)
+    assert total >= 20, selfs
+    # Two spinning threads: att_hot (main thread) and att_cold (second thread)
+    # take nearly all the samples, roughly half each.
+    assert selfs.get("att_hot", 0) / total > 0.25, selfs
+    assert selfs.get("att_cold", 0) / total > 0.25, selfs
+    paths = names_on_paths(profile)
+    chain = ["main", "att_outer", "att_middle", "att_hot"]
+    assert any(p[-4:] == chain for p in paths), paths
+    assert any(p[-2:] == ["att_thread_main", "att_cold"] for p in paths), paths
+    # One part per thread, named like the other collectors name them.
+    assert len(profile.parts) == 2, list(profile.parts)
+    assert all(label.startswith(f"pid {pid} tid ") for label in profile.parts)
+    assert set(profile.meta.threads) >= {int(k.rsplit(" ", 1)[1]) for k in profile.parts}
+
+
+@pytest.mark.parametrize("method", ["perf", "ptrace"])
+def test_attach_samples_hot_chain_and_detaches(method: str) -> None:
+    fixture = Fixture(2.5)
+    try:
+        collector = attach(fixture.pid, method, frequency_hz=500, duration_s=0.8)
+        live = collector.snapshot()  # a live snapshot works while attached
+        assert live.meta.complete is False
+        profile = collector.wait()
+        collector.stop()
+        assert profile.meta.complete is True
+        assert collector.exit_info() is None  # detached before the target ended
+        check_profile(profile, fixture.pid, method)
+        assert fixture.tracer() == 0  # really detached
+        out, status = fixture.finish()
+        assert (out, status) == (DONE_LINE, 7)
+    finally:
+        fixture.kill()
+
+
+@pytest.mark.parametrize("method", ["perf", "ptrace"])
+def test_signals_reach_the_target_while_attached(method: str) -> None:
+    """Signals to a traced target are passed on untouched (ptrace signal-delivery-stops)."""
+    fixture = Fixture(1.5)
+    try:
+        collector = attach(fixture.pid, method, frequency_hz=1000)
+        for _ in range(5):
+            os.kill(fixture.pid, signal.SIGUSR1)
+            time.sleep(0.05)
+        collector.stop()
+        assert fixture.finish() == (DONE_LINE.replace("usr1=0", "usr1=5"), 7)
+    finally:
+        fixture.kill()
+
+
+@pytest.mark.parametrize("method", ["perf", "ptrace"])
+def test_target_exit_while_attached_keeps_profile(method: str) -> None:
+    fixture = Fixture(0.8)
+    try:
+        collector = attach(fixture.pid, method, frequency_hz=500)
+        profile = collector.wait()  # no duration: returns when the target exits
+        collector.stop()
+        out, status = fixture.finish()
+        assert (out, status) == (DONE_LINE, 7)
+        assert profile.total(0) > 0
+        assert "att_hot" in self_samples(profile)
+        assert any("target exited" in w for w in profile.meta.warnings), profile.meta.warnings
+        info = collector.exit_info()
+        assert info is not None
+        if method == "ptrace":  # the tracer sees the exit status; perf cannot
+            assert info.status == 7
+    finally:
+        fixture.kill()
+
+
+@pytest.mark.parametrize("method", ["perf", "ptrace"])
+def test_follows_new_threads_and_dlopened_libraries(method: str) -> None:
+    lib = build_fixture("att_lib.c", ["-shared", "-fPIC", *FLAGS[:-1]], output="att_lib")
+    binary = build_fixture("att_late.c", FLAGS)
+    proc = subprocess.Popen([str(binary), str(lib), "0.3", "1.2"], stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == f"ready {proc.pid}\n"
+        collector = attach(proc.pid, method, frequency_hz=500)
+        profile = collector.wait()  # until the target exits
+        collector.stop()
+        out, _ = proc.communicate(timeout=20)
+        assert (out, proc.returncode) == ("att_late done\n", 5)
+        selfs = self_samples(profile)
+        assert selfs.get("att_lib_spin", 0) / profile.total(0) > 0.6, selfs
+        assert any(p[-2:] == ["att_late_thread", "att_lib_spin"]
+                   for p in names_on_paths(profile)), names_on_paths(profile)
+        spin = next(f for f in profile.frames if f.function == "att_lib_spin")
+        assert os.path.realpath(spin.module) == os.path.realpath(lib)
+        assert len(profile.meta.threads) >= 2  # the thread born after attaching
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_deleted_binary_still_resolves(tmp_path: Path) -> None:
+    """The binary was replaced or removed after the target started (an upgrade)."""
+    import shutil
+
+    copy = tmp_path / "att_spin_copy"
+    shutil.copy(build_fixture("att_spin.c", FLAGS), copy)
+    proc = subprocess.Popen([str(copy), "1.5"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == f"ready {proc.pid}\n"
+        copy.unlink()
+        collector = attach(proc.pid, "auto", frequency_hz=500, duration_s=0.5)
+        profile = collector.wait()
+        collector.stop()
+        assert "att_hot" in self_samples(profile)
+        out, _ = proc.communicate(timeout=20)
+        assert (out, proc.returncode) == (DONE_LINE, 7)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def run_cli(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "tui.cli", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def wait_for_helper(parent: int, timeout: float = 15.0) -> int:
+    """Pid of the proftui-attach child of `parent`, once it runs (proftui starts slowly
+    on a loaded machine, and a signal before then would not test detaching)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            name, rest = stat[stat.find("(") + 1 : stat.rfind(")")], stat[stat.rfind(")") + 2 :]
+            if name == "proftui-attach" and int(rest.split()[1]) == parent:
+                return int(entry.name)
+        time.sleep(0.05)
+    raise AssertionError("proftui never started its attach helper")
+
+
+@pytest.mark.parametrize("how", ["duration", "sigterm", "sigint"])
+def test_record_cli_detaches_and_saves(tmp_path: Path, how: str) -> None:
+    fixture = Fixture(3.0)
+    out_file = tmp_path / "run.proftui"
+    try:
+        extra = ["--duration", "0.7"] if how == "duration" else []
+        cli = run_cli("record", "--pid", str(fixture.pid), "-F", "200", *extra,
+                      "-o", str(out_file))
+        if how != "duration":
+            wait_for_helper(cli.pid)
+            time.sleep(0.5)  # header read, now sampling in wait()
+            cli.send_signal(signal.SIGTERM if how == "sigterm" else signal.SIGINT)
+        _, err = cli.communicate(timeout=20)
+        assert cli.returncode == 0, err
+        assert "saved" in err
+        profile = storage.load(out_file)
+        assert profile.meta.mode == "attach" and profile.meta.pids == [fixture.pid]
+        assert "att_hot" in self_samples(profile)
+        assert fixture.tracer() == 0
+        assert fixture.finish() == (DONE_LINE, 7)
+    finally:
+        fixture.kill()
+
+
+@pytest.mark.parametrize("method", ["perf", "ptrace"])
+def test_proftui_killed_helper_detaches(tmp_path: Path, method: str) -> None:
+    """If proftui dies (SIGKILL), its helper notices and detaches: target unharmed."""
+    fixture = Fixture(2.5)
+    try:
+        cli = run_cli("record", "--pid", str(fixture.pid), "--method", method,
+                      "-o", str(tmp_path / "x.proftui"))
+        if cli.poll() is None:
+            wait_for_helper(cli.pid)
+        time.sleep(0.5)
+        if cli.poll() is not None:
+            err = cli.stderr.read() if cli.stderr else ""
+            if "not allowed" in err or "denied" in err:
+                pytest.skip(err)
+            pytest.fail(err)
+        cli.kill()
+        cli.wait()
+        deadline = time.monotonic() + 5
+        while fixture.tracer() != 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert fixture.tracer() == 0
+        assert fixture.finish() == (DONE_LINE, 7)
+    finally:
+        fixture.kill()
+
+
+def test_bad_pids() -> None:
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    with pytest.raises(ProftuiError, match=f"no process with pid {gone.pid}"):
+        AttachCollector([], CollectorOptions(pid=gone.pid)).start()
+    zombie = subprocess.Popen(["true"])
+    try:
+        deadline = time.monotonic() + 5
+        while "Z" not in Path(f"/proc/{zombie.pid}/stat").read_text().rsplit(")", 1)[1][:3]:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        with pytest.raises(ProftuiError, match="zombie"):
+            AttachCollector([], CollectorOptions(pid=zombie.pid)).start()
+    finally:
+        zombie.wait()
+    with pytest.raises(ProftuiError, match="itself"):
+        AttachCollector([], CollectorOptions(pid=os.getpid())).start()
+    if Path("/proc/2/stat").exists() and "kthreadd" in Path("/proc/2/comm").read_text():
+        with pytest.raises(ProftuiError, match="kernel thread"):
+            AttachCollector([], CollectorOptions(pid=2)).start()
+
+
+def test_second_tracer_is_explained() -> None:
+    fixture = Fixture(2.0)
+    try:
+        first = attach(fixture.pid, "ptrace")
+        try:
+            with pytest.raises(ProftuiError, match=r"already traced by pid \d+ \(proftui-attach\)"):
+                AttachCollector([], CollectorOptions(pid=fixture.pid, method="ptrace")).start()
+        finally:
+            first.stop()
+        assert fixture.finish() == (DONE_LINE, 7)
+    finally:
+        fixture.kill()
+
+
+@pytest.mark.parametrize("method", ["perf", "ptrace", "auto"])
+def test_permission_denied_is_explained(method: str) -> None:
+    """An unprivileged user attaching to root's process gets the real reason."""
+    import shutil
+
+    from collectors._runtime import runtime_executable_path
+
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv to act as an unprivileged user")
+    fixture = Fixture(1.5)
+    as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    try:
+        helper = subprocess.run(
+            [*as_nobody, runtime_executable_path("proftui-attach"), str(fixture.pid), "100",
+             method], stdin=subprocess.DEVNULL, capture_output=True, timeout=20)
+        assert helper.returncode == 1
+        message = helper.stderr.decode()
+        assert "Permission denied" in message or "Operation not permitted" in message
+        # The explanation is computed as that user, from /proc facts.
+        explain = subprocess.run(
+            [*as_nobody, sys.executable, "-c",
+             "import sys; from collectors.attach_checks import explain_failure; "
+             "print(explain_failure(int(sys.argv[1]), sys.argv[2], sys.stdin.read()))",
+             str(fixture.pid), method],
+            input=message, capture_output=True, text=True, timeout=20,
+            cwd=Path(__file__).resolve().parents[2])
+        assert explain.returncode == 0, explain.stderr
+        assert "belongs to uid 0 and you are uid 65534" in explain.stdout, explain.stdout
+        assert fixture.tracer() == 0
+        assert fixture.finish() == (DONE_LINE, 7)
+    finally:
+        fixture.kill()
+
+
+def test_cli_reports_missing_pid() -> None:
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    cli = run_cli("--pid", str(gone.pid), "--text")
+    _, err = cli.communicate(timeout=20)
+    assert cli.returncode == 2
+    assert err.strip() == f"proftui: no process with pid {gone.pid}"

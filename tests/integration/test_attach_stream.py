@@ -1,0 +1,141 @@
+"""The attach stream decoder on exact bytes (a Python twin of pt_attach_out.c),
+including split reads and corrupt input; and the leaf-caller recovery rules."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from collectors.attach_leaf import LeafFixer, follows_call
+from collectors.attach_stream import (
+    REC_END,
+    REC_ERROR,
+    REC_EXIT,
+    REC_LOST,
+    REC_MAPS,
+    REC_SAMPLE,
+    REC_THREAD,
+    REC_WARN,
+    End,
+    Lost,
+    MapsChanged,
+    Message,
+    Sample,
+    StreamDecoder,
+    TargetExit,
+    ThreadEvent,
+)
+from collectors.errors import ProftuiError
+
+
+def header(method: int = 2, pid: int = 1234, period_ns: int = 10_000_000,
+           version: int = 1, magic: bytes = b"PTATTACH") -> bytes:
+    return struct.pack("=8sIIIIQ", magic, version, method, pid, 0, period_ns)
+
+
+def record(rtype: int, payload: bytes) -> bytes:
+    payload += b"\0" * (-len(payload) % 8)
+    return struct.pack("=II", rtype, 8 + len(payload)) + payload
+
+
+def sample(tid: int, weight: int, ips: list[int], stack: list[int]) -> bytes:
+    body = struct.pack("=IIQII", tid, len(ips), weight, len(stack), 0)
+    body += struct.pack(f"={len(ips)}Q", *ips) + struct.pack(f"={len(stack)}Q", *stack)
+    return record(REC_SAMPLE, body)
+
+
+def text(rtype: int, message: str) -> bytes:
+    return record(rtype, message.encode() + b"\0")
+
+
+STREAM = (
+    header()
+    + record(REC_THREAD, struct.pack("=II16s", 1235, 1, b"worker"))
+    + sample(1235, 2_000_000, [0x401000, 0x401234], [7, 0x401234])
+    + record(REC_MAPS, struct.pack("=Q", 0))
+    + record(REC_LOST, struct.pack("=Q", 3))
+    + text(REC_WARN, "perf_event_open failed; sampling with ptrace instead")
+    + record(REC_EXIT, struct.pack("=ii", 7, -1))
+    + record(99, b"future")  # unknown types are skipped
+    + record(REC_END, struct.pack("=QQ", 1, 3))
+)
+
+EXPECTED = [
+    ThreadEvent(1235, 1, "worker"),
+    Sample(1235, 2_000_000, (0x401000, 0x401234), (7, 0x401234)),
+    MapsChanged(),
+    Lost(3),
+    Message(False, "perf_event_open failed; sampling with ptrace instead"),
+    TargetExit(7, None),
+    End(1, 3),
+]
+
+
+def test_whole_stream() -> None:
+    decoder = StreamDecoder()
+    assert list(decoder.feed(STREAM)) == EXPECTED
+    assert decoder.header is not None
+    assert (decoder.header.method, decoder.header.pid, decoder.header.period_ns) == (
+        "ptrace", 1234, 10_000_000)
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 8, 13, 64])
+def test_split_reads(chunk: int) -> None:
+    decoder = StreamDecoder()
+    out = []
+    for i in range(0, len(STREAM), chunk):
+        out.extend(decoder.feed(STREAM[i : i + chunk]))
+    assert out == EXPECTED
+
+
+def test_error_record_and_unknown_exit() -> None:
+    data = header() + text(REC_ERROR, "ptrace(PTRACE_SEIZE, 5): Operation not permitted")
+    data += record(REC_EXIT, struct.pack("=ii", -1, -1))
+    assert list(StreamDecoder().feed(data)) == [
+        Message(True, "ptrace(PTRACE_SEIZE, 5): Operation not permitted"),
+        TargetExit(None, None),
+    ]
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    (header(magic=b"NOTATTCH"), "bad magic"),
+    (header(version=9), "version 9"),
+    (header() + struct.pack("=II", REC_SAMPLE, 12), "corrupt record size 12"),
+    (header() + struct.pack("=II", REC_SAMPLE, 4), "corrupt record size 4"),
+    (header() + record(REC_SAMPLE, struct.pack("=IIQII", 1, 50, 0, 0, 0)), "too short"),
+    (header() + record(REC_LOST, b""), "too short"),
+])
+def test_corrupt_input_is_a_clear_error(data: bytes, message: str) -> None:
+    with pytest.raises(ProftuiError, match=message):
+        list(StreamDecoder().feed(data))
+
+
+def test_follows_call() -> None:
+    assert follows_call(b"\x90\x90\xe8\x01\x02\x03\x04")  # call rel32
+    assert follows_call(b"\x90\x90\x90\x90\x90\xff\xd0")  # call *%rax
+    assert follows_call(b"\x90\xff\x15\x00\x10\x00\x00")  # call *0x1000(%rip)
+    assert not follows_call(b"\x90\x90\x90\x90\x90\x90\xc3")
+    assert not follows_call(b"\xe8\x00")
+
+
+class FakeLeaf(LeafFixer):
+    """LeafFixer over a dict of code bytes instead of /proc/PID/mem."""
+
+    def __init__(self, return_addresses: set[int]) -> None:
+        self._ras = return_addresses
+        self._known = {}
+        self._mem = -1
+
+    def is_return_address(self, address: int) -> bool:
+        return address in self._ras
+
+
+def test_leaf_fix_inserts_missing_caller_only() -> None:
+    leaf = FakeLeaf({0x1111, 0x2222})
+    # Frameless leaf: the walk went pc -> 0x2222 (caller's caller); 0x1111 is on the stack.
+    assert leaf.fix((0x5000, 0x2222), (0x7FFF0000, 0x1111, 0x2222)) == (0x5000, 0x1111, 0x2222)
+    # Leaf with a frame: the first return address on the stack is the walk's second entry.
+    assert leaf.fix((0x5000, 0x1111, 0x2222), (0x7FFF0000, 0x1111)) == (0x5000, 0x1111, 0x2222)
+    # Nothing that looks like a return address: unchanged.
+    assert leaf.fix((0x5000, 0x2222), (1, 2, 3)) == (0x5000, 0x2222)

@@ -1,0 +1,88 @@
+"""`perf script` output of `perf record -g` on a real fixture, opened by proftui.
+
+The reference is `perf report` on the same perf.data: the top function by self
+overhead must be proftui's top function too.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from collectors.importers import load_any
+from collectors.views import callers, flat_profile
+from tests.conftest import build_fixture
+
+FLAGS = ("-O0", "-g", "-fno-omit-frame-pointer")
+
+
+def record_perf(directory: Path, units: int = 60) -> tuple[Path, Path]:
+    """`perf record -g` the exp_work fixture; (perf.data, perf script text)."""
+    if shutil.which("perf") is None:
+        pytest.skip("perf is not installed")
+    check = subprocess.run(["perf", "record", "-g", "-o", str(directory / "check.data"),
+                            "true"], capture_output=True, text=True, timeout=60)
+    if check.returncode != 0:
+        lines = check.stderr.strip().splitlines() or ["?"]
+        pytest.skip(f"perf record does not work here: {lines[0]}")
+    binary = build_fixture("exp_work.c", FLAGS)
+    data = directory / "perf.data"
+    result = subprocess.run(["perf", "record", "-g", "-F", "1000", "-o", str(data),
+                             str(binary), str(units)], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    script = directory / "perf.txt"
+    with open(script, "w") as out:
+        subprocess.run(["perf", "script", "-i", str(data)], stdout=out, check=True,
+                       stderr=subprocess.DEVNULL, timeout=120)
+    return data, script
+
+
+def perf_report_top(data: Path) -> str:
+    result = subprocess.run(["perf", "report", "-i", str(data), "--stdio", "--no-children",
+                             "--sort", "sym", "-g", "none"], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    for line in result.stdout.splitlines():
+        match = re.match(r"\s*[\d.]+%\s+\[.\]\s+(\S.*?)\s*$", line)
+        if match:
+            return match[1]
+    raise AssertionError(f"no symbol in perf report:\n{result.stdout[:2000]}")
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    return record_perf(tmp_path_factory.mktemp("perf"))
+
+
+def test_same_top_function_as_perf_report(recorded: tuple[Path, Path]) -> None:
+    data, script = recorded
+    profile = load_any(script)
+    flat = flat_profile(profile)
+    assert flat[0].frame.function == perf_report_top(data) == "spin"
+    by_name = {e.frame.function: e for e in flat}
+    # call chains: spin is reached through all three paths, work_hot's the widest
+    spin_callers = {profile.frames[n.frame_id].function: n.cost[0]
+                    for n in callers(profile, by_name["spin"].frame_id)}
+    assert {"work_hot", "work_cold", "recurse"} <= set(spin_callers)
+    assert spin_callers["work_hot"] > 2 * spin_callers["work_cold"] > 0
+    assert by_name["main"].total_percent > 90
+    assert profile.meta.period_ns and profile.metrics[1].name == "cpu_ns"
+
+
+def test_cli_export_from_perf_script(recorded: tuple[Path, Path], tmp_path: Path) -> None:
+    _data, script = recorded
+    out = tmp_path / "out.folded"
+    result = subprocess.run([sys.executable, "-m", "tui.cli", "export", "--format", "folded",
+                             "-o", str(out), str(script)], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    lines = out.read_text().splitlines()
+    assert any(re.search(r";main;work_hot;spin \d+$", ln) for ln in lines)
+    assert any(re.search(r";main;recurse;recurse;recurse;recurse;spin \d+$", ln)
+               for ln in lines)

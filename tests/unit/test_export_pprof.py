@@ -1,0 +1,108 @@
+"""pprof export: decode the hand-encoded protobuf with an independent mini decoder."""
+
+from __future__ import annotations
+
+import gzip
+from collections import defaultdict
+
+from collectors.export.pprof import _varint, encode_profile, export_pprof
+from collectors.model import CPU_NS, SAMPLES, Frame, Profile, ProfileMeta
+from tests.unit.profiles import sample_profile
+
+
+def read_varint(data: bytes, pos: int) -> tuple[int, int]:
+    shift = value = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            return value, pos
+
+
+def decode(data: bytes) -> dict[int, list]:
+    """field number -> list of values (ints, or bytes for length-delimited fields)."""
+    fields: dict[int, list] = defaultdict(list)
+    pos = 0
+    while pos < len(data):
+        key, pos = read_varint(data, pos)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            value, pos = read_varint(data, pos)
+        elif wire == 2:
+            length, pos = read_varint(data, pos)
+            value, pos = data[pos : pos + length], pos + length
+        else:
+            raise AssertionError(f"unexpected wire type {wire}")
+        fields[number].append(value)
+    return fields
+
+
+def packed(data: bytes) -> list[int]:
+    out, pos = [], 0
+    while pos < len(data):
+        value, pos = read_varint(data, pos)
+        out.append(value)
+    return out
+
+
+def test_varint_encoding() -> None:
+    assert _varint(0) == b"\x00"
+    assert _varint(1) == b"\x01"
+    assert _varint(300) == b"\xac\x02"
+    assert _varint(-1) == b"\xff" * 9 + b"\x01"  # int64 two's complement, 10 bytes
+    assert read_varint(_varint(2**63 + 5), 0)[0] == 2**63 + 5
+
+
+def test_samples_functions_and_strings_decode() -> None:
+    profile = sample_profile()
+    doc = decode(encode_profile(profile))
+    strings = [s.decode() for s in doc[6]]
+    assert strings[0] == ""
+    sample_types = [decode(v) for v in doc[1]]
+    assert [(strings[t[1][0]], strings[t[2][0]]) for t in sample_types] == [("samples", "count")]
+    functions = {decode(f)[1][0]: strings[decode(f)[2][0]] for f in doc[5]}
+    locations = {}
+    for raw in doc[4]:
+        loc = decode(raw)
+        line = decode(loc[4][0])
+        locations[loc[1][0]] = functions[line[1][0]]
+    stacks: dict[str, int] = {}
+    for raw in doc[2]:
+        sample = decode(raw)
+        names = [locations[i] for i in packed(sample[1][0])]
+        stacks[";".join(reversed(names))] = packed(sample[2][0])[0]
+    assert stacks == {"main;a;leaf": 60, "main;b;leaf": 30, "main": 10, "main;rec;rec;rec": 5}
+
+
+def test_mappings_say_already_symbolized() -> None:
+    doc = decode(encode_profile(sample_profile()))
+    assert len(doc[3]) == 1
+    mapping = decode(doc[3][0])
+    strings = [s.decode() for s in doc[6]]
+    assert strings[mapping[5][0]] == "/bin/prog"
+    for flag in (7, 8, 9, 10):  # has_functions, has_filenames, has_line_numbers, inline
+        assert mapping[flag] == [1]
+
+
+def test_two_metrics_period_and_gzip() -> None:
+    profile = Profile(ProfileMeta(mode="sampler", period_ns=1_000_000, start_time=10.0,
+                                  end_time=12.5), (SAMPLES, CPU_NS))
+    fid = profile.frames.intern(Frame("f", module="/m", file="f.c", line=3, address=0x40))
+    assert profile.tree is not None
+    profile.tree.add_stack([fid], [7, 7_000_000])
+    profile.finalize()
+    raw = export_pprof(profile)
+    assert raw[:2] == b"\x1f\x8b"
+    doc = decode(gzip.decompress(raw))
+    strings = [s.decode() for s in doc[6]]
+    units = [strings[decode(t)[2][0]] for t in doc[1]]
+    assert units == ["count", "nanoseconds"]
+    assert packed(decode(doc[2][0])[2][0]) == [7, 7_000_000]
+    assert doc[12] == [1_000_000] and doc[10] == [2_500_000_000]
+    assert strings[doc[14][0]] == "samples"  # default_sample_type: the primary metric
+    function = decode(doc[5][0])
+    assert strings[function[4][0]] == "f.c" and function[5] == [3]
+    location = decode(doc[4][0])
+    assert location[3] == [0x40]

@@ -1,0 +1,122 @@
+"""`perf script` text parser: headers, call chains, odd lines, corrupt input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from collectors.errors import ProftuiError
+from collectors.importers import detect, load_any
+from collectors.importers.perf_script import parse_text, sniff
+from collectors.views import flat_profile
+
+SCRIPT = """\
+# ========
+# captured on    : Mon Nov 23 05:06:13 2026
+# ========
+#
+prog 100  7287.654257:     250000 cpu-clock:ppp:
+\t            115f spin+0x16 (/tmp/prog)
+\t            1201 work_hot+0x11 (/tmp/prog)
+\t            123d main+0x21 (/tmp/prog)
+\t           2724a __libc_start_call_main+0x7a (/usr/lib/x86_64-linux-gnu/libc.so.6)
+
+prog 100  7287.654507:     250000 cpu-clock:ppp:
+\t            115f spin+0x16 (/tmp/prog)
+\t            123d main+0x21 (/tmp/prog)
+\t           2724a __libc_start_call_main+0x7a (/usr/lib/x86_64-linux-gnu/libc.so.6)
+
+prog worker 100/101 [003]  7287.654755:     250000 cpu-clock:ppp:
+\tffffffff816048f6 __handle_mm_fault+0x176 ([kernel.kallsyms])
+\t            1210 work_hot+0x20 (/tmp/prog)
+\t  7364616f6c6572 [unknown] ([unknown])
+
+other 200  7287.655004:     250000 cpu-clock:ppp:
+\t    7f0012345678 std::vector<int>::push_back(int const&)+0x8 (/usr/lib/libstdc++.so.6)
+\t            123d main+0x21 (/tmp/other)
+"""
+
+
+def test_sniff_and_detect() -> None:
+    assert sniff(SCRIPT.encode()) and detect(SCRIPT.encode()) == "perf-script"
+    assert not sniff(b"hello world\nnot perf\n")
+    assert not sniff(b"\x00\x01\x02")
+    assert detect(b"PERFILE2....") == "perf-data"
+
+
+def test_parse_stacks_threads_and_periods() -> None:
+    profile = parse_text(SCRIPT, "perf.txt")
+    assert [m.name for m in profile.metrics] == ["samples", "cpu_ns"]
+    assert profile.meta.mode == "import" and profile.meta.period_ns == 250_000
+    assert profile.meta.pids == [100, 200]
+    assert profile.meta.threads == {100: "prog", 101: "prog worker", 200: "other"}
+    assert any("perf script" in w for w in profile.meta.warnings)
+    flat = {e.frame.function: e for e in flat_profile(profile)}
+    assert flat["spin"].self_cost == (2.0, 500_000.0)
+    assert flat["work_hot"].total_cost[0] == 2
+    mains = {e.frame.module: e.total_cost[0] for e in flat_profile(profile)
+             if e.frame.function == "main"}
+    assert mains == {"/tmp/prog": 2, "/tmp/other": 1}
+    assert flat["__handle_mm_fault"].frame.module == "[kernel.kallsyms]"
+    assert flat["[unknown]"].total_cost[0] == 1
+    assert "std::vector<int>::push_back(int const&)" in flat
+    # call-chain order: outermost first
+    paths = {tuple(profile.frames[i].function for i in node.path())
+             for node in profile.tree.nodes() if any(node.self_cost)}
+    assert ("__libc_start_call_main", "main", "work_hot", "spin") in paths
+    assert ("[unknown]", "work_hot", "__handle_mm_fault") in paths
+    # function start = address - symbol offset
+    assert flat["spin"].frame.address == 0x115F - 0x16
+    assert set(profile.parts) == {"pid 100", "pid 200"}
+    assert profile.parts["pid 200"].root.total_cost[0] == 1
+
+
+def test_samples_without_call_chains_and_other_events() -> None:
+    text = ("p 7 1.000001: 1000 cycles:u:      401136 spin+0x6 (/tmp/p)\n"
+            "p 7 1.000002: 1000 cycles:u:      401136 spin+0x6 (/tmp/p)\n"
+            "p 7 1.000003: 3 instructions:u:      401136 spin+0x6 (/tmp/p)\n")
+    profile = parse_text(text, "x")
+    assert [m.name for m in profile.metrics] == ["samples"]
+    assert profile.total() == 2
+    assert any("skipped 1 samples" in w for w in profile.meta.warnings)
+
+
+def test_errors(tmp_path: Path) -> None:
+    path = tmp_path / "perf.txt"
+    path.write_text("# only comments\n")
+    with pytest.raises(ProftuiError, match="not a proftui profile"):
+        load_any(path)
+    path.write_text("p 7 1.000001: 1000 cycles:\n\t 1 f+0x1 (/p)\n" + "garbage line\n" * 30)
+    with pytest.raises(ProftuiError, match="not usable `perf script` output"):
+        load_any(path)
+    with pytest.raises(ProftuiError, match="no such file"):
+        load_any(tmp_path / "missing")
+    with pytest.raises(ProftuiError, match="directory"):
+        load_any(tmp_path)
+
+
+@settings(max_examples=200, deadline=None)
+@given(cut=st.integers(0, 5_000), flip=st.integers(0, 255),
+       junk=st.text(max_size=40))
+def test_truncated_or_corrupt_text(
+    tmp_path_factory: pytest.TempPathFactory, cut: int, flip: int, junk: str
+) -> None:
+    data = bytearray(SCRIPT.encode())
+    cut %= len(data)
+    if flip % 3 == 0:
+        del data[cut:]
+    elif flip % 3 == 1:
+        data[cut] ^= flip | 1
+    else:
+        data[cut:cut] = junk.encode()
+    path = tmp_path_factory.mktemp("p") / "perf.txt"
+    path.write_bytes(bytes(data))
+    try:
+        profile = load_any(path)
+    except ProftuiError as exc:
+        assert "\n" not in str(exc)
+    else:
+        assert profile.total() >= 0
