@@ -214,8 +214,15 @@ def wants_tui(args: argparse.Namespace) -> bool:
 def run_tui(collector: Collector | None = None, profile: Profile | None = None) -> int:
     from tui.app import ProfTuiApp  # Textual loads only when a TUI is wanted
 
-    app = ProfTuiApp(collector=collector, profile=profile)
-    app.run()
+    if collector is not None:
+        # Start before the app takes the screen, so a failure is a one-line error.
+        collector.start()
+    try:
+        app = ProfTuiApp(collector=collector, profile=profile)
+        app.run()
+    finally:
+        if collector is not None:
+            collector.stop()  # kills a target the user chose to quit on; attach: detaches
     final = app.final_profile()
     return exit_status_of(final) if (collector is not None and final is not None) else 0
 
