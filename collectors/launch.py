@@ -50,6 +50,8 @@ class ExitInfo:
             except ValueError:
                 name = f"signal {self.signal}"
             return f"killed by signal {self.signal} ({name})"
+        if self.status is None:
+            return "exited (status not visible to proftui)"
         return f"exited with status {self.status}"
 
 

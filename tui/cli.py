@@ -48,7 +48,7 @@ Modes (chosen from the binary, --mode overrides):
 """
 
 
-def _add_profiling_options(parser: argparse.ArgumentParser) -> None:
+def _add_profiling_options(parser: argparse.ArgumentParser, with_program: bool = True) -> None:
     parser.add_argument("--mode", choices=MODES, help="force a profiling mode (default: detect)")
     parser.add_argument("-F", "--frequency", type=int, default=1000, metavar="HZ",
                         help="sampling frequency in Hz (sampler; default 1000)")
@@ -70,8 +70,11 @@ def _add_profiling_options(parser: argparse.ArgumentParser) -> None:
                         help="attach: stop after S seconds (default: until Ctrl-C or exit)")
     parser.add_argument("--method", choices=("perf", "ptrace"),
                         help="attach: sampling method (default: perf_event, else ptrace)")
-    parser.add_argument("program", nargs="?", help="the program to profile")
-    parser.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
+    if with_program:
+        parser.add_argument("program", nargs="?", help="the program to profile")
+        parser.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
+    else:
+        parser.set_defaults(program=None, args=[])
 
 
 def build_parsers() -> dict[str, argparse.ArgumentParser]:
@@ -108,7 +111,9 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
     attach.add_argument("attach_pid", type=int, metavar="PID")
     attach.add_argument("--text", action="store_true", help="no TUI: print the text report")
     attach.add_argument("--json", action="store_true", help="no TUI: print the JSON report")
-    _add_profiling_options(attach)
+    attach.add_argument("-o", "--output", type=Path,
+                        help="headless: save the profile to this file instead of printing")
+    _add_profiling_options(attach, with_program=False)
     export = argparse.ArgumentParser(
         prog="proftui export", description="Convert a profile (proftui, gperftools or "
         "`perf script` output) for other tools: pprof, folded, callgrind, dot, speedscope.")
@@ -270,9 +275,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_attach(args: argparse.Namespace) -> int:
-    if args.program is not None:
-        raise ProftuiError("proftui attach takes a pid, not a program")
     args.pid = args.attach_pid
+    if args.output is not None:
+        return cmd_record(args)
     return cmd_run(args)
 
 

@@ -365,3 +365,16 @@ def test_cli_reports_missing_pid() -> None:
     _, err = cli.communicate(timeout=20)
     assert cli.returncode == 2
     assert err.strip() == f"proftui: no process with pid {gone.pid}"
+
+
+def test_attach_subcommand_takes_options_after_pid() -> None:
+    """`proftui attach PID --duration S --text`: options after the pid are options."""
+    fixture = Fixture(3.0)
+    try:
+        cli = run_cli("attach", str(fixture.pid), "--duration", "0.6", "-F", "200", "--text")
+        out, err = cli.communicate(timeout=20)
+        assert cli.returncode == 0, err
+        assert "att_hot" in out
+        assert fixture.finish() == (DONE_LINE, 7)
+    finally:
+        fixture.kill()
