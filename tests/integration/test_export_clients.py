@@ -136,6 +136,27 @@ def test_pprof_top_matches_flat_profile(profile: Profile, tmp_path: Path) -> Non
         assert rows[name] == ours[name], name
 
 
+def test_pprof_format_npm_decodes_same_self_values(profile: Profile, tmp_path: Path) -> None:
+    """Second decoder (npm pprof-format): the self value of every function matches."""
+    package = ROOT / "build" / "npm" / "node_modules" / "pprof-format"
+    node = shutil.which("node") or shutil.which("nodejs")
+    if node is None or not package.is_dir():
+        pytest.skip("node or the npm package pprof-format is not installed (install.sh --test "
+                    "puts it in build/npm)")
+    out = tmp_path / "p.pb.gz"
+    write_export(profile, "pprof", out)
+    result = run([node, str(Path(__file__).with_name("pprof_format_self.js")), str(package),
+                  str(out)])
+    assert result.returncode == 0, result.stderr
+    theirs = json.loads(result.stdout)
+    ours = {name: values[0] for name, values in flat_by_name(profile).items()
+            if values[0] > 0}
+    assert ours
+    for name, value in ours.items():
+        if value >= 0:  # -1: the name is ambiguous across modules
+            assert round(theirs.get(name, 0)) == value, name
+
+
 def test_callgrind_annotate_and_gprof2dot(profile: Profile, tmp_path: Path) -> None:
     out = tmp_path / "callgrind.out.1"
     write_export(profile, "callgrind", out)
