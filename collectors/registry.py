@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collectors.attach import AttachCollector
 from collectors.base import Collector
+from collectors.gprof import GprofCollector
 
 COLLECTORS: dict[str, type[Collector]] = {
     "attach": AttachCollector,
+    "gprof": GprofCollector,
 }

@@ -1,0 +1,145 @@
+"""A process's executable mappings, kept for the whole run.
+
+Runtime addresses become (module path, link-time address) here, through the
+load bias of each PT_LOAD segment.  Mappings are never forgotten, so code of
+a library that was dlopen'd and dlclose'd before the profile is read still
+resolves.  Files are opened through /proc/PID/root (container paths) and
+/proc/PID/map_files (deleted binaries) when the plain path does not work.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+from dataclasses import dataclass
+
+from elftools.common.exceptions import ELFError
+from elftools.elf.elffile import ELFFile
+
+DELETED = " (deleted)"
+
+
+@dataclass(frozen=True, slots=True)
+class Mapping:
+    """One line of /proc/PID/maps: [start, end) maps `path` from file `offset`."""
+
+    start: int
+    end: int
+    offset: int
+    perms: str
+    path: str
+
+
+def parse_maps(text: str) -> list[Mapping]:
+    """Parse /proc/PID/maps text; lines without a file path are skipped."""
+    mappings = []
+    for line in text.splitlines():
+        parts = line.split(None, 5)
+        if len(parts) < 6 or not parts[5].startswith("/"):
+            continue
+        try:
+            lo, hi = (int(x, 16) for x in parts[0].split("-"))
+            offset = int(parts[2], 16)
+        except ValueError:
+            continue
+        mappings.append(Mapping(lo, hi, offset, parts[1], parts[5]))
+    return mappings
+
+
+def load_segments(path: str) -> list[tuple[int, int, int]]:
+    """(p_offset, p_vaddr, p_filesz) of each PT_LOAD segment of ELF file `path`."""
+    try:
+        with open(path, "rb") as f:
+            return [(seg["p_offset"], seg["p_vaddr"], seg["p_filesz"])
+                    for seg in ELFFile(f).iter_segments() if seg["p_type"] == "PT_LOAD"]
+    except (OSError, ELFError, ValueError):
+        return []
+
+
+class AddressSpace:
+    """Executable mappings of one process (or added by hand), never forgotten."""
+
+    def __init__(self, pid: int | None = None, root: str = "/") -> None:
+        self.pid = pid
+        self.root = root
+        self._by_range: dict[tuple[int, int], Mapping] = {}
+        self._sorted: list[Mapping] = []
+        self._starts: list[int] = []
+        self._segments: dict[str, list[tuple[int, int, int]]] = {}
+        self._readable: dict[str, str] = {}  # module path -> a path we can open
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Re-read /proc/PID/maps and add new executable mappings (quiet if the pid is gone)."""
+        if self.pid is None:
+            return
+        try:
+            with open(f"/proc/{self.pid}/maps") as f:
+                text = f.read()
+        except OSError:
+            return
+        for mapping in parse_maps(text):
+            if "x" in mapping.perms:
+                self.add(mapping)
+
+    def add(self, mapping: Mapping) -> None:
+        """Remember `mapping` (its path may end in " (deleted)")."""
+        path = mapping.path.removesuffix(DELETED)
+        if (mapping.start, mapping.end) in self._by_range:
+            old = self._by_range[(mapping.start, mapping.end)]
+            if old.path == path and old.offset == mapping.offset:
+                return
+        clean = Mapping(mapping.start, mapping.end, mapping.offset, mapping.perms, path)
+        self._by_range[(clean.start, clean.end)] = clean
+        if path not in self._readable:
+            self._readable[path] = self._openable(mapping)
+        self._sorted = sorted(self._by_range.values(), key=lambda m: (m.start, m.end))
+        self._starts = [m.start for m in self._sorted]
+
+    def _openable(self, mapping: Mapping) -> str:
+        path = mapping.path.removesuffix(DELETED)
+        candidate = os.path.join(self.root, path.lstrip("/")) if self.root != "/" else path
+        if not mapping.path.endswith(DELETED) and os.path.exists(candidate):
+            return candidate
+        if self.pid is not None:
+            via = f"/proc/{self.pid}/map_files/{mapping.start:x}-{mapping.end:x}"
+            if os.path.exists(via):
+                return via
+        return candidate
+
+    def readable_path(self, module: str) -> str:
+        """Where the file of `module` can be opened from this process."""
+        return self._readable.get(module, module)
+
+    @property
+    def mappings(self) -> list[Mapping]:
+        return list(self._sorted)
+
+    def modules(self) -> list[str]:
+        """Every module path seen, in address order."""
+        return list(dict.fromkeys(m.path for m in self._sorted))
+
+    def resolve(self, address: int) -> tuple[str, int] | None:
+        """Runtime `address` -> (module path, link-time address), or None if unmapped.
+
+        The latest mapping covering the address wins when a range was reused
+        after dlclose; ties resolve to the most recently added.
+        """
+        i = bisect.bisect_right(self._starts, address) - 1
+        # Ranges can overlap only when a dlclose'd range was reused; look back a little.
+        for j in range(i, max(i - 16, -1), -1):
+            mapping = self._sorted[j]
+            if address < mapping.end:
+                return mapping.path, self._link_address(mapping, address)
+        return None
+
+    def _link_address(self, mapping: Mapping, address: int) -> int:
+        offset = address - mapping.start + mapping.offset
+        segments = self._segments.get(mapping.path)
+        if segments is None:
+            segments = load_segments(self.readable_path(mapping.path))
+            self._segments[mapping.path] = segments
+        for p_offset, p_vaddr, p_filesz in segments:
+            if p_offset <= offset < p_offset + p_filesz:
+                return offset - p_offset + p_vaddr
+        return offset
