@@ -123,8 +123,9 @@ def build_profile(per_pid: dict[int, GmonData], table: GprofSymbolTable, module:
     for index in result.reported:
         own = result.self_ticks[index] * ns_per_tick
         total = own + result.child_ticks[index] * ns_per_tick
-        calls = result.calls[index] + result.self_calls[index]
-        profile.functions[frame_id(index)] = FunctionCost([own], [total], calls or None)
+        # Like gprof's flat profile: calls from other functions; recursion is in the arcs.
+        profile.functions[frame_id(index)] = FunctionCost([own], [total],
+                                                          result.calls[index] or None)
     for (parent, child), count in result.arcs.items():
         profile.arcs[(frame_id(parent), frame_id(child))] = count
     profile.tree = estimated_tree(result, frame_id, ns_per_tick)
