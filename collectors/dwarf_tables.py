@@ -18,6 +18,7 @@ from elftools.dwarf.dwarfinfo import DWARFInfo
 from elftools.dwarf.ranges import BaseAddressEntry, RangeEntry
 
 from collectors.demangle import demangle
+from collectors.dwarf_lines import line_rows
 
 # Constant-class forms: DW_AT_high_pc is then a length, not an address.
 _LENGTH_FORMS = frozenset({"DW_FORM_data1", "DW_FORM_data2", "DW_FORM_data4", "DW_FORM_data8",
@@ -138,15 +139,12 @@ def decode_cu(dwarf: DWARFInfo, cu: CompileUnit) -> CuTable:
         table.files = _file_names(program, version, comp_dir)
         rows: dict[int, tuple[int, int]] = {}
         ends: set[int] = set()
-        for entry in program.get_entries():
-            state = entry.state
-            if state is None:
-                continue
-            if state.end_sequence:
-                ends.add(state.address)
-            elif state.line:
+        for address, file, line, end_sequence in line_rows(program):
+            if end_sequence:
+                ends.add(address)
+            elif line:
                 # The last row at an address wins, as addr2line reports it.
-                rows[state.address] = (_file_index(state.file, version), state.line)
+                rows[address] = (_file_index(file, version), line)
         for end in ends:
             rows.setdefault(end, (-1, 0))
         for address in sorted(rows):

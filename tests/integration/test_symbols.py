@@ -1,0 +1,158 @@
+"""The shared symbolizer against binutils on real compiled programs."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from collectors.demangle import demangle
+from collectors.maps import AddressSpace, parse_maps
+from collectors.symbols import Symbolizer
+
+needs_addr2line = pytest.mark.skipif(shutil.which("addr2line") is None,
+                                     reason="addr2line (binutils) missing")
+
+
+def addr2line(binary: Path, addresses: list[int]) -> list[list[str]]:
+    """`addr2line -i` answers, one list of file:line (innermost first) per address."""
+    out = subprocess.run(["addr2line", "-i", "-a", "-e", str(binary), *map(hex, addresses)],
+                         capture_output=True, text=True, check=True).stdout
+    answers: list[list[str]] = []
+    for line in out.splitlines():
+        if line.startswith("0x"):
+            answers.append([])
+        else:
+            answers[-1].append(line.split(" (discriminator")[0])
+    return answers
+
+
+@needs_addr2line
+@pytest.mark.parametrize("flags", [["-O2", "-g"], ["-O0", "-g"], ["-O2", "-g", "-gdwarf-4"]])
+def test_every_address_matches_addr2line(compile_c, flags: list[str]) -> None:
+    binary = compile_c("sym_lines.c", flags)
+    module = Symbolizer(use_cache=False).module(str(binary))
+    addresses = [a for f in module.functions if f.name in ("accumulate", "scale", "main")
+                 for a in range(f.start, f.start + f.size)]
+    assert len(addresses) > 50
+    expected = addr2line(binary, addresses)
+    for address, theirs in zip(addresses, expected, strict=True):
+        loc = module.location(address)
+        mine = [f"{loc.file}:{loc.line}"] + [f"{i.file}:{i.line}" for i in loc.inlined]
+        assert mine == theirs, hex(address)
+
+
+def test_inlined_frames_come_after_their_function(compile_c) -> None:
+    binary = compile_c("sym_lines.c", ["-O2", "-g"])
+    symbolizer = Symbolizer(use_cache=False)
+    module = symbolizer.module(str(binary))
+    accumulate = next(f for f in module.functions if f.name == "accumulate")
+    chains = [[f.function for f in symbolizer.frames(str(binary), a)]
+              for a in range(accumulate.start, accumulate.start + accumulate.size)]
+    assert ["accumulate", "mix", "square"] in chains
+    first = symbolizer.frames(str(binary), accumulate.start)[0]
+    assert first.file is not None and first.file.endswith("sym_lines.c") and first.line == 18
+    assert not first.inlined and first.address == accumulate.start and first.build_id
+
+
+def test_cxx_names_are_demangled(compile_c) -> None:
+    binary = compile_c("sym_cxx.cpp", ["-O2", "-g"], compiler="g++")
+    module = Symbolizer(use_cache=False).module(str(binary))
+    names = {f.name for f in module.functions}
+    assert "geometry::Square::area(int) const" in names
+    assert "double geometry::sum_areas<double>(std::vector<double, std::allocator<double> > "\
+           "const&)" in names
+    assert demangle("_ZN8geometry6Square4areaEi") == "geometry::Square::area(int)"
+    assert demangle("plain_c_name") == "plain_c_name"
+
+
+def test_separate_debug_file_through_debuglink(compile_c, tmp_path: Path) -> None:
+    if shutil.which("objcopy") is None:
+        pytest.skip("objcopy (binutils) missing")
+    built = compile_c("sym_lines.c", ["-O2", "-g"])
+    binary = tmp_path / "prog"
+    shutil.copy(built, binary)
+    debug = tmp_path / "prog.debug"
+    subprocess.run(["objcopy", "--only-keep-debug", str(binary), str(debug)], check=True)
+    subprocess.run(["objcopy", "--strip-all", f"--add-gnu-debuglink={debug}", str(binary)],
+                   check=True, cwd=tmp_path)
+    symbolizer = Symbolizer(use_cache=False)
+    module = symbolizer.module(str(binary))
+    assert module.debug_path == str(debug) and not module.stripped
+    scale = next(f for f in module.functions if f.name.startswith("scale"))  # static, cloned
+    frame = symbolizer.frame(str(binary), scale.start + 4)
+    assert frame.function.startswith("scale") and frame.file is not None and frame.line == 27
+    assert symbolizer.warnings == []
+
+
+def test_stripped_binary_gives_offsets_and_a_warning(compile_c, tmp_path: Path) -> None:
+    built = compile_c("sym_lines.c", ["-O2", "-g"])
+    binary = tmp_path / "stripped"
+    shutil.copy(built, binary)
+    subprocess.run(["strip", "--strip-all", str(binary)], check=True)
+    symbolizer = Symbolizer(use_cache=False)
+    frame = symbolizer.frame(str(binary), 0x1234)
+    assert frame.function == "stripped+0x1234" and frame.address == 0x1234
+    assert any("stripped" in w for w in symbolizer.warnings)
+    not_elf = tmp_path / "junk"
+    not_elf.write_bytes(b"junk")
+    assert symbolizer.frame(str(not_elf), 16).function == "junk+0x10"
+
+
+def test_pie_load_bias_from_live_maps(compile_c) -> None:
+    binary = compile_c("sym_spin.c", ["-O1", "-g", "-fPIE", "-pie"])
+    proc = subprocess.Popen([str(binary)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        assert proc.stdout is not None
+        runtime = int(proc.stdout.readline(), 16)
+        space = AddressSpace(proc.pid)
+        resolved = space.resolve(runtime)
+        assert resolved is not None and resolved[0] == str(binary)
+        assert resolved[1] != runtime  # ASLR: the load bias was subtracted
+        frames = Symbolizer(use_cache=False).frames_at(space, runtime + 1)
+        assert frames[0].function == "wait_here"
+        libc = [m for m in space.modules() if "libc" in m]
+        assert libc, space.modules()
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        proc.wait(timeout=10)
+    # The process is gone; its mappings are not forgotten.
+    space.refresh()
+    assert space.resolve(runtime) is not None
+
+
+def test_parse_maps_keeps_deleted_and_skips_anonymous() -> None:
+    text = ("55d0-55e0 r-xp 00001000 08:01 12 /usr/bin/prog\n"
+            "7f00-7f10 r-xp 00000000 08:01 13 /tmp/lib.so (deleted)\n"
+            "7f20-7f30 rw-p 00000000 00:00 0 \n"
+            "7ffc-7ffd r-xp 00000000 00:00 0 [vdso]\n")
+    maps = parse_maps(text)
+    assert [m.path for m in maps] == ["/usr/bin/prog", "/tmp/lib.so (deleted)"]
+    space = AddressSpace()
+    for m in maps:
+        space.add(m)
+    assert space.resolve(0x7F05) == ("/tmp/lib.so", 0x5)
+    assert space.resolve(0x7F25) is None
+
+
+def test_build_id_cache_serves_the_second_run(compile_c, tmp_path: Path) -> None:
+    binary = compile_c("sym_lines.c", ["-O2", "-g"])
+    cold = Symbolizer(cache_dir=tmp_path)
+    module = cold.module(str(binary))
+    addresses = [a for f in module.functions for a in range(f.start, f.start + f.size, 3)]
+    expected = {a: cold.frames(str(binary), a) for a in addresses}
+    cold.flush()
+    cache_files = list(tmp_path.iterdir())
+    assert [p.name for p in cache_files] == [f"{module.build_id}.json.gz"]
+    assert oct(cache_files[0].stat().st_mode & 0o777) == "0o600"
+    warm = Symbolizer(cache_dir=tmp_path)
+    assert {a: warm.frames(str(binary), a) for a in addresses} == expected
+    assert warm.module(str(binary))._dwarf is None  # nothing was decoded again
+    # A damaged cache is ignored, never trusted.
+    cache_files[0].write_bytes(b"not gzip")
+    again = Symbolizer(cache_dir=tmp_path)
+    assert {a: again.frames(str(binary), a) for a in addresses} == expected
