@@ -21,10 +21,11 @@ import os
 import struct
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from collectors.errors import ProftuiError
+from collectors.maps import AddressSpace, Mapping
 from collectors.model import CPU_NS, SAMPLES, Frame, Profile, ProfileMeta
+from collectors.symbols import Symbolizer
 
 MAX_DEPTH = 4096  # gperftools stores at most 64 frames; more means a corrupt file
 _HEADER_WORDS = 5
@@ -138,65 +139,24 @@ class _Resolver:
 
     def _location(self, pc: int) -> tuple[str, int] | None:
         where = self.resolve(pc)
-        module_of = getattr(self._symbolizer, "module", None)
-        if where is None or module_of is None or where[0] in self._bad_modules:
+        if where is None or where[0] in self._bad_modules:
             return None
         try:
-            loc = module_of(where[0]).location(where[1])
+            loc = self._symbolizer.module(where[0]).location(where[1])
         except (ProftuiError, OSError, ValueError):
             return None
         return (loc.file, loc.line) if loc.file and loc.line else None
 
     def symbol_warnings(self) -> list[str]:
-        return [*self.warnings, *getattr(self._symbolizer, "warnings", [])]
+        return [*self.warnings, *self._symbolizer.warnings]
 
 
-def _symbolizer(mappings: list[tuple[int, int, int, str]]) -> tuple[Any, Callable]:
-    """The shared Symbolizer and an address resolver; the attach fallback if not built."""
-    try:
-        from collectors.maps import AddressSpace, Mapping
-        from collectors.symbols import Symbolizer
-    except ImportError:
-        return _fallback(mappings)
+def _symbolizer(mappings: list[tuple[int, int, int, str]]) -> tuple[Symbolizer, Callable]:
+    """The shared Symbolizer and an address resolver over the profile's own maps."""
     space = AddressSpace(None)
     for lo, hi, offset, path in mappings:
         space.add(Mapping(lo, hi, offset, "r-xp", path))
     return Symbolizer(), space.resolve
-
-
-def _load_segments(path: str) -> list[tuple[int, int, int]]:
-    """(p_offset, p_vaddr, p_filesz) of the PT_LOAD segments of `path`; [] if unreadable."""
-    from elftools.common.exceptions import ELFError
-    from elftools.elf.elffile import ELFFile
-
-    try:
-        with open(path, "rb") as f:
-            return [(seg["p_offset"], seg["p_vaddr"], seg["p_filesz"])
-                    for seg in ELFFile(f).iter_segments() if seg["p_type"] == "PT_LOAD"]
-    except (OSError, ValueError, ELFError):
-        return []
-
-
-def _fallback(mappings: list[tuple[int, int, int, str]]) -> tuple[Any, Callable]:
-    from types import SimpleNamespace
-
-    from collectors.attach_symbols import FallbackSymbolizer
-
-    segments = {path: _load_segments(path) for _lo, _hi, _off, path in mappings}
-
-    def resolve(pc: int) -> tuple[str, int] | None:
-        for lo, hi, offset, path in mappings:
-            if lo <= pc < hi:
-                file_offset = pc - lo + offset
-                for p_offset, p_vaddr, p_filesz in segments[path]:
-                    if p_offset <= file_offset < p_offset + p_filesz:
-                        return path, file_offset - p_offset + p_vaddr
-                return path, file_offset
-        return None
-
-    # FallbackSymbolizer only asks its address space where a module can be read from.
-    paths = SimpleNamespace(readable_paths={})
-    return FallbackSymbolizer(paths), resolve  # type: ignore[arg-type]
 
 
 def load_gperftools(path: Path, data: bytes | None = None) -> Profile:
