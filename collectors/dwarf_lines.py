@@ -39,8 +39,9 @@ def decode_rows(data: bytes, *, min_inst: int, line_base: int, line_range: int,
     pos = 0
     address, file, line = 0, 1, 1
 
-    def uleb(at: int) -> tuple[int, int]:
+    def leb128(at: int, signed: bool = False) -> tuple[int, int]:
         result = shift = 0
+        byte = 0
         while at < size:
             byte = data[at]
             at += 1
@@ -48,19 +49,7 @@ def decode_rows(data: bytes, *, min_inst: int, line_base: int, line_range: int,
             shift += 7
             if byte < 0x80:
                 break
-        return result, at
-
-    def sleb(at: int) -> tuple[int, int]:
-        result = shift = 0
-        byte = 0x80
-        while at < size:
-            byte = data[at]
-            at += 1
-            result |= (byte & 0x7F) << shift
-            shift += 7
-            if byte < 0x80:
-                break
-        if byte & 0x40:
+        if signed and byte & 0x40:
             result -= 1 << shift
         return result, at
 
@@ -75,7 +64,7 @@ def decode_rows(data: bytes, *, min_inst: int, line_base: int, line_range: int,
             line += line_base + adjusted % line_range
             rows.append((address, file, line, False))
         elif opcode == 0:
-            length, pos = uleb(pos)
+            length, pos = leb128(pos)
             if length == 0 or pos >= size:
                 continue
             sub = data[pos]
@@ -89,13 +78,13 @@ def decode_rows(data: bytes, *, min_inst: int, line_base: int, line_range: int,
         elif opcode == _COPY:
             rows.append((address, file, line, False))
         elif opcode == _ADVANCE_PC:
-            value, pos = uleb(pos)
+            value, pos = leb128(pos)
             address += value * min_inst
         elif opcode == _ADVANCE_LINE:
-            value, pos = sleb(pos)
+            value, pos = leb128(pos, signed=True)
             line += value
         elif opcode == _SET_FILE:
-            file, pos = uleb(pos)
+            file, pos = leb128(pos)
         elif opcode == _CONST_ADD_PC:
             address += ((255 - opcode_base) // line_range) * min_inst
         elif opcode == _FIXED_ADVANCE_PC:
@@ -106,5 +95,5 @@ def decode_rows(data: bytes, *, min_inst: int, line_base: int, line_range: int,
         else:  # set_column and any other standard opcode: skip its ULEB operands
             count = standard_lengths[opcode - 1] if opcode - 1 < len(standard_lengths) else 0
             for _ in range(count):
-                _, pos = uleb(pos)
+                _, pos = leb128(pos)
     return rows
