@@ -18,11 +18,9 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from collectors import attach_checks
-from collectors.attach_leaf import LeafFixer
 from collectors.attach_stream import (
     End,
     Lost,
@@ -35,12 +33,15 @@ from collectors.attach_stream import (
     ThreadEvent,
 )
 from collectors.base import Collector, CollectorOptions
+from collectors.cfi import StackUnwinder
 from collectors.errors import ProftuiError
 from collectors.launch import ExitInfo
-from collectors.model import CPU_NS, SAMPLES, CallTree, Frame, Profile, ProfileMeta
+from collectors.model import CPU_NS, SAMPLES, Frame, Profile, ProfileMeta
+from collectors.stack_frames import StackFrames, add_stack, make_symbolizer
 
 HEADER_TIMEOUT_S = 10.0  # attaching to thousands of threads takes a while
 DETACH_TIMEOUT_S = 5.0
+STACK_COPY_KIB = 4  # stack bytes per sample from the helper (PT_STACK_WORDS in pt_attach.h)
 CLOCKS = {
     "perf": "perf_event task-clock",
     "ptrace": "ptrace interrupts, CPU time from /proc schedstat",
@@ -74,8 +75,8 @@ class AttachCollector(Collector):
         self._maps_dirty = False
         self._space: Any = None  # collectors.maps.AddressSpace, imported lazily
         self._symbolizer: Any = None  # collectors.symbols.Symbolizer
-        self._frame_cache: dict[tuple[int, bool], list[Frame]] = {}
-        self._leaf: LeafFixer | None = None
+        self._stackframes = StackFrames(None, None)  # addresses -> frames (stack_frames.py)
+        self._unwinder: StackUnwinder | None = None  # CFI over the copied stacks
         self._sym_lock = threading.Lock()  # the symbolizer is not thread-safe
 
     @property
@@ -97,8 +98,9 @@ class AttachCollector(Collector):
             raise ProftuiError(f"cannot attach to process {pid}: "
                                f"{attach_checks.ptrace_denied_reason(pid)}")
         self._target_argv = _cmdline(pid)
-        self._space, self._symbolizer = _make_symbolizer(pid)
-        self._leaf = LeafFixer(pid, self._space.resolve)
+        self._space, self._symbolizer = make_symbolizer(pid)
+        self._stackframes = StackFrames(self._space, self._symbolizer)
+        self._unwinder = StackUnwinder(self._space.resolve, self._space.readable_path)
         self._preload_symbols()
         helper = runtime_executable_path("proftui-attach")
         hz = max(1, int(self.options.frequency_hz))
@@ -114,7 +116,6 @@ class AttachCollector(Collector):
             self._read_until_attached(method)
         except BaseException:
             self._kill_helper()
-            self._leaf.close()
             raise
         self._reader = threading.Thread(target=self._read_loop, name="proftui-attach-reader",
                                         daemon=True)
@@ -136,7 +137,7 @@ class AttachCollector(Collector):
                 err = self._helper.stderr.read().decode(errors="replace") if (
                     self._helper.stderr) else ""
                 raise ProftuiError(attach_checks.explain_failure(self.target_pid, method, err))
-            for record in self._fix_leaves(list(self._decoder.feed(data))):
+            for record in self._unwind(list(self._decoder.feed(data))):
                 if isinstance(record, Message) and record.fatal:
                     raise ProftuiError(
                         attach_checks.explain_failure(self.target_pid, method, record.text))
@@ -150,11 +151,8 @@ class AttachCollector(Collector):
         self._warnings.insert(0, f"attached to running process {self.target_pid} "
                                  f"(method: {header.method})")
         self._warnings.append(
-            "stacks are walked through frame pointers: code built without them "
-            "(-fomit-frame-pointer, the -O2 default) shows truncated call chains")
-        if self._leaf is None or not self._leaf.available:
-            self._warnings.append("cannot read /proc/PID/mem: callers of frameless leaf "
-                                  "functions may be missing")
+            f"stacks unwound with DWARF CFI (.eh_frame) over {STACK_COPY_KIB} KiB copied per "
+            "sample, frame pointers beyond that")
 
     def _read_loop(self) -> None:
         """Reader thread: decode the helper's stream until it ends."""
@@ -167,7 +165,7 @@ class AttachCollector(Collector):
                 if not data:
                     break
                 records = list(self._decoder.feed(data))
-                records = self._fix_leaves(records)
+                records = self._unwind(records)
                 with self._lock:
                     for record in records:
                         self._handle(record)
@@ -202,14 +200,26 @@ class AttachCollector(Collector):
                 with contextlib.suppress(ProftuiError, OSError, ValueError):
                     self._frames_at(int(parts[0].split("-")[0], 16), True)
 
-    def _fix_leaves(self, records: list[Record]) -> list[Record]:
-        """Samples with the callers of frameless leaves restored (attach_leaf.py)."""
-        leaf = self._leaf
-        if leaf is None or not leaf.available:
+    def _unwind(self, records: list[Record]) -> list[Record]:
+        """Samples with call chains unwound through CFI from their copied stacks.
+
+        The helper's frame-pointer walk skips callers in code built without
+        frame pointers; CFI does not.  Where the CFI walk ends early (the copy
+        is 4 KiB), the frame-pointer chain continues it from the last common
+        return address.
+        """
+        unwinder = self._unwinder
+        if unwinder is None:
             return records
-        with self._sym_lock:  # LeafFixer resolves through the shared AddressSpace
-            return [Sample(r.tid, r.weight_ns, leaf.fix(r.ips, r.stack))
-                    if isinstance(r, Sample) else r for r in records]
+        result: list[Record] = []
+        with self._sym_lock:  # the unwinder resolves through the shared AddressSpace
+            for record in records:
+                if isinstance(record, Sample) and record.sp and record.stack and record.ips:
+                    chain = unwinder.unwind(record.ips[0], record.sp, record.bp, record.stack)
+                    record = Sample(record.tid, record.weight_ns,
+                                    tuple(_join_chains(chain, record.ips)))
+                result.append(record)
+        return result
 
     def _symbolize_new(self, records: list[Record]) -> None:
         """Symbolize new addresses while the target lives: once it exits,
@@ -220,7 +230,7 @@ class AttachCollector(Collector):
             for record in records:
                 if isinstance(record, Sample):
                     for depth, address in enumerate(record.ips):
-                        if (address, depth == 0) not in self._frame_cache:
+                        if (address, depth == 0) not in self._stackframes.cache:
                             self._frames_at(address, depth == 0)
 
     def _handle(self, record: Record) -> None:
@@ -311,8 +321,6 @@ class AttachCollector(Collector):
 
     def stop(self) -> None:
         self.detach()
-        if self._leaf is not None:
-            self._leaf.close()
         self.run_dir.close()
 
     # -- profile -------------------------------------------------------------------
@@ -332,7 +340,7 @@ class AttachCollector(Collector):
         with self._sym_lock:
             if maps_dirty and self._space is not None:
                 self._space.refresh()
-                self._frame_cache = {k: v for k, v in self._frame_cache.items() if v[-1].module}
+                self._stackframes.forget_unresolved()
             return self._build(meta, stacks)
 
     def _build(self, meta: ProfileMeta, stacks: list[tuple[int, tuple[int, ...], list[float]]]
@@ -340,77 +348,19 @@ class AttachCollector(Collector):
         """The Profile of aggregated stacks; caller holds self._sym_lock."""
         profile = Profile(meta=meta, metrics=(SAMPLES, CPU_NS))
         for tid, ips, costs in stacks:
-            frames = self._stack_frames(ips)
-            ids = [profile.frames.intern(f) for f in frames]
-            assert profile.tree is not None
-            profile.tree.add_stack(ids, costs)
-            part = profile.parts.get(f"pid {self.target_pid} tid {tid}")
-            if part is None:
-                part = profile.parts[f"pid {self.target_pid} tid {tid}"] = CallTree(2)
-            part.add_stack(ids, costs)
-            leaf = self._resolve(ips[0]) if ips else None
-            if leaf is not None:
-                key = (leaf[0], leaf[1])
-                old = profile.address_costs.get(key)
-                profile.address_costs[key] = costs if old is None else [
-                    a + b for a, b in zip(old, costs, strict=True)]
+            add_stack(profile, f"pid {self.target_pid} tid {tid}", self._stackframes, ips, costs)
         profile.meta.warnings.extend(w for w in self._symbol_warnings()
                                      if w not in profile.meta.warnings)
         return profile.finalize()
 
     def _resolve(self, address: int) -> tuple[str, int] | None:
-        if self._space is None:
-            return None
-        return self._space.resolve(address)
-
-    def _stack_frames(self, ips: Sequence[int]) -> list[Frame]:
-        """Frames of a stack, outermost first; return addresses looked up at addr-1."""
-        out: list[Frame] = []
-        for depth in range(len(ips) - 1, -1, -1):
-            out.extend(self._frames_at(ips[depth], depth == 0))
-        return out
+        return self._stackframes.resolve(address)
 
     def _frames_at(self, address: int, leaf: bool) -> list[Frame]:
-        key = (address, leaf)
-        cached = self._frame_cache.get(key)
-        if cached is not None:
-            return cached
-        # A return address points after the call: look up the call itself.
-        lookup = address if leaf else address - 1
-        resolved = self._resolve(lookup)
-        if resolved is None and self._space is not None:
-            self._space.refresh()  # a library loaded since the last look
-            resolved = self._resolve(lookup)
-        if resolved is None:
-            frames = [Frame(function=f"0x{address:x}", module="", address=address)]
-        else:
-            module, vaddr = resolved
-            try:
-                frames = self._symbolizer.frames(module, vaddr) or [
-                    Frame(function=f"{os.path.basename(module)}+0x{vaddr:x}",
-                          module=module, address=vaddr)]
-            except ProftuiError:
-                frames = [Frame(function=f"{os.path.basename(module)}+0x{vaddr:x}",
-                                module=module, address=vaddr)]
-        self._frame_cache[key] = frames
-        return frames
+        return self._stackframes.frames_at(address, leaf)
 
     def _symbol_warnings(self) -> list[str]:
-        return list(getattr(self._symbolizer, "warnings", []) or [])
-
-
-def _make_symbolizer(pid: int) -> tuple[Any, Any]:
-    """The shared AddressSpace + Symbolizer; the minimal fallback if not built in."""
-    root = f"/proc/{pid}/root"
-    try:
-        from collectors.maps import AddressSpace
-        from collectors.symbols import Symbolizer
-    except ImportError:
-        from collectors.attach_symbols import FallbackAddressSpace, FallbackSymbolizer
-
-        space = FallbackAddressSpace(pid, root=root)
-        return space, FallbackSymbolizer(space)
-    return AddressSpace(pid, root=root), Symbolizer()
+        return self._stackframes.warnings()
 
 
 def _cmdline(pid: int) -> list[str]:
@@ -420,3 +370,14 @@ def _cmdline(pid: int) -> list[str]:
     except OSError:
         return []
     return [a.decode(errors="replace") for a in raw.split(b"\0") if a]
+
+
+def _join_chains(cfi: list[int], frame_pointer: tuple[int, ...]) -> list[int]:
+    """CFI chain, continued by the frame-pointer chain after their last common address."""
+    if len(cfi) <= 1:
+        return list(frame_pointer)
+    last = cfi[-1]
+    for i, address in enumerate(frame_pointer):
+        if address == last and i > 0:
+            return cfi + list(frame_pointer[i + 1:])
+    return cfi

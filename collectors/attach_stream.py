@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from collectors.errors import ProftuiError
 
 MAGIC = b"PTATTACH"
-VERSION = 1
+VERSION = 2
 HEADER = struct.Struct("=8sIIIIQ")  # magic, version, method, pid, flags, period_ns
 RECORD = struct.Struct("=II")  # type, size (whole record, header included)
 MAX_RECORD = 1 << 20
@@ -37,8 +37,10 @@ class StreamHeader:
 class Sample:
     tid: int
     weight_ns: int  # CPU time this sample stands for
-    ips: tuple[int, ...]  # innermost first: the pc, then return addresses
-    stack: tuple[int, ...] = ()  # words at the stack pointer and up
+    ips: tuple[int, ...]  # innermost first: the pc, then frame-pointer return addresses
+    sp: int = 0  # user stack pointer at the sample (0: unknown)
+    bp: int = 0  # frame pointer register (rbp) at the sample
+    stack: bytes = b""  # the memory from sp up, for CFI unwinding (collectors/cfi.py)
 
 
 @dataclass(frozen=True)
@@ -122,11 +124,12 @@ def decode_record(rtype: int, body: bytes) -> Record | None:
     """One record's payload (after type and size); None for unknown types."""
     try:
         if rtype == REC_SAMPLE:
-            tid, n, weight, nstack = struct.unpack_from("=IIQI", body)
-            if 24 + 8 * (n + nstack) > len(body):
+            tid, n, weight, nstack, _, sp, bp = struct.unpack_from("=IIQIIQQ", body)
+            if 40 + 8 * (n + nstack) > len(body):
                 raise ProftuiError("attach helper stream: sample record too short")
-            return Sample(tid, weight, struct.unpack_from(f"={n}Q", body, 24),
-                          struct.unpack_from(f"={nstack}Q", body, 24 + 8 * n))
+            stack_at = 40 + 8 * n
+            return Sample(tid, weight, struct.unpack_from(f"={n}Q", body, 40), sp, bp,
+                          body[stack_at:stack_at + 8 * nstack])
         if rtype == REC_THREAD:
             tid, flags, comm = struct.unpack_from("=II16s", body)
             return ThreadEvent(tid, flags, comm.split(b"\0", 1)[0].decode(errors="replace"))

@@ -17,13 +17,14 @@
  *     +4  uint32_t size        whole record in bytes, header included
  *
  *   PT_REC_SAMPLE  +8 u32 tid, +12 u32 nframes, +16 u64 weight_ns,
- *                  +24 u32 nstack, +28 u32 0,
- *                  +32 u64 ips[nframes]   innermost first; ips[0] is the
+ *                  +24 u32 nstack, +28 u32 0, +32 u64 sp, +40 u64 bp,
+ *                  +48 u64 ips[nframes]   innermost first; ips[0] is the
  *                  interrupted pc, the others are return addresses found by
  *                  walking frame pointers;
  *                  then u64 stack[nstack]  the words at the user stack
- *                  pointer and up, so the reader can recover the caller of a
- *                  leaf function that set up no frame.
+ *                  pointer (sp) and up: with sp and bp the reader unwinds
+ *                  with DWARF CFI (collectors/cfi.py), which code built
+ *                  without frame pointers needs.
  *   PT_REC_THREAD  +8 u32 tid, +12 u32 flags (PT_THREAD_*), +16 char comm[16]
  *   PT_REC_MAPS    +8 u64 0   new executable mapping: re-read /proc/PID/maps
  *   PT_REC_LOST    +8 u64 count of samples the kernel/helper dropped
@@ -40,9 +41,9 @@
 #include <sys/types.h>
 
 #define PT_ATTACH_MAGIC "PTATTACH"
-#define PT_ATTACH_VERSION 1u
+#define PT_ATTACH_VERSION 2u
 #define PT_MAX_FRAMES 127
-#define PT_STACK_WORDS 32 /* stack words sent per sample (256 bytes) */
+#define PT_STACK_WORDS 512 /* stack words sent per sample (4 KiB, perf's mlock budget) */
 
 enum { PT_METHOD_PERF = 1, PT_METHOD_PTRACE = 2 };
 
@@ -70,8 +71,8 @@ struct pt_attach_config {
 /* Output (pt_attach_out.c).  None of these is async-signal-safe; the helper
  * has no signal handlers (signals arrive through a signalfd). */
 void pt_out_header(uint32_t method, pid_t pid, uint64_t period_ns);
-void pt_out_sample(uint32_t tid, uint64_t weight_ns, const uint64_t *ips, uint32_t n,
-                   const uint64_t *stack, uint32_t nstack);
+void pt_out_sample(uint32_t tid, uint64_t weight_ns, uint64_t sp, uint64_t bp,
+                   const uint64_t *ips, uint32_t n, const uint64_t *stack, uint32_t nstack);
 void pt_out_thread(uint32_t tid, uint32_t flags, pid_t pid);
 void pt_out_u64(uint32_t type, uint64_t value);
 void pt_out_exit(int32_t status, int32_t signal);

@@ -101,18 +101,20 @@ void pt_out_header(uint32_t method, pid_t pid, uint64_t period_ns) {
     if (pt_out_deferred[0] != '\0') pt_out_text(PT_REC_WARN, "%s", pt_out_deferred);
 }
 
-void pt_out_sample(uint32_t tid, uint64_t weight_ns, const uint64_t *ips, uint32_t n,
-                   const uint64_t *stack, uint32_t nstack) {
+void pt_out_sample(uint32_t tid, uint64_t weight_ns, uint64_t sp, uint64_t bp,
+                   const uint64_t *ips, uint32_t n, const uint64_t *stack, uint32_t nstack) {
     if (n > PT_MAX_FRAMES) n = PT_MAX_FRAMES;
     if (nstack > PT_STACK_WORDS) nstack = PT_STACK_WORDS;
-    unsigned char *rec = pt_out_reserve(PT_REC_SAMPLE, 32 + 8 * (n + nstack));
+    unsigned char *rec = pt_out_reserve(PT_REC_SAMPLE, 48 + 8 * (n + nstack));
     if (rec == NULL) return;
     memcpy(rec + 8, &tid, 4);
     memcpy(rec + 12, &n, 4);
     memcpy(rec + 16, &weight_ns, 8);
     memcpy(rec + 24, &nstack, 4);
-    memcpy(rec + 32, ips, 8 * (size_t)n);
-    if (nstack > 0) memcpy(rec + 32 + 8 * (size_t)n, stack, 8 * (size_t)nstack);
+    memcpy(rec + 32, &sp, 8);
+    memcpy(rec + 40, &bp, 8);
+    memcpy(rec + 48, ips, 8 * (size_t)n);
+    if (nstack > 0) memcpy(rec + 48 + 8 * (size_t)n, stack, 8 * (size_t)nstack);
 }
 
 /* Announce a thread with its name from /proc (empty if it is already gone). */

@@ -19,7 +19,19 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <asm/perf_regs.h>
+
 #include "pt_attach.h"
+
+/* User registers each sample carries, in ascending register order: the frame
+ * and stack pointers the reader needs to unwind the copied stack with CFI. */
+#if defined(__x86_64__)
+#define PT_PERF_REGS ((1ull << PERF_REG_X86_BP) | (1ull << PERF_REG_X86_SP))
+#elif defined(__aarch64__)
+#define PT_PERF_REGS ((1ull << PERF_REG_ARM64_X29) | (1ull << PERF_REG_ARM64_SP))
+#else
+#error "proftui-attach: perf register layout unknown for this architecture"
+#endif
 
 #define PT_PERF_MAX_THREADS 4096
 #define PT_PERF_MAX_CPUS 1024
@@ -78,7 +90,8 @@ static int pt_perf_open(const struct pt_attach_config *cfg, pid_t tid) {
     attr.config = PERF_COUNT_SW_TASK_CLOCK;
     attr.sample_period = cfg->period_ns;
     attr.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_CALLCHAIN |
-                       PERF_SAMPLE_PERIOD | PERF_SAMPLE_STACK_USER;
+                       PERF_SAMPLE_PERIOD | PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+    attr.sample_regs_user = PT_PERF_REGS;
     attr.sample_stack_user = 8 * PT_STACK_WORDS;
     attr.exclude_kernel = 1;
     attr.exclude_hv = 1;
@@ -88,7 +101,7 @@ static int pt_perf_open(const struct pt_attach_config *cfg, pid_t tid) {
     attr.mmap = 1;
     attr.comm = 1;
     attr.sample_id_all = 1;
-    attr.wakeup_events = 64;
+    attr.wakeup_events = 8; /* samples carry 4 KiB of stack: drain before the ring fills */
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     int opened = 0;
     for (int cpu = 0; cpu < pt_ncpus; cpu++) {
@@ -142,16 +155,23 @@ static void pt_ring_copy(const struct pt_perf_ring *ev, uint64_t off, void *dst,
 
 /* Turn one PERF_RECORD_SAMPLE body into a stream record.  Not async-signal-safe. */
 static void pt_perf_sample(const struct pt_attach_config *cfg, const uint64_t *body, size_t words) {
-    /* Layout for our sample_type: ip, pid|tid, period, nr, ips[nr],
+    /* Layout for our sample_type: ip, pid|tid, period, nr, ips[nr], abi,
+     * regs[2] (bp, sp: ascending register number) unless abi is NONE,
      * stack size, stack bytes[size], dyn_size (when size > 0). */
-    if (words < 4) return;
+    if (words < 5) return;
     uint32_t pid = (uint32_t)body[1], tid = (uint32_t)(body[1] >> 32);
     if ((pid_t)pid != cfg->pid) return;
     uint64_t period = body[2], nr = body[3];
-    if (nr > words - 4) nr = words - 4;
+    if (nr > words - 5) nr = words - 5;
+    size_t at = 4 + (size_t)nr;
+    uint64_t bp = 0, sp = 0;
+    if (body[at++] != PERF_SAMPLE_REGS_ABI_NONE && at + 2 <= words) {
+        bp = body[at];
+        sp = body[at + 1];
+        at += 2;
+    }
     const uint64_t *stack = NULL;
     uint32_t nstack = 0;
-    size_t at = 4 + (size_t)nr;
     if (at < words) {
         uint64_t size = body[at] / 8;
         if (size > 0 && at + 1 + size < words) {
@@ -168,7 +188,7 @@ static void pt_perf_sample(const struct pt_attach_config *cfg, const uint64_t *b
         ips[n++] = ip;
     }
     if (n == 0) ips[n++] = body[0];
-    pt_out_sample(tid, period, ips, n, stack, nstack);
+    pt_out_sample(tid, period, sp, bp, ips, n, stack, nstack);
     pt_samples++;
 }
 

@@ -120,14 +120,23 @@ static void pt_sample(const struct pt_attach_config *cfg, struct pt_thread *t, u
         sp = bp + 16;
         bp = pair[0];
     }
-    /* The words at the stack pointer (fewer near the top of the stack). */
+    /* The stack from sp up, for CFI unwinding in the reader.  One iovec per
+     * page: a partial read stops at the first unmapped page, not at zero. */
     uint64_t stack[PT_STACK_WORDS];
-    uint32_t nstack = 0;
-    for (uint32_t want = PT_STACK_WORDS; want > 0 && nstack == 0; want /= 2) {
-        struct iovec local = {stack, 8 * want}, remote = {(void *)regs.rsp, 8 * want};
-        if (process_vm_readv(cfg->pid, &local, 1, &remote, 1, 0) == (ssize_t)(8 * want)) nstack = want;
+    struct iovec local = {stack, sizeof stack}, remote[PT_STACK_WORDS * 8 / 4096 + 1];
+    int nremote = 0;
+    uint64_t at = regs.rsp, end = regs.rsp + sizeof stack;
+    while (at < end && nremote < (int)(sizeof remote / sizeof remote[0])) {
+        uint64_t page_end = (at | 4095u) + 1;
+        uint64_t stop = page_end < end ? page_end : end;
+        remote[nremote].iov_base = (void *)at;
+        remote[nremote].iov_len = stop - at;
+        nremote++;
+        at = stop;
     }
-    pt_out_sample((uint32_t)t->tid, weight, ips, n, stack, nstack);
+    ssize_t got = process_vm_readv(cfg->pid, &local, 1, remote, (unsigned long)nremote, 0);
+    uint32_t nstack = got > 0 ? (uint32_t)(got / 8) : 0;
+    pt_out_sample((uint32_t)t->tid, weight, regs.rsp, regs.rbp, ips, n, stack, nstack);
     pt_tr_samples++;
 }
 

@@ -23,16 +23,18 @@ from collectors.errors import ProftuiError
 from collectors.model import Profile
 from tests.conftest import build_fixture
 
-# Frame pointers everywhere (leaf functions too): both methods unwind with them.
+# Frame pointers everywhere (leaf functions too), and none at all (gcc -O2's
+# default, where only DWARF CFI finds the callers).
 FLAGS = ["-O2", "-g", "-fno-omit-frame-pointer", "-mno-omit-leaf-frame-pointer", "-pthread"]
+NO_FP_FLAGS = ["-O2", "-g", "-fomit-frame-pointer", "-pthread"]
 DONE_LINE = "att_spin done sink=nonzero usr1=0\n"
 
 
 class Fixture:
     """att_spin running as our child but outside proftui."""
 
-    def __init__(self, seconds: float) -> None:
-        binary = build_fixture("att_spin.c", FLAGS)
+    def __init__(self, seconds: float, flags: list[str] = FLAGS) -> None:
+        binary = build_fixture("att_spin.c", flags)
         self.proc = subprocess.Popen([str(binary), str(seconds)], stdout=subprocess.PIPE,
                                      text=True)
         assert self.proc.stdout is not None
@@ -125,6 +127,19 @@ def test_attach_samples_hot_chain_and_detaches(method: str) -> None:
         assert fixture.tracer() == 0  # really detached
         out, status = fixture.finish()
         assert (out, status) == (DONE_LINE, 7)
+    finally:
+        fixture.kill()
+
+
+@pytest.mark.parametrize("method", ["perf", "ptrace"])
+def test_code_without_frame_pointers_unwinds_through_cfi(method: str) -> None:
+    fixture = Fixture(2.0, NO_FP_FLAGS)
+    try:
+        collector = attach(fixture.pid, method, frequency_hz=500, duration_s=0.8)
+        profile = collector.wait()
+        collector.stop()
+        check_profile(profile, fixture.pid, method)  # main -> att_outer -> att_middle -> att_hot
+        assert fixture.finish() == (DONE_LINE, 7)
     finally:
         fixture.kill()
 

@@ -1,5 +1,5 @@
 """The attach stream decoder on exact bytes (a Python twin of pt_attach_out.c),
-including split reads and corrupt input; and the leaf-caller recovery rules."""
+including split reads and corrupt input."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-from collectors.attach_leaf import LeafFixer, follows_call
+from collectors.attach import _join_chains
 from collectors.attach_stream import (
     REC_END,
     REC_ERROR,
@@ -30,7 +30,7 @@ from collectors.errors import ProftuiError
 
 
 def header(method: int = 2, pid: int = 1234, period_ns: int = 10_000_000,
-           version: int = 1, magic: bytes = b"PTATTACH") -> bytes:
+           version: int = 2, magic: bytes = b"PTATTACH") -> bytes:
     return struct.pack("=8sIIIIQ", magic, version, method, pid, 0, period_ns)
 
 
@@ -39,8 +39,9 @@ def record(rtype: int, payload: bytes) -> bytes:
     return struct.pack("=II", rtype, 8 + len(payload)) + payload
 
 
-def sample(tid: int, weight: int, ips: list[int], stack: list[int]) -> bytes:
-    body = struct.pack("=IIQII", tid, len(ips), weight, len(stack), 0)
+def sample(tid: int, weight: int, ips: list[int], stack: list[int], sp: int = 0x7FFC0000,
+           bp: int = 0x7FFC0040) -> bytes:
+    body = struct.pack("=IIQIIQQ", tid, len(ips), weight, len(stack), 0, sp, bp)
     body += struct.pack(f"={len(ips)}Q", *ips) + struct.pack(f"={len(stack)}Q", *stack)
     return record(REC_SAMPLE, body)
 
@@ -63,7 +64,8 @@ STREAM = (
 
 EXPECTED = [
     ThreadEvent(1235, 1, "worker"),
-    Sample(1235, 2_000_000, (0x401000, 0x401234), (7, 0x401234)),
+    Sample(1235, 2_000_000, (0x401000, 0x401234), 0x7FFC0000, 0x7FFC0040,
+           struct.pack("=2Q", 7, 0x401234)),
     MapsChanged(),
     Lost(3),
     Message(False, "perf_event_open failed; sampling with ptrace instead"),
@@ -111,31 +113,9 @@ def test_corrupt_input_is_a_clear_error(data: bytes, message: str) -> None:
         list(StreamDecoder().feed(data))
 
 
-def test_follows_call() -> None:
-    assert follows_call(b"\x90\x90\xe8\x01\x02\x03\x04")  # call rel32
-    assert follows_call(b"\x90\x90\x90\x90\x90\xff\xd0")  # call *%rax
-    assert follows_call(b"\x90\xff\x15\x00\x10\x00\x00")  # call *0x1000(%rip)
-    assert not follows_call(b"\x90\x90\x90\x90\x90\x90\xc3")
-    assert not follows_call(b"\xe8\x00")
-
-
-class FakeLeaf(LeafFixer):
-    """LeafFixer over a dict of code bytes instead of /proc/PID/mem."""
-
-    def __init__(self, return_addresses: set[int]) -> None:
-        self._ras = return_addresses
-        self._known = {}
-        self._mem = -1
-
-    def is_return_address(self, address: int) -> bool:
-        return address in self._ras
-
-
-def test_leaf_fix_inserts_missing_caller_only() -> None:
-    leaf = FakeLeaf({0x1111, 0x2222})
-    # Frameless leaf: the walk went pc -> 0x2222 (caller's caller); 0x1111 is on the stack.
-    assert leaf.fix((0x5000, 0x2222), (0x7FFF0000, 0x1111, 0x2222)) == (0x5000, 0x1111, 0x2222)
-    # Leaf with a frame: the first return address on the stack is the walk's second entry.
-    assert leaf.fix((0x5000, 0x1111, 0x2222), (0x7FFF0000, 0x1111)) == (0x5000, 0x1111, 0x2222)
-    # Nothing that looks like a return address: unchanged.
-    assert leaf.fix((0x5000, 0x2222), (1, 2, 3)) == (0x5000, 0x2222)
+def test_cfi_chain_is_continued_by_the_frame_pointer_chain() -> None:
+    # CFI found the caller the fp walk skipped (0x10), then ran out of copied stack at 0x30.
+    assert _join_chains([0x1, 0x10, 0x20, 0x30], (0x1, 0x20, 0x30, 0x40, 0x50)) == [
+        0x1, 0x10, 0x20, 0x30, 0x40, 0x50]
+    assert _join_chains([0x1], (0x1, 0x20)) == [0x1, 0x20]  # no rule at the pc: fp only
+    assert _join_chains([0x1, 0x10], (0x1, 0x99)) == [0x1, 0x10]  # nothing shared
