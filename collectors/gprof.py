@@ -22,6 +22,8 @@ from collectors.model import CPU_NS, Frame, FrameTable, FunctionCost, Profile, P
 from collectors.symbols import Symbolizer
 
 GMON_PREFIX = "gmon"
+HIST_SLACK = 16  # bytes between etext and the histogram's rounded end
+MCOUNT_REACH = 64  # bytes from a function's entry to its mcount call (prologue, CET)
 TREE_NOTE = ("gprof records caller->callee call counts, not whole stacks: the call tree "
              "divides each function's time among its callers by their share of its calls")
 
@@ -183,17 +185,48 @@ def _pid_of(path: Path) -> int | None:
 
 
 def _fits(data: GmonData, table: GprofSymbolTable) -> bool:
-    """Whether the histogram covers addresses of this executable's functions."""
-    if not data.histograms or not table.symbols:
+    """Whether `data` was written by the program `table` describes.
+
+    mcount records the callee's pc a few instructions into the function, so
+    in the right binary nearly every arc lands just after a symbol's start.
+    """
+    if data.histograms and table.symbols:
+        low = min(h.low_pc for h in data.histograms)
+        high = max(h.high_pc for h in data.histograms)
+        if not any(low <= s.addr < high for s in table.symbols):
+            return False
+        # glibc's histogram ends at etext rounded up to its 4-byte bins.
+        if table.etext is not None and abs(high - table.etext) > HIST_SLACK:
+            return False
+    if not data.arcs:
         return True
-    low = min(h.low_pc for h in data.histograms)
-    high = max(h.high_pc for h in data.histograms)
-    return any(low <= s.addr < high for s in table.symbols)
+    near_entry = 0
+    for _, self_pc in data.arcs:
+        index = table.lookup(self_pc)
+        if index is not None and self_pc - table.symbols[index].addr < MCOUNT_REACH:
+            near_entry += 1
+    return near_entry >= 0.9 * len(data.arcs)
 
 
 def gmon_result(path: Path, program: Path) -> GprofResult:
-    """Analyze an existing gmon.out of `program` (for `proftui report` and tests)."""
+    """Analyze an existing gmon.out of `program` (tests and tools)."""
     table = read_symbol_table(program)
     data = read_gmon(path, table.pointer_size, table.little_endian)
     return analyze(data, table)
 
+
+def load_gmon_file(path: Path, program: Path | None) -> Profile:
+    """The Profile of a gmon.out a -pg program left earlier (`proftui report gmon.out`)."""
+    if program is None:
+        raise ProftuiError(f"{path}: a gprof profile; name the program that wrote it with "
+                           "--binary PROG")
+    # A path as given (Path drops "./", which would turn it into a PATH lookup).
+    resolved = program.resolve() if program.is_file() else resolve_program(str(program))
+    table = read_symbol_table(resolved)
+    data = read_gmon(path, table.pointer_size, table.little_endian)
+    if not _fits(data, table):
+        raise ProftuiError(f"{path} was not written by {program} (its addresses do not match)")
+    profile = build_profile({_pid_of(path) or 0: data}, table, str(resolved), [str(program)],
+                            [f"imported from {path}"])
+    profile.meta.pids = []
+    return profile

@@ -46,6 +46,7 @@ class GprofSymbolTable:
     symbols: list[GprofSymbol]
     pointer_size: int = 8
     little_endian: bool = True
+    etext: int | None = None  # end of text as the linker defined it (glibc's histogram end)
     _starts: list[int] = field(default_factory=list, repr=False)
 
     def __post_init__(self) -> None:
@@ -71,8 +72,11 @@ def read_symbol_table(path: Path) -> GprofSymbolTable:
             text_end = (text["sh_addr"] + text["sh_size"]) if text is not None else 0
             table = elf.get_section_by_name(".symtab") or elf.get_section_by_name(".dynsym")
             raw: list[tuple[int, str, bool]] = []
+            etext = None
             if isinstance(table, SymbolTableSection):
                 for sym in table.iter_symbols():
+                    if sym.name in ("etext", "_etext"):
+                        etext = sym["st_value"]
                     shndx = sym["st_shndx"]
                     if not isinstance(shndx, int) or shndx not in code_sections:
                         continue
@@ -91,7 +95,7 @@ def read_symbol_table(path: Path) -> GprofSymbolTable:
     if not raw:
         raise ProftuiError(f"{path}: has no function symbols (stripped?); gprof mode needs "
                            "them: rebuild without -s, or use the sampler mode")
-    return GprofSymbolTable(_finalize(raw, text_end), pointer_size, little)
+    return GprofSymbolTable(_finalize(raw, text_end), pointer_size, little, etext)
 
 
 def _static_name_ok(name: str) -> bool:

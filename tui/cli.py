@@ -96,11 +96,15 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
     report = argparse.ArgumentParser(prog="proftui report",
                                      description="Print a saved profile as text or JSON.")
     report.add_argument("file", type=Path)
+    report.add_argument("--binary", type=Path, metavar="PROG",
+                        help="for a gmon.out: the -pg program that wrote it")
     report.add_argument("--json", action="store_true", help="machine-readable JSON report")
     report.add_argument("-n", "--limit", type=int, help="show only the top N functions")
 
     open_ = argparse.ArgumentParser(prog="proftui open", description="Browse a saved profile.")
     open_.add_argument("file", type=Path)
+    open_.add_argument("--binary", type=Path, metavar="PROG",
+                       help="for a gmon.out: the -pg program that wrote it")
 
     demo = argparse.ArgumentParser(
         prog="proftui demo", description="Compile the bundled demo C program and profile it.")
@@ -121,6 +125,8 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
     export.add_argument("-o", "--output", type=Path,
                         help="output file, - for stdout (default: beside FILE, named by format)")
     export.add_argument("file", type=Path)
+    export.add_argument("--binary", type=Path, metavar="PROG",
+                        help="for a gmon.out: the -pg program that wrote it")
     return {"run": run, "record": record, "report": report, "open": open_, "demo": demo,
             "attach": attach, "export": export}
 
@@ -251,12 +257,12 @@ def cmd_record(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    print_report(load_any(args.file), as_json=args.json, limit=args.limit)
+    print_report(load_any(args.file, args.binary), as_json=args.json, limit=args.limit)
     return 0
 
 
 def cmd_open(args: argparse.Namespace) -> int:
-    profile = load_any(args.file)
+    profile = load_any(args.file, args.binary)
     if sys.stdout.isatty() and sys.stdin.isatty():
         return run_tui(profile=profile)
     print_report(profile, as_json=False)
@@ -283,7 +289,7 @@ def cmd_attach(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     output = args.output or default_output(args.file, args.format)
-    write_export(load_any(args.file), args.format, output)
+    write_export(load_any(args.file, args.binary), args.format, output)
     if str(output) != "-":
         print(f"proftui: {args.format} export written to {output}", file=sys.stderr)
     return 0

@@ -2,7 +2,8 @@
 
 `load_any(path)` accepts proftui's own saved profiles (gzip JSON, see
 collectors/storage.py), gperftools CPU profiles (binary header 0, 3, 0 in
-machine words) and the text output of `perf script`.
+machine words), the text output of `perf script`, and gmon.out files (with
+the program that wrote them).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from pathlib import Path
 
 from collectors import storage
 from collectors.errors import ProftuiError
+from collectors.gmon import MAGIC as GMON_MAGIC
+from collectors.gprof import load_gmon_file
 from collectors.importers import gperftools, perf_script
 from collectors.model import Profile
 
@@ -19,10 +22,12 @@ _PERF_DATA_MAGIC = (b"PERFILE2", b"2ELIFREP")
 
 
 def detect(head: bytes) -> str:
-    """The kind of file whose first bytes are `head`:
-    "proftui", "gperftools", "perf-script", "perf-data" or "unknown"."""
+    """The kind of file whose first bytes are `head`: "proftui", "gperftools",
+    "perf-script", "perf-data", "gmon" or "unknown"."""
     if head.startswith(_GZIP_MAGIC):
         return "proftui"
+    if head.startswith(GMON_MAGIC):
+        return "gmon"
     if head.startswith(_PERF_DATA_MAGIC):
         return "perf-data"
     if gperftools.sniff(head) is not None:
@@ -32,8 +37,11 @@ def detect(head: bytes) -> str:
     return "unknown"
 
 
-def load_any(path: Path) -> Profile:
-    """Load `path` as whichever supported format its content is (ProftuiError otherwise)."""
+def load_any(path: Path, binary: Path | None = None) -> Profile:
+    """Load `path` as whichever supported format its content is (ProftuiError otherwise).
+
+    `binary` is the profiled program, needed only for gmon.out files.
+    """
     try:
         with open(path, "rb") as f:
             head = f.read(perf_script.SNIFF_BYTES)
@@ -50,8 +58,10 @@ def load_any(path: Path) -> Profile:
         return gperftools.load_gperftools(path)
     if kind == "perf-script":
         return perf_script.load_perf_script(path)
+    if kind == "gmon":
+        return load_gmon_file(path, binary)
     if kind == "perf-data":
         raise ProftuiError(f"{path}: is perf.data; convert it with `perf script -i {path} > "
                            "perf.txt` and open perf.txt")
-    raise ProftuiError(f"{path}: not a proftui profile, gperftools CPU profile or "
-                       "`perf script` output")
+    raise ProftuiError(f"{path}: not a proftui profile, gperftools CPU profile, "
+                       "`perf script` output or gmon.out")

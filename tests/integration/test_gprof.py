@@ -55,11 +55,19 @@ def gprof_arcs(binary: Path, gmon: Path) -> dict[tuple[str, str], int]:
         if primary_at is None or "as a whole" in lines[primary_at]:
             continue
         primary = _name(lines[primary_at].split()[4:])
-        for line in lines[primary_at + 1:]:
+        # Parents above the primary line, children below (gprof omits a function with no
+        # time and no calls from the graph, so main's arcs show only as callers' lines).
+        for at, line in enumerate(lines):
             fields = line.split()
-            called = next(i for i, f in enumerate(fields) if re.fullmatch(r"\d+(/\d+)?", f)
-                          and not INDEX.fullmatch(f))
-            arcs[(primary, _name(fields[called + 1:]))] = int(fields[called].split("/")[0])
+            if at == primary_at or "<spontaneous>" in line or not line.startswith(" "):
+                continue  # entries are indented; headers and the primary line are not
+            called = next((i for i, f in enumerate(fields) if re.fullmatch(r"\d+(/\d+)?", f)
+                           and not INDEX.fullmatch(f)), None)
+            if called is None:
+                continue
+            other = _name(fields[called + 1:])
+            key = (other, primary) if at < primary_at else (primary, other)
+            arcs[key] = int(fields[called].split("/")[0])
     return arcs
 
 
@@ -169,3 +177,19 @@ def test_json_report_of_gprof_run(compile_c, tmp_path: Path) -> None:
     steps = sum(i + 22 for i in range(2000))
     assert rows["is_even"]["calls"] + rows["is_odd"]["calls"] == steps + 2000
     assert rows["fib"]["file"].endswith("gp_recurse.c") and rows["fib"]["line"] == 9
+
+
+def test_existing_gmon_out_opens_with_its_binary(compile_c, tmp_path: Path) -> None:
+    binary = compile_c("gp_split.c", ["-O1", "-g", "-pg"])
+    gmon = run_pg(binary, tmp_path, "800")
+    cli = [sys.executable, "-m", "tui.cli", "report", "--json", str(gmon)]
+    result = subprocess.run([*cli, "--binary", str(binary)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    rows = {row["function"]: row for row in json.loads(result.stdout)["flat"]}
+    assert rows["step"]["calls"] == 8000 and rows["heavy"]["calls"] == 1
+    missing = subprocess.run(cli, capture_output=True, text=True)
+    assert missing.returncode != 0 and "--binary" in missing.stderr
+    assert len(missing.stderr.strip().splitlines()) == 1
+    other = compile_c("sym_lines.c", ["-O2", "-g", "-pg"])
+    wrong = subprocess.run([*cli, "--binary", str(other)], capture_output=True, text=True)
+    assert wrong.returncode != 0 and "not written by" in wrong.stderr
