@@ -18,6 +18,26 @@ from elftools.dwarf.dwarfinfo import DWARFInfo
 from elftools.dwarf.ranges import BaseAddressEntry, RangeEntry
 
 from collectors.demangle import demangle
+from collectors.dwarf_dies import (
+    AT_ABSTRACT_ORIGIN,
+    AT_CALL_FILE,
+    AT_CALL_LINE,
+    AT_DECL_FILE,
+    AT_DECL_LINE,
+    AT_HIGH_PC,
+    AT_LINKAGE_NAME,
+    AT_LOW_PC,
+    AT_MIPS_LINKAGE_NAME,
+    AT_NAME,
+    AT_RANGES,
+    AT_SPECIFICATION,
+    TAG_SUBPROGRAM,
+    Entry,
+    UnitInfo,
+    UnsupportedForm,
+    read_range_list,
+    walk_unit,
+)
 from collectors.dwarf_lines import line_rows
 
 # Constant-class forms: DW_AT_high_pc is then a length, not an address.
@@ -106,26 +126,9 @@ def die_ranges(dwarf: DWARFInfo, cu: CompileUnit, die: DIE) -> list[tuple[int, i
         return [(low, high)] if high > low else []
     if "DW_AT_ranges" not in attrs:
         return []
-    range_lists = dwarf.range_lists()
-    if range_lists is None:
-        return []
     top = cu.get_top_DIE()
     base = top.attributes["DW_AT_low_pc"].value if "DW_AT_low_pc" in top.attributes else 0
-    result = []
-    try:
-        entries = range_lists.get_range_list_at_offset(attrs["DW_AT_ranges"].value, cu=cu)
-    except Exception:  # malformed range lists: treat as no ranges
-        return []
-    for entry in entries:
-        if isinstance(entry, BaseAddressEntry):
-            base = entry.base_address
-        elif isinstance(entry, RangeEntry):
-            low, high = entry.begin_offset, entry.end_offset
-            if not entry.is_absolute:
-                low, high = low + base, high + base
-            if high > low:
-                result.append((low, high))
-    return result
+    return _range_list(dwarf, cu, attrs["DW_AT_ranges"].value, base)
 
 
 def decode_cu(dwarf: DWARFInfo, cu: CompileUnit) -> CuTable:
@@ -152,8 +155,128 @@ def decode_cu(dwarf: DWARFInfo, cu: CompileUnit) -> CuTable:
             table.row_addresses.append(address)
             table.row_files.append(file_index)
             table.row_lines.append(line)
-    _collect_functions(dwarf, cu, top, table, version)
+    try:
+        _collect_functions_fast(dwarf, cu, top, table, version)
+    except (UnsupportedForm, IndexError, ValueError):
+        table.functions.clear()
+        table.inlines.clear()
+        _collect_functions(dwarf, cu, top, table, version)
     return table
+
+
+@dataclass(frozen=True)
+class _RawSections:
+    """Whole DWARF sections as bytes, read once per file for the fast paths."""
+
+    info: bytes
+    abbrev: bytes
+    strings: bytes
+    line_strings: bytes
+    rnglists: bytes
+    ranges: bytes
+
+
+def _raw_sections(dwarf: DWARFInfo) -> _RawSections:
+    raw = getattr(dwarf, "_proftui_raw", None)
+    if raw is None:
+        def whole(section: Any) -> bytes:
+            if section is None:
+                return b""
+            section.stream.seek(0)
+            return section.stream.read()
+        raw = _RawSections(whole(dwarf.debug_info_sec), whole(dwarf.debug_abbrev_sec),
+                           whole(dwarf.debug_str_sec), whole(dwarf.debug_line_str_sec),
+                           whole(dwarf.debug_rnglists_sec), whole(dwarf.debug_ranges_sec))
+        dwarf._proftui_raw = raw  # type: ignore[attr-defined]
+    return raw
+
+
+def _collect_functions_fast(dwarf: DWARFInfo, cu: CompileUnit, top: DIE, table: CuTable,
+                            version: int) -> None:
+    """Like `_collect_functions`, through the raw DIE walker (dwarf_dies.py)."""
+    raw = _raw_sections(dwarf)
+    unit_end = cu.cu_offset + cu["unit_length"] + cu.structs.initial_length_field_size()
+    unit = UnitInfo(raw.info, cu.cu_offset, cu.cu_die_offset, unit_end, raw.abbrev,
+                    cu["debug_abbrev_offset"], cu["address_size"],
+                    8 if cu.structs.dwarf_format == 64 else 4, raw.strings, raw.line_strings)
+    entries = walk_unit(unit)
+    by_offset = {entry.offset: entry for entry in entries}
+    base = top.attributes["DW_AT_low_pc"].value if "DW_AT_low_pc" in top.attributes else 0
+
+    def describe(entry: Entry) -> tuple[str, int, int]:
+        name = linkage = None
+        decl_file = decl_line = None
+        current: Entry | None = entry
+        for _ in range(8):
+            if current is None:
+                break
+            attrs = current.attrs
+            linkage = linkage or attrs.get(AT_LINKAGE_NAME) or attrs.get(AT_MIPS_LINKAGE_NAME)
+            name = name or attrs.get(AT_NAME)
+            if decl_file is None and AT_DECL_FILE in attrs:
+                decl_file = _file_index(int(attrs[AT_DECL_FILE]), version)  # type: ignore[arg-type]
+                decl_line = int(attrs.get(AT_DECL_LINE, 0))  # type: ignore[arg-type]
+            ref = attrs.get(AT_ABSTRACT_ORIGIN) or attrs.get(AT_SPECIFICATION)
+            if not isinstance(ref, tuple):
+                break
+            current = by_offset.get(ref[1])
+            if current is None:  # in another unit: rare outside LTO
+                raise UnsupportedForm("reference into another unit")
+        shown = demangle(str(linkage)) if linkage else (str(name) if name else "??")
+        return shown, decl_file if decl_file is not None else -1, decl_line or 0
+
+    def ranges(entry: Entry) -> list[tuple[int, int]]:
+        attrs = entry.attrs
+        low = attrs.get(AT_LOW_PC)
+        high = attrs.get(AT_HIGH_PC)
+        if isinstance(low, int) and isinstance(high, int):
+            end = low + high if entry.high_is_length else high
+            return [(low, end)] if end > low else []
+        where = attrs.get(AT_RANGES)
+        if isinstance(where, tuple) and where[0] == "offset":
+            fast = read_range_list(raw.rnglists if version >= 5 else raw.ranges, where[1],
+                                   base, cu["address_size"], version)
+            return fast if fast is not None else _range_list(dwarf, cu, where[1], base)
+        return []
+
+    for entry in entries:
+        spans = ranges(entry)
+        if not spans:
+            continue
+        name, decl_file, decl_line = describe(entry)
+        if entry.tag == TAG_SUBPROGRAM:
+            for low, high in spans:
+                table.functions[low] = (high, name, decl_file, decl_line)
+        else:
+            call_file = _file_index(int(entry.attrs.get(AT_CALL_FILE, 0)), version)  # type: ignore[arg-type]
+            call_line = int(entry.attrs.get(AT_CALL_LINE, 0))  # type: ignore[arg-type]
+            if AT_CALL_FILE not in entry.attrs:
+                call_file = -1
+            for low, high in spans:
+                table.inlines.append((low, high, entry.depth, name, call_file, call_line,
+                                      decl_file, decl_line))
+
+
+def _range_list(dwarf: DWARFInfo, cu: CompileUnit, offset: int,
+                base: int) -> list[tuple[int, int]]:
+    range_lists = dwarf.range_lists()
+    if range_lists is None:
+        return []
+    try:
+        entries = range_lists.get_range_list_at_offset(offset, cu=cu)
+    except Exception:  # malformed range lists: treat as no ranges
+        return []
+    result = []
+    for entry in entries:
+        if isinstance(entry, BaseAddressEntry):
+            base = entry.base_address
+        elif isinstance(entry, RangeEntry):
+            low, high = entry.begin_offset, entry.end_offset
+            if not entry.is_absolute:
+                low, high = low + base, high + base
+            if high > low:
+                result.append((low, high))
+    return result
 
 
 def _collect_functions(dwarf: DWARFInfo, cu: CompileUnit, top: DIE, table: CuTable,

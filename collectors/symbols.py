@@ -16,6 +16,7 @@ import gzip
 import hashlib
 import json
 import os
+import struct
 import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -33,6 +34,8 @@ from collectors.maps import AddressSpace
 from collectors.model import Frame
 
 CACHE_VERSION = 1
+STT_FUNC, STT_GNU_IFUNC = 2, 10  # ELF symbol types (st_info & 0xf)
+STB_GLOBAL, STB_WEAK = 1, 2  # ELF symbol bindings (st_info >> 4)
 DEBUG_ROOT = Path("/usr/lib/debug")
 
 
@@ -412,27 +415,38 @@ def _debuglink(elf: ELFFile) -> str | None:
     return name.decode("utf-8", "replace") or None
 
 
-def _function_symbols(path: str, prefer: str) -> list[FunctionSymbol]:
-    """Defined function symbols of `path`, sorted, one per address (best name wins)."""
+def _function_symbols(path: str, section_name: str) -> list[FunctionSymbol]:
+    """Defined function symbols of `path`, sorted, one per address (best name wins).
+
+    Entries are unpacked with struct straight from the section bytes: pyelftools'
+    per-symbol objects cost seconds on a big binary's symbol table.
+    """
     try:
         with open(path, "rb") as f:
             elf = ELFFile(f)
-            section = elf.get_section_by_name(prefer)
+            section = elf.get_section_by_name(section_name)
             if not isinstance(section, SymbolTableSection):
                 return []
+            strtab = elf.get_section(section["sh_link"]).data()
+            data = section.data()
+            order = "<" if elf.little_endian else ">"
+            if elf.elfclass == 64:
+                entries = ((n, i, x, v, z) for n, i, _, x, v, z
+                           in struct.iter_unpack(f"{order}IBBHQQ", data))
+            else:
+                entries = ((n, i, x, v, z) for n, v, z, i, _, x
+                           in struct.iter_unpack(f"{order}IIIBBH", data))
             best: dict[int, tuple[int, int, str]] = {}
-            for sym in section.iter_symbols():
-                info = sym["st_info"]
-                if info["type"] not in ("STT_FUNC", "STT_GNU_IFUNC") or not sym["st_value"]:
+            for name_offset, info, shndx, value, size in entries:
+                if (info & 0xF) not in (STT_FUNC, STT_GNU_IFUNC) or not value or not shndx:
                     continue
-                if sym["st_shndx"] == "SHN_UNDEF":
-                    continue
-                rank = {"STB_GLOBAL": 0, "STB_WEAK": 1}.get(info["bind"], 2)
-                rank = rank * 2 + sym.name.startswith("_")
-                old = best.get(sym["st_value"])
-                if old is None or (rank, sym.name) < (old[0], old[2]):
-                    best[sym["st_value"]] = (rank, sym["st_size"], sym.name)
-    except (OSError, ELFError, ValueError):
+                end = strtab.find(b"\0", name_offset)
+                name = strtab[name_offset:end].decode("utf-8", "replace")
+                rank = {STB_GLOBAL: 0, STB_WEAK: 1}.get(info >> 4, 2) * 2 + name.startswith("_")
+                old = best.get(value)
+                if old is None or (rank, name) < (old[0], old[2]):
+                    best[value] = (rank, size, name)
+    except (OSError, ELFError, ValueError, struct.error):
         return []
     return [FunctionSymbol(start, size, name, demangle(name))
             for start, (_, size, name) in sorted(best.items())]

@@ -156,3 +156,28 @@ def test_build_id_cache_serves_the_second_run(compile_c, tmp_path: Path) -> None
     cache_files[0].write_bytes(b"not gzip")
     again = Symbolizer(cache_dir=tmp_path)
     assert {a: again.frames(str(binary), a) for a in addresses} == expected
+
+
+@pytest.mark.parametrize("fixture,compiler,flags", [
+    ("sym_lines.c", "gcc", ["-O2", "-g"]), ("sym_lines.c", "gcc", ["-O2", "-g", "-gdwarf-4"]),
+    ("sym_cxx.cpp", "g++", ["-O2", "-g"])])
+def test_fast_die_walker_matches_pyelftools(compile_c, fixture: str, compiler: str,
+                                            flags: list[str]) -> None:
+    from elftools.elf.elffile import ELFFile
+
+    from collectors import dwarf_tables
+    from collectors.dwarf_tables import CuTable
+
+    binary = compile_c(fixture, flags, compiler=compiler)
+    with open(binary, "rb") as f:
+        dwarf = ELFFile(f).get_dwarf_info()
+        units = 0
+        for cu in dwarf.iter_CUs():
+            top = cu.get_top_DIE()
+            fast, slow = CuTable(), CuTable()
+            dwarf_tables._collect_functions_fast(dwarf, cu, top, fast, cu.header.version)
+            dwarf_tables._collect_functions(dwarf, cu, top, slow, cu.header.version)
+            assert fast.functions == slow.functions
+            assert sorted(fast.inlines) == sorted(slow.inlines)
+            units += bool(slow.functions)
+        assert units >= 1
