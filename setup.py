@@ -15,7 +15,14 @@ from setuptools import Distribution, Extension, setup
 from setuptools.command.build_ext import build_ext
 
 # name -> sources.  Each library has one job (DESIGN.md section 1).
-RUNTIME_LIBRARIES: dict[str, list[str]] = {}
+RUNTIME_LIBRARIES: dict[str, list[str]] = {
+    "proftui_sampler": ["csrc/proftui_sampler.c", "csrc/pt_sampler_file.c",
+                        "csrc/pt_sampler_timer.c", "csrc/pt_sampler_handler.c",
+                        "csrc/pt_sampler_unwind.c", "csrc/pt_sampler_cfi.c",
+                        "csrc/pt_sampler_maps.c"],
+    "proftui_hook": ["csrc/proftui_hook.c", "csrc/pt_hook_life.c", "csrc/pt_hook_file.c",
+                     "csrc/pt_hook_filter.c"],
+}
 
 # name -> sources of helper executables (not libraries), built into the same
 # package directory as the libraries by BuildRuntime.build_executables.

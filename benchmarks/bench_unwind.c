@@ -1,0 +1,127 @@
+/* Cost of one stack walk by the sampler's handler-side unwinder, without the
+ * kernel's signal delivery around it (which dominates a sample's cost and
+ * hides the difference): frame-pointer chain vs CFI rows.
+ *
+ * Linked with the sampler's sources by benchmarks/bench_sampler.py; builds the
+ * CFI tables of this process the way the preloaded runtime does, captures a
+ * context DEPTH calls deep with getcontext(), and unwinds it N times each way.
+ * Prints: "<mode> <frames> <ns per unwind>".  Then, for scale, what the
+ * kernel charges per delivered signal here (perf task-clock at 10 kHz, empty
+ * handler): "signal <count> <ns per signal>".
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <linux/perf_event.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <ucontext.h>
+
+#include "pt_sampler.h"
+
+#define N 200000
+
+static double now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e9 + t.tv_nsec;
+}
+
+static void run(const char *mode, const ucontext_t *uc, const struct pt_thread *self) {
+    uint64_t frames[PT_SAMPLER_MAX_FRAMES];
+    unsigned flags = 0, n = 0;
+    double t0 = now_ns();
+    for (int i = 0; i < N; i++) n = pt_unwind(uc, self, frames, PT_SAMPLER_MAX_FRAMES, &flags);
+    double t1 = now_ns();
+    printf("%s %u %.1f\n", mode, n, (t1 - t0) / N);
+}
+
+__attribute__((noinline)) static int deep(int depth, const struct pt_thread *self) {
+    if (depth > 0) return deep(depth - 1, self) + 1; /* not a tail call */
+    ucontext_t uc;
+    getcontext(&uc);
+    const struct pt_cfi_set *tables = pt_cfi_current;
+    run("cfi", &uc, self);
+    pt_cfi_current = NULL; /* no rows: the handler walks frame pointers */
+    run("fp", &uc, self);
+    pt_cfi_current = tables;
+    return 0;
+}
+
+static volatile long signals;
+
+static void on_signal(int sig) {
+    (void)sig;
+    signals++;
+}
+
+static double cpu_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return t.tv_sec * 1e9 + t.tv_nsec;
+}
+
+/* CPU time of a fixed loop, optionally under 10 kHz perf task-clock signals. */
+static double loop_cpu(int with_signals) {
+    int fd = -1;
+    if (with_signals) {
+        struct perf_event_attr a;
+        memset(&a, 0, sizeof a);
+        a.size = sizeof a;
+        a.type = PERF_TYPE_SOFTWARE;
+        a.config = PERF_COUNT_SW_TASK_CLOCK;
+        a.sample_period = 100000;
+        a.exclude_kernel = 1;
+        a.exclude_hv = 1;
+        a.disabled = 1;
+        pid_t tid = (pid_t)syscall(SYS_gettid);
+        fd = (int)syscall(SYS_perf_event_open, &a, tid, -1, -1, 0);
+        if (fd < 0) return -1;
+        struct f_owner_ex owner = {F_OWNER_TID, tid};
+        fcntl(fd, F_SETOWN_EX, &owner);
+        fcntl(fd, F_SETSIG, SIGVTALRM);
+        fcntl(fd, F_SETFL, O_ASYNC);
+        ioctl(fd, PERF_EVENT_IOC_ENABLE, 0);
+    }
+    double t0 = cpu_ns();
+    volatile double x = 0;
+    for (long i = 0; i < 150000000L; i++) x += i * 0.5;
+    double t1 = cpu_ns();
+    if (fd >= 0) close(fd);
+    return t1 - t0;
+}
+
+static void signal_cost(void) {
+    signal(SIGVTALRM, on_signal);
+    double best_plain = 1e18, best_signals = 1e18;
+    long count = 0;
+    for (int round = 0; round < 3; round++) {
+        double plain = loop_cpu(0);
+        long before = signals;
+        double with = loop_cpu(1);
+        if (with < 0) return;
+        if (plain < best_plain) best_plain = plain;
+        if (with < best_signals) best_signals = with, count = signals - before;
+    }
+    if (count > 0) printf("signal %ld %.1f\n", count, (best_signals - best_plain) / count);
+}
+
+int main(int argc, char **argv) {
+    int depth = argc > 1 ? atoi(argv[1]) : 20;
+    pt_maps_refresh(0);
+    pthread_attr_t attr;
+    void *addr;
+    size_t size;
+    pthread_getattr_np(pthread_self(), &attr);
+    pthread_attr_getstack(&attr, &addr, &size);
+    struct pt_thread self = {NULL, NULL, 0, (uintptr_t)addr, (uintptr_t)addr + size, -1};
+    deep(depth, &self);
+    signal_cost();
+    return 0;
+}

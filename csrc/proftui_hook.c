@@ -1,0 +1,442 @@
+/*
+ * proftui_hook.c - the -finstrument-functions runtime (LD_PRELOAD).
+ *
+ * gcc/clang call __cyg_profile_func_enter(fn, call_site) at the start of every
+ * instrumented function and __cyg_profile_func_exit at its end.  Each thread
+ * keeps a shadow stack (private mmap, lazily touched, 1 Mi entries) and builds
+ * its own calling-context tree in the shared file (pt_hook_file.c): a node per
+ * (parent node, function), found through a per-thread open-addressing hash,
+ * allocated from the thread's own chunk of the node pool.  The fast path takes
+ * no lock, makes no syscall and never calls malloc.
+ *
+ * Resynchronisation: every entry remembers the stack slot holding its return
+ * address (found by scanning up from the hook's CFA for `call_site`).  A
+ * longjmp or an exception that skips exit hooks leaves entries whose slots are
+ * below the live frames: an enter pops entries at or below its own slot, an
+ * exit pops entries below the exiting frame, then the function itself.
+ *
+ * Nothing here is compiled with -finstrument-functions; every function is
+ * also marked no_instrument_function.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "pt_hook.h"
+
+#define PT_EXPORT __attribute__((visibility("default"), no_instrument_function))
+#define PT_SLOT_SCAN 64                  /* words above the CFA searched for the return address */
+#define PT_SAME_STACK (64ull << 20)      /* entries further away are on another stack */
+
+/* The process-wide state (options, file, calibration). */
+pt_global pt_g;
+/* Threads that must not record point here (busy forever). */
+pt_thread pt_off_thread = {.busy = 1};
+/* This thread's state. */
+__thread pt_thread *pt_tls __attribute__((tls_model("initial-exec")));
+
+/* ---- per-thread hash: (parent node, fn) -> node ------------------------------- */
+
+static inline PT_NOINST uint32_t pt_hash(uintptr_t fn, uint32_t parent, uint32_t mask)
+{
+    uint64_t h = ((uint64_t)fn ^ ((uint64_t)parent << 29)) * 0x9E3779B97F4A7C15ull;
+    return (uint32_t)(h >> 40) & mask;
+}
+
+/* mmap a zeroed hash of `n` slots.  Async-signal-safe. */
+PT_NOINST pt_slot *pt_hash_alloc(uint32_t n)
+{
+    void *p = mmap(NULL, (size_t)n * sizeof(pt_slot), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+/* Double the hash when half full.  Returns 0 if it cannot take one more key.
+ * Async-signal-safe (mmap/munmap). */
+static PT_NOINST int pt_hash_grow(pt_thread *t)
+{
+    if ((t->hash_count + 1) * 2 <= t->hash_mask + 1)
+        return 1;
+    uint32_t n = (t->hash_mask + 1) * 2;
+    pt_slot *h = n ? pt_hash_alloc(n) : NULL;
+    if (!h)
+        return t->hash_count + 1 < t->hash_mask + 1;
+    for (uint32_t i = 0; i <= t->hash_mask; i++) {
+        pt_slot *s = &t->hash[i];
+        if (!s->fn)
+            continue;
+        uint32_t j = pt_hash(s->fn, s->parent, n - 1);
+        while (h[j].fn)
+            j = (j + 1) & (n - 1);
+        h[j] = *s;
+    }
+    size_t bytes = (size_t)(t->hash_mask + 1) * sizeof(pt_slot);
+    if (t->nretired < sizeof t->retired / sizeof t->retired[0])
+        t->retired[t->nretired++] = (__typeof__(t->retired[0])){t->hash, bytes};
+    t->hash = h;
+    t->hash_mask = n - 1;
+    return 1;
+}
+
+/* A new node in this thread's chunk; PT_NONE (counted as dropped) when the
+ * pool is full.  Async-signal-safe. */
+static PT_NOINST uint32_t pt_new_node(pt_thread *t, uint32_t parent, uintptr_t fn)
+{
+    pt_hook_header *h = pt_g.hook;
+    if (t->pool_full)
+        goto drop;
+    if (t->chunk == PT_NONE || t->used == h->chunk_nodes) {
+        uint32_t c = __atomic_fetch_add(&h->chunk_count, 1, __ATOMIC_RELAXED);
+        if (c >= h->chunk_capacity) {
+            t->pool_full = 1;
+            goto drop;
+        }
+        pt_g.chunks[c].thread = t->slot;
+        t->chunk = c;
+        t->used = 0;
+    }
+    uint32_t index = t->chunk * h->chunk_nodes + t->used;
+    pt_hook_node *n = &pt_g.nodes[index];
+    n->fn = fn;
+    n->parent = parent;
+    n->module = pt_module_of(fn);
+    n->calls = n->incl = n->self = 0;
+    t->used++;
+    __atomic_store_n(&pt_g.chunks[t->chunk].count, t->used, __ATOMIC_RELEASE);
+    return index;
+drop:
+    __atomic_fetch_add(&pt_g.hdr->dropped, 1, __ATOMIC_RELAXED);
+    return PT_NONE;
+}
+
+/* The hash slot of (parent, fn), creating the node on first sight; NULL when
+ * no node can be made (pool or hash full: counted as dropped).  Async-signal-safe. */
+static PT_NOINST pt_slot *pt_lookup_slot(pt_thread *t, uint32_t parent, uintptr_t fn)
+{
+    uint32_t i = pt_hash(fn, parent, t->hash_mask);
+    for (;;) {
+        pt_slot *s = &t->hash[i];
+        if (s->fn == fn && s->parent == parent)
+            return s;
+        if (!s->fn)
+            break;
+        i = (i + 1) & t->hash_mask;
+    }
+    if (!pt_hash_grow(t)) {
+        __atomic_fetch_add(&pt_g.hdr->dropped, 1, __ATOMIC_RELAXED);
+        return NULL;
+    }
+    uint32_t node = pt_new_node(t, parent, fn);
+    if (node == PT_NONE)
+        return NULL;
+    i = pt_hash(fn, parent, t->hash_mask);
+    while (t->hash[i].fn)
+        i = (i + 1) & t->hash_mask;
+    t->hash[i] = (pt_slot){fn, parent, node, 0, 0, &pt_g.nodes[node]};
+    t->hash_count++;
+    return &t->hash[i];
+}
+
+/* The node for `fn` under `parent` (PT_NONE if none can be made).  Async-signal-safe. */
+static PT_NOINST uint32_t pt_lookup(pt_thread *t, uint32_t parent, uintptr_t fn)
+{
+    const pt_slot *s = pt_lookup_slot(t, parent, fn);
+    return s ? s->node : PT_NONE;
+}
+
+/* ---- shadow stack ------------------------------------------------------------- */
+
+/* Close entry `e` at `now`: add its times to its node and its duration to the
+ * entry it is charged to.  Async-signal-safe. */
+static inline PT_NOINST void pt_finish(pt_thread *t, pt_entry *e, uint64_t now)
+{
+    if (!(e->flags & PT_ENTRY_UNRECORDED) && pt_g.timed) {
+        pt_hook_node *n = &pt_g.nodes[e->anode];
+        uint64_t dur = (int64_t)(now - e->ts) > 0 ? now - e->ts : 0;
+        __atomic_store_n(&n->incl, n->incl + dur, __ATOMIC_RELAXED);
+        __atomic_store_n(&n->self, n->self + (dur > e->child ? dur - e->child : 0),
+                         __ATOMIC_RELAXED);
+        t->stack[e->up].child += dur;
+    }
+    if (PT_UNLIKELY(e->flags)) {
+        t->excl -= (e->flags & PT_FILTER_EXCLUDE) != 0;
+        t->incl -= (e->flags & PT_FILTER_INCLUDE) != 0;
+        e->flags = 0;  /* the next fast-path entry here relies on it */
+    }
+}
+
+/* Pop entries whose slot is below `limit` (or equal, if `inclusive`) and on the
+ * same stack: frames a longjmp or an exception left without exit hooks.
+ * Async-signal-safe. */
+static PT_NOINST void pt_pop_stale(pt_thread *t, uintptr_t limit, int inclusive)
+{
+    uint64_t now = pt_g.timed ? pt_ticks() : 0;
+    uint32_t d = t->depth;
+    while (d) {
+        pt_entry *e = &t->stack[d];
+        if (e->slot > limit || (e->slot == limit && !inclusive) || limit - e->slot > PT_SAME_STACK)
+            break;
+        pt_finish(t, e, now);
+        d--;
+    }
+    t->depth = d;
+}
+
+/* Where the function that called the hook keeps its return address: the first
+ * word above the hook's CFA equal to `site`, else the CFA itself (frames
+ * larger than the scan window).  Reads only the caller's own frame.
+ * Async-signal-safe. */
+static inline PT_NOINST uintptr_t pt_return_slot(uintptr_t cfa, uintptr_t site)
+{
+    const uintptr_t *p = (const uintptr_t *)cfa;
+    for (int i = 0; i < PT_SLOT_SCAN; i++)
+        if (p[i] == site)
+            return (uintptr_t)&p[i];
+    return cfa;
+}
+
+/* Filters, depth limit and pause for the call at `e` above `p`; 1 to record
+ * it.  Async-signal-safe except for the first sight of a module under
+ * filtering (pt_module_of reads its symbols). */
+static PT_NOINST int pt_should_record(pt_thread *t, pt_entry *e, const pt_entry *p)
+{
+    if (pt_g.filtering) {
+        uint32_t c = (uint32_t)(e->fn >> 4) & (PT_FCACHE - 1);
+        int verdict;
+        if (t->fcache[c].fn == e->fn) {
+            verdict = t->fcache[c].verdict;
+        } else {
+            pt_module_of(e->fn);  /* makes sure its object's symbols are resolved */
+            verdict = pt_filter_verdict(e->fn);
+            t->fcache[c].fn = e->fn;
+            t->fcache[c].verdict = verdict;
+        }
+        e->flags = (uint32_t)verdict;
+        t->excl += (verdict & PT_FILTER_EXCLUDE) != 0;
+        t->incl += (verdict & PT_FILTER_INCLUDE) != 0;
+    }
+    if ((pt_g.hdr->control & PT_CONTROL_PAUSED) || t->excl ||
+        (pt_g.has_include && !t->incl) || (pt_g.max_depth && p->rdepth >= pt_g.max_depth)) {
+        __atomic_fetch_add(&pt_g.hook->filtered_calls, 1, __ATOMIC_RELAXED);
+        return 0;
+    }
+    return 1;
+}
+
+/* Push `e` above `p` at index d+1, recorded as `node` (or not, PT_NONE).
+ * Async-signal-safe. */
+static inline PT_NOINST void pt_push(pt_thread *t, pt_entry *p, uint32_t d, uintptr_t fn,
+                                     uintptr_t slot, uint32_t node)
+{
+    pt_entry *e = p + 1;
+    e->fn = fn;
+    e->slot = slot;
+    e->child = 0;
+    uint32_t anchor = pt_anchor(p, d);
+    e->up = anchor;
+    if (PT_LIKELY(node != PT_NONE)) {
+        pt_hook_node *n = &pt_g.nodes[node];
+        __atomic_store_n(&n->calls, n->calls + 1, __ATOMIC_RELAXED);
+        e->anchor = d + 1;
+        e->anode = node;
+    } else {
+        e->anchor = anchor;
+        e->anode = p->anode;
+        e->flags |= PT_ENTRY_UNRECORDED;
+    }
+    t->depth = d + 1;
+}
+
+/* Every enter the fast path does not take: first call of a context, deep
+ * overflow, stale entries, filters, depth limit, pause.  Async-signal-safe
+ * (see pt_should_record). */
+PT_NOINST void pt_enter_slow(pt_thread *t, uintptr_t fn, uintptr_t site, uintptr_t cfa)
+{
+    uint32_t d = t->depth;
+    if (d + 1 >= t->cap) {
+        t->overflow++;
+        __atomic_fetch_add(&pt_g.hdr->dropped, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    uintptr_t slot = pt_return_slot(cfa, site);
+    if (t->stack[d].slot <= slot) {
+        pt_pop_stale(t, slot, 1);
+        d = t->depth;
+    }
+    pt_entry *p = &t->stack[d], *e = p + 1;
+    e->fn = fn;
+    e->flags = 0;
+    uint32_t node = PT_NONE;
+    if (pt_should_record(t, e, p)) {
+        pt_slot *s = pt_lookup_slot(t, p->anode, fn);
+        if (s) {
+            node = s->node;
+            s->off = (uint32_t)(slot - cfa);  /* learned once: the fast path adds it */
+        }
+    }
+    pt_push(t, p, d, fn, slot, node);
+    e->rdepth = p->rdepth + (node != PT_NONE);
+    if (d + 1 > t->max_depth) {
+        t->max_depth = d + 1;
+        t->limit = pt_g.slow ? 0 : d + 2 < t->cap ? d + 2 : t->cap;
+        pt_g.threads[t->slot].max_depth = d + 1;
+    }
+    if (pt_g.timed)
+        e->ts = pt_ticks();
+}
+
+/* Every exit the fast path does not take: overflow, an exit whose function is
+ * not on top, dead frames above it.  Ignores an exit whose enter was never
+ * seen.  Async-signal-safe. */
+static PT_NOINST void pt_exit_slow(pt_thread *t, uintptr_t fn, uintptr_t cfa, uint64_t now)
+{
+    if (t->overflow) {
+        t->overflow--;
+        return;
+    }
+    pt_pop_stale(t, cfa, 0);
+    uint32_t d = t->depth;
+    for (uint32_t i = d; i > 0 && d - i <= 64; i--) {
+        if (t->stack[i].fn == fn) {
+            while (t->depth >= i) {
+                pt_finish(t, &t->stack[t->depth], now);
+                t->depth--;
+            }
+            return;
+        }
+    }
+}
+
+/* pt_lookup for the other files.  Async-signal-safe. */
+PT_NOINST uint32_t pt_node_for(pt_thread *t, uint32_t parent, uintptr_t fn)
+{
+    return pt_lookup(t, parent, fn);
+}
+
+/* Close every open call of `t` at `now` (thread or process exit).  Async-signal-safe. */
+PT_NOINST void pt_close_all(pt_thread *t, uint64_t now)
+{
+    while (t->depth) {
+        pt_finish(t, &t->stack[t->depth], now);
+        t->depth--;
+    }
+}
+
+/* ---- the hooks ---------------------------------------------------------------- */
+
+/* Hook calls the fast paths do not handle: a thread's first call (and the
+ * process's: pt_init), and re-entry while a slow path runs (a signal handler's
+ * instrumented code), which is ignored.  Not async-signal-safe on the
+ * process's very first call only. */
+static __attribute__((noinline)) PT_NOINST void pt_enter_cold(pt_thread *t, uintptr_t fn,
+                                                              uintptr_t site, uintptr_t cfa)
+{
+    if (t) {
+        if (!t->busy) {  /* overflow: the slow path counts it */
+            t->busy = 1;
+            pt_enter_slow(t, fn, site, cfa);
+            t->busy = 0;
+        }
+        return;  /* busy: a signal handler's code re-entering, ignored */
+    }
+    t = pt_thread_attach();
+    if (!t)
+        return;
+    t->busy = 1;
+    pt_enter_slow(t, fn, site, cfa);
+    t->busy = 0;
+}
+
+/* The slow enter under the re-entry guard.  Async-signal-safe (see pt_should_record). */
+static __attribute__((noinline)) PT_NOINST void pt_enter_guarded(pt_thread *t, uintptr_t fn,
+                                                                 uintptr_t site, uintptr_t cfa)
+{
+    t->busy = 1;
+    pt_enter_slow(t, fn, site, cfa);
+    t->busy = 0;
+}
+
+/* The slow exit under the re-entry guard.  Async-signal-safe. */
+static __attribute__((noinline)) PT_NOINST void pt_exit_guarded(pt_thread *t, uintptr_t fn, uintptr_t cfa, uint64_t now)
+{
+    t->busy = 1;
+    pt_exit_slow(t, fn, cfa, now);
+    t->busy = 0;
+}
+
+/*
+ * The fast paths take no guard and call nothing: every slow case jumps out to
+ * a guarded function.  A signal handler's instrumented code may run between
+ * any two instructions: the new entry's slot is written before the depth that
+ * makes it visible, and the depth is the last store of an exit, so a nested
+ * call never overwrites an entry in use (at worst it hangs under a parent
+ * whose fields are not written yet).
+ */
+PT_EXPORT void __cyg_profile_func_enter(void *fn, void *site)
+{
+    uintptr_t cfa = (uintptr_t)__builtin_dwarf_cfa();
+    pt_thread *t = pt_tls;
+    if (PT_UNLIKELY(!t || t->guard)) {
+        pt_enter_cold(t, (uintptr_t)fn, (uintptr_t)site, cfa);
+        return;
+    }
+    uint32_t d = t->depth;
+    pt_entry *p = &t->stack[d];
+    uint32_t parent = p->anode;
+    const pt_slot *s = &t->hash[pt_hash((uintptr_t)fn, parent, t->hash_mask)];
+    /* A known context: its return-address slot is at the offset learned on its
+     * first (slow) call, fixed by the function's prologue. */
+    uintptr_t slot = cfa + s->off;
+    if (PT_UNLIKELY(s->fn != (uintptr_t)fn || s->parent != parent ||
+                    p->slot <= slot || d + 1 >= t->limit ||
+                    (pt_g.hdr->control & PT_CONTROL_PAUSED))) {
+        pt_enter_guarded(t, (uintptr_t)fn, (uintptr_t)site, cfa);
+        return;
+    }
+    uint32_t node = s->node;
+    pt_entry *e = p + 1;
+    e->slot = slot;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    t->depth = d + 1;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    e->fn = (uintptr_t)fn;
+    e->anode = node;  /* flags stay 0 and anchor unwritten: a recorded fast-path entry */
+    pt_hook_node *n = s->nptr;
+    __atomic_store_n(&n->calls, n->calls + 1, __ATOMIC_RELAXED);
+    if (pt_g.timed) {  /* count-only never reads child/up */
+        e->child = 0;
+        e->up = pt_anchor(p, d);
+        e->ts = pt_ticks();  /* last: the hook's own work stays outside the call */
+    }
+}
+
+PT_EXPORT void __cyg_profile_func_exit(void *fn, void *site)
+{
+    (void)site;
+    uint64_t now = pt_g.timed ? pt_ticks() : 0;  /* first, for the same reason */
+    uintptr_t cfa = (uintptr_t)__builtin_dwarf_cfa();
+    pt_thread *t = pt_tls;
+    if (PT_UNLIKELY(!t))
+        return;
+    uint32_t d = t->depth;
+    pt_entry *e = &t->stack[d];
+    if (PT_UNLIKELY(t->guard || e->fn != (uintptr_t)fn || e->slot < cfa || e->flags)) {
+        if (!t->busy)  /* busy: a signal handler's code re-entering, ignored */
+            pt_exit_guarded(t, (uintptr_t)fn, cfa, now);
+        return;
+    }
+    if (pt_g.timed) {
+        pt_hook_node *n = &pt_g.nodes[e->anode];
+        uint64_t dur = (int64_t)(now - e->ts) > 0 ? now - e->ts : 0;
+        __atomic_store_n(&n->incl, n->incl + dur, __ATOMIC_RELAXED);
+        __atomic_store_n(&n->self, n->self + (dur > e->child ? dur - e->child : 0),
+                         __ATOMIC_RELAXED);
+        t->stack[e->up].child += dur;
+    }
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    t->depth = d - 1;
+}

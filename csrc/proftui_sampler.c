@@ -1,0 +1,311 @@
+/* proftui_sampler: the LD_PRELOAD stack sampler (proftui's default mode).
+ *
+ * The constructor reads PROFTUI_* once, creates this process's runtime file
+ * in $PROFTUI_DIR, logs the loaded objects and builds their unwind tables,
+ * chooses a clock and a signal, and arms the main thread.  Interposers keep
+ * that true for the target's lifetime:
+ *   pthread_create  wraps the start routine so each new thread arms its own clock
+ *   dlopen/dlclose  log new/unloaded code and republish the unwind tables
+ *   sigaction/signal  a target that takes over our signal gets it; we move
+ *   fork (atfork)   the child drops the parent's events; own file if followed
+ *   close, close_range, closefrom  a target closing "every fd" keeps ours open
+ * None of the functions in this file is async-signal-safe except close(),
+ * which stays as safe as the libc close() it wraps.
+ *
+ * Environment (read once, in the constructor):
+ *   PROFTUI_DIR              per-run directory (required; nothing happens without it)
+ *   PROFTUI_FREQUENCY        samples per second per thread (default 1000, max 10000)
+ *   PROFTUI_WALL_CLOCK=1     sample wall-clock time instead of CPU time
+ *   PROFTUI_FOLLOW_CHILDREN=1  forked/exec'd children are profiled too
+ *   PROFTUI_FRONTEND_PID     without follow, only this pid's direct child samples
+ *   PROFTUI_BUFFER_BYTES     ring budget per process (default 32 MiB)
+ *   PROFTUI_SAMPLER_CLOCK=timer   skip perf_event (tests, benchmarks)
+ *   PROFTUI_SAMPLER_UNWIND=fp     frame pointers only (tests, benchmarks)
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <link.h>
+#include <stdio.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "pt_sampler.h"
+
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
+
+/* Settings from the environment, written once by the constructor. */
+PT_HIDDEN struct pt_config pt_cfg;
+/* Per-thread state the handler reads (initial-exec TLS: no lazy allocation). */
+PT_HIDDEN __thread struct pt_thread pt_self __attribute__((tls_model("initial-exec"))) = {
+    .reg = -1};
+/* 1 while this process samples; 0 before the constructor, without
+ * PROFTUI_DIR, or in a fork child that is not followed. */
+static volatile int pt_active;
+
+/* The real functions we wrap, resolved once (lazily if called before us). */
+static int (*pt_real_pthread_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *),
+                                     void *);
+static void *(*pt_real_dlopen)(const char *, int);
+static int (*pt_real_dlclose)(void *);
+static sighandler_t (*pt_real_signal)(int, sighandler_t);
+static int (*pt_real_close)(int);
+static int (*pt_real_close_range)(unsigned, unsigned, int);
+
+static void pt_resolve(void) {
+    if (pt_real_pthread_create == NULL)
+        pt_real_pthread_create = (int (*)(pthread_t *, const pthread_attr_t *,
+                                          void *(*)(void *), void *))dlsym(RTLD_NEXT,
+                                                                           "pthread_create");
+    if (pt_real_dlopen == NULL)
+        pt_real_dlopen = (void *(*)(const char *, int))dlsym(RTLD_NEXT, "dlopen");
+    if (pt_real_dlclose == NULL) pt_real_dlclose = (int (*)(void *))dlsym(RTLD_NEXT, "dlclose");
+    if (pt_real_signal == NULL)
+        pt_real_signal = (sighandler_t(*)(int, sighandler_t))dlsym(RTLD_NEXT, "signal");
+    if (pt_real_close == NULL) pt_real_close = (int (*)(int))dlsym(RTLD_NEXT, "close");
+    if (pt_real_close_range == NULL)
+        pt_real_close_range = (int (*)(unsigned, unsigned, int))dlsym(RTLD_NEXT, "close_range");
+}
+
+static long pt_env_long(const char *name, long fallback) {
+    const char *v = getenv(name);
+    if (v == NULL || *v == '\0') return fallback;
+    char *end;
+    long n = strtol(v, &end, 10);
+    return *end == '\0' ? n : fallback;
+}
+
+static int pt_env_flag(const char *name) {
+    const char *v = getenv(name);
+    return v != NULL && strcmp(v, "1") == 0;
+}
+
+/* Fork child (pthread_atfork): never write into the parent's file. */
+static void pt_atfork_child(void) {
+    if (!pt_active) return;
+    pt_self.slot = NULL;
+    pt_maps_fork_child();
+    pt_file_forget();
+    int keep = pt_cfg.follow_children && pt_file_create(getpid()) == 0;
+    if (keep) pt_maps_refresh(1);
+    else pt_active = 0;
+    pt_timer_fork_child(keep);
+}
+
+__attribute__((constructor)) static void pt_init(void) {
+    pt_resolve();
+    const char *dir = getenv("PROFTUI_DIR");
+    if (dir == NULL || *dir == '\0' || strlen(dir) >= sizeof pt_cfg.dir) return;
+    strcpy(pt_cfg.dir, dir);
+    pt_cfg.follow_children = pt_env_flag("PROFTUI_FOLLOW_CHILDREN");
+    /* Without follow, a child that exec'd still inherits LD_PRELOAD: only the
+     * front end's own child (the target, also after it exec's) samples. */
+    long frontend = pt_env_long("PROFTUI_FRONTEND_PID", 0);
+    if (!pt_cfg.follow_children && frontend > 0 && getppid() != (pid_t)frontend) return;
+    long hz = pt_env_long("PROFTUI_FREQUENCY", PT_DEFAULT_FREQUENCY);
+    if (hz < 1) hz = 1;
+    if (hz > PT_MAX_FREQUENCY) hz = PT_MAX_FREQUENCY;
+    pt_cfg.period_ns = 1000000000u / (uint64_t)hz;
+    long buffer = pt_env_long("PROFTUI_BUFFER_BYTES", PT_DEFAULT_BUFFER);
+    pt_cfg.buffer_bytes = buffer > 0 ? (uint64_t)buffer : PT_DEFAULT_BUFFER;
+    pt_cfg.wall_clock = pt_env_flag("PROFTUI_WALL_CLOCK");
+    const char *clock = getenv("PROFTUI_SAMPLER_CLOCK");
+    pt_cfg.force_timer = clock != NULL && strcmp(clock, "timer") == 0;
+    const char *unwind = getenv("PROFTUI_SAMPLER_UNWIND");
+    pt_cfg.fp_only = unwind != NULL && strcmp(unwind, "fp") == 0;
+
+    if (pt_file_create(getpid()) != 0) return;
+    pt_maps_refresh(0);
+    if (pt_timer_init() != 0) return; /* the file stays, with no samples */
+    pthread_atfork(NULL, NULL, pt_atfork_child);
+    pt_active = 1;
+    pt_thread_arm();
+}
+
+__attribute__((destructor)) static void pt_fini(void) {
+    if (!pt_active) return;
+    pt_thread_disarm();
+    if (pt_file.hdr != NULL)
+        __atomic_store_n(&pt_file.hdr->state, (uint32_t)PT_STATE_EXITED, __ATOMIC_RELEASE);
+}
+
+/* ---- pthread_create --------------------------------------------------------- */
+
+struct pt_start {
+    void *(*fn)(void *);
+    void *arg;
+};
+
+static void *pt_thread_start(void *p) {
+    struct pt_start start = *(struct pt_start *)p;
+    free(p);
+    if (pt_active) pt_thread_arm(); /* the key destructor disarms at thread exit */
+    return start.fn(start.arg);
+}
+
+__attribute__((visibility("default"))) int pthread_create(pthread_t *thread,
+                                                          const pthread_attr_t *attr,
+                                                          void *(*fn)(void *), void *arg) {
+    pt_resolve();
+    if (pt_real_pthread_create == NULL) return EAGAIN;
+    struct pt_start *start = pt_active ? malloc(sizeof *start) : NULL;
+    if (start == NULL) return pt_real_pthread_create(thread, attr, fn, arg);
+    start->fn = fn;
+    start->arg = arg;
+    int rc = pt_real_pthread_create(thread, attr, pt_thread_start, start);
+    if (rc != 0) free(start);
+    return rc;
+}
+
+/* ---- dlopen / dlclose --------------------------------------------------------- */
+
+/* glibc resolves a bare name against the *caller's* RUNPATH/RPATH and expands
+ * $ORIGIN to the caller's directory; through this wrapper the caller looks
+ * like proftui's library.  When the plain call fails, retry the way the real
+ * caller would have found the file: its own search list (dlinfo SERINFO) and
+ * its own $ORIGIN.  Not async-signal-safe (mallocs, like dlopen itself). */
+static void *pt_dlopen_as(const void *caller, const char *file, int mode) {
+    Dl_info info;
+    struct link_map *map = NULL;
+    if (file == NULL || !dladdr1(caller, &info, (void **)&map, RTLD_DL_LINKMAP) || map == NULL)
+        return NULL;
+    char origin[4096];
+    const char *name = map->l_name[0] ? map->l_name : NULL;
+    ssize_t n = name ? (ssize_t)snprintf(origin, sizeof origin, "%s", name)
+                     : readlink("/proc/self/exe", origin, sizeof origin - 1);
+    if (n <= 0 || n >= (ssize_t)sizeof origin) return NULL;
+    origin[n] = '\0';
+    char *slash = strrchr(origin, '/');
+    if (slash != NULL) *slash = '\0';
+    char path[8192];
+    if (strncmp(file, "$ORIGIN/", 8) == 0 || strncmp(file, "${ORIGIN}/", 10) == 0) {
+        snprintf(path, sizeof path, "%s/%s", origin, strchr(file, '/') + 1);
+        return pt_real_dlopen(path, mode);
+    }
+    if (strchr(file, '/') != NULL) return NULL;
+    void *self = pt_real_dlopen(name, RTLD_LAZY | RTLD_NOLOAD);
+    if (self == NULL) return NULL;
+    void *handle = NULL;
+    Dl_serinfo size;
+    if (dlinfo(self, RTLD_DI_SERINFOSIZE, &size) == 0) {
+        Dl_serinfo *list = malloc(size.dls_size);
+        if (list != NULL) {
+            memcpy(list, &size, sizeof size);
+            if (dlinfo(self, RTLD_DI_SERINFOSIZE, list) == 0 &&
+                dlinfo(self, RTLD_DI_SERINFO, list) == 0) {
+                for (unsigned i = 0; i < list->dls_cnt && handle == NULL; i++) {
+                    snprintf(path, sizeof path, "%s/%s", list->dls_serpath[i].dls_name, file);
+                    if (access(path, F_OK) == 0) handle = pt_real_dlopen(path, mode);
+                }
+            }
+            free(list);
+        }
+    }
+    pt_real_dlclose(self);
+    return handle;
+}
+
+__attribute__((visibility("default"))) void *dlopen(const char *file, int mode) {
+    pt_resolve();
+    if (pt_real_dlopen == NULL) return NULL;
+    void *handle = pt_real_dlopen(file, mode);
+    if (handle == NULL && file != NULL && (strchr(file, '/') == NULL || file[0] == '$'))
+        handle = pt_dlopen_as(__builtin_return_address(0), file, mode);
+    if (handle != NULL && pt_active) pt_maps_refresh(0);
+    return handle;
+}
+
+__attribute__((visibility("default"))) int dlclose(void *handle) {
+    pt_resolve();
+    if (pt_real_dlclose == NULL) return -1;
+    int rc = pt_real_dlclose(handle);
+    if (pt_active) pt_maps_refresh(0);
+    return rc;
+}
+
+/* ---- sigaction / signal -------------------------------------------------------- */
+
+/* What a target asking about our signal sees: the default it would have. */
+static void pt_fake_default(struct sigaction *old) {
+    if (old == NULL) return;
+    memset(old, 0, sizeof *old);
+    old->sa_handler = SIG_DFL;
+    sigemptyset(&old->sa_mask);
+}
+
+__attribute__((visibility("default"))) int sigaction(int sig, const struct sigaction *act,
+                                                     struct sigaction *old) {
+    if (!pt_active || sig != pt_signal) return pt_real_sigaction(sig, act, old);
+    if (act == NULL) {
+        pt_fake_default(old);
+        return 0;
+    }
+    void *handler = (act->sa_flags & SA_SIGINFO) ? (void *)act->sa_sigaction
+                                                 : (void *)act->sa_handler;
+    if (pt_timer_is_ours(handler)) return pt_real_sigaction(sig, act, old);
+    if (handler == (void *)SIG_DFL) { /* "back to the default": it already looks so */
+        pt_fake_default(old);
+        return 0;
+    }
+    pt_timer_move_signal(); /* the target owns this signal from now on */
+    int rc = pt_real_sigaction(sig, act, NULL);
+    if (rc == 0) pt_fake_default(old);
+    return rc;
+}
+
+__attribute__((visibility("default"))) sighandler_t signal(int sig, sighandler_t handler) {
+    pt_resolve();
+    if (pt_real_signal == NULL) {
+        errno = ENOSYS;
+        return SIG_ERR;
+    }
+    if (!pt_active || sig != pt_signal) return pt_real_signal(sig, handler);
+    if (handler == SIG_DFL) return SIG_DFL; /* it already looks like the default */
+    pt_timer_move_signal();
+    sighandler_t previous = pt_real_signal(sig, handler);
+    return previous == SIG_ERR ? SIG_ERR : SIG_DFL;
+}
+
+/* ---- close / close_range / closefrom ------------------------------------------ */
+
+/* Async-signal-safe, like the close() it wraps (no lock, no allocation). */
+__attribute__((visibility("default"))) int close(int fd) {
+    if (pt_timer_owns_fd(fd)) return 0; /* pretend: our perf event stays armed */
+    if (pt_real_close == NULL) pt_resolve();
+    if (pt_real_close == NULL) return (int)syscall(SYS_close, fd);
+    return pt_real_close(fd);
+}
+
+static int pt_close_range_raw(unsigned first, unsigned last, int flags) {
+    if (pt_real_close_range != NULL) return pt_real_close_range(first, last, flags);
+    return (int)syscall(SYS_close_range, first, last, flags);
+}
+
+/* Close [first, last] except our perf events.  Not async-signal-safe. */
+__attribute__((visibility("default"))) int close_range(unsigned first, unsigned last, int flags) {
+    pt_resolve();
+    if (flags & CLOSE_RANGE_CLOEXEC) return pt_close_range_raw(first, last, flags);
+    int ours[64];
+    int n = pt_timer_fds_in(first, last, ours, 64);
+    unsigned from = first;
+    for (int i = 0; i < n; i++) {
+        if ((unsigned)ours[i] > from && pt_close_range_raw(from, (unsigned)ours[i] - 1, flags) != 0)
+            return -1;
+        from = (unsigned)ours[i] + 1;
+    }
+    if (from <= last && (n == 0 || (unsigned)ours[n - 1] < last))
+        return pt_close_range_raw(from, last, flags);
+    return 0;
+}
+
+__attribute__((visibility("default"))) void closefrom(int lowfd) {
+    if (lowfd < 0) lowfd = 0;
+    if (close_range((unsigned)lowfd, ~0u, 0) == 0) return;
+    for (int fd = lowfd; fd < 65536; fd++) close(fd); /* close_range not in this kernel */
+}

@@ -1,0 +1,184 @@
+/*
+ * pt_hook.h - internals shared by the hook runtime's files:
+ *   proftui_hook.c    the __cyg_profile_func_* hooks: shadow stack, node lookup
+ *   pt_hook_life.c    threads, hook-cost calibration, fork, start-up, clean exit
+ *   pt_hook_file.c    options, the shared-memory file, clock, module table
+ *   pt_hook_filter.c  PROFTUI_INCLUDE/EXCLUDE: ELF symbols -> address ranges
+ */
+#ifndef PT_HOOK_H
+#define PT_HOOK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proftui_wire.h"
+#include "proftui_wire_hook.h"
+
+#define PT_NOINST __attribute__((no_instrument_function))
+#define PT_LIKELY(x) __builtin_expect(!!(x), 1)
+#define PT_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define PT_NONE 0xffffffffu
+#define PT_FCACHE 256u            /* per-thread filter verdict cache entries */
+
+enum { PT_FILTER_INCLUDE = 1, PT_FILTER_EXCLUDE = 2 };
+#define PT_ENTRY_UNRECORDED 0x80000000u  /* pt_entry.flags: the call has no node */
+enum { PT_STATE_UNINIT = 0, PT_STATE_BUSY = 1, PT_STATE_READY = 2, PT_STATE_OFF = 3 };
+
+/* Options read once from PROFTUI_* in the constructor. */
+typedef struct pt_options {
+    const char *dir;          /* PROFTUI_DIR */
+    uint64_t buffer_bytes;    /* PROFTUI_BUFFER_BYTES: file size */
+    int count_only;           /* PROFTUI_COUNT_ONLY=1 */
+    int force_monotonic;      /* PROFTUI_CLOCK=monotonic (tests the fallback) */
+    uint32_t max_depth;       /* PROFTUI_MAX_DEPTH, 0 unlimited */
+    char *include;            /* PROFTUI_INCLUDE: patterns separated by newlines */
+    char *exclude;            /* PROFTUI_EXCLUDE */
+} pt_options;
+
+/* The process-wide state.  One instance, pt_g (proftui_hook.c). */
+typedef struct pt_global {
+    int state;                /* PT_STATE_*, atomic */
+    int use_tsc;              /* timestamps from rdtsc rather than clock_gettime */
+    int timed;                /* !count_only */
+    int filtering;            /* include or exclude patterns given */
+    int slow;                 /* filtering or a depth limit: every enter takes the slow path */
+    int has_include;
+    uint32_t max_depth;       /* 0 unlimited */
+    pt_options opt;
+    uint8_t *base;            /* the mapped file */
+    size_t size;
+    pt_file_header *hdr;
+    pt_hook_header *hook;
+    pt_hook_thread *threads;
+    pt_hook_chunk *chunks;
+    pt_hook_module *modules;
+    pt_hook_node *nodes;
+    char exe[PT_HOOK_NAME_MAX];   /* /proc/self/exe, for the main program's module */
+    /* Clock and overhead calibration, kept here so a fork child's new file gets them. */
+    double ns_per_tick;
+    double overhead_inner;    /* ticks */
+    double overhead_outer;    /* ticks */
+    uint64_t tick0;           /* ticks at calibration */
+    uint64_t mono0;           /* CLOCK_MONOTONIC ns at calibration */
+    uint32_t generation;      /* file name suffix after exec (hook.<pid>.<n>.ptw) */
+} pt_global;
+
+extern pt_global pt_g;
+
+typedef struct pt_entry {
+    uintptr_t fn;       /* 0 only in the sentinel at index 0 */
+    uintptr_t slot;     /* address of the return-address slot (stack position) */
+    uint64_t ts;        /* ticks at entry */
+    uint64_t child;     /* ticks of recorded descendants attached to this entry */
+    uint32_t up;        /* entry index this call's time is charged to as a child */
+    uint32_t anchor;    /* index of the nearest recorded entry at or below (0 sentinel);
+                           written only when flags != 0, else it is the entry's own
+                           index: read it through pt_anchor() */
+    uint32_t anode;     /* that entry's node (this call's own node when it is recorded):
+                           the parent of this entry's children */
+    uint32_t rdepth;    /* recorded entries at or below (kept only when a limit is set) */
+    uint32_t flags;     /* PT_FILTER_* counted in the thread's include/exclude depth,
+                           PT_ENTRY_UNRECORDED; 0 for every fast-path entry (the fast
+                           path never writes it: popping an entry resets it to 0) */
+    uint32_t pad;
+} pt_entry;
+
+typedef struct pt_slot {
+    uintptr_t fn;       /* 0: empty */
+    uint32_t parent;
+    uint32_t node;
+    uint32_t off;       /* fn's return-address slot minus the hook's CFA, bytes: fixed by
+                           fn's prologue, so only a context's first call scans for it */
+    uint32_t pad;
+    pt_hook_node *nptr; /* &pt_g.nodes[node]: its address is known one load earlier */
+} pt_slot;
+
+typedef struct pt_thread {
+    union {
+        struct {
+            uint32_t busy;      /* nonzero: hooks return at once (in a hook, disabled, exited) */
+            uint32_t overflow;  /* calls deeper than cap, not stacked */
+        };
+        uint64_t guard;         /* both at once: one test on the fast paths */
+    };
+    uint32_t depth;     /* index of the top entry; 0: only the sentinel */
+    uint32_t cap;
+    uint32_t limit;     /* min(max_depth + 1, cap), 0 under filters or a depth limit:
+                           deeper enters take the slow path */
+    pt_entry *stack;
+    pt_slot *hash;
+    uint32_t hash_mask;
+    uint32_t hash_count;
+    uint32_t chunk;     /* current chunk or PT_NONE */
+    uint32_t used;      /* nodes used in it */
+    uint32_t slot;      /* thread table index */
+    uint32_t incl;      /* active entries matching an include pattern */
+    uint32_t excl;      /* active entries matching an exclude pattern */
+    int pool_full;
+    uint32_t max_depth;
+    size_t region;      /* bytes of this mapping (struct + stack) */
+    /* Outgrown hash tables, unmapped only at thread exit: an enter interrupted
+     * by a signal whose handler grows the hash may still be reading one. */
+    struct { pt_slot *table; size_t bytes; } retired[32];
+    uint32_t nretired;
+    struct { uintptr_t fn; int verdict; } fcache[PT_FCACHE];
+} pt_thread;
+
+/* The anchor of entry `e` at index `index` (see pt_entry.anchor).  Async-signal-safe. */
+static inline __attribute__((no_instrument_function)) uint32_t pt_anchor(const pt_entry *e,
+                                                                         uint32_t index)
+{
+    return e->flags ? e->anchor : index;
+}
+
+/* The PT_EXPORT hooks (proftui_hook.c); the calibration calls them too. */
+void __cyg_profile_func_enter(void *fn, void *site);
+void __cyg_profile_func_exit(void *fn, void *site);
+
+/* This thread's state (proftui_hook.c); initial-exec: one instruction to read. */
+extern __thread pt_thread *pt_tls __attribute__((tls_model("initial-exec")));
+/* Threads that must not record (table full, exited, fork failure) point here. */
+extern pt_thread pt_off_thread;
+
+/* ---- proftui_hook.c ---- */
+pt_slot *pt_hash_alloc(uint32_t n);                       /* async-signal-safe */
+uint32_t pt_node_for(pt_thread *t, uint32_t parent, uintptr_t fn); /* async-signal-safe */
+void pt_close_all(pt_thread *t, uint64_t now);           /* async-signal-safe */
+void pt_enter_slow(pt_thread *t, uintptr_t fn, uintptr_t site, uintptr_t cfa);
+
+/* ---- pt_hook_life.c ---- */
+pt_thread *pt_thread_attach(void);                       /* first call of a thread */
+
+/* ---- pt_hook_file.c ---- */
+void pt_options_read(pt_options *opt);                  /* constructor only */
+int pt_file_create(void);                               /* 0 ok; async-signal-safe (fork child) */
+void pt_file_publish(void);                              /* async-signal-safe */
+uint64_t pt_ticks_slow(void);                           /* async-signal-safe */
+void pt_clock_calibrate(void);                          /* constructor only: ~2 ms */
+void pt_clock_refine(void);                             /* exit path; async-signal-safe */
+uint32_t pt_module_of(uintptr_t address);               /* index+1 or 0; async-signal-safe
+                                                           in practice (dl_iterate_phdr's lock
+                                                           is recursive) */
+void pt_modules_scan_all(void);                         /* record every loaded object */
+
+/* ---- pt_hook_filter.c ---- */
+void pt_filter_init(void);                              /* split the patterns: init only */
+void pt_filter_module(const char *path, uintptr_t bias); /* resolve patterns in one object */
+int pt_filter_verdict(uintptr_t fn);
+void pt_filter_atfork_child(void);                      /* async-signal-safe */                    /* PT_FILTER_* bits; lock-free read */
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#endif
+
+/* Timestamp in ticks.  Async-signal-safe. */
+static inline PT_NOINST uint64_t pt_ticks(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    if (PT_LIKELY(pt_g.use_tsc))
+        return __rdtsc();
+#endif
+    return pt_ticks_slow();
+}
+
+#endif /* PT_HOOK_H */

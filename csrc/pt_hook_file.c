@@ -1,0 +1,355 @@
+/*
+ * pt_hook_file.c - the hook runtime's options, shared-memory file, clock and
+ * module table (layout in proftui_wire_hook.h, docs/wire-format.md).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <link.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "pt_hook.h"
+
+#define PT_DEFAULT_BUFFER (64ull << 20)
+#define PT_MIN_BUFFER (1ull << 20)
+#define PT_MAX_BUFFER (16ull << 30)
+#define PT_CHUNK_NODES 512u
+#define PT_THREAD_CAP 4096u
+#define PT_MODULE_CAP 1024u
+#define PT_STACK_CAP (1u << 20)
+#define PT_MAX_GENERATION 64u
+
+/* Parse a decimal environment value; `fallback` if absent or bad.  Constructor only. */
+static PT_NOINST uint64_t pt_env_u64(const char *name, uint64_t fallback)
+{
+    const char *s = getenv(name);
+    if (!s || !*s)
+        return fallback;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    return (errno || *end) ? fallback : (uint64_t)v;
+}
+
+/* Read PROFTUI_* once.  Not async-signal-safe (getenv, strdup): constructor only. */
+PT_NOINST void pt_options_read(pt_options *opt)
+{
+    memset(opt, 0, sizeof *opt);
+    opt->dir = getenv("PROFTUI_DIR");
+    opt->buffer_bytes = pt_env_u64("PROFTUI_BUFFER_BYTES", PT_DEFAULT_BUFFER);
+    if (opt->buffer_bytes < PT_MIN_BUFFER)
+        opt->buffer_bytes = PT_MIN_BUFFER;
+    if (opt->buffer_bytes > PT_MAX_BUFFER)
+        opt->buffer_bytes = PT_MAX_BUFFER;
+    opt->count_only = pt_env_u64("PROFTUI_COUNT_ONLY", 0) != 0;
+    const char *clock = getenv("PROFTUI_CLOCK");
+    opt->force_monotonic = clock && strcmp(clock, "monotonic") == 0;
+    opt->max_depth = (uint32_t)pt_env_u64("PROFTUI_MAX_DEPTH", 0);
+    const char *inc = getenv("PROFTUI_INCLUDE");
+    const char *exc = getenv("PROFTUI_EXCLUDE");
+    opt->include = (inc && *inc) ? strdup(inc) : NULL;
+    opt->exclude = (exc && *exc) ? strdup(exc) : NULL;
+}
+
+/* CLOCK_MONOTONIC in ns.  Async-signal-safe. */
+static PT_NOINST uint64_t pt_mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The fallback clock: CLOCK_MONOTONIC, one tick = 1 ns.  Async-signal-safe. */
+PT_NOINST uint64_t pt_ticks_slow(void)
+{
+    return pt_mono_ns();
+}
+
+/* Whether the kernel reports an invariant TSC (constant_tsc and nonstop_tsc:
+ * same rate on every core, through frequency changes and idle states).
+ * Reads /proc/cpuinfo: constructor only. */
+static PT_NOINST int pt_tsc_invariant(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    char buf[16384];
+    int fd = open("/proc/cpuinfo", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    char *flags = strstr(buf, "\nflags");
+    if (!flags)
+        return 0;
+    char *eol = strchr(flags + 1, '\n');
+    if (eol)
+        *eol = '\0';
+    return strstr(flags, " constant_tsc") && strstr(flags, " nonstop_tsc");
+#else
+    return 0;
+#endif
+}
+
+/* Choose the clock and measure ticks per ns against CLOCK_MONOTONIC over ~2 ms.
+ * Constructor / first-hook only. */
+PT_NOINST void pt_clock_calibrate(void)
+{
+    pt_g.use_tsc = !pt_g.opt.force_monotonic && pt_tsc_invariant();
+    pt_g.ns_per_tick = 1.0;
+    if (!pt_g.use_tsc) {
+        pt_g.tick0 = pt_g.mono0 = pt_mono_ns();
+        return;
+    }
+#if defined(__x86_64__) || defined(__i386__)
+    uint64_t m0 = pt_mono_ns(), t0 = __rdtsc(), m1, t1;
+    do {
+        m1 = pt_mono_ns();
+        t1 = __rdtsc();
+    } while (m1 - m0 < 2000000ull);
+    if (t1 <= t0) {  /* a TSC that does not move is no clock */
+        pt_g.use_tsc = 0;
+        pt_g.tick0 = pt_g.mono0 = pt_mono_ns();
+        return;
+    }
+    pt_g.ns_per_tick = (double)(m1 - m0) / (double)(t1 - t0);
+    pt_g.tick0 = t0;
+    pt_g.mono0 = m0;
+#endif
+}
+
+/* Re-derive ns_per_tick over the whole run (exact for the final profile).
+ * Async-signal-safe. */
+PT_NOINST void pt_clock_refine(void)
+{
+    if (!pt_g.use_tsc || !pt_g.hook)
+        return;
+    uint64_t m1 = pt_mono_ns(), t1 = pt_ticks();
+    if (m1 - pt_g.mono0 < 50000000ull || t1 <= pt_g.tick0)
+        return;  /* too short to beat the start-up measurement */
+    pt_g.ns_per_tick = (double)(m1 - pt_g.mono0) / (double)(t1 - pt_g.tick0);
+    pt_g.hook->ns_per_tick = pt_g.ns_per_tick;
+}
+
+/* Append decimal `v` at `p`; returns the end.  Async-signal-safe. */
+static PT_NOINST char *pt_put_u32(char *p, uint32_t v)
+{
+    char tmp[12];
+    int n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n)
+        *p++ = tmp[--n];
+    return p;
+}
+
+/* Open $PROFTUI_DIR/hook.<pid>.ptw, or hook.<pid>.<n>.ptw when an earlier image
+ * of this pid (before exec) owns the first name.  Async-signal-safe. */
+static PT_NOINST int pt_open_file(void)
+{
+    char path[4096];
+    size_t dlen = strlen(pt_g.opt.dir);
+    if (dlen > sizeof path - 64)
+        return -1;
+    for (uint32_t gen = 0; gen < PT_MAX_GENERATION; gen++) {
+        char *p = path;
+        memcpy(p, pt_g.opt.dir, dlen);
+        p += dlen;
+        memcpy(p, "/hook.", 6);
+        p = pt_put_u32(p + 6, (uint32_t)getpid());
+        if (gen) {
+            *p++ = '.';
+            p = pt_put_u32(p, gen);
+        }
+        memcpy(p, ".ptw", 5);
+        int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd >= 0) {
+            pt_g.generation = gen;
+            return fd;
+        }
+        if (errno != EEXIST)
+            return -1;
+    }
+    return -1;
+}
+
+/* Create, size, map and initialise this process's file; publish the magic
+ * last so a reader never sees a half-written header.  Returns 0 on success.
+ * Async-signal-safe (used by the fork child handler). */
+PT_NOINST int pt_file_create(void)
+{
+    uint64_t size = pt_g.opt.buffer_bytes;
+    uint64_t threads_off = 256;
+    uint64_t modules_off = threads_off + PT_THREAD_CAP * sizeof(pt_hook_thread);
+    uint64_t chunks_off = modules_off + PT_MODULE_CAP * sizeof(pt_hook_module);
+    uint64_t chunk_bytes = PT_CHUNK_NODES * sizeof(pt_hook_node) + sizeof(pt_hook_chunk);
+    if (size < chunks_off + 4 * chunk_bytes + 64)
+        return -1;
+    uint64_t nchunks = (size - chunks_off - 64) / chunk_bytes;
+    if (nchunks > (PT_NONE - 1) / PT_CHUNK_NODES)
+        nchunks = (PT_NONE - 1) / PT_CHUNK_NODES;
+    uint64_t nodes_off = (chunks_off + nchunks * sizeof(pt_hook_chunk) + 63) & ~63ull;
+    size = nodes_off + nchunks * PT_CHUNK_NODES * sizeof(pt_hook_node);
+
+    int fd = pt_open_file();
+    if (fd < 0)
+        return -1;
+    if (ftruncate(fd, (off_t)size) != 0) {
+        close(fd);
+        return -1;
+    }
+    void *base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (base == MAP_FAILED)
+        return -1;
+
+    pt_g.base = base;
+    pt_g.size = size;
+    pt_g.hdr = (pt_file_header *)base;
+    pt_g.hook = (pt_hook_header *)(pt_g.base + 128);
+    pt_g.threads = (pt_hook_thread *)(pt_g.base + threads_off);
+    pt_g.modules = (pt_hook_module *)(pt_g.base + modules_off);
+    pt_g.chunks = (pt_hook_chunk *)(pt_g.base + chunks_off);
+    pt_g.nodes = (pt_hook_node *)(pt_g.base + nodes_off);
+
+    pt_hook_header *h = pt_g.hook;
+    h->node_size = sizeof(pt_hook_node);
+    h->chunk_nodes = PT_CHUNK_NODES;
+    h->chunk_capacity = (uint32_t)nchunks;
+    h->thread_capacity = PT_THREAD_CAP;
+    h->module_capacity = PT_MODULE_CAP;
+    h->threads_offset = threads_off;
+    h->chunks_offset = chunks_off;
+    h->modules_offset = modules_off;
+    h->nodes_offset = nodes_off;
+    h->ns_per_tick = pt_g.ns_per_tick;
+    h->overhead_inner = pt_g.overhead_inner;
+    h->overhead_outer = pt_g.overhead_outer;
+    h->tick_start = pt_g.tick0;
+    h->mono_start_ns = pt_g.mono0;
+    h->generation = pt_g.generation;
+    h->max_depth = pt_g.max_depth;
+    h->stack_capacity = PT_STACK_CAP;
+
+    pt_file_header *f = pt_g.hdr;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    f->version = PT_WIRE_VERSION;
+    f->kind = PT_KIND_HOOK;
+    f->header_size = sizeof(pt_file_header);
+    f->pid = (uint32_t)getpid();
+    f->ppid = (uint32_t)getppid();
+    f->flags = pt_g.timed ? 0 : PT_FLAG_COUNT_ONLY;
+    f->start_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+    f->body_offset = 128;
+    f->file_size = size;
+    const char *clock = pt_g.timed ? (pt_g.use_tsc ? "tsc" : "CLOCK_MONOTONIC") : "none (count only)";
+    strncpy(f->clock, clock, sizeof f->clock - 1);
+    return 0;
+}
+
+/* Make the file visible to the reader: the magic goes in last.  Async-signal-safe. */
+PT_NOINST void pt_file_publish(void)
+{
+    char magic[8] = PT_WIRE_MAGIC;
+    uint64_t word;
+    memcpy(&word, magic, 8);
+    __atomic_store_n((uint64_t *)pt_g.hdr->magic, word, __ATOMIC_RELEASE);
+}
+
+/* ---- module table ----------------------------------------------------------- */
+
+struct pt_find {
+    uintptr_t address;  /* 0: record every object */
+    uint32_t found;     /* module index + 1 */
+};
+
+/* Append one loaded object to the module table; index+1 or 0 if full.
+ * Async-signal-safe. */
+static PT_NOINST uint32_t pt_module_add(struct dl_phdr_info *info, uintptr_t lo, uintptr_t hi)
+{
+    pt_hook_header *h = pt_g.hook;
+    uint32_t i = __atomic_fetch_add(&h->module_count, 1, __ATOMIC_RELAXED);
+    if (i >= h->module_capacity)
+        return 0;
+    pt_hook_module *m = &pt_g.modules[i];
+    const char *name = info->dlpi_name && info->dlpi_name[0] ? info->dlpi_name : pt_g.exe;
+    size_t len = strnlen(name, sizeof m->path - 1);
+    memcpy(m->path, name, len);
+    m->path[len] = '\0';
+    m->end = hi;
+    m->bias = info->dlpi_addr;
+    __atomic_store_n(&m->start, (uint64_t)lo, __ATOMIC_RELEASE);
+    pt_filter_module(name, info->dlpi_addr);
+    return i + 1;
+}
+
+/* dl_iterate_phdr callback: the object containing f->address (or every object). */
+static PT_NOINST int pt_find_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    struct pt_find *f = data;
+    uintptr_t lo = UINTPTR_MAX, hi = 0;
+    int inside = 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD)
+            continue;
+        uintptr_t a = info->dlpi_addr + ph->p_vaddr, b = a + ph->p_memsz;
+        if (a < lo)
+            lo = a;
+        if (b > hi)
+            hi = b;
+        if (f->address >= a && f->address < b)
+            inside = 1;
+    }
+    if (hi == 0)
+        return 0;
+    if (f->address == 0) {
+        pt_module_add(info, lo, hi);
+        return 0;
+    }
+    if (inside) {
+        f->found = pt_module_add(info, lo, hi);
+        return 1;
+    }
+    return 0;
+}
+
+/* The module table entry holding `address` (index+1), recording the object on
+ * first sight; 0 if the address is in no loaded object.  Newest entries win,
+ * so an object loaded where a dlclose()d one was is found first.
+ * Async-signal-safe in practice: dl_iterate_phdr takes the loader's recursive
+ * lock and does not allocate. */
+PT_NOINST uint32_t pt_module_of(uintptr_t address)
+{
+    pt_hook_header *h = pt_g.hook;
+    uint32_t n = __atomic_load_n(&h->module_count, __ATOMIC_ACQUIRE);
+    if (n > h->module_capacity)
+        n = h->module_capacity;
+    for (uint32_t i = n; i-- > 0;) {
+        pt_hook_module *m = &pt_g.modules[i];
+        uint64_t start = __atomic_load_n(&m->start, __ATOMIC_ACQUIRE);
+        if (start && address >= start && address < m->end)
+            return i + 1;
+    }
+    struct pt_find f = {address, 0};
+    dl_iterate_phdr(pt_find_cb, &f);
+    return f.found;
+}
+
+/* Record every object loaded now (and resolve the filters in each).
+ * Not async-signal-safe only through the filters' file reads: init only. */
+PT_NOINST void pt_modules_scan_all(void)
+{
+    struct pt_find f = {0, 0};
+    dl_iterate_phdr(pt_find_cb, &f);
+}

@@ -1,0 +1,303 @@
+/*
+ * pt_hook_life.c - the hook runtime's threads and process life: thread
+ * registration and exit, calibration of the hooks' own cost, fork, start-up
+ * and clean exit.  The hooks themselves are in proftui_hook.c.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "pt_hook.h"
+
+#define PT_HASH_INITIAL 1024u
+
+/* Set once the constructor has read PROFTUI_* (pt_init then skips it). */
+static int pt_options_done;
+/* Destructor key: detaches a thread's state when it exits. */
+static pthread_key_t pt_key;
+
+static void pt_init(void) PT_NOINST;
+
+/* ---- threads ------------------------------------------------------------------ */
+
+/* Copy the calling thread's name into its table slot.  Async-signal-safe. */
+static PT_NOINST void pt_thread_name(pt_thread *t)
+{
+    char name[16] = {0};
+    prctl(PR_GET_NAME, name, 0, 0, 0);
+    name[15] = '\0';
+    memcpy(pt_g.threads[t->slot].name, name, sizeof name);
+}
+
+/* Register the calling thread in the file's thread table.  Async-signal-safe. */
+static PT_NOINST void pt_thread_register(pt_thread *t)
+{
+    pt_hook_header *h = pt_g.hook;
+    uint32_t slot = __atomic_fetch_add(&h->thread_count, 1, __ATOMIC_RELAXED);
+    if (slot >= h->thread_capacity) {
+        t->busy = 1;  /* table full: this thread records nothing */
+        __atomic_fetch_add(&pt_g.hdr->dropped, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    t->slot = slot;
+    pt_hook_thread *th = &pt_g.threads[slot];
+    pt_thread_name(t);
+    th->state = 1;
+    __atomic_store_n(&th->tid, (uint32_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
+}
+
+/* Map a thread's state + shadow stack; NULL if memory is refused.
+ * Async-signal-safe (mmap). */
+static PT_NOINST pt_thread *pt_thread_new(void)
+{
+    size_t head = (sizeof(pt_thread) + 4095) & ~(size_t)4095;
+    for (uint32_t cap = pt_g.hook->stack_capacity; cap >= 1024; cap /= 4) {
+        size_t size = head + (size_t)cap * sizeof(pt_entry);
+        void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p == MAP_FAILED)
+            continue;
+        pt_thread *t = p;
+        t->hash = pt_hash_alloc(PT_HASH_INITIAL);
+        if (!t->hash) {
+            munmap(p, size);
+            return NULL;
+        }
+        t->hash_mask = PT_HASH_INITIAL - 1;
+        t->region = size;
+        t->cap = cap;
+        t->limit = 1;
+        t->stack = (pt_entry *)((uint8_t *)p + head);
+        t->stack[0].slot = UINTPTR_MAX;  /* the sentinel is never stale */
+        t->stack[0].anode = PT_HOOK_ROOT;
+        t->chunk = PT_NONE;
+        return t;
+    }
+    return NULL;
+}
+
+/* First hook call of a thread: initialise the runtime if needed, then the
+ * thread.  Returns NULL when this call must not be recorded.
+ * Not async-signal-safe on the process's very first call (pt_init). */
+PT_NOINST pt_thread *pt_thread_attach(void)
+{
+    int state = __atomic_load_n(&pt_g.state, __ATOMIC_ACQUIRE);
+    if (state == PT_STATE_UNINIT) {
+        pt_init();
+        state = __atomic_load_n(&pt_g.state, __ATOMIC_ACQUIRE);
+    }
+    if (state != PT_STATE_READY)
+        return NULL;  /* initialising in another thread: try again next call */
+    pt_thread *t = pt_thread_new();
+    if (!t) {
+        pt_tls = &pt_off_thread;
+        return NULL;
+    }
+    pt_thread_register(t);
+    pthread_setspecific(pt_key, t);
+    pt_tls = t;
+    return t->busy ? NULL : t;
+}
+
+/* Thread exit (TSD destructor): close open entries, mark the slot exited,
+ * unmap.  Async-signal-safe. */
+static PT_NOINST void pt_thread_detach(void *arg)
+{
+    pt_thread *t = arg;
+    pt_tls = &pt_off_thread;
+    if (t == &pt_off_thread || t == NULL)
+        return;
+    if (!t->busy && pt_g.hook) {
+        uint64_t now = pt_g.timed ? pt_ticks() : 0;
+        pt_close_all(t, now);
+        pt_thread_name(t);  /* threads often name themselves after starting */
+        __atomic_store_n(&pt_g.threads[t->slot].state, 2, __ATOMIC_RELEASE);
+    }
+    munmap(t->hash, (size_t)(t->hash_mask + 1) * sizeof(pt_slot));
+    for (uint32_t i = 0; i < t->nretired; i++)
+        munmap(t->retired[i].table, t->retired[i].bytes);
+    munmap(t, t->region);
+}
+
+/* ---- calibration of the hooks' own cost ------------------------------------------ */
+
+/* Indirect calls, like an instrumented program's calls through the PLT. */
+static void (*volatile pt_enter_fp)(void *, void *) = __cyg_profile_func_enter;
+static void (*volatile pt_exit_fp)(void *, void *) = __cyg_profile_func_exit;
+
+/* What gcc makes of an empty function with -finstrument-functions.  Calibration only. */
+static __attribute__((noinline)) PT_NOINST void pt_calib_fn(void)
+{
+    pt_enter_fp((void *)pt_calib_fn, __builtin_return_address(0));
+    __asm__ volatile("" ::: "memory");
+    pt_exit_fp((void *)pt_calib_fn, __builtin_return_address(0));
+}
+
+/* The same without hooks.  Calibration only. */
+static __attribute__((noinline)) PT_NOINST void pt_calib_empty(void)
+{
+    __asm__ volatile("" ::: "memory");
+}
+
+/* Measure the ticks one enter/exit pair costs, split into the part inside the
+ * callee's measured interval (inner: what an empty function records) and the
+ * part left in its caller (outer: the rest of the pair's cost); minimum of
+ * each over rounds.  An empty function is the right model: with plain rdtsc
+ * a body's instructions partly overlap the timestamps, so measured costs of
+ * real functions carry about the empty function's interval on top of their
+ * work (checked against uninstrumented timings in the tests).  Runs on a
+ * scratch thread state, then resets the pool.  Init only (before the file is
+ * published). */
+static PT_NOINST void pt_calibrate_overhead(void)
+{
+    enum { ROUNDS = 25, N = 800 };
+    pt_thread *t = pt_thread_new();
+    if (!t)
+        return;
+    t->slot = 0;
+    pt_tls = t;
+    double best_pair = 1e300, best_inner = 1e300;
+    for (int r = 0; r < ROUNDS; r++) {
+        uint64_t t0 = pt_ticks();
+        for (int i = 0; i < N; i++)
+            pt_calib_empty();
+        uint64_t t1 = pt_ticks();
+        uint64_t incl0 = t->chunk == PT_NONE ? 0 : pt_g.nodes[0].incl;
+        for (int i = 0; i < N; i++)
+            pt_calib_fn();
+        uint64_t t2 = pt_ticks();
+        double pair = ((double)(t2 - t1) - (double)(t1 - t0)) / N;
+        double inner = (double)(pt_g.nodes[0].incl - incl0) / N;
+        best_pair = pair < best_pair ? pair : best_pair;
+        best_inner = inner < best_inner ? inner : best_inner;
+    }
+    pt_tls = NULL;
+    if (best_pair > 0 && best_inner < 1e300) {
+        pt_g.overhead_inner = best_inner;
+        pt_g.overhead_outer = best_pair > best_inner ? best_pair - best_inner : 0;
+    }
+    /* Forget the scratch node(s). */
+    pt_hook_header *h = pt_g.hook;
+    uint32_t used = h->chunk_count < h->chunk_capacity ? h->chunk_count : h->chunk_capacity;
+    memset(pt_g.chunks, 0, used * sizeof(pt_hook_chunk));
+    memset(pt_g.nodes, 0, (size_t)used * h->chunk_nodes * sizeof(pt_hook_node));
+    h->chunk_count = 0;
+    h->module_count = 0;
+    memset(&pt_g.threads[0], 0, sizeof(pt_hook_thread));
+    memset(pt_g.modules, 0, h->module_capacity * sizeof(pt_hook_module));
+    h->overhead_inner = pt_g.overhead_inner;
+    h->overhead_outer = pt_g.overhead_outer;
+    munmap(t->hash, (size_t)(t->hash_mask + 1) * sizeof(pt_slot));
+    munmap(t, t->region);
+}
+
+/* ---- process life --------------------------------------------------------------- */
+
+/* fork child: a file of its own; the forking thread keeps its shadow stack,
+ * re-rooted in the new file (open calls get nodes with 0 calls).
+ * Async-signal-safe. */
+static PT_NOINST void pt_atfork_child(void)
+{
+    if (__atomic_load_n(&pt_g.state, __ATOMIC_ACQUIRE) != PT_STATE_READY)
+        return;
+    pt_thread *t = pt_tls;
+    pt_filter_atfork_child();
+    munmap(pt_g.base, pt_g.size);  /* the parent's file: never write it from here */
+    pt_g.base = NULL;
+    pt_g.hook = NULL;
+    if (pt_file_create() != 0) {
+        __atomic_store_n(&pt_g.state, PT_STATE_OFF, __ATOMIC_RELEASE);
+        if (t && t != &pt_off_thread)
+            t->busy = 1;
+        return;
+    }
+    if (t && t != &pt_off_thread && !t->busy) {
+        memset(t->hash, 0, (size_t)(t->hash_mask + 1) * sizeof(pt_slot));
+        t->hash_count = 0;
+        t->chunk = PT_NONE;
+        t->used = 0;
+        t->pool_full = 0;
+        pt_thread_register(t);
+        uint64_t now = pt_g.timed ? pt_ticks() : 0;
+        for (uint32_t i = 1; i <= t->depth && !t->busy; i++) {
+            pt_entry *e = &t->stack[i], *p = e - 1;
+            e->ts = now;
+            e->child = 0;
+            e->up = pt_anchor(p, i - 1);
+            uint32_t node = PT_NONE;
+            if (!(e->flags & PT_ENTRY_UNRECORDED))
+                node = pt_node_for(t, p->anode, e->fn);
+            if (node == PT_NONE)
+                e->flags |= PT_ENTRY_UNRECORDED;
+            e->anchor = node != PT_NONE ? i : pt_anchor(p, i - 1);
+            e->anode = node != PT_NONE ? node : p->anode;
+        }
+    }
+    pt_file_publish();
+}
+
+/* Everything but the options: clock, file, calibration.  Runs once, from the
+ * constructor or from the first hook call if an instrumented constructor ran
+ * before ours.  Not async-signal-safe. */
+static PT_NOINST void pt_init(void)
+{
+    int expected = PT_STATE_UNINIT;
+    if (!__atomic_compare_exchange_n(&pt_g.state, &expected, PT_STATE_BUSY, 0,
+                                     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        return;
+    if (!__atomic_load_n(&pt_options_done, __ATOMIC_ACQUIRE))
+        pt_options_read(&pt_g.opt);
+    if (!pt_g.opt.dir || !*pt_g.opt.dir) {
+        __atomic_store_n(&pt_g.state, PT_STATE_OFF, __ATOMIC_RELEASE);
+        return;
+    }
+    ssize_t n = readlink("/proc/self/exe", pt_g.exe, sizeof pt_g.exe - 1);
+    pt_g.exe[n > 0 ? n : 0] = '\0';
+    pt_g.timed = !pt_g.opt.count_only;
+    pt_g.max_depth = pt_g.opt.max_depth;
+    pt_filter_init();
+    pt_g.slow = pt_g.filtering || pt_g.max_depth;
+    pt_clock_calibrate();
+    if (pt_file_create() != 0 || pthread_key_create(&pt_key, pt_thread_detach) != 0) {
+        __atomic_store_n(&pt_g.state, PT_STATE_OFF, __ATOMIC_RELEASE);
+        return;
+    }
+    if (pt_g.timed)
+        pt_calibrate_overhead();
+    pt_modules_scan_all();
+    pthread_atfork(NULL, NULL, pt_atfork_child);
+    pt_file_publish();
+    __atomic_store_n(&pt_g.state, PT_STATE_READY, __ATOMIC_RELEASE);
+}
+
+/* Nothing is created for processes that never call a hook (an uninstrumented
+ * child started through the preload): the file appears on the first call. */
+__attribute__((constructor)) static PT_NOINST void pt_constructor(void)
+{
+    if (__atomic_load_n(&pt_g.state, __ATOMIC_ACQUIRE) != PT_STATE_UNINIT)
+        return;  /* an instrumented constructor already initialised us */
+    pt_options_read(&pt_g.opt);
+    __atomic_store_n(&pt_options_done, 1, __ATOMIC_RELEASE);
+}
+
+/* Clean exit: close the exiting thread's open calls, refine the clock, mark
+ * the file complete.  Async-signal-safe. */
+__attribute__((destructor)) static PT_NOINST void pt_destructor(void)
+{
+    if (__atomic_load_n(&pt_g.state, __ATOMIC_ACQUIRE) != PT_STATE_READY)
+        return;
+    pt_thread *t = pt_tls;
+    if (t && t != &pt_off_thread && !t->busy) {
+        t->busy = 1;
+        uint64_t now = pt_g.timed ? pt_ticks() : 0;
+        pt_close_all(t, now);
+        pt_thread_name(t);
+        t->busy = 0;
+    }
+    pt_clock_refine();
+    __atomic_store_n(&pt_g.hdr->state, PT_STATE_EXITED, __ATOMIC_RELEASE);
+}

@@ -1,0 +1,391 @@
+/* .eh_frame -> compact unwind rows, built outside the signal handler (at
+ * start, after dlopen) so the handler only binary-searches (as async-profiler
+ * does).  For each FDE listed in .eh_frame_hdr's search table we run the CFA
+ * program and emit one row per address range:
+ *     { pc, CFA = rsp|rbp + off, caller's rbp at CFA + off (or unchanged) }
+ * which covers what gcc and clang emit for x86-64 code: push/pop prologues,
+ * rbp frames, stack adjustments, remember/restore_state around early returns.
+ * PLT stubs' CFA expression is read as rsp+8.  Anything else (other CFA
+ * expressions, return address not at CFA-8, 64-bit DWARF) becomes a "no rule" row: the handler falls back to the
+ * frame-pointer chain there.  Nothing in this file is async-signal-safe; it
+ * reads the loaded object's own read-only .eh_frame memory.
+ */
+#define _GNU_SOURCE
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "pt_sampler.h"
+
+#if defined(__x86_64__)
+
+enum { PT_DW_RBP = 6, PT_DW_RSP = 7, PT_DW_RA = 16 };
+enum { PT_RULE_SAME = 0, PT_RULE_OFFSET = 1, PT_RULE_OTHER = 2 };
+#define PT_STATE_STACK 16
+
+/* The unwind state for the registers we track. */
+struct pt_cfa_state {
+    int cfa_reg;      /* DWARF register, -1 when the CFA is an expression */
+    int64_t cfa_off;
+    int rbp_rule;     /* PT_RULE_* */
+    int64_t rbp_off;
+    int ra_rule;      /* PT_RULE_OFFSET expected (at CFA-8); PT_RULE_OTHER: give up */
+    int64_t ra_off;
+    int ra_undefined; /* the outermost frame (_start, clone) */
+};
+
+struct pt_cie {
+    uint64_t code_align;
+    int64_t data_align;
+    uint64_t ra_reg;
+    uint8_t fde_enc;
+    int has_z;
+    const uint8_t *insns, *end;
+};
+
+/* Cursor over mapped bytes. */
+struct pt_rd {
+    const uint8_t *p, *end;
+    int bad;
+};
+
+static uint64_t pt_uleb(struct pt_rd *r) {
+    uint64_t v = 0;
+    unsigned shift = 0;
+    while (r->p < r->end) {
+        uint8_t b = *r->p++;
+        if (shift < 64) v |= (uint64_t)(b & 0x7f) << shift;
+        shift += 7;
+        if (!(b & 0x80)) return v;
+    }
+    r->bad = 1;
+    return 0;
+}
+
+static int64_t pt_sleb(struct pt_rd *r) {
+    int64_t v = 0;
+    unsigned shift = 0;
+    uint8_t b = 0;
+    while (r->p < r->end) {
+        b = *r->p++;
+        if (shift < 64) v |= (int64_t)(b & 0x7f) << shift;
+        shift += 7;
+        if (!(b & 0x80)) {
+            if (shift < 64 && (b & 0x40)) v |= -((int64_t)1 << shift);
+            return v;
+        }
+    }
+    r->bad = 1;
+    return 0;
+}
+
+static uint64_t pt_fixed(struct pt_rd *r, unsigned size) {
+    if (r->p + size > r->end) {
+        r->bad = 1;
+        return 0;
+    }
+    uint64_t v = 0;
+    memcpy(&v, r->p, size); /* little-endian */
+    r->p += size;
+    return v;
+}
+
+/* A DW_EH_PE_* encoded pointer (pcrel and absolute applications only). */
+static uint64_t pt_encoded(struct pt_rd *r, uint8_t enc) {
+    if (enc == 0xff) return 0; /* DW_EH_PE_omit */
+    uint64_t here = (uint64_t)(uintptr_t)r->p, v;
+    switch (enc & 0x0f) {
+    case 0x00: v = pt_fixed(r, 8); break;
+    case 0x01: v = pt_uleb(r); break;
+    case 0x02: v = pt_fixed(r, 2); break;
+    case 0x03: v = pt_fixed(r, 4); break;
+    case 0x04: v = pt_fixed(r, 8); break;
+    case 0x09: v = (uint64_t)pt_sleb(r); break;
+    case 0x0a: v = (uint64_t)(int64_t)(int16_t)pt_fixed(r, 2); break;
+    case 0x0b: v = (uint64_t)(int64_t)(int32_t)pt_fixed(r, 4); break;
+    case 0x0c: v = pt_fixed(r, 8); break;
+    default: r->bad = 1; return 0;
+    }
+    if ((enc & 0x70) == 0x10) v += here; /* DW_EH_PE_pcrel */
+    return v;
+}
+
+/* Parse the CIE at `p`; 0 on success. */
+static int pt_parse_cie(const uint8_t *p, struct pt_cie *cie) {
+    uint32_t len;
+    memcpy(&len, p, 4);
+    if (len == 0 || len == 0xffffffffu) return -1;
+    struct pt_rd r = {p + 4, p + 4 + len, 0};
+    if (pt_fixed(&r, 4) != 0) return -1; /* CIE id */
+    uint8_t version = (uint8_t)pt_fixed(&r, 1);
+    const char *aug = (const char *)r.p;
+    size_t auglen = strnlen(aug, (size_t)(r.end - r.p));
+    r.p += auglen + 1;
+    memset(cie, 0, sizeof *cie);
+    if (strstr(aug, "eh") != NULL) pt_fixed(&r, 8);
+    cie->code_align = pt_uleb(&r);
+    cie->data_align = pt_sleb(&r);
+    cie->ra_reg = version == 1 ? pt_fixed(&r, 1) : pt_uleb(&r);
+    cie->fde_enc = 0; /* absptr unless 'R' says otherwise */
+    if (aug[0] == 'z') {
+        cie->has_z = 1;
+        uint64_t n = pt_uleb(&r);
+        const uint8_t *after = r.p + n;
+        for (const char *a = aug + 1; *a && !r.bad; a++) {
+            if (*a == 'R') cie->fde_enc = (uint8_t)pt_fixed(&r, 1);
+            else if (*a == 'P') pt_encoded(&r, (uint8_t)pt_fixed(&r, 1) & 0x7f);
+            else if (*a == 'L') pt_fixed(&r, 1);
+            else if (*a != 'S' && *a != 'B') break; /* unknown: skip via length */
+        }
+        r.p = after;
+    } else if (aug[0] != '\0') {
+        return -1; /* augmentation we cannot skip */
+    }
+    if (r.bad || r.p > r.end || cie->ra_reg != PT_DW_RA) return -1;
+    cie->insns = r.p;
+    cie->end = r.end;
+    return 0;
+}
+
+/* Output rows: an array reserved at its upper bound (untouched pages cost
+ * nothing; the unused tail is returned afterwards). */
+struct pt_rows {
+    struct pt_cfi_row *rows;
+    size_t n, cap;
+    uint64_t lo; /* row pcs are offsets from here */
+};
+
+static int pt_same_rule(const struct pt_cfi_row *a, const struct pt_cfi_row *b) {
+    return a->cfa_reg == b->cfa_reg && a->cfa_off8 == b->cfa_off8 && a->rbp_off8 == b->rbp_off8;
+}
+
+static void pt_emit(struct pt_rows *out, uint64_t pc, const struct pt_cfa_state *s) {
+    if (pc < out->lo || pc - out->lo > UINT32_MAX) return;
+    struct pt_cfi_row row = {(uint32_t)(pc - out->lo), 0, 0, PT_CFA_NONE};
+    if (s->ra_undefined) {
+        row.cfa_reg = PT_ROW_OUTERMOST;
+    } else if ((s->cfa_reg == PT_DW_RSP || s->cfa_reg == PT_DW_RBP) &&
+               s->ra_rule == PT_RULE_OFFSET && s->ra_off == -8 && s->cfa_off >= 8 &&
+               s->cfa_off % 8 == 0 && s->cfa_off / 8 <= INT16_MAX &&
+               s->rbp_rule != PT_RULE_OTHER &&
+               (s->rbp_rule == PT_RULE_SAME ||
+                (s->rbp_off < 0 && s->rbp_off % 8 == 0 && s->rbp_off / 8 >= INT8_MIN))) {
+        row.cfa_reg = (uint8_t)s->cfa_reg;
+        row.cfa_off8 = (int16_t)(s->cfa_off / 8);
+        row.rbp_off8 = s->rbp_rule == PT_RULE_OFFSET ? (int8_t)(s->rbp_off / 8) : 0;
+    }
+    if (out->n > 0) {
+        struct pt_cfi_row *last = &out->rows[out->n - 1];
+        if (row.pc < last->pc) return; /* overlapping FDEs: keep the first */
+        if (row.pc == last->pc) {      /* the later rule for the same address wins */
+            *last = row;
+            if (out->n > 1 && pt_same_rule(last - 1, &row)) out->n--;
+            return;
+        }
+        if (pt_same_rule(last, &row)) return; /* same rule continues */
+    }
+    if (out->n < out->cap) out->rows[out->n++] = row;
+}
+
+/* Run CFA instructions [p, end); with `out`, emit a row at each advance.
+ * Returns 0, or -1 on an instruction we do not model (the rest gets no rule). */
+static int pt_run(const uint8_t *p, const uint8_t *end, const struct pt_cie *cie,
+                  struct pt_cfa_state *s, const struct pt_cfa_state *initial, uint64_t *loc,
+                  struct pt_rows *out) {
+    struct pt_cfa_state stack[PT_STATE_STACK];
+    int depth = 0;
+    struct pt_rd r = {p, end, 0};
+    while (r.p < r.end && !r.bad) {
+        uint8_t op = *r.p++;
+        uint8_t hi = op & 0xc0, low = op & 0x3f;
+        uint64_t reg, delta = 0;
+        int64_t off;
+        if (hi == 0x40) {
+            delta = low * cie->code_align;
+        } else if (hi == 0x80) {
+            off = (int64_t)pt_uleb(&r) * cie->data_align;
+            if (low == PT_DW_RBP) s->rbp_rule = PT_RULE_OFFSET, s->rbp_off = off;
+            if (low == PT_DW_RA) s->ra_rule = PT_RULE_OFFSET, s->ra_off = off;
+            continue;
+        } else if (hi == 0xc0) {
+            if (low == PT_DW_RBP) s->rbp_rule = initial->rbp_rule, s->rbp_off = initial->rbp_off;
+            if (low == PT_DW_RA) s->ra_rule = initial->ra_rule, s->ra_off = initial->ra_off;
+            continue;
+        } else {
+            switch (op) {
+            case 0x00: continue;                                   /* nop */
+            case 0x01: *loc = pt_encoded(&r, cie->fde_enc); continue; /* set_loc */
+            case 0x02: delta = pt_fixed(&r, 1) * cie->code_align; break;
+            case 0x03: delta = pt_fixed(&r, 2) * cie->code_align; break;
+            case 0x04: delta = pt_fixed(&r, 4) * cie->code_align; break;
+            case 0x05: /* offset_extended */
+            case 0x11: /* offset_extended_sf */
+            case 0x2f: /* GNU_negative_offset_extended */
+                reg = pt_uleb(&r);
+                off = op == 0x11 ? pt_sleb(&r) * cie->data_align
+                                 : (int64_t)pt_uleb(&r) * (op == 0x2f ? -cie->data_align
+                                                                      : cie->data_align);
+                if (reg == PT_DW_RBP) s->rbp_rule = PT_RULE_OFFSET, s->rbp_off = off;
+                if (reg == PT_DW_RA) s->ra_rule = PT_RULE_OFFSET, s->ra_off = off;
+                continue;
+            case 0x06: /* restore_extended */
+                reg = pt_uleb(&r);
+                if (reg == PT_DW_RBP) s->rbp_rule = initial->rbp_rule, s->rbp_off = initial->rbp_off;
+                if (reg == PT_DW_RA) s->ra_rule = initial->ra_rule, s->ra_off = initial->ra_off;
+                continue;
+            case 0x07: /* undefined */
+                reg = pt_uleb(&r);
+                if (reg == PT_DW_RA) s->ra_undefined = 1;
+                if (reg == PT_DW_RBP) s->rbp_rule = PT_RULE_SAME; /* nothing to restore */
+                continue;
+            case 0x08: /* same_value */
+                reg = pt_uleb(&r);
+                if (reg == PT_DW_RBP) s->rbp_rule = PT_RULE_SAME;
+                continue;
+            case 0x09: /* register */
+                reg = pt_uleb(&r);
+                pt_uleb(&r);
+                if (reg == PT_DW_RBP) s->rbp_rule = PT_RULE_OTHER;
+                if (reg == PT_DW_RA) s->ra_rule = PT_RULE_OTHER;
+                continue;
+            case 0x0a: /* remember_state */
+                if (depth == PT_STATE_STACK) return -1;
+                stack[depth++] = *s;
+                continue;
+            case 0x0b: /* restore_state: the CFA rule is not part of it? it is, in GCC's
+                        * reading of the spec as in every unwinder: restore everything */
+                if (depth == 0) return -1;
+                *s = stack[--depth];
+                continue;
+            case 0x0c: /* def_cfa */
+                s->cfa_reg = (int)pt_uleb(&r);
+                s->cfa_off = (int64_t)pt_uleb(&r);
+                continue;
+            case 0x12: /* def_cfa_sf */
+                s->cfa_reg = (int)pt_uleb(&r);
+                s->cfa_off = pt_sleb(&r) * cie->data_align;
+                continue;
+            case 0x0d: s->cfa_reg = (int)pt_uleb(&r); continue; /* def_cfa_register */
+            case 0x0e: s->cfa_off = (int64_t)pt_uleb(&r); continue; /* def_cfa_offset */
+            case 0x13: s->cfa_off = pt_sleb(&r) * cie->data_align; continue;
+            case 0x0f: { /* def_cfa_expression */
+                uint64_t len = pt_uleb(&r);
+                /* The PLT's "rsp + 8 (+ 8 after the push)" starts DW_OP_breg7 8:
+                 * rsp + 8 is right at the jmp where nearly all PLT samples land. */
+                int plt = len >= 2 && r.p + 2 <= r.end && r.p[0] == 0x77 && r.p[1] == 0x08;
+                r.p += len;
+                s->cfa_reg = plt ? PT_DW_RSP : -1;
+                s->cfa_off = 8;
+                continue;
+            }
+            case 0x10: /* expression */
+            case 0x16: /* val_expression */
+                reg = pt_uleb(&r);
+                r.p += pt_uleb(&r);
+                if (reg == PT_DW_RBP) s->rbp_rule = PT_RULE_OTHER;
+                if (reg == PT_DW_RA) s->ra_rule = PT_RULE_OTHER;
+                continue;
+            case 0x14: /* val_offset */
+            case 0x15: /* val_offset_sf */
+                reg = pt_uleb(&r);
+                if (op == 0x14) pt_uleb(&r);
+                else pt_sleb(&r);
+                if (reg == PT_DW_RBP) s->rbp_rule = PT_RULE_OTHER;
+                if (reg == PT_DW_RA) s->ra_rule = PT_RULE_OTHER;
+                continue;
+            case 0x2e: pt_uleb(&r); continue; /* GNU_args_size */
+            default: return -1;
+            }
+        }
+        /* An advance: the state so far holds from *loc up to the new location. */
+        if (out != NULL) pt_emit(out, *loc, s);
+        *loc += delta;
+    }
+    return r.bad ? -1 : 0;
+}
+
+/* Append the rows of the FDE at `fde`, which starts at runtime pc_begin. */
+static void pt_fde_rows(const uint8_t *fde, uint64_t pc_begin, struct pt_rows *out) {
+    uint32_t len, cie_off;
+    memcpy(&len, fde, 4);
+    if (len == 0 || len == 0xffffffffu) return;
+    memcpy(&cie_off, fde + 4, 4);
+    if (cie_off == 0) return; /* that is a CIE, not an FDE */
+    struct pt_cie cie;
+    if (pt_parse_cie(fde + 4 - cie_off, &cie) != 0) return;
+    struct pt_rd r = {fde + 8, fde + 4 + len, 0};
+    pt_encoded(&r, cie.fde_enc);                      /* pc_begin: the table's value is used */
+    uint64_t range = pt_encoded(&r, cie.fde_enc & 0x0f);
+    if (cie.has_z) r.p += pt_uleb(&r);
+    if (r.bad || r.p > r.end || range == 0) return;
+    struct pt_cfa_state initial = {PT_DW_RSP, 8, PT_RULE_SAME, 0, PT_RULE_OFFSET, -8, 0};
+    uint64_t loc = pc_begin;
+    /* The CIE's initial instructions define the state at pc_begin. */
+    if (pt_run(cie.insns, cie.end, &cie, &initial, &initial, &loc, NULL) != 0) return;
+    loc = pc_begin;
+    struct pt_cfa_state s = initial;
+    int ok = pt_run(r.p, r.end, &cie, &s, &initial, &loc, out) == 0;
+    if (loc < pc_begin + range) {
+        if (!ok) s.cfa_reg = -1; /* unmodelled instruction: no rule from here */
+        pt_emit(out, loc, &s);
+    }
+    struct pt_cfa_state none = {-1, 0, PT_RULE_SAME, 0, PT_RULE_OFFSET, -8, 0};
+    pt_emit(out, pc_begin + range, &none); /* past the function: no rule */
+}
+
+/* Build the rows of one object from its .eh_frame_hdr search table.
+ * NULL when the object has none we can read.  Not async-signal-safe. */
+struct pt_cfi_table *pt_cfi_build(uint64_t bias, const void *eh_frame_hdr, uint64_t lo,
+                                  uint64_t hi) {
+    (void)bias; /* the search table holds runtime-relative (datarel) addresses */
+    const uint8_t *hdr = eh_frame_hdr;
+    if (hdr[0] != 1) return NULL;
+    uint8_t ptr_enc = hdr[1], count_enc = hdr[2], table_enc = hdr[3];
+    struct pt_rd r = {hdr + 4, hdr + 4 + 16, 0};
+    pt_encoded(&r, ptr_enc);
+    uint64_t count = pt_encoded(&r, count_enc);
+    /* DW_EH_PE_datarel|sdata4, what every linker writes; anything else: no table. */
+    if (r.bad || table_enc != 0x3b || count == 0 || count > (1u << 24) || hi - lo > UINT32_MAX)
+        return NULL;
+    const int32_t *table = (const int32_t *)r.p;
+    /* Upper bound: a row per advance instruction (>= 1 byte) plus two per FDE. */
+    size_t bound = 0;
+    for (uint64_t i = 0; i < count; i++) {
+        uint32_t len;
+        memcpy(&len, hdr + table[2 * i + 1], 4);
+        bound += (len == 0xffffffffu ? 0 : len) + 2;
+    }
+    struct pt_rows out = {pt_alloc(bound * sizeof(struct pt_cfi_row)), 0, bound, lo};
+    if (out.rows == NULL) return NULL;
+    for (uint64_t i = 0; i < count; i++) {
+        uint64_t pc = (uint64_t)(uintptr_t)hdr + (int64_t)table[2 * i];
+        const uint8_t *fde = hdr + table[2 * i + 1];
+        if (pc < lo || pc >= hi) continue;
+        pt_fde_rows(fde, pc, &out);
+    }
+    /* Give back the pages the rows did not reach (they were never touched). */
+    size_t page = 4096, used = (out.n * sizeof *out.rows + page - 1) / page * page;
+    size_t reserved = (bound * sizeof *out.rows + page - 1) / page * page;
+    if (reserved > used) munmap((char *)out.rows + used, reserved - used);
+    if (out.n == 0) return NULL;
+    struct pt_cfi_table *t = pt_alloc(sizeof *t);
+    if (t == NULL) return NULL;
+    t->lo = lo;
+    t->hi = hi;
+    t->nrows = out.n;
+    t->rows = out.rows;
+    return t;
+}
+
+#else /* not x86-64: frame pointers only */
+
+struct pt_cfi_table *pt_cfi_build(uint64_t bias, const void *eh_frame_hdr, uint64_t lo,
+                                  uint64_t hi) {
+    (void)bias;
+    (void)eh_frame_hdr;
+    (void)lo;
+    (void)hi;
+    return NULL;
+}
+
+#endif

@@ -1,0 +1,52 @@
+/* The sampling signal handler: unwind the interrupted stack into a local
+ * array and copy it into this thread's ring.  ~30 lines, no calls besides
+ * the unwinder, no locks, no allocation, errno preserved. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <signal.h>
+
+#include "pt_sampler.h"
+
+/* Is this signal one of ours (perf overflow or our POSIX timer), rather than
+ * a kill() or a leftover of a signal the target now owns?  Async-signal-safe. */
+static int pt_from_sampler(const siginfo_t *info) {
+    return info->si_code == SI_TIMER || info->si_code == POLL_IN || info->si_code == POLL_HUP;
+}
+
+/* Copy `n` words into the thread's ring, or count a drop.  Async-signal-safe. */
+static void pt_ring_put(const struct pt_thread *self, uint64_t word0, const uint64_t *frames,
+                        unsigned n) {
+    pt_sampler_slot *slot = self->slot;
+    uint64_t head = slot->head; /* only this thread writes head */
+    uint64_t tail = __atomic_load_n(&slot->tail, __ATOMIC_ACQUIRE);
+    if (self->mask + 1 - (head - tail) < (uint64_t)n + 1) {
+        __atomic_add_fetch(&slot->dropped, 1, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&pt_file.hdr->dropped, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    self->ring[head & self->mask] = word0;
+    for (unsigned i = 0; i < n; i++) self->ring[(head + 1 + i) & self->mask] = frames[i];
+    __atomic_store_n(&slot->head, head + 1 + n, __ATOMIC_RELEASE);
+    __atomic_store_n(&slot->samples, slot->samples + 1, __ATOMIC_RELAXED);
+}
+
+/* SA_SIGINFO handler for pt_signal.  Async-signal-safe. */
+void pt_on_signal(int sig, siginfo_t *info, void *ucontext) {
+    (void)sig;
+    int saved_errno = errno;
+    const struct pt_thread *self = &pt_self;
+    if (self->slot != NULL && pt_from_sampler(info) && pt_file.hdr != NULL &&
+        !(__atomic_load_n(&pt_file.hdr->control, __ATOMIC_RELAXED) & PT_CONTROL_PAUSED)) {
+        uint64_t frames[PT_SAMPLER_MAX_FRAMES];
+        unsigned flags = 0;
+        unsigned n = pt_unwind(ucontext, self, frames, PT_SAMPLER_MAX_FRAMES, &flags);
+        /* A POSIX CPU timer fires at most once per tick; si_overrun says how
+         * many periods this one sample stands for. */
+        uint64_t weight = 1;
+        if (info->si_code == SI_TIMER && info->si_overrun > 0)
+            weight += (uint64_t)info->si_overrun;
+        if (n > 0) pt_ring_put(self, (uint64_t)n | ((uint64_t)flags << 16) | (weight << 32),
+                               frames, n);
+    }
+    errno = saved_errno;
+}

@@ -1,0 +1,56 @@
+"""Shared helpers of the instrument-mode tests: build fixtures, run them, read trees."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from collectors.base import CollectorOptions
+from collectors.instrument import InstrumentCollector
+from collectors.model import CallTree, Profile
+from tests.conftest import build_fixture
+
+FLAGS = ["-O2", "-g", "-finstrument-functions", "-pthread"]
+
+
+def build(source: str, extra: list[str] | None = None, compiler: str = "gcc",
+          output: str | None = None) -> Path:
+    return build_fixture(source, [*FLAGS, *(extra or [])], output=output, compiler=compiler)
+
+
+def build_plugin(source: str) -> Path:
+    """An instrumented shared library (no `lib` prefix needed: used by path)."""
+    return build_fixture(source, [*FLAGS, "-shared", "-fPIC"], output=f"{Path(source).stem}.so")
+
+
+def record(argv: list[str | Path], **options: Any) -> tuple[Profile, str]:
+    """Run to the end under instrument mode; the profile and the target's output."""
+    collector = InstrumentCollector([str(a) for a in argv],
+                                    CollectorOptions(output="log", **options))
+    try:
+        collector.start()
+        profile = collector.wait()
+        assert collector.process is not None and collector.process.log_path is not None
+        return profile, collector.process.log_path.read_text()
+    finally:
+        collector.stop()
+
+
+def calls_by_path(profile: Profile, part: str | None = None) -> dict[tuple[str, ...], int]:
+    """Every calling context as a tuple of function names (outermost first) -> calls."""
+    tree: CallTree | None = profile.tree if part is None else profile.parts[part]
+    assert tree is not None
+    out: dict[tuple[str, ...], int] = {}
+    stack = [(child, (profile.frames[child.frame_id].function,))
+             for child in tree.root.children.values()]
+    while stack:
+        node, path = stack.pop()
+        out[path] = out.get(path, 0) + (node.calls or 0)
+        stack.extend((c, (*path, profile.frames[c.frame_id].function))
+                     for c in node.children.values())
+    return out
+
+
+def function_calls(profile: Profile, name: str) -> int:
+    """Calls of `name` over every context."""
+    return sum(calls for path, calls in calls_by_path(profile).items() if path[-1] == name)

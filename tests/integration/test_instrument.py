@@ -1,0 +1,117 @@
+"""Instrument mode end to end: exact counts per calling context, output and exit
+status untouched, count-only, clock fallback, deep recursion, threads."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from collectors.model import WALL_NS
+from collectors.views import flat_profile
+from tests.integration.ins_helpers import build, calls_by_path, record
+
+BASIC = {  # ins_basic.c with n = 1000
+    ("main",): 1,
+    ("main", "run"): 1,
+    ("main", "run", "leaf_a"): 2000,
+    ("main", "run", "mid"): 1000,
+    ("main", "run", "mid", "leaf_a"): 1000,
+    ("main", "run", "leaf_b"): 3000,
+}
+
+
+def test_exact_calls_per_context_and_target_untouched() -> None:
+    binary = build("ins_basic.c")
+    plain = subprocess.run([str(binary), "1000", "3"], capture_output=True, text=True)
+    profile, output = record([binary, "1000", "3"])
+    assert output == plain.stdout == "ins_basic n=1000\n"
+    assert profile.meta.exit_status == plain.returncode == 3
+    assert profile.meta.exit_signal is None
+    assert calls_by_path(profile) == BASIC
+    assert profile.meta.complete and profile.meta.dropped == 0
+    assert profile.metrics == (WALL_NS,)
+    # Times: every caller's total covers its callees.
+    flat = {e.frame.function: e for e in flat_profile(profile)}
+    assert flat["run"].total_cost[0] >= flat["leaf_a"].total_cost[0] + flat["leaf_b"].total_cost[0]
+    assert flat["main"].total_cost[0] == pytest.approx(profile.total(), rel=1e-9)
+    # Caller -> callee arcs with exact counts.
+    ids = {profile.frames[i].function: i for i in range(len(profile.frames))}
+    assert profile.arcs[(ids["run"], ids["leaf_a"])] == 2000
+    assert profile.arcs[(ids["mid"], ids["leaf_a"])] == 1000
+
+
+def test_times_follow_the_work_done() -> None:
+    # leaf_a runs 50 iterations, leaf_b 20: per call, leaf_a costs more.  Wall
+    # time on a shared machine can be hit by preemption: one of 3 runs must show it.
+    seen = []
+    for _ in range(3):
+        profile, _ = record([build("ins_basic.c"), "3000"])
+        flat = {e.frame.function: e for e in flat_profile(profile)}
+        a, b = flat["leaf_a"].self_cost[0] / 9000, flat["leaf_b"].self_cost[0] / 9000
+        seen.append((round(a, 1), round(b, 1)))
+        if a > 1.5 * b > 0:
+            return
+    pytest.fail(f"leaf_a vs leaf_b ns per call: {seen}")
+
+
+def test_count_only_has_exact_calls_and_no_time() -> None:
+    profile, _ = record([build("ins_basic.c"), "1000"], count_only=True)
+    assert calls_by_path(profile) == BASIC
+    assert [m.name for m in profile.metrics] == ["calls"]
+    assert "count only" in profile.meta.clock
+    # The metric is the call count itself: self cost of leaf_b = its calls.
+    flat = {e.frame.function: e for e in flat_profile(profile)}
+    assert flat["leaf_b"].self_cost[0] == 3000
+
+
+def test_monotonic_clock_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PROFTUI_CLOCK", "monotonic")
+    profile, _ = record([build("ins_basic.c"), "300"])
+    assert profile.meta.clock.startswith("CLOCK_MONOTONIC")
+    paths = calls_by_path(profile)
+    assert paths[("main", "run", "leaf_b")] == 900
+    flat = {e.frame.function: e for e in flat_profile(profile)}
+    assert flat["run"].total_cost[0] > 0
+
+
+def test_recursion_100000_deep() -> None:
+    profile, output = record([build("ins_recurse.c"), "100000"])
+    assert output == "levels 100000 even 1\n"
+    assert profile.tree is not None
+    main = next(iter(profile.tree.root.children.values()))
+    assert profile.frames[main.frame_id].function == "main"
+    # Follow the chain of `down` without recursion in Python.
+    depth, node = 0, main
+    while True:
+        downs = [c for c in node.children.values() if profile.frames[c.frame_id].function == "down"]
+        if not downs:
+            break
+        assert len(downs) == 1 and downs[0].calls == 1
+        node, depth = downs[0], depth + 1
+    assert depth == 100000
+    assert not node.children  # the innermost call is a leaf
+    # Mutual recursion keeps alternating contexts: even -> odd -> ... (11 levels).
+    names = []
+    node = next(c for c in main.children.values()
+                if profile.frames[c.frame_id].function == "is_even")
+    while node is not None:
+        names.append(profile.frames[node.frame_id].function)
+        node = next(iter(node.children.values()), None)
+    assert names == ["is_even", "is_odd"] * 5 + ["is_even"]
+    assert profile.meta.dropped == 0
+
+
+def test_threads_have_their_own_trees() -> None:
+    profile, output = record([build("ins_threads.c")])
+    assert output == "threads done\n"
+    for label in profile.parts:
+        paths = calls_by_path(profile, label)
+        if ("worker",) not in paths:
+            assert paths == {("main",): 1, ("main", "work"): 7}
+    # 8 threads, each calling work (i + 1) * 100 times in its own tree.
+    assert len(profile.parts) == 9
+    assert sorted(calls_by_path(profile, label).get(("worker", "work"), 0)
+                  for label in profile.parts) == [0] + [100 * i for i in range(1, 9)]
+    assert calls_by_path(profile)[("worker", "work")] == 3600
+    assert {f"worker-{i}" for i in range(8)} <= set(profile.meta.threads.values())

@@ -1,0 +1,107 @@
+"""Instrument mode options and faults: filters, depth limit, bounded buffer,
+hook-cost compensation, version mismatch, programs that cannot be profiled."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from collectors.base import CollectorOptions
+from collectors.errors import ProftuiError
+from collectors.instrument import InstrumentCollector
+from collectors.views import flat_profile
+from collectors.wire import HEADER_SIZE
+from tests.conftest import build_fixture
+from tests.integration.ins_helpers import build, calls_by_path, record
+
+
+def test_exclude_drops_the_function_and_its_subtree() -> None:
+    profile, _ = record([build("ins_basic.c"), "100"], exclude=["mid"])
+    assert calls_by_path(profile) == {
+        ("main",): 1, ("main", "run"): 1, ("main", "run", "leaf_a"): 200,
+        ("main", "run", "leaf_b"): 300}
+    assert any("filters" in w for w in profile.meta.warnings)
+
+
+def test_include_records_only_matching_subtrees() -> None:
+    profile, _ = record([build("ins_basic.c"), "100"], include=["mid"])
+    assert calls_by_path(profile) == {("mid",): 100, ("mid", "leaf_a"): 100}
+    profile, _ = record([build("ins_basic.c"), "100"], include=["leaf_*"])
+    assert calls_by_path(profile) == {("leaf_a",): 300, ("leaf_b",): 300}
+
+
+def test_max_depth_limits_recorded_levels() -> None:
+    profile, _ = record([build("ins_basic.c"), "100"], max_depth=2)
+    assert calls_by_path(profile) == {("main",): 1, ("main", "run"): 1}
+
+
+def test_full_buffer_counts_dropped_calls() -> None:
+    # 1 MiB holds ~15,000 nodes: a 100,000-deep recursion needs one per level.
+    profile, output = record([build("ins_recurse.c"), "100000"], buffer_bytes=1 << 20)
+    assert output == "levels 100000 even 1\n"  # the target is unaffected
+    assert profile.meta.dropped > 50000
+    assert any("not recorded" in w for w in profile.meta.warnings)
+    assert profile.meta.complete
+
+
+def _leaf_against_plain(iterations: int) -> tuple[float, float]:
+    """(leaf self ns per call from the profile, uninstrumented ns per call)."""
+    binary = build("ins_comp.c", [f"-DITER={iterations}"], output=f"ins_comp{iterations}")
+    profile, output = record([binary, "50000", "20"])
+    words = output.split()
+    plain = float(words[words.index("plain_ns") + 1])
+    leaf = {e.frame.function: e for e in flat_profile(profile)}["leaf"]
+    assert leaf.calls == 1000000
+    return leaf.self_cost[0] / leaf.calls, plain
+
+
+def test_compensation_keeps_tiny_leaf_self_time_honest() -> None:
+    # A leaf of ~70 ns: uncompensated, the hooks would add ~15-25 ns to it (>20%).
+    # Timing on a shared machine is noisy: the claim must hold in one of 3 runs.
+    results = []
+    for _ in range(3):
+        measured, plain = _leaf_against_plain(200)
+        results.append((round(measured, 1), round(plain, 1)))
+        if abs(measured - plain) <= 0.15 * plain:
+            return
+    pytest.fail(f"leaf self time vs uninstrumented (ns/call): {results}")
+
+
+def _fake_hook_file(version: int) -> bytes:
+    header = struct.pack("<8sIIIIIIQQQQQII32s16x", b"PROFTUI\0", version, 1, HEADER_SIZE,
+                         4242, 1, 0, 0, 0, 128, 4096, 0, 0, 1, b"tsc")
+    return header + b"\0" * (4096 - len(header))
+
+
+def test_version_mismatch_is_a_clear_error() -> None:
+    collector = InstrumentCollector([str(build("ins_basic.c")), "10"],
+                                    CollectorOptions(output="log"))
+    try:
+        collector.start()
+        collector.wait()
+        (collector.run_dir.path / "hook.4242.ptw").write_bytes(_fake_hook_file(99))
+        with pytest.raises(ProftuiError, match=r"format version 99.*reads version 1"):
+            collector.collect()
+    finally:
+        collector.stop()
+
+
+def test_program_without_hooks_is_explained() -> None:
+    plain = build_fixture("ins_basic.c", ["-O2"], output="ins_basic_plain")
+    collector = InstrumentCollector([str(plain)], CollectorOptions())
+    with pytest.raises(ProftuiError, match="not built with -finstrument-functions"):
+        collector.start()
+    collector.stop()
+
+
+def test_static_program_is_explained() -> None:
+    try:
+        static = build_fixture("ins_basic.c", ["-O2", "-static", "-finstrument-functions"],
+                               output="ins_basic_static")
+    except Exception as exc:  # no static libc installed
+        pytest.skip(f"cannot link statically here: {exc}")
+    collector = InstrumentCollector([str(static)], CollectorOptions())
+    with pytest.raises(ProftuiError, match="statically linked"):
+        collector.start()
+    collector.stop()

@@ -1,0 +1,250 @@
+"""Sampler mode end to end: fixtures run under the preloaded sampler.
+
+Accuracy (60/30/10 split, 1:2:3:4 threads) is asserted on proportions with
+and without frame pointers (the CFI unwinder), call chains by name and
+order, and every run checks the target's output and exit status.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from collectors.base import CollectorOptions
+from collectors.errors import ProftuiError
+from collectors.model import Profile
+from collectors.registry import COLLECTORS
+from collectors.sampler import SamplerCollector
+from tests.conftest import build_fixture
+
+FP_FLAGS = ["-O2", "-g", "-fno-omit-frame-pointer"]
+NOFP_FLAGS = ["-O2", "-g", "-fomit-frame-pointer"]
+
+
+def run_sampler(binary: Path, *args: str, **options: object) -> tuple[Profile, str]:
+    """Profile `binary args` to the end; (profile, the target's stdout+stderr)."""
+    collector = SamplerCollector([str(binary), *args],
+                                 CollectorOptions(output="log", **options))  # type: ignore[arg-type]
+    collector.start()
+    try:
+        profile = collector.wait()
+        assert collector.process is not None and collector.process.log_path is not None
+        output = collector.process.log_path.read_text()
+    finally:
+        collector.stop()
+    return profile, output
+
+
+def self_costs(profile: Profile, metric: int = 0) -> dict[str, float]:
+    totals: dict[str, float] = {}
+    assert profile.tree is not None
+    for node in profile.tree.nodes():
+        name = profile.frames[node.frame_id].function
+        totals[name] = totals.get(name, 0.0) + node.self_cost[metric]
+    return totals
+
+
+def total_of(profile: Profile, function: str) -> float:
+    """Inclusive samples of `function` (its nodes' totals, recursion not counted twice)."""
+    assert profile.tree is not None
+    total = 0.0
+    for node in profile.tree.nodes():
+        if profile.frames[node.frame_id].function == function:
+            above = node.parent
+            while above is not None and (above.frame_id < 0 or
+                                         profile.frames[above.frame_id].function != function):
+                above = above.parent
+            if above is None:
+                total += node.total_cost[0]
+    return total
+
+
+def paths_to(profile: Profile, function: str) -> list[list[str]]:
+    """Call chains (outermost first) of every tree node of `function`."""
+    assert profile.tree is not None
+    out = []
+    for node in profile.tree.nodes():
+        if profile.frames[node.frame_id].function == function:
+            out.append([profile.frames[f].function for f in node.path()])
+    return out
+
+
+@pytest.mark.parametrize("flags", [FP_FLAGS, NOFP_FLAGS], ids=["frame-pointers", "cfi"])
+def test_work_split_and_call_chain(flags: list[str]) -> None:
+    binary = build_fixture("smp_work.c", flags)
+    plain = subprocess.run([str(binary), "400"], capture_output=True, text=True)
+    profile, output = run_sampler(binary, "400", frequency_hz=2000)
+    assert (output, profile.meta.exit_status) == (plain.stdout, plain.returncode)
+    assert plain.stdout == "done 400\n" and plain.returncode == 7
+    assert profile.meta.mode == "sampler" and profile.meta.complete
+    assert "perf" in profile.meta.clock or "timer" in profile.meta.clock
+    costs = self_costs(profile)
+    total = profile.total(0)
+    assert total > 300, f"too few samples: {total}"
+    shares = {f: 100 * costs.get(f, 0.0) / total for f in ("work_a", "work_b", "work_c")}
+    assert sum(shares.values()) > 95
+    for name, expected in (("work_a", 60), ("work_b", 30), ("work_c", 10)):
+        assert abs(shares[name] - expected) <= 3, shares
+    # Every sample of work_a sits under main, which sits under the libc start code.
+    for path in paths_to(profile, "work_a"):
+        assert path[-2:] == ["main", "work_a"], path
+        assert path[0] == "_start", path
+    cpu = profile.metric_index("cpu_ns")
+    assert profile.total(cpu) == pytest.approx(total * profile.meta.period_ns)
+
+
+def test_threads_sampled_in_proportion() -> None:
+    binary = build_fixture("smp_threads.c", [*FP_FLAGS, "-pthread"])
+    profile, output = run_sampler(binary, frequency_hz=2000)
+    assert (output, profile.meta.exit_status) == ("threads done\n", 0)
+    pid = profile.meta.pids[0]
+    per_thread = sorted(tree.root.total_cost[0] for part, tree in profile.parts.items()
+                        if part.startswith(f"pid {pid} tid ") and tree.root.total_cost[0] > 20)
+    assert len(per_thread) == 4, profile.parts.keys()
+    total = sum(per_thread)
+    for units, samples in zip((1, 2, 3, 4), per_thread, strict=True):
+        assert abs(samples / total - units / 10) <= 0.05 * units / 10 + 0.005, per_thread
+    for path in paths_to(profile, "spin"):
+        assert path[-2:] == ["worker", "spin"], path
+
+
+def test_dlclosed_plugin_resolves_by_name() -> None:
+    plugin = build_fixture("smp_plugin_lib.c", ["-O2", "-g", "-shared", "-fPIC"],
+                           output="libsmp_plugin.so")
+    binary = build_fixture("smp_plugin.c", [*FP_FLAGS, "-ldl"])
+    profile, output = run_sampler(binary, str(plugin))
+    assert (output, profile.meta.exit_status) == ("plugin done\n", 0)
+    costs = self_costs(profile)
+    assert costs.get("plugin_spin", 0) > 20, sorted(costs.items(), key=lambda kv: -kv[1])[:8]
+    assert costs.get("after_unload", 0) > 20
+    frame = next(f for f in profile.frames if f.function == "plugin_spin")
+    assert Path(frame.module).resolve() == plugin.resolve()
+    for path in paths_to(profile, "plugin_spin"):
+        assert path[-2:] == ["main", "plugin_spin"], path
+
+
+def test_pause_and_resume() -> None:
+    import time
+
+    binary = build_fixture("smp_work.c", FP_FLAGS)
+    collector = SamplerCollector([str(binary), "1500"], CollectorOptions(output="log"))
+    collector.start()
+    try:
+        time.sleep(0.2)
+        collector.pause()
+        paused = collector.snapshot().total(0)  # everything recorded before the pause
+        time.sleep(0.4)
+        still = collector.snapshot().total(0)
+        collector.resume()
+        time.sleep(0.4)
+        resumed = collector.snapshot().total(0)
+        profile = collector.wait()
+    finally:
+        collector.stop()
+    assert profile.meta.exit_status == 7
+    assert still - paused <= 2  # a handler already past the check may finish its sample
+    assert resumed - still > 30
+
+
+def test_static_binary_suggests_attach(tmp_path: Path) -> None:
+    source = Path(__file__).parent.parent / "fixtures" / "smp_work.c"
+    binary = tmp_path / "static_work"
+    done = subprocess.run(["gcc", "-static", "-O2", "-o", str(binary), str(source)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"no static libc to link with: {done.stderr.strip()[:120]}")
+    collector = SamplerCollector([str(binary)], CollectorOptions(output="log"))
+    with pytest.raises(ProftuiError, match=r"statically linked.*attach"):
+        collector.start()
+    collector.stop()
+
+
+def test_registered_as_default_mode() -> None:
+    assert COLLECTORS["sampler"] is SamplerCollector
+    assert SamplerCollector.can_pause
+
+
+def test_wall_clock_sees_sleep() -> None:
+    """CPU time ignores a sleeping function; wall-clock time gives it its half."""
+    binary = build_fixture("smp_wall.c", NOFP_FLAGS)
+    cpu_profile, output = run_sampler(binary)
+    assert output == "wall done\n"
+    wall_profile, output = run_sampler(binary, wall_clock=True)
+    assert output == "wall done\n"
+    assert "CLOCK_MONOTONIC" in wall_profile.meta.clock
+    assert wall_profile.metric_index("wall_ns") == 1
+    assert total_of(cpu_profile, "sleeper") < 0.05 * cpu_profile.total(0)
+    assert total_of(cpu_profile, "spinner") > 0.9 * cpu_profile.total(0)
+    sleep_share = total_of(wall_profile, "sleeper") / wall_profile.total(0)
+    assert 0.35 < sleep_share < 0.65, self_costs(wall_profile)
+
+
+def test_posix_timer_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without perf_event: tick-bound timers, each sample weighted by its overruns."""
+    monkeypatch.setenv("PROFTUI_SAMPLER_CLOCK", "timer")
+    binary = build_fixture("smp_work.c", NOFP_FLAGS)
+    profile, output = run_sampler(binary, "600")
+    assert (output, profile.meta.exit_status) == ("done 600\n", 7)
+    assert "timer" in profile.meta.clock
+    assert any("POSIX CPU timers deliver" in w for w in profile.meta.warnings)
+    cpu = profile.metric_index("cpu_ns")
+    costs = self_costs(profile, cpu)
+    total = profile.total(cpu)
+    assert total > profile.total(0) * profile.meta.period_ns  # weights > 1 sample
+    for name, expected in (("work_a", 60), ("work_b", 30), ("work_c", 10)):
+        assert abs(100 * costs.get(name, 0) / total - expected) <= 6, costs
+
+
+def test_dlopen_by_bare_name_uses_callers_runpath(tmp_path: Path) -> None:
+    """dlopen("libx.so") searches the *caller's* RUNPATH ($ORIGIN here): the
+    interposed dlopen must still find it, as the program does on its own."""
+    import shutil
+
+    plugin = build_fixture("smp_plugin_lib.c", ["-O2", "-g", "-shared", "-fPIC"],
+                           output="libsmp_plugin.so")
+    binary = build_fixture("smp_plugin.c", [*FP_FLAGS, "-ldl", "-Wl,-rpath,$ORIGIN"],
+                           output="smp_plugin_rpath")
+    shutil.copy(plugin, tmp_path / "libsmp_plugin.so")
+    shutil.copy(binary, tmp_path / "host")
+    plain = subprocess.run([str(tmp_path / "host"), "libsmp_plugin.so"], capture_output=True,
+                           text=True)
+    assert (plain.stdout, plain.returncode) == ("plugin done\n", 0), plain.stderr
+    profile, output = run_sampler(tmp_path / "host", "libsmp_plugin.so")
+    assert (output, profile.meta.exit_status) == ("plugin done\n", 0)
+    assert self_costs(profile).get("plugin_spin", 0) > 20
+
+
+def test_live_snapshots_grow_while_running() -> None:
+    import time
+
+    binary = build_fixture("smp_work.c", NOFP_FLAGS)
+    collector = SamplerCollector([str(binary), "1500"], CollectorOptions(output="log"))
+    collector.start()
+    try:
+        time.sleep(0.4)
+        first = collector.snapshot()
+        time.sleep(0.4)
+        second = collector.snapshot()
+        assert collector.is_running() and not first.meta.complete
+        assert first.meta.end_time is None and first.meta.exit_status is None
+        assert 0 < first.total(0) < second.total(0)
+        assert "work_a" in self_costs(second)
+        final = collector.wait()
+    finally:
+        collector.stop()
+    assert final.meta.complete and final.meta.exit_status == 7
+    assert final.total(0) > second.total(0)
+
+
+def test_frequency_bounds() -> None:
+    binary = build_fixture("smp_work.c", FP_FLAGS)
+    collector = SamplerCollector([str(binary)], CollectorOptions(frequency_hz=0))
+    with pytest.raises(ProftuiError, match="at least 1 Hz"):
+        collector.start()
+    collector.stop()
+    profile, output = run_sampler(binary, "100", frequency_hz=50_000)
+    assert output == "done 100\n"
+    assert profile.meta.period_ns == 100_000  # clamped to 10 kHz
+    assert any("above the maximum" in w for w in profile.meta.warnings)

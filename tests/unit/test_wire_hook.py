@@ -1,0 +1,111 @@
+"""The hook-file decoder on exact bytes: a tiny Python twin of the C writer
+(csrc/pt_hook_file.c + proftui_hook.c) builds files, including corrupt ones."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from collectors.errors import ProftuiError
+from collectors.wire import KIND_HOOK, FileHeader, encode_header
+from collectors.wire_hook import (
+    ROOT,
+    compensated_self_ns,
+    decode_hook,
+    is_published,
+)
+
+CHUNK_NODES = 4
+THREADS, MODULES, CHUNKS = 2, 2, 3
+THREADS_OFF = 256
+MODULES_OFF = THREADS_OFF + THREADS * 32
+CHUNKS_OFF = MODULES_OFF + MODULES * 256
+NODES_OFF = (CHUNKS_OFF + CHUNKS * 8 + 63) & ~63
+SIZE = NODES_OFF + CHUNKS * CHUNK_NODES * 40
+
+
+def encode(nodes: list[tuple[int, int, int, int, int, int, int]], *, chunks: list[tuple[int, int]],
+           node_size: int = 40, ns_per_tick: float = 0.5, inner: float = 2.0,
+           outer: float = 1.0, state: int = 1) -> bytearray:
+    """A hook file; nodes are (global index, fn, parent, module, calls, incl, self)."""
+    data = bytearray(SIZE)
+    data[0:128] = encode_header(FileHeader(KIND_HOOK, 77, 1, 0, 0, 0, 128, SIZE, 5, 0, state,
+                                           "tsc"))
+    struct.pack_into("<IIIIIIIIQQQQdddQQIIIIQ", data, 128, node_size, CHUNK_NODES, CHUNKS,
+                     len(chunks), THREADS, 1, MODULES, 2, THREADS_OFF, CHUNKS_OFF, MODULES_OFF,
+                     NODES_OFF, ns_per_tick, inner, outer, 0, 0, 0, 0, 0, 1 << 20, 0)
+    struct.pack_into("<II16sQ", data, THREADS_OFF, 77, 1, b"main", 3)
+    struct.pack_into("<QQQ232s", data, MODULES_OFF, 0x400000, 0x401000, 0x3FF000, b"/bin/prog")
+    # Module 1 is reserved but not published yet (start 0).
+    for i, (owner, count) in enumerate(chunks):
+        struct.pack_into("<II", data, CHUNKS_OFF + 8 * i, owner, count)
+    for index, fn, parent, module, calls, incl, self_ticks in nodes:
+        struct.pack_into("<QIIQQQ", data, NODES_OFF + 40 * index, fn, parent, module, calls,
+                         incl, self_ticks)
+    return data
+
+
+TREE = [  # main -> {a (chunk 0), b (chunk 1, published later)}
+    (0, 0x400100, ROOT, 1, 1, 1000, 300),
+    (1, 0x400200, 0, 1, 10, 400, 400),
+    (2, 0x400300, 0, 1, 20, 300, 300),
+    (4, 0x400400, 1, 0, 5, 50, 50),  # chunk 1: parent is node 1 of chunk 0
+]
+
+
+def test_decodes_published_nodes_threads_and_modules() -> None:
+    data = decode_hook(bytes(encode(TREE, chunks=[(0, 3), (0, 1)])))
+    assert data.header.pid == 77 and data.header.exited and data.header.dropped == 5
+    assert data.nodes.index == [0, 1, 2, 4]
+    assert data.nodes.fn == [0x400100, 0x400200, 0x400300, 0x400400]
+    assert data.nodes.parent == [ROOT, 0, 0, 1]
+    assert data.nodes.calls == [1, 10, 20, 5]
+    assert data.nodes.module == [1, 1, 1, 0]
+    assert data.threads[0].tid == 77 and data.threads[0].name == "main"
+    assert data.modules[0] is not None and data.modules[0].path == "/bin/prog"
+    assert data.modules[0].bias == 0x3FF000
+    assert data.modules[1] is None  # not ready
+
+
+def test_only_counts_below_the_published_count_are_trusted() -> None:
+    raw = encode(TREE, chunks=[(0, 2), (0, 0)])
+    assert decode_hook(bytes(raw)).nodes.index == [0, 1]
+    raw = encode(TREE, chunks=[(1, 3)])  # owner slot 1 has no tid yet
+    assert decode_hook(bytes(raw)).nodes.index == []
+
+
+def test_compensation_formula() -> None:
+    data = decode_hook(bytes(encode(TREE, chunks=[(0, 3), (0, 1)])))
+    # node 0: 300 - 1*2 - (10+20)*1 = 268 ticks; node 1: 400 - 10*2 - 5*1 = 375;
+    # node 2: 300 - 20*2 = 260; node 4: 50 - 5*2 = 40; times 0.5 ns per tick.
+    assert compensated_self_ns(data) == [134.0, 187.5, 130.0, 20.0]
+    tiny = decode_hook(bytes(encode([(0, 0x400100, ROOT, 1, 100, 10, 10)], chunks=[(0, 1)])))
+    assert compensated_self_ns(tiny) == [0.0]  # never negative
+
+
+def test_unpublished_file_is_skipped_not_an_error() -> None:
+    raw = encode(TREE, chunks=[])
+    raw[0:8] = b"\0" * 8
+    assert not is_published(bytes(raw))
+    assert is_published(bytes(encode(TREE, chunks=[])))
+
+
+@pytest.mark.parametrize(("damage", "message"), [
+    (lambda raw: struct.pack_into("<I", raw, 128, 48), "node size 48"),
+    (lambda raw: struct.pack_into("<Q", raw, 128 + 56, SIZE), "outside"),
+    (lambda raw: struct.pack_into("<d", raw, 128 + 64, 0.0), "ns_per_tick"),
+    (lambda raw: struct.pack_into("<I", raw, 8, 2), "version 2"),
+    (lambda raw: struct.pack_into("<I", raw, 12, 2), "expected a hook file"),
+])
+def test_corrupt_files_are_clear_errors(damage, message: str) -> None:  # type: ignore[no-untyped-def]
+    raw = encode(TREE, chunks=[(0, 3)])
+    damage(raw)
+    with pytest.raises(ProftuiError, match=message):
+        decode_hook(bytes(raw), "hook.77.ptw")
+
+
+def test_truncated_file_is_a_clear_error() -> None:
+    raw = encode(TREE, chunks=[(0, 3)])
+    with pytest.raises(ProftuiError, match=r"hook\.77\.ptw"):
+        decode_hook(bytes(raw[:SIZE // 2]), "hook.77.ptw")
