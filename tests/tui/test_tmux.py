@@ -1,0 +1,156 @@
+"""End to end as a person would: the installed `proftui` command in a real terminal (tmux),
+keys sent one by one, the screen read back with capture-pane."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from collectors.registry import COLLECTORS
+from tests.conftest import build_fixture
+from tests.tui.tui_profiles import ATT_DONE, SpinTarget
+
+PROFTUI = Path(sys.executable).parent / "proftui"
+
+
+class Terminal:
+    """One detached tmux session (160x50) running a command; the shell line records its status."""
+
+    def __init__(self, command: list[str], cwd: Path) -> None:
+        self.name = f"proftui-test-{uuid.uuid4().hex[:8]}"
+        # COLUMNS/LINES may leak in from the test runner: the app must see the real size.
+        shell = ("unset COLUMNS LINES; " + " ".join(_quote(a) for a in command)
+                 + "; echo PROFTUI-EXIT=$?; sleep 60")
+        subprocess.run(["tmux", "new-session", "-d", "-s", self.name, "-x", "160", "-y", "50",
+                        "-c", str(cwd), "-e", "TERM=xterm-256color", shell], check=True)
+
+    def screen(self) -> str:
+        return subprocess.run(["tmux", "capture-pane", "-p", "-t", self.name],
+                              capture_output=True, text=True).stdout
+
+    def wait_for(self, *texts: str, timeout: float = 30.0) -> str:
+        deadline = time.monotonic() + timeout
+        while True:
+            screen = self.screen()
+            if all(t in screen for t in texts):
+                return screen
+            if time.monotonic() > deadline:
+                raise AssertionError(f"never saw {texts!r} on screen:\n{screen}")
+            time.sleep(0.1)
+
+    def key(self, key: str, settle: float = 0.3) -> None:
+        """One key, then a pause (Escape followed too fast by a key reads as Alt+key)."""
+        subprocess.run(["tmux", "send-keys", "-t", self.name, key], check=True)
+        time.sleep(settle)
+
+    def close(self) -> None:
+        subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True)
+
+
+def _quote(arg: str) -> str:
+    return "'" + arg.replace("'", "'\\''") + "'"
+
+
+@pytest.fixture
+def terminal() -> Iterator[list[Terminal]]:
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux is not installed")
+    if not PROFTUI.exists():
+        pytest.skip(f"the proftui command is not installed beside {sys.executable}")
+    opened: list[Terminal] = []
+    yield opened
+    for t in opened:
+        t.close()
+
+
+def gprof_binary() -> Path:
+    if "gprof" not in COLLECTORS:
+        pytest.skip("gprof mode is not in this build")
+    return build_fixture("gp_split.c", ["-pg", "-g", "-O1", "-fno-inline"])
+
+
+def test_open_saved_profile_drill_down_and_quit(terminal: list[Terminal], tmp_path: Path
+                                                ) -> None:
+    saved = tmp_path / "split.proftui"
+    record = subprocess.run([str(PROFTUI), "record", "-o", str(saved), str(gprof_binary()),
+                             "150", "3"], capture_output=True, text=True, timeout=120)
+    assert record.returncode == 3, record.stderr  # the target's own status
+    term = Terminal([str(PROFTUI), "open", str(saved)], tmp_path)
+    terminal.append(term)
+    screen = term.wait_for("Self%", "step", "1 Flat")
+    assert "gprof" in screen.splitlines()[0]
+    rows = [line for line in screen.splitlines() if " step " in f" {line} "]
+    assert rows, screen
+    term.key("Enter")  # step is the top row: its callers and callees
+    screen = term.wait_for("who calls step", "tree: step")
+    for caller in ("heavy", "medium", "light"):
+        assert caller in screen
+    term.key("Enter")  # its source, at the hottest line
+    screen = term.wait_for("source: step", "6364136223846793005UL")
+    assert "gp_split.c" in screen
+    term.key("Escape")
+    term.wait_for("who calls step")
+    term.key("4")
+    term.wait_for("no live process")
+    term.key("q")
+    term.wait_for("PROFTUI-EXIT=0")
+
+
+def test_live_attach_quit_detaches(terminal: list[Terminal], tmp_path: Path) -> None:
+    if "attach" not in COLLECTORS:
+        pytest.skip("attach mode is not in this build")
+    target = SpinTarget(20.0)
+    try:
+        term = Terminal([str(PROFTUI), "--pid", str(target.pid), "-F", "500"], tmp_path)
+        terminal.append(term)
+        screen = term.wait_for("attach", "running", "att_hot", "att_cold")
+        if "not allowed" in screen:
+            pytest.skip(screen.strip().splitlines()[-1])
+        assert f"pid {target.pid}" in screen.splitlines()[0]
+        term.key("4")
+        term.wait_for("peak RSS", "threads", str(target.pid))
+        term.key("q")
+        term.wait_for("Detach from pid", "keeps running")
+        term.key("y")
+        term.wait_for("PROFTUI-EXIT=0")
+        assert target.proc.poll() is None, "detaching must leave the target running"
+        status = Path(f"/proc/{target.pid}/status").read_text()
+        assert "TracerPid:\t0" in status
+        os.kill(target.pid, 0)
+    finally:
+        target.kill()
+
+
+def test_live_gprof_run_shows_exit_status(terminal: list[Terminal], tmp_path: Path) -> None:
+    binary = gprof_binary()
+    term = Terminal([str(PROFTUI), str(binary), "150", "5"], tmp_path)
+    terminal.append(term)
+    screen = term.wait_for("exited with status 5", "step", timeout=60)
+    assert "heavy" in screen
+    term.key("q")
+    term.wait_for("PROFTUI-EXIT=5")  # proftui exits with the target's status
+
+
+def test_attach_target_keeps_output(terminal: list[Terminal], tmp_path: Path) -> None:
+    """The target profiled live in the TUI still prints its own line and exits 7."""
+    if "attach" not in COLLECTORS:
+        pytest.skip("attach mode is not in this build")
+    target = SpinTarget(2.0)
+    try:
+        term = Terminal([str(PROFTUI), "--pid", str(target.pid)], tmp_path)
+        terminal.append(term)
+        term.wait_for("att_hot")
+        term.wait_for("exited", timeout=30)
+        term.key("q")
+        term.wait_for("PROFTUI-EXIT=")
+        assert target.finish() == (ATT_DONE, 7)
+    finally:
+        target.kill()

@@ -1,0 +1,233 @@
+"""The app driving real collectors live: attach mode on a running fixture, gprof mode to
+the target's exit, and (for pause/reset/quit plumbing only) a collector replaying a
+real recorded profile."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+
+import pytest
+
+from collectors import storage
+from collectors.base import Collector
+from collectors.launch import ExitInfo
+from collectors.model import Profile
+from tests.tui.tui_profiles import (
+    ATT_DONE,
+    SIZE,
+    SpinTarget,
+    attach,
+    attach_profile,
+    gprof_collector,
+    run,
+    screen_text,
+    wait_for,
+)
+from tui.app import ProfTuiApp
+from tui.flat_pane import FlatPane
+from tui.flat_table import FlatTable
+from tui.proc_pane import ProcPane
+from tui.quit_screen import QuitScreen
+from tui.source_pane import SourcePane
+
+
+def test_live_attach_status_quit_detaches() -> None:
+    target = SpinTarget(6.0)
+    collector = None
+    try:
+        collector = attach(target.pid, frequency_hz=500)
+        app = ProfTuiApp(collector=collector)
+
+        async def body() -> None:
+            async with app.run_test(size=SIZE) as pilot:
+                await wait_for(pilot, lambda: app.profile is not None
+                               and app.profile.total(0) > 20, what="live samples")
+                header = screen_text(app).splitlines()[0]
+                assert "attach" in header and f"pid {target.pid}" in header
+                assert "running" in header and "samples" in header and "dropped" in header
+                assert not app.profile.meta.complete
+                flat = app.query_one(FlatPane)
+                await wait_for(pilot, lambda: {"att_hot", "att_cold"} <= {
+                    e.frame.function for e in flat.shown[:3]}, what="hot functions")
+                await pilot.press("4")
+                await wait_for(pilot, lambda: app._proc is not None
+                               and len(app._proc.cpu_history) >= 2, what="two psutil samples")
+                stat = app._proc
+                assert stat.alive and stat.pid == target.pid and stat.num_threads == 2
+                assert stat.rss > 0 and stat.peak_rss >= stat.rss
+                text = screen_text(app)
+                assert f"{target.pid}" in text and "peak RSS" in text and "CPU %" in text
+                await wait_for(pilot, lambda: app._proc.cpu_percent > 50,
+                               what="CPU% of two spinning threads")
+                await pilot.press("q")
+                await pilot.pause()
+                assert isinstance(app.screen, QuitScreen)
+                text = screen_text(app)
+                assert "Detach from pid" in text and "keeps running" in text
+                await pilot.press("n")
+                assert not isinstance(app.screen, QuitScreen)
+                await pilot.press("q")
+                await pilot.pause()
+                await pilot.press("y")
+            assert app.return_code == 0 or app.return_code is None
+
+        run(body)
+        collector.stop()  # what cli.run_tui does after the app returns: detach
+        # Quitting detached without harm: the target finishes its own way.
+        assert target.finish() == (ATT_DONE, 7)
+        final = app.final_profile()
+        assert final is not None and final.total(0) > 0
+    finally:
+        if collector is not None:
+            collector.stop()
+        target.kill()
+
+
+def test_target_exit_keeps_final_profile() -> None:
+    target = SpinTarget(1.5)
+    collector = None
+    try:
+        collector = attach(target.pid, frequency_hz=500)
+        app = ProfTuiApp(collector=collector)
+
+        async def body() -> None:
+            async with app.run_test(size=SIZE) as pilot:
+                await wait_for(pilot, lambda: app.ended, timeout=20, what="target exit")
+                await pilot.pause()
+                header = screen_text(app).splitlines()[0]
+                assert "exited" in header or "detached" in header, header
+                assert "running" not in header
+                flat = app.query_one(FlatPane)
+                assert "att_hot" in {e.frame.function for e in flat.shown}
+                await pilot.press("q")  # nothing to kill: quits at once
+
+        run(body)
+        final = app.final_profile()
+        assert final is not None and final.meta.complete
+        assert final.total(0) > 0
+        assert target.finish() == (ATT_DONE, 7)
+    finally:
+        if collector is not None:
+            collector.stop()
+        target.kill()
+
+
+@pytest.mark.skipif(shutil.which("gprof") is None, reason="gprof (binutils) missing")
+def test_gprof_run_to_exit_status_and_source_lines() -> None:
+    collector = gprof_collector(units="150", status="3")
+    collector.start()
+    try:
+        app = ProfTuiApp(collector=collector)
+
+        async def body() -> None:
+            async with app.run_test(size=SIZE) as pilot:
+                await wait_for(pilot, lambda: app.ended, timeout=60, what="gprof target exit")
+                await pilot.pause()
+                assert "exited with status 3" in screen_text(app).splitlines()[0]
+                flat = app.query_one(FlatPane)
+                names = [e.frame.function for e in flat.shown]
+                assert names[0] == "step", names
+                calls = {e.frame.function: e.calls for e in flat.shown}
+                assert calls["step"] == 150 * 10 and calls["heavy"] == 1
+                app.query_one(FlatTable).move_cursor(row=0)
+                await pilot.press("3")
+                source = app.query_one(SourcePane)
+                await wait_for(pilot, lambda: source.listing is not None, what="listing")
+                listing = source.listing
+                assert listing.kind == "source" and listing.path.endswith("gp_split.c")
+                hot = listing.lines[listing.hottest()]
+                assert "6364136223846793005UL" in hot.text, hot  # step's loop body
+                assert listing.note == ""  # the model's own line costs, not addr2line
+
+        run(body)
+        final = app.final_profile()
+        assert final is not None and final.meta.exit_status == 3
+    finally:
+        collector.stop()
+
+
+class ReplayCollector(Collector):
+    """Replays a real recorded profile, growing with each snapshot (plumbing tests only)."""
+
+    mode = "sampler"
+    can_pause = True
+
+    def __init__(self, profile: Profile) -> None:
+        super().__init__([])
+        self.recorded = storage.profile_to_dict(profile)
+        self.ticks = 0
+        self.paused = False
+        self.calls: list[str] = []
+        self.ended = threading.Event()
+
+    def start(self) -> None:
+        self.calls.append("start")
+
+    def collect(self) -> Profile:
+        if not self.paused:
+            self.ticks += 1
+        profile = storage.profile_from_dict(self.recorded)
+        assert profile.tree is not None
+        for node in profile.tree.nodes():
+            node.self_cost = [v * self.ticks for v in node.self_cost]
+        profile.meta.complete = False
+        return profile.finalize()
+
+    def pause(self) -> None:
+        self.calls.append("pause")
+        self.paused = True
+
+    def resume(self) -> None:
+        self.calls.append("resume")
+        self.paused = False
+
+    def exit_info(self) -> ExitInfo | None:
+        return ExitInfo(0) if self.ended.is_set() else None
+
+    def is_running(self) -> bool:
+        return not self.ended.is_set()
+
+    @property
+    def pid(self) -> int | None:
+        return None
+
+
+def test_pause_reset_and_quit_confirmation() -> None:
+    collector = ReplayCollector(attach_profile())
+    app = ProfTuiApp(collector=collector)
+
+    async def body() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: collector.ticks >= 3, what="three snapshots")
+            await pilot.press("p")
+            assert collector.calls[-1] == "pause" and app.paused
+            await pilot.pause(0.4)
+            assert "PAUSED" in screen_text(app).splitlines()[0]
+            frozen = collector.ticks
+            await pilot.pause(0.8)
+            assert collector.ticks == frozen  # the replay stopped growing while paused
+            await pilot.press("p")
+            assert collector.calls[-1] == "resume" and not app.paused
+            before = app.profile.total(0)
+            await pilot.press("r")
+            await wait_for(pilot, lambda: collector._baseline is not None, what="reset")
+            await wait_for(pilot, lambda: app.profile.total(0) < before, what="reset totals")
+            await pilot.press("q")
+            await pilot.pause()
+            assert isinstance(app.screen, QuitScreen)
+            assert "still running" in screen_text(app) and "kill" in screen_text(app)
+            await pilot.press("escape")
+            assert not isinstance(app.screen, QuitScreen)
+            collector.ended.set()
+            await wait_for(pilot, lambda: app.ended, what="end")
+            assert "exited with status 0" in screen_text(app).splitlines()[0]
+            assert app.query_one(ProcPane) is not None
+            await pilot.press("q")  # target gone: no question
+
+    try:
+        run(body)
+    finally:
+        collector.stop()
+    assert app.final_profile() is not None
+    assert app.final_profile().meta.exit_status == 0
