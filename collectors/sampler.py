@@ -22,8 +22,10 @@ from typing import Any, ClassVar
 from collectors.base import Collector, CollectorOptions
 from collectors.errors import ProftuiError
 from collectors.launch import LaunchedProcess, resolve_program
+from collectors.maps import AddressSpace
 from collectors.model import CPU_NS, SAMPLES, WALL_NS, Profile, ProfileMeta
 from collectors.stack_frames import StackFrames, add_stack
+from collectors.symbols import Symbolizer
 from collectors.wire_sampler import (
     MAP_LOAD,
     MAX_FRAMES,
@@ -72,7 +74,7 @@ class SamplerCollector(Collector):
         self._sym_lock = threading.Lock()  # the symbolizer and address spaces
         self._pending_maps: list[tuple[str, int, list[Any]]] = []
         self._frames: dict[str, StackFrames] = {}  # file name -> its image's address space
-        self._symbolizer: Any = None
+        self._symbolizer: Symbolizer | None = None
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -106,7 +108,7 @@ class SamplerCollector(Collector):
         if self.options.wall_clock:
             self._warnings.append("wall-clock sampling: sleeping threads are sampled too, and "
                                   "the signal can cut sleeps short (EINTR) in the target")
-        self._symbolizer = _new_symbolizer()
+        self._symbolizer = Symbolizer()
         self._start_time = time.time()
         self.process = LaunchedProcess(self.argv, run_dir=self.run_dir.path, env=env,
                                        preload=[library], output=self.options.output)
@@ -215,7 +217,7 @@ class SamplerCollector(Collector):
         """
         frames = self._frames.get(name)
         if frames is None:
-            space = _new_space()
+            space = AddressSpace(None)  # plain paths: the target shares our mount namespace
             frames = self._frames[name] = StackFrames(space, self._symbolizer)
             for other, other_frames in self._frames.items():
                 if other != name and getattr(other_frames.space, "pid", None) == pid:
@@ -328,25 +330,6 @@ class SamplerCollector(Collector):
             exit_signal=None if exit_info is None else exit_info.signal,
             complete=not running, dropped=dropped, warnings=warnings,
         )
-
-
-def _new_symbolizer() -> Any:
-    try:
-        from collectors.symbols import Symbolizer
-    except ImportError:  # not in this build: ELF symbol tables only
-        from types import SimpleNamespace
-
-        from collectors.attach_symbols import FallbackSymbolizer
-
-        return FallbackSymbolizer(SimpleNamespace(readable_paths={}))  # type: ignore[arg-type]
-    return Symbolizer()
-
-
-def _new_space() -> Any:
-    """An empty address space (plain paths: the target shares our mount namespace)."""
-    from collectors.maps import AddressSpace
-
-    return AddressSpace(None, root="/")
 
 
 def _thread_name(pid: int, tid: int) -> str:

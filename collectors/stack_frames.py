@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any
 
 from collectors.errors import ProftuiError
+from collectors.maps import AddressSpace
 from collectors.model import CallTree, Frame, Profile
+from collectors.symbols import Symbolizer
 
 
 class StackFrames:
     """Turns the runtime addresses of one process into function-level Frames (cached)."""
 
-    def __init__(self, space: Any, symbolizer: Any) -> None:
+    def __init__(self, space: AddressSpace | None, symbolizer: Symbolizer | None) -> None:
         self.space = space  # collectors.maps.AddressSpace (or the attach fallback)
         self.symbolizer = symbolizer  # collectors.symbols.Symbolizer (or fallback)
         self.cache: dict[tuple[int, bool], list[Frame]] = {}
@@ -90,19 +91,11 @@ def add_stack(profile: Profile, part: str, frames: StackFrames, ips: Sequence[in
             a + b for a, b in zip(old, costs, strict=True)]
 
 
-def make_symbolizer(pid: int | None, root: str | None = None) -> tuple[Any, Any]:
-    """An AddressSpace + Symbolizer for `pid`; the minimal fallback if not built in.
+def make_symbolizer(pid: int | None, root: str | None = None) -> tuple[AddressSpace, Symbolizer]:
+    """An AddressSpace + Symbolizer for `pid`.
 
     `root` defaults to /proc/PID/root (a running process in another mount namespace).
     """
     if root is None:
         root = f"/proc/{pid}/root" if pid is not None else "/"
-    try:
-        from collectors.maps import AddressSpace
-        from collectors.symbols import Symbolizer
-    except ImportError:
-        from collectors.attach_symbols import FallbackAddressSpace, FallbackSymbolizer
-
-        space = FallbackAddressSpace(pid, root=root)
-        return space, FallbackSymbolizer(space)
     return AddressSpace(pid, root=root), Symbolizer()
