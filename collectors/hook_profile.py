@@ -12,35 +12,23 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 from collectors.errors import ProftuiError
-from collectors.model import WALL_NS, CallNode, CallTree, Frame, Metric, Profile, ProfileMeta
+from collectors.model import CALLS, WALL_NS, CallNode, CallTree, Frame, Profile, ProfileMeta
+from collectors.symbols import Symbolizer
 from collectors.wire_hook import ROOT, HookData, HookModule, compensated_self_ns
-
-CALLS = Metric("calls", "count")
 
 
 class HookSymbols:
     """Frames for runtime function addresses, cached per (module path, vaddr)."""
 
     def __init__(self) -> None:
-        self._symbolizer: Any
-        self._fallback = False
-        try:
-            from collectors.symbols import Symbolizer
-        except ImportError:
-            from collectors.attach_symbols import FallbackAddressSpace, FallbackSymbolizer
-
-            self._symbolizer = FallbackSymbolizer(FallbackAddressSpace(None))
-            self._fallback = True
-        else:
-            self._symbolizer = Symbolizer()
+        self._symbolizer = Symbolizer()
         self._cache: dict[tuple[str, int], Frame] = {}
 
     @property
     def warnings(self) -> list[str]:
-        return list(getattr(self._symbolizer, "warnings", []) or [])
+        return list(self._symbolizer.warnings)
 
     def frame(self, module: HookModule | None, address: int) -> Frame:
         """The function-level frame of runtime `address` inside `module`."""
@@ -59,9 +47,6 @@ class HookSymbols:
         if not path.startswith("/") or not Path(path).exists():
             return unknown
         try:
-            if self._fallback:
-                frames = self._symbolizer.frames(path, vaddr)
-                return frames[0] if frames else unknown
             return self._symbolizer.frame(path, vaddr)
         except (ProftuiError, OSError, ValueError):
             return unknown

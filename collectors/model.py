@@ -28,7 +28,7 @@ ROOT_FRAME = -1  # frame id of the synthetic root node of every CallTree
 
 @dataclass(frozen=True, slots=True)
 class Metric:
-    """A named cost: `samples` (count), `cpu_ns`, `wall_ns` (ns), `alloc_bytes`."""
+    """A named cost: `samples`, `calls` (count), `cpu_ns`, `wall_ns` (ns), `alloc_bytes`."""
 
     name: str
     unit: str  # "count", "ns" or "bytes"
@@ -37,6 +37,7 @@ class Metric:
 SAMPLES = Metric("samples", "count")
 CPU_NS = Metric("cpu_ns", "ns")
 WALL_NS = Metric("wall_ns", "ns")
+CALLS = Metric("calls", "count")  # exact call counts as the cost (hook library, count-only)
 
 
 @dataclass(frozen=True, slots=True)

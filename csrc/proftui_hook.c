@@ -10,10 +10,15 @@
  * no lock, makes no syscall and never calls malloc.
  *
  * Resynchronisation: every entry remembers the stack slot holding its return
- * address (found by scanning up from the hook's CFA for `call_site`).  A
- * longjmp or an exception that skips exit hooks leaves entries whose slots are
- * below the live frames: an enter pops entries at or below its own slot, an
- * exit pops entries below the exiting frame, then the function itself.
+ * address (found on a context's first call by scanning up from the hook's CFA
+ * for `call_site`; the offset is then known).  A longjmp or an exception that
+ * skips exit hooks leaves entries whose slots are below the live frames: an
+ * enter pops entries at or below its own slot, an exit pops entries below the
+ * exiting frame, then the function itself.  Calls on another stack than the
+ * thread's own (a sigaltstack handler) nest instead.
+ *
+ * Signals: the fast paths take no guard; slow paths set `busy`, and hooks
+ * re-entered meanwhile (an instrumented signal handler) are ignored.
  *
  * Nothing here is compiled with -finstrument-functions; every function is
  * also marked no_instrument_function.
@@ -41,6 +46,7 @@ __thread pt_thread *pt_tls __attribute__((tls_model("initial-exec")));
 
 /* ---- per-thread hash: (parent node, fn) -> node ------------------------------- */
 
+/* Slot index of (fn, parent).  Async-signal-safe. */
 static inline PT_NOINST uint32_t pt_hash(uintptr_t fn, uint32_t parent, uint32_t mask)
 {
     uint64_t h = ((uint64_t)fn ^ ((uint64_t)parent << 29)) * 0x9E3779B97F4A7C15ull;
@@ -169,17 +175,35 @@ static inline PT_NOINST void pt_finish(pt_thread *t, pt_entry *e, uint64_t now)
     }
 }
 
-/* Pop entries whose slot is below `limit` (or equal, if `inclusive`) and on the
- * same stack: frames a longjmp or an exception left without exit hooks.
+/* Whether `addr` is on the thread's own stack (not a sigaltstack or another
+ * stack; with unknown bounds everything is).  Async-signal-safe. */
+static inline PT_NOINST int pt_on_stack(const pt_thread *t, uintptr_t addr)
+{
+    return addr >= t->stk_lo && addr < t->stk_hi;
+}
+
+/* Pop the entries a longjmp or an exception left without exit hooks before a
+ * call whose return-address slot is `limit` (enter: entries at or below it,
+ * `inclusive`; exit: entries below it).  Across stacks: a call on the thread's
+ * own stack abandons entries on another stack (a handler left by longjmp); a
+ * call on another stack (a sigaltstack handler) pops nothing below it; on
+ * other stacks, entries further than PT_SAME_STACK are on yet another one.
  * Async-signal-safe. */
 static PT_NOINST void pt_pop_stale(pt_thread *t, uintptr_t limit, int inclusive)
 {
     uint64_t now = pt_g.timed ? pt_ticks() : 0;
+    int on = pt_on_stack(t, limit);
     uint32_t d = t->depth;
     while (d) {
         pt_entry *e = &t->stack[d];
-        if (e->slot > limit || (e->slot == limit && !inclusive) || limit - e->slot > PT_SAME_STACK)
+        int e_on = pt_on_stack(t, e->slot);
+        if (on == e_on) {
+            if (e->slot > limit || (e->slot == limit && !inclusive) ||
+                (!on && limit - e->slot > PT_SAME_STACK))
+                break;
+        } else if (!on) {
             break;
+        }
         pt_finish(t, e, now);
         d--;
     }
@@ -263,7 +287,7 @@ PT_NOINST void pt_enter_slow(pt_thread *t, uintptr_t fn, uintptr_t site, uintptr
         return;
     }
     uintptr_t slot = pt_return_slot(cfa, site);
-    if (t->stack[d].slot <= slot) {
+    if (t->stack[d].slot <= slot || pt_on_stack(t, slot) != pt_on_stack(t, t->stack[d].slot)) {
         pt_pop_stale(t, slot, 1);
         d = t->depth;
     }
@@ -374,7 +398,7 @@ static __attribute__((noinline)) PT_NOINST void pt_exit_guarded(pt_thread *t, ui
  * any two instructions: the new entry's slot is written before the depth that
  * makes it visible, and the depth is the last store of an exit, so a nested
  * call never overwrites an entry in use (at worst it hangs under a parent
- * whose fields are not written yet).
+ * whose fields are not written yet).  Both hooks are async-signal-safe.
  */
 PT_EXPORT void __cyg_profile_func_enter(void *fn, void *site)
 {
@@ -392,7 +416,7 @@ PT_EXPORT void __cyg_profile_func_enter(void *fn, void *site)
      * first (slow) call, fixed by the function's prologue. */
     uintptr_t slot = cfa + s->off;
     if (PT_UNLIKELY(s->fn != (uintptr_t)fn || s->parent != parent ||
-                    p->slot <= slot || d + 1 >= t->limit ||
+                    p->slot <= slot || p->slot >= t->stk_hi || d + 1 >= t->limit ||
                     (pt_g.hdr->control & PT_CONTROL_PAUSED))) {
         pt_enter_guarded(t, (uintptr_t)fn, (uintptr_t)site, cfa);
         return;

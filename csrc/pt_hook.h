@@ -106,6 +106,8 @@ typedef struct pt_thread {
     uint32_t limit;     /* min(max_depth + 1, cap), 0 under filters or a depth limit:
                            deeper enters take the slow path */
     pt_entry *stack;
+    uintptr_t stk_lo;   /* the thread's own stack, [stk_lo, stk_hi): calls outside it */
+    uintptr_t stk_hi;   /* run on another stack (sigaltstack); 0, UINTPTR_MAX unknown */
     pt_slot *hash;
     uint32_t hash_mask;
     uint32_t hash_count;

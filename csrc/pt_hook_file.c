@@ -292,7 +292,8 @@ static PT_NOINST uint32_t pt_module_add(struct dl_phdr_info *info, uintptr_t lo,
     return i + 1;
 }
 
-/* dl_iterate_phdr callback: the object containing f->address (or every object). */
+/* dl_iterate_phdr callback: the object containing f->address (or every object).
+ * Async-signal-safe as pt_module_of is. */
 static PT_NOINST int pt_find_cb(struct dl_phdr_info *info, size_t size, void *data)
 {
     (void)size;

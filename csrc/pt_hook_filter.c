@@ -70,7 +70,8 @@ PT_NOINST void pt_filter_init(void)
     pt_g.filtering = pt_npatterns > 0;
 }
 
-/* Add every matching function symbol of one mapped ELF image.  Lock held. */
+/* Add every matching function symbol of one mapped ELF image.  Lock held;
+ * fnmatch: not async-signal-safe (see pt_filter_module). */
 static PT_NOINST void pt_scan_symbols(const uint8_t *img, size_t len, uintptr_t bias)
 {
     const Elf64_Ehdr *eh = (const Elf64_Ehdr *)img;

@@ -50,6 +50,25 @@ static PT_NOINST void pt_thread_register(pt_thread *t)
     __atomic_store_n(&th->tid, (uint32_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
 }
 
+/* The calling thread's stack bounds, so calls on another stack (a signal
+ * handler on a sigaltstack) are told apart from stale frames.  Not
+ * async-signal-safe (pthread_getattr_np reads /proc for the main thread):
+ * a thread's first hook call only. */
+static PT_NOINST void pt_thread_stack(pt_thread *t)
+{
+    pthread_attr_t attr;
+    void *addr;
+    size_t size;
+    if (pthread_getattr_np(pthread_self(), &attr) != 0)
+        return;
+    if (pthread_attr_getstack(&attr, &addr, &size) == 0 && size) {
+        t->stk_lo = (uintptr_t)addr;
+        t->stk_hi = (uintptr_t)addr + size;
+        t->stack[0].slot = t->stk_hi - 1;  /* above every frame of this stack */
+    }
+    pthread_attr_destroy(&attr);
+}
+
 /* Map a thread's state + shadow stack; NULL if memory is refused.
  * Async-signal-safe (mmap). */
 static PT_NOINST pt_thread *pt_thread_new(void)
@@ -72,7 +91,8 @@ static PT_NOINST pt_thread *pt_thread_new(void)
         t->cap = cap;
         t->limit = 1;
         t->stack = (pt_entry *)((uint8_t *)p + head);
-        t->stack[0].slot = UINTPTR_MAX;  /* the sentinel is never stale */
+        t->stk_hi = UINTPTR_MAX;
+        t->stack[0].slot = UINTPTR_MAX - 1;  /* the sentinel is never stale */
         t->stack[0].anode = PT_HOOK_ROOT;
         t->chunk = PT_NONE;
         return t;
@@ -98,9 +118,18 @@ PT_NOINST pt_thread *pt_thread_attach(void)
         return NULL;
     }
     pt_thread_register(t);
-    pthread_setspecific(pt_key, t);
+    if (t->busy) {
+        pt_tls = t;  /* thread table full: t stays busy, this thread records nothing */
+        return NULL;
+    }
+    /* Busy while libc runs (it may call instrumented code, e.g. a malloc built
+     * with -finstrument-functions): those calls are ignored, not recursed into. */
+    t->busy = 1;
     pt_tls = t;
-    return t->busy ? NULL : t;
+    pt_thread_stack(t);
+    pthread_setspecific(pt_key, t);
+    t->busy = 0;
+    return t;
 }
 
 /* Thread exit (TSD destructor): close open entries, mark the slot exited,
@@ -274,8 +303,9 @@ static PT_NOINST void pt_init(void)
     __atomic_store_n(&pt_g.state, PT_STATE_READY, __ATOMIC_RELEASE);
 }
 
-/* Nothing is created for processes that never call a hook (an uninstrumented
- * child started through the preload): the file appears on the first call. */
+/* Reads the options only.  Nothing is created for processes that never call a
+ * hook (an uninstrumented child started through the preload): the file
+ * appears on the first call.  Not async-signal-safe (getenv, strdup): load time. */
 __attribute__((constructor)) static PT_NOINST void pt_constructor(void)
 {
     if (__atomic_load_n(&pt_g.state, __ATOMIC_ACQUIRE) != PT_STATE_UNINIT)

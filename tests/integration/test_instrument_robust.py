@@ -171,3 +171,19 @@ def test_frames_larger_than_the_scan_window_resynchronize_too() -> None:
         ("main", "big", "leaf"): 15,  # before jumper always, after it in even rounds
         ("main", "leaf"): 10,  # after the longjmp: under main again
     }
+
+
+def test_handler_on_an_alternate_stack_above_the_thread_stack() -> None:
+    profile, output = record([build("ins_altstack.c")])
+    assert output == "alt done\n"
+    worker = next(label for label in profile.parts
+                  if ("thread_main",) in calls_by_path(profile, label))
+    assert calls_by_path(profile, worker) == {
+        ("thread_main",): 1,
+        ("thread_main", "outer"): 1,
+        ("thread_main", "outer", "inner"): 1,
+        ("thread_main", "outer", "inner", "after"): 5,
+        ("thread_main", "outer", "inner", "handler"): 5,  # raise() runs it inside inner
+        ("thread_main", "outer", "inner", "handler", "on_alt"): 5,
+        ("thread_main", "outer", "after"): 1,
+    }
