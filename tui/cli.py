@@ -38,7 +38,8 @@ Live terminal profiler for native C/C++ programs.
   proftui report run.proftui     print the flat profile and call tree (--json for scripts)
   proftui open run.proftui       browse a saved profile in the TUI
   proftui export -f pprof FILE   convert to pprof, folded, callgrind, dot or speedscope
-                                 (report/open/export also read gperftools and perf script files)
+                                 (report/open/export also read gperftools and perf script
+                                 files, and gmon.out with --binary PROG)
   proftui demo                   compile and profile the bundled demo program
 
 Modes (chosen from the binary, --mode overrides):
@@ -50,8 +51,8 @@ Modes (chosen from the binary, --mode overrides):
 
 def _add_profiling_options(parser: argparse.ArgumentParser, with_program: bool = True) -> None:
     parser.add_argument("--mode", choices=MODES, help="force a profiling mode (default: detect)")
-    parser.add_argument("-F", "--frequency", type=int, default=1000, metavar="HZ",
-                        help="sampling frequency in Hz (sampler; default 1000)")
+    parser.add_argument("-F", "--frequency", type=_frequency, default=1000, metavar="HZ",
+                        help="sampling frequency in Hz, 1-10000 (sampler, attach; default 1000)")
     parser.add_argument("--count-only", action="store_true",
                         help="instrument mode: count calls only, no timestamps (lowest overhead)")
     parser.add_argument("-N", "--exclude", action="append", default=[], metavar="PATTERN",
@@ -63,6 +64,9 @@ def _add_profiling_options(parser: argparse.ArgumentParser, with_program: bool =
                         help="sampler: sample wall-clock time instead of CPU time")
     parser.add_argument("--follow", action="store_true",
                         help="sampler: follow children across fork/exec")
+    parser.add_argument("--buffer", type=_megabytes, metavar="MB",
+                        help="shared-memory budget per process in MiB (instrument, sampler); "
+                             "what does not fit is counted as dropped")
     parser.add_argument("--keep-run-dir", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("-p", "--pid", type=int, metavar="PID",
                         help="attach to the running process PID instead of starting a program")
@@ -77,8 +81,30 @@ def _add_profiling_options(parser: argparse.ArgumentParser, with_program: bool =
         parser.set_defaults(program=None, args=[])
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: "proftui: <what is wrong> (see --help)", status 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        print(f"proftui: {message} (see {self.prog} --help)", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def _frequency(text: str) -> int:
+    value = int(text)
+    if not 1 <= value <= 10_000:
+        raise argparse.ArgumentTypeError("frequency must be between 1 and 10000 Hz")
+    return value
+
+
+def _megabytes(text: str) -> int:
+    value = float(text)
+    if not 0.0625 <= value <= 65536:
+        raise argparse.ArgumentTypeError("buffer must be between 0.0625 and 65536 MiB")
+    return int(value * (1 << 20))
+
+
 def build_parsers() -> dict[str, argparse.ArgumentParser]:
-    run = argparse.ArgumentParser(
+    run = _Parser(
         prog="proftui", description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -87,13 +113,13 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
     out.add_argument("--json", action="store_true", help="no TUI: print the JSON report at exit")
     _add_profiling_options(run)
 
-    record = argparse.ArgumentParser(prog="proftui record",
+    record = _Parser(prog="proftui record",
                                      description="Profile a program headless and save the result.")
     record.add_argument("-o", "--output", type=Path, default=Path("run.proftui"),
                         help="where to save the profile (default: run.proftui)")
     _add_profiling_options(record)
 
-    report = argparse.ArgumentParser(prog="proftui report",
+    report = _Parser(prog="proftui report",
                                      description="Print a saved profile as text or JSON.")
     report.add_argument("file", type=Path)
     report.add_argument("--binary", type=Path, metavar="PROG",
@@ -101,16 +127,16 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
     report.add_argument("--json", action="store_true", help="machine-readable JSON report")
     report.add_argument("-n", "--limit", type=int, help="show only the top N functions")
 
-    open_ = argparse.ArgumentParser(prog="proftui open", description="Browse a saved profile.")
+    open_ = _Parser(prog="proftui open", description="Browse a saved profile.")
     open_.add_argument("file", type=Path)
     open_.add_argument("--binary", type=Path, metavar="PROG",
                        help="for a gmon.out: the -pg program that wrote it")
 
-    demo = argparse.ArgumentParser(
+    demo = _Parser(
         prog="proftui demo", description="Compile the bundled demo C program and profile it.")
     demo.add_argument("--mode", choices=MODES, help="build the demo for this mode")
     demo.add_argument("--text", action="store_true", help="no TUI: print the text report")
-    attach = argparse.ArgumentParser(
+    attach = _Parser(
         prog="proftui attach", description="Sample a running process (same as --pid).")
     attach.add_argument("attach_pid", type=int, metavar="PID")
     attach.add_argument("--text", action="store_true", help="no TUI: print the text report")
@@ -118,7 +144,7 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
     attach.add_argument("-o", "--output", type=Path,
                         help="headless: save the profile to this file instead of printing")
     _add_profiling_options(attach, with_program=False)
-    export = argparse.ArgumentParser(
+    export = _Parser(
         prog="proftui export", description="Convert a profile (proftui, gperftools or "
         "`perf script` output) for other tools: pprof, folded, callgrind, dot, speedscope.")
     export.add_argument("--format", "-f", required=True, choices=sorted(EXPORTERS))
@@ -150,6 +176,7 @@ def options_from(args: argparse.Namespace, output: str) -> CollectorOptions:
         exclude=args.exclude,
         max_depth=args.depth,
         keep_run_dir=args.keep_run_dir,
+        buffer_bytes=args.buffer,
         wall_clock=args.wall,
         follow_children=args.follow,
         duration_s=args.duration,

@@ -83,3 +83,6 @@ def test_static_binary_in_sampler_mode(compile_c) -> None:
 def test_unknown_option() -> None:
     result = proftui("--no-such-option", "x")
     assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert_one_line_error(result, "--no-such-option")
+    assert_one_line_error(proftui("-F", "0", "x"), "between 1 and 10000")
+    assert_one_line_error(proftui("report"), "file")
