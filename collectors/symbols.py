@@ -33,7 +33,7 @@ from collectors.errors import ProftuiError
 from collectors.maps import AddressSpace
 from collectors.model import Frame
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # bump when the cached tables change meaning
 STT_FUNC, STT_GNU_IFUNC = 2, 10  # ELF symbol types (st_info & 0xf)
 STB_GLOBAL, STB_WEAK = 1, 2  # ELF symbol bindings (st_info >> 4)
 DEBUG_ROOT = Path("/usr/lib/debug")
@@ -103,7 +103,7 @@ class ModuleSymbols:
         cached = self._load_cache()
         if cached is not None:
             self.debug_path = cached["debug_path"]
-            self.functions = [FunctionSymbol(s, n, r, demangle(r))
+            self.functions = [FunctionSymbol(s, n, r, demangle(r.split("@", 1)[0]))
                               for s, n, r in cached["functions"]]
             self.stripped = bool(cached["stripped"])
             ranges = cached["cu_ranges"]
@@ -448,5 +448,6 @@ def _function_symbols(path: str, section_name: str) -> list[FunctionSymbol]:
                     best[value] = (rank, size, name)
     except (OSError, ELFError, ValueError, struct.error):
         return []
-    return [FunctionSymbol(start, size, name, demangle(name))
+    # Shown names drop symbol versions ("memcpy@@GLIBC_2.14" -> "memcpy"); raw names keep them.
+    return [FunctionSymbol(start, size, name, demangle(name.split("@", 1)[0]))
             for start, (_, size, name) in sorted(best.items())]
