@@ -22,7 +22,7 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import ContentSwitcher, Footer
+from textual.widgets import ContentSwitcher
 
 from collectors.base import Collector
 from collectors.errors import ProftuiError
@@ -36,6 +36,7 @@ from tui.flat_pane import FlatPane
 from tui.flat_table import FlatTable
 from tui.format import metric_label
 from tui.header_bar import HeaderBar
+from tui.key_bar import KeyBar
 from tui.proc_pane import ProcPane
 from tui.procstat import ProcSampler, ProcStat
 from tui.quit_screen import QuitScreen
@@ -119,7 +120,7 @@ class ProfTuiApp(App[None]):
             yield CallTreeView(id="tree")
             yield SourcePane(id="source")
             yield ProcPane(id="proc")
-        yield Footer()
+        yield KeyBar(id="keys")
 
     def on_mount(self) -> None:
         if self.collector is None:
@@ -129,6 +130,7 @@ class ProfTuiApp(App[None]):
         else:
             self.query_one(ProcPane).show_message("waiting for the first process sample...")
         if self.profile is not None:
+            self.query_one(CallTreeView).freeze_results = self.collector is None
             self._prepare(self.profile)
         self._show_nav()
         self._update_header()
@@ -242,6 +244,7 @@ class ProfTuiApp(App[None]):
 
     def _show_nav(self) -> None:
         state = self.nav[-1]
+        focused = self.focused
         self.query_one(ContentSwitcher).current = state.pane
         profile = self.profile
         if state.pane == "tree" and profile is not None:
@@ -260,7 +263,10 @@ class ProfTuiApp(App[None]):
         if len(self.nav) > 5:
             trail[0] = "…"
         self.query_one(Breadcrumb).show(state.pane, trail)
-        self.refresh_bindings()
+        if self.focused is focused:
+            # A focus change refreshes the footer by itself; each refresh rebuilds
+            # every footer key (the costliest part of a pane switch).
+            self.refresh_bindings()
 
     def _current_tree_state(self, pane: str) -> NavState:
         """A step to `pane` that keeps the tree/source choices of the current step."""

@@ -127,6 +127,9 @@ class FlatPane(Vertical):
         status += f" · sorted by {SORT_NAMES[self.sort_key]}"
         if profile.meta.warnings:
             status += f" · note: {profile.meta.warnings[-1]}"
+        width = max(20, (self.size.width or self.app.size.width) - 1)
+        if len(status) > width:
+            status = status[: width - 1] + "…"
         self.query_one("#flat-status", Static).update(status)
 
     def on_show(self) -> None:

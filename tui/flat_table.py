@@ -136,8 +136,11 @@ class FlatTable(ScrollView, can_focus=True):
         self_pct = percent(e.self_cost[m], self.whole)
         total_pct = percent(e.total_cost[m], self.whole)
         text = Text(no_wrap=True, end="")
-        text.append(f"{self_pct:6.1f} ", style=heat_style(self_pct / 100))
-        text.append(f"{format_cost(e.self_cost[m], self.unit):>9} ")
+        if e.self_cost[m] > 0:
+            text.append(f"{self_pct:6.1f} ", style=heat_style(self_pct / 100))
+            text.append(f"{format_cost(e.self_cost[m], self.unit):>9} ")
+        else:  # no self cost: a dash reads faster than "0.0  0ns"
+            text.append(f"{'-':>6} {'-':>9} ", style="dim")
         text.append(f"{total_pct:6.1f} ", style=heat_style(total_pct / 100))
         text.append(f"{format_cost(e.total_cost[m], self.unit):>9} ")
         text.append(f"{'' if e.calls is None else f'{e.calls:,}':>11} ", style="cyan")

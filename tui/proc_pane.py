@@ -9,9 +9,13 @@ from textual.containers import Vertical
 from textual.widgets import Sparkline, Static
 
 from tui.format import format_bytes
-from tui.procstat import ProcStat
+from tui.procstat import HISTORY, ProcStat
 
 MAX_THREAD_ROWS = 12
+
+
+def _window(history: tuple[float, ...]) -> list[float]:
+    return [0.0] * (HISTORY - len(history)) + list(history)
 
 
 class ProcPane(Vertical):
@@ -60,11 +64,13 @@ class ProcPane(Vertical):
             label.display = True
         cpu_now = stat.cpu_history[-1] if stat.cpu_history else 0.0
         peak_cpu = max(stat.cpu_history, default=0.0)
-        self.query_one("#cpu-spark", Sparkline).data = list(stat.cpu_history) or [0.0]
-        self.query_one("#rss-spark", Sparkline).data = list(stat.rss_history) or [0.0]
+        # Left-pad to the full window: the graph fills from the right at a fixed time
+        # scale, and zero is the bottom (Sparkline scales from the data's minimum).
+        self.query_one("#cpu-spark", Sparkline).data = _window(stat.cpu_history)
+        self.query_one("#rss-spark", Sparkline).data = _window(stat.rss_history)
         labels = list(self.query(".spark-label").results(Static))
         labels[0].update(f"CPU %  now {cpu_now:.0f}%  peak {peak_cpu:.0f}%  "
-                         f"(last {len(stat.cpu_history)} samples)")
+                         f"(last {HISTORY} s)")
         labels[1].update(f"RSS  now {format_bytes(stat.rss)}  "
                          f"peak {format_bytes(max(stat.rss_history, default=0))}")
         threads = Table(box=None, padding=(0, 2), header_style="bold")

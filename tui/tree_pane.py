@@ -8,6 +8,7 @@ paths (paths are matched by `Frame`, since frame ids change between snapshots).
 
 from __future__ import annotations
 
+import gc
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
@@ -72,13 +73,15 @@ class CallTreeView(Tree[NodeData]):
         self.view: View = "top-down"
         self.focus_frame: Frame | None = None
         self.pending = False  # a derived tree is being computed in a worker
+        self.view_profile: Profile | None = None  # the profile the shown rows come from
+        self.freeze_results = False  # gc.freeze() derived trees (saved profiles: they stay)
         self._derived: dict[tuple[View, Frame | None],
                             tuple[Profile, tuple[CallTree, ...]]] = {}
 
     # -- building --------------------------------------------------------------------
 
     def label_for(self, call: CallNode, whole: float, inverted: bool = False) -> Text:
-        profile = self.profile
+        profile = self.view_profile
         assert profile is not None
         m = self.metric
         unit = profile.metrics[m].unit if profile.metrics else "count"
@@ -108,14 +111,14 @@ class CallTreeView(Tree[NodeData]):
             return
         m = self.metric
         ordered = sorted(children.values(), key=lambda c: -c.total_cost[m])
-        assert self.profile is not None
+        assert self.view_profile is not None
         # Drop a previous "more" row: the next batch replaces it.
         for child in list(node.children):
             if child.data is not None and child.data.more:
                 child.remove()
         batch = ordered[data.populated:data.populated + MAX_CHILDREN]
         for call in batch:
-            frame = self.profile.frames[call.frame_id]
+            frame = self.view_profile.frames[call.frame_id]
             node.add(self.label_for(call, data.whole, data.inverted),
                      NodeData(call, frame, data.whole, inverted=data.inverted),
                      allow_expand=bool(call.children))
@@ -148,11 +151,13 @@ class CallTreeView(Tree[NodeData]):
         previous tree) stays on screen.
         """
         same = (view is None or view == self.view) and (focus is None or focus == self.focus_frame)
-        state = self._save_state() if same and self.profile is not None and not self.pending \
-            else None
-        self.profile = profile
         if metric is not None:
+            same = same and metric == self.metric
             self.metric = metric
+        if same and self.pending:
+            return  # a live refresh while deriving: show that result first, then refresh
+        state = self._save_state() if same and self.view_profile is not None else None
+        self.profile = profile
         if view is not None:
             self.view = view
         if focus is not None:
@@ -193,19 +198,31 @@ class CallTreeView(Tree[NodeData]):
                        trees: tuple[CallTree, ...],
                        state: tuple[list[tuple[object, ...]], tuple[object, ...] | None] | None
                        ) -> None:
-        if profile is not self.profile or need != (self.view, self.focus_frame
-                                                   if self.view == "focus" else None):
-            return  # the user (or a newer snapshot) moved on meanwhile
+        if need != (self.view, self.focus_frame if self.view == "focus" else None):
+            return  # the user moved on meanwhile (a newer snapshot of the same view is fine)
         self._derived[need] = (profile, trees)
-        if len(self._derived) > 16:  # a small cache: Escape back to a focus is instant
-            del self._derived[next(iter(self._derived))]
+        if len(self._derived) > 4:  # a small cache: Escape back to a focus is instant
+            self._release(self._derived.pop(next(iter(self._derived)))[1])
+        if self.freeze_results:
+            # Long-lived trees of a saved profile: keep them out of the cyclic GC's
+            # full scans (a second-long pause per scan at 200,000 nodes).
+            gc.freeze()
         self.pending = False
         self._build_view(profile, trees, state if state is not None else None)
+
+    @work(thread=True, group="release-tree")
+    def _release(self, trees: tuple[CallTree, ...]) -> None:
+        """Break parent links so reference counting frees an evicted tree (even if frozen),
+        here in a worker instead of in a GC pause on the UI thread."""
+        for tree in trees:
+            for node in tree.nodes():
+                node.parent = None
 
     def _build_view(self, profile: Profile, trees: tuple[CallTree, ...],
                state: tuple[list[tuple[object, ...]], tuple[object, ...] | None] | None
                ) -> None:
         self.pending = False
+        self.view_profile = profile
         self.clear()
         m = self.metric
         if self.view == "focus" and self.focus_frame is not None:

@@ -30,6 +30,7 @@ from tui.flat_table import FlatTable
 from tui.proc_pane import ProcPane
 from tui.quit_screen import QuitScreen
 from tui.source_pane import SourcePane
+from tui.tree_pane import CallTreeView
 
 
 def test_live_attach_status_quit_detaches() -> None:
@@ -231,3 +232,41 @@ def test_pause_reset_and_quit_confirmation() -> None:
         collector.stop()
     assert app.final_profile() is not None
     assert app.final_profile().meta.exit_status == 0
+
+
+def test_live_refresh_keeps_the_focused_tree() -> None:
+    """New snapshots re-derive the focused tree; names and expansion survive refreshes."""
+    collector = ReplayCollector(attach_profile())
+    app = ProfTuiApp(collector=collector)
+
+    async def body() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            flat = app.query_one(FlatPane)
+            await wait_for(pilot, lambda: "att_hot" in [e.frame.function for e in flat.shown],
+                           what="first snapshot")
+            names = [e.frame.function for e in flat.shown]
+            app.query_one(FlatTable).move_cursor(row=names.index("att_hot"))
+            await pilot.press("enter")
+            tree = app.query_one(CallTreeView)
+            await wait_for(pilot, lambda: not tree.pending and tree.view_profile is not None,
+                           what="focused tree")
+            first = tree.view_profile
+            ticks = collector.ticks
+            await wait_for(pilot, lambda: collector.ticks >= ticks + 3
+                           and tree.view_profile is not first and not tree.pending,
+                           what="refreshed focused tree")
+            assert tree.selected_frame() is not None
+            assert tree.selected_frame().function == "att_hot"
+            callers = next(n for n in tree.root.children if n.data.key == "callers")
+            assert callers.is_expanded
+            hot = callers.children[0]
+            assert hot.is_expanded and hot.data.key.function == "att_hot"
+            assert hot.children[0].data.key.function == "att_middle"
+            assert "who calls att_hot" in screen_text(app)
+            collector.ended.set()
+            await wait_for(pilot, lambda: app.ended, what="end")
+
+    try:
+        run(body)
+    finally:
+        collector.stop()

@@ -215,3 +215,24 @@ def test_every_action_is_in_the_palette(profile: Profile) -> None:
             for word in ("Filter", "Sort", "Flat", "Tree", "Export", "Quit"):
                 assert word in footer, footer
     run(body)
+
+
+def test_listing_falls_back_to_addresses_without_binary(profile: Profile) -> None:
+    """Source gone and binary gone (deleted after the run): the costed addresses remain."""
+    from dataclasses import replace
+
+    from tui.annotate import annotate
+
+    hot = next(f for f in profile.frames if f.function == "att_hot")
+    listing = annotate(profile, hot)
+    assert listing.kind == "source"
+    gone = replace(hot, module="/nonexistent/att_spin", file=None)
+    moved = Profile(profile.meta, profile.metrics, address_costs={
+        (gone.module, addr): cost for (module, addr), cost in profile.address_costs.items()
+        if module == hot.module})
+    moved.frames.intern(gone)
+    listing = annotate(moved, gone)
+    assert listing.kind == "addresses" and listing.lines
+    assert all(line.number is not None and line.number >= hot.address for line in listing.lines)
+    hottest = listing.lines[listing.hottest()]
+    assert hottest.cost is not None and hottest.cost[0] > 0

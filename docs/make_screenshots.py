@@ -1,0 +1,95 @@
+"""Regenerate docs/screenshots/*.svg: each TUI pane on a real, live profile.
+
+tests/fixtures/att_spin.c is compiled and started, proftui attaches to it
+(attach mode), and the app is driven by keys through Textual's Pilot while
+the target runs; every pane is saved with `App.save_screenshot()`.
+
+usage: python docs/make_screenshots.py [OUTPUT_DIR]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.tui.tui_profiles import SpinTarget, attach  # noqa: E402
+from tui.app import ProfTuiApp  # noqa: E402
+from tui.flat_pane import FlatPane  # noqa: E402
+from tui.flat_table import FlatTable  # noqa: E402
+from tui.source_pane import SourcePane  # noqa: E402
+from tui.tree_pane import CallTreeView  # noqa: E402
+
+SIZE = (130, 36)
+
+
+async def shoot(app: ProfTuiApp, out: Path) -> list[Path]:
+    saved: list[Path] = []
+
+    def save(name: str) -> None:
+        app.save_screenshot(filename=name, path=str(out))
+        saved.append(out / name)
+
+    async with app.run_test(size=SIZE) as pilot:
+        async def until(predicate: Callable[[], object], timeout: float = 20.0) -> None:
+            deadline = time.monotonic() + timeout
+            while not predicate():
+                if time.monotonic() > deadline:
+                    raise SystemExit("timed out driving the app")
+                await pilot.pause(0.05)
+
+        flat = app.query_one(FlatPane)
+        await until(lambda: app.profile is not None and app.profile.total(0) > 400
+                    and app._proc is not None and len(app._proc.cpu_history) >= 3)
+        await pilot.pause(0.3)
+        save("flat.svg")
+        await pilot.press("2")
+        tree = app.query_one(CallTreeView)
+        await pilot.pause()
+        await pilot.press("h")
+        await pilot.pause(0.2)
+        save("tree.svg")
+        await pilot.press("escape")
+        names = [e.frame.function for e in flat.shown]
+        app.query_one(FlatTable).move_cursor(row=names.index("att_hot"))
+        await pilot.press("enter")
+        await until(lambda: not tree.pending)
+        await pilot.pause(0.2)
+        save("tree-focus.svg")
+        await pilot.press("enter")
+        source = app.query_one(SourcePane)
+        await until(lambda: source.listing is not None)
+        await pilot.pause(0.3)
+        save("source.svg")
+        await pilot.press("d")
+        await until(lambda: source.listing is not None and source.listing.kind == "disassembly")
+        await pilot.pause(0.3)
+        save("disassembly.svg")
+        await pilot.press("4")
+        await pilot.pause(1.2)
+        save("process.svg")
+        app.exit()
+    return saved
+
+
+def main() -> None:
+    out = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "docs" / "screenshots"
+    out.mkdir(parents=True, exist_ok=True)
+    target = SpinTarget(30.0)
+    collector = attach(target.pid, frequency_hz=1000)
+    try:
+        app = ProfTuiApp(collector=collector)
+        for path in asyncio.run(shoot(app, out)):
+            print(path)
+    finally:
+        collector.stop()
+        target.kill()
+
+
+if __name__ == "__main__":
+    main()
