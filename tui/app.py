@@ -29,6 +29,7 @@ from collectors.errors import ProftuiError
 from collectors.export import write_export
 from collectors.launch import ExitInfo
 from collectors.model import Frame, Profile
+from collectors.procstat import ProcSampler, ProcStat
 from collectors.views import FlatEntry, flat_profile
 from tui.breadcrumb import Breadcrumb
 from tui.export_screen import ExportScreen
@@ -37,8 +38,8 @@ from tui.flat_table import FlatTable
 from tui.format import metric_label
 from tui.header_bar import HeaderBar
 from tui.key_bar import KeyBar
+from tui.notes_screen import NotesScreen
 from tui.proc_pane import ProcPane
-from tui.procstat import ProcSampler, ProcStat
 from tui.quit_screen import QuitScreen
 from tui.source_pane import SourcePane, SourceView
 from tui.tree_pane import CallTreeView, View
@@ -91,6 +92,7 @@ class ProfTuiApp(App[None]):
         Binding("p", "pause", "Pause"),
         Binding("r", "reset", "Reset"),
         Binding("e", "export", "Export"),
+        Binding("w", "notes", "Notes"),
         Binding("q", "quit", "Quit"),
     ]
 
@@ -374,6 +376,15 @@ class ProfTuiApp(App[None]):
             return
         self.call_from_thread(self.notify, "counters reset")
 
+    def action_notes(self) -> None:
+        """Every warning of the profile shown (e.g. gprof's estimated tree, dropped records)."""
+        profile = self.profile
+        notes = list(profile.meta.warnings) if profile is not None else []
+        if profile is not None and profile.meta.dropped:
+            notes.insert(0, f"{profile.meta.dropped:,} records dropped by the runtime "
+                            "(its tables were full; --buffer raises the budget)")
+        self.push_screen(NotesScreen(notes))
+
     def action_export(self) -> None:
         profile = self.profile
         if profile is None:
@@ -439,6 +450,7 @@ class ProfTuiApp(App[None]):
             ("Back (Escape)", "Return to the previous view", self.action_back),
             ("Next metric (m)", "Show the next metric (samples, CPU time...)", self.action_metric),
             ("Export (e)", "Write pprof, folded, callgrind, dot or speedscope", self.action_export),
+            ("Notes (w)", "Warnings about this profile, in full", self.action_notes),
             ("Filter functions (/)", "Filter the flat profile by name",
              on_pane("flat", flat.action_filter)),
             ("Sort column (s)", "Sort the flat profile by the next column",

@@ -126,7 +126,8 @@ class FlatPane(Vertical):
             status += f" matching '{self.filter_text}'"
         status += f" · sorted by {SORT_NAMES[self.sort_key]}"
         if profile.meta.warnings:
-            status += f" · note: {profile.meta.warnings[-1]}"
+            count = len(profile.meta.warnings)
+            status += f" · {count} note{'s' if count > 1 else ''} (w): {profile.meta.warnings[0]}"
         width = max(20, (self.size.width or self.app.size.width) - 1)
         if len(status) > width:
             status = status[: width - 1] + "…"

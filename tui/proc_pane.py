@@ -8,8 +8,8 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Sparkline, Static
 
+from collectors.procstat import HISTORY, ProcStat
 from tui.format import format_bytes
-from tui.procstat import HISTORY, ProcStat
 
 MAX_THREAD_ROWS = 12
 

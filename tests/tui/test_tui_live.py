@@ -140,6 +140,10 @@ def test_gprof_run_to_exit_status_and_source_lines() -> None:
                 hot = listing.lines[listing.hottest()]
                 assert "6364136223846793005UL" in hot.text, hot  # step's loop body
                 assert listing.note == ""  # the model's own line costs, not addr2line
+                await pilot.press("w")  # the notes say the tree is estimated from arcs
+                await wait_for(pilot, lambda: "caller->callee" in screen_text(app),
+                               what="gprof note")
+                await pilot.press("escape")
 
         run(body)
         final = app.final_profile()

@@ -1,0 +1,70 @@
+"""The app on the two preloaded collectors, live to the target's exit: the sampler on
+a 60/30/10 fixture and the hook library on exact call counts; and the notes key."""
+
+from __future__ import annotations
+
+from collectors.base import CollectorOptions
+from collectors.instrument import InstrumentCollector
+from collectors.sampler import SamplerCollector
+from tests.conftest import build_fixture
+from tests.tui.tui_profiles import SIZE, run, screen_text, wait_for
+from tui.app import ProfTuiApp
+from tui.flat_pane import FlatPane
+from tui.notes_screen import NotesScreen
+from tui.tree_pane import CallTreeView
+
+
+def test_sampler_live_to_exit() -> None:
+    binary = build_fixture("smp_work.c", ["-O2", "-g", "-fno-omit-frame-pointer"])
+    collector = SamplerCollector([str(binary), "800"], CollectorOptions(output="log"))
+    collector.start()
+    try:
+        app = ProfTuiApp(collector=collector)
+
+        async def body() -> None:
+            async with app.run_test(size=SIZE) as pilot:
+                await wait_for(pilot, lambda: app.ended, timeout=60, what="sampler target exit")
+                await pilot.pause()
+                header = screen_text(app).splitlines()[0]
+                assert "sampler" in header and "exited with status 7" in header  # the fixture's
+                names = [e.frame.function for e in app.query_one(FlatPane).shown[:3]]
+                assert names == ["work_a", "work_b", "work_c"], names
+                await pilot.press("2")
+                await pilot.press("h")  # hot path: _start ... main -> work_a
+                tree = app.query_one(CallTreeView)
+                await wait_for(pilot, lambda: "work_a" in screen_text(app), what="hot path")
+                assert tree is not None and "main" in screen_text(app)
+
+        run(body)
+    finally:
+        collector.stop()
+
+
+def test_instrument_live_to_exit_with_exact_calls_and_notes() -> None:
+    binary = build_fixture("ins_basic.c", ["-O1", "-g", "-finstrument-functions"])
+    collector = InstrumentCollector([str(binary), "500", "4"], CollectorOptions(output="log"))
+    collector.start()
+    try:
+        app = ProfTuiApp(collector=collector)
+
+        async def body() -> None:
+            async with app.run_test(size=SIZE) as pilot:
+                await wait_for(pilot, lambda: app.ended, timeout=60, what="instrument exit")
+                await pilot.pause()
+                assert "exited with status 4" in screen_text(app).splitlines()[0]
+                calls = {e.frame.function: e.calls for e in app.query_one(FlatPane).shown}
+                assert calls["leaf_a"] == 1500 and calls["leaf_b"] == 1500
+                assert calls["mid"] == 500
+                await pilot.press("w")
+                await wait_for(pilot, lambda: isinstance(app.screen, NotesScreen),
+                               what="notes screen")
+                assert "Notes on this profile" in screen_text(app)
+                await pilot.press("escape")
+                await wait_for(pilot, lambda: not isinstance(app.screen, NotesScreen),
+                               what="notes closed")
+
+        run(body)
+        final = app.final_profile()
+        assert final is not None and final.meta.exit_status == 4
+    finally:
+        collector.stop()
