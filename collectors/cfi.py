@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
+from collectors.leb128 import read_leb128
+
 REG_RBP, REG_RSP, REG_RA = 6, 7, 16  # DWARF register numbers on x86-64
 MAX_FRAMES = 127
 
@@ -58,20 +60,10 @@ class _Reader:
         return int.from_bytes(self.data[pos:pos + size], "little", signed=signed), pos + size
 
     def leb(self, pos: int, signed: bool = False) -> tuple[int, int]:
-        result = shift = 0
-        byte = 0
-        while True:
-            if pos >= len(self.data):
-                raise ValueError("LEB128 past the section")
-            byte = self.data[pos]
-            pos += 1
-            result |= (byte & 0x7F) << shift
-            shift += 7
-            if byte < 0x80:
-                break
-        if signed and byte & 0x40:
-            result -= 1 << shift
-        return result, pos
+        try:
+            return read_leb128(self.data, pos, signed)
+        except IndexError:
+            raise ValueError("LEB128 past the section") from None
 
     def encoded(self, pos: int, encoding: int, datarel_base: int = 0) -> tuple[int, int]:
         """A DW_EH_PE-encoded pointer as a link-time address."""

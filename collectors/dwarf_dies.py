@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from collectors.leb128 import read_leb128
+
 # Tags (DWARF 5 section 7.5.4)
 TAG_SUBPROGRAM = 0x2E
 TAG_INLINED_SUBROUTINE = 0x1D
@@ -88,27 +90,11 @@ class UnitInfo:
 
 
 def _leb(data: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        shift += 7
-        if byte < 0x80:
-            return result, pos
+    return read_leb128(data, pos)
 
 
 def _sleb(data: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        shift += 7
-        if byte < 0x80:
-            if byte & 0x40:
-                result -= 1 << shift
-            return result, pos
+    return read_leb128(data, pos, signed=True)
 
 
 Abbrev = tuple[int, bool, list[tuple[int, int, int]]]  # tag, has_children, (attr, form, const)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from collectors.leb128 import read_leb128
+
 # Standard opcodes (DWARF 5 section 6.2.5.2)
 _COPY, _ADVANCE_PC, _ADVANCE_LINE, _SET_FILE, _SET_COLUMN = 1, 2, 3, 4, 5
 _NEGATE_STMT, _SET_BASIC_BLOCK, _CONST_ADD_PC, _FIXED_ADVANCE_PC = 6, 7, 8, 9
@@ -40,18 +42,10 @@ def decode_rows(data: bytes, *, min_inst: int, line_base: int, line_range: int,
     address, file, line = 0, 1, 1
 
     def leb128(at: int, signed: bool = False) -> tuple[int, int]:
-        result = shift = 0
-        byte = 0
-        while at < size:
-            byte = data[at]
-            at += 1
-            result |= (byte & 0x7F) << shift
-            shift += 7
-            if byte < 0x80:
-                break
-        if signed and byte & 0x40:
-            result -= 1 << shift
-        return result, at
+        try:
+            return read_leb128(data, at, signed)
+        except IndexError:  # truncated program: stop at the end
+            return 0, size
 
     if line_range == 0:
         return rows
