@@ -411,7 +411,9 @@ PT_EXPORT void __cyg_profile_func_enter(void *fn, void *site)
     uint32_t d = t->depth;
     pt_entry *p = &t->stack[d];
     uint32_t parent = p->anode;
-    const pt_slot *s = &t->hash[pt_hash((uintptr_t)fn, parent, t->hash_mask)];
+    const pt_slot *s = p->kid;  /* loops call the same child again and again */
+    if (!s || s->fn != (uintptr_t)fn || s->parent != parent)
+        s = &t->hash[pt_hash((uintptr_t)fn, parent, t->hash_mask)];
     /* A known context: its return-address slot is at the offset learned on its
      * first (slow) call, fixed by the function's prologue. */
     uintptr_t slot = cfa + s->off;
@@ -422,6 +424,7 @@ PT_EXPORT void __cyg_profile_func_enter(void *fn, void *site)
         return;
     }
     uint32_t node = s->node;
+    p->kid = s;
     pt_entry *e = p + 1;
     e->slot = slot;
     __atomic_signal_fence(__ATOMIC_SEQ_CST);

@@ -81,6 +81,9 @@ typedef struct pt_entry {
                            PT_ENTRY_UNRECORDED; 0 for every fast-path entry (the fast
                            path never writes it: popping an entry resets it to 0) */
     uint32_t pad;
+    const struct pt_slot *kid; /* hash slot of this entry's last child (NULL: none yet):
+                                  repeated calls from one context skip the hash; checked
+                                  against (fn, parent) before use, so a stale one is harmless */
 } pt_entry;
 
 typedef struct pt_slot {
