@@ -456,14 +456,7 @@ PT_EXPORT void __cyg_profile_func_exit(void *fn, void *site)
             pt_exit_guarded(t, (uintptr_t)fn, cfa, now);
         return;
     }
-    if (pt_g.timed) {
-        pt_hook_node *n = &pt_g.nodes[e->anode];
-        uint64_t dur = (int64_t)(now - e->ts) > 0 ? now - e->ts : 0;
-        __atomic_store_n(&n->incl, n->incl + dur, __ATOMIC_RELAXED);
-        __atomic_store_n(&n->self, n->self + (dur > e->child ? dur - e->child : 0),
-                         __ATOMIC_RELAXED);
-        t->stack[e->up].child += dur;
-    }
+    pt_finish(t, e, now);  /* inline: flags are 0 here, so only the timed update remains */
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     t->depth = d - 1;
 }
