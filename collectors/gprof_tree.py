@@ -34,13 +34,12 @@ def estimated_tree(result: GprofResult, frame_id: Callable[[int], int],
     external = _external_calls(result, cycle_of)
     tree = CallTree(1)
     budget = [MAX_NODES]
-    roots = [i for i in result.reported if _root_share(result, external, cycle_of, i) > 0]
-    for index in roots:
-        share = _root_share(result, external, cycle_of, index)
-        received = round(_received(result, external, cycle_of, index) * share)
-        calls = received or None  # called only from outside the profiled code: unknown
-        _expand(tree.root, index, share, calls, result, children, cycle_of, external,
-                frame_id, ns_per_tick, budget)
+    for index in result.reported:
+        if _is_root(result, external, cycle_of, index):
+            # Called only from outside the profiled code (gprof's <spontaneous>): all of its
+            # time is under the root, with a call count nobody recorded.
+            _expand(tree.root, index, 1.0, None, result, children, cycle_of, external,
+                    frame_id, ns_per_tick, budget)
     return tree
 
 
@@ -58,21 +57,13 @@ def _external_calls(result: GprofResult, cycle_of: list[int]) -> list[int]:
     return external
 
 
-def _root_share(result: GprofResult, external: list[int], cycle_of: list[int],
-                index: int) -> float:
-    """Share of `index`'s activity not explained by recorded callers (gprof's <spontaneous>)."""
+def _is_root(result: GprofResult, external: list[int], cycle_of: list[int], index: int) -> bool:
+    """Whether no recorded arc calls `index` (for a cycle: its lowest member, when nothing
+    outside the cycle calls it).  `analyze` counts calls from arcs alone, so any recorded
+    caller explains all of a function's calls."""
     if cycle_of[index] >= 0:
-        # A cycle is entered from the root only where nothing outside calls it.
-        entered = external[cycle_of[index]]
-        if entered:
-            return 0.0
-        return 1.0 if index == min(result.cycles[cycle_of[index]]) else 0.0
-    received = result.calls[index]
-    if received == 0:
-        return 1.0
-    known = sum(count for (parent, child), count in result.arcs.items()
-                if child == index and parent != index)
-    return max(0.0, 1.0 - known / received)
+        return not external[cycle_of[index]] and index == min(result.cycles[cycle_of[index]])
+    return result.calls[index] == 0
 
 
 def _expand(parent_node: CallNode, index: int, share: float, calls: int | None,
