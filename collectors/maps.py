@@ -63,8 +63,9 @@ class AddressSpace:
         self.pid = pid
         self.root = root
         self._by_range: dict[tuple[int, int], Mapping] = {}
-        self._sorted: list[Mapping] = []
+        self._sorted: list[Mapping] = []  # _by_range in address order, rebuilt when stale
         self._starts: list[int] = []
+        self._stale = False
         self._segments: dict[str, list[tuple[int, int, int]]] = {}
         self._readable: dict[str, str] = {}  # module path -> a path we can open
         self.refresh()
@@ -93,8 +94,14 @@ class AddressSpace:
         self._by_range[(clean.start, clean.end)] = clean
         if path not in self._readable:
             self._readable[path] = self._openable(mapping)
-        self._sorted = sorted(self._by_range.values(), key=lambda m: (m.start, m.end))
-        self._starts = [m.start for m in self._sorted]
+        self._stale = True  # sorted once at the next lookup, not once per added mapping
+
+    def _ordered(self) -> list[Mapping]:
+        if self._stale:
+            self._sorted = sorted(self._by_range.values(), key=lambda m: (m.start, m.end))
+            self._starts = [m.start for m in self._sorted]
+            self._stale = False
+        return self._sorted
 
     def _openable(self, mapping: Mapping) -> str:
         path = mapping.path.removesuffix(DELETED)
@@ -113,11 +120,11 @@ class AddressSpace:
 
     @property
     def mappings(self) -> list[Mapping]:
-        return list(self._sorted)
+        return list(self._ordered())
 
     def modules(self) -> list[str]:
         """Every module path seen, in address order."""
-        return list(dict.fromkeys(m.path for m in self._sorted))
+        return list(dict.fromkeys(m.path for m in self._ordered()))
 
     def resolve(self, address: int) -> tuple[str, int] | None:
         """Runtime `address` -> (module path, link-time address), or None if unmapped.
@@ -125,10 +132,11 @@ class AddressSpace:
         The latest mapping covering the address wins when a range was reused
         after dlclose; ties resolve to the most recently added.
         """
+        ordered = self._ordered()
         i = bisect.bisect_right(self._starts, address) - 1
         # Ranges can overlap only when a dlclose'd range was reused; look back a little.
         for j in range(i, max(i - 16, -1), -1):
-            mapping = self._sorted[j]
+            mapping = ordered[j]
             if address < mapping.end:
                 return mapping.path, self._link_address(mapping, address)
         return None
