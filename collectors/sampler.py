@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 from collectors.base import Collector, CollectorOptions
 from collectors.errors import ProftuiError
 from collectors.launch import LaunchedProcess, resolve_program
-from collectors.maps import AddressSpace
+from collectors.maps import AddressSpace, Mapping
 from collectors.model import CPU_NS, SAMPLES, WALL_NS, Profile, ProfileMeta
 from collectors.stack_frames import StackFrames, add_stack
 from collectors.symbols import Symbolizer
@@ -220,21 +220,20 @@ class SamplerCollector(Collector):
             space = AddressSpace(None)  # plain paths: the target shares our mount namespace
             frames = self._frames[name] = StackFrames(space, self._symbolizer)
             for other, other_frames in self._frames.items():
-                if other != name and getattr(other_frames.space, "pid", None) == pid:
+                if other != name and other_frames.space is not None \
+                        and other_frames.space.pid == pid:
                     other_frames.space.pid = None  # that image exec'd: this one is newer
-            if hasattr(space, "pid"):
-                space.pid = pid
+            space.pid = pid
         return frames
 
     def _add_mappings(self, name: str, pid: int, maps: list[Any]) -> None:
         """Feed the runtime's map log into the image's address space; caller holds _sym_lock."""
-        from collectors.maps import Mapping
-
         frames = self._frames_for(name, pid)
-        add = getattr(frames.space, "add", None)
+        assert frames.space is not None
         for entry in maps:
-            if entry.event == MAP_LOAD and add is not None:
-                add(Mapping(entry.start, entry.end, entry.offset, "r-xp", entry.path))
+            if entry.event == MAP_LOAD:
+                frames.space.add(Mapping(entry.start, entry.end, entry.offset, "r-xp",
+                                         entry.path))
         frames.forget_unresolved()
 
     # -- profile -------------------------------------------------------------------
@@ -250,7 +249,7 @@ class SamplerCollector(Collector):
         with self._sym_lock:
             if meta.complete:  # the pids are gone (maybe reused): map logs only from now on
                 for frames in self._frames.values():
-                    if getattr(frames.space, "pid", None) is not None:
+                    if frames.space is not None:
                         frames.space.pid = None
             for name, pid, maps in pending:
                 self._add_mappings(name, pid, maps)

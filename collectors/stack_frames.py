@@ -70,7 +70,7 @@ class StackFrames:
         self.cache = {k: v for k, v in self.cache.items() if v[-1].module}
 
     def warnings(self) -> list[str]:
-        return list(getattr(self.symbolizer, "warnings", []) or [])
+        return list(self.symbolizer.warnings) if self.symbolizer is not None else []
 
 
 def add_stack(profile: Profile, part: str, frames: StackFrames, ips: Sequence[int],
