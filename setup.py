@@ -1,4 +1,4 @@
-"""Build the C runtime libraries of proftui into the `collectors._runtime` package.
+"""Build the C runtime libraries of proftui into the `proftui.collectors.runtime.native` package.
 
 Each runtime library is a plain shared object (LD_PRELOADed into targets, never
 imported by Python).  setuptools' Extension machinery is used only because it
@@ -11,25 +11,28 @@ import os
 import shutil
 import sysconfig
 
-from setuptools import Distribution, Extension, setup
+from setuptools import Distribution, Extension, find_packages, setup
 from setuptools.command.build_ext import build_ext
 
 # name -> sources.  Each library has one job (DESIGN.md section 1).
 RUNTIME_LIBRARIES: dict[str, list[str]] = {
-    "proftui_sampler": ["csrc/proftui_sampler.c", "csrc/pt_sampler_file.c",
-                        "csrc/pt_sampler_timer.c", "csrc/pt_sampler_handler.c",
-                        "csrc/pt_sampler_unwind.c", "csrc/pt_sampler_cfi.c",
-                        "csrc/pt_sampler_maps.c"],
-    "proftui_hook": ["csrc/proftui_hook.c", "csrc/pt_hook_life.c", "csrc/pt_hook_file.c",
-                     "csrc/pt_hook_filter.c"],
+    "proftui_sampler": ["csrc/sampler/proftui_sampler.c", "csrc/sampler/pt_sampler_file.c",
+                        "csrc/sampler/pt_sampler_timer.c", "csrc/sampler/pt_sampler_handler.c",
+                        "csrc/common/pt_unwind.c", "csrc/common/pt_cfi.c",
+                        "csrc/common/pt_maps.c"],
+    "proftui_hook": ["csrc/hook/proftui_hook.c", "csrc/hook/pt_hook_life.c",
+                     "csrc/hook/pt_hook_file.c", "csrc/hook/pt_hook_filter.c"],
 }
 
 # name -> sources of helper executables (not libraries), built into the same
 # package directory as the libraries by BuildRuntime.build_executables.
 RUNTIME_EXECUTABLES: dict[str, list[str]] = {
-    "proftui-attach": ["csrc/proftui_attach.c", "csrc/pt_attach_out.c",
-                       "csrc/pt_attach_perf.c", "csrc/pt_attach_ptrace.c"],
+    "proftui-attach": ["csrc/attach/proftui_attach.c", "csrc/attach/pt_attach_out.c",
+                       "csrc/attach/pt_attach_perf.c", "csrc/attach/pt_attach_ptrace.c"],
 }
+
+# TODO(issue 12): each runtime should see only common/ and its own folder.
+INCLUDE_DIRS = ["csrc/common", "csrc/hook", "csrc/sampler", "csrc/attach"]
 
 COMMON_FLAGS = ["-std=gnu11", "-O2", "-g", "-fPIC", "-fvisibility=hidden", "-Wall", "-Wextra"]
 
@@ -48,7 +51,7 @@ class BuildRuntime(build_ext):
         self.build_executables()
 
     def build_executables(self) -> None:
-        """Compile RUNTIME_EXECUTABLES into collectors/_runtime (build_lib, or in place)."""
+        """Compile RUNTIME_EXECUTABLES into collectors/runtime/native (build_lib, or in place)."""
         from distutils.ccompiler import CCompiler, new_compiler
         from distutils.sysconfig import customize_compiler
 
@@ -57,13 +60,14 @@ class BuildRuntime(build_ext):
             compiler = new_compiler(force=self.force)
             customize_compiler(compiler)
         if self.inplace:
-            out_dir = self.get_finalized_command("build_py").get_package_dir("collectors._runtime")
+            build_py = self.get_finalized_command("build_py")
+            out_dir = build_py.get_package_dir("proftui.collectors.runtime.native")
         else:
-            out_dir = os.path.join(self.build_lib, "collectors", "_runtime")
+            out_dir = os.path.join(self.build_lib, "proftui", "collectors", "runtime", "native")
         flags = [f for f in COMMON_FLAGS if f != "-fPIC"]
         for name, sources in RUNTIME_EXECUTABLES.items():
             objects = compiler.compile(sources, output_dir=self.build_temp,
-                                       include_dirs=["csrc"], extra_postargs=flags)
+                                       include_dirs=INCLUDE_DIRS, extra_postargs=flags)
             compiler.link_executable(objects, name, output_dir=out_dir)
 
     def get_export_symbols(self, ext: Extension) -> list[str]:
@@ -80,16 +84,23 @@ class RuntimeDistribution(Distribution):
 
 def runtime_extension(name: str, sources: list[str]) -> Extension:
     return Extension(
-        f"collectors._runtime.{name}",
+        f"proftui.collectors.runtime.native.{name}",
         sources=sources,
-        include_dirs=["csrc"],
+        include_dirs=INCLUDE_DIRS,
         extra_compile_args=COMMON_FLAGS,
         extra_link_args=["-pthread", "-ldl", "-lrt"],
         py_limited_api=True,
     )
 
 
+def proftui_packages() -> list[str]:
+    """collectors/ and tui/ with their subpackages, under the one import root `proftui`."""
+    return [f"proftui.{top}{sub[len(top):]}" for top in ("collectors", "tui")
+            for sub in [top, *find_packages(include=[f"{top}.*"])]]
+
+
 setup(
+    packages=proftui_packages(),
     ext_modules=[runtime_extension(n, s) for n, s in RUNTIME_LIBRARIES.items()],
     cmdclass={"build_ext": BuildRuntime},
     distclass=RuntimeDistribution,

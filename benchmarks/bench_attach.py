@@ -29,9 +29,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from collectors.attach import AttachCollector  # noqa: E402
-from collectors.base import CollectorOptions  # noqa: E402
-from collectors.errors import ProftuiError  # noqa: E402
+from proftui.collectors.attach.collector import AttachCollector  # noqa: E402
+from proftui.collectors.base import CollectorOptions  # noqa: E402
+from proftui.collectors.errors import ProftuiError  # noqa: E402
 
 FLAGS = ["-O2", "-g", "-fno-omit-frame-pointer"]
 Attacher = Callable[[int], Callable[[], None]]  # attach to pid; returns "detach"

@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from collectors._runtime import runtime_library_path  # noqa: E402
+from proftui.collectors.runtime.libraries import runtime_library_path  # noqa: E402
 
 FIXTURE = ROOT / "tests" / "fixtures" / "ins_bench.c"
 # The same call structure everywhere: no tail-recursion rewrite of fib.

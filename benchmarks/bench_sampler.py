@@ -39,9 +39,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from collectors._runtime import runtime_library_path  # noqa: E402
-from collectors.importers.gperftools import parse as parse_gperftools  # noqa: E402
-from collectors.wire_sampler import SamplerFile  # noqa: E402
+from proftui.collectors.formats.importers.gperftools import parse as parse_gperftools  # noqa: E402
+from proftui.collectors.runtime.libraries import runtime_library_path  # noqa: E402
+from proftui.collectors.runtime.wire_sampler import SamplerFile  # noqa: E402
 
 # A configuration: prepares (argv prefix, env) in a scratch dir; counts samples after.
 Setup = Callable[[Path], tuple[list[str], dict[str, str]]]
@@ -149,13 +149,15 @@ def perf_usable() -> bool:
 def unwind_costs() -> None:
     """Time the handler's stack walk alone, on a frame-pointer and an -O2 build."""
     sources = [str(ROOT / "benchmarks/bench_unwind.c"),
-               *(str(p) for p in sorted((ROOT / "csrc").glob("*sampler*.c")))]
+               *(str(p) for p in sorted((ROOT / "csrc" / "sampler").glob("*.c"))),
+               *(str(p) for p in sorted((ROOT / "csrc" / "common").glob("*.c")))]
     print(f"\n{'stack walk (20 calls deep)':42} {'frames':>8} {'ns/walk':>9}")
     signal_ns = 0.0
     for label, flag in (("-fno-omit-frame-pointer", "-fno-omit-frame-pointer"),
                         ("-O2 (no frame pointers)", "-fomit-frame-pointer")):
         out = ROOT / "build" / "bench" / f"bench_unwind{flag}"
-        subprocess.run(["gcc", "-std=gnu11", "-O2", "-g", flag, f"-I{ROOT / 'csrc'}", *sources,
+        subprocess.run(["gcc", "-std=gnu11", "-O2", "-g", flag, f"-I{ROOT / 'csrc/common'}",
+                        f"-I{ROOT / 'csrc/sampler'}", *sources,
                         "-o", str(out), "-pthread", "-ldl"], check=True)
         result = subprocess.run([str(out), "20"], capture_output=True, text=True, check=True)
         for line in result.stdout.splitlines():

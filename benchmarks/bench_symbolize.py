@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from collectors.symbols import Symbolizer
+from proftui.collectors.symbols.symbolizer import Symbolizer
 
 UNITS = 30
 

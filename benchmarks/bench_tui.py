@@ -26,13 +26,12 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from proftui.collectors.model.profile import CPU_NS, SAMPLES, CallNode, Frame, Profile, ProfileMeta  # noqa: E402
+from proftui.tui.app import ProfTuiApp  # noqa: E402
+from proftui.tui.panes.flat import FlatPane  # noqa: E402
+from proftui.tui.panes.tree import CallTreeView  # noqa: E402
+from proftui.tui.widgets.flat_table import FlatTable  # noqa: E402
 from textual import events  # noqa: E402
-
-from collectors.model import CPU_NS, SAMPLES, CallNode, Frame, Profile, ProfileMeta  # noqa: E402
-from tui.app import ProfTuiApp  # noqa: E402
-from tui.flat_pane import FlatPane  # noqa: E402
-from tui.flat_table import FlatTable  # noqa: E402
-from tui.tree_pane import CallTreeView  # noqa: E402
 
 SIZE = (160, 50)
 

@@ -7,9 +7,9 @@ import threading
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
-from collectors.launch import ExitInfo, LaunchedProcess
-from collectors.model import CallTree, Profile
-from collectors.rundir import RunDirectory
+from proftui.collectors.model.profile import CallTree, Profile
+from proftui.collectors.runtime.launch import ExitInfo, LaunchedProcess
+from proftui.collectors.runtime.rundir import RunDirectory
 
 
 @dataclass

@@ -8,8 +8,7 @@ from pathlib import Path
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
-
-from collectors.errors import ProftuiError
+from proftui.collectors.errors import ProftuiError
 
 # Symbols the compiler references when a program is built for a mode.
 GPROF_SYMBOLS = frozenset({"mcount", "_mcount", "__mcount", "__fentry__"})

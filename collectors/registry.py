@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collectors.attach import AttachCollector
-from collectors.base import Collector
-from collectors.gprof import GprofCollector
-from collectors.instrument import InstrumentCollector
-from collectors.sampler import SamplerCollector
+from proftui.collectors.attach.collector import AttachCollector
+from proftui.collectors.base import Collector
+from proftui.collectors.gprof.collector import GprofCollector
+from proftui.collectors.instrument.collector import InstrumentCollector
+from proftui.collectors.sampler.collector import SamplerCollector
 
 COLLECTORS: dict[str, type[Collector]] = {
     "attach": AttachCollector,

@@ -18,12 +18,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from proftui.tui.app import ProfTuiApp  # noqa: E402
+from proftui.tui.panes.flat import FlatPane  # noqa: E402
+from proftui.tui.panes.source import SourcePane  # noqa: E402
+from proftui.tui.panes.tree import CallTreeView  # noqa: E402
+from proftui.tui.widgets.flat_table import FlatTable  # noqa: E402
+
 from tests.tui.tui_profiles import SpinTarget, attach  # noqa: E402
-from tui.app import ProfTuiApp  # noqa: E402
-from tui.flat_pane import FlatPane  # noqa: E402
-from tui.flat_table import FlatTable  # noqa: E402
-from tui.source_pane import SourcePane  # noqa: E402
-from tui.tree_pane import CallTreeView  # noqa: E402
 
 SIZE = (130, 36)
 

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from collectors.model import Frame, Profile
+from proftui.collectors.model.profile import Frame, Profile
 
 MAX_DISASSEMBLY_BYTES = 0x10000  # never disassemble more than this from one start address
 TOOL_TIMEOUT_S = 10.0

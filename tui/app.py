@@ -17,32 +17,31 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import ClassVar
 
+from proftui.collectors.base import Collector
+from proftui.collectors.errors import ProftuiError
+from proftui.collectors.formats.export import write_export
+from proftui.collectors.model.profile import Frame, Profile
+from proftui.collectors.model.views import FlatEntry, flat_profile
+from proftui.collectors.runtime.launch import ExitInfo
+from proftui.collectors.runtime.procstat import ProcSampler, ProcStat
+from proftui.tui.format import metric_label
+from proftui.tui.panes.flat import FlatPane
+from proftui.tui.panes.process import ProcPane
+from proftui.tui.panes.source import SourcePane, SourceView
+from proftui.tui.panes.tree import CallTreeView, View
+from proftui.tui.screens.export import ExportScreen
+from proftui.tui.screens.notes import NotesScreen
+from proftui.tui.screens.quit import QuitScreen
+from proftui.tui.widgets.breadcrumb import Breadcrumb
+from proftui.tui.widgets.flat_table import FlatTable
+from proftui.tui.widgets.header_bar import HeaderBar
+from proftui.tui.widgets.key_bar import KeyBar
 from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import ContentSwitcher
-
-from collectors.base import Collector
-from collectors.errors import ProftuiError
-from collectors.export import write_export
-from collectors.launch import ExitInfo
-from collectors.model import Frame, Profile
-from collectors.procstat import ProcSampler, ProcStat
-from collectors.views import FlatEntry, flat_profile
-from tui.breadcrumb import Breadcrumb
-from tui.export_screen import ExportScreen
-from tui.flat_pane import FlatPane
-from tui.flat_table import FlatTable
-from tui.format import metric_label
-from tui.header_bar import HeaderBar
-from tui.key_bar import KeyBar
-from tui.notes_screen import NotesScreen
-from tui.proc_pane import ProcPane
-from tui.quit_screen import QuitScreen
-from tui.source_pane import SourcePane, SourceView
-from tui.tree_pane import CallTreeView, View
 
 POLL_INTERVAL_S = 0.33  # snapshots per second: ~3
 PROC_INTERVAL_S = 1.0  # psutil samples per second: 1

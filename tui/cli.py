@@ -14,16 +14,16 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from collectors import storage
-from collectors.base import Collector, CollectorOptions
-from collectors.detect import inspect_binary
-from collectors.errors import ProftuiError
-from collectors.export import EXPORTERS, default_output, write_export
-from collectors.export.text import render_json, render_text
-from collectors.importers import load_any
-from collectors.launch import resolve_program
-from collectors.model import Profile
-from collectors.registry import COLLECTORS
+from proftui.collectors.base import Collector, CollectorOptions
+from proftui.collectors.detect import inspect_binary
+from proftui.collectors.errors import ProftuiError
+from proftui.collectors.formats.export import EXPORTERS, default_output, write_export
+from proftui.collectors.formats.export.text import render_json, render_text
+from proftui.collectors.formats.importers import load_any
+from proftui.collectors.model import storage
+from proftui.collectors.model.profile import Profile
+from proftui.collectors.registry import COLLECTORS
+from proftui.collectors.runtime.launch import resolve_program
 
 MODES = ("gprof", "instrument", "sampler")
 SUBCOMMANDS = ("record", "report", "open", "demo", "attach", "export")
@@ -250,7 +250,7 @@ def wants_tui(args: argparse.Namespace) -> bool:
 
 
 def run_tui(collector: Collector | None = None, profile: Profile | None = None) -> int:
-    from tui.app import ProfTuiApp  # Textual loads only when a TUI is wanted
+    from proftui.tui.app import ProfTuiApp  # Textual loads only when a TUI is wanted
 
     if collector is not None:
         # Start before the app takes the screen, so a failure is a one-line error.
@@ -297,7 +297,7 @@ def cmd_open(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from tui.demo import build_demo, demo_mode
+    from proftui.tui.demo import build_demo, demo_mode
 
     mode = args.mode or demo_mode(COLLECTORS)
     binary = build_demo(mode)

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
+from proftui.collectors.model.profile import Metric
 from rich.style import Style
-
-from collectors.model import Metric
 
 
 def format_cost(value: float, unit: str) -> str:

@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from collectors.base import CollectorOptions
-from collectors.instrument import InstrumentCollector
-from collectors.model import CallTree, Profile
+from proftui.collectors.base import CollectorOptions
+from proftui.collectors.instrument.collector import InstrumentCollector
+from proftui.collectors.model.profile import CallTree, Profile
+
 from tests.conftest import build_fixture
 
 FLAGS = ["-O2", "-g", "-finstrument-functions", "-pthread"]

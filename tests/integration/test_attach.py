@@ -15,12 +15,12 @@ import time
 from pathlib import Path
 
 import pytest
+from proftui.collectors.attach.collector import AttachCollector
+from proftui.collectors.base import CollectorOptions
+from proftui.collectors.errors import ProftuiError
+from proftui.collectors.model import storage
+from proftui.collectors.model.profile import Profile
 
-from collectors import storage
-from collectors.attach import AttachCollector
-from collectors.base import CollectorOptions
-from collectors.errors import ProftuiError
-from collectors.model import Profile
 from tests.conftest import build_fixture
 
 # Frame pointers everywhere (leaf functions too), and none at all (gcc -O2's
@@ -230,7 +230,8 @@ def test_deleted_binary_still_resolves(tmp_path: Path) -> None:
 
 
 def run_cli(*args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "tui.cli", *args], stdout=subprocess.PIPE,
+    return subprocess.Popen([sys.executable, "-m", "proftui.tui.cli", *args],
+                            stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
 
 
@@ -344,7 +345,7 @@ def test_permission_denied_is_explained(method: str) -> None:
     """An unprivileged user attaching to root's process gets the real reason."""
     import shutil
 
-    from collectors._runtime import runtime_executable_path
+    from proftui.collectors.runtime.libraries import runtime_executable_path
 
     if os.geteuid() != 0 or shutil.which("setpriv") is None:
         pytest.skip("needs root and setpriv to act as an unprivileged user")
@@ -360,7 +361,7 @@ def test_permission_denied_is_explained(method: str) -> None:
         # The explanation is computed as that user, from /proc facts.
         explain = subprocess.run(
             [*as_nobody, sys.executable, "-c",
-             "import sys; from collectors.attach_checks import explain_failure; "
+             "import sys; from proftui.collectors.attach.checks import explain_failure; "
              "print(explain_failure(int(sys.argv[1]), sys.argv[2], sys.stdin.read()))",
              str(fixture.pid), method],
             input=message, capture_output=True, text=True, timeout=20,

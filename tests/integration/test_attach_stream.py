@@ -6,9 +6,9 @@ from __future__ import annotations
 import struct
 
 import pytest
-
-from collectors.attach import _join_chains
-from collectors.attach_stream import (
+from proftui.collectors.attach.collector import _join_chains
+from proftui.collectors.errors import ProftuiError
+from proftui.collectors.runtime.wire_attach import (
     REC_END,
     REC_ERROR,
     REC_EXIT,
@@ -26,7 +26,6 @@ from collectors.attach_stream import (
     TargetExit,
     ThreadEvent,
 )
-from collectors.errors import ProftuiError
 
 
 def header(method: int = 2, pid: int = 1234, period_ns: int = 10_000_000,

@@ -8,8 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from collectors.cfi import REG_RBP, REG_RSP, ModuleCfi
+from proftui.collectors.symbols.cfi import REG_RBP, REG_RSP, ModuleCfi
 
 pytestmark = pytest.mark.skipif(shutil.which("readelf") is None, reason="readelf missing")
 REGS = {"rsp": REG_RSP, "rbp": REG_RBP}

@@ -10,7 +10,7 @@ import pytest
 
 
 def proftui(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tui.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "proftui.tui.cli", *args], capture_output=True,
                           text=True, cwd=cwd, timeout=120, stdin=subprocess.DEVNULL)
 
 

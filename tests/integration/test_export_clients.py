@@ -20,15 +20,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from proftui.collectors.base import CollectorOptions
+from proftui.collectors.errors import ProftuiError
+from proftui.collectors.formats.export import write_export
+from proftui.collectors.formats.importers import load_any
+from proftui.collectors.model import storage
+from proftui.collectors.model.profile import Profile
+from proftui.collectors.model.views import flat_profile
+from proftui.collectors.registry import COLLECTORS
 
-from collectors import storage
-from collectors.base import CollectorOptions
-from collectors.errors import ProftuiError
-from collectors.export import write_export
-from collectors.importers import load_any
-from collectors.model import Profile
-from collectors.registry import COLLECTORS
-from collectors.views import flat_profile
 from tests.conftest import build_fixture
 from tests.integration.test_import_libprofiler import record_gperftools
 from tests.integration.test_import_perf_record import record_perf
@@ -42,7 +42,7 @@ def _recorded(directory: Path) -> Profile:
     """A profile from a proftui collector: a launching mode if built, else attach."""
     for mode, flags in MODE_FLAGS.items():
         if mode in COLLECTORS:
-            from tui.cli import run_headless
+            from proftui.tui.cli import run_headless
 
             binary = build_fixture("exp_work.c", ["-O0", "-g", "-fno-omit-frame-pointer",
                                                   *flags], output=f"exp_work_{mode}")
@@ -254,7 +254,7 @@ def test_speedscope_validates_against_schema(profile: Profile, tmp_path: Path) -
 
 
 def proftui(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return run([sys.executable, "-m", "tui.cli", *args], cwd=cwd, stdin=subprocess.DEVNULL)
+    return run([sys.executable, "-m", "proftui.tui.cli", *args], cwd=cwd, stdin=subprocess.DEVNULL)
 
 
 def test_cli_export_every_format_with_default_names(tmp_path: Path) -> None:

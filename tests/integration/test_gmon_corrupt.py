@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from proftui.collectors.gprof.analysis import analyze, read_symbol_table
+from proftui.collectors.gprof.collector import gmon_result
+from proftui.collectors.gprof.gmon import GmonError, parse_gmon
 
-from collectors.gmon import GmonError, parse_gmon
-from collectors.gprof import gmon_result
-from collectors.gprof_analysis import analyze, read_symbol_table
 from tests.conftest import build_fixture
 
 

@@ -10,10 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from collectors.gprof import gmon_result
-from collectors.storage import load
-from collectors.views import flat_profile
+from proftui.collectors.gprof.collector import gmon_result
+from proftui.collectors.model.storage import load
+from proftui.collectors.model.views import flat_profile
 
 pytestmark = pytest.mark.skipif(shutil.which("gprof") is None, reason="gprof (binutils) missing")
 
@@ -103,7 +102,7 @@ def test_flat_profile_and_arcs_agree_with_gprof(compile_c, tmp_path: Path, fixtu
 def test_known_split_shows_in_total_time(compile_c, tmp_path: Path) -> None:
     binary = compile_c("gp_split.c", ["-O1", "-g", "-pg"])
     out = tmp_path / "run.proftui"
-    result = subprocess.run([sys.executable, "-m", "tui.cli", "record", "-o", str(out),
+    result = subprocess.run([sys.executable, "-m", "proftui.tui.cli", "record", "-o", str(out),
                              str(binary), "1500", "7"], capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 7, result.stderr  # the target's exit status
@@ -133,7 +132,7 @@ def test_known_split_shows_in_total_time(compile_c, tmp_path: Path) -> None:
 def test_fork_gives_one_part_per_process(compile_c, tmp_path: Path) -> None:
     binary = compile_c("gp_fork.c", ["-O1", "-g", "-pg"])
     out = tmp_path / "run.proftui"
-    result = subprocess.run([sys.executable, "-m", "tui.cli", "record", "-o", str(out),
+    result = subprocess.run([sys.executable, "-m", "proftui.tui.cli", "record", "-o", str(out),
                              str(binary)], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert sorted(result.stdout.split("\n")) == ["", "child done", "parent done"]
@@ -153,7 +152,7 @@ def test_fork_gives_one_part_per_process(compile_c, tmp_path: Path) -> None:
 @pytest.mark.parametrize("how,status,word", [("", 4, "_exit"), ("abort", 134, "SIGABRT")])
 def test_missing_gmon_out_is_explained(compile_c, how: str, status: int, word: str) -> None:
     binary = compile_c("gp_exit.c", ["-O1", "-g", "-pg"])
-    result = subprocess.run([sys.executable, "-m", "tui.cli", "--text", str(binary),
+    result = subprocess.run([sys.executable, "-m", "proftui.tui.cli", "--text", str(binary),
                              *([how] if how else [])], capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == status
@@ -166,7 +165,7 @@ def test_missing_gmon_out_is_explained(compile_c, how: str, status: int, word: s
 
 def test_json_report_of_gprof_run(compile_c, tmp_path: Path) -> None:
     binary = compile_c("gp_recurse.c", ["-O1", "-g", "-pg"])
-    result = subprocess.run([sys.executable, "-m", "tui.cli", "--json", str(binary), "22"],
+    result = subprocess.run([sys.executable, "-m", "proftui.tui.cli", "--json", str(binary), "22"],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout[result.stdout.index("{"):])
@@ -182,7 +181,7 @@ def test_json_report_of_gprof_run(compile_c, tmp_path: Path) -> None:
 def test_existing_gmon_out_opens_with_its_binary(compile_c, tmp_path: Path) -> None:
     binary = compile_c("gp_split.c", ["-O1", "-g", "-pg"])
     gmon = run_pg(binary, tmp_path, "800")
-    cli = [sys.executable, "-m", "tui.cli", "report", "--json", str(gmon)]
+    cli = [sys.executable, "-m", "proftui.tui.cli", "report", "--json", str(gmon)]
     result = subprocess.run([*cli, "--binary", str(binary)], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     rows = {row["function"]: row for row in json.loads(result.stdout)["flat"]}

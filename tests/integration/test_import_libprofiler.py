@@ -15,11 +15,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from proftui.collectors.formats.importers import load_any
+from proftui.collectors.model import storage
+from proftui.collectors.model.profile import Profile
+from proftui.collectors.model.views import flat_profile
 
-from collectors import storage
-from collectors.importers import load_any
-from collectors.model import Profile
-from collectors.views import flat_profile
 from tests.conftest import build_fixture
 
 FIXTURE_FUNCTIONS = ("spin", "work_hot", "work_cold", "recurse", "main")
@@ -94,7 +94,7 @@ def test_cli_reads_it_by_content(recorded: tuple[Path, Path], tmp_path: Path) ->
     renamed = tmp_path / "profile.proftui"  # the extension must not matter
     renamed.write_bytes(prof.read_bytes())
     for command in (["report", "-n", "5"], ["open"]):
-        result = subprocess.run([sys.executable, "-m", "tui.cli", *command, str(renamed)],
+        result = subprocess.run([sys.executable, "-m", "proftui.tui.cli", *command, str(renamed)],
                                 capture_output=True, text=True, timeout=120,
                                 stdin=subprocess.DEVNULL)
         assert result.returncode == 0, result.stderr

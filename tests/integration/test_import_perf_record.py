@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from proftui.collectors.formats.importers import load_any
+from proftui.collectors.model.views import callers, flat_profile
 
-from collectors.importers import load_any
-from collectors.views import callers, flat_profile
 from tests.conftest import build_fixture
 
 FLAGS = ("-O0", "-g", "-fno-omit-frame-pointer")
@@ -78,7 +78,8 @@ def test_same_top_function_as_perf_report(recorded: tuple[Path, Path]) -> None:
 def test_cli_export_from_perf_script(recorded: tuple[Path, Path], tmp_path: Path) -> None:
     _data, script = recorded
     out = tmp_path / "out.folded"
-    result = subprocess.run([sys.executable, "-m", "tui.cli", "export", "--format", "folded",
+    result = subprocess.run([sys.executable, "-m", "proftui.tui.cli", "export",
+                             "--format", "folded",
                              "-o", str(out), str(script)], capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 0, result.stderr

@@ -6,9 +6,9 @@ from __future__ import annotations
 import subprocess
 
 import pytest
+from proftui.collectors.model.profile import WALL_NS
+from proftui.collectors.model.views import flat_profile
 
-from collectors.model import WALL_NS
-from collectors.views import flat_profile
 from tests.integration.ins_helpers import build, calls_by_path, record
 
 BASIC = {  # ins_basic.c with n = 1000

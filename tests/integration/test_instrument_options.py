@@ -6,12 +6,12 @@ from __future__ import annotations
 import struct
 
 import pytest
+from proftui.collectors.base import CollectorOptions
+from proftui.collectors.errors import ProftuiError
+from proftui.collectors.instrument.collector import InstrumentCollector
+from proftui.collectors.model.views import flat_profile
+from proftui.collectors.runtime.wire import HEADER_SIZE
 
-from collectors.base import CollectorOptions
-from collectors.errors import ProftuiError
-from collectors.instrument import InstrumentCollector
-from collectors.views import flat_profile
-from collectors.wire import HEADER_SIZE
 from tests.conftest import build_fixture
 from tests.integration.ins_helpers import build, calls_by_path, record
 

@@ -7,10 +7,10 @@ import signal
 import time
 
 import pytest
+from proftui.collectors.base import CollectorOptions
+from proftui.collectors.instrument.collector import InstrumentCollector
+from proftui.collectors.model.profile import Profile
 
-from collectors.base import CollectorOptions
-from collectors.instrument import InstrumentCollector
-from collectors.model import Profile
 from tests.conftest import build_fixture
 from tests.integration.ins_helpers import (
     FLAGS,

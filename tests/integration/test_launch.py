@@ -8,8 +8,8 @@ import stat
 import subprocess
 import sys
 
-from collectors.launch import ExitInfo, LaunchedProcess
-from collectors.rundir import RunDirectory
+from proftui.collectors.runtime.launch import ExitInfo, LaunchedProcess
+from proftui.collectors.runtime.rundir import RunDirectory
 
 
 def test_run_directory_is_private_and_removed() -> None:
@@ -45,7 +45,8 @@ def test_killed_target_reports_signal() -> None:
 def test_inherited_stdio_is_untouched(compile_c, tmp_path) -> None:
     binary = compile_c("cli_exit.c", ["-O1"])
     code = (
-        "import sys; from pathlib import Path; from collectors.launch import LaunchedProcess;"
+        "import sys; from pathlib import Path;"
+        "from proftui.collectors.runtime.launch import LaunchedProcess;"
         f"p = LaunchedProcess([{str(binary)!r}, '3'], run_dir=Path({str(tmp_path)!r}));"
         "sys.exit(p.wait().shell_status())"
     )

@@ -11,12 +11,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from proftui.collectors.base import CollectorOptions
+from proftui.collectors.errors import ProftuiError
+from proftui.collectors.model.profile import Profile
+from proftui.collectors.registry import COLLECTORS
+from proftui.collectors.sampler.collector import SamplerCollector
 
-from collectors.base import CollectorOptions
-from collectors.errors import ProftuiError
-from collectors.model import Profile
-from collectors.registry import COLLECTORS
-from collectors.sampler import SamplerCollector
 from tests.conftest import build_fixture
 
 FP_FLAGS = ["-O2", "-g", "-fno-omit-frame-pointer"]

@@ -90,8 +90,8 @@ def test_killed_target_still_yields_profile(how: str, sig: int) -> None:
 
 def test_inherited_stdio_untouched(capfd: pytest.CaptureFixture[str]) -> None:
     """Headless mode: the target writes straight to our stdout."""
-    from collectors.base import CollectorOptions
-    from collectors.sampler import SamplerCollector
+    from proftui.collectors.base import CollectorOptions
+    from proftui.collectors.sampler.collector import SamplerCollector
 
     binary = build_fixture("smp_work.c", FP_FLAGS)
     collector = SamplerCollector([str(binary), "50"], CollectorOptions(output="inherit"))

@@ -7,10 +7,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from collectors.demangle import demangle
-from collectors.maps import AddressSpace, parse_maps
-from collectors.symbols import Symbolizer
+from proftui.collectors.symbols.demangle import demangle
+from proftui.collectors.symbols.maps import AddressSpace, parse_maps
+from proftui.collectors.symbols.symbolizer import Symbolizer
 
 needs_addr2line = pytest.mark.skipif(shutil.which("addr2line") is None,
                                      reason="addr2line (binutils) missing")
@@ -164,9 +163,8 @@ def test_build_id_cache_serves_the_second_run(compile_c, tmp_path: Path) -> None
 def test_fast_die_walker_matches_pyelftools(compile_c, fixture: str, compiler: str,
                                             flags: list[str]) -> None:
     from elftools.elf.elffile import ELFFile
-
-    from collectors import dwarf_tables
-    from collectors.dwarf_tables import CuTable
+    from proftui.collectors.symbols import dwarf_tables
+    from proftui.collectors.symbols.dwarf_tables import CuTable
 
     binary = compile_c(fixture, flags, compiler=compiler)
     with open(binary, "rb") as f:

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from proftui.collectors.registry import COLLECTORS
 
-from collectors.registry import COLLECTORS
 from tests.conftest import build_fixture
 from tests.tui.tui_profiles import ATT_DONE, SpinTarget
 

@@ -8,11 +8,18 @@ import shutil
 import threading
 
 import pytest
+from proftui.collectors.base import Collector
+from proftui.collectors.model import storage
+from proftui.collectors.model.profile import Profile
+from proftui.collectors.runtime.launch import ExitInfo
+from proftui.tui.app import ProfTuiApp
+from proftui.tui.panes.flat import FlatPane
+from proftui.tui.panes.process import ProcPane
+from proftui.tui.panes.source import SourcePane
+from proftui.tui.panes.tree import CallTreeView
+from proftui.tui.screens.quit import QuitScreen
+from proftui.tui.widgets.flat_table import FlatTable
 
-from collectors import storage
-from collectors.base import Collector
-from collectors.launch import ExitInfo
-from collectors.model import Profile
 from tests.tui.tui_profiles import (
     ATT_DONE,
     SIZE,
@@ -24,13 +31,6 @@ from tests.tui.tui_profiles import (
     screen_text,
     wait_for,
 )
-from tui.app import ProfTuiApp
-from tui.flat_pane import FlatPane
-from tui.flat_table import FlatTable
-from tui.proc_pane import ProcPane
-from tui.quit_screen import QuitScreen
-from tui.source_pane import SourcePane
-from tui.tree_pane import CallTreeView
 
 
 def test_live_attach_status_quit_detaches() -> None:

@@ -3,15 +3,16 @@ a 60/30/10 fixture and the hook library on exact call counts; and the notes key.
 
 from __future__ import annotations
 
-from collectors.base import CollectorOptions
-from collectors.instrument import InstrumentCollector
-from collectors.sampler import SamplerCollector
+from proftui.collectors.base import CollectorOptions
+from proftui.collectors.instrument.collector import InstrumentCollector
+from proftui.collectors.sampler.collector import SamplerCollector
+from proftui.tui.app import ProfTuiApp
+from proftui.tui.panes.flat import FlatPane
+from proftui.tui.panes.tree import CallTreeView
+from proftui.tui.screens.notes import NotesScreen
+
 from tests.conftest import build_fixture
 from tests.tui.tui_profiles import SIZE, run, screen_text, wait_for
-from tui.app import ProfTuiApp
-from tui.flat_pane import FlatPane
-from tui.notes_screen import NotesScreen
-from tui.tree_pane import CallTreeView
 
 
 def test_sampler_live_to_exit() -> None:

@@ -7,17 +7,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from proftui.collectors.model.profile import Profile
+from proftui.tui.app import ProfTuiApp
+from proftui.tui.panes.flat import FlatPane
+from proftui.tui.panes.process import ProcPane
+from proftui.tui.panes.source import SourcePane, SourceView
+from proftui.tui.panes.tree import CallTreeView
+from proftui.tui.widgets.flat_table import FlatTable
 from textual.pilot import Pilot
 from textual.widgets import Input
 
-from collectors.model import Profile
 from tests.tui.tui_profiles import SIZE, attach_profile, run, screen_text, wait_for
-from tui.app import ProfTuiApp
-from tui.flat_pane import FlatPane
-from tui.flat_table import FlatTable
-from tui.proc_pane import ProcPane
-from tui.source_pane import SourcePane, SourceView
-from tui.tree_pane import CallTreeView
 
 
 @pytest.fixture(scope="module")
@@ -221,7 +221,7 @@ def test_listing_falls_back_to_addresses_without_binary(profile: Profile) -> Non
     """Source gone and binary gone (deleted after the run): the costed addresses remain."""
     from dataclasses import replace
 
-    from tui.annotate import annotate
+    from proftui.tui.annotate import annotate
 
     hot = next(f for f in profile.frames if f.function == "att_hot")
     listing = annotate(profile, hot)

@@ -9,14 +9,14 @@ import time
 from collections.abc import Callable
 
 import pytest
+from proftui.collectors.attach.collector import AttachCollector
+from proftui.collectors.base import CollectorOptions
+from proftui.collectors.errors import ProftuiError
+from proftui.collectors.model.profile import Profile
 from rich.console import Console
 from textual.app import App
 from textual.pilot import Pilot
 
-from collectors.attach import AttachCollector
-from collectors.base import CollectorOptions
-from collectors.errors import ProftuiError
-from collectors.model import Profile
 from tests.conftest import build_fixture
 
 ATT_FLAGS = ["-O2", "-g", "-fno-omit-frame-pointer", "-mno-omit-leaf-frame-pointer", "-pthread"]
@@ -76,7 +76,7 @@ def attach_profile(seconds: float = 2.0) -> Profile:
 
 def gprof_collector(units: str = "150", status: str = "3"):
     """A GprofCollector (not started) on gp_split: heavy/medium/light = 60/30/10 of step."""
-    from collectors.gprof import GprofCollector
+    from proftui.collectors.gprof.collector import GprofCollector
 
     binary = build_fixture("gp_split.c", ["-pg", "-g", "-O1", "-fno-inline"])
     return GprofCollector([str(binary), units, status], CollectorOptions(output="log"))

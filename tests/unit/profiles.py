@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collectors.model import SAMPLES, Frame, Profile, ProfileMeta
+from proftui.collectors.model.profile import SAMPLES, Frame, Profile, ProfileMeta
 
 
 def sample_profile() -> Profile:

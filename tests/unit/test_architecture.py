@@ -1,4 +1,11 @@
-"""The dependency contract of DESIGN.md: tui -> collectors, never back; no Textual in collectors."""
+"""The layer contract of DESIGN.md section 1, checked in both directions.
+
+Every module of the package names the layer it belongs to (its folder); a
+layer may import only the layers listed for it.  `tui -> collectors`, never
+back; inside collectors, collector subpackages -> base/runtime/symbols ->
+model -> errors; collectors never import each other; panes read the model,
+never ELF files, wire decoders or symbol tables.
+"""
 
 from __future__ import annotations
 
@@ -8,20 +15,115 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+PACKAGE_DIRS = {"collectors": ROOT / "collectors", "tui": ROOT / "tui"}
+
+C = "collectors"
+COLLECTOR_PACKAGES = ("gprof", "instrument", "sampler", "attach")
+# layer -> layers it may import (besides itself).  Layers are module paths under proftui.
+ALLOWED: dict[str, set[str]] = {
+    f"{C}.errors": set(),
+    f"{C}.model": {f"{C}.errors"},
+    f"{C}.symbols": {f"{C}.model", f"{C}.errors"},
+    f"{C}.runtime": {f"{C}.model", f"{C}.errors"},
+    f"{C}.detect": {f"{C}.symbols", f"{C}.errors"},
+    f"{C}.base": {f"{C}.runtime", f"{C}.model", f"{C}.errors"},
+    **{f"{C}.{name}": {f"{C}.base", f"{C}.detect", f"{C}.runtime", f"{C}.symbols",
+                       f"{C}.model", f"{C}.errors"} for name in COLLECTOR_PACKAGES},
+    # Importers read gmon.out through the gprof collector's parser.
+    f"{C}.formats": {f"{C}.gprof", f"{C}.symbols", f"{C}.model", f"{C}.errors"},
+    f"{C}.registry": {f"{C}.{name}" for name in COLLECTOR_PACKAGES} | {f"{C}.base"},
+    f"{C}": set(),
+    # The front end: widgets and panes see the model and formatting only.
+    "tui.format": {f"{C}.model"},
+    "tui.widgets": {"tui.format", f"{C}.model"},
+    "tui.screens": {"tui.widgets", "tui.format", f"{C}.formats", f"{C}.model"},
+    "tui.panes": {"tui.widgets", "tui.format", "tui.annotate", f"{C}.model",
+                  f"{C}.runtime.procstat", f"{C}.errors"},
+    "tui.app": {"tui.panes", "tui.screens", "tui.widgets", "tui.format", f"{C}.base",
+                f"{C}.formats", f"{C}.model", f"{C}.runtime.launch",
+                f"{C}.runtime.procstat", f"{C}.errors"},
+    "tui.demo": {f"{C}.errors"},
+    "tui.annotate": {f"{C}.model", f"{C}.errors"},  # TODO(issue 12): moves into collectors
+    "tui.cli": {"tui.app", "tui.demo", f"{C}"},
+    "tui": set(),
+}
+THIRD_PARTY_FRONT_END = {"textual", "rich"}
 
 
-def imported_modules(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(), filename=str(path))
-    found: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found.update(alias.name.split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module.split(".")[0])
+def package_modules() -> list[tuple[str, Path]]:
+    found = []
+    for top, directory in PACKAGE_DIRS.items():
+        for path in sorted(directory.rglob("*.py")):
+            parts = path.relative_to(directory).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            found.append((".".join((top, *parts)), path))
     return found
 
 
-@pytest.mark.parametrize("path", sorted((ROOT / "collectors").rglob("*.py")), ids=str)
-def test_collectors_never_import_the_front_end(path: Path) -> None:
-    forbidden = imported_modules(path) & {"tui", "textual", "rich"}
-    assert not forbidden, f"{path.relative_to(ROOT)} imports {forbidden}"
+def layer_of(module: str) -> str:
+    """The longest ALLOWED key that is `module` or a package above it."""
+    best = ""
+    for layer in ALLOWED:
+        if (module == layer or module.startswith(layer + ".")) and len(layer) > len(best):
+            best = layer
+    assert best, f"{module} belongs to no layer: add it to ALLOWED"
+    return best
+
+
+def imports_of(path: Path, module: str) -> set[str]:
+    """Absolute names of every module `path` imports (relative imports resolved)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base]) if base else ".".join(anchor)
+            else:
+                base = base.removeprefix("proftui.") if base.startswith("proftui.") else (
+                    "" if base == "proftui" else "!" + base)
+            names.update(f"{base}.{alias.name}".lstrip(".") for alias in node.names)
+            names.add(base)
+    return {n.removeprefix("proftui.") for n in names if n}
+
+
+MODULES = package_modules()
+
+
+@pytest.mark.parametrize(("module", "path"), MODULES, ids=[m for m, _ in MODULES])
+def test_imports_follow_the_layer_contract(module: str, path: Path) -> None:
+    own = layer_of(module)
+    allowed = ALLOWED[own]
+    bad = set()
+    for name in imports_of(path, module):
+        if name.startswith("!"):
+            top = name[1:].split(".")[0]
+            if own.startswith(C) and top in THIRD_PARTY_FRONT_END:
+                bad.add(name[1:])  # collectors never load Textual or Rich
+            if top in PACKAGE_DIRS:
+                bad.add(name[1:] + " (import it as proftui." + name[1:] + ")")
+            continue
+        if name.split(".")[0] not in PACKAGE_DIRS:
+            continue
+        target = layer_of(name) if any(name == k or name.startswith(k + ".")
+                                       for k in ALLOWED) else name
+        if target == own or target.startswith(own + "."):
+            continue
+        if not any(target == a or target.startswith(a + ".") or a.startswith(target + ".")
+                   for a in allowed):
+            bad.add(name)
+    assert not bad, f"{module} ({own}) may not import {sorted(bad)}"
+
+
+def test_contract_is_checked_in_both_directions() -> None:
+    """The checker itself catches a back edge and a sideways edge (so it cannot pass vacuously)."""
+    assert layer_of("collectors.model.views") == f"{C}.model"
+    assert not any(a.startswith("tui") for k, v in ALLOWED.items() if k.startswith(C) for a in v)
+    assert f"{C}.sampler" not in ALLOWED[f"{C}.attach"]
+    assert "tui.app" not in ALLOWED["tui.panes"]
+    assert f"{C}.symbols" not in ALLOWED["tui.panes"]

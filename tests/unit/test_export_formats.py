@@ -7,14 +7,14 @@ import re
 from pathlib import Path
 
 import pytest
+from proftui.collectors.errors import ProftuiError
+from proftui.collectors.formats.export import EXPORTERS, default_output, export_bytes, write_export
+from proftui.collectors.formats.export.callgrind import export_callgrind
+from proftui.collectors.formats.export.dot import export_dot
+from proftui.collectors.formats.export.folded import export_folded
+from proftui.collectors.formats.export.speedscope import speedscope_document
+from proftui.collectors.model.profile import CPU_NS, SAMPLES, Frame, Profile, ProfileMeta
 
-from collectors.errors import ProftuiError
-from collectors.export import EXPORTERS, default_output, export_bytes, write_export
-from collectors.export.callgrind import export_callgrind
-from collectors.export.dot import export_dot
-from collectors.export.folded import export_folded
-from collectors.export.speedscope import speedscope_document
-from collectors.model import CPU_NS, SAMPLES, Frame, Profile, ProfileMeta
 from tests.unit.profiles import frame_id, sample_profile
 
 

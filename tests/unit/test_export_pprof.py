@@ -5,8 +5,9 @@ from __future__ import annotations
 import gzip
 from collections import defaultdict
 
-from collectors.export.pprof import _varint, encode_profile, export_pprof
-from collectors.model import CPU_NS, SAMPLES, Frame, Profile, ProfileMeta
+from proftui.collectors.formats.export.pprof import _varint, encode_profile, export_pprof
+from proftui.collectors.model.profile import CPU_NS, SAMPLES, Frame, Profile, ProfileMeta
+
 from tests.unit.profiles import sample_profile
 
 

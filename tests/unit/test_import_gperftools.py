@@ -8,11 +8,10 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from collectors.errors import ProftuiError
-from collectors.importers import detect, load_any
-from collectors.importers.gperftools import load_gperftools, parse
-from collectors.views import flat_profile
+from proftui.collectors.errors import ProftuiError
+from proftui.collectors.formats.importers import detect, load_any
+from proftui.collectors.formats.importers.gperftools import load_gperftools, parse
+from proftui.collectors.model.views import flat_profile
 
 MAPS = ("00400000-00401000 r-xp 00000000 08:01 1234 /nonexistent/prog\n"
         "7f0000000000-7f0000100000 r-xp 00010000 08:01 99 /nonexistent/libx.so\n")

@@ -7,11 +7,10 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from collectors.errors import ProftuiError
-from collectors.importers import detect, load_any
-from collectors.importers.perf_script import parse_text, sniff
-from collectors.views import flat_profile
+from proftui.collectors.errors import ProftuiError
+from proftui.collectors.formats.importers import detect, load_any
+from proftui.collectors.formats.importers.perf_script import parse_text, sniff
+from proftui.collectors.model.views import flat_profile
 
 SCRIPT = """\
 # ========

@@ -6,9 +6,10 @@ import gzip
 import json
 from pathlib import Path
 
-from collectors import storage
-from collectors.importers import detect, load_any
-from collectors.model import Frame
+from proftui.collectors.formats.importers import detect, load_any
+from proftui.collectors.model import storage
+from proftui.collectors.model.profile import Frame
+
 from tests.unit.profiles import sample_profile
 
 

@@ -6,10 +6,10 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from proftui.collectors.errors import ProftuiError
+from proftui.collectors.formats.export.text import render_json, render_text
+from proftui.collectors.model import storage
 
-from collectors import storage
-from collectors.errors import ProftuiError
-from collectors.export.text import render_json, render_text
 from tests.unit.profiles import sample_profile
 
 

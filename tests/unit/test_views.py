@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from collectors.model import SAMPLES, CallTree, Frame, Profile, ProfileMeta
-from collectors.views import (
+from proftui.collectors.model.profile import SAMPLES, CallTree, Frame, Profile, ProfileMeta
+from proftui.collectors.model.views import (
     bottom_up_tree,
     callee_tree,
     callees,
@@ -10,6 +10,7 @@ from collectors.views import (
     flat_profile,
     hot_path,
 )
+
 from tests.unit.profiles import frame_id, sample_profile
 
 

@@ -1,15 +1,14 @@
 """The hook-file decoder on exact bytes: a tiny Python twin of the C writer
-(csrc/pt_hook_file.c + proftui_hook.c) builds files, including corrupt ones."""
+(csrc/hook/pt_hook_file.c + proftui_hook.c) builds files, including corrupt ones."""
 
 from __future__ import annotations
 
 import struct
 
 import pytest
-
-from collectors.errors import ProftuiError
-from collectors.wire import KIND_HOOK, FileHeader, encode_header
-from collectors.wire_hook import (
+from proftui.collectors.errors import ProftuiError
+from proftui.collectors.runtime.wire import KIND_HOOK, FileHeader, encode_header
+from proftui.collectors.runtime.wire_hook import (
     ROOT,
     compensated_self_ns,
     decode_hook,

@@ -1,4 +1,4 @@
-"""The sampler file decoder on exact bytes, written the way csrc/pt_sampler_file.c
+"""The sampler file decoder on exact bytes, written the way csrc/sampler/pt_sampler_file.c
 and pt_sampler_handler.c write them (a Python twin of the C writer)."""
 
 from __future__ import annotations
@@ -7,10 +7,9 @@ import struct
 from pathlib import Path
 
 import pytest
-
-from collectors.errors import ProftuiError
-from collectors.wire import KIND_SAMPLER, FileHeader, encode_header
-from collectors.wire_sampler import (
+from proftui.collectors.errors import ProftuiError
+from proftui.collectors.runtime.wire import KIND_SAMPLER, FileHeader, encode_header
+from proftui.collectors.runtime.wire_sampler import (
     MAP_ENTRY,
     MAP_LOAD,
     SAMPLER_HEADER,

@@ -9,7 +9,7 @@ import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
-from collectors.errors import ProftuiError
+from proftui.collectors.errors import ProftuiError
 
 DEMO_SOURCE = Path(__file__).with_name("demo.c")
 MODE_FLAGS = {

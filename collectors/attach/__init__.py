@@ -1,0 +1,1 @@
+"""Attach mode: sample a running process with the proftui-attach helper."""

@@ -1,0 +1,383 @@
+"""Attach mode (`proftui --pid N`): drive the out-of-process sampler proftui-attach.
+
+The helper (csrc/attach/proftui_attach.c) samples every thread of a running process
+with perf_event (kernel call chains) or, where that is denied, ptrace, and
+streams raw stacks of runtime addresses over a pipe (docs/attach-stream.md).
+A reader thread aggregates them by (tid, stack); `collect()` symbolizes the
+distinct addresses through /proc/PID/maps and /proc/PID/root, caching them,
+and builds the Profile.  Detaching = closing the helper's stdin (or a byte on
+it); if proftui dies the helper sees EOF / PR_SET_PDEATHSIG and detaches too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import signal
+import subprocess
+import threading
+import time
+from typing import Any, ClassVar
+
+from proftui.collectors.attach import checks as attach_checks
+from proftui.collectors.base import Collector, CollectorOptions
+from proftui.collectors.errors import ProftuiError
+from proftui.collectors.model.profile import CPU_NS, SAMPLES, Frame, Profile, ProfileMeta
+from proftui.collectors.runtime.launch import ExitInfo
+from proftui.collectors.runtime.wire_attach import (
+    End,
+    Lost,
+    MapsChanged,
+    Message,
+    Record,
+    Sample,
+    StreamDecoder,
+    TargetExit,
+    ThreadEvent,
+)
+from proftui.collectors.symbols.cfi import StackUnwinder
+from proftui.collectors.symbols.stacks import StackFrames, add_stack, make_symbolizer
+
+HEADER_TIMEOUT_S = 10.0  # attaching to thousands of threads takes a while
+DETACH_TIMEOUT_S = 5.0
+STACK_COPY_KIB = 4  # stack bytes per sample from the helper (PT_STACK_WORDS in pt_attach.h)
+CLOCKS = {
+    "perf": "perf_event task-clock",
+    "ptrace": "ptrace interrupts, CPU time from /proc schedstat",
+}
+
+
+class AttachCollector(Collector):
+    """Samples a running process it did not start; detaches on stop()."""
+
+    mode: ClassVar[str] = "attach"
+
+    def __init__(self, argv: list[str], options: CollectorOptions | None = None) -> None:
+        super().__init__(argv, options)
+        if self.options.pid is None:
+            raise ProftuiError("attach mode needs a pid (--pid N)")
+        self.target_pid: int = self.options.pid
+        self._helper: subprocess.Popen[bytes] | None = None
+        self._reader: threading.Thread | None = None
+        self._decoder = StreamDecoder()
+        self._stacks: dict[tuple[int, tuple[int, ...]], list[float]] = {}
+        self._threads: dict[int, str] = {}
+        self._warnings: list[str] = []
+        self._lost = 0
+        self._method = ""
+        self._period_ns: int | None = None
+        self._ended = threading.Event()  # helper finished (detached or target gone)
+        self._target_exit: ExitInfo | None = None
+        self._start_time: float | None = None
+        self._end_time: float | None = None
+        self._target_argv: list[str] = []
+        self._maps_dirty = False
+        self._space: Any = None  # collectors.maps.AddressSpace, imported lazily
+        self._symbolizer: Any = None  # collectors.symbols.Symbolizer
+        self._stackframes = StackFrames(None, None)  # addresses -> frames (stack_frames.py)
+        self._unwinder: StackUnwinder | None = None  # CFI over the copied stacks
+        self._sym_lock = threading.Lock()  # the symbolizer is not thread-safe
+
+    @property
+    def pid(self) -> int | None:
+        return self.target_pid
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    def start(self) -> None:
+        from proftui.collectors.runtime.libraries import runtime_executable_path
+
+        # Nothing is preloaded into the target, so the per-run directory the
+        # base class made is never used: remove it now, even if attaching fails.
+        self.run_dir.close()
+        pid = self.target_pid
+        attach_checks.check_target(pid)
+        method = self.options.method or "auto"
+        if method == "ptrace" and attach_checks.tracer_of(pid):
+            raise ProftuiError(f"cannot attach to process {pid}: "
+                               f"{attach_checks.ptrace_denied_reason(pid)}")
+        self._target_argv = _cmdline(pid)
+        self._space, self._symbolizer = make_symbolizer(pid)
+        self._stackframes = StackFrames(self._space, self._symbolizer)
+        self._unwinder = StackUnwinder(self._space.resolve, self._space.readable_path)
+        self._preload_symbols()
+        helper = runtime_executable_path("proftui-attach")
+        hz = max(1, int(self.options.frequency_hz))
+        # Own session: a Ctrl-C at the terminal reaches proftui, which then
+        # detaches in order, instead of reaching the helper directly.
+        self._helper = subprocess.Popen(
+            [helper, str(pid), str(hz), method],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            start_new_session=True, close_fds=True,
+        )
+        self._start_time = time.time()
+        try:
+            self._read_until_attached(method)
+        except BaseException:
+            self._kill_helper()
+            raise
+        self._reader = threading.Thread(target=self._read_loop, name="proftui-attach-reader",
+                                        daemon=True)
+        self._reader.start()
+
+    def _read_until_attached(self, method: str) -> None:
+        """Read the header and the first record; raise the real reason on failure."""
+        assert self._helper is not None and self._helper.stdout is not None
+        fd = self._helper.stdout.fileno()
+        deadline = time.monotonic() + HEADER_TIMEOUT_S
+        got_record = False
+        while not got_record:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+                raise ProftuiError(f"attaching to process {self.target_pid} timed out")
+            data = os.read(fd, 65536)
+            if not data:
+                self._helper.wait(timeout=DETACH_TIMEOUT_S)
+                err = self._helper.stderr.read().decode(errors="replace") if (
+                    self._helper.stderr) else ""
+                raise ProftuiError(attach_checks.explain_failure(self.target_pid, method, err))
+            for record in self._unwind(list(self._decoder.feed(data))):
+                if isinstance(record, Message) and record.fatal:
+                    raise ProftuiError(
+                        attach_checks.explain_failure(self.target_pid, method, record.text))
+                with self._lock:
+                    self._handle(record)
+                got_record = got_record or not isinstance(record, Message)
+        header = self._decoder.header
+        assert header is not None
+        self._method = header.method
+        self._period_ns = header.period_ns
+        self._warnings.insert(0, f"attached to running process {self.target_pid} "
+                                 f"(method: {header.method})")
+        self._warnings.append(
+            f"stacks unwound with DWARF CFI (.eh_frame) over {STACK_COPY_KIB} KiB copied per "
+            "sample, frame pointers beyond that")
+
+    def _read_loop(self) -> None:
+        """Reader thread: decode the helper's stream until it ends."""
+        helper = self._helper
+        assert helper is not None and helper.stdout is not None
+        fd = helper.stdout.fileno()
+        try:
+            while True:
+                data = os.read(fd, 1 << 16)
+                if not data:
+                    break
+                records = list(self._decoder.feed(data))
+                records = self._unwind(records)
+                with self._lock:
+                    for record in records:
+                        self._handle(record)
+                self._symbolize_new(records)
+        except (OSError, ProftuiError) as exc:
+            with self._lock:
+                self._warnings.append(f"attach helper stream failed: {exc}")
+        finally:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                helper.wait(timeout=DETACH_TIMEOUT_S)
+            with self._lock:
+                if self._end_time is None:
+                    self._end_time = time.time()
+                if helper.returncode not in (0, None):
+                    err = helper.stderr.read().decode(errors="replace").strip() if (
+                        helper.stderr) else ""
+                    self._warnings.append(
+                        f"attach helper ended with status {helper.returncode}: {err[-200:]}")
+            self._ended.set()
+
+    def _preload_symbols(self) -> None:
+        """Load every mapped module's symbols now, at attach time, rather than on
+        the first samples, when the work would compete with the target for CPU."""
+        try:
+            with open(f"/proc/{self.target_pid}/maps") as f:
+                lines = f.read().splitlines()
+        except OSError:
+            return
+        for line in lines:
+            parts = line.split(None, 5)
+            if len(parts) == 6 and "x" in parts[1] and parts[5].startswith("/"):
+                with contextlib.suppress(ProftuiError, OSError, ValueError):
+                    self._frames_at(int(parts[0].split("-")[0], 16), True)
+
+    def _unwind(self, records: list[Record]) -> list[Record]:
+        """Samples with call chains unwound through CFI from their copied stacks.
+
+        The helper's frame-pointer walk skips callers in code built without
+        frame pointers; CFI does not.  Where the CFI walk ends early (the copy
+        is 4 KiB), the frame-pointer chain continues it from the last common
+        return address.
+        """
+        unwinder = self._unwinder
+        if unwinder is None:
+            return records
+        result: list[Record] = []
+        with self._sym_lock:  # the unwinder resolves through the shared AddressSpace
+            for record in records:
+                if isinstance(record, Sample) and record.sp and record.stack and record.ips:
+                    chain = unwinder.unwind(record.ips[0], record.sp, record.bp, record.stack)
+                    record = Sample(record.tid, record.weight_ns,
+                                    tuple(_join_chains(chain, record.ips)))
+                result.append(record)
+        return result
+
+    def _symbolize_new(self, records: list[Record]) -> None:
+        """Symbolize new addresses while the target lives: once it exits,
+        /proc/PID/root and /proc/PID/map_files are gone with it."""
+        with self._sym_lock:
+            if any(isinstance(r, MapsChanged) for r in records) and self._space is not None:
+                self._space.refresh()
+            for record in records:
+                if isinstance(record, Sample):
+                    for depth, address in enumerate(record.ips):
+                        if (address, depth == 0) not in self._stackframes.cache:
+                            self._frames_at(address, depth == 0)
+
+    def _handle(self, record: Record) -> None:
+        """Fold one record into the aggregate; caller holds self._lock."""
+        if isinstance(record, Sample):
+            key = (record.tid, record.ips)  # the stack words are not part of the key
+            counts = self._stacks.get(key)
+            if counts is None:
+                self._stacks[key] = [1.0, float(record.weight_ns)]
+            else:
+                counts[0] += 1.0
+                counts[1] += record.weight_ns
+        elif isinstance(record, ThreadEvent):
+            if record.comm:
+                self._threads[record.tid] = record.comm
+            else:
+                self._threads.setdefault(record.tid, "")
+        elif isinstance(record, MapsChanged):
+            self._maps_dirty = True
+        elif isinstance(record, Lost):
+            self._lost += record.count
+        elif isinstance(record, TargetExit):
+            self._target_exit = ExitInfo(record.status, record.signal)
+            how = ("" if record.status is None and record.signal is None
+                   else f" ({self._target_exit.describe()})")
+            self._warnings.append(f"target exited{how} while attached; profile kept")
+        elif isinstance(record, Message):
+            self._warnings.append(record.text)
+        elif isinstance(record, End):
+            self._end_time = time.time()
+
+    def exit_info(self) -> ExitInfo | None:
+        """None while the target runs; its exit (status when ptrace saw it) afterwards."""
+        with self._lock:
+            return self._target_exit
+
+    def is_running(self) -> bool:
+        return self._helper is not None and not self._ended.is_set()
+
+    def wait(self) -> Profile:
+        """Sample until --duration passes, the target exits, Ctrl-C or SIGTERM; detach."""
+        duration = self.options.duration_s
+        deadline = None if duration is None else time.monotonic() + duration
+        stop = threading.Event()
+        old_handler = None
+        if threading.current_thread() is threading.main_thread():
+            old_handler = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        try:
+            while not self._ended.is_set() and not stop.is_set():
+                remaining = 0.2 if deadline is None else min(0.2, deadline - time.monotonic())
+                if remaining <= 0:
+                    break
+                self._ended.wait(remaining)
+        except KeyboardInterrupt:
+            pass  # Ctrl-C ends the recording; the profile is still saved
+        finally:
+            if old_handler is not None:
+                signal.signal(signal.SIGTERM, old_handler)
+        self.detach()
+        return self.snapshot()
+
+    def detach(self) -> None:
+        """Ask the helper to detach and wait for its last record (idempotent)."""
+        helper = self._helper
+        if helper is None:
+            return
+        stdin = helper.stdin
+        if stdin is not None and not stdin.closed:
+            with contextlib.suppress(OSError, ValueError):
+                stdin.write(b"q")
+                stdin.flush()
+            with contextlib.suppress(OSError, ValueError):
+                stdin.close()
+        if not self._ended.wait(DETACH_TIMEOUT_S):
+            self._kill_helper()  # the kernel detaches a dead tracer; perf fds close
+            self._ended.wait(DETACH_TIMEOUT_S)
+
+    def _kill_helper(self) -> None:
+        helper = self._helper
+        if helper is None or helper.poll() is not None:
+            return
+        helper.send_signal(signal.SIGTERM)
+        try:
+            helper.wait(timeout=DETACH_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            helper.kill()
+            helper.wait()
+
+    def stop(self) -> None:
+        self.detach()
+        self.run_dir.close()
+
+    # -- profile -------------------------------------------------------------------
+
+    def collect(self) -> Profile:
+        with self._lock:
+            stacks = [(tid, ips, list(c)) for (tid, ips), c in self._stacks.items()]
+            running = self.is_running()
+            meta = ProfileMeta(
+                mode="attach", argv=list(self._target_argv), pids=[self.target_pid],
+                threads=dict(self._threads), period_ns=self._period_ns,
+                clock=CLOCKS.get(self._method, self._method), start_time=self._start_time,
+                end_time=None if running else self._end_time, complete=not running,
+                dropped=self._lost, warnings=list(self._warnings),
+            )
+            maps_dirty, self._maps_dirty = self._maps_dirty, False
+        with self._sym_lock:
+            if maps_dirty and self._space is not None:
+                self._space.refresh()
+                self._stackframes.forget_unresolved()
+            return self._build(meta, stacks)
+
+    def _build(self, meta: ProfileMeta, stacks: list[tuple[int, tuple[int, ...], list[float]]]
+               ) -> Profile:
+        """The Profile of aggregated stacks; caller holds self._sym_lock."""
+        profile = Profile(meta=meta, metrics=(SAMPLES, CPU_NS))
+        for tid, ips, costs in stacks:
+            add_stack(profile, f"pid {self.target_pid} tid {tid}", self._stackframes, ips, costs)
+        profile.meta.warnings.extend(w for w in self._symbol_warnings()
+                                     if w not in profile.meta.warnings)
+        return profile.finalize()
+
+    def _resolve(self, address: int) -> tuple[str, int] | None:
+        return self._stackframes.resolve(address)
+
+    def _frames_at(self, address: int, leaf: bool) -> list[Frame]:
+        return self._stackframes.frames_at(address, leaf)
+
+    def _symbol_warnings(self) -> list[str]:
+        return self._stackframes.warnings()
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return []
+    return [a.decode(errors="replace") for a in raw.split(b"\0") if a]
+
+
+def _join_chains(cfi: list[int], frame_pointer: tuple[int, ...]) -> list[int]:
+    """CFI chain, continued by the frame-pointer chain after their last common address."""
+    if len(cfi) <= 1:
+        return list(frame_pointer)
+    last = cfi[-1]
+    for i, address in enumerate(frame_pointer):
+        if address == last and i > 0:
+            return cfi + list(frame_pointer[i + 1:])
+    return cfi

@@ -1,0 +1,1 @@
+"""Profile file formats: exporters to other tools and importers of their files."""

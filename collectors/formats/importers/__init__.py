@@ -1,0 +1,67 @@
+"""Open any profile file proftui understands, recognised by content, not by name.
+
+`load_any(path)` accepts proftui's own saved profiles (gzip JSON, see
+collectors/model/storage.py), gperftools CPU profiles (binary header 0, 3, 0 in
+machine words), the text output of `perf script`, and gmon.out files (with
+the program that wrote them).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from proftui.collectors.errors import ProftuiError
+from proftui.collectors.formats.importers import gperftools, perf_script
+from proftui.collectors.gprof.collector import load_gmon_file
+from proftui.collectors.gprof.gmon import MAGIC as GMON_MAGIC
+from proftui.collectors.model import storage
+from proftui.collectors.model.profile import Profile
+
+_GZIP_MAGIC = b"\x1f\x8b"
+_PERF_DATA_MAGIC = (b"PERFILE2", b"2ELIFREP")
+
+
+def detect(head: bytes) -> str:
+    """The kind of file whose first bytes are `head`: "proftui", "gperftools",
+    "perf-script", "perf-data", "gmon" or "unknown"."""
+    if head.startswith(_GZIP_MAGIC):
+        return "proftui"
+    if head.startswith(GMON_MAGIC):
+        return "gmon"
+    if head.startswith(_PERF_DATA_MAGIC):
+        return "perf-data"
+    if gperftools.sniff(head) is not None:
+        return "gperftools"
+    if perf_script.sniff(head):
+        return "perf-script"
+    return "unknown"
+
+
+def load_any(path: Path, binary: Path | None = None) -> Profile:
+    """Load `path` as whichever supported format its content is (ProftuiError otherwise).
+
+    `binary` is the profiled program, needed only for gmon.out files.
+    """
+    try:
+        with open(path, "rb") as f:
+            head = f.read(perf_script.SNIFF_BYTES)
+    except FileNotFoundError:
+        raise ProftuiError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise ProftuiError(f"{path}: is a directory, not a profile file") from None
+    except OSError as exc:
+        raise ProftuiError(f"{path}: cannot read: {exc.strerror}") from None
+    kind = detect(head)
+    if kind == "proftui":
+        return storage.load(path)
+    if kind == "gperftools":
+        return gperftools.load_gperftools(path)
+    if kind == "perf-script":
+        return perf_script.load_perf_script(path)
+    if kind == "gmon":
+        return load_gmon_file(path, binary)
+    if kind == "perf-data":
+        raise ProftuiError(f"{path}: is perf.data; convert it with `perf script -i {path} > "
+                           "perf.txt` and open perf.txt")
+    raise ProftuiError(f"{path}: not a proftui profile, gperftools CPU profile, "
+                       "`perf script` output or gmon.out")

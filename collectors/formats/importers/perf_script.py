@@ -1,0 +1,180 @@
+"""Import the text output of `perf script` (from `perf record -g` or plain `perf record`).
+
+Each sample is a header line, then (with call graphs) one line per frame, leaf
+first, then a blank line:
+
+    prog 18848 [001] 7287.654755:     250000 cpu-clock:ppp:
+    \t            115f spin+0x16 (/tmp/prog)
+    \t            123d main+0x21 (/tmp/prog)
+
+The header's pid may be `pid/tid`, the `[cpu]` and period fields are optional.
+Without call graphs the one frame follows the event on the header line.
+Symbols are perf's own (already demangled); `[unknown]` frames keep their DSO.
+Only the first event's samples are imported (perf report shows events apart).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from proftui.collectors.errors import ProftuiError
+from proftui.collectors.model.profile import (
+    CPU_NS,
+    SAMPLES,
+    CallTree,
+    Frame,
+    Metric,
+    Profile,
+    ProfileMeta,
+)
+
+SNIFF_BYTES = 64 * 1024
+_CLOCK_EVENTS = ("cpu-clock", "task-clock")
+
+_HEADER = re.compile(
+    r"^(?P<comm>\S.*?)\s+(?P<pid>-?\d+)(?:/(?P<tid>-?\d+))?\s+(?:\[(?P<cpu>\d+)\]\s+)?"
+    r"(?P<time>\d+\.\d+):\s+(?:(?P<period>\d+)\s+)?"
+    r"(?P<event>[A-Za-z_][\w.-]*(?::[\w.-]*)*?):\s*(?P<rest>.*)$")
+_FRAME = re.compile(r"^\s*(?P<addr>[0-9a-f]+)\s+(?P<sym>.*?)\s*\((?P<dso>[^()]*)\)$")
+_OFFSET = re.compile(r"\+0x(?P<off>[0-9a-f]+)$")
+
+
+def sniff(head: bytes) -> bool:
+    """Whether `head` (the file's first bytes) looks like `perf script` output."""
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError as exc:  # a multibyte character cut at the end is fine
+        if exc.start < len(head) - 4:
+            return False
+        text = head[: exc.start].decode("utf-8")
+    lines = [ln for ln in text.splitlines()[:50] if ln.strip() and not ln.startswith("#")]
+    if not lines or not _HEADER.match(lines[0]):
+        return False
+    following = lines[1] if len(lines) > 1 else ""
+    return not following or bool(_HEADER.match(following) or _FRAME.match(following))
+
+
+def _frame(line: str) -> tuple[str, str, int | None] | None:
+    """(function, dso, function start address or None) of a frame line."""
+    match = _FRAME.match(line)
+    if match is None:
+        return None
+    sym, dso, addr = match["sym"], match["dso"], int(match["addr"], 16)
+    start: int | None = None
+    off = _OFFSET.search(sym)
+    if off is not None:
+        sym = sym[: off.start()]
+        start = addr - int(off["off"], 16)
+    if not sym or sym == "[unknown]":
+        return ("[unknown]", dso, None)
+    return (sym, dso, start if start is not None and start >= 0 else None)
+
+
+class _Builder:
+    def __init__(self) -> None:
+        self.profile: Profile | None = None
+        self.event: str | None = None
+        self.skipped = 0  # samples of other events
+        self.parts: dict[str, CallTree] = {}
+        self.pids: dict[int, None] = {}
+        self.threads: dict[int, str] = {}
+        self.times: list[float] = []
+        self.periods: list[int] = []
+
+    def add(self, header: re.Match[str], frames: list[tuple[str, str, int | None]]) -> None:
+        event = header["event"]
+        if self.event is None:
+            self.event = event
+            metrics: tuple[Metric, ...] = (SAMPLES,)
+            if header["period"] is not None and event.split(":")[0] in _CLOCK_EVENTS:
+                metrics = (SAMPLES, CPU_NS)
+            self.profile = Profile(ProfileMeta(mode="import"), metrics)
+        elif event != self.event:
+            self.skipped += 1
+            return
+        profile = self.profile
+        assert profile is not None and profile.tree is not None
+        period = int(header["period"]) if header["period"] is not None else 0
+        values = [1.0, float(period)][: len(profile.metrics)]
+        ids = [profile.frames.intern(Frame(function=fn, module=dso, address=start))
+               for fn, dso, start in reversed(frames)]
+        profile.tree.add_stack(ids, values)
+        pid = int(header["pid"])
+        tid = int(header["tid"]) if header["tid"] is not None else pid
+        self.pids[pid] = None
+        self.threads.setdefault(tid, header["comm"])
+        label = f"pid {pid}"
+        part = self.parts.get(label)
+        if part is None:
+            part = self.parts[label] = CallTree(len(profile.metrics))
+        part.add_stack(ids, values)
+        self.times.append(float(header["time"]))
+        if period:
+            self.periods.append(period)
+
+
+def parse_text(text: str, source: str) -> Profile:
+    """Build a Profile from `perf script` text; ValueError if it is not that."""
+    builder = _Builder()
+    header: re.Match[str] | None = None
+    frames: list[tuple[str, str, int | None]] = []
+    unrecognised = 0
+    for line in text.splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        if line[0] in " \t":
+            frame = _frame(line)
+            if frame is not None and header is not None:
+                frames.append(frame)
+            elif header is None or not line.strip().startswith(("(", "[")):
+                unrecognised += 1  # srcline/inline annotations start with spaces too
+            continue
+        match = _HEADER.match(line)
+        if match is None:
+            unrecognised += 1
+            continue
+        if header is not None:
+            builder.add(header, frames)
+        header, frames = match, []
+        if match["rest"]:
+            frame = _frame(match["rest"])
+            if frame is not None:
+                frames.append(frame)
+    if header is not None:
+        builder.add(header, frames)
+    profile = builder.profile
+    if profile is None:
+        raise ValueError("no samples")
+    if unrecognised > max(10, len(builder.times)):
+        raise ValueError(f"{unrecognised} lines are not perf script samples")
+    meta = profile.meta
+    meta.pids = list(builder.pids)
+    meta.threads = builder.threads
+    meta.argv = [next(iter(builder.threads.values()))] if builder.threads else []
+    meta.start_time = None  # perf times are since boot, not Unix times
+    meta.clock = f"perf {builder.event}"
+    if builder.periods and len(set(builder.periods)) == 1:
+        meta.period_ns = builder.periods[0] if len(profile.metrics) > 1 else None
+    meta.warnings.append(f"imported from `perf script` output {source} (event {builder.event})")
+    if builder.skipped:
+        meta.warnings.append(f"skipped {builder.skipped} samples of other events")
+    if unrecognised:
+        meta.warnings.append(f"ignored {unrecognised} unrecognised lines")
+    if len(builder.parts) > 1:
+        profile.parts = builder.parts
+    return profile.finalize()
+
+
+def load_perf_script(path: Path, data: bytes | None = None) -> Profile:
+    """Read `perf script` output into a Profile (ProftuiError if malformed)."""
+    if data is None:
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise ProftuiError(f"{path}: cannot read: {exc.strerror}") from None
+    text = data.decode("utf-8", errors="replace")
+    try:
+        return parse_text(text, str(path))
+    except ValueError as exc:
+        raise ProftuiError(f"{path}: not usable `perf script` output: {exc}") from None

@@ -1,0 +1,1 @@
+"""Instrument mode: -finstrument-functions programs, proftui's hook library."""

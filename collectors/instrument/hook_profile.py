@@ -1,0 +1,127 @@
+"""Turn decoded hook files (collectors/runtime/wire_hook.py) into the model's Profile.
+
+Each runtime node is a function under its parent node in one thread's
+calling-context tree; it becomes a CallNode of that thread's part
+("pid P tid T"), and the parts are merged into `Profile.tree`.  Function
+addresses are symbolized through the module table the runtime recorded
+(path + load bias), so code of a dlclose()d plugin and of a process that has
+exited still resolves.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from proftui.collectors.errors import ProftuiError
+from proftui.collectors.model.profile import (
+    CALLS,
+    WALL_NS,
+    CallNode,
+    CallTree,
+    Frame,
+    Profile,
+    ProfileMeta,
+)
+from proftui.collectors.runtime.wire_hook import ROOT, HookData, HookModule, compensated_self_ns
+from proftui.collectors.symbols.symbolizer import Symbolizer
+
+
+class HookSymbols:
+    """Frames for runtime function addresses, cached per (module path, vaddr)."""
+
+    def __init__(self) -> None:
+        self._symbolizer = Symbolizer()
+        self._cache: dict[tuple[str, int], Frame] = {}
+
+    @property
+    def warnings(self) -> list[str]:
+        return list(self._symbolizer.warnings)
+
+    def frame(self, module: HookModule | None, address: int) -> Frame:
+        """The function-level frame of runtime `address` inside `module`."""
+        if module is None:
+            return Frame(function=f"0x{address:x}", address=address)
+        vaddr = address - module.bias
+        key = (module.path, vaddr)
+        frame = self._cache.get(key)
+        if frame is None:
+            frame = self._cache[key] = self._lookup(module.path, vaddr)
+        return frame
+
+    def _lookup(self, path: str, vaddr: int) -> Frame:
+        unknown = Frame(function=f"{os.path.basename(path)}+0x{vaddr:x}", module=path,
+                        address=vaddr)
+        if not path.startswith("/") or not Path(path).exists():
+            return unknown
+        try:
+            return self._symbolizer.frame(path, vaddr)
+        except (ProftuiError, OSError, ValueError):
+            return unknown
+
+
+def add_hook_data(profile: Profile, data: HookData, symbols: HookSymbols,
+                  threads: dict[int, str]) -> None:
+    """Add one process's per-thread trees to `profile.parts` (labels "pid P tid T")
+    and their caller -> callee call counts to `profile.arcs`.
+
+    Self cost is compensated wall time in ns (timed files) or the call count
+    (count-only files); `calls` is exact either way.  `threads` receives
+    tid -> name.  Call `merge_parts` once every file has been added.
+    """
+    nodes = data.nodes
+    timed = profile.metrics[0] != CALLS
+    self_costs = compensated_self_ns(data) if timed else [float(c) for c in nodes.calls]
+    pid = data.header.pid
+    trees: dict[int, CallTree] = {}
+    for slot, thread in data.threads.items():
+        label = f"pid {pid} tid {thread.tid}"
+        tree = profile.parts.get(label)
+        if tree is None:
+            tree = profile.parts[label] = CallTree(len(profile.metrics))
+        trees[slot] = tree
+        threads.setdefault(thread.tid, thread.name)
+    placed: dict[int, CallNode] = {}
+    frame_ids: dict[tuple[int, int], int] = {}
+    for i, index in enumerate(nodes.index):
+        tree = trees.get(nodes.thread[i])
+        if tree is None:
+            continue
+        parent_index = nodes.parent[i]
+        parent = tree.root if parent_index == ROOT else placed.get(parent_index)
+        if parent is None:
+            continue  # parent published after we read its chunk: next snapshot has it
+        key = (nodes.fn[i], nodes.module[i])
+        frame_id = frame_ids.get(key)
+        if frame_id is None:
+            module_index = nodes.module[i] - 1
+            module = data.modules[module_index] if 0 <= module_index < len(data.modules) else None
+            frame_id = frame_ids[key] = profile.frames.intern(symbols.frame(module, nodes.fn[i]))
+        node = parent.child(frame_id)
+        calls = nodes.calls[i]
+        node.add_calls(calls)
+        node.self_cost[0] += self_costs[i]
+        placed[index] = node
+        if parent_index != ROOT and calls:
+            key = (parent.frame_id, frame_id)
+            profile.arcs[key] = profile.arcs.get(key, 0) + calls
+
+
+def merge_parts(profile: Profile) -> Profile:
+    """Merge every part into `profile.tree` and finalize.
+
+    A single thread's tree becomes the whole tree (no part: nothing to choose
+    between, and no copy of a tree that may have 100,000 levels).
+    """
+    if len(profile.parts) == 1:
+        profile.tree = profile.parts.popitem()[1]
+    else:
+        assert profile.tree is not None
+        for part in profile.parts.values():
+            profile.tree.merge(part)
+    return profile.finalize()
+
+
+def new_profile(meta: ProfileMeta, count_only: bool) -> Profile:
+    """An empty profile with the metric hook files carry."""
+    return Profile(meta=meta, metrics=(CALLS,) if count_only else (WALL_NS,))

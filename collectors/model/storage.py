@@ -1,0 +1,230 @@
+"""Save and load profiles: gzip-compressed JSON, versioned, self-contained.
+
+Layout (version 1), one JSON object:
+
+    format    "proftui-profile"
+    version   1
+    meta      ProfileMeta fields
+    metrics   [[name, unit], ...]
+    frames    [[function, module, file, line, address, raw_name, build_id, inlined], ...]
+    tree      encoded tree (below); parts {label: encoded tree}
+    arcs      [[caller_frame, callee_frame, count], ...]
+    line_costs     [[file, line, [cost per metric]], ...]
+    address_costs  [[module, address, [cost per metric]], ...]
+    functions      null or [[frame, [self...], [total...], calls], ...]
+    sources        optional {path: text}: source files referenced by frames and
+                   line_costs, embedded by `save` (bounded in size) so the
+                   profile opens on a machine without the sources.  Optional and
+                   ignored by readers that do not know it, so still version 1.
+
+An encoded tree is a pre-order list of nodes `[parent_index, frame, [self...], calls]`
+where parent_index indexes the same list and -1 means the root.  Flat lists keep
+100,000-deep trees loadable (nested JSON would hit recursion limits).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import zlib
+from dataclasses import asdict, fields
+from pathlib import Path
+from typing import Any
+
+from proftui.collectors.errors import ProftuiError
+from proftui.collectors.model.profile import (
+    CallNode,
+    CallTree,
+    Frame,
+    FrameTable,
+    FunctionCost,
+    Metric,
+    Profile,
+    ProfileMeta,
+)
+
+FORMAT = "proftui-profile"
+VERSION = 1
+MAX_SOURCE_BYTES = 1 << 20  # a bigger file is not embedded (generated code, amalgamations)
+MAX_SOURCES_BYTES = 8 << 20  # all embedded sources together
+
+
+def encode_tree(tree: CallTree) -> list[list[Any]]:
+    rows: list[list[Any]] = []
+    # Children are pushed reversed so the file keeps their order (and so does load).
+    stack: list[tuple[CallNode, int]] = [(c, -1) for c in reversed(tree.root.children.values())]
+    while stack:
+        node, parent_index = stack.pop()
+        index = len(rows)
+        rows.append([parent_index, node.frame_id, node.self_cost, node.calls])
+        stack.extend((c, index) for c in reversed(node.children.values()))
+    return rows
+
+
+def decode_tree(rows: list[list[Any]], n_metrics: int, n_frames: int) -> CallTree:
+    tree = CallTree(n_metrics)
+    nodes: list[CallNode] = []
+    for parent_index, frame_id, self_cost, calls in rows:
+        if not (-1 <= parent_index < len(nodes)) or not (0 <= frame_id < n_frames):
+            raise ValueError("tree node refers outside the file")
+        if len(self_cost) != n_metrics:
+            raise ValueError("tree node has the wrong number of metrics")
+        parent = tree.root if parent_index == -1 else nodes[parent_index]
+        node = parent.child(int(frame_id))
+        node.self_cost = [float(v) for v in self_cost]
+        node.calls = None if calls is None else int(calls)
+        nodes.append(node)
+    return tree.finalize()
+
+
+def profile_to_dict(profile: Profile) -> dict[str, Any]:
+    """The JSON-ready document for `profile` (see module docstring)."""
+    assert profile.tree is not None
+    meta = asdict(profile.meta)
+    meta["threads"] = {str(tid): name for tid, name in profile.meta.threads.items()}
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "meta": meta,
+        "metrics": [[m.name, m.unit] for m in profile.metrics],
+        "frames": [
+            [f.function, f.module, f.file, f.line, f.address, f.raw_name, f.build_id, f.inlined]
+            for f in profile.frames
+        ],
+        "tree": encode_tree(profile.tree),
+        "parts": {label: encode_tree(tree) for label, tree in profile.parts.items()},
+        "arcs": [[a, b, n] for (a, b), n in profile.arcs.items()],
+        "line_costs": [[f, line, c] for (f, line), c in profile.line_costs.items()],
+        "address_costs": [[m, a, c] for (m, a), c in profile.address_costs.items()],
+        "functions": None if profile.functions is None else [
+            [fid, c.self_cost, c.total_cost, c.calls] for fid, c in profile.functions.items()
+        ],
+        "sources": dict(profile.sources),
+    }
+
+
+def referenced_sources(profile: Profile) -> list[str]:
+    """Source paths named by frames and line costs, in first-seen order."""
+    paths: dict[str, None] = {}
+    for frame in profile.frames:
+        if frame.file:
+            paths[frame.file] = None
+    for path, _line in profile.line_costs:
+        paths[path] = None
+    return list(paths)
+
+
+def gather_sources(profile: Profile) -> dict[str, str]:
+    """Text of every referenced source file: already embedded ones, else read from disk.
+
+    Files that are missing, unreadable, binary or bigger than MAX_SOURCE_BYTES are
+    skipped, and so is everything past MAX_SOURCES_BYTES in total.
+    """
+    sources: dict[str, str] = {}
+    budget = MAX_SOURCES_BYTES
+    for path in referenced_sources(profile):
+        text = profile.sources.get(path)
+        if text is None:
+            try:
+                with open(path, "rb") as f:
+                    data = f.read(MAX_SOURCE_BYTES + 1)
+            except OSError:
+                continue
+            if len(data) > MAX_SOURCE_BYTES or b"\0" in data:
+                continue
+            text = data.decode("utf-8", errors="replace")
+        size = len(text.encode("utf-8", errors="replace"))
+        if size > budget:
+            continue
+        budget -= size
+        sources[path] = text
+    return sources
+
+
+def profile_from_dict(doc: dict[str, Any]) -> Profile:
+    """Rebuild a Profile; ValueError/KeyError/TypeError on malformed documents."""
+    if doc.get("format") != FORMAT:
+        raise ValueError("not a proftui profile")
+    if doc.get("version") != VERSION:
+        raise ValueError(f"format version {doc.get('version')} (this proftui reads {VERSION})")
+    meta_doc = dict(doc["meta"])
+    known = {f.name for f in fields(ProfileMeta)}
+    meta = ProfileMeta(**{k: v for k, v in meta_doc.items() if k in known})
+    meta.threads = {int(tid): name for tid, name in meta.threads.items()}
+    metrics = tuple(Metric(str(name), str(unit)) for name, unit in doc["metrics"])
+    frames = FrameTable()
+    for row in doc["frames"]:
+        frames.intern(Frame(*row[:7], inlined=bool(row[7])))
+    if len(frames) != len(doc["frames"]):
+        raise ValueError("duplicate frames")
+    n, nf = len(metrics), len(frames)
+    functions = None
+    if doc["functions"] is not None:
+        functions = {
+            int(fid): FunctionCost(list(map(float, s)), list(map(float, t)), calls)
+            for fid, s, t, calls in doc["functions"]
+        }
+    return Profile(
+        meta=meta,
+        metrics=metrics,
+        frames=frames,
+        tree=decode_tree(doc["tree"], n, nf),
+        parts={str(k): decode_tree(v, n, nf) for k, v in doc["parts"].items()},
+        arcs={(int(a), int(b)): int(c) for a, b, c in doc["arcs"]},
+        line_costs={(str(f), int(line)): list(map(float, c)) for f, line, c in doc["line_costs"]},
+        address_costs={
+            (str(m), int(a)): list(map(float, c)) for m, a, c in doc["address_costs"]
+        },
+        functions=functions,
+        sources=_decode_sources(doc.get("sources")),
+    )
+
+
+def _decode_sources(sources: Any) -> dict[str, str]:
+    if sources is None:
+        return {}
+    if not isinstance(sources, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in sources.items()):
+        raise ValueError("sources must map paths to text")
+    return dict(sources)
+
+
+def save(profile: Profile, path: Path, *, embed_sources: bool = True) -> None:
+    """Write `profile` to `path` (gzip JSON), atomically.
+
+    With `embed_sources`, the text of the source files the profile refers to is
+    stored too (see `gather_sources`), so `load` gives them back in `Profile.sources`.
+    """
+    doc = profile_to_dict(profile)
+    if embed_sources:
+        doc["sources"] = gather_sources(profile)
+    data = json.dumps(doc, separators=(",", ":")).encode()
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with gzip.open(tmp, "wb", compresslevel=6) as f:
+            f.write(data)
+        tmp.replace(path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise ProftuiError(f"{path}: cannot write: {exc.strerror}") from None
+
+
+def load(path: Path) -> Profile:
+    """Read a profile written by `save` (ProftuiError on any problem)."""
+    try:
+        with gzip.open(path, "rb") as f:
+            doc = json.loads(f.read())
+    except FileNotFoundError:
+        raise ProftuiError(f"{path}: no such file") from None
+    except OSError as exc:
+        if isinstance(exc, gzip.BadGzipFile) or exc.errno is None:
+            raise ProftuiError(f"{path}: not a proftui profile (not gzip data)") from None
+        raise ProftuiError(f"{path}: cannot read: {exc.strerror}") from None
+    except (EOFError, zlib.error):
+        raise ProftuiError(f"{path}: truncated or corrupt profile file") from None
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise ProftuiError(f"{path}: corrupt profile file (bad JSON)") from None
+    try:
+        return profile_from_dict(doc)
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
+        raise ProftuiError(f"{path}: invalid profile file: {exc}") from None

@@ -1,0 +1,247 @@
+"""Derived views of a `Profile`: pure functions, no I/O, no Textual.
+
+Flat profile, callers/callees of a function, function-focused trees
+(callees top-down, callers bottom-up), the bottom-up tree and the hot path.
+All walks are iterative so 100,000-deep trees work.  Trees must have been
+finalized (`Profile.finalize`) so node totals are filled in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from proftui.collectors.model.profile import (
+    ROOT_FRAME,
+    CallNode,
+    CallTree,
+    Frame,
+    FunctionCost,
+    Profile,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class FlatEntry:
+    """One row of the flat profile; costs per metric, percents of the whole."""
+
+    frame_id: int
+    frame: Frame
+    self_cost: tuple[float, ...]
+    total_cost: tuple[float, ...]
+    calls: int | None
+    self_percent: float  # of the primary metric's whole-profile total
+    total_percent: float
+
+
+@dataclass(frozen=True, slots=True)
+class Neighbour:
+    """A caller or callee of a focused function, with the cost through that arc."""
+
+    frame_id: int  # ROOT_FRAME for "called from the program's entry"
+    cost: tuple[float, ...]
+    calls: int | None
+
+
+def select_tree(profile: Profile, part: str | None = None) -> CallTree:
+    """The merged tree, or one process/thread part of it."""
+    if part is None:
+        assert profile.tree is not None
+        return profile.tree
+    return profile.parts[part]
+
+
+def outermost_nodes(tree: CallTree, frame_id: int) -> Iterator[CallNode]:
+    """Nodes of `frame_id` with no ancestor of the same function.
+
+    Summing totals over these counts recursive time once.
+    """
+    stack = list(tree.root.children.values())
+    while stack:
+        node = stack.pop()
+        if node.frame_id == frame_id:
+            yield node
+        else:
+            stack.extend(node.children.values())
+
+
+def function_costs(tree: CallTree) -> dict[int, FunctionCost]:
+    """Aggregate self, total (recursion counted once) and calls per function."""
+    costs: dict[int, FunctionCost] = {}
+    n = tree.n_metrics
+    on_path: dict[int, int] = {}  # frame id -> how many times it is on the current path
+    # (node, entering) events give a pre/post-order walk without recursion.
+    events: list[tuple[CallNode, bool]] = [(c, True) for c in tree.root.children.values()]
+    while events:
+        node, entering = events.pop()
+        fid = node.frame_id
+        if not entering:
+            left = on_path[fid] - 1
+            if left:
+                on_path[fid] = left
+            else:
+                del on_path[fid]
+            continue
+        entry = costs.get(fid)
+        if entry is None:
+            entry = costs[fid] = FunctionCost([0.0] * n, [0.0] * n, None)
+        for i in range(n):
+            entry.self_cost[i] += node.self_cost[i]
+        if fid not in on_path:
+            for i in range(n):
+                entry.total_cost[i] += node.total_cost[i]
+        if node.calls is not None:
+            entry.calls = node.calls if entry.calls is None else entry.calls + node.calls
+        on_path[fid] = on_path.get(fid, 0) + 1
+        events.append((node, False))
+        events.extend((c, True) for c in node.children.values())
+    return costs
+
+
+def flat_profile(
+    profile: Profile, part: str | None = None, metric: int = 0
+) -> list[FlatEntry]:
+    """Every function with its self/total cost, sorted by self cost (descending)."""
+    tree = select_tree(profile, part)
+    if profile.functions is not None and part is None:
+        costs = profile.functions
+    else:
+        costs = function_costs(tree)
+    whole = tree.root.total_cost[metric] if tree.n_metrics else 0.0
+    entries = []
+    for fid, cost in costs.items():
+        self_value = cost.self_cost[metric] if cost.self_cost else 0.0
+        total_value = cost.total_cost[metric] if cost.total_cost else 0.0
+        entries.append(
+            FlatEntry(
+                frame_id=fid,
+                frame=profile.frames[fid],
+                self_cost=tuple(cost.self_cost),
+                total_cost=tuple(cost.total_cost),
+                calls=cost.calls,
+                self_percent=100.0 * self_value / whole if whole else 0.0,
+                total_percent=100.0 * total_value / whole if whole else 0.0,
+            )
+        )
+    entries.sort(key=lambda e: (-e.self_cost[metric] if e.self_cost else 0.0,
+                                -e.total_cost[metric] if e.total_cost else 0.0,
+                                e.frame.function))
+    return entries
+
+
+def _accumulate(into: dict[int, list], fid: int, cost: list[float], calls: int | None) -> None:
+    slot = into.get(fid)
+    if slot is None:
+        into[fid] = [list(cost), calls]
+        return
+    for i, value in enumerate(cost):
+        slot[0][i] += value
+    if calls is not None:
+        slot[1] = calls if slot[1] is None else slot[1] + calls
+
+
+def _neighbours(table: dict[int, list], metric: int) -> list[Neighbour]:
+    rows = [Neighbour(fid, tuple(cost), calls) for fid, (cost, calls) in table.items()]
+    rows.sort(key=lambda r: -r.cost[metric] if r.cost else 0.0)
+    return rows
+
+
+def _nodes_of(tree: CallTree, frame_id: int) -> Iterator[CallNode]:
+    return (node for node in tree.nodes() if node.frame_id == frame_id)
+
+
+def callers(
+    profile: Profile, frame_id: int, part: str | None = None, metric: int = 0
+) -> list[Neighbour]:
+    """Who calls `frame_id`: cost is the callee's total under that caller."""
+    table: dict[int, list] = {}
+    for node in _nodes_of(select_tree(profile, part), frame_id):
+        parent = node.parent
+        parent_id = parent.frame_id if parent is not None else ROOT_FRAME
+        _accumulate(table, parent_id, node.total_cost, node.calls)
+    if profile.arcs:
+        for fid, slot in table.items():
+            slot[1] = profile.arcs.get((fid, frame_id), slot[1])
+    return _neighbours(table, metric)
+
+
+def callees(
+    profile: Profile, frame_id: int, part: str | None = None, metric: int = 0
+) -> list[Neighbour]:
+    """What `frame_id` calls: cost is each callee's total under it."""
+    table: dict[int, list] = {}
+    for node in _nodes_of(select_tree(profile, part), frame_id):
+        for child in node.children.values():
+            _accumulate(table, child.frame_id, child.total_cost, child.calls)
+    if profile.arcs:
+        for fid, slot in table.items():
+            slot[1] = profile.arcs.get((frame_id, fid), slot[1])
+    return _neighbours(table, metric)
+
+
+def callee_tree(profile: Profile, frame_id: int, part: str | None = None) -> CallTree:
+    """Top-down tree rooted at `frame_id`: all its outermost calls merged."""
+    tree = select_tree(profile, part)
+    focused = CallTree(tree.n_metrics)
+    for node in outermost_nodes(tree, frame_id):
+        pairs = [(focused.root.child(frame_id), node)]
+        while pairs:
+            mine, theirs = pairs.pop()
+            for i, value in enumerate(theirs.self_cost):
+                mine.self_cost[i] += value
+            if theirs.calls is not None:
+                mine.add_calls(theirs.calls)
+            pairs.extend((mine.child(fid), child) for fid, child in theirs.children.items())
+    return focused.finalize()
+
+
+def caller_tree(profile: Profile, frame_id: int, part: str | None = None) -> CallTree:
+    """Bottom-up tree of `frame_id`: its callers, their callers, up to the entry.
+
+    Each path is weighted by the total cost of `frame_id` on that path
+    (outermost occurrences only, so recursion is counted once).
+    """
+    tree = select_tree(profile, part)
+    inverted = CallTree(tree.n_metrics)
+    for node in outermost_nodes(tree, frame_id):
+        path = node.path()
+        path.reverse()
+        inverted.add_stack(path, node.total_cost, node.calls)
+    return inverted.finalize()
+
+
+def bottom_up_tree(profile: Profile, part: str | None = None) -> CallTree:
+    """Inverted tree: leaves (self cost) at the top, their callers below."""
+    tree = select_tree(profile, part)
+    inverted = CallTree(tree.n_metrics)
+    for node in tree.nodes():
+        if any(node.self_cost):
+            path = node.path()
+            path.reverse()
+            inverted.add_stack(path, node.self_cost)
+    return inverted.finalize()
+
+
+def hot_path(tree: CallTree, metric: int = 0, cutoff: float = 0.01) -> list[CallNode]:
+    """Follow the costliest child from the root while it holds >= `cutoff` of the whole."""
+    whole = tree.root.total_cost[metric] if tree.n_metrics else 0.0
+    path: list[CallNode] = []
+    node = tree.root
+    while node.children:
+        best = max(node.children.values(), key=lambda c: c.total_cost[metric])
+        if whole <= 0 or best.total_cost[metric] < cutoff * whole:
+            break
+        path.append(best)
+        node = best
+    return path
+
+
+def hottest_line(profile: Profile, frame: Frame, metric: int = 0) -> int | None:
+    """The line of `frame`'s source file with the most self cost, if known."""
+    if frame.file is None:
+        return None
+    best: tuple[float, int] | None = None
+    for (path, line), cost in profile.line_costs.items():
+        if path == frame.file and (best is None or cost[metric] > best[0]):
+            best = (cost[metric], line)
+    return best[1] if best else frame.line

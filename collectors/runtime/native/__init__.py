@@ -1,0 +1,1 @@
+"""Where `pip install` builds the C runtime libraries and helpers (never imported)."""

@@ -1,0 +1,150 @@
+"""Decoder of the attach stream written by csrc/attach/proftui_attach.c (docs/attach-stream.md).
+
+The helper writes a 32-byte header, then records of `type:u32, size:u32,
+payload`, each a multiple of 8 bytes, native-endian.  `StreamDecoder.feed`
+takes whatever bytes a pipe read returned and yields complete records; a bad
+magic, version or record size raises ProftuiError (never a crash).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from proftui.collectors.errors import ProftuiError
+
+MAGIC = b"PTATTACH"
+VERSION = 2
+HEADER = struct.Struct("=8sIIIIQ")  # magic, version, method, pid, flags, period_ns
+RECORD = struct.Struct("=II")  # type, size (whole record, header included)
+MAX_RECORD = 1 << 20
+
+METHODS = {1: "perf", 2: "ptrace"}
+
+REC_SAMPLE, REC_THREAD, REC_MAPS, REC_LOST, REC_EXIT, REC_WARN, REC_ERROR, REC_END = range(1, 9)
+THREAD_NEW, THREAD_GONE = 1, 2
+
+
+@dataclass(frozen=True)
+class StreamHeader:
+    method: str  # "perf" or "ptrace"
+    pid: int
+    period_ns: int
+
+
+@dataclass(frozen=True)
+class Sample:
+    tid: int
+    weight_ns: int  # CPU time this sample stands for
+    ips: tuple[int, ...]  # innermost first: the pc, then frame-pointer return addresses
+    sp: int = 0  # user stack pointer at the sample (0: unknown)
+    bp: int = 0  # frame pointer register (rbp) at the sample
+    stack: bytes = b""  # the memory from sp up, for CFI unwinding (collectors/cfi.py)
+
+
+@dataclass(frozen=True)
+class ThreadEvent:
+    tid: int
+    flags: int  # THREAD_NEW / THREAD_GONE bits (0: renamed)
+    comm: str
+
+
+@dataclass(frozen=True)
+class MapsChanged:
+    """The target mapped new executable code: re-read /proc/PID/maps."""
+
+
+@dataclass(frozen=True)
+class Lost:
+    count: int
+
+
+@dataclass(frozen=True)
+class TargetExit:
+    status: int | None  # None when the method cannot know it (perf)
+    signal: int | None
+
+
+@dataclass(frozen=True)
+class Message:
+    fatal: bool  # True for PT_REC_ERROR, False for a warning
+    text: str
+
+
+@dataclass(frozen=True)
+class End:
+    samples: int
+    lost: int
+
+
+Record = Sample | ThreadEvent | MapsChanged | Lost | TargetExit | Message | End
+
+
+class StreamDecoder:
+    """Incremental decoder: feed bytes, get the header, then records."""
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+        self.header: StreamHeader | None = None
+
+    def feed(self, data: bytes) -> Iterator[Record]:
+        """Decode every complete record in the bytes seen so far."""
+        self._buf += data
+        pos = 0
+        buf = self._buf
+        if self.header is None:
+            if len(buf) < HEADER.size:
+                return
+            magic, version, method, pid, _flags, period = HEADER.unpack_from(buf, 0)
+            if magic != MAGIC:
+                raise ProftuiError("attach helper stream: bad magic (not a proftui-attach stream)")
+            if version != VERSION:
+                raise ProftuiError(
+                    f"attach helper stream version {version}, this proftui reads {VERSION}; "
+                    "reinstall proftui")
+            self.header = StreamHeader(METHODS.get(method, f"method {method}"), pid, period)
+            pos = HEADER.size
+        try:
+            while len(buf) - pos >= RECORD.size:
+                rtype, size = RECORD.unpack_from(buf, pos)
+                if size < RECORD.size or size % 8 or size > MAX_RECORD:
+                    raise ProftuiError(f"attach helper stream: corrupt record size {size}")
+                if len(buf) - pos < size:
+                    break
+                record = decode_record(rtype, bytes(buf[pos + 8 : pos + size]))
+                pos += size
+                if record is not None:
+                    yield record
+        finally:
+            del buf[:pos]
+
+
+def decode_record(rtype: int, body: bytes) -> Record | None:
+    """One record's payload (after type and size); None for unknown types."""
+    try:
+        if rtype == REC_SAMPLE:
+            tid, n, weight, nstack, _, sp, bp = struct.unpack_from("=IIQIIQQ", body)
+            if 40 + 8 * (n + nstack) > len(body):
+                raise ProftuiError("attach helper stream: sample record too short")
+            stack_at = 40 + 8 * n
+            return Sample(tid, weight, struct.unpack_from(f"={n}Q", body, 40), sp, bp,
+                          body[stack_at:stack_at + 8 * nstack])
+        if rtype == REC_THREAD:
+            tid, flags, comm = struct.unpack_from("=II16s", body)
+            return ThreadEvent(tid, flags, comm.split(b"\0", 1)[0].decode(errors="replace"))
+        if rtype == REC_MAPS:
+            return MapsChanged()
+        if rtype == REC_LOST:
+            return Lost(struct.unpack_from("=Q", body)[0])
+        if rtype == REC_EXIT:
+            status, sig = struct.unpack_from("=ii", body)
+            return TargetExit(None if status < 0 else status, None if sig < 0 else sig)
+        if rtype in (REC_WARN, REC_ERROR):
+            text = body.split(b"\0", 1)[0].decode(errors="replace")
+            return Message(rtype == REC_ERROR, text)
+        if rtype == REC_END:
+            return End(*struct.unpack_from("=QQ", body))
+    except struct.error:
+        raise ProftuiError(f"attach helper stream: record type {rtype} too short") from None
+    return None  # a newer helper's record type: skip it

@@ -1,0 +1,192 @@
+"""Decoder of the hook runtime's file body (csrc/hook/proftui_wire_hook.h, docs/wire-format.md).
+
+The runtime writes while we read: only nodes below each chunk's published
+count are trusted, module entries with start 0 are skipped, and thread slots
+with tid 0 are not ready.  Counters are read racily (they only grow).
+"""
+
+from __future__ import annotations
+
+import mmap
+import struct
+from dataclasses import dataclass, field
+
+from proftui.collectors.errors import ProftuiError
+from proftui.collectors.runtime.wire import HEADER_SIZE, KIND_HOOK, FileHeader, decode_header
+
+ROOT = 0xFFFFFFFF
+NODE_SIZE = 40
+HOOK_HEADER_SIZE = 128
+THREAD_SIZE = 32
+CHUNK_SIZE = 8
+MODULE_SIZE = 256
+
+# node_size, chunk_nodes, chunk_capacity, chunk_count, thread_capacity, thread_count,
+# module_capacity, module_count, threads/chunks/modules/nodes offsets, ns_per_tick,
+# overhead_inner, overhead_outer, tick_start, mono_start_ns, generation, max_depth,
+# filter_ranges, stack_capacity, filtered_calls
+_HOOK = struct.Struct("<IIIIIIIIQQQQdddQQIIIIQ")
+_THREAD = struct.Struct("<II16sQ")
+_CHUNK = struct.Struct("<II")
+_MODULE = struct.Struct("<QQQ232s")
+assert _HOOK.size == HOOK_HEADER_SIZE and _THREAD.size == THREAD_SIZE
+assert _MODULE.size == MODULE_SIZE
+
+
+@dataclass(frozen=True)
+class HookHeader:
+    """The hook area's header; `ns_per_tick` converts ticks to ns, overheads are ticks."""
+
+    node_size: int
+    chunk_nodes: int
+    chunk_capacity: int
+    chunk_count: int
+    thread_capacity: int
+    thread_count: int
+    module_capacity: int
+    module_count: int
+    threads_offset: int
+    chunks_offset: int
+    modules_offset: int
+    nodes_offset: int
+    ns_per_tick: float
+    overhead_inner: float
+    overhead_outer: float
+    tick_start: int
+    mono_start_ns: int
+    generation: int
+    max_depth: int
+    filter_ranges: int
+    stack_capacity: int
+    filtered_calls: int
+
+
+@dataclass(frozen=True)
+class HookThread:
+    slot: int
+    tid: int
+    exited: bool
+    name: str
+    max_depth: int
+
+
+@dataclass(frozen=True)
+class HookModule:
+    """A loaded object: runtime [start, end), link-time address = runtime - bias."""
+
+    start: int
+    end: int
+    bias: int
+    path: str
+
+
+@dataclass
+class HookNodes:
+    """Published nodes, column-wise, indexed by position; `index` is the global index.
+
+    Times are raw ticks; `thread` is the owning thread slot.
+    """
+
+    index: list[int] = field(default_factory=list)
+    thread: list[int] = field(default_factory=list)
+    fn: list[int] = field(default_factory=list)
+    parent: list[int] = field(default_factory=list)
+    module: list[int] = field(default_factory=list)  # module table index + 1, 0 unknown
+    calls: list[int] = field(default_factory=list)
+    incl: list[int] = field(default_factory=list)
+    self_ticks: list[int] = field(default_factory=list)
+
+
+@dataclass
+class HookData:
+    """One hook file decoded: header, hook header, threads, modules and nodes."""
+
+    header: FileHeader
+    hook: HookHeader
+    threads: dict[int, HookThread]
+    modules: list[HookModule | None]
+    nodes: HookNodes
+
+
+def is_published(data: bytes | mmap.mmap) -> bool:
+    """False while the runtime is still writing the header (magic goes in last)."""
+    return len(data) >= HEADER_SIZE and data[:8] != b"\0" * 8
+
+
+def decode_hook_header(data: bytes | mmap.mmap, header: FileHeader, name: str) -> HookHeader:
+    """Check and decode the hook header; ProftuiError names what is wrong."""
+    off = header.body_offset
+    if off + HOOK_HEADER_SIZE > header.file_size:
+        raise ProftuiError(f"{name}: corrupt hook file (body past the end)")
+    hook = HookHeader(*_HOOK.unpack_from(data, off))
+    if hook.node_size != NODE_SIZE or hook.chunk_nodes == 0:
+        raise ProftuiError(f"{name}: corrupt hook file (node size {hook.node_size}, "
+                           f"{hook.chunk_nodes} nodes per chunk)")
+    tables = [
+        (hook.threads_offset, hook.thread_capacity * THREAD_SIZE),
+        (hook.chunks_offset, hook.chunk_capacity * CHUNK_SIZE),
+        (hook.modules_offset, hook.module_capacity * MODULE_SIZE),
+        (hook.nodes_offset, hook.chunk_capacity * hook.chunk_nodes * NODE_SIZE),
+    ]
+    for start, size in tables:
+        if start < off + HOOK_HEADER_SIZE or start + size > header.file_size:
+            raise ProftuiError(f"{name}: corrupt hook file (table at {start}+{size} outside "
+                               f"{header.file_size} bytes)")
+    if not hook.ns_per_tick > 0:
+        raise ProftuiError(f"{name}: corrupt hook file (ns_per_tick {hook.ns_per_tick})")
+    return hook
+
+
+def decode_hook(data: bytes | mmap.mmap, name: str = "hook file") -> HookData:
+    """Decode everything published so far in one hook file."""
+    header = decode_header(data, name, KIND_HOOK)
+    hook = decode_hook_header(data, header, name)
+    threads: dict[int, HookThread] = {}
+    for slot in range(min(hook.thread_count, hook.thread_capacity)):
+        tid, state, raw, depth = _THREAD.unpack_from(data, hook.threads_offset + slot * THREAD_SIZE)
+        if tid:
+            threads[slot] = HookThread(slot, tid, state == 2,
+                                       raw.split(b"\0", 1)[0].decode("utf-8", "replace"), depth)
+    modules: list[HookModule | None] = []
+    for i in range(min(hook.module_count, hook.module_capacity)):
+        start, end, bias, raw = _MODULE.unpack_from(data, hook.modules_offset + i * MODULE_SIZE)
+        modules.append(HookModule(start, end, bias, raw.split(b"\0", 1)[0].decode(
+            "utf-8", "surrogateescape")) if start else None)
+    nodes = HookNodes()
+    chunk_nodes = hook.chunk_nodes
+    for chunk in range(min(hook.chunk_count, hook.chunk_capacity)):
+        owner, count = _CHUNK.unpack_from(data, hook.chunks_offset + chunk * CHUNK_SIZE)
+        count = min(count, chunk_nodes)
+        if count == 0 or owner not in threads:
+            continue
+        base = chunk * chunk_nodes
+        start = hook.nodes_offset + base * NODE_SIZE
+        with (memoryview(data)[start:start + count * NODE_SIZE] as raw_view,
+              raw_view.cast("Q") as words, raw_view.cast("I") as halves):
+            nodes.fn += words[0::5].tolist()
+            nodes.calls += words[2::5].tolist()
+            nodes.incl += words[3::5].tolist()
+            nodes.self_ticks += words[4::5].tolist()
+            nodes.parent += halves[2::10].tolist()
+            nodes.module += halves[3::10].tolist()
+        nodes.index += range(base, base + count)
+        nodes.thread += [owner] * count
+    return HookData(header, hook, threads, modules, nodes)
+
+
+def compensated_self_ns(data: HookData) -> list[float]:
+    """Self time per node in ns with the hooks' own cost taken out (never below 0).
+
+    self - calls * overhead_inner - (calls of its children) * overhead_outer,
+    in ticks, times ns_per_tick (docs/wire-format.md, "Compensation").
+    """
+    nodes, hook = data.nodes, data.hook
+    position = {index: i for i, index in enumerate(nodes.index)}
+    child_calls = [0] * len(nodes.index)
+    for parent, calls in zip(nodes.parent, nodes.calls, strict=True):
+        i = position.get(parent)
+        if i is not None:
+            child_calls[i] += calls
+    inner, outer, scale = hook.overhead_inner, hook.overhead_outer, hook.ns_per_tick
+    return [max(0.0, s - c * inner - k * outer) * scale
+            for s, c, k in zip(nodes.self_ticks, nodes.calls, child_calls, strict=True)]

@@ -1,0 +1,199 @@
+"""Decoder of the sampler's runtime files (csrc/sampler/proftui_wire_sampler.h, docs/wire-format.md).
+
+The runtime (LD_PRELOADed csrc/sampler/proftui_sampler.c) writes one file per process:
+the common header, a sampler header, one ring buffer per thread slot and a
+log of the executable mappings it saw.  `SamplerFile.drain()` reads what the
+rings hold while the target keeps writing: it reads `head`, copies the
+records up to it, checks the slot was not reused meanwhile (`gen`), then
+stores `tail` so the runtime can reuse the space.
+"""
+
+from __future__ import annotations
+
+import struct
+from array import array
+from dataclasses import dataclass
+from pathlib import Path
+
+from proftui.collectors.errors import ProftuiError
+from proftui.collectors.runtime.wire import HEADER_SIZE, KIND_SAMPLER, FileHeader, RuntimeFile
+
+# signal, sflags, nslots, ring_words, slots_offset, slot_size, maplog_offset,
+# maplog_capacity, maplog_count, threads_lost, requested_ns
+SAMPLER_HEADER = struct.Struct("<IIIIQQQIIQQ")
+# state, tid, head, tail, samples, dropped, cpu_ns, gen
+SLOT = struct.Struct("<IIQQQQQI12x")
+# start, end, offset, base, event, build_id_len, build_id, path
+MAP_ENTRY = struct.Struct("<QQQQII32s312s")
+assert SAMPLER_HEADER.size == 64 and SLOT.size == 64 and MAP_ENTRY.size == 384
+
+SMP_PERF, SMP_TIMER, SMP_SIGNAL_MOVED, SMP_CFI, SMP_FOLLOW = (1 << i for i in range(5))
+SLOT_FREE, SLOT_ACTIVE, SLOT_EXITED = 0, 1, 2
+SREC_TRUNCATED, SREC_OFFSTACK, SREC_DEPTH = 1, 2, 4
+MAP_LOAD, MAP_UNLOAD = 1, 2
+MAX_FRAMES = 128
+TAIL_OFFSET = 16  # within a slot
+MAPLOG_COUNT_OFFSET = 44  # within the sampler header
+
+
+@dataclass(frozen=True)
+class SamplerHeader:
+    """The sampler area's fixed header (offsets in bytes, periods in ns)."""
+
+    signal: int
+    sflags: int
+    nslots: int
+    ring_words: int
+    slots_offset: int
+    slot_size: int
+    maplog_offset: int
+    maplog_capacity: int
+    maplog_count: int
+    threads_lost: int
+    requested_ns: int
+
+
+@dataclass(frozen=True)
+class SlotInfo:
+    """One thread slot's counters (cpu_ns is set when the thread exited)."""
+
+    index: int
+    state: int
+    tid: int
+    samples: int
+    dropped: int
+    cpu_ns: int
+
+
+@dataclass(frozen=True)
+class MapEntry:
+    """An executable segment the runtime saw loaded (or unloaded)."""
+
+    start: int
+    end: int
+    offset: int
+    base: int
+    event: int
+    build_id: str  # hex
+    path: str
+
+
+@dataclass(frozen=True)
+class RawSample:
+    """One stack sample: `weight` periods of time, addresses innermost first."""
+
+    tid: int
+    weight: int
+    ips: tuple[int, ...]
+    flags: int
+
+
+def decode_sampler_header(data: bytes | memoryview | object, header: FileHeader,
+                          name: str) -> SamplerHeader:
+    """Decode and bound-check the sampler header; ProftuiError when corrupt."""
+    try:
+        smp = SamplerHeader(*SAMPLER_HEADER.unpack_from(data, header.body_offset))  # type: ignore[arg-type]
+    except struct.error:
+        raise ProftuiError(f"{name}: truncated sampler header") from None
+    ring = smp.ring_words
+    if (ring == 0 or ring & (ring - 1) or smp.slot_size != SLOT.size + 8 * ring
+            or smp.slots_offset < HEADER_SIZE + SAMPLER_HEADER.size
+            or smp.slots_offset + smp.nslots * smp.slot_size > smp.maplog_offset
+            or smp.maplog_offset + smp.maplog_capacity * MAP_ENTRY.size > header.file_size):
+        raise ProftuiError(f"{name}: corrupt sampler header")
+    return smp
+
+
+def decode_records(words: array, tid: int) -> tuple[list[RawSample], bool]:
+    """Records in a copied run of ring words; (samples, True if a corrupt record stopped it)."""
+    out: list[RawSample] = []
+    pos, end = 0, len(words)
+    while pos < end:
+        word0 = words[pos]
+        n = word0 & 0xFFFF
+        if n == 0 or n > MAX_FRAMES or pos + 1 + n > end:
+            return out, True
+        out.append(RawSample(tid, word0 >> 32 or 1, tuple(words[pos + 1 : pos + 1 + n]),
+                             (word0 >> 16) & 0xFFFF))
+        pos += 1 + n
+    return out, False
+
+
+class SamplerFile:
+    """One process's sampler file, mapped; drain it repeatedly while the target runs."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.file = RuntimeFile(path)
+        try:
+            self.header = self.file.header(KIND_SAMPLER)
+            self.sampler = decode_sampler_header(self.file.map, self.header, path.name)
+        except ProftuiError:
+            self.file.close()
+            raise
+        self.corrupt_records = 0
+        self._maps_read = 0
+
+    def refresh(self) -> tuple[FileHeader, SamplerHeader]:
+        """Re-read both headers (counters, clock and signal change while running)."""
+        self.header = self.file.header(KIND_SAMPLER)
+        self.sampler = decode_sampler_header(self.file.map, self.header, self.path.name)
+        return self.header, self.sampler
+
+    def _slot_offset(self, index: int) -> int:
+        return self.sampler.slots_offset + index * self.sampler.slot_size
+
+    def slots(self) -> list[SlotInfo]:
+        """Counters of every slot ever used."""
+        out = []
+        for i in range(self.sampler.nslots):
+            state, tid, _h, _t, samples, dropped, cpu_ns, _gen = SLOT.unpack_from(
+                self.file.map, self._slot_offset(i))
+            if state in (SLOT_ACTIVE, SLOT_EXITED):
+                out.append(SlotInfo(i, state, tid, samples, dropped, cpu_ns))
+        return out
+
+    def drain(self) -> list[RawSample]:
+        """Every complete record written since the last drain, all slots."""
+        out: list[RawSample] = []
+        mem = self.file.map
+        ring_words = self.sampler.ring_words
+        for i in range(self.sampler.nslots):
+            off = self._slot_offset(i)
+            state, tid, head, tail, _s, _d, _c, gen = SLOT.unpack_from(mem, off)
+            if state not in (SLOT_ACTIVE, SLOT_EXITED) or head == tail:
+                continue
+            if head < tail or head - tail > ring_words:
+                continue  # mid-reuse (or corrupt): look again next time
+            ring = off + SLOT.size
+            first, last = tail % ring_words, head % ring_words
+            if first < last:
+                raw = mem[ring + 8 * first : ring + 8 * last]
+            else:  # the records wrap around the end of the ring
+                raw = mem[ring + 8 * first : ring + 8 * ring_words] + mem[ring : ring + 8 * last]
+            if SLOT.unpack_from(mem, off)[7] != gen:
+                continue  # the slot was handed to another thread while we copied
+            words = array("Q")
+            words.frombytes(raw)
+            samples, corrupt = decode_records(words, tid)
+            self.corrupt_records += corrupt
+            out.extend(samples)
+            struct.pack_into("<Q", mem, off + TAIL_OFFSET, head)
+        return out
+
+    def new_mappings(self) -> list[MapEntry]:
+        """Map log entries published since the last call."""
+        count = struct.unpack_from("<I", self.file.map,
+                                   self.header.body_offset + MAPLOG_COUNT_OFFSET)[0]
+        count = min(count, self.sampler.maplog_capacity)
+        out = []
+        for i in range(self._maps_read, count):
+            start, end, offset, base, event, bid_len, bid, path = MAP_ENTRY.unpack_from(
+                self.file.map, self.sampler.maplog_offset + i * MAP_ENTRY.size)
+            out.append(MapEntry(start, end, offset, base, event, bid[: min(bid_len, 32)].hex(),
+                                path.split(b"\0", 1)[0].decode(errors="replace")))
+        self._maps_read = max(self._maps_read, count)
+        return out
+
+    def close(self) -> None:
+        self.file.close()

@@ -1,0 +1,1 @@
+"""Sampler mode: the LD_PRELOAD SIGPROF/perf-event sampler for unmodified programs."""

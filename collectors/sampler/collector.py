@@ -1,0 +1,346 @@
+"""Sampler mode (the default): LD_PRELOAD csrc/sampler/proftui_sampler into the target.
+
+The runtime samples every thread on its own CPU clock (perf_event task-clock,
+or POSIX CPU timers where perf is not allowed) and writes stacks of runtime
+addresses into per-thread rings of a shared-memory file per process
+(wire_sampler.py).  A drain thread empties the rings every DRAIN_INTERVAL_S
+while the target runs, so they never fill; `collect()` symbolizes the
+distinct addresses through the mappings the runtime logged (dlclose'd code
+included) plus /proc/PID/maps, and builds the Profile.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any, ClassVar
+
+from proftui.collectors.base import Collector, CollectorOptions
+from proftui.collectors.errors import ProftuiError
+from proftui.collectors.model.profile import CPU_NS, SAMPLES, WALL_NS, Profile, ProfileMeta
+from proftui.collectors.runtime.launch import LaunchedProcess, resolve_program
+from proftui.collectors.runtime.wire_sampler import (
+    MAP_LOAD,
+    MAX_FRAMES,
+    SMP_PERF,
+    SMP_SIGNAL_MOVED,
+    SREC_DEPTH,
+    SREC_OFFSTACK,
+    SREC_TRUNCATED,
+    SamplerFile,
+)
+from proftui.collectors.symbols.maps import AddressSpace, Mapping
+from proftui.collectors.symbols.stacks import StackFrames, add_stack
+from proftui.collectors.symbols.symbolizer import Symbolizer
+
+DRAIN_INTERVAL_S = 0.1
+MAX_FREQUENCY = 10_000  # the runtime clamps to this too
+TIMER_TICK_HZ = 250  # what POSIX CPU timers deliver at most here (kernel tick)
+FILE_GLOB = "sampler.*.ptw"
+
+
+class SamplerCollector(Collector):
+    """Runs the target with the preloaded stack sampler and drains it live."""
+
+    mode: ClassVar[str] = "sampler"
+    can_pause: ClassVar[bool] = True
+
+    def __init__(self, argv: list[str], options: CollectorOptions | None = None) -> None:
+        super().__init__(argv, options)
+        self._files: dict[Path, SamplerFile] = {}
+        self._bad_files: set[Path] = set()
+        # (file name, pid, tid, stack innermost first) -> [samples, ns]; one file is one
+        # process image (a process that exec'd writes a new file), one address space.
+        self._stacks: dict[tuple[str, int, int, tuple[int, ...]], list[float]] = {}
+        self._threads: dict[tuple[int, int], str] = {}
+        self._truncated = 0
+        self._offstack = 0
+        self._too_deep = 0
+        self._total = 0
+        self._warnings: list[str] = []
+        self._paused = False
+        self._start_time: float | None = None
+        self._end_time: float | None = None
+        self._stop = threading.Event()
+        self._drainer: threading.Thread | None = None
+        # Locks, always taken in this order.  _lock (the base class's) is held by
+        # snapshot() through collect(), symbolizing included, so the drain thread
+        # never takes it: it only needs _drain_lock, never waits for symbols.
+        self._drain_lock = threading.RLock()  # files, aggregate, pending mappings
+        self._sym_lock = threading.Lock()  # the symbolizer and address spaces
+        self._pending_maps: list[tuple[str, int, list[Any]]] = []
+        self._frames: dict[str, StackFrames] = {}  # file name -> its image's address space
+        self._symbolizer: Symbolizer | None = None
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    def start(self) -> None:
+        from proftui.collectors.detect import inspect_binary
+        from proftui.collectors.runtime.libraries import runtime_library_path
+
+        if not self.argv:
+            raise ProftuiError("no program given")
+        program = resolve_program(self.argv[0])
+        if inspect_binary(program).static:
+            raise ProftuiError(
+                f"{self.argv[0]}: statically linked, so the sampler cannot be preloaded into it; "
+                f"use attach mode instead: start it, then run `proftui --pid PID`")
+        library = runtime_library_path("proftui_sampler")
+        hz = int(self.options.frequency_hz)
+        if hz < 1:
+            raise ProftuiError(f"frequency must be at least 1 Hz (got {hz})")
+        if hz > MAX_FREQUENCY:
+            self._warnings.append(f"frequency {hz} Hz is above the maximum; "
+                                  f"sampling at {MAX_FREQUENCY} Hz")
+            hz = MAX_FREQUENCY
+        env = {
+            "PROFTUI_FREQUENCY": str(hz),
+            "PROFTUI_FRONTEND_PID": str(os.getpid()),
+            "PROFTUI_WALL_CLOCK": "1" if self.options.wall_clock else "0",
+            "PROFTUI_FOLLOW_CHILDREN": "1" if self.options.follow_children else "0",
+        }
+        if self.options.buffer_bytes:
+            env["PROFTUI_BUFFER_BYTES"] = str(int(self.options.buffer_bytes))
+        if self.options.wall_clock:
+            self._warnings.append("wall-clock sampling: sleeping threads are sampled too, and "
+                                  "the signal can cut sleeps short (EINTR) in the target")
+        self._symbolizer = Symbolizer()
+        self._start_time = time.time()
+        self.process = LaunchedProcess(self.argv, run_dir=self.run_dir.path, env=env,
+                                       preload=[library], output=self.options.output)
+        self._drainer = threading.Thread(target=self._drain_loop, name="proftui-sampler-drain",
+                                         daemon=True)
+        self._drainer.start()
+
+    def _drain_loop(self) -> None:
+        """Empty the rings every DRAIN_INTERVAL_S until the target ends, then once more."""
+        while not self._stop.is_set():
+            exited = self.process is not None and self.process.poll() is not None
+            try:
+                self.drain()
+            except ProftuiError as exc:
+                with self._drain_lock:
+                    self._warnings.append(str(exc))
+            if exited:
+                break
+            self._stop.wait(DRAIN_INTERVAL_S)
+        with self._drain_lock:
+            if self._end_time is None:
+                self._end_time = time.time()
+
+    def wait(self) -> Profile:
+        if self.process is not None:
+            self.process.wait()
+        if self._drainer is not None:
+            self._drainer.join()
+        return self.snapshot()
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+        self._stop.set()
+        if self._drainer is not None:
+            self._drainer.join()
+        with self._drain_lock:
+            for f in self._files.values():
+                f.close()
+            self._files.clear()
+        self.run_dir.close()
+
+    def pause(self) -> None:
+        with self._drain_lock:
+            self._paused = True
+            for f in self._files.values():
+                f.file.set_paused(True)
+
+    def resume(self) -> None:
+        with self._drain_lock:
+            self._paused = False
+            for f in self._files.values():
+                f.file.set_paused(False)
+
+    # -- draining ------------------------------------------------------------------
+
+    def drain(self) -> None:
+        """Read new files, mappings and samples into the aggregate (thread-safe)."""
+        with self._drain_lock:
+            self._open_new_files()
+            for sfile in list(self._files.values()):
+                pid, name = sfile.header.pid, sfile.path.name
+                maps = sfile.new_mappings()
+                if maps:  # applied by collect(), under _sym_lock
+                    self._pending_maps.append((name, pid, maps))
+                period = sfile.header.period_ns
+                for sample in sfile.drain():
+                    key = (name, pid, sample.tid, sample.ips)
+                    counts = self._stacks.get(key)
+                    if counts is None:
+                        self._stacks[key] = [1.0, float(sample.weight * period)]
+                    else:
+                        counts[0] += 1.0
+                        counts[1] += sample.weight * period
+                    self._total += 1
+                    self._truncated += bool(sample.flags & SREC_TRUNCATED)
+                    self._offstack += bool(sample.flags & SREC_OFFSTACK)
+                    self._too_deep += bool(sample.flags & SREC_DEPTH)
+                    if (pid, sample.tid) not in self._threads:
+                        self._threads[(pid, sample.tid)] = _thread_name(pid, sample.tid)
+
+    def _open_new_files(self) -> None:
+        """Map runtime files that appeared (the target, and followed children)."""
+        for path in sorted(self.run_dir.path.glob(FILE_GLOB)):
+            if path in self._files or path in self._bad_files:
+                continue
+            try:
+                sfile = SamplerFile(path)
+            except ProftuiError as exc:
+                # A file being created has no magic yet: only complain about it later.
+                if time.time() - path.stat().st_mtime > 2.0:
+                    self._bad_files.add(path)
+                    self._warnings.append(str(exc))
+                continue
+            if self._paused:  # everything it holds was recorded after pause()
+                sfile.file.set_paused(True)
+                sfile.drain()
+            self._files[path] = sfile
+
+    def _frames_for(self, name: str, pid: int) -> StackFrames:
+        """The address space of the image that wrote file `name`; caller holds _sym_lock.
+
+        It is built from the runtime's map log.  Only the newest image of a pid
+        may also look at /proc/PID/maps (for code loaded behind the runtime's back,
+        e.g. glibc's own NSS modules): an older image's pid now shows another program.
+        """
+        frames = self._frames.get(name)
+        if frames is None:
+            space = AddressSpace(None)  # plain paths: the target shares our mount namespace
+            frames = self._frames[name] = StackFrames(space, self._symbolizer)
+            for other, other_frames in self._frames.items():
+                if other != name and other_frames.space is not None \
+                        and other_frames.space.pid == pid:
+                    other_frames.space.pid = None  # that image exec'd: this one is newer
+            space.pid = pid
+        return frames
+
+    def _add_mappings(self, name: str, pid: int, maps: list[Any]) -> None:
+        """Feed the runtime's map log into the image's address space; caller holds _sym_lock."""
+        frames = self._frames_for(name, pid)
+        assert frames.space is not None
+        for entry in maps:
+            if entry.event == MAP_LOAD:
+                frames.space.add(Mapping(entry.start, entry.end, entry.offset, "r-xp",
+                                         entry.path))
+        frames.forget_unresolved()
+
+    # -- profile -------------------------------------------------------------------
+
+    def collect(self) -> Profile:
+        self.drain()
+        with self._drain_lock:
+            stacks = [(name, pid, tid, ips, list(c))
+                      for (name, pid, tid, ips), c in self._stacks.items()]
+            meta = self._meta()
+            pending, self._pending_maps = self._pending_maps, []
+        metrics = (SAMPLES, WALL_NS if self.options.wall_clock else CPU_NS)
+        with self._sym_lock:
+            if meta.complete:  # the pids are gone (maybe reused): map logs only from now on
+                for frames in self._frames.values():
+                    if frames.space is not None:
+                        frames.space.pid = None
+            for name, pid, maps in pending:
+                self._add_mappings(name, pid, maps)
+            profile = Profile(meta=meta, metrics=metrics)
+            for name, pid, tid, ips, costs in stacks:
+                add_stack(profile, f"pid {pid} tid {tid}", self._frames_for(name, pid), ips,
+                          costs)
+            for frames in self._frames.values():
+                profile.meta.warnings.extend(w for w in frames.warnings()
+                                             if w not in profile.meta.warnings)
+                break  # one shared symbolizer: its warnings once
+        return profile.finalize()
+
+    def _meta(self) -> ProfileMeta:
+        """Metadata from the process and the runtime headers; caller holds _drain_lock."""
+        exit_info = self.process.poll() if self.process is not None else None
+        running = exit_info is None
+        warnings = list(self._warnings)
+        dropped = 0
+        period_ns: int | None = None
+        clock = ""
+        pids: list[int] = []
+        sampled_ns = cpu_ns = 0
+        for sfile in self._files.values():
+            try:
+                header, smp = sfile.refresh()
+            except ProftuiError as exc:
+                warnings.append(str(exc))
+                continue
+            if header.pid not in pids:
+                pids.append(header.pid)
+            dropped += header.dropped
+            period_ns = period_ns or header.period_ns
+            if not clock:
+                hz = f", {1e9 / header.period_ns:.0f} Hz" if header.period_ns else ""
+                clock = header.clock + hz + (f", signal {_signal_name(smp.signal)}"
+                                             if smp.signal else "")
+                if smp.sflags & SMP_SIGNAL_MOVED:
+                    warnings.append(f"the target uses SIGPROF itself: proftui sampled with "
+                                    f"{_signal_name(smp.signal)} instead")
+                if smp.signal and not smp.sflags & SMP_PERF and not self.options.wall_clock:
+                    hz = 1e9 / header.period_ns if header.period_ns else 0
+                    if hz > TIMER_TICK_HZ:
+                        warnings.append(
+                            f"perf_event is not available: POSIX CPU timers deliver about "
+                            f"{TIMER_TICK_HZ} samples/s per thread, not {hz:.0f} (each sample "
+                            f"is weighted by the periods it stands for)")
+            if smp.threads_lost:
+                warnings.append(f"pid {header.pid}: {smp.threads_lost} threads were not sampled "
+                                f"(more than {smp.nslots} at once)")
+            for slot in sfile.slots():
+                if slot.cpu_ns:
+                    sampled_ns += slot.samples * header.period_ns
+                    cpu_ns += slot.cpu_ns
+        if not running and not self._files:
+            warnings.append("the sampler did not start in the target (no runtime file): "
+                            "was LD_PRELOAD removed or the program static?")
+        if cpu_ns > 50_000_000 and sampled_ns < 0.5 * cpu_ns and not self.options.wall_clock:
+            warnings.append(f"only {100 * sampled_ns / cpu_ns:.0f}% of the threads' CPU time was "
+                            f"sampled (did the target block the sampling signal?)")
+        if self._total and self._truncated > 0.1 * self._total:
+            warnings.append(f"{100 * self._truncated / self._total:.0f}% of stacks were cut "
+                            f"short (code without frame pointers or unwind tables)")
+        if self._total and self._too_deep > 0.01 * self._total:
+            warnings.append(f"{100 * self._too_deep / self._total:.0f}% of stacks were deeper "
+                            f"than {MAX_FRAMES} frames: their outermost callers are cut off")
+        if self._total and self._offstack > 0.01 * self._total:
+            warnings.append(f"{100 * self._offstack / self._total:.0f}% of samples hit code "
+                            f"running on another stack (sigaltstack, coroutines): pc only")
+        threads = {tid: name for (_pid, tid), name in self._threads.items()}
+        return ProfileMeta(
+            mode="sampler", argv=list(self.argv), pids=sorted(pids) or (
+                [self.process.pid] if self.process is not None else []),
+            threads=threads, period_ns=period_ns, clock=clock, start_time=self._start_time,
+            end_time=None if running else self._end_time,
+            exit_status=None if exit_info is None else exit_info.status,
+            exit_signal=None if exit_info is None else exit_info.signal,
+            complete=not running, dropped=dropped, warnings=warnings,
+        )
+
+
+def _thread_name(pid: int, tid: int) -> str:
+    with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{tid}/comm") as f:
+        return f.read().strip()
+    return ""
+
+
+def _signal_name(sig: int) -> str:
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        if signal.SIGRTMIN <= sig <= signal.SIGRTMAX:
+            return f"SIGRTMIN+{sig - signal.SIGRTMIN}"
+        return f"signal {sig}"

@@ -1,0 +1,1 @@
+"""Addresses to names, lines and inline chains: ELF, DWARF, process maps, demangling."""

@@ -1,0 +1,101 @@
+"""Raw sampled stacks (runtime addresses) -> symbolized Frames -> Profile trees.
+
+Shared by the collectors that sample stacks of addresses (attach, sampler):
+one `StackFrames` per process address space, with its own frame cache; the
+Symbolizer (ELF/DWARF per module) can be shared between processes.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from proftui.collectors.errors import ProftuiError
+from proftui.collectors.model.profile import CallTree, Frame, Profile
+from proftui.collectors.symbols.maps import AddressSpace
+from proftui.collectors.symbols.symbolizer import Symbolizer
+
+
+class StackFrames:
+    """Turns the runtime addresses of one process into function-level Frames (cached)."""
+
+    def __init__(self, space: AddressSpace | None, symbolizer: Symbolizer | None) -> None:
+        self.space = space  # collectors.maps.AddressSpace (or the attach fallback)
+        self.symbolizer = symbolizer  # collectors.symbols.Symbolizer (or fallback)
+        self.cache: dict[tuple[int, bool], list[Frame]] = {}
+
+    def resolve(self, address: int) -> tuple[str, int] | None:
+        """Runtime address -> (module path, link-time address), or None."""
+        if self.space is None:
+            return None
+        return self.space.resolve(address)
+
+    def stack_frames(self, ips: Sequence[int]) -> list[Frame]:
+        """Frames of a stack given innermost first, returned outermost first."""
+        out: list[Frame] = []
+        for depth in range(len(ips) - 1, -1, -1):
+            out.extend(self.frames_at(ips[depth], depth == 0))
+        return out
+
+    def frames_at(self, address: int, leaf: bool) -> list[Frame]:
+        """Frames (inlined ones expanded) at `address`; return addresses are looked up at addr-1."""
+        key = (address, leaf)
+        cached = self.cache.get(key)
+        if cached is not None:
+            return cached
+        # A return address points after the call: look up the call itself.
+        lookup = address if leaf else address - 1
+        resolved = self.resolve(lookup)
+        if resolved is None and self.space is not None:
+            self.space.refresh()  # a library loaded since the last look
+            resolved = self.resolve(lookup)
+        if resolved is None:
+            frames = [Frame(function=f"0x{address:x}", module="", address=address)]
+        else:
+            module, vaddr = resolved
+            try:
+                # The space knows where the file opens from (/proc/PID/root, map_files).
+                readable = self.space.readable_path(module) if self.space is not None else None
+                frames = self.symbolizer.frames(module, vaddr, readable) or [
+                    Frame(function=f"{os.path.basename(module)}+0x{vaddr:x}",
+                          module=module, address=vaddr)]
+            except ProftuiError:
+                frames = [Frame(function=f"{os.path.basename(module)}+0x{vaddr:x}",
+                                module=module, address=vaddr)]
+        self.cache[key] = frames
+        return frames
+
+    def forget_unresolved(self) -> None:
+        """Drop cached lookups that found no module (call after new mappings appear)."""
+        self.cache = {k: v for k, v in self.cache.items() if v[-1].module}
+
+    def warnings(self) -> list[str]:
+        return list(self.symbolizer.warnings) if self.symbolizer is not None else []
+
+
+def add_stack(profile: Profile, part: str, frames: StackFrames, ips: Sequence[int],
+              costs: list[float]) -> None:
+    """Add one aggregated stack (innermost first) to the tree, the `part` tree and
+    the leaf's address costs of `profile` (not finalized here)."""
+    ids = [profile.frames.intern(f) for f in frames.stack_frames(ips)]
+    assert profile.tree is not None
+    profile.tree.add_stack(ids, costs)
+    tree = profile.parts.get(part)
+    if tree is None:
+        tree = profile.parts[part] = CallTree(len(profile.metrics))
+    tree.add_stack(ids, costs)
+    leaf = frames.resolve(ips[0]) if ips else None
+    if leaf is not None:
+        old = profile.address_costs.get(leaf)
+        profile.address_costs[leaf] = list(costs) if old is None else [
+            a + b for a, b in zip(old, costs, strict=True)]
+
+
+def make_symbolizer(pid: int | None, root: str | None = None) -> tuple[AddressSpace, Symbolizer]:
+    """An AddressSpace + Symbolizer for `pid`.
+
+    `root` defaults to /proc/PID/root (a running process in another mount namespace).
+    """
+    if root is None:
+        root = f"/proc/{pid}/root" if pid is not None else "/"
+    return AddressSpace(pid, root=root), Symbolizer()

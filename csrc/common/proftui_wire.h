@@ -1,0 +1,92 @@
+/*
+ * proftui_wire.h - the one binary format between the C runtime and the
+ * Python front end (collectors/runtime/wire.py).  Documented field by field in
+ * docs/wire-format.md; change the three together and bump PT_WIRE_VERSION.
+ *
+ * Every runtime file lives in the per-run directory ($PROFTUI_DIR, 0700),
+ * is created O_CREAT|O_EXCL|O_NOFOLLOW with mode 0600, one file per process
+ * (a forked child opens its own), and is mmapped MAP_SHARED by both sides:
+ * the runtime writes, the front end reads while the target runs and after it
+ * crashes.  All integers are little-endian, naturally aligned.
+ *
+ * File layout:
+ *
+ *   0                 64                128             body_offset
+ *   +-----------------+-----------------+---------------+----------------
+ *   | pt_file_header (128 bytes)        | kind-specific | records ...
+ *   +-----------------+-----------------+---------------+----------------
+ *
+ * pt_file_header:
+ *   off  size  field
+ *     0     8  magic        "PROFTUI\0"
+ *     8     4  version      PT_WIRE_VERSION
+ *    12     4  kind         PT_KIND_HOOK | PT_KIND_SAMPLER | PT_KIND_ATTACH
+ *    16     4  header_size  sizeof(pt_file_header) = 128
+ *    20     4  pid          process that owns the file
+ *    24     4  ppid         its parent at creation (fork tree)
+ *    28     4  flags        PT_FLAG_* (set by the runtime)
+ *    32     8  start_ns     CLOCK_REALTIME at file creation, ns
+ *    40     8  period_ns    sampling period (0: not a sampler)
+ *    48     8  body_offset  where the kind-specific area starts
+ *    56     8  file_size    total bytes mapped
+ *    64     8  dropped      records lost because a table/ring was full;
+ *                           monotonic, updated with relaxed atomics
+ *    72     4  control      written by the FRONT END: PT_CONTROL_* bits
+ *    76     4  state        PT_STATE_*: running, exited cleanly
+ *    80    32  clock        NUL-terminated clock name ("tsc", "perf task-clock",
+ *                           "CLOCK_MONOTONIC", "timer_create CLOCK_THREAD_CPUTIME_ID")
+ *   112    16  reserved     zero
+ */
+#ifndef PROFTUI_WIRE_H
+#define PROFTUI_WIRE_H
+
+#include <stdint.h>
+
+#define PT_WIRE_MAGIC "PROFTUI"  /* 7 chars + NUL = 8 bytes */
+#define PT_WIRE_VERSION 1u
+
+enum pt_kind {
+    PT_KIND_HOOK = 1,     /* -finstrument-functions runtime (proftui_hook) */
+    PT_KIND_SAMPLER = 2,  /* LD_PRELOAD stack sampler (proftui_sampler) */
+    PT_KIND_ATTACH = 3,   /* reserved: attach streams over a pipe, see docs/attach-stream.md */
+};
+
+enum pt_flags {
+    PT_FLAG_COUNT_ONLY = 1u << 0,  /* hook: no timestamps were taken */
+    PT_FLAG_WALL_CLOCK = 1u << 1,  /* sampler: wall-clock instead of CPU time */
+};
+
+enum pt_control {
+    PT_CONTROL_PAUSED = 1u << 0,  /* front end asks the runtime to stop recording */
+};
+
+enum pt_state {
+    PT_STATE_RUNNING = 0,
+    PT_STATE_EXITED = 1,  /* set by the runtime's exit path; absent after a crash or SIGKILL */
+};
+
+typedef struct pt_file_header {
+    char magic[8];
+    uint32_t version;
+    uint32_t kind;
+    uint32_t header_size;
+    uint32_t pid;
+    uint32_t ppid;
+    uint32_t flags;
+    uint64_t start_ns;
+    uint64_t period_ns;
+    uint64_t body_offset;
+    uint64_t file_size;
+    uint64_t dropped;
+    uint32_t control;
+    uint32_t state;
+    char clock[32];
+    uint8_t reserved[16];
+} pt_file_header;
+
+_Static_assert(sizeof(pt_file_header) == 128, "pt_file_header is 128 bytes on the wire");
+
+/* Kind-specific layouts follow in their own headers, each documented in
+ * docs/wire-format.md: proftui_wire_hook.h, proftui_wire_sampler.h. */
+
+#endif /* PROFTUI_WIRE_H */

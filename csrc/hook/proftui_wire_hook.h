@@ -1,0 +1,102 @@
+/*
+ * proftui_wire_hook.h - body of a hook runtime file (kind PT_KIND_HOOK),
+ * written by csrc/hook/proftui_hook.c, decoded by collectors/runtime/wire_hook.py,
+ * documented in docs/wire-format.md ("Hook body").
+ *
+ * Layout after the common pt_file_header (body_offset = 128):
+ *
+ *   128            256          threads_offset   chunks_offset  modules_offset  nodes_offset
+ *   +--------------+------------+----------------+--------------+---------------+-------------
+ *   | pt_file_hdr  | pt_hook_hdr| pt_hook_thread | pt_hook_chunk| pt_hook_module| pt_hook_node
+ *   |  (128 B)     |  (128 B)   |  x thread_cap  |  x chunk_cap | x module_cap  | x chunk_cap
+ *   +--------------+------------+----------------+--------------+---------------+  x chunk_nodes
+ *
+ * The node pool is cut into chunks of chunk_nodes nodes.  A thread takes a
+ * whole chunk with one atomic add on chunk_count and then bump-allocates
+ * nodes in it alone, so no lock is ever taken.  Global node index =
+ * chunk * chunk_nodes + index in chunk; a node's parent is such an index, or
+ * PT_HOOK_ROOT for a thread's top-level calls.  A node never moves and its
+ * fn/parent/module never change after publication; calls/incl/self only grow.
+ *
+ * Publication (the front end reads while threads write):
+ *   - chunk.count is stored with release semantics after the node is filled:
+ *     trust only nodes [0, count) of a chunk;
+ *   - module.start is stored last (release); entries with start 0 are not
+ *     ready yet;
+ *   - thread.tid is stored before the thread creates any node.
+ *
+ * Times are raw ticks: ns = ticks * ns_per_tick.  Compensation of the hooks'
+ * own cost is left to the reader: per node,
+ *   self_ns = (self - calls * overhead_inner - child_calls * overhead_outer) * ns_per_tick
+ * where child_calls is the sum of the calls of the node's children.
+ */
+#ifndef PROFTUI_WIRE_HOOK_H
+#define PROFTUI_WIRE_HOOK_H
+
+#include <stdint.h>
+
+#include "proftui_wire.h"
+
+#define PT_HOOK_ROOT 0xffffffffu   /* parent of a thread's outermost calls */
+#define PT_HOOK_NAME_MAX 232       /* bytes of a module path, NUL included */
+
+typedef struct pt_hook_header {  /* at body_offset */
+    uint32_t node_size;          /*   0 sizeof(pt_hook_node) = 40 */
+    uint32_t chunk_nodes;        /*   4 nodes per chunk */
+    uint32_t chunk_capacity;     /*   8 chunks in the pool */
+    uint32_t chunk_count;        /*  12 chunks handed out (atomic; clamp to capacity) */
+    uint32_t thread_capacity;    /*  16 entries of the thread table */
+    uint32_t thread_count;       /*  20 threads registered (atomic; clamp to capacity) */
+    uint32_t module_capacity;    /*  24 entries of the module table */
+    uint32_t module_count;       /*  28 module entries reserved (atomic; clamp) */
+    uint64_t threads_offset;     /*  32 file offsets of the four tables */
+    uint64_t chunks_offset;      /*  40 */
+    uint64_t modules_offset;     /*  48 */
+    uint64_t nodes_offset;       /*  56 */
+    double ns_per_tick;          /*  64 IEEE-754; refined at clean exit */
+    double overhead_inner;       /*  72 ticks per call inside a callee's interval */
+    double overhead_outer;       /*  80 ticks per call left in the caller's self time */
+    uint64_t tick_start;         /*  88 ticks when the file was created */
+    uint64_t mono_start_ns;      /*  96 CLOCK_MONOTONIC then, ns */
+    uint32_t generation;         /* 104 0, or n after the process's n-th exec */
+    uint32_t max_depth;          /* 108 PROFTUI_MAX_DEPTH, 0 = unlimited */
+    uint32_t filter_ranges;      /* 112 address ranges the name filters resolved to */
+    uint32_t stack_capacity;     /* 116 shadow-stack entries per thread */
+    uint64_t filtered_calls;     /* 120 calls not recorded because of filters/depth/pause */
+} pt_hook_header;
+
+typedef struct pt_hook_thread {
+    uint32_t tid;                /*   0 kernel thread id (0: slot not ready) */
+    uint32_t state;              /*   4 1 running, 2 exited */
+    char name[16];               /*   8 comm at registration, NUL-terminated */
+    uint64_t max_depth;          /*  24 deepest shadow stack seen */
+} pt_hook_thread;                /* 32 bytes */
+
+typedef struct pt_hook_chunk {
+    uint32_t thread;             /* owning thread slot */
+    uint32_t count;              /* nodes published (release store) */
+} pt_hook_chunk;                 /* 8 bytes */
+
+typedef struct pt_hook_module {
+    uint64_t start;              /*   0 lowest runtime address (0: not ready) */
+    uint64_t end;                /*   8 end of the highest PT_LOAD segment */
+    uint64_t bias;               /*  16 runtime address - link-time address */
+    char path[PT_HOOK_NAME_MAX]; /*  24 as the loader names it; main program resolved */
+} pt_hook_module;                /* 256 bytes */
+
+typedef struct pt_hook_node {
+    uint64_t fn;                 /*   0 runtime address of the function */
+    uint32_t parent;             /*   8 global node index or PT_HOOK_ROOT */
+    uint32_t module;             /*  12 module table index + 1, 0 unknown */
+    uint64_t calls;              /*  16 entries counted */
+    uint64_t incl;               /*  24 inclusive ticks of finished calls */
+    uint64_t self;               /*  32 exclusive ticks of finished calls */
+} pt_hook_node;                  /* 40 bytes */
+
+_Static_assert(sizeof(pt_hook_header) == 128, "pt_hook_header is 128 bytes");
+_Static_assert(sizeof(pt_hook_thread) == 32, "pt_hook_thread is 32 bytes");
+_Static_assert(sizeof(pt_hook_chunk) == 8, "pt_hook_chunk is 8 bytes");
+_Static_assert(sizeof(pt_hook_module) == 256, "pt_hook_module is 256 bytes");
+_Static_assert(sizeof(pt_hook_node) == 40, "pt_hook_node is 40 bytes");
+
+#endif /* PROFTUI_WIRE_HOOK_H */

@@ -1,0 +1,119 @@
+/*
+ * proftui_wire_sampler.h - the sampler's area of a runtime file (kind 2,
+ * PT_KIND_SAMPLER), after the common 128-byte header of proftui_wire.h.
+ * Documented in docs/wire-format.md ("Sampler body"); decoded by
+ * collectors/runtime/wire_sampler.py.  Change the three together.
+ *
+ *   0        128                192            slots_offset                maplog_offset
+ *   +--------+------------------+--------------+----------+-----+----------+--------------
+ *   | common | pt_sampler_header| (padding)    | slot 0   | ... | slot n-1 | map log entries
+ *   +--------+------------------+--------------+----------+-----+----------+--------------
+ *
+ * Each slot is one thread's single-producer / single-consumer ring:
+ *
+ *   slot:  pt_sampler_slot (64 bytes) | uint64_t ring[ring_words]
+ *
+ * The producer is the thread's signal handler: it writes a record at `head`
+ * (indices count words and never wrap; the ring index is head % ring_words)
+ * and then publishes head with a release store.  The consumer is the front
+ * end: it reads head (acquire), copies records in [tail, head), then stores
+ * tail.  A record that does not fit in ring_words - (head - tail) is dropped
+ * and counted.  A slot whose thread exited (state 2) and whose ring the front
+ * end drained (tail == head) may be reused by a new thread: the runtime bumps
+ * `gen` first, so a reader that sees gen change discards what it read.
+ *
+ * Record (8-byte words):
+ *   word 0   bits 0..15  nframes (1..PT_SAMPLER_MAX_FRAMES)
+ *            bits 16..31 PT_SREC_* flags
+ *            bits 32..63 weight: periods this sample stands for (>= 1)
+ *   word 1.. nframes addresses, innermost first: the interrupted pc, then
+ *            return addresses found by unwinding.
+ *
+ * Map log entry (384 bytes), appended when the runtime sees an executable
+ * PT_LOAD segment (start, dlopen) or an object going away (dlclose), so code
+ * of unloaded libraries still resolves:
+ *   +0  u64 start, +8 u64 end       runtime address range of the segment
+ *   +16 u64 offset                  file offset mapped at `start`
+ *   +24 u64 base                    the object's load bias (dlpi_addr)
+ *   +32 u32 event                   PT_MAP_LOAD | PT_MAP_UNLOAD
+ *   +36 u32 build_id_len            bytes used in build_id
+ *   +40 u8  build_id[32]
+ *   +72 char path[312]              NUL-terminated
+ */
+#ifndef PROFTUI_WIRE_SAMPLER_H
+#define PROFTUI_WIRE_SAMPLER_H
+
+#include <stdint.h>
+
+#define PT_SAMPLER_MAX_FRAMES 128
+
+enum pt_sampler_flags {
+    PT_SMP_PERF = 1u << 0,         /* perf_event task-clock (or cpu-clock) per thread */
+    PT_SMP_TIMER = 1u << 1,        /* timer_create per thread (fallback or wall clock) */
+    PT_SMP_SIGNAL_MOVED = 1u << 2, /* the target owns SIGPROF: another signal is used */
+    PT_SMP_CFI = 1u << 3,          /* DWARF CFI unwind tables were built */
+    PT_SMP_FOLLOW = 1u << 4,       /* forked children write their own files */
+};
+
+enum pt_sampler_slot_state {
+    PT_SLOT_FREE = 0,
+    PT_SLOT_ACTIVE = 1,
+    PT_SLOT_EXITED = 2,
+};
+
+enum pt_sampler_record_flags {
+    PT_SREC_TRUNCATED = 1u << 0, /* unwinding stopped early (garbage, no info, bound) */
+    PT_SREC_OFFSTACK = 1u << 1,  /* the stack pointer was outside the thread's stack */
+    PT_SREC_DEPTH = 1u << 2,     /* deeper than PT_SAMPLER_MAX_FRAMES: the outermost are cut */
+};
+
+enum pt_map_event {
+    PT_MAP_LOAD = 1,
+    PT_MAP_UNLOAD = 2,
+};
+
+typedef struct pt_sampler_header {
+    uint32_t signal;          /* signal delivering samples (SIGPROF unless moved) */
+    uint32_t sflags;          /* PT_SMP_* */
+    uint32_t nslots;          /* thread slots */
+    uint32_t ring_words;      /* ring capacity per slot, in 8-byte words (power of 2) */
+    uint64_t slots_offset;    /* file offset of slot 0 */
+    uint64_t slot_size;       /* bytes per slot: 64 + 8 * ring_words */
+    uint64_t maplog_offset;   /* file offset of map log entry 0 */
+    uint32_t maplog_capacity; /* entries that fit */
+    uint32_t maplog_count;    /* entries published (release store after writing) */
+    uint64_t threads_lost;    /* threads that found no free slot (not sampled) */
+    uint64_t requested_ns;    /* period the user asked for; header period_ns is in effect */
+} pt_sampler_header;
+
+_Static_assert(sizeof(pt_sampler_header) == 64, "pt_sampler_header is 64 bytes");
+
+typedef struct pt_sampler_slot {
+    uint32_t state;  /* PT_SLOT_*: written by the runtime */
+    uint32_t tid;    /* thread writing this slot */
+    uint64_t head;   /* words written (runtime, release) */
+    uint64_t tail;   /* words consumed (front end) */
+    uint64_t samples; /* records written */
+    uint64_t dropped; /* records lost: ring full */
+    uint64_t cpu_ns;  /* thread CPU time when it exited (0 while running) */
+    uint32_t gen;     /* bumped when the slot is reused by another thread */
+    uint32_t reserved0;
+    uint64_t reserved1;
+} pt_sampler_slot;
+
+_Static_assert(sizeof(pt_sampler_slot) == 64, "pt_sampler_slot is 64 bytes");
+
+typedef struct pt_map_entry {
+    uint64_t start;
+    uint64_t end;
+    uint64_t offset;
+    uint64_t base;
+    uint32_t event;
+    uint32_t build_id_len;
+    uint8_t build_id[32];
+    char path[312];
+} pt_map_entry;
+
+_Static_assert(sizeof(pt_map_entry) == 384, "pt_map_entry is 384 bytes");
+
+#endif /* PROFTUI_WIRE_SAMPLER_H */

@@ -1,0 +1,1 @@
+"""The panes: one widget per view of the profile, each in its own module."""

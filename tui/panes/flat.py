@@ -1,0 +1,182 @@
+"""Flat profile pane: every function with self/total cost, sortable and filterable.
+
+All functions are listed (the table draws only visible rows); `s` cycles the
+sort column, `S` reverses it, `/` filters by name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from proftui.collectors.model.profile import Frame, Profile
+from proftui.collectors.model.views import FlatEntry, flat_profile
+from proftui.tui.widgets.flat_table import FlatTable
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.message import Message
+from textual.widgets import Input, Static
+
+SORTS = ("self", "total", "calls", "name")
+SORT_NAMES = {"self": "self", "total": "total", "calls": "calls", "name": "function name"}
+
+
+class FilterInput(Input):
+    """The `/` filter box; Enter or Escape return to the table."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "done", "Close filter", show=True)]
+
+    def action_done(self) -> None:
+        pane = self.parent
+        if isinstance(pane, FlatPane):
+            pane.close_filter()
+
+
+class FlatPane(Vertical):
+    """Flat profile; posts `FunctionChosen` when the user drills into a function."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("slash", "filter", "Filter"),
+        Binding("s", "sort", "Sort column"),
+        Binding("S", "reverse", "Reverse sort", show=False),
+    ]
+
+    @dataclass
+    class FunctionChosen(Message):
+        frame: Frame
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.profile: Profile | None = None
+        self.entries: list[FlatEntry] = []
+        self.shown: list[FlatEntry] = []
+        self.metric = 0
+        self.sort_key = "self"
+        self.descending = True
+        self.filter_text = ""
+        self._dirty = False
+
+    def compose(self) -> ComposeResult:
+        yield FilterInput(placeholder="filter functions (substring, case-insensitive)",
+                          id="flat-filter")
+        yield FlatTable(id="flat-table")
+        yield Static(" loading the profile…", id="flat-status")
+
+    def on_mount(self) -> None:
+        self.query_one(FilterInput).display = False
+
+    # -- data ----------------------------------------------------------------------
+
+    def set_profile(self, profile: Profile, entries: list[FlatEntry] | None = None,
+                    metric: int = 0) -> None:
+        """Show `profile` (entries precomputed by a worker, or computed here)."""
+        self.profile = profile
+        self.metric = metric
+        self.entries = entries if entries is not None else flat_profile(profile)
+        self.refresh_rows()
+
+    def set_metric(self, metric: int) -> None:
+        self.metric = metric
+        self.refresh_rows()
+
+    def selected_frame(self) -> Frame | None:
+        row = self.query_one(FlatTable).cursor_row
+        return self.shown[row].frame if 0 <= row < len(self.shown) else None
+
+    def _ordered(self) -> list[FlatEntry]:
+        m = self.metric
+        needle = self.filter_text.lower()
+        rows = [e for e in self.entries if needle in e.frame.function.lower()] if needle \
+            else list(self.entries)
+        key: Callable[[FlatEntry], Any]
+        if self.sort_key == "name":
+            key = lambda e: e.frame.function  # noqa: E731
+        elif self.sort_key == "calls":
+            key = lambda e: e.calls or 0  # noqa: E731
+        elif self.sort_key == "total":
+            key = lambda e: e.total_cost[m]  # noqa: E731
+        else:
+            key = lambda e: (e.self_cost[m], e.total_cost[m])  # noqa: E731
+        rows.sort(key=key, reverse=self.descending)
+        return rows
+
+    def refresh_rows(self) -> None:
+        """Re-sort and redraw, keeping the cursor on the same function."""
+        if self.profile is None:
+            return
+        if not self.display or not self.is_mounted:
+            self._dirty = True
+            return
+        self._dirty = False
+        keep = self.selected_frame()
+        self.shown = self._ordered()
+        cursor = 0
+        if keep is not None:
+            cursor = next((i for i, e in enumerate(self.shown) if e.frame == keep), 0)
+        profile = self.profile
+        whole = profile.total(self.metric) if profile.metrics else 0.0
+        self.query_one(FlatTable).set_rows(self.shown, self.metric, profile.metrics, whole,
+                                           self.sort_key, self.descending, cursor)
+        status = f" {len(self.shown):,} of {len(self.entries):,} functions"
+        if self.filter_text:
+            status += f" matching '{self.filter_text}'"
+        status += f" · sorted by {SORT_NAMES[self.sort_key]}"
+        if profile.meta.warnings:
+            count = len(profile.meta.warnings)
+            status += f" · {count} note{'s' if count > 1 else ''} (w): {profile.meta.warnings[0]}"
+        width = max(20, (self.size.width or self.app.size.width) - 1)
+        if len(status) > width:
+            status = status[: width - 1] + "…"
+        self.query_one("#flat-status", Static).update(status)
+
+    def on_show(self) -> None:
+        if self._dirty:
+            self.refresh_rows()
+
+    # -- actions -------------------------------------------------------------------
+
+    @on(FlatTable.Drill)
+    def drill(self) -> None:
+        frame = self.selected_frame()
+        if frame is not None:
+            self.post_message(self.FunctionChosen(frame))
+
+    def action_sort(self) -> None:
+        self.sort_key = SORTS[(SORTS.index(self.sort_key) + 1) % len(SORTS)]
+        self.descending = self.sort_key != "name"
+        self.refresh_rows()
+
+    def action_reverse(self) -> None:
+        self.descending = not self.descending
+        self.refresh_rows()
+
+    @on(FlatTable.SortClicked)
+    def _sort_clicked(self, event: FlatTable.SortClicked) -> None:
+        if event.key == self.sort_key:
+            self.descending = not self.descending
+        else:
+            self.sort_key, self.descending = event.key, event.key != "name"
+        self.refresh_rows()
+
+    def action_filter(self) -> None:
+        box = self.query_one(FilterInput)
+        box.display = True
+        box.focus()
+
+    def close_filter(self) -> None:
+        box = self.query_one(FilterInput)
+        if not box.value:
+            box.display = False
+        self.query_one(FlatTable).focus()
+
+    @on(Input.Changed, "#flat-filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        self.filter_text = event.value
+        self.refresh_rows()
+
+    @on(Input.Submitted, "#flat-filter")
+    def _filter_done(self, event: Input.Submitted) -> None:
+        self.close_filter()

@@ -1,0 +1,347 @@
+"""Call tree pane: top-down, bottom-up, or focused on one function (callers and callees).
+
+Tree children are created only when a node is expanded (a 200,000-node tree
+mounts instantly), capped at `MAX_CHILDREN` per node plus a "more" row that
+loads the next batch.  Live refreshes rebuild the view and re-expand the same
+paths (paths are matched by `Frame`, since frame ids change between snapshots).
+"""
+
+from __future__ import annotations
+
+import gc
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+from proftui.collectors.model.profile import CallNode, CallTree, Frame, Profile
+from proftui.collectors.model.views import bottom_up_tree, callee_tree, caller_tree
+from proftui.tui.format import format_cost, heat_style, percent
+from rich.text import Text
+from textual import work
+from textual.binding import Binding, BindingType
+from textual.message import Message
+from textual.widgets import Tree
+from textual.widgets.tree import TreeNode
+
+MAX_CHILDREN = 50
+HOT_CUTOFF = 0.01  # the hot path stops at children below 1% of the whole
+View = Literal["top-down", "bottom-up", "focus"]
+
+
+@dataclass
+class NodeData:
+    """What a tree row stands for: a call node, a section header, or "more children"."""
+
+    call: CallNode | None
+    key: object  # Frame, or a header name; a row's path of keys survives a refresh
+    whole: float  # the total the percentages are of
+    populated: int = 0  # how many children rows were added
+    more: bool = False  # the "N more" row
+    inverted: bool = False  # a callers tree: children are callers, "self" means nothing
+
+
+class CallTreeView(Tree[NodeData]):
+    """The Textual tree plus profile-aware actions; Enter opens the source."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "open_source", "Source"),
+        Binding("space", "toggle_node", "Expand", show=True),
+        Binding("h", "hot_path", "Hot path"),
+        Binding("b", "toggle_view", "Bottom-up/top-down"),
+        Binding("f", "focus_function", "Focus function"),
+    ]
+
+    @dataclass
+    class SourceWanted(Message):
+        frame: Frame
+
+    @dataclass
+    class FocusWanted(Message):
+        frame: Frame
+
+    @dataclass
+    class ViewWanted(Message):
+        view: View
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__("call tree", **kwargs)  # type: ignore[arg-type]
+        self.auto_expand = False
+        self.show_root = False
+        self.guide_depth = 2
+        self.profile: Profile | None = None
+        self.metric = 0
+        self.view: View = "top-down"
+        self.focus_frame: Frame | None = None
+        self.pending = False  # a derived tree is being computed in a worker
+        self.view_profile: Profile | None = None  # the profile the shown rows come from
+        self.freeze_results = False  # gc.freeze() derived trees (saved profiles: they stay)
+        self._derived: dict[tuple[View, Frame | None],
+                            tuple[Profile, tuple[CallTree, ...]]] = {}
+
+    # -- building --------------------------------------------------------------------
+
+    def label_for(self, call: CallNode, whole: float, inverted: bool = False) -> Text:
+        profile = self.view_profile
+        assert profile is not None
+        m = self.metric
+        unit = profile.metrics[m].unit if profile.metrics else "count"
+        total = call.total_cost[m] if call.total_cost else 0.0
+        own = call.self_cost[m] if call.self_cost else 0.0
+        frame = profile.frames[call.frame_id]
+        text = Text()
+        text.append(f"{percent(total, whole):5.1f}% ", style=heat_style(total / whole if whole
+                                                                        else 0))
+        text.append(f"{format_cost(total, unit):>8} ", style="")
+        if not inverted:
+            text.append(f"self {percent(own, whole):4.1f}% ", style="dim")
+        text.append(frame.function, style="bold" if whole and total / whole >= 0.05 else "")
+        if call.calls is not None:
+            text.append(f"  ×{call.calls:,}", style="cyan")
+        if frame.module_name:
+            text.append(f"  {frame.module_name}", style="dim")
+        return text
+
+    def populate(self, node: TreeNode[NodeData]) -> None:
+        """Add the next batch of `node`'s children (costliest first)."""
+        data = node.data
+        if data is None or data.call is None:
+            return
+        children = data.call.children
+        if data.populated >= len(children):
+            return
+        m = self.metric
+        ordered = sorted(children.values(), key=lambda c: -c.total_cost[m])
+        assert self.view_profile is not None
+        # Drop a previous "more" row: the next batch replaces it.
+        for child in list(node.children):
+            if child.data is not None and child.data.more:
+                child.remove()
+        batch = ordered[data.populated:data.populated + MAX_CHILDREN]
+        for call in batch:
+            frame = self.view_profile.frames[call.frame_id]
+            node.add(self.label_for(call, data.whole, data.inverted),
+                     NodeData(call, frame, data.whole, inverted=data.inverted),
+                     allow_expand=bool(call.children))
+        data.populated += len(batch)
+        rest = ordered[data.populated:]
+        if rest:
+            cost = sum(c.total_cost[m] for c in rest)
+            label = Text(f"… {len(rest):,} more ({percent(cost, data.whole):.1f}%) "
+                         "— Enter to show", style="dim italic")
+            node.add_leaf(label, NodeData(None, "…more", data.whole, more=True))
+
+    def on_tree_node_expanded(self, event: Tree.NodeExpanded[NodeData]) -> None:
+        if event.node.data is not None and event.node.data.populated == 0:
+            self.populate(event.node)
+
+    def _section(self, label: str, tree: CallTree, key: str, inverted: bool
+                 ) -> TreeNode[NodeData]:
+        m = self.metric
+        whole = tree.root.total_cost[m] if tree.n_metrics else 0.0
+        return self.root.add(Text(label, style="bold underline"),
+                             NodeData(tree.root, key, whole, inverted=inverted),
+                             allow_expand=True)
+
+    def show(self, profile: Profile, view: View | None = None, focus: Frame | None = None,
+             metric: int | None = None) -> None:
+        """(Re)build the view; keeps expanded paths and the cursor when the view is the same.
+
+        Bottom-up and focused trees are derived in a thread worker (seconds on a
+        200,000-node profile); until then a placeholder (or, on a live refresh, the
+        previous tree) stays on screen.
+        """
+        same = (view is None or view == self.view) and (focus is None or focus == self.focus_frame)
+        if metric is not None:
+            same = same and metric == self.metric
+            self.metric = metric
+        if same and self.pending:
+            return  # a live refresh while deriving: show that result first, then refresh
+        state = self._save_state() if same and self.view_profile is not None else None
+        self.profile = profile
+        if view is not None:
+            self.view = view
+        if focus is not None:
+            self.focus_frame = focus
+        if self.view == "top-down":
+            assert profile.tree is not None
+            self._build_view(profile, (profile.tree,), state)
+            return
+        need = (self.view, self.focus_frame if self.view == "focus" else None)
+        cached = self._derived.get(need)
+        if cached is not None and cached[0] is profile:
+            self._build_view(profile, cached[1], state)
+            return
+        if not same or self.pending or not self.root.children:
+            self.clear()
+            self.root.data = None
+            what = "callers and callees" if self.view == "focus" else "the bottom-up tree"
+            self.root.add_leaf(Text(f"computing {what}…", style="italic dim"))
+            self.root.expand()
+        self.pending = True
+        self._derive(profile, need, state)
+
+    @work(thread=True, exclusive=True, group="derive-tree")
+    def _derive(self, profile: Profile, need: tuple[View, Frame | None],
+                state: tuple[list[tuple[object, ...]], tuple[object, ...] | None] | None
+                ) -> None:
+        view, focus = need
+        trees: tuple[CallTree, ...] = ()
+        if view == "bottom-up":
+            trees = (bottom_up_tree(profile),)
+        elif focus is not None:
+            frame_id = profile.frames.find(focus)
+            if frame_id is not None:
+                trees = (callee_tree(profile, frame_id), caller_tree(profile, frame_id))
+        self.app.call_from_thread(self._derived_ready, profile, need, trees, state)
+
+    def _derived_ready(self, profile: Profile, need: tuple[View, Frame | None],
+                       trees: tuple[CallTree, ...],
+                       state: tuple[list[tuple[object, ...]], tuple[object, ...] | None] | None
+                       ) -> None:
+        if need != (self.view, self.focus_frame if self.view == "focus" else None):
+            return  # the user moved on meanwhile (a newer snapshot of the same view is fine)
+        self._derived[need] = (profile, trees)
+        if len(self._derived) > 4:  # a small cache: Escape back to a focus is instant
+            self._release(self._derived.pop(next(iter(self._derived)))[1])
+        if self.freeze_results:
+            # Long-lived trees of a saved profile: keep them out of the cyclic GC's
+            # full scans (a second-long pause per scan at 200,000 nodes).
+            gc.freeze()
+        self.pending = False
+        self._build_view(profile, trees, state if state is not None else None)
+
+    @work(thread=True, group="release-tree")
+    def _release(self, trees: tuple[CallTree, ...]) -> None:
+        """Break parent links so reference counting frees an evicted tree (even if frozen),
+        here in a worker instead of in a GC pause on the UI thread."""
+        for tree in trees:
+            for node in tree.nodes():
+                node.parent = None
+
+    def _build_view(self, profile: Profile, trees: tuple[CallTree, ...],
+               state: tuple[list[tuple[object, ...]], tuple[object, ...] | None] | None
+               ) -> None:
+        self.pending = False
+        self.view_profile = profile
+        self.clear()
+        m = self.metric
+        if self.view == "focus" and self.focus_frame is not None:
+            name = self.focus_frame.function
+            if not trees:
+                self.root.add_leaf(Text(f"{name} is not in this profile", style="italic"))
+                self.root.expand()
+                return
+            callees = self._section(f"{name} and what it calls", trees[0], "callees",
+                                    inverted=False)
+            callers = self._section(f"who calls {name}", trees[1], "callers", inverted=True)
+            self.root.data = None
+            if state is None:
+                for section in (callees, callers):
+                    self.populate(section)
+                    section.expand()
+                    for child in section.children:
+                        self.populate(child)
+                        child.expand()
+                state = ([], ("callees", self.focus_frame))  # cursor on the function itself
+        else:
+            tree = trees[0]
+            whole = tree.root.total_cost[m] if tree.n_metrics else 0.0
+            self.root.data = NodeData(tree.root, "root", whole,
+                                      inverted=self.view == "bottom-up")
+            self.populate(self.root)
+        self.root.expand()
+        if state is not None:
+            self._restore_state(*state)
+        else:
+            self.move_to(self.root.children[0] if self.root.children else None)
+
+    def _path_key(self, node: TreeNode[NodeData]) -> tuple[object, ...]:
+        keys: list[object] = []
+        current: TreeNode[NodeData] | None = node
+        while current is not None and current is not self.root:
+            keys.append(current.data.key if current.data is not None else None)
+            current = current.parent
+        return tuple(reversed(keys))
+
+    def _save_state(self) -> tuple[list[tuple[object, ...]], tuple[object, ...] | None]:
+        expanded: list[tuple[object, ...]] = []
+        stack = list(self.root.children)
+        while stack:
+            node = stack.pop()
+            if node.is_expanded:
+                expanded.append(self._path_key(node))
+                stack.extend(node.children)
+        cursor = self.cursor_node
+        return expanded, (self._path_key(cursor) if cursor is not None else None)
+
+    def _find(self, path: tuple[object, ...], populate: bool = False) -> TreeNode[NodeData] | None:
+        node: TreeNode[NodeData] = self.root
+        for key in path:
+            if populate and node.data is not None and node.data.populated == 0:
+                self.populate(node)
+            node = next((c for c in node.children if c.data is not None and c.data.key == key),
+                        None)  # type: ignore[assignment]
+            if node is None:
+                return None
+        return node
+
+    def _restore_state(self, expanded: list[tuple[object, ...]],
+                       cursor: tuple[object, ...] | None) -> None:
+        for path in sorted(expanded, key=len):
+            node = self._find(path, populate=True)
+            if node is not None:
+                self.populate(node)
+                node.expand()
+        target = self._find(cursor) if cursor is not None else None
+        self.move_to(target or (self.root.children[0] if self.root.children else None))
+
+    def move_to(self, node: TreeNode[NodeData] | None) -> None:
+        """Put the cursor on `node` now (the line table is rebuilt first)."""
+        if node is None:
+            return
+        self._tree_lines  # noqa: B018 - builds the line table so node.line is valid
+        self.move_cursor(node)
+
+    # -- actions ---------------------------------------------------------------------
+
+    def selected_frame(self) -> Frame | None:
+        node = self.cursor_node
+        if node is None or node.data is None or not isinstance(node.data.key, Frame):
+            return None
+        return node.data.key
+
+    def action_open_source(self) -> None:
+        node = self.cursor_node
+        if node is None or node.data is None:
+            return
+        if node.data.more and node.parent is not None:
+            parent = node.parent
+            self.populate(parent)
+            return
+        frame = self.selected_frame()
+        if frame is not None:
+            self.post_message(self.SourceWanted(frame))
+
+    def action_hot_path(self) -> None:
+        """Expand the costliest chain below the cursor and put the cursor at its end."""
+        node = self.cursor_node or self.root
+        while node.data is not None and node.data.call is not None:
+            if node.data.populated == 0:
+                self.populate(node)
+            child = next((c for c in node.children if c.data is not None and not c.data.more),
+                         None)
+            if child is None or child.data is None or child.data.call is None:
+                break
+            whole = child.data.whole
+            if whole <= 0 or child.data.call.total_cost[self.metric] < HOT_CUTOFF * whole:
+                break
+            node.expand()
+            node = child
+        self.move_to(node if node is not self.root else None)
+
+    def action_toggle_view(self) -> None:
+        self.post_message(self.ViewWanted("top-down" if self.view == "bottom-up" else "bottom-up"))
+
+    def action_focus_function(self) -> None:
+        frame = self.selected_frame()
+        if frame is not None:
+            self.post_message(self.FocusWanted(frame))

@@ -1,0 +1,1 @@
+"""Small widgets shared by panes: header, key bar, breadcrumb, virtual table."""
