@@ -69,11 +69,12 @@ class Frame:
 class FrameTable:
     """Interning table: equal frames share one small integer id."""
 
-    __slots__ = ("_frames", "_ids")
+    __slots__ = ("_frames", "_function_ids", "_ids")
 
     def __init__(self, frames: Sequence[Frame] = ()) -> None:
         self._frames: list[Frame] = []
         self._ids: dict[Frame, int] = {}
+        self._function_ids: list[int] | None = None  # cache of function_ids()
         for frame in frames:
             self.intern(frame)
 
@@ -88,6 +89,28 @@ class FrameTable:
 
     def find(self, frame: Frame) -> int | None:
         return self._ids.get(frame)
+
+    def function_ids(self) -> list[int]:
+        """For each frame id, the id that stands for its function in per-function views.
+
+        A function inlined somewhere and also compiled out of line is several
+        frames (one per inlined copy, `inlined=True`, plus the real one); they
+        are one function with one row in the flat profile, as perf and pprof
+        show them.  Frames match by module and name; the out-of-line frame
+        (which knows its address and definition) stands for the group.
+        """
+        cached = self._function_ids
+        if cached is not None and len(cached) == len(self._frames):
+            return cached
+        chosen: dict[tuple[str, str], int] = {}
+        for frame_id, frame in enumerate(self._frames):
+            key = (frame.module, frame.function)
+            best = chosen.get(key)
+            if best is None or (self._frames[best].inlined and not frame.inlined):
+                chosen[key] = frame_id
+        ids = [chosen[(f.module, f.function)] for f in self._frames]
+        self._function_ids = ids
+        return ids
 
     def __getitem__(self, frame_id: int) -> Frame:
         return self._frames[frame_id]

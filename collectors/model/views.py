@@ -2,13 +2,15 @@
 
 Flat profile, callers/callees of a function, function-focused trees
 (callees top-down, callers bottom-up), the bottom-up tree and the hot path.
+Per-function views treat a function's inlined copies and its out-of-line
+body as one function (`FrameTable.function_ids`); trees keep them apart.
 All walks are iterative so 100,000-deep trees work.  Trees must have been
 finalized (`Profile.finalize`) so node totals are filled in.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from proftui.collectors.model.profile import (
@@ -51,30 +53,47 @@ def select_tree(profile: Profile, part: str | None = None) -> CallTree:
     return profile.parts[part]
 
 
-def outermost_nodes(tree: CallTree, frame_id: int) -> Iterator[CallNode]:
-    """Nodes of `frame_id` with no ancestor of the same function.
+def outermost_nodes(tree: CallTree, frame_id: int,
+                    function_ids: list[int] | None = None) -> Iterator[CallNode]:
+    """Nodes of `frame_id`'s function with no ancestor of the same function.
 
-    Summing totals over these counts recursive time once.
+    Summing totals over these counts recursive time once.  With
+    `function_ids` (FrameTable.function_ids), inlined copies count as the function.
     """
+    same = _same_function(frame_id, function_ids)
     stack = list(tree.root.children.values())
     while stack:
         node = stack.pop()
-        if node.frame_id == frame_id:
+        if same(node.frame_id):
             yield node
         else:
             stack.extend(node.children.values())
 
 
-def function_costs(tree: CallTree) -> dict[int, FunctionCost]:
-    """Aggregate self, total (recursion counted once) and calls per function."""
+def _same_function(frame_id: int, function_ids: list[int] | None) -> Callable[[int], bool]:
+    """A test `frame id -> bool`: is it `frame_id`'s function?"""
+    if function_ids is None or frame_id >= len(function_ids):
+        return frame_id.__eq__
+    wanted = function_ids[frame_id]
+    return lambda fid: fid < len(function_ids) and function_ids[fid] == wanted
+
+
+def function_costs(tree: CallTree, function_ids: list[int] | None = None
+                   ) -> dict[int, FunctionCost]:
+    """Aggregate self, total (recursion counted once) and calls per function.
+
+    Keys are frame ids, or with `function_ids` the ids standing for functions.
+    """
     costs: dict[int, FunctionCost] = {}
     n = tree.n_metrics
-    on_path: dict[int, int] = {}  # frame id -> how many times it is on the current path
+    on_path: dict[int, int] = {}  # function -> how many times it is on the current path
     # (node, entering) events give a pre/post-order walk without recursion.
     events: list[tuple[CallNode, bool]] = [(c, True) for c in tree.root.children.values()]
     while events:
         node, entering = events.pop()
         fid = node.frame_id
+        if function_ids is not None and fid < len(function_ids):
+            fid = function_ids[fid]
         if not entering:
             left = on_path[fid] - 1
             if left:
@@ -106,7 +125,7 @@ def flat_profile(
     if profile.functions is not None and part is None:
         costs = profile.functions
     else:
-        costs = function_costs(tree)
+        costs = function_costs(tree, profile.frames.function_ids())
     whole = tree.root.total_cost[metric] if tree.n_metrics else 0.0
     entries = []
     for fid, cost in costs.items():
@@ -146,8 +165,9 @@ def _neighbours(table: dict[int, list], metric: int) -> list[Neighbour]:
     return rows
 
 
-def _nodes_of(tree: CallTree, frame_id: int) -> Iterator[CallNode]:
-    return (node for node in tree.nodes() if node.frame_id == frame_id)
+def _nodes_of(profile: Profile, tree: CallTree, frame_id: int) -> Iterator[CallNode]:
+    same = _same_function(frame_id, profile.frames.function_ids())
+    return (node for node in tree.nodes() if same(node.frame_id))
 
 
 def callers(
@@ -155,7 +175,7 @@ def callers(
 ) -> list[Neighbour]:
     """Who calls `frame_id`: cost is the callee's total under that caller."""
     table: dict[int, list] = {}
-    for node in _nodes_of(select_tree(profile, part), frame_id):
+    for node in _nodes_of(profile, select_tree(profile, part), frame_id):
         parent = node.parent
         parent_id = parent.frame_id if parent is not None else ROOT_FRAME
         _accumulate(table, parent_id, node.total_cost, node.calls)
@@ -170,7 +190,7 @@ def callees(
 ) -> list[Neighbour]:
     """What `frame_id` calls: cost is each callee's total under it."""
     table: dict[int, list] = {}
-    for node in _nodes_of(select_tree(profile, part), frame_id):
+    for node in _nodes_of(profile, select_tree(profile, part), frame_id):
         for child in node.children.values():
             _accumulate(table, child.frame_id, child.total_cost, child.calls)
     if profile.arcs:
@@ -183,8 +203,9 @@ def callee_tree(profile: Profile, frame_id: int, part: str | None = None) -> Cal
     """Top-down tree rooted at `frame_id`: all its outermost calls merged."""
     tree = select_tree(profile, part)
     focused = CallTree(tree.n_metrics)
-    for node in outermost_nodes(tree, frame_id):
-        pairs = [(focused.root.child(frame_id), node)]
+    function_ids = profile.frames.function_ids()
+    for node in outermost_nodes(tree, frame_id, function_ids):
+        pairs = [(focused.root.child(function_ids[frame_id]), node)]
         while pairs:
             mine, theirs = pairs.pop()
             for i, value in enumerate(theirs.self_cost):
@@ -203,9 +224,11 @@ def caller_tree(profile: Profile, frame_id: int, part: str | None = None) -> Cal
     """
     tree = select_tree(profile, part)
     inverted = CallTree(tree.n_metrics)
-    for node in outermost_nodes(tree, frame_id):
+    function_ids = profile.frames.function_ids()
+    for node in outermost_nodes(tree, frame_id, function_ids):
         path = node.path()
         path.reverse()
+        path[0] = function_ids[frame_id]  # inlined copies and the body are one root
         inverted.add_stack(path, node.total_cost, node.calls)
     return inverted.finalize()
 

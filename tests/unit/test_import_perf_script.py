@@ -119,3 +119,35 @@ def test_truncated_or_corrupt_text(
         assert "\n" not in str(exc)
     else:
         assert profile.total() >= 0
+
+
+INLINED = """\
+prog 100  7287.654257:     250000 cpu-clock:ppp:
+\t            118d leaf (inlined)
+\t            118d mid+0x1d (/tmp/prog)
+\t            123d main+0x21 (/tmp/prog)
+
+prog 100  7287.654507:     250000 cpu-clock:ppp:
+\t            1190 mid+0x20 (/tmp/prog)
+\t            123d main+0x21 (/tmp/prog)
+
+prog 100  7287.654757:     250000 cpu-clock:ppp:
+\t            1200 leaf+0x0 (/tmp/prog)
+\t            123d main+0x21 (/tmp/prog)
+"""
+
+
+def test_inlined_frames_belong_to_their_container_module() -> None:
+    """perf's `(inlined)` is a marker, not a module: the frame is inlined into mid."""
+    profile = parse_text(INLINED, "perf.txt")
+    frames = list(profile.frames)
+    assert all(f.module != "inlined" for f in frames)
+    inlined = [f for f in frames if f.inlined]
+    assert [(f.function, f.module) for f in inlined] == [("leaf", "/tmp/prog")]
+    assert profile.tree is not None
+    paths = sorted(tuple(profile.frames[i].function for i in n.path())
+                   for n in profile.tree.nodes() if any(n.self_cost))
+    assert paths == [("main", "leaf"), ("main", "mid"), ("main", "mid", "leaf")]
+    flat = {e.frame.function: e for e in flat_profile(profile)}
+    assert flat["leaf"].self_cost[0] == 2  # inlined and out-of-line copies: one row
+    assert not flat["leaf"].frame.inlined

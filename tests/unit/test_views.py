@@ -79,3 +79,29 @@ def test_merge_and_copy() -> None:
     doubled = profile.tree.copy().merge(profile.tree).finalize()
     assert doubled.root.total_cost == [210]
     assert isinstance(doubled, CallTree) and profile.total() == 105
+
+
+def test_inlined_and_out_of_line_copies_are_one_function() -> None:
+    """`mid` runs out of line under main and inlined into `other`: one flat row, two tree nodes."""
+    profile = Profile(ProfileMeta(mode="test"), (SAMPLES,))
+    main = profile.frames.intern(Frame("main", "/bin/p", address=0x10))
+    other = profile.frames.intern(Frame("other", "/bin/p", address=0x40))
+    mid_inlined = profile.frames.intern(Frame("mid", "/bin/p", inlined=True))
+    mid = profile.frames.intern(Frame("mid", "/bin/p", address=0x80))
+    assert profile.tree is not None
+    profile.tree.add_stack([main, other, mid_inlined], [3.0])
+    profile.tree.add_stack([main, mid], [5.0])
+    profile.tree.add_stack([main, mid, other, mid_inlined], [2.0])  # recursion through other
+    profile.finalize()
+    rows = {e.frame.function: e for e in flat_profile(profile)}
+    assert rows["mid"].frame_id == mid and not rows["mid"].frame.inlined
+    assert rows["mid"].self_cost == (10.0,)
+    assert rows["mid"].total_cost == (10.0,)  # the recursive copy counted once
+    assert len([e for e in flat_profile(profile) if e.frame.function == "mid"]) == 1
+    assert {n.frame_id for n in profile.tree.nodes() if profile.frames[n.frame_id].function
+            == "mid"} == {mid, mid_inlined}
+    focused = caller_tree(profile, mid_inlined)
+    assert sorted(profile.frames[c.frame_id].function for c in focused.root.children.values()
+                  ) == ["mid"]
+    assert sum(c.total_cost[0] for c in focused.root.children.values()) == 10.0
+    assert {r.frame_id for r in callers(profile, mid)} == {main, other}

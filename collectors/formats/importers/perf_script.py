@@ -10,6 +10,14 @@ first, then a blank line:
 The header's pid may be `pid/tid`, the `[cpu]` and period fields are optional.
 Without call graphs the one frame follows the event on the header line.
 Symbols are perf's own (already demangled); `[unknown]` frames keep their DSO.
+With inline information perf prints the inlined functions at an address
+before the function they were inlined into, with `(inlined)` in place of the
+DSO and no offset:
+
+    \t            118d leaf (inlined)
+    \t            118d mid+0x1d (/tmp/prog)
+
+Those become inlined frames of the container's module.
 Only the first event's samples are imported (perf report shows events apart).
 """
 
@@ -31,6 +39,7 @@ from proftui.collectors.model.profile import (
 
 SNIFF_BYTES = 64 * 1024
 _CLOCK_EVENTS = ("cpu-clock", "task-clock")
+INLINED_DSO = "inlined"  # what perf prints in place of the DSO for an inlined function
 
 _HEADER = re.compile(
     r"^(?P<comm>\S.*?)\s+(?P<pid>-?\d+)(?:/(?P<tid>-?\d+))?\s+(?:\[(?P<cpu>\d+)\]\s+)?"
@@ -71,6 +80,22 @@ def _frame(line: str) -> tuple[str, str, int | None] | None:
     return (sym, dso, start if start is not None and start >= 0 else None)
 
 
+def _model_frames(frames: list[tuple[str, str, int | None]]) -> list[Frame]:
+    """Model frames, outermost first, from perf's leaf-first (function, dso, start) list.
+
+    An `(inlined)` frame belongs to the module of the container that follows it.
+    """
+    out: list[Frame] = []
+    module = ""
+    for function, dso, start in reversed(frames):  # outermost first: containers come first
+        if dso == INLINED_DSO:
+            out.append(Frame(function=function, module=module, inlined=True))
+        else:
+            module = dso
+            out.append(Frame(function=function, module=dso, address=start))
+    return out
+
+
 class _Builder:
     def __init__(self) -> None:
         self.profile: Profile | None = None
@@ -97,8 +122,7 @@ class _Builder:
         assert profile is not None and profile.tree is not None
         period = int(header["period"]) if header["period"] is not None else 0
         values = [1.0, float(period)][: len(profile.metrics)]
-        ids = [profile.frames.intern(Frame(function=fn, module=dso, address=start))
-               for fn, dso, start in reversed(frames)]
+        ids = [profile.frames.intern(frame) for frame in _model_frames(frames)]
         profile.tree.add_stack(ids, values)
         pid = int(header["pid"])
         tid = int(header["tid"]) if header["tid"] is not None else pid
