@@ -48,3 +48,30 @@ def build_fixture(
 def compile_c() -> Callable[..., Path]:
     """The `build_fixture` function, as a fixture."""
     return build_fixture
+
+
+LUA_SOURCE = Path(__file__).resolve().parents[2] / "shared" / "programs" / "lua"
+LUA_SCRIPTS = FIXTURES / "lua"
+
+
+def build_lua(flags: Sequence[str] = ()) -> Path:
+    """Lua 5.5 from ../shared/programs/lua (a real program), built as one unit with `flags`.
+
+    Skips, with the reason printed, on a clone without ../shared beside it.
+    """
+    onelua = LUA_SOURCE / "onelua.c"
+    if not onelua.is_file():
+        pytest.skip(f"Lua source not found at {LUA_SOURCE} (the real-program tests need "
+                    "../shared/programs/lua beside the checkout)")
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not installed")
+    options = ["-O2", "-g", "-DLUA_USE_LINUX", *flags]
+    digest = hashlib.sha256("\0".join(options).encode()).hexdigest()[:12]
+    target = _BUILD_CACHE / f"lua-{digest}"
+    if not target.exists():
+        _BUILD_CACHE.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_suffix(".tmp")
+        subprocess.run(["gcc", *options, "-o", str(tmp), str(onelua), "-lm", "-ldl"],
+                       check=True, capture_output=True, text=True)
+        tmp.rename(target)
+    return target
