@@ -1,0 +1,78 @@
+"""Readers of the reference tools' output, shared by the real-program tests and benchmarks.
+
+Each returns self shares per function name (percent of the run), normalised
+the same way for proftui and the reference, so tables compare like with like.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+from proftui.collectors.model.profile import Profile
+
+_CLONE = re.compile(r"(\.(isra|constprop|part|cold|lto_priv)\.\d+)+$| \[clone [^]]*\]$")
+
+
+def normal_name(name: str) -> str:
+    """A function's name without GCC clone suffixes, as both tools are compared.
+
+    glibc's memcpy and memmove variants are one function at one address
+    (memmove-vec-unaligned-erms.S) with both names; perf and proftui pick
+    different names of the alias, so both become the memmove name.
+    """
+    name = name.replace("__memcpy_", "__memmove_")
+    while True:
+        shorter = _CLONE.sub("", name)
+        if shorter == name:
+            return name
+        name = shorter
+
+
+def perf_user_shares(perf_data: Path, comm: str) -> dict[str, float]:
+    """Self share per user-space function, kernel samples charged to the user caller."""
+    script = subprocess.run(
+        ["perf", "script", "-i", str(perf_data), "--comm", comm, "-F", "ip,sym,dso",
+         "--no-inline"], capture_output=True, text=True, timeout=300)
+    assert script.returncode == 0, script.stderr
+    counts: Counter[str] = Counter()
+    total = 0
+    for block in script.stdout.split("\n\n"):
+        frames = [line.strip() for line in block.splitlines() if line.strip()]
+        if not frames:
+            continue
+        total += 1
+        for frame in frames:  # leaf first: skip kernel frames
+            match = re.match(r"[0-9a-f]+ (.+?)(?:\+0x[0-9a-f]+)? \((.*)\)$", frame)
+            if match is None or "kernel" in match[2] or match[2].startswith("[k"):
+                continue
+            counts[normal_name(match[1])] += 1
+            break
+    assert total > 0, "perf recorded no samples of the target"
+    return {name: 100.0 * n / total for name, n in counts.items()}
+
+
+def proftui_symbol_shares(profile: Profile) -> dict[str, float]:
+    """Self share per function, an inlined frame's cost going to the function holding it."""
+    assert profile.tree is not None
+    counts: Counter[str] = Counter()
+    for node in profile.tree.nodes():
+        if not node.self_cost[0]:
+            continue
+        holder = node
+        while profile.frames[holder.frame_id].inlined and holder.parent is not None:
+            holder = holder.parent
+        counts[normal_name(profile.frames[holder.frame_id].function)] += node.self_cost[0]
+    whole = profile.tree.root.total_cost[0]
+    return {name: 100.0 * n / whole for name, n in counts.items()}
+
+
+def perf_allowed(tmp_path: Path) -> bool:
+    if shutil.which("perf") is None:
+        return False
+    probe = subprocess.run(["perf", "record", "-q", "-o", str(tmp_path / "probe.data"), "--",
+                            "true"], capture_output=True)
+    return probe.returncode == 0
