@@ -21,8 +21,10 @@ from proftui.collectors.gprof.analysis import (
 )
 from proftui.collectors.gprof.gmon import GmonData, GmonError, read_gmon
 from proftui.collectors.gprof.tree import estimated_tree
+from proftui.collectors.model.lines import add_code_cost
 from proftui.collectors.model.profile import (
     CPU_NS,
+    CodeSite,
     Frame,
     FrameTable,
     FunctionCost,
@@ -171,24 +173,24 @@ def _frame(symbolizer: Symbolizer, module: str, table: GprofSymbolTable, index: 
 
 def _line_costs(profile: Profile, data: GmonData, symbolizer: Symbolizer, module: str,
                 ns_per_tick: float) -> None:
-    """Per-line and per-address self time from histogram bins (bin start address)."""
-    try:
-        symbols = symbolizer.module(module)
-    except ProftuiError:
-        return
+    """Per-address and per-line self time from histogram bins, recorded in the model
+    (collectors/model/lines.py): a bin's time goes to its start address, that
+    address's function and its innermost source line."""
     for hist in data.histograms:
         width = (hist.high_pc - hist.low_pc) / len(hist.counts)
+        if width > 8:
+            note = (f"histogram bins of {width:.0f} bytes: a bin's time is on the line "
+                    "of its first instruction")
+            profile.meta.lines_note = profile.meta.lines_note or note
         for i, count in enumerate(hist.counts):
             if not count:
                 continue
             address = hist.low_pc + int(i * width)
-            cost = count * ns_per_tick
-            slot = profile.address_costs.setdefault((module, address), [0.0])
-            slot[0] += cost
-            location = symbols.location(address)
-            if location.file is not None and location.line is not None:
-                line_slot = profile.line_costs.setdefault((location.file, location.line), [0.0])
-                line_slot[0] += cost
+            function = symbolizer.frames(module, address)[0]
+            location = symbolizer.location(module, address)
+            start = function.address if function.raw_name and not function.inlined else None
+            add_code_cost(profile, module, address,
+                          CodeSite(start, location.file, location.line), [count * ns_per_tick])
 
 
 def _pid_of(path: Path) -> int | None:

@@ -1,8 +1,10 @@
 """Annotated source pane: per-line (or per-instruction) self cost with heat colours.
 
-The listing is computed in a thread worker (`tui.annotate`: addr2line and
-objdump run there); the view renders only visible lines (Line API), with the
-file lexed once by pygments and cached per line.
+The listing comes from the model (collectors/model/source.py: the line and
+address costs recorded at collection time, the embedded or on-disk source);
+it is computed in a thread worker because disassembly runs objdump
+(collectors/symbols/disasm.py).  The view renders only visible lines (Line
+API), with the file lexed once by pygments and cached per line.
 """
 
 from __future__ import annotations
@@ -10,7 +12,8 @@ from __future__ import annotations
 from typing import ClassVar
 
 from proftui.collectors.model.profile import Frame, Profile
-from proftui.tui.annotate import Listing, annotate
+from proftui.collectors.model.source import Listing
+from proftui.collectors.symbols.disasm import annotate
 from proftui.tui.format import format_cost, heat_background, percent
 from rich.segment import Segment
 from rich.style import Style
@@ -71,7 +74,7 @@ class SourceView(ScrollView, can_focus=True):
         else:
             self._code = [Text(line.text) for line in listing.lines]
         numbers = [line.number or 0 for line in listing.lines]
-        if listing.kind == "source":
+        if listing.numbers_are_lines:
             self._number_width = max(4, len(str(max(numbers, default=0))))
         else:
             self._number_width = max(6, len(f"{max(numbers, default=0):x}"))
@@ -115,7 +118,7 @@ class SourceView(ScrollView, can_focus=True):
         number = line.number
         if number is None:
             label = ""
-        elif listing.kind == "source":
+        elif listing.numbers_are_lines:
             label = str(number)
         else:
             label = f"{number:x}"
