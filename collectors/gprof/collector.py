@@ -14,6 +14,7 @@ from pathlib import Path
 from proftui.collectors.base import Collector
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.gprof.analysis import (
+    UNIT,
     GprofResult,
     GprofSymbolTable,
     analyze,
@@ -37,6 +38,7 @@ from proftui.collectors.symbols.symbolizer import Symbolizer
 
 GMON_PREFIX = "gmon"
 HIST_SLACK = 16  # bytes between etext and the histogram's rounded end
+MAX_BIN_UNITS = 32  # units of one histogram bin looked up for its lines (bins are ~2 units)
 MCOUNT_REACH = 64  # bytes from a function's entry to its mcount call (prologue, CET)
 TREE_NOTE = ("gprof records caller->callee call counts, not whole stacks: the call tree "
              "divides each function's time among its callers by their share of its calls")
@@ -174,23 +176,40 @@ def _frame(symbolizer: Symbolizer, module: str, table: GprofSymbolTable, index: 
 def _line_costs(profile: Profile, data: GmonData, symbolizer: Symbolizer, module: str,
                 ns_per_tick: float) -> None:
     """Per-address and per-line self time from histogram bins, recorded in the model
-    (collectors/model/lines.py): a bin's time goes to its start address, that
-    address's function and its innermost source line."""
+    (collectors/model/lines.py).
+
+    Credited exactly as `gprof -l` does (and as `analyze` credits functions): a bin
+    spans whole UNITs; each unit's share `count / scale` goes to the line holding the
+    unit's last byte.  A run of units on one line is recorded at its first looked-up
+    byte, with that byte's function and innermost line.
+    """
     for hist in data.histograms:
-        width = (hist.high_pc - hist.low_pc) / len(hist.counts)
-        if width > 8:
-            note = (f"histogram bins of {width:.0f} bytes: a bin's time is on the line "
-                    "of its first instruction")
-            profile.meta.lines_note = profile.meta.lines_note or note
+        lowpc = hist.low_pc // UNIT
+        scale = ((hist.high_pc - hist.low_pc) // UNIT) / len(hist.counts)
         for i, count in enumerate(hist.counts):
             if not count:
                 continue
-            address = hist.low_pc + int(i * width)
-            function = symbolizer.frames(module, address)[0]
-            location = symbolizer.location(module, address)
-            start = function.address if function.raw_name and not function.inlined else None
-            add_code_cost(profile, module, address,
-                          CodeSite(start, location.file, location.line), [count * ns_per_tick])
+            bin_low = lowpc + int(scale * i)
+            bin_high = min(lowpc + int(scale * (i + 1)), bin_low + MAX_BIN_UNITS)
+            runs: list[list] = []  # [address, site, units]
+            for unit in range(bin_low, bin_high):
+                address = unit * UNIT + UNIT - 1
+                site = _site(symbolizer, module, address)
+                if runs and runs[-1][1] == site:
+                    runs[-1][2] += 1
+                else:
+                    runs.append([address, site, 1])
+            for address, site, units in runs:
+                add_code_cost(profile, module, address, site,
+                              [count * units / scale * ns_per_tick])
+
+
+def _site(symbolizer: Symbolizer, module: str, address: int) -> CodeSite:
+    """The function start and innermost source line of link-time `address`."""
+    function = symbolizer.frames(module, address)[0]
+    location = symbolizer.location(module, address)
+    start = function.address if function.raw_name and not function.inlined else None
+    return CodeSite(start, location.file, location.line)
 
 
 def _pid_of(path: Path) -> int | None:

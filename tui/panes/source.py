@@ -169,6 +169,9 @@ class SourcePane(Vertical):
         self.metric = 0
         self.prefer: str = "source"
         self.loading_frame: Frame | None = None
+        # the frame whose listing is on screen, and whether it had costs: only then is
+        # the cursor the user's (or the hottest line's) and worth keeping on refresh
+        self._shown: tuple[Frame, bool] | None = None
 
     def compose(self) -> ComposeResult:
         yield Static("Select a function (Enter in the flat profile or tree) to see its source.",
@@ -188,6 +191,9 @@ class SourcePane(Vertical):
         self.profile, self.frame, self.metric = profile, frame, metric
         self.loading_frame = frame
         view = self.query_one(SourceView)
+        # Live: until a listing of this frame with costs is on screen, open at the
+        # hottest line rather than keep a cursor that only sits at the first row.
+        keep_cursor = keep_cursor and self._shown == (frame, True)
         cursor = view.cursor if keep_cursor else None
         self._load(profile, frame, self.prefer, metric, cursor)
 
@@ -218,6 +224,7 @@ class SourcePane(Vertical):
                                                profile.total(metric) if profile.metrics else 0,
                                                cursor)
         self.loading_frame = None
+        self._shown = (frame, fn > 0)
 
     def action_toggle_disassembly(self) -> None:
         if self.profile is None or self.frame is None:
