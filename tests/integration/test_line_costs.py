@@ -153,39 +153,6 @@ def test_sampler_line_costs_open_without_binary_or_source(tmp_path: Path) -> Non
     assert f"{SOURCE}:{HOT}" in listing.lines[listing.hottest()].text
 
 
-def test_source_pane_of_a_moved_sampler_profile(tmp_path: Path) -> None:
-    """The Pilot opens the saved profile's hottest function at its hottest line."""
-    from proftui.tui.app import ProfTuiApp
-    from proftui.tui.panes.source import SourcePane, SourceView
-    from proftui.tui.widgets.flat_table import FlatTable
-
-    from tests.tui.tui_profiles import SIZE, run, screen_text, wait_for
-
-    binary, source = build_copy(tmp_path, [])
-    loaded = save_and_move_away(record(SamplerCollector, binary, "100"), tmp_path,
-                                binary, source)
-
-    async def body() -> None:
-        app = ProfTuiApp(profile=loaded)
-        async with app.run_test(size=SIZE) as pilot:
-            from proftui.tui.panes.flat import FlatPane
-
-            flat = app.query_one(FlatPane)
-            await wait_for(pilot, lambda: bool(flat.shown), what="flat profile")
-            assert flat.shown[0].frame.function == "work"
-            app.query_one(FlatTable).move_cursor(row=0)
-            await pilot.press("3")
-            pane = app.query_one(SourcePane)
-            await wait_for(pilot, lambda: pane.listing is not None, what="source listing")
-            await pilot.pause()
-            listing = pane.listing
-            assert listing is not None and listing.kind == "source"
-            view = app.query_one(SourceView)
-            assert listing.lines[view.cursor].number == HOT
-            assert "/* HOT */" in screen_text(app)
-    run(body)
-
-
 @pytest.mark.skipif(shutil.which("gprof") is None, reason="gprof (binutils) missing")
 def test_gprof_line_costs_match_gprof_l_and_survive_the_move(tmp_path: Path) -> None:
     binary, source = build_copy(tmp_path, ["-pg"])
