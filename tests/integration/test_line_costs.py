@@ -88,12 +88,13 @@ def by_line(listing: Listing) -> dict[int, float]:
             if row.number is not None and row.cost is not None}
 
 
-def addr2line_lines(binary: Path, addresses: list[int]) -> dict[int, tuple[str, int]]:
-    """address -> innermost (file basename, line) per `addr2line -i` (the reference)."""
+def addr2line_lines(binary: Path, addresses: list[int]) -> dict[int, tuple[str, int | None]]:
+    """address -> innermost (file basename, line) per `addr2line -i` (the reference);
+    ("", None) where it knows no line ("??:0")."""
     out = subprocess.run(["addr2line", "-a", "-i", "-e", str(binary),
                           *(f"0x{a:x}" for a in addresses)],
                          capture_output=True, text=True, check=True).stdout
-    found: dict[int, tuple[str, int]] = {}
+    found: dict[int, tuple[str, int | None]] = {}
     current: int | None = None
     for row in out.splitlines():
         if row.startswith("0x"):
@@ -101,7 +102,8 @@ def addr2line_lines(binary: Path, addresses: list[int]) -> dict[int, tuple[str, 
             continue
         where = re.match(r"(.*):(\d+)", row)
         if current is not None and current not in found and where:
-            found[current] = (Path(where[1]).name, int(where[2]))
+            known = where[1] != "??" and int(where[2]) > 0
+            found[current] = (Path(where[1]).name, int(where[2])) if known else ("", None)
     return found
 
 
@@ -151,6 +153,34 @@ def test_sampler_line_costs_open_without_binary_or_source(tmp_path: Path) -> Non
     listing = annotate(loaded, work_of(loaded), prefer="disassembly")
     assert listing.kind == "addresses"
     assert f"{SOURCE}:{HOT}" in listing.lines[listing.hottest()].text
+
+
+def test_attach_line_costs_open_without_binary_or_source(tmp_path: Path) -> None:
+    from tests.tui.tui_profiles import attach
+
+    binary, source = build_copy(tmp_path, ["-mno-omit-leaf-frame-pointer"])
+    target = subprocess.Popen([str(binary), "600"], stdout=subprocess.PIPE, text=True)
+    try:
+        collector = attach(target.pid, frequency_hz=500)
+        profile = collector.wait()
+        collector.stop()
+        assert target.communicate(timeout=30)[0] == "line_hot 0\n"
+    finally:
+        if target.poll() is None:
+            target.kill()
+            target.wait()
+    work = work_of(profile)
+    owned = function_addresses(profile, work)
+    assert sum(c[0] for c in owned.values()) > 50, "too few samples in work()"
+    if shutil.which("addr2line"):
+        reference = addr2line_lines(binary, sorted(owned))
+        for address in owned:
+            site = profile.address_sites[(work.module, address)]
+            assert (Path(site.file or "").name, site.line) == reference[address], hex(address)
+    loaded = save_and_move_away(profile, tmp_path, binary, source)
+    listing = annotate(loaded, work_of(loaded))
+    assert listing.kind == "source"
+    assert listing.lines[listing.hottest()].number == HOT
 
 
 @pytest.mark.skipif(shutil.which("gprof") is None, reason="gprof (binutils) missing")
