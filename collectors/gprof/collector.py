@@ -14,6 +14,7 @@ from pathlib import Path
 from proftui.collectors.base import Collector
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.gprof.analysis import (
+    UNIT,
     GprofResult,
     GprofSymbolTable,
     analyze,
@@ -21,8 +22,10 @@ from proftui.collectors.gprof.analysis import (
 )
 from proftui.collectors.gprof.gmon import GmonData, GmonError, read_gmon
 from proftui.collectors.gprof.tree import estimated_tree
+from proftui.collectors.model.lines import add_code_cost
 from proftui.collectors.model.profile import (
     CPU_NS,
+    CodeSite,
     Frame,
     FrameTable,
     FunctionCost,
@@ -35,6 +38,7 @@ from proftui.collectors.symbols.symbolizer import Symbolizer
 
 GMON_PREFIX = "gmon"
 HIST_SLACK = 16  # bytes between etext and the histogram's rounded end
+MAX_BIN_UNITS = 32  # units of one histogram bin looked up for its lines (bins are ~2 units)
 MCOUNT_REACH = 64  # bytes from a function's entry to its mcount call (prologue, CET)
 TREE_NOTE = ("gprof records caller->callee call counts, not whole stacks: the call tree "
              "divides each function's time among its callers by their share of its calls")
@@ -171,24 +175,41 @@ def _frame(symbolizer: Symbolizer, module: str, table: GprofSymbolTable, index: 
 
 def _line_costs(profile: Profile, data: GmonData, symbolizer: Symbolizer, module: str,
                 ns_per_tick: float) -> None:
-    """Per-line and per-address self time from histogram bins (bin start address)."""
-    try:
-        symbols = symbolizer.module(module)
-    except ProftuiError:
-        return
+    """Per-address and per-line self time from histogram bins, recorded in the model
+    (collectors/model/lines.py).
+
+    Credited exactly as `gprof -l` does (and as `analyze` credits functions): a bin
+    spans whole UNITs; each unit's share `count / scale` goes to the line holding the
+    unit's last byte.  A run of units on one line is recorded at its first looked-up
+    byte, with that byte's function and innermost line.
+    """
     for hist in data.histograms:
-        width = (hist.high_pc - hist.low_pc) / len(hist.counts)
+        lowpc = hist.low_pc // UNIT
+        scale = ((hist.high_pc - hist.low_pc) // UNIT) / len(hist.counts)
         for i, count in enumerate(hist.counts):
             if not count:
                 continue
-            address = hist.low_pc + int(i * width)
-            cost = count * ns_per_tick
-            slot = profile.address_costs.setdefault((module, address), [0.0])
-            slot[0] += cost
-            location = symbols.location(address)
-            if location.file is not None and location.line is not None:
-                line_slot = profile.line_costs.setdefault((location.file, location.line), [0.0])
-                line_slot[0] += cost
+            bin_low = lowpc + int(scale * i)
+            bin_high = min(lowpc + int(scale * (i + 1)), bin_low + MAX_BIN_UNITS)
+            runs: list[list] = []  # [address, site, units]
+            for unit in range(bin_low, bin_high):
+                address = unit * UNIT + UNIT - 1
+                site = _site(symbolizer, module, address)
+                if runs and runs[-1][1] == site:
+                    runs[-1][2] += 1
+                else:
+                    runs.append([address, site, 1])
+            for address, site, units in runs:
+                add_code_cost(profile, module, address, site,
+                              [count * units / scale * ns_per_tick])
+
+
+def _site(symbolizer: Symbolizer, module: str, address: int) -> CodeSite:
+    """The function start and innermost source line of link-time `address`."""
+    function = symbolizer.frames(module, address)[0]
+    location = symbolizer.location(module, address)
+    start = function.address if function.raw_name and not function.inlined else None
+    return CodeSite(start, location.file, location.line)
 
 
 def _pid_of(path: Path) -> int | None:

@@ -14,17 +14,22 @@ import os
 from pathlib import Path
 
 from proftui.collectors.errors import ProftuiError
+from proftui.collectors.model.lines import add_code_cost
 from proftui.collectors.model.profile import (
     CALLS,
     WALL_NS,
     CallNode,
     CallTree,
+    CodeSite,
     Frame,
     Profile,
     ProfileMeta,
 )
 from proftui.collectors.runtime.wire_hook import ROOT, HookData, HookModule, compensated_self_ns
 from proftui.collectors.symbols.symbolizer import Symbolizer
+
+LINES_NOTE = ("self cost on each function's definition line: "
+              "the hook library records no per-line data")
 
 
 class HookSymbols:
@@ -66,8 +71,10 @@ def add_hook_data(profile: Profile, data: HookData, symbols: HookSymbols,
     and their caller -> callee call counts to `profile.arcs`.
 
     Self cost is compensated wall time in ns (timed files) or the call count
-    (count-only files); `calls` is exact either way.  `threads` receives
-    tid -> name.  Call `merge_parts` once every file has been added.
+    (count-only files); `calls` is exact either way.  Each function's self cost
+    also goes to its entry address and definition line (`Profile.line_costs`:
+    the hook sees function entries only).  `threads` receives tid -> name.
+    Call `merge_parts` once every file has been added.
     """
     nodes = data.nodes
     timed = profile.metrics[0] != CALLS
@@ -83,6 +90,7 @@ def add_hook_data(profile: Profile, data: HookData, symbols: HookSymbols,
         threads.setdefault(thread.tid, thread.name)
     placed: dict[int, CallNode] = {}
     frame_ids: dict[tuple[int, int], int] = {}
+    function_self: dict[int, float] = {}  # frame id -> self cost of this file's nodes
     for i, index in enumerate(nodes.index):
         tree = trees.get(nodes.thread[i])
         if tree is None:
@@ -101,10 +109,23 @@ def add_hook_data(profile: Profile, data: HookData, symbols: HookSymbols,
         calls = nodes.calls[i]
         node.add_calls(calls)
         node.self_cost[0] += self_costs[i]
+        function_self[frame_id] = function_self.get(frame_id, 0.0) + self_costs[i]
         placed[index] = node
         if parent_index != ROOT and calls:
             key = (parent.frame_id, frame_id)
             profile.arcs[key] = profile.arcs.get(key, 0) + calls
+    _add_line_costs(profile, function_self)
+
+
+def _add_line_costs(profile: Profile, function_self: dict[int, float]) -> None:
+    """Each function's self cost at its entry address and on its definition line."""
+    for frame_id, cost in function_self.items():
+        frame = profile.frames[frame_id]
+        if not frame.module or frame.address is None:
+            continue  # no module: nothing a source pane could open
+        start = frame.address if frame.raw_name else None
+        add_code_cost(profile, frame.module, frame.address,
+                      CodeSite(start, frame.file, frame.line), [cost])
 
 
 def merge_parts(profile: Profile) -> Profile:
@@ -124,4 +145,5 @@ def merge_parts(profile: Profile) -> Profile:
 
 def new_profile(meta: ProfileMeta, count_only: bool) -> Profile:
     """An empty profile with the metric hook files carry."""
+    meta.lines_note = LINES_NOTE
     return Profile(meta=meta, metrics=(CALLS,) if count_only else (WALL_NS,))

@@ -10,7 +10,10 @@ Shape (DESIGN.md section 2):
   (exact call count, or None when the collector cannot know it).
 * `Profile.arcs` - caller -> callee call counts (gprof, hook library).
 * `Profile.line_costs` / `Profile.address_costs` - self cost per source line
-  and per instruction address, for the annotated source pane.
+  and per instruction address, recorded at collection time (collectors/model/
+  lines.py) and saved, so a profile opened without its binary or sources still
+  annotates them; `Profile.address_sites` says which function and line each
+  costed address belongs to.
 * `Profile.functions` - optional per-function totals given by the collector
   (gprof's own time propagation); otherwise views derive them from the tree.
 
@@ -38,6 +41,21 @@ SAMPLES = Metric("samples", "count")
 CPU_NS = Metric("cpu_ns", "ns")
 WALL_NS = Metric("wall_ns", "ns")
 CALLS = Metric("calls", "count")  # exact call counts as the cost (hook library, count-only)
+
+
+@dataclass(frozen=True, slots=True)
+class CodeSite:
+    """Where one costed instruction is, as the symbolizer saw it at collection time.
+
+    `function` is the link-time start address of the enclosing (non-inlined)
+    function, i.e. its `Frame.address`; `file`:`line` is the innermost source
+    location (inside an inlined callee when the instruction was inlined).
+    Any of them is None when unknown (no symbol, no DWARF).
+    """
+
+    function: int | None
+    file: str | None = None
+    line: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,6 +269,9 @@ class ProfileMeta:
     complete: bool = True  # False while live, or after SIGKILL mid-write
     dropped: int = 0  # records the runtime could not store (tables full)
     warnings: list[str] = field(default_factory=list)
+    # what the collector's line costs mean when coarser than per instruction
+    # (e.g. instrument: self time on each function's definition line); the source pane shows it
+    lines_note: str = ""
 
 
 @dataclass
@@ -272,6 +293,8 @@ class Profile:
     line_costs: dict[tuple[str, int], list[float]] = field(default_factory=dict)
     # (module path, link-time address) -> self cost per metric
     address_costs: dict[tuple[str, int], list[float]] = field(default_factory=dict)
+    # (module path, link-time address) -> its function and source line (keys of address_costs)
+    address_sites: dict[tuple[str, int], CodeSite] = field(default_factory=dict)
     # frame id -> collector-given aggregate (gprof); None means derive from tree
     functions: dict[int, FunctionCost] | None = None
     # source path -> file text embedded in a saved profile (storage.py), so the

@@ -11,6 +11,9 @@ Layout (version 1), one JSON object:
     arcs      [[caller_frame, callee_frame, count], ...]
     line_costs     [[file, line, [cost per metric]], ...]
     address_costs  [[module, address, [cost per metric]], ...]
+    address_sites  optional [[module, address, function, file, line], ...]: each
+                   costed address's function start and source line (CodeSite);
+                   absent in files written before it existed, which still load.
     functions      null or [[frame, [self...], [total...], calls], ...]
     sources        optional {path: text}: source files referenced by frames and
                    line_costs, embedded by `save` (bounded in size) so the
@@ -35,6 +38,7 @@ from proftui.collectors.errors import ProftuiError
 from proftui.collectors.model.profile import (
     CallNode,
     CallTree,
+    CodeSite,
     Frame,
     FrameTable,
     FunctionCost,
@@ -96,6 +100,8 @@ def profile_to_dict(profile: Profile) -> dict[str, Any]:
         "arcs": [[a, b, n] for (a, b), n in profile.arcs.items()],
         "line_costs": [[f, line, c] for (f, line), c in profile.line_costs.items()],
         "address_costs": [[m, a, c] for (m, a), c in profile.address_costs.items()],
+        "address_sites": [[m, a, s.function, s.file, s.line]
+                          for (m, a), s in profile.address_sites.items()],
         "functions": None if profile.functions is None else [
             [fid, c.self_cost, c.total_cost, c.calls] for fid, c in profile.functions.items()
         ],
@@ -111,6 +117,9 @@ def referenced_sources(profile: Profile) -> list[str]:
             paths[frame.file] = None
     for path, _line in profile.line_costs:
         paths[path] = None
+    for site in profile.address_sites.values():
+        if site.file:
+            paths[site.file] = None
     return list(paths)
 
 
@@ -177,7 +186,26 @@ def profile_from_dict(doc: dict[str, Any]) -> Profile:
         },
         functions=functions,
         sources=_decode_sources(doc.get("sources")),
+        address_sites=_decode_sites(doc.get("address_sites")),
     )
+
+
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def _decode_sites(rows: Any) -> dict[tuple[str, int], CodeSite]:
+    if rows is None:
+        return {}  # written before address sites were saved
+    if not isinstance(rows, list):
+        raise ValueError("address_sites must be a list")
+    sites: dict[tuple[str, int], CodeSite] = {}
+    for module, address, function, file, line in rows:
+        if file is not None and not isinstance(file, str):
+            raise ValueError("address site file must be text")
+        sites[(str(module), int(address))] = CodeSite(_optional_int(function), file,
+                                                      _optional_int(line))
+    return sites
 
 
 def _decode_sources(sources: Any) -> dict[str, str]:

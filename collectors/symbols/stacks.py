@@ -11,7 +11,8 @@ import os
 from collections.abc import Sequence
 
 from proftui.collectors.errors import ProftuiError
-from proftui.collectors.model.profile import CallTree, Frame, Profile
+from proftui.collectors.model.lines import add_code_cost
+from proftui.collectors.model.profile import CallTree, CodeSite, Frame, Profile
 from proftui.collectors.symbols.maps import AddressSpace
 from proftui.collectors.symbols.symbolizer import Symbolizer
 
@@ -23,6 +24,7 @@ class StackFrames:
         self.space = space  # collectors.maps.AddressSpace (or the attach fallback)
         self.symbolizer = symbolizer  # collectors.symbols.Symbolizer (or fallback)
         self.cache: dict[tuple[int, bool], list[Frame]] = {}
+        self.sites: dict[int, tuple[str, int, CodeSite]] = {}  # leaf address -> its line
 
     def resolve(self, address: int) -> tuple[str, int] | None:
         """Runtime address -> (module path, link-time address), or None."""
@@ -65,6 +67,28 @@ class StackFrames:
         self.cache[key] = frames
         return frames
 
+    def leaf_site(self, address: int) -> tuple[str, int, CodeSite] | None:
+        """(module, link-time address, its function and innermost source line) of a
+        sampled leaf `address`, or None outside every known mapping (cached)."""
+        found = self.sites.get(address)
+        if found is not None:
+            return found
+        resolved = self.resolve(address)
+        if resolved is None:
+            return None  # not cached: a later refresh of the mappings may find it
+        module, vaddr = resolved
+        function = self.frames_at(address, True)[0]
+        start = function.address if function.raw_name and not function.inlined else None
+        file = line = None
+        if self.symbolizer is not None:
+            try:
+                location = self.symbolizer.location(module, vaddr)
+                file, line = location.file, location.line
+            except ProftuiError:
+                pass
+        found = self.sites[address] = (module, vaddr, CodeSite(start, file, line))
+        return found
+
     def forget_unresolved(self) -> None:
         """Drop cached lookups that found no module (call after new mappings appear)."""
         self.cache = {k: v for k, v in self.cache.items() if v[-1].module}
@@ -76,7 +100,7 @@ class StackFrames:
 def add_stack(profile: Profile, part: str, frames: StackFrames, ips: Sequence[int],
               costs: list[float]) -> None:
     """Add one aggregated stack (innermost first) to the tree, the `part` tree and
-    the leaf's address costs of `profile` (not finalized here)."""
+    the leaf's address and line costs of `profile` (not finalized here)."""
     ids = [profile.frames.intern(f) for f in frames.stack_frames(ips)]
     assert profile.tree is not None
     profile.tree.add_stack(ids, costs)
@@ -84,11 +108,9 @@ def add_stack(profile: Profile, part: str, frames: StackFrames, ips: Sequence[in
     if tree is None:
         tree = profile.parts[part] = CallTree(len(profile.metrics))
     tree.add_stack(ids, costs)
-    leaf = frames.resolve(ips[0]) if ips else None
+    leaf = frames.leaf_site(ips[0]) if ips else None
     if leaf is not None:
-        old = profile.address_costs.get(leaf)
-        profile.address_costs[leaf] = list(costs) if old is None else [
-            a + b for a, b in zip(old, costs, strict=True)]
+        add_code_cost(profile, leaf[0], leaf[1], leaf[2], costs)
 
 
 def make_symbolizer(pid: int | None, root: str | None = None) -> tuple[AddressSpace, Symbolizer]:

@@ -37,13 +37,13 @@ ALLOWED: dict[str, set[str]] = {
     "tui.format": {f"{C}.model"},
     "tui.widgets": {"tui.format", f"{C}.model"},
     "tui.screens": {"tui.widgets", "tui.format", f"{C}.formats", f"{C}.model"},
-    "tui.panes": {"tui.widgets", "tui.format", "tui.annotate", f"{C}.model",
+    # disasm: the source pane's worker asks for a function's disassembly (objdump)
+    "tui.panes": {"tui.widgets", "tui.format", f"{C}.model", f"{C}.symbols.disasm",
                   f"{C}.runtime.procstat", f"{C}.errors"},
     "tui.app": {"tui.panes", "tui.screens", "tui.widgets", "tui.format", f"{C}.base",
                 f"{C}.formats", f"{C}.model", f"{C}.runtime.launch",
                 f"{C}.runtime.procstat", f"{C}.errors"},
     "tui.demo": {f"{C}.errors"},
-    "tui.annotate": {f"{C}.model", f"{C}.errors"},  # TODO(issue 12): moves into collectors
     "tui.cli": {"tui.app", "tui.demo", f"{C}"},
     "tui": set(),
 }

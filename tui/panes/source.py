@@ -1,8 +1,10 @@
 """Annotated source pane: per-line (or per-instruction) self cost with heat colours.
 
-The listing is computed in a thread worker (`tui.annotate`: addr2line and
-objdump run there); the view renders only visible lines (Line API), with the
-file lexed once by pygments and cached per line.
+The listing comes from the model (collectors/model/source.py: the line and
+address costs recorded at collection time, the embedded or on-disk source);
+it is computed in a thread worker because disassembly runs objdump
+(collectors/symbols/disasm.py).  The view renders only visible lines (Line
+API), with the file lexed once by pygments and cached per line.
 """
 
 from __future__ import annotations
@@ -10,7 +12,8 @@ from __future__ import annotations
 from typing import ClassVar
 
 from proftui.collectors.model.profile import Frame, Profile
-from proftui.tui.annotate import Listing, annotate
+from proftui.collectors.model.source import Listing
+from proftui.collectors.symbols.disasm import annotate
 from proftui.tui.format import format_cost, heat_background, percent
 from rich.segment import Segment
 from rich.style import Style
@@ -71,7 +74,7 @@ class SourceView(ScrollView, can_focus=True):
         else:
             self._code = [Text(line.text) for line in listing.lines]
         numbers = [line.number or 0 for line in listing.lines]
-        if listing.kind == "source":
+        if listing.numbers_are_lines:
             self._number_width = max(4, len(str(max(numbers, default=0))))
         else:
             self._number_width = max(6, len(f"{max(numbers, default=0):x}"))
@@ -115,7 +118,7 @@ class SourceView(ScrollView, can_focus=True):
         number = line.number
         if number is None:
             label = ""
-        elif listing.kind == "source":
+        elif listing.numbers_are_lines:
             label = str(number)
         else:
             label = f"{number:x}"
@@ -166,6 +169,9 @@ class SourcePane(Vertical):
         self.metric = 0
         self.prefer: str = "source"
         self.loading_frame: Frame | None = None
+        # the frame whose listing is on screen, and whether it had costs: only then is
+        # the cursor the user's (or the hottest line's) and worth keeping on refresh
+        self._shown: tuple[Frame, bool] | None = None
 
     def compose(self) -> ComposeResult:
         yield Static("Select a function (Enter in the flat profile or tree) to see its source.",
@@ -185,6 +191,9 @@ class SourcePane(Vertical):
         self.profile, self.frame, self.metric = profile, frame, metric
         self.loading_frame = frame
         view = self.query_one(SourceView)
+        # Live: until a listing of this frame with costs is on screen, open at the
+        # hottest line rather than keep a cursor that only sits at the first row.
+        keep_cursor = keep_cursor and self._shown == (frame, True)
         cursor = view.cursor if keep_cursor else None
         self._load(profile, frame, self.prefer, metric, cursor)
 
@@ -215,6 +224,7 @@ class SourcePane(Vertical):
                                                profile.total(metric) if profile.metrics else 0,
                                                cursor)
         self.loading_frame = None
+        self._shown = (frame, fn > 0)
 
     def action_toggle_disassembly(self) -> None:
         if self.profile is None or self.frame is None:

@@ -1,0 +1,114 @@
+"""Line and address costs (DESIGN.md section 2, `LineCosts`): recording and queries.
+
+Collectors call `add_code_cost` at collection time with the symbolizer's
+answer for each costed instruction, so the profile alone (saved, opened on
+another machine, without the binary) can say what each line and instruction
+of a function cost.  Three tables of `Profile` take part:
+
+* `address_costs[(module, address)]` - self cost per link-time instruction address;
+* `address_sites[(module, address)]` - that address's function and source line;
+* `line_costs[(file, line)]` - self cost per source line, over all functions.
+
+The tables are profile-wide (like `arcs`): every part (thread, process)
+adds into the same ones, so merging parts needs nothing more; `merge_code_costs`
+adds one profile's tables into another's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from proftui.collectors.model.profile import CodeSite, Frame, Profile
+
+
+def _add(table: dict, key: object, costs: Sequence[float]) -> None:
+    old = table.get(key)
+    if old is None:
+        table[key] = list(costs)
+    else:
+        for i, value in enumerate(costs):
+            old[i] += value
+
+
+def add_code_cost(profile: Profile, module: str, address: int, site: CodeSite | None,
+                  costs: Sequence[float]) -> None:
+    """Add `costs` (per metric) to the instruction at link-time `address` of `module`,
+    and to its source line when `site` knows one."""
+    _add(profile.address_costs, (module, address), costs)
+    if site is not None:
+        profile.address_sites[(module, address)] = site
+        if site.file is not None and site.line is not None:
+            _add(profile.line_costs, (site.file, site.line), costs)
+
+
+def add_line_cost(profile: Profile, file: str, line: int, costs: Sequence[float]) -> None:
+    """Add `costs` to a source line that has no instruction address (e.g. importers)."""
+    _add(profile.line_costs, (file, line), costs)
+
+
+def merge_code_costs(into: Profile, other: Profile) -> Profile:
+    """Add `other`'s line and address costs (same metrics) into `into`; returns `into`."""
+    if len(into.metrics) != len(other.metrics):
+        raise ValueError("profiles with different metrics")
+    for key, costs in other.address_costs.items():
+        _add(into.address_costs, key, costs)
+    for key, site in other.address_sites.items():
+        into.address_sites.setdefault(key, site)
+    for key, costs in other.line_costs.items():
+        _add(into.line_costs, key, costs)
+    return into
+
+
+def _owner_starts(profile: Profile, module: str) -> list[int]:
+    """Sorted start addresses of the non-inlined frames of `module`."""
+    return sorted({f.address for f in profile.frames
+                   if f.module == module and f.address is not None and not f.inlined})
+
+
+def function_addresses(profile: Profile, frame: Frame) -> dict[int, list[float]]:
+    """Costed link-time addresses of `frame`'s function -> self cost per metric.
+
+    An address belongs to the function its recorded `CodeSite` names; an
+    address without one (an imported or older profile) belongs to the closest
+    function of the profile that starts at or below it.  Inlined frames own no
+    address (their code is part of the function they were inlined into).
+    """
+    if frame.inlined or frame.address is None or not frame.module:
+        return {}
+    starts: list[int] | None = None
+    owned: dict[int, list[float]] = {}
+    for (module, address), costs in profile.address_costs.items():
+        if module != frame.module or address < frame.address:
+            continue
+        site = profile.address_sites.get((module, address))
+        if site is not None and site.function is not None:
+            if site.function == frame.address:
+                owned[address] = costs
+            continue
+        if starts is None:
+            starts = _owner_starts(profile, module)
+        # the owner is the last start <= address; it is ours when no start lies in between
+        if not any(frame.address < s <= address for s in starts):
+            owned[address] = costs
+    return owned
+
+
+def function_lines(profile: Profile, frame: Frame) -> tuple[dict[tuple[str, int], list[float]],
+                                                             bool]:
+    """(file, line) -> self cost of `frame`'s function, and whether it is exact.
+
+    Exact: built from the function's own addresses and their recorded lines
+    (lines of code inlined from other files included).  Otherwise (no sites:
+    imported profiles, inlined frames) every costed line of `frame.file`, which
+    may include other functions defined in that file.
+    """
+    lines: dict[tuple[str, int], list[float]] = {}
+    for address, costs in function_addresses(profile, frame).items():
+        site = profile.address_sites.get((frame.module, address))
+        if site is not None and site.file is not None and site.line is not None:
+            _add(lines, (site.file, site.line), costs)
+    if lines:
+        return lines, True
+    if frame.file is None:
+        return {}, False
+    return {key: list(c) for key, c in profile.line_costs.items() if key[0] == frame.file}, False

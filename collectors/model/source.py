@@ -1,0 +1,151 @@
+"""What the source pane lists for one function: pure functions of the model.
+
+Costs come from the line and address costs the collectors recorded
+(collectors/model/lines.py); the source text from the profile's embedded
+sources (a saved profile) or else the file on disk (live).  Without either,
+the costed lines are still listed by number.  Disassembly needs the binary
+and lives in collectors/symbols/disasm.py.  Costs are self costs (per line,
+per instruction): the model keeps no call-site lines, so inclusive per-line
+cost is not available.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Literal
+
+from proftui.collectors.model.lines import function_addresses, function_lines
+from proftui.collectors.model.profile import Frame, Profile
+
+MAX_SOURCE_READ = 4 << 20  # bytes read from a source file on disk
+
+ListingKind = Literal["source", "lines", "disassembly", "addresses", "none"]
+
+
+@dataclass
+class ListingLine:
+    """One row: a source line (number = line) or an instruction (number = address)."""
+
+    text: str
+    number: int | None
+    cost: list[float] | None = None  # self cost per metric; None when nothing landed here
+
+
+@dataclass
+class Listing:
+    """Rows for the source pane.  `kind`: "source" (the file's text), "lines" (costed
+    line numbers, the text being unavailable), "disassembly", "addresses" or "none"."""
+
+    kind: ListingKind
+    title: str
+    lines: list[ListingLine] = field(default_factory=list)
+    path: str | None = None  # the source file (picks the syntax lexer)
+    function_cost: list[float] = field(default_factory=list)  # the function's self cost
+    focus: int | None = None  # index of the function's first line
+    note: str = ""
+
+    @property
+    def numbers_are_lines(self) -> bool:
+        """Row numbers are source lines (decimal), not addresses."""
+        return self.kind in ("source", "lines")
+
+    def hottest(self, metric: int = 0) -> int | None:
+        """Index of the costliest row, or the function's first line when none has cost."""
+        best: tuple[float, int] | None = None
+        for i, line in enumerate(self.lines):
+            if line.cost is not None and metric < len(line.cost) and (
+                    best is None or line.cost[metric] > best[0]):
+                best = (line.cost[metric], i)
+        return best[1] if best is not None and best[0] > 0 else self.focus
+
+
+def _sum(costs: list[list[float]], n: int) -> list[float]:
+    total = [0.0] * n
+    for cost in costs:
+        for i, value in enumerate(cost[:n]):
+            total[i] += value
+    return total
+
+
+def source_text(profile: Profile, path: str) -> list[str] | None:
+    """Lines of `path`: the text embedded in the profile, else the file on disk, else None."""
+    text = profile.sources.get(path)
+    if text is None:
+        try:
+            with open(path, "rb") as f:
+                data = f.read(MAX_SOURCE_READ)
+        except OSError:
+            return None
+        if b"\0" in data:
+            return None  # not a text file
+        text = data.decode("utf-8", errors="replace")
+    return text.splitlines()
+
+
+def source_listing(profile: Profile, frame: Frame) -> Listing | None:
+    """`frame`'s source file with its function's self cost per line.
+
+    When the text is nowhere to be found, the costed lines are listed by number
+    (kind "lines") and the note says "source not available: PATH".  None when
+    neither a file nor a costed line is known (disassembly may still help).
+    """
+    lines, exact = function_lines(profile, frame)
+    n = len(profile.metrics)
+    path = frame.file
+    if path is None and lines:
+        # the file holding most of the function's cost (e.g. a frame without a definition line)
+        by_file: dict[str, float] = {}
+        for (file, _line), cost in lines.items():
+            by_file[file] = by_file.get(file, 0.0) + (cost[0] if cost else 0.0)
+        path = max(by_file, key=by_file.__getitem__)
+    if path is None:
+        return None
+    here = {line: cost for (file, line), cost in lines.items() if file == path}
+    elsewhere = {file for (file, _line) in lines if file != path}
+    total = _sum(list(lines.values()), n)
+    notes: list[str] = []
+    if profile.meta.lines_note:
+        notes.append(profile.meta.lines_note)
+    if not exact and here:
+        notes.append("costs of every function of this file (no per-address lines recorded)")
+    if elsewhere:
+        outside = _sum([c for (f, _l), c in lines.items() if f != path], n)
+        share = outside[0] / total[0] * 100 if total and total[0] > 0 else 0.0
+        names = ", ".join(sorted(os.path.basename(f) for f in elsewhere)[:3])
+        notes.append(f"{share:.0f}% on lines inlined from other files ({names})")
+    text = source_text(profile, path)
+    if text is None:
+        if not here:
+            return None
+        rows = [ListingLine("", line, cost) for line, cost in sorted(here.items())]
+        first = frame.line
+        focus = next((i for i, row in enumerate(rows) if first and row.number == first), 0)
+        return Listing("lines", os.path.basename(path), rows, path=path, function_cost=total,
+                       focus=focus, note="; ".join([f"source not available: {path}", *notes]))
+    rows = [ListingLine(t, i + 1, here.get(i + 1)) for i, t in enumerate(text)]
+    beyond = sorted(line for line in here if not 0 < line <= len(text))
+    if beyond:
+        # the file changed since the profile was taken: keep those costs visible anyway
+        notes.append(f"file shorter than profiled lines ({len(beyond)} lines past its end)")
+        rows.extend(ListingLine("", line, here[line]) for line in beyond)
+    focus = frame.line - 1 if frame.line and 0 < frame.line <= len(text) else None
+    return Listing("source", os.path.basename(path), rows, path=path, function_cost=total,
+                   focus=focus, note="; ".join(notes))
+
+
+def address_listing(profile: Profile, frame: Frame, note: str = "") -> Listing:
+    """The function's costed instruction addresses (no binary to disassemble)."""
+    owned = function_addresses(profile, frame)
+    total = _sum(list(owned.values()), len(profile.metrics))
+    if not owned:
+        return Listing("none", frame.function, [], function_cost=total,
+                       note="no source, disassembly or address costs for this function")
+    rows = []
+    for address, cost in sorted(owned.items()):
+        site = profile.address_sites.get((frame.module, address))
+        where = (f"  {os.path.basename(site.file)}:{site.line}"
+                 if site is not None and site.file and site.line else "")
+        rows.append(ListingLine(f"{frame.module_name}+0x{address:x}{where}", address, cost))
+    return Listing("addresses", f"{frame.function}: addresses", rows, function_cost=total,
+                   focus=0, note=note or "no source and no readable binary: addresses only")

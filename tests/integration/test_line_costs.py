@@ -1,0 +1,237 @@
+"""Line costs recorded at collection time survive save, load and the loss of the
+binary and its sources (issue 12), for every collector, checked against binutils
+(`addr2line -i`) and GNU gprof (`gprof -l`) on the same run.
+
+tests/fixtures/line_hot.c: work() spends ~3/4 of its time on the HOT line and the
+rest on the WARM line and the line of mix(), inlined into it.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from proftui.collectors.base import Collector, CollectorOptions
+from proftui.collectors.gprof.collector import GprofCollector
+from proftui.collectors.instrument.collector import InstrumentCollector
+from proftui.collectors.model.lines import function_addresses, function_lines
+from proftui.collectors.model.profile import Frame, Profile
+from proftui.collectors.model.source import Listing
+from proftui.collectors.model.storage import load, save
+from proftui.collectors.sampler.collector import SamplerCollector
+from proftui.collectors.symbols.disasm import annotate
+
+from tests.conftest import FIXTURES
+
+SOURCE = "line_hot.c"
+TEXT = (FIXTURES / SOURCE).read_text()
+FLAGS = ["-O2", "-g", "-fno-omit-frame-pointer"]
+
+
+def line_of(marker: str) -> int:
+    """The 1-based line of the fixture holding `marker`."""
+    return next(i + 1 for i, text in enumerate(TEXT.splitlines()) if marker in text)
+
+
+HOT, WARM, MIX, WORK = (line_of("/* HOT */"), line_of("/* WARM */"),
+                        line_of("unsigned long mix("), line_of("void work("))
+
+
+def build_copy(tmp_path: Path, extra: list[str]) -> tuple[Path, Path]:
+    """Compile a private copy of the fixture (so both files can be moved away later)."""
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not installed")
+    src = tmp_path / "src"
+    src.mkdir()
+    source = src / SOURCE
+    shutil.copy(FIXTURES / SOURCE, source)
+    binary = tmp_path / "line_hot"
+    subprocess.run(["gcc", *FLAGS, *extra, "-o", str(binary), str(source)], check=True,
+                   capture_output=True)
+    return binary, source
+
+
+def record(kind: type[Collector], binary: Path, units: str = "150") -> Profile:
+    collector = kind([str(binary), units], CollectorOptions(output="log"))
+    collector.start()
+    try:
+        profile = collector.wait()
+        assert collector.process is not None and collector.process.log_path is not None
+        assert collector.process.log_path.read_text() == "line_hot 0\n"
+    finally:
+        collector.stop()
+    return profile
+
+
+def save_and_move_away(profile: Profile, tmp_path: Path, *gone: Path,
+                       embed: bool = True) -> Profile:
+    """Save, rename the binary and the source away, load: as on another machine."""
+    path = tmp_path / ("run.proftui" if embed else "bare.proftui")
+    save(profile, path, embed_sources=embed)
+    for p in gone:
+        if p.exists():
+            p.rename(p.with_name(p.name + ".moved"))
+    for p in gone:
+        assert not p.exists()
+    return load(path)
+
+
+def work_of(profile: Profile) -> Frame:
+    return next(f for f in profile.frames if f.function == "work" and not f.inlined)
+
+
+def by_line(listing: Listing) -> dict[int, float]:
+    return {row.number: row.cost[0] for row in listing.lines
+            if row.number is not None and row.cost is not None}
+
+
+def addr2line_lines(binary: Path, addresses: list[int]) -> dict[int, tuple[str, int | None]]:
+    """address -> innermost (file basename, line) per `addr2line -i` (the reference);
+    ("", None) where it knows no line ("??:0")."""
+    out = subprocess.run(["addr2line", "-a", "-i", "-e", str(binary),
+                          *(f"0x{a:x}" for a in addresses)],
+                         capture_output=True, text=True, check=True).stdout
+    found: dict[int, tuple[str, int | None]] = {}
+    current: int | None = None
+    for row in out.splitlines():
+        if row.startswith("0x"):
+            current = int(row, 16)
+            continue
+        where = re.match(r"(.*):(\d+)", row)
+        if current is not None and current not in found and where:
+            known = where[1] != "??" and int(where[2]) > 0
+            found[current] = (Path(where[1]).name, int(where[2])) if known else ("", None)
+    return found
+
+
+def test_sampler_line_costs_open_without_binary_or_source(tmp_path: Path) -> None:
+    binary, source = build_copy(tmp_path, [])
+    profile = record(SamplerCollector, binary)
+    work = work_of(profile)
+    owned = function_addresses(profile, work)
+    assert sum(c[0] for c in owned.values()) > 50, "too few samples in work()"
+    # Every costed address's recorded line is addr2line's innermost line (same binary).
+    if shutil.which("addr2line"):
+        reference = addr2line_lines(binary, sorted(owned))
+        for address in owned:
+            site = profile.address_sites[(work.module, address)]
+            assert site.function == work.address
+            assert (Path(site.file or "").name, site.line) == reference[address], hex(address)
+
+    loaded = save_and_move_away(profile, tmp_path, binary, source)
+    listing = annotate(loaded, work_of(loaded))
+    assert listing.kind == "source" and listing.path == str(source)
+    lines = by_line(listing)
+    total = sum(lines.values())
+    assert listing.lines[listing.hottest()].number == HOT
+    assert "/* HOT */" in listing.lines[listing.hottest()].text
+    assert lines[HOT] > 1.5 * (lines.get(WARM, 0) + lines.get(MIX, 0))
+    assert lines[HOT] + lines.get(WARM, 0) + lines.get(MIX, 0) >= 0.9 * total
+    assert listing.function_cost[0] == pytest.approx(total)
+    # The costs equal the samples the call tree gives work() as self cost.
+    assert loaded.tree is not None
+    work_id = loaded.frames.find(work_of(loaded))
+    inlined_ids = {i for i, f in enumerate(loaded.frames) if f.inlined}
+    tree_self = sum(n.self_cost[0] for n in loaded.tree.nodes()
+                    if n.frame_id == work_id or (n.frame_id in inlined_ids
+                                                 and n.parent is not None
+                                                 and n.parent.frame_id == work_id))
+    assert total == pytest.approx(tree_self)
+
+    # Without embedded sources: the costed lines are listed by number, and the pane says why.
+    bare = save_and_move_away(profile, tmp_path, embed=False)
+    listing = annotate(bare, work_of(bare))
+    assert listing.kind == "lines"
+    assert listing.note.startswith(f"source not available: {source}")
+    assert by_line(listing) == lines
+    assert listing.lines[listing.hottest()].number == HOT
+
+    # No binary: the disassembly falls back to the costed addresses, with their lines.
+    listing = annotate(loaded, work_of(loaded), prefer="disassembly")
+    assert listing.kind == "addresses"
+    assert f"{SOURCE}:{HOT}" in listing.lines[listing.hottest()].text
+
+
+def test_attach_line_costs_open_without_binary_or_source(tmp_path: Path) -> None:
+    from tests.tui.tui_profiles import attach
+
+    binary, source = build_copy(tmp_path, ["-mno-omit-leaf-frame-pointer"])
+    target = subprocess.Popen([str(binary), "600"], stdout=subprocess.PIPE, text=True)
+    try:
+        collector = attach(target.pid, frequency_hz=500)
+        profile = collector.wait()
+        collector.stop()
+        assert target.communicate(timeout=30)[0] == "line_hot 0\n"
+    finally:
+        if target.poll() is None:
+            target.kill()
+            target.wait()
+    work = work_of(profile)
+    owned = function_addresses(profile, work)
+    assert sum(c[0] for c in owned.values()) > 50, "too few samples in work()"
+    if shutil.which("addr2line"):
+        reference = addr2line_lines(binary, sorted(owned))
+        for address in owned:
+            site = profile.address_sites[(work.module, address)]
+            assert (Path(site.file or "").name, site.line) == reference[address], hex(address)
+    loaded = save_and_move_away(profile, tmp_path, binary, source)
+    listing = annotate(loaded, work_of(loaded))
+    assert listing.kind == "source"
+    assert listing.lines[listing.hottest()].number == HOT
+
+
+@pytest.mark.skipif(shutil.which("gprof") is None, reason="gprof (binutils) missing")
+def test_gprof_line_costs_match_gprof_l_and_survive_the_move(tmp_path: Path) -> None:
+    binary, source = build_copy(tmp_path, ["-pg"])
+    collector = GprofCollector([str(binary), "150"], CollectorOptions(output="log"))
+    collector.start()
+    try:
+        profile = collector.wait()
+        gmon = next(collector.run_dir.path.glob("gmon.*"))
+        # GNU gprof's line-by-line flat profile of the same gmon.out: seconds per line.
+        out = subprocess.run(["gprof", "-b", "-l", "-p", str(binary), str(gmon)],
+                             capture_output=True, text=True, check=True).stdout
+    finally:
+        collector.stop()
+    reference: dict[int, float] = {}
+    for row in out.splitlines():
+        found = re.search(r"\((\S+):(\d+) @ [0-9a-f]+\)$", row)
+        if found and found[1] == SOURCE:
+            line = int(found[2])
+            reference[line] = reference.get(line, 0.0) + float(row.split()[2])
+    ours: dict[int, float] = {}
+    for (file, line), cost in profile.line_costs.items():
+        if Path(file).name == SOURCE:
+            ours[line] = ours.get(line, 0.0) + cost[0] / 1e9
+    assert reference.get(HOT, 0) > 0.1, out
+    for line in set(reference) | set(ours):
+        assert ours.get(line, 0.0) == pytest.approx(reference.get(line, 0.0), abs=0.006), line
+
+    loaded = save_and_move_away(profile, tmp_path, binary, source)
+    listing = annotate(loaded, work_of(loaded))
+    assert listing.kind == "source"
+    assert listing.lines[listing.hottest()].number == HOT
+    lines = by_line(listing)
+    assert sum(lines.values()) / 1e9 == pytest.approx(sum(ours.values()), abs=0.006)
+
+
+def test_instrument_line_costs_on_definition_lines(tmp_path: Path) -> None:
+    binary, source = build_copy(tmp_path, ["-finstrument-functions"])
+    profile = record(InstrumentCollector, binary, "100")
+    work = work_of(profile)
+    assert profile.tree is not None
+    work_id = profile.frames.find(work)
+    tree_self = sum(n.self_cost[0] for n in profile.tree.nodes() if n.frame_id == work_id)
+    lines, exact = function_lines(profile, work)
+    assert exact and lines == {(str(source), WORK): [pytest.approx(tree_self)]}
+    assert work.line == WORK
+
+    loaded = save_and_move_away(profile, tmp_path, binary, source)
+    listing = annotate(loaded, work_of(loaded))
+    assert listing.kind == "source"
+    hottest = listing.lines[listing.hottest()]
+    assert hottest.number == WORK and "void work(" in hottest.text
+    assert "definition line" in listing.note

@@ -1,0 +1,115 @@
+"""Line costs on a real program: the Lua interpreter (../shared/programs/lua) at -O2,
+with its inlining, checked against `addr2line -i` (sampler) and `gprof -l` (gprof)
+on the same run."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from proftui.collectors.base import CollectorOptions
+from proftui.collectors.gprof.collector import GprofCollector
+from proftui.collectors.sampler.collector import SamplerCollector
+
+from tests.integration.test_line_costs import addr2line_lines
+
+LUA = Path(__file__).resolve().parents[3] / "shared" / "programs" / "lua"
+CACHE = Path(__file__).resolve().parents[2] / "build" / "test-fixtures"
+SCRIPT = """
+local t = {}
+for i = 1, 300000 do t[i] = tostring(i * 7 % 1000) end
+table.sort(t)
+local s = 0
+for r = 1, 60 do for i = 1, #t do s = s + #t[i] end end
+local parts = {}
+for i = 1, 100000 do parts[#parts + 1] = string.format("%d:%s", i, t[i % #t + 1]) end
+print(s, #table.concat(parts, ","))
+"""
+OUTPUT = "52020000\t977496\n"
+
+
+def build_lua(flags: list[str]) -> Path:
+    """onelua.c compiled with `flags` (cached under build/test-fixtures)."""
+    if not (LUA / "onelua.c").exists():
+        pytest.skip(f"the Lua source is not at {LUA} (a real-program test)")
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not installed")
+    digest = hashlib.sha256(" ".join(flags).encode())
+    digest.update((LUA / "onelua.c").read_bytes())
+    target = CACHE / f"lua-{digest.hexdigest()[:12]}"
+    if not target.exists():
+        CACHE.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_suffix(".tmp")
+        subprocess.run(["gcc", *flags, "-DLUA_USE_LINUX", str(LUA / "onelua.c"), "-lm", "-ldl",
+                        "-o", str(tmp)], check=True, capture_output=True)
+        tmp.rename(target)
+    return target
+
+
+def test_lua_sampler_sites_agree_with_addr2line(tmp_path: Path) -> None:
+    if shutil.which("addr2line") is None:
+        pytest.skip("addr2line (binutils) is not installed")
+    lua = build_lua(["-O2", "-g", "-fno-omit-frame-pointer"])
+    script = tmp_path / "work.lua"
+    script.write_text(SCRIPT)
+    collector = SamplerCollector([str(lua), str(script)], CollectorOptions(output="log"))
+    collector.start()
+    try:
+        profile = collector.wait()
+        assert collector.process is not None and collector.process.log_path is not None
+        assert collector.process.log_path.read_text() == OUTPUT
+    finally:
+        collector.stop()
+    mine = {a: c for (m, a), c in profile.address_costs.items() if m == str(lua)}
+    assert len(mine) > 100, "too few distinct sampled addresses"
+    reference = addr2line_lines(lua, sorted(mine))
+    wrong = []
+    for address in mine:
+        site = profile.address_sites[(str(lua), address)]
+        if (Path(site.file or "").name, site.line) != reference.get(address):
+            wrong.append((hex(address), site, reference.get(address)))
+    assert not wrong, wrong[:10]
+    # Every costed address is owned by the function its frame says, and the per-line
+    # table holds exactly the address costs that have a line.
+    starts = {f.address for f in profile.frames if f.module == str(lua) and not f.inlined}
+    assert {profile.address_sites[(str(lua), a)].function for a in mine} <= starts
+    with_line = sum(c[0] for key, c in profile.address_costs.items()
+                    if profile.address_sites[key].line is not None)
+    lines = sum(c[0] for (f, _l), c in profile.line_costs.items())
+    assert lines == pytest.approx(with_line)
+
+
+@pytest.mark.skipif(shutil.which("gprof") is None, reason="gprof (binutils) missing")
+def test_lua_gprof_line_costs_agree_with_gprof_l(tmp_path: Path) -> None:
+    lua = build_lua(["-O2", "-g", "-pg"])
+    script = tmp_path / "work.lua"
+    script.write_text(SCRIPT)
+    collector = GprofCollector([str(lua), str(script)], CollectorOptions(output="log"))
+    collector.start()
+    try:
+        profile = collector.wait()
+        gmon = next(collector.run_dir.path.glob("gmon.*"))
+        out = subprocess.run(["gprof", "-b", "-l", "-p", str(lua), str(gmon)],
+                             capture_output=True, text=True, check=True).stdout
+    finally:
+        collector.stop()
+    reference: dict[tuple[str, int], float] = {}
+    for row in out.splitlines():
+        found = re.search(r"\((\S+):(\d+) @ [0-9a-f]+\)$", row)
+        if found:
+            key = (Path(found[1]).name, int(found[2]))
+            reference[key] = reference.get(key, 0.0) + float(row.split()[2])
+    ours: dict[tuple[str, int], float] = {}
+    for (file, line), cost in profile.line_costs.items():
+        key = (Path(file).name, line)
+        ours[key] = ours.get(key, 0.0) + cost[0] / 1e9
+    assert sum(reference.values()) > 0.3, out[:2000]
+    # gprof prints each row rounded to 10 ms; a line may have several rows
+    off = {k: (ours.get(k, 0.0), reference.get(k, 0.0)) for k in set(ours) | set(reference)
+           if abs(ours.get(k, 0.0) - reference.get(k, 0.0)) > 0.006 * max(1, out.count(
+               f"{k[0]}:{k[1]} @"))}
+    assert not off, sorted(off.items(), key=lambda kv: -abs(kv[1][0] - kv[1][1]))[:10]
