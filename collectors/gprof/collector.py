@@ -8,6 +8,7 @@ gives several) into the private run directory as gmon.<pid>.
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -36,6 +37,8 @@ from proftui.collectors.symbols.symbolizer import Symbolizer
 GMON_PREFIX = "gmon"
 HIST_SLACK = 16  # bytes between etext and the histogram's rounded end
 MCOUNT_REACH = 64  # bytes from a function's entry to its mcount call (prologue, CET)
+OUTSIDE = "<outside any function>"  # histogram samples no symbol covers (gprof counts them)
+CLONE_SUFFIX = re.compile(r"\.[a-z0-9_]+(?:\.\d+)*")  # .isra.0, .cold, .constprop.1, .123
 TREE_NOTE = ("gprof records caller->callee call counts, not whole stacks: the call tree "
              "divides each function's time among its callers by their share of its calls")
 
@@ -142,11 +145,15 @@ def build_profile(per_pid: dict[int, GmonData], table: GprofSymbolTable, module:
                                                           result.calls[index] or None)
     for (parent, child), count in result.arcs.items():
         profile.arcs[(frame_id(parent), frame_id(child))] = count
-    profile.tree = estimated_tree(result, frame_id, ns_per_tick)
+    def outside_id() -> int:
+        return frames.intern(Frame(function=OUTSIDE, module=module))
+
+    profile.tree = estimated_tree(result, frame_id, ns_per_tick, outside_id)
     if len(per_pid) > 1:
         for pid, data in per_pid.items():
             part = analyze(GmonData().merge(data), table)
-            profile.parts[f"pid {pid}"] = estimated_tree(part, frame_id, ns_per_tick)
+            profile.parts[f"pid {pid}"] = estimated_tree(part, frame_id, ns_per_tick,
+                                                         outside_id)
     _line_costs(profile, merged, symbolizer, module, ns_per_tick)
     symbolizer.flush()
     profile.meta.warnings.extend(w for w in symbolizer.warnings if w not in meta.warnings)
@@ -165,8 +172,22 @@ def _frame(symbolizer: Symbolizer, module: str, table: GprofSymbolTable, index: 
             file, line = symbols.definition(found)
     except ProftuiError:
         pass
-    return Frame(function=demangle(symbol.name), module=module, file=file, line=line,
+    return Frame(function=display_name(symbol.name), module=module, file=file, line=line,
                  address=symbol.addr, raw_name=symbol.name, build_id=build_id)
+
+
+def display_name(raw: str) -> str:
+    """A symbol as c++filt shows it, C compiler clones included: `hot.constprop.0` ->
+    `hot [clone .constprop.0]` (c++filt leaves C names untouched)."""
+    if raw.startswith("_Z"):
+        return demangle(raw)
+    base, dot, rest = raw.partition(".")
+    if not dot or not base:
+        return raw
+    suffixes = CLONE_SUFFIX.findall("." + rest)
+    if "".join(suffixes) != "." + rest:
+        return raw
+    return base + "".join(f" [clone {suffix}]" for suffix in suffixes)
 
 
 def _line_costs(profile: Profile, data: GmonData, symbolizer: Symbolizer, module: str,
