@@ -21,6 +21,7 @@ from proftui.collectors.gprof.analysis import (
     read_symbol_table,
 )
 from proftui.collectors.gprof.gmon import GmonData, GmonError, read_gmon
+from proftui.collectors.gprof.threads import ThreadWatch, threads_note
 from proftui.collectors.gprof.tree import estimated_tree
 from proftui.collectors.model.profile import (
     CPU_NS,
@@ -47,6 +48,7 @@ class GprofCollector(Collector):
     """Profiles a program built with `gcc -pg` through glibc's own gmon.out."""
 
     mode = "gprof"
+    _threads: ThreadWatch | None = None  # set by start(); polled until the target ends
 
     def start(self) -> None:
         self.program = resolve_program(self.argv[0])
@@ -55,7 +57,13 @@ class GprofCollector(Collector):
         self.process = LaunchedProcess(
             self.argv, run_dir=self.run_dir.path, output=self.options.output,
             env={"GMON_OUT_PREFIX": str(self.run_dir.path / GMON_PREFIX)})
+        self._threads = ThreadWatch(self.process.pid)
         self._final: Profile | None = None
+
+    def stop(self) -> None:
+        if self._threads is not None:
+            self._threads.stop()
+        super().stop()
 
     def collect(self) -> Profile:
         exit_info = self.exit_info()
@@ -74,6 +82,10 @@ class GprofCollector(Collector):
     def _read_final(self) -> Profile:
         exit_info = self.exit_info()
         assert exit_info is not None
+        most_threads = 1
+        if self._threads is not None:
+            self._threads.stop()
+            most_threads = self._threads.most
         files = sorted(self.run_dir.path.glob(f"{GMON_PREFIX}.*"),
                        key=lambda p: _pid_of(p) or 0)
         if not files:
@@ -89,6 +101,9 @@ class GprofCollector(Collector):
             raise error
         per_pid: dict[int, GmonData] = {}
         warnings: list[str] = []
+        note = threads_note(self.program, most_threads)
+        if note is not None:
+            warnings.append(note)
         for path in files:
             try:
                 data = read_gmon(path, self.table.pointer_size, self.table.little_endian)
@@ -259,7 +274,8 @@ def load_gmon_file(path: Path, program: Path | None) -> Profile:
     data = read_gmon(path, table.pointer_size, table.little_endian)
     if not _fits(data, table):
         raise ProftuiError(f"{path} was not written by {program} (its addresses do not match)")
+    note = threads_note(resolved, 1)
     profile = build_profile({_pid_of(path) or 0: data}, table, str(resolved), [str(program)],
-                            [f"imported from {path}"])
+                            [f"imported from {path}", *([note] if note else [])])
     profile.meta.pids = []
     return profile

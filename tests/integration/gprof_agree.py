@@ -113,16 +113,31 @@ def gprof_rows(binary: Path, gmon: Path) -> dict[str, Row]:
     return rows
 
 
-def grouped_rows(result: GprofResult, binary: Path) -> dict[str, Row]:
-    """proftui's flat profile with functions grouped as gprof sees them."""
+def gprof_groups(result: GprofResult, binary: Path) -> list[int]:
+    """For each of proftui's symbols, the one gprof credits its addresses to (-1: none)."""
     strtab, offsets = string_table(binary)
-    symbols = result.table.symbols
-    group = [-1] * len(symbols)
+    group = [-1] * len(result.table.symbols)
     last = -1
-    for i, symbol in enumerate(symbols):
+    for i, symbol in enumerate(result.table.symbols):
         if gprof_keeps(symbol, strtab, offsets):
             last = i
         group[i] = last
+    return group
+
+
+def whole_functions(result: GprofResult, binary: Path) -> set[str]:
+    """Names of the functions gprof sees exactly as proftui does (nothing folded in)."""
+    group = gprof_groups(result, binary)
+    sizes: dict[int, int] = {}
+    for g in group:
+        sizes[g] = sizes.get(g, 0) + 1
+    return {result.table.symbols[g].name for g, size in sizes.items() if g >= 0 and size == 1}
+
+
+def grouped_rows(result: GprofResult, binary: Path) -> dict[str, Row]:
+    """proftui's flat profile with functions grouped as gprof sees them."""
+    symbols = result.table.symbols
+    group = gprof_groups(result, binary)
     ticks: dict[int, float] = {}
     for i, t in enumerate(result.self_ticks):
         if t and group[i] >= 0:
