@@ -41,7 +41,9 @@ MCOUNT_REACH = 64  # bytes from a function's entry to its mcount call (prologue,
 OUTSIDE = "<outside any function>"  # histogram samples no symbol covers (gprof counts them)
 CLONE_SUFFIX = re.compile(r"\.[a-z0-9_]+(?:\.\d+)*")  # .isra.0, .cold, .constprop.1, .123
 TREE_NOTE = ("gprof records caller->callee call counts, not whole stacks: the call tree "
-             "divides each function's time among its callers by their share of its calls")
+             "divides each function's time among its callers by their share of its calls; "
+             "mutually recursive functions (a cycle) are one unit, each entry into it "
+             "shows every member once")
 
 
 class GprofCollector(Collector):
@@ -237,6 +239,9 @@ def _fits(data: GmonData, table: GprofSymbolTable) -> bool:
 
     mcount records the callee's pc a few instructions into the function, so
     in the right binary nearly every arc lands just after a symbol's start.
+    That needs every function in the table: with compiler clones (`.isra.0`,
+    `.constprop.0`, common in -O2 C++) folded into their neighbours, arcs into
+    them landed far from any start and a program's own gmon.out was refused.
     """
     if data.histograms and table.symbols:
         low = min(h.low_pc for h in data.histograms)
