@@ -5,7 +5,7 @@ histogram holds every thread's CPU time (ITIMER_PROF counts the whole process
 and the SIGPROF handler reads the pc of the thread it interrupts), with no
 way to tell threads apart; glibc's mcount skips a call made while another
 thread is inside mcount, so call counts come out low (7% of the calls were
-lost there); and a thread's start function has no recorded caller (it is
+lost in one run); and a thread's start function has no recorded caller (it is
 called from start_thread, outside the program's text).
 
 Two signals, either is enough: the program imports a thread-creating
