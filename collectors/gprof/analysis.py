@@ -4,8 +4,11 @@ The numbers follow GNU gprof (binutils gprof/hist.c, cg_arcs.c) so a user
 comparing `proftui report` with `gprof -b` sees the same self seconds and
 call counts:
 
-* the function table is nm's text symbols (global, weak, and static ones
-  without '.' or '$'), one per address, each running to the next symbol;
+* the function table is nm's text symbols, one per address, each running to
+  the next symbol.  Unlike gprof, every local FUNC symbol is kept, compiler
+  clones included (`f.isra.0`, `f.part.0`, `f.cold`): gprof 2.40 keeps only
+  `.constprop.N`/`.clone.N`/`.N` names and gives the others' addresses to the
+  preceding function, which names an -O2 program's hottest code wrongly;
 * histogram bins are credited to functions in proportion to the overlap of
   address ranges, measured in 2-byte units with gprof's truncating bin edges;
 * call counts come from arcs (self-recursive calls are reported apart);
@@ -85,7 +88,8 @@ def read_symbol_table(path: Path) -> GprofSymbolTable:
                         continue
                     if bind in ("STB_GLOBAL", "STB_WEAK"):
                         raw.append((sym["st_value"], sym.name, False))
-                    elif bind == "STB_LOCAL" and _static_name_ok(sym.name):
+                    elif bind == "STB_LOCAL" and (kind == "STT_FUNC"
+                                                  or _static_name_ok(sym.name)):
                         raw.append((sym["st_value"], sym.name, True))
             pointer_size = 8 if elf.elfclass == 64 else 4
             little = elf.little_endian
@@ -98,6 +102,7 @@ def read_symbol_table(path: Path) -> GprofSymbolTable:
 
 
 def _static_name_ok(name: str) -> bool:
+    """Local labels that are not typed FUNC count when they look like C names (gprof)."""
     return "." not in name and "$" not in name and not name.startswith("__gnu_compiled")
 
 
@@ -135,6 +140,12 @@ class GprofResult:
     total_ticks: float  # every histogram sample, as gprof's % time denominator
     prof_rate: int
     cycles: list[list[int]]  # members of each cycle of mutually recursive functions
+    # The same samples split exactly by overlap (gprof's bins of truncated width,
+    # divided by their nominal width, credit a little more or less than they hold):
+    # these sum with `outside_ticks` to `total_ticks`, so the tree's total is the run's.
+    exact_ticks: list[float] = field(default_factory=list)
+    exact_child_ticks: list[float] = field(default_factory=list)
+    outside_ticks: float = 0.0  # samples in no symbol's range
 
     def seconds(self, ticks: float) -> float:
         return ticks / self.prof_rate
@@ -151,11 +162,12 @@ def analyze(data: GmonData, table: GprofSymbolTable) -> GprofResult:
     """Credit samples, count calls, propagate time: gprof's flat profile and graph."""
     n = len(table.symbols)
     self_ticks = [0.0] * n
+    exact_ticks = [0.0] * n
     total_ticks = 0.0
     scaled = [s.addr // UNIT for s in table.symbols]
     for hist in data.histograms:
         total_ticks += _assign_samples(hist.low_pc, hist.high_pc, hist.counts, scaled,
-                                       table, self_ticks)
+                                       table, self_ticks, exact_ticks)
     arcs: dict[tuple[int, int], int] = {}
     calls = [0] * n
     for (from_pc, self_pc), count in data.arcs.items():
@@ -171,13 +183,16 @@ def analyze(data: GmonData, table: GprofSymbolTable) -> GprofResult:
             self_calls[child] += count
             calls[child] -= count
     cycles, child_ticks = _propagate(n, self_ticks, calls, arcs)
+    _, exact_child_ticks = _propagate(n, exact_ticks, calls, arcs)
     return GprofResult(table, self_ticks, calls, self_calls, child_ticks, arcs, total_ticks,
-                       data.prof_rate, cycles)
+                       data.prof_rate, cycles, exact_ticks, exact_child_ticks,
+                       max(total_ticks - sum(exact_ticks), 0.0))
 
 
 def _assign_samples(low_pc: int, high_pc: int, counts: tuple[int, ...], scaled: list[int],
-                    table: GprofSymbolTable, into: list[float]) -> float:
-    """gprof's overlap crediting of one histogram; returns its sample total."""
+                    table: GprofSymbolTable, into: list[float], exact: list[float]) -> float:
+    """gprof's overlap crediting of one histogram into `into`, the exact split of each
+    bin into `exact`; returns the histogram's sample total."""
     lowpc = low_pc // UNIT
     scale = ((high_pc - low_pc) // UNIT) / len(counts)
     n = len(scaled)
@@ -198,6 +213,9 @@ def _assign_samples(low_pc: int, high_pc: int, counts: tuple[int, ...], scaled: 
                 overlap = min(bin_high, sym_high) - max(bin_low, sym_low)
                 if overlap > 0:
                     into[j] += overlap * count / scale
+                    exact[j] += overlap * count / (bin_high - bin_low)
+                elif bin_high == bin_low and sym_low <= bin_low < sym_high:
+                    exact[j] += count  # a bin of no width (scale < 1) is a point
             j += 1
     return total
 

@@ -8,6 +8,7 @@ gives several) into the private run directory as gmon.<pid>.
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from proftui.collectors.gprof.analysis import (
     read_symbol_table,
 )
 from proftui.collectors.gprof.gmon import GmonData, GmonError, read_gmon
+from proftui.collectors.gprof.threads import ThreadWatch, threads_note
 from proftui.collectors.gprof.tree import estimated_tree
 from proftui.collectors.model.lines import add_code_cost
 from proftui.collectors.model.profile import (
@@ -40,14 +42,19 @@ GMON_PREFIX = "gmon"
 HIST_SLACK = 16  # bytes between etext and the histogram's rounded end
 MAX_BIN_UNITS = 32  # units of one histogram bin looked up for its lines (bins are ~2 units)
 MCOUNT_REACH = 64  # bytes from a function's entry to its mcount call (prologue, CET)
+OUTSIDE = "<outside any function>"  # histogram samples no symbol covers (gprof counts them)
+CLONE_SUFFIX = re.compile(r"\.[a-z0-9_]+(?:\.\d+)*")  # .isra.0, .cold, .constprop.1, .123
 TREE_NOTE = ("gprof records caller->callee call counts, not whole stacks: the call tree "
-             "divides each function's time among its callers by their share of its calls")
+             "divides each function's time among its callers by their share of its calls; "
+             "mutually recursive functions (a cycle) are one unit, each entry into it "
+             "shows every member once")
 
 
 class GprofCollector(Collector):
     """Profiles a program built with `gcc -pg` through glibc's own gmon.out."""
 
     mode = "gprof"
+    _threads: ThreadWatch | None = None  # set by start(); polled until the target ends
 
     def start(self) -> None:
         self.program = resolve_program(self.argv[0])
@@ -56,7 +63,13 @@ class GprofCollector(Collector):
         self.process = LaunchedProcess(
             self.argv, run_dir=self.run_dir.path, output=self.options.output,
             env={"GMON_OUT_PREFIX": str(self.run_dir.path / GMON_PREFIX)})
+        self._threads = ThreadWatch(self.process.pid)
         self._final: Profile | None = None
+
+    def stop(self) -> None:
+        if self._threads is not None:
+            self._threads.stop()
+        super().stop()
 
     def collect(self) -> Profile:
         exit_info = self.exit_info()
@@ -75,6 +88,10 @@ class GprofCollector(Collector):
     def _read_final(self) -> Profile:
         exit_info = self.exit_info()
         assert exit_info is not None
+        most_threads = 1
+        if self._threads is not None:
+            self._threads.stop()
+            most_threads = self._threads.most
         files = sorted(self.run_dir.path.glob(f"{GMON_PREFIX}.*"),
                        key=lambda p: _pid_of(p) or 0)
         if not files:
@@ -90,6 +107,9 @@ class GprofCollector(Collector):
             raise error
         per_pid: dict[int, GmonData] = {}
         warnings: list[str] = []
+        note = threads_note(self.program, most_threads)
+        if note is not None:
+            warnings.append(note)
         for path in files:
             try:
                 data = read_gmon(path, self.table.pointer_size, self.table.little_endian)
@@ -146,11 +166,15 @@ def build_profile(per_pid: dict[int, GmonData], table: GprofSymbolTable, module:
                                                           result.calls[index] or None)
     for (parent, child), count in result.arcs.items():
         profile.arcs[(frame_id(parent), frame_id(child))] = count
-    profile.tree = estimated_tree(result, frame_id, ns_per_tick)
+    def outside_id() -> int:
+        return frames.intern(Frame(function=OUTSIDE, module=module))
+
+    profile.tree = estimated_tree(result, frame_id, ns_per_tick, outside_id)
     if len(per_pid) > 1:
         for pid, data in per_pid.items():
             part = analyze(GmonData().merge(data), table)
-            profile.parts[f"pid {pid}"] = estimated_tree(part, frame_id, ns_per_tick)
+            profile.parts[f"pid {pid}"] = estimated_tree(part, frame_id, ns_per_tick,
+                                                         outside_id)
     _line_costs(profile, merged, symbolizer, module, ns_per_tick)
     symbolizer.flush()
     profile.meta.warnings.extend(w for w in symbolizer.warnings if w not in meta.warnings)
@@ -169,8 +193,22 @@ def _frame(symbolizer: Symbolizer, module: str, table: GprofSymbolTable, index: 
             file, line = symbols.definition(found)
     except ProftuiError:
         pass
-    return Frame(function=demangle(symbol.name), module=module, file=file, line=line,
+    return Frame(function=display_name(symbol.name), module=module, file=file, line=line,
                  address=symbol.addr, raw_name=symbol.name, build_id=build_id)
+
+
+def display_name(raw: str) -> str:
+    """A symbol as c++filt shows it, C compiler clones included: `hot.constprop.0` ->
+    `hot [clone .constprop.0]` (c++filt leaves C names untouched)."""
+    if raw.startswith("_Z"):
+        return demangle(raw)
+    base, dot, rest = raw.partition(".")
+    if not dot or not base:
+        return raw
+    suffixes = CLONE_SUFFIX.findall("." + rest)
+    if "".join(suffixes) != "." + rest:
+        return raw
+    return base + "".join(f" [clone {suffix}]" for suffix in suffixes)
 
 
 def _line_costs(profile: Profile, data: GmonData, symbolizer: Symbolizer, module: str,
@@ -222,6 +260,9 @@ def _fits(data: GmonData, table: GprofSymbolTable) -> bool:
 
     mcount records the callee's pc a few instructions into the function, so
     in the right binary nearly every arc lands just after a symbol's start.
+    That needs every function in the table: with compiler clones (`.isra.0`,
+    `.constprop.0`, common in -O2 C++) folded into their neighbours, arcs into
+    them landed far from any start and a program's own gmon.out was refused.
     """
     if data.histograms and table.symbols:
         low = min(h.low_pc for h in data.histograms)
@@ -259,7 +300,8 @@ def load_gmon_file(path: Path, program: Path | None) -> Profile:
     data = read_gmon(path, table.pointer_size, table.little_endian)
     if not _fits(data, table):
         raise ProftuiError(f"{path} was not written by {program} (its addresses do not match)")
+    note = threads_note(resolved, 1)
     profile = build_profile({_pid_of(path) or 0: data}, table, str(resolved), [str(program)],
-                            [f"imported from {path}"])
+                            [f"imported from {path}", *([note] if note else [])])
     profile.meta.pids = []
     return profile
