@@ -283,3 +283,34 @@ def test_cli_bad_input_is_one_line(tmp_path: Path, content: bytes) -> None:
         assert len(lines) == 1 and lines[0].startswith(f"proftui: {bad}: "), result.stderr
     result = proftui("export", "-f", "svg", str(bad))
     assert result.returncode == 2 and "invalid choice" in result.stderr
+
+
+def test_pprof_list_puts_samples_on_the_recorded_lines(tmp_path: Path) -> None:
+    """`go tool pprof -list work` on a sampled line_hot: the HOT line holds most of work's
+    flat cost and the WARM line (with mix inlined into it) the rest, as recorded."""
+    go = shutil.which("go")
+    if go is None:
+        pytest.skip("go (Debian golang-go, for `go tool pprof`) is not installed")
+    binary = build_fixture("line_hot.c", ["-O2", "-g"])
+    from proftui.tui.cli import run_headless
+    profile = run_headless(COLLECTORS["sampler"]([str(binary), "150"], CollectorOptions()))
+    out = tmp_path / "p.pb.gz"
+    write_export(profile, "pprof", out)
+    env = {**os.environ, "HOME": str(tmp_path), "GOCACHE": str(tmp_path / "gocache"),
+           "GOTOOLCHAIN": "local"}
+    result = run([go, "tool", "pprof", "-list", "^work$", "-symbolize=none",
+                  "-sample_index=samples", str(out)], env=env)
+    assert result.returncode == 0, result.stderr
+    source = (ROOT / "tests" / "fixtures" / "line_hot.c").read_text().splitlines()
+    hot = next(i for i, text in enumerate(source, 1) if "/* HOT */" in text)
+    warm = next(i for i, text in enumerate(source, 1) if "/* WARM */" in text)
+    flat: dict[int, float] = {}
+    for line in result.stdout.splitlines():
+        # "   123ms      123ms     15:    for (...)" or ".  .  15: ..." for lines without cost
+        match = re.match(r"\s*(\S+)\s+\S+\s+(\d+):", line)
+        if match and match[1] != ".":
+            flat[int(match[2])] = float(re.sub(r"[^\d.]", "", match[1]) or 0)
+    assert flat, result.stdout
+    whole = sum(flat.values())
+    assert flat.get(hot, 0) / whole > 0.55, result.stdout
+    assert (flat.get(hot, 0) + flat.get(warm, 0)) / whole > 0.8, result.stdout

@@ -107,3 +107,43 @@ def test_two_metrics_period_and_gzip() -> None:
     assert strings[function[4][0]] == "f.c" and function[5] == [3]
     location = decode(doc[4][0])
     assert location[3] == [0x40]
+
+
+def test_leaf_cost_goes_to_the_lines_and_inline_chains_it_was_recorded_at() -> None:
+    """mid (out of line) holds an inlined leaf; costs split by address keep their lines."""
+    from proftui.collectors.model.lines import add_code_cost
+    from proftui.collectors.model.profile import CodeSite
+
+    profile = Profile(ProfileMeta(mode="sampler"), (SAMPLES,))
+    main = profile.frames.intern(Frame("main", "/m", "p.c", 1, address=0x10))
+    mid = profile.frames.intern(Frame("mid", "/m", "p.c", 10, address=0x100))
+    leaf = profile.frames.intern(Frame("leaf", "/m", "leaf.h", 3, inlined=True))
+    assert profile.tree is not None
+    profile.tree.add_stack([main, mid], [4])
+    profile.tree.add_stack([main, mid, leaf], [6])
+    add_code_cost(profile, "/m", 0x104, CodeSite(0x100, "p.c", 12), [3])
+    add_code_cost(profile, "/m", 0x108, CodeSite(0x100, "p.c", 13), [1])
+    add_code_cost(profile, "/m", 0x110, CodeSite(0x100, "leaf.h", 5), [6])
+    profile.finalize()
+    doc = decode(encode_profile(profile))
+    strings = [s.decode() for s in doc[6]]
+    names = {decode(f)[1][0]: strings[decode(f)[2][0]] for f in doc[5]}
+    locations = {}
+    for raw in doc[4]:
+        loc = decode(raw)
+        lines = [decode(line) for line in loc.get(4, [])]
+        locations[loc[1][0]] = (loc.get(3, [0])[0],
+                                [(names[ln[1][0]], ln.get(2, [0])[0]) for ln in lines])
+    flat: dict[tuple[str, int], int] = defaultdict(int)
+    total = 0
+    for raw in doc[2]:
+        sample = decode(raw)
+        ids, value = packed(sample[1][0]), packed(sample[2][0])[0]
+        total += value
+        address, lines = locations[ids[0]]
+        flat[lines[0]] += value
+        if lines[0][0] == "leaf":
+            assert lines == [("leaf", 5), ("mid", 10)] and address == 0x110  # inline chain
+        assert [locations[i][1][-1][0] for i in ids[1:]] == ["main"]
+    assert total == 10
+    assert dict(flat) == {("mid", 12): 3, ("mid", 13): 1, ("leaf", 5): 6}

@@ -15,17 +15,25 @@ numbers follow github.com/google/pprof/proto/profile.proto:
     Line      1 function_id  2 line
     Function  1 id  2 name  3 system_name  4 filename  5 start_line
 
-One sample per call-tree node with self cost, one location and one function
-per proftui frame.  Every mapping says it already has functions, file names,
+Samples come from the call tree's nodes with self cost.  A function and the
+frames the compiler inlined into it share one Location whose Lines list the
+inline chain, innermost first (pprof's convention).  A leaf's self cost is
+split over the instruction addresses its function was charged at collection
+time (`Profile.address_costs`), one Location per address whose innermost Line
+carries that instruction's source line, so `go tool pprof -list` puts the
+cost on the lines that took it.  A function's inlined copies and its body are
+one pprof Function.  Every mapping says it already has functions, file names,
 line numbers and inline frames, so pprof never tries to re-symbolize.
-Values are int64: costs are rounded to integers in the metric's unit.
+Values are int64: costs are rounded to integers in the metric's unit, with
+the rounding of a split carried so a node's parts add up to its own value.
 """
 
 from __future__ import annotations
 
 import gzip
 
-from proftui.collectors.model.profile import Profile
+from proftui.collectors.model.lines import function_addresses
+from proftui.collectors.model.profile import CallNode, Profile
 
 UNITS = {"ns": "nanoseconds", "count": "count", "bytes": "bytes"}
 
@@ -84,30 +92,36 @@ def encode_profile(profile: Profile) -> bytes:
         out += _bytes(1, _int(1, strings(metric.name)) +
                       _int(2, strings(UNITS.get(metric.unit, metric.unit))))
 
+    locations = _Locations(profile)
     for node in profile.tree.nodes():
         if not any(node.self_cost):
             continue
-        path = node.path()
-        path.reverse()  # pprof wants the leaf first
-        values = [round(v) for v in node.self_cost]
-        out += _bytes(2, _packed(1, [fid + 1 for fid in path]) + _packed(2, values))
+        callers = locations.path_ids(node)
+        for leaf_id, values in locations.leaf_parts(node):
+            out += _bytes(2, _packed(1, [leaf_id, *callers]) + _packed(2, values))
 
     mapping_ids: dict[str, int] = {}
     limits: dict[str, int] = {}
     for frame in profile.frames:
         mapping_ids.setdefault(frame.module, len(mapping_ids) + 1)
         limits[frame.module] = max(limits.get(frame.module, 0), (frame.address or 0) + 1)
+    for module, address, _lines in locations.table:
+        limits[module] = max(limits.get(module, 0), address + 1)
     build_ids = {f.module: f.build_id for f in profile.frames if f.build_id}
     for module, mapping_id in mapping_ids.items():
         out += _bytes(3, _int(1, mapping_id) + _int(3, limits[module])
                       + _int(5, strings(module)) + _int(6, strings(build_ids.get(module, "")))
                       + _int(7, 1) + _int(8, 1) + _int(9, 1) + _int(10, 1))
 
+    for location_id, (module, address, lines) in enumerate(locations.table, start=1):
+        encoded = b"".join(_bytes(4, _int(1, function_id) + _int(2, line or 0))
+                           for function_id, line in lines)
+        out += _bytes(4, _int(1, location_id) + _int(2, mapping_ids[module])
+                      + _int(3, address) + encoded)
+    function_ids = profile.frames.function_ids()
     for fid, frame in enumerate(profile.frames):
-        line = _bytes(4, _int(1, fid + 1) + _int(2, frame.line or 0))
-        out += _bytes(4, _int(1, fid + 1) + _int(2, mapping_ids[frame.module])
-                      + _int(3, frame.address or 0) + line)
-    for fid, frame in enumerate(profile.frames):
+        if function_ids[fid] != fid:
+            continue  # an inlined copy: its function is the one it stands for
         name = frame.function or f"0x{frame.address or 0:x}"
         out += _bytes(5, _int(1, fid + 1) + _int(2, strings(name))
                       + _int(3, strings(frame.raw_name or name))
@@ -132,6 +146,101 @@ def encode_profile(profile: Profile) -> bytes:
     out += b"".join(_bytes(6, s.encode("utf-8", errors="replace")) for s in strings.table)
     out += tail
     return bytes(out)
+
+
+Line = tuple[int, int | None]  # (pprof function id, source line)
+
+
+class _Locations:
+    """pprof Locations of a profile: inline groups along paths, and per-address leaves."""
+
+    def __init__(self, profile: Profile) -> None:
+        self.profile = profile
+        self.function_ids = profile.frames.function_ids()
+        self.table: list[tuple[str, int, list[Line]]] = []  # id - 1 -> (module, address, lines)
+        self.by_key: dict[object, int] = {}
+        self._addresses: dict[int, dict[int, list[float]]] = {}
+
+    def _location(self, key: object, module: str, address: int, lines: list[Line]) -> int:
+        found = self.by_key.get(key)
+        if found is None:
+            self.table.append((module, address, lines))
+            found = self.by_key[key] = len(self.table)
+        return found
+
+    def _line(self, frame_id: int, line: int | None) -> Line:
+        return (self.function_ids[frame_id] + 1, line)
+
+    def _group(self, node: CallNode) -> tuple[CallNode, list[int]]:
+        """The node's container (nearest non-inlined ancestor) and the frame ids from
+        `node` up to it, innermost first."""
+        frames = self.profile.frames
+        chain = [node.frame_id]
+        holder = node
+        while frames[holder.frame_id].inlined and holder.parent is not None \
+                and holder.parent.parent is not None:
+            holder = holder.parent
+            chain.append(holder.frame_id)
+        return holder, chain
+
+    def _group_location(self, chain: list[int]) -> int:
+        frames = self.profile.frames
+        outer = frames[chain[-1]]
+        lines = [self._line(fid, frames[fid].line) for fid in chain]
+        return self._location(("path", tuple(chain)), outer.module, outer.address or 0, lines)
+
+    def path_ids(self, node: CallNode) -> list[int]:
+        """Location ids of the callers of `node`'s inline group, innermost caller first."""
+        holder, _ = self._group(node)
+        ids = []
+        caller = holder.parent
+        while caller is not None and caller.parent is not None:
+            caller, chain = self._group(caller)
+            ids.append(self._group_location(chain))
+            caller = caller.parent
+        return ids
+
+    def leaf_parts(self, node: CallNode) -> list[tuple[int, list[int]]]:
+        """(location id, values) pieces of `node`'s self cost, one per costed address."""
+        holder, chain = self._group(node)
+        container = self.profile.frames[holder.frame_id]
+        costs = self._addresses.get(holder.frame_id)
+        if costs is None:
+            costs = self._addresses[holder.frame_id] = function_addresses(self.profile,
+                                                                          container)
+        innermost = self.profile.frames[node.frame_id]
+        if innermost.file:  # an inlined callee's lines are in its own file, usually
+            sites = self.profile.address_sites
+            mine = {a: c for a, c in costs.items()
+                    if (site := sites.get((container.module, a))) is not None
+                    and site.file == innermost.file}
+            costs = mine or costs
+        weights = {a: c[0] for a, c in costs.items() if c and c[0] > 0}
+        whole = sum(weights.values())
+        if not whole:
+            return [(self._group_location(chain), [round(v) for v in node.self_cost])]
+        parts: list[tuple[int, list[int]]] = []
+        carried = [0.0] * len(node.self_cost)  # rounding carried from address to address
+        for address in sorted(weights):
+            share = weights[address] / whole
+            values = []
+            for i, value in enumerate(node.self_cost):
+                exact = value * share + carried[i]
+                values.append(round(exact))
+                carried[i] = exact - values[-1]
+            if not any(values):
+                continue
+            site = self.profile.address_sites.get((container.module, address))
+            line = site.line if site is not None else None
+            lines = [self._line(chain[0], line)]
+            lines += [self._line(fid, self.profile.frames[fid].line) for fid in chain[1:]]
+            key = ("leaf", container.module, address, tuple(chain))
+            parts.append((self._location(key, container.module, address, lines), values))
+        if any(round(c) for c in carried) and parts:  # what rounding left over stays counted
+            last_id, last_values = parts[-1]
+            parts[-1] = (last_id, [v + round(c) for v, c in zip(last_values, carried,
+                                                                strict=True)])
+        return parts or [(self._group_location(chain), [round(v) for v in node.self_cost])]
 
 
 def export_pprof(profile: Profile) -> bytes:
