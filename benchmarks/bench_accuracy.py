@@ -63,7 +63,24 @@ def sampler_row(work: Path, scale: str) -> Row | None:
     return ("sampler", "lua -O2", "perf (same run)", worst, where, int(profile.total()))
 
 
-ROWS: list[Callable[[Path, str], Row | None]] = [sampler_row]
+def gprof_row(work: Path, scale: str) -> Row | None:
+    """proftui's gprof mode against `gprof -b` on the same gmon.out (% time per function)."""
+    from proftui.collectors.gprof.collector import gmon_result
+
+    from tests.integration.gprof_agree import gprof_rows, grouped_rows
+
+    lua = build_lua(["-pg"])
+    subprocess.run([str(lua), str(LUA_SCRIPTS / "cpu.lua"), scale], cwd=work, check=True,
+                   capture_output=True, timeout=900)
+    gmon = work / "gmon.out"
+    result = gmon_result(gmon, lua)
+    ours = {name: row.percent for name, row in grouped_rows(result, lua).items()}
+    theirs = {name: row.percent for name, row in gprof_rows(lua, gmon).items()}
+    worst, where = worst_difference(ours, theirs)
+    return ("gprof", "lua -O2", "gprof -b (same gmon)", worst, where, result.total_ticks)
+
+
+ROWS: list[Callable[[Path, str], Row | None]] = [sampler_row, gprof_row]
 
 
 def main() -> None:
@@ -83,7 +100,7 @@ def main() -> None:
     print(f"\n{'mode':11} {'program':10} {'reference':22} {'worst Δ':>8}  {'where':32}"
           f" {'samples':>8}")
     for mode, program, ref, worst, where, n in rows:
-        print(f"{mode:11} {program:10} {ref:22} {worst:7.2f}pt  {where:32} {n:8d}")
+        print(f"{mode:11} {program:10} {ref:22} {worst:7.2f}pt  {where:32} {int(n):8d}")
 
 
 if __name__ == "__main__":

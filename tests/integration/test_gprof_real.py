@@ -3,7 +3,6 @@ each checked against `gprof -b` on the same gmon.out."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import subprocess
@@ -15,7 +14,7 @@ from proftui.collectors.gprof.collector import display_name, gmon_result, load_g
 from proftui.collectors.gprof.tree import MAX_NODES
 from proftui.collectors.model.views import flat_profile
 
-from tests.conftest import build_fixture
+from tests.conftest import LUA_SCRIPTS, build_fixture, build_lua
 from tests.integration.gprof_agree import (
     assert_agree,
     gprof_rows,
@@ -27,9 +26,7 @@ from tests.integration.gprof_agree import (
 
 pytestmark = pytest.mark.skipif(shutil.which("gprof") is None, reason="gprof (binutils) missing")
 
-LUA_SRC = Path(__file__).resolve().parents[3] / "shared" / "programs" / "lua"
-LUA_SCRIPT = Path(__file__).resolve().parents[1] / "fixtures" / "gp_lua_work.lua"
-BUILD = Path(__file__).resolve().parents[2] / "build" / "test-fixtures"
+LUA_SCRIPT = LUA_SCRIPTS / "gprof_work.lua"
 CLI = [sys.executable, "-m", "proftui.tui.cli"]
 
 
@@ -159,20 +156,7 @@ def test_multithreaded_target_is_flagged(compile_c, tmp_path: Path) -> None:
 
 
 def _lua_binary() -> Path:
-    if not (LUA_SRC / "onelua.c").is_file():
-        pytest.skip(f"Lua source not found at {LUA_SRC} (a real-program test)")
-    digest = hashlib.sha256()
-    for path in sorted(LUA_SRC.glob("*.[ch]")):
-        digest.update(path.name.encode() + path.read_bytes())
-    target = BUILD / f"lua-pg-{digest.hexdigest()[:12]}"
-    if not target.exists():
-        BUILD.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_suffix(".tmp")
-        subprocess.run(["gcc", "-O2", "-g", "-pg", "-DLUA_USE_LINUX", "-o", str(tmp),
-                        str(LUA_SRC / "onelua.c"), "-lm", "-ldl"], check=True,
-                       capture_output=True, timeout=600)
-        tmp.rename(target)
-    return target
+    return build_lua(["-pg"])
 
 
 def test_lua_every_function_agrees_with_gprof(tmp_path: Path) -> None:
