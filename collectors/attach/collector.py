@@ -88,9 +88,6 @@ class AttachCollector(Collector):
     def start(self) -> None:
         from proftui.collectors.runtime.libraries import runtime_executable_path
 
-        # Nothing is preloaded into the target, so the per-run directory the
-        # base class made is never used: remove it now, even if attaching fails.
-        self.run_dir.close()
         pid = self.target_pid
         attach_checks.check_target(pid)
         method = self.options.method or "auto"
@@ -321,7 +318,6 @@ class AttachCollector(Collector):
 
     def stop(self) -> None:
         self.detach()
-        self.run_dir.close()
 
     # -- profile -------------------------------------------------------------------
 

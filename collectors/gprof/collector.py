@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from proftui.collectors.base import Collector
+from proftui.collectors.base import LaunchCollector
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.gprof.analysis import (
     GprofResult,
@@ -40,7 +40,7 @@ TREE_NOTE = ("gprof records caller->callee call counts, not whole stacks: the ca
              "divides each function's time among its callers by their share of its calls")
 
 
-class GprofCollector(Collector):
+class GprofCollector(LaunchCollector):
     """Profiles a program built with `gcc -pg` through glibc's own gmon.out."""
 
     mode = "gprof"

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any, ClassVar
 
-from proftui.collectors.base import Collector, CollectorOptions
+from proftui.collectors.base import CollectorOptions, LaunchCollector
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.model.profile import CPU_NS, SAMPLES, WALL_NS, Profile, ProfileMeta
 from proftui.collectors.runtime.launch import LaunchedProcess, resolve_program
@@ -43,7 +43,7 @@ TIMER_TICK_HZ = 250  # what POSIX CPU timers deliver at most here (kernel tick)
 FILE_GLOB = "sampler.*.ptw"
 
 
-class SamplerCollector(Collector):
+class SamplerCollector(LaunchCollector):
     """Runs the target with the preloaded stack sampler and drains it live."""
 
     mode: ClassVar[str] = "sampler"
