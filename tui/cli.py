@@ -23,7 +23,7 @@ from proftui.collectors.formats.importers import load_any
 from proftui.collectors.model import storage
 from proftui.collectors.model.profile import Profile
 from proftui.collectors.registry import COLLECTORS
-from proftui.collectors.runtime.launch import resolve_program
+from proftui.collectors.runtime.launch import resolve_program, shell_status
 
 MODES = ("gprof", "instrument", "sampler")
 SUBCOMMANDS = ("record", "report", "open", "demo", "attach", "export")
@@ -230,9 +230,7 @@ def run_headless(collector: Collector) -> Profile:
 
 def exit_status_of(profile: Profile) -> int:
     """The target's status as a shell reports it (128+N for signal N)."""
-    if profile.meta.exit_signal is not None:
-        return 128 + profile.meta.exit_signal
-    return profile.meta.exit_status or 0
+    return shell_status(profile.meta.exit_status, profile.meta.exit_signal)
 
 
 def print_report(profile: Profile, as_json: bool, limit: int | None = None) -> None:

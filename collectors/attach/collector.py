@@ -186,16 +186,9 @@ class AttachCollector(Collector):
     def _preload_symbols(self) -> None:
         """Load every mapped module's symbols now, at attach time, rather than on
         the first samples, when the work would compete with the target for CPU."""
-        try:
-            with open(f"/proc/{self.target_pid}/maps") as f:
-                lines = f.read().splitlines()
-        except OSError:
-            return
-        for line in lines:
-            parts = line.split(None, 5)
-            if len(parts) == 6 and "x" in parts[1] and parts[5].startswith("/"):
-                with contextlib.suppress(ProftuiError, OSError, ValueError):
-                    self._frames_at(int(parts[0].split("-")[0], 16), True)
+        for mapping in self._space.mappings:  # read from /proc/PID/maps by make_symbolizer
+            with contextlib.suppress(ProftuiError, OSError, ValueError):
+                self._frames_at(mapping.start, True)
 
     def _unwind(self, records: list[Record]) -> list[Record]:
         """Samples with call chains unwound through CFI from their copied stacks.
