@@ -190,10 +190,7 @@ def make_collector(args: argparse.Namespace, output: str) -> Collector:
     if args.pid is not None:
         if args.program is not None:
             raise ProftuiError("give either a program to run or --pid, not both")
-        attach_class = COLLECTORS.get("attach")
-        if attach_class is None:
-            raise ProftuiError("attach mode (--pid) is not available in this build of proftui")
-        return attach_class([], options_from(args, output))
+        return COLLECTORS["attach"]([], options_from(args, output))
     if args.program is None:
         raise ProftuiError("no program given (see proftui --help)")
     program = resolve_program(args.program)
@@ -211,13 +208,7 @@ def make_collector(args: argparse.Namespace, output: str) -> Collector:
         raise ProftuiError(
             f"{args.program} is statically linked, so the sampler cannot be preloaded into it; "
             "start it yourself and use `proftui --pid PID` (attach mode)")
-    collector_class = COLLECTORS.get(mode)
-    if collector_class is None:
-        available = ", ".join(sorted(COLLECTORS)) or "none"
-        raise ProftuiError(
-            f"{args.program} would be profiled in {mode} mode, which this build of proftui "
-            f"does not have yet (available: {available})")
-    return collector_class([args.program, *args.args], options_from(args, output))
+    return COLLECTORS[mode]([args.program, *args.args], options_from(args, output))
 
 
 def run_headless(collector: Collector) -> Profile:

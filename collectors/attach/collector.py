@@ -342,9 +342,6 @@ class AttachCollector(Collector):
                                      if w not in profile.meta.warnings)
         return profile.finalize()
 
-    def _resolve(self, address: int) -> tuple[str, int] | None:
-        return self._stackframes.resolve(address)
-
     def _frames_at(self, address: int, leaf: bool) -> list[Frame]:
         return self._stackframes.frames_at(address, leaf)
 

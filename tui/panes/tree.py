@@ -226,7 +226,7 @@ class CallTreeView(Pane, Tree[NodeData]):
             # full scans (a second-long pause per scan at 200,000 nodes).
             gc.freeze()
         self.pending = False
-        self._build_view(profile, trees, state if state is not None else None)
+        self._build_view(profile, trees, state)
 
     @work(thread=True, group="release-tree")
     def _release(self, trees: tuple[CallTree, ...]) -> None:
