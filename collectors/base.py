@@ -178,9 +178,9 @@ def subtract_profile(profile: Profile, baseline: Profile) -> None:
         if label in baseline.parts:
             subtract_tree(part, baseline.parts[label])
     for (caller, callee), count in baseline.arcs.items():
-        key = (remap.get(caller, -2), remap.get(callee, -2))
-        if key in profile.arcs:
-            profile.arcs[key] = max(0, profile.arcs[key] - count)
+        arc = (remap.get(caller, -2), remap.get(callee, -2))
+        if arc in profile.arcs:
+            profile.arcs[arc] = max(0, profile.arcs[arc] - count)
     for table, base_table in (
         (profile.line_costs, baseline.line_costs),
         (profile.address_costs, baseline.address_costs),

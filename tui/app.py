@@ -124,7 +124,7 @@ class ProfTuiApp(App[None]):
         yield Breadcrumb(id="breadcrumb")
         with ContentSwitcher(initial=self.nav[0].pane, id="panes"):
             for pane in self.PANES:
-                yield cast(Widget, pane(id=pane.PANE_ID))
+                yield cast("type[Widget]", pane)(id=pane.PANE_ID)  # a Pane is also a Widget
         yield KeyBar(id="keys")
 
     def pane(self, pane_id: str) -> Pane:
@@ -276,7 +276,7 @@ class ProfTuiApp(App[None]):
                              self.pane(current.pane).selected_frame())
         self.go(step_to(target, state))
 
-    def action_back(self) -> None:
+    async def action_back(self) -> None:  # App.action_back is a coroutine too
         if len(self.nav) > 1:
             self.nav.pop()
             self._show_nav()

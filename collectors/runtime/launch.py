@@ -179,8 +179,8 @@ class LaunchedProcess:
         try:
             code = self._popen.wait(timeout)
         finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)  # type: ignore[arg-type]
+            for number, handler in previous.items():
+                signal.signal(number, handler)  # type: ignore[arg-type]
         with self._lock:
             self._exit = ExitInfo.from_returncode(code)
             return self._exit

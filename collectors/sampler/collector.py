@@ -291,11 +291,11 @@ class SamplerCollector(LaunchCollector):
                     warnings.append(f"the target uses SIGPROF itself: proftui sampled with "
                                     f"{_signal_name(smp.signal)} instead")
                 if smp.signal and not smp.sflags & SMP_PERF and not self.options.wall_clock:
-                    hz = 1e9 / header.period_ns if header.period_ns else 0
-                    if hz > TIMER_TICK_HZ:
+                    rate = 1e9 / header.period_ns if header.period_ns else 0
+                    if rate > TIMER_TICK_HZ:
                         warnings.append(
                             f"perf_event is not available: POSIX CPU timers deliver about "
-                            f"{TIMER_TICK_HZ} samples/s per thread, not {hz:.0f} (each sample "
+                            f"{TIMER_TICK_HZ} samples/s per thread, not {rate:.0f} (each sample "
                             f"is weighted by the periods it stands for)")
             if smp.threads_lost:
                 warnings.append(f"pid {header.pid}: {smp.threads_lost} threads were not sampled "

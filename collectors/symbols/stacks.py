@@ -52,7 +52,7 @@ class StackFrames:
         if resolved is None and self.space is not None:
             self.space.refresh()  # a library loaded since the last look
             resolved = self.resolve(lookup)
-        if resolved is None:
+        if resolved is None or self.symbolizer is None:
             frames = [Frame(function=f"0x{address:x}", module="", address=address)]
         else:
             module, vaddr = resolved

@@ -60,10 +60,6 @@ class Pane:
     TITLE: ClassVar[str]  # trail label and palette title ("Flat profile")
     TAB: ClassVar[str]  # breadcrumb tab and key bar word ("Flat")
     HINT: ClassVar[str] = ""  # palette help text (Textual uses HELP)
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)  # the widget class after Pane in the bases
-
     @classmethod
     def enter(cls, state: NavState, under_cursor: Frame | None) -> NavState:
         """The step that pressing KEY makes from `state` (already switched to this pane);

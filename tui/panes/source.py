@@ -70,7 +70,7 @@ class SourceView(ScrollView, can_focus=True):
                 lexer = "text"
             highlighted = Syntax(code, lexer, theme="monokai").highlight(code)
             highlighted.remove_suffix("\n")
-            self._code = highlighted.split("\n", allow_blank=True)
+            self._code = list(highlighted.split("\n", allow_blank=True))
         else:
             self._code = [Text(line.text) for line in listing.lines]
         numbers = [line.number or 0 for line in listing.lines]

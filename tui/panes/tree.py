@@ -293,12 +293,13 @@ class CallTreeView(Pane, Tree[NodeData]):
         return expanded, (self._path_key(cursor) if cursor is not None else None)
 
     def _find(self, path: tuple[object, ...], populate: bool = False) -> TreeNode[NodeData] | None:
-        node: TreeNode[NodeData] = self.root
+        node: TreeNode[NodeData] | None = self.root
         for key in path:
+            assert node is not None
             if populate and node.data is not None and node.data.populated == 0:
                 self.populate(node)
             node = next((c for c in node.children if c.data is not None and c.data.key == key),
-                        None)  # type: ignore[assignment]
+                        None)
             if node is None:
                 return None
         return node

@@ -47,7 +47,7 @@ def parse(data: bytes) -> tuple[int, list[tuple[int, list[int]]], str]:
     fmt = sniff(data)
     if fmt is None:
         raise ValueError("no gperftools CPU profile header")
-    order, code = fmt
+    order, code = fmt[0], fmt[1]
     size = struct.calcsize(fmt)
     n_words = len(data) // size
     words = struct.unpack(f"{order}{n_words}{code}", data[: n_words * size])
