@@ -105,9 +105,8 @@ class ProfTuiApp(App[None]):
         self.profile: Profile | None = profile
         self._entries: list[FlatEntry] = []
         self.metric = 0
-        first = self.PANES[0]
-        self.nav: list[NavState] = [NavState(first.PANE_ID, first.label(
-            NavState(first.PANE_ID, "")))]
+        first = self.PANES[0]  # shown at start
+        self.nav: list[NavState] = [step_to(first, NavState(first.PANE_ID, ""))]
         self.paused = False
         self.frozen = False  # display frozen (collectors that cannot pause)
         self.exit_info: ExitInfo | None = None
@@ -132,6 +131,7 @@ class ProfTuiApp(App[None]):
         return cast(Pane, self.query_one("#panes", ContentSwitcher).get_child_by_id(pane_id))
 
     def panes(self) -> list[Pane]:
+        """Every pane widget, in registry order."""
         return [self.pane(p.PANE_ID) for p in self.PANES]
 
     def _pane_class(self, pane_id: str) -> type[Pane]:
