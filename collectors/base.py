@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import abc
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
@@ -40,6 +41,9 @@ class CollectorOptions:
 class Collector(abc.ABC):
     """Runs (or attaches to) a target and produces `Profile` snapshots.
 
+    The common part of launched and attached targets: snapshots, reset, pause.
+    `LaunchCollector` adds what launching needs (spawn, run directory, exit
+    status); attach mode implements the lifecycle on its helper process.
     `snapshot()` may be called from a worker thread while the main thread
     waits; implementations guard their shared state with `self._lock`.
     """
@@ -50,25 +54,41 @@ class Collector(abc.ABC):
     def __init__(self, argv: list[str], options: CollectorOptions | None = None) -> None:
         self.argv = list(argv)
         self.options = options or CollectorOptions()
-        self.run_dir = RunDirectory(keep=self.options.keep_run_dir)
-        self.process: LaunchedProcess | None = None
         self._lock = threading.RLock()
         self._baseline: Profile | None = None
 
     @property
+    @abc.abstractmethod
     def pid(self) -> int | None:
-        return self.process.pid if self.process is not None else None
+        """The target's pid (None before it starts)."""
 
     @abc.abstractmethod
     def start(self) -> None:
         """Launch or attach; raise ProftuiError with a one-line reason on failure."""
 
+    @abc.abstractmethod
     def collect(self) -> Profile:
         """Everything collected so far, finalized; `meta.complete` False while running.
 
         Subclasses implement this (not `snapshot`) so `reset()` works for free.
         """
-        raise NotImplementedError
+
+    @abc.abstractmethod
+    def exit_info(self) -> ExitInfo | None:
+        """None while the target runs (or when its end status is unknown)."""
+
+    @abc.abstractmethod
+    def is_running(self) -> bool:
+        """True until the target ended (or was detached from)."""
+
+    def wait(self) -> Profile:
+        """Block until the target ends; return the final profile with its exit status."""
+        while self.is_running():
+            time.sleep(0.05)
+        return self.snapshot()
+
+    def stop(self) -> None:  # noqa: B027 - optional: a replayed or finished target holds nothing
+        """Release the target (kill a launched one, detach from an attached one)."""
 
     def snapshot(self) -> Profile:
         """`collect()` minus the counters at the last `reset()`."""
@@ -77,25 +97,6 @@ class Collector(abc.ABC):
             if self._baseline is not None:
                 subtract_profile(profile, self._baseline)
             return profile
-
-    def exit_info(self) -> ExitInfo | None:
-        """None while the target runs."""
-        return self.process.poll() if self.process is not None else None
-
-    def is_running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def wait(self) -> Profile:
-        """Block until the target ends; return the final profile with its exit status."""
-        if self.process is not None:
-            self.process.wait()
-        return self.snapshot()
-
-    def stop(self) -> None:
-        """Kill a launched target (attach: detach), then remove the run directory."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-        self.run_dir.close()
 
     def pause(self) -> None:
         """Pause collection in the target (the target keeps running)."""
@@ -109,6 +110,41 @@ class Collector(abc.ABC):
         with self._lock:
             self._baseline = None
             self._baseline = self.collect()
+
+
+class LaunchCollector(Collector):
+    """A collector that starts the target itself (gprof, instrument, sampler).
+
+    `start()` creates `self.process` (a `LaunchedProcess`) with the per-run
+    directory `self.run_dir` as the runtime's output place; the lifecycle
+    follows that process.
+    """
+
+    def __init__(self, argv: list[str], options: CollectorOptions | None = None) -> None:
+        super().__init__(argv, options)
+        self.run_dir = RunDirectory(keep=self.options.keep_run_dir)
+        self.process: LaunchedProcess | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
+
+    def exit_info(self) -> ExitInfo | None:
+        return self.process.poll() if self.process is not None else None
+
+    def is_running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def wait(self) -> Profile:
+        if self.process is not None:
+            self.process.wait()
+        return self.snapshot()
+
+    def stop(self) -> None:
+        """Kill the target if it still runs, then remove the run directory."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+        self.run_dir.close()
 
 
 def subtract_profile(profile: Profile, baseline: Profile) -> None:
@@ -142,9 +178,9 @@ def subtract_profile(profile: Profile, baseline: Profile) -> None:
         if label in baseline.parts:
             subtract_tree(part, baseline.parts[label])
     for (caller, callee), count in baseline.arcs.items():
-        key = (remap.get(caller, -2), remap.get(callee, -2))
-        if key in profile.arcs:
-            profile.arcs[key] = max(0, profile.arcs[key] - count)
+        arc = (remap.get(caller, -2), remap.get(callee, -2))
+        if arc in profile.arcs:
+            profile.arcs[arc] = max(0, profile.arcs[arc] - count)
     for table, base_table in (
         (profile.line_costs, baseline.line_costs),
         (profile.address_costs, baseline.address_costs),

@@ -21,8 +21,6 @@ class BinaryFacts:
 
     mode: str  # "gprof", "instrument" or "sampler"
     static: bool  # no dynamic loader: LD_PRELOAD cannot work
-    has_symtab: bool  # False when stripped
-    has_debug_info: bool
 
 
 def inspect_binary(path: Path) -> BinaryFacts:
@@ -31,15 +29,12 @@ def inspect_binary(path: Path) -> BinaryFacts:
         with path.open("rb") as f:
             elf = ELFFile(f)
             names: set[str] = set()
-            has_symtab = False
             for section in elf.iter_sections():
                 if isinstance(section, SymbolTableSection):
-                    has_symtab = has_symtab or section.name == ".symtab"
                     for symbol in section.iter_symbols():
                         if symbol.name in GPROF_SYMBOLS or symbol.name in INSTRUMENT_SYMBOLS:
                             names.add(symbol.name)
             static = not any(seg["p_type"] == "PT_INTERP" for seg in elf.iter_segments())
-            has_debug = elf.get_section_by_name(".debug_info") is not None
     except (ELFError, OSError, ValueError) as exc:
         raise ProftuiError(f"{path}: not a readable ELF file ({exc})") from None
     if names & INSTRUMENT_SYMBOLS:
@@ -48,9 +43,4 @@ def inspect_binary(path: Path) -> BinaryFacts:
         mode = "gprof"
     else:
         mode = "sampler"
-    return BinaryFacts(mode, static, has_symtab, has_debug)
-
-
-def detect_mode(path: Path) -> str:
-    """"gprof" for -pg, "instrument" for -finstrument-functions, else "sampler"."""
-    return inspect_binary(path).mode
+    return BinaryFacts(mode, static)

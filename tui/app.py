@@ -1,4 +1,9 @@
-"""ProfTuiApp: the four panes, keyboard drill-down with a back stack, live polling.
+"""ProfTuiApp: the panes of `PANES`, keyboard drill-down with a back stack, live polling.
+
+Each pane is one module under tui/panes/ declaring itself through the
+`tui.panes.base.Pane` protocol; `PANES` below lists them (one line each, the
+order of the breadcrumb tabs), and the app derives from it the pane keys,
+tabs and palette entries.
 
 A thread worker polls `collector.snapshot()` ~3 times a second, computes the
 flat profile off the UI thread and posts one `Snapshot` message; the app only
@@ -12,52 +17,49 @@ from __future__ import annotations
 import gc
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar, cast
 
 from proftui.collectors.base import Collector
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.formats.export import write_export
-from proftui.collectors.model.profile import Frame, Profile
+from proftui.collectors.model.profile import Profile
 from proftui.collectors.model.views import FlatEntry, flat_profile
 from proftui.collectors.runtime.launch import ExitInfo
 from proftui.collectors.runtime.procstat import ProcSampler, ProcStat
 from proftui.tui.format import metric_label
+from proftui.tui.panes.base import Drill, NavState, Pane, step_to
 from proftui.tui.panes.flat import FlatPane
 from proftui.tui.panes.process import ProcPane
-from proftui.tui.panes.source import SourcePane, SourceView
-from proftui.tui.panes.tree import CallTreeView, View
+from proftui.tui.panes.source import SourcePane
+from proftui.tui.panes.tree import CallTreeView
 from proftui.tui.screens.export import ExportScreen
 from proftui.tui.screens.notes import NotesScreen
 from proftui.tui.screens.quit import QuitScreen
 from proftui.tui.widgets.breadcrumb import Breadcrumb
-from proftui.tui.widgets.flat_table import FlatTable
 from proftui.tui.widgets.header_bar import HeaderBar
 from proftui.tui.widgets.key_bar import KeyBar
 from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
-from textual.binding import Binding, BindingType
+from textual.binding import Binding, BindingsMap, BindingType
 from textual.message import Message
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import ContentSwitcher
 
 POLL_INTERVAL_S = 0.33  # snapshots per second: ~3
 PROC_INTERVAL_S = 1.0  # psutil samples per second: 1
-PANE_LABELS = {"flat": "Flat profile", "tree": "Call tree", "source": "Source",
-               "proc": "Process"}
 
-
-@dataclass(frozen=True)
-class NavState:
-    """One step of the drill-down trail; Escape returns to the previous one."""
-
-    pane: str
-    label: str
-    tree_view: View = "top-down"
-    focus: Frame | None = None
-    source: Frame | None = None
+# The panes, in tab order; the first is shown at start.  A new pane: its module plus one line.
+PANES: list[type[Pane]] = [
+    FlatPane,
+    CallTreeView,
+    SourcePane,
+    ProcPane,
+]
 
 
 @dataclass
@@ -79,13 +81,10 @@ class ProcUpdate(Message):
 class ProfTuiApp(App[None]):
     """Browse a saved profile, or watch a collector's live one."""
 
-    CSS_PATH = "proftui.tcss"
+    CSS_PATH = Path(__file__).with_name("proftui.tcss")  # absolute: subclasses live elsewhere
     TITLE = "proftui"
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("1", "pane('flat')", "Flat"),
-        Binding("2", "pane('tree')", "Tree"),
-        Binding("3", "pane('source')", "Source"),
-        Binding("4", "pane('proc')", "Proc"),
+    PANES: ClassVar[list[type[Pane]]] = PANES  # a subclass may list other panes
+    BINDINGS: ClassVar[list[BindingType]] = [  # plus each pane's key, first (see __init__)
         Binding("escape", "back", "Back"),
         Binding("m", "metric", "Metric"),
         Binding("p", "pause", "Pause"),
@@ -98,10 +97,16 @@ class ProfTuiApp(App[None]):
     def __init__(self, collector: Collector | None = None, profile: Profile | None = None
                  ) -> None:
         super().__init__()
+        # The pane keys come from the registry; they lead the key bar, as the tabs do.
+        keys = BindingsMap([Binding(p.KEY, f"pane({p.PANE_ID!r})", p.TAB) for p in self.PANES])
+        self._bindings = BindingsMap.from_keys({**keys.key_to_bindings,
+                                                **self._bindings.key_to_bindings})
         self.collector = collector
         self.profile: Profile | None = profile
+        self._entries: list[FlatEntry] = []
         self.metric = 0
-        self.nav: list[NavState] = [NavState("flat", PANE_LABELS["flat"])]
+        first = self.PANES[0]  # shown at start
+        self.nav: list[NavState] = [step_to(first, NavState(first.PANE_ID, ""))]
         self.paused = False
         self.frozen = False  # display frozen (collectors that cannot pause)
         self.exit_info: ExitInfo | None = None
@@ -116,28 +121,31 @@ class ProfTuiApp(App[None]):
     def compose(self) -> ComposeResult:
         yield HeaderBar(id="header")
         yield Breadcrumb(id="breadcrumb")
-        with ContentSwitcher(initial="flat", id="panes"):
-            yield FlatPane(id="flat")
-            yield CallTreeView(id="tree")
-            yield SourcePane(id="source")
-            yield ProcPane(id="proc")
+        with ContentSwitcher(initial=self.nav[0].pane, id="panes"):
+            for pane in self.PANES:
+                yield cast("type[Widget]", pane)(id=pane.PANE_ID)  # a Pane is also a Widget
         yield KeyBar(id="keys")
 
+    def pane(self, pane_id: str) -> Pane:
+        """The widget of pane `pane_id`."""
+        return cast(Pane, self.query_one("#panes", ContentSwitcher).get_child_by_id(pane_id))
+
+    def panes(self) -> list[Pane]:
+        """Every pane widget, in registry order."""
+        return [self.pane(p.PANE_ID) for p in self.PANES]
+
+    def _pane_class(self, pane_id: str) -> type[Pane]:
+        return {p.PANE_ID: p for p in self.PANES}[pane_id]
+
     def on_mount(self) -> None:
-        if self.collector is None:
-            self.query_one(ProcPane).show_message(
-                "no live process: this is a saved profile" if self.profile is not None
-                else "no live process")
-        else:
-            self.query_one(ProcPane).show_message("waiting for the first process sample...")
+        for pane in self.panes():
+            pane.begin(live=self.collector is not None, has_profile=self.profile is not None)
         if self.profile is not None:
-            self.query_one(CallTreeView).freeze_results = self.collector is None
             self._prepare(self.profile)
         self._show_nav()
         self._update_header()
         if self.collector is not None:
             self._poll()
-        self.query_one(FlatTable).focus()
 
     @work(thread=True, group="prepare")
     def _prepare(self, profile: Profile) -> None:
@@ -200,21 +208,19 @@ class ProfTuiApp(App[None]):
 
     def on_proc_update(self, message: ProcUpdate) -> None:
         self._proc = message.stat
-        self.query_one(ProcPane).show_stat(message.stat, self._state_text()
-                                           if self.ended else "")
+        note = self._state_text() if self.ended else ""
+        for pane in self.panes():
+            pane.show_process(message.stat, note)
 
     def _apply(self, profile: Profile, entries: list[FlatEntry]) -> None:
         """Give a new profile to the panes; hidden panes refresh when shown."""
-        self.profile = profile
+        self.profile, self._entries = profile, entries
         if self.metric >= len(profile.metrics):
             self.metric = 0
-        self.query_one(FlatPane).set_profile(profile, entries, self.metric)
         current = self.nav[-1]
-        if current.pane == "tree":
-            self.query_one(CallTreeView).show(profile, metric=self.metric)
-        elif current.pane == "source" and current.source is not None:
-            self.query_one(SourcePane).show(profile, current.source, self.metric,
-                                            keep_cursor=True)
+        for pane in self.panes():
+            pane.show_profile(profile, entries, self.metric,
+                              current if current.pane == pane.PANE_ID else None)
         self._update_header()
 
     def _state_text(self) -> str:
@@ -247,77 +253,40 @@ class ProfTuiApp(App[None]):
         state = self.nav[-1]
         focused = self.focused
         self.query_one(ContentSwitcher).current = state.pane
-        profile = self.profile
-        if state.pane == "tree" and profile is not None:
-            tree = self.query_one(CallTreeView)
-            tree.show(profile, view=state.tree_view, focus=state.focus, metric=self.metric)
-            tree.focus()
-        elif state.pane == "source":
-            if profile is not None and state.source is not None:
-                pane = self.query_one(SourcePane)
-                if pane.frame != state.source or pane.profile is not profile:
-                    pane.show(profile, state.source, self.metric)
-            self.query_one(SourceView).focus()
-        elif state.pane == "flat":
-            self.query_one(FlatTable).focus()
+        pane = self.pane(state.pane)
+        pane.show_step(self.profile, state, self.metric)
+        target = pane.focus_widget()
+        if target is not None:
+            target.focus()
         trail = [s.label for s in self.nav[-5:]]
         if len(self.nav) > 5:
             trail[0] = "…"
-        self.query_one(Breadcrumb).show(state.pane, trail)
+        tabs = [(p.PANE_ID, f"{p.KEY} {p.TAB}") for p in self.PANES]
+        self.query_one(Breadcrumb).show(tabs, state.pane, trail)
         if self.focused is focused:
             # A focus change refreshes the footer by itself; each refresh rebuilds
             # every footer key (the costliest part of a pane switch).
             self.refresh_bindings()
 
-    def _current_tree_state(self, pane: str) -> NavState:
-        """A step to `pane` that keeps the tree/source choices of the current step."""
-        return replace(self.nav[-1], pane=pane, label=PANE_LABELS[pane])
+    def action_pane(self, pane_id: str) -> None:
+        """Show pane `pane_id`, keeping the shared choices (tree view, source) of the step."""
+        target = self._pane_class(pane_id)
+        current = self.nav[-1]
+        state = target.enter(replace(current, pane=pane_id),
+                             self.pane(current.pane).selected_frame())
+        self.go(step_to(target, state))
 
-    def action_pane(self, pane: str) -> None:
-        state = self._current_tree_state(pane)
-        if pane == "tree" and state.focus is not None:
-            state = replace(state, label=f"tree: {state.focus.function}")
-        if pane == "source" and state.source is None:
-            frame = self._frame_under_cursor()
-            if frame is not None:
-                state = replace(state, source=frame)
-        if pane == "source" and state.source is not None:
-            state = replace(state, label=f"source: {state.source.function}")
-        self.go(state)
-
-    def _frame_under_cursor(self) -> Frame | None:
-        pane = self.nav[-1].pane
-        if pane == "flat":
-            return self.query_one(FlatPane).selected_frame()
-        if pane == "tree":
-            return self.query_one(CallTreeView).selected_frame()
-        return None
-
-    def action_back(self) -> None:
+    async def action_back(self) -> None:  # App.action_back is a coroutine too
         if len(self.nav) > 1:
             self.nav.pop()
             self._show_nav()
         else:
             self.bell()
 
-    @on(FlatPane.FunctionChosen)
-    def _drill_tree(self, message: FlatPane.FunctionChosen) -> None:
-        self.go(replace(self.nav[-1], pane="tree", tree_view="focus", focus=message.frame,
-                        label=f"tree: {message.frame.function}"))
-
-    @on(CallTreeView.FocusWanted)
-    def _focus_tree(self, message: CallTreeView.FocusWanted) -> None:
-        self._drill_tree(FlatPane.FunctionChosen(message.frame))
-
-    @on(CallTreeView.SourceWanted)
-    def _drill_source(self, message: CallTreeView.SourceWanted) -> None:
-        self.go(replace(self.nav[-1], pane="source", source=message.frame,
-                        label=f"source: {message.frame.function}"))
-
-    @on(CallTreeView.ViewWanted)
-    def _tree_view(self, message: CallTreeView.ViewWanted) -> None:
-        self.go(replace(self.nav[-1], pane="tree", tree_view=message.view, focus=None,
-                        label=f"tree: {message.view}"))
+    @on(Drill)
+    def _drill(self, message: Drill) -> None:
+        """A pane's drill-down (Enter on a function, a tree view change...)."""
+        self.go(step_to(self._pane_class(message.pane), self.nav[-1], **message.changes))
 
     # -- actions ---------------------------------------------------------------------
 
@@ -336,8 +305,7 @@ class ProfTuiApp(App[None]):
             self.notify("this profile has a single metric")
             return
         self.metric = (self.metric + 1) % len(self.profile.metrics)
-        self.query_one(FlatPane).set_metric(self.metric)
-        self._apply(self.profile, self.query_one(FlatPane).entries)
+        self._apply(self.profile, self._entries)
         self.notify(f"showing {metric_label(self.profile.metrics[self.metric])}")
 
     def action_pause(self) -> None:
@@ -426,46 +394,31 @@ class ProfTuiApp(App[None]):
 
     # -- command palette -----------------------------------------------------------
 
-    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
-        tree = self.query_one(CallTreeView)
-        flat = self.query_one(FlatPane)
-        source = self.query_one(SourcePane)
 
-        def on_pane(pane: str, action: object) -> object:
+        def on_pane(pane_id: str, action: Callable[[], object]) -> Callable[[], None]:
             def run() -> None:
-                if self.nav[-1].pane != pane:
-                    self.action_pane(pane)
-                action()  # type: ignore[operator]
+                if self.nav[-1].pane != pane_id:
+                    self.action_pane(pane_id)
+                action()
             return run
 
-        commands = [
-            ("Flat profile (1)", "Every function, sortable", lambda: self.action_pane("flat")),
-            ("Call tree (2)", "Top-down call tree", lambda: self.action_pane("tree")),
-            ("Source (3)", "Annotated source of the selected function",
-             lambda: self.action_pane("source")),
-            ("Process status (4)", "CPU, memory, threads of the target",
-             lambda: self.action_pane("proc")),
+        commands: list[tuple[str, str, Callable[[], object]]] = [
+            (f"{p.TITLE} ({p.KEY})", p.HINT, partial(self.action_pane, p.PANE_ID))
+            for p in self.PANES]
+        commands += [
             ("Back (Escape)", "Return to the previous view", self.action_back),
             ("Next metric (m)", "Show the next metric (samples, CPU time...)", self.action_metric),
             ("Export (e)", "Write pprof, folded, callgrind, dot or speedscope", self.action_export),
             ("Notes (w)", "Warnings about this profile, in full", self.action_notes),
-            ("Filter functions (/)", "Filter the flat profile by name",
-             on_pane("flat", flat.action_filter)),
-            ("Sort column (s)", "Sort the flat profile by the next column",
-             on_pane("flat", flat.action_sort)),
-            ("Hot path (h)", "Expand the costliest call chain",
-             on_pane("tree", tree.action_hot_path)),
-            ("Bottom-up / top-down (b)", "Toggle the call tree direction",
-             on_pane("tree", tree.action_toggle_view)),
-            ("Hottest line (g)", "Jump to the costliest source line",
-             on_pane("source", lambda: self.query_one(SourceView).action_hottest())),
-            ("Source / disassembly (d)", "Toggle source and disassembly",
-             on_pane("source", source.action_toggle_disassembly)),
         ]
+        for pane in self.panes():
+            commands += [(title, help_text, on_pane(pane.PANE_ID, action))
+                         for title, help_text, action in pane.commands()]
         if self.collector is not None and not self.ended:
             commands += [("Pause / resume (p)", "Pause collection in the target",
                           self.action_pause),
                          ("Reset counters (r)", "Count from now on", self.action_reset)]
         for title, help_text, callback in commands:
-            yield SystemCommand(title, help_text, callback)  # type: ignore[arg-type]
+            yield SystemCommand(title, help_text, callback)

@@ -23,7 +23,7 @@ from proftui.collectors.formats.importers import load_any
 from proftui.collectors.model import storage
 from proftui.collectors.model.profile import Profile
 from proftui.collectors.registry import COLLECTORS
-from proftui.collectors.runtime.launch import resolve_program
+from proftui.collectors.runtime.launch import resolve_program, shell_status
 
 MODES = ("gprof", "instrument", "sampler")
 SUBCOMMANDS = ("record", "report", "open", "demo", "attach", "export")
@@ -190,10 +190,7 @@ def make_collector(args: argparse.Namespace, output: str) -> Collector:
     if args.pid is not None:
         if args.program is not None:
             raise ProftuiError("give either a program to run or --pid, not both")
-        attach_class = COLLECTORS.get("attach")
-        if attach_class is None:
-            raise ProftuiError("attach mode (--pid) is not available in this build of proftui")
-        return attach_class([], options_from(args, output))
+        return COLLECTORS["attach"]([], options_from(args, output))
     if args.program is None:
         raise ProftuiError("no program given (see proftui --help)")
     program = resolve_program(args.program)
@@ -211,13 +208,7 @@ def make_collector(args: argparse.Namespace, output: str) -> Collector:
         raise ProftuiError(
             f"{args.program} is statically linked, so the sampler cannot be preloaded into it; "
             "start it yourself and use `proftui --pid PID` (attach mode)")
-    collector_class = COLLECTORS.get(mode)
-    if collector_class is None:
-        available = ", ".join(sorted(COLLECTORS)) or "none"
-        raise ProftuiError(
-            f"{args.program} would be profiled in {mode} mode, which this build of proftui "
-            f"does not have yet (available: {available})")
-    return collector_class([args.program, *args.args], options_from(args, output))
+    return COLLECTORS[mode]([args.program, *args.args], options_from(args, output))
 
 
 def run_headless(collector: Collector) -> Profile:
@@ -230,9 +221,7 @@ def run_headless(collector: Collector) -> Profile:
 
 def exit_status_of(profile: Profile) -> int:
     """The target's status as a shell reports it (128+N for signal N)."""
-    if profile.meta.exit_signal is not None:
-        return 128 + profile.meta.exit_signal
-    return profile.meta.exit_status or 0
+    return shell_status(profile.meta.exit_status, profile.meta.exit_signal)
 
 
 def print_report(profile: Profile, as_json: bool, limit: int | None = None) -> None:

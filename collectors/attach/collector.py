@@ -88,9 +88,6 @@ class AttachCollector(Collector):
     def start(self) -> None:
         from proftui.collectors.runtime.libraries import runtime_executable_path
 
-        # Nothing is preloaded into the target, so the per-run directory the
-        # base class made is never used: remove it now, even if attaching fails.
-        self.run_dir.close()
         pid = self.target_pid
         attach_checks.check_target(pid)
         method = self.options.method or "auto"
@@ -189,16 +186,9 @@ class AttachCollector(Collector):
     def _preload_symbols(self) -> None:
         """Load every mapped module's symbols now, at attach time, rather than on
         the first samples, when the work would compete with the target for CPU."""
-        try:
-            with open(f"/proc/{self.target_pid}/maps") as f:
-                lines = f.read().splitlines()
-        except OSError:
-            return
-        for line in lines:
-            parts = line.split(None, 5)
-            if len(parts) == 6 and "x" in parts[1] and parts[5].startswith("/"):
-                with contextlib.suppress(ProftuiError, OSError, ValueError):
-                    self._frames_at(int(parts[0].split("-")[0], 16), True)
+        for mapping in self._space.mappings:  # read from /proc/PID/maps by make_symbolizer
+            with contextlib.suppress(ProftuiError, OSError, ValueError):
+                self._frames_at(mapping.start, True)
 
     def _unwind(self, records: list[Record]) -> list[Record]:
         """Samples with call chains unwound through CFI from their copied stacks.
@@ -321,7 +311,6 @@ class AttachCollector(Collector):
 
     def stop(self) -> None:
         self.detach()
-        self.run_dir.close()
 
     # -- profile -------------------------------------------------------------------
 
@@ -352,9 +341,6 @@ class AttachCollector(Collector):
         profile.meta.warnings.extend(w for w in self._symbol_warnings()
                                      if w not in profile.meta.warnings)
         return profile.finalize()
-
-    def _resolve(self, address: int) -> tuple[str, int] | None:
-        return self._stackframes.resolve(address)
 
     def _frames_at(self, address: int, leaf: bool) -> list[Frame]:
         return self._stackframes.frames_at(address, leaf)

@@ -12,7 +12,7 @@ import re
 import time
 from pathlib import Path
 
-from proftui.collectors.base import Collector
+from proftui.collectors.base import LaunchCollector
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.gprof.analysis import (
     UNIT,
@@ -50,7 +50,7 @@ TREE_NOTE = ("gprof records caller->callee call counts, not whole stacks: the ca
              "shows every member once")
 
 
-class GprofCollector(Collector):
+class GprofCollector(LaunchCollector):
     """Profiles a program built with `gcc -pg` through glibc's own gmon.out."""
 
     mode = "gprof"

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar
 
-from proftui.collectors.base import Collector, CollectorOptions
+from proftui.collectors.base import CollectorOptions, LaunchCollector
 from proftui.collectors.detect import inspect_binary
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.instrument.hook_profile import (
@@ -77,7 +77,7 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-class InstrumentCollector(Collector):
+class InstrumentCollector(LaunchCollector):
     """Launches an instrumented program with the hook runtime and reads its trees live."""
 
     mode: ClassVar[str] = "instrument"

@@ -320,11 +320,6 @@ class Profile:
                 return i
         raise KeyError(name)
 
-    @property
-    def primary_metric(self) -> int:
-        """The metric views sort by unless told otherwise: the first one."""
-        return 0
-
     def total(self, metric: int = 0) -> float:
         """Whole-profile cost for `metric` (the root's total)."""
         assert self.tree is not None

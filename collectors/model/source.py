@@ -120,7 +120,8 @@ def source_listing(profile: Profile, frame: Frame) -> Listing | None:
             return None
         rows = [ListingLine("", line, cost) for line, cost in sorted(here.items())]
         first = frame.line
-        focus = next((i for i, row in enumerate(rows) if first and row.number == first), 0)
+        focus: int | None = next((i for i, row in enumerate(rows)
+                                  if first and row.number == first), 0)
         return Listing("lines", os.path.basename(path), rows, path=path, function_cost=total,
                        focus=focus, note="; ".join([f"source not available: {path}", *notes]))
     rows = [ListingLine(t, i + 1, here.get(i + 1)) for i, t in enumerate(text)]

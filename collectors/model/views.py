@@ -243,28 +243,3 @@ def bottom_up_tree(profile: Profile, part: str | None = None) -> CallTree:
             path.reverse()
             inverted.add_stack(path, node.self_cost)
     return inverted.finalize()
-
-
-def hot_path(tree: CallTree, metric: int = 0, cutoff: float = 0.01) -> list[CallNode]:
-    """Follow the costliest child from the root while it holds >= `cutoff` of the whole."""
-    whole = tree.root.total_cost[metric] if tree.n_metrics else 0.0
-    path: list[CallNode] = []
-    node = tree.root
-    while node.children:
-        best = max(node.children.values(), key=lambda c: c.total_cost[metric])
-        if whole <= 0 or best.total_cost[metric] < cutoff * whole:
-            break
-        path.append(best)
-        node = best
-    return path
-
-
-def hottest_line(profile: Profile, frame: Frame, metric: int = 0) -> int | None:
-    """The line of `frame`'s source file with the most self cost, if known."""
-    if frame.file is None:
-        return None
-    best: tuple[float, int] | None = None
-    for (path, line), cost in profile.line_costs.items():
-        if path == frame.file and (best is None or cost[metric] > best[0]):
-            best = (cost[metric], line)
-    return best[1] if best else frame.line

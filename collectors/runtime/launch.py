@@ -39,20 +39,32 @@ class ExitInfo:
 
     def shell_status(self) -> int:
         """The status a shell would report: the exit code, or 128 + signal."""
-        if self.signal is not None:
-            return 128 + self.signal
-        return self.status or 0
+        return shell_status(self.status, self.signal)
 
     def describe(self) -> str:
-        if self.signal is not None:
-            try:
-                name = signal.Signals(self.signal).name
-            except ValueError:
-                name = f"signal {self.signal}"
-            return f"killed by signal {self.signal} ({name})"
-        if self.status is None:
-            return "exited (status not visible to proftui)"
-        return f"exited with status {self.status}"
+        return describe_exit(self.status, self.signal)
+
+
+def shell_status(status: int | None, signal_number: int | None) -> int:
+    """The status a shell reports for a child: its exit code, or 128 + the killing signal."""
+    if signal_number is not None:
+        return 128 + signal_number
+    return status or 0
+
+
+def describe_exit(status: int | None, signal_number: int | None,
+                  unknown: str = "exited (status not visible to proftui)") -> str:
+    """How the target ended, in the words of the CLI, the TUI header and the text report:
+    "exited with status 7", "killed by signal 9 (SIGKILL)", or `unknown`."""
+    if signal_number is not None:
+        try:
+            name = signal.Signals(signal_number).name
+        except ValueError:
+            name = f"signal {signal_number}"
+        return f"killed by signal {signal_number} ({name})"
+    if status is None:
+        return unknown
+    return f"exited with status {status}"
 
 
 def resolve_program(program: str) -> Path:
@@ -167,8 +179,8 @@ class LaunchedProcess:
         try:
             code = self._popen.wait(timeout)
         finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)  # type: ignore[arg-type]
+            for number, handler in previous.items():
+                signal.signal(number, handler)  # type: ignore[arg-type]
         with self._lock:
             self._exit = ExitInfo.from_returncode(code)
             return self._exit

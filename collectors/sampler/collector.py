@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any, ClassVar
 
-from proftui.collectors.base import Collector, CollectorOptions
+from proftui.collectors.base import CollectorOptions, LaunchCollector
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.model.profile import CPU_NS, SAMPLES, WALL_NS, Profile, ProfileMeta
 from proftui.collectors.runtime.launch import LaunchedProcess, resolve_program
@@ -43,7 +43,7 @@ TIMER_TICK_HZ = 250  # what POSIX CPU timers deliver at most here (kernel tick)
 FILE_GLOB = "sampler.*.ptw"
 
 
-class SamplerCollector(Collector):
+class SamplerCollector(LaunchCollector):
     """Runs the target with the preloaded stack sampler and drains it live."""
 
     mode: ClassVar[str] = "sampler"
@@ -291,11 +291,11 @@ class SamplerCollector(Collector):
                     warnings.append(f"the target uses SIGPROF itself: proftui sampled with "
                                     f"{_signal_name(smp.signal)} instead")
                 if smp.signal and not smp.sflags & SMP_PERF and not self.options.wall_clock:
-                    hz = 1e9 / header.period_ns if header.period_ns else 0
-                    if hz > TIMER_TICK_HZ:
+                    rate = 1e9 / header.period_ns if header.period_ns else 0
+                    if rate > TIMER_TICK_HZ:
                         warnings.append(
                             f"perf_event is not available: POSIX CPU timers deliver about "
-                            f"{TIMER_TICK_HZ} samples/s per thread, not {hz:.0f} (each sample "
+                            f"{TIMER_TICK_HZ} samples/s per thread, not {rate:.0f} (each sample "
                             f"is weighted by the periods it stands for)")
             if smp.threads_lost:
                 warnings.append(f"pid {header.pid}: {smp.threads_lost} threads were not sampled "

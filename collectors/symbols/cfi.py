@@ -19,6 +19,7 @@ import bisect
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
@@ -240,7 +241,8 @@ class ModuleCfi:
 def _run_program(cie: _Cie, fde_program: bytes, start: int, end: int,
                  program_address: int) -> list[tuple[int, int, FrameRule]]:
     """Execute CIE then FDE instructions; one (lo, hi, rule) per address range."""
-    state = {"reg": REG_RSP, "off": 8, "rbp": None, "ra_undef": False, "expr": False}
+    state: dict[str, Any] = {"reg": REG_RSP, "off": 8, "rbp": None, "ra_undef": False,
+                             "expr": False}
     initial: dict = {}
     saved: list[dict] = []
     rows: list[tuple[int, int, FrameRule]] = []

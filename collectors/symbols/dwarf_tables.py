@@ -213,8 +213,8 @@ def _collect_functions_fast(dwarf: DWARFInfo, cu: CompileUnit, top: DIE, table: 
             linkage = linkage or attrs.get(AT_LINKAGE_NAME) or attrs.get(AT_MIPS_LINKAGE_NAME)
             name = name or attrs.get(AT_NAME)
             if decl_file is None and AT_DECL_FILE in attrs:
-                decl_file = _file_index(int(attrs[AT_DECL_FILE]), version)  # type: ignore[arg-type]
-                decl_line = int(attrs.get(AT_DECL_LINE, 0))  # type: ignore[arg-type]
+                decl_file = _file_index(int(attrs[AT_DECL_FILE]), version)  # type: ignore[call-overload]
+                decl_line = int(attrs.get(AT_DECL_LINE, 0))  # type: ignore[call-overload]
             ref = attrs.get(AT_ABSTRACT_ORIGIN) or attrs.get(AT_SPECIFICATION)
             if not isinstance(ref, tuple):
                 break
@@ -247,8 +247,8 @@ def _collect_functions_fast(dwarf: DWARFInfo, cu: CompileUnit, top: DIE, table: 
             for low, high in spans:
                 table.functions[low] = (high, name, decl_file, decl_line)
         else:
-            call_file = _file_index(int(entry.attrs.get(AT_CALL_FILE, 0)), version)  # type: ignore[arg-type]
-            call_line = int(entry.attrs.get(AT_CALL_LINE, 0))  # type: ignore[arg-type]
+            call_file = _file_index(int(entry.attrs.get(AT_CALL_FILE, 0)), version)  # type: ignore[call-overload]
+            call_line = int(entry.attrs.get(AT_CALL_LINE, 0))  # type: ignore[call-overload]
             if AT_CALL_FILE not in entry.attrs:
                 call_file = -1
             for low, high in spans:

@@ -1,8 +1,11 @@
 """Raw sampled stacks (runtime addresses) -> symbolized Frames -> Profile trees.
 
 Shared by the collectors that sample stacks of addresses (attach, sampler):
-one `StackFrames` per process address space, with its own frame cache; the
-Symbolizer (ELF/DWARF per module) can be shared between processes.
+one `StackFrames` per process address space; the Symbolizer (ELF/DWARF per
+module, its frames memoized by (module, link-time address)) can be shared
+between processes.  `StackFrames.cache` memoizes by runtime address on top of
+it: a hit is ~7x cheaper than the map lookup plus the Symbolizer's memo, and
+attach looks up every address of every sample as it arrives.
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ class StackFrames:
         if resolved is None and self.space is not None:
             self.space.refresh()  # a library loaded since the last look
             resolved = self.resolve(lookup)
-        if resolved is None:
+        if resolved is None or self.symbolizer is None:
             frames = [Frame(function=f"0x{address:x}", module="", address=address)]
         else:
             module, vaddr = resolved

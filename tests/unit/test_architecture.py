@@ -30,7 +30,9 @@ ALLOWED: dict[str, set[str]] = {
     **{f"{C}.{name}": {f"{C}.base", f"{C}.detect", f"{C}.runtime", f"{C}.symbols",
                        f"{C}.model", f"{C}.errors"} for name in COLLECTOR_PACKAGES},
     # Importers read gmon.out through the gprof collector's parser.
-    f"{C}.formats": {f"{C}.gprof", f"{C}.symbols", f"{C}.model", f"{C}.errors"},
+    # The text report words the exit status as the CLI and TUI do (runtime.launch).
+    f"{C}.formats": {f"{C}.gprof", f"{C}.symbols", f"{C}.model", f"{C}.runtime.launch",
+                     f"{C}.errors"},
     f"{C}.registry": {f"{C}.{name}" for name in COLLECTOR_PACKAGES} | {f"{C}.base"},
     f"{C}": set(),
     # The front end: widgets and panes see the model and formatting only.

@@ -8,7 +8,6 @@ from proftui.collectors.model.views import (
     caller_tree,
     callers,
     flat_profile,
-    hot_path,
 )
 
 from tests.unit.profiles import frame_id, sample_profile
@@ -56,12 +55,10 @@ def test_focus_trees() -> None:
     assert down.root.total_cost == [5]  # recursion merged once, not three times
 
 
-def test_bottom_up_and_hot_path() -> None:
+def test_bottom_up_tree_keeps_the_total() -> None:
     profile = sample_profile()
     inverted = bottom_up_tree(profile)
     assert inverted.root.total_cost == [105]
-    path = hot_path(profile.tree)
-    assert names(profile, [n.frame_id for n in path]) == ["main", "a", "leaf"]
 
 
 def test_deep_tree_is_iterative() -> None:

@@ -7,17 +7,17 @@ sort column, `S` reverses it, `/` filters by name.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from proftui.collectors.model.profile import Frame, Profile
 from proftui.collectors.model.views import FlatEntry, flat_profile
+from proftui.tui.panes.base import Command, NavState, Pane, drill
 from proftui.tui.widgets.flat_table import FlatTable
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
-from textual.message import Message
+from textual.widget import Widget
 from textual.widgets import Input, Static
 
 SORTS = ("self", "total", "calls", "name")
@@ -35,18 +35,17 @@ class FilterInput(Input):
             pane.close_filter()
 
 
-class FlatPane(Vertical):
-    """Flat profile; posts `FunctionChosen` when the user drills into a function."""
+class FlatPane(Pane, Vertical):
+    """Flat profile; Enter on a function drills into its callers and callees."""
+
+    KEY, PANE_ID, TITLE, TAB = "1", "flat", "Flat profile", "Flat"
+    HINT = "Every function, sortable"
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("slash", "filter", "Filter"),
         Binding("s", "sort", "Sort column"),
         Binding("S", "reverse", "Reverse sort", show=False),
     ]
-
-    @dataclass
-    class FunctionChosen(Message):
-        frame: Frame
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
@@ -78,9 +77,19 @@ class FlatPane(Vertical):
         self.entries = entries if entries is not None else flat_profile(profile)
         self.refresh_rows()
 
-    def set_metric(self, metric: int) -> None:
-        self.metric = metric
-        self.refresh_rows()
+    # -- pane hooks (tui.panes.base.Pane) --------------------------------------------
+
+    def show_profile(self, profile: Profile, entries: list[FlatEntry], metric: int,
+                     state: NavState | None) -> None:
+        self.set_profile(profile, entries, metric)  # hidden: redrawn when shown
+
+    def focus_widget(self) -> Widget | None:
+        return self.query_one(FlatTable)
+
+    def commands(self) -> list[Command]:
+        return [("Filter functions (/)", "Filter the flat profile by name", self.action_filter),
+                ("Sort column (s)", "Sort the flat profile by the next column",
+                 self.action_sort)]
 
     def selected_frame(self) -> Frame | None:
         row = self.query_one(FlatTable).cursor_row
@@ -142,7 +151,7 @@ class FlatPane(Vertical):
     def drill(self) -> None:
         frame = self.selected_frame()
         if frame is not None:
-            self.post_message(self.FunctionChosen(frame))
+            self.post_message(drill("tree", tree_view="focus", focus=frame))
 
     def action_sort(self) -> None:
         self.sort_key = SORTS[(SORTS.index(self.sort_key) + 1) % len(SORTS)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from proftui.collectors.runtime.procstat import HISTORY, ProcStat
 from proftui.tui.format import format_bytes
+from proftui.tui.panes.base import Pane
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -17,8 +18,11 @@ def _window(history: tuple[float, ...]) -> list[float]:
     return [0.0] * (HISTORY - len(history)) + list(history)
 
 
-class ProcPane(Vertical):
+class ProcPane(Pane, Vertical):
     """Shows the latest `ProcStat`; or why there is no live process."""
+
+    KEY, PANE_ID, TITLE, TAB = "4", "proc", "Process status", "Process"
+    HINT = "CPU, memory, threads of the target"
 
     def compose(self) -> ComposeResult:
         yield Static("no live process", id="proc-summary")
@@ -27,6 +31,16 @@ class ProcPane(Vertical):
         yield Static("RSS (history)", classes="spark-label")
         yield Sparkline([], id="rss-spark", summary_function=max)
         yield Static("", id="proc-threads")
+
+    def begin(self, live: bool, has_profile: bool) -> None:
+        if live:
+            self.show_message("waiting for the first process sample...")
+        else:
+            self.show_message("no live process: this is a saved profile" if has_profile
+                              else "no live process")
+
+    def show_process(self, stat: ProcStat, note: str) -> None:
+        self.show_stat(stat, note)
 
     def show_message(self, message: str) -> None:
         """No process to show (saved profile, or nothing yet)."""

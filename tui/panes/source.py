@@ -9,13 +9,15 @@ API), with the file lexed once by pygments and cached per line.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import ClassVar
 
 from proftui.collectors.model.profile import Frame, Profile
 from proftui.collectors.model.source import Listing
+from proftui.collectors.model.views import FlatEntry
 from proftui.collectors.symbols.disasm import annotate
 from proftui.tui.format import format_cost, heat_background, percent
-from rich.segment import Segment
+from proftui.tui.panes.base import Command, NavState, Pane
 from rich.style import Style
 from rich.syntax import Syntax
 from rich.text import Text
@@ -27,6 +29,7 @@ from textual.geometry import Size
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
+from textual.widget import Widget
 from textual.widgets import Static
 
 CURSOR_STYLE = Style(bgcolor="rgb(40,60,110)")
@@ -70,7 +73,7 @@ class SourceView(ScrollView, can_focus=True):
                 lexer = "text"
             highlighted = Syntax(code, lexer, theme="monokai").highlight(code)
             highlighted.remove_suffix("\n")
-            self._code = highlighted.split("\n", allow_blank=True)
+            self._code = list(highlighted.split("\n", allow_blank=True))
         else:
             self._code = [Text(line.text) for line in listing.lines]
         numbers = [line.number or 0 for line in listing.lines]
@@ -152,13 +155,12 @@ class SourceView(ScrollView, can_focus=True):
                 return
             i += step
 
-    def cursor_segments(self) -> list[Segment]:
-        """The cursor line as rendered (tests read it)."""
-        return list(self.render_line(self.cursor - self.scroll_offset.y))
 
-
-class SourcePane(Vertical):
+class SourcePane(Pane, Vertical):
     """Title line plus the listing; `show(frame)` loads in a worker."""
+
+    KEY, PANE_ID, TITLE, TAB = "3", "source", "Source", "Source"
+    HINT = "Annotated source of the selected function"
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("d", "toggle_disassembly", "Source/asm")]
 
@@ -231,3 +233,32 @@ class SourcePane(Vertical):
             return
         self.prefer = "disassembly" if self.prefer == "source" else "source"
         self._load(self.profile, self.frame, self.prefer, self.metric, None)
+
+    # -- pane hooks (tui.panes.base.Pane) --------------------------------------------
+
+    @classmethod
+    def enter(cls, state: NavState, under_cursor: Frame | None) -> NavState:
+        return state if state.source is not None else replace(state, source=under_cursor)
+
+    @classmethod
+    def label(cls, state: NavState) -> str:
+        return f"source: {state.source.function}" if state.source is not None else cls.TITLE
+
+    def show_profile(self, profile: Profile, entries: list[FlatEntry], metric: int,
+                     state: NavState | None) -> None:
+        if state is not None and state.source is not None:
+            self.show(profile, state.source, metric, keep_cursor=True)
+
+    def show_step(self, profile: Profile | None, state: NavState, metric: int) -> None:
+        if profile is not None and state.source is not None and (
+                self.frame != state.source or self.profile is not profile):
+            self.show(profile, state.source, metric)
+
+    def focus_widget(self) -> Widget | None:
+        return self.query_one(SourceView)
+
+    def commands(self) -> list[Command]:
+        return [("Hottest line (g)", "Jump to the costliest source line",
+                 lambda: self.query_one(SourceView).action_hottest()),
+                ("Source / disassembly (d)", "Toggle source and disassembly",
+                 self.action_toggle_disassembly)]

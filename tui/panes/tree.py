@@ -10,21 +10,21 @@ from __future__ import annotations
 
 import gc
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import ClassVar
 
 from proftui.collectors.model.profile import CallNode, CallTree, Frame, Profile
-from proftui.collectors.model.views import bottom_up_tree, callee_tree, caller_tree
+from proftui.collectors.model.views import FlatEntry, bottom_up_tree, callee_tree, caller_tree
 from proftui.tui.format import format_cost, heat_style, percent
+from proftui.tui.panes.base import Command, NavState, Pane, View, drill
 from rich.text import Text
 from textual import work
 from textual.binding import Binding, BindingType
-from textual.message import Message
+from textual.widget import Widget
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
 MAX_CHILDREN = 50
 HOT_CUTOFF = 0.01  # the hot path stops at children below 1% of the whole
-View = Literal["top-down", "bottom-up", "focus"]
 
 
 @dataclass
@@ -39,8 +39,11 @@ class NodeData:
     inverted: bool = False  # a callers tree: children are callers, "self" means nothing
 
 
-class CallTreeView(Tree[NodeData]):
+class CallTreeView(Pane, Tree[NodeData]):
     """The Textual tree plus profile-aware actions; Enter opens the source."""
+
+    KEY, PANE_ID, TITLE, TAB = "2", "tree", "Call tree", "Tree"
+    HINT = "Top-down call tree"
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "open_source", "Source"),
@@ -49,18 +52,6 @@ class CallTreeView(Tree[NodeData]):
         Binding("b", "toggle_view", "Bottom-up/top-down"),
         Binding("f", "focus_function", "Focus function"),
     ]
-
-    @dataclass
-    class SourceWanted(Message):
-        frame: Frame
-
-    @dataclass
-    class FocusWanted(Message):
-        frame: Frame
-
-    @dataclass
-    class ViewWanted(Message):
-        view: View
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__("call tree", **kwargs)  # type: ignore[arg-type]
@@ -76,6 +67,34 @@ class CallTreeView(Tree[NodeData]):
         self.freeze_results = False  # gc.freeze() derived trees (saved profiles: they stay)
         self._derived: dict[tuple[View, Frame | None],
                             tuple[Profile, tuple[CallTree, ...]]] = {}
+
+    # -- pane hooks (tui.panes.base.Pane) --------------------------------------------
+
+    @classmethod
+    def label(cls, state: NavState) -> str:
+        if state.focus is not None:
+            return f"tree: {state.focus.function}"
+        return cls.TITLE if state.tree_view == "top-down" else f"tree: {state.tree_view}"
+
+    def begin(self, live: bool, has_profile: bool) -> None:
+        self.freeze_results = not live and has_profile
+
+    def show_profile(self, profile: Profile, entries: list[FlatEntry], metric: int,
+                     state: NavState | None) -> None:
+        if state is not None:  # hidden: rebuilt by show_step when shown
+            self.show(profile, metric=metric)
+
+    def show_step(self, profile: Profile | None, state: NavState, metric: int) -> None:
+        if profile is not None:
+            self.show(profile, view=state.tree_view, focus=state.focus, metric=metric)
+
+    def focus_widget(self) -> Widget | None:
+        return self
+
+    def commands(self) -> list[Command]:
+        return [("Hot path (h)", "Expand the costliest call chain", self.action_hot_path),
+                ("Bottom-up / top-down (b)", "Toggle the call tree direction",
+                 self.action_toggle_view)]
 
     # -- building --------------------------------------------------------------------
 
@@ -207,7 +226,7 @@ class CallTreeView(Tree[NodeData]):
             # full scans (a second-long pause per scan at 200,000 nodes).
             gc.freeze()
         self.pending = False
-        self._build_view(profile, trees, state if state is not None else None)
+        self._build_view(profile, trees, state)
 
     @work(thread=True, group="release-tree")
     def _release(self, trees: tuple[CallTree, ...]) -> None:
@@ -274,12 +293,13 @@ class CallTreeView(Tree[NodeData]):
         return expanded, (self._path_key(cursor) if cursor is not None else None)
 
     def _find(self, path: tuple[object, ...], populate: bool = False) -> TreeNode[NodeData] | None:
-        node: TreeNode[NodeData] = self.root
+        node: TreeNode[NodeData] | None = self.root
         for key in path:
+            assert node is not None
             if populate and node.data is not None and node.data.populated == 0:
                 self.populate(node)
             node = next((c for c in node.children if c.data is not None and c.data.key == key),
-                        None)  # type: ignore[assignment]
+                        None)
             if node is None:
                 return None
         return node
@@ -319,7 +339,7 @@ class CallTreeView(Tree[NodeData]):
             return
         frame = self.selected_frame()
         if frame is not None:
-            self.post_message(self.SourceWanted(frame))
+            self.post_message(drill("source", source=frame))
 
     def action_hot_path(self) -> None:
         """Expand the costliest chain below the cursor and put the cursor at its end."""
@@ -339,9 +359,10 @@ class CallTreeView(Tree[NodeData]):
         self.move_to(node if node is not self.root else None)
 
     def action_toggle_view(self) -> None:
-        self.post_message(self.ViewWanted("top-down" if self.view == "bottom-up" else "bottom-up"))
+        view = "top-down" if self.view == "bottom-up" else "bottom-up"
+        self.post_message(drill("tree", tree_view=view, focus=None))
 
     def action_focus_function(self) -> None:
         frame = self.selected_frame()
         if frame is not None:
-            self.post_message(self.FocusWanted(frame))
+            self.post_message(drill("tree", tree_view="focus", focus=frame))

@@ -5,15 +5,14 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-PANES = (("flat", "1 Flat"), ("tree", "2 Tree"), ("source", "3 Source"), ("proc", "4 Process"))
-
 
 class Breadcrumb(Static):
     """Pane tabs on the left, then the trail of drill-down steps (Escape walks back)."""
 
-    def show(self, current: str, trail: list[str]) -> None:
+    def show(self, tabs: list[tuple[str, str]], current: str, trail: list[str]) -> None:
+        """`tabs`: (pane id, label) of every pane; `current`: the id of the one shown."""
         text = Text()
-        for pane, label in PANES:
+        for pane, label in tabs:
             style = "bold reverse" if pane == current else "dim"
             text.append(f" {label} ", style=style)
             text.append(" ")

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import signal
 from typing import Any
 
 from proftui.collectors.model.profile import CallNode, Metric, Profile
 from proftui.collectors.model.views import flat_profile
+from proftui.collectors.runtime import launch
 
 TREE_CUTOFF_PERCENT = 0.5  # text tree: hide subtrees below this share of the whole
 TEXT_TREE_MAX_DEPTH = 64
@@ -26,15 +26,8 @@ def _unit_header(metric: Metric) -> str:
 
 def describe_exit(profile: Profile) -> str:
     meta = profile.meta
-    if meta.exit_signal is not None:
-        try:
-            name = signal.Signals(meta.exit_signal).name
-        except ValueError:
-            name = "?"
-        return f"killed by signal {meta.exit_signal} ({name})"
-    if meta.exit_status is not None:
-        return f"exited with status {meta.exit_status}"
-    return "running" if not meta.complete else "unknown"
+    return launch.describe_exit(meta.exit_status, meta.exit_signal,
+                                unknown="running" if not meta.complete else "unknown")
 
 
 def render_text(profile: Profile, metric: int = 0, limit: int | None = None) -> str:
