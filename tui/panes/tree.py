@@ -113,6 +113,8 @@ class CallTreeView(Pane, Tree[NodeData]):
         if not inverted:
             text.append(f"self {percent(own, whole):4.1f}% ", style="dim")
         text.append(frame.function, style="bold" if whole and total / whole >= 0.05 else "")
+        if frame.inlined:  # as perf and pprof mark them: no call happened here
+            text.append(" [inlined]", style="italic dim")
         if call.calls is not None:
             text.append(f"  ×{call.calls:,}", style="cyan")
         if frame.module_name:

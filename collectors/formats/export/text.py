@@ -69,7 +69,8 @@ def render_text(profile: Profile, metric: int = 0, limit: int | None = None) -> 
         if share < TREE_CUTOFF_PERCENT and whole:
             continue
         calls = "" if node.calls is None else f"  [{node.calls} calls]"
-        name = profile.frames[node.frame_id].function
+        frame = profile.frames[node.frame_id]
+        name = frame.function + (" [inlined]" if frame.inlined else "")
         lines.append(
             f"{share:6.2f}% {format_cost(node.total_cost[metric], m):>10}  "
             f"{'  ' * depth}{name}{calls}"
@@ -142,6 +143,8 @@ def _json_tree(profile: Profile) -> list[dict[str, Any]]:
             "calls": node.calls,
             "children": [],
         }
+        if profile.frames[node.frame_id].inlined:
+            entry["inlined"] = True
         siblings.append(entry)
         if depth + 1 >= JSON_TREE_MAX_DEPTH and node.children:
             entry["truncated"] = True
