@@ -14,7 +14,10 @@
  * for `call_site`; the offset is then known).  A longjmp that skips exit hooks
  * leaves entries whose slots are below the live frames: an enter pops entries
  * below its own slot, an exit pops entries below the exiting frame, then the
- * function itself.  Calls on another stack than the thread's own (a
+ * function itself.  gcc may tail-call the exit hook after the epilogue (jmp):
+ * its CFA is then the return slot + 8, so an exit treats slots >= CFA - 8 as
+ * live (popping the exiting frame as stale would let the search for `fn` pop
+ * an outer call of the same function: Lua's nested luaV_execute).  Calls on another stack than the thread's own (a
  * sigaltstack handler) nest instead.
  *
  * Inlining: gcc instruments a function before inlining it, so an inlined
@@ -47,6 +50,7 @@
 
 #define PT_EXPORT __attribute__((visibility("default"), no_instrument_function))
 #define PT_SLOT_SCAN 64                  /* words above the CFA searched for the return address */
+#define PT_SLOT_SCAN_OWN 8192            /* the same on the thread's own stack (mapped up to stk_hi) */
 #define PT_SAME_STACK (64ull << 20)      /* entries further away are on another stack */
 
 /* The process-wide state (options, file, calibration). */
@@ -224,12 +228,19 @@ static PT_NOINST void pt_pop_stale(pt_hook_tstate *t, uintptr_t limit, int inclu
 
 /* Where the function that called the hook keeps its return address: the first
  * word above the hook's CFA equal to `site`, else the CFA itself (frames
- * larger than the scan window).  Reads only the caller's own frame.
- * Async-signal-safe. */
-static inline PT_NOINST uintptr_t pt_return_slot(uintptr_t cfa, uintptr_t site)
+ * larger than the scan window: 64 KiB on the thread's own stack, which is
+ * mapped up to stk_hi, 512 bytes elsewhere).  Reads only the caller's own
+ * frame.  Async-signal-safe. */
+static inline PT_NOINST uintptr_t pt_return_slot(const pt_hook_tstate *t, uintptr_t cfa,
+                                                 uintptr_t site)
 {
     const uintptr_t *p = (const uintptr_t *)cfa;
-    for (int i = 0; i < PT_SLOT_SCAN; i++)
+    uintptr_t n = PT_SLOT_SCAN;
+    if (pt_on_stack(t, cfa) && t->stk_hi != UINTPTR_MAX) {
+        n = (t->stk_hi - cfa) / sizeof(uintptr_t);
+        n = n < PT_SLOT_SCAN_OWN ? n : PT_SLOT_SCAN_OWN;
+    }
+    for (uintptr_t i = 0; i < n; i++)
         if (p[i] == site)
             return (uintptr_t)&p[i];
     return cfa;
@@ -299,7 +310,7 @@ PT_NOINST void pt_enter_slow(pt_hook_tstate *t, uintptr_t fn, uintptr_t site, ui
         __atomic_fetch_add(&pt_g.hdr->dropped, 1, __ATOMIC_RELAXED);
         return;
     }
-    uintptr_t slot = pt_return_slot(cfa, site);
+    uintptr_t slot = pt_return_slot(t, cfa, site);
     if (t->stack[d].slot < slot || pt_on_stack(t, slot) != pt_on_stack(t, t->stack[d].slot)) {
         pt_pop_stale(t, slot, 0);
         d = t->depth;
@@ -361,7 +372,7 @@ static PT_NOINST void pt_exit_slow(pt_hook_tstate *t, uintptr_t fn, uintptr_t cf
         t->overflow--;
         return;
     }
-    pt_pop_stale(t, cfa, 0);
+    pt_pop_stale(t, cfa - sizeof(uintptr_t), 0);  /* see __cyg_profile_func_exit */
     uint32_t d = t->depth;
     for (uint32_t i = d; i > 0 && d - i <= 64; i--) {
         if (t->stack[i].fn == fn) {
@@ -502,7 +513,10 @@ PT_EXPORT void __cyg_profile_func_exit(void *fn, void *site)
         return;
     uint32_t d = t->depth;
     pt_entry *e = &t->stack[d];
-    if (PT_UNLIKELY(t->guard || e->fn != (uintptr_t)fn || e->slot < cfa || e->flags)) {
+    /* gcc may tail-call this hook after the function's epilogue (jmp): the
+     * hook's CFA is then just above the return slot, slot + 8. */
+    if (PT_UNLIKELY(t->guard || e->fn != (uintptr_t)fn || e->slot + sizeof(uintptr_t) < cfa ||
+                    e->flags)) {
         if (!t->busy)  /* busy: a signal handler's code re-entering, ignored */
             pt_exit_guarded(t, (uintptr_t)fn, cfa, now);
         return;
