@@ -320,9 +320,13 @@ PT_NOINST void pt_enter_slow(pt_hook_tstate *t, uintptr_t fn, uintptr_t site, ui
     int inlined = 0;
     if (d && t->stack[d].slot == slot) {
         uint32_t i = d;
-        if (t->stack[d].site == (uint32_t)site)
+        if (t->stack[d].site == (uint32_t)site) {  /* dead only from a repeated instruction */
             while (i && t->stack[i].slot == slot && t->stack[i].ra != (uint32_t)ra)
                 i--;
+        } else {  /* another call: every entry on that slot is dead */
+            while (i > 1 && t->stack[i - 1].slot == slot)
+                i--;
+        }
         if (i && t->stack[i].slot == slot) {  /* dead from entry i up */
             uint64_t now = pt_g.timed ? pt_ticks() : 0;
             while (t->depth >= i) {

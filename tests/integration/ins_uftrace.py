@@ -51,8 +51,26 @@ class Shares:
         return 100.0 * self.self.get(name, 0.0) / self.total
 
 
-def from_profile(profile: Profile) -> Node:
-    """The profile's merged tree (metric 0) as a Node tree rooted at an unnamed root."""
+def simple_name(name: str) -> str:
+    """A C++ name the way uftrace prints it by default: no template arguments,
+    parameters or return type ("int reduce<int>(int const*, int)" -> "reduce")."""
+    out: list[str] = []
+    depth = 0
+    for ch in name:
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth -= 1
+        elif depth == 0:
+            if ch == "(":
+                break
+            out.append(ch)
+    return "".join(out).split()[-1] if "".join(out).split() else name
+
+
+def from_profile(profile: Profile, simple: bool = False) -> Node:
+    """The profile's merged tree (metric 0) as a Node tree rooted at an unnamed root;
+    `simple` shortens C++ names as uftrace does."""
     assert profile.tree is not None
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))
 
@@ -61,8 +79,9 @@ def from_profile(profile: Profile) -> Node:
         total = src.self_cost[0]  # type: ignore[attr-defined]
         for kid in src.children.values():  # type: ignore[attr-defined]
             frame = profile.frames[kid.frame_id]
-            converted = convert(kid, frame.function, frame.inlined)
-            node.children[frame.function] = converted
+            name = simple_name(frame.function) if simple else frame.function
+            converted = convert(kid, name, frame.inlined)
+            node.children[name] = converted
             total += converted.total
         node.total = total
         return node
