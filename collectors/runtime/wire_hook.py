@@ -195,3 +195,9 @@ def compensated_self_ns(data: HookData) -> list[float]:
     inner, outer, scale = hook.overhead_inner, hook.overhead_outer, hook.ns_per_tick
     return [max(0.0, s - c * inner - k * outer) * scale
             for s, c, k in zip(nodes.self_ticks, nodes.calls, child_calls, strict=True)]
+
+
+def calibrated(data: HookData) -> bool:
+    """Whether the runtime measured its hooks' cost: both overheads 0 means the
+    calibration failed (or was skipped) and times are not compensated."""
+    return data.hook.overhead_inner > 0 or data.hook.overhead_outer > 0

@@ -189,7 +189,10 @@ static PT_NOINST void pt_calibrate_overhead(void)
         return;
     t->slot = 0;
     pt_tls = t;
-    double best_pair = 1e300, best_inner = 1e300;
+    /* Minimum of each loop on its own: a round whose empty loop was preempted
+     * would make pair = hooked - empty negative, and the minimum of the
+     * differences then threw the whole calibration away (0 ns recorded). */
+    double best_empty = 1e300, best_hooked = 1e300, best_inner = 1e300;
     for (int r = 0; r < ROUNDS; r++) {
         uint64_t t0 = pt_ticks();
         for (int i = 0; i < N; i++)
@@ -199,12 +202,15 @@ static PT_NOINST void pt_calibrate_overhead(void)
         for (int i = 0; i < N; i++)
             pt_calib_fn();
         uint64_t t2 = pt_ticks();
-        double pair = ((double)(t2 - t1) - (double)(t1 - t0)) / N;
+        double empty = (double)(t1 - t0) / N, hooked = (double)(t2 - t1) / N;
         double inner = (double)(pt_g.nodes[0].incl - incl0) / N;
-        best_pair = pair < best_pair ? pair : best_pair;
+        best_empty = empty < best_empty ? empty : best_empty;
+        best_hooked = hooked < best_hooked ? hooked : best_hooked;
         best_inner = inner < best_inner ? inner : best_inner;
     }
     pt_tls = NULL;
+    double best_pair = best_hooked - best_empty;
+    /* Left at 0 (the reader says "not calibrated") when nothing sensible came out. */
     if (best_pair > 0 && best_inner < 1e300) {
         pt_g.overhead_inner = best_inner;
         pt_g.overhead_outer = best_pair > best_inner ? best_pair - best_inner : 0;
