@@ -64,6 +64,20 @@ def test_inlined_function_keeps_its_container(tmp_path: Path) -> None:
         assert ours.incl_pct(name) == pytest.approx(ref.incl_pct(name), abs=15), name
 
 
+def test_tree_pane_marks_inlined_frames() -> None:
+    from proftui.tui.panes.tree import CallTreeView
+
+    profile, _ = record([build("ins_inline.c")])
+    assert profile.tree is not None
+    main = next(iter(profile.tree.root.children.values()))
+    mid = next(iter(main.children.values()))
+    view = CallTreeView()
+    view.view_profile = profile
+    labels = {profile.frames[c.frame_id].function: view.label_for(c, main.total_cost[0]).plain
+              for c in mid.children.values()}
+    assert "[inlined]" in labels["leaf"] and "[inlined]" not in labels["work"]
+
+
 def test_inlined_recursion_matches_the_fixtures_own_counts(tmp_path: Path) -> None:
     binary = build("ins_inline_rec.c")
     profile, output = record([binary])

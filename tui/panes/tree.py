@@ -94,6 +94,8 @@ class CallTreeView(Tree[NodeData]):
         if not inverted:
             text.append(f"self {percent(own, whole):4.1f}% ", style="dim")
         text.append(frame.function, style="bold" if whole and total / whole >= 0.05 else "")
+        if frame.inlined:  # ran inside its caller's frame (compiler inlining)
+            text.append(" [inlined]", style="dim italic")
         if call.calls is not None:
             text.append(f"  ×{call.calls:,}", style="cyan")
         if frame.module_name:
