@@ -17,8 +17,8 @@
  * function itself.  gcc may tail-call the exit hook after the epilogue (jmp):
  * its CFA is then the return slot + 8, so an exit treats slots >= CFA - 8 as
  * live (popping the exiting frame as stale would let the search for `fn` pop
- * an outer call of the same function: Lua's nested luaV_execute).  Calls on another stack than the thread's own (a
- * sigaltstack handler) nest instead.
+ * an outer call of the same function: Lua's nested luaV_execute).  Calls on
+ * another stack than the thread's own (a sigaltstack handler) nest instead.
  *
  * Inlining: gcc instruments a function before inlining it, so an inlined
  * body's enter/exit run in its container's frame and pass the container's
@@ -50,7 +50,7 @@
 
 #define PT_EXPORT __attribute__((visibility("default"), no_instrument_function))
 #define PT_SLOT_SCAN 64                  /* words above the CFA searched for the return address */
-#define PT_SLOT_SCAN_OWN 8192            /* the same on the thread's own stack (mapped up to stk_hi) */
+#define PT_SLOT_SCAN_OWN 8192            /* the same on the thread's own stack (mapped to stk_hi) */
 #define PT_SAME_STACK (64ull << 20)      /* entries further away are on another stack */
 
 /* The process-wide state (options, file, calibration). */
@@ -441,11 +441,22 @@ static __attribute__((noinline)) PT_NOINST void pt_enter_guarded(pt_hook_tstate 
 }
 
 /* The slow exit under the re-entry guard.  Async-signal-safe. */
-static __attribute__((noinline)) PT_NOINST void pt_exit_guarded(pt_hook_tstate *t, uintptr_t fn, uintptr_t cfa, uint64_t now)
+static __attribute__((noinline)) PT_NOINST void pt_exit_guarded(pt_hook_tstate *t, uintptr_t fn,
+                                                                uintptr_t cfa, uint64_t now)
 {
     t->busy = 1;
     pt_exit_slow(t, fn, cfa, now);
     t->busy = 0;
+}
+
+/* Whether an enter on the top entry `p`'s own slot is a call the slow path
+ * already found inlined in that frame (context `s`, from this very hook call
+ * instruction `ra`), under an entry from the same call site that another
+ * instruction made: the rule of pt_enter_slow, fast.  Async-signal-safe. */
+static inline PT_NOINST int pt_known_inline(const pt_entry *p, const pt_slot *s, uintptr_t slot,
+                                            uint32_t ra, uint32_t site)
+{
+    return p->slot == slot && s->ira == ra && p->ra != ra && p->site == site;
 }
 
 /*
@@ -477,12 +488,9 @@ PT_EXPORT void __cyg_profile_func_enter(void *fn, void *site)
     if (PT_UNLIKELY(s->fn != (uintptr_t)fn || s->parent != parent ||
                     p->slot <= slot || p->slot >= t->stk_hi || d + 1 >= t->limit ||
                     (pt_g.hdr->control & PT_CONTROL_PAUSED))) {
-        /* An equal slot is fast only for a context the slow path found inlined
-         * from this very instruction, under an entry from the same call site
-         * that another instruction made. */
-        if (!(p->slot == slot && s->fn == (uintptr_t)fn && s->parent == parent &&
-              s->ira == (uint32_t)ra && p->ra != (uint32_t)ra && p->site == (uint32_t)(uintptr_t)site &&
-              p->slot < t->stk_hi && d + 1 < t->limit && !(pt_g.hdr->control & PT_CONTROL_PAUSED))) {
+        if (!(s->fn == (uintptr_t)fn && s->parent == parent && p->slot < t->stk_hi &&
+              d + 1 < t->limit && !(pt_g.hdr->control & PT_CONTROL_PAUSED) &&
+              pt_known_inline(p, s, slot, (uint32_t)ra, (uint32_t)(uintptr_t)site))) {
             pt_enter_guarded(t, (uintptr_t)fn, (uintptr_t)site, cfa, ra);
             return;
         }

@@ -163,7 +163,7 @@ pt_hook_tstate *pt_thread_attach(void);                       /* first call of a
 
 /* ---- pt_hook_file.c ---- */
 void pt_options_read(pt_options *opt);                  /* constructor only */
-int pt_hook_file_create(void);                               /* 0 ok; async-signal-safe (fork child) */
+int pt_hook_file_create(void);                          /* 0 ok; async-signal-safe (fork child) */
 void pt_file_publish(void);                              /* async-signal-safe */
 uint64_t pt_ticks_slow(void);                           /* async-signal-safe */
 void pt_clock_calibrate(void);                          /* constructor only: ~2 ms */
