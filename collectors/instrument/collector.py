@@ -31,7 +31,7 @@ from proftui.collectors.model.profile import Profile, ProfileMeta
 from proftui.collectors.runtime.launch import LaunchedProcess, resolve_program
 from proftui.collectors.runtime.libraries import runtime_library_path
 from proftui.collectors.runtime.wire import FLAG_COUNT_ONLY, RuntimeFile
-from proftui.collectors.runtime.wire_hook import HookData, decode_hook, is_published
+from proftui.collectors.runtime.wire_hook import HookData, calibrated, decode_hook, is_published
 
 DEFAULT_BUFFER_BYTES = 64 << 20  # the runtime's default (csrc/hook/pt_hook_file.c)
 
@@ -181,6 +181,9 @@ class InstrumentCollector(LaunchCollector):
         first = datas[0]
         if first.header.flags & FLAG_COUNT_ONLY:
             return "none (count only)"
+        if not calibrated(first):
+            return (f"{first.header.clock} wall time, hook cost NOT compensated (calibration "
+                    "failed: 0.0 ns measured)")
         inner = first.hook.overhead_inner * first.hook.ns_per_tick
         outer = first.hook.overhead_outer * first.hook.ns_per_tick
         return (f"{first.header.clock} wall time, hook cost compensated "
@@ -213,6 +216,11 @@ class InstrumentCollector(LaunchCollector):
         if not datas and not running:
             warnings.append("no instrumented function was called (is the code built with "
                             "-finstrument-functions?)")
+        if any(not d.header.flags & FLAG_COUNT_ONLY and not calibrated(d) for d in datas):
+            warnings.append("hook cost calibration failed (0.0 ns measured, e.g. the machine "
+                            "was too busy at start-up): times are not compensated and include "
+                            "the hooks' own cost, about 20-30 ns per call, so functions that "
+                            "make many short calls look slower than they are")
         for data in datas:
             if data.hook.max_depth or data.hook.filter_ranges or self.options.include or \
                     self.options.exclude:

@@ -11,6 +11,7 @@ exited still resolves.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from proftui.collectors.errors import ProftuiError
@@ -99,12 +100,16 @@ def add_hook_data(profile: Profile, data: HookData, symbols: HookSymbols,
         parent = tree.root if parent_index == ROOT else placed.get(parent_index)
         if parent is None:
             continue  # parent published after we read its chunk: next snapshot has it
-        key = (nodes.fn[i], nodes.module[i])
+        inlined = nodes.inlined[i]
+        key = (nodes.fn[i], nodes.module[i], inlined)
         frame_id = frame_ids.get(key)
         if frame_id is None:
             module_index = nodes.module[i] - 1
             module = data.modules[module_index] if 0 <= module_index < len(data.modules) else None
-            frame_id = frame_ids[key] = profile.frames.intern(symbols.frame(module, nodes.fn[i]))
+            frame = symbols.frame(module, nodes.fn[i])
+            if inlined:  # ran in its caller's frame: perf and pprof mark such frames too
+                frame = replace(frame, inlined=True)
+            frame_id = frame_ids[key] = profile.frames.intern(frame)
         node = parent.child(frame_id)
         calls = nodes.calls[i]
         node.add_calls(calls)

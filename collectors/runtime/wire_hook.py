@@ -15,6 +15,7 @@ from proftui.collectors.errors import ProftuiError
 from proftui.collectors.runtime.wire import HEADER_SIZE, KIND_HOOK, FileHeader, decode_header
 
 ROOT = 0xFFFFFFFF
+INLINED = 0x80000000  # node.module bit: the calls ran inlined in the parent's frame
 NODE_SIZE = 40
 HOOK_HEADER_SIZE = 128
 THREAD_SIZE = 32
@@ -84,7 +85,8 @@ class HookModule:
 class HookNodes:
     """Published nodes, column-wise, indexed by position; `index` is the global index.
 
-    Times are raw ticks; `thread` is the owning thread slot.
+    Times are raw ticks; `thread` is the owning thread slot; `inlined` marks
+    calls of a function gcc inlined into the parent node's function.
     """
 
     index: list[int] = field(default_factory=list)
@@ -92,6 +94,7 @@ class HookNodes:
     fn: list[int] = field(default_factory=list)
     parent: list[int] = field(default_factory=list)
     module: list[int] = field(default_factory=list)  # module table index + 1, 0 unknown
+    inlined: list[bool] = field(default_factory=list)  # inlined into the parent's function
     calls: list[int] = field(default_factory=list)
     incl: list[int] = field(default_factory=list)
     self_ticks: list[int] = field(default_factory=list)
@@ -168,7 +171,9 @@ def decode_hook(data: bytes | mmap.mmap, name: str = "hook file") -> HookData:
             nodes.incl += words[3::5].tolist()
             nodes.self_ticks += words[4::5].tolist()
             nodes.parent += halves[2::10].tolist()
-            nodes.module += halves[3::10].tolist()
+            modules_and_flags = halves[3::10].tolist()
+        nodes.module += [m & ~INLINED for m in modules_and_flags]
+        nodes.inlined += [bool(m & INLINED) for m in modules_and_flags]
         nodes.index += range(base, base + count)
         nodes.thread += [owner] * count
     return HookData(header, hook, threads, modules, nodes)
@@ -190,3 +195,9 @@ def compensated_self_ns(data: HookData) -> list[float]:
     inner, outer, scale = hook.overhead_inner, hook.overhead_outer, hook.ns_per_tick
     return [max(0.0, s - c * inner - k * outer) * scale
             for s, c, k in zip(nodes.self_ticks, nodes.calls, child_calls, strict=True)]
+
+
+def calibrated(data: HookData) -> bool:
+    """Whether the runtime measured its hooks' cost: both overheads 0 means the
+    calibration failed (or was skipped) and times are not compensated."""
+    return data.hook.overhead_inner > 0 or data.hook.overhead_outer > 0

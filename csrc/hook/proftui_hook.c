@@ -11,11 +11,26 @@
  *
  * Resynchronisation: every entry remembers the stack slot holding its return
  * address (found on a context's first call by scanning up from the hook's CFA
- * for `call_site`; the offset is then known).  A longjmp or an exception that
- * skips exit hooks leaves entries whose slots are below the live frames: an
- * enter pops entries at or below its own slot, an exit pops entries below the
- * exiting frame, then the function itself.  Calls on another stack than the
- * thread's own (a sigaltstack handler) nest instead.
+ * for `call_site`; the offset is then known).  A longjmp that skips exit hooks
+ * leaves entries whose slots are below the live frames: an enter pops entries
+ * below its own slot, an exit pops entries below the exiting frame, then the
+ * function itself.  gcc may tail-call the exit hook after the epilogue (jmp):
+ * its CFA is then the return slot + 8, so an exit treats slots >= CFA - 8 as
+ * live (popping the exiting frame as stale would let the search for `fn` pop
+ * an outer call of the same function: Lua's nested luaV_execute).  Calls on
+ * another stack than the thread's own (a sigaltstack handler) nest instead.
+ *
+ * Inlining: gcc instruments a function before inlining it, so an inlined
+ * body's enter/exit run in its container's frame and pass the container's
+ * call site: the same return slot as the container's entry.  An equal slot is
+ * therefore not proof of a dead frame.  Rule (pt_enter_slow): an enter whose
+ * slot equals the top entry's is inlined into that frame (pushed, its node
+ * marked PT_HOOK_INLINED) unless the top entry came from another call site
+ * (the frame was left by longjmp and the caller made a new call at the same
+ * stack depth) or the very same hook call instruction already made one of the
+ * entries on that slot (it runs once per activation of a frame: that entry
+ * and the ones above it are dead, as after a longjmp out of a loop's call).
+ * Entries record the low 32 bits of both addresses for this.
  *
  * Signals: the fast paths take no guard; slow paths set `busy`, and hooks
  * re-entered meanwhile (an instrumented signal handler) are ignored.
@@ -35,14 +50,15 @@
 
 #define PT_EXPORT __attribute__((visibility("default"), no_instrument_function))
 #define PT_SLOT_SCAN 64                  /* words above the CFA searched for the return address */
+#define PT_SLOT_SCAN_OWN 8192            /* the same on the thread's own stack (mapped to stk_hi) */
 #define PT_SAME_STACK (64ull << 20)      /* entries further away are on another stack */
 
 /* The process-wide state (options, file, calibration). */
 pt_global pt_g;
 /* Threads that must not record point here (busy forever). */
-pt_thread pt_off_thread = {.busy = 1};
+pt_hook_tstate pt_off_thread = {.busy = 1};
 /* This thread's state. */
-__thread pt_thread *pt_tls __attribute__((tls_model("initial-exec")));
+__thread pt_hook_tstate *pt_tls __attribute__((tls_model("initial-exec")));
 
 /* ---- per-thread hash: (parent node, fn) -> node ------------------------------- */
 
@@ -63,7 +79,7 @@ PT_NOINST pt_slot *pt_hash_alloc(uint32_t n)
 
 /* Double the hash when half full.  Returns 0 if it cannot take one more key.
  * Async-signal-safe (mmap/munmap). */
-static PT_NOINST int pt_hash_grow(pt_thread *t)
+static PT_NOINST int pt_hash_grow(pt_hook_tstate *t)
 {
     if ((t->hash_count + 1) * 2 <= t->hash_mask + 1)
         return 1;
@@ -90,7 +106,7 @@ static PT_NOINST int pt_hash_grow(pt_thread *t)
 
 /* A new node in this thread's chunk; PT_NONE (counted as dropped) when the
  * pool is full.  Async-signal-safe. */
-static PT_NOINST uint32_t pt_new_node(pt_thread *t, uint32_t parent, uintptr_t fn)
+static PT_NOINST uint32_t pt_new_node(pt_hook_tstate *t, uint32_t parent, uintptr_t fn)
 {
     pt_hook_header *h = pt_g.hook;
     if (t->pool_full)
@@ -121,7 +137,7 @@ drop:
 
 /* The hash slot of (parent, fn), creating the node on first sight; NULL when
  * no node can be made (pool or hash full: counted as dropped).  Async-signal-safe. */
-static PT_NOINST pt_slot *pt_lookup_slot(pt_thread *t, uint32_t parent, uintptr_t fn)
+static PT_NOINST pt_slot *pt_lookup_slot(pt_hook_tstate *t, uint32_t parent, uintptr_t fn)
 {
     uint32_t i = pt_hash(fn, parent, t->hash_mask);
     for (;;) {
@@ -148,7 +164,7 @@ static PT_NOINST pt_slot *pt_lookup_slot(pt_thread *t, uint32_t parent, uintptr_
 }
 
 /* The node for `fn` under `parent` (PT_NONE if none can be made).  Async-signal-safe. */
-static PT_NOINST uint32_t pt_lookup(pt_thread *t, uint32_t parent, uintptr_t fn)
+static PT_NOINST uint32_t pt_lookup(pt_hook_tstate *t, uint32_t parent, uintptr_t fn)
 {
     const pt_slot *s = pt_lookup_slot(t, parent, fn);
     return s ? s->node : PT_NONE;
@@ -158,7 +174,7 @@ static PT_NOINST uint32_t pt_lookup(pt_thread *t, uint32_t parent, uintptr_t fn)
 
 /* Close entry `e` at `now`: add its times to its node and its duration to the
  * entry it is charged to.  Async-signal-safe. */
-static inline PT_NOINST void pt_finish(pt_thread *t, pt_entry *e, uint64_t now)
+static inline PT_NOINST void pt_finish(pt_hook_tstate *t, pt_entry *e, uint64_t now)
 {
     if (!(e->flags & PT_ENTRY_UNRECORDED) && pt_g.timed) {
         pt_hook_node *n = &pt_g.nodes[e->anode];
@@ -177,7 +193,7 @@ static inline PT_NOINST void pt_finish(pt_thread *t, pt_entry *e, uint64_t now)
 
 /* Whether `addr` is on the thread's own stack (not a sigaltstack or another
  * stack; with unknown bounds everything is).  Async-signal-safe. */
-static inline PT_NOINST int pt_on_stack(const pt_thread *t, uintptr_t addr)
+static inline PT_NOINST int pt_on_stack(const pt_hook_tstate *t, uintptr_t addr)
 {
     return addr >= t->stk_lo && addr < t->stk_hi;
 }
@@ -189,7 +205,7 @@ static inline PT_NOINST int pt_on_stack(const pt_thread *t, uintptr_t addr)
  * call on another stack (a sigaltstack handler) pops nothing below it; on
  * other stacks, entries further than PT_SAME_STACK are on yet another one.
  * Async-signal-safe. */
-static PT_NOINST void pt_pop_stale(pt_thread *t, uintptr_t limit, int inclusive)
+static PT_NOINST void pt_pop_stale(pt_hook_tstate *t, uintptr_t limit, int inclusive)
 {
     uint64_t now = pt_g.timed ? pt_ticks() : 0;
     int on = pt_on_stack(t, limit);
@@ -212,12 +228,19 @@ static PT_NOINST void pt_pop_stale(pt_thread *t, uintptr_t limit, int inclusive)
 
 /* Where the function that called the hook keeps its return address: the first
  * word above the hook's CFA equal to `site`, else the CFA itself (frames
- * larger than the scan window).  Reads only the caller's own frame.
- * Async-signal-safe. */
-static inline PT_NOINST uintptr_t pt_return_slot(uintptr_t cfa, uintptr_t site)
+ * larger than the scan window: 64 KiB on the thread's own stack, which is
+ * mapped up to stk_hi, 512 bytes elsewhere).  Reads only the caller's own
+ * frame.  Async-signal-safe. */
+static inline PT_NOINST uintptr_t pt_return_slot(const pt_hook_tstate *t, uintptr_t cfa,
+                                                 uintptr_t site)
 {
     const uintptr_t *p = (const uintptr_t *)cfa;
-    for (int i = 0; i < PT_SLOT_SCAN; i++)
+    uintptr_t n = PT_SLOT_SCAN;
+    if (pt_on_stack(t, cfa) && t->stk_hi != UINTPTR_MAX) {
+        n = (t->stk_hi - cfa) / sizeof(uintptr_t);
+        n = n < PT_SLOT_SCAN_OWN ? n : PT_SLOT_SCAN_OWN;
+    }
+    for (uintptr_t i = 0; i < n; i++)
         if (p[i] == site)
             return (uintptr_t)&p[i];
     return cfa;
@@ -226,7 +249,7 @@ static inline PT_NOINST uintptr_t pt_return_slot(uintptr_t cfa, uintptr_t site)
 /* Filters, depth limit and pause for the call at `e` above `p`; 1 to record
  * it.  Async-signal-safe except for the first sight of a module under
  * filtering (pt_module_of reads its symbols). */
-static PT_NOINST int pt_should_record(pt_thread *t, pt_entry *e, const pt_entry *p)
+static PT_NOINST int pt_should_record(pt_hook_tstate *t, pt_entry *e, const pt_entry *p)
 {
     if (pt_g.filtering) {
         uint32_t c = (uint32_t)(e->fn >> 4) & (PT_FCACHE - 1);
@@ -253,12 +276,12 @@ static PT_NOINST int pt_should_record(pt_thread *t, pt_entry *e, const pt_entry 
 
 /* Push `e` above `p` at index d+1, recorded as `node` (or not, PT_NONE).
  * Async-signal-safe. */
-static inline PT_NOINST void pt_push(pt_thread *t, pt_entry *p, uint32_t d, uintptr_t fn,
+static inline PT_NOINST void pt_push(pt_hook_tstate *t, pt_entry *p, uint32_t d, uintptr_t fn,
                                      uintptr_t slot, uint32_t node)
 {
     pt_entry *e = p + 1;
     e->fn = fn;
-    e->slot = slot;
+    e->slot = slot;  /* e->ra and e->site: the caller's */
     e->child = 0;
     uint32_t anchor = pt_anchor(p, d);
     e->up = anchor;
@@ -278,7 +301,8 @@ static inline PT_NOINST void pt_push(pt_thread *t, pt_entry *p, uint32_t d, uint
 /* Every enter the fast path does not take: first call of a context, deep
  * overflow, stale entries, filters, depth limit, pause.  Async-signal-safe
  * (see pt_should_record). */
-PT_NOINST void pt_enter_slow(pt_thread *t, uintptr_t fn, uintptr_t site, uintptr_t cfa)
+PT_NOINST void pt_enter_slow(pt_hook_tstate *t, uintptr_t fn, uintptr_t site, uintptr_t cfa,
+                             uintptr_t ra)
 {
     uint32_t d = t->depth;
     if (d + 1 >= t->cap) {
@@ -286,20 +310,50 @@ PT_NOINST void pt_enter_slow(pt_thread *t, uintptr_t fn, uintptr_t site, uintptr
         __atomic_fetch_add(&pt_g.hdr->dropped, 1, __ATOMIC_RELAXED);
         return;
     }
-    uintptr_t slot = pt_return_slot(cfa, site);
-    if (t->stack[d].slot <= slot || pt_on_stack(t, slot) != pt_on_stack(t, t->stack[d].slot)) {
-        pt_pop_stale(t, slot, 1);
+    uintptr_t slot = pt_return_slot(t, cfa, site);
+    if (t->stack[d].slot < slot || pt_on_stack(t, slot) != pt_on_stack(t, t->stack[d].slot)) {
+        pt_pop_stale(t, slot, 0);
         d = t->depth;
+    }
+    /* Equal slots: inlined into the top entry's frame, or that frame is dead
+     * (see the file comment). */
+    int inlined = 0;
+    if (d && t->stack[d].slot == slot) {
+        uint32_t i = d;
+        if (t->stack[d].site == (uint32_t)site) {  /* dead only from a repeated instruction */
+            while (i && t->stack[i].slot == slot && t->stack[i].ra != (uint32_t)ra)
+                i--;
+        } else {  /* another call: every entry on that slot is dead */
+            while (i > 1 && t->stack[i - 1].slot == slot)
+                i--;
+        }
+        if (i && t->stack[i].slot == slot) {  /* dead from entry i up */
+            uint64_t now = pt_g.timed ? pt_ticks() : 0;
+            while (t->depth >= i) {
+                pt_finish(t, &t->stack[t->depth], now);
+                t->depth--;
+            }
+            d = t->depth;
+            inlined = d && t->stack[d].slot == slot;  /* still inside a live container */
+        } else {
+            inlined = 1;
+        }
     }
     pt_entry *p = &t->stack[d], *e = p + 1;
     e->fn = fn;
     e->flags = 0;
+    e->ra = (uint32_t)ra;
+    e->site = (uint32_t)site;
     uint32_t node = PT_NONE;
     if (pt_should_record(t, e, p)) {
         pt_slot *s = pt_lookup_slot(t, p->anode, fn);
         if (s) {
             node = s->node;
             s->off = (uint32_t)(slot - cfa);  /* learned once: the fast path adds it */
+            if (inlined) {
+                s->ira = (uint32_t)ra;
+                __atomic_fetch_or(&s->nptr->module, PT_HOOK_INLINED, __ATOMIC_RELAXED);
+            }
         }
     }
     pt_push(t, p, d, fn, slot, node);
@@ -316,13 +370,13 @@ PT_NOINST void pt_enter_slow(pt_thread *t, uintptr_t fn, uintptr_t site, uintptr
 /* Every exit the fast path does not take: overflow, an exit whose function is
  * not on top, dead frames above it.  Ignores an exit whose enter was never
  * seen.  Async-signal-safe. */
-static PT_NOINST void pt_exit_slow(pt_thread *t, uintptr_t fn, uintptr_t cfa, uint64_t now)
+static PT_NOINST void pt_exit_slow(pt_hook_tstate *t, uintptr_t fn, uintptr_t cfa, uint64_t now)
 {
     if (t->overflow) {
         t->overflow--;
         return;
     }
-    pt_pop_stale(t, cfa, 0);
+    pt_pop_stale(t, cfa - sizeof(uintptr_t), 0);  /* see __cyg_profile_func_exit */
     uint32_t d = t->depth;
     for (uint32_t i = d; i > 0 && d - i <= 64; i--) {
         if (t->stack[i].fn == fn) {
@@ -336,13 +390,13 @@ static PT_NOINST void pt_exit_slow(pt_thread *t, uintptr_t fn, uintptr_t cfa, ui
 }
 
 /* pt_lookup for the other files.  Async-signal-safe. */
-PT_NOINST uint32_t pt_node_for(pt_thread *t, uint32_t parent, uintptr_t fn)
+PT_NOINST uint32_t pt_node_for(pt_hook_tstate *t, uint32_t parent, uintptr_t fn)
 {
     return pt_lookup(t, parent, fn);
 }
 
 /* Close every open call of `t` at `now` (thread or process exit).  Async-signal-safe. */
-PT_NOINST void pt_close_all(pt_thread *t, uint64_t now)
+PT_NOINST void pt_hook_close_all(pt_hook_tstate *t, uint64_t now)
 {
     while (t->depth) {
         pt_finish(t, &t->stack[t->depth], now);
@@ -353,16 +407,17 @@ PT_NOINST void pt_close_all(pt_thread *t, uint64_t now)
 /* ---- the hooks ---------------------------------------------------------------- */
 
 /* Hook calls the fast paths do not handle: a thread's first call (and the
- * process's: pt_init), and re-entry while a slow path runs (a signal handler's
+ * process's: pt_hook_init), and re-entry while a slow path runs (a signal handler's
  * instrumented code), which is ignored.  Not async-signal-safe on the
  * process's very first call only. */
-static __attribute__((noinline)) PT_NOINST void pt_enter_cold(pt_thread *t, uintptr_t fn,
-                                                              uintptr_t site, uintptr_t cfa)
+static __attribute__((noinline)) PT_NOINST void pt_enter_cold(pt_hook_tstate *t, uintptr_t fn,
+                                                              uintptr_t site, uintptr_t cfa,
+                                                              uintptr_t ra)
 {
     if (t) {
         if (!t->busy) {  /* overflow: the slow path counts it */
             t->busy = 1;
-            pt_enter_slow(t, fn, site, cfa);
+            pt_enter_slow(t, fn, site, cfa, ra);
             t->busy = 0;
         }
         return;  /* busy: a signal handler's code re-entering, ignored */
@@ -371,25 +426,37 @@ static __attribute__((noinline)) PT_NOINST void pt_enter_cold(pt_thread *t, uint
     if (!t)
         return;
     t->busy = 1;
-    pt_enter_slow(t, fn, site, cfa);
+    pt_enter_slow(t, fn, site, cfa, ra);
     t->busy = 0;
 }
 
 /* The slow enter under the re-entry guard.  Async-signal-safe (see pt_should_record). */
-static __attribute__((noinline)) PT_NOINST void pt_enter_guarded(pt_thread *t, uintptr_t fn,
-                                                                 uintptr_t site, uintptr_t cfa)
+static __attribute__((noinline)) PT_NOINST void pt_enter_guarded(pt_hook_tstate *t, uintptr_t fn,
+                                                                 uintptr_t site, uintptr_t cfa,
+                                                                 uintptr_t ra)
 {
     t->busy = 1;
-    pt_enter_slow(t, fn, site, cfa);
+    pt_enter_slow(t, fn, site, cfa, ra);
     t->busy = 0;
 }
 
 /* The slow exit under the re-entry guard.  Async-signal-safe. */
-static __attribute__((noinline)) PT_NOINST void pt_exit_guarded(pt_thread *t, uintptr_t fn, uintptr_t cfa, uint64_t now)
+static __attribute__((noinline)) PT_NOINST void pt_exit_guarded(pt_hook_tstate *t, uintptr_t fn,
+                                                                uintptr_t cfa, uint64_t now)
 {
     t->busy = 1;
     pt_exit_slow(t, fn, cfa, now);
     t->busy = 0;
+}
+
+/* Whether an enter on the top entry `p`'s own slot is a call the slow path
+ * already found inlined in that frame (context `s`, from this very hook call
+ * instruction `ra`), under an entry from the same call site that another
+ * instruction made: the rule of pt_enter_slow, fast.  Async-signal-safe. */
+static inline PT_NOINST int pt_known_inline(const pt_entry *p, const pt_slot *s, uintptr_t slot,
+                                            uint32_t ra, uint32_t site)
+{
+    return p->slot == slot && s->ira == ra && p->ra != ra && p->site == site;
 }
 
 /*
@@ -403,9 +470,10 @@ static __attribute__((noinline)) PT_NOINST void pt_exit_guarded(pt_thread *t, ui
 PT_EXPORT void __cyg_profile_func_enter(void *fn, void *site)
 {
     uintptr_t cfa = (uintptr_t)__builtin_dwarf_cfa();
-    pt_thread *t = pt_tls;
+    uintptr_t ra = (uintptr_t)__builtin_return_address(0);
+    pt_hook_tstate *t = pt_tls;
     if (PT_UNLIKELY(!t || t->guard)) {
-        pt_enter_cold(t, (uintptr_t)fn, (uintptr_t)site, cfa);
+        pt_enter_cold(t, (uintptr_t)fn, (uintptr_t)site, cfa, ra);
         return;
     }
     uint32_t d = t->depth;
@@ -420,13 +488,19 @@ PT_EXPORT void __cyg_profile_func_enter(void *fn, void *site)
     if (PT_UNLIKELY(s->fn != (uintptr_t)fn || s->parent != parent ||
                     p->slot <= slot || p->slot >= t->stk_hi || d + 1 >= t->limit ||
                     (pt_g.hdr->control & PT_CONTROL_PAUSED))) {
-        pt_enter_guarded(t, (uintptr_t)fn, (uintptr_t)site, cfa);
-        return;
+        if (!(s->fn == (uintptr_t)fn && s->parent == parent && p->slot < t->stk_hi &&
+              d + 1 < t->limit && !(pt_g.hdr->control & PT_CONTROL_PAUSED) &&
+              pt_known_inline(p, s, slot, (uint32_t)ra, (uint32_t)(uintptr_t)site))) {
+            pt_enter_guarded(t, (uintptr_t)fn, (uintptr_t)site, cfa, ra);
+            return;
+        }
     }
     uint32_t node = s->node;
     p->kid = s;
     pt_entry *e = p + 1;
     e->slot = slot;
+    e->ra = (uint32_t)ra;
+    e->site = (uint32_t)(uintptr_t)site;
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     t->depth = d + 1;
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
@@ -446,12 +520,15 @@ PT_EXPORT void __cyg_profile_func_exit(void *fn, void *site)
     (void)site;
     uint64_t now = pt_g.timed ? pt_ticks() : 0;  /* first, for the same reason */
     uintptr_t cfa = (uintptr_t)__builtin_dwarf_cfa();
-    pt_thread *t = pt_tls;
+    pt_hook_tstate *t = pt_tls;
     if (PT_UNLIKELY(!t))
         return;
     uint32_t d = t->depth;
     pt_entry *e = &t->stack[d];
-    if (PT_UNLIKELY(t->guard || e->fn != (uintptr_t)fn || e->slot < cfa || e->flags)) {
+    /* gcc may tail-call this hook after the function's epilogue (jmp): the
+     * hook's CFA is then just above the return slot, slot + 8. */
+    if (PT_UNLIKELY(t->guard || e->fn != (uintptr_t)fn || e->slot + sizeof(uintptr_t) < cfa ||
+                    e->flags)) {
         if (!t->busy)  /* busy: a signal handler's code re-entering, ignored */
             pt_exit_guarded(t, (uintptr_t)fn, cfa, now);
         return;

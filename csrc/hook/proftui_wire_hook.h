@@ -16,7 +16,8 @@
  * nodes in it alone, so no lock is ever taken.  Global node index =
  * chunk * chunk_nodes + index in chunk; a node's parent is such an index, or
  * PT_HOOK_ROOT for a thread's top-level calls.  A node never moves and its
- * fn/parent/module never change after publication; calls/incl/self only grow.
+ * fn/parent/module never change after publication, except that the
+ * PT_HOOK_INLINED bit of `module` may be set later; calls/incl/self only grow.
  *
  * Publication (the front end reads while threads write):
  *   - chunk.count is stored with release semantics after the node is filled:
@@ -39,6 +40,8 @@
 
 #define PT_HOOK_ROOT 0xffffffffu   /* parent of a thread's outermost calls */
 #define PT_HOOK_NAME_MAX 232       /* bytes of a module path, NUL included */
+#define PT_HOOK_INLINED 0x80000000u /* node.module bit: calls of fn inlined into the
+                                       parent's function (they ran in its frame) */
 
 typedef struct pt_hook_header {  /* at body_offset */
     uint32_t node_size;          /*   0 sizeof(pt_hook_node) = 40 */
@@ -87,7 +90,7 @@ typedef struct pt_hook_module {
 typedef struct pt_hook_node {
     uint64_t fn;                 /*   0 runtime address of the function */
     uint32_t parent;             /*   8 global node index or PT_HOOK_ROOT */
-    uint32_t module;             /*  12 module table index + 1, 0 unknown */
+    uint32_t module;             /*  12 module table index + 1, 0 unknown; | PT_HOOK_INLINED */
     uint64_t calls;              /*  16 entries counted */
     uint64_t incl;               /*  24 inclusive ticks of finished calls */
     uint64_t self;               /*  32 exclusive ticks of finished calls */

@@ -80,10 +80,14 @@ typedef struct pt_entry {
     uint32_t flags;     /* PT_FILTER_* counted in the thread's include/exclude depth,
                            PT_ENTRY_UNRECORDED; 0 for every fast-path entry (the fast
                            path never writes it: popping an entry resets it to 0) */
-    uint32_t pad;
+    uint32_t ra;        /* low 32 bits of the enter hook's return address: which hook
+                           call instruction made this entry (see pt_enter_slow) */
     const struct pt_slot *kid; /* hash slot of this entry's last child (NULL: none yet):
                                   repeated calls from one context skip the hash; checked
                                   against (fn, parent) before use, so a stale one is harmless */
+    uint32_t site;      /* low 32 bits of the call site gcc passed (the frame's return
+                           address: an inlined body passes its container's) */
+    uint32_t pad;
 } pt_entry;
 
 typedef struct pt_slot {
@@ -92,11 +96,13 @@ typedef struct pt_slot {
     uint32_t node;
     uint32_t off;       /* fn's return-address slot minus the hook's CFA, bytes: fixed by
                            fn's prologue, so only a context's first call scans for it */
-    uint32_t pad;
+    uint32_t ira;       /* nonzero: low 32 bits of the hook return address of an enter
+                           found inlined in its parent's frame (equal return slots), so
+                           the fast path may push it on an equal slot too */
     pt_hook_node *nptr; /* &pt_g.nodes[node]: its address is known one load earlier */
 } pt_slot;
 
-typedef struct pt_thread {
+typedef struct pt_hook_tstate {
     union {
         struct {
             uint32_t busy;      /* nonzero: hooks return at once (in a hook, disabled, exited) */
@@ -127,7 +133,7 @@ typedef struct pt_thread {
     struct { pt_slot *table; size_t bytes; } retired[32];
     uint32_t nretired;
     struct { uintptr_t fn; int verdict; } fcache[PT_FCACHE];
-} pt_thread;
+} pt_hook_tstate;
 
 /* The anchor of entry `e` at index `index` (see pt_entry.anchor).  Async-signal-safe. */
 static inline __attribute__((no_instrument_function)) uint32_t pt_anchor(const pt_entry *e,
@@ -141,22 +147,23 @@ void __cyg_profile_func_enter(void *fn, void *site);
 void __cyg_profile_func_exit(void *fn, void *site);
 
 /* This thread's state (proftui_hook.c); initial-exec: one instruction to read. */
-extern __thread pt_thread *pt_tls __attribute__((tls_model("initial-exec")));
+extern __thread pt_hook_tstate *pt_tls __attribute__((tls_model("initial-exec")));
 /* Threads that must not record (table full, exited, fork failure) point here. */
-extern pt_thread pt_off_thread;
+extern pt_hook_tstate pt_off_thread;
 
 /* ---- proftui_hook.c ---- */
 pt_slot *pt_hash_alloc(uint32_t n);                       /* async-signal-safe */
-uint32_t pt_node_for(pt_thread *t, uint32_t parent, uintptr_t fn); /* async-signal-safe */
-void pt_close_all(pt_thread *t, uint64_t now);           /* async-signal-safe */
-void pt_enter_slow(pt_thread *t, uintptr_t fn, uintptr_t site, uintptr_t cfa);
+uint32_t pt_node_for(pt_hook_tstate *t, uint32_t parent, uintptr_t fn); /* async-signal-safe */
+void pt_hook_close_all(pt_hook_tstate *t, uint64_t now);           /* async-signal-safe */
+void pt_enter_slow(pt_hook_tstate *t, uintptr_t fn, uintptr_t site, uintptr_t cfa,
+                   uintptr_t ra);
 
 /* ---- pt_hook_life.c ---- */
-pt_thread *pt_thread_attach(void);                       /* first call of a thread */
+pt_hook_tstate *pt_thread_attach(void);                       /* first call of a thread */
 
 /* ---- pt_hook_file.c ---- */
 void pt_options_read(pt_options *opt);                  /* constructor only */
-int pt_file_create(void);                               /* 0 ok; async-signal-safe (fork child) */
+int pt_hook_file_create(void);                          /* 0 ok; async-signal-safe (fork child) */
 void pt_file_publish(void);                              /* async-signal-safe */
 uint64_t pt_ticks_slow(void);                           /* async-signal-safe */
 void pt_clock_calibrate(void);                          /* constructor only: ~2 ms */

@@ -184,7 +184,7 @@ static PT_NOINST int pt_open_file(void)
 /* Create, size, map and initialise this process's file; publish the magic
  * last so a reader never sees a half-written header.  Returns 0 on success.
  * Async-signal-safe (used by the fork child handler). */
-PT_NOINST int pt_file_create(void)
+PT_NOINST int pt_hook_file_create(void)
 {
     uint64_t size = pt_g.opt.buffer_bytes;
     uint64_t threads_off = 256;
@@ -267,7 +267,7 @@ PT_NOINST void pt_file_publish(void)
 
 /* ---- module table ----------------------------------------------------------- */
 
-struct pt_find {
+struct pt_hook_find {
     uintptr_t address;  /* 0: record every object */
     uint32_t found;     /* module index + 1 */
 };
@@ -297,7 +297,7 @@ static PT_NOINST uint32_t pt_module_add(struct dl_phdr_info *info, uintptr_t lo,
 static PT_NOINST int pt_find_cb(struct dl_phdr_info *info, size_t size, void *data)
 {
     (void)size;
-    struct pt_find *f = data;
+    struct pt_hook_find *f = data;
     uintptr_t lo = UINTPTR_MAX, hi = 0;
     int inside = 0;
     for (int i = 0; i < info->dlpi_phnum; i++) {
@@ -342,7 +342,7 @@ PT_NOINST uint32_t pt_module_of(uintptr_t address)
         if (start && address >= start && address < m->end)
             return i + 1;
     }
-    struct pt_find f = {address, 0};
+    struct pt_hook_find f = {address, 0};
     dl_iterate_phdr(pt_find_cb, &f);
     return f.found;
 }
@@ -351,6 +351,6 @@ PT_NOINST uint32_t pt_module_of(uintptr_t address)
  * Not async-signal-safe only through the filters' file reads: init only. */
 PT_NOINST void pt_modules_scan_all(void)
 {
-    struct pt_find f = {0, 0};
+    struct pt_hook_find f = {0, 0};
     dl_iterate_phdr(pt_find_cb, &f);
 }

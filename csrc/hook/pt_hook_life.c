@@ -15,17 +15,17 @@
 
 #define PT_HASH_INITIAL 1024u
 
-/* Set once the constructor has read PROFTUI_* (pt_init then skips it). */
+/* Set once the constructor has read PROFTUI_* (pt_hook_init then skips it). */
 static int pt_options_done;
 /* Destructor key: detaches a thread's state when it exits. */
 static pthread_key_t pt_key;
 
-static void pt_init(void) PT_NOINST;
+static void pt_hook_init(void) PT_NOINST;
 
 /* ---- threads ------------------------------------------------------------------ */
 
 /* Copy the calling thread's name into its table slot.  Async-signal-safe. */
-static PT_NOINST void pt_thread_name(pt_thread *t)
+static PT_NOINST void pt_thread_name(pt_hook_tstate *t)
 {
     char name[16] = {0};
     prctl(PR_GET_NAME, name, 0, 0, 0);
@@ -34,7 +34,7 @@ static PT_NOINST void pt_thread_name(pt_thread *t)
 }
 
 /* Register the calling thread in the file's thread table.  Async-signal-safe. */
-static PT_NOINST void pt_thread_register(pt_thread *t)
+static PT_NOINST void pt_thread_register(pt_hook_tstate *t)
 {
     pt_hook_header *h = pt_g.hook;
     uint32_t slot = __atomic_fetch_add(&h->thread_count, 1, __ATOMIC_RELAXED);
@@ -54,7 +54,7 @@ static PT_NOINST void pt_thread_register(pt_thread *t)
  * handler on a sigaltstack) are told apart from stale frames.  Not
  * async-signal-safe (pthread_getattr_np reads /proc for the main thread):
  * a thread's first hook call only. */
-static PT_NOINST void pt_thread_stack(pt_thread *t)
+static PT_NOINST void pt_thread_stack(pt_hook_tstate *t)
 {
     pthread_attr_t attr;
     void *addr;
@@ -71,16 +71,16 @@ static PT_NOINST void pt_thread_stack(pt_thread *t)
 
 /* Map a thread's state + shadow stack; NULL if memory is refused.
  * Async-signal-safe (mmap). */
-static PT_NOINST pt_thread *pt_thread_new(void)
+static PT_NOINST pt_hook_tstate *pt_thread_new(void)
 {
-    size_t head = (sizeof(pt_thread) + 4095) & ~(size_t)4095;
+    size_t head = (sizeof(pt_hook_tstate) + 4095) & ~(size_t)4095;
     for (uint32_t cap = pt_g.hook->stack_capacity; cap >= 1024; cap /= 4) {
         size_t size = head + (size_t)cap * sizeof(pt_entry);
         void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (p == MAP_FAILED)
             continue;
-        pt_thread *t = p;
+        pt_hook_tstate *t = p;
         t->hash = pt_hash_alloc(PT_HASH_INITIAL);
         if (!t->hash) {
             munmap(p, size);
@@ -102,17 +102,17 @@ static PT_NOINST pt_thread *pt_thread_new(void)
 
 /* First hook call of a thread: initialise the runtime if needed, then the
  * thread.  Returns NULL when this call must not be recorded.
- * Not async-signal-safe on the process's very first call (pt_init). */
-PT_NOINST pt_thread *pt_thread_attach(void)
+ * Not async-signal-safe on the process's very first call (pt_hook_init). */
+PT_NOINST pt_hook_tstate *pt_thread_attach(void)
 {
     int state = __atomic_load_n(&pt_g.state, __ATOMIC_ACQUIRE);
     if (state == PT_STATE_UNINIT) {
-        pt_init();
+        pt_hook_init();
         state = __atomic_load_n(&pt_g.state, __ATOMIC_ACQUIRE);
     }
     if (state != PT_STATE_READY)
         return NULL;  /* initialising in another thread: try again next call */
-    pt_thread *t = pt_thread_new();
+    pt_hook_tstate *t = pt_thread_new();
     if (!t) {
         pt_tls = &pt_off_thread;
         return NULL;
@@ -136,13 +136,13 @@ PT_NOINST pt_thread *pt_thread_attach(void)
  * unmap.  Async-signal-safe. */
 static PT_NOINST void pt_thread_detach(void *arg)
 {
-    pt_thread *t = arg;
+    pt_hook_tstate *t = arg;
     pt_tls = &pt_off_thread;
     if (t == &pt_off_thread || t == NULL)
         return;
     if (!t->busy && pt_g.hook) {
         uint64_t now = pt_g.timed ? pt_ticks() : 0;
-        pt_close_all(t, now);
+        pt_hook_close_all(t, now);
         pt_thread_name(t);  /* threads often name themselves after starting */
         __atomic_store_n(&pt_g.threads[t->slot].state, 2, __ATOMIC_RELEASE);
     }
@@ -184,12 +184,15 @@ static __attribute__((noinline)) PT_NOINST void pt_calib_empty(void)
 static PT_NOINST void pt_calibrate_overhead(void)
 {
     enum { ROUNDS = 25, N = 800 };
-    pt_thread *t = pt_thread_new();
+    pt_hook_tstate *t = pt_thread_new();
     if (!t)
         return;
     t->slot = 0;
     pt_tls = t;
-    double best_pair = 1e300, best_inner = 1e300;
+    /* Minimum of each loop on its own: a round whose empty loop was preempted
+     * would make pair = hooked - empty negative, and the minimum of the
+     * differences then threw the whole calibration away (0 ns recorded). */
+    double best_empty = 1e300, best_hooked = 1e300, best_inner = 1e300;
     for (int r = 0; r < ROUNDS; r++) {
         uint64_t t0 = pt_ticks();
         for (int i = 0; i < N; i++)
@@ -199,12 +202,15 @@ static PT_NOINST void pt_calibrate_overhead(void)
         for (int i = 0; i < N; i++)
             pt_calib_fn();
         uint64_t t2 = pt_ticks();
-        double pair = ((double)(t2 - t1) - (double)(t1 - t0)) / N;
+        double empty = (double)(t1 - t0) / N, hooked = (double)(t2 - t1) / N;
         double inner = (double)(pt_g.nodes[0].incl - incl0) / N;
-        best_pair = pair < best_pair ? pair : best_pair;
+        best_empty = empty < best_empty ? empty : best_empty;
+        best_hooked = hooked < best_hooked ? hooked : best_hooked;
         best_inner = inner < best_inner ? inner : best_inner;
     }
     pt_tls = NULL;
+    double best_pair = best_hooked - best_empty;
+    /* Left at 0 (the reader says "not calibrated") when nothing sensible came out. */
     if (best_pair > 0 && best_inner < 1e300) {
         pt_g.overhead_inner = best_inner;
         pt_g.overhead_outer = best_pair > best_inner ? best_pair - best_inner : 0;
@@ -229,16 +235,16 @@ static PT_NOINST void pt_calibrate_overhead(void)
 /* fork child: a file of its own; the forking thread keeps its shadow stack,
  * re-rooted in the new file (open calls get nodes with 0 calls).
  * Async-signal-safe. */
-static PT_NOINST void pt_atfork_child(void)
+static PT_NOINST void pt_hook_atfork_child(void)
 {
     if (__atomic_load_n(&pt_g.state, __ATOMIC_ACQUIRE) != PT_STATE_READY)
         return;
-    pt_thread *t = pt_tls;
+    pt_hook_tstate *t = pt_tls;
     pt_filter_atfork_child();
     munmap(pt_g.base, pt_g.size);  /* the parent's file: never write it from here */
     pt_g.base = NULL;
     pt_g.hook = NULL;
-    if (pt_file_create() != 0) {
+    if (pt_hook_file_create() != 0) {
         __atomic_store_n(&pt_g.state, PT_STATE_OFF, __ATOMIC_RELEASE);
         if (t && t != &pt_off_thread)
             t->busy = 1;
@@ -272,7 +278,7 @@ static PT_NOINST void pt_atfork_child(void)
 /* Everything but the options: clock, file, calibration.  Runs once, from the
  * constructor or from the first hook call if an instrumented constructor ran
  * before ours.  Not async-signal-safe. */
-static PT_NOINST void pt_init(void)
+static PT_NOINST void pt_hook_init(void)
 {
     int expected = PT_STATE_UNINIT;
     if (!__atomic_compare_exchange_n(&pt_g.state, &expected, PT_STATE_BUSY, 0,
@@ -291,14 +297,14 @@ static PT_NOINST void pt_init(void)
     pt_filter_init();
     pt_g.slow = pt_g.filtering || pt_g.max_depth;
     pt_clock_calibrate();
-    if (pt_file_create() != 0 || pthread_key_create(&pt_key, pt_thread_detach) != 0) {
+    if (pt_hook_file_create() != 0 || pthread_key_create(&pt_key, pt_thread_detach) != 0) {
         __atomic_store_n(&pt_g.state, PT_STATE_OFF, __ATOMIC_RELEASE);
         return;
     }
     if (pt_g.timed)
         pt_calibrate_overhead();
     pt_modules_scan_all();
-    pthread_atfork(NULL, NULL, pt_atfork_child);
+    pthread_atfork(NULL, NULL, pt_hook_atfork_child);
     pt_file_publish();
     __atomic_store_n(&pt_g.state, PT_STATE_READY, __ATOMIC_RELEASE);
 }
@@ -320,11 +326,11 @@ __attribute__((destructor)) static PT_NOINST void pt_destructor(void)
 {
     if (__atomic_load_n(&pt_g.state, __ATOMIC_ACQUIRE) != PT_STATE_READY)
         return;
-    pt_thread *t = pt_tls;
+    pt_hook_tstate *t = pt_tls;
     if (t && t != &pt_off_thread && !t->busy) {
         t->busy = 1;
         uint64_t now = pt_g.timed ? pt_ticks() : 0;
-        pt_close_all(t, now);
+        pt_hook_close_all(t, now);
         pt_thread_name(t);
         t->busy = 0;
     }

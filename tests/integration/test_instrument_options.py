@@ -105,3 +105,25 @@ def test_static_program_is_explained() -> None:
     with pytest.raises(ProftuiError, match="statically linked"):
         collector.start()
     collector.stop()
+
+
+def test_failed_calibration_is_said_in_the_notes() -> None:
+    from proftui.collectors.runtime.wire_hook import decode_hook
+
+    from tests.unit.test_wire_hook import TREE, encode
+
+    collector = InstrumentCollector(["true"], CollectorOptions())
+    good = decode_hook(bytes(encode(TREE, chunks=[(0, 3)])))
+    failed = decode_hook(bytes(encode(TREE, chunks=[(0, 3)], inner=0.0, outer=0.0)))
+    assert "hook cost compensated (1.0 ns inside" in collector._clock([good])
+    assert "NOT compensated" in collector._clock([failed])
+    _, warnings = collector._completeness([failed], running=False)
+    assert any("calibration failed" in w and "not compensated" in w for w in warnings)
+    _, warnings = collector._completeness([good], running=False)
+    assert not any("calibration" in w for w in warnings)
+
+
+def test_a_real_run_is_calibrated() -> None:
+    profile, _ = record([build("ins_basic.c"), "100"])
+    assert "hook cost compensated" in profile.meta.clock
+    assert not any("calibration" in w for w in profile.meta.warnings)

@@ -9,7 +9,9 @@ import pytest
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.runtime.wire import KIND_HOOK, FileHeader, encode_header
 from proftui.collectors.runtime.wire_hook import (
+    INLINED,
     ROOT,
+    calibrated,
     compensated_self_ns,
     decode_hook,
     is_published,
@@ -81,6 +83,21 @@ def test_compensation_formula() -> None:
     assert compensated_self_ns(data) == [134.0, 187.5, 130.0, 20.0]
     tiny = decode_hook(bytes(encode([(0, 0x400100, ROOT, 1, 100, 10, 10)], chunks=[(0, 1)])))
     assert compensated_self_ns(tiny) == [0.0]  # never negative
+
+
+def test_inlined_bit_is_a_flag_not_part_of_the_module_index() -> None:
+    tree = [(0, 0x400100, ROOT, 1, 1, 1000, 300), (1, 0x400200, 0, 1 | INLINED, 10, 400, 400),
+            (2, 0x400300, 0, INLINED, 20, 300, 300)]
+    data = decode_hook(bytes(encode(tree, chunks=[(0, 3)])))
+    assert data.nodes.module == [1, 1, 0]
+    assert data.nodes.inlined == [False, True, True]
+
+
+def test_calibration_failure_is_visible() -> None:
+    assert calibrated(decode_hook(bytes(encode(TREE, chunks=[(0, 3)]))))
+    failed = decode_hook(bytes(encode(TREE, chunks=[(0, 3)], inner=0.0, outer=0.0)))
+    assert not calibrated(failed)
+    assert compensated_self_ns(failed)[1] == 200.0  # nothing subtracted: 400 ticks * 0.5
 
 
 def test_unpublished_file_is_skipped_not_an_error() -> None:
