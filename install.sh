@@ -29,6 +29,7 @@ if (( want_test )); then
     need google-pprof google-perftools
     ldconfig -p | grep -q 'libprofiler\.so' || missing+=(libgoogle-perftools-dev)
     need perf linux-perf
+    need uftrace uftrace                   # the instrument mode's reference (same binary)
     need npm npm                           # speedscope's file-format schema
 fi
 

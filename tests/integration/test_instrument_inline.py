@@ -7,7 +7,6 @@ where it is installed."""
 
 from __future__ import annotations
 
-import hashlib
 import re
 import subprocess
 from pathlib import Path
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 from proftui.collectors.model.profile import Profile
 
+from tests.conftest import LUA_SCRIPTS, build_lua
 from tests.integration.ins_helpers import FLAGS, build, calls_by_path, record
 from tests.integration.ins_uftrace import (
     Shares,
@@ -25,8 +25,7 @@ from tests.integration.ins_uftrace import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-LUA_SOURCE = Path("/work/shared/programs/lua")
-LUA_SCRIPT = ROOT / "tests" / "data" / "lua_work.lua"
+LUA_SCRIPT = LUA_SCRIPTS / "instrument_work.lua"
 
 
 def _inlined(profile: Profile) -> set[str]:
@@ -158,22 +157,8 @@ def test_exit_hooks_gcc_tail_calls_do_not_pop_outer_calls() -> None:
 
 
 def _lua_binary() -> Path:
-    """onelua.c built with the instrument flags, cached by source and flag hash."""
-    onelua = LUA_SOURCE / "onelua.c"
-    if not onelua.exists():
-        pytest.skip(f"Lua source not found at {LUA_SOURCE} (see tests' real-program notes)")
-    flags = [*FLAGS, "-DLUA_USE_LINUX"]
-    digest = hashlib.sha256(" ".join(flags).encode())
-    for path in sorted(LUA_SOURCE.glob("*.[ch]")):
-        digest.update(path.read_bytes())
-    target = ROOT / "build" / "test-fixtures" / f"lua-ins-{digest.hexdigest()[:12]}"
-    if not target.exists():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_suffix(".tmp")
-        subprocess.run(["gcc", *flags, "-o", str(tmp), str(onelua), "-lm", "-ldl"],
-                       check=True, capture_output=True, text=True)
-        tmp.rename(target)
-    return target
+    """onelua.c built with the instrument flags (skips when the Lua source is absent)."""
+    return build_lua([f for f in FLAGS if f not in ("-O2", "-g")])
 
 
 def _lua_shares(argv: list[str | Path]) -> tuple[Profile, Shares, str]:
