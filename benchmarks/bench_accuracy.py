@@ -80,7 +80,27 @@ def gprof_row(work: Path, scale: str) -> Row | None:
     return ("gprof", "lua -O2", "gprof -b (same gmon)", worst, where, result.total_ticks)
 
 
-ROWS: list[Callable[[Path, str], Row | None]] = [sampler_row, gprof_row]
+def instrument_row(work: Path, scale: str) -> Row | None:
+    """proftui's hook library against uftrace on the same binary and input (two runs:
+    both tools instrument, so they cannot share one).  Self share per function."""
+    from tests.integration.ins_helpers import record
+    from tests.integration.ins_uftrace import from_profile, shares, uftrace_reason, uftrace_tree
+
+    reason = uftrace_reason()
+    if reason:
+        print(f"instrument: skipped ({reason})")
+        return None
+    lua = build_lua(["-finstrument-functions", "-pthread"])
+    argv: list[str | Path] = [lua, LUA_SCRIPTS / "instrument_work.lua", "60"]
+    profile, _ = record(argv)
+    ours, theirs = shares(from_profile(profile)), shares(uftrace_tree(argv, work))
+    worst, where = worst_difference({n: ours.self_pct(n) for n in ours.self},
+                                    {n: theirs.self_pct(n) for n in theirs.self})
+    return ("instrument", "lua -O2", "uftrace (same binary)", worst, where,
+            int(profile.total()))
+
+
+ROWS: list[Callable[[Path, str], Row | None]] = [sampler_row, gprof_row, instrument_row]
 
 
 def main() -> None:
@@ -98,9 +118,9 @@ def main() -> None:
             if row is not None:
                 rows.append(row)
     print(f"\n{'mode':11} {'program':10} {'reference':22} {'worst Δ':>8}  {'where':32}"
-          f" {'samples':>8}")
+          f" {'weight':>10}")
     for mode, program, ref, worst, where, n in rows:
-        print(f"{mode:11} {program:10} {ref:22} {worst:7.2f}pt  {where:32} {int(n):8d}")
+        print(f"{mode:11} {program:10} {ref:22} {worst:7.2f}pt  {where:32} {int(n):10d}")
 
 
 if __name__ == "__main__":
