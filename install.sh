@@ -30,6 +30,7 @@ if (( want_test )); then
     ldconfig -p | grep -q 'libprofiler\.so' || missing+=(libgoogle-perftools-dev)
     need perf linux-perf
     need npm npm                           # speedscope's file-format schema
+    need python3.11d python3.11-dbg        # big DWARF binary for benchmarks/bench_symbols.py
 fi
 
 if (( ${#missing[@]} )); then
