@@ -15,6 +15,7 @@ from __future__ import annotations
 import atexit
 import bisect
 import hashlib
+import itertools
 import os
 import stat
 import tempfile
@@ -153,7 +154,7 @@ class ModuleSymbols:
         inlined = tuple(
             InlineFrame(demangle(inner.symbol), outer.full_path or None, outer.line or None,
                         inner.full_path or None, None, inner.symbol)
-            for inner, outer in zip(found, found[1:], strict=False))
+            for inner, outer in itertools.pairwise(found))
         return SourceLocation(found[0].full_path or None, found[0].line or None, inlined)
 
     def definition(self, symbol: FunctionSymbol) -> tuple[str | None, int | None]:
