@@ -12,14 +12,12 @@ directory and mmapped on the next run.  A stripped binary yields
 
 from __future__ import annotations
 
-import atexit
 import bisect
 import hashlib
 import itertools
 import os
 import stat
 import tempfile
-import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -95,6 +93,7 @@ class ModuleSymbols:
         self._symcache: SymCache | None = None
         self._symcache_tried = False
         self._unsaved = False  # a SymCache built here, not yet in the cache directory
+        self._built = False  # the SymCache was built in this process (not read from the cache)
         self._entries: dict[int, tuple[str | None, int | None]] = {}
         try:
             with ElfFile(self.readable) as elf:
@@ -197,7 +196,9 @@ class ModuleSymbols:
                 except SymbolicError:
                     pass
             self._symcache = SymCache.from_object(objects[0])
-            self._unsaved = True
+            self._built = self._unsaved = True
+            # Written now, not at exit: collectors drop their Symbolizer without flushing.
+            self.save_cache()
         except (SymbolicError, LookupError, OSError) as exc:
             self._warnings.append(f"{self.path}: cannot read its DWARF ({exc}); "
                                   "functions are shown without source lines")
@@ -278,7 +279,6 @@ class Symbolizer:
         self.warnings: list[str] = []
         self._modules: dict[str, ModuleSymbols | None] = {}
         self._frames: dict[tuple[str, int], list[Frame]] = {}
-        _LIVE.add(self)
 
     def module(self, path: str, readable: str | None = None) -> ModuleSymbols:
         """Symbols of `path` (memoized); ProftuiError if it is not a readable ELF file."""
@@ -350,19 +350,13 @@ class Symbolizer:
         return module.location(vaddr) if module is not None else UNKNOWN_LOCATION
 
     def flush(self) -> None:
-        """Persist SymCaches built in this run to the build-id cache."""
+        """Make sure SymCaches built so far are in the build-id cache.
+
+        Each is written as soon as it is built; this retries writes that failed.
+        """
         for module in self._modules.values():
             if module is not None:
                 module.save_cache()
-
-
-_LIVE: weakref.WeakSet[Symbolizer] = weakref.WeakSet()
-
-
-@atexit.register
-def _flush_all() -> None:
-    for symbolizer in list(_LIVE):
-        symbolizer.flush()
 
 
 def _has_dwarf(elf: ElfFile) -> bool:

@@ -151,7 +151,7 @@ def test_build_id_cache_serves_the_second_run(compile_c, tmp_path: Path) -> None
     addresses = [a for f in module.functions for a in range(f.start, f.start + f.size, 3)]
     expected = {a: cold.frames(str(binary), a) for a in addresses}
     assert any(len(frames) > 1 for frames in expected.values())  # inline chains included
-    cold.flush()
+    assert cold.module(str(binary))._built  # written as soon as built: no flush needed
     cache_files = list(cache.iterdir())
     assert [p.name for p in cache_files] == [f"{module.build_id}.symcache"]
     assert oct(cache_files[0].stat().st_mode & 0o777) == "0o600"
@@ -164,21 +164,19 @@ def test_build_id_cache_serves_the_second_run(compile_c, tmp_path: Path) -> None
         return symbolizer
 
     warm = again()
-    assert not warm.module(str(binary))._unsaved  # served from the file, nothing rebuilt
+    assert not warm.module(str(binary))._built  # served from the file, nothing rebuilt
     # A damaged or foreign cache is rebuilt, never trusted.
     other = compile_c("sym_lines.c", ["-O1", "-g"])
     foreign = Symbolizer(cache_dir=tmp_path / "other")
     foreign.location(str(other), 0)
-    foreign.flush()
     for damage in (b"not a symcache", built[:len(built) // 2],
                    next((tmp_path / "other").iterdir()).read_bytes()):
         cache_files[0].write_bytes(damage)
-        rebuilt = again()
-        assert rebuilt.module(str(binary))._unsaved
-        rebuilt.flush()
+        assert again().module(str(binary))._built
         assert cache_files[0].read_bytes() == built
     # A cache directory someone else can write to is neither read nor written.
-    cache_files[0].unlink()
     cache.chmod(0o777)
+    assert again().module(str(binary))._built  # the file there is not read...
+    cache_files[0].unlink()
     again().flush()
-    assert list(cache.iterdir()) == []
+    assert list(cache.iterdir()) == []  # ...and nothing is written there
