@@ -31,7 +31,6 @@ from proftui.collectors.symbols.maps import AddressSpace
 if TYPE_CHECKING:
     from symbolic.symcache import SymCache
 
-STT_FUNC, STT_GNU_IFUNC = 2, 10  # ELF symbol types (st_info & 0xf)
 STB_GLOBAL, STB_WEAK = 1, 2  # ELF symbol bindings (st_info >> 4)
 DEBUG_ROOT = Path("/usr/lib/debug")
 CACHE_SUFFIX = ".symcache"
@@ -104,33 +103,48 @@ class ModuleSymbols:
                 has_dwarf = _has_dwarf(elf)
                 has_symtab = elf.section(".symtab") is not None
                 debuglink = elf.debuglink()
-                functions = _function_symbols(elf, ".symtab")
+                table = _function_table(elf, ".symtab")
         except (OSError, ValueError) as exc:
             raise ProftuiError(f"{path}: not a readable ELF file ({exc})") from None
         self._load_address = self.segments[0][1] if self.segments else 0
         self.debug_path: str | None = self.readable if has_dwarf else None
         if not has_dwarf:
             self.debug_path = self._find_debug_file(debuglink)
-        if not functions and self.debug_path and self.debug_path != self.readable:
-            functions = _read_functions(self.debug_path, ".symtab")
-        if not functions:
-            functions = _read_functions(self.readable, ".dynsym")
-        self.functions = functions
+        if not table[0] and self.debug_path and self.debug_path != self.readable:
+            table = _read_function_table(self.debug_path, ".symtab")
+        if not table[0]:
+            table = _read_function_table(self.readable, ".dynsym")
+        # Parallel sorted columns; FunctionSymbols (and demangled names) are made on demand.
+        self._starts, self._sizes, self._raw_names = table
+        self._symbols: dict[int, FunctionSymbol] = {}
         self.stripped = not has_symtab and self.debug_path is None
-        self._starts = [f.start for f in self.functions]
 
     # -- functions -------------------------------------------------------
+
+    def _symbol(self, i: int) -> FunctionSymbol:
+        symbol = self._symbols.get(i)
+        if symbol is None:
+            raw = self._raw_names[i]
+            # Shown names drop symbol versions ("memcpy@@GLIBC_2.14" -> "memcpy").
+            symbol = FunctionSymbol(self._starts[i], self._sizes[i], raw,
+                                    demangle(raw.split("@", 1)[0]))
+            self._symbols[i] = symbol
+        return symbol
+
+    @property
+    def functions(self) -> list[FunctionSymbol]:
+        """Every function symbol, in address order."""
+        return [self._symbol(i) for i in range(len(self._starts))]
 
     def function_at(self, vaddr: int) -> FunctionSymbol | None:
         """The function whose [start, start+size) holds link-time `vaddr`."""
         i = bisect.bisect_right(self._starts, vaddr) - 1
         if i < 0:
             return None
-        symbol = self.functions[i]
-        size = symbol.size
+        start, size = self._starts[i], self._sizes[i]
         if size == 0:  # assembler labels without a size: up to the next symbol
-            size = (self._starts[i + 1] - symbol.start) if i + 1 < len(self._starts) else 1
-        return symbol if vaddr < symbol.start + size else None
+            size = (self._starts[i + 1] - start) if i + 1 < len(self._starts) else 1
+        return self._symbol(i) if vaddr < start + size else None
 
     # -- source lines ------------------------------------------------------
 
@@ -384,39 +398,32 @@ def _private_file(path: Path) -> bool:
     return stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid() and _private_dir(path.parent)
 
 
-def _read_functions(path: str, section_name: str) -> list[FunctionSymbol]:
+Table = tuple[list[int], list[int], list[str]]  # starts, sizes, raw names
+
+
+def _read_function_table(path: str, section_name: str) -> Table:
     try:
         with ElfFile(path) as elf:
-            return _function_symbols(elf, section_name)
+            return _function_table(elf, section_name)
     except (OSError, ValueError):
-        return []
+        return [], [], []
 
 
-def _function_symbols(elf: ElfFile, section_name: str) -> list[FunctionSymbol]:
-    """Defined function symbols of `elf`, sorted, one per address (best name wins).
-
-    Entries are unpacked with struct straight from the section bytes: per-symbol
-    objects cost seconds on a big binary's symbol table.
-    """
+def _function_table(elf: ElfFile, section_name: str) -> Table:
+    """Defined function symbols of `elf`, sorted, one per address (best name wins)."""
     section = elf.section(section_name)
     if section is None:
-        return []
+        return [], [], []
     try:
-        entries, strtab = elf.symbols(section)
-        best: dict[int, tuple[int, int, str]] = {}
-        for name_offset, info, shndx, value, size in entries:
-            if (info & 0xF) not in (STT_FUNC, STT_GNU_IFUNC) or not value or not shndx:
-                continue
-            end = strtab.find(b"\0", name_offset)
-            if end < 0:
-                continue
-            name = strtab[name_offset:end].decode("utf-8", "replace")
-            rank = {STB_GLOBAL: 0, STB_WEAK: 1}.get(info >> 4, 2) * 2 + name.startswith("_")
-            old = best.get(value)
-            if old is None or (rank, name) < (old[0], old[2]):
-                best[value] = (rank, size, name)
+        entries = elf.function_symbols(section)
     except ValueError:
-        return []
-    # Shown names drop symbol versions ("memcpy@@GLIBC_2.14" -> "memcpy"); raw names keep them.
-    return [FunctionSymbol(start, size, name, demangle(name.split("@", 1)[0]))
-            for start, (_, size, name) in sorted(best.items())]
+        return [], [], []
+    best: dict[int, tuple[int, int, str]] = {}
+    for value, size, binding, name in entries:
+        rank = (0 if binding == STB_GLOBAL else 1 if binding == STB_WEAK else 2) * 2 \
+            + name.startswith("_")
+        old = best.get(value)
+        if old is None or (rank, name) < (old[0], old[2]):
+            best[value] = (rank, size, name)
+    starts = sorted(best)
+    return starts, [best[s][1] for s in starts], [best[s][2] for s in starts]
