@@ -50,16 +50,15 @@ class FunctionSymbol:
 class InlineFrame:
     """A function inlined at a call site: `file`:`line` is where it was called from.
 
-    `decl_file` is the file the inlined function's code comes from (DWARF
-    line rows, right across compile units under LTO); `decl_line` is not
-    known from a SymCache and stays None.
+    `decl_file` is the file the inlined function's own code comes from (its
+    DWARF line rows, so right across compile units under LTO).  A SymCache
+    has no DW_AT_decl_line, so inlined frames carry no line of their own.
     """
 
     function: str
     file: str | None
     line: int | None
     decl_file: str | None = None
-    decl_line: int | None = None
     raw_name: str = ""
 
 
@@ -166,7 +165,7 @@ class ModuleSymbols:
             return UNKNOWN_LOCATION
         inlined = tuple(
             InlineFrame(demangle(inner.symbol), outer.full_path or None, outer.line or None,
-                        inner.full_path or None, None, inner.symbol)
+                        inner.full_path or None, inner.symbol)
             for inner, outer in itertools.pairwise(found))
         return SourceLocation(found[0].full_path or None, found[0].line or None, inlined)
 
@@ -214,7 +213,9 @@ class ModuleSymbols:
             # Written now, not at exit: collectors drop their Symbolizer without flushing.
             self.save_cache()
         except (SymbolicError, LookupError, OSError) as exc:
-            self._warnings.append(f"{self.path}: cannot read its DWARF ({exc}); "
+            reason = ": ".join(part.strip().removeprefix("caused by: ")
+                               for part in str(exc).splitlines() if part.strip())
+            self._warnings.append(f"{self.path}: cannot read its DWARF ({reason}); "
                                   "functions are shown without source lines")
             self._symcache = None
         return self._symcache
@@ -353,7 +354,7 @@ class Symbolizer:
         location = module.location(vaddr)
         for inline in reversed(location.inlined):  # outermost first
             frames.append(Frame(function=inline.function, module=module_path,
-                                file=inline.decl_file, line=inline.decl_line,
+                                file=inline.decl_file,
                                 raw_name=inline.raw_name or inline.function,
                                 build_id=module.build_id, inlined=True))
         return frames

@@ -180,3 +180,24 @@ def test_build_id_cache_serves_the_second_run(compile_c, tmp_path: Path) -> None
     cache_files[0].unlink()
     again().flush()
     assert list(cache.iterdir()) == []  # ...and nothing is written there
+
+
+def test_corrupt_dwarf_gives_names_and_one_warning(compile_c, tmp_path: Path) -> None:
+    from proftui.collectors.symbols.elf import ElfFile
+
+    built = compile_c("sym_lines.c", ["-O2", "-g"])
+    with ElfFile(built) as elf:
+        info = elf.section(".debug_abbrev")
+    assert info is not None
+    data = bytearray(built.read_bytes())
+    data[info.offset:info.offset + info.size] = b"\xff" * info.size  # no abbreviation parses
+    binary = tmp_path / "corrupt"
+    binary.write_bytes(bytes(data))
+    symbolizer = Symbolizer(cache_dir=tmp_path / "cache")
+    module = symbolizer.module(str(binary))
+    accumulate = next(f for f in module.functions if f.name == "accumulate")
+    frames = symbolizer.frames(str(binary), accumulate.start + 4)
+    assert [f.function for f in frames] == ["accumulate"] and frames[0].line is None
+    [warning] = symbolizer.warnings
+    assert "cannot read its DWARF" in warning and "\n" not in warning
+    assert not (tmp_path / "cache").exists()  # nothing cached for a file that failed
