@@ -201,3 +201,18 @@ def test_corrupt_dwarf_gives_names_and_one_warning(compile_c, tmp_path: Path) ->
     [warning] = symbolizer.warnings
     assert "cannot read its DWARF" in warning and "\n" not in warning
     assert not (tmp_path / "cache").exists()  # nothing cached for a file that failed
+
+
+@pytest.mark.skipif(shutil.which("c++filt") is None, reason="c++filt (binutils) missing")
+def test_clone_suffixes_spelled_like_cxxfilt() -> None:
+    """C names get the clone spelling c++filt gives the same suffixes on C++ names."""
+    suffixes = [".constprop.0", ".isra.0", ".part.0", ".cold", ".lto_priv.0",
+                ".constprop.0.isra.0", ".part.0.cold", ".123", ".Upper", ".a.b", "."]
+    mangled = [f"_Z3hotv{s}" for s in suffixes]
+    theirs = subprocess.run(["c++filt", *mangled], capture_output=True, text=True,
+                            check=True).stdout.splitlines()
+    for suffix, name, reference in zip(suffixes, mangled, theirs, strict=True):
+        expected = reference.replace("hot()", "hot", 1) if reference != name else f"hot{suffix}"
+        assert demangle(f"hot{suffix}") == expected, suffix
+        assert demangle(name) == reference, suffix
+    assert demangle("memcpy@@GLIBC_2.14") == "memcpy@@GLIBC_2.14"
