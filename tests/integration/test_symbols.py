@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -216,3 +217,34 @@ def test_clone_suffixes_spelled_like_cxxfilt() -> None:
         assert demangle(f"hot{suffix}") == expected, suffix
         assert demangle(name) == reference, suffix
     assert demangle("memcpy@@GLIBC_2.14") == "memcpy@@GLIBC_2.14"
+
+
+@pytest.mark.skipif(shutil.which("readelf") is None, reason="readelf (binutils) missing")
+@pytest.mark.parametrize("byteorder", ["native", "foreign"])
+def test_function_symbols_match_readelf(compile_c, monkeypatch: pytest.MonkeyPatch,
+                                        byteorder: str) -> None:
+    """The struct/memoryview symbol reader against readelf (both decoding paths)."""
+    import types
+
+    from proftui.collectors.symbols import elf as elf_module
+
+    binary = compile_c("sym_cxx.cpp", ["-O2", "-g"], compiler="g++")
+    if byteorder == "foreign":  # take the entry-by-entry path a big-endian file takes
+        other = "big" if sys.byteorder == "little" else "little"
+        monkeypatch.setattr(elf_module, "sys", types.SimpleNamespace(byteorder=other))
+    with elf_module.ElfFile(binary) as elf:
+        section = elf.section(".symtab")
+        assert section is not None
+        mine = sorted((v, z, n) for v, z, _, n in elf.function_symbols(section))
+    out = subprocess.run(["readelf", "-W", "--syms", str(binary)], capture_output=True,
+                         text=True, check=True).stdout
+    theirs = []
+    table = ""
+    for line in out.splitlines():
+        if line.startswith("Symbol table"):
+            table = line.split("'")[1]
+        parts = line.split()
+        if (table == ".symtab" and len(parts) >= 8 and parts[0].endswith(":")
+                and parts[3] in ("FUNC", "IFUNC") and parts[6] != "UND" and int(parts[1], 16)):
+            theirs.append((int(parts[1], 16), int(parts[2], 0), parts[7]))
+    assert len(mine) > 10 and mine == sorted(theirs)
