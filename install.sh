@@ -31,6 +31,7 @@ if (( want_test )); then
     need perf linux-perf
     need uftrace uftrace                   # the instrument mode's reference (same binary)
     need npm npm                           # speedscope's file-format schema
+    need python3.11d python3.11-dbg        # big DWARF binary for benchmarks/bench_symbols.py
 fi
 
 if (( ${#missing[@]} )); then

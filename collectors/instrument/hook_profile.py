@@ -90,7 +90,7 @@ def add_hook_data(profile: Profile, data: HookData, symbols: HookSymbols,
         trees[slot] = tree
         threads.setdefault(thread.tid, thread.name)
     placed: dict[int, CallNode] = {}
-    frame_ids: dict[tuple[int, int], int] = {}
+    frame_ids: dict[tuple[int, int, bool], int] = {}  # (fn, module, inlined) -> frame id
     function_self: dict[int, float] = {}  # frame id -> self cost of this file's nodes
     for i, index in enumerate(nodes.index):
         tree = trees.get(nodes.thread[i])
@@ -117,8 +117,8 @@ def add_hook_data(profile: Profile, data: HookData, symbols: HookSymbols,
         function_self[frame_id] = function_self.get(frame_id, 0.0) + self_costs[i]
         placed[index] = node
         if parent_index != ROOT and calls:
-            key = (parent.frame_id, frame_id)
-            profile.arcs[key] = profile.arcs.get(key, 0) + calls
+            arc = (parent.frame_id, frame_id)
+            profile.arcs[arc] = profile.arcs.get(arc, 0) + calls
     _add_line_costs(profile, function_self)
 
 

@@ -64,21 +64,52 @@ def _cxxfilt_demangler() -> _Demangler | None:
 _DEMANGLER: _Demangler | None = _cxa_demangler() or _cxxfilt_demangler()
 
 
+def _clone_suffixes(name: str) -> tuple[str, list[str]] | None:
+    """Split "hot.constprop.0.isra.0" into ("hot", [".constprop.0", ".isra.0"]).
+
+    The grammar is libiberty's (what c++filt applies to mangled names): a
+    clone is "." then lowercase letters, digits or "_", then any ".digits".
+    None when the name has no dot or the text after it is not all clones.
+    """
+    at = name.find(".")
+    if at <= 0:
+        return None
+    base, rest, clones = name[:at], name[at:], []
+    while rest:
+        if len(rest) < 2 or not (rest[1].islower() or rest[1].isdigit() or rest[1] == "_"):
+            return None
+        end = 2
+        while end < len(rest) and (rest[end].islower() or rest[end].isdigit()
+                                   or rest[end] == "_"):
+            end += 1
+        while end + 1 < len(rest) and rest[end] == "." and rest[end + 1].isdigit():
+            end += 2
+            while end < len(rest) and rest[end].isdigit():
+                end += 1
+        clones.append(rest[:end])
+        rest = rest[end:]
+    return base, clones
+
+
 @functools.lru_cache(maxsize=65536)
 def demangle(name: str) -> str:
-    """The demangled form of a C++ symbol, or `name` unchanged when it is not mangled.
+    """The name as c++filt shows it: C++ demangled, compiler clones spelled out.
 
-    A versioned suffix (`@GLIBC_2.2.5`) and clone suffixes (`.cold`,
-    `.constprop.0`) are kept readable: the base is demangled, the suffix kept.
+    A versioned suffix (`@GLIBC_2.2.5`) is kept; clone suffixes of C and C++
+    names become `hot [clone .constprop.0]`, as c++filt prints them for C++.
     """
-    if not name.startswith("_Z") or _DEMANGLER is None:
-        return name
     base, at, version = name.partition("@")
+    tail = at + version if at else ""
+    if not base.startswith("_Z") or _DEMANGLER is None:
+        split = _clone_suffixes(base)
+        if split is None or base.startswith("_Z"):
+            return name
+        return split[0] + "".join(f" [clone {c}]" for c in split[1]) + tail
     result = _DEMANGLER(base)
-    if result is None and "." in base:
-        stem, _, clone = base.partition(".")
-        inner = _DEMANGLER(stem)
-        result = f"{inner} [clone .{clone}]" if inner is not None else None
     if result is None:
-        return name
-    return result + (at + version if at else "")
+        split = _clone_suffixes(base)
+        inner = _DEMANGLER(split[0]) if split is not None else None
+        if split is None or inner is None:
+            return name
+        result = inner + "".join(f" [clone {c}]" for c in split[1])
+    return result + tail

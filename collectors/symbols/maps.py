@@ -13,8 +13,7 @@ import bisect
 import os
 from dataclasses import dataclass
 
-from elftools.common.exceptions import ELFError
-from elftools.elf.elffile import ELFFile
+from proftui.collectors.symbols.elf import PT_LOAD, ElfFile
 
 DELETED = " (deleted)"
 
@@ -49,10 +48,9 @@ def parse_maps(text: str) -> list[Mapping]:
 def load_segments(path: str) -> list[tuple[int, int, int]]:
     """(p_offset, p_vaddr, p_filesz) of each PT_LOAD segment of ELF file `path`."""
     try:
-        with open(path, "rb") as f:
-            return [(seg["p_offset"], seg["p_vaddr"], seg["p_filesz"])
-                    for seg in ELFFile(f).iter_segments() if seg["p_type"] == "PT_LOAD"]
-    except (OSError, ELFError, ValueError):
+        with ElfFile(path) as elf:
+            return [(s.offset, s.vaddr, s.filesz) for s in elf.segments if s.type == PT_LOAD]
+    except (OSError, ValueError):
         return []
 
 
