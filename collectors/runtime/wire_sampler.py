@@ -1,4 +1,5 @@
-"""Decoder of the sampler's runtime files (csrc/sampler/proftui_wire_sampler.h, docs/wire-format.md).
+"""Decoder of the sampler's runtime files (csrc/sampler/proftui_wire_sampler.h,
+docs/wire-format.md).
 
 The runtime (LD_PRELOADed csrc/sampler/proftui_sampler.c) writes one file per process:
 the common header, a sampler header, one ring buffer per thread slot and a
