@@ -100,9 +100,7 @@ class AttachCollector(Collector):
             raise ProftuiError(f"cannot attach to process {pid}: "
                                f"{attach_checks.ptrace_denied_reason(pid)}")
         self._target_argv = _cmdline(pid)
-        self._space, self._symbolizer = make_symbolizer(pid)
-        self._stackframes = StackFrames(self._space, self._symbolizer)
-        self._preload_symbols()
+        self._open_symbols()
         helper = runtime_executable_path("proftui-attach")
         hz = max(1, int(self.options.frequency_hz))
         # Own session: a Ctrl-C at the terminal reaches proftui, which then
@@ -180,6 +178,12 @@ class AttachCollector(Collector):
                     self._warnings.append(
                         f"attach helper ended with status {helper.returncode}: {err[-200:]}")
             self._ended.set()
+
+    def _open_symbols(self) -> None:
+        """The target's address space and symbolizer, its modules' symbols loaded."""
+        self._space, self._symbolizer = make_symbolizer(self.target_pid)
+        self._stackframes = StackFrames(self._space, self._symbolizer)
+        self._preload_symbols()
 
     def _preload_symbols(self) -> None:
         """Load every mapped module's symbols now, at attach time, rather than on

@@ -21,6 +21,7 @@
  *   PROFTUI_BUFFER_BYTES     ring budget per process (default 32 MiB)
  *   PROFTUI_SAMPLER_CLOCK=timer   skip perf_event (tests, benchmarks)
  *   PROFTUI_SAMPLER_UNWIND=fp     frame pointers only (tests, benchmarks)
+ *   PROFTUI_SAMPLER_KERNEL=0      user time only, even where kernel time may be counted
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -119,6 +120,8 @@ __attribute__((constructor)) static void pt_init(void) {
     pt_sampler_cfg.force_timer = clock != NULL && strcmp(clock, "timer") == 0;
     const char *unwind = getenv("PROFTUI_SAMPLER_UNWIND");
     pt_sampler_cfg.fp_only = unwind != NULL && strcmp(unwind, "fp") == 0;
+    const char *kernel = getenv("PROFTUI_SAMPLER_KERNEL");
+    pt_sampler_cfg.user_only = kernel != NULL && strcmp(kernel, "0") == 0;
 
     if (pt_sampler_file_create(getpid()) != 0) return;
     pt_sampler_maps_refresh(0);

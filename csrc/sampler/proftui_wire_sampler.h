@@ -53,6 +53,7 @@ enum pt_sampler_flags {
     PT_SMP_SIGNAL_MOVED = 1u << 2, /* the target owns SIGPROF: another signal is used */
     PT_SMP_CFI = 1u << 3,          /* DWARF CFI unwind tables were built */
     PT_SMP_FOLLOW = 1u << 4,       /* forked children write their own files */
+    PT_SMP_USER_ONLY = 1u << 5,    /* perf may not count kernel time here: user time only */
 };
 
 enum pt_sampler_slot_state {

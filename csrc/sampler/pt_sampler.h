@@ -42,6 +42,7 @@ struct pt_sampler_config {
     int follow_children;     /* forked children get their own file */
     int force_timer;         /* PROFTUI_SAMPLER_CLOCK=timer: skip perf_event */
     int fp_only;             /* PROFTUI_SAMPLER_UNWIND=fp: skip CFI tables */
+    int user_only;           /* PROFTUI_SAMPLER_KERNEL=0: never count kernel time */
     char dir[4096];          /* PROFTUI_DIR */
 };
 

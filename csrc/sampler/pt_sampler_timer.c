@@ -5,9 +5,15 @@
  *  - perf_event_open(PERF_COUNT_SW_TASK_CLOCK, pid=tid, cpu=-1) with
  *    F_SETOWN_EX(F_OWNER_TID)/F_SETSIG/O_ASYNC, so the overflow signal goes to
  *    that very thread; high resolution (hrtimer), allowed for self-profiling
- *    at perf_event_paranoid <= 2;
+ *    at perf_event_paranoid <= 2.  It counts kernel time too where the
+ *    system allows it (exclude_kernel = 0: perf_event_paranoid <= 1,
+ *    CAP_PERFMON or root): the signal is delivered on the return to user
+ *    space, so time in a system call is charged to the user-space frame that
+ *    made it, as perf --user-callchains and gperftools do.  Elsewhere the
+ *    header says "user time only" (PT_SMP_USER_ONLY);
  *  - fallback: timer_create(thread CPU clock, SIGEV_THREAD_ID), tick-bound
- *    (about 250 deliveries per second; si_overrun carries the rest);
+ *    (about 250 deliveries per second; si_overrun carries the rest); the
+ *    thread CPU clock includes system time;
  *  - wall-clock mode: timer_create(CLOCK_MONOTONIC, SIGEV_THREAD_ID).
  * The signal is SIGPROF unless the target owns it (a handler already set, or
  * -pg's profil()); then SIGVTALRM or a real-time signal, said in the header.
@@ -51,6 +57,8 @@ static struct pt_armed pt_armed[PT_MAX_THREADS];
 static pthread_mutex_t pt_armed_lock = PTHREAD_MUTEX_INITIALIZER;
 /* PT_CLOCK_*: chosen once by pt_sampler_timer_init. */
 static int pt_clock_kind;
+/* 1 if perf events may count kernel time (exclude_kernel = 0); chosen once. */
+static int pt_kernel_time;
 /* Signal in use; the handler never reads it, the interposers do. */
 PT_HIDDEN volatile int pt_sampler_signal;
 /* Signals the target installed handlers for: never chosen again. */
@@ -142,6 +150,8 @@ static void pt_describe(void) {
     snprintf(pt_sampler_file.hdr->clock, sizeof pt_sampler_file.hdr->clock, "%s", clock);
     pt_sampler_file.smp->signal = (uint32_t)pt_sampler_signal;
     pt_sampler_file.smp->sflags |= pt_clock_kind == PT_CLOCK_PERF ? PT_SMP_PERF : PT_SMP_TIMER;
+    if (pt_clock_kind == PT_CLOCK_PERF && !pt_kernel_time)
+        pt_sampler_file.smp->sflags |= PT_SMP_USER_ONLY;
     if (pt_sampler_signal != SIGPROF) pt_sampler_file.smp->sflags |= PT_SMP_SIGNAL_MOVED;
 }
 
@@ -153,7 +163,7 @@ static int pt_perf_open(pid_t tid) {
     attr.config = PERF_COUNT_SW_TASK_CLOCK;
     attr.sample_period = pt_sampler_cfg.period_ns;
     attr.disabled = 1;
-    attr.exclude_kernel = 1; /* allowed at perf_event_paranoid 2 */
+    attr.exclude_kernel = !pt_kernel_time; /* 1 is allowed at perf_event_paranoid 2 */
     attr.exclude_hv = 1;
     return (int)syscall(SYS_perf_event_open, &attr, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
 }
@@ -170,7 +180,12 @@ int pt_sampler_timer_init(void) {
     if (pthread_key_create(&pt_exit_key, pt_thread_exit_hook) != 0) return -1;
     pt_clock_kind = PT_CLOCK_TIMER;
     if (!pt_sampler_cfg.wall_clock && !pt_sampler_cfg.force_timer) {
+        pt_kernel_time = !pt_sampler_cfg.user_only;
         int fd = pt_perf_open(pt_gettid());
+        if (fd < 0 && pt_kernel_time) { /* kernel time not allowed: user time only */
+            pt_kernel_time = 0;
+            fd = pt_perf_open(pt_gettid());
+        }
         if (fd >= 0) {
             close(fd);
             pt_clock_kind = PT_CLOCK_PERF;
