@@ -74,7 +74,7 @@ def test_attach_counts_kernel_time(method: str) -> None:
         if "user time only" in profile.meta.clock:
             pytest.skip(f"perf_event may count user time only here: {profile.meta.clock}")
         kernel = measured_share(out)
-            assert abs(profiled_share(profile) - kernel) <= 0.05, (profiled_share(profile), kernel)
+        assert abs(profiled_share(profile) - kernel) <= 0.05, (profiled_share(profile), kernel)
     finally:
         if proc.poll() is None:
             proc.kill()
