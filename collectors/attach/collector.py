@@ -368,8 +368,7 @@ def _stream_warnings(method: str, flags: int) -> list[str]:
                    "per sample, frame pointers beyond that")
     elif os.environ.get("PROFTUI_ATTACH_UNWIND") == "fp":
         out.append("stacks unwound through frame pointers only (PROFTUI_ATTACH_UNWIND=fp)")
-    else:
-        out.append("stacks unwound through frame pointers only: CFI unwinding is x86-64 only")
+    # Otherwise the helper said why in a WARN record (PT_ARCH_UNWIND_NOTE).
     if not flags & FLAG_KERNEL_TIME:
         out.append(f"user time only: {attach_checks.kernel_time_denied_reason()}; time spent in "
                    "system calls is not sampled")

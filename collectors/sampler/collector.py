@@ -26,6 +26,7 @@ from proftui.collectors.runtime.launch import LaunchedProcess, resolve_program
 from proftui.collectors.runtime.wire_sampler import (
     MAP_LOAD,
     MAX_FRAMES,
+    SMP_CFI,
     SMP_PERF,
     SMP_SIGNAL_MOVED,
     SMP_USER_ONLY,
@@ -288,6 +289,9 @@ class SamplerCollector(Collector):
                 hz = f", {1e9 / header.period_ns:.0f} Hz" if header.period_ns else ""
                 clock = header.clock + hz + (f", signal {_signal_name(smp.signal)}"
                                              if smp.signal else "")
+                if not smp.sflags & SMP_CFI and os.environ.get("PROFTUI_SAMPLER_UNWIND") != "fp":
+                    warnings.append("no DWARF CFI unwind tables were built (CFI unwinding is "
+                                    "x86-64 only): stacks are walked through frame pointers")
                 if smp.sflags & SMP_PERF and smp.sflags & SMP_USER_ONLY:
                     clock += ", user time only"
                     warnings.append(_user_time_only_warning())

@@ -58,7 +58,7 @@ int pt_attach_list_tasks(pid_t pid, pid_t *tids, int max) {
 
 /* Drain the control pipe and the signalfd after poll().  Not async-signal-safe. */
 int pt_attach_check_control(const struct pt_attach_config *cfg, short revents_control,
-                     short revents_signal, int *got_chld) {
+                            short revents_signal, int *got_chld) {
     int stop = 0;
     if (revents_control & (POLLIN | POLLHUP | POLLERR)) stop = 1; /* a byte, or proftui died */
     if (revents_signal & POLLIN) {
@@ -119,6 +119,8 @@ int main(int argc, char **argv) {
         .control_fd = STDIN_FILENO,
         .signal_fd = sfd,
     };
+    /* What unwinding lacks on this architecture (arch/pt_arch.h), for meta.warnings. */
+    if (PT_ARCH_UNWIND_NOTE[0] != '\0') pt_attach_out_defer_warning(PT_ARCH_UNWIND_NOTE);
     int rc;
     if (strcmp(method, "perf") == 0) {
         rc = pt_attach_perf_run(&cfg, 0);
@@ -130,7 +132,7 @@ int main(int argc, char **argv) {
             char why[300];
             snprintf(why, sizeof why, "perf_event_open failed (%s); sampling with ptrace instead",
                      strerror(errno));
-            pt_attach_out_defer_warning(why);
+            pt_attach_out_defer_warning(why); /* the fallback's reason matters more */
             rc = pt_attach_ptrace_run(&cfg);
         }
     } else {

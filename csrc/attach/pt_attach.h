@@ -47,7 +47,7 @@
 enum { PT_ATTACH_METHOD_PERF = 1, PT_ATTACH_METHOD_PTRACE = 2 };
 
 enum pt_attach_flags {
-    PT_ATTACH_FLAG_CFI = 1u << 0,       /* stacks are unwound with .eh_frame CFI (x86-64) */
+    PT_ATTACH_FLAG_CFI = 1u << 0,         /* stacks are unwound with .eh_frame CFI (x86-64) */
     PT_ATTACH_FLAG_KERNEL_TIME = 1u << 1, /* samples count kernel time too */
 };
 
@@ -87,11 +87,11 @@ void pt_attach_out_flush(void);
 int pt_attach_out_broken(void); /* 1 once the reader went away (EPIPE) */
 
 /* Helpers shared by both methods (proftui_attach.c). */
-int pt_attach_target_alive(pid_t pid);          /* 0 once the target is a zombie or gone */
+int pt_attach_target_alive(pid_t pid); /* 0 once the target is a zombie or gone */
 /* Consume control/signal input after poll(); 1 when the helper must detach.
  * Sets *got_chld when SIGCHLD arrived (ptrace: tracee state changed). */
 int pt_attach_check_control(const struct pt_attach_config *cfg, short revents_control,
-                     short revents_signal, int *got_chld);
+                            short revents_signal, int *got_chld);
 int pt_attach_list_tasks(pid_t pid, pid_t *tids, int max); /* threads of pid; -1 on error */
 
 /* Unwinding (pt_attach_unwind.c): the target's executable mappings and

@@ -70,7 +70,8 @@ static unsigned char *pt_attach_out_reserve(uint32_t type, uint32_t size) {
             return NULL;
         }
         pt_attach_out_drain(2000); /* rare, small records: worth a wait */
-        if (pt_attach_out_len + size + 16 > PT_OUT_CAP) pt_attach_out_len = 0; /* reader gone astray */
+        if (pt_attach_out_len + size + 16 > PT_OUT_CAP)
+            pt_attach_out_len = 0; /* reader gone astray */
     }
     if (pt_attach_out_dropped > 0) { /* report drops before anything newer */
         uint32_t lost_type = PT_ATTACH_REC_LOST, lost_size = 16;
@@ -98,7 +99,8 @@ void pt_attach_out_header(uint32_t method, pid_t pid, uint64_t period_ns, uint32
     memcpy(h + 20, &flags, 4);
     memcpy(h + 24, &period_ns, 8);
     pt_attach_out_len += 32;
-    if (pt_attach_out_deferred[0] != '\0') pt_attach_out_text(PT_ATTACH_REC_WARN, "%s", pt_attach_out_deferred);
+    if (pt_attach_out_deferred[0] != '\0')
+        pt_attach_out_text(PT_ATTACH_REC_WARN, "%s", pt_attach_out_deferred);
 }
 
 void pt_attach_out_sample(uint32_t tid, uint64_t weight_ns, uint32_t flags, const uint64_t *ips,

@@ -26,6 +26,8 @@
 
 #include "pt_attach.h"
 
+/* Words of the largest sample record we decode (header, call chain, registers, stack). */
+#define PT_PERF_REC_WORDS (1 + PT_ATTACH_MAX_FRAMES + PT_ATTACH_STACK_WORDS + 32)
 #define PT_PERF_MAX_THREADS 4096
 #define PT_PERF_MAX_CPUS 1024
 
@@ -84,8 +86,8 @@ static int pt_perf_open(const struct pt_attach_config *cfg, pid_t tid) {
     attr.type = PERF_TYPE_SOFTWARE;
     attr.config = PERF_COUNT_SW_TASK_CLOCK;
     attr.sample_period = cfg->period_ns;
-    attr.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_CALLCHAIN |
-                       PERF_SAMPLE_PERIOD;
+    attr.sample_type =
+        PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_CALLCHAIN | PERF_SAMPLE_PERIOD;
     if (PT_ARCH_PERF_REGS != 0) {
         attr.sample_type |= PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
         attr.sample_regs_user = PT_ARCH_PERF_REGS;
@@ -205,7 +207,7 @@ static void pt_perf_sample(const struct pt_attach_config *cfg, const uint64_t *b
 static void pt_perf_drain(const struct pt_attach_config *cfg, struct pt_perf_ring *ev) {
     uint64_t head = __atomic_load_n(&ev->meta->data_head, __ATOMIC_ACQUIRE);
     uint64_t tail = ev->meta->data_tail;
-    uint64_t rec[(sizeof(struct perf_event_header) + 8 * (PT_ATTACH_MAX_FRAMES + PT_ATTACH_STACK_WORDS + 32)) / 8 + 1];
+    uint64_t rec[PT_PERF_REC_WORDS];
     while (tail < head) {
         struct perf_event_header hdr;
         pt_ring_copy(ev, tail, &hdr, sizeof hdr);
@@ -215,9 +217,7 @@ static void pt_perf_drain(const struct pt_attach_config *cfg, struct pt_perf_rin
         const uint64_t *body = rec + 1;
         size_t words = (len - sizeof hdr) / 8;
         switch (hdr.type) {
-        case PERF_RECORD_SAMPLE:
-            pt_perf_sample(cfg, body, words);
-            break;
+        case PERF_RECORD_SAMPLE: pt_perf_sample(cfg, body, words); break;
         case PERF_RECORD_LOST:
             if (words >= 2) {
                 pt_lost += body[1];
@@ -248,8 +248,7 @@ static void pt_perf_drain(const struct pt_attach_config *cfg, struct pt_perf_rin
             pt_attach_unwind_maps_changed();
             pt_attach_out_u64(PT_ATTACH_REC_MAPS, 0);
             break;
-        default:
-            break;
+        default: break;
         }
         tail += hdr.size;
     }
@@ -262,7 +261,8 @@ static void pt_perf_rescan(const struct pt_attach_config *cfg) {
     int n = pt_attach_list_tasks(cfg->pid, tids, PT_PERF_MAX_THREADS);
     for (int i = 0; i < n; i++) {
         if (pt_known_has(tids[i])) continue;
-        if (pt_perf_open(cfg, tids[i]) == 0) pt_attach_out_thread((uint32_t)tids[i], PT_ATTACH_THREAD_NEW, cfg->pid);
+        if (pt_perf_open(cfg, tids[i]) == 0)
+            pt_attach_out_thread((uint32_t)tids[i], PT_ATTACH_THREAD_NEW, cfg->pid);
     }
 }
 
@@ -304,7 +304,8 @@ int pt_attach_perf_run(const struct pt_attach_config *cfg, int quiet_fail) {
     uint32_t flags = pt_attach_unwind_init(cfg->pid);
     if (pt_perf_kernel) flags |= PT_ATTACH_FLAG_KERNEL_TIME;
     pt_attach_out_header(PT_ATTACH_METHOD_PERF, cfg->pid, cfg->period_ns, flags);
-    for (int i = 0; i < pt_nknown; i++) pt_attach_out_thread((uint32_t)pt_known[i], PT_ATTACH_THREAD_NEW, cfg->pid);
+    for (int i = 0; i < pt_nknown; i++)
+        pt_attach_out_thread((uint32_t)pt_known[i], PT_ATTACH_THREAD_NEW, cfg->pid);
     pt_attach_out_flush();
 
     uint64_t next_check = pt_now_ns();

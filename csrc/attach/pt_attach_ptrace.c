@@ -35,10 +35,10 @@
 
 struct pt_attach_thread {
     pid_t tid;
-    int schedstat_fd;  /* /proc/PID/task/TID/schedstat, read each tick */
-    int stat_fd;       /* /proc/PID/task/TID/stat, for the scheduler state */
-    uint64_t cpu_ns;   /* CPU time at the previous sample */
-    int stopped;       /* in a ptrace-stop we caused and have not ended yet */
+    int schedstat_fd; /* /proc/PID/task/TID/schedstat, read each tick */
+    int stat_fd;      /* /proc/PID/task/TID/stat, for the scheduler state */
+    uint64_t cpu_ns;  /* CPU time at the previous sample */
+    int stopped;      /* in a ptrace-stop we caused and have not ended yet */
 };
 
 /* Traced threads and counters: the helper is single-threaded. */
@@ -202,7 +202,7 @@ static int pt_stop_thread(const struct pt_attach_config *cfg, pid_t tid) {
             return -1;
         }
         if (pt_handle(cfg, tid, status, 1)) return 0;
-        if (pt_find(tid) == NULL) return -1; /* it exited */
+        if (pt_find(tid) == NULL) return -1;                                      /* it exited */
         if (WIFSTOPPED(status) && (status >> 16) == PTRACE_EVENT_STOP) return -1; /* group-stop */
     }
 }
@@ -298,7 +298,8 @@ int pt_attach_ptrace_run(const struct pt_attach_config *cfg) {
     if (pt_seize_all(cfg) != 0) {
         /* The header is out, so explain through the stream and on stderr. */
         int saved = errno;
-        pt_attach_out_text(PT_ATTACH_REC_ERROR, "ptrace(PTRACE_SEIZE, %d): %s", (int)cfg->pid, strerror(saved));
+        pt_attach_out_text(PT_ATTACH_REC_ERROR, "ptrace(PTRACE_SEIZE, %d): %s", (int)cfg->pid,
+                           strerror(saved));
         pt_attach_out_flush();
         fprintf(stderr, "ptrace(PTRACE_SEIZE, %d): %s\n", (int)cfg->pid, strerror(saved));
         errno = saved;
@@ -307,8 +308,10 @@ int pt_attach_ptrace_run(const struct pt_attach_config *cfg) {
     pt_attach_out_flush();
     int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
     struct itimerspec its = {
-        .it_interval = {(time_t)(cfg->period_ns / 1000000000ull), (long)(cfg->period_ns % 1000000000ull)},
-        .it_value = {(time_t)(cfg->period_ns / 1000000000ull), (long)(cfg->period_ns % 1000000000ull)},
+        .it_interval = {(time_t)(cfg->period_ns / 1000000000ull),
+                        (long)(cfg->period_ns % 1000000000ull)},
+        .it_value = {(time_t)(cfg->period_ns / 1000000000ull),
+                     (long)(cfg->period_ns % 1000000000ull)},
     };
     timerfd_settime(tfd, 0, &its, NULL);
     int ticks_since_check = 0;

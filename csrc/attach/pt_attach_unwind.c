@@ -46,7 +46,7 @@ struct pt_attach_range {
 
 /* State of the one target (the helper is single-threaded). */
 static pid_t pt_attach_pid;
-static int pt_attach_cfi_on;  /* PT_ARCH_CFI and not PROFTUI_ATTACH_UNWIND=fp */
+static int pt_attach_cfi_on; /* PT_ARCH_CFI and not PROFTUI_ATTACH_UNWIND=fp */
 static struct pt_attach_object *pt_attach_objs;
 static size_t pt_attach_nobjs, pt_attach_capobjs;
 static struct pt_attach_range *pt_attach_ranges;
@@ -109,8 +109,7 @@ static struct pt_cfi_table *pt_attach_file_rows(const char *path, uint64_t start
     if (len > sizeof deleted - 1 && strcmp(path + len - (sizeof deleted - 1), deleted) == 0)
         snprintf(where, sizeof where, "/proc/%d/map_files/%lx-%lx", (int)pt_attach_pid,
                  (unsigned long)start, (unsigned long)end);
-    else
-        snprintf(where, sizeof where, "/proc/%d/root%s", (int)pt_attach_pid, path);
+    else snprintf(where, sizeof where, "/proc/%d/root%s", (int)pt_attach_pid, path);
     int fd = open(where, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return NULL;
     struct stat st;
@@ -164,7 +163,8 @@ static void pt_attach_mapping(uint64_t start, uint64_t end, uint64_t off, uint64
         struct pt_attach_object *o = &pt_attach_objs[i];
         /* The same object: same file, and this mapping inside the object's code. */
         if (o->ino == ino && strcmp(o->path, path) == 0 &&
-            (o->cfi == NULL ? o->bias == start - off : (start >= o->cfi->lo && end <= o->cfi->hi))) {
+            (o->cfi == NULL ? o->bias == start - off
+                            : (start >= o->cfi->lo && end <= o->cfi->hi))) {
             o->seen = 1;
             return;
         }
@@ -190,7 +190,19 @@ static void pt_attach_mapping(uint64_t start, uint64_t end, uint64_t off, uint64
 #endif
 }
 
-/* Re-read /proc/PID/maps: keep known objects, build new ones, drop gone ones. */
+/* 1 if some line of maps `text` is executable ("start-end perms ..."). */
+static int pt_attach_any_exec(const char *text) {
+    for (const char *line = text; line != NULL && *line; line = strchr(line, '\n')) {
+        if (*line == '\n') line++;
+        const char *perms = strchr(line, ' ');
+        if (perms != NULL && strlen(perms) > 4 && perms[3] == 'x') return 1;
+    }
+    return 0;
+}
+
+/* Re-read /proc/PID/maps: keep known objects, build new ones, drop gone
+ * ones.  A read without executable mappings (the target exited: its maps are
+ * empty while samples are still drained) changes nothing. */
 static void pt_attach_read_maps(void) {
     pt_attach_last_read = pt_attach_now_ns();
     pt_attach_dirty = 0;
@@ -198,24 +210,33 @@ static void pt_attach_read_maps(void) {
     snprintf(path, sizeof path, "/proc/%d/maps", (int)pt_attach_pid);
     FILE *f = fopen(path, "re");
     if (f == NULL) return; /* the target is gone: keep what we had */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    char chunk[8192];
+    size_t got;
+    while (mem != NULL && (got = fread(chunk, 1, sizeof chunk, f)) > 0) fwrite(chunk, 1, got, mem);
+    fclose(f);
+    if (mem == NULL || fclose(mem) != 0 || text == NULL) return;
+    if (!pt_attach_any_exec(text)) {
+        free(text);
+        return;
+    }
     for (size_t i = 0; i < pt_attach_nobjs; i++) pt_attach_objs[i].seen = 0;
     pt_attach_nranges = 0;
-    char *line = NULL;
-    size_t cap = 0;
-    while (getline(&line, &cap, f) > 0) {
+    for (char *line = text, *next; line != NULL && *line != '\0'; line = next) {
+        next = strchr(line, '\n');
+        if (next != NULL) *next++ = '\0';
         unsigned long start, end, off, ino;
         char perms[8];
         int name_at = 0;
-        if (sscanf(line, "%lx-%lx %7s %lx %*s %lu %n", &start, &end, perms, &off, &ino,
-                   &name_at) < 5 ||
+        if (sscanf(line, "%lx-%lx %7s %lx %*s %lu %n", &start, &end, perms, &off, &ino, &name_at) <
+                5 ||
             strchr(perms, 'x') == NULL)
             continue;
-        char *name = line + name_at;
-        name[strcspn(name, "\n")] = '\0';
-        pt_attach_mapping(start, end, off, ino, name);
+        pt_attach_mapping(start, end, off, ino, line + name_at);
     }
-    free(line);
-    fclose(f);
+    free(text);
     size_t kept = 0, with_rows = 0;
     for (size_t i = 0; i < pt_attach_nobjs; i++) {
         if (!pt_attach_objs[i].seen) {

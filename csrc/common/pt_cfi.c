@@ -34,11 +34,11 @@ enum { PT_RULE_SAME = 0, PT_RULE_OFFSET = 1, PT_RULE_OTHER = 2 };
 
 /* The unwind state for the registers we track. */
 struct pt_cfa_state {
-    int cfa_reg;      /* DWARF register, -1 when the CFA is an expression */
+    int cfa_reg; /* DWARF register, -1 when the CFA is an expression */
     int64_t cfa_off;
-    int fp_rule;     /* PT_RULE_* */
+    int fp_rule; /* PT_RULE_* */
     int64_t fp_off;
-    int ra_rule;      /* PT_RULE_OFFSET expected (at CFA-8); PT_RULE_OTHER: give up */
+    int ra_rule; /* PT_RULE_OFFSET expected (at CFA-8); PT_RULE_OTHER: give up */
     int64_t ra_off;
     int ra_undefined; /* the outermost frame (_start, clone) */
 };
@@ -183,10 +183,9 @@ static void pt_emit(struct pt_rows *out, uint64_t pc, const struct pt_cfa_state 
     struct pt_cfi_row row = {(uint32_t)(pc - out->lo), 0, 0, PT_CFA_NONE};
     if (s->ra_undefined) {
         row.cfa_reg = PT_ROW_OUTERMOST;
-    } else if ((s->cfa_reg == PT_DW_SP || s->cfa_reg == PT_DW_FP) &&
-               s->ra_rule == PT_RULE_OFFSET && s->ra_off == -8 && s->cfa_off >= 8 &&
-               s->cfa_off % 8 == 0 && s->cfa_off / 8 <= INT16_MAX &&
-               s->fp_rule != PT_RULE_OTHER &&
+    } else if ((s->cfa_reg == PT_DW_SP || s->cfa_reg == PT_DW_FP) && s->ra_rule == PT_RULE_OFFSET &&
+               s->ra_off == -8 && s->cfa_off >= 8 && s->cfa_off % 8 == 0 &&
+               s->cfa_off / 8 <= INT16_MAX && s->fp_rule != PT_RULE_OTHER &&
                (s->fp_rule == PT_RULE_SAME ||
                 (s->fp_off < 0 && s->fp_off % 8 == 0 && s->fp_off / 8 >= INT8_MIN))) {
         row.cfa_reg = s->cfa_reg == PT_DW_SP ? PT_CFA_SP : PT_CFA_FP;
@@ -232,7 +231,7 @@ static int pt_run(const uint8_t *p, const uint8_t *end, const struct pt_cie *cie
             continue;
         } else {
             switch (op) {
-            case 0x00: continue;                                   /* nop */
+            case 0x00: continue;                                      /* nop */
             case 0x01: *loc = pt_encoded(&r, cie->fde_enc); continue; /* set_loc */
             case 0x02: delta = pt_fixed(&r, 1) * cie->code_align; break;
             case 0x03: delta = pt_fixed(&r, 2) * cie->code_align; break;
@@ -242,8 +241,8 @@ static int pt_run(const uint8_t *p, const uint8_t *end, const struct pt_cie *cie
             case 0x2f: /* GNU_negative_offset_extended */
                 reg = pt_uleb(&r);
                 off = op == 0x11 ? pt_sleb(&r) * cie->data_align
-                                 : (int64_t)pt_uleb(&r) * (op == 0x2f ? -cie->data_align
-                                                                      : cie->data_align);
+                                 : (int64_t)pt_uleb(&r) *
+                                       (op == 0x2f ? -cie->data_align : cie->data_align);
                 if (reg == PT_DW_FP) s->fp_rule = PT_RULE_OFFSET, s->fp_off = off;
                 if (reg == PT_DW_RA) s->ra_rule = PT_RULE_OFFSET, s->ra_off = off;
                 continue;
@@ -284,7 +283,7 @@ static int pt_run(const uint8_t *p, const uint8_t *end, const struct pt_cie *cie
                 s->cfa_reg = (int)pt_uleb(&r);
                 s->cfa_off = pt_sleb(&r) * cie->data_align;
                 continue;
-            case 0x0d: s->cfa_reg = (int)pt_uleb(&r); continue; /* def_cfa_register */
+            case 0x0d: s->cfa_reg = (int)pt_uleb(&r); continue;     /* def_cfa_register */
             case 0x0e: s->cfa_off = (int64_t)pt_uleb(&r); continue; /* def_cfa_offset */
             case 0x13: s->cfa_off = pt_sleb(&r) * cie->data_align; continue;
             case 0x0f: { /* def_cfa_expression */
@@ -335,7 +334,7 @@ static void pt_fde_rows(const struct pt_cfi_source *src, const uint8_t *fde, uin
     struct pt_cie cie;
     if (pt_parse_cie(src, fde + 4 - cie_off, &cie) != 0) return;
     struct pt_rd r = {fde + 8, fde + 4 + len, 0, cie.delta};
-    pt_encoded(&r, cie.fde_enc);                      /* pc_begin: the table's value is used */
+    pt_encoded(&r, cie.fde_enc); /* pc_begin: the table's value is used */
     uint64_t range = pt_encoded(&r, cie.fde_enc & 0x0f);
     if (cie.has_z) r.p += pt_uleb(&r);
     if (r.bad || r.p > r.end || range == 0) return;

@@ -94,7 +94,7 @@ unsigned pt_unwind_walk(const struct pt_cfi_set *set, const struct pt_memory *me
             *flags |= PT_UNWIND_CFI;
         } else
 #endif
-        if (!pt_fp_step(mem, &fp, &sp, &ra)) {
+            if (!pt_fp_step(mem, &fp, &sp, &ra)) {
             if (fp == 0) return n; /* the outermost frame cleared its frame pointer */
             break;
         }

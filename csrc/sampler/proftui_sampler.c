@@ -27,9 +27,9 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <link.h>
-#include <stdio.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -44,8 +44,8 @@
 /* Settings from the environment, written once by the constructor. */
 PT_HIDDEN struct pt_sampler_config pt_sampler_cfg;
 /* Per-thread state the handler reads (initial-exec TLS: no lazy allocation). */
-PT_HIDDEN __thread struct pt_sampler_thread pt_sampler_self __attribute__((tls_model("initial-exec"))) = {
-    .reg = -1};
+PT_HIDDEN __thread struct pt_sampler_thread pt_sampler_self
+    __attribute__((tls_model("initial-exec"))) = {.reg = -1};
 /* 1 while this process samples; 0 before the constructor, without
  * PROFTUI_DIR, or in a fork child that is not followed. */
 static volatile int pt_active;
@@ -61,9 +61,8 @@ static int (*pt_real_close_range)(unsigned, unsigned, int);
 
 static void pt_resolve(void) {
     if (pt_real_pthread_create == NULL)
-        pt_real_pthread_create = (int (*)(pthread_t *, const pthread_attr_t *,
-                                          void *(*)(void *), void *))dlsym(RTLD_NEXT,
-                                                                           "pthread_create");
+        pt_real_pthread_create = (int (*)(pthread_t *, const pthread_attr_t *, void *(*)(void *),
+                                          void *))dlsym(RTLD_NEXT, "pthread_create");
     if (pt_real_dlopen == NULL)
         pt_real_dlopen = (void *(*)(const char *, int))dlsym(RTLD_NEXT, "dlopen");
     if (pt_real_dlclose == NULL) pt_real_dlclose = (int (*)(void *))dlsym(RTLD_NEXT, "dlclose");
@@ -152,9 +151,8 @@ static void *pt_thread_start(void *p) {
     return start.fn(start.arg);
 }
 
-__attribute__((visibility("default"))) int pthread_create(pthread_t *thread,
-                                                          const pthread_attr_t *attr,
-                                                          void *(*fn)(void *), void *arg) {
+__attribute__((visibility("default"))) int
+pthread_create(pthread_t *thread, const pthread_attr_t *attr, void *(*fn)(void *), void *arg) {
     pt_resolve();
     if (pt_real_pthread_create == NULL) return EAGAIN;
     struct pt_start *start = pt_active ? malloc(sizeof *start) : NULL;
@@ -249,8 +247,8 @@ __attribute__((visibility("default"))) int sigaction(int sig, const struct sigac
         pt_fake_default(old);
         return 0;
     }
-    void *handler = (act->sa_flags & SA_SIGINFO) ? (void *)act->sa_sigaction
-                                                 : (void *)act->sa_handler;
+    void *handler =
+        (act->sa_flags & SA_SIGINFO) ? (void *)act->sa_sigaction : (void *)act->sa_handler;
     if (pt_sampler_timer_is_ours(handler)) return pt_sampler_real_sigaction(sig, act, old);
     if (handler == (void *)SIG_DFL) { /* "back to the default": it already looks so */
         pt_fake_default(old);

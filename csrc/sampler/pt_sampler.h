@@ -28,33 +28,33 @@
 #include "pt_unwind.h"
 #define PT_DEFAULT_FREQUENCY 1000
 #define PT_MAX_FREQUENCY 10000
-#define PT_DEFAULT_BUFFER (32u << 20)     /* bytes of rings per process */
-#define PT_NSLOTS 128                     /* concurrently sampled threads per process */
-#define PT_MIN_RING_WORDS 2048            /* 16 KiB */
+#define PT_DEFAULT_BUFFER (32u << 20) /* bytes of rings per process */
+#define PT_NSLOTS 128                 /* concurrently sampled threads per process */
+#define PT_MIN_RING_WORDS 2048        /* 16 KiB */
 #define PT_MAPLOG_ENTRIES 1024
-#define PT_MAX_THREADS 4096               /* armed-thread registry (fork, signal moves) */
+#define PT_MAX_THREADS 4096 /* armed-thread registry (fork, signal moves) */
 
 /* Settings read once from the environment by the constructor. */
 struct pt_sampler_config {
-    uint64_t period_ns;      /* sampling period */
-    uint64_t buffer_bytes;   /* ring budget per process */
-    int wall_clock;          /* CLOCK_MONOTONIC timers instead of CPU time */
-    int follow_children;     /* forked children get their own file */
-    int force_timer;         /* PROFTUI_SAMPLER_CLOCK=timer: skip perf_event */
-    int fp_only;             /* PROFTUI_SAMPLER_UNWIND=fp: skip CFI tables */
-    int user_only;           /* PROFTUI_SAMPLER_KERNEL=0: never count kernel time */
-    char dir[4096];          /* PROFTUI_DIR */
+    uint64_t period_ns;    /* sampling period */
+    uint64_t buffer_bytes; /* ring budget per process */
+    int wall_clock;        /* CLOCK_MONOTONIC timers instead of CPU time */
+    int follow_children;   /* forked children get their own file */
+    int force_timer;       /* PROFTUI_SAMPLER_CLOCK=timer: skip perf_event */
+    int fp_only;           /* PROFTUI_SAMPLER_UNWIND=fp: skip CFI tables */
+    int user_only;         /* PROFTUI_SAMPLER_KERNEL=0: never count kernel time */
+    char dir[4096];        /* PROFTUI_DIR */
 };
 
 /* Per-thread sampling state, in initial-exec TLS so the handler can reach it
  * without calling anything. */
 struct pt_sampler_thread {
-    pt_sampler_slot *slot;   /* NULL: this thread is not sampled (handler returns) */
+    pt_sampler_slot *slot; /* NULL: this thread is not sampled (handler returns) */
     uint64_t *ring;
-    uint64_t mask;           /* ring_words - 1 */
-    uintptr_t stack_lo;      /* [stack_lo, stack_hi): the thread's stack */
+    uint64_t mask;      /* ring_words - 1 */
+    uintptr_t stack_lo; /* [stack_lo, stack_hi): the thread's stack */
     uintptr_t stack_hi;
-    int reg;                 /* index in the armed-thread registry, -1 if none */
+    int reg; /* index in the armed-thread registry, -1 if none */
 };
 
 /* The current process's runtime file (zeroed when sampling is off). */
@@ -69,29 +69,33 @@ struct pt_sampler_file {
  * child, signal moves) and read by the handler. */
 extern PT_HIDDEN struct pt_sampler_config pt_sampler_cfg;
 extern PT_HIDDEN struct pt_sampler_file pt_sampler_file;
-extern PT_HIDDEN __thread struct pt_sampler_thread pt_sampler_self __attribute__((tls_model("initial-exec")));
-extern PT_HIDDEN volatile int pt_sampler_signal;  /* signal in use */
+extern PT_HIDDEN __thread struct pt_sampler_thread pt_sampler_self
+    __attribute__((tls_model("initial-exec")));
+extern PT_HIDDEN volatile int pt_sampler_signal; /* signal in use */
 
 /* pt_sampler_file.c - none async-signal-safe unless stated. */
-PT_HIDDEN int pt_sampler_file_create(pid_t pid);               /* 0 or -1 (sampling stays off) */
-PT_HIDDEN void pt_sampler_file_forget(void);                   /* fork child: drop the parent's map */
+PT_HIDDEN int pt_sampler_file_create(pid_t pid); /* 0 or -1 (sampling stays off) */
+PT_HIDDEN void pt_sampler_file_forget(void);     /* fork child: drop the parent's map */
 PT_HIDDEN pt_sampler_slot *pt_sampler_slot_claim(pid_t tid, uint64_t **ring); /* NULL when full */
 PT_HIDDEN void pt_sampler_slot_release(pt_sampler_slot *slot, uint64_t cpu_ns);
 PT_HIDDEN void pt_sampler_maplog_append(const pt_map_entry *entry);
 
 /* pt_sampler_timer.c - none async-signal-safe. */
-PT_HIDDEN int pt_sampler_timer_init(void);          /* choose signal + clock, install handler */
-PT_HIDDEN int pt_sampler_thread_arm(void);          /* calling thread: slot, stack, timer; 0 ok */
-PT_HIDDEN void pt_sampler_thread_disarm(void);      /* calling thread: stop, release slot */
-PT_HIDDEN void pt_sampler_timer_fork_child(int keep);   /* drop inherited events; re-arm if keep */
-PT_HIDDEN int pt_sampler_timer_is_ours(void *handler);  /* handler pointer is proftui's */
-PT_HIDDEN int pt_sampler_timer_move_signal(void);   /* target claimed pt_sampler_signal: use another */
-PT_HIDDEN int pt_sampler_real_sigaction(int sig, const struct sigaction *act, struct sigaction *old);
-PT_HIDDEN int pt_sampler_timer_owns_fd(int fd);     /* async-signal-safe */
+PT_HIDDEN int pt_sampler_timer_init(void);            /* choose signal + clock, install handler */
+PT_HIDDEN int pt_sampler_thread_arm(void);            /* calling thread: slot, stack, timer; 0 ok */
+PT_HIDDEN void pt_sampler_thread_disarm(void);        /* calling thread: stop, release slot */
+PT_HIDDEN void pt_sampler_timer_fork_child(int keep); /* drop inherited events; re-arm if keep */
+PT_HIDDEN int pt_sampler_timer_is_ours(void *handler); /* handler pointer is proftui's */
+PT_HIDDEN int
+pt_sampler_timer_move_signal(void); /* target claimed pt_sampler_signal: use another */
+PT_HIDDEN int pt_sampler_real_sigaction(int sig, const struct sigaction *act,
+                                        struct sigaction *old);
+PT_HIDDEN int pt_sampler_timer_owns_fd(int fd); /* async-signal-safe */
 PT_HIDDEN int pt_sampler_timer_fds_in(unsigned first, unsigned last, int *fds, int max);
 
 /* pt_sampler_handler.c */
-PT_HIDDEN void pt_sampler_on_signal(int sig, siginfo_t *info, void *ucontext); /* async-signal-safe */
+PT_HIDDEN void pt_sampler_on_signal(int sig, siginfo_t *info,
+                                    void *ucontext); /* async-signal-safe */
 
 /* pt_sampler_handler.c - async-signal-safe: the interrupted stack of this
  * thread, through the common unwinder (csrc/common/pt_unwind.h). */

@@ -40,8 +40,8 @@ static int pt_from_sampler(const siginfo_t *info) {
 }
 
 /* Copy `n` words into the thread's ring, or count a drop.  Async-signal-safe. */
-static void pt_ring_put(const struct pt_sampler_thread *self, uint64_t word0, const uint64_t *frames,
-                        unsigned n) {
+static void pt_ring_put(const struct pt_sampler_thread *self, uint64_t word0,
+                        const uint64_t *frames, unsigned n) {
     pt_sampler_slot *slot = self->slot;
     uint64_t head = slot->head; /* only this thread writes head */
     uint64_t tail = __atomic_load_n(&slot->tail, __ATOMIC_ACQUIRE);
@@ -69,10 +69,9 @@ void pt_sampler_on_signal(int sig, siginfo_t *info, void *ucontext) {
         /* A POSIX CPU timer fires at most once per tick; si_overrun says how
          * many periods this one sample stands for. */
         uint64_t weight = 1;
-        if (info->si_code == SI_TIMER && info->si_overrun > 0)
-            weight += (uint64_t)info->si_overrun;
-        if (n > 0) pt_ring_put(self, (uint64_t)n | ((uint64_t)flags << 16) | (weight << 32),
-                               frames, n);
+        if (info->si_code == SI_TIMER && info->si_overrun > 0) weight += (uint64_t)info->si_overrun;
+        if (n > 0)
+            pt_ring_put(self, (uint64_t)n | ((uint64_t)flags << 16) | (weight << 32), frames, n);
     }
     errno = saved_errno;
 }

@@ -23,7 +23,7 @@ PT_HIDDEN const struct pt_cfi_set *volatile pt_sampler_cfi_current;
 struct pt_object {
     uint64_t base;
     char name[312];
-    int alive;       /* present in the latest iteration */
+    int alive; /* present in the latest iteration */
     int nsegs;
     uint64_t seg_start[PT_MAX_SEGS], seg_end[PT_MAX_SEGS], seg_off[PT_MAX_SEGS];
     uint8_t build_id[32];
@@ -67,8 +67,7 @@ static void pt_read_build_id(struct dl_phdr_info *info, struct pt_object *o) {
             const unsigned char *name = p + sizeof *nh;
             const unsigned char *desc = name + ((nh->n_namesz + 3) & ~3u);
             if (desc + nh->n_descsz > end) break;
-            if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 &&
-                memcmp(name, "GNU", 4) == 0) {
+            if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 && memcmp(name, "GNU", 4) == 0) {
                 o->build_id_len = nh->n_descsz < 32 ? nh->n_descsz : 32;
                 memcpy(o->build_id, desc, o->build_id_len);
                 return;

@@ -73,7 +73,7 @@ static uint8_t pt_fd_ours[PT_FD_BITS / 8];
 static void pt_fd_mark(int fd, int ours) {
     if (fd < 0 || fd >= PT_FD_BITS) return;
     if (ours) __atomic_or_fetch(&pt_fd_ours[fd / 8], (uint8_t)(1u << (fd % 8)), __ATOMIC_RELAXED);
-    else __atomic_and_fetch(&pt_fd_ours[fd / 8], (uint8_t)~(1u << (fd % 8)), __ATOMIC_RELAXED);
+    else __atomic_and_fetch(&pt_fd_ours[fd / 8], (uint8_t) ~(1u << (fd % 8)), __ATOMIC_RELAXED);
 }
 
 /* 1 if `fd` is one of our perf events.  Async-signal-safe (a relaxed load). */
@@ -106,8 +106,9 @@ static pid_t pt_gettid(void) { return (pid_t)syscall(SYS_gettid); }
 
 int pt_sampler_real_sigaction(int sig, const struct sigaction *act, struct sigaction *old) {
     static int (*real)(int, const struct sigaction *, struct sigaction *);
-    if (real == NULL) real = (int (*)(int, const struct sigaction *, struct sigaction *))dlsym(
-                          RTLD_NEXT, "sigaction");
+    if (real == NULL)
+        real = (int (*)(int, const struct sigaction *, struct sigaction *))dlsym(RTLD_NEXT,
+                                                                                 "sigaction");
     if (real == NULL) {
         errno = ENOSYS;
         return -1;
@@ -145,8 +146,8 @@ static int pt_install(int sig) {
 static void pt_describe(void) {
     if (pt_sampler_file.hdr == NULL) return;
     const char *clock = pt_clock_kind == PT_CLOCK_PERF ? "perf task-clock"
-                        : pt_sampler_cfg.wall_clock           ? "timer CLOCK_MONOTONIC (wall)"
-                                                      : "timer thread CPU clock";
+                        : pt_sampler_cfg.wall_clock    ? "timer CLOCK_MONOTONIC (wall)"
+                                                       : "timer thread CPU clock";
     snprintf(pt_sampler_file.hdr->clock, sizeof pt_sampler_file.hdr->clock, "%s", clock);
     pt_sampler_file.smp->signal = (uint32_t)pt_sampler_signal;
     pt_sampler_file.smp->sflags |= pt_clock_kind == PT_CLOCK_PERF ? PT_SMP_PERF : PT_SMP_TIMER;
@@ -211,7 +212,8 @@ static int pt_start_clock(struct pt_armed *e, pid_t tid) {
         if (fd >= 0) fd = pt_fd_high(fd);
         if (fd >= 0) {
             struct f_owner_ex owner = {F_OWNER_TID, tid};
-            if (fcntl(fd, F_SETOWN_EX, &owner) == 0 && fcntl(fd, F_SETSIG, pt_sampler_signal) == 0 &&
+            if (fcntl(fd, F_SETOWN_EX, &owner) == 0 &&
+                fcntl(fd, F_SETSIG, pt_sampler_signal) == 0 &&
                 fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_ASYNC) == 0 &&
                 ioctl(fd, PERF_EVENT_IOC_ID, &e->id) == 0 &&
                 ioctl(fd, PERF_EVENT_IOC_ENABLE, 0) == 0) {

@@ -26,7 +26,10 @@ struct pt_regs {
     uintptr_t lr; /* link register (aarch64); 0 where the return address is on the stack */
 };
 
-#if defined(__x86_64__)
+/* -DPT_ARCH_FORCE_GENERIC builds the fallback anywhere (to check it compiles). */
+#if defined(PT_ARCH_FORCE_GENERIC)
+#include "pt_arch_generic.h"
+#elif defined(__x86_64__)
 #include "pt_arch_x86_64.h"
 #elif defined(__aarch64__)
 #include "pt_arch_aarch64.h"

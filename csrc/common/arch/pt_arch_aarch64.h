@@ -15,7 +15,7 @@
 
 #define PT_ARCH_NAME "aarch64"
 #define PT_ARCH_CFI 0
-#define PT_ARCH_UNWIND_NOTE \
+#define PT_ARCH_UNWIND_NOTE                                                                        \
     "CFI unwinding is x86-64 only: on aarch64 stacks are walked through frame pointers"
 
 /* Async-signal-safe. */
@@ -29,9 +29,9 @@ static inline int pt_arch_ucontext_regs(const void *ucontext, struct pt_regs *r)
 }
 
 /* Ascending order: x29, lr, sp, pc. */
-#define PT_ARCH_PERF_REGS                                                          \
-    ((1ull << PERF_REG_ARM64_X29) | (1ull << PERF_REG_ARM64_LR) |                  \
-     (1ull << PERF_REG_ARM64_SP) | (1ull << PERF_REG_ARM64_PC))
+#define PT_ARCH_PERF_REGS                                                                          \
+    ((1ull << PERF_REG_ARM64_X29) | (1ull << PERF_REG_ARM64_LR) | (1ull << PERF_REG_ARM64_SP) |    \
+     (1ull << PERF_REG_ARM64_PC))
 #define PT_ARCH_PERF_NREGS 4
 
 /* Async-signal-safe. */
@@ -44,7 +44,7 @@ static inline void pt_arch_perf_regs(const uint64_t *words, struct pt_regs *r) {
 
 /* Async-signal-safe (one syscall). */
 static inline int pt_arch_ptrace_regs(pid_t tid, struct pt_regs *r) {
-    struct user_pt_regs regs;
+    struct user_regs_struct regs; /* glibc's name for the kernel's user_pt_regs */
     struct iovec iov = {&regs, sizeof regs};
     if (ptrace(PTRACE_GETREGSET, tid, (void *)NT_PRSTATUS, &iov) != 0) return -1;
     r->pc = regs.pc;

@@ -9,8 +9,7 @@
 
 #define PT_ARCH_NAME "unknown"
 #define PT_ARCH_CFI 0
-#define PT_ARCH_UNWIND_NOTE \
-    "stack sampling supports x86-64 (CFI) and aarch64 (frame pointers) only"
+#define PT_ARCH_UNWIND_NOTE "stack sampling supports x86-64 (CFI) and aarch64 (frame pointers) only"
 
 /* Async-signal-safe. */
 static inline int pt_arch_ucontext_regs(const void *ucontext, struct pt_regs *r) {

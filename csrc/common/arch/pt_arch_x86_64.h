@@ -28,7 +28,7 @@ static inline int pt_arch_ucontext_regs(const void *ucontext, struct pt_regs *r)
 }
 
 /* perf dumps the masked registers in ascending order: bp, sp, ip. */
-#define PT_ARCH_PERF_REGS \
+#define PT_ARCH_PERF_REGS                                                                          \
     ((1ull << PERF_REG_X86_BP) | (1ull << PERF_REG_X86_SP) | (1ull << PERF_REG_X86_IP))
 #define PT_ARCH_PERF_NREGS 3
 
