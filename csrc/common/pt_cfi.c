@@ -123,7 +123,9 @@ static uint64_t pt_encoded(struct pt_rd *r, uint8_t enc) {
 
 /* 1 if [p, p + n) lies inside the source's readable bounds. */
 static int pt_inside(const struct pt_cfi_source *src, const uint8_t *p, uint64_t n) {
-    return p >= src->bound_lo && p <= src->bound_hi && n <= (uint64_t)(src->bound_hi - p);
+    /* As integers: the bounds may be "all memory", not one C object. */
+    uintptr_t at = (uintptr_t)p, lo = (uintptr_t)src->bound_lo, hi = (uintptr_t)src->bound_hi;
+    return at >= lo && at <= hi && n <= hi - at;
 }
 
 /* Parse the CIE at `p`; 0 on success. */
@@ -330,7 +332,7 @@ static void pt_fde_rows(const struct pt_cfi_source *src, const uint8_t *fde, uin
     memcpy(&len, fde, 4);
     if (len < 4 || len == 0xffffffffu || !pt_inside(src, fde, 4 + (uint64_t)len)) return;
     memcpy(&cie_off, fde + 4, 4);
-    if (cie_off == 0 || (uint64_t)(fde + 4 - src->bound_lo) < cie_off) return; /* a CIE */
+    if (cie_off == 0 || (uintptr_t)fde + 4 - (uintptr_t)src->bound_lo < cie_off) return; /* CIE */
     struct pt_cie cie;
     if (pt_parse_cie(src, fde + 4 - cie_off, &cie) != 0) return;
     struct pt_rd r = {fde + 8, fde + 4 + len, 0, cie.delta};

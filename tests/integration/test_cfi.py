@@ -1,11 +1,11 @@
 """The C runtimes' one CFI unwinder (csrc/common/pt_unwind.c), checked on its results.
 
-proftui-attach unwinds every sample itself over the copy of the target's
-stack (the sampler does the same over its live stack, tested in
-test_sampler.py).  Code built `-O2 -fomit-frame-pointer`, and glibc, keep
-no frame pointers: the known call chains below appear only when the .eh_frame
-rows of the executable and of libc are right, and must disappear when CFI is
-switched off (PROFTUI_ATTACH_UNWIND=fp), so these tests can fail.
+The sampler walks its live stack in the signal handler; proftui-attach walks
+the copy of the target's stack each sample carries.  Code built `-O2
+-fomit-frame-pointer`, and glibc, keep no frame pointers: the known call
+chains below appear only when the .eh_frame rows of the executable and of
+libc are right, and must disappear when CFI is switched off
+(PROFTUI_SAMPLER_UNWIND=fp, PROFTUI_ATTACH_UNWIND=fp), so these tests can fail.
 """
 
 from __future__ import annotations
@@ -14,9 +14,11 @@ import platform
 import subprocess
 
 import pytest
+from proftui.collectors.model.profile import Profile
 
 from tests.conftest import build_fixture
-from tests.integration.test_attach import NO_FP_FLAGS, Fixture, attach, names_on_paths
+from tests.integration.test_attach import NO_FP_FLAGS, attach, names_on_paths
+from tests.integration.test_sampler import run_sampler
 
 pytestmark = pytest.mark.skipif(platform.machine() != "x86_64",
                                 reason="CFI unwinding is x86-64 only")
@@ -32,63 +34,66 @@ def contains(path: list[str], chain: list[str]) -> bool:
     return all(name in it for name in chain)
 
 
-@pytest.mark.parametrize("method", ["perf", "ptrace"])
-@pytest.mark.parametrize("cfi", [True, False], ids=["cfi", "fp-only"])
-def test_no_frame_pointer_chain_needs_cfi(method: str, cfi: bool,
-                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def profile_of(method: str, fixture: str, cfi: bool, monkeypatch: pytest.MonkeyPatch,
+               seconds: str = "1.2") -> Profile:
+    """Profile `fixture` (built without frame pointers) under the sampler or attached."""
     if not cfi:
-        monkeypatch.setenv("PROFTUI_ATTACH_UNWIND", "fp")
-    fixture = Fixture(2.0, NO_FP_FLAGS)
-    try:
-        collector = attach(fixture.pid, method, frequency_hz=500, duration_s=0.7)
-        profile = collector.wait()
-        collector.stop()
-        paths = names_on_paths(profile)
-        hot = [p for p in paths if p and p[-1] == "att_hot"]
-        assert hot, paths
-        complete = sum(contains(p, HOT_CHAIN) for p in hot)
-        if cfi:
-            # Every stack that ends in att_hot is whole, up to main.
-            assert complete == len(hot), hot
-            assert any(p[-4:] == ["main", "att_outer", "att_middle", "att_hot"] for p in hot)
-            assert any("DWARF CFI" in w for w in profile.meta.warnings)
-        else:
-            assert complete == 0, hot  # att_middle's caller is lost without CFI
-            assert any("frame pointers only" in w for w in profile.meta.warnings)
-        fixture.finish()
-    finally:
-        fixture.kill()
-
-
-@pytest.mark.parametrize("method", ["perf", "ptrace"])
-@pytest.mark.parametrize("cfi", [True, False], ids=["cfi", "fp-only"])
-def test_unwinds_through_libc_callback(method: str, cfi: bool,
-                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    """att_cmp is called back from glibc's qsort: libc's own rows (read from
-    its file through /proc/PID/root) lead back to att_sort and main."""
-    if not cfi:
-        monkeypatch.setenv("PROFTUI_ATTACH_UNWIND", "fp")
-    binary = build_fixture("att_qsort.c", NO_FP_FLAGS)
-    proc = subprocess.Popen([str(binary), "2.0"], stdout=subprocess.PIPE, text=True)
+        monkeypatch.setenv("PROFTUI_SAMPLER_UNWIND" if method == "sampler" else
+                           "PROFTUI_ATTACH_UNWIND", "fp")
+    binary = build_fixture(fixture, NO_FP_FLAGS)
+    if method == "sampler":
+        return run_sampler(binary, seconds, frequency_hz=500)[0]
+    proc = subprocess.Popen([str(binary), seconds], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
         assert proc.stdout.readline() == f"ready {proc.pid}\n"
         collector = attach(proc.pid, method, frequency_hz=500, duration_s=0.7)
         profile = collector.wait()
         collector.stop()
-        paths = [p for p in names_on_paths(profile) if p and p[-1] == "att_cmp"]
-        assert paths, names_on_paths(profile)
-        whole = [p for p in paths if contains(p, ["main", "att_sort", "att_cmp"])]
-        # Which libc frames sit between is glibc's business; that the chain
-        # reaches main through them is ours.
-        if cfi:
-            assert len(whole) >= 0.9 * len(paths), paths
-            assert all(len(p) > 3 for p in whole), whole  # libc's qsort frames are there
-        else:
-            assert len(whole) < 0.5 * len(paths), paths
-        out, _ = proc.communicate(timeout=20)
-        assert (out, proc.returncode) == ("att_qsort done\n", 0)
+        proc.communicate(timeout=20)
+        return profile
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+@pytest.mark.parametrize("method", ["sampler", "perf", "ptrace"])
+@pytest.mark.parametrize("cfi", [True, False], ids=["cfi", "fp-only"])
+def test_no_frame_pointer_chain_needs_cfi(method: str, cfi: bool,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    profile = profile_of(method, "att_spin.c", cfi, monkeypatch)
+    paths = names_on_paths(profile)
+    hot = [p for p in paths if p and p[-1] == "att_hot"]
+    assert hot, paths
+    complete = sum(contains(p, HOT_CHAIN) for p in hot)
+    if cfi:
+        # Every stack that ends in att_hot is whole, up to main.
+        assert complete == len(hot), hot
+        assert any(p[-4:] == ["main", "att_outer", "att_middle", "att_hot"] for p in hot)
+        if method != "sampler":
+            assert any("DWARF CFI" in w for w in profile.meta.warnings)
+    else:
+        assert complete == 0, hot  # att_middle's caller is lost without CFI
+        if method != "sampler":
+            assert any("frame pointers only" in w for w in profile.meta.warnings)
+
+
+@pytest.mark.parametrize("method", ["sampler", "perf", "ptrace"])
+@pytest.mark.parametrize("cfi", [True, False], ids=["cfi", "fp-only"])
+def test_unwinds_through_libc_callback(method: str, cfi: bool,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """att_cmp is called back from glibc's qsort: libc's own rows (read from
+    its file through /proc/PID/root by attach, from memory by the sampler)
+    lead back to att_sort and main."""
+    profile = profile_of(method, "att_qsort.c", cfi, monkeypatch)
+    paths = [p for p in names_on_paths(profile) if p and p[-1] == "att_cmp"]
+    assert paths, names_on_paths(profile)
+    whole = [p for p in paths if contains(p, ["main", "att_sort", "att_cmp"])]
+    # Which libc frames sit between is glibc's business; that the chain
+    # reaches main through them is ours.
+    if cfi:
+        assert len(whole) >= 0.9 * len(paths), paths
+        assert all(len(p) > 3 for p in whole), whole  # libc's qsort frames are there
+    else:
+        assert len(whole) < 0.5 * len(paths), paths
