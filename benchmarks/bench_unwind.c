@@ -35,7 +35,7 @@ static double now_ns(void) {
     return t.tv_sec * 1e9 + t.tv_nsec;
 }
 
-static void run(const char *mode, const ucontext_t *uc, const struct pt_sampler_thread *self) {
+__attribute__((noinline)) static void run(const char *mode, const ucontext_t *uc, const struct pt_sampler_thread *self) {
     uint64_t frames[PT_SAMPLER_MAX_FRAMES];
     unsigned flags = 0, n = 0;
     double t0 = now_ns();
@@ -45,7 +45,8 @@ static void run(const char *mode, const ucontext_t *uc, const struct pt_sampler_
 }
 
 /* The attach helper's walk: copy 4 KiB from sp, unwind over the copy. */
-static void run_copy(const ucontext_t *uc, const struct pt_sampler_thread *self,
+/* noinline (like run): their arrays must not grow deep()'s frame past the copy. */
+__attribute__((noinline)) static void run_copy(const ucontext_t *uc, const struct pt_sampler_thread *self,
                      const struct pt_cfi_set *set) {
     uint64_t frames[PT_SAMPLER_MAX_FRAMES], stack[512];
     unsigned flags = 0, n = 0;
