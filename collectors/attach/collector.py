@@ -324,12 +324,28 @@ class AttachCollector(Collector):
                 end_time=None if running else self._end_time, complete=not running,
                 dropped=self._lost, warnings=list(self._warnings),
             )
+            meta.warnings.extend(self._rate_warnings())
             maps_dirty, self._maps_dirty = self._maps_dirty, False
         with self._sym_lock:
             if maps_dirty and self._space is not None:
                 self._space.refresh()
                 self._stackframes.forget_unresolved()
             return self._build(meta, stacks)
+
+    def _rate_warnings(self) -> list[str]:
+        """ptrace falls behind the asked rate on busy targets: say so, with the
+        rate achieved per second of sampled CPU time.  Caller holds self._lock."""
+        if self._method != "ptrace" or not self._period_ns:
+            return []
+        samples = sum(c[0] for c in self._stacks.values())
+        cpu_s = sum(c[1] for c in self._stacks.values()) / 1e9
+        asked = 1e9 / self._period_ns
+        if cpu_s < 0.2 or samples / cpu_s >= 0.8 * asked:
+            return []
+        return [f"ptrace sampled {samples / cpu_s:.0f} times per second of CPU time, not the "
+                f"{asked:.0f} asked: it falls behind on busy threads (each sample stops a "
+                "thread; samples are weighted by the CPU time they stand for); --method perf "
+                "keeps the rate where allowed"]
 
     def _build(self, meta: ProfileMeta, stacks: list[tuple[int, tuple[int, ...], list[float]]]
                ) -> Profile:
