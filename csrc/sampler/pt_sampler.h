@@ -86,19 +86,17 @@ PT_HIDDEN int pt_sampler_thread_arm(void);            /* calling thread: slot, s
 PT_HIDDEN void pt_sampler_thread_disarm(void);        /* calling thread: stop, release slot */
 PT_HIDDEN void pt_sampler_timer_fork_child(int keep); /* drop inherited events; re-arm if keep */
 PT_HIDDEN int pt_sampler_timer_is_ours(void *handler); /* handler pointer is proftui's */
-PT_HIDDEN int
-pt_sampler_timer_move_signal(void); /* target claimed pt_sampler_signal: use another */
+/* The target claimed pt_sampler_signal: move to another. */
+PT_HIDDEN int pt_sampler_timer_move_signal(void);
 PT_HIDDEN int pt_sampler_real_sigaction(int sig, const struct sigaction *act,
                                         struct sigaction *old);
 PT_HIDDEN int pt_sampler_timer_owns_fd(int fd); /* async-signal-safe */
 PT_HIDDEN int pt_sampler_timer_fds_in(unsigned first, unsigned last, int *fds, int max);
 
-/* pt_sampler_handler.c */
-PT_HIDDEN void pt_sampler_on_signal(int sig, siginfo_t *info,
-                                    void *ucontext); /* async-signal-safe */
-
-/* pt_sampler_handler.c - async-signal-safe: the interrupted stack of this
- * thread, through the common unwinder (csrc/common/pt_unwind.h). */
+/* pt_sampler_handler.c - async-signal-safe: the handler, and the
+ * interrupted stack of this thread through the common unwinder
+ * (csrc/common/pt_unwind.h). */
+PT_HIDDEN void pt_sampler_on_signal(int sig, siginfo_t *info, void *ucontext);
 PT_HIDDEN unsigned pt_sampler_unwind(const void *ucontext, const struct pt_sampler_thread *self,
                                      uint64_t *frames, unsigned max, unsigned *flags);
 

@@ -3,9 +3,6 @@
  * it dies.  Layout in proftui_wire_sampler.h.  Nothing here runs in signal
  * context. */
 #define _GNU_SOURCE
-#include <errno.h>
-#include <fcntl.h>
-#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
