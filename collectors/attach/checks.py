@@ -135,6 +135,8 @@ def perf_denied_reason(pid: int) -> str:
 def kernel_time_denied_reason() -> str:
     """Why perf_event counts user time only (exclude_kernel was required)."""
     paranoid = _sysctl("kernel.perf_event_paranoid")
+    if os.environ.get("PROFTUI_ATTACH_KERNEL") == "0":
+        return "PROFTUI_ATTACH_KERNEL=0 asked perf_event to leave kernel time out"
     return (f"kernel.perf_event_paranoid={paranoid} lets perf_event count kernel time only "
             "at <= 1 or with CAP_PERFMON (run proftui as root, `sudo sysctl "
             "kernel.perf_event_paranoid=1`, or use --method ptrace)")

@@ -275,6 +275,8 @@ static uint64_t pt_now_ns(void) {
 /* The perf_event method: see the file comment.  Not async-signal-safe. */
 int pt_attach_perf_run(const struct pt_attach_config *cfg, int quiet_fail) {
     static pid_t tids[PT_PERF_MAX_THREADS];
+    const char *kernel = getenv("PROFTUI_ATTACH_KERNEL"); /* "0": user time only (tests) */
+    if (kernel != NULL && strcmp(kernel, "0") == 0) pt_perf_kernel = 0;
     pt_ncpus = (int)sysconf(_SC_NPROCESSORS_CONF);
     if (pt_ncpus < 1) pt_ncpus = 1;
     if (pt_ncpus > PT_PERF_MAX_CPUS) pt_ncpus = PT_PERF_MAX_CPUS;

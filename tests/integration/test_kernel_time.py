@@ -59,8 +59,8 @@ def test_sampler_user_time_only_is_said(monkeypatch: pytest.MonkeyPatch) -> None
     assert profiled_share(profile) < measured_share(output) - 0.15
 
 
-@pytest.mark.parametrize("method", ["perf", "ptrace"])
-def test_attach_counts_kernel_time(method: str) -> None:
+def attach_until_exit(method: str) -> tuple[Profile, str]:
+    """Attach to smp_syscall until it exits: (profile, the fixture's output)."""
     binary = build_fixture("smp_syscall.c", FLAGS)
     proc = subprocess.Popen([str(binary), SECONDS], stdout=subprocess.PIPE, text=True)
     try:
@@ -71,11 +71,25 @@ def test_attach_counts_kernel_time(method: str) -> None:
         collector.stop()
         out, _ = proc.communicate(timeout=20)
         assert proc.returncode == 0
-        if "user time only" in profile.meta.clock:
-            pytest.skip(f"perf_event may count user time only here: {profile.meta.clock}")
-        kernel = measured_share(out)
-        assert abs(profiled_share(profile) - kernel) <= 0.05, (profiled_share(profile), kernel)
+        return profile, out
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_attach_user_time_only_is_said(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PROFTUI_ATTACH_KERNEL", "0")
+    profile, out = attach_until_exit("perf")
+    assert "user time only" in profile.meta.clock
+    assert any(w.startswith("user time only") for w in profile.meta.warnings)
+    assert profiled_share(profile) < measured_share(out) - 0.15
+
+
+@pytest.mark.parametrize("method", ["perf", "ptrace"])
+def test_attach_counts_kernel_time(method: str) -> None:
+    profile, out = attach_until_exit(method)
+    if "user time only" in profile.meta.clock:
+        pytest.skip(f"perf_event may count user time only here: {profile.meta.clock}")
+    kernel = measured_share(out)
+    assert abs(profiled_share(profile) - kernel) <= 0.05, (profiled_share(profile), kernel)
