@@ -46,7 +46,8 @@ struct pt_attach_thread {
 static struct pt_attach_thread pt_threads[PT_TRACE_MAX_THREADS];
 static int pt_nthreads;
 static uint64_t pt_tr_samples;
-/* Time the target's threads spent stopped by us, and the CPU time sampled. */
+/* Time the target's threads spent stopped by us (from the confirmed stop to
+ * PTRACE_CONT), and the CPU time sampled. */
 static uint64_t pt_tr_stopped_ns, pt_tr_cpu_ns;
 static int pt_exit_status = -1, pt_exit_signal = -1, pt_target_gone;
 
@@ -223,9 +224,9 @@ static void pt_tick(const struct pt_attach_config *cfg) {
         uint64_t cpu = pt_cpu_ns(t);
         if (cpu <= t->cpu_ns || !pt_runnable(t)) continue; /* not on a CPU: nothing to see */
         pid_t tid = t->tid;
-        uint64_t stop_at = pt_mono_ns();
         if (pt_stop_thread(cfg, tid) != 0) continue;
-        t = pt_find(tid); /* the table may have grown while we waited */
+        uint64_t stop_at = pt_mono_ns(); /* stopped from here until PTRACE_CONT */
+        t = pt_find(tid);                /* the table may have grown while we waited */
         if (t == NULL) continue;
         pt_sample(cfg, t, cpu - t->cpu_ns);
         pt_tr_cpu_ns += cpu - t->cpu_ns;
@@ -354,11 +355,12 @@ int pt_attach_ptrace_run(const struct pt_attach_config *cfg) {
     } else {
         pt_detach_all(cfg);
     }
-    /* Say what the stops cost the target (issue 13): perf costs it nothing like it. */
+    /* Say what the stops cost the target (issue 13); a lower bound: the stop
+     * may begin before our waitpid() returns. */
     if (pt_tr_cpu_ns > 0 && pt_tr_stopped_ns * 100 >= pt_tr_cpu_ns)
         pt_attach_out_text(PT_ATTACH_REC_WARN,
-                           "ptrace stopped the target's threads for %.1f ms in all, %.0f%% of "
-                           "the CPU time sampled: the target ran that much slower",
+                           "ptrace stopped the target's threads for at least %.1f ms in all "
+                           "(%.0f%% of the CPU time sampled): the target ran that much slower",
                            (double)pt_tr_stopped_ns / 1e6,
                            100.0 * (double)pt_tr_stopped_ns / (double)pt_tr_cpu_ns);
     pt_attach_out_end(pt_tr_samples, 0);
