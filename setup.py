@@ -14,25 +14,30 @@ import sysconfig
 from setuptools import Distribution, Extension, find_packages, setup
 from setuptools.command.build_ext import build_ext
 
-# name -> sources.  Each library has one job (DESIGN.md section 1).
-RUNTIME_LIBRARIES: dict[str, list[str]] = {
-    "proftui_sampler": ["csrc/sampler/proftui_sampler.c", "csrc/sampler/pt_sampler_file.c",
-                        "csrc/sampler/pt_sampler_timer.c", "csrc/sampler/pt_sampler_handler.c",
-                        "csrc/common/pt_unwind.c", "csrc/common/pt_cfi.c",
-                        "csrc/common/pt_maps.c"],
-    "proftui_hook": ["csrc/hook/proftui_hook.c", "csrc/hook/pt_hook_life.c",
-                     "csrc/hook/pt_hook_file.c", "csrc/hook/pt_hook_filter.c"],
+# The one stack unwinder and the run-file creation, shared by the runtimes.
+COMMON_UNWIND = ["csrc/common/pt_unwind.c", "csrc/common/pt_cfi.c", "csrc/common/pt_mem.c"]
+
+# name -> (sources, include dirs).  Each library has one job (DESIGN.md
+# section 1) and sees only csrc/common and its own folder.
+RUNTIME_LIBRARIES: dict[str, tuple[list[str], list[str]]] = {
+    "proftui_sampler": (["csrc/sampler/proftui_sampler.c", "csrc/sampler/pt_sampler_file.c",
+                         "csrc/sampler/pt_sampler_timer.c", "csrc/sampler/pt_sampler_handler.c",
+                         "csrc/sampler/pt_sampler_maps.c", "csrc/common/pt_runfile.c",
+                         *COMMON_UNWIND],
+                        ["csrc/common", "csrc/sampler"]),
+    "proftui_hook": (["csrc/hook/proftui_hook.c", "csrc/hook/pt_hook_life.c",
+                      "csrc/hook/pt_hook_file.c", "csrc/hook/pt_hook_filter.c"],
+                     ["csrc/common", "csrc/hook"]),
 }
 
-# name -> sources of helper executables (not libraries), built into the same
-# package directory as the libraries by BuildRuntime.build_executables.
-RUNTIME_EXECUTABLES: dict[str, list[str]] = {
-    "proftui-attach": ["csrc/attach/proftui_attach.c", "csrc/attach/pt_attach_out.c",
-                       "csrc/attach/pt_attach_perf.c", "csrc/attach/pt_attach_ptrace.c"],
+# name -> (sources, include dirs) of helper executables (not libraries), built
+# into the same package directory as the libraries by BuildRuntime.build_executables.
+RUNTIME_EXECUTABLES: dict[str, tuple[list[str], list[str]]] = {
+    "proftui-attach": (["csrc/attach/proftui_attach.c", "csrc/attach/pt_attach_out.c",
+                        "csrc/attach/pt_attach_perf.c", "csrc/attach/pt_attach_ptrace.c",
+                        "csrc/attach/pt_attach_unwind.c", *COMMON_UNWIND],
+                       ["csrc/common", "csrc/attach"]),
 }
-
-# TODO(issue 12): each runtime should see only common/ and its own folder.
-INCLUDE_DIRS = ["csrc/common", "csrc/hook", "csrc/sampler", "csrc/attach"]
 
 COMMON_FLAGS = ["-std=gnu11", "-O2", "-g", "-fPIC", "-fvisibility=hidden", "-Wall", "-Wextra"]
 
@@ -65,9 +70,11 @@ class BuildRuntime(build_ext):
         else:
             out_dir = os.path.join(self.build_lib, "proftui", "collectors", "runtime", "native")
         flags = [f for f in COMMON_FLAGS if f != "-fPIC"]
-        for name, sources in RUNTIME_EXECUTABLES.items():
-            objects = compiler.compile(sources, output_dir=self.build_temp,
-                                       include_dirs=INCLUDE_DIRS, extra_postargs=flags)
+        for name, (sources, include_dirs) in RUNTIME_EXECUTABLES.items():
+            # Each executable's objects in their own folder: common sources are
+            # compiled once per runtime, with that runtime's include dirs.
+            objects = compiler.compile(sources, output_dir=os.path.join(self.build_temp, name),
+                                       include_dirs=include_dirs, extra_postargs=flags)
             compiler.link_executable(objects, name, output_dir=out_dir)
 
     def get_export_symbols(self, ext: Extension) -> list[str]:
@@ -82,11 +89,11 @@ class RuntimeDistribution(Distribution):
         return True
 
 
-def runtime_extension(name: str, sources: list[str]) -> Extension:
+def runtime_extension(name: str, sources: list[str], include_dirs: list[str]) -> Extension:
     return Extension(
         f"proftui.collectors.runtime.native.{name}",
         sources=sources,
-        include_dirs=INCLUDE_DIRS,
+        include_dirs=include_dirs,
         extra_compile_args=COMMON_FLAGS,
         extra_link_args=["-pthread", "-ldl", "-lrt"],
         py_limited_api=True,
@@ -101,7 +108,7 @@ def proftui_packages() -> list[str]:
 
 setup(
     packages=proftui_packages(),
-    ext_modules=[runtime_extension(n, s) for n, s in RUNTIME_LIBRARIES.items()],
+    ext_modules=[runtime_extension(n, s, i) for n, (s, i) in RUNTIME_LIBRARIES.items()],
     cmdclass={"build_ext": BuildRuntime},
     distclass=RuntimeDistribution,
 )

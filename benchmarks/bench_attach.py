@@ -10,18 +10,26 @@ each configuration (wall time, and the target's own CPU time, which includes
 kernel work done on its behalf such as ptrace stops and sample collection).
 Goal: <= 3% slowdown at 100 Hz.
 
+Then the front end's cost per sample: the helper's stream, recorded from a
+1000 Hz attach to a target built without frame pointers, is fed through
+AttachCollector's reader path (decode, aggregate, symbolize new addresses)
+twice; the second pass (symbols cached, the steady state) is the figure,
+shown also as a share of one core at 1000 samples/s.  Goal: <= 10 us.
+
 usage: python benchmarks/bench_attach.py [--rounds N] [--seconds S]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import signal
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -32,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 from proftui.collectors.attach.collector import AttachCollector  # noqa: E402
 from proftui.collectors.base import CollectorOptions  # noqa: E402
 from proftui.collectors.errors import ProftuiError  # noqa: E402
+from proftui.collectors.runtime.libraries import runtime_executable_path  # noqa: E402
 
 FLAGS = ["-O2", "-g", "-fno-omit-frame-pointer"]
 Attacher = Callable[[int], Callable[[], None]]  # attach to pid; returns "detach"
@@ -95,6 +104,54 @@ def perf_attacher(hz: int, out_dir: Path) -> Attacher:
     return attach
 
 
+def record_stream(binary: Path, method: str, seconds: float = 1.0) -> tuple[bytes, int]:
+    """(the helper's raw stream, target pid) of a `seconds` attach at 1000 Hz; the
+    target is left running (the caller kills it)."""
+    proc = subprocess.Popen([str(binary), "30"], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    proc.stdout.readline()
+    helper = subprocess.Popen([runtime_executable_path("proftui-attach"), str(proc.pid), "1000",
+                               method], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL)
+    chunks: list[bytes] = []
+    assert helper.stdout is not None and helper.stdin is not None
+    reader = threading.Thread(target=lambda: chunks.append(helper.stdout.read()))  # type: ignore[union-attr]
+    reader.start()
+    time.sleep(seconds)
+    helper.stdin.write(b"q")
+    helper.stdin.close()
+    reader.join()
+    helper.wait()
+    return b"".join(chunks), proc.pid
+
+
+def front_end_cost(method: str) -> tuple[float, float, int] | None:
+    """(cold, warm) microseconds of front-end CPU per sample and the sample count."""
+    src = ROOT / "tests/fixtures/att_spin.c"
+    binary = ROOT / "build" / "bench" / "att_spin_nofp"
+    subprocess.run(["gcc", "-O2", "-g", "-fomit-frame-pointer", "-pthread", "-o", str(binary),
+                    str(src)], check=True)
+    data, pid = record_stream(binary, method)
+    try:
+        collector = AttachCollector([], CollectorOptions(pid=pid))
+        collector._open_symbols()  # what start() does before the helper runs
+        per_pass = []
+        for _ in range(2):
+            collector._decoder = type(collector._decoder)()
+            collector._stacks = {}
+            t0 = time.process_time()
+            for at in range(0, len(data), 65536):  # pipe-sized reads, as _read_loop gets them
+                collector._consume(data[at:at + 65536])
+            per_pass.append(time.process_time() - t0)
+        samples = int(sum(c[0] for c in collector._stacks.values()))
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    if not samples:
+        return None
+    return 1e6 * per_pass[0] / samples, 1e6 * per_pass[1] / samples, samples
+
+
 def usable(method: str, binary: Path) -> str | None:
     """None if `method` can attach here, else the reason."""
     try:
@@ -145,6 +202,17 @@ def main() -> int:
               f"{100 * (cpu / cpu0 - 1):+6.1f}%")
     for line in skipped:
         print(f"skipped {line}")
+    print(f"\n{'front end per sample':34} {'cold us':>8} {'warm us':>8} {'core at 1 kHz':>14}")
+    for method in ("perf", "ptrace"):
+        if any(line.startswith(f"proftui {method}:") for line in skipped):
+            continue
+        cost = front_end_cost(method)
+        if cost is None:
+            print(f"proftui --method {method}: no samples recorded")
+            continue
+        cold, warm, samples = cost
+        print(f"{'proftui --method ' + method + f' ({samples} samples)':34} {cold:8.1f} "
+              f"{warm:8.1f} {warm / 1000:13.1%}")
     return 0
 
 

@@ -151,7 +151,7 @@ def unwind_costs() -> None:
     sources = [str(ROOT / "benchmarks/bench_unwind.c"),
                *(str(p) for p in sorted((ROOT / "csrc" / "sampler").glob("*.c"))),
                *(str(p) for p in sorted((ROOT / "csrc" / "common").glob("*.c")))]
-    print(f"\n{'stack walk (20 calls deep)':42} {'frames':>8} {'ns/walk':>9}")
+    print(f"\n{'stack walk (20 calls deep)':50} {'frames':>8} {'ns/walk':>9}")
     signal_ns = 0.0
     for label, flag in (("-fno-omit-frame-pointer", "-fno-omit-frame-pointer"),
                         ("-O2 (no frame pointers)", "-fomit-frame-pointer")):
@@ -165,8 +165,9 @@ def unwind_costs() -> None:
             if mode == "signal":
                 signal_ns = float(ns)
                 continue
-            name = f"{label}, {'CFI rows' if mode == 'cfi' else 'frame pointers'}"
-            print(f"{name:42} {frames:>8} {float(ns):9.1f}")
+            kind = {"cfi": "CFI rows", "cfi-copy": "CFI rows, 4 KiB copy (attach)"}
+            name = f"{label}, {kind.get(mode, 'frame pointers')}"
+            print(f"{name:50} {frames:>8} {float(ns):9.1f}")
     if signal_ns:
         print(f"for scale: the kernel's delivery of one signal (empty handler) costs "
               f"{signal_ns / 1000:.1f} us of CPU here, {signal_ns / 1e4:.2f}% at 1000 Hz")

@@ -1,6 +1,8 @@
-/* Cost of one stack walk by the sampler's handler-side unwinder, without the
- * kernel's signal delivery around it (which dominates a sample's cost and
- * hides the difference): frame-pointer chain vs CFI rows.
+/* Cost of one stack walk by the C runtimes' one unwinder (csrc/common), without
+ * the kernel's signal delivery around it (which dominates a sample's cost and
+ * hides the difference): frame-pointer chain vs CFI rows on the live stack
+ * (the sampler's handler), and CFI rows over a 4 KiB copy of the stack, the
+ * way proftui-attach walks each sample ("cfi-copy", copy included).
  *
  * Linked with the sampler's sources by benchmarks/bench_sampler.py; builds the
  * CFI tables of this process the way the preloaded runtime does, captures a
@@ -33,24 +35,44 @@ static double now_ns(void) {
     return t.tv_sec * 1e9 + t.tv_nsec;
 }
 
-static void run(const char *mode, const ucontext_t *uc, const struct pt_thread *self) {
+__attribute__((noinline)) static void run(const char *mode, const ucontext_t *uc, const struct pt_sampler_thread *self) {
     uint64_t frames[PT_SAMPLER_MAX_FRAMES];
     unsigned flags = 0, n = 0;
     double t0 = now_ns();
-    for (int i = 0; i < N; i++) n = pt_unwind(uc, self, frames, PT_SAMPLER_MAX_FRAMES, &flags);
+    for (int i = 0; i < N; i++) n = pt_sampler_unwind(uc, self, frames, PT_SAMPLER_MAX_FRAMES, &flags);
     double t1 = now_ns();
     printf("%s %u %.1f\n", mode, n, (t1 - t0) / N);
 }
 
-__attribute__((noinline)) static int deep(int depth, const struct pt_thread *self) {
+/* The attach helper's walk: copy 4 KiB from sp, unwind over the copy. */
+/* noinline (like run): their arrays must not grow deep()'s frame past the copy. */
+__attribute__((noinline)) static void run_copy(const ucontext_t *uc, const struct pt_sampler_thread *self,
+                     const struct pt_cfi_set *set) {
+    uint64_t frames[PT_SAMPLER_MAX_FRAMES], stack[512];
+    unsigned flags = 0, n = 0;
+    struct pt_regs regs;
+    pt_arch_ucontext_regs(uc, &regs);
+    size_t bytes = self->stack_hi - regs.sp < sizeof stack ? self->stack_hi - regs.sp : sizeof stack;
+    double t0 = now_ns();
+    for (int i = 0; i < N; i++) {
+        memcpy(stack, (const void *)regs.sp, bytes);
+        struct pt_memory mem = {regs.sp, regs.sp + bytes, (const unsigned char *)stack};
+        n = pt_unwind_walk(set, &mem, &regs, frames, PT_SAMPLER_MAX_FRAMES, &flags);
+    }
+    double t1 = now_ns();
+    printf("cfi-copy %u %.1f\n", n, (t1 - t0) / N);
+}
+
+__attribute__((noinline)) static int deep(int depth, const struct pt_sampler_thread *self) {
     if (depth > 0) return deep(depth - 1, self) + 1; /* not a tail call */
     ucontext_t uc;
     getcontext(&uc);
-    const struct pt_cfi_set *tables = pt_cfi_current;
+    const struct pt_cfi_set *tables = pt_sampler_cfi_current;
     run("cfi", &uc, self);
-    pt_cfi_current = NULL; /* no rows: the handler walks frame pointers */
+    run_copy(&uc, self, tables);
+    pt_sampler_cfi_current = NULL; /* no rows: the handler walks frame pointers */
     run("fp", &uc, self);
-    pt_cfi_current = tables;
+    pt_sampler_cfi_current = tables;
     return 0;
 }
 
@@ -114,13 +136,13 @@ static void signal_cost(void) {
 
 int main(int argc, char **argv) {
     int depth = argc > 1 ? atoi(argv[1]) : 20;
-    pt_maps_refresh(0);
+    pt_sampler_maps_refresh(0);
     pthread_attr_t attr;
     void *addr;
     size_t size;
     pthread_getattr_np(pthread_self(), &attr);
     pthread_attr_getstack(&attr, &addr, &size);
-    struct pt_thread self = {NULL, NULL, 0, (uintptr_t)addr, (uintptr_t)addr + size, -1};
+    struct pt_sampler_thread self = {NULL, NULL, 0, (uintptr_t)addr, (uintptr_t)addr + size, -1};
     deep(depth, &self);
     signal_cost();
     return 0;

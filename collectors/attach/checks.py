@@ -132,6 +132,16 @@ def perf_denied_reason(pid: int) -> str:
             "a security module may forbid it); try --method ptrace")
 
 
+def kernel_time_denied_reason() -> str:
+    """Why perf_event counts user time only (exclude_kernel was required)."""
+    paranoid = _sysctl("kernel.perf_event_paranoid")
+    if os.environ.get("PROFTUI_ATTACH_KERNEL") == "0":
+        return "PROFTUI_ATTACH_KERNEL=0 asked perf_event to leave kernel time out"
+    return (f"kernel.perf_event_paranoid={paranoid} lets perf_event count kernel time only "
+            "at <= 1 or with CAP_PERFMON (run proftui as root, `sudo sysctl "
+            "kernel.perf_event_paranoid=1`, or use --method ptrace)")
+
+
 def explain_failure(pid: int, method: str, helper_text: str) -> str:
     """One line for a failed attach, from the helper's own message and /proc facts."""
     text = helper_text.strip().splitlines()[-1] if helper_text.strip() else "no message"

@@ -1,8 +1,9 @@
 """Attach mode (`proftui --pid N`): drive the out-of-process sampler proftui-attach.
 
 The helper (csrc/attach/proftui_attach.c) samples every thread of a running process
-with perf_event (kernel call chains) or, where that is denied, ptrace, and
-streams raw stacks of runtime addresses over a pipe (docs/attach-stream.md).
+with perf_event or, where that is denied, ptrace, unwinds each sample itself
+(the C runtimes' one CFI unwinder, csrc/common/pt_unwind.c) and streams stacks
+of runtime addresses over a pipe (docs/attach-stream.md).
 A reader thread aggregates them by (tid, stack); `collect()` symbolizes the
 distinct addresses through /proc/PID/maps and /proc/PID/root, caching them,
 and builds the Profile.  Detaching = closing the helper's stdin (or a byte on
@@ -26,6 +27,8 @@ from proftui.collectors.errors import ProftuiError
 from proftui.collectors.model.profile import CPU_NS, SAMPLES, Frame, Profile, ProfileMeta
 from proftui.collectors.runtime.launch import ExitInfo
 from proftui.collectors.runtime.wire_attach import (
+    FLAG_CFI,
+    FLAG_KERNEL_TIME,
     End,
     Lost,
     MapsChanged,
@@ -36,12 +39,11 @@ from proftui.collectors.runtime.wire_attach import (
     TargetExit,
     ThreadEvent,
 )
-from proftui.collectors.symbols.cfi import StackUnwinder
 from proftui.collectors.symbols.stacks import StackFrames, add_stack, make_symbolizer
 
 HEADER_TIMEOUT_S = 10.0  # attaching to thousands of threads takes a while
 DETACH_TIMEOUT_S = 5.0
-STACK_COPY_KIB = 4  # stack bytes per sample from the helper (PT_STACK_WORDS in pt_attach.h)
+STACK_COPY_KIB = 4  # stack copied per sample by the helper (PT_ATTACH_STACK_WORDS, pt_attach.h)
 CLOCKS = {
     "perf": "perf_event task-clock",
     "ptrace": "ptrace interrupts, CPU time from /proc schedstat",
@@ -73,10 +75,10 @@ class AttachCollector(Collector):
         self._end_time: float | None = None
         self._target_argv: list[str] = []
         self._maps_dirty = False
+        self._header_flags = 0  # FLAG_* of the stream header
         self._space: Any = None  # collectors.maps.AddressSpace, imported lazily
         self._symbolizer: Any = None  # collectors.symbols.Symbolizer
         self._stackframes = StackFrames(None, None)  # addresses -> frames (stack_frames.py)
-        self._unwinder: StackUnwinder | None = None  # CFI over the copied stacks
         self._sym_lock = threading.Lock()  # the symbolizer is not thread-safe
 
     @property
@@ -95,10 +97,7 @@ class AttachCollector(Collector):
             raise ProftuiError(f"cannot attach to process {pid}: "
                                f"{attach_checks.ptrace_denied_reason(pid)}")
         self._target_argv = _cmdline(pid)
-        self._space, self._symbolizer = make_symbolizer(pid)
-        self._stackframes = StackFrames(self._space, self._symbolizer)
-        self._unwinder = StackUnwinder(self._space.resolve, self._space.readable_path)
-        self._preload_symbols()
+        self._open_symbols()
         helper = runtime_executable_path("proftui-attach")
         hz = max(1, int(self.options.frequency_hz))
         # Own session: a Ctrl-C at the terminal reaches proftui, which then
@@ -134,7 +133,7 @@ class AttachCollector(Collector):
                 err = self._helper.stderr.read().decode(errors="replace") if (
                     self._helper.stderr) else ""
                 raise ProftuiError(attach_checks.explain_failure(self.target_pid, method, err))
-            for record in self._unwind(list(self._decoder.feed(data))):
+            for record in self._decoder.feed(data):
                 if isinstance(record, Message) and record.fatal:
                     raise ProftuiError(
                         attach_checks.explain_failure(self.target_pid, method, record.text))
@@ -145,11 +144,10 @@ class AttachCollector(Collector):
         assert header is not None
         self._method = header.method
         self._period_ns = header.period_ns
+        self._header_flags = header.flags
         self._warnings.insert(0, f"attached to running process {self.target_pid} "
                                  f"(method: {header.method})")
-        self._warnings.append(
-            f"stacks unwound with DWARF CFI (.eh_frame) over {STACK_COPY_KIB} KiB copied per "
-            "sample, frame pointers beyond that")
+        self._warnings.extend(_stream_warnings(header.method, header.flags))
 
     def _read_loop(self) -> None:
         """Reader thread: decode the helper's stream until it ends."""
@@ -161,12 +159,7 @@ class AttachCollector(Collector):
                 data = os.read(fd, 1 << 16)
                 if not data:
                     break
-                records = list(self._decoder.feed(data))
-                records = self._unwind(records)
-                with self._lock:
-                    for record in records:
-                        self._handle(record)
-                self._symbolize_new(records)
+                self._consume(data)
         except (OSError, ProftuiError) as exc:
             with self._lock:
                 self._warnings.append(f"attach helper stream failed: {exc}")
@@ -183,6 +176,12 @@ class AttachCollector(Collector):
                         f"attach helper ended with status {helper.returncode}: {err[-200:]}")
             self._ended.set()
 
+    def _open_symbols(self) -> None:
+        """The target's address space and symbolizer, its modules' symbols loaded."""
+        self._space, self._symbolizer = make_symbolizer(self.target_pid)
+        self._stackframes = StackFrames(self._space, self._symbolizer)
+        self._preload_symbols()
+
     def _preload_symbols(self) -> None:
         """Load every mapped module's symbols now, at attach time, rather than on
         the first samples, when the work would compete with the target for CPU."""
@@ -190,26 +189,13 @@ class AttachCollector(Collector):
             with contextlib.suppress(ProftuiError, OSError, ValueError):
                 self._frames_at(mapping.start, True)
 
-    def _unwind(self, records: list[Record]) -> list[Record]:
-        """Samples with call chains unwound through CFI from their copied stacks.
-
-        The helper's frame-pointer walk skips callers in code built without
-        frame pointers; CFI does not.  Where the CFI walk ends early (the copy
-        is 4 KiB), the frame-pointer chain continues it from the last common
-        return address.
-        """
-        unwinder = self._unwinder
-        if unwinder is None:
-            return records
-        result: list[Record] = []
-        with self._sym_lock:  # the unwinder resolves through the shared AddressSpace
+    def _consume(self, data: bytes) -> None:
+        """Decode, aggregate and symbolize what one read of the helper's pipe returned."""
+        records = list(self._decoder.feed(data))
+        with self._lock:
             for record in records:
-                if isinstance(record, Sample) and record.sp and record.stack and record.ips:
-                    chain = unwinder.unwind(record.ips[0], record.sp, record.bp, record.stack)
-                    record = Sample(record.tid, record.weight_ns,
-                                    tuple(_join_chains(chain, record.ips)))
-                result.append(record)
-        return result
+                self._handle(record)
+        self._symbolize_new(records)
 
     def _symbolize_new(self, records: list[Record]) -> None:
         """Symbolize new addresses while the target lives: once it exits,
@@ -321,16 +307,34 @@ class AttachCollector(Collector):
             meta = ProfileMeta(
                 mode="attach", argv=list(self._target_argv), pids=[self.target_pid],
                 threads=dict(self._threads), period_ns=self._period_ns,
-                clock=CLOCKS.get(self._method, self._method), start_time=self._start_time,
+                clock=CLOCKS.get(self._method, self._method) + (
+                    "" if self._header_flags & FLAG_KERNEL_TIME else ", user time only"),
+                start_time=self._start_time,
                 end_time=None if running else self._end_time, complete=not running,
                 dropped=self._lost, warnings=list(self._warnings),
             )
+            meta.warnings.extend(self._rate_warnings())
             maps_dirty, self._maps_dirty = self._maps_dirty, False
         with self._sym_lock:
             if maps_dirty and self._space is not None:
                 self._space.refresh()
                 self._stackframes.forget_unresolved()
             return self._build(meta, stacks)
+
+    def _rate_warnings(self) -> list[str]:
+        """ptrace falls behind the asked rate on busy targets: say so, with the
+        rate achieved per second of sampled CPU time.  Caller holds self._lock."""
+        if self._method != "ptrace" or not self._period_ns:
+            return []
+        samples = sum(c[0] for c in self._stacks.values())
+        cpu_s = sum(c[1] for c in self._stacks.values()) / 1e9
+        asked = 1e9 / self._period_ns
+        if cpu_s < 0.2 or samples / cpu_s >= 0.8 * asked:
+            return []
+        return [f"ptrace sampled {samples / cpu_s:.0f} times per second of CPU time, not the "
+                f"{asked:.0f} asked: it falls behind on busy threads (each sample stops a "
+                "thread; samples are weighted by the CPU time they stand for); --method perf "
+                "keeps the rate where allowed"]
 
     def _build(self, meta: ProfileMeta, stacks: list[tuple[int, tuple[int, ...], list[float]]]
                ) -> Profile:
@@ -358,12 +362,16 @@ def _cmdline(pid: int) -> list[str]:
     return [a.decode(errors="replace") for a in raw.split(b"\0") if a]
 
 
-def _join_chains(cfi: list[int], frame_pointer: tuple[int, ...]) -> list[int]:
-    """CFI chain, continued by the frame-pointer chain after their last common address."""
-    if len(cfi) <= 1:
-        return list(frame_pointer)
-    last = cfi[-1]
-    for i, address in enumerate(frame_pointer):
-        if address == last and i > 0:
-            return cfi + list(frame_pointer[i + 1:])
-    return cfi
+def _stream_warnings(method: str, flags: int) -> list[str]:
+    """What the stream header's flags mean for the user."""
+    out = []
+    if flags & FLAG_CFI:
+        out.append(f"stacks unwound with DWARF CFI (.eh_frame) over {STACK_COPY_KIB} KiB copied "
+                   "per sample, frame pointers beyond that")
+    elif os.environ.get("PROFTUI_ATTACH_UNWIND") == "fp":
+        out.append("stacks unwound through frame pointers only (PROFTUI_ATTACH_UNWIND=fp)")
+    # Otherwise the helper said why in a WARN record (PT_ARCH_UNWIND_NOTE).
+    if not flags & FLAG_KERNEL_TIME:
+        out.append(f"user time only: {attach_checks.kernel_time_denied_reason()}; time spent in "
+                   "system calls is not sampled")
+    return out

@@ -15,12 +15,18 @@ from dataclasses import dataclass
 from proftui.collectors.errors import ProftuiError
 
 MAGIC = b"PTATTACH"
-VERSION = 2
+VERSION = 3
 HEADER = struct.Struct("=8sIIIIQ")  # magic, version, method, pid, flags, period_ns
 RECORD = struct.Struct("=II")  # type, size (whole record, header included)
 MAX_RECORD = 1 << 20
 
 METHODS = {1: "perf", 2: "ptrace"}
+FLAG_CFI = 1  # the helper unwinds with .eh_frame CFI (x86-64); else frame pointers only
+FLAG_KERNEL_TIME = 2  # samples count kernel time (else user time only)
+SAMPLE_TRUNCATED = 1  # PT_UNWIND_TRUNCATED: the walk stopped before the outermost frame
+SAMPLE_DEPTH = 4  # PT_UNWIND_DEPTH: deeper than the frame limit
+SAMPLE_CFI = 256  # PT_UNWIND_CFI: at least one step used a CFI row
+_SAMPLE = struct.Struct("=IIQII")  # tid, nframes, weight_ns, flags, 0
 
 REC_SAMPLE, REC_THREAD, REC_MAPS, REC_LOST, REC_EXIT, REC_WARN, REC_ERROR, REC_END = range(1, 9)
 THREAD_NEW, THREAD_GONE = 1, 2
@@ -31,16 +37,15 @@ class StreamHeader:
     method: str  # "perf" or "ptrace"
     pid: int
     period_ns: int
+    flags: int = 0  # FLAG_* bits
 
 
 @dataclass(frozen=True)
 class Sample:
     tid: int
     weight_ns: int  # CPU time this sample stands for
-    ips: tuple[int, ...]  # innermost first: the pc, then frame-pointer return addresses
-    sp: int = 0  # user stack pointer at the sample (0: unknown)
-    bp: int = 0  # frame pointer register (rbp) at the sample
-    stack: bytes = b""  # the memory from sp up, for CFI unwinding (collectors/cfi.py)
+    ips: tuple[int, ...]  # innermost first: the pc, then return addresses (unwound by the helper)
+    flags: int = 0  # SAMPLE_* bits
 
 
 @dataclass(frozen=True)
@@ -96,14 +101,15 @@ class StreamDecoder:
         if self.header is None:
             if len(buf) < HEADER.size:
                 return
-            magic, version, method, pid, _flags, period = HEADER.unpack_from(buf, 0)
+            magic, version, method, pid, flags, period = HEADER.unpack_from(buf, 0)
             if magic != MAGIC:
                 raise ProftuiError("attach helper stream: bad magic (not a proftui-attach stream)")
             if version != VERSION:
                 raise ProftuiError(
                     f"attach helper stream version {version}, this proftui reads {VERSION}; "
                     "reinstall proftui")
-            self.header = StreamHeader(METHODS.get(method, f"method {method}"), pid, period)
+            self.header = StreamHeader(METHODS.get(method, f"method {method}"), pid, period,
+                                       flags)
             pos = HEADER.size
         try:
             while len(buf) - pos >= RECORD.size:
@@ -112,6 +118,10 @@ class StreamDecoder:
                     raise ProftuiError(f"attach helper stream: corrupt record size {size}")
                 if len(buf) - pos < size:
                     break
+                if rtype == REC_SAMPLE:  # the hot path: decoded in place
+                    yield _sample(buf, pos, size)
+                    pos += size
+                    continue
                 record = decode_record(rtype, bytes(buf[pos + 8 : pos + size]))
                 pos += size
                 if record is not None:
@@ -120,16 +130,21 @@ class StreamDecoder:
             del buf[:pos]
 
 
+def _sample(buf: bytearray, pos: int, size: int) -> Sample:
+    """The SAMPLE record of `size` bytes at buf[pos] (record header included)."""
+    if size < 8 + _SAMPLE.size:
+        raise ProftuiError("attach helper stream: record type 1 too short")
+    tid, n, weight, flags, _ = _SAMPLE.unpack_from(buf, pos + 8)
+    if 8 + _SAMPLE.size + 8 * n > size:
+        raise ProftuiError("attach helper stream: sample record too short")
+    return Sample(tid, weight, struct.unpack_from(f"={n}Q", buf, pos + 8 + _SAMPLE.size), flags)
+
+
 def decode_record(rtype: int, body: bytes) -> Record | None:
     """One record's payload (after type and size); None for unknown types."""
     try:
         if rtype == REC_SAMPLE:
-            tid, n, weight, nstack, _, sp, bp = struct.unpack_from("=IIQIIQQ", body)
-            if 40 + 8 * (n + nstack) > len(body):
-                raise ProftuiError("attach helper stream: sample record too short")
-            stack_at = 40 + 8 * n
-            return Sample(tid, weight, struct.unpack_from(f"={n}Q", body, 40), sp, bp,
-                          body[stack_at:stack_at + 8 * nstack])
+            return _sample(bytearray(8) + body, 0, 8 + len(body))
         if rtype == REC_THREAD:
             tid, flags, comm = struct.unpack_from("=II16s", body)
             return ThreadEvent(tid, flags, comm.split(b"\0", 1)[0].decode(errors="replace"))

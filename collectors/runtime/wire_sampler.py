@@ -1,4 +1,5 @@
-"""Decoder of the sampler runtime files (csrc/sampler/proftui_wire_sampler.h, wire-format.md).
+"""Decoder of the sampler's runtime files (csrc/sampler/proftui_wire_sampler.h,
+docs/wire-format.md).
 
 The runtime (LD_PRELOADed csrc/sampler/proftui_sampler.c) writes one file per process:
 the common header, a sampler header, one ring buffer per thread slot and a
@@ -27,7 +28,8 @@ SLOT = struct.Struct("<IIQQQQQI12x")
 MAP_ENTRY = struct.Struct("<QQQQII32s312s")
 assert SAMPLER_HEADER.size == 64 and SLOT.size == 64 and MAP_ENTRY.size == 384
 
-SMP_PERF, SMP_TIMER, SMP_SIGNAL_MOVED, SMP_CFI, SMP_FOLLOW = (1 << i for i in range(5))
+SMP_PERF, SMP_TIMER, SMP_SIGNAL_MOVED, SMP_CFI, SMP_FOLLOW, SMP_USER_ONLY = (
+    1 << i for i in range(6))
 SLOT_FREE, SLOT_ACTIVE, SLOT_EXITED = 0, 1, 2
 SREC_TRUNCATED, SREC_OFFSTACK, SREC_DEPTH = 1, 2, 4
 MAP_LOAD, MAP_UNLOAD = 1, 2

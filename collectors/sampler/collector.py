@@ -26,8 +26,10 @@ from proftui.collectors.runtime.launch import LaunchedProcess, resolve_program
 from proftui.collectors.runtime.wire_sampler import (
     MAP_LOAD,
     MAX_FRAMES,
+    SMP_CFI,
     SMP_PERF,
     SMP_SIGNAL_MOVED,
+    SMP_USER_ONLY,
     SREC_DEPTH,
     SREC_OFFSTACK,
     SREC_TRUNCATED,
@@ -287,6 +289,12 @@ class SamplerCollector(LaunchCollector):
                 hz = f", {1e9 / header.period_ns:.0f} Hz" if header.period_ns else ""
                 clock = header.clock + hz + (f", signal {_signal_name(smp.signal)}"
                                              if smp.signal else "")
+                if not smp.sflags & SMP_CFI and os.environ.get("PROFTUI_SAMPLER_UNWIND") != "fp":
+                    warnings.append("no DWARF CFI unwind tables were built (CFI unwinding is "
+                                    "x86-64 only): stacks are walked through frame pointers")
+                if smp.sflags & SMP_PERF and smp.sflags & SMP_USER_ONLY:
+                    clock += ", user time only"
+                    warnings.append(_user_time_only_warning())
                 if smp.sflags & SMP_SIGNAL_MOVED:
                     warnings.append(f"the target uses SIGPROF itself: proftui sampled with "
                                     f"{_signal_name(smp.signal)} instead")
@@ -329,6 +337,18 @@ class SamplerCollector(LaunchCollector):
             exit_signal=None if exit_info is None else exit_info.signal,
             complete=not running, dropped=dropped, warnings=warnings,
         )
+
+
+def _user_time_only_warning() -> str:
+    """Why perf_event counted user time only, and what that hides."""
+    try:
+        with open("/proc/sys/kernel/perf_event_paranoid") as f:
+            paranoid = f.read().strip()
+    except OSError:
+        paranoid = "?"
+    return (f"user time only: kernel.perf_event_paranoid={paranoid} lets perf_event count "
+            "kernel time only at <= 1 or with CAP_PERFMON (or PROFTUI_SAMPLER_KERNEL=0 was "
+            "set); time spent in system calls is not sampled")
 
 
 def _thread_name(pid: int, tid: int) -> str:

@@ -27,7 +27,7 @@
 #include "pt_attach.h"
 
 /* 0 once the target is a zombie or gone.  Not async-signal-safe. */
-int pt_target_alive(pid_t pid) {
+int pt_attach_target_alive(pid_t pid) {
     char path[64], buf[512];
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
     FILE *f = fopen(path, "re");
@@ -41,7 +41,7 @@ int pt_target_alive(pid_t pid) {
 }
 
 /* Thread ids of `pid` from /proc/PID/task; -1 if it is gone.  Not async-signal-safe. */
-int pt_list_tasks(pid_t pid, pid_t *tids, int max) {
+int pt_attach_list_tasks(pid_t pid, pid_t *tids, int max) {
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
     DIR *dir = opendir(path);
@@ -57,8 +57,8 @@ int pt_list_tasks(pid_t pid, pid_t *tids, int max) {
 }
 
 /* Drain the control pipe and the signalfd after poll().  Not async-signal-safe. */
-int pt_check_control(const struct pt_attach_config *cfg, short revents_control,
-                     short revents_signal, int *got_chld) {
+int pt_attach_check_control(const struct pt_attach_config *cfg, short revents_control,
+                            short revents_signal, int *got_chld) {
     int stop = 0;
     if (revents_control & (POLLIN | POLLHUP | POLLERR)) stop = 1; /* a byte, or proftui died */
     if (revents_signal & POLLIN) {
@@ -108,7 +108,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "signalfd: %s\n", strerror(errno));
         return 1;
     }
-    if (!pt_target_alive((pid_t)pid)) {
+    if (!pt_attach_target_alive((pid_t)pid)) {
         fprintf(stderr, "process %ld does not exist or has exited\n", pid);
         return 1;
     }
@@ -119,24 +119,26 @@ int main(int argc, char **argv) {
         .control_fd = STDIN_FILENO,
         .signal_fd = sfd,
     };
+    /* What unwinding lacks on this architecture (arch/pt_arch.h), for meta.warnings. */
+    if (PT_ARCH_UNWIND_NOTE[0] != '\0') pt_attach_out_defer_warning(PT_ARCH_UNWIND_NOTE);
     int rc;
     if (strcmp(method, "perf") == 0) {
-        rc = pt_perf_run(&cfg, 0);
+        rc = pt_attach_perf_run(&cfg, 0);
     } else if (strcmp(method, "ptrace") == 0) {
-        rc = pt_ptrace_run(&cfg);
+        rc = pt_attach_ptrace_run(&cfg);
     } else if (strcmp(method, "auto") == 0) {
-        rc = pt_perf_run(&cfg, 1);
+        rc = pt_attach_perf_run(&cfg, 1);
         if (rc < 0) {
             char why[300];
             snprintf(why, sizeof why, "perf_event_open failed (%s); sampling with ptrace instead",
                      strerror(errno));
-            pt_out_defer_warning(why);
-            rc = pt_ptrace_run(&cfg);
+            pt_attach_out_defer_warning(why); /* the fallback's reason matters more */
+            rc = pt_attach_ptrace_run(&cfg);
         }
     } else {
         pt_usage();
         return 2;
     }
-    pt_out_flush();
+    pt_attach_out_flush();
     return rc < 0 ? 1 : 0;
 }

@@ -8,30 +8,27 @@
  *   stream header, 32 bytes:
  *     +0  char     magic[8]    "PTATTACH"
  *     +8  uint32_t version     PT_ATTACH_VERSION
- *     +12 uint32_t method      PT_METHOD_PERF | PT_METHOD_PTRACE
+ *     +12 uint32_t method      PT_ATTACH_METHOD_PERF | PT_ATTACH_METHOD_PTRACE
  *     +16 uint32_t pid         the target
- *     +20 uint32_t flags       reserved, 0
+ *     +20 uint32_t flags       PT_ATTACH_FLAG_*
  *     +24 uint64_t period_ns   sampling period
  *   then records, each starting with
- *     +0  uint32_t type        PT_REC_*
+ *     +0  uint32_t type        PT_ATTACH_REC_*
  *     +4  uint32_t size        whole record in bytes, header included
  *
- *   PT_REC_SAMPLE  +8 u32 tid, +12 u32 nframes, +16 u64 weight_ns,
- *                  +24 u32 nstack, +28 u32 0, +32 u64 sp, +40 u64 bp,
- *                  +48 u64 ips[nframes]   innermost first; ips[0] is the
- *                  interrupted pc, the others are return addresses found by
- *                  walking frame pointers;
- *                  then u64 stack[nstack]  the words at the user stack
- *                  pointer (sp) and up: with sp and bp the reader unwinds
- *                  with DWARF CFI (collectors/cfi.py), which code built
- *                  without frame pointers needs.
- *   PT_REC_THREAD  +8 u32 tid, +12 u32 flags (PT_THREAD_*), +16 char comm[16]
- *   PT_REC_MAPS    +8 u64 0   new executable mapping: re-read /proc/PID/maps
- *   PT_REC_LOST    +8 u64 count of samples the kernel/helper dropped
- *   PT_REC_EXIT    +8 i32 status, +12 i32 signal (-1 when unknown): target gone
- *   PT_REC_WARN    +8 text, NUL-padded          a warning for meta.warnings
- *   PT_REC_ERROR   +8 text, NUL-padded          fatal; the helper exits 1
- *   PT_REC_END     +8 u64 samples, +16 u64 lost  detached cleanly, last record
+ *   PT_ATTACH_REC_SAMPLE  +8 u32 tid, +12 u32 nframes, +16 u64 weight_ns,
+ *                  +24 u32 flags (PT_UNWIND_* of csrc/common/pt_unwind.h),
+ *                  +28 u32 0, +32 u64 ips[nframes]   innermost first: the
+ *                  interrupted user pc, then return addresses, unwound by the
+ *                  helper with the common CFI unwinder over a copy of the
+ *                  target's stack, continued by the frame-pointer chain.
+ *   PT_ATTACH_REC_THREAD  +8 u32 tid, +12 u32 flags (PT_THREAD_*), +16 char comm[16]
+ *   PT_ATTACH_REC_MAPS    +8 u64 0   new executable mapping: re-read /proc/PID/maps
+ *   PT_ATTACH_REC_LOST    +8 u64 count of samples the kernel/helper dropped
+ *   PT_ATTACH_REC_EXIT    +8 i32 status, +12 i32 signal (-1 when unknown): target gone
+ *   PT_ATTACH_REC_WARN    +8 text, NUL-padded          a warning for meta.warnings
+ *   PT_ATTACH_REC_ERROR   +8 text, NUL-padded          fatal; the helper exits 1
+ *   PT_ATTACH_REC_END     +8 u64 samples, +16 u64 lost  detached cleanly, last record
  */
 #ifndef PT_ATTACH_H
 #define PT_ATTACH_H
@@ -40,25 +37,32 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "pt_unwind.h"
+
 #define PT_ATTACH_MAGIC "PTATTACH"
-#define PT_ATTACH_VERSION 2u
-#define PT_MAX_FRAMES 127
-#define PT_STACK_WORDS 512 /* stack words sent per sample (4 KiB, perf's mlock budget) */
+#define PT_ATTACH_VERSION 3u
+#define PT_ATTACH_MAX_FRAMES 127
+#define PT_ATTACH_STACK_WORDS 512 /* stack words copied per sample (4 KiB, perf's mlock budget) */
 
-enum { PT_METHOD_PERF = 1, PT_METHOD_PTRACE = 2 };
+enum { PT_ATTACH_METHOD_PERF = 1, PT_ATTACH_METHOD_PTRACE = 2 };
 
-enum {
-    PT_REC_SAMPLE = 1,
-    PT_REC_THREAD = 2,
-    PT_REC_MAPS = 3,
-    PT_REC_LOST = 4,
-    PT_REC_EXIT = 5,
-    PT_REC_WARN = 6,
-    PT_REC_ERROR = 7,
-    PT_REC_END = 8,
+enum pt_attach_flags {
+    PT_ATTACH_FLAG_CFI = 1u << 0,         /* stacks are unwound with .eh_frame CFI (x86-64) */
+    PT_ATTACH_FLAG_KERNEL_TIME = 1u << 1, /* samples count kernel time too */
 };
 
-enum { PT_THREAD_NEW = 1, PT_THREAD_GONE = 2 };
+enum {
+    PT_ATTACH_REC_SAMPLE = 1,
+    PT_ATTACH_REC_THREAD = 2,
+    PT_ATTACH_REC_MAPS = 3,
+    PT_ATTACH_REC_LOST = 4,
+    PT_ATTACH_REC_EXIT = 5,
+    PT_ATTACH_REC_WARN = 6,
+    PT_ATTACH_REC_ERROR = 7,
+    PT_ATTACH_REC_END = 8,
+};
+
+enum { PT_ATTACH_THREAD_NEW = 1, PT_ATTACH_THREAD_GONE = 2 };
 
 /* Everything the sampling loops need; filled by main (proftui_attach.c). */
 struct pt_attach_config {
@@ -70,29 +74,41 @@ struct pt_attach_config {
 
 /* Output (pt_attach_out.c).  None of these is async-signal-safe; the helper
  * has no signal handlers (signals arrive through a signalfd). */
-void pt_out_header(uint32_t method, pid_t pid, uint64_t period_ns);
-void pt_out_sample(uint32_t tid, uint64_t weight_ns, uint64_t sp, uint64_t bp,
-                   const uint64_t *ips, uint32_t n, const uint64_t *stack, uint32_t nstack);
-void pt_out_thread(uint32_t tid, uint32_t flags, pid_t pid);
-void pt_out_u64(uint32_t type, uint64_t value);
-void pt_out_exit(int32_t status, int32_t signal);
-void pt_out_text(uint32_t type, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void pt_out_end(uint64_t samples, uint64_t lost);
-void pt_out_defer_warning(const char *text); /* emitted right after the header */
-void pt_out_flush(void);
-int pt_out_broken(void); /* 1 once the reader went away (EPIPE) */
+void pt_attach_out_header(uint32_t method, pid_t pid, uint64_t period_ns, uint32_t flags);
+void pt_attach_out_sample(uint32_t tid, uint64_t weight_ns, uint32_t flags, const uint64_t *ips,
+                          uint32_t n);
+void pt_attach_out_thread(uint32_t tid, uint32_t flags, pid_t pid);
+void pt_attach_out_u64(uint32_t type, uint64_t value);
+void pt_attach_out_exit(int32_t status, int32_t signal);
+void pt_attach_out_text(uint32_t type, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void pt_attach_out_end(uint64_t samples, uint64_t lost);
+void pt_attach_out_defer_warning(const char *text); /* emitted right after the header */
+void pt_attach_out_flush(void);
+int pt_attach_out_broken(void); /* 1 once the reader went away (EPIPE) */
 
 /* Helpers shared by both methods (proftui_attach.c). */
-int pt_target_alive(pid_t pid);          /* 0 once the target is a zombie or gone */
+int pt_attach_target_alive(pid_t pid); /* 0 once the target is a zombie or gone */
 /* Consume control/signal input after poll(); 1 when the helper must detach.
  * Sets *got_chld when SIGCHLD arrived (ptrace: tracee state changed). */
-int pt_check_control(const struct pt_attach_config *cfg, short revents_control,
-                     short revents_signal, int *got_chld);
-int pt_list_tasks(pid_t pid, pid_t *tids, int max); /* threads of pid; -1 on error */
+int pt_attach_check_control(const struct pt_attach_config *cfg, short revents_control,
+                            short revents_signal, int *got_chld);
+int pt_attach_list_tasks(pid_t pid, pid_t *tids, int max); /* threads of pid; -1 on error */
+
+/* Unwinding (pt_attach_unwind.c): the target's executable mappings and
+ * their CFI rows, read from /proc/PID/maps and the files themselves.  None
+ * is async-signal-safe. */
+uint32_t pt_attach_unwind_init(pid_t pid); /* read the maps now; PT_ATTACH_FLAG_CFI or 0 */
+void pt_attach_unwind_maps_changed(void);  /* new code was mapped: re-read before the next walk */
+/* Unwind one sample and write it: `regs` are the user registers, `stack`
+ * the nstack words copied from regs->sp up, `fp_ips` the frame-pointer chain
+ * (kernel call chain or the ptrace walk, innermost first). */
+void pt_attach_unwind_sample(uint32_t tid, uint64_t weight_ns, const struct pt_regs *regs,
+                             const uint64_t *stack, uint32_t nstack, const uint64_t *fp_ips,
+                             uint32_t nfp);
 
 /* The two methods: 0 after a clean detach, -1 if attaching failed (errno set,
  * nothing written yet so the caller can fall back). */
-int pt_perf_run(const struct pt_attach_config *cfg, int quiet_fail);
-int pt_ptrace_run(const struct pt_attach_config *cfg);
+int pt_attach_perf_run(const struct pt_attach_config *cfg, int quiet_fail);
+int pt_attach_ptrace_run(const struct pt_attach_config *cfg);
 
 #endif

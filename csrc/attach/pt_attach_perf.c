@@ -3,8 +3,13 @@
  * One task-clock event per existing thread and CPU with inherit=1, so threads
  * those threads create later are sampled too; events of one CPU share a ring.  PERF_RECORD_FORK tells us which threads
  * inheritance covers; a periodic rescan of /proc/PID/task opens events for
- * the rest.  Call chains are collected by the kernel from user space only
- * (exclude_kernel, exclude_callchain_kernel), which walks frame pointers.
+ * the rest.  Each sample carries the user registers and 4 KiB of user stack
+ * (PERF_SAMPLE_REGS_USER, PERF_SAMPLE_STACK_USER), which pt_attach_unwind.c
+ * walks with CFI, and the kernel's frame-pointer call chain of user space
+ * (exclude_callchain_kernel) to continue where the copy ends.  Kernel time is
+ * counted where the system allows it (exclude_kernel = 0: perf_event_paranoid
+ * <= 1, CAP_PERFMON or root); a sample taken in the kernel is charged to the
+ * user-space frame that entered it, through the user registers.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -19,20 +24,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <asm/perf_regs.h>
-
 #include "pt_attach.h"
 
-/* User registers each sample carries, in ascending register order: the frame
- * and stack pointers the reader needs to unwind the copied stack with CFI. */
-#if defined(__x86_64__)
-#define PT_PERF_REGS ((1ull << PERF_REG_X86_BP) | (1ull << PERF_REG_X86_SP))
-#elif defined(__aarch64__)
-#define PT_PERF_REGS ((1ull << PERF_REG_ARM64_X29) | (1ull << PERF_REG_ARM64_SP))
-#else
-#error "proftui-attach: perf register layout unknown for this architecture"
-#endif
-
+/* Words of the largest sample record we decode (header, call chain, registers, stack). */
+#define PT_PERF_REC_WORDS (1 + PT_ATTACH_MAX_FRAMES + PT_ATTACH_STACK_WORDS + 32)
 #define PT_PERF_MAX_THREADS 4096
 #define PT_PERF_MAX_CPUS 1024
 
@@ -55,6 +50,8 @@ static int pt_nfds, pt_capfds;
 static pid_t pt_known[PT_PERF_MAX_THREADS * 4];
 static int pt_nknown;
 static uint64_t pt_samples, pt_lost;
+/* 0 once the kernel refused to count kernel time (then exclude_kernel = 1). */
+static int pt_perf_kernel = 1;
 
 static int pt_known_has(pid_t tid) {
     for (int i = 0; i < pt_nknown; i++)
@@ -89,11 +86,14 @@ static int pt_perf_open(const struct pt_attach_config *cfg, pid_t tid) {
     attr.type = PERF_TYPE_SOFTWARE;
     attr.config = PERF_COUNT_SW_TASK_CLOCK;
     attr.sample_period = cfg->period_ns;
-    attr.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_CALLCHAIN |
-                       PERF_SAMPLE_PERIOD | PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
-    attr.sample_regs_user = PT_PERF_REGS;
-    attr.sample_stack_user = 8 * PT_STACK_WORDS;
-    attr.exclude_kernel = 1;
+    attr.sample_type =
+        PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_CALLCHAIN | PERF_SAMPLE_PERIOD;
+    if (PT_ARCH_PERF_REGS != 0) {
+        attr.sample_type |= PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+        attr.sample_regs_user = PT_ARCH_PERF_REGS;
+        attr.sample_stack_user = 8 * PT_ATTACH_STACK_WORDS;
+    }
+    attr.exclude_kernel = !pt_perf_kernel;
     attr.exclude_hv = 1;
     attr.exclude_callchain_kernel = 1;
     attr.inherit = 1;
@@ -106,6 +106,13 @@ static int pt_perf_open(const struct pt_attach_config *cfg, pid_t tid) {
     int opened = 0;
     for (int cpu = 0; cpu < pt_ncpus; cpu++) {
         int fd = (int)syscall(SYS_perf_event_open, &attr, tid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+        if (fd < 0 && (errno == EACCES || errno == EPERM) && !attr.exclude_kernel && opened == 0 &&
+            pt_nfds == 0) {
+            /* Kernel time needs perf_event_paranoid <= 1 or CAP_PERFMON: user time only. */
+            pt_perf_kernel = 0;
+            attr.exclude_kernel = 1;
+            fd = (int)syscall(SYS_perf_event_open, &attr, tid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+        }
         if (fd < 0) {
             if (errno == ENODEV) continue; /* an offline CPU */
             return -1;
@@ -155,24 +162,24 @@ static void pt_ring_copy(const struct pt_perf_ring *ev, uint64_t off, void *dst,
 
 /* Turn one PERF_RECORD_SAMPLE body into a stream record.  Not async-signal-safe. */
 static void pt_perf_sample(const struct pt_attach_config *cfg, const uint64_t *body, size_t words) {
-    /* Layout for our sample_type: ip, pid|tid, period, nr, ips[nr], abi,
-     * regs[2] (bp, sp: ascending register number) unless abi is NONE,
-     * stack size, stack bytes[size], dyn_size (when size > 0). */
-    if (words < 5) return;
+    /* Layout for our sample_type: ip, pid|tid, period, nr, ips[nr], then with
+     * registers: abi, regs[PT_ARCH_PERF_NREGS] (ascending register number)
+     * unless abi is NONE, stack size, stack bytes[size], dyn_size (size > 0). */
+    if (words < 4) return;
     uint32_t pid = (uint32_t)body[1], tid = (uint32_t)(body[1] >> 32);
     if ((pid_t)pid != cfg->pid) return;
     uint64_t period = body[2], nr = body[3];
-    if (nr > words - 5) nr = words - 5;
+    if (nr > words - 4) nr = words - 4;
     size_t at = 4 + (size_t)nr;
-    uint64_t bp = 0, sp = 0;
-    if (body[at++] != PERF_SAMPLE_REGS_ABI_NONE && at + 2 <= words) {
-        bp = body[at];
-        sp = body[at + 1];
-        at += 2;
+    struct pt_regs regs = {0, 0, 0, 0};
+    if (PT_ARCH_PERF_REGS != 0 && at < words && body[at++] != PERF_SAMPLE_REGS_ABI_NONE &&
+        at + PT_ARCH_PERF_NREGS <= words) {
+        pt_arch_perf_regs(body + at, &regs);
+        at += PT_ARCH_PERF_NREGS;
     }
     const uint64_t *stack = NULL;
     uint32_t nstack = 0;
-    if (at < words) {
+    if (PT_ARCH_PERF_REGS != 0 && at < words) {
         uint64_t size = body[at] / 8;
         if (size > 0 && at + 1 + size < words) {
             uint64_t dyn = body[at + 1 + size] / 8;
@@ -180,15 +187,19 @@ static void pt_perf_sample(const struct pt_attach_config *cfg, const uint64_t *b
             nstack = (uint32_t)(dyn < size ? dyn : size);
         }
     }
-    uint64_t ips[PT_MAX_FRAMES];
+    /* The user part of the call chain: a sample taken in the kernel starts at
+     * the user pc that entered it (kernel entries are excluded). */
+    uint64_t ips[PT_ATTACH_MAX_FRAMES];
     uint32_t n = 0;
-    for (uint64_t i = 0; i < nr && n < PT_MAX_FRAMES; i++) {
+    for (uint64_t i = 0; i < nr && n < PT_ATTACH_MAX_FRAMES; i++) {
         uint64_t ip = body[4 + i];
         if (ip >= (uint64_t)PERF_CONTEXT_MAX) continue; /* PERF_CONTEXT_USER etc. markers */
         ips[n++] = ip;
     }
-    if (n == 0) ips[n++] = body[0];
-    pt_out_sample(tid, period, sp, bp, ips, n, stack, nstack);
+    if (n == 0 && regs.pc != 0) ips[n++] = regs.pc;
+    if (n == 0) return; /* no user context at all (a kernel thread's sample) */
+    if (regs.pc == 0) regs.pc = ips[0];
+    pt_attach_unwind_sample(tid, period, &regs, stack, nstack, ips, n);
     pt_samples++;
 }
 
@@ -196,7 +207,7 @@ static void pt_perf_sample(const struct pt_attach_config *cfg, const uint64_t *b
 static void pt_perf_drain(const struct pt_attach_config *cfg, struct pt_perf_ring *ev) {
     uint64_t head = __atomic_load_n(&ev->meta->data_head, __ATOMIC_ACQUIRE);
     uint64_t tail = ev->meta->data_tail;
-    uint64_t rec[(sizeof(struct perf_event_header) + 8 * (PT_MAX_FRAMES + PT_STACK_WORDS + 32)) / 8 + 1];
+    uint64_t rec[PT_PERF_REC_WORDS];
     while (tail < head) {
         struct perf_event_header hdr;
         pt_ring_copy(ev, tail, &hdr, sizeof hdr);
@@ -206,13 +217,11 @@ static void pt_perf_drain(const struct pt_attach_config *cfg, struct pt_perf_rin
         const uint64_t *body = rec + 1;
         size_t words = (len - sizeof hdr) / 8;
         switch (hdr.type) {
-        case PERF_RECORD_SAMPLE:
-            pt_perf_sample(cfg, body, words);
-            break;
+        case PERF_RECORD_SAMPLE: pt_perf_sample(cfg, body, words); break;
         case PERF_RECORD_LOST:
             if (words >= 2) {
                 pt_lost += body[1];
-                pt_out_u64(PT_REC_LOST, body[1]);
+                pt_attach_out_u64(PT_ATTACH_REC_LOST, body[1]);
             }
             break;
         case PERF_RECORD_FORK: /* pid, ppid, tid, ptid: a thread inheritance covers */
@@ -220,7 +229,7 @@ static void pt_perf_drain(const struct pt_attach_config *cfg, struct pt_perf_rin
                 pid_t tid = (pid_t)(uint32_t)body[1];
                 if (!pt_known_has(tid)) {
                     pt_known_add(tid);
-                    pt_out_thread((uint32_t)tid, PT_THREAD_NEW, cfg->pid);
+                    pt_attach_out_thread((uint32_t)tid, PT_ATTACH_THREAD_NEW, cfg->pid);
                 }
             }
             break;
@@ -228,18 +237,18 @@ static void pt_perf_drain(const struct pt_attach_config *cfg, struct pt_perf_rin
             if (words >= 2 && (pid_t)(uint32_t)body[0] == cfg->pid) {
                 pid_t tid = (pid_t)(uint32_t)body[1];
                 pt_known_remove(tid);
-                pt_out_thread((uint32_t)tid, PT_THREAD_GONE, cfg->pid);
+                pt_attach_out_thread((uint32_t)tid, PT_ATTACH_THREAD_GONE, cfg->pid);
             }
             break;
         case PERF_RECORD_COMM: /* a thread renamed itself */
             if (words >= 1 && (pid_t)(uint32_t)body[0] == cfg->pid)
-                pt_out_thread((uint32_t)(body[0] >> 32), 0, cfg->pid);
+                pt_attach_out_thread((uint32_t)(body[0] >> 32), 0, cfg->pid);
             break;
         case PERF_RECORD_MMAP:
-            pt_out_u64(PT_REC_MAPS, 0);
+            pt_attach_unwind_maps_changed();
+            pt_attach_out_u64(PT_ATTACH_REC_MAPS, 0);
             break;
-        default:
-            break;
+        default: break;
         }
         tail += hdr.size;
     }
@@ -249,10 +258,11 @@ static void pt_perf_drain(const struct pt_attach_config *cfg, struct pt_perf_rin
 /* Open events for threads neither opened nor inherited yet.  Not async-signal-safe. */
 static void pt_perf_rescan(const struct pt_attach_config *cfg) {
     static pid_t tids[PT_PERF_MAX_THREADS];
-    int n = pt_list_tasks(cfg->pid, tids, PT_PERF_MAX_THREADS);
+    int n = pt_attach_list_tasks(cfg->pid, tids, PT_PERF_MAX_THREADS);
     for (int i = 0; i < n; i++) {
         if (pt_known_has(tids[i])) continue;
-        if (pt_perf_open(cfg, tids[i]) == 0) pt_out_thread((uint32_t)tids[i], PT_THREAD_NEW, cfg->pid);
+        if (pt_perf_open(cfg, tids[i]) == 0)
+            pt_attach_out_thread((uint32_t)tids[i], PT_ATTACH_THREAD_NEW, cfg->pid);
     }
 }
 
@@ -263,13 +273,15 @@ static uint64_t pt_now_ns(void) {
 }
 
 /* The perf_event method: see the file comment.  Not async-signal-safe. */
-int pt_perf_run(const struct pt_attach_config *cfg, int quiet_fail) {
+int pt_attach_perf_run(const struct pt_attach_config *cfg, int quiet_fail) {
     static pid_t tids[PT_PERF_MAX_THREADS];
+    const char *kernel = getenv("PROFTUI_ATTACH_KERNEL"); /* "0": user time only (tests) */
+    if (kernel != NULL && strcmp(kernel, "0") == 0) pt_perf_kernel = 0;
     pt_ncpus = (int)sysconf(_SC_NPROCESSORS_CONF);
     if (pt_ncpus < 1) pt_ncpus = 1;
     if (pt_ncpus > PT_PERF_MAX_CPUS) pt_ncpus = PT_PERF_MAX_CPUS;
     for (int c = 0; c < pt_ncpus; c++) pt_rings[c].fd = -1;
-    int n = pt_list_tasks(cfg->pid, tids, PT_PERF_MAX_THREADS);
+    int n = pt_attach_list_tasks(cfg->pid, tids, PT_PERF_MAX_THREADS);
     if (n <= 0) {
         errno = ESRCH;
         if (!quiet_fail) fprintf(stderr, "process %d does not exist\n", (int)cfg->pid);
@@ -291,35 +303,38 @@ int pt_perf_run(const struct pt_attach_config *cfg, int quiet_fail) {
         if (!quiet_fail) fprintf(stderr, "process %d has exited\n", (int)cfg->pid);
         return -1;
     }
-    pt_out_header(PT_METHOD_PERF, cfg->pid, cfg->period_ns);
-    for (int i = 0; i < pt_nknown; i++) pt_out_thread((uint32_t)pt_known[i], PT_THREAD_NEW, cfg->pid);
-    pt_out_flush();
+    uint32_t flags = pt_attach_unwind_init(cfg->pid);
+    if (pt_perf_kernel) flags |= PT_ATTACH_FLAG_KERNEL_TIME;
+    pt_attach_out_header(PT_ATTACH_METHOD_PERF, cfg->pid, cfg->period_ns, flags);
+    for (int i = 0; i < pt_nknown; i++)
+        pt_attach_out_thread((uint32_t)pt_known[i], PT_ATTACH_THREAD_NEW, cfg->pid);
+    pt_attach_out_flush();
 
     uint64_t next_check = pt_now_ns();
     int exited = 0;
     for (;;) {
         struct pollfd pfd[2] = {{cfg->control_fd, POLLIN, 0}, {cfg->signal_fd, POLLIN, 0}};
         int r = poll(pfd, 2, 20);
-        int stop = r > 0 && pt_check_control(cfg, pfd[0].revents, pfd[1].revents, NULL);
+        int stop = r > 0 && pt_attach_check_control(cfg, pfd[0].revents, pfd[1].revents, NULL);
         for (int c = 0; c < pt_ncpus; c++)
             if (pt_rings[c].fd >= 0) pt_perf_drain(cfg, &pt_rings[c]);
         uint64_t now = pt_now_ns();
         if (now >= next_check) {
             next_check = now + 200000000ull;
-            if (!pt_target_alive(cfg->pid)) {
+            if (!pt_attach_target_alive(cfg->pid)) {
                 exited = 1;
             } else {
                 pt_perf_rescan(cfg);
             }
         }
-        pt_out_flush();
-        if (stop || exited || pt_out_broken()) break;
+        pt_attach_out_flush();
+        if (stop || exited || pt_attach_out_broken()) break;
     }
     /* Closing the events is the whole detach: the target never noticed us. */
     for (int c = 0; c < pt_ncpus; c++)
         if (pt_rings[c].fd >= 0) pt_perf_drain(cfg, &pt_rings[c]);
     pt_close_all();
-    if (exited) pt_out_exit(-1, -1);
-    pt_out_end(pt_samples, pt_lost);
+    if (exited) pt_attach_out_exit(-1, -1);
+    pt_attach_out_end(pt_samples, pt_lost);
     return 0;
 }

@@ -3,8 +3,9 @@
  * Every thread is PTRACE_SEIZEd (PTRACE_O_TRACECLONE follows new threads).
  * At each tick of a timerfd, each thread that is running or runnable (state R
  * in /proc/PID/task/TID/stat) and used CPU since its last sample (schedstat)
- * is PTRACE_INTERRUPTed, its registers are read, its stack is walked through
- * frame pointers with process_vm_readv, and it is continued at once.  The
+ * is PTRACE_INTERRUPTed, its registers (arch/pt_arch.h), frame-pointer chain
+ * and top 4 KiB of stack are read with process_vm_readv, and it is continued
+ * at once; pt_attach_unwind.c walks the copy with CFI.  The
  * sample weighs the CPU time the thread used since its previous sample.
  * Sleeping threads are never interrupted: waking them would itself cost CPU
  * time and make them look busy.
@@ -25,36 +26,39 @@
 #include <sys/ptrace.h>
 #include <sys/timerfd.h>
 #include <sys/uio.h>
-#include <sys/user.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "pt_attach.h"
 
 #define PT_TRACE_MAX_THREADS 4096
 
-struct pt_thread {
+struct pt_attach_thread {
     pid_t tid;
-    int schedstat_fd;  /* /proc/PID/task/TID/schedstat, read each tick */
-    int stat_fd;       /* /proc/PID/task/TID/stat, for the scheduler state */
-    uint64_t cpu_ns;   /* CPU time at the previous sample */
-    int stopped;       /* in a ptrace-stop we caused and have not ended yet */
+    int schedstat_fd; /* /proc/PID/task/TID/schedstat, read each tick */
+    int stat_fd;      /* /proc/PID/task/TID/stat, for the scheduler state */
+    uint64_t cpu_ns;  /* CPU time at the previous sample */
+    int stopped;      /* in a ptrace-stop we caused and have not ended yet */
 };
 
 /* Traced threads and counters: the helper is single-threaded. */
-static struct pt_thread pt_threads[PT_TRACE_MAX_THREADS];
+static struct pt_attach_thread pt_threads[PT_TRACE_MAX_THREADS];
 static int pt_nthreads;
 static uint64_t pt_tr_samples;
+/* Time the target's threads spent stopped by us (from the confirmed stop to
+ * PTRACE_CONT), and the CPU time sampled. */
+static uint64_t pt_tr_stopped_ns, pt_tr_cpu_ns;
 static int pt_exit_status = -1, pt_exit_signal = -1, pt_target_gone;
 
-static struct pt_thread *pt_find(pid_t tid) {
+static struct pt_attach_thread *pt_find(pid_t tid) {
     for (int i = 0; i < pt_nthreads; i++)
         if (pt_threads[i].tid == tid) return &pt_threads[i];
     return NULL;
 }
 
 /* CPU time of a thread in ns, 0 if unreadable.  Not async-signal-safe. */
-static uint64_t pt_cpu_ns(const struct pt_thread *t) {
+static uint64_t pt_cpu_ns(const struct pt_attach_thread *t) {
     char buf[96];
     ssize_t n = pread(t->schedstat_fd, buf, sizeof buf - 1, 0);
     if (n <= 0) return 0;
@@ -63,7 +67,7 @@ static uint64_t pt_cpu_ns(const struct pt_thread *t) {
 }
 
 /* Whether the thread is running or runnable.  Not async-signal-safe. */
-static int pt_runnable(const struct pt_thread *t) {
+static int pt_runnable(const struct pt_attach_thread *t) {
     char buf[512];
     ssize_t n = pread(t->stat_fd, buf, sizeof buf - 1, 0);
     if (n <= 0) return 1; /* unknown: let the CPU time decide */
@@ -72,13 +76,13 @@ static int pt_runnable(const struct pt_thread *t) {
     return end != NULL && end[1] == ' ' && end[2] == 'R';
 }
 
-static void pt_close_thread(struct pt_thread *t) {
+static void pt_close_thread(struct pt_attach_thread *t) {
     if (t->schedstat_fd >= 0) close(t->schedstat_fd);
     if (t->stat_fd >= 0) close(t->stat_fd);
 }
 
-static struct pt_thread *pt_add(pid_t pid, pid_t tid) {
-    struct pt_thread *t = pt_find(tid);
+static struct pt_attach_thread *pt_add(pid_t pid, pid_t tid) {
+    struct pt_attach_thread *t = pt_find(tid);
     if (t != NULL || pt_nthreads >= PT_TRACE_MAX_THREADS) return t;
     t = &pt_threads[pt_nthreads++];
     memset(t, 0, sizeof *t);
@@ -89,43 +93,45 @@ static struct pt_thread *pt_add(pid_t pid, pid_t tid) {
     snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)pid, (int)tid);
     t->stat_fd = open(path, O_RDONLY | O_CLOEXEC);
     t->cpu_ns = t->schedstat_fd >= 0 ? pt_cpu_ns(t) : 0;
-    pt_out_thread((uint32_t)tid, PT_THREAD_NEW, pid);
+    pt_attach_out_thread((uint32_t)tid, PT_ATTACH_THREAD_NEW, pid);
     return t;
 }
 
 static void pt_remove(pid_t pid, pid_t tid) {
-    struct pt_thread *t = pt_find(tid);
+    struct pt_attach_thread *t = pt_find(tid);
     if (t == NULL) return;
     pt_close_thread(t);
     *t = pt_threads[--pt_nthreads];
-    pt_out_thread((uint32_t)tid, PT_THREAD_GONE, pid);
+    pt_attach_out_thread((uint32_t)tid, PT_ATTACH_THREAD_GONE, pid);
 }
 
-/* Walk frame pointers from the stopped thread's registers.  Not async-signal-safe. */
-static void pt_sample(const struct pt_attach_config *cfg, struct pt_thread *t, uint64_t weight) {
-    struct user_regs_struct regs;
-    if (ptrace(PTRACE_GETREGS, t->tid, NULL, &regs) != 0) return;
-    uint64_t ips[PT_MAX_FRAMES];
+/* Registers, the frame-pointer chain and a copy of the stack of a stopped
+ * thread; unwound and written by pt_attach_unwind.c.  Not async-signal-safe. */
+static void pt_sample(const struct pt_attach_config *cfg, struct pt_attach_thread *t,
+                      uint64_t weight) {
+    struct pt_regs regs;
+    if (pt_arch_ptrace_regs(t->tid, &regs) != 0) return;
+    uint64_t ips[PT_ATTACH_MAX_FRAMES];
     uint32_t n = 0;
-    ips[n++] = regs.rip;
-    uint64_t bp = regs.rbp, sp = regs.rsp;
-    while (n < PT_MAX_FRAMES) {
+    ips[n++] = regs.pc;
+    uint64_t fp = regs.fp, sp = regs.sp;
+    while (n < PT_ATTACH_MAX_FRAMES) {
         /* A caller's frame lies above ours on a downward-growing stack. */
-        if (bp < sp || bp - sp > (64u << 20) || (bp & 7) != 0) break;
+        if (fp < sp || fp - sp > (64u << 20) || (fp & 7) != 0) break;
         uint64_t pair[2];
-        struct iovec local = {pair, sizeof pair}, remote = {(void *)bp, sizeof pair};
+        struct iovec local = {pair, sizeof pair}, remote = {(void *)fp, sizeof pair};
         if (process_vm_readv(cfg->pid, &local, 1, &remote, 1, 0) != (ssize_t)sizeof pair) break;
         if (pair[1] < 4096) break;
         ips[n++] = pair[1];
-        sp = bp + 16;
-        bp = pair[0];
+        sp = fp + 16;
+        fp = pair[0];
     }
-    /* The stack from sp up, for CFI unwinding in the reader.  One iovec per
-     * page: a partial read stops at the first unmapped page, not at zero. */
-    uint64_t stack[PT_STACK_WORDS];
-    struct iovec local = {stack, sizeof stack}, remote[PT_STACK_WORDS * 8 / 4096 + 1];
+    /* The stack from sp up, for the CFI walk.  One iovec per page: a partial
+     * read stops at the first unmapped page, not at zero. */
+    uint64_t stack[PT_ATTACH_STACK_WORDS];
+    struct iovec local = {stack, sizeof stack}, remote[PT_ATTACH_STACK_WORDS * 8 / 4096 + 1];
     int nremote = 0;
-    uint64_t at = regs.rsp, end = regs.rsp + sizeof stack;
+    uint64_t at = regs.sp, end = regs.sp + sizeof stack;
     while (at < end && nremote < (int)(sizeof remote / sizeof remote[0])) {
         uint64_t page_end = (at | 4095u) + 1;
         uint64_t stop = page_end < end ? page_end : end;
@@ -136,7 +142,7 @@ static void pt_sample(const struct pt_attach_config *cfg, struct pt_thread *t, u
     }
     ssize_t got = process_vm_readv(cfg->pid, &local, 1, remote, (unsigned long)nremote, 0);
     uint32_t nstack = got > 0 ? (uint32_t)(got / 8) : 0;
-    pt_out_sample((uint32_t)t->tid, weight, regs.rsp, regs.rbp, ips, n, stack, nstack);
+    pt_attach_unwind_sample((uint32_t)t->tid, weight, &regs, stack, nstack, ips, n);
     pt_tr_samples++;
 }
 
@@ -154,7 +160,7 @@ static int pt_handle(const struct pt_attach_config *cfg, pid_t tid, int status, 
     }
     if (!WIFSTOPPED(status)) return 0;
     int sig = WSTOPSIG(status), event = status >> 16;
-    struct pt_thread *t = pt_find(tid);
+    struct pt_attach_thread *t = pt_find(tid);
     if (t == NULL) t = pt_add(cfg->pid, tid); /* a new thread's first stop can come first */
     if (event == PTRACE_EVENT_CLONE) {
         unsigned long child = 0;
@@ -200,24 +206,33 @@ static int pt_stop_thread(const struct pt_attach_config *cfg, pid_t tid) {
             return -1;
         }
         if (pt_handle(cfg, tid, status, 1)) return 0;
-        if (pt_find(tid) == NULL) return -1; /* it exited */
+        if (pt_find(tid) == NULL) return -1;                                      /* it exited */
         if (WIFSTOPPED(status) && (status >> 16) == PTRACE_EVENT_STOP) return -1; /* group-stop */
     }
+}
+
+static uint64_t pt_mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 /* One sampling tick over all threads.  Not async-signal-safe. */
 static void pt_tick(const struct pt_attach_config *cfg) {
     for (int i = 0; i < pt_nthreads; i++) {
-        struct pt_thread *t = &pt_threads[i];
+        struct pt_attach_thread *t = &pt_threads[i];
         uint64_t cpu = pt_cpu_ns(t);
         if (cpu <= t->cpu_ns || !pt_runnable(t)) continue; /* not on a CPU: nothing to see */
         pid_t tid = t->tid;
         if (pt_stop_thread(cfg, tid) != 0) continue;
-        t = pt_find(tid); /* the table may have grown while we waited */
+        uint64_t stop_at = pt_mono_ns(); /* stopped from here until PTRACE_CONT */
+        t = pt_find(tid);                /* the table may have grown while we waited */
         if (t == NULL) continue;
         pt_sample(cfg, t, cpu - t->cpu_ns);
+        pt_tr_cpu_ns += cpu - t->cpu_ns;
         t->cpu_ns = cpu;
         ptrace(PTRACE_CONT, tid, NULL, NULL);
+        pt_tr_stopped_ns += pt_mono_ns() - stop_at;
     }
 }
 
@@ -228,7 +243,7 @@ static int pt_seize_all(const struct pt_attach_config *cfg) {
     long opts = PTRACE_O_TRACECLONE;
     int first_errno = 0;
     for (int round = 0; round < 10; round++) {
-        int n = pt_list_tasks(cfg->pid, tids, PT_TRACE_MAX_THREADS), added = 0;
+        int n = pt_attach_list_tasks(cfg->pid, tids, PT_TRACE_MAX_THREADS), added = 0;
         if (n <= 0) {
             errno = ESRCH;
             return -1;
@@ -279,7 +294,7 @@ static void pt_detach_all(const struct pt_attach_config *cfg) {
             }
         }
         ptrace(PTRACE_DETACH, tid, NULL, (void *)(long)sig);
-        struct pt_thread *t = pt_find(tid);
+        struct pt_attach_thread *t = pt_find(tid);
         if (t != NULL) {
             pt_close_thread(t);
             *t = pt_threads[--pt_nthreads];
@@ -288,22 +303,28 @@ static void pt_detach_all(const struct pt_attach_config *cfg) {
 }
 
 /* The ptrace method: see the file comment.  Not async-signal-safe. */
-int pt_ptrace_run(const struct pt_attach_config *cfg) {
-    pt_out_header(PT_METHOD_PTRACE, cfg->pid, cfg->period_ns);
+int pt_attach_ptrace_run(const struct pt_attach_config *cfg) {
+    /* schedstat's CPU time includes the kernel's, and a thread in a system
+     * call is interrupted at its user-space entry: kernel time is counted. */
+    uint32_t flags = pt_attach_unwind_init(cfg->pid) | PT_ATTACH_FLAG_KERNEL_TIME;
+    pt_attach_out_header(PT_ATTACH_METHOD_PTRACE, cfg->pid, cfg->period_ns, flags);
     if (pt_seize_all(cfg) != 0) {
         /* The header is out, so explain through the stream and on stderr. */
         int saved = errno;
-        pt_out_text(PT_REC_ERROR, "ptrace(PTRACE_SEIZE, %d): %s", (int)cfg->pid, strerror(saved));
-        pt_out_flush();
+        pt_attach_out_text(PT_ATTACH_REC_ERROR, "ptrace(PTRACE_SEIZE, %d): %s", (int)cfg->pid,
+                           strerror(saved));
+        pt_attach_out_flush();
         fprintf(stderr, "ptrace(PTRACE_SEIZE, %d): %s\n", (int)cfg->pid, strerror(saved));
         errno = saved;
         return -1;
     }
-    pt_out_flush();
+    pt_attach_out_flush();
     int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
     struct itimerspec its = {
-        .it_interval = {(time_t)(cfg->period_ns / 1000000000ull), (long)(cfg->period_ns % 1000000000ull)},
-        .it_value = {(time_t)(cfg->period_ns / 1000000000ull), (long)(cfg->period_ns % 1000000000ull)},
+        .it_interval = {(time_t)(cfg->period_ns / 1000000000ull),
+                        (long)(cfg->period_ns % 1000000000ull)},
+        .it_value = {(time_t)(cfg->period_ns / 1000000000ull),
+                     (long)(cfg->period_ns % 1000000000ull)},
     };
     timerfd_settime(tfd, 0, &its, NULL);
     int ticks_since_check = 0;
@@ -312,7 +333,7 @@ int pt_ptrace_run(const struct pt_attach_config *cfg) {
             {cfg->control_fd, POLLIN, 0}, {cfg->signal_fd, POLLIN, 0}, {tfd, POLLIN, 0}};
         int r = poll(pfd, 3, 100);
         int chld = 0;
-        int stop = r > 0 && pt_check_control(cfg, pfd[0].revents, pfd[1].revents, &chld);
+        int stop = r > 0 && pt_attach_check_control(cfg, pfd[0].revents, pfd[1].revents, &chld);
         pt_reap(cfg); /* cheap, and SIGCHLD can coalesce: always look */
         if (pfd[2].revents & POLLIN) {
             uint64_t expirations;
@@ -321,19 +342,27 @@ int pt_ptrace_run(const struct pt_attach_config *cfg) {
         }
         if (++ticks_since_check >= 10 || r == 0) {
             ticks_since_check = 0;
-            if (!pt_target_alive(cfg->pid)) pt_target_gone = 1;
+            if (!pt_attach_target_alive(cfg->pid)) pt_target_gone = 1;
         }
-        pt_out_flush();
-        if (stop || pt_target_gone || pt_nthreads == 0 || pt_out_broken()) break;
+        pt_attach_out_flush();
+        if (stop || pt_target_gone || pt_nthreads == 0 || pt_attach_out_broken()) break;
     }
     close(tfd);
     if (pt_nthreads == 0) pt_target_gone = 1; /* every thread exited */
     if (pt_target_gone) {
         pt_reap(cfg);
-        pt_out_exit(pt_exit_status, pt_exit_signal);
+        pt_attach_out_exit(pt_exit_status, pt_exit_signal);
     } else {
         pt_detach_all(cfg);
     }
-    pt_out_end(pt_tr_samples, 0);
+    /* Say what the stops cost the target (issue 13); a lower bound: the stop
+     * may begin before our waitpid() returns. */
+    if (pt_tr_cpu_ns > 0 && pt_tr_stopped_ns * 100 >= pt_tr_cpu_ns)
+        pt_attach_out_text(PT_ATTACH_REC_WARN,
+                           "ptrace stopped the target's threads for at least %.1f ms in all "
+                           "(%.0f%% of the CPU time sampled): the target ran that much slower",
+                           (double)pt_tr_stopped_ns / 1e6,
+                           100.0 * (double)pt_tr_stopped_ns / (double)pt_tr_cpu_ns);
+    pt_attach_out_end(pt_tr_samples, 0);
     return 0;
 }

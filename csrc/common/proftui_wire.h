@@ -42,27 +42,27 @@
 
 #include <stdint.h>
 
-#define PT_WIRE_MAGIC "PROFTUI"  /* 7 chars + NUL = 8 bytes */
+#define PT_WIRE_MAGIC "PROFTUI" /* 7 chars + NUL = 8 bytes */
 #define PT_WIRE_VERSION 1u
 
 enum pt_kind {
-    PT_KIND_HOOK = 1,     /* -finstrument-functions runtime (proftui_hook) */
-    PT_KIND_SAMPLER = 2,  /* LD_PRELOAD stack sampler (proftui_sampler) */
-    PT_KIND_ATTACH = 3,   /* reserved: attach streams over a pipe, see docs/attach-stream.md */
+    PT_KIND_HOOK = 1,    /* -finstrument-functions runtime (proftui_hook) */
+    PT_KIND_SAMPLER = 2, /* LD_PRELOAD stack sampler (proftui_sampler) */
+    PT_KIND_ATTACH = 3,  /* reserved: attach streams over a pipe, see docs/attach-stream.md */
 };
 
 enum pt_flags {
-    PT_FLAG_COUNT_ONLY = 1u << 0,  /* hook: no timestamps were taken */
-    PT_FLAG_WALL_CLOCK = 1u << 1,  /* sampler: wall-clock instead of CPU time */
+    PT_FLAG_COUNT_ONLY = 1u << 0, /* hook: no timestamps were taken */
+    PT_FLAG_WALL_CLOCK = 1u << 1, /* sampler: wall-clock instead of CPU time */
 };
 
 enum pt_control {
-    PT_CONTROL_PAUSED = 1u << 0,  /* front end asks the runtime to stop recording */
+    PT_CONTROL_PAUSED = 1u << 0, /* front end asks the runtime to stop recording */
 };
 
 enum pt_state {
     PT_STATE_RUNNING = 0,
-    PT_STATE_EXITED = 1,  /* set by the runtime's exit path; absent after a crash or SIGKILL */
+    PT_STATE_EXITED = 1, /* set by the runtime's exit path; absent after a crash or SIGKILL */
 };
 
 typedef struct pt_file_header {

@@ -1,35 +1,44 @@
-/* .eh_frame -> compact unwind rows, built outside the signal handler (at
- * start, after dlopen) so the handler only binary-searches (as async-profiler
- * does).  For each FDE listed in .eh_frame_hdr's search table we run the CFA
- * program and emit one row per address range:
- *     { pc, CFA = rsp|rbp + off, caller's rbp at CFA + off (or unchanged) }
+/* .eh_frame -> compact unwind rows, built outside signal handlers (sampler:
+ * at start and after dlopen, from the loaded object's own memory; attach:
+ * from a read-only mapping of the object's file) so a walk only
+ * binary-searches (as async-profiler does).  For each FDE listed in
+ * .eh_frame_hdr's search table we run the CFA program and emit one row per
+ * address range:
+ *     { pc, CFA = sp|fp + off, caller's fp at CFA + off (or unchanged) }
  * which covers what gcc and clang emit for x86-64 code: push/pop prologues,
  * rbp frames, stack adjustments, remember/restore_state around early returns.
  * PLT stubs' CFA expression is read as rsp+8.  Anything else (other CFA
- * expressions, return address not at CFA-8, 64-bit DWARF) becomes a "no rule" row: the handler falls back to the
- * frame-pointer chain there.  Nothing in this file is async-signal-safe; it
- * reads the loaded object's own read-only .eh_frame memory.
+ * expressions, return address not at CFA-8, 64-bit DWARF) becomes a "no
+ * rule" row: the walk follows the frame-pointer chain there.  Every read is
+ * checked against the source's bounds (a corrupt file cannot make us fault).
+ * Nothing in this file is async-signal-safe.
  */
 #define _GNU_SOURCE
 #include <stdint.h>
 #include <string.h>
-#include <sys/mman.h>
 
-#include "pt_sampler.h"
+#include "pt_unwind.h"
 
-#if defined(__x86_64__)
+/* Give a table back.  Not async-signal-safe. */
+void pt_cfi_free(struct pt_cfi_table *table) {
+    if (table == NULL) return;
+    size_t page = 4096;
+    pt_free((void *)table->rows, (table->nrows * sizeof *table->rows + page - 1) / page * page);
+    pt_free(table, sizeof *table);
+}
 
-enum { PT_DW_RBP = 6, PT_DW_RSP = 7, PT_DW_RA = 16 };
+#if PT_ARCH_CFI
+
 enum { PT_RULE_SAME = 0, PT_RULE_OFFSET = 1, PT_RULE_OTHER = 2 };
 #define PT_STATE_STACK 16
 
 /* The unwind state for the registers we track. */
 struct pt_cfa_state {
-    int cfa_reg;      /* DWARF register, -1 when the CFA is an expression */
+    int cfa_reg; /* DWARF register, -1 when the CFA is an expression */
     int64_t cfa_off;
-    int rbp_rule;     /* PT_RULE_* */
-    int64_t rbp_off;
-    int ra_rule;      /* PT_RULE_OFFSET expected (at CFA-8); PT_RULE_OTHER: give up */
+    int fp_rule; /* PT_RULE_* */
+    int64_t fp_off;
+    int ra_rule; /* PT_RULE_OFFSET expected (at CFA-8); PT_RULE_OTHER: give up */
     int64_t ra_off;
     int ra_undefined; /* the outermost frame (_start, clone) */
 };
@@ -41,12 +50,14 @@ struct pt_cie {
     uint8_t fde_enc;
     int has_z;
     const uint8_t *insns, *end;
+    int64_t delta; /* runtime - local address (pc-relative DW_CFA_set_loc) */
 };
 
 /* Cursor over mapped bytes. */
 struct pt_rd {
     const uint8_t *p, *end;
     int bad;
+    int64_t delta; /* runtime address - local address, for pc-relative pointers */
 };
 
 static uint64_t pt_uleb(struct pt_rd *r) {
@@ -93,7 +104,7 @@ static uint64_t pt_fixed(struct pt_rd *r, unsigned size) {
 /* A DW_EH_PE_* encoded pointer (pcrel and absolute applications only). */
 static uint64_t pt_encoded(struct pt_rd *r, uint8_t enc) {
     if (enc == 0xff) return 0; /* DW_EH_PE_omit */
-    uint64_t here = (uint64_t)(uintptr_t)r->p, v;
+    uint64_t here = (uint64_t)(uintptr_t)r->p + (uint64_t)r->delta, v;
     switch (enc & 0x0f) {
     case 0x00: v = pt_fixed(r, 8); break;
     case 0x01: v = pt_uleb(r); break;
@@ -110,18 +121,28 @@ static uint64_t pt_encoded(struct pt_rd *r, uint8_t enc) {
     return v;
 }
 
+/* 1 if [p, p + n) lies inside the source's readable bounds. */
+static int pt_inside(const struct pt_cfi_source *src, const uint8_t *p, uint64_t n) {
+    /* As integers: the bounds may be "all memory", not one C object. */
+    uintptr_t at = (uintptr_t)p, lo = (uintptr_t)src->bound_lo, hi = (uintptr_t)src->bound_hi;
+    return at >= lo && at <= hi && n <= hi - at;
+}
+
 /* Parse the CIE at `p`; 0 on success. */
-static int pt_parse_cie(const uint8_t *p, struct pt_cie *cie) {
+static int pt_parse_cie(const struct pt_cfi_source *src, const uint8_t *p, struct pt_cie *cie) {
     uint32_t len;
+    if (!pt_inside(src, p, 4)) return -1;
     memcpy(&len, p, 4);
-    if (len == 0 || len == 0xffffffffu) return -1;
-    struct pt_rd r = {p + 4, p + 4 + len, 0};
+    if (len == 0 || len == 0xffffffffu || !pt_inside(src, p, 4 + (uint64_t)len)) return -1;
+    int64_t delta = (int64_t)(src->hdr_addr - (uint64_t)(uintptr_t)src->hdr);
+    struct pt_rd r = {p + 4, p + 4 + len, 0, delta};
     if (pt_fixed(&r, 4) != 0) return -1; /* CIE id */
     uint8_t version = (uint8_t)pt_fixed(&r, 1);
     const char *aug = (const char *)r.p;
     size_t auglen = strnlen(aug, (size_t)(r.end - r.p));
     r.p += auglen + 1;
     memset(cie, 0, sizeof *cie);
+    cie->delta = delta;
     if (strstr(aug, "eh") != NULL) pt_fixed(&r, 8);
     cie->code_align = pt_uleb(&r);
     cie->data_align = pt_sleb(&r);
@@ -156,7 +177,7 @@ struct pt_rows {
 };
 
 static int pt_same_rule(const struct pt_cfi_row *a, const struct pt_cfi_row *b) {
-    return a->cfa_reg == b->cfa_reg && a->cfa_off8 == b->cfa_off8 && a->rbp_off8 == b->rbp_off8;
+    return a->cfa_reg == b->cfa_reg && a->cfa_off8 == b->cfa_off8 && a->fp_off8 == b->fp_off8;
 }
 
 static void pt_emit(struct pt_rows *out, uint64_t pc, const struct pt_cfa_state *s) {
@@ -164,15 +185,14 @@ static void pt_emit(struct pt_rows *out, uint64_t pc, const struct pt_cfa_state 
     struct pt_cfi_row row = {(uint32_t)(pc - out->lo), 0, 0, PT_CFA_NONE};
     if (s->ra_undefined) {
         row.cfa_reg = PT_ROW_OUTERMOST;
-    } else if ((s->cfa_reg == PT_DW_RSP || s->cfa_reg == PT_DW_RBP) &&
-               s->ra_rule == PT_RULE_OFFSET && s->ra_off == -8 && s->cfa_off >= 8 &&
-               s->cfa_off % 8 == 0 && s->cfa_off / 8 <= INT16_MAX &&
-               s->rbp_rule != PT_RULE_OTHER &&
-               (s->rbp_rule == PT_RULE_SAME ||
-                (s->rbp_off < 0 && s->rbp_off % 8 == 0 && s->rbp_off / 8 >= INT8_MIN))) {
-        row.cfa_reg = (uint8_t)s->cfa_reg;
+    } else if ((s->cfa_reg == PT_DW_SP || s->cfa_reg == PT_DW_FP) && s->ra_rule == PT_RULE_OFFSET &&
+               s->ra_off == -8 && s->cfa_off >= 8 && s->cfa_off % 8 == 0 &&
+               s->cfa_off / 8 <= INT16_MAX && s->fp_rule != PT_RULE_OTHER &&
+               (s->fp_rule == PT_RULE_SAME ||
+                (s->fp_off < 0 && s->fp_off % 8 == 0 && s->fp_off / 8 >= INT8_MIN))) {
+        row.cfa_reg = s->cfa_reg == PT_DW_SP ? PT_CFA_SP : PT_CFA_FP;
         row.cfa_off8 = (int16_t)(s->cfa_off / 8);
-        row.rbp_off8 = s->rbp_rule == PT_RULE_OFFSET ? (int8_t)(s->rbp_off / 8) : 0;
+        row.fp_off8 = s->fp_rule == PT_RULE_OFFSET ? (int8_t)(s->fp_off / 8) : 0;
     }
     if (out->n > 0) {
         struct pt_cfi_row *last = &out->rows[out->n - 1];
@@ -194,7 +214,7 @@ static int pt_run(const uint8_t *p, const uint8_t *end, const struct pt_cie *cie
                   struct pt_rows *out) {
     struct pt_cfa_state stack[PT_STATE_STACK];
     int depth = 0;
-    struct pt_rd r = {p, end, 0};
+    struct pt_rd r = {p, end, 0, cie->delta};
     while (r.p < r.end && !r.bad) {
         uint8_t op = *r.p++;
         uint8_t hi = op & 0xc0, low = op & 0x3f;
@@ -204,16 +224,16 @@ static int pt_run(const uint8_t *p, const uint8_t *end, const struct pt_cie *cie
             delta = low * cie->code_align;
         } else if (hi == 0x80) {
             off = (int64_t)pt_uleb(&r) * cie->data_align;
-            if (low == PT_DW_RBP) s->rbp_rule = PT_RULE_OFFSET, s->rbp_off = off;
+            if (low == PT_DW_FP) s->fp_rule = PT_RULE_OFFSET, s->fp_off = off;
             if (low == PT_DW_RA) s->ra_rule = PT_RULE_OFFSET, s->ra_off = off;
             continue;
         } else if (hi == 0xc0) {
-            if (low == PT_DW_RBP) s->rbp_rule = initial->rbp_rule, s->rbp_off = initial->rbp_off;
+            if (low == PT_DW_FP) s->fp_rule = initial->fp_rule, s->fp_off = initial->fp_off;
             if (low == PT_DW_RA) s->ra_rule = initial->ra_rule, s->ra_off = initial->ra_off;
             continue;
         } else {
             switch (op) {
-            case 0x00: continue;                                   /* nop */
+            case 0x00: continue;                                      /* nop */
             case 0x01: *loc = pt_encoded(&r, cie->fde_enc); continue; /* set_loc */
             case 0x02: delta = pt_fixed(&r, 1) * cie->code_align; break;
             case 0x03: delta = pt_fixed(&r, 2) * cie->code_align; break;
@@ -223,29 +243,29 @@ static int pt_run(const uint8_t *p, const uint8_t *end, const struct pt_cie *cie
             case 0x2f: /* GNU_negative_offset_extended */
                 reg = pt_uleb(&r);
                 off = op == 0x11 ? pt_sleb(&r) * cie->data_align
-                                 : (int64_t)pt_uleb(&r) * (op == 0x2f ? -cie->data_align
-                                                                      : cie->data_align);
-                if (reg == PT_DW_RBP) s->rbp_rule = PT_RULE_OFFSET, s->rbp_off = off;
+                                 : (int64_t)pt_uleb(&r) *
+                                       (op == 0x2f ? -cie->data_align : cie->data_align);
+                if (reg == PT_DW_FP) s->fp_rule = PT_RULE_OFFSET, s->fp_off = off;
                 if (reg == PT_DW_RA) s->ra_rule = PT_RULE_OFFSET, s->ra_off = off;
                 continue;
             case 0x06: /* restore_extended */
                 reg = pt_uleb(&r);
-                if (reg == PT_DW_RBP) s->rbp_rule = initial->rbp_rule, s->rbp_off = initial->rbp_off;
+                if (reg == PT_DW_FP) s->fp_rule = initial->fp_rule, s->fp_off = initial->fp_off;
                 if (reg == PT_DW_RA) s->ra_rule = initial->ra_rule, s->ra_off = initial->ra_off;
                 continue;
             case 0x07: /* undefined */
                 reg = pt_uleb(&r);
                 if (reg == PT_DW_RA) s->ra_undefined = 1;
-                if (reg == PT_DW_RBP) s->rbp_rule = PT_RULE_SAME; /* nothing to restore */
+                if (reg == PT_DW_FP) s->fp_rule = PT_RULE_SAME; /* nothing to restore */
                 continue;
             case 0x08: /* same_value */
                 reg = pt_uleb(&r);
-                if (reg == PT_DW_RBP) s->rbp_rule = PT_RULE_SAME;
+                if (reg == PT_DW_FP) s->fp_rule = PT_RULE_SAME;
                 continue;
             case 0x09: /* register */
                 reg = pt_uleb(&r);
                 pt_uleb(&r);
-                if (reg == PT_DW_RBP) s->rbp_rule = PT_RULE_OTHER;
+                if (reg == PT_DW_FP) s->fp_rule = PT_RULE_OTHER;
                 if (reg == PT_DW_RA) s->ra_rule = PT_RULE_OTHER;
                 continue;
             case 0x0a: /* remember_state */
@@ -265,7 +285,7 @@ static int pt_run(const uint8_t *p, const uint8_t *end, const struct pt_cie *cie
                 s->cfa_reg = (int)pt_uleb(&r);
                 s->cfa_off = pt_sleb(&r) * cie->data_align;
                 continue;
-            case 0x0d: s->cfa_reg = (int)pt_uleb(&r); continue; /* def_cfa_register */
+            case 0x0d: s->cfa_reg = (int)pt_uleb(&r); continue;     /* def_cfa_register */
             case 0x0e: s->cfa_off = (int64_t)pt_uleb(&r); continue; /* def_cfa_offset */
             case 0x13: s->cfa_off = pt_sleb(&r) * cie->data_align; continue;
             case 0x0f: { /* def_cfa_expression */
@@ -274,7 +294,7 @@ static int pt_run(const uint8_t *p, const uint8_t *end, const struct pt_cie *cie
                  * rsp + 8 is right at the jmp where nearly all PLT samples land. */
                 int plt = len >= 2 && r.p + 2 <= r.end && r.p[0] == 0x77 && r.p[1] == 0x08;
                 r.p += len;
-                s->cfa_reg = plt ? PT_DW_RSP : -1;
+                s->cfa_reg = plt ? PT_DW_SP : -1;
                 s->cfa_off = 8;
                 continue;
             }
@@ -282,7 +302,7 @@ static int pt_run(const uint8_t *p, const uint8_t *end, const struct pt_cie *cie
             case 0x16: /* val_expression */
                 reg = pt_uleb(&r);
                 r.p += pt_uleb(&r);
-                if (reg == PT_DW_RBP) s->rbp_rule = PT_RULE_OTHER;
+                if (reg == PT_DW_FP) s->fp_rule = PT_RULE_OTHER;
                 if (reg == PT_DW_RA) s->ra_rule = PT_RULE_OTHER;
                 continue;
             case 0x14: /* val_offset */
@@ -290,7 +310,7 @@ static int pt_run(const uint8_t *p, const uint8_t *end, const struct pt_cie *cie
                 reg = pt_uleb(&r);
                 if (op == 0x14) pt_uleb(&r);
                 else pt_sleb(&r);
-                if (reg == PT_DW_RBP) s->rbp_rule = PT_RULE_OTHER;
+                if (reg == PT_DW_FP) s->fp_rule = PT_RULE_OTHER;
                 if (reg == PT_DW_RA) s->ra_rule = PT_RULE_OTHER;
                 continue;
             case 0x2e: pt_uleb(&r); continue; /* GNU_args_size */
@@ -305,20 +325,22 @@ static int pt_run(const uint8_t *p, const uint8_t *end, const struct pt_cie *cie
 }
 
 /* Append the rows of the FDE at `fde`, which starts at runtime pc_begin. */
-static void pt_fde_rows(const uint8_t *fde, uint64_t pc_begin, struct pt_rows *out) {
+static void pt_fde_rows(const struct pt_cfi_source *src, const uint8_t *fde, uint64_t pc_begin,
+                        struct pt_rows *out) {
     uint32_t len, cie_off;
+    if (!pt_inside(src, fde, 8)) return;
     memcpy(&len, fde, 4);
-    if (len == 0 || len == 0xffffffffu) return;
+    if (len < 4 || len == 0xffffffffu || !pt_inside(src, fde, 4 + (uint64_t)len)) return;
     memcpy(&cie_off, fde + 4, 4);
-    if (cie_off == 0) return; /* that is a CIE, not an FDE */
+    if (cie_off == 0 || (uintptr_t)fde + 4 - (uintptr_t)src->bound_lo < cie_off) return; /* CIE */
     struct pt_cie cie;
-    if (pt_parse_cie(fde + 4 - cie_off, &cie) != 0) return;
-    struct pt_rd r = {fde + 8, fde + 4 + len, 0};
-    pt_encoded(&r, cie.fde_enc);                      /* pc_begin: the table's value is used */
+    if (pt_parse_cie(src, fde + 4 - cie_off, &cie) != 0) return;
+    struct pt_rd r = {fde + 8, fde + 4 + len, 0, cie.delta};
+    pt_encoded(&r, cie.fde_enc); /* pc_begin: the table's value is used */
     uint64_t range = pt_encoded(&r, cie.fde_enc & 0x0f);
     if (cie.has_z) r.p += pt_uleb(&r);
     if (r.bad || r.p > r.end || range == 0) return;
-    struct pt_cfa_state initial = {PT_DW_RSP, 8, PT_RULE_SAME, 0, PT_RULE_OFFSET, -8, 0};
+    struct pt_cfa_state initial = {PT_DW_SP, 8, PT_RULE_SAME, 0, PT_RULE_OFFSET, -8, 0};
     uint64_t loc = pc_begin;
     /* The CIE's initial instructions define the state at pc_begin. */
     if (pt_run(cie.insns, cie.end, &cie, &initial, &initial, &loc, NULL) != 0) return;
@@ -335,41 +357,48 @@ static void pt_fde_rows(const uint8_t *fde, uint64_t pc_begin, struct pt_rows *o
 
 /* Build the rows of one object from its .eh_frame_hdr search table.
  * NULL when the object has none we can read.  Not async-signal-safe. */
-struct pt_cfi_table *pt_cfi_build(uint64_t bias, const void *eh_frame_hdr, uint64_t lo,
-                                  uint64_t hi) {
-    (void)bias; /* the search table holds runtime-relative (datarel) addresses */
-    const uint8_t *hdr = eh_frame_hdr;
-    if (hdr[0] != 1) return NULL;
+struct pt_cfi_table *pt_cfi_build(const struct pt_cfi_source *src, uint64_t lo, uint64_t hi) {
+    const uint8_t *hdr = src->hdr;
+    if (!pt_inside(src, hdr, 4 + 16) || hdr[0] != 1) return NULL;
     uint8_t ptr_enc = hdr[1], count_enc = hdr[2], table_enc = hdr[3];
-    struct pt_rd r = {hdr + 4, hdr + 4 + 16, 0};
+    int64_t delta = (int64_t)(src->hdr_addr - (uint64_t)(uintptr_t)hdr);
+    struct pt_rd r = {hdr + 4, hdr + 4 + 16, 0, delta};
     pt_encoded(&r, ptr_enc);
     uint64_t count = pt_encoded(&r, count_enc);
     /* DW_EH_PE_datarel|sdata4, what every linker writes; anything else: no table. */
-    if (r.bad || table_enc != 0x3b || count == 0 || count > (1u << 24) || hi - lo > UINT32_MAX)
+    if (r.bad || table_enc != 0x3b || count == 0 || count > (1u << 24) || hi <= lo ||
+        hi - lo > UINT32_MAX || !pt_inside(src, r.p, count * 8))
         return NULL;
-    const int32_t *table = (const int32_t *)r.p;
+    const uint8_t *table = r.p;
     /* Upper bound: a row per advance instruction (>= 1 byte) plus two per FDE. */
     size_t bound = 0;
     for (uint64_t i = 0; i < count; i++) {
-        uint32_t len;
-        memcpy(&len, hdr + table[2 * i + 1], 4);
-        bound += (len == 0xffffffffu ? 0 : len) + 2;
+        int32_t fde_off;
+        uint32_t len = 0;
+        memcpy(&fde_off, table + 8 * i + 4, 4);
+        if (pt_inside(src, hdr + fde_off, 4)) memcpy(&len, hdr + fde_off, 4);
+        if (!pt_inside(src, hdr + fde_off, 4 + (uint64_t)len)) len = 0; /* skipped later */
+        bound += len + 2;
     }
     struct pt_rows out = {pt_alloc(bound * sizeof(struct pt_cfi_row)), 0, bound, lo};
     if (out.rows == NULL) return NULL;
     for (uint64_t i = 0; i < count; i++) {
-        uint64_t pc = (uint64_t)(uintptr_t)hdr + (int64_t)table[2 * i];
-        const uint8_t *fde = hdr + table[2 * i + 1];
+        int32_t pc_off, fde_off;
+        memcpy(&pc_off, table + 8 * i, 4);
+        memcpy(&fde_off, table + 8 * i + 4, 4);
+        uint64_t pc = src->hdr_addr + (uint64_t)(int64_t)pc_off;
         if (pc < lo || pc >= hi) continue;
-        pt_fde_rows(fde, pc, &out);
+        pt_fde_rows(src, hdr + fde_off, pc, &out);
     }
     /* Give back the pages the rows did not reach (they were never touched). */
     size_t page = 4096, used = (out.n * sizeof *out.rows + page - 1) / page * page;
     size_t reserved = (bound * sizeof *out.rows + page - 1) / page * page;
-    if (reserved > used) munmap((char *)out.rows + used, reserved - used);
-    if (out.n == 0) return NULL;
-    struct pt_cfi_table *t = pt_alloc(sizeof *t);
-    if (t == NULL) return NULL;
+    if (reserved > used) pt_free((char *)out.rows + used, reserved - used);
+    struct pt_cfi_table *t = out.n > 0 ? pt_alloc(sizeof *t) : NULL;
+    if (t == NULL) {
+        if (used > 0) pt_free(out.rows, used);
+        return NULL;
+    }
     t->lo = lo;
     t->hi = hi;
     t->nrows = out.n;
@@ -377,12 +406,10 @@ struct pt_cfi_table *pt_cfi_build(uint64_t bias, const void *eh_frame_hdr, uint6
     return t;
 }
 
-#else /* not x86-64: frame pointers only */
+#else /* no CFI support on this architecture (arch/pt_arch.h): frame pointers only */
 
-struct pt_cfi_table *pt_cfi_build(uint64_t bias, const void *eh_frame_hdr, uint64_t lo,
-                                  uint64_t hi) {
-    (void)bias;
-    (void)eh_frame_hdr;
+struct pt_cfi_table *pt_cfi_build(const struct pt_cfi_source *src, uint64_t lo, uint64_t hi) {
+    (void)src;
     (void)lo;
     (void)hi;
     return NULL;

@@ -1,48 +1,43 @@
-/* Stack walking inside the signal handler.
+/* The stack walk (see pt_unwind.h).
  *
- * x86-64: for each frame, look the pc up in the CFI rows built outside the
- * handler (pt_sampler_cfi.c) to find the canonical frame address, the return
- * address at CFA-8 and where the caller's rbp was saved; where no row covers
- * the pc (JIT code, objects without .eh_frame), follow the frame-pointer
- * chain.  aarch64: frame pointers only.
- *
- * Memory is read only inside [interrupted sp, top of the thread's stack),
- * which is always mapped, so garbage cuts a stack short but never faults.
- * Everything here is async-signal-safe: no calls, no locks, no allocation.
+ * For each frame, look the pc up in the CFI rows (pt_cfi.c) to find the
+ * canonical frame address, the return address at CFA-8 and where the
+ * caller's frame pointer was saved; where no row covers the pc (JIT code,
+ * objects without .eh_frame, architectures without CFI support) follow the
+ * frame-pointer chain.  Everything here is async-signal-safe: no calls, no
+ * locks, no allocation.
  */
-#define _GNU_SOURCE
-#include <signal.h>
+#define _GNU_SOURCE /* REG_RIP and friends in arch/pt_arch_x86_64.h */
 #include <stddef.h>
 #include <stdint.h>
-#include <ucontext.h>
+#include <string.h>
 
-#include "pt_sampler.h"
+#include "pt_unwind.h"
 
-/* Rows published by pt_sampler_maps.c; read with acquire ordering. */
-PT_HIDDEN const struct pt_cfi_set *volatile pt_cfi_current;
+/* 1 if the 8 bytes at `addr` lie in the window.  Async-signal-safe. */
+static inline int pt_readable(const struct pt_memory *m, uintptr_t addr) {
+    return addr >= m->lo && m->hi >= 8 && addr <= m->hi - 8 && (addr & 7) == 0;
+}
 
-struct pt_bounds {
-    uintptr_t lo, hi;
-};
-
-/* 1 if the 8 bytes at `addr` lie within the stack bounds.  Async-signal-safe. */
-static inline int pt_readable(const struct pt_bounds *b, uintptr_t addr) {
-    return addr >= b->lo && addr <= b->hi - 8 && (addr & 7) == 0;
+/* The word at `addr` (pt_readable checked).  Async-signal-safe. */
+static inline uintptr_t pt_word(const struct pt_memory *m, uintptr_t addr) {
+    uintptr_t v;
+    memcpy(&v, m->data + (addr - m->lo), sizeof v); /* compiles to one load */
+    return v;
 }
 
 /* Follow one frame-pointer link: fp -> (saved fp, return address).
- * 0 when the chain leaves the stack.  Async-signal-safe. */
-static int pt_fp_step(const struct pt_bounds *b, uintptr_t *fp, uintptr_t *sp, uintptr_t *ra) {
+ * 0 when the chain leaves the window.  Async-signal-safe. */
+static int pt_fp_step(const struct pt_memory *m, uintptr_t *fp, uintptr_t *sp, uintptr_t *ra) {
     uintptr_t frame = *fp;
-    if (frame < *sp || !pt_readable(b, frame) || !pt_readable(b, frame + 8)) return 0;
-    *ra = ((const uintptr_t *)frame)[1];
-    *fp = ((const uintptr_t *)frame)[0];
+    if (frame < *sp || !pt_readable(m, frame) || !pt_readable(m, frame + 8)) return 0;
+    *ra = pt_word(m, frame + 8);
+    *fp = pt_word(m, frame);
     *sp = frame + 16;
     return 1;
 }
 
-#if defined(__x86_64__)
-
+#if PT_ARCH_CFI
 /* The row covering `pc`, or NULL when no table covers it.  Async-signal-safe. */
 static const struct pt_cfi_row *pt_cfi_find(const struct pt_cfi_set *set, uintptr_t pc) {
     size_t lo = 0, hi = set->n;
@@ -63,93 +58,56 @@ static const struct pt_cfi_row *pt_cfi_find(const struct pt_cfi_set *set, uintpt
     }
     return &t->rows[a - 1];
 }
+#endif
 
 /* Async-signal-safe. */
-unsigned pt_unwind(const void *ucontext, const struct pt_thread *self, uint64_t *frames,
-                   unsigned max, unsigned *flags) {
-    const ucontext_t *uc = ucontext;
-    uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
-    uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
-    uintptr_t fp = (uintptr_t)uc->uc_mcontext.gregs[REG_RBP];
+unsigned pt_unwind_walk(const struct pt_cfi_set *set, const struct pt_memory *mem,
+                        const struct pt_regs *regs, uint64_t *frames, unsigned max,
+                        unsigned *flags) {
+    uintptr_t pc = regs->pc, sp = regs->sp, fp = regs->fp;
     unsigned n = 0;
+    if (max == 0) return 0;
     frames[n++] = pc;
-    if (sp < self->stack_lo || sp >= self->stack_hi) {
-        *flags |= PT_SREC_OFFSTACK; /* sigaltstack or a coroutine stack: pc only */
-        return n;
-    }
-    struct pt_bounds b = {sp, self->stack_hi};
-    const struct pt_cfi_set *set = __atomic_load_n(&pt_cfi_current, __ATOMIC_ACQUIRE);
+#if !PT_ARCH_CFI
+    (void)set;
+    /* A leaf may not have stored its link register yet: lr is its caller. */
+    if (regs->lr > 4096 && regs->lr != pc && n < max) frames[n++] = regs->lr;
+#endif
     while (n < max) {
+        uintptr_t ra = 0, prev_sp = sp;
+#if PT_ARCH_CFI
         /* A return address may point just past a noreturn call: look up ra-1. */
         uintptr_t lookup = n == 1 ? pc : pc - 1;
         const struct pt_cfi_row *row = set != NULL ? pt_cfi_find(set, lookup) : NULL;
-        uintptr_t ra, prev_sp = sp;
         if (row != NULL && (row->cfa_reg & PT_ROW_OUTERMOST)) return n; /* _start, clone */
         if (row != NULL && (row->cfa_reg & PT_CFA_MASK) != PT_CFA_NONE) {
-            uintptr_t base = (row->cfa_reg & PT_CFA_MASK) == PT_CFA_RSP ? sp : fp;
+            uintptr_t base = (row->cfa_reg & PT_CFA_MASK) == PT_CFA_SP ? sp : fp;
             uintptr_t cfa = base + 8 * (intptr_t)row->cfa_off8;
-            if (!pt_readable(&b, cfa - 8)) break;
-            ra = ((const uintptr_t *)cfa)[-1];
-            if (row->rbp_off8 != 0) {
-                uintptr_t at = cfa + 8 * (intptr_t)row->rbp_off8;
-                if (!pt_readable(&b, at)) break;
-                fp = *(const uintptr_t *)at;
+            if (!pt_readable(mem, cfa - 8)) break;
+            ra = pt_word(mem, cfa - 8);
+            if (row->fp_off8 != 0) {
+                uintptr_t at = cfa + 8 * (intptr_t)row->fp_off8;
+                if (!pt_readable(mem, at)) break;
+                fp = pt_word(mem, at);
             }
             sp = cfa;
-        } else if (!pt_fp_step(&b, &fp, &sp, &ra)) {
-            if (fp == 0) return n; /* the outermost frame cleared rbp */
+            *flags |= PT_UNWIND_CFI;
+        } else
+#endif
+            if (!pt_fp_step(mem, &fp, &sp, &ra)) {
+            if (fp == 0) return n; /* the outermost frame cleared its frame pointer */
             break;
         }
         if (ra < 4096 || sp <= prev_sp) {
             if (ra == 0) return n;
             break;
         }
+#if !PT_ARCH_CFI
+        if (n == 2 && ra == frames[1]) continue; /* lr was already stored: no duplicate */
+#endif
         frames[n++] = ra;
         pc = ra;
     }
-    *flags |= n == max ? PT_SREC_DEPTH : PT_SREC_TRUNCATED;
+    *flags |= n == max ? PT_UNWIND_DEPTH : PT_UNWIND_TRUNCATED;
     return n;
 }
-
-#elif defined(__aarch64__)
-
-/* aarch64: frame records {x29, x30} only.  Async-signal-safe. */
-unsigned pt_unwind(const void *ucontext, const struct pt_thread *self, uint64_t *frames,
-                   unsigned max, unsigned *flags) {
-    const ucontext_t *uc = ucontext;
-    uintptr_t pc = (uintptr_t)uc->uc_mcontext.pc;
-    uintptr_t sp = (uintptr_t)uc->uc_mcontext.sp;
-    uintptr_t fp = (uintptr_t)uc->uc_mcontext.regs[29];
-    unsigned n = 0;
-    frames[n++] = pc;
-    if (sp < self->stack_lo || sp >= self->stack_hi) {
-        *flags |= PT_SREC_OFFSTACK;
-        return n;
-    }
-    struct pt_bounds b = {sp, self->stack_hi};
-    /* The leaf may not have stored its link register yet: x30 is its caller. */
-    uintptr_t lr = (uintptr_t)uc->uc_mcontext.regs[30];
-    if (n < max && lr > 4096 && lr != pc) frames[n++] = lr;
-    uintptr_t ra;
-    while (n < max && pt_fp_step(&b, &fp, &sp, &ra)) {
-        if (ra < 4096) return n;
-        if (ra != frames[n - 1]) frames[n++] = ra;
-    }
-    if (fp != 0) *flags |= PT_SREC_TRUNCATED;
-    return n;
-}
-
-#else
-
-/* Other architectures: the interrupted pc only.  Async-signal-safe. */
-unsigned pt_unwind(const void *ucontext, const struct pt_thread *self, uint64_t *frames,
-                   unsigned max, unsigned *flags) {
-    (void)ucontext;
-    (void)self;
-    (void)max;
-    frames[0] = 0;
-    *flags |= PT_SREC_TRUNCATED;
-    return 0;
-}
-
-#endif

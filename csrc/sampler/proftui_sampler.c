@@ -21,14 +21,15 @@
  *   PROFTUI_BUFFER_BYTES     ring budget per process (default 32 MiB)
  *   PROFTUI_SAMPLER_CLOCK=timer   skip perf_event (tests, benchmarks)
  *   PROFTUI_SAMPLER_UNWIND=fp     frame pointers only (tests, benchmarks)
+ *   PROFTUI_SAMPLER_KERNEL=0      user time only, even where kernel time may be counted
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
 #include <link.h>
-#include <stdio.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -41,10 +42,10 @@
 #endif
 
 /* Settings from the environment, written once by the constructor. */
-PT_HIDDEN struct pt_config pt_cfg;
+PT_HIDDEN struct pt_sampler_config pt_sampler_cfg;
 /* Per-thread state the handler reads (initial-exec TLS: no lazy allocation). */
-PT_HIDDEN __thread struct pt_thread pt_self __attribute__((tls_model("initial-exec"))) = {
-    .reg = -1};
+PT_HIDDEN __thread struct pt_sampler_thread pt_sampler_self
+    __attribute__((tls_model("initial-exec"))) = {.reg = -1};
 /* 1 while this process samples; 0 before the constructor, without
  * PROFTUI_DIR, or in a fork child that is not followed. */
 static volatile int pt_active;
@@ -60,9 +61,8 @@ static int (*pt_real_close_range)(unsigned, unsigned, int);
 
 static void pt_resolve(void) {
     if (pt_real_pthread_create == NULL)
-        pt_real_pthread_create = (int (*)(pthread_t *, const pthread_attr_t *,
-                                          void *(*)(void *), void *))dlsym(RTLD_NEXT,
-                                                                           "pthread_create");
+        pt_real_pthread_create = (int (*)(pthread_t *, const pthread_attr_t *, void *(*)(void *),
+                                          void *))dlsym(RTLD_NEXT, "pthread_create");
     if (pt_real_dlopen == NULL)
         pt_real_dlopen = (void *(*)(const char *, int))dlsym(RTLD_NEXT, "dlopen");
     if (pt_real_dlclose == NULL) pt_real_dlclose = (int (*)(void *))dlsym(RTLD_NEXT, "dlclose");
@@ -89,50 +89,52 @@ static int pt_env_flag(const char *name) {
 /* Fork child (pthread_atfork): never write into the parent's file. */
 static void pt_atfork_child(void) {
     if (!pt_active) return;
-    pt_self.slot = NULL;
-    pt_maps_fork_child();
-    pt_file_forget();
-    int keep = pt_cfg.follow_children && pt_file_create(getpid()) == 0;
-    if (keep) pt_maps_refresh(1);
+    pt_sampler_self.slot = NULL;
+    pt_sampler_maps_fork_child();
+    pt_sampler_file_forget();
+    int keep = pt_sampler_cfg.follow_children && pt_sampler_file_create(getpid()) == 0;
+    if (keep) pt_sampler_maps_refresh(1);
     else pt_active = 0;
-    pt_timer_fork_child(keep);
+    pt_sampler_timer_fork_child(keep);
 }
 
 __attribute__((constructor)) static void pt_init(void) {
     pt_resolve();
     const char *dir = getenv("PROFTUI_DIR");
-    if (dir == NULL || *dir == '\0' || strlen(dir) >= sizeof pt_cfg.dir) return;
-    strcpy(pt_cfg.dir, dir);
-    pt_cfg.follow_children = pt_env_flag("PROFTUI_FOLLOW_CHILDREN");
+    if (dir == NULL || *dir == '\0' || strlen(dir) >= sizeof pt_sampler_cfg.dir) return;
+    strcpy(pt_sampler_cfg.dir, dir);
+    pt_sampler_cfg.follow_children = pt_env_flag("PROFTUI_FOLLOW_CHILDREN");
     /* Without follow, a child that exec'd still inherits LD_PRELOAD: only the
      * front end's own child (the target, also after it exec's) samples. */
     long frontend = pt_env_long("PROFTUI_FRONTEND_PID", 0);
-    if (!pt_cfg.follow_children && frontend > 0 && getppid() != (pid_t)frontend) return;
+    if (!pt_sampler_cfg.follow_children && frontend > 0 && getppid() != (pid_t)frontend) return;
     long hz = pt_env_long("PROFTUI_FREQUENCY", PT_DEFAULT_FREQUENCY);
     if (hz < 1) hz = 1;
     if (hz > PT_MAX_FREQUENCY) hz = PT_MAX_FREQUENCY;
-    pt_cfg.period_ns = 1000000000u / (uint64_t)hz;
+    pt_sampler_cfg.period_ns = 1000000000u / (uint64_t)hz;
     long buffer = pt_env_long("PROFTUI_BUFFER_BYTES", PT_DEFAULT_BUFFER);
-    pt_cfg.buffer_bytes = buffer > 0 ? (uint64_t)buffer : PT_DEFAULT_BUFFER;
-    pt_cfg.wall_clock = pt_env_flag("PROFTUI_WALL_CLOCK");
+    pt_sampler_cfg.buffer_bytes = buffer > 0 ? (uint64_t)buffer : PT_DEFAULT_BUFFER;
+    pt_sampler_cfg.wall_clock = pt_env_flag("PROFTUI_WALL_CLOCK");
     const char *clock = getenv("PROFTUI_SAMPLER_CLOCK");
-    pt_cfg.force_timer = clock != NULL && strcmp(clock, "timer") == 0;
+    pt_sampler_cfg.force_timer = clock != NULL && strcmp(clock, "timer") == 0;
     const char *unwind = getenv("PROFTUI_SAMPLER_UNWIND");
-    pt_cfg.fp_only = unwind != NULL && strcmp(unwind, "fp") == 0;
+    pt_sampler_cfg.fp_only = unwind != NULL && strcmp(unwind, "fp") == 0;
+    const char *kernel = getenv("PROFTUI_SAMPLER_KERNEL");
+    pt_sampler_cfg.user_only = kernel != NULL && strcmp(kernel, "0") == 0;
 
-    if (pt_file_create(getpid()) != 0) return;
-    pt_maps_refresh(0);
-    if (pt_timer_init() != 0) return; /* the file stays, with no samples */
+    if (pt_sampler_file_create(getpid()) != 0) return;
+    pt_sampler_maps_refresh(0);
+    if (pt_sampler_timer_init() != 0) return; /* the file stays, with no samples */
     pthread_atfork(NULL, NULL, pt_atfork_child);
     pt_active = 1;
-    pt_thread_arm();
+    pt_sampler_thread_arm();
 }
 
 __attribute__((destructor)) static void pt_fini(void) {
     if (!pt_active) return;
-    pt_thread_disarm();
-    if (pt_file.hdr != NULL)
-        __atomic_store_n(&pt_file.hdr->state, (uint32_t)PT_STATE_EXITED, __ATOMIC_RELEASE);
+    pt_sampler_thread_disarm();
+    if (pt_sampler_file.hdr != NULL)
+        __atomic_store_n(&pt_sampler_file.hdr->state, (uint32_t)PT_STATE_EXITED, __ATOMIC_RELEASE);
 }
 
 /* ---- pthread_create --------------------------------------------------------- */
@@ -145,13 +147,12 @@ struct pt_start {
 static void *pt_thread_start(void *p) {
     struct pt_start start = *(struct pt_start *)p;
     free(p);
-    if (pt_active) pt_thread_arm(); /* the key destructor disarms at thread exit */
+    if (pt_active) pt_sampler_thread_arm(); /* the key destructor disarms at thread exit */
     return start.fn(start.arg);
 }
 
-__attribute__((visibility("default"))) int pthread_create(pthread_t *thread,
-                                                          const pthread_attr_t *attr,
-                                                          void *(*fn)(void *), void *arg) {
+__attribute__((visibility("default"))) int
+pthread_create(pthread_t *thread, const pthread_attr_t *attr, void *(*fn)(void *), void *arg) {
     pt_resolve();
     if (pt_real_pthread_create == NULL) return EAGAIN;
     struct pt_start *start = pt_active ? malloc(sizeof *start) : NULL;
@@ -217,7 +218,7 @@ __attribute__((visibility("default"))) void *dlopen(const char *file, int mode) 
     void *handle = pt_real_dlopen(file, mode);
     if (handle == NULL && file != NULL && (strchr(file, '/') == NULL || file[0] == '$'))
         handle = pt_dlopen_as(__builtin_return_address(0), file, mode);
-    if (handle != NULL && pt_active) pt_maps_refresh(0);
+    if (handle != NULL && pt_active) pt_sampler_maps_refresh(0);
     return handle;
 }
 
@@ -225,7 +226,7 @@ __attribute__((visibility("default"))) int dlclose(void *handle) {
     pt_resolve();
     if (pt_real_dlclose == NULL) return -1;
     int rc = pt_real_dlclose(handle);
-    if (pt_active) pt_maps_refresh(0);
+    if (pt_active) pt_sampler_maps_refresh(0);
     return rc;
 }
 
@@ -241,20 +242,20 @@ static void pt_fake_default(struct sigaction *old) {
 
 __attribute__((visibility("default"))) int sigaction(int sig, const struct sigaction *act,
                                                      struct sigaction *old) {
-    if (!pt_active || sig != pt_signal) return pt_real_sigaction(sig, act, old);
+    if (!pt_active || sig != pt_sampler_signal) return pt_sampler_real_sigaction(sig, act, old);
     if (act == NULL) {
         pt_fake_default(old);
         return 0;
     }
-    void *handler = (act->sa_flags & SA_SIGINFO) ? (void *)act->sa_sigaction
-                                                 : (void *)act->sa_handler;
-    if (pt_timer_is_ours(handler)) return pt_real_sigaction(sig, act, old);
+    void *handler =
+        (act->sa_flags & SA_SIGINFO) ? (void *)act->sa_sigaction : (void *)act->sa_handler;
+    if (pt_sampler_timer_is_ours(handler)) return pt_sampler_real_sigaction(sig, act, old);
     if (handler == (void *)SIG_DFL) { /* "back to the default": it already looks so */
         pt_fake_default(old);
         return 0;
     }
-    pt_timer_move_signal(); /* the target owns this signal from now on */
-    int rc = pt_real_sigaction(sig, act, NULL);
+    pt_sampler_timer_move_signal(); /* the target owns this signal from now on */
+    int rc = pt_sampler_real_sigaction(sig, act, NULL);
     if (rc == 0) pt_fake_default(old);
     return rc;
 }
@@ -265,9 +266,9 @@ __attribute__((visibility("default"))) sighandler_t signal(int sig, sighandler_t
         errno = ENOSYS;
         return SIG_ERR;
     }
-    if (!pt_active || sig != pt_signal) return pt_real_signal(sig, handler);
+    if (!pt_active || sig != pt_sampler_signal) return pt_real_signal(sig, handler);
     if (handler == SIG_DFL) return SIG_DFL; /* it already looks like the default */
-    pt_timer_move_signal();
+    pt_sampler_timer_move_signal();
     sighandler_t previous = pt_real_signal(sig, handler);
     return previous == SIG_ERR ? SIG_ERR : SIG_DFL;
 }
@@ -276,7 +277,7 @@ __attribute__((visibility("default"))) sighandler_t signal(int sig, sighandler_t
 
 /* Async-signal-safe, like the close() it wraps (no lock, no allocation). */
 __attribute__((visibility("default"))) int close(int fd) {
-    if (pt_timer_owns_fd(fd)) return 0; /* pretend: our perf event stays armed */
+    if (pt_sampler_timer_owns_fd(fd)) return 0; /* pretend: our perf event stays armed */
     if (pt_real_close == NULL) pt_resolve();
     if (pt_real_close == NULL) return (int)syscall(SYS_close, fd);
     return pt_real_close(fd);
@@ -292,7 +293,7 @@ __attribute__((visibility("default"))) int close_range(unsigned first, unsigned 
     pt_resolve();
     if (flags & CLOSE_RANGE_CLOEXEC) return pt_close_range_raw(first, last, flags);
     int ours[64];
-    int n = pt_timer_fds_in(first, last, ours, 64);
+    int n = pt_sampler_timer_fds_in(first, last, ours, 64);
     unsigned from = first;
     for (int i = 0; i < n; i++) {
         if ((unsigned)ours[i] > from && pt_close_range_raw(from, (unsigned)ours[i] - 1, flags) != 0)

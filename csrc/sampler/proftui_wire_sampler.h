@@ -53,6 +53,7 @@ enum pt_sampler_flags {
     PT_SMP_SIGNAL_MOVED = 1u << 2, /* the target owns SIGPROF: another signal is used */
     PT_SMP_CFI = 1u << 3,          /* DWARF CFI unwind tables were built */
     PT_SMP_FOLLOW = 1u << 4,       /* forked children write their own files */
+    PT_SMP_USER_ONLY = 1u << 5,    /* perf may not count kernel time here: user time only */
 };
 
 enum pt_sampler_slot_state {
@@ -89,10 +90,10 @@ typedef struct pt_sampler_header {
 _Static_assert(sizeof(pt_sampler_header) == 64, "pt_sampler_header is 64 bytes");
 
 typedef struct pt_sampler_slot {
-    uint32_t state;  /* PT_SLOT_*: written by the runtime */
-    uint32_t tid;    /* thread writing this slot */
-    uint64_t head;   /* words written (runtime, release) */
-    uint64_t tail;   /* words consumed (front end) */
+    uint32_t state;   /* PT_SLOT_*: written by the runtime */
+    uint32_t tid;     /* thread writing this slot */
+    uint64_t head;    /* words written (runtime, release) */
+    uint64_t tail;    /* words consumed (front end) */
     uint64_t samples; /* records written */
     uint64_t dropped; /* records lost: ring full */
     uint64_t cpu_ns;  /* thread CPU time when it exited (0 while running) */

@@ -6,9 +6,9 @@
  *   pt_sampler_file.c      the shared-memory runtime file: create, slots, map log
  *   pt_sampler_timer.c     signal choice, per-thread perf_event / timer_create arming
  *   pt_sampler_handler.c   the signal handler: unwind, copy into the thread's ring
- *   pt_sampler_unwind.c    frame-pointer and CFI-table stack walking (handler side)
- *   pt_sampler_cfi.c       .eh_frame -> compact unwind rows (outside the handler)
  *   pt_sampler_maps.c      dl_iterate_phdr: map log entries and CFI table publishing
+ * and from csrc/common: pt_unwind.c (the walk), pt_cfi.c (.eh_frame -> rows,
+ * outside the handler), pt_runfile.c (the file's creation), pt_mem.c.
  *
  * Every function says whether it is async-signal-safe.  Only the handler,
  * the unwinder and the ring writer run in signal context.
@@ -24,40 +24,41 @@
 
 #include "proftui_wire.h"
 #include "proftui_wire_sampler.h"
-
-#define PT_HIDDEN __attribute__((visibility("hidden")))
+#include "pt_common.h"
+#include "pt_unwind.h"
 #define PT_DEFAULT_FREQUENCY 1000
 #define PT_MAX_FREQUENCY 10000
-#define PT_DEFAULT_BUFFER (32u << 20)     /* bytes of rings per process */
-#define PT_NSLOTS 128                     /* concurrently sampled threads per process */
-#define PT_MIN_RING_WORDS 2048            /* 16 KiB */
+#define PT_DEFAULT_BUFFER (32u << 20) /* bytes of rings per process */
+#define PT_NSLOTS 128                 /* concurrently sampled threads per process */
+#define PT_MIN_RING_WORDS 2048        /* 16 KiB */
 #define PT_MAPLOG_ENTRIES 1024
-#define PT_MAX_THREADS 4096               /* armed-thread registry (fork, signal moves) */
+#define PT_MAX_THREADS 4096 /* armed-thread registry (fork, signal moves) */
 
 /* Settings read once from the environment by the constructor. */
-struct pt_config {
-    uint64_t period_ns;      /* sampling period */
-    uint64_t buffer_bytes;   /* ring budget per process */
-    int wall_clock;          /* CLOCK_MONOTONIC timers instead of CPU time */
-    int follow_children;     /* forked children get their own file */
-    int force_timer;         /* PROFTUI_SAMPLER_CLOCK=timer: skip perf_event */
-    int fp_only;             /* PROFTUI_SAMPLER_UNWIND=fp: skip CFI tables */
-    char dir[4096];          /* PROFTUI_DIR */
+struct pt_sampler_config {
+    uint64_t period_ns;    /* sampling period */
+    uint64_t buffer_bytes; /* ring budget per process */
+    int wall_clock;        /* CLOCK_MONOTONIC timers instead of CPU time */
+    int follow_children;   /* forked children get their own file */
+    int force_timer;       /* PROFTUI_SAMPLER_CLOCK=timer: skip perf_event */
+    int fp_only;           /* PROFTUI_SAMPLER_UNWIND=fp: skip CFI tables */
+    int user_only;         /* PROFTUI_SAMPLER_KERNEL=0: never count kernel time */
+    char dir[4096];        /* PROFTUI_DIR */
 };
 
 /* Per-thread sampling state, in initial-exec TLS so the handler can reach it
  * without calling anything. */
-struct pt_thread {
-    pt_sampler_slot *slot;   /* NULL: this thread is not sampled (handler returns) */
+struct pt_sampler_thread {
+    pt_sampler_slot *slot; /* NULL: this thread is not sampled (handler returns) */
     uint64_t *ring;
-    uint64_t mask;           /* ring_words - 1 */
-    uintptr_t stack_lo;      /* [stack_lo, stack_hi): the thread's stack */
+    uint64_t mask;      /* ring_words - 1 */
+    uintptr_t stack_lo; /* [stack_lo, stack_hi): the thread's stack */
     uintptr_t stack_hi;
-    int reg;                 /* index in the armed-thread registry, -1 if none */
+    int reg; /* index in the armed-thread registry, -1 if none */
 };
 
 /* The current process's runtime file (zeroed when sampling is off). */
-struct pt_file {
+struct pt_sampler_file {
     pt_file_header *hdr;
     pt_sampler_header *smp;
     unsigned char *base;
@@ -66,72 +67,47 @@ struct pt_file {
 
 /* Globals, each written only outside signal context (constructor, fork
  * child, signal moves) and read by the handler. */
-extern PT_HIDDEN struct pt_config pt_cfg;
-extern PT_HIDDEN struct pt_file pt_file;
-extern PT_HIDDEN __thread struct pt_thread pt_self __attribute__((tls_model("initial-exec")));
-extern PT_HIDDEN volatile int pt_signal;  /* signal in use */
+extern PT_HIDDEN struct pt_sampler_config pt_sampler_cfg;
+extern PT_HIDDEN struct pt_sampler_file pt_sampler_file;
+extern PT_HIDDEN __thread struct pt_sampler_thread pt_sampler_self
+    __attribute__((tls_model("initial-exec")));
+extern PT_HIDDEN volatile int pt_sampler_signal; /* signal in use */
 
 /* pt_sampler_file.c - none async-signal-safe unless stated. */
-PT_HIDDEN int pt_file_create(pid_t pid);               /* 0 or -1 (sampling stays off) */
-PT_HIDDEN void pt_file_forget(void);                   /* fork child: drop the parent's map */
-PT_HIDDEN pt_sampler_slot *pt_slot_claim(pid_t tid, uint64_t **ring); /* NULL when full */
-PT_HIDDEN void pt_slot_release(pt_sampler_slot *slot, uint64_t cpu_ns);
-PT_HIDDEN void pt_maplog_append(const pt_map_entry *entry);
+PT_HIDDEN int pt_sampler_file_create(pid_t pid); /* 0 or -1 (sampling stays off) */
+PT_HIDDEN void pt_sampler_file_forget(void);     /* fork child: drop the parent's map */
+PT_HIDDEN pt_sampler_slot *pt_sampler_slot_claim(pid_t tid, uint64_t **ring); /* NULL when full */
+PT_HIDDEN void pt_sampler_slot_release(pt_sampler_slot *slot, uint64_t cpu_ns);
+PT_HIDDEN void pt_sampler_maplog_append(const pt_map_entry *entry);
 
 /* pt_sampler_timer.c - none async-signal-safe. */
-PT_HIDDEN int pt_timer_init(void);          /* choose signal + clock, install handler */
-PT_HIDDEN int pt_thread_arm(void);          /* calling thread: slot, stack, timer; 0 ok */
-PT_HIDDEN void pt_thread_disarm(void);      /* calling thread: stop, release slot */
-PT_HIDDEN void pt_timer_fork_child(int keep);   /* drop inherited events; re-arm if keep */
-PT_HIDDEN int pt_timer_is_ours(void *handler);  /* handler pointer is proftui's */
-PT_HIDDEN int pt_timer_move_signal(void);   /* target claimed pt_signal: use another */
-PT_HIDDEN int pt_real_sigaction(int sig, const struct sigaction *act, struct sigaction *old);
-PT_HIDDEN int pt_timer_owns_fd(int fd);     /* async-signal-safe */
-PT_HIDDEN int pt_timer_fds_in(unsigned first, unsigned last, int *fds, int max);
+PT_HIDDEN int pt_sampler_timer_init(void);            /* choose signal + clock, install handler */
+PT_HIDDEN int pt_sampler_thread_arm(void);            /* calling thread: slot, stack, timer; 0 ok */
+PT_HIDDEN void pt_sampler_thread_disarm(void);        /* calling thread: stop, release slot */
+PT_HIDDEN void pt_sampler_timer_fork_child(int keep); /* drop inherited events; re-arm if keep */
+PT_HIDDEN int pt_sampler_timer_is_ours(void *handler); /* handler pointer is proftui's */
+/* The target claimed pt_sampler_signal: move to another. */
+PT_HIDDEN int pt_sampler_timer_move_signal(void);
+PT_HIDDEN int pt_sampler_real_sigaction(int sig, const struct sigaction *act,
+                                        struct sigaction *old);
+PT_HIDDEN int pt_sampler_timer_owns_fd(int fd); /* async-signal-safe */
+PT_HIDDEN int pt_sampler_timer_fds_in(unsigned first, unsigned last, int *fds, int max);
 
-/* pt_sampler_handler.c */
-PT_HIDDEN void pt_on_signal(int sig, siginfo_t *info, void *ucontext); /* async-signal-safe */
+/* pt_sampler_handler.c - async-signal-safe: the handler, and the
+ * interrupted stack of this thread through the common unwinder
+ * (csrc/common/pt_unwind.h). */
+PT_HIDDEN void pt_sampler_on_signal(int sig, siginfo_t *info, void *ucontext);
+PT_HIDDEN unsigned pt_sampler_unwind(const void *ucontext, const struct pt_sampler_thread *self,
+                                     uint64_t *frames, unsigned max, unsigned *flags);
 
-/* pt_sampler_unwind.c - async-signal-safe. */
-PT_HIDDEN unsigned pt_unwind(const void *ucontext, const struct pt_thread *self,
-                             uint64_t *frames, unsigned max, unsigned *flags);
-
-/* pt_sampler_cfi.c - CFI rows of one object; not async-signal-safe. */
-/* 8 bytes a row: a big C++ program has hundreds of thousands of them. */
-struct pt_cfi_row {
-    uint32_t pc;        /* first address this row applies to, minus the table's lo */
-    int16_t cfa_off8;   /* CFA = (cfa_reg) + 8 * cfa_off8 */
-    int8_t rbp_off8;    /* caller's rbp saved at CFA + 8 * rbp_off8; 0: rbp unchanged */
-    uint8_t cfa_reg;    /* PT_CFA_RSP, PT_CFA_RBP or PT_CFA_NONE (no rule), | PT_ROW_OUTERMOST */
-};
-_Static_assert(sizeof(struct pt_cfi_row) == 8, "CFI rows are 8 bytes");
-enum { PT_CFA_NONE = 0, PT_CFA_RBP = 6, PT_CFA_RSP = 7, PT_CFA_MASK = 0x0f };
-enum { PT_ROW_OUTERMOST = 0x80 }; /* return address undefined: the first frame */
-
-struct pt_cfi_table {
-    uint64_t lo, hi;            /* runtime address range covered (hi - lo < 4 GiB) */
-    size_t nrows;
-    const struct pt_cfi_row *rows; /* sorted by pc */
-};
-
-/* The set the handler searches, replaced whole (atomic pointer swap) on
- * dlopen/dlclose; old sets are never freed because a handler may read them. */
-struct pt_cfi_set {
-    size_t n;
-    const struct pt_cfi_table *tables[]; /* sorted by lo */
-};
-extern PT_HIDDEN const struct pt_cfi_set *volatile pt_cfi_current;
-
-PT_HIDDEN struct pt_cfi_table *pt_cfi_build(uint64_t bias, const void *eh_frame_hdr,
-                                            uint64_t lo, uint64_t hi);
+/* The CFI tables the handler searches, replaced whole (atomic pointer swap)
+ * on dlopen/dlclose by pt_sampler_maps.c; old sets are never freed because a
+ * handler on another thread may still read them.  Read with acquire. */
+extern PT_HIDDEN const struct pt_cfi_set *volatile pt_sampler_cfi_current;
 
 /* pt_sampler_maps.c - not async-signal-safe (take a mutex, call dl_iterate_phdr). */
-PT_HIDDEN void pt_maps_refresh(int log_all);   /* log new objects, publish CFI tables */
-PT_HIDDEN void pt_maps_fork_child(void);       /* reset the lock after fork */
-PT_HIDDEN int pt_main_uses_mcount(void);       /* the executable was built with -pg */
-
-/* Memory outside the target's malloc: anonymous mmap, never freed while a
- * handler may read it.  Not async-signal-safe (but calls nothing but mmap). */
-PT_HIDDEN void *pt_alloc(size_t bytes);
+PT_HIDDEN void pt_sampler_maps_refresh(int log_all); /* log new objects, publish CFI tables */
+PT_HIDDEN void pt_sampler_maps_fork_child(void);     /* reset the lock after fork */
+PT_HIDDEN int pt_sampler_main_uses_mcount(void);     /* the executable was built with -pg */
 
 #endif /* PT_SAMPLER_H */

@@ -3,18 +3,16 @@
  * it dies.  Layout in proftui_wire_sampler.h.  Nothing here runs in signal
  * context. */
 #define _GNU_SOURCE
-#include <errno.h>
-#include <fcntl.h>
-#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "pt_runfile.h"
 #include "pt_sampler.h"
 
 /* The current process's file; zeroed in a fork child that is not followed. */
-PT_HIDDEN struct pt_file pt_file;
+PT_HIDDEN struct pt_sampler_file pt_sampler_file;
 
 /* Largest power of two <= n (n >= 1).  Async-signal-safe. */
 static uint64_t pt_pow2_floor(uint64_t n) {
@@ -23,40 +21,17 @@ static uint64_t pt_pow2_floor(uint64_t n) {
     return p;
 }
 
-/* Create and map sampler.<pid>[.<n>].ptw (a process that exec'd keeps its pid,
- * so a later image takes the next free name).  0, or -1 leaving pt_file zero.
- * Not async-signal-safe. */
-int pt_file_create(pid_t pid) {
-    uint64_t ring_words = pt_pow2_floor(pt_cfg.buffer_bytes / 8 / PT_NSLOTS);
+/* Create and map sampler.<pid>[.<n>].ptw (pt_runfile.h).  0, or -1 leaving
+ * pt_sampler_file zero.  Not async-signal-safe. */
+int pt_sampler_file_create(pid_t pid) {
+    uint64_t ring_words = pt_pow2_floor(pt_sampler_cfg.buffer_bytes / 8 / PT_NSLOTS);
     if (ring_words < PT_MIN_RING_WORDS) ring_words = PT_MIN_RING_WORDS;
     uint64_t slot_size = sizeof(pt_sampler_slot) + 8 * ring_words;
     uint64_t slots_offset = 256; /* header 128 + sampler header 64, padded */
     uint64_t maplog_offset = slots_offset + PT_NSLOTS * slot_size;
     uint64_t size = maplog_offset + (uint64_t)PT_MAPLOG_ENTRIES * sizeof(pt_map_entry);
-
-    char path[4200];
-    int fd = -1;
-    for (int n = 0; n < 100 && fd < 0; n++) {
-        if (n == 0)
-            snprintf(path, sizeof path, "%s/sampler.%d.ptw", pt_cfg.dir, (int)pid);
-        else
-            snprintf(path, sizeof path, "%s/sampler.%d.%d.ptw", pt_cfg.dir, (int)pid, n);
-        fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (fd < 0 && errno != EEXIST) return -1;
-    }
-    if (fd < 0) return -1;
-    /* The file stays sparse: untouched rings cost no memory. */
-    if (ftruncate(fd, (off_t)size) != 0) {
-        close(fd);
-        unlink(path);
-        return -1;
-    }
-    void *map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd); /* the mapping keeps the file; no fd for the target to trip over */
-    if (map == MAP_FAILED) {
-        unlink(path);
-        return -1;
-    }
+    void *map = pt_runfile_create(pt_sampler_cfg.dir, "sampler", (uint32_t)pid, size, NULL);
+    if (map == NULL) return -1;
     /* On a disk-backed run directory, read-ahead would zero-fill many pages of
      * the sparse file at each first touch: fault one page at a time instead. */
     madvise(map, size, MADV_RANDOM);
@@ -69,9 +44,9 @@ int pt_file_create(pid_t pid) {
     hdr->header_size = sizeof *hdr;
     hdr->pid = (uint32_t)pid;
     hdr->ppid = (uint32_t)getppid();
-    hdr->flags = pt_cfg.wall_clock ? PT_FLAG_WALL_CLOCK : 0;
+    hdr->flags = pt_sampler_cfg.wall_clock ? PT_FLAG_WALL_CLOCK : 0;
     hdr->start_ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
-    hdr->period_ns = pt_cfg.period_ns;
+    hdr->period_ns = pt_sampler_cfg.period_ns;
     hdr->body_offset = sizeof *hdr;
     hdr->file_size = size;
     smp->nslots = PT_NSLOTS;
@@ -80,36 +55,36 @@ int pt_file_create(pid_t pid) {
     smp->slot_size = slot_size;
     smp->maplog_offset = maplog_offset;
     smp->maplog_capacity = PT_MAPLOG_ENTRIES;
-    smp->requested_ns = pt_cfg.period_ns;
-    if (pt_cfg.follow_children) smp->sflags |= PT_SMP_FOLLOW;
+    smp->requested_ns = pt_sampler_cfg.period_ns;
+    if (pt_sampler_cfg.follow_children) smp->sflags |= PT_SMP_FOLLOW;
     /* The magic last: a reader never sees a half-initialized header as valid. */
     __atomic_thread_fence(__ATOMIC_RELEASE);
     memcpy(hdr->magic, PT_WIRE_MAGIC, sizeof PT_WIRE_MAGIC);
-    pt_file.hdr = hdr;
-    pt_file.smp = smp;
-    pt_file.base = map;
-    pt_file.size = size;
+    pt_sampler_file.hdr = hdr;
+    pt_sampler_file.smp = smp;
+    pt_sampler_file.base = map;
+    pt_sampler_file.size = size;
     return 0;
 }
 
 /* Fork child: forget (unmap) the parent's file so nothing writes into it.
  * Not async-signal-safe. */
-void pt_file_forget(void) {
-    if (pt_file.base != NULL) munmap(pt_file.base, pt_file.size);
-    memset(&pt_file, 0, sizeof pt_file);
+void pt_sampler_file_forget(void) {
+    if (pt_sampler_file.base != NULL) munmap(pt_sampler_file.base, pt_sampler_file.size);
+    memset(&pt_sampler_file, 0, sizeof pt_sampler_file);
 }
 
 static pt_sampler_slot *pt_slot_at(uint32_t i) {
-    return (pt_sampler_slot *)(pt_file.base + pt_file.smp->slots_offset +
-                               (uint64_t)i * pt_file.smp->slot_size);
+    return (pt_sampler_slot *)(pt_sampler_file.base + pt_sampler_file.smp->slots_offset +
+                               (uint64_t)i * pt_sampler_file.smp->slot_size);
 }
 
 /* Claim a slot for thread `tid`: a never-used one, or one whose thread exited
  * and whose ring the front end drained.  NULL (and threads_lost++) when none.
  * Not async-signal-safe (but lock-free: slots are claimed with CAS). */
-pt_sampler_slot *pt_slot_claim(pid_t tid, uint64_t **ring) {
-    if (pt_file.smp == NULL) return NULL;
-    for (uint32_t i = 0; i < pt_file.smp->nslots; i++) {
+pt_sampler_slot *pt_sampler_slot_claim(pid_t tid, uint64_t **ring) {
+    if (pt_sampler_file.smp == NULL) return NULL;
+    for (uint32_t i = 0; i < pt_sampler_file.smp->nslots; i++) {
         pt_sampler_slot *slot = pt_slot_at(i);
         uint32_t state = __atomic_load_n(&slot->state, __ATOMIC_ACQUIRE);
         if (state == PT_SLOT_EXITED) {
@@ -134,35 +109,28 @@ pt_sampler_slot *pt_slot_claim(pid_t tid, uint64_t **ring) {
         *ring = (uint64_t *)(slot + 1);
         return slot;
     }
-    __atomic_add_fetch(&pt_file.smp->threads_lost, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&pt_sampler_file.smp->threads_lost, 1, __ATOMIC_RELAXED);
     return NULL;
 }
 
 /* The thread owning `slot` ended after `cpu_ns` of CPU time.  Not
  * async-signal-safe. */
-void pt_slot_release(pt_sampler_slot *slot, uint64_t cpu_ns) {
+void pt_sampler_slot_release(pt_sampler_slot *slot, uint64_t cpu_ns) {
     slot->cpu_ns = cpu_ns;
     __atomic_store_n(&slot->state, (uint32_t)PT_SLOT_EXITED, __ATOMIC_RELEASE);
 }
 
 /* Append one map log entry (callers serialize under the maps lock).  Not
  * async-signal-safe. */
-void pt_maplog_append(const pt_map_entry *entry) {
-    pt_sampler_header *smp = pt_file.smp;
+void pt_sampler_maplog_append(const pt_map_entry *entry) {
+    pt_sampler_header *smp = pt_sampler_file.smp;
     if (smp == NULL) return;
     uint32_t n = smp->maplog_count;
     if (n >= smp->maplog_capacity) {
-        __atomic_add_fetch(&pt_file.hdr->dropped, 1, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&pt_sampler_file.hdr->dropped, 1, __ATOMIC_RELAXED);
         return;
     }
-    pt_map_entry *dst = (pt_map_entry *)(pt_file.base + smp->maplog_offset) + n;
+    pt_map_entry *dst = (pt_map_entry *)(pt_sampler_file.base + smp->maplog_offset) + n;
     memcpy(dst, entry, sizeof *dst);
     __atomic_store_n(&smp->maplog_count, n + 1, __ATOMIC_RELEASE);
-}
-
-/* Anonymous memory, never returned to the system.  Not async-signal-safe. */
-void *pt_alloc(size_t bytes) {
-    void *p = mmap(NULL, bytes ? bytes : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                   -1, 0);
-    return p == MAP_FAILED ? NULL : p;
 }

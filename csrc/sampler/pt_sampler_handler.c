@@ -7,6 +7,32 @@
 
 #include "pt_sampler.h"
 
+_Static_assert((unsigned)PT_UNWIND_TRUNCATED == (unsigned)PT_SREC_TRUNCATED &&
+                   (unsigned)PT_UNWIND_DEPTH == (unsigned)PT_SREC_DEPTH,
+               "the unwinder's flags are the record's flags");
+#define PT_SAMPLER_REC_FLAGS (PT_SREC_TRUNCATED | PT_SREC_OFFSTACK | PT_SREC_DEPTH)
+
+/* Async-signal-safe. */
+unsigned pt_sampler_unwind(const void *ucontext, const struct pt_sampler_thread *self,
+                           uint64_t *frames, unsigned max, unsigned *flags) {
+    struct pt_regs regs;
+    if (pt_arch_ucontext_regs(ucontext, &regs) != 0) { /* an architecture we cannot read */
+        *flags |= PT_SREC_TRUNCATED;
+        return 0;
+    }
+    if (regs.sp < self->stack_lo || regs.sp >= self->stack_hi) {
+        frames[0] = regs.pc;
+        *flags |= PT_SREC_OFFSTACK; /* sigaltstack or a coroutine stack: pc only */
+        return 1;
+    }
+    /* The live stack from sp up is always mapped: read it in place. */
+    struct pt_memory mem = {regs.sp, self->stack_hi, (const unsigned char *)regs.sp};
+    const struct pt_cfi_set *set = __atomic_load_n(&pt_sampler_cfi_current, __ATOMIC_ACQUIRE);
+    unsigned n = pt_unwind_walk(set, &mem, &regs, frames, max, flags);
+    *flags &= PT_SAMPLER_REC_FLAGS;
+    return n;
+}
+
 /* Is this signal one of ours (perf overflow or our POSIX timer), rather than
  * a kill() or a leftover of a signal the target now owns?  Async-signal-safe. */
 static int pt_from_sampler(const siginfo_t *info) {
@@ -14,14 +40,14 @@ static int pt_from_sampler(const siginfo_t *info) {
 }
 
 /* Copy `n` words into the thread's ring, or count a drop.  Async-signal-safe. */
-static void pt_ring_put(const struct pt_thread *self, uint64_t word0, const uint64_t *frames,
-                        unsigned n) {
+static void pt_ring_put(const struct pt_sampler_thread *self, uint64_t word0,
+                        const uint64_t *frames, unsigned n) {
     pt_sampler_slot *slot = self->slot;
     uint64_t head = slot->head; /* only this thread writes head */
     uint64_t tail = __atomic_load_n(&slot->tail, __ATOMIC_ACQUIRE);
     if (self->mask + 1 - (head - tail) < (uint64_t)n + 1) {
         __atomic_add_fetch(&slot->dropped, 1, __ATOMIC_RELAXED);
-        __atomic_add_fetch(&pt_file.hdr->dropped, 1, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&pt_sampler_file.hdr->dropped, 1, __ATOMIC_RELAXED);
         return;
     }
     self->ring[head & self->mask] = word0;
@@ -30,23 +56,22 @@ static void pt_ring_put(const struct pt_thread *self, uint64_t word0, const uint
     __atomic_store_n(&slot->samples, slot->samples + 1, __ATOMIC_RELAXED);
 }
 
-/* SA_SIGINFO handler for pt_signal.  Async-signal-safe. */
-void pt_on_signal(int sig, siginfo_t *info, void *ucontext) {
+/* SA_SIGINFO handler for pt_sampler_signal.  Async-signal-safe. */
+void pt_sampler_on_signal(int sig, siginfo_t *info, void *ucontext) {
     (void)sig;
     int saved_errno = errno;
-    const struct pt_thread *self = &pt_self;
-    if (self->slot != NULL && pt_from_sampler(info) && pt_file.hdr != NULL &&
-        !(__atomic_load_n(&pt_file.hdr->control, __ATOMIC_RELAXED) & PT_CONTROL_PAUSED)) {
+    const struct pt_sampler_thread *self = &pt_sampler_self;
+    if (self->slot != NULL && pt_from_sampler(info) && pt_sampler_file.hdr != NULL &&
+        !(__atomic_load_n(&pt_sampler_file.hdr->control, __ATOMIC_RELAXED) & PT_CONTROL_PAUSED)) {
         uint64_t frames[PT_SAMPLER_MAX_FRAMES];
         unsigned flags = 0;
-        unsigned n = pt_unwind(ucontext, self, frames, PT_SAMPLER_MAX_FRAMES, &flags);
+        unsigned n = pt_sampler_unwind(ucontext, self, frames, PT_SAMPLER_MAX_FRAMES, &flags);
         /* A POSIX CPU timer fires at most once per tick; si_overrun says how
          * many periods this one sample stands for. */
         uint64_t weight = 1;
-        if (info->si_code == SI_TIMER && info->si_overrun > 0)
-            weight += (uint64_t)info->si_overrun;
-        if (n > 0) pt_ring_put(self, (uint64_t)n | ((uint64_t)flags << 16) | (weight << 32),
-                               frames, n);
+        if (info->si_code == SI_TIMER && info->si_overrun > 0) weight += (uint64_t)info->si_overrun;
+        if (n > 0)
+            pt_ring_put(self, (uint64_t)n | ((uint64_t)flags << 16) | (weight << 32), frames, n);
     }
     errno = saved_errno;
 }

@@ -5,9 +5,15 @@
  *  - perf_event_open(PERF_COUNT_SW_TASK_CLOCK, pid=tid, cpu=-1) with
  *    F_SETOWN_EX(F_OWNER_TID)/F_SETSIG/O_ASYNC, so the overflow signal goes to
  *    that very thread; high resolution (hrtimer), allowed for self-profiling
- *    at perf_event_paranoid <= 2;
+ *    at perf_event_paranoid <= 2.  It counts kernel time too where the
+ *    system allows it (exclude_kernel = 0: perf_event_paranoid <= 1,
+ *    CAP_PERFMON or root): the signal is delivered on the return to user
+ *    space, so time in a system call is charged to the user-space frame that
+ *    made it, as perf --user-callchains and gperftools do.  Elsewhere the
+ *    header says "user time only" (PT_SMP_USER_ONLY);
  *  - fallback: timer_create(thread CPU clock, SIGEV_THREAD_ID), tick-bound
- *    (about 250 deliveries per second; si_overrun carries the rest);
+ *    (about 250 deliveries per second; si_overrun carries the rest); the
+ *    thread CPU clock includes system time;
  *  - wall-clock mode: timer_create(CLOCK_MONOTONIC, SIGEV_THREAD_ID).
  * The signal is SIGPROF unless the target owns it (a handler already set, or
  * -pg's profil()); then SIGVTALRM or a real-time signal, said in the header.
@@ -49,10 +55,12 @@ struct pt_armed {
 /* The registry and its lock (never taken in signal context). */
 static struct pt_armed pt_armed[PT_MAX_THREADS];
 static pthread_mutex_t pt_armed_lock = PTHREAD_MUTEX_INITIALIZER;
-/* PT_CLOCK_*: chosen once by pt_timer_init. */
+/* PT_CLOCK_*: chosen once by pt_sampler_timer_init. */
 static int pt_clock_kind;
+/* 1 if perf events may count kernel time (exclude_kernel = 0); chosen once. */
+static int pt_kernel_time;
 /* Signal in use; the handler never reads it, the interposers do. */
-PT_HIDDEN volatile int pt_signal;
+PT_HIDDEN volatile int pt_sampler_signal;
 /* Signals the target installed handlers for: never chosen again. */
 static sigset_t pt_claimed;
 /* The thread-exit hook: a key whose destructor disarms the thread. */
@@ -65,20 +73,20 @@ static uint8_t pt_fd_ours[PT_FD_BITS / 8];
 static void pt_fd_mark(int fd, int ours) {
     if (fd < 0 || fd >= PT_FD_BITS) return;
     if (ours) __atomic_or_fetch(&pt_fd_ours[fd / 8], (uint8_t)(1u << (fd % 8)), __ATOMIC_RELAXED);
-    else __atomic_and_fetch(&pt_fd_ours[fd / 8], (uint8_t)~(1u << (fd % 8)), __ATOMIC_RELAXED);
+    else __atomic_and_fetch(&pt_fd_ours[fd / 8], (uint8_t) ~(1u << (fd % 8)), __ATOMIC_RELAXED);
 }
 
 /* 1 if `fd` is one of our perf events.  Async-signal-safe (a relaxed load). */
-int pt_timer_owns_fd(int fd) {
+int pt_sampler_timer_owns_fd(int fd) {
     if (fd < 0 || fd >= PT_FD_BITS) return 0;
     return (__atomic_load_n(&pt_fd_ours[fd / 8], __ATOMIC_RELAXED) >> (fd % 8)) & 1;
 }
 
 /* Our fds in [first, last] in increasing order, at most `max`; the count. */
-int pt_timer_fds_in(unsigned first, unsigned last, int *fds, int max) {
+int pt_sampler_timer_fds_in(unsigned first, unsigned last, int *fds, int max) {
     int n = 0;
     for (unsigned fd = first; fd <= last && fd < PT_FD_BITS && n < max; fd++)
-        if (pt_timer_owns_fd((int)fd)) fds[n++] = (int)fd;
+        if (pt_sampler_timer_owns_fd((int)fd)) fds[n++] = (int)fd;
     return n;
 }
 
@@ -96,10 +104,11 @@ static int pt_fd_high(int fd) {
 
 static pid_t pt_gettid(void) { return (pid_t)syscall(SYS_gettid); }
 
-int pt_real_sigaction(int sig, const struct sigaction *act, struct sigaction *old) {
+int pt_sampler_real_sigaction(int sig, const struct sigaction *act, struct sigaction *old) {
     static int (*real)(int, const struct sigaction *, struct sigaction *);
-    if (real == NULL) real = (int (*)(int, const struct sigaction *, struct sigaction *))dlsym(
-                          RTLD_NEXT, "sigaction");
+    if (real == NULL)
+        real = (int (*)(int, const struct sigaction *, struct sigaction *))dlsym(RTLD_NEXT,
+                                                                                 "sigaction");
     if (real == NULL) {
         errno = ENOSYS;
         return -1;
@@ -107,7 +116,7 @@ int pt_real_sigaction(int sig, const struct sigaction *act, struct sigaction *ol
     return real(sig, act, old);
 }
 
-int pt_timer_is_ours(void *handler) { return handler == (void *)pt_on_signal; }
+int pt_sampler_timer_is_ours(void *handler) { return handler == (void *)pt_sampler_on_signal; }
 
 /* A signal whose disposition is still the default, other than `avoid`. */
 static int pt_pick_signal(int avoid) {
@@ -119,7 +128,7 @@ static int pt_pick_signal(int avoid) {
         int s = candidates[i];
         struct sigaction old;
         if (s == avoid || sigismember(&pt_claimed, s) == 1) continue;
-        if (pt_real_sigaction(s, NULL, &old) != 0) continue;
+        if (pt_sampler_real_sigaction(s, NULL, &old) != 0) continue;
         if (!(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_DFL) return s;
     }
     return -1;
@@ -128,21 +137,23 @@ static int pt_pick_signal(int avoid) {
 static int pt_install(int sig) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = pt_on_signal;
+    sa.sa_sigaction = pt_sampler_on_signal;
     sa.sa_flags = SA_SIGINFO | SA_RESTART;
     sigemptyset(&sa.sa_mask);
-    return pt_real_sigaction(sig, &sa, NULL);
+    return pt_sampler_real_sigaction(sig, &sa, NULL);
 }
 
 static void pt_describe(void) {
-    if (pt_file.hdr == NULL) return;
+    if (pt_sampler_file.hdr == NULL) return;
     const char *clock = pt_clock_kind == PT_CLOCK_PERF ? "perf task-clock"
-                        : pt_cfg.wall_clock           ? "timer CLOCK_MONOTONIC (wall)"
-                                                      : "timer thread CPU clock";
-    snprintf(pt_file.hdr->clock, sizeof pt_file.hdr->clock, "%s", clock);
-    pt_file.smp->signal = (uint32_t)pt_signal;
-    pt_file.smp->sflags |= pt_clock_kind == PT_CLOCK_PERF ? PT_SMP_PERF : PT_SMP_TIMER;
-    if (pt_signal != SIGPROF) pt_file.smp->sflags |= PT_SMP_SIGNAL_MOVED;
+                        : pt_sampler_cfg.wall_clock    ? "timer CLOCK_MONOTONIC (wall)"
+                                                       : "timer thread CPU clock";
+    snprintf(pt_sampler_file.hdr->clock, sizeof pt_sampler_file.hdr->clock, "%s", clock);
+    pt_sampler_file.smp->signal = (uint32_t)pt_sampler_signal;
+    pt_sampler_file.smp->sflags |= pt_clock_kind == PT_CLOCK_PERF ? PT_SMP_PERF : PT_SMP_TIMER;
+    if (pt_clock_kind == PT_CLOCK_PERF && !pt_kernel_time)
+        pt_sampler_file.smp->sflags |= PT_SMP_USER_ONLY;
+    if (pt_sampler_signal != SIGPROF) pt_sampler_file.smp->sflags |= PT_SMP_SIGNAL_MOVED;
 }
 
 static int pt_perf_open(pid_t tid) {
@@ -151,26 +162,31 @@ static int pt_perf_open(pid_t tid) {
     attr.size = sizeof attr;
     attr.type = PERF_TYPE_SOFTWARE;
     attr.config = PERF_COUNT_SW_TASK_CLOCK;
-    attr.sample_period = pt_cfg.period_ns;
+    attr.sample_period = pt_sampler_cfg.period_ns;
     attr.disabled = 1;
-    attr.exclude_kernel = 1; /* allowed at perf_event_paranoid 2 */
+    attr.exclude_kernel = !pt_kernel_time; /* 1 is allowed at perf_event_paranoid 2 */
     attr.exclude_hv = 1;
     return (int)syscall(SYS_perf_event_open, &attr, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
 }
 
 static void pt_thread_exit_hook(void *value) {
     (void)value;
-    pt_thread_disarm();
+    pt_sampler_thread_disarm();
 }
 
 /* Choose the clock and the signal, install the handler, describe both in the
  * header.  0, or -1 when nothing can sample. */
-int pt_timer_init(void) {
+int pt_sampler_timer_init(void) {
     sigemptyset(&pt_claimed);
     if (pthread_key_create(&pt_exit_key, pt_thread_exit_hook) != 0) return -1;
     pt_clock_kind = PT_CLOCK_TIMER;
-    if (!pt_cfg.wall_clock && !pt_cfg.force_timer) {
+    if (!pt_sampler_cfg.wall_clock && !pt_sampler_cfg.force_timer) {
+        pt_kernel_time = !pt_sampler_cfg.user_only;
         int fd = pt_perf_open(pt_gettid());
+        if (fd < 0 && pt_kernel_time) { /* kernel time not allowed: user time only */
+            pt_kernel_time = 0;
+            fd = pt_perf_open(pt_gettid());
+        }
         if (fd >= 0) {
             close(fd);
             pt_clock_kind = PT_CLOCK_PERF;
@@ -178,12 +194,12 @@ int pt_timer_init(void) {
     }
     int sig = SIGPROF;
     struct sigaction old;
-    if (pt_main_uses_mcount() ||
-        (pt_real_sigaction(SIGPROF, NULL, &old) == 0 &&
+    if (pt_sampler_main_uses_mcount() ||
+        (pt_sampler_real_sigaction(SIGPROF, NULL, &old) == 0 &&
          ((old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL)))
         sig = pt_pick_signal(SIGPROF);
     if (sig < 0 || pt_install(sig) != 0) return -1;
-    pt_signal = sig;
+    pt_sampler_signal = sig;
     pt_describe();
     return 0;
 }
@@ -196,7 +212,8 @@ static int pt_start_clock(struct pt_armed *e, pid_t tid) {
         if (fd >= 0) fd = pt_fd_high(fd);
         if (fd >= 0) {
             struct f_owner_ex owner = {F_OWNER_TID, tid};
-            if (fcntl(fd, F_SETOWN_EX, &owner) == 0 && fcntl(fd, F_SETSIG, pt_signal) == 0 &&
+            if (fcntl(fd, F_SETOWN_EX, &owner) == 0 &&
+                fcntl(fd, F_SETSIG, pt_sampler_signal) == 0 &&
                 fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_ASYNC) == 0 &&
                 ioctl(fd, PERF_EVENT_IOC_ID, &e->id) == 0 &&
                 ioctl(fd, PERF_EVENT_IOC_ENABLE, 0) == 0) {
@@ -208,17 +225,17 @@ static int pt_start_clock(struct pt_armed *e, pid_t tid) {
         }
         /* perf refused this thread (fd limit, seccomp): fall back for it. */
     }
-    if (pt_cfg.wall_clock) e->clock = CLOCK_MONOTONIC;
+    if (pt_sampler_cfg.wall_clock) e->clock = CLOCK_MONOTONIC;
     else if (pthread_getcpuclockid(pthread_self(), &e->clock) != 0) return -1;
     struct sigevent sev;
     memset(&sev, 0, sizeof sev);
     sev.sigev_notify = SIGEV_THREAD_ID;
-    sev.sigev_signo = pt_signal;
+    sev.sigev_signo = pt_sampler_signal;
     sev.sigev_notify_thread_id = tid;
     if (timer_create(e->clock, &sev, &e->timer) != 0) return -1;
     struct itimerspec its;
-    its.it_interval.tv_sec = (time_t)(pt_cfg.period_ns / 1000000000u);
-    its.it_interval.tv_nsec = (long)(pt_cfg.period_ns % 1000000000u);
+    its.it_interval.tv_sec = (time_t)(pt_sampler_cfg.period_ns / 1000000000u);
+    its.it_interval.tv_nsec = (long)(pt_sampler_cfg.period_ns % 1000000000u);
     its.it_value = its.it_interval;
     if (timer_settime(e->timer, 0, &its, NULL) != 0) {
         timer_delete(e->timer);
@@ -241,8 +258,8 @@ static void pt_stop_clock(struct pt_armed *e) {
 
 /* Register and arm the calling thread: stack bounds, a ring slot, a clock.
  * 0, or -1 when this thread stays unsampled. */
-int pt_thread_arm(void) {
-    if (pt_file.hdr == NULL || pt_self.slot != NULL) return -1;
+int pt_sampler_thread_arm(void) {
+    if (pt_sampler_file.hdr == NULL || pt_sampler_self.slot != NULL) return -1;
     pid_t tid = pt_gettid();
     pthread_attr_t attr;
     void *stack_addr = NULL;
@@ -252,7 +269,7 @@ int pt_thread_arm(void) {
     pthread_attr_destroy(&attr);
     if (got != 0 || stack_addr == NULL) return -1;
     uint64_t *ring = NULL;
-    pt_sampler_slot *slot = pt_slot_claim(tid, &ring);
+    pt_sampler_slot *slot = pt_sampler_slot_claim(tid, &ring);
     if (slot == NULL) return -1;
     pthread_mutex_lock(&pt_armed_lock);
     int reg = -1;
@@ -263,25 +280,25 @@ int pt_thread_arm(void) {
         }
     if (reg < 0) {
         pthread_mutex_unlock(&pt_armed_lock);
-        pt_slot_release(slot, 0);
-        __atomic_add_fetch(&pt_file.smp->threads_lost, 1, __ATOMIC_RELAXED);
+        pt_sampler_slot_release(slot, 0);
+        __atomic_add_fetch(&pt_sampler_file.smp->threads_lost, 1, __ATOMIC_RELAXED);
         return -1;
     }
-    pt_self.ring = ring;
-    pt_self.mask = pt_file.smp->ring_words - 1;
-    pt_self.stack_lo = (uintptr_t)stack_addr;
-    pt_self.stack_hi = (uintptr_t)stack_addr + stack_size;
-    pt_self.reg = reg;
+    pt_sampler_self.ring = ring;
+    pt_sampler_self.mask = pt_sampler_file.smp->ring_words - 1;
+    pt_sampler_self.stack_lo = (uintptr_t)stack_addr;
+    pt_sampler_self.stack_hi = (uintptr_t)stack_addr + stack_size;
+    pt_sampler_self.reg = reg;
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    pt_self.slot = slot; /* the handler may record from here on */
+    pt_sampler_self.slot = slot; /* the handler may record from here on */
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     pt_armed[reg].tid = tid;
     if (pt_start_clock(&pt_armed[reg], tid) != 0) {
         pt_armed[reg].tid = 0;
         pthread_mutex_unlock(&pt_armed_lock);
-        pt_self.slot = NULL;
-        pt_self.reg = -1;
-        pt_slot_release(slot, 0);
+        pt_sampler_self.slot = NULL;
+        pt_sampler_self.reg = -1;
+        pt_sampler_slot_release(slot, 0);
         return -1;
     }
     pthread_mutex_unlock(&pt_armed_lock);
@@ -290,31 +307,31 @@ int pt_thread_arm(void) {
 }
 
 /* Stop sampling the calling thread and hand its slot back with its CPU time. */
-void pt_thread_disarm(void) {
-    pt_sampler_slot *slot = pt_self.slot;
+void pt_sampler_thread_disarm(void) {
+    pt_sampler_slot *slot = pt_sampler_self.slot;
     if (slot == NULL) return;
-    pt_self.slot = NULL; /* from here the handler ignores late signals */
+    pt_sampler_self.slot = NULL; /* from here the handler ignores late signals */
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     pthread_mutex_lock(&pt_armed_lock);
-    if (pt_self.reg >= 0) {
-        pt_stop_clock(&pt_armed[pt_self.reg]);
-        pt_armed[pt_self.reg].tid = 0;
+    if (pt_sampler_self.reg >= 0) {
+        pt_stop_clock(&pt_armed[pt_sampler_self.reg]);
+        pt_armed[pt_sampler_self.reg].tid = 0;
     }
     pthread_mutex_unlock(&pt_armed_lock);
-    pt_self.reg = -1;
+    pt_sampler_self.reg = -1;
     struct timespec cpu;
     uint64_t cpu_ns = 0;
     if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) == 0)
         cpu_ns = (uint64_t)cpu.tv_sec * 1000000000u + (uint64_t)cpu.tv_nsec;
-    pt_slot_release(slot, cpu_ns);
+    pt_sampler_slot_release(slot, cpu_ns);
 }
 
 /* Fork child: the registry lists the parent's threads, whose perf fds the
  * child inherited (POSIX timers are not inherited): close them.  Then arm the
  * calling thread again if the child is followed (its new file is open). */
-void pt_timer_fork_child(int keep) {
-    pt_self.slot = NULL;
-    pt_self.reg = -1;
+void pt_sampler_timer_fork_child(int keep) {
+    pt_sampler_self.slot = NULL;
+    pt_sampler_self.reg = -1;
     pthread_mutex_init(&pt_armed_lock, NULL); /* another thread may have held it */
     for (int i = 0; i < PT_MAX_THREADS; i++) {
         if (pt_armed[i].tid != 0 && pt_armed[i].fd >= 0) {
@@ -327,19 +344,19 @@ void pt_timer_fork_child(int keep) {
     }
     if (keep) {
         pt_describe();
-        pt_thread_arm();
+        pt_sampler_thread_arm();
     }
 }
 
-/* The target installed its own disposition for pt_signal: move every thread's
+/* The target installed its own disposition for pt_sampler_signal: move every thread's
  * clock to another signal first.  0, or -1 (then sampling stops). */
-int pt_timer_move_signal(void) {
-    int old_sig = pt_signal;
+int pt_sampler_timer_move_signal(void) {
+    int old_sig = pt_sampler_signal;
     sigaddset(&pt_claimed, old_sig);
     int sig = pt_pick_signal(old_sig);
     if (sig < 0 || pt_install(sig) != 0) return -1;
     pthread_mutex_lock(&pt_armed_lock);
-    pt_signal = sig;
+    pt_sampler_signal = sig;
     for (int i = 0; i < PT_MAX_THREADS; i++) {
         struct pt_armed *e = &pt_armed[i];
         if (e->tid == 0) continue;
@@ -355,8 +372,8 @@ int pt_timer_move_signal(void) {
             sev.sigev_signo = sig;
             sev.sigev_notify_thread_id = e->tid;
             struct itimerspec its;
-            its.it_interval.tv_sec = (time_t)(pt_cfg.period_ns / 1000000000u);
-            its.it_interval.tv_nsec = (long)(pt_cfg.period_ns % 1000000000u);
+            its.it_interval.tv_sec = (time_t)(pt_sampler_cfg.period_ns / 1000000000u);
+            its.it_interval.tv_nsec = (long)(pt_sampler_cfg.period_ns % 1000000000u);
             its.it_value = its.it_interval;
             if (timer_create(e->clock, &sev, &e->timer) == 0) {
                 timer_settime(e->timer, 0, &its, NULL);

@@ -206,6 +206,27 @@ def test_follows_new_threads_and_dlopened_libraries(method: str) -> None:
             proc.wait()
 
 
+def test_ptrace_says_when_it_falls_behind() -> None:
+    """Issue 13: ptrace at a high rate on two busy threads costs the target and
+    may not reach the asked rate: the stops' cost is reported, and the rate
+    warning appears exactly when the achieved rate is below 80% of the asked."""
+    fixture = Fixture(2.0)
+    try:
+        collector = attach(fixture.pid, "ptrace", frequency_hz=4000, duration_s=0.8)
+        profile = collector.wait()
+        collector.stop()
+        assert fixture.finish() == (DONE_LINE, 7)
+    finally:
+        fixture.kill()
+    stopped = [w for w in profile.meta.warnings if w.startswith("ptrace stopped the target")]
+    assert stopped, profile.meta.warnings
+    achieved = profile.total(0) / (profile.total(1) / 1e9)
+    behind = [w for w in profile.meta.warnings if "falls behind" in w]
+    assert bool(behind) == (achieved < 0.8 * 4000), (achieved, profile.meta.warnings)
+    if behind:
+        assert f"ptrace sampled {achieved:.0f} times per second" in behind[0]
+
+
 def test_deleted_binary_still_resolves(tmp_path: Path) -> None:
     """The binary was replaced or removed after the target started (an upgrade)."""
     import shutil

@@ -6,9 +6,10 @@ from __future__ import annotations
 import struct
 
 import pytest
-from proftui.collectors.attach.collector import _join_chains
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.runtime.wire_attach import (
+    FLAG_CFI,
+    FLAG_KERNEL_TIME,
     REC_END,
     REC_ERROR,
     REC_EXIT,
@@ -17,6 +18,8 @@ from proftui.collectors.runtime.wire_attach import (
     REC_SAMPLE,
     REC_THREAD,
     REC_WARN,
+    SAMPLE_CFI,
+    SAMPLE_TRUNCATED,
     End,
     Lost,
     MapsChanged,
@@ -29,8 +32,8 @@ from proftui.collectors.runtime.wire_attach import (
 
 
 def header(method: int = 2, pid: int = 1234, period_ns: int = 10_000_000,
-           version: int = 2, magic: bytes = b"PTATTACH") -> bytes:
-    return struct.pack("=8sIIIIQ", magic, version, method, pid, 0, period_ns)
+           version: int = 3, magic: bytes = b"PTATTACH", flags: int = 3) -> bytes:
+    return struct.pack("=8sIIIIQ", magic, version, method, pid, flags, period_ns)
 
 
 def record(rtype: int, payload: bytes) -> bytes:
@@ -38,10 +41,9 @@ def record(rtype: int, payload: bytes) -> bytes:
     return struct.pack("=II", rtype, 8 + len(payload)) + payload
 
 
-def sample(tid: int, weight: int, ips: list[int], stack: list[int], sp: int = 0x7FFC0000,
-           bp: int = 0x7FFC0040) -> bytes:
-    body = struct.pack("=IIQIIQQ", tid, len(ips), weight, len(stack), 0, sp, bp)
-    body += struct.pack(f"={len(ips)}Q", *ips) + struct.pack(f"={len(stack)}Q", *stack)
+def sample(tid: int, weight: int, ips: list[int], flags: int = 0) -> bytes:
+    body = struct.pack("=IIQII", tid, len(ips), weight, flags, 0)
+    body += struct.pack(f"={len(ips)}Q", *ips)
     return record(REC_SAMPLE, body)
 
 
@@ -52,7 +54,8 @@ def text(rtype: int, message: str) -> bytes:
 STREAM = (
     header()
     + record(REC_THREAD, struct.pack("=II16s", 1235, 1, b"worker"))
-    + sample(1235, 2_000_000, [0x401000, 0x401234], [7, 0x401234])
+    + sample(1235, 2_000_000, [0x401000, 0x401234], SAMPLE_CFI)
+    + sample(1235, 1_000_000, [0x401000], SAMPLE_TRUNCATED)
     + record(REC_MAPS, struct.pack("=Q", 0))
     + record(REC_LOST, struct.pack("=Q", 3))
     + text(REC_WARN, "perf_event_open failed; sampling with ptrace instead")
@@ -63,8 +66,8 @@ STREAM = (
 
 EXPECTED = [
     ThreadEvent(1235, 1, "worker"),
-    Sample(1235, 2_000_000, (0x401000, 0x401234), 0x7FFC0000, 0x7FFC0040,
-           struct.pack("=2Q", 7, 0x401234)),
+    Sample(1235, 2_000_000, (0x401000, 0x401234), SAMPLE_CFI),
+    Sample(1235, 1_000_000, (0x401000,), SAMPLE_TRUNCATED),
     MapsChanged(),
     Lost(3),
     Message(False, "perf_event_open failed; sampling with ptrace instead"),
@@ -79,6 +82,7 @@ def test_whole_stream() -> None:
     assert decoder.header is not None
     assert (decoder.header.method, decoder.header.pid, decoder.header.period_ns) == (
         "ptrace", 1234, 10_000_000)
+    assert decoder.header.flags == FLAG_CFI | FLAG_KERNEL_TIME
 
 
 @pytest.mark.parametrize("chunk", [1, 3, 8, 13, 64])
@@ -105,16 +109,9 @@ def test_error_record_and_unknown_exit() -> None:
     (header() + struct.pack("=II", REC_SAMPLE, 12), "corrupt record size 12"),
     (header() + struct.pack("=II", REC_SAMPLE, 4), "corrupt record size 4"),
     (header() + record(REC_SAMPLE, struct.pack("=IIQII", 1, 50, 0, 0, 0)), "too short"),
+    (header() + record(REC_SAMPLE, struct.pack("=II", 1, 1)), "too short"),
     (header() + record(REC_LOST, b""), "too short"),
 ])
 def test_corrupt_input_is_a_clear_error(data: bytes, message: str) -> None:
     with pytest.raises(ProftuiError, match=message):
         list(StreamDecoder().feed(data))
-
-
-def test_cfi_chain_is_continued_by_the_frame_pointer_chain() -> None:
-    # CFI found the caller the fp walk skipped (0x10), then ran out of copied stack at 0x30.
-    assert _join_chains([0x1, 0x10, 0x20, 0x30], (0x1, 0x20, 0x30, 0x40, 0x50)) == [
-        0x1, 0x10, 0x20, 0x30, 0x40, 0x50]
-    assert _join_chains([0x1], (0x1, 0x20)) == [0x1, 0x20]  # no rule at the pc: fp only
-    assert _join_chains([0x1, 0x10], (0x1, 0x99)) == [0x1, 0x10]  # nothing shared

@@ -13,6 +13,9 @@
 
 #include "pt_sampler.h"
 
+/* Rows the handler searches; see pt_sampler.h. */
+PT_HIDDEN const struct pt_cfi_set *volatile pt_sampler_cfi_current;
+
 #define PT_MAX_OBJECTS 4096
 #define PT_MAX_SEGS 4
 
@@ -20,7 +23,7 @@
 struct pt_object {
     uint64_t base;
     char name[312];
-    int alive;       /* present in the latest iteration */
+    int alive; /* present in the latest iteration */
     int nsegs;
     uint64_t seg_start[PT_MAX_SEGS], seg_end[PT_MAX_SEGS], seg_off[PT_MAX_SEGS];
     uint8_t build_id[32];
@@ -29,7 +32,7 @@ struct pt_object {
 };
 
 /* Objects ever seen (pt_alloc'd once, never freed) and the lock serializing
- * refreshes: the handler never takes it, it only reads pt_cfi_current. */
+ * refreshes: the handler never takes it, it only reads pt_sampler_cfi_current. */
 static struct pt_object *pt_objects;
 static int pt_nobjects;
 static pthread_mutex_t pt_maps_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -48,7 +51,7 @@ static void pt_log_object(const struct pt_object *o, uint32_t event) {
         e.build_id_len = o->build_id_len;
         memcpy(e.build_id, o->build_id, sizeof e.build_id);
         memcpy(e.path, o->name, sizeof e.path);
-        pt_maplog_append(&e);
+        pt_sampler_maplog_append(&e);
     }
 }
 
@@ -64,8 +67,7 @@ static void pt_read_build_id(struct dl_phdr_info *info, struct pt_object *o) {
             const unsigned char *name = p + sizeof *nh;
             const unsigned char *desc = name + ((nh->n_namesz + 3) & ~3u);
             if (desc + nh->n_descsz > end) break;
-            if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 &&
-                memcmp(name, "GNU", 4) == 0) {
+            if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 && memcmp(name, "GNU", 4) == 0) {
                 o->build_id_len = nh->n_descsz < 32 ? nh->n_descsz : 32;
                 memcpy(o->build_id, desc, o->build_id_len);
                 return;
@@ -116,7 +118,12 @@ static int pt_on_object(struct dl_phdr_info *info, size_t size, void *data) {
     pt_read_build_id(info, o);
     /* The vDSO is no file the front end can open: unwind through it, but do not log it. */
     if (o->name[0] == '/') pt_log_object(o, PT_MAP_LOAD);
-    if (eh_hdr != NULL && lo < hi && !pt_cfg.fp_only) o->cfi = pt_cfi_build(o->base, eh_hdr, lo, hi);
+    if (eh_hdr != NULL && lo < hi && !pt_sampler_cfg.fp_only) {
+        /* The object's own mapped memory: no bound is narrower than "all of it". */
+        struct pt_cfi_source src = {eh_hdr, (uint64_t)(uintptr_t)eh_hdr, (const unsigned char *)0,
+                                    (const unsigned char *)UINTPTR_MAX};
+        o->cfi = pt_cfi_build(&src, lo, hi);
+    }
     *changed = 1;
     return 0;
 }
@@ -140,14 +147,14 @@ static void pt_publish(void) {
         if (pt_objects[i].alive && pt_objects[i].cfi != NULL)
             set->tables[set->n++] = pt_objects[i].cfi;
     qsort(set->tables, set->n, sizeof set->tables[0], pt_by_lo);
-    __atomic_store_n(&pt_cfi_current, set, __ATOMIC_RELEASE);
-    if (set->n > 0 && pt_file.smp != NULL) pt_file.smp->sflags |= PT_SMP_CFI;
+    __atomic_store_n(&pt_sampler_cfi_current, set, __ATOMIC_RELEASE);
+    if (set->n > 0 && pt_sampler_file.smp != NULL) pt_sampler_file.smp->sflags |= PT_SMP_CFI;
 }
 
 /* See which objects came and went since the last call; log them and publish
  * their unwind tables.  log_all: a new file (fork child) logs every live
  * object again.  Not async-signal-safe. */
-void pt_maps_refresh(int log_all) {
+void pt_sampler_maps_refresh(int log_all) {
     pthread_mutex_lock(&pt_maps_lock);
     if (pt_objects == NULL) {
         pt_objects = pt_alloc(PT_MAX_OBJECTS * sizeof *pt_objects);
@@ -180,7 +187,7 @@ void pt_maps_refresh(int log_all) {
 }
 
 /* Fork child: the lock may have been held by a thread that does not exist here. */
-void pt_maps_fork_child(void) { pthread_mutex_init(&pt_maps_lock, NULL); }
+void pt_sampler_maps_fork_child(void) { pthread_mutex_init(&pt_maps_lock, NULL); }
 
 static int pt_mcount_cb(struct dl_phdr_info *info, size_t size, void *data) {
     (void)size;
@@ -204,7 +211,7 @@ static int pt_mcount_cb(struct dl_phdr_info *info, size_t size, void *data) {
 
 /* 1 if the executable calls mcount (built with -pg: gmon's profil owns
  * SIGPROF).  Not async-signal-safe. */
-int pt_main_uses_mcount(void) {
+int pt_sampler_main_uses_mcount(void) {
     int found = 0;
     dl_iterate_phdr(pt_mcount_cb, &found);
     return found;

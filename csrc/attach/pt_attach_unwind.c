@@ -1,0 +1,318 @@
+/* proftui-attach: unwind each sample in the helper, with the common unwinder.
+ *
+ * The helper reads the target's /proc/PID/maps; for each executable mapping
+ * it opens the file (through /proc/PID/root, or /proc/PID/map_files when the
+ * file was deleted) or copies the vDSO out of the target, finds
+ * .eh_frame_hdr through the program headers and builds the object's CFI rows
+ * (csrc/common/pt_cfi.c) from a read-only mapping of the file, which is then
+ * unmapped.  A sample is walked over the copy of the target's stack it
+ * carries (struct pt_memory), and where the copy ends the frame-pointer chain
+ * (kernel call chain or ptrace walk) continues it.  Maps are re-read when
+ * perf reports a new executable mapping, or when a sample's pc lies in no
+ * known mapping (dlopen under ptrace), at most every 50 ms.
+ *
+ * The helper is single-threaded: plain globals, tables freed as soon as their
+ * object is gone.  Nothing here is async-signal-safe.
+ */
+#define _GNU_SOURCE
+#include <elf.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "pt_attach.h"
+
+#define PT_ATTACH_REFRESH_NS 50000000ull /* at most one maps re-read per 50 ms */
+#define PT_ATTACH_MAX_VDSO (1u << 20)
+
+/* One object with CFI rows: identified by its mapping's path, inode and bias. */
+struct pt_attach_object {
+    char path[512];
+    uint64_t ino, bias;
+    struct pt_cfi_table *cfi; /* NULL: no usable .eh_frame_hdr (frame pointers there) */
+    int seen;                 /* present in the latest maps read */
+};
+
+/* An executable range of the target, with or without rows. */
+struct pt_attach_range {
+    uint64_t start, end;
+};
+
+/* State of the one target (the helper is single-threaded). */
+static pid_t pt_attach_pid;
+static int pt_attach_cfi_on; /* PT_ARCH_CFI and not PROFTUI_ATTACH_UNWIND=fp */
+static struct pt_attach_object *pt_attach_objs;
+static size_t pt_attach_nobjs, pt_attach_capobjs;
+static struct pt_attach_range *pt_attach_ranges;
+static size_t pt_attach_nranges, pt_attach_capranges;
+static struct pt_cfi_set *pt_attach_set; /* malloc'd, rebuilt after each read */
+static int pt_attach_dirty;              /* perf saw a new mapping */
+static uint64_t pt_attach_last_read;     /* CLOCK_MONOTONIC ns of the last maps read */
+
+static uint64_t pt_attach_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+#if PT_ARCH_CFI
+/* Rows of the ELF image img[0, size) whose mapping of file offset `off` sits
+ * at runtime `start`; NULL if it has none.  Every header read is bounds-checked. */
+static struct pt_cfi_table *pt_attach_image_rows(const unsigned char *img, size_t size,
+                                                 uint64_t start, uint64_t off, uint64_t *bias) {
+    if (size < sizeof(Elf64_Ehdr) || memcmp(img, ELFMAG, SELFMAG) != 0 ||
+        img[EI_CLASS] != ELFCLASS64)
+        return NULL;
+    Elf64_Ehdr eh;
+    memcpy(&eh, img, sizeof eh);
+    if (eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phoff > size ||
+        (uint64_t)eh.e_phnum * sizeof(Elf64_Phdr) > size - eh.e_phoff)
+        return NULL;
+    const Elf64_Phdr *eh_frame = NULL, *mapped = NULL;
+    Elf64_Phdr ph[512];
+    unsigned n = eh.e_phnum < 512 ? eh.e_phnum : 512;
+    memcpy(ph, img + eh.e_phoff, n * sizeof ph[0]);
+    for (unsigned i = 0; i < n; i++) {
+        if (ph[i].p_type == PT_GNU_EH_FRAME) eh_frame = &ph[i];
+        if (ph[i].p_type == PT_LOAD && (ph[i].p_flags & PF_X) && ph[i].p_offset <= off &&
+            off < ph[i].p_offset + ph[i].p_filesz)
+            mapped = &ph[i];
+    }
+    if (mapped == NULL) return NULL;
+    *bias = start - (mapped->p_vaddr + (off - mapped->p_offset));
+    if (eh_frame == NULL || eh_frame->p_offset >= size) return NULL;
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (unsigned i = 0; i < n; i++) {
+        if (ph[i].p_type != PT_LOAD || !(ph[i].p_flags & PF_X)) continue;
+        if (*bias + ph[i].p_vaddr < lo) lo = *bias + ph[i].p_vaddr;
+        if (*bias + ph[i].p_vaddr + ph[i].p_memsz > hi) hi = *bias + ph[i].p_vaddr + ph[i].p_memsz;
+    }
+    /* .eh_frame_hdr and .eh_frame share a read-only PT_LOAD: file offsets
+     * and addresses differ by the same amount for both. */
+    struct pt_cfi_source src = {img + eh_frame->p_offset, *bias + eh_frame->p_vaddr, img,
+                                img + size};
+    return lo < hi ? pt_cfi_build(&src, lo, hi) : NULL;
+}
+
+/* Rows of the file behind one mapping line.  NULL if unreadable or no CFI. */
+static struct pt_cfi_table *pt_attach_file_rows(const char *path, uint64_t start, uint64_t end,
+                                                uint64_t off, uint64_t *bias) {
+    char where[700];
+    size_t len = strlen(path);
+    static const char deleted[] = " (deleted)";
+    if (len > sizeof deleted - 1 && strcmp(path + len - (sizeof deleted - 1), deleted) == 0)
+        snprintf(where, sizeof where, "/proc/%d/map_files/%lx-%lx", (int)pt_attach_pid,
+                 (unsigned long)start, (unsigned long)end);
+    else snprintf(where, sizeof where, "/proc/%d/root%s", (int)pt_attach_pid, path);
+    int fd = open(where, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return NULL;
+    struct stat st;
+    struct pt_cfi_table *t = NULL;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+        void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (map != MAP_FAILED) {
+            t = pt_attach_image_rows(map, (size_t)st.st_size, start, off, bias);
+            munmap(map, (size_t)st.st_size);
+        }
+    }
+    close(fd);
+    return t;
+}
+
+/* Rows of the vDSO, copied out of the target (it is a whole ELF image). */
+static struct pt_cfi_table *pt_attach_vdso_rows(uint64_t start, uint64_t end, uint64_t *bias) {
+    if (end <= start || end - start > PT_ATTACH_MAX_VDSO) return NULL;
+    size_t size = (size_t)(end - start);
+    unsigned char *copy = malloc(size);
+    if (copy == NULL) return NULL;
+    struct iovec local = {copy, size}, remote = {(void *)(uintptr_t)start, size};
+    struct pt_cfi_table *t = NULL;
+    if (process_vm_readv(pt_attach_pid, &local, 1, &remote, 1, 0) == (ssize_t)size)
+        t = pt_attach_image_rows(copy, size, start, 0, bias);
+    free(copy);
+    return t;
+}
+#endif
+
+static int pt_attach_by_lo(const void *a, const void *b) {
+    const struct pt_cfi_table *x = *(const struct pt_cfi_table *const *)a;
+    const struct pt_cfi_table *y = *(const struct pt_cfi_table *const *)b;
+    return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/* One executable mapping line: remember its range; build rows for a new object. */
+static void pt_attach_mapping(uint64_t start, uint64_t end, uint64_t off, uint64_t ino,
+                              const char *path) {
+    if (pt_attach_nranges == pt_attach_capranges) {
+        size_t cap = pt_attach_capranges ? 2 * pt_attach_capranges : 64;
+        struct pt_attach_range *r = realloc(pt_attach_ranges, cap * sizeof *r);
+        if (r == NULL) return;
+        pt_attach_ranges = r;
+        pt_attach_capranges = cap;
+    }
+    pt_attach_ranges[pt_attach_nranges++] = (struct pt_attach_range){start, end};
+    int vdso = strcmp(path, "[vdso]") == 0;
+    if (!pt_attach_cfi_on || (path[0] != '/' && !vdso)) return; /* anonymous (JIT): fp only */
+    for (size_t i = 0; i < pt_attach_nobjs; i++) {
+        struct pt_attach_object *o = &pt_attach_objs[i];
+        /* The same object: same file, and this mapping inside the object's code. */
+        if (o->ino == ino && strcmp(o->path, path) == 0 &&
+            (o->cfi == NULL ? o->bias == start - off
+                            : (start >= o->cfi->lo && end <= o->cfi->hi))) {
+            o->seen = 1;
+            return;
+        }
+    }
+    if (pt_attach_nobjs == pt_attach_capobjs) {
+        size_t cap = pt_attach_capobjs ? 2 * pt_attach_capobjs : 64;
+        struct pt_attach_object *o = realloc(pt_attach_objs, cap * sizeof *o);
+        if (o == NULL) return;
+        pt_attach_objs = o;
+        pt_attach_capobjs = cap;
+    }
+    struct pt_attach_object *o = &pt_attach_objs[pt_attach_nobjs++];
+    memset(o, 0, sizeof *o);
+    snprintf(o->path, sizeof o->path, "%s", path);
+    o->ino = ino;
+    o->bias = start - off; /* a placeholder key when the object has no rows */
+    o->seen = 1;
+#if PT_ARCH_CFI
+    uint64_t bias = o->bias;
+    o->cfi = vdso ? pt_attach_vdso_rows(start, end, &bias)
+                  : pt_attach_file_rows(path, start, end, off, &bias);
+    if (o->cfi != NULL) o->bias = bias;
+#endif
+}
+
+/* 1 if some line of maps `text` is executable ("start-end perms ..."). */
+static int pt_attach_any_exec(const char *text) {
+    for (const char *line = text; line != NULL && *line; line = strchr(line, '\n')) {
+        if (*line == '\n') line++;
+        const char *perms = strchr(line, ' ');
+        if (perms != NULL && strlen(perms) > 4 && perms[3] == 'x') return 1;
+    }
+    return 0;
+}
+
+/* Re-read /proc/PID/maps: keep known objects, build new ones, drop gone
+ * ones.  A read without executable mappings (the target exited: its maps are
+ * empty while samples are still drained) changes nothing. */
+static void pt_attach_read_maps(void) {
+    pt_attach_last_read = pt_attach_now_ns();
+    pt_attach_dirty = 0;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/maps", (int)pt_attach_pid);
+    FILE *f = fopen(path, "re");
+    if (f == NULL) return; /* the target is gone: keep what we had */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    char chunk[8192];
+    size_t got;
+    while (mem != NULL && (got = fread(chunk, 1, sizeof chunk, f)) > 0) fwrite(chunk, 1, got, mem);
+    fclose(f);
+    if (mem == NULL || fclose(mem) != 0 || text == NULL) return;
+    if (!pt_attach_any_exec(text)) {
+        free(text);
+        return;
+    }
+    for (size_t i = 0; i < pt_attach_nobjs; i++) pt_attach_objs[i].seen = 0;
+    pt_attach_nranges = 0;
+    for (char *line = text, *next; line != NULL && *line != '\0'; line = next) {
+        next = strchr(line, '\n');
+        if (next != NULL) *next++ = '\0';
+        unsigned long start, end, off, ino;
+        char perms[8];
+        int name_at = 0;
+        if (sscanf(line, "%lx-%lx %7s %lx %*s %lu %n", &start, &end, perms, &off, &ino, &name_at) <
+                5 ||
+            strchr(perms, 'x') == NULL)
+            continue;
+        pt_attach_mapping(start, end, off, ino, line + name_at);
+    }
+    free(text);
+    size_t kept = 0, with_rows = 0;
+    for (size_t i = 0; i < pt_attach_nobjs; i++) {
+        if (!pt_attach_objs[i].seen) {
+            pt_cfi_free(pt_attach_objs[i].cfi);
+            continue;
+        }
+        pt_attach_objs[kept++] = pt_attach_objs[i];
+        if (pt_attach_objs[kept - 1].cfi != NULL) with_rows++;
+    }
+    pt_attach_nobjs = kept;
+    free(pt_attach_set);
+    pt_attach_set = malloc(sizeof *pt_attach_set + (with_rows + 1) * sizeof(void *));
+    if (pt_attach_set == NULL) return;
+    pt_attach_set->n = 0;
+    for (size_t i = 0; i < pt_attach_nobjs; i++)
+        if (pt_attach_objs[i].cfi != NULL)
+            pt_attach_set->tables[pt_attach_set->n++] = pt_attach_objs[i].cfi;
+    qsort(pt_attach_set->tables, pt_attach_set->n, sizeof pt_attach_set->tables[0],
+          pt_attach_by_lo);
+}
+
+/* 1 if `pc` lies in an executable mapping of the last read. */
+static int pt_attach_known(uint64_t pc) {
+    for (size_t i = 0; i < pt_attach_nranges; i++)
+        if (pc >= pt_attach_ranges[i].start && pc < pt_attach_ranges[i].end) return 1;
+    return 0;
+}
+
+uint32_t pt_attach_unwind_init(pid_t pid) {
+    pt_attach_pid = pid;
+    const char *mode = getenv("PROFTUI_ATTACH_UNWIND");
+    pt_attach_cfi_on = PT_ARCH_CFI && !(mode != NULL && strcmp(mode, "fp") == 0);
+    pt_attach_read_maps();
+    return pt_attach_cfi_on ? PT_ATTACH_FLAG_CFI : 0;
+}
+
+void pt_attach_unwind_maps_changed(void) { pt_attach_dirty = 1; }
+
+/* The CFI chain continued by the frame-pointer chain after their last common
+ * address (the copied stack ended before the outermost frame).  Returns n. */
+static uint32_t pt_attach_join(uint64_t *ips, uint32_t n, const uint64_t *fp, uint32_t nfp) {
+    if (n <= 1) { /* no rule at the pc at all: the frame-pointer chain alone */
+        uint32_t m = nfp < PT_ATTACH_MAX_FRAMES ? nfp : PT_ATTACH_MAX_FRAMES;
+        memcpy(ips, fp, 8 * (size_t)m);
+        return m;
+    }
+    for (uint32_t i = 1; i < nfp; i++) {
+        if (fp[i] != ips[n - 1]) continue;
+        for (uint32_t j = i + 1; j < nfp && n < PT_ATTACH_MAX_FRAMES; j++) ips[n++] = fp[j];
+        break;
+    }
+    return n;
+}
+
+void pt_attach_unwind_sample(uint32_t tid, uint64_t weight_ns, const struct pt_regs *regs,
+                             const uint64_t *stack, uint32_t nstack, const uint64_t *fp_ips,
+                             uint32_t nfp) {
+    uint64_t ips[PT_ATTACH_MAX_FRAMES];
+    unsigned flags = 0;
+    uint32_t n;
+    if (regs->sp == 0 || nstack == 0) { /* no registers or no stack copy: the fp chain */
+        n = nfp < PT_ATTACH_MAX_FRAMES ? nfp : PT_ATTACH_MAX_FRAMES;
+        memcpy(ips, fp_ips, 8 * (size_t)n);
+        pt_attach_out_sample(tid, weight_ns, PT_UNWIND_TRUNCATED, ips, n);
+        return;
+    }
+    if ((pt_attach_dirty || !pt_attach_known(regs->pc)) &&
+        pt_attach_now_ns() - pt_attach_last_read >= PT_ATTACH_REFRESH_NS)
+        pt_attach_read_maps();
+    struct pt_memory mem = {regs->sp, regs->sp + 8 * (uintptr_t)nstack,
+                            (const unsigned char *)stack};
+    n = pt_unwind_walk(pt_attach_set, &mem, regs, ips, PT_ATTACH_MAX_FRAMES, &flags);
+    if ((flags & PT_UNWIND_TRUNCATED) && nfp > 0) {
+        uint32_t before = n;
+        n = pt_attach_join(ips, n, fp_ips, nfp);
+        if (n > before) flags &= ~(unsigned)PT_UNWIND_TRUNCATED;
+    }
+    pt_attach_out_sample(tid, weight_ns, flags, ips, n);
+}

@@ -1,0 +1,54 @@
+/* x86-64: CFI unwinding (rsp/rbp-based CFA, return address at CFA-8).
+ * Included through pt_arch.h only. */
+#ifndef PT_ARCH_X86_64_H
+#define PT_ARCH_X86_64_H
+
+#include <asm/perf_regs.h>
+#include <errno.h>
+#include <stddef.h>
+#include <sys/ptrace.h>
+#include <sys/types.h>
+#include <sys/user.h>
+#include <ucontext.h>
+
+#define PT_ARCH_NAME "x86-64"
+#define PT_ARCH_CFI 1
+#define PT_ARCH_UNWIND_NOTE ""
+
+enum { PT_DW_FP = 6 /* rbp */, PT_DW_SP = 7 /* rsp */, PT_DW_RA = 16 };
+
+/* Async-signal-safe. */
+static inline int pt_arch_ucontext_regs(const void *ucontext, struct pt_regs *r) {
+    const ucontext_t *uc = ucontext;
+    r->pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+    r->sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
+    r->fp = (uintptr_t)uc->uc_mcontext.gregs[REG_RBP];
+    r->lr = 0;
+    return 0;
+}
+
+/* perf dumps the masked registers in ascending order: bp, sp, ip. */
+#define PT_ARCH_PERF_REGS                                                                          \
+    ((1ull << PERF_REG_X86_BP) | (1ull << PERF_REG_X86_SP) | (1ull << PERF_REG_X86_IP))
+#define PT_ARCH_PERF_NREGS 3
+
+/* Async-signal-safe. */
+static inline void pt_arch_perf_regs(const uint64_t *words, struct pt_regs *r) {
+    r->fp = (uintptr_t)words[0];
+    r->sp = (uintptr_t)words[1];
+    r->pc = (uintptr_t)words[2];
+    r->lr = 0;
+}
+
+/* A ptrace-stopped thread's registers.  Async-signal-safe (one syscall). */
+static inline int pt_arch_ptrace_regs(pid_t tid, struct pt_regs *r) {
+    struct user_regs_struct regs;
+    if (ptrace(PTRACE_GETREGS, tid, NULL, &regs) != 0) return -1;
+    r->pc = regs.rip;
+    r->sp = regs.rsp;
+    r->fp = regs.rbp;
+    r->lr = 0;
+    return 0;
+}
+
+#endif /* PT_ARCH_X86_64_H */

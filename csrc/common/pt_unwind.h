@@ -1,0 +1,91 @@
+/* The one stack unwinder of proftui's C runtimes (csrc/common).
+ *
+ *   pt_cfi_build   .eh_frame_hdr + .eh_frame -> compact rows for one object
+ *                  (outside signal handlers: sampler start/dlopen, attach maps)
+ *   pt_unwind_walk the walk: CFI rows where they cover the pc (x86-64),
+ *                  frame pointers elsewhere; async-signal-safe
+ *
+ * The walk reads memory through one seam, struct pt_memory: a window
+ * [lo, hi) of the target's address space whose bytes are at `data`.  The
+ * sampler passes its own live stack (data == lo: direct reads); proftui-attach
+ * passes the copy of the target's stack a sample carries.  Nothing outside
+ * the window is ever read, so garbage cuts a stack short but never faults.
+ */
+#ifndef PT_UNWIND_H
+#define PT_UNWIND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "arch/pt_arch.h"
+#include "pt_common.h"
+
+/* ---- CFI rows (pt_cfi.c) ---------------------------------------------------- */
+
+/* 8 bytes a row: a big C++ program has hundreds of thousands of them. */
+struct pt_cfi_row {
+    uint32_t pc;      /* first address this row applies to, minus the table's lo */
+    int16_t cfa_off8; /* CFA = (cfa_reg) + 8 * cfa_off8 */
+    int8_t fp_off8;   /* caller's frame pointer saved at CFA + 8 * fp_off8; 0: unchanged */
+    uint8_t cfa_reg;  /* PT_CFA_SP, PT_CFA_FP or PT_CFA_NONE (no rule), | PT_ROW_OUTERMOST */
+};
+_Static_assert(sizeof(struct pt_cfi_row) == 8, "CFI rows are 8 bytes");
+enum { PT_CFA_NONE = 0, PT_CFA_FP = 1, PT_CFA_SP = 2, PT_CFA_MASK = 0x0f };
+enum { PT_ROW_OUTERMOST = 0x80 }; /* return address undefined: the first frame */
+
+/* The rows of one object. */
+struct pt_cfi_table {
+    uint64_t lo, hi; /* runtime address range covered (hi - lo < 4 GiB) */
+    size_t nrows;
+    const struct pt_cfi_row *rows; /* sorted by pc; pt_alloc'd */
+};
+
+/* The tables a walk searches, sorted by lo. */
+struct pt_cfi_set {
+    size_t n;
+    const struct pt_cfi_table *tables[];
+};
+
+/* Where an object's unwind sections are: `hdr` is .eh_frame_hdr as readable
+ * here (the live object, or a read-only mapping of its file), `hdr_addr` its
+ * runtime address in the target; [bound_lo, bound_hi) is the readable memory
+ * around it (a file mapping's extent; any FDE outside is ignored). */
+struct pt_cfi_source {
+    const unsigned char *hdr;
+    uint64_t hdr_addr;
+    const unsigned char *bound_lo, *bound_hi;
+};
+
+/* Rows of one object whose executable code spans runtime [lo, hi); NULL when
+ * it has no table we can read (or on a non-CFI architecture).  Not
+ * async-signal-safe. */
+PT_HIDDEN struct pt_cfi_table *pt_cfi_build(const struct pt_cfi_source *src, uint64_t lo,
+                                            uint64_t hi);
+
+/* Give a table back (single-threaded users only: no walk may hold it).
+ * Not async-signal-safe. */
+PT_HIDDEN void pt_cfi_free(struct pt_cfi_table *table);
+
+/* ---- the walk (pt_unwind.c) ------------------------------------------------- */
+
+/* Bits of *flags, equal to the sampler's PT_SREC_* record flags. */
+enum pt_unwind_flags {
+    PT_UNWIND_TRUNCATED = 1u << 0, /* stopped early: garbage, no rule, end of the window */
+    PT_UNWIND_DEPTH = 1u << 2,     /* `max` frames reached: the outermost are cut */
+    PT_UNWIND_CFI = 1u << 8,       /* at least one step used a CFI row */
+};
+
+/* Readable target memory: [lo, hi) of its address space, stored at `data`. */
+struct pt_memory {
+    uintptr_t lo, hi;
+    const unsigned char *data;
+};
+
+/* Walk from `regs` (pc, sp, fp[, lr]) into frames[0..max): the pc, then
+ * return addresses.  `set` may be NULL (frame pointers only).  Returns the
+ * number of frames; sets PT_UNWIND_* bits in *flags.  Async-signal-safe. */
+PT_HIDDEN unsigned pt_unwind_walk(const struct pt_cfi_set *set, const struct pt_memory *mem,
+                                  const struct pt_regs *regs, uint64_t *frames, unsigned max,
+                                  unsigned *flags);
+
+#endif /* PT_UNWIND_H */

@@ -1,0 +1,95 @@
+"""Kernel time is counted (issue 13): a syscall-heavy fixture (reads of
+/dev/zero, nearly all kernel time: getrusage says so) measures the CPU share
+of the function making the system calls with its thread CPU clock, and the
+profile's share of that function must match it within 5 points, under the
+sampler (perf and timer clocks) and attach (perf and ptrace).  Where perf may
+count user time only, the profile must say "user time only" (and the test of
+the share skips, saying why)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+import pytest
+from proftui.collectors.model.profile import Profile
+
+from tests.conftest import build_fixture
+from tests.integration.test_attach import attach
+from tests.integration.test_sampler import run_sampler, total_of
+
+FLAGS = ["-O2", "-g", "-fno-omit-frame-pointer"]
+SECONDS = "2.5"
+
+
+def measured_share(output: str) -> float:
+    """The fixture's own share of CPU time in smp_syscalls (thread CPU clock)."""
+    match = re.search(r"syscall_share=([0-9.]+) kernel_share=([0-9.]+)", output)
+    assert match, output
+    assert float(match[2]) > 0.2, output  # getrusage: the fixture really is syscall-heavy
+    return float(match[1])
+
+
+def profiled_share(profile: Profile) -> float:
+    total = profile.total(0)
+    assert total >= 100, total
+    return total_of(profile, "smp_syscalls") / total
+
+
+@pytest.mark.parametrize("clock", ["perf", "timer"])
+def test_sampler_counts_kernel_time(clock: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    if clock == "timer":
+        monkeypatch.setenv("PROFTUI_SAMPLER_CLOCK", "timer")
+    profile, output = run_sampler(build_fixture("smp_syscall.c", FLAGS), SECONDS)
+    kernel = measured_share(output)
+    if "user time only" in profile.meta.clock:
+        pytest.skip(f"perf_event may count user time only here: {profile.meta.clock}")
+    assert abs(profiled_share(profile) - kernel) <= 0.05, (profiled_share(profile), kernel)
+
+
+def test_sampler_user_time_only_is_said(monkeypatch: pytest.MonkeyPatch) -> None:
+    """PROFTUI_SAMPLER_KERNEL=0 forces the path a machine without kernel
+    counting takes: the profile says so, and its share is far below the truth."""
+    monkeypatch.setenv("PROFTUI_SAMPLER_KERNEL", "0")
+    profile, output = run_sampler(build_fixture("smp_syscall.c", FLAGS), "1.5")
+    if "perf" not in profile.meta.clock:
+        pytest.skip(f"perf_event is not available: {profile.meta.clock}")
+    assert "user time only" in profile.meta.clock
+    assert any(w.startswith("user time only") for w in profile.meta.warnings)
+    assert profiled_share(profile) < measured_share(output) - 0.15
+
+
+def attach_until_exit(method: str) -> tuple[Profile, str]:
+    """Attach to smp_syscall until it exits: (profile, the fixture's output)."""
+    binary = build_fixture("smp_syscall.c", FLAGS)
+    proc = subprocess.Popen([str(binary), SECONDS], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == f"ready {proc.pid}\n"
+        collector = attach(proc.pid, method, frequency_hz=1000)
+        profile = collector.wait()  # until the target exits
+        collector.stop()
+        out, _ = proc.communicate(timeout=20)
+        assert proc.returncode == 0
+        return profile, out
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_attach_user_time_only_is_said(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PROFTUI_ATTACH_KERNEL", "0")
+    profile, out = attach_until_exit("perf")
+    assert "user time only" in profile.meta.clock
+    assert any(w.startswith("user time only") for w in profile.meta.warnings)
+    assert profiled_share(profile) < measured_share(out) - 0.15
+
+
+@pytest.mark.parametrize("method", ["perf", "ptrace"])
+def test_attach_counts_kernel_time(method: str) -> None:
+    profile, out = attach_until_exit(method)
+    if "user time only" in profile.meta.clock:
+        pytest.skip(f"perf_event may count user time only here: {profile.meta.clock}")
+    kernel = measured_share(out)
+    assert abs(profiled_share(profile) - kernel) <= 0.05, (profiled_share(profile), kernel)
