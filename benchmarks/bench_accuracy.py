@@ -100,7 +100,35 @@ def instrument_row(work: Path, scale: str) -> Row | None:
             int(profile.total()))
 
 
-ROWS: list[Callable[[Path, str], Row | None]] = [sampler_row, gprof_row, instrument_row]
+def attach_row(work: Path, scale: str) -> Row | None:
+    """proftui attach and `perf record -p` on the same running process, side by side."""
+    if not reference.perf_allowed(work):
+        print("attach: skipped (perf missing or not permitted)")
+        return None
+    lua = build_lua()
+    target = subprocess.Popen([str(lua), str(LUA_SCRIPTS / "cpu.lua"), str(int(scale) * 4)],
+                              stdout=subprocess.DEVNULL)
+    out, data = work / "a.proftui", work / "a.perf"
+    try:
+        perf = subprocess.Popen(["perf", "record", "-q", "-F", "1000", "-g", "-o", str(data),
+                                 "-p", str(target.pid), "--", "sleep", "3"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run([sys.executable, "-m", "proftui.tui.cli", "record", "--pid",
+                        str(target.pid), "--duration", "3", "-o", str(out)],
+                       check=True, capture_output=True, timeout=120)
+        perf.wait(timeout=60)
+    finally:
+        target.kill()
+        target.wait()
+    profile = storage.load(out)
+    ours = reference.proftui_symbol_shares(profile)
+    theirs = reference.perf_user_shares(data, lua.name[:15])
+    worst, where = worst_difference(ours, theirs)
+    return ("attach", "lua -O2", "perf -p (same process)", worst, where, int(profile.total()))
+
+
+ROWS: list[Callable[[Path, str], Row | None]] = [sampler_row, attach_row, gprof_row,
+                                                 instrument_row]
 
 
 def main() -> None:

@@ -29,8 +29,9 @@ HOT_CHAIN = ["main", "att_outer", "att_hot"]
 
 def contains(path: list[str], chain: list[str]) -> bool:
     """`chain` appears in `path` in order (other frames may sit between); gcc's
-    clones (att_sort.constprop.0) count as their function."""
-    it = iter(name.split(".", 1)[0] for name in path)
+    clones (`att_sort [clone .constprop.0]`, raw `att_sort.constprop.0`) count as
+    their function."""
+    it = iter(name.split(" [clone ", 1)[0].split(".", 1)[0] for name in path)
     return all(name in it for name in chain)
 
 
