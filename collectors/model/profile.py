@@ -153,6 +153,17 @@ class CallNode:
         self.total_cost: list[float] = [0.0] * n_metrics
         self.calls: int | None = None
 
+    def absorb(self, other: CallNode) -> None:
+        """Add `other`'s self costs, calls and subtree into this node (iteratively)."""
+        pairs = [(self, other)]
+        while pairs:
+            mine, theirs = pairs.pop()
+            for i, value in enumerate(theirs.self_cost):
+                mine.self_cost[i] += value
+            if theirs.calls is not None:
+                mine.add_calls(theirs.calls)
+            pairs.extend((mine.child(fid), child) for fid, child in theirs.children.items())
+
     def child(self, frame_id: int) -> CallNode:
         """The child for `frame_id`, created empty if absent."""
         node = self.children.get(frame_id)
@@ -227,15 +238,7 @@ class CallTree:
 
     def merge(self, other: CallTree) -> CallTree:
         """Add `other`'s costs and calls into this tree (same frame table)."""
-        pairs = [(self.root, other.root)]
-        while pairs:
-            mine, theirs = pairs.pop()
-            for i, value in enumerate(theirs.self_cost):
-                mine.self_cost[i] += value
-            if theirs.calls is not None:
-                mine.add_calls(theirs.calls)
-            for frame_id, child in theirs.children.items():
-                pairs.append((mine.child(frame_id), child))
+        self.root.absorb(other.root)
         return self
 
     def copy(self) -> CallTree:

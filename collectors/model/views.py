@@ -205,14 +205,7 @@ def callee_tree(profile: Profile, frame_id: int, part: str | None = None) -> Cal
     focused = CallTree(tree.n_metrics)
     function_ids = profile.frames.function_ids()
     for node in outermost_nodes(tree, frame_id, function_ids):
-        pairs = [(focused.root.child(function_ids[frame_id]), node)]
-        while pairs:
-            mine, theirs = pairs.pop()
-            for i, value in enumerate(theirs.self_cost):
-                mine.self_cost[i] += value
-            if theirs.calls is not None:
-                mine.add_calls(theirs.calls)
-            pairs.extend((mine.child(fid), child) for fid, child in theirs.children.items())
+        focused.root.child(function_ids[frame_id]).absorb(node)
     return focused.finalize()
 
 
