@@ -145,7 +145,9 @@ def test_multithreaded_target_is_flagged(compile_c, tmp_path: Path) -> None:
     rows = {row["function"]: row for row in report["flat"]}
     # What the note says: the three thread starts have no recorded caller (start_thread
     # is in libc), and calls can only be lost, never invented.
-    assert rows["worker"]["calls"] == 1
+    # libc's start_thread calls the thread function; glibc's mcount drops a call made
+    # while another thread is inside mcount, so that one arc may be missing.
+    assert rows["worker"]["calls"] in (None, 1)
     assert rows["step"]["calls"] <= 4 * 200000
     single = compile_c("gp_cycle.c", ["-O2", "-g", "-pg"])
     plain = subprocess.run([*CLI, "--json", str(single), "10"], capture_output=True,
