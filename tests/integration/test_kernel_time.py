@@ -92,4 +92,8 @@ def test_attach_counts_kernel_time(method: str) -> None:
     if "user time only" in profile.meta.clock:
         pytest.skip(f"perf_event may count user time only here: {profile.meta.clock}")
     kernel = measured_share(out)
-    assert abs(profiled_share(profile) - kernel) <= 0.05, (profiled_share(profile), kernel)
+    # ptrace stops the target to read its registers, and a stop asked for during a short
+    # read() is taken when the call returns: on an idle machine that costs 0.01, on CI's
+    # loaded two cores it once cost 0.055 (0.315 against 0.37). perf reads in the kernel.
+    tolerance = 0.05 if method == "perf" else 0.08
+    assert abs(profiled_share(profile) - kernel) <= tolerance, (profiled_share(profile), kernel)
