@@ -22,8 +22,10 @@ from proftui.collectors.gprof.analysis import (
     read_symbol_table,
 )
 from proftui.collectors.gprof.gmon import GmonData, GmonError, read_gmon
-from proftui.collectors.gprof.threads import ThreadWatch, threads_note
+from proftui.collectors.gprof.notes import foreign_arcs_note, missing_gmon_message, no_ticks_note
+from proftui.collectors.gprof.threads import threads_note
 from proftui.collectors.gprof.tree import estimated_tree
+from proftui.collectors.gprof.watch import TargetWatch
 from proftui.collectors.model.lines import add_code_cost
 from proftui.collectors.model.profile import (
     CPU_NS,
@@ -54,7 +56,7 @@ class GprofCollector(LaunchCollector):
     """Profiles a program built with `gcc -pg` through glibc's own gmon.out."""
 
     mode = "gprof"
-    _threads: ThreadWatch | None = None  # set by start(); polled until the target ends
+    _watch: TargetWatch | None = None  # set by start(); polled until the target ends
 
     def start(self) -> None:
         self.program = resolve_program(self.argv[0])
@@ -63,12 +65,12 @@ class GprofCollector(LaunchCollector):
         self.process = LaunchedProcess(
             self.argv, run_dir=self.run_dir.path, output=self.options.output,
             env={"GMON_OUT_PREFIX": str(self.run_dir.path / GMON_PREFIX)})
-        self._threads = ThreadWatch(self.process.pid)
+        self._watch = TargetWatch(self.process.pid, self.program)
         self._final: Profile | None = None
 
     def stop(self) -> None:
-        if self._threads is not None:
-            self._threads.stop()
+        if self._watch is not None:
+            self._watch.stop()
         super().stop()
 
     def collect(self) -> Profile:
@@ -89,22 +91,17 @@ class GprofCollector(LaunchCollector):
         exit_info = self.exit_info()
         assert exit_info is not None
         most_threads = 1
-        if self._threads is not None:
-            self._threads.stop()
-            most_threads = self._threads.most
+        watch = self._watch
+        if watch is not None:
+            watch.stop()
+            most_threads = watch.most_threads
         files = sorted(self.run_dir.path.glob(f"{GMON_PREFIX}.*"),
                        key=lambda p: _pid_of(p) or 0)
         if not files:
-            if exit_info.signal is not None:
-                why = f"it was {exit_info.describe()}"
-            else:
-                why = (f"it {exit_info.describe()} without running its exit handlers "
-                       "(for example through _exit() or a crash handler)")
-            error = ProftuiError(
-                f"{self.argv[0]} wrote no gmon.out: {why}; glibc writes it only at a normal "
-                "exit, so use the sampler mode (--mode sampler) for this program")
-            error.exit_status = exit_info.shell_status() or 1
-            raise error
+            # The target's status is passed on unchanged: the line says the profile is lost.
+            raise ProftuiError(missing_gmon_message(self.argv[0], exit_info, watch,
+                                                    self.run_dir.path),
+                               exit_info.shell_status())
         per_pid: dict[int, GmonData] = {}
         warnings: list[str] = []
         note = threads_note(self.program, most_threads)
@@ -115,7 +112,7 @@ class GprofCollector(LaunchCollector):
                 data = read_gmon(path, self.table.pointer_size, self.table.little_endian)
             except GmonError as exc:
                 if len(files) == 1:
-                    raise
+                    raise ProftuiError(str(exc), exit_info.shell_status()) from None
                 warnings.append(str(exc))
                 continue
             if not _fits(data, self.table):
@@ -124,7 +121,13 @@ class GprofCollector(LaunchCollector):
                 continue
             per_pid[_pid_of(path) or len(per_pid)] = data
         if not per_pid:
-            raise ProftuiError(f"no usable gmon.out among {len(files)} files: {warnings[0]}")
+            raise ProftuiError(f"no usable gmon.out among {len(files)} files: {warnings[-1]}",
+                               exit_info.shell_status())
+        for data in per_pid.values():
+            for extra in (foreign_arcs_note(data, self.table, str(self.program), watch),
+                          no_ticks_note(data, watch)):
+                if extra is not None and extra not in warnings:
+                    warnings.append(extra)
         profile = build_profile(per_pid, self.table, str(self.program), self.argv, warnings)
         profile.meta.start_time = self.start_time
         profile.meta.end_time = time.time()
@@ -272,14 +275,18 @@ def _fits(data: GmonData, table: GprofSymbolTable) -> bool:
         # glibc's histogram ends at etext rounded up to its 4-byte bins.
         if table.etext is not None and abs(high - table.etext) > HIST_SLACK:
             return False
-    if not data.arcs:
+    # Arcs into code outside the histogram (a dlopen'ed -pg plugin: glibc's mcount checks
+    # only the caller's pc) say nothing about which program wrote the file.
+    own = [pc for _, pc in data.arcs
+           if not data.histograms or any(h.low_pc <= pc < h.high_pc for h in data.histograms)]
+    if not own:
         return True
     near_entry = 0
-    for _, self_pc in data.arcs:
+    for self_pc in own:
         index = table.lookup(self_pc)
         if index is not None and self_pc - table.symbols[index].addr < MCOUNT_REACH:
             near_entry += 1
-    return near_entry >= 0.9 * len(data.arcs)
+    return near_entry >= 0.9 * len(own)
 
 
 def gmon_result(path: Path, program: Path) -> GprofResult:
@@ -300,8 +307,8 @@ def load_gmon_file(path: Path, program: Path | None) -> Profile:
     data = read_gmon(path, table.pointer_size, table.little_endian)
     if not _fits(data, table):
         raise ProftuiError(f"{path} was not written by {program} (its addresses do not match)")
-    note = threads_note(resolved, 1)
+    notes = [threads_note(resolved, 1), foreign_arcs_note(data, table, str(resolved), None)]
     profile = build_profile({_pid_of(path) or 0: data}, table, str(resolved), [str(program)],
-                            [f"imported from {path}", *([note] if note else [])])
+                            [f"imported from {path}", *(n for n in notes if n)])
     profile.meta.pids = []
     return profile

@@ -9,13 +9,12 @@ lost in one run); and a thread's start function has no recorded caller (it is
 called from start_thread, outside the program's text).
 
 Two signals, either is enough: the program imports a thread-creating
-function, or /proc/PID/task showed more than one thread while it ran.
+function, or /proc/PID/task showed more than one thread while it ran
+(TargetWatch in watch.py polls it).
 """
 
 from __future__ import annotations
 
-import os
-import threading
 from pathlib import Path
 
 from elftools.common.exceptions import ELFError
@@ -25,7 +24,6 @@ from elftools.elf.sections import SymbolTableSection
 # Imports that start threads: POSIX and C11 threads, std::thread, OpenMP.
 THREAD_STARTERS = ("pthread_create", "thrd_create", "_ZNSt6thread15_M_start_thread",
                    "GOMP_parallel", "__kmpc_fork_call")
-POLL_S = 0.02
 
 THREADS_NOTE = ("multithreaded program ({why}): gprof's histogram adds up every thread's "
                 "CPU time with no split per thread, glibc's mcount drops calls made while "
@@ -49,36 +47,6 @@ def thread_starter(path: Path) -> str | None:
     except (OSError, ELFError, ValueError):
         return None
     return None
-
-
-class ThreadWatch:
-    """Most threads /proc/PID/task listed at once, polled until the process ends.
-
-    A thread that starts and ends between two polls (20 ms) can be missed;
-    `thread_starter` covers the programs that create threads themselves.
-    """
-
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
-        self.most = 1
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="proftui-gprof-threads",
-                                        daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        task = f"/proc/{self.pid}/task"
-        while not self._done.is_set():
-            try:
-                count = len(os.listdir(task))
-            except OSError:  # ended (or a zombie being reaped)
-                return
-            self.most = max(self.most, count)
-            self._done.wait(POLL_S)
-
-    def stop(self) -> None:
-        self._done.set()
-        self._thread.join()
 
 
 def threads_note(program: Path, most_seen: int) -> str | None:
