@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 from proftui.collectors.errors import ProftuiError
+from proftui.collectors.runtime.names import read_comm
 
 PF_KTHREAD = 0x00200000  # task flag of kernel threads (/proc/PID/stat field 9)
 
@@ -32,7 +33,7 @@ def proc_status(pid: int) -> dict[str, str]:
 
 
 def process_name(pid: int) -> str:
-    return (_read(f"/proc/{pid}/comm") or "?").strip()
+    return read_comm(f"/proc/{pid}/comm") or "?"  # any bytes, escaped (runtime/names.py)
 
 
 def check_target(pid: int) -> None:

@@ -30,6 +30,7 @@ from proftui.collectors.instrument.hook_profile import (
 from proftui.collectors.model.profile import Profile, ProfileMeta
 from proftui.collectors.runtime.launch import LaunchedProcess, resolve_program
 from proftui.collectors.runtime.libraries import runtime_library_path
+from proftui.collectors.runtime.names import read_comm
 from proftui.collectors.runtime.wire import FLAG_COUNT_ONLY, RuntimeFile
 from proftui.collectors.runtime.wire_hook import HookData, calibrated, decode_hook, is_published
 
@@ -236,9 +237,9 @@ class InstrumentCollector(LaunchCollector):
             return
         for data in datas:
             for thread in data.threads.values():
-                with contextlib.suppress(OSError):
-                    comm = Path(f"/proc/{data.header.pid}/task/{thread.tid}/comm").read_text()
-                    threads[thread.tid] = comm.strip()
+                comm = read_comm(f"/proc/{data.header.pid}/task/{thread.tid}/comm")
+                if comm is not None:  # any bytes, escaped (runtime/names.py)
+                    threads[thread.tid] = comm
 
     def stop(self) -> None:
         with self._lock:

@@ -12,6 +12,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 import psutil
+from proftui.collectors.runtime.names import printable_name, read_comm
 
 HISTORY = 120  # samples of history kept for the sparklines
 
@@ -48,9 +49,10 @@ class ProcStat:
 
 
 def _read_text(path: str) -> str:
+    # /proc/PID/status holds the comm's raw bytes ("Name:"), which need not be UTF-8.
     try:
-        with open(path) as f:
-            return f.read()
+        with open(path, "rb") as f:
+            return f.read().decode("utf-8", "backslashreplace")
     except OSError:
         return ""
 
@@ -121,7 +123,7 @@ class ProcSampler:
             times[t.id] = used
             before = self._thread_times.get(t.id)
             share = 100.0 * (used - before) / elapsed if before is not None and elapsed > 0 else 0.0
-            name = _read_text(f"/proc/{self.pid}/task/{t.id}/comm").strip()
+            name = read_comm(f"/proc/{self.pid}/task/{t.id}/comm") or ""
             threads.append(ThreadStat(t.id, name, max(0.0, share)))
         self._thread_times = times
         mem = info["memory_info"]
@@ -129,7 +131,9 @@ class ProcSampler:
         self.cpu_history.append(cpu)
         self.rss_history.append(float(mem.rss) if mem else 0.0)
         stat = ProcStat(
-            pid=self.pid, alive=True, state=info["status"] or "", name=info["name"] or "",
+            pid=self.pid, alive=True, state=info["status"] or "",
+            # psutil hands back the comm's undecodable bytes as surrogates: escape them.
+            name=printable_name(info["name"] or ""),
             cpu_percent=cpu, rss=mem.rss if mem else 0, vms=mem.vms if mem else 0,
             peak_rss=_peak_rss(self.pid), num_threads=info["num_threads"] or 0,
             num_fds=num_fds, ctx_voluntary=ctx.voluntary if ctx else 0,

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from proftui.collectors.errors import ProftuiError
+from proftui.collectors.runtime.names import printable_name
 
 MAGIC = b"PTATTACH"
 VERSION = 3
@@ -147,7 +148,7 @@ def decode_record(rtype: int, body: bytes) -> Record | None:
             return _sample(bytearray(8) + body, 0, 8 + len(body))
         if rtype == REC_THREAD:
             tid, flags, comm = struct.unpack_from("=II16s", body)
-            return ThreadEvent(tid, flags, comm.split(b"\0", 1)[0].decode(errors="replace"))
+            return ThreadEvent(tid, flags, printable_name(comm.split(b"\0", 1)[0]))
         if rtype == REC_MAPS:
             return MapsChanged()
         if rtype == REC_LOST:

@@ -12,6 +12,7 @@ import struct
 from dataclasses import dataclass, field
 
 from proftui.collectors.errors import ProftuiError
+from proftui.collectors.runtime.names import printable_name
 from proftui.collectors.runtime.wire import HEADER_SIZE, KIND_HOOK, FileHeader, decode_header
 
 ROOT = 0xFFFFFFFF
@@ -149,7 +150,7 @@ def decode_hook(data: bytes | mmap.mmap, name: str = "hook file") -> HookData:
         tid, state, raw, depth = _THREAD.unpack_from(data, hook.threads_offset + slot * THREAD_SIZE)
         if tid:
             threads[slot] = HookThread(slot, tid, state == 2,
-                                       raw.split(b"\0", 1)[0].decode("utf-8", "replace"), depth)
+                                       printable_name(raw.split(b"\0", 1)[0]), depth)
     modules: list[HookModule | None] = []
     for i in range(min(hook.module_count, hook.module_capacity)):
         start, end, bias, raw = _MODULE.unpack_from(data, hook.modules_offset + i * MODULE_SIZE)

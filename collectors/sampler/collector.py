@@ -11,7 +11,6 @@ included) plus /proc/PID/maps, and builds the Profile.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import threading
@@ -23,6 +22,7 @@ from proftui.collectors.base import CollectorOptions, LaunchCollector
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.model.profile import CPU_NS, SAMPLES, WALL_NS, Profile, ProfileMeta
 from proftui.collectors.runtime.launch import LaunchedProcess, resolve_program
+from proftui.collectors.runtime.names import read_comm
 from proftui.collectors.runtime.wire_sampler import (
     MAP_LOAD,
     MAX_FRAMES,
@@ -352,9 +352,8 @@ def _user_time_only_warning() -> str:
 
 
 def _thread_name(pid: int, tid: int) -> str:
-    with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{tid}/comm") as f:
-        return f.read().strip()
-    return ""
+    # Any bytes (prctl names need not be UTF-8): escaped once, here (runtime/names.py).
+    return read_comm(f"/proc/{pid}/task/{tid}/comm") or ""
 
 
 def _signal_name(sig: int) -> str:

@@ -62,7 +62,9 @@ class ProcPane(Pane, Vertical):
             state = Text(exit_note or stat.error or "gone", style="bold yellow")
         io = "n/a" if stat.read_bytes is None else (
             f"read {format_bytes(stat.read_bytes)}  write {format_bytes(stat.write_bytes or 0)}")
-        summary.add_row("pid", f"{stat.pid}  {stat.name}", "state", state)
+        # Names are the target's choice: Text() keeps "[...]" from reading as Rich markup
+        # (collectors/runtime/names.py already escaped bytes and control characters).
+        summary.add_row("pid", Text(f"{stat.pid}  {stat.name}"), "state", state)
         summary.add_row("CPU", f"{stat.cpu_percent:.1f}%", "threads", str(stat.num_threads))
         summary.add_row("RSS", format_bytes(stat.rss), "peak RSS", format_bytes(stat.peak_rss))
         summary.add_row("VMS", format_bytes(stat.vms), "open fds",
@@ -91,7 +93,7 @@ class ProcPane(Pane, Vertical):
         threads.add_column("name")
         threads.add_column("CPU %", justify="right")
         for t in stat.threads[:MAX_THREAD_ROWS]:
-            threads.add_row(str(t.tid), t.name, f"{t.cpu_percent:5.1f}")
+            threads.add_row(str(t.tid), Text(t.name), f"{t.cpu_percent:5.1f}")
         if len(stat.threads) > MAX_THREAD_ROWS:
             threads.add_row("", f"… {len(stat.threads) - MAX_THREAD_ROWS} more", "")
         self.query_one("#proc-threads", Static).update(threads if stat.threads else "")
