@@ -36,8 +36,9 @@ class TargetWatch:
         self.cpu_s = 0.0  # utime + stime at the last poll (a lower bound of the total)
         self.first_root = _readlink(f"/proc/{pid}/root")
         self.new_root: str | None = None  # the root directory it changed to, if seen
-        self.sigprof_blocked = False  # every thread blocked SIGPROF at some poll
         self.sigprof_ignored = False  # SIGPROF set to SIG_IGN at some poll
+        self._polls = 0
+        self._blocked_polls = 0  # polls that found SIGPROF blocked in every thread
         self.fsuid: int | None = None  # its filesystem uid at the last poll
         self.space = AddressSpace(pid)
         self._done = threading.Event()
@@ -74,8 +75,9 @@ class TargetWatch:
             return True
         if values.get(b"SigIgn", 0) & SIGPROF_BIT:
             self.sigprof_ignored = True
+        self._polls += 1
         if values.get(b"SigBlk", 0) & SIGPROF_BIT and self._all_threads_block(tasks):
-            self.sigprof_blocked = True
+            self._blocked_polls += 1
         uids = values.get(b"Uid")
         if uids is not None:
             self.fsuid = uids
@@ -96,6 +98,12 @@ class TargetWatch:
             except OSError:
                 continue
         return True
+
+    @property
+    def sigprof_blocked(self) -> bool:
+        """Every thread blocked SIGPROF for most of the run, not in a moment's critical
+        section (pthread_create blocks all signals briefly)."""
+        return self._blocked_polls >= max(2, self._polls // 2)
 
     def stop(self) -> None:
         """Stop polling (idempotent)."""
