@@ -25,10 +25,12 @@ def printable_name(raw: bytes | str) -> str:
     """
     if isinstance(raw, str):
         try:
-            raw = raw.encode("utf-8", "surrogateescape")
+            data = raw.encode("utf-8", "surrogateescape")
         except UnicodeEncodeError:  # a surrogate that no undecodable byte became
-            raw = raw.encode("utf-8", "backslashreplace")
-    text = raw.decode("utf-8", "backslashreplace")
+            data = raw.encode("utf-8", "backslashreplace")
+    else:
+        data = raw
+    text = data.decode("utf-8", "backslashreplace")
     if text.isprintable():
         return text
     # Not printable: controls (Cc), format characters such as bidi overrides (Cf),
