@@ -20,9 +20,13 @@ from proftui.collectors.model.storage import load
 from proftui.collectors.model.views import flat_profile
 from proftui.collectors.registry import COLLECTORS
 from proftui.collectors.runtime.names import printable_name
+from proftui.collectors.runtime.procstat import ProcStat, ThreadStat
+from proftui.tui.app import ProfTuiApp
+from proftui.tui.panes.process import ProcPane
 
 from tests.conftest import build_fixture
 from tests.tui.test_tmux import PROFTUI, Terminal
+from tests.tui.tui_profiles import SIZE, attach_profile, run, screen_text
 
 WORK = "200"  # million iterations per worker thread: about 1 s of CPU in all
 # The sampler at 1 MiB holds about 1,000 samples: 3 s of CPU overflows it unless drained
@@ -119,3 +123,23 @@ def test_tui_shows_odd_names_escaped_and_keeps_running(tmp_path: Path) -> None:
         assert os.listdir(tmpdir) == []
     finally:
         term.close()
+
+
+def test_process_pane_shows_names_as_text_not_markup() -> None:
+    """Escaped names that look like Rich markup ("[/oops]" raised MarkupError) show as is."""
+    odd = [printable_name(b"[/oops]\x1b[2J"), "[bold]x[/bold]", *ODD_SHOWN]
+    stat = ProcStat(pid=4242, alive=True, state="running", name=odd[0], num_threads=len(odd),
+                    threads=tuple(ThreadStat(100 + i, n, 1.0) for i, n in enumerate(odd)),
+                    cpu_history=(1.0,), rss_history=(1.0,))
+
+    async def body() -> None:
+        app = ProfTuiApp(profile=attach_profile())
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.press("4")
+            app.query_one(ProcPane).show_stat(stat)
+            await pilot.pause()
+            text = screen_text(app)
+            for name in odd:
+                assert name in text, (name, text)
+            assert "\x1b" not in text  # no raw ESC reaches the screen
+    run(body)
