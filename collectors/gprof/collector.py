@@ -112,7 +112,8 @@ class GprofCollector(LaunchCollector):
                 data = read_gmon(path, self.table.pointer_size, self.table.little_endian)
             except GmonError as exc:
                 if len(files) == 1:
-                    raise ProftuiError(str(exc), exit_info.shell_status()) from None
+                    exc.exit_status = exit_info.shell_status()  # the target's, unchanged
+                    raise
                 warnings.append(str(exc))
                 continue
             if not _fits(data, self.table):
