@@ -96,11 +96,11 @@ def foreign_arcs_note(data: GmonData, table: GprofSymbolTable, program: str,
     more = len(named) - MAX_NAMED_ARCS
     where = ", ".join(sorted(objects)) if objects else "a shared object (dlopen'ed plugin?)"
     plural = "s" if total != 1 else ""
-    return (f"{total} call{plural} from {os.path.basename(program)} into {where} ({shown}"
-            f"{f'; {more} more' if more > 0 else ''}) are not in this profile: glibc's gprof "
-            f"times and counts only the main program's own code, so the time spent in {where} "
-            "and the calls made inside it were not recorded (gprof drops them too); use the "
-            "sampler mode (--mode sampler) to profile the plugin")
+    return (f"this profile lacks {total} call{plural} from {os.path.basename(program)} into "
+            f"{where} ({shown}{f'; {more} more' if more > 0 else ''}): glibc's gprof times and "
+            f"counts only the main program's own code, so the time spent in {where} and the "
+            "calls made inside it were not recorded (gprof drops them too); use the sampler "
+            "mode (--mode sampler) to profile the plugin")
 
 
 def _in_histogram(data: GmonData, pc: int) -> bool:
