@@ -335,8 +335,12 @@ static int pt_seize_all(const struct pt_attach_config *cfg) {
 static void pt_detach_all(const struct pt_attach_config *cfg) {
     while (pt_nthreads > 0) {
         pid_t tid = pt_threads[pt_nthreads - 1].tid;
-        /* A signal in flight was passed on by pt_handle while we waited. */
-        if (pt_stop_thread(cfg, tid, 1) == 0) ptrace(PTRACE_DETACH, tid, NULL, NULL);
+        /* A zombie (a leader after pthread_exit) never stops: the kernel lets
+         * it go when the helper exits.  A signal in flight was passed on by
+         * pt_handle while we waited for the others. */
+        char state = pt_attach_task_state(cfg->pid, tid);
+        if (state != 'Z' && state != 'X' && pt_stop_thread(cfg, tid, 1) == 0)
+            ptrace(PTRACE_DETACH, tid, NULL, NULL);
         struct pt_attach_thread *t = pt_find(tid);
         if (t != NULL) {
             pt_close_thread(t);

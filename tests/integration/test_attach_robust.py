@@ -10,6 +10,7 @@ TMPDIR.  Methods the machine forbids are skipped with proftui's reason.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -173,6 +174,39 @@ def test_main_thread_pthread_exit(method: str, mode: str) -> None:
         if method == "ptrace":
             info = collector.exit_info()
             assert info is not None and info.status == 0
+    finally:
+        target.kill()
+
+
+def tracers(pid: int) -> set[int]:
+    """TracerPid of every thread of `pid`."""
+    out = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            for line in (task / "status").read_text(errors="replace").splitlines():
+                if line.startswith("TracerPid:"):
+                    out.add(int(line.split()[1]))
+    return out
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_detach_after_leader_pthread_exit(method: str) -> None:
+    """Detaching (--duration) from a process whose leader is a zombie: prompt,
+    every thread let go, the worker finishes as it would have."""
+    target = Target("mlate", 2.5)
+    try:
+        collector = attach(target.pid, method, frequency_hz=500, duration_s=0.8)
+        target.go()
+        profile = collector.wait()
+        started = time.monotonic()
+        collector.stop()
+        helper_gone(collector)
+        assert time.monotonic() - started < 1.0
+        assert collector.exit_info() is None  # detached, the target runs on
+        assert tracers(target.pid) == {0}
+        assert "att_tx_hot" in self_samples(profile)
+        out, status = target.finish()
+        assert status == 0 and re.fullmatch(r"hot_share=[0-9.]+\n", out), out
     finally:
         target.kill()
 
