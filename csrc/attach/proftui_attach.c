@@ -105,6 +105,24 @@ int pt_attach_check_control(const struct pt_attach_config *cfg, short revents_co
     return stop;
 }
 
+/* 1 if `pid` is a kernel thread (PF_KTHREAD in the flags field of
+ * /proc/PID/stat): perf would attach and never sample.  Not async-signal-safe. */
+static int pt_attach_kernel_thread(pid_t pid) {
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return 0;
+    buf[n] = '\0';
+    char *at = strrchr(buf, ')');
+    unsigned long flags = 0;
+    /* After ") ": state ppid pgrp session tty_nr tpgid flags. */
+    if (at == NULL || sscanf(at + 1, " %*c %*d %*d %*d %*d %*d %lu", &flags) != 1) return 0;
+    return (flags & 0x00200000ul) != 0; /* PF_KTHREAD */
+}
+
 static void pt_usage(void) {
     fprintf(stderr, "usage: proftui-attach PID HZ auto|perf|ptrace\n");
     exit(2);
@@ -137,6 +155,11 @@ int main(int argc, char **argv) {
     int sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
     if (sfd < 0) {
         fprintf(stderr, "signalfd: %s\n", strerror(errno));
+        return 1;
+    }
+    if (pt_attach_kernel_thread((pid_t)pid)) {
+        fprintf(stderr, "process %ld is a kernel thread: it has no user-space code to sample\n",
+                pid);
         return 1;
     }
     if (!pt_attach_target_alive((pid_t)pid)) {

@@ -62,6 +62,8 @@ static int pt_exit_status = -1, pt_exit_signal = -1, pt_target_gone;
  * traced (it had called pthread_exit before we attached).  In an exit_group
  * every thread reports the group's status. */
 static int pt_last_status = -1, pt_last_signal = -1;
+/* The leader's exit was reaped: the kernel reports it last, the group is empty. */
+static int pt_leader_reaped;
 
 /* How long one thread may take to reach the stop we asked for before we give
  * up on it for this tick (its stop, if it comes later, is ended in pt_handle). */
@@ -173,7 +175,7 @@ static int pt_handle(const struct pt_attach_config *cfg, pid_t tid, int status, 
         pt_last_status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
         pt_last_signal = WIFSIGNALED(status) ? WTERMSIG(status) : -1;
         if (tid == cfg->pid) {
-            pt_target_gone = 1;
+            pt_target_gone = pt_leader_reaped = 1;
             pt_exit_status = pt_last_status;
             pt_exit_signal = pt_last_signal;
         }
@@ -187,6 +189,21 @@ static int pt_handle(const struct pt_attach_config *cfg, pid_t tid, int status, 
     if (event == PTRACE_EVENT_CLONE) {
         unsigned long child = 0;
         if (ptrace(PTRACE_GETEVENTMSG, tid, NULL, &child) == 0) pt_add(cfg->pid, (pid_t)child);
+        if (want_stop) return 1;
+        ptrace(PTRACE_CONT, tid, NULL, NULL);
+        return 0;
+    }
+    if (event == PTRACE_EVENT_EXEC) {
+        /* execve: the other threads are gone, the execing one now has the
+         * leader's tid (the former tid is in the event message; the leader
+         * reports no death), and the address space is new. */
+        unsigned long former = 0;
+        if (ptrace(PTRACE_GETEVENTMSG, tid, NULL, &former) == 0 && (pid_t)former != tid)
+            pt_remove(cfg->pid, (pid_t)former);
+        pt_remove(cfg->pid, tid); /* its /proc fds were the old leader's */
+        pt_add(cfg->pid, tid);
+        pt_attach_unwind_maps_changed();
+        pt_attach_out_u64(PT_ATTACH_REC_MAPS, 0);
         if (want_stop) return 1;
         ptrace(PTRACE_CONT, tid, NULL, NULL);
         return 0;
@@ -269,7 +286,7 @@ static void pt_reap_all(const struct pt_attach_config *cfg) {
     for (;;) {
         pt_reap(cfg);
         uint64_t now = pt_mono_ns();
-        if (pt_nthreads == 0 || now >= deadline) return;
+        if (pt_nthreads == 0 || pt_leader_reaped || now >= deadline) return;
         pt_wait_chld(deadline - now < 10000000ull ? deadline - now : 10000000ull);
     }
 }
@@ -297,7 +314,7 @@ static void pt_tick(const struct pt_attach_config *cfg) {
  * not even one could be seized.  Not async-signal-safe. */
 static int pt_seize_all(const struct pt_attach_config *cfg) {
     static pid_t tids[PT_TRACE_MAX_THREADS];
-    long opts = PTRACE_O_TRACECLONE;
+    long opts = PTRACE_O_TRACECLONE | PTRACE_O_TRACEEXEC;
     int first_errno = 0;
     for (int round = 0; round < 10; round++) {
         int n = pt_attach_list_tasks(cfg->pid, tids, PT_TRACE_MAX_THREADS), added = 0;

@@ -258,21 +258,27 @@ def test_target_continued_while_attached(method: str) -> None:
 
 
 @pytest.mark.parametrize("method", METHODS)
-def test_target_execs_while_attached(method: str) -> None:
-    """The target execs (from its main thread, killing a spinning worker): both
-    images are sampled, the new one until it exits."""
-    target = Target("exec", 0.8)
+@pytest.mark.parametrize("mode", ["exec", "wexec"])
+def test_target_execs_while_attached(method: str, mode: str) -> None:
+    """The target execs, from its main thread (exec: a spinning worker dies) or
+    from a worker (wexec: it takes over the leader's pid, the spinning main
+    thread dies): the new image is sampled until it exits, and its end is
+    noticed at once (a former tid left in the table used to delay it 1 s)."""
+    target = Target(mode, 0.8)
     try:
         collector = attach(target.pid, method, frequency_hz=500, duration_s=15)
         target.reap_in_background()
         time.sleep(0.3)
         target.go()
         profile = collector.wait()
+        ended = time.monotonic()
         collector.stop()
         helper_gone(collector)
         assert target.finish() == ("after done\n", 6)
+        assert target.exited_at is not None and ended - target.exited_at < 0.5
         selfs = self_samples(profile)
-        assert selfs.get("att_tx_hot", 0) > 0 and selfs.get("att_tx_cold", 0) > 0, selfs
+        first = "att_tx_hot" if mode == "exec" else "att_tx_cold"
+        assert selfs.get(first, 0) > 0 and selfs.get("att_tx_cold", 0) > 0, selfs
         assert any(p[-2:] == ["main", "att_tx_cold"] for p in names_on_paths(profile))
         if method == "ptrace":
             info = collector.exit_info()
@@ -299,7 +305,7 @@ def is_kernel_thread(pid: str) -> bool:
         stat = Path(f"/proc/{pid}/stat").read_bytes()
     except OSError:
         return False
-    return bool(int(stat.rsplit(b")", 1)[1].split()[7]) & 0x00200000)  # PF_KTHREAD
+    return bool(int(stat.rsplit(b")", 1)[1].split()[6]) & 0x00200000)  # PF_KTHREAD
 
 
 def test_kernel_thread_is_refused() -> None:
@@ -311,6 +317,15 @@ def test_kernel_thread_is_refused() -> None:
     for method in METHODS:
         line = one_line_error(cli("record", "--pid", pid, "--method", method, "-o", "x.proftui"))
         assert "is a kernel thread" in line, line
+    # The helper refuses too (perf would attach and sample nothing, forever).
+    from proftui.collectors.runtime.libraries import runtime_executable_path
+
+    for method in [*METHODS, "auto"]:
+        helper = subprocess.run([runtime_executable_path("proftui-attach"), pid, "100", method],
+                                stdin=subprocess.DEVNULL, capture_output=True, timeout=10)
+        assert helper.returncode == 1 and helper.stdout == b""
+        assert helper.stderr.decode().endswith("is a kernel thread: it has no user-space code "
+                                               "to sample\n")
 
 
 @pytest.mark.parametrize("method", METHODS)
