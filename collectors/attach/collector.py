@@ -358,8 +358,9 @@ class AttachCollector(Collector):
         """Re-read the maps through a live thread (the one used before may have
         ended, or the leader may have called pthread_exit); caller holds _sym_lock."""
         live = attach_checks.live_task(self.target_pid)
-        if live is not None:
+        if live is not None and live != self._space.pid:
             self._space.pid = live
+            self._space.root = f"/proc/{live}/root"  # the zombie leader's root is gone too
         self._space.refresh()
 
     def _frames_at(self, address: int, leaf: bool) -> list[Frame]:
