@@ -162,7 +162,8 @@ def test_main_thread_pthread_exit(method: str, mode: str) -> None:
         match = re.fullmatch(r"hot_share=([0-9.]+)\n", out)
         assert match, out
         measured, sampled = float(match[1]), hot_share(profile)
-        print(f"{method} {mode}: hot share sampled {sampled:.3f}, measured {measured:.3f}")
+        print(f"{method} {mode}: hot share sampled {sampled:.3f}, measured {measured:.3f}; "
+              f"proftui ended {(ended - target.exited_at) * 1000:.0f} ms after the target")
         # ptrace's samples, weighted by the CPU time since the previous one, scatter
         # more (seen: 0.03 off on an idle machine); perf's kernel timer less.
         tolerance = 0.05 if method == "perf" else 0.07
