@@ -127,8 +127,7 @@ static void pt_remove(pid_t pid, pid_t tid) {
 
 /* Registers, the frame-pointer chain and a copy of the stack of a stopped
  * thread; unwound and written by pt_attach_unwind.c.  Not async-signal-safe. */
-static void pt_sample(const struct pt_attach_config *cfg, struct pt_attach_thread *t,
-                      uint64_t weight) {
+static void pt_sample(struct pt_attach_thread *t, uint64_t weight) {
     struct pt_regs regs;
     if (pt_arch_ptrace_regs(t->tid, &regs) != 0) return;
     uint64_t ips[PT_ATTACH_MAX_FRAMES];
@@ -302,7 +301,7 @@ static void pt_tick(const struct pt_attach_config *cfg) {
         uint64_t stop_at = pt_mono_ns(); /* stopped from here until PTRACE_CONT */
         t = pt_find(tid);                /* the table may have grown while we waited */
         if (t == NULL) continue;
-        pt_sample(cfg, t, cpu - t->cpu_ns);
+        pt_sample(t, cpu - t->cpu_ns);
         pt_tr_cpu_ns += cpu - t->cpu_ns;
         t->cpu_ns = cpu;
         ptrace(PTRACE_CONT, tid, NULL, NULL);

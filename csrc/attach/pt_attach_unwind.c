@@ -46,7 +46,7 @@ struct pt_attach_range {
 
 /* State of the one target (the helper is single-threaded). */
 static pid_t pt_attach_pid;
-static pid_t pt_attach_via; /* a live thread of it, for /proc and process_vm_readv */
+static pid_t pt_attach_via;  /* a live thread of it, for /proc and process_vm_readv */
 static int pt_attach_cfi_on; /* PT_ARCH_CFI and not PROFTUI_ATTACH_UNWIND=fp */
 static struct pt_attach_object *pt_attach_objs;
 static size_t pt_attach_nobjs, pt_attach_capobjs;
