@@ -36,6 +36,29 @@ def process_name(pid: int) -> str:
     return read_comm(f"/proc/{pid}/comm") or "?"  # any bytes, escaped (runtime/names.py)
 
 
+def _task_state(pid: int, tid: int) -> str:
+    """State letter of one thread ("R", "S", "Z"...), "" if it is gone."""
+    stat = _read(f"/proc/{pid}/task/{tid}/stat")
+    return stat[stat.rfind(")") + 2 :][:1] if stat else ""
+
+
+def live_task(pid: int) -> int | None:
+    """A thread of `pid` that still runs: `pid` itself, or, once its leader called
+    pthread_exit (a zombie whose group runs on), one of the other threads, whose
+    /proc entries still show the process's memory.  None if every thread is dead."""
+    try:
+        tids = sorted(int(t) for t in os.listdir(f"/proc/{pid}/task"))
+    except (OSError, ValueError):
+        return None
+    if pid in tids:  # the leader first
+        tids.remove(pid)
+        tids.insert(0, pid)
+    for tid in tids:
+        if _task_state(pid, tid) not in ("", "Z", "X", "x"):
+            return tid
+    return None
+
+
 def check_target(pid: int) -> None:
     """Raise ProftuiError unless `pid` is a live user-space process we may try."""
     if pid <= 0:
@@ -54,13 +77,24 @@ def check_target(pid: int) -> None:
     fields = stat[stat.rfind(")") + 2 :].split()
     state, flags = fields[0], int(fields[6])
     name = process_name(pid)
-    if state in ("Z", "X"):
+    if state in ("Z", "X") and live_task(pid) is None:
         raise ProftuiError(
             f"process {pid} ({name}) is a zombie: it has exited and waits for its parent "
             "to reap it, so there is nothing to sample")
     if flags & PF_KTHREAD:
         raise ProftuiError(
             f"process {pid} ({name}) is a kernel thread: it has no user-space code to sample")
+
+
+def stopped_note(pid: int) -> str | None:
+    """One line when every live thread of `pid` is stopped (SIGSTOP, Ctrl-Z):
+    it will not be sampled until it continues."""
+    live = live_task(pid)
+    if live is None or _task_state(pid, live) != "T":
+        return None
+    return (f"process {pid} ({process_name(pid)}) was stopped (SIGSTOP or job control) when "
+            "attached: nothing is sampled until it continues (kill -CONT), and it is left "
+            "stopped on detach")
 
 
 def _sysctl(name: str) -> str | None:
@@ -146,7 +180,8 @@ def kernel_time_denied_reason() -> str:
 def explain_failure(pid: int, method: str, helper_text: str) -> str:
     """One line for a failed attach, from the helper's own message and /proc facts."""
     text = helper_text.strip().splitlines()[-1] if helper_text.strip() else "no message"
-    if not Path(f"/proc/{pid}").exists() or "No such process" in text:
+    if (not Path(f"/proc/{pid}").exists() or live_task(pid) is None
+            or "No such process" in text or "has exited" in text):
         return f"process {pid} exited before proftui could attach"
     denied = "Permission denied" in text or "Operation not permitted" in text
     if denied and text.startswith("perf_event_open"):

@@ -75,6 +75,7 @@ class AttachCollector(Collector):
         self._end_time: float | None = None
         self._target_argv: list[str] = []
         self._maps_dirty = False
+        self._stopped_note: str | None = None  # the target was stopped when attached
         self._header_flags = 0  # FLAG_* of the stream header
         self._space: Any = None  # collectors.maps.AddressSpace, imported lazily
         self._symbolizer: Any = None  # collectors.symbols.Symbolizer
@@ -96,7 +97,11 @@ class AttachCollector(Collector):
         if method == "ptrace" and attach_checks.tracer_of(pid):
             raise ProftuiError(f"cannot attach to process {pid}: "
                                f"{attach_checks.ptrace_denied_reason(pid)}")
-        self._target_argv = _cmdline(pid)
+        # A leader that called pthread_exit shows no memory (empty maps and cmdline):
+        # read them through a thread that runs on.
+        self._target_argv = _cmdline(attach_checks.live_task(pid) or pid)
+        # Read before attaching: a ptrace-stop of our own looks alike afterwards.
+        self._stopped_note = attach_checks.stopped_note(pid)
         self._open_symbols()
         helper = runtime_executable_path("proftui-attach")
         hz = max(1, int(self.options.frequency_hz))
@@ -148,6 +153,8 @@ class AttachCollector(Collector):
         self._warnings.insert(0, f"attached to running process {self.target_pid} "
                                  f"(method: {header.method})")
         self._warnings.extend(_stream_warnings(header.method, header.flags))
+        if self._stopped_note:
+            self._warnings.append(self._stopped_note)
 
     def _read_loop(self) -> None:
         """Reader thread: decode the helper's stream until it ends."""
@@ -178,7 +185,8 @@ class AttachCollector(Collector):
 
     def _open_symbols(self) -> None:
         """The target's address space and symbolizer, its modules' symbols loaded."""
-        self._space, self._symbolizer = make_symbolizer(self.target_pid)
+        self._space, self._symbolizer = make_symbolizer(
+            attach_checks.live_task(self.target_pid) or self.target_pid)
         self._stackframes = StackFrames(self._space, self._symbolizer)
         self._preload_symbols()
 
@@ -202,7 +210,7 @@ class AttachCollector(Collector):
         /proc/PID/root and /proc/PID/map_files are gone with it."""
         with self._sym_lock:
             if any(isinstance(r, MapsChanged) for r in records) and self._space is not None:
-                self._space.refresh()
+                self._refresh_space()
             for record in records:
                 if isinstance(record, Sample):
                     for depth, address in enumerate(record.ips):
@@ -317,7 +325,7 @@ class AttachCollector(Collector):
             maps_dirty, self._maps_dirty = self._maps_dirty, False
         with self._sym_lock:
             if maps_dirty and self._space is not None:
-                self._space.refresh()
+                self._refresh_space()
                 self._stackframes.forget_unresolved()
             return self._build(meta, stacks)
 
@@ -345,6 +353,15 @@ class AttachCollector(Collector):
         profile.meta.warnings.extend(w for w in self._symbol_warnings()
                                      if w not in profile.meta.warnings)
         return profile.finalize()
+
+    def _refresh_space(self) -> None:
+        """Re-read the maps through a live thread (the one used before may have
+        ended, or the leader may have called pthread_exit); caller holds _sym_lock."""
+        live = attach_checks.live_task(self.target_pid)
+        if live is not None and live != self._space.pid:
+            self._space.pid = live
+            self._space.root = f"/proc/{live}/root"  # the zombie leader's root is gone too
+        self._space.refresh()
 
     def _frames_at(self, address: int, leaf: bool) -> list[Frame]:
         return self._stackframes.frames_at(address, leaf)

@@ -26,18 +26,49 @@
 
 #include "pt_attach.h"
 
-/* 0 once the target is a zombie or gone.  Not async-signal-safe. */
-int pt_attach_target_alive(pid_t pid) {
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "re");
-    if (f == NULL) return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
+/* State letter of /proc/PID/task/TID/stat (or /proc/PID/stat when tid is 0);
+ * 0 when it cannot be read (gone).  Not async-signal-safe. */
+char pt_attach_task_state(pid_t pid, pid_t tid) {
+    char path[80], buf[512];
+    if (tid > 0) snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)pid, (int)tid);
+    else snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return 0;
     buf[n] = '\0';
     char *end = strrchr(buf, ')');
-    if (end == NULL || end[1] == '\0') return 0;
-    return end[2] != 'Z' && end[2] != 'X' && end[2] != 'x';
+    if (end == NULL || end[1] != ' ') return 0;
+    return end[2];
+}
+
+static int pt_state_dead(char state) {
+    return state == 0 || state == 'Z' || state == 'X' || state == 'x';
+}
+
+/* 0 once every thread of the target is a zombie or gone.  The leader's own
+ * state is not enough: after its pthread_exit it is a zombie while the other
+ * threads of its group run on.  Not async-signal-safe. */
+int pt_attach_target_alive(pid_t pid) {
+    if (!pt_state_dead(pt_attach_task_state(pid, 0))) return 1;
+    static pid_t tids[4096]; /* too big for the stack; the helper is single-threaded */
+    int n = pt_attach_list_tasks(pid, tids, (int)(sizeof tids / sizeof tids[0]));
+    for (int i = 0; i < n; i++)
+        if (tids[i] != pid && !pt_state_dead(pt_attach_task_state(pid, tids[i]))) return 1;
+    return 0;
+}
+
+/* A thread of `pid` whose /proc entries still show the process's memory:
+ * `pid` itself unless its leader is a zombie with live threads (then its
+ * /proc/PID/maps is empty and process_vm_readv(PID) fails).  Not async-signal-safe. */
+pid_t pt_attach_live_task(pid_t pid) {
+    if (!pt_state_dead(pt_attach_task_state(pid, 0))) return pid;
+    static pid_t tids[4096]; /* too big for the stack; the helper is single-threaded */
+    int n = pt_attach_list_tasks(pid, tids, (int)(sizeof tids / sizeof tids[0]));
+    for (int i = 0; i < n; i++)
+        if (tids[i] != pid && !pt_state_dead(pt_attach_task_state(pid, tids[i]))) return tids[i];
+    return pid;
 }
 
 /* Thread ids of `pid` from /proc/PID/task; -1 if it is gone.  Not async-signal-safe. */
@@ -74,6 +105,24 @@ int pt_attach_check_control(const struct pt_attach_config *cfg, short revents_co
     return stop;
 }
 
+/* 1 if `pid` is a kernel thread (PF_KTHREAD in the flags field of
+ * /proc/PID/stat): perf would attach and never sample.  Not async-signal-safe. */
+static int pt_attach_kernel_thread(pid_t pid) {
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return 0;
+    buf[n] = '\0';
+    char *at = strrchr(buf, ')');
+    unsigned long flags = 0;
+    /* After ") ": state ppid pgrp session tty_nr tpgid flags. */
+    if (at == NULL || sscanf(at + 1, " %*c %*d %*d %*d %*d %*d %lu", &flags) != 1) return 0;
+    return (flags & 0x00200000ul) != 0; /* PF_KTHREAD */
+}
+
 static void pt_usage(void) {
     fprintf(stderr, "usage: proftui-attach PID HZ auto|perf|ptrace\n");
     exit(2);
@@ -106,6 +155,11 @@ int main(int argc, char **argv) {
     int sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
     if (sfd < 0) {
         fprintf(stderr, "signalfd: %s\n", strerror(errno));
+        return 1;
+    }
+    if (pt_attach_kernel_thread((pid_t)pid)) {
+        fprintf(stderr, "process %ld is a kernel thread: it has no user-space code to sample\n",
+                pid);
         return 1;
     }
     if (!pt_attach_target_alive((pid_t)pid)) {

@@ -87,7 +87,9 @@ void pt_attach_out_flush(void);
 int pt_attach_out_broken(void); /* 1 once the reader went away (EPIPE) */
 
 /* Helpers shared by both methods (proftui_attach.c). */
-int pt_attach_target_alive(pid_t pid); /* 0 once the target is a zombie or gone */
+int pt_attach_target_alive(pid_t pid);           /* 0 once every thread is a zombie or gone */
+char pt_attach_task_state(pid_t pid, pid_t tid); /* 'R', 'S', 'Z'...; tid 0: the leader */
+pid_t pt_attach_live_task(pid_t pid); /* pid, or a live thread once the leader is a zombie */
 /* Consume control/signal input after poll(); 1 when the helper must detach.
  * Sets *got_chld when SIGCHLD arrived (ptrace: tracee state changed). */
 int pt_attach_check_control(const struct pt_attach_config *cfg, short revents_control,

@@ -52,6 +52,9 @@ static int pt_nknown;
 static uint64_t pt_samples, pt_lost;
 /* 0 once the kernel refused to count kernel time (then exclude_kernel = 1). */
 static int pt_perf_kernel = 1;
+/* Set when a thread of the target exited: look at the group's liveness soon
+ * rather than at the next periodic check. */
+static int pt_perf_exit_seen;
 
 static int pt_known_has(pid_t tid) {
     for (int i = 0; i < pt_nknown; i++)
@@ -237,6 +240,7 @@ static void pt_perf_drain(const struct pt_attach_config *cfg, struct pt_perf_rin
             if (words >= 2 && (pid_t)(uint32_t)body[0] == cfg->pid) {
                 pid_t tid = (pid_t)(uint32_t)body[1];
                 pt_known_remove(tid);
+                pt_perf_exit_seen = 1;
                 pt_attach_out_thread((uint32_t)tid, PT_ATTACH_THREAD_GONE, cfg->pid);
             }
             break;
@@ -319,6 +323,10 @@ int pt_attach_perf_run(const struct pt_attach_config *cfg, int quiet_fail) {
         for (int c = 0; c < pt_ncpus; c++)
             if (pt_rings[c].fd >= 0) pt_perf_drain(cfg, &pt_rings[c]);
         uint64_t now = pt_now_ns();
+        if (pt_perf_exit_seen) { /* its exit record precedes its zombie state: look again soon */
+            pt_perf_exit_seen = 0;
+            if (next_check > now + 10000000ull) next_check = now + 10000000ull;
+        }
         if (now >= next_check) {
             next_check = now + 200000000ull;
             if (!pt_attach_target_alive(cfg->pid)) {

@@ -14,6 +14,14 @@
  * back unchanged (PTRACE_CONT with the signal), SIGCHLD wakes us for that.
  * Detach: interrupt each thread, wait for the stop, PTRACE_DETACH.  If the
  * helper is killed outright, the kernel detaches for us.
+ *
+ * Ends of the target (issue 14): every traced thread's exit is reaped here
+ * (waitpid(-1), never a blocking wait on one tid), because the kernel reports
+ * the leader's exit, to us and then to its parent, only once every other
+ * thread of the group has been reaped.  The target is alive while any of its
+ * threads is: a leader that called pthread_exit is a zombie whose workers run
+ * on; it is left untraced (the kernel refuses) and the group's exit status
+ * comes from the last thread's exit report.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -50,6 +58,18 @@ static uint64_t pt_tr_samples;
  * PTRACE_CONT), and the CPU time sampled. */
 static uint64_t pt_tr_stopped_ns, pt_tr_cpu_ns;
 static int pt_exit_status = -1, pt_exit_signal = -1, pt_target_gone;
+/* The last exit seen of any thread: the group's status when the leader is not
+ * traced (it had called pthread_exit before we attached).  In an exit_group
+ * every thread reports the group's status. */
+static int pt_last_status = -1, pt_last_signal = -1;
+/* The leader's exit was reaped: the kernel reports it last, the group is empty. */
+static int pt_leader_reaped;
+
+/* How long one thread may take to reach the stop we asked for before we give
+ * up on it for this tick (its stop, if it comes later, is ended in pt_handle). */
+#define PT_STOP_TIMEOUT_NS 200000000ull
+/* How long to wait for the last threads' exit reports once the group is dead. */
+#define PT_REAP_TIMEOUT_NS 1000000000ull
 
 static struct pt_attach_thread *pt_find(pid_t tid) {
     for (int i = 0; i < pt_nthreads; i++)
@@ -107,8 +127,7 @@ static void pt_remove(pid_t pid, pid_t tid) {
 
 /* Registers, the frame-pointer chain and a copy of the stack of a stopped
  * thread; unwound and written by pt_attach_unwind.c.  Not async-signal-safe. */
-static void pt_sample(const struct pt_attach_config *cfg, struct pt_attach_thread *t,
-                      uint64_t weight) {
+static void pt_sample(struct pt_attach_thread *t, uint64_t weight) {
     struct pt_regs regs;
     if (pt_arch_ptrace_regs(t->tid, &regs) != 0) return;
     uint64_t ips[PT_ATTACH_MAX_FRAMES];
@@ -120,7 +139,7 @@ static void pt_sample(const struct pt_attach_config *cfg, struct pt_attach_threa
         if (fp < sp || fp - sp > (64u << 20) || (fp & 7) != 0) break;
         uint64_t pair[2];
         struct iovec local = {pair, sizeof pair}, remote = {(void *)fp, sizeof pair};
-        if (process_vm_readv(cfg->pid, &local, 1, &remote, 1, 0) != (ssize_t)sizeof pair) break;
+        if (process_vm_readv(t->tid, &local, 1, &remote, 1, 0) != (ssize_t)sizeof pair) break;
         if (pair[1] < 4096) break;
         ips[n++] = pair[1];
         sp = fp + 16;
@@ -140,7 +159,7 @@ static void pt_sample(const struct pt_attach_config *cfg, struct pt_attach_threa
         nremote++;
         at = stop;
     }
-    ssize_t got = process_vm_readv(cfg->pid, &local, 1, remote, (unsigned long)nremote, 0);
+    ssize_t got = process_vm_readv(t->tid, &local, 1, remote, (unsigned long)nremote, 0);
     uint32_t nstack = got > 0 ? (uint32_t)(got / 8) : 0;
     pt_attach_unwind_sample((uint32_t)t->tid, weight, &regs, stack, nstack, ips, n);
     pt_tr_samples++;
@@ -150,10 +169,14 @@ static void pt_sample(const struct pt_attach_config *cfg, struct pt_attach_threa
  * it and want it left stopped (returns 1 then).  Not async-signal-safe. */
 static int pt_handle(const struct pt_attach_config *cfg, pid_t tid, int status, int want_stop) {
     if (WIFEXITED(status) || WIFSIGNALED(status)) {
+        /* Reaping every thread's exit is what lets the leader's exit reach
+         * its parent: the kernel reports a leader only once its group is empty. */
+        pt_last_status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        pt_last_signal = WIFSIGNALED(status) ? WTERMSIG(status) : -1;
         if (tid == cfg->pid) {
-            pt_target_gone = 1;
-            if (WIFEXITED(status)) pt_exit_status = WEXITSTATUS(status);
-            else pt_exit_signal = WTERMSIG(status);
+            pt_target_gone = pt_leader_reaped = 1;
+            pt_exit_status = pt_last_status;
+            pt_exit_signal = pt_last_signal;
         }
         pt_remove(cfg->pid, tid);
         return 0;
@@ -165,6 +188,21 @@ static int pt_handle(const struct pt_attach_config *cfg, pid_t tid, int status, 
     if (event == PTRACE_EVENT_CLONE) {
         unsigned long child = 0;
         if (ptrace(PTRACE_GETEVENTMSG, tid, NULL, &child) == 0) pt_add(cfg->pid, (pid_t)child);
+        if (want_stop) return 1;
+        ptrace(PTRACE_CONT, tid, NULL, NULL);
+        return 0;
+    }
+    if (event == PTRACE_EVENT_EXEC) {
+        /* execve: the other threads are gone, the execing one now has the
+         * leader's tid (the former tid is in the event message; the leader
+         * reports no death), and the address space is new. */
+        unsigned long former = 0;
+        if (ptrace(PTRACE_GETEVENTMSG, tid, NULL, &former) == 0 && (pid_t)former != tid)
+            pt_remove(cfg->pid, (pid_t)former);
+        pt_remove(cfg->pid, tid); /* its /proc fds were the old leader's */
+        pt_add(cfg->pid, tid);
+        pt_attach_unwind_maps_changed();
+        pt_attach_out_u64(PT_ATTACH_REC_MAPS, 0);
         if (want_stop) return 1;
         ptrace(PTRACE_CONT, tid, NULL, NULL);
         return 0;
@@ -194,27 +232,62 @@ static void pt_reap(const struct pt_attach_config *cfg) {
     while ((tid = waitpid(-1, &status, WNOHANG | __WALL)) > 0) pt_handle(cfg, tid, status, 0);
 }
 
-/* Stop `t` with PTRACE_INTERRUPT and wait until it is stopped; 0 if it is.
- * Not async-signal-safe. */
-static int pt_stop_thread(const struct pt_attach_config *cfg, pid_t tid) {
-    if (ptrace(PTRACE_INTERRUPT, tid, NULL, NULL) != 0) return -1;
-    for (;;) {
-        int status;
-        pid_t r = waitpid(tid, &status, __WALL);
-        if (r < 0) {
-            if (errno == EINTR) continue;
-            return -1;
-        }
-        if (pt_handle(cfg, tid, status, 1)) return 0;
-        if (pt_find(tid) == NULL) return -1;                                      /* it exited */
-        if (WIFSTOPPED(status) && (status >> 16) == PTRACE_EVENT_STOP) return -1; /* group-stop */
-    }
-}
-
 static uint64_t pt_mono_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Sleep until a tracee changes state (SIGCHLD, which main blocks) or `ns`
+ * pass.  SIGCHLD only wakes the main loop, which looks at every tracee anyway,
+ * so taking it here loses nothing.  Not async-signal-safe. */
+static void pt_wait_chld(uint64_t ns) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGCHLD);
+    struct timespec ts = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
+    sigtimedwait(&set, NULL, &ts);
+}
+
+/* Interrupt `tid` and wait until it is in a ptrace-stop, handling every other
+ * thread's state changes meanwhile.  Never a blocking waitpid() on one tid:
+ * when the group exits, the leader's report waits until every other thread
+ * has been reaped, by us, so that wait would deadlock (issue 14).  0 once
+ * stopped; -1 if it exited, sits in a group-stop (unless `detaching`: a
+ * detach may start from there and leaves it stopped), or did not stop within
+ * PT_STOP_TIMEOUT_NS.  Not async-signal-safe. */
+static int pt_stop_thread(const struct pt_attach_config *cfg, pid_t tid, int detaching) {
+    if (ptrace(PTRACE_INTERRUPT, tid, NULL, NULL) != 0) return -1;
+    uint64_t deadline = pt_mono_ns() + PT_STOP_TIMEOUT_NS;
+    for (;;) {
+        int status;
+        pid_t r = waitpid(-1, &status, WNOHANG | __WALL);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return -1; /* ECHILD: nothing is traced any more */
+        if (r > 0) {
+            int mine = r == tid;
+            int event_stop = WIFSTOPPED(status) && (status >> 16) == PTRACE_EVENT_STOP;
+            if (mine && detaching && event_stop) return 0;
+            if (pt_handle(cfg, r, status, mine)) return 0;
+            if (mine && (pt_find(tid) == NULL || event_stop)) return -1; /* exited, group-stop */
+            continue;
+        }
+        uint64_t now = pt_mono_ns();
+        if (now >= deadline) return -1;
+        pt_wait_chld(deadline - now < 10000000ull ? deadline - now : 10000000ull);
+    }
+}
+
+/* Reap the exit of every traced thread once the group is dead, waiting up
+ * to PT_REAP_TIMEOUT_NS.  Not async-signal-safe. */
+static void pt_reap_all(const struct pt_attach_config *cfg) {
+    uint64_t deadline = pt_mono_ns() + PT_REAP_TIMEOUT_NS;
+    for (;;) {
+        pt_reap(cfg);
+        uint64_t now = pt_mono_ns();
+        if (pt_nthreads == 0 || pt_leader_reaped || now >= deadline) return;
+        pt_wait_chld(deadline - now < 10000000ull ? deadline - now : 10000000ull);
+    }
 }
 
 /* One sampling tick over all threads.  Not async-signal-safe. */
@@ -224,11 +297,11 @@ static void pt_tick(const struct pt_attach_config *cfg) {
         uint64_t cpu = pt_cpu_ns(t);
         if (cpu <= t->cpu_ns || !pt_runnable(t)) continue; /* not on a CPU: nothing to see */
         pid_t tid = t->tid;
-        if (pt_stop_thread(cfg, tid) != 0) continue;
+        if (pt_stop_thread(cfg, tid, 0) != 0) continue;
         uint64_t stop_at = pt_mono_ns(); /* stopped from here until PTRACE_CONT */
         t = pt_find(tid);                /* the table may have grown while we waited */
         if (t == NULL) continue;
-        pt_sample(cfg, t, cpu - t->cpu_ns);
+        pt_sample(t, cpu - t->cpu_ns);
         pt_tr_cpu_ns += cpu - t->cpu_ns;
         t->cpu_ns = cpu;
         ptrace(PTRACE_CONT, tid, NULL, NULL);
@@ -240,7 +313,7 @@ static void pt_tick(const struct pt_attach_config *cfg) {
  * not even one could be seized.  Not async-signal-safe. */
 static int pt_seize_all(const struct pt_attach_config *cfg) {
     static pid_t tids[PT_TRACE_MAX_THREADS];
-    long opts = PTRACE_O_TRACECLONE;
+    long opts = PTRACE_O_TRACECLONE | PTRACE_O_TRACEEXEC;
     int first_errno = 0;
     for (int round = 0; round < 10; round++) {
         int n = pt_attach_list_tasks(cfg->pid, tids, PT_TRACE_MAX_THREADS), added = 0;
@@ -250,6 +323,11 @@ static int pt_seize_all(const struct pt_attach_config *cfg) {
         }
         for (int i = 0; i < n; i++) {
             if (pt_find(tids[i]) != NULL) continue;
+            /* A leader that called pthread_exit is a zombie while its group
+             * runs on; the kernel refuses to trace it (EPERM), and it has
+             * nothing left to sample. */
+            char state = pt_attach_task_state(cfg->pid, tids[i]);
+            if (state == 'Z' || state == 'X') continue;
             if (ptrace(PTRACE_SEIZE, tids[i], NULL, (void *)opts) != 0) {
                 if (first_errno == 0) first_errno = errno;
                 if (pt_nthreads == 0 && errno != ESRCH) return -1;
@@ -267,33 +345,18 @@ static int pt_seize_all(const struct pt_attach_config *cfg) {
     return 0;
 }
 
-/* Detach from every thread, each from a ptrace-stop.  Not async-signal-safe. */
+/* Detach from every thread, each from a ptrace-stop (a group-stopped thread
+ * stays stopped).  One that cannot be stopped (a zombie leader whose group
+ * runs on) is detached by the kernel when the helper exits.  Not async-signal-safe. */
 static void pt_detach_all(const struct pt_attach_config *cfg) {
     while (pt_nthreads > 0) {
         pid_t tid = pt_threads[pt_nthreads - 1].tid;
-        int sig = 0;
-        if (ptrace(PTRACE_INTERRUPT, tid, NULL, NULL) == 0) {
-            for (;;) {
-                int status;
-                pid_t r = waitpid(tid, &status, __WALL);
-                if (r < 0 && errno == EINTR) continue;
-                if (r < 0 || WIFEXITED(status) || WIFSIGNALED(status)) {
-                    if (r > 0) pt_handle(cfg, tid, status, 0);
-                    break;
-                }
-                int event = status >> 16;
-                if (event == PTRACE_EVENT_CLONE) {
-                    unsigned long child = 0;
-                    if (ptrace(PTRACE_GETEVENTMSG, tid, NULL, &child) == 0)
-                        pt_add(cfg->pid, (pid_t)child);
-                    ptrace(PTRACE_CONT, tid, NULL, NULL);
-                    continue;
-                }
-                if (event == 0) sig = WSTOPSIG(status); /* a signal in flight: deliver it */
-                break;
-            }
-        }
-        ptrace(PTRACE_DETACH, tid, NULL, (void *)(long)sig);
+        /* A zombie (a leader after pthread_exit) never stops: the kernel lets
+         * it go when the helper exits.  A signal in flight was passed on by
+         * pt_handle while we waited for the others. */
+        char state = pt_attach_task_state(cfg->pid, tid);
+        if (state != 'Z' && state != 'X' && pt_stop_thread(cfg, tid, 1) == 0)
+            ptrace(PTRACE_DETACH, tid, NULL, NULL);
         struct pt_attach_thread *t = pt_find(tid);
         if (t != NULL) {
             pt_close_thread(t);
@@ -350,7 +413,11 @@ int pt_attach_ptrace_run(const struct pt_attach_config *cfg) {
     close(tfd);
     if (pt_nthreads == 0) pt_target_gone = 1; /* every thread exited */
     if (pt_target_gone) {
-        pt_reap(cfg);
+        pt_reap_all(cfg);
+        if (pt_exit_status < 0 && pt_exit_signal < 0) { /* the leader was not traced */
+            pt_exit_status = pt_last_status;
+            pt_exit_signal = pt_last_signal;
+        }
         pt_attach_out_exit(pt_exit_status, pt_exit_signal);
     } else {
         pt_detach_all(cfg);

@@ -46,6 +46,7 @@ struct pt_attach_range {
 
 /* State of the one target (the helper is single-threaded). */
 static pid_t pt_attach_pid;
+static pid_t pt_attach_via;  /* a live thread of it, for /proc and process_vm_readv */
 static int pt_attach_cfi_on; /* PT_ARCH_CFI and not PROFTUI_ATTACH_UNWIND=fp */
 static struct pt_attach_object *pt_attach_objs;
 static size_t pt_attach_nobjs, pt_attach_capobjs;
@@ -107,9 +108,9 @@ static struct pt_cfi_table *pt_attach_file_rows(const char *path, uint64_t start
     size_t len = strlen(path);
     static const char deleted[] = " (deleted)";
     if (len > sizeof deleted - 1 && strcmp(path + len - (sizeof deleted - 1), deleted) == 0)
-        snprintf(where, sizeof where, "/proc/%d/map_files/%lx-%lx", (int)pt_attach_pid,
+        snprintf(where, sizeof where, "/proc/%d/map_files/%lx-%lx", (int)pt_attach_via,
                  (unsigned long)start, (unsigned long)end);
-    else snprintf(where, sizeof where, "/proc/%d/root%s", (int)pt_attach_pid, path);
+    else snprintf(where, sizeof where, "/proc/%d/root%s", (int)pt_attach_via, path);
     int fd = open(where, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return NULL;
     struct stat st;
@@ -133,7 +134,7 @@ static struct pt_cfi_table *pt_attach_vdso_rows(uint64_t start, uint64_t end, ui
     if (copy == NULL) return NULL;
     struct iovec local = {copy, size}, remote = {(void *)(uintptr_t)start, size};
     struct pt_cfi_table *t = NULL;
-    if (process_vm_readv(pt_attach_pid, &local, 1, &remote, 1, 0) == (ssize_t)size)
+    if (process_vm_readv(pt_attach_via, &local, 1, &remote, 1, 0) == (ssize_t)size)
         t = pt_attach_image_rows(copy, size, start, 0, bias);
     free(copy);
     return t;
@@ -206,8 +207,10 @@ static int pt_attach_any_exec(const char *text) {
 static void pt_attach_read_maps(void) {
     pt_attach_last_read = pt_attach_now_ns();
     pt_attach_dirty = 0;
+    /* After the leader's pthread_exit its /proc/PID/maps is empty: read a live thread's. */
+    pt_attach_via = pt_attach_live_task(pt_attach_pid);
     char path[64];
-    snprintf(path, sizeof path, "/proc/%d/maps", (int)pt_attach_pid);
+    snprintf(path, sizeof path, "/proc/%d/maps", (int)pt_attach_via);
     FILE *f = fopen(path, "re");
     if (f == NULL) return; /* the target is gone: keep what we had */
     char *text = NULL;
