@@ -11,6 +11,7 @@ from pathlib import Path
 
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.runtime.names import read_comm
+from proftui.collectors.runtime.tasks import live_task, task_state
 
 PF_KTHREAD = 0x00200000  # task flag of kernel threads (/proc/PID/stat field 9)
 
@@ -34,29 +35,6 @@ def proc_status(pid: int) -> dict[str, str]:
 
 def process_name(pid: int) -> str:
     return read_comm(f"/proc/{pid}/comm") or "?"  # any bytes, escaped (runtime/names.py)
-
-
-def _task_state(pid: int, tid: int) -> str:
-    """State letter of one thread ("R", "S", "Z"...), "" if it is gone."""
-    stat = _read(f"/proc/{pid}/task/{tid}/stat")
-    return stat[stat.rfind(")") + 2 :][:1] if stat else ""
-
-
-def live_task(pid: int) -> int | None:
-    """A thread of `pid` that still runs: `pid` itself, or, once its leader called
-    pthread_exit (a zombie whose group runs on), one of the other threads, whose
-    /proc entries still show the process's memory.  None if every thread is dead."""
-    try:
-        tids = sorted(int(t) for t in os.listdir(f"/proc/{pid}/task"))
-    except (OSError, ValueError):
-        return None
-    if pid in tids:  # the leader first
-        tids.remove(pid)
-        tids.insert(0, pid)
-    for tid in tids:
-        if _task_state(pid, tid) not in ("", "Z", "X", "x"):
-            return tid
-    return None
 
 
 def check_target(pid: int) -> None:
@@ -90,7 +68,7 @@ def stopped_note(pid: int) -> str | None:
     """One line when every live thread of `pid` is stopped (SIGSTOP, Ctrl-Z):
     it will not be sampled until it continues."""
     live = live_task(pid)
-    if live is None or _task_state(pid, live) != "T":
+    if live is None or task_state(pid, live) != "T":
         return None
     return (f"process {pid} ({process_name(pid)}) was stopped (SIGSTOP or job control) when "
             "attached: nothing is sampled until it continues (kill -CONT), and it is left "

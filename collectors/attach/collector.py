@@ -26,6 +26,7 @@ from proftui.collectors.base import Collector, CollectorOptions
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.model.profile import CPU_NS, SAMPLES, Frame, Profile, ProfileMeta
 from proftui.collectors.runtime.launch import ExitInfo
+from proftui.collectors.runtime.tasks import live_task
 from proftui.collectors.runtime.wire_attach import (
     FLAG_CFI,
     FLAG_KERNEL_TIME,
@@ -99,7 +100,7 @@ class AttachCollector(Collector):
                                f"{attach_checks.ptrace_denied_reason(pid)}")
         # A leader that called pthread_exit shows no memory (empty maps and cmdline):
         # read them through a thread that runs on.
-        self._target_argv = _cmdline(attach_checks.live_task(pid) or pid)
+        self._target_argv = _cmdline(live_task(pid) or pid)
         # Read before attaching: a ptrace-stop of our own looks alike afterwards.
         self._stopped_note = attach_checks.stopped_note(pid)
         self._open_symbols()
@@ -186,7 +187,7 @@ class AttachCollector(Collector):
     def _open_symbols(self) -> None:
         """The target's address space and symbolizer, its modules' symbols loaded."""
         self._space, self._symbolizer = make_symbolizer(
-            attach_checks.live_task(self.target_pid) or self.target_pid)
+            live_task(self.target_pid) or self.target_pid)
         self._stackframes = StackFrames(self._space, self._symbolizer)
         self._preload_symbols()
 
@@ -357,7 +358,7 @@ class AttachCollector(Collector):
     def _refresh_space(self) -> None:
         """Re-read the maps through a live thread (the one used before may have
         ended, or the leader may have called pthread_exit); caller holds _sym_lock."""
-        live = attach_checks.live_task(self.target_pid)
+        live = live_task(self.target_pid)
         if live is not None and live != self._space.pid:
             self._space.pid = live
             self._space.root = f"/proc/{live}/root"  # the zombie leader's root is gone too

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import psutil
 from proftui.collectors.runtime.names import printable_name, read_comm
+from proftui.collectors.runtime.tasks import live_task
 
 HISTORY = 120  # samples of history kept for the sparklines
 
@@ -84,9 +85,24 @@ class ProcSampler:
                 self._process.cpu_percent(None)  # primes the CPU counter
             return self._sample(self._process)
         except (psutil.NoSuchProcess, psutil.ZombieProcess):
+            if self._follow_live_task():
+                return self.sample()
             return self._gone("process has exited")
         except psutil.AccessDenied:
             return self._gone("permission denied reading the process")
+
+    def _follow_live_task(self) -> bool:
+        """The main thread called pthread_exit and others run on: look at the process
+        through a live thread from now on (its /proc entry shows the whole group)."""
+        tid = live_task(self.pid)
+        if tid is None or self._process is None or tid == self._process.pid:
+            return False
+        try:
+            self._process = psutil.Process(tid)
+            self._process.cpu_percent(None)
+        except psutil.Error:
+            return False
+        return True
 
     def _gone(self, why: str) -> ProcStat:
         last = self._last
@@ -113,6 +129,8 @@ class ProcSampler:
             except (psutil.AccessDenied, AttributeError):
                 read_bytes = write_bytes = None
         if info["status"] == psutil.STATUS_ZOMBIE:
+            if self._follow_live_task():
+                return self.sample()
             return self._gone("process has exited (zombie)")
         elapsed = now - self._last_time if self._last_time is not None else 0.0
         self._last_time = now
@@ -123,7 +141,7 @@ class ProcSampler:
             times[t.id] = used
             before = self._thread_times.get(t.id)
             share = 100.0 * (used - before) / elapsed if before is not None and elapsed > 0 else 0.0
-            name = read_comm(f"/proc/{self.pid}/task/{t.id}/comm") or ""
+            name = read_comm(f"/proc/{proc.pid}/task/{t.id}/comm") or ""
             threads.append(ThreadStat(t.id, name, max(0.0, share)))
         self._thread_times = times
         mem = info["memory_info"]
@@ -135,7 +153,7 @@ class ProcSampler:
             # psutil hands back the comm's undecodable bytes as surrogates: escape them.
             name=printable_name(info["name"] or ""),
             cpu_percent=cpu, rss=mem.rss if mem else 0, vms=mem.vms if mem else 0,
-            peak_rss=_peak_rss(self.pid), num_threads=info["num_threads"] or 0,
+            peak_rss=_peak_rss(proc.pid), num_threads=info["num_threads"] or 0,
             num_fds=num_fds, ctx_voluntary=ctx.voluntary if ctx else 0,
             ctx_involuntary=ctx.involuntary if ctx else 0, read_bytes=read_bytes,
             write_bytes=write_bytes, threads=tuple(sorted(threads, key=lambda t: -t.cpu_percent)),

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 from proftui.collectors.attach.collector import AttachCollector
 from proftui.collectors.model.profile import Profile
+from proftui.collectors.runtime.procstat import ProcSampler
 
 from tests.conftest import build_fixture
 from tests.integration.test_attach import (
@@ -357,3 +358,22 @@ def test_target_exits_during_attach(method: str, tmp_path: Path) -> None:
             assert re.search(r"exited before proftui could attach|is a zombie|no process", line), \
                 line
     assert seen, seen
+
+
+def test_process_pane_follows_a_zombie_leader() -> None:
+    """The status pane's sampler keeps showing a process whose main thread called
+    pthread_exit (its workers run on), and says it has gone once the last one ends."""
+    target = Target("mearly", 1.5)
+    try:
+        sampler = ProcSampler(target.pid)
+        first = sampler.sample()
+        time.sleep(0.3)
+        stat = sampler.sample()
+        assert first.alive and stat.alive, (first, stat)
+        assert stat.num_threads >= 1 and stat.rss > 0
+        assert stat.cpu_percent > 20, stat  # the worker spins
+        out, status = target.finish()
+        assert status == 0 and "hot_share=" in out
+        assert not sampler.sample().alive
+    finally:
+        target.kill()
