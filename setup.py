@@ -26,7 +26,8 @@ RUNTIME_LIBRARIES: dict[str, tuple[list[str], list[str]]] = {
                          *COMMON_UNWIND],
                         ["csrc/common", "csrc/sampler"]),
     "proftui_hook": (["csrc/hook/proftui_hook.c", "csrc/hook/pt_hook_life.c",
-                      "csrc/hook/pt_hook_file.c", "csrc/hook/pt_hook_filter.c"],
+                      "csrc/hook/pt_hook_file.c", "csrc/hook/pt_hook_filter.c",
+                      "csrc/common/pt_runfile.c"],
                      ["csrc/common", "csrc/hook"]),
 }
 

@@ -30,7 +30,7 @@ from proftui.collectors.instrument.hook_profile import (
 from proftui.collectors.model.profile import Profile, ProfileMeta
 from proftui.collectors.runtime.launch import LaunchedProcess, resolve_program
 from proftui.collectors.runtime.libraries import runtime_library_path
-from proftui.collectors.runtime.wire import FLAG_COUNT_ONLY, RuntimeFile
+from proftui.collectors.runtime.wire import FLAG_COUNT_ONLY, FLAG_NO_SPACE, RuntimeFile
 from proftui.collectors.runtime.wire_hook import HookData, calibrated, decode_hook, is_published
 
 DEFAULT_BUFFER_BYTES = 64 << 20  # the runtime's default (csrc/hook/pt_hook_file.c)
@@ -128,7 +128,7 @@ class InstrumentCollector(LaunchCollector):
                 file = RuntimeFile(path)
             except ProftuiError:
                 continue  # created but not sized yet: next time
-            if not is_published(file.map):
+            if not is_published(file):
                 file.close()
                 continue
             if self._paused:
@@ -137,7 +137,7 @@ class InstrumentCollector(LaunchCollector):
 
     def _decode_all(self) -> list[HookData]:
         """Every published file, in (pid, exec generation) order."""
-        datas = [decode_hook(file.map, path.name) for path, file in self._files.items()]
+        datas = [decode_hook(file, path.name) for path, file in self._files.items()]
         datas.sort(key=lambda d: (d.header.pid, d.hook.generation))
         return datas
 
@@ -209,7 +209,11 @@ class InstrumentCollector(LaunchCollector):
         if exit_info is not None and exit_info.signal is not None:
             complete = False
         dropped = sum(d.header.dropped for d in datas)
-        if dropped:
+        if any(d.header.flags & FLAG_NO_SPACE for d in datas):
+            warnings.append(f"the run directory's file system ({self.run_dir.path.parent}) is "
+                            f"full: {dropped} calls not recorded, the profile is partial; "
+                            "point TMPDIR at a file system with more space")
+        elif dropped:
             budget = self.options.buffer_bytes or DEFAULT_BUFFER_BYTES
             warnings.append(f"{dropped} calls not recorded: the {budget >> 20} MiB per-process "
                             "buffer is full or the call depth exceeded the shadow stack")

@@ -7,12 +7,18 @@ with tid 0 are not ready.  Counters are read racily (they only grow).
 
 from __future__ import annotations
 
-import mmap
 import struct
 from dataclasses import dataclass, field
 
 from proftui.collectors.errors import ProftuiError
-from proftui.collectors.runtime.wire import HEADER_SIZE, KIND_HOOK, FileHeader, decode_header
+from proftui.collectors.runtime.wire import (
+    HEADER_SIZE,
+    KIND_HOOK,
+    FileHeader,
+    Source,
+    as_source,
+    decode_header,
+)
 
 ROOT = 0xFFFFFFFF
 INLINED = 0x80000000  # node.module bit: the calls ran inlined in the parent's frame
@@ -111,17 +117,19 @@ class HookData:
     nodes: HookNodes
 
 
-def is_published(data: bytes | mmap.mmap) -> bool:
+def is_published(data: bytes | Source) -> bool:
     """False while the runtime is still writing the header (magic goes in last)."""
-    return len(data) >= HEADER_SIZE and data[:8] != b"\0" * 8
+    src = as_source(data, "hook file")
+    return src.size >= HEADER_SIZE and src.read(0, 8) != b"\0" * 8
 
 
-def decode_hook_header(data: bytes | mmap.mmap, header: FileHeader, name: str) -> HookHeader:
+def decode_hook_header(data: bytes | Source, header: FileHeader, name: str) -> HookHeader:
     """Check and decode the hook header; ProftuiError names what is wrong."""
+    src = as_source(data, name)
     off = header.body_offset
     if off + HOOK_HEADER_SIZE > header.file_size:
         raise ProftuiError(f"{name}: corrupt hook file (body past the end)")
-    hook = HookHeader(*_HOOK.unpack_from(data, off))
+    hook = HookHeader(*_HOOK.unpack(src.read(off, HOOK_HEADER_SIZE)))
     if hook.node_size != NODE_SIZE or hook.chunk_nodes == 0:
         raise ProftuiError(f"{name}: corrupt hook file (node size {hook.node_size}, "
                            f"{hook.chunk_nodes} nodes per chunk)")
@@ -140,32 +148,49 @@ def decode_hook_header(data: bytes | mmap.mmap, header: FileHeader, name: str) -
     return hook
 
 
-def decode_hook(data: bytes | mmap.mmap, name: str = "hook file") -> HookData:
+def decode_hook(data: bytes | Source, name: str = "hook file") -> HookData:
     """Decode everything published so far in one hook file."""
-    header = decode_header(data, name, KIND_HOOK)
-    hook = decode_hook_header(data, header, name)
+    src = as_source(data, name)
+    header = decode_header(src.read(0, HEADER_SIZE) if src.size >= HEADER_SIZE else b"",
+                           name, KIND_HOOK, src.size)
+    hook = decode_hook_header(src, header, name)
+    return decode_tables(src, header, hook)
+
+
+def decode_tables(src: Source, header: FileHeader, hook: HookHeader) -> HookData:
+    """Threads, modules and published nodes of a file whose layout `hook` gives.
+
+    Pages the runtime never backed read as zeros: a thread entry with tid 0, a
+    module with start 0 and a chunk with count 0 are skipped.
+    """
     threads: dict[int, HookThread] = {}
-    for slot in range(min(hook.thread_count, hook.thread_capacity)):
-        tid, state, raw, depth = _THREAD.unpack_from(data, hook.threads_offset + slot * THREAD_SIZE)
+    nthreads = min(hook.thread_count, hook.thread_capacity)
+    table = src.read(hook.threads_offset, nthreads * THREAD_SIZE)
+    for slot in range(nthreads):
+        tid, state, raw, depth = _THREAD.unpack_from(table, slot * THREAD_SIZE)
         if tid:
             threads[slot] = HookThread(slot, tid, state == 2,
                                        raw.split(b"\0", 1)[0].decode("utf-8", "replace"), depth)
     modules: list[HookModule | None] = []
-    for i in range(min(hook.module_count, hook.module_capacity)):
-        start, end, bias, raw = _MODULE.unpack_from(data, hook.modules_offset + i * MODULE_SIZE)
+    nmodules = min(hook.module_count, hook.module_capacity)
+    table = src.read(hook.modules_offset, nmodules * MODULE_SIZE)
+    for i in range(nmodules):
+        start, end, bias, raw = _MODULE.unpack_from(table, i * MODULE_SIZE)
         modules.append(HookModule(start, end, bias, raw.split(b"\0", 1)[0].decode(
             "utf-8", "surrogateescape")) if start else None)
     nodes = HookNodes()
     chunk_nodes = hook.chunk_nodes
-    for chunk in range(min(hook.chunk_count, hook.chunk_capacity)):
-        owner, count = _CHUNK.unpack_from(data, hook.chunks_offset + chunk * CHUNK_SIZE)
+    nchunks = min(hook.chunk_count, hook.chunk_capacity)
+    table = src.read(hook.chunks_offset, nchunks * CHUNK_SIZE)
+    for chunk in range(nchunks):
+        owner, count = _CHUNK.unpack_from(table, chunk * CHUNK_SIZE)
         count = min(count, chunk_nodes)
         if count == 0 or owner not in threads:
             continue
         base = chunk * chunk_nodes
-        start = hook.nodes_offset + base * NODE_SIZE
-        with (memoryview(data)[start:start + count * NODE_SIZE] as raw_view,
-              raw_view.cast("Q") as words, raw_view.cast("I") as halves):
+        raw = src.read(hook.nodes_offset + base * NODE_SIZE, count * NODE_SIZE)
+        with memoryview(raw) as raw_view, raw_view.cast("Q") as words, \
+                raw_view.cast("I") as halves:
             nodes.fn += words[0::5].tolist()
             nodes.calls += words[2::5].tolist()
             nodes.incl += words[3::5].tolist()

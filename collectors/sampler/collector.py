@@ -23,6 +23,7 @@ from proftui.collectors.base import CollectorOptions, LaunchCollector
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.model.profile import CPU_NS, SAMPLES, WALL_NS, Profile, ProfileMeta
 from proftui.collectors.runtime.launch import LaunchedProcess, resolve_program
+from proftui.collectors.runtime.wire import FLAG_NO_SPACE
 from proftui.collectors.runtime.wire_sampler import (
     MAP_LOAD,
     MAX_FRAMES,
@@ -275,6 +276,7 @@ class SamplerCollector(LaunchCollector):
         clock = ""
         pids: list[int] = []
         sampled_ns = cpu_ns = 0
+        no_space = False
         for sfile in self._files.values():
             try:
                 header, smp = sfile.refresh()
@@ -284,6 +286,7 @@ class SamplerCollector(LaunchCollector):
             if header.pid not in pids:
                 pids.append(header.pid)
             dropped += header.dropped
+            no_space = no_space or bool(header.flags & FLAG_NO_SPACE)
             period_ns = period_ns or header.period_ns
             if not clock:
                 hz = f", {1e9 / header.period_ns:.0f} Hz" if header.period_ns else ""
@@ -312,9 +315,12 @@ class SamplerCollector(LaunchCollector):
                 if slot.cpu_ns:
                     sampled_ns += slot.samples * header.period_ns
                     cpu_ns += slot.cpu_ns
+        if no_space:
+            warnings.append(f"the run directory's file system ({self.run_dir.path.parent}) is "
+                            f"full: {dropped} samples could not be stored (dropped), the profile "
+                            "is partial; point TMPDIR at a file system with more space")
         if not running and not self._files:
-            warnings.append("the sampler did not start in the target (no runtime file): "
-                            "was LD_PRELOAD removed or the program static?")
+            warnings.append(_no_file_warning(self.run_dir.path))
         if cpu_ns > 50_000_000 and sampled_ns < 0.5 * cpu_ns and not self.options.wall_clock:
             warnings.append(f"only {100 * sampled_ns / cpu_ns:.0f}% of the threads' CPU time was "
                             f"sampled (did the target block the sampling signal?)")
@@ -349,6 +355,18 @@ def _user_time_only_warning() -> str:
     return (f"user time only: kernel.perf_event_paranoid={paranoid} lets perf_event count "
             "kernel time only at <= 1 or with CAP_PERFMON (or PROFTUI_SAMPLER_KERNEL=0 was "
             "set); time spent in system calls is not sampled")
+
+
+def _no_file_warning(run_dir: Path) -> str:
+    """Why the target wrote no runtime file: a full run directory, or no preload."""
+    with contextlib.suppress(OSError):
+        st = os.statvfs(run_dir)
+        if st.f_bavail * st.f_frsize < 1 << 20:
+            return (f"the sampler could not create its file: the run directory's file system "
+                    f"({run_dir.parent}) has {st.f_bavail * st.f_frsize >> 10} KiB free; the "
+                    "target ran unprofiled (point TMPDIR at a file system with more space)")
+    return ("the sampler did not start in the target (no runtime file): "
+            "was LD_PRELOAD removed or the program static?")
 
 
 def _thread_name(pid: int, tid: int) -> str:

@@ -24,7 +24,7 @@
  *    16     4  header_size  sizeof(pt_file_header) = 128
  *    20     4  pid          process that owns the file
  *    24     4  ppid         its parent at creation (fork tree)
- *    28     4  flags        PT_FLAG_* (set by the runtime)
+ *    28     4  flags        PT_FLAG_* (set by the runtime; NO_SPACE with an atomic or)
  *    32     8  start_ns     CLOCK_REALTIME at file creation, ns
  *    40     8  period_ns    sampling period (0: not a sampler)
  *    48     8  body_offset  where the kind-specific area starts
@@ -54,6 +54,8 @@ enum pt_kind {
 enum pt_flags {
     PT_FLAG_COUNT_ONLY = 1u << 0, /* hook: no timestamps were taken */
     PT_FLAG_WALL_CLOCK = 1u << 1, /* sampler: wall-clock instead of CPU time */
+    PT_FLAG_NO_SPACE = 1u << 2,   /* the run directory could not back part of the file:
+                                     what did not fit is counted in `dropped` (atomic or) */
 };
 
 enum pt_control {

@@ -31,6 +31,7 @@
 #define PT_DEFAULT_BUFFER (32u << 20) /* bytes of rings per process */
 #define PT_NSLOTS 128                 /* concurrently sampled threads per process */
 #define PT_MIN_RING_WORDS 2048        /* 16 KiB */
+#define PT_TINY_RING_WORDS 512        /* 4 KiB: the floor on a nearly full run directory */
 #define PT_MAPLOG_ENTRIES 1024
 #define PT_MAX_THREADS 4096 /* armed-thread registry (fork, signal moves) */
 
@@ -79,6 +80,7 @@ PT_HIDDEN void pt_sampler_file_forget(void);     /* fork child: drop the parent'
 PT_HIDDEN pt_sampler_slot *pt_sampler_slot_claim(pid_t tid, uint64_t **ring); /* NULL when full */
 PT_HIDDEN void pt_sampler_slot_release(pt_sampler_slot *slot, uint64_t cpu_ns);
 PT_HIDDEN void pt_sampler_maplog_append(const pt_map_entry *entry);
+PT_HIDDEN void pt_sampler_no_space(void); /* PT_FLAG_NO_SPACE; async-signal-safe */
 
 /* pt_sampler_timer.c - none async-signal-safe. */
 PT_HIDDEN int pt_sampler_timer_init(void);            /* choose signal + clock, install handler */

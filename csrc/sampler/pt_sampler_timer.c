@@ -285,7 +285,8 @@ int pt_sampler_thread_arm(void) {
         return -1;
     }
     pt_sampler_self.ring = ring;
-    pt_sampler_self.mask = pt_sampler_file.smp->ring_words - 1;
+    /* No ring (the file system is full): mask 0 makes every record a drop. */
+    pt_sampler_self.mask = ring != NULL ? pt_sampler_file.smp->ring_words - 1 : 0;
     pt_sampler_self.stack_lo = (uintptr_t)stack_addr;
     pt_sampler_self.stack_hi = (uintptr_t)stack_addr + stack_size;
     pt_sampler_self.reg = reg;
