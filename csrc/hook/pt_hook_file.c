@@ -76,7 +76,9 @@ PT_NOINST uint64_t pt_ticks_slow(void)
 static PT_NOINST int pt_tsc_invariant(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
-    char buf[16384];
+    /* Static, not on the stack: the first hook call may come deep in a
+     * recursion near the stack limit (docs/runtime-safety.md).  Init runs once. */
+    static char buf[16384];
     int fd = open("/proc/cpuinfo", O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return 0;

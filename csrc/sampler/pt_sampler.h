@@ -34,6 +34,7 @@
 #define PT_TINY_RING_WORDS 512        /* 4 KiB: the floor on a nearly full run directory */
 #define PT_MAPLOG_ENTRIES 1024
 #define PT_MAX_THREADS 4096 /* armed-thread registry (fork, signal moves) */
+#define PT_ALTSTACK_SIZE (64u << 10) /* the handler's signal stack per thread (+ a guard page) */
 
 /* Settings read once from the environment by the constructor. */
 struct pt_sampler_config {
@@ -56,6 +57,9 @@ struct pt_sampler_thread {
     uintptr_t stack_lo; /* [stack_lo, stack_hi): the thread's stack */
     uintptr_t stack_hi;
     int reg; /* index in the armed-thread registry, -1 if none */
+    void *altstack;      /* our sigaltstack for the handler (mmap), NULL if the thread
+                            had one of its own or none could be made */
+    size_t altstack_size;
 };
 
 /* The current process's runtime file (zeroed when sampling is off). */

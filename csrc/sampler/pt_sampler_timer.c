@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -138,7 +139,9 @@ static int pt_install(int sig) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = pt_sampler_on_signal;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    /* SA_ONSTACK: on the thread's alternate stack (pt_altstack_on), so a
+     * sample near the stack limit never overflows the target's stack. */
+    sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
     sigemptyset(&sa.sa_mask);
     return pt_sampler_real_sigaction(sig, &sa, NULL);
 }
@@ -256,6 +259,44 @@ static void pt_stop_clock(struct pt_armed *e) {
     }
 }
 
+/* Give the calling thread an alternate signal stack for the handler, unless
+ * it has one already (the program's own, or inherited over fork: kept as
+ * is).  A guard page below it.  Thread start only, never in the handler. */
+static void pt_altstack_on(void) {
+    stack_t cur;
+    if (sigaltstack(NULL, &cur) != 0 || !(cur.ss_flags & SS_DISABLE)) return;
+    size_t size = PT_ALTSTACK_SIZE;
+    long min = sysconf(_SC_MINSIGSTKSZ); /* the kernel's signal frame (AVX-512, AMX) */
+    if (min > 0 && (size_t)min * 4 > size) size = ((size_t)min * 4 + 4095) & ~(size_t)4095;
+    unsigned char *p = mmap(NULL, size + 4096, PROT_READ | PROT_WRITE,
+                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+    if (p == MAP_FAILED) return;
+    mprotect(p, 4096, PROT_NONE); /* an overflow faults instead of writing below */
+    stack_t ss = {.ss_sp = p + 4096, .ss_flags = 0, .ss_size = size};
+    if (sigaltstack(&ss, NULL) != 0) {
+        munmap(p, size + 4096);
+        return;
+    }
+    pt_sampler_self.altstack = p;
+    pt_sampler_self.altstack_size = size + 4096;
+}
+
+/* Thread exit: drop our alternate stack if it is still the thread's (a
+ * program that installed its own since keeps it; ours then stays mapped,
+ * as the program may switch back to it).  Never while on it: the handler
+ * does not call this. */
+static void pt_altstack_off(void) {
+    unsigned char *p = pt_sampler_self.altstack;
+    if (p == NULL) return;
+    stack_t cur;
+    if (sigaltstack(NULL, &cur) == 0 && (unsigned char *)cur.ss_sp == p + 4096 &&
+        !(cur.ss_flags & SS_ONSTACK)) {
+        stack_t off = {.ss_sp = NULL, .ss_flags = SS_DISABLE, .ss_size = 0};
+        if (sigaltstack(&off, NULL) == 0) munmap(p, pt_sampler_self.altstack_size);
+    }
+    pt_sampler_self.altstack = NULL;
+}
+
 /* Register and arm the calling thread: stack bounds, a ring slot, a clock.
  * 0, or -1 when this thread stays unsampled. */
 int pt_sampler_thread_arm(void) {
@@ -290,6 +331,7 @@ int pt_sampler_thread_arm(void) {
     pt_sampler_self.stack_lo = (uintptr_t)stack_addr;
     pt_sampler_self.stack_hi = (uintptr_t)stack_addr + stack_size;
     pt_sampler_self.reg = reg;
+    pt_altstack_on(); /* before the first signal can come */
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     pt_sampler_self.slot = slot; /* the handler may record from here on */
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
@@ -299,6 +341,7 @@ int pt_sampler_thread_arm(void) {
         pthread_mutex_unlock(&pt_armed_lock);
         pt_sampler_self.slot = NULL;
         pt_sampler_self.reg = -1;
+        pt_altstack_off();
         pt_sampler_slot_release(slot, 0);
         return -1;
     }
@@ -320,6 +363,7 @@ void pt_sampler_thread_disarm(void) {
     }
     pthread_mutex_unlock(&pt_armed_lock);
     pt_sampler_self.reg = -1;
+    pt_altstack_off();
     struct timespec cpu;
     uint64_t cpu_ns = 0;
     if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) == 0)
