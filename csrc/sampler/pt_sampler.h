@@ -94,6 +94,7 @@ PT_HIDDEN void pt_sampler_timer_fork_child(int keep); /* drop inherited events; 
 PT_HIDDEN int pt_sampler_timer_is_ours(void *handler); /* handler pointer is proftui's */
 /* The target claimed pt_sampler_signal: move to another. */
 PT_HIDDEN int pt_sampler_timer_move_signal(void);
+PT_HIDDEN void pt_sampler_timer_pause_all(int pause); /* around exec */
 PT_HIDDEN int pt_sampler_real_sigaction(int sig, const struct sigaction *act,
                                         struct sigaction *old);
 PT_HIDDEN int pt_sampler_timer_owns_fd(int fd); /* async-signal-safe */

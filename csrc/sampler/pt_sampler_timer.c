@@ -393,6 +393,37 @@ void pt_sampler_timer_fork_child(int keep) {
     }
 }
 
+/* Stop (pause = 1) or restart (0) every armed thread's clock, around an
+ * exec: a clock left running fires between exec's point of no return and
+ * the new image's constructor, whose SIGPROF is back to the default action
+ * (terminate).  Pausing also discards a sample already pending (SIG_IGN
+ * then our handler again).  Not async-signal-safe (a mutex). */
+void pt_sampler_timer_pause_all(int pause) {
+    pthread_mutex_lock(&pt_armed_lock);
+    struct itimerspec its;
+    memset(&its, 0, sizeof its);
+    if (!pause) {
+        its.it_interval.tv_sec = (time_t)(pt_sampler_cfg.period_ns / 1000000000u);
+        its.it_interval.tv_nsec = (long)(pt_sampler_cfg.period_ns % 1000000000u);
+        its.it_value = its.it_interval;
+    }
+    for (int i = 0; i < PT_MAX_THREADS; i++) {
+        struct pt_armed *e = &pt_armed[i];
+        if (e->tid == 0) continue;
+        if (e->fd >= 0) ioctl(e->fd, pause ? PERF_EVENT_IOC_DISABLE : PERF_EVENT_IOC_ENABLE, 0);
+        else timer_settime(e->timer, 0, &its, NULL);
+    }
+    pthread_mutex_unlock(&pt_armed_lock);
+    if (pause && pt_sampler_signal > 0) {
+        struct sigaction ign;
+        memset(&ign, 0, sizeof ign);
+        ign.sa_handler = SIG_IGN;
+        sigemptyset(&ign.sa_mask);
+        pt_sampler_real_sigaction(pt_sampler_signal, &ign, NULL); /* drops what is pending */
+        pt_install(pt_sampler_signal);
+    }
+}
+
 /* The target installed its own disposition for pt_sampler_signal: move every thread's
  * clock to another signal first.  0, or -1 (then sampling stops). */
 int pt_sampler_timer_move_signal(void) {
