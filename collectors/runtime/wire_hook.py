@@ -7,11 +7,13 @@ with tid 0 are not ready.  Counters are read racily (they only grow).
 
 from __future__ import annotations
 
+import re
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.runtime.wire import (
+    FLAG_COUNT_ONLY,
     HEADER_SIZE,
     KIND_HOOK,
     FileHeader,
@@ -19,6 +21,14 @@ from proftui.collectors.runtime.wire import (
     as_source,
     decode_header,
 )
+
+# The runtime's fixed layout (csrc/hook/pt_hook_file.c), from which a header the
+# target overwrote is rebuilt (salvage_hook).
+LAYOUT_THREADS_OFFSET = 256
+LAYOUT_THREAD_CAP = 4096
+LAYOUT_MODULE_CAP = 1024
+LAYOUT_CHUNK_NODES = 512
+FILE_NAME = re.compile(r"hook\.(\d+)(?:\.(\d+))?\.ptw")
 
 ROOT = 0xFFFFFFFF
 INLINED = 0x80000000  # node.module bit: the calls ran inlined in the parent's frame
@@ -157,11 +167,14 @@ def decode_hook(data: bytes | Source, name: str = "hook file") -> HookData:
     return decode_tables(src, header, hook)
 
 
-def decode_tables(src: Source, header: FileHeader, hook: HookHeader) -> HookData:
+def decode_tables(src: Source, header: FileHeader, hook: HookHeader,
+                  salvage: bool = False) -> HookData:
     """Threads, modules and published nodes of a file whose layout `hook` gives.
 
     Pages the runtime never backed read as zeros: a thread entry with tid 0, a
-    module with start 0 and a chunk with count 0 are skipped.
+    module with start 0 and a chunk with count 0 are skipped.  With `salvage`,
+    chunks whose owner's entry was destroyed still count: slot 0 (the first
+    thread, the main one) as the process's pid, the others as tid 0.
     """
     threads: dict[int, HookThread] = {}
     nthreads = min(hook.thread_count, hook.thread_capacity)
@@ -185,6 +198,8 @@ def decode_tables(src: Source, header: FileHeader, hook: HookHeader) -> HookData
     for chunk in range(nchunks):
         owner, count = _CHUNK.unpack_from(table, chunk * CHUNK_SIZE)
         count = min(count, chunk_nodes)
+        if salvage and count and owner not in threads and owner < hook.thread_capacity:
+            threads[owner] = HookThread(owner, header.pid if owner == 0 else 0, False, "?", 0)
         if count == 0 or owner not in threads:
             continue
         base = chunk * chunk_nodes
@@ -202,6 +217,67 @@ def decode_tables(src: Source, header: FileHeader, hook: HookHeader) -> HookData
         nodes.index += range(base, base + count)
         nodes.thread += [owner] * count
     return HookData(header, hook, threads, modules, nodes)
+
+
+def salvage_hook(data: bytes | Source, name: str) -> tuple[HookData, str]:
+    """Decode a hook file whose headers were overwritten (by the target itself).
+
+    The common header is replaced from the file name (pid) when it does not
+    validate, the hook header from the runtime's fixed layout and the file's
+    size; tables are then read as they are, and every node whose chunk still
+    names a thread slot and whose parent is known is kept.  Without the hook
+    header the clock calibration is gone: the file counts calls only.  Returns
+    the data and what was lost, for the one warning; ProftuiError when the
+    size fits no layout.
+    """
+    src = as_source(data, name)
+    match = FILE_NAME.fullmatch(name)
+    pid = int(match.group(1)) if match else 0
+    lost: list[str] = []
+    try:
+        header = decode_header(src.read(0, HEADER_SIZE) if src.size >= HEADER_SIZE else b"",
+                               name, KIND_HOOK, src.size)
+    except ProftuiError:
+        header = FileHeader(KIND_HOOK, pid, 0, 0, 0, 0, HEADER_SIZE, src.size, 0, 0, 0,
+                            "unknown")
+        lost.append("the exit state and drop count")
+    try:
+        hook = decode_hook_header(src, header, name)
+    except ProftuiError:
+        hook = _rebuilt_layout(src, name, match.group(2) if match else None)
+        header = replace(header, flags=header.flags | FLAG_COUNT_ONLY, body_offset=HEADER_SIZE)
+        lost.append("all times (the clock calibration was in the header): calls only")
+    result = decode_tables(src, header, hook, salvage=True)
+    return result, "; ".join(lost) or "nothing"
+
+
+def _rebuilt_layout(src: Source, name: str, generation: str | None) -> HookHeader:
+    """The hook header the runtime wrote for a file of this size (pt_hook_file_create)."""
+    threads_off = LAYOUT_THREADS_OFFSET
+    modules_off = threads_off + LAYOUT_THREAD_CAP * THREAD_SIZE
+    chunks_off = modules_off + LAYOUT_MODULE_CAP * MODULE_SIZE
+    chunk_bytes = LAYOUT_CHUNK_NODES * NODE_SIZE
+    guess = max(0, (src.size - chunks_off) // (chunk_bytes + CHUNK_SIZE))
+    for nchunks in range(max(0, guess - 2), guess + 3):
+        nodes_off = (chunks_off + nchunks * CHUNK_SIZE + 63) & ~63
+        if nchunks and nodes_off + nchunks * chunk_bytes == src.size:
+            break
+    else:
+        raise ProftuiError(f"{name}: header overwritten and the size ({src.size} bytes) fits no "
+                           "hook file layout: nothing can be salvaged")
+
+    def used(offset: int, count: int, size: int) -> int:
+        table = src.read(offset, count * size)
+        for i in range(count - 1, -1, -1):
+            if any(table[i * size:(i + 1) * size]):
+                return i + 1
+        return 0
+
+    return HookHeader(
+        NODE_SIZE, LAYOUT_CHUNK_NODES, nchunks, nchunks, LAYOUT_THREAD_CAP,
+        used(threads_off, LAYOUT_THREAD_CAP, THREAD_SIZE), LAYOUT_MODULE_CAP,
+        used(modules_off, LAYOUT_MODULE_CAP, MODULE_SIZE), threads_off, chunks_off, modules_off,
+        nodes_off, 0.0, 0.0, 0.0, 0, 0, int(generation or 0), 0, 0, 0, 0)
 
 
 def compensated_self_ns(data: HookData) -> list[float]:

@@ -11,6 +11,7 @@ stores `tail` so the runtime can reuse the space.
 
 from __future__ import annotations
 
+import re
 import struct
 from array import array
 from dataclasses import dataclass
@@ -34,6 +35,12 @@ SLOT_FREE, SLOT_ACTIVE, SLOT_EXITED = 0, 1, 2
 SREC_TRUNCATED, SREC_OFFSTACK, SREC_DEPTH = 1, 2, 4
 MAP_LOAD, MAP_UNLOAD = 1, 2
 MAX_FRAMES = 128
+# The runtime's fixed layout (csrc/sampler/pt_sampler_file.c), from which headers
+# the target overwrote are rebuilt (SamplerFile(..., salvage_period_ns=...)).
+LAYOUT_SLOTS_OFFSET = 256
+LAYOUT_NSLOTS = 128
+LAYOUT_MAPLOG_ENTRIES = 1024
+FILE_NAME = re.compile(r"sampler\.(\d+)(?:\.\d+)?\.ptw")
 TAIL_OFFSET = 16  # within a slot
 MAPLOG_COUNT_OFFSET = 44  # within the sampler header
 
@@ -124,20 +131,49 @@ def decode_records(words: array, tid: int) -> tuple[list[RawSample], bool]:
 class SamplerFile:
     """One process's sampler file, mapped; drain it repeatedly while the target runs."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, salvage_period_ns: int | None = None) -> None:
+        """Map `path`; with `salvage_period_ns`, headers that do not validate (the
+        target overwrote them) are rebuilt from the runtime's fixed layout and the
+        file's size, with that period, and `salvaged` says why."""
         self.path = path
         self.file = RuntimeFile(path)
+        self.salvaged = ""
         try:
-            self.header = self.file.header(KIND_SAMPLER)
-            self.sampler = self._read_sampler_header()
+            try:
+                self.header = self.file.header(KIND_SAMPLER)
+                self.sampler = self._read_sampler_header()
+            except ProftuiError as exc:
+                if salvage_period_ns is None:
+                    raise
+                self.header, self.sampler = self._rebuilt(salvage_period_ns, str(exc))
+                self.salvaged = str(exc)
         except ProftuiError:
             self.file.close()
             raise
         self.corrupt_records = 0
         self._maps_read = 0
 
+    def _rebuilt(self, period_ns: int, damage: str) -> tuple[FileHeader, SamplerHeader]:
+        """Headers for a file of this size as pt_sampler_file_create lays it out."""
+        size = self.file.size
+        match = FILE_NAME.fullmatch(self.path.name)
+        rings = size - LAYOUT_SLOTS_OFFSET - LAYOUT_MAPLOG_ENTRIES * MAP_ENTRY.size
+        slot_size = rings // LAYOUT_NSLOTS if rings > 0 else 0
+        ring = (slot_size - SLOT.size) // 8
+        if (match is None or ring <= 0 or ring & (ring - 1)
+                or slot_size * LAYOUT_NSLOTS != rings or slot_size != SLOT.size + 8 * ring):
+            raise ProftuiError(f"{damage}; its size ({size} bytes) fits no sampler layout: "
+                               "nothing can be salvaged")
+        header = FileHeader(KIND_SAMPLER, int(match.group(1)), 0, 0, 0, period_ns, HEADER_SIZE,
+                            size, 0, 0, 0, "unknown (header overwritten)")
+        maplog = LAYOUT_SLOTS_OFFSET + rings
+        return header, SamplerHeader(0, 0, LAYOUT_NSLOTS, ring, LAYOUT_SLOTS_OFFSET, slot_size,
+                                     maplog, LAYOUT_MAPLOG_ENTRIES, 0, 0, period_ns)
+
     def refresh(self) -> tuple[FileHeader, SamplerHeader]:
         """Re-read both headers (counters, clock and signal change while running)."""
+        if self.salvaged:
+            return self.header, self.sampler  # the rebuilt layout is all there is
         self.header = self.file.header(KIND_SAMPLER)
         self.sampler = self._read_sampler_header()
         return self.header, self.sampler
@@ -192,7 +228,7 @@ class SamplerFile:
         count = struct.unpack("<I", self.file.read(
             self.header.body_offset + MAPLOG_COUNT_OFFSET, 4))[0]
         count = min(count, self.sampler.maplog_capacity)
-        out = []
+        out: list[MapEntry] = []
         if count <= self._maps_read:
             return out
         table = self.file.read(self.sampler.maplog_offset + self._maps_read * MAP_ENTRY.size,

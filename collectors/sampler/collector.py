@@ -172,13 +172,21 @@ class SamplerCollector(LaunchCollector):
         """Read new files, mappings and samples into the aggregate (thread-safe)."""
         with self._drain_lock:
             self._open_new_files()
-            for sfile in list(self._files.values()):
+            for path, sfile in list(self._files.items()):
                 pid, name = sfile.header.pid, sfile.path.name
-                maps = sfile.new_mappings()
+                try:
+                    maps = sfile.new_mappings()
+                    samples = sfile.drain()
+                except ProftuiError as exc:  # truncated under us: keep what was drained
+                    self._warnings.append(f"{exc}; samples after this point are lost")
+                    self._bad_files.add(path)
+                    del self._files[path]
+                    sfile.close()
+                    continue
                 if maps:  # applied by collect(), under _sym_lock
                     self._pending_maps.append((name, pid, maps))
                 period = sfile.header.period_ns
-                for sample in sfile.drain():
+                for sample in samples:
                     key = (name, pid, sample.tid, sample.ips)
                     counts = self._stacks.get(key)
                     if counts is None:
@@ -200,12 +208,26 @@ class SamplerCollector(LaunchCollector):
                 continue
             try:
                 sfile = SamplerFile(path)
-            except ProftuiError as exc:
-                # A file being created has no magic yet: only complain about it later.
-                if time.time() - path.stat().st_mtime > 2.0:
+            except ProftuiError:
+                # A file being created has no magic yet: salvage it (the target
+                # overwrote its header) only once it is old or the target ended.
+                try:
+                    if self.process is None or (self.process.poll() is None and
+                                                time.time() - path.stat().st_mtime <= 2.0):
+                        continue
+                except OSError:
+                    continue
+                try:
+                    sfile = SamplerFile(path, salvage_period_ns=int(
+                        1e9 / min(self.options.frequency_hz, MAX_FREQUENCY)))
+                except ProftuiError as exc:
                     self._bad_files.add(path)
                     self._warnings.append(str(exc))
-                continue
+                    continue
+                self._warnings.append(
+                    f"{sfile.salvaged}: the target overwrote the file's header; its samples "
+                    "were salvaged with the layout rebuilt from the file's size (lost: the "
+                    "clock, signal and drop counts)")
             if self._paused:  # everything it holds was recorded after pause()
                 sfile.file.set_paused(True)
                 sfile.drain()
@@ -281,8 +303,13 @@ class SamplerCollector(LaunchCollector):
             try:
                 header, smp = sfile.refresh()
             except ProftuiError as exc:
-                warnings.append(str(exc))
-                continue
+                # Overwritten since we opened it: keep its samples with the last good headers.
+                sfile.salvaged = str(exc)
+                header, smp = sfile.header, sfile.sampler
+                self._warnings.append(
+                    f"{exc}: the target overwrote the file's header; its samples were kept "
+                    "with the headers read before (lost: later drop counts)")
+                warnings.append(self._warnings[-1])
             if header.pid not in pids:
                 pids.append(header.pid)
             dropped += header.dropped

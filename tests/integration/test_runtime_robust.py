@@ -123,3 +123,74 @@ def test_hook_stack_use_is_small(tmp_path: Path) -> None:
     assert used["fast"] <= 256, used
     assert used["slow"] <= 1024, used
     assert used["first"] <= 8192, used  # start-up: clock, calibration, /proc reads
+
+
+@pytest.mark.parametrize("mode", ["sampler", "instrument"])
+def test_target_overwriting_the_run_file_header(tmp_path: Path, mode: str) -> None:
+    """The target scribbles over the headers of its own run file: what the tables
+    still hold is salvaged and one warning says what was lost."""
+    flags = INSTRUMENT if mode == "instrument" else PLAIN
+    binary = build_fixture("rt_scribble.c", flags,
+                           output=f"rt_scribble_{'ins' if mode == 'instrument' else 'plain'}")
+    kind = "hook" if mode == "instrument" else "sampler"
+    argv = [str(binary), kind, "256"]
+    plain = run_plain(argv)
+    assert (plain.stdout, plain.returncode) == ("scribbled\n", 3)
+    out = tmp_path / "run.proftui"
+    result = proftui("record", "-o", str(out), "--mode", mode, *argv,
+                     env={"TMPDIR": str(tmp_path)})
+    warnings = assert_recorded(result, plain, out)
+    assert [p.name for p in tmp_path.iterdir()] == ["run.proftui"]
+    damaged = [w for w in warnings if "overwrote the file's header" in w]
+    assert len(damaged) == 1, warnings
+    profile = load_profile(out)
+    names = {f.function for f in profile.frames}
+    assert {"work_a", "work_b"} <= names, sorted(names)[:20]
+    if mode == "instrument":  # calls are exact even without the header's clock
+        assert "calls only" in damaged[0]
+        from tests.integration.ins_helpers import function_calls
+        assert function_calls(profile, "work_a") == 200
+        assert function_calls(profile, "work_b") == 200
+
+
+def test_sampler_headers_rebuilt_from_the_layout(tmp_path: Path) -> None:
+    """A sampler file whose headers were junk before proftui first read it: the
+    layout is rebuilt from its size, its records drain; a size that fits no layout
+    is one error, and a file truncated under the reader is one error too."""
+    from proftui.collectors.errors import ProftuiError
+    from proftui.collectors.runtime.wire_sampler import (
+        LAYOUT_MAPLOG_ENTRIES,
+        LAYOUT_NSLOTS,
+        LAYOUT_SLOTS_OFFSET,
+        MAP_ENTRY,
+        SLOT,
+        SamplerFile,
+    )
+
+    ring = 512
+    slot_size = SLOT.size + 8 * ring
+    size = LAYOUT_SLOTS_OFFSET + LAYOUT_NSLOTS * slot_size + LAYOUT_MAPLOG_ENTRIES * MAP_ENTRY.size
+    data = bytearray(size)
+    data[:LAYOUT_SLOTS_OFFSET] = bytes(((i * 7) ^ 0x5A) & 0xFF for i in range(LAYOUT_SLOTS_OFFSET))
+    slot = LAYOUT_SLOTS_OFFSET + 3 * slot_size
+    record = [2 | 1 << 32, 0x401000, 0x402000]
+    SLOT.pack_into(data, slot, 1, 4242, len(record), 0, 1, 0, 0, 1)
+    for k, word in enumerate(record):
+        data[slot + SLOT.size + 8 * k:slot + SLOT.size + 8 * k + 8] = word.to_bytes(8, "little")
+    path = tmp_path / "sampler.4242.ptw"
+    path.write_bytes(data)
+    with pytest.raises(ProftuiError, match="bad magic"):
+        SamplerFile(path)
+    sfile = SamplerFile(path, salvage_period_ns=1_000_000)
+    assert sfile.salvaged and sfile.header.pid == 4242 and sfile.sampler.ring_words == ring
+    samples = sfile.drain()
+    assert [(s.tid, s.ips) for s in samples] == [(4242, (0x401000, 0x402000))]
+    sfile.close()
+    (tmp_path / "sampler.7.ptw").write_bytes(data[:size - 8])
+    with pytest.raises(ProftuiError, match="fits no sampler layout"):
+        SamplerFile(tmp_path / "sampler.7.ptw", salvage_period_ns=1_000_000)
+    sfile = SamplerFile(path, salvage_period_ns=1_000_000)
+    os.truncate(path, 100_000)  # shorter than the rings: a read past the end
+    with pytest.raises(ProftuiError, match="truncated"):
+        sfile.drain()
+    sfile.close()
