@@ -5,9 +5,9 @@
  *
  * Every runtime file lives in the per-run directory ($PROFTUI_DIR, 0700),
  * is created O_CREAT|O_EXCL|O_NOFOLLOW with mode 0600, one file per process
- * (a forked child opens its own), and is mmapped MAP_SHARED by both sides:
- * the runtime writes, the front end reads while the target runs and after it
- * crashes.  All integers are little-endian, naturally aligned.
+ * (a forked child opens its own); the runtime maps it MAP_SHARED and writes,
+ * the front end reads it with pread while the target runs and after it
+ * crashes.  No page is touched before it is backed (docs/runtime-safety.md).  All integers are little-endian, naturally aligned.
  *
  * File layout:
  *

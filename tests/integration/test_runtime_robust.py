@@ -194,3 +194,30 @@ def test_sampler_headers_rebuilt_from_the_layout(tmp_path: Path) -> None:
     with pytest.raises(ProftuiError, match="truncated"):
         sfile.drain()
     sfile.close()
+
+
+@pytest.mark.parametrize("kernel", ["default", "user-only"])
+def test_sampling_signal_and_eintr(tmp_path: Path, kernel: str) -> None:
+    """What the sampling signal does to the target's blocking calls
+    (docs/runtime-safety.md, "EINTR").  The handler is SA_RESTART, so read() is
+    never cut short; with user time only (PROFTUI_SAMPLER_KERNEL=0) a sample is
+    only ever taken in user mode, so no call at all sees EINTR.  Counting kernel
+    time (the default where allowed) may cut nanosleep/poll/select short: the
+    rate is printed, the program's output and status must not change."""
+    binary = build_fixture("rt_eintr.c", PLAIN)
+    argv = [str(binary), "3000", "100000"]
+    plain = run_plain(argv)
+    assert plain.stderr == "eintr nanosleep 0 poll 0 select 0 read 0\n"
+    env = {"TMPDIR": str(tmp_path)}
+    if kernel == "user-only":
+        env["PROFTUI_SAMPLER_KERNEL"] = "0"
+    out = tmp_path / "run.proftui"
+    result = proftui("record", "-o", str(out), "--mode", "sampler", *argv, env=env)
+    assert_recorded(result, plain, out)
+    counts = next(line for line in result.stderr.splitlines() if line.startswith("eintr"))
+    print(f"{kernel}: {counts} (of 9000 interruptible calls)")
+    fields = counts.split()
+    interrupted = dict(zip(fields[1::2], map(int, fields[2::2]), strict=True))
+    assert interrupted["read"] == 0  # SA_RESTART
+    if kernel == "user-only":
+        assert interrupted == {"nanosleep": 0, "poll": 0, "select": 0, "read": 0}
