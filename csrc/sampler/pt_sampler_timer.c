@@ -56,6 +56,9 @@ struct pt_armed {
 /* The registry and its lock (never taken in signal context). */
 static struct pt_armed pt_armed[PT_MAX_THREADS];
 static pthread_mutex_t pt_armed_lock = PTHREAD_MUTEX_INITIALIZER;
+/* The process whose threads the registry lists (set by timer init and a
+ * followed fork child): a vfork child sharing the registry is not it. */
+static pid_t pt_armed_pid;
 /* PT_CLOCK_*: chosen once by pt_sampler_timer_init. */
 static int pt_clock_kind;
 /* 1 if perf events may count kernel time (exclude_kernel = 0); chosen once. */
@@ -180,6 +183,7 @@ static void pt_thread_exit_hook(void *value) {
 /* Choose the clock and the signal, install the handler, describe both in the
  * header.  0, or -1 when nothing can sample. */
 int pt_sampler_timer_init(void) {
+    pt_armed_pid = getpid();
     sigemptyset(&pt_claimed);
     if (pthread_key_create(&pt_exit_key, pt_thread_exit_hook) != 0) return -1;
     pt_clock_kind = PT_CLOCK_TIMER;
@@ -261,7 +265,8 @@ static void pt_stop_clock(struct pt_armed *e) {
 
 /* Give the calling thread an alternate signal stack for the handler, unless
  * it has one already (the program's own, or inherited over fork: kept as
- * is).  A guard page below it.  Thread start only, never in the handler. */
+ * is).  A guard page below it.  Thread start only, never in the handler.
+ * Not async-signal-safe (sysconf). */
 static void pt_altstack_on(void) {
     stack_t cur;
     if (sigaltstack(NULL, &cur) != 0 || !(cur.ss_flags & SS_DISABLE)) return;
@@ -284,7 +289,7 @@ static void pt_altstack_on(void) {
 /* Thread exit: drop our alternate stack if it is still the thread's (a
  * program that installed its own since keeps it; ours then stays mapped,
  * as the program may switch back to it).  Never while on it: the handler
- * does not call this. */
+ * does not call this.  Not async-signal-safe. */
 static void pt_altstack_off(void) {
     unsigned char *p = pt_sampler_self.altstack;
     if (p == NULL) return;
@@ -387,6 +392,7 @@ void pt_sampler_timer_fork_child(int keep) {
         }
         pt_armed[i].tid = 0;
     }
+    pt_armed_pid = getpid();
     if (keep) {
         pt_describe();
         pt_sampler_thread_arm();
@@ -399,6 +405,9 @@ void pt_sampler_timer_fork_child(int keep) {
  * (terminate).  Pausing also discards a sample already pending (SIG_IGN
  * then our handler again).  Not async-signal-safe (a mutex). */
 void pt_sampler_timer_pause_all(int pause) {
+    /* A vfork child shares our memory and fds but must not stop the
+     * parent's clocks (it never restarts them if its exec succeeds). */
+    if (getpid() != pt_armed_pid) return;
     pthread_mutex_lock(&pt_armed_lock);
     struct itimerspec its;
     memset(&its, 0, sizeof its);
