@@ -30,7 +30,12 @@ from proftui.collectors.instrument.hook_profile import (
 from proftui.collectors.model.profile import Profile, ProfileMeta
 from proftui.collectors.runtime.launch import LaunchedProcess, resolve_program
 from proftui.collectors.runtime.libraries import runtime_library_path
-from proftui.collectors.runtime.wire import FLAG_COUNT_ONLY, FLAG_NO_SPACE, RuntimeFile
+from proftui.collectors.runtime.wire import (
+    FLAG_COUNT_ONLY,
+    FLAG_NO_SPACE,
+    RuntimeFile,
+    WireVersionError,
+)
 from proftui.collectors.runtime.wire_hook import (
     HookData,
     calibrated,
@@ -152,6 +157,8 @@ class InstrumentCollector(LaunchCollector):
             try:
                 datas.append(decode_hook(file, path.name))
                 continue
+            except WireVersionError:
+                raise  # another proftui's runtime: reinstall, nothing to salvage
             except ProftuiError as exc:
                 damage = str(exc)
             try:

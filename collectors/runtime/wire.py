@@ -64,6 +64,10 @@ class FileHeader:
         return self.state == STATE_EXITED
 
 
+class WireVersionError(ProftuiError):
+    """An intact header of another format version: reinstall, never salvage."""
+
+
 class Source(Protocol):
     """Bytes of a runtime file: `size` in total, `read(offset, length)` exactly."""
 
@@ -108,7 +112,7 @@ def decode_header(data: bytes | bytearray | memoryview, name: str = "runtime fil
     if magic != MAGIC:
         raise ProftuiError(f"{name}: not a proftui runtime file (bad magic)")
     if version != VERSION:
-        raise ProftuiError(
+        raise WireVersionError(
             f"{name}: written by runtime format version {version}, this proftui reads "
             f"version {VERSION}; reinstall so the runtime and front end match")
     if header_size != HEADER_SIZE:

@@ -18,7 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from proftui.collectors.errors import ProftuiError
-from proftui.collectors.runtime.wire import HEADER_SIZE, KIND_SAMPLER, FileHeader, RuntimeFile
+from proftui.collectors.runtime.wire import (
+    HEADER_SIZE,
+    KIND_SAMPLER,
+    FileHeader,
+    RuntimeFile,
+    WireVersionError,
+)
 
 # signal, sflags, nslots, ring_words, slots_offset, slot_size, maplog_offset,
 # maplog_capacity, maplog_count, threads_lost, requested_ns
@@ -143,7 +149,7 @@ class SamplerFile:
                 self.header = self.file.header(KIND_SAMPLER)
                 self.sampler = self._read_sampler_header()
             except ProftuiError as exc:
-                if salvage_period_ns is None:
+                if salvage_period_ns is None or isinstance(exc, WireVersionError):
                     raise
                 self.header, self.sampler = self._rebuilt(salvage_period_ns, str(exc))
                 self.salvaged = str(exc)

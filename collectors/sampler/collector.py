@@ -23,7 +23,7 @@ from proftui.collectors.base import CollectorOptions, LaunchCollector
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.model.profile import CPU_NS, SAMPLES, WALL_NS, Profile, ProfileMeta
 from proftui.collectors.runtime.launch import LaunchedProcess, resolve_program
-from proftui.collectors.runtime.wire import FLAG_NO_SPACE
+from proftui.collectors.runtime.wire import FLAG_NO_SPACE, WireVersionError
 from proftui.collectors.runtime.wire_sampler import (
     MAP_LOAD,
     MAX_FRAMES,
@@ -208,6 +208,10 @@ class SamplerCollector(LaunchCollector):
                 continue
             try:
                 sfile = SamplerFile(path)
+            except WireVersionError as exc:  # another proftui's runtime: nothing to salvage
+                self._bad_files.add(path)
+                self._warnings.append(str(exc))
+                continue
             except ProftuiError:
                 # A file being created has no magic yet: salvage it (the target
                 # overwrote its header) only once it is old or the target ended.
@@ -302,6 +306,9 @@ class SamplerCollector(LaunchCollector):
         for sfile in self._files.values():
             try:
                 header, smp = sfile.refresh()
+            except WireVersionError as exc:
+                warnings.append(str(exc))
+                continue
             except ProftuiError as exc:
                 # Overwritten since we opened it: keep its samples with the last good headers.
                 sfile.salvaged = str(exc)
