@@ -26,7 +26,8 @@ RUNTIME_LIBRARIES: dict[str, tuple[list[str], list[str]]] = {
                          *COMMON_UNWIND],
                         ["csrc/common", "csrc/sampler"]),
     "proftui_hook": (["csrc/hook/proftui_hook.c", "csrc/hook/pt_hook_life.c",
-                      "csrc/hook/pt_hook_file.c", "csrc/hook/pt_hook_filter.c"],
+                      "csrc/hook/pt_hook_file.c", "csrc/hook/pt_hook_filter.c",
+                      "csrc/common/pt_runfile.c"],
                      ["csrc/common", "csrc/hook"]),
 }
 
@@ -95,7 +96,9 @@ def runtime_extension(name: str, sources: list[str], include_dirs: list[str]) ->
         sources=sources,
         include_dirs=include_dirs,
         extra_compile_args=COMMON_FLAGS,
-        extra_link_args=["-pthread", "-ldl", "-lrt"],
+        # -z now: the runtime's own imports are bound at load, so no hook or
+        # handler runs ld.so's lazy resolver (kilobytes of the target's stack).
+        extra_link_args=["-pthread", "-ldl", "-lrt", "-Wl,-z,now"],
         py_limited_api=True,
     )
 

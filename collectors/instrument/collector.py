@@ -31,8 +31,19 @@ from proftui.collectors.model.profile import Profile, ProfileMeta
 from proftui.collectors.runtime.launch import LaunchedProcess, resolve_program
 from proftui.collectors.runtime.libraries import runtime_library_path
 from proftui.collectors.runtime.names import read_comm
-from proftui.collectors.runtime.wire import FLAG_COUNT_ONLY, RuntimeFile
-from proftui.collectors.runtime.wire_hook import HookData, calibrated, decode_hook, is_published
+from proftui.collectors.runtime.wire import (
+    FLAG_COUNT_ONLY,
+    FLAG_NO_SPACE,
+    RuntimeFile,
+    WireVersionError,
+)
+from proftui.collectors.runtime.wire_hook import (
+    HookData,
+    calibrated,
+    decode_hook,
+    is_published,
+    salvage_hook,
+)
 
 DEFAULT_BUFFER_BYTES = 64 << 20  # the runtime's default (csrc/hook/pt_hook_file.c)
 
@@ -129,18 +140,42 @@ class InstrumentCollector(LaunchCollector):
                 file = RuntimeFile(path)
             except ProftuiError:
                 continue  # created but not sized yet: next time
-            if not is_published(file.map):
+            # Unpublished: still being created, unless the target has ended (then
+            # its header may have been zeroed by the target: salvage_hook reads it).
+            if not is_published(file) and self.exit_info() is None:
                 file.close()
                 continue
             if self._paused:
                 file.set_paused(True)
             self._files[path] = file
 
-    def _decode_all(self) -> list[HookData]:
-        """Every published file, in (pid, exec generation) order."""
-        datas = [decode_hook(file.map, path.name) for path, file in self._files.items()]
+    def _decode_all(self) -> tuple[list[HookData], list[str]]:
+        """Every published file, in (pid, exec generation) order, and one warning per
+        file that had to be salvaged (its header overwritten) or was lost."""
+        datas: list[HookData] = []
+        warnings: list[str] = []
+        for path, file in self._files.items():
+            try:
+                datas.append(decode_hook(file, path.name))
+                continue
+            except WireVersionError:
+                raise  # another proftui's runtime: reinstall, nothing to salvage
+            except ProftuiError as exc:
+                damage = str(exc)
+            try:
+                data, lost = salvage_hook(file, path.name)
+            except ProftuiError as exc:
+                warnings.append(f"{damage}; {exc}")
+                continue
+            if not data.nodes.index and not is_published(file):
+                continue  # never finished being created (killed at start-up): no data
+            datas.append(data)
+            warnings.append(
+                f"{damage}: the target overwrote the file's header; salvaged "
+                f"{len(data.nodes.index)} call-tree nodes of {len(data.threads)} threads, "
+                f"lost {lost}")
         datas.sort(key=lambda d: (d.header.pid, d.hook.generation))
-        return datas
+        return datas, warnings
 
     # -- profile -------------------------------------------------------------------
 
@@ -150,7 +185,7 @@ class InstrumentCollector(LaunchCollector):
             if exit_info is not None and self._end_time is None:
                 self._end_time = time.time()
             self._scan_files()
-            datas = self._decode_all()
+            datas, damage = self._decode_all()
             assert self._symbols is not None or not datas
             count_only = bool(datas) and all(d.header.flags & FLAG_COUNT_ONLY for d in datas)
             if not datas:
@@ -172,6 +207,7 @@ class InstrumentCollector(LaunchCollector):
                 merge_parts(profile)
             self._refresh_thread_names(datas, meta.threads, running=exit_info is None)
             meta.complete, meta.warnings = self._completeness(datas, exit_info is None)
+            meta.warnings[:0] = damage
             if self._symbols is not None:
                 meta.warnings.extend(w for w in self._symbols.warnings if w not in meta.warnings)
             return profile
@@ -210,7 +246,11 @@ class InstrumentCollector(LaunchCollector):
         if exit_info is not None and exit_info.signal is not None:
             complete = False
         dropped = sum(d.header.dropped for d in datas)
-        if dropped:
+        if any(d.header.flags & FLAG_NO_SPACE for d in datas):
+            warnings.append(f"the run directory's file system ({self.run_dir.path.parent}) is "
+                            f"full: {dropped} calls not recorded, the profile is partial; "
+                            "point TMPDIR at a file system with more space")
+        elif dropped:
             budget = self.options.buffer_bytes or DEFAULT_BUFFER_BYTES
             warnings.append(f"{dropped} calls not recorded: the {budget >> 20} MiB per-process "
                             "buffer is full or the call depth exceeded the shadow stack")

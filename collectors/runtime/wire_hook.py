@@ -7,13 +7,29 @@ with tid 0 are not ready.  Counters are read racily (they only grow).
 
 from __future__ import annotations
 
-import mmap
+import re
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.runtime.names import printable_name
-from proftui.collectors.runtime.wire import HEADER_SIZE, KIND_HOOK, FileHeader, decode_header
+from proftui.collectors.runtime.wire import (
+    FLAG_COUNT_ONLY,
+    HEADER_SIZE,
+    KIND_HOOK,
+    FileHeader,
+    Source,
+    as_source,
+    decode_header,
+)
+
+# The runtime's fixed layout (csrc/hook/pt_hook_file.c), from which a header the
+# target overwrote is rebuilt (salvage_hook).
+LAYOUT_THREADS_OFFSET = 256
+LAYOUT_THREAD_CAP = 4096
+LAYOUT_MODULE_CAP = 1024
+LAYOUT_CHUNK_NODES = 512
+FILE_NAME = re.compile(r"hook\.(\d+)(?:\.(\d+))?\.ptw")
 
 ROOT = 0xFFFFFFFF
 INLINED = 0x80000000  # node.module bit: the calls ran inlined in the parent's frame
@@ -112,17 +128,19 @@ class HookData:
     nodes: HookNodes
 
 
-def is_published(data: bytes | mmap.mmap) -> bool:
+def is_published(data: bytes | Source) -> bool:
     """False while the runtime is still writing the header (magic goes in last)."""
-    return len(data) >= HEADER_SIZE and data[:8] != b"\0" * 8
+    src = as_source(data, "hook file")
+    return src.size >= HEADER_SIZE and src.read(0, 8) != b"\0" * 8
 
 
-def decode_hook_header(data: bytes | mmap.mmap, header: FileHeader, name: str) -> HookHeader:
+def decode_hook_header(data: bytes | Source, header: FileHeader, name: str) -> HookHeader:
     """Check and decode the hook header; ProftuiError names what is wrong."""
+    src = as_source(data, name)
     off = header.body_offset
     if off + HOOK_HEADER_SIZE > header.file_size:
         raise ProftuiError(f"{name}: corrupt hook file (body past the end)")
-    hook = HookHeader(*_HOOK.unpack_from(data, off))
+    hook = HookHeader(*_HOOK.unpack(src.read(off, HOOK_HEADER_SIZE)))
     if hook.node_size != NODE_SIZE or hook.chunk_nodes == 0:
         raise ProftuiError(f"{name}: corrupt hook file (node size {hook.node_size}, "
                            f"{hook.chunk_nodes} nodes per chunk)")
@@ -141,32 +159,54 @@ def decode_hook_header(data: bytes | mmap.mmap, header: FileHeader, name: str) -
     return hook
 
 
-def decode_hook(data: bytes | mmap.mmap, name: str = "hook file") -> HookData:
+def decode_hook(data: bytes | Source, name: str = "hook file") -> HookData:
     """Decode everything published so far in one hook file."""
-    header = decode_header(data, name, KIND_HOOK)
-    hook = decode_hook_header(data, header, name)
+    src = as_source(data, name)
+    header = decode_header(src.read(0, HEADER_SIZE) if src.size >= HEADER_SIZE else b"",
+                           name, KIND_HOOK, src.size)
+    hook = decode_hook_header(src, header, name)
+    return decode_tables(src, header, hook)
+
+
+def decode_tables(src: Source, header: FileHeader, hook: HookHeader,
+                  salvage: bool = False) -> HookData:
+    """Threads, modules and published nodes of a file whose layout `hook` gives.
+
+    Pages the runtime never backed read as zeros: a thread entry with tid 0, a
+    module with start 0 and a chunk with count 0 are skipped.  With `salvage`,
+    chunks whose owner's entry was destroyed still count: slot 0 (the first
+    thread, the main one) as the process's pid, the others as tid 0.
+    """
     threads: dict[int, HookThread] = {}
-    for slot in range(min(hook.thread_count, hook.thread_capacity)):
-        tid, state, raw, depth = _THREAD.unpack_from(data, hook.threads_offset + slot * THREAD_SIZE)
+    nthreads = min(hook.thread_count, hook.thread_capacity)
+    table = src.read(hook.threads_offset, nthreads * THREAD_SIZE)
+    for slot in range(nthreads):
+        tid, state, raw, depth = _THREAD.unpack_from(table, slot * THREAD_SIZE)
         if tid:
             threads[slot] = HookThread(slot, tid, state == 2,
                                        printable_name(raw.split(b"\0", 1)[0]), depth)
     modules: list[HookModule | None] = []
-    for i in range(min(hook.module_count, hook.module_capacity)):
-        start, end, bias, raw = _MODULE.unpack_from(data, hook.modules_offset + i * MODULE_SIZE)
+    nmodules = min(hook.module_count, hook.module_capacity)
+    table = src.read(hook.modules_offset, nmodules * MODULE_SIZE)
+    for i in range(nmodules):
+        start, end, bias, raw = _MODULE.unpack_from(table, i * MODULE_SIZE)
         modules.append(HookModule(start, end, bias, raw.split(b"\0", 1)[0].decode(
             "utf-8", "surrogateescape")) if start else None)
     nodes = HookNodes()
     chunk_nodes = hook.chunk_nodes
-    for chunk in range(min(hook.chunk_count, hook.chunk_capacity)):
-        owner, count = _CHUNK.unpack_from(data, hook.chunks_offset + chunk * CHUNK_SIZE)
+    nchunks = min(hook.chunk_count, hook.chunk_capacity)
+    table = src.read(hook.chunks_offset, nchunks * CHUNK_SIZE)
+    for chunk in range(nchunks):
+        owner, count = _CHUNK.unpack_from(table, chunk * CHUNK_SIZE)
         count = min(count, chunk_nodes)
+        if salvage and count and owner not in threads and owner < hook.thread_capacity:
+            threads[owner] = HookThread(owner, header.pid if owner == 0 else 0, False, "?", 0)
         if count == 0 or owner not in threads:
             continue
         base = chunk * chunk_nodes
-        start = hook.nodes_offset + base * NODE_SIZE
-        with (memoryview(data)[start:start + count * NODE_SIZE] as raw_view,
-              raw_view.cast("Q") as words, raw_view.cast("I") as halves):
+        raw = src.read(hook.nodes_offset + base * NODE_SIZE, count * NODE_SIZE)
+        with memoryview(raw) as raw_view, raw_view.cast("Q") as words, \
+                raw_view.cast("I") as halves:
             nodes.fn += words[0::5].tolist()
             nodes.calls += words[2::5].tolist()
             nodes.incl += words[3::5].tolist()
@@ -178,6 +218,67 @@ def decode_hook(data: bytes | mmap.mmap, name: str = "hook file") -> HookData:
         nodes.index += range(base, base + count)
         nodes.thread += [owner] * count
     return HookData(header, hook, threads, modules, nodes)
+
+
+def salvage_hook(data: bytes | Source, name: str) -> tuple[HookData, str]:
+    """Decode a hook file whose headers were overwritten (by the target itself).
+
+    The common header is replaced from the file name (pid) when it does not
+    validate, the hook header from the runtime's fixed layout and the file's
+    size; tables are then read as they are, and every node whose chunk still
+    names a thread slot and whose parent is known is kept.  Without the hook
+    header the clock calibration is gone: the file counts calls only.  Returns
+    the data and what was lost, for the one warning; ProftuiError when the
+    size fits no layout.
+    """
+    src = as_source(data, name)
+    match = FILE_NAME.fullmatch(name)
+    pid = int(match.group(1)) if match else 0
+    lost: list[str] = []
+    try:
+        header = decode_header(src.read(0, HEADER_SIZE) if src.size >= HEADER_SIZE else b"",
+                               name, KIND_HOOK, src.size)
+    except ProftuiError:
+        header = FileHeader(KIND_HOOK, pid, 0, 0, 0, 0, HEADER_SIZE, src.size, 0, 0, 0,
+                            "unknown")
+        lost.append("the exit state and drop count")
+    try:
+        hook = decode_hook_header(src, header, name)
+    except ProftuiError:
+        hook = _rebuilt_layout(src, name, match.group(2) if match else None)
+        header = replace(header, flags=header.flags | FLAG_COUNT_ONLY, body_offset=HEADER_SIZE)
+        lost.append("all times (the clock calibration was in the header): calls only")
+    result = decode_tables(src, header, hook, salvage=True)
+    return result, "; ".join(lost) or "nothing"
+
+
+def _rebuilt_layout(src: Source, name: str, generation: str | None) -> HookHeader:
+    """The hook header the runtime wrote for a file of this size (pt_hook_file_create)."""
+    threads_off = LAYOUT_THREADS_OFFSET
+    modules_off = threads_off + LAYOUT_THREAD_CAP * THREAD_SIZE
+    chunks_off = modules_off + LAYOUT_MODULE_CAP * MODULE_SIZE
+    chunk_bytes = LAYOUT_CHUNK_NODES * NODE_SIZE
+    guess = max(0, (src.size - chunks_off) // (chunk_bytes + CHUNK_SIZE))
+    for nchunks in range(max(0, guess - 2), guess + 3):
+        nodes_off = (chunks_off + nchunks * CHUNK_SIZE + 63) & ~63
+        if nchunks and nodes_off + nchunks * chunk_bytes == src.size:
+            break
+    else:
+        raise ProftuiError(f"{name}: header overwritten and the size ({src.size} bytes) fits no "
+                           "hook file layout: nothing can be salvaged")
+
+    def used(offset: int, count: int, size: int) -> int:
+        table = src.read(offset, count * size)
+        for i in range(count - 1, -1, -1):
+            if any(table[i * size:(i + 1) * size]):
+                return i + 1
+        return 0
+
+    return HookHeader(
+        NODE_SIZE, LAYOUT_CHUNK_NODES, nchunks, nchunks, LAYOUT_THREAD_CAP,
+        used(threads_off, LAYOUT_THREAD_CAP, THREAD_SIZE), LAYOUT_MODULE_CAP,
+        used(modules_off, LAYOUT_MODULE_CAP, MODULE_SIZE), threads_off, chunks_off, modules_off,
+        nodes_off, 0.0, 0.0, 0.0, 0, 0, int(generation or 0), 0, 0, 0, 0)
 
 
 def compensated_self_ns(data: HookData) -> list[float]:

@@ -11,13 +11,20 @@ stores `tail` so the runtime can reuse the space.
 
 from __future__ import annotations
 
+import re
 import struct
 from array import array
 from dataclasses import dataclass
 from pathlib import Path
 
 from proftui.collectors.errors import ProftuiError
-from proftui.collectors.runtime.wire import HEADER_SIZE, KIND_SAMPLER, FileHeader, RuntimeFile
+from proftui.collectors.runtime.wire import (
+    HEADER_SIZE,
+    KIND_SAMPLER,
+    FileHeader,
+    RuntimeFile,
+    WireVersionError,
+)
 
 # signal, sflags, nslots, ring_words, slots_offset, slot_size, maplog_offset,
 # maplog_capacity, maplog_count, threads_lost, requested_ns
@@ -34,6 +41,12 @@ SLOT_FREE, SLOT_ACTIVE, SLOT_EXITED = 0, 1, 2
 SREC_TRUNCATED, SREC_OFFSTACK, SREC_DEPTH = 1, 2, 4
 MAP_LOAD, MAP_UNLOAD = 1, 2
 MAX_FRAMES = 128
+# The runtime's fixed layout (csrc/sampler/pt_sampler_file.c), from which headers
+# the target overwrote are rebuilt (SamplerFile(..., salvage_period_ns=...)).
+LAYOUT_SLOTS_OFFSET = 256
+LAYOUT_NSLOTS = 128
+LAYOUT_MAPLOG_ENTRIES = 1024
+FILE_NAME = re.compile(r"sampler\.(\d+)(?:\.\d+)?\.ptw")
 TAIL_OFFSET = 16  # within a slot
 MAPLOG_COUNT_OFFSET = 44  # within the sampler header
 
@@ -90,11 +103,11 @@ class RawSample:
     flags: int
 
 
-def decode_sampler_header(data: bytes | memoryview | object, header: FileHeader,
-                          name: str) -> SamplerHeader:
-    """Decode and bound-check the sampler header; ProftuiError when corrupt."""
+def decode_sampler_header(data: bytes, header: FileHeader, name: str) -> SamplerHeader:
+    """Decode and bound-check the sampler header (`data`: its 64 bytes at
+    body_offset); ProftuiError when corrupt."""
     try:
-        smp = SamplerHeader(*SAMPLER_HEADER.unpack_from(data, header.body_offset))  # type: ignore[arg-type]
+        smp = SamplerHeader(*SAMPLER_HEADER.unpack_from(data, 0))
     except struct.error:
         raise ProftuiError(f"{name}: truncated sampler header") from None
     ring = smp.ring_words
@@ -124,23 +137,56 @@ def decode_records(words: array, tid: int) -> tuple[list[RawSample], bool]:
 class SamplerFile:
     """One process's sampler file, mapped; drain it repeatedly while the target runs."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, salvage_period_ns: int | None = None) -> None:
+        """Map `path`; with `salvage_period_ns`, headers that do not validate (the
+        target overwrote them) are rebuilt from the runtime's fixed layout and the
+        file's size, with that period, and `salvaged` says why."""
         self.path = path
         self.file = RuntimeFile(path)
+        self.salvaged = ""
         try:
-            self.header = self.file.header(KIND_SAMPLER)
-            self.sampler = decode_sampler_header(self.file.map, self.header, path.name)
+            try:
+                self.header = self.file.header(KIND_SAMPLER)
+                self.sampler = self._read_sampler_header()
+            except ProftuiError as exc:
+                if salvage_period_ns is None or isinstance(exc, WireVersionError):
+                    raise
+                self.header, self.sampler = self._rebuilt(salvage_period_ns, str(exc))
+                self.salvaged = str(exc)
         except ProftuiError:
             self.file.close()
             raise
         self.corrupt_records = 0
         self._maps_read = 0
 
+    def _rebuilt(self, period_ns: int, damage: str) -> tuple[FileHeader, SamplerHeader]:
+        """Headers for a file of this size as pt_sampler_file_create lays it out."""
+        size = self.file.size
+        match = FILE_NAME.fullmatch(self.path.name)
+        rings = size - LAYOUT_SLOTS_OFFSET - LAYOUT_MAPLOG_ENTRIES * MAP_ENTRY.size
+        slot_size = rings // LAYOUT_NSLOTS if rings > 0 else 0
+        ring = (slot_size - SLOT.size) // 8
+        if (match is None or ring <= 0 or ring & (ring - 1)
+                or slot_size * LAYOUT_NSLOTS != rings or slot_size != SLOT.size + 8 * ring):
+            raise ProftuiError(f"{damage}; its size ({size} bytes) fits no sampler layout: "
+                               "nothing can be salvaged")
+        header = FileHeader(KIND_SAMPLER, int(match.group(1)), 0, 0, 0, period_ns, HEADER_SIZE,
+                            size, 0, 0, 0, "unknown (header overwritten)")
+        maplog = LAYOUT_SLOTS_OFFSET + rings
+        return header, SamplerHeader(0, 0, LAYOUT_NSLOTS, ring, LAYOUT_SLOTS_OFFSET, slot_size,
+                                     maplog, LAYOUT_MAPLOG_ENTRIES, 0, 0, period_ns)
+
     def refresh(self) -> tuple[FileHeader, SamplerHeader]:
         """Re-read both headers (counters, clock and signal change while running)."""
+        if self.salvaged:
+            return self.header, self.sampler  # the rebuilt layout is all there is
         self.header = self.file.header(KIND_SAMPLER)
-        self.sampler = decode_sampler_header(self.file.map, self.header, self.path.name)
+        self.sampler = self._read_sampler_header()
         return self.header, self.sampler
+
+    def _read_sampler_header(self) -> SamplerHeader:
+        raw = self.file.read(self.header.body_offset, SAMPLER_HEADER.size)
+        return decode_sampler_header(raw, self.header, self.path.name)
 
     def _slot_offset(self, index: int) -> int:
         return self.sampler.slots_offset + index * self.sampler.slot_size
@@ -149,8 +195,8 @@ class SamplerFile:
         """Counters of every slot ever used."""
         out = []
         for i in range(self.sampler.nslots):
-            state, tid, _h, _t, samples, dropped, cpu_ns, _gen = SLOT.unpack_from(
-                self.file.map, self._slot_offset(i))
+            state, tid, _h, _t, samples, dropped, cpu_ns, _gen = SLOT.unpack(
+                self.file.read(self._slot_offset(i), SLOT.size))
             if state in (SLOT_ACTIVE, SLOT_EXITED):
                 out.append(SlotInfo(i, state, tid, samples, dropped, cpu_ns))
         return out
@@ -158,11 +204,11 @@ class SamplerFile:
     def drain(self) -> list[RawSample]:
         """Every complete record written since the last drain, all slots."""
         out: list[RawSample] = []
-        mem = self.file.map
+        read = self.file.read
         ring_words = self.sampler.ring_words
         for i in range(self.sampler.nslots):
             off = self._slot_offset(i)
-            state, tid, head, tail, _s, _d, _c, gen = SLOT.unpack_from(mem, off)
+            state, tid, head, tail, _s, _d, _c, gen = SLOT.unpack(read(off, SLOT.size))
             if state not in (SLOT_ACTIVE, SLOT_EXITED) or head == tail:
                 continue
             if head < tail or head - tail > ring_words:
@@ -170,31 +216,35 @@ class SamplerFile:
             ring = off + SLOT.size
             first, last = tail % ring_words, head % ring_words
             if first < last:
-                raw = mem[ring + 8 * first : ring + 8 * last]
+                raw = read(ring + 8 * first, 8 * (last - first))
             else:  # the records wrap around the end of the ring
-                raw = mem[ring + 8 * first : ring + 8 * ring_words] + mem[ring : ring + 8 * last]
-            if SLOT.unpack_from(mem, off)[7] != gen:
+                raw = read(ring + 8 * first, 8 * (ring_words - first)) + read(ring, 8 * last)
+            if SLOT.unpack(read(off, SLOT.size))[7] != gen:
                 continue  # the slot was handed to another thread while we copied
             words = array("Q")
             words.frombytes(raw)
             samples, corrupt = decode_records(words, tid)
             self.corrupt_records += corrupt
             out.extend(samples)
-            struct.pack_into("<Q", mem, off + TAIL_OFFSET, head)
+            self.file.write(off + TAIL_OFFSET, struct.pack("<Q", head))
         return out
 
     def new_mappings(self) -> list[MapEntry]:
         """Map log entries published since the last call."""
-        count = struct.unpack_from("<I", self.file.map,
-                                   self.header.body_offset + MAPLOG_COUNT_OFFSET)[0]
+        count = struct.unpack("<I", self.file.read(
+            self.header.body_offset + MAPLOG_COUNT_OFFSET, 4))[0]
         count = min(count, self.sampler.maplog_capacity)
-        out = []
-        for i in range(self._maps_read, count):
+        out: list[MapEntry] = []
+        if count <= self._maps_read:
+            return out
+        table = self.file.read(self.sampler.maplog_offset + self._maps_read * MAP_ENTRY.size,
+                               (count - self._maps_read) * MAP_ENTRY.size)
+        for i in range(count - self._maps_read):
             start, end, offset, base, event, bid_len, bid, path = MAP_ENTRY.unpack_from(
-                self.file.map, self.sampler.maplog_offset + i * MAP_ENTRY.size)
+                table, i * MAP_ENTRY.size)
             out.append(MapEntry(start, end, offset, base, event, bid[: min(bid_len, 32)].hex(),
                                 path.split(b"\0", 1)[0].decode(errors="replace")))
-        self._maps_read = max(self._maps_read, count)
+        self._maps_read = count
         return out
 
     def close(self) -> None:

@@ -11,6 +11,7 @@ included) plus /proc/PID/maps, and builds the Profile.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -23,6 +24,7 @@ from proftui.collectors.errors import ProftuiError
 from proftui.collectors.model.profile import CPU_NS, SAMPLES, WALL_NS, Profile, ProfileMeta
 from proftui.collectors.runtime.launch import LaunchedProcess, resolve_program
 from proftui.collectors.runtime.names import read_comm
+from proftui.collectors.runtime.wire import FLAG_NO_SPACE, WireVersionError
 from proftui.collectors.runtime.wire_sampler import (
     MAP_LOAD,
     MAX_FRAMES,
@@ -171,13 +173,21 @@ class SamplerCollector(LaunchCollector):
         """Read new files, mappings and samples into the aggregate (thread-safe)."""
         with self._drain_lock:
             self._open_new_files()
-            for sfile in list(self._files.values()):
+            for path, sfile in list(self._files.items()):
                 pid, name = sfile.header.pid, sfile.path.name
-                maps = sfile.new_mappings()
+                try:
+                    maps = sfile.new_mappings()
+                    samples = sfile.drain()
+                except ProftuiError as exc:  # truncated under us: keep what was drained
+                    self._warnings.append(f"{exc}; samples after this point are lost")
+                    self._bad_files.add(path)
+                    del self._files[path]
+                    sfile.close()
+                    continue
                 if maps:  # applied by collect(), under _sym_lock
                     self._pending_maps.append((name, pid, maps))
                 period = sfile.header.period_ns
-                for sample in sfile.drain():
+                for sample in samples:
                     key = (name, pid, sample.tid, sample.ips)
                     counts = self._stacks.get(key)
                     if counts is None:
@@ -199,12 +209,30 @@ class SamplerCollector(LaunchCollector):
                 continue
             try:
                 sfile = SamplerFile(path)
-            except ProftuiError as exc:
-                # A file being created has no magic yet: only complain about it later.
-                if time.time() - path.stat().st_mtime > 2.0:
+            except WireVersionError as exc:  # another proftui's runtime: nothing to salvage
+                self._bad_files.add(path)
+                self._warnings.append(str(exc))
+                continue
+            except ProftuiError:
+                # A file being created has no magic yet: salvage it (the target
+                # overwrote its header) only once it is old or the target ended.
+                try:
+                    if self.process is None or (self.process.poll() is None and
+                                                time.time() - path.stat().st_mtime <= 2.0):
+                        continue
+                except OSError:
+                    continue
+                try:
+                    sfile = SamplerFile(path, salvage_period_ns=int(
+                        1e9 / min(self.options.frequency_hz, MAX_FREQUENCY)))
+                except ProftuiError as exc:
                     self._bad_files.add(path)
                     self._warnings.append(str(exc))
-                continue
+                    continue
+                self._warnings.append(
+                    f"{sfile.salvaged}: the target overwrote the file's header; its samples "
+                    "were salvaged with the layout rebuilt from the file's size (lost: the "
+                    "clock, signal and drop counts)")
             if self._paused:  # everything it holds was recorded after pause()
                 sfile.file.set_paused(True)
                 sfile.drain()
@@ -275,15 +303,25 @@ class SamplerCollector(LaunchCollector):
         clock = ""
         pids: list[int] = []
         sampled_ns = cpu_ns = 0
+        no_space = False
         for sfile in self._files.values():
             try:
                 header, smp = sfile.refresh()
-            except ProftuiError as exc:
+            except WireVersionError as exc:
                 warnings.append(str(exc))
                 continue
+            except ProftuiError as exc:
+                # Overwritten since we opened it: keep its samples with the last good headers.
+                sfile.salvaged = str(exc)
+                header, smp = sfile.header, sfile.sampler
+                self._warnings.append(
+                    f"{exc}: the target overwrote the file's header; its samples were kept "
+                    "with the headers read before (lost: later drop counts)")
+                warnings.append(self._warnings[-1])
             if header.pid not in pids:
                 pids.append(header.pid)
             dropped += header.dropped
+            no_space = no_space or bool(header.flags & FLAG_NO_SPACE)
             period_ns = period_ns or header.period_ns
             if not clock:
                 hz = f", {1e9 / header.period_ns:.0f} Hz" if header.period_ns else ""
@@ -312,9 +350,12 @@ class SamplerCollector(LaunchCollector):
                 if slot.cpu_ns:
                     sampled_ns += slot.samples * header.period_ns
                     cpu_ns += slot.cpu_ns
+        if no_space:
+            warnings.append(f"the run directory's file system ({self.run_dir.path.parent}) is "
+                            f"full: {dropped} samples could not be stored (dropped), the profile "
+                            "is partial; point TMPDIR at a file system with more space")
         if not running and not self._files:
-            warnings.append("the sampler did not start in the target (no runtime file): "
-                            "was LD_PRELOAD removed or the program static?")
+            warnings.append(_no_file_warning(self.run_dir.path))
         if cpu_ns > 50_000_000 and sampled_ns < 0.5 * cpu_ns and not self.options.wall_clock:
             warnings.append(f"only {100 * sampled_ns / cpu_ns:.0f}% of the threads' CPU time was "
                             f"sampled (did the target block the sampling signal?)")
@@ -349,6 +390,18 @@ def _user_time_only_warning() -> str:
     return (f"user time only: kernel.perf_event_paranoid={paranoid} lets perf_event count "
             "kernel time only at <= 1 or with CAP_PERFMON (or PROFTUI_SAMPLER_KERNEL=0 was "
             "set); time spent in system calls is not sampled")
+
+
+def _no_file_warning(run_dir: Path) -> str:
+    """Why the target wrote no runtime file: a full run directory, or no preload."""
+    with contextlib.suppress(OSError):
+        st = os.statvfs(run_dir)
+        if st.f_bavail * st.f_frsize < 1 << 20:
+            return (f"the sampler could not create its file: the run directory's file system "
+                    f"({run_dir.parent}) has {st.f_bavail * st.f_frsize >> 10} KiB free; the "
+                    "target ran unprofiled (point TMPDIR at a file system with more space)")
+    return ("the sampler did not start in the target (no runtime file): "
+            "was LD_PRELOAD removed or the program static?")
 
 
 def _thread_name(pid: int, tid: int) -> str:

@@ -5,9 +5,9 @@
  *
  * Every runtime file lives in the per-run directory ($PROFTUI_DIR, 0700),
  * is created O_CREAT|O_EXCL|O_NOFOLLOW with mode 0600, one file per process
- * (a forked child opens its own), and is mmapped MAP_SHARED by both sides:
- * the runtime writes, the front end reads while the target runs and after it
- * crashes.  All integers are little-endian, naturally aligned.
+ * (a forked child opens its own); the runtime maps it MAP_SHARED and writes,
+ * the front end reads it with pread while the target runs and after it
+ * crashes.  No page is touched before it is backed (docs/runtime-safety.md).  All integers are little-endian, naturally aligned.
  *
  * File layout:
  *
@@ -24,7 +24,7 @@
  *    16     4  header_size  sizeof(pt_file_header) = 128
  *    20     4  pid          process that owns the file
  *    24     4  ppid         its parent at creation (fork tree)
- *    28     4  flags        PT_FLAG_* (set by the runtime)
+ *    28     4  flags        PT_FLAG_* (set by the runtime; NO_SPACE with an atomic or)
  *    32     8  start_ns     CLOCK_REALTIME at file creation, ns
  *    40     8  period_ns    sampling period (0: not a sampler)
  *    48     8  body_offset  where the kind-specific area starts
@@ -54,6 +54,8 @@ enum pt_kind {
 enum pt_flags {
     PT_FLAG_COUNT_ONLY = 1u << 0, /* hook: no timestamps were taken */
     PT_FLAG_WALL_CLOCK = 1u << 1, /* sampler: wall-clock instead of CPU time */
+    PT_FLAG_NO_SPACE = 1u << 2,   /* the run directory could not back part of the file:
+                                     what did not fit is counted in `dropped` (atomic or) */
 };
 
 enum pt_control {

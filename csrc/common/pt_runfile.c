@@ -8,6 +8,10 @@
 
 #include "pt_runfile.h"
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+
 /* Append decimal `v` at `p`; returns the end.  Async-signal-safe. */
 static char *pt_runfile_u32(char *p, uint32_t v) {
     char tmp[12];
@@ -22,10 +26,10 @@ static char *pt_runfile_u32(char *p, uint32_t v) {
 
 /* Async-signal-safe. */
 void *pt_runfile_create(const char *dir, const char *kind, uint32_t pid, uint64_t size,
-                        uint32_t *generation) {
+                        uint64_t reserve, uint32_t *generation) {
     char path[4096 + 64];
     size_t dlen = strlen(dir), klen = strlen(kind);
-    if (dlen >= 4000 || klen >= 32 || size == 0) return NULL;
+    if (dlen >= 4000 || klen >= 32 || size == 0 || reserve > size) return NULL;
     for (uint32_t gen = 0; gen < PT_RUNFILE_MAX_GENERATION; gen++) {
         char *p = path;
         memcpy(p, dir, dlen);
@@ -45,9 +49,12 @@ void *pt_runfile_create(const char *dir, const char *kind, uint32_t pid, uint64_
             if (errno == EEXIST) continue; /* an earlier image of this pid: next name */
             return NULL;
         }
-        /* Sparse: untouched pages cost nothing. */
+        /* Sparse beyond `reserve`: the rest is backed region by region
+         * (pt_runfile_reserve) before its first touch, so a full file system
+         * costs records, never a SIGBUS. */
         void *map = MAP_FAILED;
-        if (ftruncate(fd, (off_t)size) == 0)
+        if (ftruncate(fd, (off_t)size) == 0 &&
+            (reserve == 0 || posix_fallocate(fd, 0, (off_t)reserve) == 0))
             map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         close(fd); /* the mapping keeps the file; no fd for the target to trip over */
         if (map == MAP_FAILED) {
@@ -58,4 +65,17 @@ void *pt_runfile_create(const char *dir, const char *kind, uint32_t pid, uint64_
         return map;
     }
     return NULL;
+}
+
+/* Async-signal-safe (one madvise). */
+int pt_runfile_reserve(void *map, uint64_t offset, uint64_t len) {
+    if (len == 0) return 0;
+    uintptr_t lo = ((uintptr_t)map + offset) & ~(uintptr_t)4095;
+    uintptr_t hi = ((uintptr_t)map + offset + len + 4095) & ~(uintptr_t)4095;
+    int saved = errno;
+    int rc = madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE);
+    /* EINVAL: a kernel before 5.14 cannot populate; touch as before (best effort). */
+    if (rc != 0 && errno == EINVAL) rc = 0;
+    errno = saved;
+    return rc == 0 ? 0 : -1;
 }

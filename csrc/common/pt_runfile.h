@@ -5,14 +5,24 @@
  * 2, ...) when an earlier image of the same pid (before an exec) owns the
  * name.  The file is created O_CREAT|O_EXCL|O_NOFOLLOW|O_CLOEXEC with mode
  * 0600 (never someone else's file, never through a symlink), sized with
- * ftruncate (sparse) and mapped MAP_SHARED; on any failure it is unlinked.
+ * ftruncate and mapped MAP_SHARED; on any failure it is unlinked.
+ *
+ * Space: a write to a page of a shared file mapping that the file system
+ * cannot back (a full tmpfs or disk) raises SIGBUS in the writer, and on
+ * tmpfs even a read of a hole allocates.  So no page is touched before it is
+ * backed: the first `reserve` bytes (the headers) with posix_fallocate at
+ * creation, every later region (a ring, a node chunk, a table entry) with
+ * pt_runfile_reserve before its first use; what cannot be backed is counted
+ * as dropped by the runtime (PT_FLAG_NO_SPACE), and the front end reads
+ * the file with pread, which sees holes as zeros without allocating.
  *
  * Usage (constructor, or a fork child):
  *     uint32_t n;
  *     void *map = pt_runfile_create(dir, "sampler", getpid(), size, &n);
  *     if (map == NULL) ... stay off ...
  *
- * Async-signal-safe: only open, ftruncate, mmap, close and unlink are called
+ * Async-signal-safe: only open, ftruncate, posix_fallocate, mmap, madvise,
+ * close and unlink are called
  * and the name is formatted by hand (no snprintf), so a fork child of a
  * multithreaded target may call it.
  */
@@ -25,11 +35,20 @@
 
 #define PT_RUNFILE_MAX_GENERATION 100u /* names tried: <kind>.<pid>.ptw ... .<99>.ptw */
 
-/* Create, size and map `dir`/<kind>.<pid>[.<n>].ptw read-write MAP_SHARED.
- * Returns the mapping of `size` bytes (all zero) and stores n in
- * *generation (may be NULL), or returns NULL with nothing left behind.
- * `dir` must be shorter than 4000 bytes and `kind` than 32.  Async-signal-safe. */
+/* Create, size and map `dir`/<kind>.<pid>[.<n>].ptw read-write MAP_SHARED,
+ * with its first `reserve` bytes backed (posix_fallocate).  Returns the
+ * mapping of `size` bytes (all zero) and stores n in *generation (may be
+ * NULL), or returns NULL with nothing left behind (also when `reserve`
+ * bytes cannot be backed).  `dir` must be shorter than 4000 bytes and `kind`
+ * than 32.  Async-signal-safe. */
 PT_HIDDEN void *pt_runfile_create(const char *dir, const char *kind, uint32_t pid, uint64_t size,
-                                  uint32_t *generation);
+                                  uint64_t reserve, uint32_t *generation);
+
+/* Back the pages of [offset, offset + len) of mapping `map` before their
+ * first touch (madvise MADV_POPULATE_WRITE: an error instead of a SIGBUS
+ * when the file system is full).  0, or -1 when they cannot be backed (the
+ * caller drops what would have gone there).  On kernels before 5.14 it
+ * cannot check and returns 0.  errno is preserved.  Async-signal-safe. */
+PT_HIDDEN int pt_runfile_reserve(void *map, uint64_t offset, uint64_t len);
 
 #endif /* PT_RUNFILE_H */

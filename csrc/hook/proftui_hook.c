@@ -113,7 +113,14 @@ static PT_NOINST uint32_t pt_new_node(pt_hook_tstate *t, uint32_t parent, uintpt
         goto drop;
     if (t->chunk == PT_NONE || t->used == h->chunk_nodes) {
         uint32_t c = __atomic_fetch_add(&h->chunk_count, 1, __ATOMIC_RELAXED);
-        if (c >= h->chunk_capacity) {
+        /* Back the chunk's nodes and table entry before touching them: a full
+         * file system then ends this thread's recording, never the process. */
+        if (c >= h->chunk_capacity ||
+            pt_hook_reserve((uint64_t)((uint8_t *)&pt_g.chunks[c] - pt_g.base),
+                            sizeof(pt_hook_chunk)) != 0 ||
+            pt_hook_reserve((uint64_t)((uint8_t *)&pt_g.nodes[(size_t)c * h->chunk_nodes] -
+                                       pt_g.base),
+                            (uint64_t)h->chunk_nodes * sizeof(pt_hook_node)) != 0) {
             t->pool_full = 1;
             goto drop;
         }

@@ -61,6 +61,8 @@ typedef struct pt_global {
     uint64_t tick0;           /* ticks at calibration */
     uint64_t mono0;           /* CLOCK_MONOTONIC ns at calibration */
     uint32_t generation;      /* file name suffix after exec (hook.<pid>.<n>.ptw) */
+    uint32_t module_limit;    /* module entries that may be touched: the capacity, or the
+                                 first one the file system could not back (atomic) */
 } pt_global;
 
 extern pt_global pt_g;
@@ -164,6 +166,7 @@ pt_hook_tstate *pt_thread_attach(void);                       /* first call of a
 /* ---- pt_hook_file.c ---- */
 void pt_options_read(pt_options *opt);                  /* constructor only */
 int pt_hook_file_create(void);                          /* 0 ok; async-signal-safe (fork child) */
+int pt_hook_reserve(uint64_t offset, uint64_t len);     /* back a region; async-signal-safe */
 void pt_file_publish(void);                              /* async-signal-safe */
 uint64_t pt_ticks_slow(void);                           /* async-signal-safe */
 void pt_clock_calibrate(void);                          /* constructor only: ~2 ms */

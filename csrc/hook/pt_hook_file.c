@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "pt_hook.h"
+#include "pt_runfile.h"
 
 #define PT_DEFAULT_BUFFER (64ull << 20)
 #define PT_MIN_BUFFER (1ull << 20)
@@ -22,7 +23,6 @@
 #define PT_THREAD_CAP 4096u
 #define PT_MODULE_CAP 1024u
 #define PT_STACK_CAP (1u << 20)
-#define PT_MAX_GENERATION 64u
 
 /* Parse a decimal environment value; `fallback` if absent or bad.  Constructor only. */
 static PT_NOINST uint64_t pt_env_u64(const char *name, uint64_t fallback)
@@ -76,7 +76,9 @@ PT_NOINST uint64_t pt_ticks_slow(void)
 static PT_NOINST int pt_tsc_invariant(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
-    char buf[16384];
+    /* Static, not on the stack: the first hook call may come deep in a
+     * recursion near the stack limit (docs/runtime-safety.md).  Init runs once. */
+    static char buf[16384];
     int fd = open("/proc/cpuinfo", O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return 0;
@@ -137,50 +139,6 @@ PT_NOINST void pt_clock_refine(void)
     pt_g.hook->ns_per_tick = pt_g.ns_per_tick;
 }
 
-/* Append decimal `v` at `p`; returns the end.  Async-signal-safe. */
-static PT_NOINST char *pt_put_u32(char *p, uint32_t v)
-{
-    char tmp[12];
-    int n = 0;
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    while (n)
-        *p++ = tmp[--n];
-    return p;
-}
-
-/* Open $PROFTUI_DIR/hook.<pid>.ptw, or hook.<pid>.<n>.ptw when an earlier image
- * of this pid (before exec) owns the first name.  Async-signal-safe. */
-static PT_NOINST int pt_open_file(void)
-{
-    char path[4096];
-    size_t dlen = strlen(pt_g.opt.dir);
-    if (dlen > sizeof path - 64)
-        return -1;
-    for (uint32_t gen = 0; gen < PT_MAX_GENERATION; gen++) {
-        char *p = path;
-        memcpy(p, pt_g.opt.dir, dlen);
-        p += dlen;
-        memcpy(p, "/hook.", 6);
-        p = pt_put_u32(p + 6, (uint32_t)getpid());
-        if (gen) {
-            *p++ = '.';
-            p = pt_put_u32(p, gen);
-        }
-        memcpy(p, ".ptw", 5);
-        int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (fd >= 0) {
-            pt_g.generation = gen;
-            return fd;
-        }
-        if (errno != EEXIST)
-            return -1;
-    }
-    return -1;
-}
-
 /* Create, size, map and initialise this process's file; publish the magic
  * last so a reader never sees a half-written header.  Returns 0 on success.
  * Async-signal-safe (used by the fork child handler). */
@@ -199,17 +157,13 @@ PT_NOINST int pt_hook_file_create(void)
     uint64_t nodes_off = (chunks_off + nchunks * sizeof(pt_hook_chunk) + 63) & ~63ull;
     size = nodes_off + nchunks * PT_CHUNK_NODES * sizeof(pt_hook_node);
 
-    int fd = pt_open_file();
-    if (fd < 0)
+    /* hook.<pid>[.<n>].ptw, created like every runtime file (pt_runfile.h);
+     * only the headers are backed now, tables and chunks when first used. */
+    void *base = pt_runfile_create(pt_g.opt.dir, "hook", (uint32_t)getpid(), size, threads_off,
+                                   &pt_g.generation);
+    if (!base)
         return -1;
-    if (ftruncate(fd, (off_t)size) != 0) {
-        close(fd);
-        return -1;
-    }
-    void *base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (base == MAP_FAILED)
-        return -1;
+    pt_g.module_limit = PT_MODULE_CAP;
 
     pt_g.base = base;
     pt_g.size = size;
@@ -256,6 +210,17 @@ PT_NOINST int pt_hook_file_create(void)
     return 0;
 }
 
+/* Back [offset, offset + len) of the file before its first touch; on failure
+ * say so in the header (PT_FLAG_NO_SPACE) and return -1: the caller drops
+ * what would have gone there.  Async-signal-safe. */
+PT_NOINST int pt_hook_reserve(uint64_t offset, uint64_t len)
+{
+    if (pt_runfile_reserve(pt_g.base, offset, len) == 0)
+        return 0;
+    __atomic_fetch_or(&pt_g.hdr->flags, (uint32_t)PT_FLAG_NO_SPACE, __ATOMIC_RELAXED);
+    return -1;
+}
+
 /* Make the file visible to the reader: the magic goes in last.  Async-signal-safe. */
 PT_NOINST void pt_file_publish(void)
 {
@@ -278,8 +243,17 @@ static PT_NOINST uint32_t pt_module_add(struct dl_phdr_info *info, uintptr_t lo,
 {
     pt_hook_header *h = pt_g.hook;
     uint32_t i = __atomic_fetch_add(&h->module_count, 1, __ATOMIC_RELAXED);
-    if (i >= h->module_capacity)
+    if (i >= __atomic_load_n(&pt_g.module_limit, __ATOMIC_RELAXED))
         return 0;
+    if (pt_hook_reserve((uint64_t)((uint8_t *)&pt_g.modules[i] - pt_g.base),
+                        sizeof(pt_hook_module)) != 0) {
+        /* Entries from i on are never touched (a full tmpfs allocates even on a read). */
+        uint32_t limit = __atomic_load_n(&pt_g.module_limit, __ATOMIC_RELAXED);
+        while (i < limit && !__atomic_compare_exchange_n(&pt_g.module_limit, &limit, i, 0,
+                                                        __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+            ;
+        return 0;
+    }
     pt_hook_module *m = &pt_g.modules[i];
     const char *name = info->dlpi_name && info->dlpi_name[0] ? info->dlpi_name : pt_g.exe;
     size_t len = strnlen(name, sizeof m->path - 1);
@@ -334,8 +308,9 @@ PT_NOINST uint32_t pt_module_of(uintptr_t address)
 {
     pt_hook_header *h = pt_g.hook;
     uint32_t n = __atomic_load_n(&h->module_count, __ATOMIC_ACQUIRE);
-    if (n > h->module_capacity)
-        n = h->module_capacity;
+    uint32_t limit = __atomic_load_n(&pt_g.module_limit, __ATOMIC_RELAXED);
+    if (n > limit)
+        n = limit;
     for (uint32_t i = n; i-- > 0;) {
         pt_hook_module *m = &pt_g.modules[i];
         uint64_t start = __atomic_load_n(&m->start, __ATOMIC_ACQUIRE);

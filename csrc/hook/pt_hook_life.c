@@ -38,8 +38,10 @@ static PT_NOINST void pt_thread_register(pt_hook_tstate *t)
 {
     pt_hook_header *h = pt_g.hook;
     uint32_t slot = __atomic_fetch_add(&h->thread_count, 1, __ATOMIC_RELAXED);
-    if (slot >= h->thread_capacity) {
-        t->busy = 1;  /* table full: this thread records nothing */
+    if (slot >= h->thread_capacity ||
+        pt_hook_reserve((uint64_t)((uint8_t *)&pt_g.threads[slot] - pt_g.base),
+                        sizeof(pt_hook_thread)) != 0) {
+        t->busy = 1;  /* table full (or no space for its entry): this thread records nothing */
         __atomic_fetch_add(&pt_g.hdr->dropped, 1, __ATOMIC_RELAXED);
         return;
     }
@@ -215,15 +217,19 @@ static PT_NOINST void pt_calibrate_overhead(void)
         pt_g.overhead_inner = best_inner;
         pt_g.overhead_outer = best_pair > best_inner ? best_pair - best_inner : 0;
     }
-    /* Forget the scratch node(s). */
+    /* Forget the scratch node(s): only the chunk the scratch thread got and the
+     * module entries made, the only pages backed (pt_runfile.h). */
     pt_hook_header *h = pt_g.hook;
-    uint32_t used = h->chunk_count < h->chunk_capacity ? h->chunk_count : h->chunk_capacity;
-    memset(pt_g.chunks, 0, used * sizeof(pt_hook_chunk));
-    memset(pt_g.nodes, 0, (size_t)used * h->chunk_nodes * sizeof(pt_hook_node));
+    if (t->chunk != PT_NONE) {
+        memset(&pt_g.chunks[t->chunk], 0, sizeof(pt_hook_chunk));
+        memset(&pt_g.nodes[(size_t)t->chunk * h->chunk_nodes], 0,
+               (size_t)h->chunk_nodes * sizeof(pt_hook_node));
+    }
+    uint32_t modules = h->module_count < pt_g.module_limit ? h->module_count : pt_g.module_limit;
     h->chunk_count = 0;
     h->module_count = 0;
     memset(&pt_g.threads[0], 0, sizeof(pt_hook_thread));
-    memset(pt_g.modules, 0, h->module_capacity * sizeof(pt_hook_module));
+    memset(pt_g.modules, 0, modules * sizeof(pt_hook_module));
     h->overhead_inner = pt_g.overhead_inner;
     h->overhead_outer = pt_g.overhead_outer;
     munmap(t->hash, (size_t)(t->hash_mask + 1) * sizeof(pt_slot));

@@ -9,6 +9,8 @@
  *   sigaction/signal  a target that takes over our signal gets it; we move
  *   fork (atfork)   the child drops the parent's events; own file if followed
  *   close, close_range, closefrom  a target closing "every fd" keeps ours open
+ *   execve, execv, execvp, execvpe, execl, execlp, execle, fexecve  clocks stop before
+ *                   the exec (a sample landing after it would kill the new image)
  * None of the functions in this file is async-signal-safe except close(),
  * which stays as safe as the libc close() it wraps.
  *
@@ -29,6 +31,7 @@
 #include <link.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -309,4 +312,91 @@ __attribute__((visibility("default"))) void closefrom(int lowfd) {
     if (lowfd < 0) lowfd = 0;
     if (close_range((unsigned)lowfd, ~0u, 0) == 0) return;
     for (int fd = lowfd; fd < 65536; fd++) close(fd); /* close_range not in this kernel */
+}
+
+/* ---- exec ----------------------------------------------------------------------- */
+
+/* The real exec functions, resolved on first use.  Not async-signal-safe
+ * (dlsym), like the clock pause around them. */
+static void *pt_real(const char *name) { return dlsym(RTLD_NEXT, name); }
+
+/* Pause every clock, run the real exec, restart the clocks if it failed. */
+#define PT_EXEC(call)                                                                          \
+    do {                                                                                       \
+        if (pt_active) pt_sampler_timer_pause_all(1);                                          \
+        int pt_rc = (call);                                                                    \
+        int pt_err = errno;                                                                    \
+        if (pt_active) pt_sampler_timer_pause_all(0);                                          \
+        errno = pt_err;                                                                        \
+        return pt_rc;                                                                          \
+    } while (0)
+
+typedef int (*pt_execve_fn)(const char *, char *const[], char *const[]);
+typedef int (*pt_execv_fn)(const char *, char *const[]);
+
+__attribute__((visibility("default"))) int execve(const char *path, char *const argv[],
+                                                  char *const envp[]) {
+    pt_execve_fn real = (pt_execve_fn)pt_real("execve");
+    if (real == NULL) return errno = ENOSYS, -1;
+    PT_EXEC(real(path, argv, envp));
+}
+
+__attribute__((visibility("default"))) int execvpe(const char *file, char *const argv[],
+                                                   char *const envp[]) {
+    pt_execve_fn real = (pt_execve_fn)pt_real("execvpe");
+    if (real == NULL) return errno = ENOSYS, -1;
+    PT_EXEC(real(file, argv, envp));
+}
+
+__attribute__((visibility("default"))) int execv(const char *path, char *const argv[]) {
+    pt_execv_fn real = (pt_execv_fn)pt_real("execv");
+    if (real == NULL) return errno = ENOSYS, -1;
+    PT_EXEC(real(path, argv));
+}
+
+__attribute__((visibility("default"))) int execvp(const char *file, char *const argv[]) {
+    pt_execv_fn real = (pt_execv_fn)pt_real("execvp");
+    if (real == NULL) return errno = ENOSYS, -1;
+    PT_EXEC(real(file, argv));
+}
+
+__attribute__((visibility("default"))) int fexecve(int fd, char *const argv[], char *const envp[]) {
+    int (*real)(int, char *const[], char *const[]) =
+        (int (*)(int, char *const[], char *const[]))pt_real("fexecve");
+    if (real == NULL) return errno = ENOSYS, -1;
+    PT_EXEC(real(fd, argv, envp));
+}
+
+/* execl, execlp, execle: collect the variadic arguments (on the stack, as
+ * glibc does) and go through the vector forms above. */
+#define PT_COLLECT_ARGS(first, ap, argv)                                                       \
+    size_t pt_n = 1;                                                                           \
+    va_start(ap, first);                                                                       \
+    while (va_arg(ap, char *) != NULL) pt_n++;                                                 \
+    va_end(ap);                                                                                \
+    char **argv = __builtin_alloca((pt_n + 1) * sizeof(char *));                               \
+    argv[0] = (char *)(first);                                                                 \
+    va_start(ap, first);                                                                       \
+    for (size_t pt_i = 1; pt_i <= pt_n; pt_i++) argv[pt_i] = va_arg(ap, char *)
+
+__attribute__((visibility("default"))) int execl(const char *path, const char *arg, ...) {
+    va_list ap;
+    PT_COLLECT_ARGS(arg, ap, argv);
+    va_end(ap);
+    return execv(path, argv);
+}
+
+__attribute__((visibility("default"))) int execlp(const char *file, const char *arg, ...) {
+    va_list ap;
+    PT_COLLECT_ARGS(arg, ap, argv);
+    va_end(ap);
+    return execvp(file, argv);
+}
+
+__attribute__((visibility("default"))) int execle(const char *path, const char *arg, ...) {
+    va_list ap;
+    PT_COLLECT_ARGS(arg, ap, argv);
+    char *const *envp = va_arg(ap, char *const *);
+    va_end(ap);
+    return execve(path, argv, envp);
 }

@@ -31,8 +31,10 @@
 #define PT_DEFAULT_BUFFER (32u << 20) /* bytes of rings per process */
 #define PT_NSLOTS 128                 /* concurrently sampled threads per process */
 #define PT_MIN_RING_WORDS 2048        /* 16 KiB */
+#define PT_TINY_RING_WORDS 512        /* 4 KiB: the floor on a nearly full run directory */
 #define PT_MAPLOG_ENTRIES 1024
 #define PT_MAX_THREADS 4096 /* armed-thread registry (fork, signal moves) */
+#define PT_ALTSTACK_SIZE (64u << 10) /* the handler's signal stack per thread (+ a guard page) */
 
 /* Settings read once from the environment by the constructor. */
 struct pt_sampler_config {
@@ -55,6 +57,9 @@ struct pt_sampler_thread {
     uintptr_t stack_lo; /* [stack_lo, stack_hi): the thread's stack */
     uintptr_t stack_hi;
     int reg; /* index in the armed-thread registry, -1 if none */
+    void *altstack;      /* our sigaltstack for the handler (mmap), NULL if the thread
+                            had one of its own or none could be made */
+    size_t altstack_size;
 };
 
 /* The current process's runtime file (zeroed when sampling is off). */
@@ -79,6 +84,7 @@ PT_HIDDEN void pt_sampler_file_forget(void);     /* fork child: drop the parent'
 PT_HIDDEN pt_sampler_slot *pt_sampler_slot_claim(pid_t tid, uint64_t **ring); /* NULL when full */
 PT_HIDDEN void pt_sampler_slot_release(pt_sampler_slot *slot, uint64_t cpu_ns);
 PT_HIDDEN void pt_sampler_maplog_append(const pt_map_entry *entry);
+PT_HIDDEN void pt_sampler_no_space(void); /* PT_FLAG_NO_SPACE; async-signal-safe */
 
 /* pt_sampler_timer.c - none async-signal-safe. */
 PT_HIDDEN int pt_sampler_timer_init(void);            /* choose signal + clock, install handler */
@@ -88,6 +94,7 @@ PT_HIDDEN void pt_sampler_timer_fork_child(int keep); /* drop inherited events; 
 PT_HIDDEN int pt_sampler_timer_is_ours(void *handler); /* handler pointer is proftui's */
 /* The target claimed pt_sampler_signal: move to another. */
 PT_HIDDEN int pt_sampler_timer_move_signal(void);
+PT_HIDDEN void pt_sampler_timer_pause_all(int pause); /* around exec */
 PT_HIDDEN int pt_sampler_real_sigaction(int sig, const struct sigaction *act,
                                         struct sigaction *old);
 PT_HIDDEN int pt_sampler_timer_owns_fd(int fd); /* async-signal-safe */

@@ -3,8 +3,10 @@
  * it dies.  Layout in proftui_wire_sampler.h.  Nothing here runs in signal
  * context. */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/statfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -13,6 +15,15 @@
 
 /* The current process's file; zeroed in a fork child that is not followed. */
 PT_HIDDEN struct pt_sampler_file pt_sampler_file;
+/* Leading slots whose pages are backed (pt_runfile_reserve): claims never
+ * look at the others, whose pages a full tmpfs could not supply even for a
+ * read.  Grown under pt_grow_lock (thread start only; re-made by a fork
+ * child's pt_sampler_file_create). */
+static uint32_t pt_slots_ready;
+static pthread_mutex_t pt_grow_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Where threads whose ring could not be backed write: never a sample (mask
+ * 0, no ring), every one counted as dropped.  Process memory, not the file. */
+static pt_sampler_slot pt_nospace_slot;
 
 /* Largest power of two <= n (n >= 1).  Async-signal-safe. */
 static uint64_t pt_pow2_floor(uint64_t n) {
@@ -26,12 +37,26 @@ static uint64_t pt_pow2_floor(uint64_t n) {
 int pt_sampler_file_create(pid_t pid) {
     uint64_t ring_words = pt_pow2_floor(pt_sampler_cfg.buffer_bytes / 8 / PT_NSLOTS);
     if (ring_words < PT_MIN_RING_WORDS) ring_words = PT_MIN_RING_WORDS;
+    /* A nearly full run directory: rings small enough that a few threads'
+     * fit in a quarter of the free space (a ring still holds two deepest
+     * records).  What does not fit later is dropped and counted. */
+    struct statfs fs;
+    if (statfs(pt_sampler_cfg.dir, &fs) == 0 && fs.f_bsize > 0) {
+        uint64_t fit = pt_pow2_floor((uint64_t)fs.f_bavail * (uint64_t)fs.f_bsize / 4 / 8 + 1);
+        if (fit < PT_TINY_RING_WORDS) fit = PT_TINY_RING_WORDS;
+        if (ring_words > fit) ring_words = fit;
+    }
     uint64_t slot_size = sizeof(pt_sampler_slot) + 8 * ring_words;
     uint64_t slots_offset = 256; /* header 128 + sampler header 64, padded */
     uint64_t maplog_offset = slots_offset + PT_NSLOTS * slot_size;
     uint64_t size = maplog_offset + (uint64_t)PT_MAPLOG_ENTRIES * sizeof(pt_map_entry);
-    void *map = pt_runfile_create(pt_sampler_cfg.dir, "sampler", (uint32_t)pid, size, NULL);
+    /* Only the headers are backed now; each slot when a thread claims it,
+     * each map log entry when it is appended. */
+    void *map = pt_runfile_create(pt_sampler_cfg.dir, "sampler", (uint32_t)pid, size, slots_offset,
+                                  NULL);
     if (map == NULL) return -1;
+    pt_slots_ready = 0;
+    pthread_mutex_init(&pt_grow_lock, NULL); /* a fork child: another thread may have held it */
     /* On a disk-backed run directory, read-ahead would zero-fill many pages of
      * the sparse file at each first touch: fault one page at a time instead. */
     madvise(map, size, MADV_RANDOM);
@@ -79,12 +104,55 @@ static pt_sampler_slot *pt_slot_at(uint32_t i) {
                                (uint64_t)i * pt_sampler_file.smp->slot_size);
 }
 
+/* Say in the header that the file system could not back part of the file.
+ * Async-signal-safe. */
+void pt_sampler_no_space(void) {
+    __atomic_or_fetch(&pt_sampler_file.hdr->flags, (uint32_t)PT_FLAG_NO_SPACE, __ATOMIC_RELAXED);
+}
+
+/* Back one more slot (the next never-used one) so claims may look at it;
+ * 0, or -1 when all are backed or the file system is full.  Not
+ * async-signal-safe (a mutex). */
+static int pt_slot_grow(uint32_t seen) {
+    int rc = 0;
+    pthread_mutex_lock(&pt_grow_lock);
+    uint32_t ready = __atomic_load_n(&pt_slots_ready, __ATOMIC_ACQUIRE);
+    if (ready == seen) { /* nobody grew it meanwhile */
+        if (ready >= pt_sampler_file.smp->nslots) {
+            rc = -1;
+        } else if (pt_runfile_reserve(pt_sampler_file.base,
+                                      pt_sampler_file.smp->slots_offset +
+                                          (uint64_t)ready * pt_sampler_file.smp->slot_size,
+                                      pt_sampler_file.smp->slot_size) != 0) {
+            pt_sampler_no_space();
+            rc = -2;
+        } else {
+            __atomic_store_n(&pt_slots_ready, ready + 1, __ATOMIC_RELEASE);
+        }
+    }
+    pthread_mutex_unlock(&pt_grow_lock);
+    return rc;
+}
+
 /* Claim a slot for thread `tid`: a never-used one, or one whose thread exited
- * and whose ring the front end drained.  NULL (and threads_lost++) when none.
- * Not async-signal-safe (but lock-free: slots are claimed with CAS). */
+ * and whose ring the front end drained.  NULL (and threads_lost++) when none;
+ * when the file system cannot back another slot, the no-space slot (no ring:
+ * the thread's samples are counted as dropped).  Not async-signal-safe (slots
+ * are claimed with CAS, backed under a mutex). */
 pt_sampler_slot *pt_sampler_slot_claim(pid_t tid, uint64_t **ring) {
     if (pt_sampler_file.smp == NULL) return NULL;
-    for (uint32_t i = 0; i < pt_sampler_file.smp->nslots; i++) {
+    for (uint32_t i = 0;; i++) {
+        uint32_t ready = __atomic_load_n(&pt_slots_ready, __ATOMIC_ACQUIRE);
+        if (i >= ready) {
+            int grown = pt_slot_grow(ready);
+            if (grown == -1) break;
+            if (grown == -2) {
+                *ring = NULL;
+                return &pt_nospace_slot;
+            }
+            i--; /* look at slot i again (a new one, or grown by another thread) */
+            continue;
+        }
         pt_sampler_slot *slot = pt_slot_at(i);
         uint32_t state = __atomic_load_n(&slot->state, __ATOMIC_ACQUIRE);
         if (state == PT_SLOT_EXITED) {
@@ -126,11 +194,15 @@ void pt_sampler_maplog_append(const pt_map_entry *entry) {
     pt_sampler_header *smp = pt_sampler_file.smp;
     if (smp == NULL) return;
     uint32_t n = smp->maplog_count;
-    if (n >= smp->maplog_capacity) {
+    uint64_t off = smp->maplog_offset + (uint64_t)n * sizeof(pt_map_entry);
+    int backed = n < smp->maplog_capacity &&
+                 pt_runfile_reserve(pt_sampler_file.base, off, sizeof(pt_map_entry)) == 0;
+    if (!backed) {
+        if (n < smp->maplog_capacity) pt_sampler_no_space();
         __atomic_add_fetch(&pt_sampler_file.hdr->dropped, 1, __ATOMIC_RELAXED);
         return;
     }
-    pt_map_entry *dst = (pt_map_entry *)(pt_sampler_file.base + smp->maplog_offset) + n;
+    pt_map_entry *dst = (pt_map_entry *)(pt_sampler_file.base + off);
     memcpy(dst, entry, sizeof *dst);
     __atomic_store_n(&smp->maplog_count, n + 1, __ATOMIC_RELEASE);
 }

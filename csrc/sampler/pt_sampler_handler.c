@@ -63,6 +63,11 @@ void pt_sampler_on_signal(int sig, siginfo_t *info, void *ucontext) {
     const struct pt_sampler_thread *self = &pt_sampler_self;
     if (self->slot != NULL && pt_from_sampler(info) && pt_sampler_file.hdr != NULL &&
         !(__atomic_load_n(&pt_sampler_file.hdr->control, __ATOMIC_RELAXED) & PT_CONTROL_PAUSED)) {
+        if (self->ring == NULL) { /* no space for a ring: count the sample, unwind nothing */
+            __atomic_add_fetch(&pt_sampler_file.hdr->dropped, 1, __ATOMIC_RELAXED);
+            errno = saved_errno;
+            return;
+        }
         uint64_t frames[PT_SAMPLER_MAX_FRAMES];
         unsigned flags = 0;
         unsigned n = pt_sampler_unwind(ucontext, self, frames, PT_SAMPLER_MAX_FRAMES, &flags);

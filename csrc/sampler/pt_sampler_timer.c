@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -55,6 +56,9 @@ struct pt_armed {
 /* The registry and its lock (never taken in signal context). */
 static struct pt_armed pt_armed[PT_MAX_THREADS];
 static pthread_mutex_t pt_armed_lock = PTHREAD_MUTEX_INITIALIZER;
+/* The process whose threads the registry lists (set by timer init and a
+ * followed fork child): a vfork child sharing the registry is not it. */
+static pid_t pt_armed_pid;
 /* PT_CLOCK_*: chosen once by pt_sampler_timer_init. */
 static int pt_clock_kind;
 /* 1 if perf events may count kernel time (exclude_kernel = 0); chosen once. */
@@ -138,7 +142,9 @@ static int pt_install(int sig) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = pt_sampler_on_signal;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    /* SA_ONSTACK: on the thread's alternate stack (pt_altstack_on), so a
+     * sample near the stack limit never overflows the target's stack. */
+    sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
     sigemptyset(&sa.sa_mask);
     return pt_sampler_real_sigaction(sig, &sa, NULL);
 }
@@ -177,6 +183,7 @@ static void pt_thread_exit_hook(void *value) {
 /* Choose the clock and the signal, install the handler, describe both in the
  * header.  0, or -1 when nothing can sample. */
 int pt_sampler_timer_init(void) {
+    pt_armed_pid = getpid();
     sigemptyset(&pt_claimed);
     if (pthread_key_create(&pt_exit_key, pt_thread_exit_hook) != 0) return -1;
     pt_clock_kind = PT_CLOCK_TIMER;
@@ -256,6 +263,45 @@ static void pt_stop_clock(struct pt_armed *e) {
     }
 }
 
+/* Give the calling thread an alternate signal stack for the handler, unless
+ * it has one already (the program's own, or inherited over fork: kept as
+ * is).  A guard page below it.  Thread start only, never in the handler.
+ * Not async-signal-safe (sysconf). */
+static void pt_altstack_on(void) {
+    stack_t cur;
+    if (sigaltstack(NULL, &cur) != 0 || !(cur.ss_flags & SS_DISABLE)) return;
+    size_t size = PT_ALTSTACK_SIZE;
+    long min = sysconf(_SC_MINSIGSTKSZ); /* the kernel's signal frame (AVX-512, AMX) */
+    if (min > 0 && (size_t)min * 4 > size) size = ((size_t)min * 4 + 4095) & ~(size_t)4095;
+    unsigned char *p = mmap(NULL, size + 4096, PROT_READ | PROT_WRITE,
+                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+    if (p == MAP_FAILED) return;
+    mprotect(p, 4096, PROT_NONE); /* an overflow faults instead of writing below */
+    stack_t ss = {.ss_sp = p + 4096, .ss_flags = 0, .ss_size = size};
+    if (sigaltstack(&ss, NULL) != 0) {
+        munmap(p, size + 4096);
+        return;
+    }
+    pt_sampler_self.altstack = p;
+    pt_sampler_self.altstack_size = size + 4096;
+}
+
+/* Thread exit: drop our alternate stack if it is still the thread's (a
+ * program that installed its own since keeps it; ours then stays mapped,
+ * as the program may switch back to it).  Never while on it: the handler
+ * does not call this.  Not async-signal-safe. */
+static void pt_altstack_off(void) {
+    unsigned char *p = pt_sampler_self.altstack;
+    if (p == NULL) return;
+    stack_t cur;
+    if (sigaltstack(NULL, &cur) == 0 && (unsigned char *)cur.ss_sp == p + 4096 &&
+        !(cur.ss_flags & SS_ONSTACK)) {
+        stack_t off = {.ss_sp = NULL, .ss_flags = SS_DISABLE, .ss_size = 0};
+        if (sigaltstack(&off, NULL) == 0) munmap(p, pt_sampler_self.altstack_size);
+    }
+    pt_sampler_self.altstack = NULL;
+}
+
 /* Register and arm the calling thread: stack bounds, a ring slot, a clock.
  * 0, or -1 when this thread stays unsampled. */
 int pt_sampler_thread_arm(void) {
@@ -285,10 +331,12 @@ int pt_sampler_thread_arm(void) {
         return -1;
     }
     pt_sampler_self.ring = ring;
-    pt_sampler_self.mask = pt_sampler_file.smp->ring_words - 1;
+    /* No ring (the file system is full): mask 0 makes every record a drop. */
+    pt_sampler_self.mask = ring != NULL ? pt_sampler_file.smp->ring_words - 1 : 0;
     pt_sampler_self.stack_lo = (uintptr_t)stack_addr;
     pt_sampler_self.stack_hi = (uintptr_t)stack_addr + stack_size;
     pt_sampler_self.reg = reg;
+    pt_altstack_on(); /* before the first signal can come */
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     pt_sampler_self.slot = slot; /* the handler may record from here on */
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
@@ -298,6 +346,7 @@ int pt_sampler_thread_arm(void) {
         pthread_mutex_unlock(&pt_armed_lock);
         pt_sampler_self.slot = NULL;
         pt_sampler_self.reg = -1;
+        pt_altstack_off();
         pt_sampler_slot_release(slot, 0);
         return -1;
     }
@@ -319,6 +368,7 @@ void pt_sampler_thread_disarm(void) {
     }
     pthread_mutex_unlock(&pt_armed_lock);
     pt_sampler_self.reg = -1;
+    pt_altstack_off();
     struct timespec cpu;
     uint64_t cpu_ns = 0;
     if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) == 0)
@@ -342,9 +392,44 @@ void pt_sampler_timer_fork_child(int keep) {
         }
         pt_armed[i].tid = 0;
     }
+    pt_armed_pid = getpid();
     if (keep) {
         pt_describe();
         pt_sampler_thread_arm();
+    }
+}
+
+/* Stop (pause = 1) or restart (0) every armed thread's clock, around an
+ * exec: a clock left running fires between exec's point of no return and
+ * the new image's constructor, whose SIGPROF is back to the default action
+ * (terminate).  Pausing also discards a sample already pending (SIG_IGN
+ * then our handler again).  Not async-signal-safe (a mutex). */
+void pt_sampler_timer_pause_all(int pause) {
+    /* A vfork child shares our memory and fds but must not stop the
+     * parent's clocks (it never restarts them if its exec succeeds). */
+    if (getpid() != pt_armed_pid) return;
+    pthread_mutex_lock(&pt_armed_lock);
+    struct itimerspec its;
+    memset(&its, 0, sizeof its);
+    if (!pause) {
+        its.it_interval.tv_sec = (time_t)(pt_sampler_cfg.period_ns / 1000000000u);
+        its.it_interval.tv_nsec = (long)(pt_sampler_cfg.period_ns % 1000000000u);
+        its.it_value = its.it_interval;
+    }
+    for (int i = 0; i < PT_MAX_THREADS; i++) {
+        struct pt_armed *e = &pt_armed[i];
+        if (e->tid == 0) continue;
+        if (e->fd >= 0) ioctl(e->fd, pause ? PERF_EVENT_IOC_DISABLE : PERF_EVENT_IOC_ENABLE, 0);
+        else timer_settime(e->timer, 0, &its, NULL);
+    }
+    pthread_mutex_unlock(&pt_armed_lock);
+    if (pause && pt_sampler_signal > 0) {
+        struct sigaction ign;
+        memset(&ign, 0, sizeof ign);
+        ign.sa_handler = SIG_IGN;
+        sigemptyset(&ign.sa_mask);
+        pt_sampler_real_sigaction(pt_sampler_signal, &ign, NULL); /* drops what is pending */
+        pt_install(pt_sampler_signal);
     }
 }
 
