@@ -12,8 +12,8 @@ profiles) a call arc says `calls=1`.
 
 from __future__ import annotations
 
-from proftui.collectors.formats.export.textsafe import clean, encode_text
 from proftui.collectors.model.profile import ROOT_FRAME, Frame, Profile
+from proftui.collectors.model.textsafe import clean, encode_text
 
 _UNKNOWN_FILE = "???"
 

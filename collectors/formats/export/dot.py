@@ -8,8 +8,8 @@ profiles drop functions below `min_percent` of the whole so `dot` stays fast.
 
 from __future__ import annotations
 
-from proftui.collectors.formats.export.textsafe import clean, encode_text
 from proftui.collectors.model.profile import ROOT_FRAME, CallNode, Metric, Profile
+from proftui.collectors.model.textsafe import clean, encode_text
 from proftui.collectors.model.views import function_costs
 
 AUTO_PRUNE_FUNCTIONS = 300  # above this many functions, prune by default

@@ -9,8 +9,8 @@ flamegraph.pl's `_[i]` suffix so they are coloured as such.
 from __future__ import annotations
 
 from proftui.collectors.formats.export.paths import CUT_LABEL, costed_paths
-from proftui.collectors.formats.export.textsafe import encode_text
 from proftui.collectors.model.profile import Frame, Profile
+from proftui.collectors.model.textsafe import encode_text
 
 
 def frame_label(frame: Frame) -> str:

@@ -34,9 +34,9 @@ from __future__ import annotations
 import gzip
 
 from proftui.collectors.formats.export.paths import CUT_LABEL, costed_paths
-from proftui.collectors.formats.export.textsafe import encode_text
 from proftui.collectors.model.lines import function_addresses
 from proftui.collectors.model.profile import CallNode, Profile
+from proftui.collectors.model.textsafe import encode_text
 
 UNITS = {"ns": "nanoseconds", "count": "count", "bytes": "bytes"}
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from proftui.collectors.formats.export.textsafe import clean
 from proftui.collectors.model.profile import CallNode, Metric, Profile
+from proftui.collectors.model.textsafe import clean
 from proftui.collectors.model.views import flat_profile
 from proftui.collectors.runtime import launch
 

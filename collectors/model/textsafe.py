@@ -39,3 +39,16 @@ def clean(text: str) -> str:
     except UnicodeEncodeError:
         return encode_text(text).decode("utf-8")
     return text
+
+
+def _control(char: str) -> str:
+    return f"\\x{ord(char):02x}"
+
+
+_CONTROLS = {code: _control(chr(code)) for code in (*range(0x20), 0x7F, *range(0x80, 0xA0))}
+
+
+def display(text: str) -> str:
+    """`text` for a terminal cell: `clean`, and control characters (an escape sequence
+    in a metric or thread name, a newline in a function name) shown as `\\x1b`."""
+    return clean(text).translate(_CONTROLS)
