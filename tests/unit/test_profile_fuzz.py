@@ -222,3 +222,22 @@ def test_garbled_imports(tmp_path: Path, data: st.DataObject) -> None:
     target.write_bytes(bytes(raw))
     check_file(target)
 
+
+
+@pytest.mark.parametrize("command", [["report"], ["report", "--json"], ["export", "-f", "pprof"],
+                                     ["export", "-f", "callgrind"], ["open"]])
+def test_cli_gives_one_line_and_a_failure_status(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], command: list[str]) -> None:
+    from proftui.tui.cli import main
+
+    doc = json.loads(json.dumps(BASE))
+    doc["tree"][1][0] = 7  # a parent that comes later: a cycle in a flat list
+    target = tmp_path / "bad.proftui"
+    target.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    extra = ["-o", str(tmp_path / "out")] if command[0] == "export" else []
+    status = main([*command, *extra, str(target)])
+    err = capsys.readouterr().err
+    assert status != 0
+    assert err == (f"proftui: {target}: not a valid proftui profile: "
+                   "tree[1][0]: expected an integer in -1..0, got 7\n")
+    assert not (tmp_path / "out").exists()
