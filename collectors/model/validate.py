@@ -157,7 +157,7 @@ def _meta(value: Any) -> ProfileMeta:
     get("pids", lambda v, w: [_int(p, f"{w}[{i}]", 0, 2**31 - 1)
                               for i, p in enumerate(_list(v, w))])
     get("threads", _threads)
-    get("period_ns", lambda v, w: _opt_int(v, w, 1, MAX_COUNT))
+    get("period_ns", lambda v, w: _opt_int(v, w, 0, 2**64 * 1000))  # gperftools: us * 1000
     get("clock", _str)
     get("start_time", _opt_time)
     get("end_time", _opt_time)
