@@ -21,6 +21,7 @@ from proftui.collectors.model.profile import (
     Profile,
     ProfileMeta,
 )
+from proftui.collectors.model.textsafe import display
 from proftui.collectors.model.views import INVERTED_MAX_DEPTH
 from proftui.tui.app import ProfTuiApp
 from proftui.tui.panes.tree import MAX_VIEW_DEPTH, CallTreeView
@@ -50,8 +51,8 @@ ODD: dict[str, tuple[Callable[[], Profile], str]] = {
     "start after end": (lambda: _profile(
         ProfileMeta(mode="sampler", start_time=1e11, end_time=0.0)), "0:00"),
     "weird metric name": (lambda: _profile(
-        ProfileMeta(mode="\x1b[2Jmode"), (Metric("[bold]x\x1b]0;pwned\x07\n", "count"),)),
-        "[bold]x\\x1b]0;pwned\\x07\\x0a"),
+        ProfileMeta(mode="\x1b[2Jmode"), (Metric("[bold]x\x1b]0;pwned\x07\n", "count"),),
+        name="f\x1b[2J"), "[bold]x\\x1b]0;pwned\\x07\\x0a"),
     "undecodable bytes": (lambda: _profile(
         ProfileMeta(mode="sampler", argv=["/tmp/\udcff\udcfeprog"], threads={1: "t\udcff"}),
         name="f\udcff\ud800", module="/bin/\udcffx"), "5 samples"),
@@ -71,6 +72,8 @@ def test_odd_profiles_open(tmp_path: Path, kind: str) -> None:
         app = ProfTuiApp(profile=profile)
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(pilot, lambda: "saved profile" in screen_text(app), what="header")
+            name = profile.frames[0].function if len(profile.frames) else ""
+            assert display(name) in screen_text(app)  # the flat profile's row, escaped
             for key in ("2", "h", "b", "1", "3", "4", "2", "b", "f"):
                 await pilot.press(key)
                 await pilot.pause(0.05)

@@ -77,7 +77,7 @@ class CallTreeView(Pane, Tree[NodeData]):
     @classmethod
     def label(cls, state: NavState) -> str:
         if state.focus is not None:
-            return f"tree: {state.focus.function}"
+            return f"tree: {display(state.focus.function)}"
         return cls.TITLE if state.tree_view == "top-down" else f"tree: {state.tree_view}"
 
     def begin(self, live: bool, has_profile: bool) -> None:
@@ -269,7 +269,7 @@ class CallTreeView(Pane, Tree[NodeData]):
         self.clear()
         m = self.metric
         if self.view == "focus" and self.focus_frame is not None:
-            name = self.focus_frame.function
+            name = display(self.focus_frame.function)
             if not trees:
                 self.root.add_leaf(Text(f"{name} is not in this profile", style="italic"))
                 self.root.expand()
