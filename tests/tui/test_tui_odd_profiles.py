@@ -7,11 +7,17 @@ and the header must show escaped text, never raw escape sequences.
 
 from __future__ import annotations
 
+import gzip
+import json
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, assume, example, given, settings
+from hypothesis import strategies as st
+from proftui.collectors.errors import ProftuiError
 from proftui.collectors.formats.importers import load_any
 from proftui.collectors.model import storage
 from proftui.collectors.model.profile import (
@@ -28,6 +34,7 @@ from proftui.tui.panes.tree import MAX_VIEW_DEPTH, CallTreeView
 
 from tests.integration.test_deep_profiles import deep_chain
 from tests.tui.tui_profiles import run, screen_text, wait_for
+from tests.unit.test_profile_fuzz import BASE, MUTATION, PATHS, _mutate
 
 SIZE = (120, 36)
 
@@ -110,4 +117,38 @@ def test_100000_deep_tree_bottom_up_and_quit() -> None:
             start = time.monotonic()
             await pilot.press("q")
         assert time.monotonic() - start < 30  # quitting is not held up
+    run(body)
+
+
+@settings(max_examples=8, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
+                                 HealthCheck.filter_too_much])
+@given(mutations=st.lists(MUTATION, min_size=1, max_size=3))
+# found by this test: a source path with a lone surrogate made the source pane's open() fail
+@example(mutations=[(PATHS.index(("frames", 2, 2)), "replace", "\udcff\ud800")])
+def test_fuzzed_loadable_profiles_open(tmp_path: Path, mutations: list[tuple[int, str, Any]]
+                                       ) -> None:
+    """`proftui open` of mutated files that still load: every pane draws, nothing fails."""
+    doc = json.loads(json.dumps(BASE))
+    for index, action, value in mutations:
+        try:
+            _mutate(doc, PATHS[index], action, value)
+        except (KeyError, IndexError, TypeError):
+            continue
+    path = tmp_path / "fuzzed.proftui"
+    path.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    try:
+        profile = load_any(path)
+    except ProftuiError:
+        assume(False)  # refused files are the unit fuzz test's business
+        return
+
+    async def body() -> None:
+        app = ProfTuiApp(profile=profile)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: "saved profile" in screen_text(app), what="header")
+            for key in ("2", "h", "b", "f", "3", "4", "1"):
+                await pilot.press(key)
+                await pilot.pause(0.05)
+            await pilot.press("q")
     run(body)
