@@ -14,7 +14,6 @@ empty; meta fields default to `ProfileMeta`'s defaults, except `mode`.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -83,9 +82,15 @@ def _opt_int(value: Any, where: str, lo: int, hi: int) -> int | None:
     return value
 
 
+def _number(value: Any, lo: float, hi: float) -> bool:
+    """Whether `value` is a JSON number in lo..hi (no NaN; big ints compared exactly)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return lo <= value <= hi  # False for NaN; an int of 400 digits never becomes a float
+
+
 def _cost(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) \
-            or not math.isfinite(value) or not 0 <= value <= MAX_COST:
+    if not _number(value, 0, MAX_COST):
         raise _fail(where, "a finite cost >= 0", value)
     return float(value)
 
@@ -93,8 +98,7 @@ def _cost(value: Any, where: str) -> float:
 def _opt_time(value: Any, where: str) -> float | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) \
-            or not math.isfinite(value) or not 0 <= value <= MAX_TIME:
+    if not _number(value, 0, MAX_TIME):
         raise _fail(where, "a time in Unix seconds or null", value)
     return float(value)
 
