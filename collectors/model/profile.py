@@ -174,13 +174,27 @@ class CallNode:
 
     def path(self) -> list[int]:
         """Frame ids from the outermost caller down to this node (root excluded)."""
+        ids = self.callers_up(None)
+        ids.reverse()
+        return ids
+
+    def callers_up(self, limit: int | None) -> list[int]:
+        """Frame ids from this node up towards the root (root excluded), at most `limit`."""
         ids: list[int] = []
         node: CallNode | None = self
         while node is not None and node.frame_id != ROOT_FRAME:
+            if limit is not None and len(ids) >= limit:
+                break
             ids.append(node.frame_id)
             node = node.parent
-        ids.reverse()
         return ids
+
+    def depth(self) -> int:
+        """How many nodes from the root down to this one (the root's children are 1)."""
+        depth, node = 0, self.parent
+        while node is not None:
+            depth, node = depth + 1, node.parent
+        return depth
 
     def add_calls(self, count: int) -> None:
         self.calls = count if self.calls is None else self.calls + count
@@ -192,11 +206,14 @@ class CallNode:
 class CallTree:
     """Calling-context tree with per-node self cost; totals come from `finalize`."""
 
-    __slots__ = ("n_metrics", "root")
+    __slots__ = ("cut_depth", "n_metrics", "root")
 
     def __init__(self, n_metrics: int) -> None:
         self.n_metrics = n_metrics
         self.root = CallNode(ROOT_FRAME, None, n_metrics)
+        # Set by views that build the tree from paths cut at this depth (bottom-up,
+        # callers): deeper callers are left out and views say so.  None: nothing cut.
+        self.cut_depth: int | None = None
 
     def add_stack(
         self, stack: Sequence[int], values: Sequence[float], calls: int | None = None
@@ -222,6 +239,16 @@ class CallTree:
 
     def node_count(self) -> int:
         return sum(1 for _ in self.nodes())
+
+    def max_depth(self) -> int:
+        """Depth of the deepest node (0 for an empty tree)."""
+        deepest = 0
+        stack = [(c, 1) for c in self.root.children.values()]
+        while stack:
+            node, depth = stack.pop()
+            deepest = max(deepest, depth)
+            stack.extend((c, depth + 1) for c in node.children.values())
+        return deepest
 
     def finalize(self) -> CallTree:
         """Compute every node's total cost as self plus the children's totals."""

@@ -75,7 +75,7 @@ def source_text(profile: Profile, path: str) -> list[str] | None:
         try:
             with open(path, "rb") as f:
                 data = f.read(MAX_SOURCE_READ)
-        except OSError:
+        except (OSError, ValueError):  # ValueError: a NUL or a lone surrogate in the path
             return None
         if b"\0" in data:
             return None  # not a text file

@@ -30,21 +30,16 @@ from __future__ import annotations
 import gzip
 import json
 import zlib
-from dataclasses import asdict, fields
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from proftui.collectors.errors import ProftuiError
+from proftui.collectors.model import validate
 from proftui.collectors.model.profile import (
     CallNode,
     CallTree,
-    CodeSite,
-    Frame,
-    FrameTable,
-    FunctionCost,
-    Metric,
     Profile,
-    ProfileMeta,
 )
 
 FORMAT = "proftui-profile"
@@ -65,20 +60,9 @@ def encode_tree(tree: CallTree) -> list[list[Any]]:
     return rows
 
 
-def decode_tree(rows: list[list[Any]], n_metrics: int, n_frames: int) -> CallTree:
-    tree = CallTree(n_metrics)
-    nodes: list[CallNode] = []
-    for parent_index, frame_id, self_cost, calls in rows:
-        if not (-1 <= parent_index < len(nodes)) or not (0 <= frame_id < n_frames):
-            raise ValueError("tree node refers outside the file")
-        if len(self_cost) != n_metrics:
-            raise ValueError("tree node has the wrong number of metrics")
-        parent = tree.root if parent_index == -1 else nodes[parent_index]
-        node = parent.child(int(frame_id))
-        node.self_cost = [float(v) for v in self_cost]
-        node.calls = None if calls is None else int(calls)
-        nodes.append(node)
-    return tree.finalize()
+def decode_tree(rows: Any, n_metrics: int, n_frames: int) -> CallTree:
+    """A CallTree from `encode_tree` rows (InvalidProfile if malformed)."""
+    return validate.decode_tree(rows, "tree", n_metrics, n_frames)
 
 
 def profile_to_dict(profile: Profile) -> dict[str, Any]:
@@ -150,71 +134,9 @@ def gather_sources(profile: Profile) -> dict[str, str]:
     return sources
 
 
-def profile_from_dict(doc: dict[str, Any]) -> Profile:
-    """Rebuild a Profile; ValueError/KeyError/TypeError on malformed documents."""
-    if doc.get("format") != FORMAT:
-        raise ValueError("not a proftui profile")
-    if doc.get("version") != VERSION:
-        raise ValueError(f"format version {doc.get('version')} (this proftui reads {VERSION})")
-    meta_doc = dict(doc["meta"])
-    known = {f.name for f in fields(ProfileMeta)}
-    meta = ProfileMeta(**{k: v for k, v in meta_doc.items() if k in known})
-    meta.threads = {int(tid): name for tid, name in meta.threads.items()}
-    metrics = tuple(Metric(str(name), str(unit)) for name, unit in doc["metrics"])
-    frames = FrameTable()
-    for row in doc["frames"]:
-        frames.intern(Frame(*row[:7], inlined=bool(row[7])))
-    if len(frames) != len(doc["frames"]):
-        raise ValueError("duplicate frames")
-    n, nf = len(metrics), len(frames)
-    functions = None
-    if doc["functions"] is not None:
-        functions = {
-            int(fid): FunctionCost(list(map(float, s)), list(map(float, t)), calls)
-            for fid, s, t, calls in doc["functions"]
-        }
-    return Profile(
-        meta=meta,
-        metrics=metrics,
-        frames=frames,
-        tree=decode_tree(doc["tree"], n, nf),
-        parts={str(k): decode_tree(v, n, nf) for k, v in doc["parts"].items()},
-        arcs={(int(a), int(b)): int(c) for a, b, c in doc["arcs"]},
-        line_costs={(str(f), int(line)): list(map(float, c)) for f, line, c in doc["line_costs"]},
-        address_costs={
-            (str(m), int(a)): list(map(float, c)) for m, a, c in doc["address_costs"]
-        },
-        functions=functions,
-        sources=_decode_sources(doc.get("sources")),
-        address_sites=_decode_sites(doc.get("address_sites")),
-    )
-
-
-def _optional_int(value: Any) -> int | None:
-    return None if value is None else int(value)
-
-
-def _decode_sites(rows: Any) -> dict[tuple[str, int], CodeSite]:
-    if rows is None:
-        return {}  # written before address sites were saved
-    if not isinstance(rows, list):
-        raise ValueError("address_sites must be a list")
-    sites: dict[tuple[str, int], CodeSite] = {}
-    for module, address, function, file, line in rows:
-        if file is not None and not isinstance(file, str):
-            raise ValueError("address site file must be text")
-        sites[(str(module), int(address))] = CodeSite(_optional_int(function), file,
-                                                      _optional_int(line))
-    return sites
-
-
-def _decode_sources(sources: Any) -> dict[str, str]:
-    if sources is None:
-        return {}
-    if not isinstance(sources, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in sources.items()):
-        raise ValueError("sources must map paths to text")
-    return dict(sources)
+def profile_from_dict(doc: Any) -> Profile:
+    """Rebuild a Profile, checking every field (validate.InvalidProfile if malformed)."""
+    return validate.profile_from_document(doc, FORMAT, VERSION)
 
 
 def save(profile: Profile, path: Path, *, embed_sources: bool = True) -> None:
@@ -237,22 +159,38 @@ def save(profile: Profile, path: Path, *, embed_sources: bool = True) -> None:
         raise ProftuiError(f"{path}: cannot write: {exc.strerror}") from None
 
 
+def _shown(path: Path) -> str:
+    """`path` for a one-line message: control characters (a newline in a name) escaped."""
+    text = str(path)
+    return text if text.isprintable() else ascii(text)
+
+
 def load(path: Path) -> Profile:
-    """Read a profile written by `save` (ProftuiError on any problem)."""
+    """Read a profile written by `save` (ProftuiError on any problem, in one line)."""
+    name = _shown(path)
     try:
         with gzip.open(path, "rb") as f:
             doc = json.loads(f.read())
     except FileNotFoundError:
-        raise ProftuiError(f"{path}: no such file") from None
+        raise ProftuiError(f"{name}: no such file") from None
     except OSError as exc:
         if isinstance(exc, gzip.BadGzipFile) or exc.errno is None:
-            raise ProftuiError(f"{path}: not a proftui profile (not gzip data)") from None
-        raise ProftuiError(f"{path}: cannot read: {exc.strerror}") from None
+            raise ProftuiError(f"{name}: not a proftui profile (not gzip data)") from None
+        raise ProftuiError(f"{name}: cannot read: {exc.strerror}") from None
     except (EOFError, zlib.error):
-        raise ProftuiError(f"{path}: truncated or corrupt profile file") from None
+        raise ProftuiError(f"{name}: truncated or corrupt profile file") from None
     except (UnicodeDecodeError, json.JSONDecodeError):
-        raise ProftuiError(f"{path}: corrupt profile file (bad JSON)") from None
+        raise ProftuiError(f"{name}: corrupt profile file (bad JSON)") from None
+    except RecursionError:
+        raise ProftuiError(f"{name}: not a valid proftui profile: JSON nested too deeply") \
+            from None
+    except ValueError as exc:  # e.g. an integer of more than 4,300 digits
+        raise ProftuiError(f"{name}: not a valid proftui profile: {exc}") from None
+    except MemoryError:
+        raise ProftuiError(f"{name}: profile file too big for memory") from None
     try:
         return profile_from_dict(doc)
-    except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
-        raise ProftuiError(f"{path}: invalid profile file: {exc}") from None
+    except validate.NotAProfile as exc:
+        raise ProftuiError(f"{name}: {exc}") from None
+    except validate.InvalidProfile as exc:
+        raise ProftuiError(f"{name}: not a valid proftui profile: {exc}") from None

@@ -209,30 +209,48 @@ def callee_tree(profile: Profile, frame_id: int, part: str | None = None) -> Cal
     return focused.finalize()
 
 
-def caller_tree(profile: Profile, frame_id: int, part: str | None = None) -> CallTree:
+INVERTED_MAX_DEPTH = 64
+"""Bottom-up and caller trees keep at most this many levels of callers per path.
+
+Inverting a tree costs O(paths x depth): a 100,000-deep recursion would take
+minutes and gigabytes.  Deeper callers are cut (the costs stay, at the levels
+shown) and the tree's `cut_depth` says so."""
+
+
+def caller_tree(profile: Profile, frame_id: int, part: str | None = None,
+                max_depth: int = INVERTED_MAX_DEPTH) -> CallTree:
     """Bottom-up tree of `frame_id`: its callers, their callers, up to the entry.
 
     Each path is weighted by the total cost of `frame_id` on that path
-    (outermost occurrences only, so recursion is counted once).
+    (outermost occurrences only, so recursion is counted once).  Paths keep
+    `max_depth` levels at most (`CallTree.cut_depth` is set when one was cut).
     """
     tree = select_tree(profile, part)
     inverted = CallTree(tree.n_metrics)
     function_ids = profile.frames.function_ids()
     for node in outermost_nodes(tree, frame_id, function_ids):
-        path = node.path()
-        path.reverse()
+        path = node.callers_up(max_depth + 1)
+        if len(path) > max_depth:
+            inverted.cut_depth = max_depth
+            del path[max_depth:]
         path[0] = function_ids[frame_id]  # inlined copies and the body are one root
         inverted.add_stack(path, node.total_cost, node.calls)
     return inverted.finalize()
 
 
-def bottom_up_tree(profile: Profile, part: str | None = None) -> CallTree:
-    """Inverted tree: leaves (self cost) at the top, their callers below."""
+def bottom_up_tree(profile: Profile, part: str | None = None,
+                   max_depth: int = INVERTED_MAX_DEPTH) -> CallTree:
+    """Inverted tree: leaves (self cost) at the top, their callers below.
+
+    Paths keep `max_depth` levels at most (`CallTree.cut_depth` is set when one was cut).
+    """
     tree = select_tree(profile, part)
     inverted = CallTree(tree.n_metrics)
     for node in tree.nodes():
         if any(node.self_cost):
-            path = node.path()
-            path.reverse()
+            path = node.callers_up(max_depth + 1)
+            if len(path) > max_depth:
+                inverted.cut_depth = max_depth
+                del path[max_depth:]
             inverted.add_stack(path, node.self_cost)
     return inverted.finalize()

@@ -115,7 +115,7 @@ def test_files_without_sites_still_load_and_bad_sites_are_refused(tmp_path: Path
     doc["address_sites"] = [[MOD, 0x1004, None, 12, 4]]  # file must be text
     bad = tmp_path / "bad.proftui"
     bad.write_bytes(gzip.compress(json.dumps(doc).encode()))
-    with pytest.raises(ProftuiError, match="invalid profile file"):
+    with pytest.raises(ProftuiError, match=r"not a valid proftui profile: address_sites\[0\]\[3\]"):
         storage.load(bad)
 
 

@@ -14,6 +14,7 @@ from typing import ClassVar
 
 from proftui.collectors.model.profile import Frame, Profile
 from proftui.collectors.model.source import Listing
+from proftui.collectors.model.textsafe import display
 from proftui.collectors.model.views import FlatEntry
 from proftui.collectors.symbols.disasm import annotate
 from proftui.tui.format import format_cost, heat_background, percent
@@ -212,7 +213,7 @@ class SourcePane(Pane, Vertical):
         unit = profile.metrics[metric].unit if profile.metrics else "count"
         fn = listing.function_cost[metric] if metric < len(listing.function_cost) else 0.0
         title = Text()
-        title.append(f" {frame.function} ", style="bold reverse")
+        title.append(f" {display(frame.function)} ", style="bold reverse")
         title.append(f"  {listing.kind}: {listing.title}", style="bold")
         title.append(f"  · self in listing {format_cost(fn, unit)}"
                      f" ({percent(fn, profile.total(metric) if profile.metrics else 0):.1f}%"
@@ -242,7 +243,9 @@ class SourcePane(Pane, Vertical):
 
     @classmethod
     def label(cls, state: NavState) -> str:
-        return f"source: {state.source.function}" if state.source is not None else cls.TITLE
+        if state.source is None:
+            return cls.TITLE
+        return f"source: {display(state.source.function)}"
 
     def show_profile(self, profile: Profile, entries: list[FlatEntry], metric: int,
                      state: NavState | None) -> None:

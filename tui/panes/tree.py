@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from proftui.collectors.model.profile import CallNode, CallTree, Frame, Profile
+from proftui.collectors.model.textsafe import display
 from proftui.collectors.model.views import FlatEntry, bottom_up_tree, callee_tree, caller_tree
 from proftui.tui.format import format_cost, heat_style, percent
 from proftui.tui.panes.base import Command, NavState, Pane, View, drill
@@ -24,6 +25,9 @@ from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
 MAX_CHILDREN = 50
+# Textual builds its line table recursively, copying the path for every line: rows
+# deeper than this are not offered (a 100,000-deep recursion would overflow the stack).
+MAX_VIEW_DEPTH = 200
 HOT_CUTOFF = 0.01  # the hot path stops at children below 1% of the whole
 
 
@@ -73,7 +77,7 @@ class CallTreeView(Pane, Tree[NodeData]):
     @classmethod
     def label(cls, state: NavState) -> str:
         if state.focus is not None:
-            return f"tree: {state.focus.function}"
+            return f"tree: {display(state.focus.function)}"
         return cls.TITLE if state.tree_view == "top-down" else f"tree: {state.tree_view}"
 
     def begin(self, live: bool, has_profile: bool) -> None:
@@ -112,13 +116,14 @@ class CallTreeView(Pane, Tree[NodeData]):
         text.append(f"{format_cost(total, unit):>8} ", style="")
         if not inverted:
             text.append(f"self {percent(own, whole):4.1f}% ", style="dim")
-        text.append(frame.function, style="bold" if whole and total / whole >= 0.05 else "")
+        text.append(display(frame.function),
+                    style="bold" if whole and total / whole >= 0.05 else "")
         if frame.inlined:  # as perf and pprof mark them: no call happened here
             text.append(" [inlined]", style="italic dim")
         if call.calls is not None:
             text.append(f"  ×{call.calls:,}", style="cyan")
         if frame.module_name:
-            text.append(f"  {frame.module_name}", style="dim")
+            text.append(f"  {display(frame.module_name)}", style="dim")
         return text
 
     def populate(self, node: TreeNode[NodeData]) -> None:
@@ -128,6 +133,12 @@ class CallTreeView(Pane, Tree[NodeData]):
             return
         children = data.call.children
         if data.populated >= len(children):
+            return
+        if self._depth(node) >= MAX_VIEW_DEPTH:
+            data.populated = len(children)
+            node.add_leaf(Text(f"… calls deeper than {MAX_VIEW_DEPTH} levels are not shown "
+                               "(f focuses a function)", style="dim italic"),
+                          NodeData(None, "…deep", data.whole))
             return
         m = self.metric
         ordered = sorted(children.values(), key=lambda c: -c.total_cost[m])
@@ -149,6 +160,18 @@ class CallTreeView(Pane, Tree[NodeData]):
             label = Text(f"… {len(rest):,} more ({percent(cost, data.whole):.1f}%) "
                          "— Enter to show", style="dim italic")
             node.add_leaf(label, NodeData(None, "…more", data.whole, more=True))
+
+    def _depth(self, node: TreeNode[NodeData]) -> int:
+        depth, current = 0, node
+        while current.parent is not None and depth <= MAX_VIEW_DEPTH:
+            depth, current = depth + 1, current.parent
+        return depth
+
+    def _cut_note(self, parent: TreeNode[NodeData], tree: CallTree) -> None:
+        """Say that an inverted tree left out deep callers (views.INVERTED_MAX_DEPTH)."""
+        if tree.cut_depth is not None:
+            parent.add_leaf(Text(f"… callers more than {tree.cut_depth} levels up are cut",
+                                 style="dim italic"), NodeData(None, "…cut", 0.0))
 
     def on_tree_node_expanded(self, event: Tree.NodeExpanded[NodeData]) -> None:
         if event.node.data is not None and event.node.data.populated == 0:
@@ -246,7 +269,7 @@ class CallTreeView(Pane, Tree[NodeData]):
         self.clear()
         m = self.metric
         if self.view == "focus" and self.focus_frame is not None:
-            name = self.focus_frame.function
+            name = display(self.focus_frame.function)
             if not trees:
                 self.root.add_leaf(Text(f"{name} is not in this profile", style="italic"))
                 self.root.expand()
@@ -254,6 +277,7 @@ class CallTreeView(Pane, Tree[NodeData]):
             callees = self._section(f"{name} and what it calls", trees[0], "callees",
                                     inverted=False)
             callers = self._section(f"who calls {name}", trees[1], "callers", inverted=True)
+            self._cut_note(self.root, trees[1])
             self.root.data = None
             if state is None:
                 for section in (callees, callers):
@@ -269,6 +293,7 @@ class CallTreeView(Pane, Tree[NodeData]):
             self.root.data = NodeData(tree.root, "root", whole,
                                       inverted=self.view == "bottom-up")
             self.populate(self.root)
+            self._cut_note(self.root, tree)
         self.root.expand()
         if state is not None:
             self._restore_state(*state)

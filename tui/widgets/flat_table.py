@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from proftui.collectors.model.profile import Metric
+from proftui.collectors.model.textsafe import display
 from proftui.collectors.model.views import FlatEntry
 from proftui.tui.format import format_cost, heat_style, percent
 from rich.style import Style
@@ -143,12 +144,12 @@ class FlatTable(ScrollView, can_focus=True):
         text.append(f"{total_pct:6.1f} ", style=heat_style(total_pct / 100))
         text.append(f"{format_cost(e.total_cost[m], self.unit):>9} ")
         text.append(f"{'' if e.calls is None else f'{e.calls:,}':>11} ", style="cyan")
-        name = e.frame.function
+        name = display(e.frame.function)  # no escape sequences or lone surrogates
         w = widths[5]
         if len(name) > w - 1:
             name = name[: w - 2] + "…"
         text.append(f" {name}".ljust(w), style="bold" if self_pct >= 1 else "")
-        text.append(f" {e.frame.module_name}"[: widths[6]], style="dim")
+        text.append(f" {display(e.frame.module_name)}"[: widths[6]], style="dim")
         return text
 
     # -- input ----------------------------------------------------------------------

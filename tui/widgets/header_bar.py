@@ -1,13 +1,37 @@
-"""The one-line header: mode, pid, state, elapsed time, sample count, dropped records."""
+"""The one-line header: mode, pid, state, elapsed time, sample count, dropped records.
+
+It draws whatever a profile's metadata holds, so it must not fail on odd but
+loadable values: no argv or pids, no exit status, zero or huge totals, start
+after end, metric or mode names with escape sequences or undecodable bytes.
+"""
 
 from __future__ import annotations
 
+import math
 import time
 
 from proftui.collectors.model.profile import Profile
+from proftui.collectors.model.textsafe import display
 from proftui.tui.format import format_cost, format_duration, metric_label
 from rich.text import Text
 from textual.widgets import Static
+
+MAX_FIELD = 40  # characters of one name (mode, metric) shown in the header
+
+
+def _short(text: str) -> str:
+    text = display(text)
+    return text if len(text) <= MAX_FIELD else text[:MAX_FIELD - 1] + "…"
+
+
+def _elapsed(start: float | None, end: float | None) -> str | None:
+    """Elapsed time, or None when the times do not make one (missing, not finite)."""
+    if start is None:
+        return None
+    seconds = (end if end is not None else time.time()) - start
+    if not math.isfinite(seconds):
+        return None
+    return format_duration(min(max(seconds, 0.0), 1e9))
 
 
 class HeaderBar(Static):
@@ -22,28 +46,29 @@ class HeaderBar(Static):
             self.update(text)
             return
         meta = profile.meta
-        text.append(f" {meta.mode} ", style="bold")
+        text.append(f" {_short(str(meta.mode))} ", style="bold")
         if pid is not None:
             text.append(f"pid {pid} ", style="")
         elif meta.pids:
             text.append(f"pid {', '.join(map(str, meta.pids[:3]))} ", style="dim")
         style = "bold green" if state == "running" else "bold yellow"
-        text.append(f"· {state} ", style=style)
+        text.append(f"· {display(state)} ", style=style)
         if paused:
             text.append("· PAUSED ", style="bold reverse yellow")
-        if meta.start_time is not None:
-            end = meta.end_time if meta.end_time is not None else time.time()
-            text.append(f"· {format_duration(end - meta.start_time)} ", style="")
+        elapsed = _elapsed(meta.start_time, meta.end_time)
+        if elapsed is not None:
+            text.append(f"· {elapsed} ", style="")
         if profile.metrics:
             names = [m.name for m in profile.metrics]
             index = names.index("samples") if "samples" in names else 0
             metric = profile.metrics[index]
-            text.append(f"· {format_cost(profile.total(index), metric.unit)} "
-                        f"{metric_label(metric)} ")
+            total = profile.total(index) if profile.tree is not None else 0.0
+            value = format_cost(total, metric.unit) if math.isfinite(total) else "?"
+            text.append(f"· {value} {_short(metric_label(metric))} ")
         dropped_style = "bold red" if meta.dropped else "dim"
         text.append(f"· {meta.dropped:,} dropped ", style=dropped_style)
         if not meta.complete and state != "running":
             text.append("· incomplete ", style="bold red")
         if error:
-            text.append(f"· {error}", style="bold red")
+            text.append(f"· {display(error)}", style="bold red")
         self.update(text)

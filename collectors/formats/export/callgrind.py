@@ -13,12 +13,14 @@ profiles) a call arc says `calls=1`.
 from __future__ import annotations
 
 from proftui.collectors.model.profile import ROOT_FRAME, Frame, Profile
+from proftui.collectors.model.textsafe import clean, encode_text
 
 _UNKNOWN_FILE = "???"
 
 
 def _clean(text: str) -> str:
-    return text.replace("\n", " ").replace("\r", " ")
+    """One line of valid UTF-8: undecodable bytes of a path as `\\xff` (textsafe)."""
+    return clean(text).replace("\n", " ").replace("\r", " ")
 
 
 class _Names:
@@ -26,13 +28,14 @@ class _Names:
 
     def __init__(self) -> None:
         self._ids: dict[tuple[str, str], int] = {}
+        self._counts: dict[str, int] = {}  # ids given per kind
 
     def __call__(self, kind: str, name: str) -> str:
         key = (kind, name)
         known = self._ids.get(key)
         if known is not None:
             return f"({known})"
-        number = self._ids[key] = sum(1 for k in self._ids if k[0] == kind) + 1
+        number = self._ids[key] = self._counts[kind] = self._counts.get(kind, 0) + 1
         return f"({number}) {_clean(name)}"
 
 
@@ -109,4 +112,4 @@ def export_callgrind(profile: Profile) -> bytes:
                     f"{line_of[key]} {' '.join(str(round(v)) for v in inclusive)}"]
         out.append("")
     out.append(f"totals: {' '.join(str(round(v)) for v in profile.tree.root.total_cost)}")
-    return ("\n".join(out) + "\n").encode()
+    return encode_text("\n".join(out) + "\n")

@@ -9,6 +9,7 @@ profiles drop functions below `min_percent` of the whole so `dot` stays fast.
 from __future__ import annotations
 
 from proftui.collectors.model.profile import ROOT_FRAME, CallNode, Metric, Profile
+from proftui.collectors.model.textsafe import clean, encode_text
 from proftui.collectors.model.views import function_costs
 
 AUTO_PRUNE_FUNCTIONS = 300  # above this many functions, prune by default
@@ -16,7 +17,7 @@ AUTO_MIN_PERCENT = 0.5
 
 
 def _quote(text: str) -> str:
-    text = text.replace("\\", "\\\\").replace('"', '\\"')
+    text = clean(text).replace("\\", "\\\\").replace('"', '\\"')
     return '"' + text.replace("\r", "").replace("\n", "\\n") + '"'
 
 
@@ -118,4 +119,4 @@ def export_dot(profile: Profile, metric: int = 0, min_percent: float | None = No
         out.append(f"  f{caller} -> f{callee} [label={_quote(chr(10).join(label))}, "
                    f'color="{_heat(fraction)}", penwidth={1 + 4 * fraction:.2f}];')
     out.append("}")
-    return ("\n".join(out) + "\n").encode()
+    return encode_text("\n".join(out) + "\n")

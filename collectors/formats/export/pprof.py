@@ -15,7 +15,8 @@ numbers follow github.com/google/pprof/proto/profile.proto:
     Line      1 function_id  2 line
     Function  1 id  2 name  3 system_name  4 filename  5 start_line
 
-Samples come from the call tree's nodes with self cost.  A function and the
+Samples come from the call tree's nodes with self cost (paths deeper than
+`paths.EXPORT_MAX_DEPTH` end in one "calls deeper" pseudo function).  A function and the
 frames the compiler inlined into it share one Location whose Lines list the
 inline chain, innermost first (pprof's convention).  A leaf's self cost is
 split over the instruction addresses its function was charged at collection
@@ -32,8 +33,10 @@ from __future__ import annotations
 
 import gzip
 
+from proftui.collectors.formats.export.paths import CUT_LABEL, costed_paths
 from proftui.collectors.model.lines import function_addresses
 from proftui.collectors.model.profile import CallNode, Profile
+from proftui.collectors.model.textsafe import encode_text
 
 UNITS = {"ns": "nanoseconds", "count": "count", "bytes": "bytes"}
 
@@ -93,10 +96,15 @@ def encode_profile(profile: Profile) -> bytes:
                       _int(2, strings(UNITS.get(metric.unit, metric.unit))))
 
     locations = _Locations(profile)
-    for node in profile.tree.nodes():
-        if not any(node.self_cost):
-            continue
+    cut_function = len(profile.frames) + 1  # pprof id of the "calls deeper" pseudo function
+    for node, cut, costs in costed_paths(profile.tree):
         callers = locations.path_ids(node)
+        if cut:  # the calls below a node at the depth limit: one sample under it
+            _holder, chain = locations._group(node)
+            cut_id = locations._location("cut", "", 0, [(cut_function, None)])
+            out += _bytes(2, _packed(1, [cut_id, locations._group_location(chain), *callers])
+                          + _packed(2, [round(v) for v in costs]))
+            continue
         for leaf_id, values in locations.leaf_parts(node):
             out += _bytes(2, _packed(1, [leaf_id, *callers]) + _packed(2, values))
 
@@ -116,7 +124,7 @@ def encode_profile(profile: Profile) -> bytes:
     for location_id, (module, address, lines) in enumerate(locations.table, start=1):
         encoded = b"".join(_bytes(4, _int(1, function_id) + _int(2, line or 0))
                            for function_id, line in lines)
-        out += _bytes(4, _int(1, location_id) + _int(2, mapping_ids[module])
+        out += _bytes(4, _int(1, location_id) + _int(2, mapping_ids.get(module, 0))
                       + _int(3, address) + encoded)
     function_ids = profile.frames.function_ids()
     for fid, frame in enumerate(profile.frames):
@@ -126,6 +134,9 @@ def encode_profile(profile: Profile) -> bytes:
         out += _bytes(5, _int(1, fid + 1) + _int(2, strings(name))
                       + _int(3, strings(frame.raw_name or name))
                       + _int(4, strings(frame.file or "")) + _int(5, frame.line or 0))
+    if "cut" in locations.by_key:
+        out += _bytes(5, _int(1, cut_function) + _int(2, strings(CUT_LABEL))
+                      + _int(3, strings(CUT_LABEL)))
 
     meta = profile.meta
     tail = bytearray()
@@ -143,7 +154,7 @@ def encode_profile(profile: Profile) -> bytes:
     if profile.metrics:  # pprof would otherwise show the last sample type first
         tail += _int(14, strings(profile.metrics[0].name))
     # the string table goes last: every string above has been interned by now
-    out += b"".join(_bytes(6, s.encode("utf-8", errors="replace")) for s in strings.table)
+    out += b"".join(_bytes(6, encode_text(s)) for s in strings.table)
     out += tail
     return bytes(out)
 

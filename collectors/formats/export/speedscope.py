@@ -3,6 +3,7 @@
 One "sampled" profile per metric: each distinct call path with self cost is a
 sample (frame indexes, outermost first) weighted by that cost, so speedscope's
 flame graph, left-heavy and sandwich views all read the merged call tree.
+Paths deeper than `paths.EXPORT_MAX_DEPTH` end in one "calls deeper" frame.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from proftui.collectors.formats.export.paths import CUT_LABEL, costed_paths, path_of
 from proftui.collectors.model.profile import Profile
 
 SCHEMA = "https://www.speedscope.app/file-format-schema.json"
@@ -31,10 +33,16 @@ def speedscope_document(profile: Profile) -> dict[str, Any]:
         frames.append(entry)
     paths: list[list[int]] = []
     costs: list[list[float]] = []
-    for node in profile.tree.nodes():
-        if any(node.self_cost):
-            paths.append(node.path())
-            costs.append(node.self_cost)
+    cut_index: int | None = None
+    for node, cut, cost in costed_paths(profile.tree):
+        path = path_of(node, cut)
+        if cut:
+            if cut_index is None:
+                cut_index = len(frames)
+                frames.append({"name": CUT_LABEL})
+            path[-1] = cut_index
+        paths.append(path)
+        costs.append(cost)
     profiles = []
     for i, metric in enumerate(profile.metrics):
         chosen = [(p, c[i]) for p, c in zip(paths, costs, strict=True) if c[i] > 0]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from proftui.collectors.model.profile import CallNode, Metric, Profile
+from proftui.collectors.model.textsafe import clean
 from proftui.collectors.model.views import flat_profile
 from proftui.collectors.runtime import launch
 
@@ -43,7 +44,7 @@ def render_text(profile: Profile, metric: int = 0, limit: int | None = None) -> 
     lines.extend(f"warning: {w}" for w in meta.warnings)
     if not profile.metrics:
         lines.append("no data")
-        return "\n".join(lines) + "\n"
+        return clean("\n".join(lines) + "\n")
     m = profile.metrics[metric]
     unit = _unit_header(m)
     lines += ["", "Flat profile:", "",
@@ -80,7 +81,7 @@ def render_text(profile: Profile, metric: int = 0, limit: int | None = None) -> 
                 lines.append(f"{'':18}{'  ' * (depth + 1)}... (deeper calls cut)")
             continue
         stack.extend((c, depth + 1) for c in _sorted_children(node, metric, reverse=False))
-    return "\n".join(lines) + "\n"
+    return clean("\n".join(lines) + "\n")
 
 
 def _sorted_children(node: CallNode, metric: int, reverse: bool) -> list[CallNode]:

@@ -1,0 +1,201 @@
+"""100,000-deep call trees and non-UTF-8 program paths through record, report and every export.
+
+The deep cases must finish (a time budget far above the expected seconds: the
+point is that they end, not how fast) and give correct, depth-bounded output.
+The non-UTF-8 case profiles a real fixture copied to a name with bytes 0xff
+0xfe in it, through the CLI, then exports it in every format.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from proftui.collectors.formats.export import EXPORTERS
+from proftui.collectors.formats.export.paths import CUT_LABEL, EXPORT_MAX_DEPTH
+from proftui.collectors.formats.export.text import render_json, render_text
+from proftui.collectors.model import storage
+from proftui.collectors.model.profile import CALLS, CPU_NS, Frame, Profile, ProfileMeta
+from proftui.collectors.model.views import INVERTED_MAX_DEPTH, bottom_up_tree, caller_tree
+
+from tests.integration.ins_helpers import build
+from tests.unit.test_export_pprof import decode, packed
+
+DEPTH = 100_000
+BUDGET = 60.0  # seconds per operation: generous on a shared 2-core machine (takes ~1 s)
+
+
+def deep_chain(depth: int = DEPTH) -> Profile:
+    """main -> rec -> rec ... `depth` levels of rec, each with self cost 100 ns and 1 call."""
+    profile = Profile(ProfileMeta(mode="instrument", argv=["rec"], pids=[1]), (CPU_NS, CALLS))
+    main = profile.frames.intern(Frame("main", "/bin/rec", address=0x1000))
+    rec = profile.frames.intern(Frame("rec", "/bin/rec", address=0x1100))
+    assert profile.tree is not None
+    node = profile.tree.root.child(main)
+    node.self_cost, node.calls = [10.0, 1.0], 1
+    for _ in range(depth):
+        node = node.child(rec)
+        node.self_cost, node.calls = [100.0, 1.0], 1
+    return profile.finalize()
+
+
+def timed(what: str, fn, *args):  # type: ignore[no-untyped-def]
+    start = time.monotonic()
+    result = fn(*args)
+    elapsed = time.monotonic() - start
+    assert elapsed < BUDGET, f"{what} took {elapsed:.1f} s"
+    return result
+
+
+def check_exports(profile: Profile, total_ns: float, leaf: str) -> None:
+    """Every export of a profile whose tree is one chain deeper than the export limit."""
+    outputs = {fmt: timed(fmt, exporter, profile) for fmt, exporter in EXPORTERS.items()}
+    # folded: one line per level down to the limit, then one for everything deeper
+    lines = outputs["folded"].decode().splitlines()
+    assert len(lines) == EXPORT_MAX_DEPTH + 1
+    stacks = [line.rsplit(" ", 1) for line in lines]
+    assert max(len(s.split(";")) for s, _ in stacks) == EXPORT_MAX_DEPTH + 1
+    deepest = max(stacks, key=lambda s: len(s[0]))[0].split(";")
+    assert deepest[-1] == CUT_LABEL and deepest[-2] == leaf
+    assert abs(sum(int(v) for _, v in stacks) - total_ns) <= len(stacks)  # rounding only
+    # speedscope: the same samples, every path at most limit + 1 frames long
+    doc = json.loads(outputs["speedscope"])
+    samples = doc["profiles"][0]["samples"]
+    assert len(samples) == EXPORT_MAX_DEPTH + 1
+    assert max(map(len, samples)) == EXPORT_MAX_DEPTH + 1
+    assert doc["shared"]["frames"][samples[-1][-1]]["name"] == CUT_LABEL or any(
+        doc["shared"]["frames"][s[-1]]["name"] == CUT_LABEL for s in samples)
+    assert abs(sum(doc["profiles"][0]["weights"]) - total_ns) < 1e-6 * total_ns
+    # pprof: samples' location lists bounded, values add up to the whole
+    fields = decode(gzip.decompress(outputs["pprof"]))
+    sample_fields = [decode(s) for s in fields[2]]
+    assert max(len(packed(s[1][0])) for s in sample_fields) <= EXPORT_MAX_DEPTH + 1
+    assert abs(sum(packed(s[2][0])[0] for s in sample_fields) - total_ns) <= len(sample_fields)
+    strings = [s.decode() for s in fields[6]]
+    assert CUT_LABEL in strings
+    # callgrind and dot are per function: one recursive arc, no per-path blow-up
+    callgrind = outputs["callgrind"].decode()
+    assert f"calls={DEPTH - 1} " in callgrind and len(callgrind) < 10_000
+    assert outputs["dot"].decode().count("->") == 2  # main -> rec, rec -> rec
+
+
+def check_inverted(profile: Profile, leaf_id: int) -> None:
+    inverted = timed("bottom-up", bottom_up_tree, profile)
+    assert inverted.cut_depth == INVERTED_MAX_DEPTH
+    assert inverted.max_depth() == INVERTED_MAX_DEPTH
+    assert profile.tree is not None  # every self cost is in the inverted tree once
+    assert inverted.root.total_cost == pytest.approx(profile.tree.root.total_cost)
+    callers = timed("callers", caller_tree, profile, leaf_id)
+    assert callers.max_depth() <= INVERTED_MAX_DEPTH
+
+
+def test_model_built_100000_deep_chain() -> None:
+    profile = deep_chain()
+    total = profile.total(0)
+    assert total == 10 + 100 * DEPTH
+    check_exports(profile, total, "rec")
+    check_inverted(profile, 1)
+    text = timed("report", render_text, profile)
+    assert "deeper calls cut" in text
+    json.dumps(timed("json report", render_json, profile))
+
+
+def test_saved_100000_deep_profile_loads(tmp_path: Path) -> None:
+    path = tmp_path / "deep.proftui"
+    storage.save(deep_chain(), path)
+    loaded = timed("load", storage.load, path)
+    assert loaded.tree is not None and loaded.tree.max_depth() == DEPTH + 1
+    assert loaded.total(0) == 10 + 100 * DEPTH
+
+
+def proftui(*args: str | bytes, env: dict[str, str] | None = None,
+            cwd: Path | None = None) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([sys.executable, "-m", "proftui.tui.cli", *args], capture_output=True,
+                          timeout=300, stdin=subprocess.DEVNULL, env=env, cwd=cwd)
+
+
+@pytest.fixture
+def private_tmpdir(tmp_path: Path) -> Iterator[dict[str, str]]:
+    """An environment whose TMPDIR is a fresh directory, checked empty afterwards."""
+    tmpdir = tmp_path / "tmpdir"
+    tmpdir.mkdir()
+    yield {**os.environ, "TMPDIR": str(tmpdir)}
+    assert list(tmpdir.iterdir()) == []
+
+
+def test_recorded_100000_deep_recursion_through_the_cli(
+        tmp_path: Path, private_tmpdir: dict[str, str]) -> None:
+    """A real instrument run 100,000 calls deep: record, report and every export finish."""
+    program = build("ins_recurse.c")
+    saved = tmp_path / "deep.proftui"
+    result = proftui("record", "-o", str(saved), str(program), "100000", env=private_tmpdir)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == b"levels 100000 even 1\n"  # the target's output unchanged
+    start = time.monotonic()
+    report = proftui("report", str(saved), env=private_tmpdir)
+    assert report.returncode == 0 and b"Traceback" not in report.stderr, report.stderr
+    assert b"down" in report.stdout and b"deeper calls cut" in report.stdout
+    assert time.monotonic() - start < BUDGET
+    for fmt in EXPORTERS:
+        out = tmp_path / f"deep.{fmt}"
+        start = time.monotonic()
+        result = proftui("export", "-f", fmt, "-o", str(out), str(saved), env=private_tmpdir)
+        assert result.returncode == 0 and b"Traceback" not in result.stderr, result.stderr
+        assert time.monotonic() - start < BUDGET, fmt
+        assert out.stat().st_size > 0
+    folded = (tmp_path / "deep.folded").read_text().splitlines()
+    assert len(folded) <= 2 * (EXPORT_MAX_DEPTH + 1)  # main's chain, plus is_even/is_odd
+    deepest = max(folded, key=lambda line: line.count(";")).rsplit(" ", 1)[0].split(";")
+    assert len(deepest) == EXPORT_MAX_DEPTH + 1 and deepest[-1] == CUT_LABEL
+    assert deepest[0] == "main" and set(deepest[1:-1]) == {"down"}
+    loaded = storage.load(saved)
+    down = next(i for i, f in enumerate(loaded.frames) if f.function == "down")
+    check_inverted(loaded, down)
+
+
+def test_non_utf8_program_path_records_and_exports(
+        tmp_path: Path, private_tmpdir: dict[str, str]) -> None:
+    """argv[0] = b'.../\\xff\\xfeprog': record, report and every export; text stays UTF-8."""
+    program = build("ins_basic.c")
+    odd_dir = os.fsencode(tmp_path) + b"/dir\xff\xfe"
+    os.mkdir(odd_dir)
+    odd = odd_dir + b"/\xff\xfeprog"
+    shutil.copy(program, odd)
+    plain = subprocess.run([odd, "50"], capture_output=True, timeout=60)
+    saved = tmp_path / "odd.proftui"
+    result = proftui("record", "-o", str(saved), odd, "50", env=private_tmpdir)
+    assert result.returncode == plain.returncode and result.stdout == plain.stdout
+    assert b"Traceback" not in result.stderr, result.stderr
+    report = proftui("report", str(saved), env=private_tmpdir)
+    assert report.returncode == 0 and b"Traceback" not in report.stderr, report.stderr
+    assert b"\\xff\\xfeprog" in report.stdout
+    for fmt in EXPORTERS:
+        out = tmp_path / f"odd.{fmt}"
+        result = proftui("export", "-f", fmt, "-o", str(out), str(saved), env=private_tmpdir)
+        assert result.returncode == 0 and b"Traceback" not in result.stderr, (fmt, result.stderr)
+        data = out.read_bytes()
+        if fmt == "pprof":
+            data = gzip.decompress(data)
+            strings = [s.decode() for s in decode(data)[6]]  # proto strings: valid UTF-8
+            assert any("\\xff\\xfeprog" in s for s in strings)
+            continue
+        text = data.decode("utf-8")  # valid UTF-8, undecodable bytes escaped as \xff
+        if fmt == "callgrind":
+            assert "\\xff\\xfeprog" in text
+        if fmt == "dot":  # in a quoted DOT string the backslash itself is escaped
+            assert "\\\\xff\\\\xfeprog" in text
+    callgrind = (tmp_path / "odd.callgrind").read_text()
+    cmd = next(line for line in callgrind.splitlines() if line.startswith("cmd: "))
+    assert cmd.endswith("\\xff\\xfeprog 50")
+    if shutil.which("dot"):
+        svg = subprocess.run(["dot", "-Tsvg", str(tmp_path / "odd.dot")], capture_output=True,
+                             timeout=60)
+        assert svg.returncode == 0, svg.stderr
