@@ -27,14 +27,17 @@ where parent_index indexes the same list and -1 means the root.  Flat lists keep
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
+import os
 import zlib
 from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
 from proftui.collectors.errors import ProftuiError
+from proftui.collectors.model.outfile import write_fallback, write_output
 from proftui.collectors.model.profile import (
     CallNode,
     CallTree,
@@ -217,24 +220,52 @@ def _decode_sources(sources: Any) -> dict[str, str]:
     return dict(sources)
 
 
-def save(profile: Profile, path: Path, *, embed_sources: bool = True) -> None:
-    """Write `profile` to `path` (gzip JSON), atomically.
+def save(profile: Profile, path: Path, *, embed_sources: bool = True) -> Path:
+    """Write `profile` to `path` (gzip JSON) with `outfile.write_output`: atomic,
+    0600 unless replacing a file of ours; returns the file written.
 
     With `embed_sources`, the text of the source files the profile refers to is
     stored too (see `gather_sources`), so `load` gives them back in `Profile.sources`.
     """
+    return write_output(path, encode(profile, embed_sources=embed_sources))
+
+
+def encode(profile: Profile, *, embed_sources: bool = True) -> bytes:
+    """The bytes `save` writes: gzip-compressed JSON."""
     doc = profile_to_dict(profile)
     if embed_sources:
         doc["sources"] = gather_sources(profile)
-    data = json.dumps(doc, separators=(",", ":")).encode()
-    tmp = path.with_name(path.name + ".tmp")
+    return gzip.compress(json.dumps(doc, separators=(",", ":")).encode(), compresslevel=6)
+
+
+def save_or_fallback(profile: Profile, path: Path) -> tuple[Path, str]:
+    """`save`, and when `path` cannot be written, a new file in the current or the
+    home directory instead, so a finished run is never lost.
+
+    Returns (file written, "" or a one-line note saying why it is not `path`);
+    ProftuiError only when no file at all could be written.
+    """
+    data = encode(profile)
     try:
-        with gzip.open(tmp, "wb", compresslevel=6) as f:
-            f.write(data)
-        tmp.replace(path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise ProftuiError(f"{path}: cannot write: {exc.strerror}") from None
+        return write_output(path, data), ""
+    except ProftuiError as exc:
+        failure = str(exc)
+    fallback = write_fallback(data, _fallback_directories(), f"proftui-{os.getpid()}")
+    if fallback is None:
+        raise ProftuiError(f"{failure}; no fallback file could be written either "
+                           "(current and home directories)")
+    return fallback, f"{failure}; profile saved to {fallback} instead"
+
+
+def _fallback_directories() -> list[Path]:
+    """The current directory, then home (never TMPDIR: the run directory's cleanup
+    and tmp cleaners would take the profile with them)."""
+    places: list[Path] = []
+    with contextlib.suppress(OSError):  # the working directory may have been deleted
+        places.append(Path.cwd())
+    with contextlib.suppress(RuntimeError, KeyError):
+        places.append(Path.home())
+    return places
 
 
 def load(path: Path) -> Profile:
