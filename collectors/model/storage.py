@@ -49,6 +49,7 @@ from proftui.collectors.model.profile import (
     Profile,
     ProfileMeta,
 )
+from proftui.collectors.model.sourcefiles import read_source, reader_of
 
 FORMAT = "proftui-profile"
 VERSION = 1
@@ -129,24 +130,22 @@ def referenced_sources(profile: Profile) -> list[str]:
 def gather_sources(profile: Profile) -> dict[str, str]:
     """Text of every referenced source file: already embedded ones, else read from disk.
 
-    Files that are missing, unreadable, binary or bigger than MAX_SOURCE_BYTES are
-    skipped, and so is everything past MAX_SOURCES_BYTES in total.
+    Only files collectors/model/sourcefiles.py allows are read: named by debug
+    info this process read, under their unit's compile directory, readable by
+    the profiled process's owner, regular, text.  Files bigger than
+    MAX_SOURCE_BYTES are skipped, and so is everything past MAX_SOURCES_BYTES.
     """
     sources: dict[str, str] = {}
     budget = MAX_SOURCES_BYTES
+    reader = reader_of(profile.meta.mode, profile.meta.pids)
     for path in referenced_sources(profile):
         text = profile.sources.get(path)
         if text is None:
-            try:
-                with open(path, "rb") as f:
-                    data = f.read(MAX_SOURCE_BYTES + 1)
-            except OSError:
+            text = read_source(path, reader)
+            if text is None:
                 continue
-            if len(data) > MAX_SOURCE_BYTES or b"\0" in data:
-                continue
-            text = data.decode("utf-8", errors="replace")
         size = len(text.encode("utf-8", errors="replace"))
-        if size > budget:
+        if size > budget or (path not in profile.sources and size > MAX_SOURCE_BYTES):
             continue
         budget -= size
         sources[path] = text

@@ -13,17 +13,21 @@ directory and mmapped on the next run.  A stripped binary yields
 from __future__ import annotations
 
 import bisect
+import functools
 import hashlib
 import itertools
 import os
 import stat
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.model.profile import Frame
+from proftui.collectors.model.sourcefiles import ORIGINS
+from proftui.collectors.symbols.compdirs import source_roots
 from proftui.collectors.symbols.demangle import demangle
 from proftui.collectors.symbols.elf import PT_LOAD, SHT_NOBITS, ElfFile
 from proftui.collectors.symbols.maps import AddressSpace
@@ -93,6 +97,7 @@ class ModuleSymbols:
         self._unsaved = False  # a SymCache built here, not yet in the cache directory
         self._built = False  # the SymCache was built in this process (not read from the cache)
         self._entries: dict[int, tuple[str | None, int | None]] = {}
+        self._roots_noted = False
         try:
             with ElfFile(self.readable) as elf:
                 self.build_id = elf.build_id()
@@ -167,6 +172,7 @@ class ModuleSymbols:
             InlineFrame(demangle(inner.symbol), outer.full_path or None, outer.line or None,
                         inner.full_path or None, inner.symbol)
             for inner, outer in itertools.pairwise(found))
+        self._note_sources(entry.full_path for entry in found)
         return SourceLocation(found[0].full_path or None, found[0].line or None, inlined)
 
     def definition(self, symbol: FunctionSymbol) -> tuple[str | None, int | None]:
@@ -176,7 +182,19 @@ class ModuleSymbols:
             found = self._lookup(symbol.start)
             entry = (found[-1].full_path or None, found[-1].line or None) if found else (None, None)
             self._entries[symbol.start] = entry
+            self._note_sources([entry[0]])
         return entry
+
+    def _note_sources(self, paths: Iterable[str | None]) -> None:
+        """Tell the source gate that this module's debug info named `paths`."""
+        if self.debug_path is None:
+            return
+        if not self._roots_noted:
+            ORIGINS.note_module(self.debug_path, functools.partial(source_roots, self.debug_path))
+            self._roots_noted = True
+        for path in paths:
+            if path:
+                ORIGINS.note_path(path, self.debug_path)
 
     # -- SymCache ----------------------------------------------------------
 
