@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import stat
 import struct
 import sys
 from dataclasses import dataclass
@@ -24,6 +25,23 @@ NT_GNU_BUILD_ID = 3
 STT_FUNC, STT_GNU_IFUNC = 2, 10  # ELF symbol types (st_info & 0xf)
 # st_info byte -> 1 for function types, else 0 (a bytes.translate table).
 _FUNCTION_TYPES = bytes(int(i & 0xF in (STT_FUNC, STT_GNU_IFUNC)) for i in range(256))
+
+
+def open_regular(path: str | os.PathLike[str]) -> int:
+    """A read-only fd of `path`, which must be a regular file (ValueError otherwise).
+
+    O_NONBLOCK: a module a program replaced with a FIFO after mapping it
+    must not block proftui in open(); symlinks are followed (/proc/PID/map_files,
+    /usr/lib/libfoo.so -> libfoo.so.1).
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError("not a regular file")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +72,7 @@ class ElfFile:
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
-        self._fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        self._fd = open_regular(path)
         try:
             self._parse()
         except BaseException:
