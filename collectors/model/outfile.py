@@ -40,12 +40,12 @@ def _reason(exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
-def resolve_output(path: Path) -> Path:
+def resolve_output(path: str | os.PathLike[str]) -> Path:
     """The file a write to `path` lands in: symlinks followed (dangling ones too).
 
     ProftuiError for an empty name, a directory or a symlink loop.
     """
-    if not str(path):
+    if not os.fspath(path):  # a str: Path("") already means "."
         raise ProftuiError("empty output file name")
     try:
         real = Path(os.path.realpath(path, strict=False))
@@ -64,7 +64,7 @@ def resolve_output(path: Path) -> Path:
     return real
 
 
-def check_output(path: Path) -> None:
+def check_output(path: str | os.PathLike[str]) -> None:
     """Fail early (ProftuiError, one line) when `path` cannot be written.
 
     Called before a target starts, so a run is never lost to a typo in `-o`.
