@@ -16,7 +16,9 @@ Layout (version 1), one JSON object:
                    absent in files written before it existed, which still load.
     functions      null or [[frame, [self...], [total...], calls], ...]
     sources        optional {path: text}: source files referenced by frames and
-                   line_costs, embedded by `save` (bounded in size) so the
+                   line_costs that sourcefiles.py lets `save` read (debug info
+                   named them, under their unit's compile directory, readable
+                   by the profiled process's owner), bounded in size, so the
                    profile opens on a machine without the sources.  Optional and
                    ignored by readers that do not know it, so still version 1.
 
