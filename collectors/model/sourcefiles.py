@@ -147,7 +147,7 @@ def _under(path: str, root: str) -> bool:
 def _may_read(reader: Reader, st: os.stat_result, want: int) -> bool:
     """POSIX permission bits: `want` is 4 (read) or 1 (search)."""
     if reader.uid == 0:
-        return True  # root: DAC override (still needs x somewhere for files; not for reading)
+        return True  # root reads any file and searches any directory (DAC override)
     if reader.uid == st.st_uid:
         return bool((st.st_mode >> 6) & want)
     if st.st_gid in reader.groups:
