@@ -97,6 +97,11 @@ class SourceOrigins:
             with self._lock:
                 self._paths.setdefault(path, set()).add(key)
 
+    def named(self, path: str) -> bool:
+        """Whether debug info read in this process named `path`."""
+        with self._lock:
+            return bool(self._paths.get(path))
+
     def roots(self, path: str) -> frozenset[str] | None:
         """The roots `path` may lie under; None when no debug info named it."""
         with self._lock:
@@ -184,15 +189,11 @@ def read_source(path: str, reader: Reader | None, *, need_origin: bool = True) -
     """The text of source file `path`, or None when the rules above refuse it."""
     if reader is None or not os.path.isabs(path):
         return None  # a relative name would be read from proftui's working directory
-    roots = ORIGINS.roots(path)
     own = reader == own_reader()
-    if roots is None and (need_origin or not own):
+    if (need_origin or not own) and not ORIGINS.named(path):
         return None
     try:
         real = os.path.realpath(path)
-        if roots is not None and not any(
-                _under(real, os.path.realpath(root)) for root in roots if os.path.isabs(root)):
-            return None
         fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY
                      | os.O_CLOEXEC)
     except (OSError, ValueError):
@@ -203,6 +204,11 @@ def read_source(path: str, reader: Reader | None, *, need_origin: bool = True) -
             return None
         # The file opened is the one checked: no directory was swapped for a symlink since.
         if os.readlink(f"/proc/self/fd/{fd}") != real:
+            return None
+        # Roots last: computing them walks a module's DWARF, worth it only for a real file.
+        roots = ORIGINS.roots(path)
+        if roots is not None and not any(
+                _under(real, os.path.realpath(root)) for root in roots if os.path.isabs(root)):
             return None
         if not own and not _reader_can_read(real, fd, st, reader):
             return None

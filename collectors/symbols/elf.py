@@ -63,6 +63,10 @@ class Section:
     offset: int
     size: int
     link: int
+    flags: int = 0
+
+
+SHF_COMPRESSED = 0x800
 
 
 class ElfFile:
@@ -143,17 +147,17 @@ class ElfFile:
             raise ValueError("implausible section count")
         table = self._read(shoff, shentsize * shnum)
         for i in range(shnum):
-            name, sh_type, _, _, offset, size, link = struct.unpack_from(
+            name, sh_type, flags, _, offset, size, link = struct.unpack_from(
                 sh_fmt, table, i * shentsize)[:7]
-            raw.append((name, sh_type, offset, size, link))
+            raw.append((name, sh_type, offset, size, link, flags))
         if not 0 <= shstrndx < len(raw):
             raise ValueError("bad section name table index")
-        _, str_type, str_off, str_size, _ = raw[shstrndx]
+        _, str_type, str_off, str_size, _, _ = raw[shstrndx]
         names = self._read(str_off, str_size) if str_type != SHT_NOBITS else b""
-        for name_off, sh_type, offset, size, link in raw:
+        for name_off, sh_type, offset, size, link, flags in raw:
             end = names.find(b"\0", name_off)
             name = names[name_off:end if end >= 0 else None].decode("utf-8", "replace")
-            section = Section(name, sh_type, offset, size, link)
+            section = Section(name, sh_type, offset, size, link, flags)
             self.sections.append(section)
             self._by_name.setdefault(name, section)
 

@@ -152,3 +152,46 @@ def test_world_writable_cache_is_not_used(tmp_path: Path) -> None:
         f"symbol cache not used: {shared} is writable by other users (mode 777)"]
     assert list((shared / "proftui" / "symbols").iterdir()) == []  # nothing written there
     assert {"own_work", "named_work"} <= {f.function for f in storage.load(out).frames}
+
+
+def pyelftools_roots(path: Path) -> frozenset[str]:
+    """The same roots read with pyelftools (slow, but an independent reader)."""
+    from elftools.elf.elffile import ELFFile
+
+    roots: set[str] = set()
+    with open(path, "rb") as f:
+        for unit in ELFFile(f).get_dwarf_info(relocate_dwarf_sections=False).iter_CUs():
+            attributes = unit.get_top_DIE().attributes
+            comp_dir = attributes["DW_AT_comp_dir"].value.decode() \
+                if "DW_AT_comp_dir" in attributes else None
+            name = attributes["DW_AT_name"].value.decode() if "DW_AT_name" in attributes else None
+            if comp_dir:
+                roots.add(os.path.normpath(comp_dir))
+            if name:
+                roots.add(os.path.dirname(os.path.normpath(os.path.join(comp_dir or "", name))))
+    return frozenset(r for r in roots if os.path.isabs(r))
+
+
+@pytest.mark.parametrize("flags", [["-gdwarf-4"], ["-gdwarf-5"], ["-gdwarf-2"],
+                                   ["-gsplit-dwarf"], ["-gz=zlib"]],
+                         ids=lambda f: f[0])
+def test_source_roots_agree_with_pyelftools(tmp_path: Path, flags: list[str]) -> None:
+    from proftui.collectors.symbols.compdirs import source_roots
+
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not installed")
+    src_dir, build_dir = tmp_path / "src", tmp_path / "build"
+    src_dir.mkdir()
+    build_dir.mkdir()
+    (src_dir / "a.c").write_text("int a(int x) { return x * 3; }\n")
+    (src_dir / "main.c").write_text("int a(int);\nint main(void) { return a(1); }\n")
+    binary = build_dir / "prog"
+    result = subprocess.run(["gcc", "-O1", "-g", *flags, "-o", str(binary), "../src/a.c",
+                             "../src/main.c"], cwd=build_dir, capture_output=True, text=True)
+    if result.returncode != 0:
+        pytest.skip(f"gcc {' '.join(flags)} failed: {result.stderr.strip()[:200]}")
+    ours = source_roots(str(binary))
+    assert ours == pyelftools_roots(binary)
+    # out-of-tree: both roots (a split-DWARF skeleton unit names no source file)
+    expected = {str(build_dir)} if "-gsplit-dwarf" in flags else {str(build_dir), str(src_dir)}
+    assert ours == expected
