@@ -197,7 +197,7 @@ class ModuleSymbols:
                 found = roots()
                 ORIGINS.note_module(self.debug_path, lambda: found)
             else:
-                ORIGINS.note_module(self.debug_path, roots)  # read when a source is
+                ORIGINS.note_module(self.debug_path, roots)  # read when first needed
             self._roots_noted = True
         for path in paths:
             if path:
