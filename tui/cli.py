@@ -21,6 +21,7 @@ from proftui.collectors.formats.export import EXPORTERS, default_output, write_e
 from proftui.collectors.formats.export.text import render_json, render_text
 from proftui.collectors.formats.importers import load_any
 from proftui.collectors.model import storage
+from proftui.collectors.model.outfile import check_output
 from proftui.collectors.model.profile import Profile
 from proftui.collectors.registry import COLLECTORS
 from proftui.collectors.runtime.launch import resolve_program, shell_status
@@ -103,6 +104,12 @@ def _megabytes(text: str) -> int:
     return int(value * (1 << 20))
 
 
+def _output_path(text: str) -> Path:
+    if not text:  # Path("") would silently mean the current directory
+        raise argparse.ArgumentTypeError("empty output file name")
+    return Path(text)
+
+
 def build_parsers() -> dict[str, argparse.ArgumentParser]:
     run = _Parser(
         prog="proftui", description=DESCRIPTION,
@@ -115,7 +122,7 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
 
     record = _Parser(prog="proftui record",
                                      description="Profile a program headless and save the result.")
-    record.add_argument("-o", "--output", type=Path, default=Path("run.proftui"),
+    record.add_argument("-o", "--output", type=_output_path, default=Path("run.proftui"),
                         help="where to save the profile (default: run.proftui)")
     _add_profiling_options(record)
 
@@ -141,14 +148,14 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
     attach.add_argument("attach_pid", type=int, metavar="PID")
     attach.add_argument("--text", action="store_true", help="no TUI: print the text report")
     attach.add_argument("--json", action="store_true", help="no TUI: print the JSON report")
-    attach.add_argument("-o", "--output", type=Path,
+    attach.add_argument("-o", "--output", type=_output_path,
                         help="headless: save the profile to this file instead of printing")
     _add_profiling_options(attach, with_program=False)
     export = _Parser(
         prog="proftui export", description="Convert a profile (proftui, gperftools or "
         "`perf script` output) for other tools: pprof, folded, callgrind, dot, speedscope.")
     export.add_argument("--format", "-f", required=True, choices=sorted(EXPORTERS))
-    export.add_argument("-o", "--output", type=Path,
+    export.add_argument("-o", "--output", type=_output_path,
                         help="output file, - for stdout (default: beside FILE, named by format)")
     export.add_argument("file", type=Path)
     export.add_argument("--binary", type=Path, metavar="PROG",
@@ -265,10 +272,16 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_record(args: argparse.Namespace) -> int:
+    check_output(args.output)  # before the target starts: a bad -o must not cost a run
     collector = make_collector(args, output="inherit")
     profile = run_headless(collector)
-    storage.save(profile, args.output)
-    print(f"proftui: {profile.meta.mode} profile saved to {args.output}", file=sys.stderr)
+    try:
+        _written, note = storage.save_or_fallback(profile, args.output)
+    except ProftuiError as exc:  # the run is lost: say so, but report the target's status
+        print(f"proftui: {exc}", file=sys.stderr)
+        return exit_status_of(profile)
+    print(f"proftui: {note}" if note else
+          f"proftui: {profile.meta.mode} profile saved to {args.output}", file=sys.stderr)
     return exit_status_of(profile)
 
 

@@ -17,8 +17,7 @@ from typing import Literal
 
 from proftui.collectors.model.lines import function_addresses, function_lines
 from proftui.collectors.model.profile import Frame, Profile
-
-MAX_SOURCE_READ = 4 << 20  # bytes read from a source file on disk
+from proftui.collectors.model.sourcefiles import read_source, reader_of
 
 ListingKind = Literal["source", "lines", "disassembly", "addresses", "none"]
 
@@ -69,17 +68,14 @@ def _sum(costs: list[list[float]], n: int) -> list[float]:
 
 
 def source_text(profile: Profile, path: str) -> list[str] | None:
-    """Lines of `path`: the text embedded in the profile, else the file on disk, else None."""
+    """Lines of `path`: the text embedded in the profile, else the file on disk when
+    collectors/model/sourcefiles.py allows reading it, else None."""
     text = profile.sources.get(path)
     if text is None:
-        try:
-            with open(path, "rb") as f:
-                data = f.read(MAX_SOURCE_READ)
-        except (OSError, ValueError):  # ValueError: a NUL or a lone surrogate in the path
+        text = read_source(path, reader_of(profile.meta.mode, profile.meta.pids),
+                           need_origin=False)
+        if text is None:
             return None
-        if b"\0" in data:
-            return None  # not a text file
-        text = data.decode("utf-8", errors="replace")
     return text.splitlines()
 
 

@@ -16,7 +16,9 @@ Layout (version 1), one JSON object:
                    absent in files written before it existed, which still load.
     functions      null or [[frame, [self...], [total...], calls], ...]
     sources        optional {path: text}: source files referenced by frames and
-                   line_costs, embedded by `save` (bounded in size) so the
+                   line_costs that sourcefiles.py lets `save` read (debug info
+                   named them, under their unit's compile directory, readable
+                   by the profiled process's owner), bounded in size, so the
                    profile opens on a machine without the sources.  Optional and
                    ignored by readers that do not know it, so still version 1.
 
@@ -27,8 +29,10 @@ where parent_index indexes the same list and -1 means the root.  Flat lists keep
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
+import os
 import zlib
 from dataclasses import asdict
 from pathlib import Path
@@ -36,11 +40,13 @@ from typing import Any
 
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.model import validate
+from proftui.collectors.model.outfile import write_fallback, write_output
 from proftui.collectors.model.profile import (
     CallNode,
     CallTree,
     Profile,
 )
+from proftui.collectors.model.sourcefiles import read_source, reader_of
 
 FORMAT = "proftui-profile"
 VERSION = 1
@@ -110,24 +116,22 @@ def referenced_sources(profile: Profile) -> list[str]:
 def gather_sources(profile: Profile) -> dict[str, str]:
     """Text of every referenced source file: already embedded ones, else read from disk.
 
-    Files that are missing, unreadable, binary or bigger than MAX_SOURCE_BYTES are
-    skipped, and so is everything past MAX_SOURCES_BYTES in total.
+    Only files collectors/model/sourcefiles.py allows are read: named by debug
+    info this process read, under their unit's compile directory, readable by
+    the profiled process's owner, regular, text.  Files bigger than
+    MAX_SOURCE_BYTES are skipped, and so is everything past MAX_SOURCES_BYTES.
     """
     sources: dict[str, str] = {}
     budget = MAX_SOURCES_BYTES
+    reader = reader_of(profile.meta.mode, profile.meta.pids)
     for path in referenced_sources(profile):
         text = profile.sources.get(path)
         if text is None:
-            try:
-                with open(path, "rb") as f:
-                    data = f.read(MAX_SOURCE_BYTES + 1)
-            except OSError:
+            text = read_source(path, reader)
+            if text is None:
                 continue
-            if len(data) > MAX_SOURCE_BYTES or b"\0" in data:
-                continue
-            text = data.decode("utf-8", errors="replace")
         size = len(text.encode("utf-8", errors="replace"))
-        if size > budget:
+        if size > budget or (path not in profile.sources and size > MAX_SOURCE_BYTES):
             continue
         budget -= size
         sources[path] = text
@@ -139,24 +143,52 @@ def profile_from_dict(doc: Any) -> Profile:
     return validate.profile_from_document(doc, FORMAT, VERSION)
 
 
-def save(profile: Profile, path: Path, *, embed_sources: bool = True) -> None:
-    """Write `profile` to `path` (gzip JSON), atomically.
+def save(profile: Profile, path: Path, *, embed_sources: bool = True) -> Path:
+    """Write `profile` to `path` (gzip JSON) with `outfile.write_output`: atomic,
+    0600 unless replacing a file of ours; returns the file written.
 
     With `embed_sources`, the text of the source files the profile refers to is
     stored too (see `gather_sources`), so `load` gives them back in `Profile.sources`.
     """
+    return write_output(path, encode(profile, embed_sources=embed_sources))
+
+
+def encode(profile: Profile, *, embed_sources: bool = True) -> bytes:
+    """The bytes `save` writes: gzip-compressed JSON."""
     doc = profile_to_dict(profile)
     if embed_sources:
         doc["sources"] = gather_sources(profile)
-    data = json.dumps(doc, separators=(",", ":")).encode()
-    tmp = path.with_name(path.name + ".tmp")
+    return gzip.compress(json.dumps(doc, separators=(",", ":")).encode(), compresslevel=6)
+
+
+def save_or_fallback(profile: Profile, path: Path) -> tuple[Path, str]:
+    """`save`, and when `path` cannot be written, a new file in the current or the
+    home directory instead, so a finished run is never lost.
+
+    Returns (file written, "" or a one-line note saying why it is not `path`);
+    ProftuiError only when no file at all could be written.
+    """
+    data = encode(profile)
     try:
-        with gzip.open(tmp, "wb", compresslevel=6) as f:
-            f.write(data)
-        tmp.replace(path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise ProftuiError(f"{path}: cannot write: {exc.strerror}") from None
+        return write_output(path, data), ""
+    except ProftuiError as exc:
+        failure = str(exc)
+    fallback = write_fallback(data, _fallback_directories(), f"proftui-{os.getpid()}")
+    if fallback is None:
+        raise ProftuiError(f"{failure}; no fallback file could be written either "
+                           "(current and home directories)")
+    return fallback, f"{failure}; profile saved to {fallback} instead"
+
+
+def _fallback_directories() -> list[Path]:
+    """The current directory, then home (never TMPDIR: the run directory's cleanup
+    and tmp cleaners would take the profile with them)."""
+    places: list[Path] = []
+    with contextlib.suppress(OSError):  # the working directory may have been deleted
+        places.append(Path.cwd())
+    with contextlib.suppress(RuntimeError, KeyError):
+        places.append(Path.home())
+    return places
 
 
 def _shown(path: Path) -> str:

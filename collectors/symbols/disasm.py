@@ -17,6 +17,7 @@ from typing import Literal
 from proftui.collectors.model.lines import function_addresses
 from proftui.collectors.model.profile import Frame, Profile
 from proftui.collectors.model.source import Listing, ListingLine, address_listing, source_listing
+from proftui.collectors.symbols.elf import open_regular
 
 MAX_DISASSEMBLY_BYTES = 0x10000  # never disassemble more than this from one start address
 TOOL_TIMEOUT_S = 10.0
@@ -28,15 +29,21 @@ _INSN = re.compile(r"^\s*([0-9a-f]+):\s*(.*)$")
 def disassemble(module: str, start: int, stop: int) -> list[tuple[int, str]]:
     """(link-time address, instruction text) from `objdump -d` for [start, stop),
     first symbol only; empty without objdump or a readable `module`."""
-    if not shutil.which("objdump") or not os.path.isfile(module):
+    if not shutil.which("objdump"):
+        return []
+    try:
+        fd = open_regular(module)  # never hand objdump a FIFO or a device
+    except (OSError, ValueError):
         return []
     try:
         result = subprocess.run(
             ["objdump", "-d", "-C", "--no-show-raw-insn", f"--start-address=0x{start:x}",
-             f"--stop-address=0x{stop:x}", module],
-            capture_output=True, text=True, timeout=TOOL_TIMEOUT_S)
+             f"--stop-address=0x{stop:x}", f"/dev/fd/{fd}"],
+            capture_output=True, text=True, timeout=TOOL_TIMEOUT_S, pass_fds=(fd,))
     except (OSError, subprocess.TimeoutExpired):
         return []
+    finally:
+        os.close(fd)
     out: list[tuple[int, str]] = []
     headers = 0
     for row in result.stdout.splitlines():

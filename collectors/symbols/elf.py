@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import stat
 import struct
 import sys
 from dataclasses import dataclass
@@ -24,6 +25,23 @@ NT_GNU_BUILD_ID = 3
 STT_FUNC, STT_GNU_IFUNC = 2, 10  # ELF symbol types (st_info & 0xf)
 # st_info byte -> 1 for function types, else 0 (a bytes.translate table).
 _FUNCTION_TYPES = bytes(int(i & 0xF in (STT_FUNC, STT_GNU_IFUNC)) for i in range(256))
+
+
+def open_regular(path: str | os.PathLike[str]) -> int:
+    """A read-only fd of `path`, which must be a regular file (ValueError otherwise).
+
+    O_NONBLOCK: a module a program replaced with a FIFO after mapping it
+    must not block proftui in open(); symlinks are followed (/proc/PID/map_files,
+    /usr/lib/libfoo.so -> libfoo.so.1).
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError("not a regular file")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +63,10 @@ class Section:
     offset: int
     size: int
     link: int
+    flags: int = 0
+
+
+SHF_COMPRESSED = 0x800
 
 
 class ElfFile:
@@ -54,7 +76,7 @@ class ElfFile:
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
-        self._fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        self._fd = open_regular(path)
         try:
             self._parse()
         except BaseException:
@@ -125,17 +147,17 @@ class ElfFile:
             raise ValueError("implausible section count")
         table = self._read(shoff, shentsize * shnum)
         for i in range(shnum):
-            name, sh_type, _, _, offset, size, link = struct.unpack_from(
+            name, sh_type, flags, _, offset, size, link = struct.unpack_from(
                 sh_fmt, table, i * shentsize)[:7]
-            raw.append((name, sh_type, offset, size, link))
+            raw.append((name, sh_type, offset, size, link, flags))
         if not 0 <= shstrndx < len(raw):
             raise ValueError("bad section name table index")
-        _, str_type, str_off, str_size, _ = raw[shstrndx]
+        _, str_type, str_off, str_size, _, _ = raw[shstrndx]
         names = self._read(str_off, str_size) if str_type != SHT_NOBITS else b""
-        for name_off, sh_type, offset, size, link in raw:
+        for name_off, sh_type, offset, size, link, flags in raw:
             end = names.find(b"\0", name_off)
             name = names[name_off:end if end >= 0 else None].decode("utf-8", "replace")
-            section = Section(name, sh_type, offset, size, link)
+            section = Section(name, sh_type, offset, size, link, flags)
             self.sections.append(section)
             self._by_name.setdefault(name, section)
 

@@ -13,6 +13,7 @@ import bisect
 import os
 from dataclasses import dataclass
 
+from proftui.collectors.model.sourcefiles import ORIGINS, process_reader
 from proftui.collectors.symbols.elf import PT_LOAD, ElfFile
 
 DELETED = " (deleted)"
@@ -66,6 +67,10 @@ class AddressSpace:
         self._stale = False
         self._segments: dict[str, list[tuple[int, int, int]]] = {}
         self._readable: dict[str, str] = {}  # module path -> a path we can open
+        if pid is not None:
+            # Whose permissions decide which sources a profile of it may embed
+            # (collectors/model/sourcefiles.py); recorded while the process exists.
+            ORIGINS.note_process(pid, process_reader(pid))
         self.refresh()
 
     def refresh(self) -> None:

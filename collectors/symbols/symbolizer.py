@@ -13,19 +13,24 @@ directory and mmapped on the next run.  A stripped binary yields
 from __future__ import annotations
 
 import bisect
+import functools
 import hashlib
 import itertools
 import os
 import stat
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.model.profile import Frame
+from proftui.collectors.model.sourcefiles import ORIGINS
+from proftui.collectors.symbols.cachedir import CacheDir, default_cache_dir
+from proftui.collectors.symbols.compdirs import source_roots
 from proftui.collectors.symbols.demangle import demangle
-from proftui.collectors.symbols.elf import PT_LOAD, SHT_NOBITS, ElfFile
+from proftui.collectors.symbols.elf import PT_LOAD, SHT_NOBITS, ElfFile, open_regular
 from proftui.collectors.symbols.maps import AddressSpace
 
 if TYPE_CHECKING:
@@ -83,7 +88,7 @@ class ModuleSymbols:
     """
 
     def __init__(self, path: str, readable: str | None = None,
-                 cache_dir: Path | None = None, warnings: list[str] | None = None) -> None:
+                 cache_dir: CacheDir | None = None, warnings: list[str] | None = None) -> None:
         self.path = path
         self.readable = readable or path
         self._cache_dir = cache_dir
@@ -93,6 +98,7 @@ class ModuleSymbols:
         self._unsaved = False  # a SymCache built here, not yet in the cache directory
         self._built = False  # the SymCache was built in this process (not read from the cache)
         self._entries: dict[int, tuple[str | None, int | None]] = {}
+        self._roots_noted = False
         try:
             with ElfFile(self.readable) as elf:
                 self.build_id = elf.build_id()
@@ -167,6 +173,7 @@ class ModuleSymbols:
             InlineFrame(demangle(inner.symbol), outer.full_path or None, outer.line or None,
                         inner.full_path or None, inner.symbol)
             for inner, outer in itertools.pairwise(found))
+        self._note_sources(entry.full_path for entry in found)
         return SourceLocation(found[0].full_path or None, found[0].line or None, inlined)
 
     def definition(self, symbol: FunctionSymbol) -> tuple[str | None, int | None]:
@@ -176,7 +183,25 @@ class ModuleSymbols:
             found = self._lookup(symbol.start)
             entry = (found[-1].full_path or None, found[-1].line or None) if found else (None, None)
             self._entries[symbol.start] = entry
+            self._note_sources([entry[0]])
         return entry
+
+    def _note_sources(self, paths: Iterable[str | None]) -> None:
+        """Tell the source gate that this module's debug info named `paths`."""
+        if self.debug_path is None:
+            return
+        if not self._roots_noted:
+            roots = functools.partial(source_roots, self.debug_path)
+            if self.debug_path.startswith("/proc/"):
+                # /proc/PID/root or map_files vanish with the process: read the roots now
+                found = roots()
+                ORIGINS.note_module(self.debug_path, lambda: found)
+            else:
+                ORIGINS.note_module(self.debug_path, roots)  # read when first needed
+            self._roots_noted = True
+        for path in paths:
+            if path:
+                ORIGINS.note_path(path, self.debug_path)
 
     # -- SymCache ----------------------------------------------------------
 
@@ -194,12 +219,13 @@ class ModuleSymbols:
                                   "(pip install symbolic)")
             return None
         try:
-            objects = list(Archive.open(self.debug_path).iter_objects())
+            objects = _open_objects(Archive, self.debug_path)
             if not objects:
                 raise LookupError("no object in the file")
             debug_id = objects[0].debug_id
             cache_file = self._cache_file()
-            if cache_file is not None and _private_file(cache_file):
+            if cache_file is not None and self._cache_dir is not None \
+                    and self._cache_dir.usable() and _own_file(cache_file):
                 try:
                     cached = SymCache.open(str(cache_file))
                     # A damaged or foreign cache is rebuilt, never trusted.
@@ -232,7 +258,7 @@ class ModuleSymbols:
             key = "nobuildid-" + hashlib.sha256(
                 f"{os.path.realpath(self.debug_path or self.readable)}\0{st.st_size}\0"
                 f"{st.st_mtime_ns}".encode()).hexdigest()[:32]
-        return self._cache_dir / f"{key}{CACHE_SUFFIX}"
+        return self._cache_dir.entry(f"{key}{CACHE_SUFFIX}")
 
     def save_cache(self) -> None:
         """Write a SymCache built in this run to the cache directory (0600, atomically)."""
@@ -240,8 +266,8 @@ class ModuleSymbols:
         if path is None or not self._unsaved or self._symcache is None:
             return
         try:
-            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            if not _private_dir(path.parent):
+            assert self._cache_dir is not None
+            if not self._cache_dir.usable(create=True):
                 return  # someone else's directory: never write (or read) caches there
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
             try:
@@ -287,11 +313,15 @@ class Symbolizer:
     """Frames for (module, address) pairs, memoized; shared by every collector."""
 
     def __init__(self, cache_dir: Path | None = None, use_cache: bool = True) -> None:
-        if cache_dir is None and use_cache:
-            base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-            cache_dir = Path(base) / "proftui" / "symbols"
-        self.cache_dir = cache_dir if use_cache else None
         self.warnings: list[str] = []
+        base = None
+        if cache_dir is None and use_cache:
+            base, cache_dir = default_cache_dir()
+        self.cache_dir = cache_dir if use_cache else None
+        self._cache = None if self.cache_dir is None else CacheDir(self.cache_dir, base,
+                                                                   self.warnings)
+        if self._cache is not None:
+            self._cache.usable()  # an existing untrusted directory: warn now, once
         self._modules: dict[str, ModuleSymbols | None] = {}
         self._frames: dict[tuple[str, int], list[Frame]] = {}
 
@@ -299,7 +329,7 @@ class Symbolizer:
         """Symbols of `path` (memoized); ProftuiError if it is not a readable ELF file."""
         found = self._modules.get(path)
         if found is None:
-            found = ModuleSymbols(path, readable, self.cache_dir, self.warnings)
+            found = ModuleSymbols(path, readable, self._cache, self.warnings)
             self._modules[path] = found
             if found.stripped:
                 self.warnings.append(f"stripped: {path} has no symbol table or debug file "
@@ -380,23 +410,26 @@ def _has_dwarf(elf: ElfFile) -> bool:
     return section is not None and section.type != SHT_NOBITS and section.size > 0
 
 
-def _private_dir(path: Path) -> bool:
-    """A directory of ours that nobody else can write to (others' caches are not trusted)."""
+def _open_objects(archive: Any, path: str) -> list[Any]:
+    """The objects of debug file `path`, opened through an fd checked to be a regular
+    file (the path may have become a FIFO since it was mapped)."""
+    try:
+        fd = open_regular(path)
+    except ValueError as exc:
+        raise LookupError(str(exc)) from None
+    try:
+        return list(archive.open(f"/proc/self/fd/{fd}").iter_objects())
+    finally:
+        os.close(fd)
+
+
+def _own_file(path: Path) -> bool:
+    """A regular file of ours (in a directory CacheDir found private)."""
     try:
         st = path.lstat()
     except OSError:
         return False
-    return (stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid()
-            and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH))
-
-
-def _private_file(path: Path) -> bool:
-    """A regular file of ours in a private directory."""
-    try:
-        st = path.lstat()
-    except OSError:
-        return False
-    return stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid() and _private_dir(path.parent)
+    return stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid()
 
 
 Table = tuple[list[int], list[int], list[str]]  # starts, sizes, raw names

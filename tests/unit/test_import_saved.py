@@ -9,8 +9,16 @@ from pathlib import Path
 from proftui.collectors.formats.importers import detect, load_any
 from proftui.collectors.model import storage
 from proftui.collectors.model.profile import Frame
+from proftui.collectors.model.sourcefiles import ORIGINS
 
 from tests.unit.profiles import sample_profile
+
+
+def _named_by_debug_info(root: Path, files: list[Path]) -> None:
+    """As a symbolizer does: `files` were named by a unit compiled in `root`."""
+    ORIGINS.note_module(str(root), lambda: frozenset({str(root)}))
+    for file in files:
+        ORIGINS.note_path(str(file), str(root))
 
 
 def test_sources_are_embedded_and_come_back(tmp_path: Path) -> None:
@@ -25,6 +33,7 @@ def test_sources_are_embedded_and_come_back(tmp_path: Path) -> None:
     profile.frames.intern(Frame("blob", module="/bin/prog", file=str(binary), line=1))
     profile.line_costs[(str(src), 3)] = [4.0]
     profile.line_costs[("/nonexistent/gone.c", 1)] = [1.0]
+    _named_by_debug_info(tmp_path, [src, big, binary])
     path = tmp_path / "run.proftui"
     storage.save(profile, path)
     assert detect(path.read_bytes()[:4]) == "proftui"
@@ -47,6 +56,7 @@ def test_sources_total_budget(tmp_path: Path, monkeypatch) -> None:
     profile = sample_profile()
     profile.line_costs[(str(a), 1)] = [1.0]
     profile.line_costs[(str(b), 1)] = [1.0]
+    _named_by_debug_info(tmp_path, [a, b])
     assert storage.gather_sources(profile) == {str(a): "12345678\n"}
 
 

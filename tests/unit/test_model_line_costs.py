@@ -18,6 +18,7 @@ from proftui.collectors.model.lines import (
 )
 from proftui.collectors.model.profile import SAMPLES, CodeSite, Frame, Profile, ProfileMeta
 from proftui.collectors.model.source import address_listing, source_listing
+from proftui.collectors.model.sourcefiles import ORIGINS
 
 MOD = "/opt/app/prog"
 SRC = "/src/prog.c"
@@ -124,6 +125,9 @@ def test_sources_of_sites_are_embedded(tmp_path: Path) -> None:
     header.write_text("static inline int h(void) { return 1; }\n")
     profile = Profile(ProfileMeta(mode="sampler"), (SAMPLES,))
     add_code_cost(profile, MOD, 0x10, CodeSite(None, str(header), 1), [1.0])
+    # as a symbolizer does: a unit compiled in tmp_path named the header
+    ORIGINS.note_module(str(tmp_path), lambda: frozenset({str(tmp_path)}))
+    ORIGINS.note_path(str(header), str(tmp_path))
     assert storage.gather_sources(profile) == {str(header): header.read_text()}
 
 

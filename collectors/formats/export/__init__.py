@@ -17,6 +17,7 @@ from proftui.collectors.formats.export.dot import export_dot
 from proftui.collectors.formats.export.folded import export_folded
 from proftui.collectors.formats.export.pprof import export_pprof
 from proftui.collectors.formats.export.speedscope import export_speedscope
+from proftui.collectors.model.outfile import write_output
 from proftui.collectors.model.profile import Profile
 
 EXPORTERS: dict[str, Callable[[Profile], bytes]] = {
@@ -62,17 +63,12 @@ def export_bytes(profile: Profile, fmt: str) -> bytes:
 
 
 def write_export(profile: Profile, fmt: str, path: Path) -> None:
-    """Write `profile` as `fmt` to `path` atomically; "-" means standard output."""
+    """Write `profile` as `fmt` to `path` (atomically, 0600 unless replacing a file of
+    ours: collectors/model/outfile.py); "-" means standard output."""
     data = export_bytes(profile, fmt)
     if str(path) == "-":
         sys.stdout.flush()
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()
         return
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        tmp.write_bytes(data)
-        tmp.replace(path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise ProftuiError(f"{path}: cannot write: {exc.strerror}") from None
+    write_output(path, data)
