@@ -36,8 +36,9 @@ class CacheDir:
     """`path`, checked (and created) from `base` down before each use."""
 
     def __init__(self, path: Path, base: Path | None = None,
-                 warnings: list[str] | None = None) -> None:
+                 warnings: list[str] | None = None, what: str = "symbol cache") -> None:
         self.path = path
+        self.what = what
         self.base = base if base is not None and path.is_relative_to(base) else path
         self._warnings = warnings if warnings is not None else []
         self._refused = False
@@ -69,7 +70,7 @@ class CacheDir:
             problem = _problem(directory, st)
             if problem is not None:
                 self._refused = True
-                self._warnings.append(f"symbol cache not used: {problem}")
+                self._warnings.append(f"{self.what} not used: {problem}")
                 return False
         return True
 

@@ -45,7 +45,7 @@ ALLOWED: dict[str, set[str]] = {
     "tui.app": {"tui.panes", "tui.screens", "tui.widgets", "tui.format", f"{C}.base",
                 f"{C}.formats", f"{C}.model", f"{C}.runtime.launch",
                 f"{C}.runtime.procstat", f"{C}.errors"},
-    "tui.demo": {f"{C}.errors"},
+    "tui.demo": {f"{C}.errors", f"{C}.symbols.cachedir"},
     "tui.cli": {"tui.app", "tui.demo", f"{C}"},
     "tui": set(),
 }

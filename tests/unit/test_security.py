@@ -258,3 +258,21 @@ def test_output_problems_are_one_line(tmp_path: Path) -> None:
         outfile.check_output("")
     with pytest.raises(ProftuiError, match="is a directory"):
         outfile.write_output(tmp_path, b"x")
+
+
+def test_demo_is_not_built_in_a_cache_others_can_write(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A shared, world-writable XDG_CACHE_HOME could hold someone else's 'demo'
+    binary: proftui builds its own in a private directory instead, and says why."""
+    from proftui.tui.demo import build_demo
+
+    shared = tmp_path / "shared-cache"
+    (shared / "proftui" / "demo").mkdir(parents=True)
+    for directory in (shared, shared / "proftui", shared / "proftui" / "demo"):
+        directory.chmod(0o777)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(shared))
+    binary = build_demo("sampler")
+    assert not binary.is_relative_to(shared)
+    assert stat.S_IMODE(binary.parent.stat().st_mode) == 0o700
+    assert "demo cache not used" in capsys.readouterr().err

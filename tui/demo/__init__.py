@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import os
 import shutil
 import subprocess
+import sys
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
 from proftui.collectors.errors import ProftuiError
+from proftui.collectors.symbols.cachedir import CacheDir, default_cache_dir
 
 DEMO_SOURCE = Path(__file__).with_name("demo.c")
 MODE_FLAGS = {
@@ -29,8 +33,19 @@ def demo_mode(available: Mapping[str, object]) -> str:
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "proftui" / "demo"
+    """$XDG_CACHE_HOME/proftui/demo when only this user can write there (a binary in a
+    directory others can write to could be swapped for theirs), else a private
+    directory for this run, removed at exit."""
+    base, _symbols = default_cache_dir()
+    warnings: list[str] = []
+    cache = CacheDir(base / "proftui" / "demo", base, warnings, what="demo cache")
+    if cache.usable(create=True):
+        return cache.path
+    for warning in warnings:
+        print(f"proftui: {warning}; building the demo in a private directory", file=sys.stderr)
+    private = Path(tempfile.mkdtemp(prefix="proftui-demo-"))
+    atexit.register(shutil.rmtree, private, ignore_errors=True)
+    return private
 
 
 def build_demo(mode: str) -> Path:
@@ -43,7 +58,6 @@ def build_demo(mode: str) -> Path:
     target = cache_dir() / f"demo-{mode}-{digest[:10]}"
     if target.exists():
         return target
-    target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     tmp = target.with_name(target.name + f".{os.getpid()}.tmp")
     result = subprocess.run([compiler, *flags, "-o", str(tmp), str(DEMO_SOURCE)],
                             capture_output=True, text=True)
