@@ -8,6 +8,7 @@ program on PATH.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -23,7 +24,12 @@ from proftui.collectors.formats.importers import load_any
 from proftui.collectors.model import storage
 from proftui.collectors.model.profile import Profile
 from proftui.collectors.registry import COLLECTORS
-from proftui.collectors.runtime.launch import resolve_program, shell_status
+from proftui.collectors.runtime.launch import (
+    StopSignals,
+    resolve_program,
+    shell_status,
+    signal_name,
+)
 
 MODES = ("gprof", "instrument", "sampler")
 SUBCOMMANDS = ("record", "report", "open", "demo", "attach", "export")
@@ -211,12 +217,41 @@ def make_collector(args: argparse.Namespace, output: str) -> Collector:
     return COLLECTORS[mode]([args.program, *args.args], options_from(args, output))
 
 
-def run_headless(collector: Collector) -> Profile:
-    collector.start()
+def run_headless(collector: Collector, stop: StopSignals | None = None) -> Profile:
+    """Start, wait for the end (a stop signal ends the target or detaches), clean up."""
     try:
+        collector.start()
+        if stop is not None and stop.received is not None:
+            collector.end(stop.received)  # it came while starting: end at once
         return collector.wait()
     finally:
-        collector.stop()
+        collector.stop()  # also after a failed start: the run directory goes
+
+
+def finish_headless(collector: Collector, profile: Profile, stop: StopSignals) -> int:
+    """Say in one line what a SIGTERM/SIGHUP did to the target; the status to exit with.
+
+    A launched target got the signal too, so its own status stands (128+N when it
+    died of it).  An attached one keeps running, so proftui reports for itself, as a
+    shell would: 128+N.
+    """
+    signum = collector.signalled() or stop.received
+    if signum is None:
+        return exit_status_of(profile)
+    say(f"proftui: {signal_name(signum)}: {collector.end(signum)}")
+    return 128 + signum if collector.mode == "attach" else exit_status_of(profile)
+
+
+def say(line: str) -> None:
+    """One line on stderr; nothing when stderr is gone too (a closed terminal)."""
+    with contextlib.suppress(OSError, ValueError):
+        print(line, file=sys.stderr, flush=True)
+
+
+def _stdout_gone() -> None:
+    """stdout's reader went away: point it at /dev/null so the exit flush is quiet."""
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def exit_status_of(profile: Profile) -> int:
@@ -233,23 +268,51 @@ def print_report(profile: Profile, as_json: bool, limit: int | None = None) -> N
     sys.stdout.flush()
 
 
+def _describe(collector: Collector) -> str:
+    info = collector.exit_info()
+    if info is not None:
+        return f"target pid {collector.pid} {info.describe()}"
+    if collector.mode == "attach":
+        return f"detached from pid {collector.pid}, which keeps running"
+    return f"target pid {collector.pid} ended"
+
+
 def wants_tui(args: argparse.Namespace) -> bool:
     return not (getattr(args, "text", False) or getattr(args, "json", False)) and (
         sys.stdout.isatty() and sys.stdin.isatty())
 
 
 def run_tui(collector: Collector | None = None, profile: Profile | None = None) -> int:
+    """The app on a live collector or a saved profile; the status to exit with.
+
+    SIGTERM/SIGHUP make the app exit through its normal path (the terminal is
+    restored), then end the target as a shell would (or detach), and proftui
+    exits 128+N with one line on what became of the target.
+    """
     from proftui.tui.app import ProfTuiApp  # Textual loads only when a TUI is wanted
 
-    if collector is not None:
-        # Start before the app takes the screen, so a failure is a one-line error.
-        collector.start()
-    try:
-        app = ProfTuiApp(collector=collector, profile=profile)
-        app.run()
-    finally:
+    with StopSignals() as stop:
         if collector is not None:
-            collector.stop()  # kills a target the user chose to quit on; attach: detaches
+            # Start before the app takes the screen, so a failure is a one-line error.
+            try:
+                collector.start()
+            except BaseException:
+                collector.stop()
+                raise
+        app = ProfTuiApp(collector=collector, profile=profile, stop_signals=stop)
+        line = ""
+        try:
+            if stop.received is None:
+                app.run()
+        finally:
+            if collector is not None:
+                if stop.received is not None:
+                    line = collector.end(stop.received)
+                collector.stop()  # kills a target the user chose to quit on; attach: detaches
+        if stop.received is not None:
+            if line:
+                say(f"proftui: {signal_name(stop.received)}: {line}")
+            return 128 + stop.received
     final = app.final_profile()
     return exit_status_of(final) if (collector is not None and final is not None) else 0
 
@@ -259,17 +322,27 @@ def cmd_run(args: argparse.Namespace) -> int:
         collector = make_collector(args, output="log")
         return run_tui(collector=collector)
     collector = make_collector(args, output="inherit")
-    profile = run_headless(collector)
-    print_report(profile, as_json=args.json)
-    return exit_status_of(profile)
+    with StopSignals() as stop:
+        profile = run_headless(collector, stop)
+        status = finish_headless(collector, profile, stop)
+        try:
+            print_report(profile, as_json=args.json)
+        except BrokenPipeError:
+            # `proftui --text prog | head`: prog's own status is what matters (a SIGPIPE
+            # death shows as 141); the report has nowhere to go, so say so and keep it.
+            _stdout_gone()
+            say("proftui: report not written: standard output was closed (broken pipe); "
+                + _describe(collector))
+    return status
 
 
 def cmd_record(args: argparse.Namespace) -> int:
     collector = make_collector(args, output="inherit")
-    profile = run_headless(collector)
-    storage.save(profile, args.output)
-    print(f"proftui: {profile.meta.mode} profile saved to {args.output}", file=sys.stderr)
-    return exit_status_of(profile)
+    with StopSignals() as stop:  # a SIGTERM/SIGHUP while saving must not lose the profile
+        profile = run_headless(collector, stop)
+        storage.save(profile, args.output)
+        print(f"proftui: {profile.meta.mode} profile saved to {args.output}", file=sys.stderr)
+        return finish_headless(collector, profile, stop)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -331,7 +404,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         # `proftui report x | head`: the reader went away; that is not an error.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _stdout_gone()
         return 0
 
 
