@@ -285,13 +285,13 @@ def wants_tui(args: argparse.Namespace) -> bool:
 def run_tui(collector: Collector | None = None, profile: Profile | None = None) -> int:
     """The app on a live collector or a saved profile; the status to exit with.
 
-    SIGTERM/SIGHUP make the app exit through its normal path (the terminal is
+    SIGTERM/SIGHUP/SIGINT make the app exit through its normal path (the terminal is
     restored), then end the target as a shell would (or detach), and proftui
     exits 128+N with one line on what became of the target.
     """
     from proftui.tui.app import ProfTuiApp  # Textual loads only when a TUI is wanted
 
-    with StopSignals() as stop:
+    with StopSignals(interrupt=True) as stop:
         if collector is not None:
             # Start before the app takes the screen, so a failure is a one-line error.
             try:

@@ -120,16 +120,16 @@ def signal_name(signum: int) -> str:
         return f"signal {signum}"
 
 
-def stop_signals() -> tuple[int, ...]:
-    """The signals that end a run early: SIGTERM, and SIGHUP unless proftui was
-    started ignoring it (`nohup proftui ...` keeps running when the terminal goes)."""
-    if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
-        return (signal.SIGTERM,)
-    return (signal.SIGTERM, signal.SIGHUP)
+def stop_signals(interrupt: bool = False) -> tuple[int, ...]:
+    """The signals that end a run early: SIGTERM, SIGHUP (and SIGINT when `interrupt`),
+    minus those proftui was started ignoring (`nohup proftui ...` keeps running when
+    the terminal goes; a background job of a script ignores SIGINT)."""
+    wanted = (signal.SIGTERM, signal.SIGHUP, *((signal.SIGINT,) if interrupt else ()))
+    return tuple(s for s in wanted if signal.getsignal(s) is not signal.SIG_IGN)
 
 
 class StopSignals:
-    """Catch SIGTERM/SIGHUP for a whole command (main thread only): remember the
+    """Catch SIGTERM/SIGHUP (SIGINT) for a whole command (main thread only): remember the
     first, and call the registered callback from the handler.
 
     proftui must not die halfway through saving a profile, restoring the
@@ -139,13 +139,15 @@ class StopSignals:
     it must only schedule work (the TUI uses loop.call_soon_threadsafe).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, interrupt: bool = False) -> None:
+        """`interrupt`: SIGINT too (the TUI: its terminal sends no SIGINT, `kill -INT` does)."""
+        self.interrupt = interrupt
         self.received: int | None = None
         self._callback: Callable[[int], None] | None = None
         self._previous: dict[int, object] = {}
 
     def __enter__(self) -> StopSignals:
-        for sig in stop_signals():
+        for sig in stop_signals(self.interrupt):
             self._previous[sig] = signal.signal(sig, self._handle)
         return self
 
