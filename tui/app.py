@@ -144,8 +144,11 @@ class ProfTuiApp(App[None]):
     def on_mount(self) -> None:
         if self._stop_signals is not None:
             loop = asyncio.get_running_loop()
-            # Runs inside a signal handler: only schedule the exit on the loop.
-            self._stop_signals.on_signal(lambda _signum: loop.call_soon_threadsafe(self.exit))
+
+            def exit_soon(_signum: int) -> None:
+                loop.call_soon_threadsafe(self.exit)  # inside a signal handler: schedule only
+
+            self._stop_signals.on_signal(exit_soon)
         for pane in self.panes():
             pane.begin(live=self.collector is not None, has_profile=self.profile is not None)
         if self.profile is not None:

@@ -239,6 +239,10 @@ class LaunchedProcess:
         """The last `n_bytes` it wrote after the head (fewer if not kept; log mode)."""
         return self.output_log.tail(n_bytes) if self.output_log is not None else b""
 
+    def output_text(self) -> str:
+        """Everything kept, decoded leniently, a marker where bytes were dropped (log mode)."""
+        return self.output_log.text() if self.output_log is not None else ""
+
     @property
     def output_dropped(self) -> int:
         """Bytes of output between the kept head and tail, counted but not kept."""
@@ -267,7 +271,7 @@ class LaunchedProcess:
         target, and SIGINT is left to the terminal (it already reached the target
         in "inherit" mode) or forwarded ("log" mode); the target's own reaction
         decides the outcome, as with `time prog`, except that a target still
-        running GRACE_S after SIGTERM/SIGHUP gets SIGKILL.
+        running GRACE_S after SIGTERM/SIGHUP gets SIGKILL (from a timer thread).
         """
         forwarding = threading.current_thread() is threading.main_thread()
         previous: dict[int, object] = {}
@@ -309,11 +313,9 @@ class LaunchedProcess:
         """End the target as a shell would on `signum` (SIGTERM, SIGHUP): pass it on,
         then SIGKILL if it still runs `grace_s` later.  Returns how it ended."""
         self.stop_signal = self.stop_signal or signum
-        if self.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                self.send_signal(signum)
-                if signum == signal.SIGHUP:
-                    self.send_signal(signal.SIGCONT)  # a stopped job must wake to see it
+        self._signal_job(signum)
+        if signum == signal.SIGHUP:
+            self._signal_job(signal.SIGCONT)  # a stopped job must wake to see it
         deadline = time.monotonic() + grace_s
         while self.poll() is None and time.monotonic() < deadline:
             time.sleep(0.01)
@@ -323,11 +325,23 @@ class LaunchedProcess:
                 self.send_signal(signal.SIGKILL)
         return self.wait()
 
+    def _signal_job(self, sig: int) -> None:
+        """`sig` to the target, and in log mode to its whole process group even when the
+        target itself is gone (a shell signals the job; the kernel never reuses a pid
+        that still names a group, so the group id stays safe to use)."""
+        if self.output == "log":
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.pid, sig)
+        elif self.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                self._popen.send_signal(sig)
+
     def describe_end(self) -> str:
         """One line on how the target ended after a stop signal, for proftui's stderr."""
         info = self.poll()
         what = info.describe() if info is not None else "still running"
-        if self.killed_after_s is not None and self.stop_signal is not None:
+        if self.killed_after_s is not None and self.stop_signal is not None and (
+                info is not None and info.signal == signal.SIGKILL):
             what = (f"ignored {signal_name(self.stop_signal)} for {self.killed_after_s:g} s "
                     f"and was {what}")
         return f"target pid {self.pid} {what}"
