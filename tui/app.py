@@ -119,6 +119,7 @@ class ProfTuiApp(App[None]):
         self._proc: ProcStat | None = None
         self._stop = threading.Event()
         self._stop_signals = stop_signals
+        self._exit_soon: Callable[[int], None] | None = None
 
     # -- layout ----------------------------------------------------------------------
 
@@ -148,7 +149,8 @@ class ProfTuiApp(App[None]):
             def exit_soon(_signum: int) -> None:
                 loop.call_soon_threadsafe(self.exit)  # inside a signal handler: schedule only
 
-            self._stop_signals.on_signal(exit_soon)
+            self._exit_soon = exit_soon
+            self._stop_signals.listen(exit_soon)
         for pane in self.panes():
             pane.begin(live=self.collector is not None, has_profile=self.profile is not None)
         if self.profile is not None:
@@ -170,8 +172,8 @@ class ProfTuiApp(App[None]):
 
     def on_unmount(self) -> None:
         self._stop.set()
-        if self._stop_signals is not None:
-            self._stop_signals.on_signal(None)
+        if self._stop_signals is not None and self._exit_soon is not None:
+            self._stop_signals.unlisten(self._exit_soon)
 
     # -- live polling ----------------------------------------------------------------
 

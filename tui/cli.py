@@ -11,9 +11,14 @@ import argparse
 import contextlib
 import json
 import os
+import select
 import sys
+import termios
+import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from proftui.collectors.base import Collector, CollectorOptions
 from proftui.collectors.detect import inspect_binary
@@ -300,21 +305,91 @@ def run_tui(collector: Collector | None = None, profile: Profile | None = None) 
                 collector.stop()
                 raise
         app = ProfTuiApp(collector=collector, profile=profile, stop_signals=stop)
+        watchdog = _StuckExit(collector)
+        stop.listen(watchdog.arm)
         line = ""
         try:
             if stop.received is None:
                 app.run()
         finally:
-            if collector is not None:
-                if stop.received is not None:
-                    line = collector.end(stop.received)
-                collector.stop()  # kills a target the user chose to quit on; attach: detaches
+            watchdog.app_returned.set()
+            with watchdog.finishing:
+                if collector is not None:
+                    if stop.received is not None:
+                        line = collector.end(stop.received)
+                    collector.stop()  # kills a target the user chose to quit on; attach: detaches
         if stop.received is not None:
             if line:
                 say(f"proftui: {signal_name(stop.received)}: {line}")
             return 128 + stop.received
     final = app.final_profile()
     return exit_status_of(final) if (collector is not None and final is not None) else 0
+
+
+STUCK_EXIT_S = 5.0  # the app's normal shutdown takes well under a second
+
+
+class _StuckExit:
+    """After a stop signal, finish without the app if it has not returned STUCK_EXIT_S
+    later.  Textual's writer thread dies on a write error (a hung-up terminal) and its
+    full queue then blocks the event loop for good; the target must still be ended,
+    the run directory removed and proftui must exit."""
+
+    def __init__(self, collector: Collector | None) -> None:
+        self.collector = collector
+        self.app_returned = threading.Event()
+        self.finishing = threading.Lock()  # the main thread's cleanup, or ours: one of them
+        self._armed = False
+        self._saved_tty = _tty_attrs()
+
+    def arm(self, signum: int) -> None:
+        """Called from the signal handler: only start the thread."""
+        if not self._armed:
+            self._armed = True
+            threading.Thread(target=self._run, args=(signum,), name="proftui-stuck-exit",
+                             daemon=True).start()
+
+    def _run(self, signum: int) -> None:
+        if self.app_returned.wait(STUCK_EXIT_S) or not self.finishing.acquire(blocking=False):
+            return
+        line = ""
+        with contextlib.suppress(Exception):
+            if self.collector is not None:
+                line = self.collector.end(signum)
+                self.collector.stop()
+        _restore_tty(self._saved_tty)
+        if line:
+            _write_nonblocking(f"proftui: {signal_name(signum)}: {line} "
+                               "(the terminal stopped responding)\n")
+        os._exit(128 + signum)  # the main thread is stuck inside the app
+
+
+def _tty_attrs() -> list[Any] | None:
+    try:
+        return termios.tcgetattr(sys.stdin.fileno())
+    except (termios.error, OSError, ValueError):
+        return None
+
+
+def _restore_tty(attrs: list[Any] | None) -> None:
+    """Best effort, never blocking: leave the alternate screen, mouse off, cursor on."""
+    if attrs is not None:
+        with contextlib.suppress(termios.error, OSError, ValueError):
+            termios.tcsetattr(sys.stdin.fileno(), termios.TCSANOW, attrs)
+    _write_nonblocking("\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l\x1b[?1015l"
+                       "\x1b[?2004l\x1b[?1004l\x1b[<u\x1b[?1049l\x1b[?25h")
+
+
+def _write_nonblocking(text: str, patience_s: float = 1.0) -> None:
+    """Write to the terminal for at most `patience_s`: one that stopped reading
+    must not hold proftui."""
+    data = text.encode()
+    deadline = time.monotonic() + patience_s
+    with contextlib.suppress(OSError, ValueError):
+        fd = sys.__stderr__.fileno() if sys.__stderr__ is not None else 2
+        os.set_blocking(fd, False)
+        while data and select.select([], [fd], [], max(0.0, deadline - time.monotonic()))[1]:
+            data = data[os.write(fd, data):]
 
 
 def cmd_run(args: argparse.Namespace) -> int:

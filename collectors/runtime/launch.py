@@ -143,7 +143,7 @@ class StopSignals:
         """`interrupt`: SIGINT too (the TUI: its terminal sends no SIGINT, `kill -INT` does)."""
         self.interrupt = interrupt
         self.received: int | None = None
-        self._callback: Callable[[int], None] | None = None
+        self._listeners: list[Callable[[int], None]] = []
         self._previous: dict[int, object] = {}
 
     def __enter__(self) -> StopSignals:
@@ -161,16 +161,19 @@ class StopSignals:
         if self.received is None:
             self.received = signum
 
-    def on_signal(self, callback: Callable[[int], None] | None) -> None:
+    def listen(self, callback: Callable[[int], None]) -> None:
         """Call callback(signum) on each later signal, and at once if one already came."""
-        self._callback = callback
-        if callback is not None and self.received is not None:
+        self._listeners.append(callback)
+        if self.received is not None:
             callback(self.received)
+
+    def unlisten(self, callback: Callable[[int], None]) -> None:
+        if callback in self._listeners:
+            self._listeners.remove(callback)
 
     def _handle(self, signum: int, _frame: object) -> None:
         self.note(signum)
-        callback = self._callback
-        if callback is not None:
+        for callback in list(self._listeners):
             callback(signum)
 
 

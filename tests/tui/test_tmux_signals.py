@@ -7,6 +7,7 @@ with one line on what became of the target; nothing is left under TMPDIR.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -240,3 +241,48 @@ def test_attach_terminal_closed_detaches(terms: list[Terminal], tmp_path: Path) 
         assert list(tmp.iterdir()) == []
     finally:
         target.kill()
+
+
+def test_terminal_that_stopped_reading(terms: list[Terminal], tmp_path: Path) -> None:
+    """The terminal stops reading (its tmux server is stopped), Textual's writes block
+    and its event loop with them: SIGTERM still ends the target, removes the run
+    directory and exits 143 (after cli.STUCK_EXIT_S), instead of hanging forever."""
+    from proftui.tui.cli import STUCK_EXIT_S
+
+    tmp = tmpdir(tmp_path)
+    status = tmp_path / "status"
+    server = f"proftui-stuck-{os.getpid()}"  # a private server: stopping it stops no one else
+    tmux = ["tmux", "-L", server]
+    shell = (f"env TMPDIR={tmp} {PROFTUI} {spin_binary()}; echo $? > {status}; sleep 60")
+    subprocess.run([*tmux, "new-session", "-d", "-s", "s", "-x", "160", "-y", "50",
+                    "-e", "TERM=xterm-256color", shell], check=True)
+    server_pid = 0
+    try:
+        deadline = time.monotonic() + 30
+        while "life_hot" not in subprocess.run([*tmux, "capture-pane", "-p", "-t", "s"],
+                                               capture_output=True, text=True).stdout:
+            assert time.monotonic() < deadline, "the app never showed its profile"
+            time.sleep(0.1)
+        sh = int(subprocess.run([*tmux, "display", "-p", "-t", "s", "#{pane_pid}"],
+                                capture_output=True, text=True, check=True).stdout)
+        server_pid = int(subprocess.run([*tmux, "display", "-p", "#{pid}"],
+                                        capture_output=True, text=True, check=True).stdout)
+        app = wait_for_child(sh)
+        target = wait_for_child(app)
+        os.kill(server_pid, signal.SIGSTOP)
+        time.sleep(3)  # the app's refreshes fill the terminal's buffer and Textual's queue
+        os.kill(app, signal.SIGTERM)
+        took = wait_gone(app, timeout=STUCK_EXIT_S + GRACE_S + 20)
+        assert_no_orphan(target)
+        assert list(tmp.iterdir()) == [], "run directory left under TMPDIR"
+        os.kill(server_pid, signal.SIGCONT)
+        deadline = time.monotonic() + 10
+        while not status.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert status.read_text().strip() == "143"
+        print(f"SIGTERM to proftui exit, terminal not reading: {took:.2f} s")
+    finally:
+        if server_pid:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(server_pid, signal.SIGCONT)
+        subprocess.run([*tmux, "kill-server"], capture_output=True)
