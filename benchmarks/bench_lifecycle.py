@@ -98,12 +98,19 @@ def tui_sigterm() -> None:
                                       capture_output=True, text=True).stdout)
             started = time.perf_counter()
             os.kill(pane, signal.SIGTERM)
-            while Path(f"/proc/{pane}").exists():
+            while _running(pane):  # a zombie has exited (tmux reaps it late)
                 time.sleep(0.005)
             took = time.perf_counter() - started
         finally:
             subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
         print(f"TUI SIGTERM -> exit, {how or 'prompt'} target: {took:.2f} s")
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 if __name__ == "__main__":
