@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import select
+import signal
 import sys
 import termios
 import threading
@@ -327,6 +328,7 @@ def run_tui(collector: Collector | None = None, profile: Profile | None = None) 
 
 
 STUCK_EXIT_S = 5.0  # the app's normal shutdown takes well under a second
+STUCK_EXIT_HUP_S = 1.5  # after SIGHUP the terminal is most likely gone: no screen to restore
 
 
 class _StuckExit:
@@ -350,7 +352,8 @@ class _StuckExit:
                              daemon=True).start()
 
     def _run(self, signum: int) -> None:
-        if self.app_returned.wait(STUCK_EXIT_S) or not self.finishing.acquire(blocking=False):
+        patience = STUCK_EXIT_HUP_S if signum == signal.SIGHUP else STUCK_EXIT_S
+        if self.app_returned.wait(patience) or not self.finishing.acquire(blocking=False):
             return
         line = ""
         with contextlib.suppress(Exception):
