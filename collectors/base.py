@@ -56,6 +56,7 @@ class Collector(abc.ABC):
         self.options = options or CollectorOptions()
         self._lock = threading.RLock()
         self._baseline: Profile | None = None
+        self.stop_signal: int | None = None  # a SIGTERM/SIGHUP that ended the run early
 
     @property
     @abc.abstractmethod
@@ -89,6 +90,21 @@ class Collector(abc.ABC):
 
     def stop(self) -> None:  # noqa: B027 - optional: a replayed or finished target holds nothing
         """Release the target (kill a launched one, detach from an attached one)."""
+
+    def end(self, signum: int) -> str:
+        """proftui received `signum` (SIGTERM, SIGHUP): release the target as a shell
+        would, i.e. detach from an attached one, which keeps running untouched.
+        Returns one line on what became of the target.  `stop()` still follows."""
+        self.stop_signal = self.stop_signal or signum
+        self.stop()
+        info = self.exit_info()
+        if info is not None:
+            return f"target pid {self.pid} {info.describe()}"
+        return f"detached from pid {self.pid}, which keeps running"
+
+    def signalled(self) -> int | None:
+        """The SIGTERM/SIGHUP that ended the run early, if one did."""
+        return self.stop_signal
 
     def snapshot(self) -> Profile:
         """`collect()` minus the counters at the last `reset()`."""
@@ -142,9 +158,25 @@ class LaunchCollector(Collector):
 
     def stop(self) -> None:
         """Kill the target if it still runs, then remove the run directory."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
+        if self.process is not None:
+            if self.process.poll() is None:
+                self.process.kill()
+            self.process.close()
         self.run_dir.close()
+
+    def end(self, signum: int) -> str:
+        """Pass `signum` on to the target (its process group in the TUI), SIGKILL it
+        if it still runs GRACE_S later; one line on how it ended."""
+        self.stop_signal = self.stop_signal or signum
+        if self.process is None:
+            return "no target was started"
+        self.process.terminate(signum)
+        return self.process.describe_end()
+
+    def signalled(self) -> int | None:
+        if self.stop_signal is None and self.process is not None:
+            return self.process.stop_signal  # caught while waiting (LaunchedProcess.wait)
+        return self.stop_signal
 
 
 def subtract_profile(profile: Profile, baseline: Profile) -> None:

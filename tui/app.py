@@ -14,6 +14,7 @@ stops; that profile stays on screen and is what `final_profile()` returns.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import threading
 import time
@@ -28,7 +29,7 @@ from proftui.collectors.errors import ProftuiError
 from proftui.collectors.formats.export import write_export
 from proftui.collectors.model.profile import Profile
 from proftui.collectors.model.views import FlatEntry, flat_profile
-from proftui.collectors.runtime.launch import ExitInfo
+from proftui.collectors.runtime.launch import ExitInfo, StopSignals
 from proftui.collectors.runtime.procstat import ProcSampler, ProcStat
 from proftui.tui.format import metric_label
 from proftui.tui.panes.base import Drill, NavState, Pane, step_to
@@ -94,8 +95,10 @@ class ProfTuiApp(App[None]):
         Binding("q", "quit", "Quit"),
     ]
 
-    def __init__(self, collector: Collector | None = None, profile: Profile | None = None
-                 ) -> None:
+    def __init__(self, collector: Collector | None = None, profile: Profile | None = None,
+                 stop_signals: StopSignals | None = None) -> None:
+        """`stop_signals`: SIGTERM/SIGHUP caught by the CLI; the app exits on them
+        through its normal path, so the terminal is restored."""
         super().__init__()
         # The pane keys come from the registry; they lead the key bar, as the tabs do.
         keys = BindingsMap([Binding(p.KEY, f"pane({p.PANE_ID!r})", p.TAB) for p in self.PANES])
@@ -115,6 +118,8 @@ class ProfTuiApp(App[None]):
         self._error = ""
         self._proc: ProcStat | None = None
         self._stop = threading.Event()
+        self._stop_signals = stop_signals
+        self._exit_soon: Callable[[int], None] | None = None
 
     # -- layout ----------------------------------------------------------------------
 
@@ -138,6 +143,14 @@ class ProfTuiApp(App[None]):
         return {p.PANE_ID: p for p in self.PANES}[pane_id]
 
     def on_mount(self) -> None:
+        if self._stop_signals is not None:
+            loop = asyncio.get_running_loop()
+
+            def exit_soon(_signum: int) -> None:
+                loop.call_soon_threadsafe(self.exit)  # inside a signal handler: schedule only
+
+            self._exit_soon = exit_soon
+            self._stop_signals.listen(exit_soon)
         for pane in self.panes():
             pane.begin(live=self.collector is not None, has_profile=self.profile is not None)
         if self.profile is not None:
@@ -159,6 +172,8 @@ class ProfTuiApp(App[None]):
 
     def on_unmount(self) -> None:
         self._stop.set()
+        if self._stop_signals is not None and self._exit_soon is not None:
+            self._stop_signals.unlisten(self._exit_soon)
 
     # -- live polling ----------------------------------------------------------------
 

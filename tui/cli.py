@@ -8,11 +8,18 @@ program on PATH.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import select
+import signal
 import sys
+import termios
+import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from proftui.collectors.base import Collector, CollectorOptions
 from proftui.collectors.detect import inspect_binary
@@ -24,7 +31,12 @@ from proftui.collectors.model import storage
 from proftui.collectors.model.outfile import check_output
 from proftui.collectors.model.profile import Profile
 from proftui.collectors.registry import COLLECTORS
-from proftui.collectors.runtime.launch import resolve_program, shell_status
+from proftui.collectors.runtime.launch import (
+    StopSignals,
+    resolve_program,
+    shell_status,
+    signal_name,
+)
 
 MODES = ("gprof", "instrument", "sampler")
 SUBCOMMANDS = ("record", "report", "open", "demo", "attach", "export")
@@ -218,12 +230,41 @@ def make_collector(args: argparse.Namespace, output: str) -> Collector:
     return COLLECTORS[mode]([args.program, *args.args], options_from(args, output))
 
 
-def run_headless(collector: Collector) -> Profile:
-    collector.start()
+def run_headless(collector: Collector, stop: StopSignals | None = None) -> Profile:
+    """Start, wait for the end (a stop signal ends the target or detaches), clean up."""
     try:
+        collector.start()
+        if stop is not None and stop.received is not None:
+            collector.end(stop.received)  # it came while starting: end at once
         return collector.wait()
     finally:
-        collector.stop()
+        collector.stop()  # also after a failed start: the run directory goes
+
+
+def finish_headless(collector: Collector, profile: Profile, stop: StopSignals) -> int:
+    """Say in one line what a SIGTERM/SIGHUP did to the target; the status to exit with.
+
+    A launched target got the signal too, so its own status stands (128+N when it
+    died of it).  An attached one keeps running, so proftui reports for itself, as a
+    shell would: 128+N.
+    """
+    signum = collector.signalled() or stop.received
+    if signum is None:
+        return exit_status_of(profile)
+    say(f"proftui: {signal_name(signum)}: {collector.end(signum)}")
+    return 128 + signum if collector.mode == "attach" else exit_status_of(profile)
+
+
+def say(line: str) -> None:
+    """One line on stderr; nothing when stderr is gone too (a closed terminal)."""
+    with contextlib.suppress(OSError, ValueError):
+        print(line, file=sys.stderr, flush=True)
+
+
+def _stdout_gone() -> None:
+    """stdout's reader went away: point it at /dev/null so the exit flush is quiet."""
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def exit_status_of(profile: Profile) -> int:
@@ -240,25 +281,125 @@ def print_report(profile: Profile, as_json: bool, limit: int | None = None) -> N
     sys.stdout.flush()
 
 
+def _describe(collector: Collector) -> str:
+    info = collector.exit_info()
+    if info is not None:
+        return f"target pid {collector.pid} {info.describe()}"
+    if collector.mode == "attach":
+        return f"detached from pid {collector.pid}, which keeps running"
+    return f"target pid {collector.pid} ended"
+
+
 def wants_tui(args: argparse.Namespace) -> bool:
     return not (getattr(args, "text", False) or getattr(args, "json", False)) and (
         sys.stdout.isatty() and sys.stdin.isatty())
 
 
 def run_tui(collector: Collector | None = None, profile: Profile | None = None) -> int:
+    """The app on a live collector or a saved profile; the status to exit with.
+
+    SIGTERM/SIGHUP/SIGINT make the app exit through its normal path (the terminal is
+    restored), then end the target as a shell would (or detach), and proftui
+    exits 128+N with one line on what became of the target.
+    """
     from proftui.tui.app import ProfTuiApp  # Textual loads only when a TUI is wanted
 
-    if collector is not None:
-        # Start before the app takes the screen, so a failure is a one-line error.
-        collector.start()
-    try:
-        app = ProfTuiApp(collector=collector, profile=profile)
-        app.run()
-    finally:
+    with StopSignals(interrupt=True) as stop:
         if collector is not None:
-            collector.stop()  # kills a target the user chose to quit on; attach: detaches
+            # Start before the app takes the screen, so a failure is a one-line error.
+            try:
+                collector.start()
+            except BaseException:
+                collector.stop()
+                raise
+        app = ProfTuiApp(collector=collector, profile=profile, stop_signals=stop)
+        watchdog = _StuckExit(collector)
+        stop.listen(watchdog.arm)
+        line = ""
+        try:
+            if stop.received is None:
+                app.run()
+        finally:
+            watchdog.app_returned.set()
+            with watchdog.finishing:
+                if collector is not None:
+                    if stop.received is not None:
+                        line = collector.end(stop.received)
+                    collector.stop()  # kills a target the user chose to quit on; attach: detaches
+        if stop.received is not None:
+            if line:
+                say(f"proftui: {signal_name(stop.received)}: {line}")
+            return 128 + stop.received
     final = app.final_profile()
     return exit_status_of(final) if (collector is not None and final is not None) else 0
+
+
+STUCK_EXIT_S = 5.0  # the app's normal shutdown takes well under a second
+STUCK_EXIT_HUP_S = 1.5  # after SIGHUP the terminal is most likely gone: no screen to restore
+
+
+class _StuckExit:
+    """After a stop signal, finish without the app if it has not returned STUCK_EXIT_S
+    later.  Textual's writer thread dies on a write error (a hung-up terminal) and its
+    full queue then blocks the event loop for good; the target must still be ended,
+    the run directory removed and proftui must exit."""
+
+    def __init__(self, collector: Collector | None) -> None:
+        self.collector = collector
+        self.app_returned = threading.Event()
+        self.finishing = threading.Lock()  # the main thread's cleanup, or ours: one of them
+        self._armed = False
+        self._saved_tty = _tty_attrs()
+
+    def arm(self, signum: int) -> None:
+        """Called from the signal handler: only start the thread."""
+        if not self._armed:
+            self._armed = True
+            threading.Thread(target=self._run, args=(signum,), name="proftui-stuck-exit",
+                             daemon=True).start()
+
+    def _run(self, signum: int) -> None:
+        patience = STUCK_EXIT_HUP_S if signum == signal.SIGHUP else STUCK_EXIT_S
+        if self.app_returned.wait(patience) or not self.finishing.acquire(blocking=False):
+            return
+        line = ""
+        with contextlib.suppress(Exception):
+            if self.collector is not None:
+                line = self.collector.end(signum)
+                self.collector.stop()
+        _restore_tty(self._saved_tty)
+        if line:
+            _write_nonblocking(f"proftui: {signal_name(signum)}: {line} "
+                               "(the terminal stopped responding)\n")
+        os._exit(128 + signum)  # the main thread is stuck inside the app
+
+
+def _tty_attrs() -> list[Any] | None:
+    try:
+        return termios.tcgetattr(sys.stdin.fileno())
+    except (termios.error, OSError, ValueError):
+        return None
+
+
+def _restore_tty(attrs: list[Any] | None) -> None:
+    """Best effort, never blocking: leave the alternate screen, mouse off, cursor on."""
+    if attrs is not None:
+        with contextlib.suppress(termios.error, OSError, ValueError):
+            termios.tcsetattr(sys.stdin.fileno(), termios.TCSANOW, attrs)
+    _write_nonblocking("\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l\x1b[?1015l"
+                       "\x1b[?2004l\x1b[?1004l\x1b[<u\x1b[?1049l\x1b[?25h")
+
+
+def _write_nonblocking(text: str, patience_s: float = 1.0) -> None:
+    """Write to the terminal for at most `patience_s`: one that stopped reading
+    must not hold proftui."""
+    data = text.encode()
+    deadline = time.monotonic() + patience_s
+    with contextlib.suppress(OSError, ValueError):
+        fd = sys.__stderr__.fileno() if sys.__stderr__ is not None else 2
+        os.set_blocking(fd, False)
+        while data and select.select([], [fd], [], max(0.0, deadline - time.monotonic()))[1]:
+            data = data[os.write(fd, data):]
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -266,23 +407,33 @@ def cmd_run(args: argparse.Namespace) -> int:
         collector = make_collector(args, output="log")
         return run_tui(collector=collector)
     collector = make_collector(args, output="inherit")
-    profile = run_headless(collector)
-    print_report(profile, as_json=args.json)
-    return exit_status_of(profile)
+    with StopSignals() as stop:
+        profile = run_headless(collector, stop)
+        status = finish_headless(collector, profile, stop)
+        try:
+            print_report(profile, as_json=args.json)
+        except BrokenPipeError:
+            # `proftui --text prog | head`: prog's own status is what matters (a SIGPIPE
+            # death shows as 141); the report has nowhere to go, so say so and keep it.
+            _stdout_gone()
+            say("proftui: report not written: standard output was closed (broken pipe); "
+                + _describe(collector))
+    return status
 
 
 def cmd_record(args: argparse.Namespace) -> int:
     check_output(args.output)  # before the target starts: a bad -o must not cost a run
     collector = make_collector(args, output="inherit")
-    profile = run_headless(collector)
-    try:
-        _written, note = storage.save_or_fallback(profile, args.output)
-    except ProftuiError as exc:  # the run is lost: say so, but report the target's status
-        print(f"proftui: {exc}", file=sys.stderr)
-        return exit_status_of(profile)
-    print(f"proftui: {note}" if note else
-          f"proftui: {profile.meta.mode} profile saved to {args.output}", file=sys.stderr)
-    return exit_status_of(profile)
+    with StopSignals() as stop:  # a SIGTERM/SIGHUP while saving must not lose the profile
+        profile = run_headless(collector, stop)
+        try:
+            _written, note = storage.save_or_fallback(profile, args.output)
+        except ProftuiError as exc:  # the run is lost: say so, but report the target's status
+            say(f"proftui: {exc}")
+        else:
+            say(f"proftui: {note}" if note else
+                f"proftui: {profile.meta.mode} profile saved to {args.output}")
+        return finish_headless(collector, profile, stop)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -344,7 +495,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         # `proftui report x | head`: the reader went away; that is not an error.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _stdout_gone()
         return 0
 
 

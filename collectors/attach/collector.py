@@ -25,7 +25,7 @@ from proftui.collectors.attach import checks as attach_checks
 from proftui.collectors.base import Collector, CollectorOptions
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.model.profile import CPU_NS, SAMPLES, Frame, Profile, ProfileMeta
-from proftui.collectors.runtime.launch import ExitInfo
+from proftui.collectors.runtime.launch import ExitInfo, stop_signals
 from proftui.collectors.runtime.tasks import live_task
 from proftui.collectors.runtime.wire_attach import (
     FLAG_CFI,
@@ -260,9 +260,15 @@ class AttachCollector(Collector):
         duration = self.options.duration_s
         deadline = None if duration is None else time.monotonic() + duration
         stop = threading.Event()
-        old_handler = None
+        old_handlers: dict[int, Any] = {}
+
+        def on_signal(signum: int, _frame: object) -> None:
+            self.stop_signal = self.stop_signal or signum
+            stop.set()
+
         if threading.current_thread() is threading.main_thread():
-            old_handler = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+            for sig in stop_signals():  # SIGTERM, SIGHUP: detach and keep the profile
+                old_handlers[sig] = signal.signal(sig, on_signal)
         try:
             while not self._ended.is_set() and not stop.is_set():
                 remaining = 0.2 if deadline is None else min(0.2, deadline - time.monotonic())
@@ -272,8 +278,8 @@ class AttachCollector(Collector):
         except KeyboardInterrupt:
             pass  # Ctrl-C ends the recording; the profile is still saved
         finally:
-            if old_handler is not None:
-                signal.signal(signal.SIGTERM, old_handler)
+            for sig, handler in old_handlers.items():
+                signal.signal(sig, handler)
         self.detach()
         return self.snapshot()
 

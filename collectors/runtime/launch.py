@@ -1,8 +1,13 @@
-"""Spawn the target program: checks, environment, stdio, exit status, cleanup.
+"""Spawn the target program: checks, environment, stdio, exit status, signals, cleanup.
 
 The target is sacred: its argv, stdin, stdout, stderr and exit status pass
-through untouched (headless), or its output goes to a private log file (TUI,
-so it cannot scribble over the screen).
+through untouched (headless), or its output goes to a bounded in-memory log
+(TUI, so it cannot scribble over the screen; runtime/output.py).
+
+SIGTERM and SIGHUP to proftui end the target as a shell would: the signal is
+passed on, and a target still running GRACE_S later gets SIGKILL, so that
+proftui never waits forever and never leaves a profiled orphan behind
+(docs/lifecycle.md).
 """
 
 from __future__ import annotations
@@ -14,14 +19,18 @@ import signal
 import stat
 import subprocess
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from proftui.collectors.errors import ProftuiError
+from proftui.collectors.runtime.output import OutputLog
 
 ELF_MAGIC = b"\x7fELF"
+GRACE_S = 3.0  # a target still running this long after SIGTERM/SIGHUP gets SIGKILL
+OUTPUT_SETTLE_S = 1.0  # after the target's end, wait this long for the rest of its output
 
 
 @dataclass(frozen=True)
@@ -103,13 +112,80 @@ def resolve_program(program: str) -> Path:
     return path.resolve()
 
 
+def signal_name(signum: int) -> str:
+    """"SIGTERM" for 15; "signal 99" for a number without a name."""
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+def stop_signals(interrupt: bool = False) -> tuple[int, ...]:
+    """The signals that end a run early: SIGTERM, SIGHUP (and SIGINT when `interrupt`),
+    minus those proftui was started ignoring (`nohup proftui ...` keeps running when
+    the terminal goes; a background job of a script ignores SIGINT)."""
+    wanted = (signal.SIGTERM, signal.SIGHUP, *((signal.SIGINT,) if interrupt else ()))
+    return tuple(s for s in wanted if signal.getsignal(s) is not signal.SIG_IGN)
+
+
+class StopSignals:
+    """Catch SIGTERM/SIGHUP (SIGINT) for a whole command (main thread only): remember the
+    first, and call the registered callback from the handler.
+
+    proftui must not die halfway through saving a profile, restoring the
+    terminal or detaching; while it waits for a launched target,
+    `LaunchedProcess.wait` takes the signals over (it passes them on) and gives
+    them back.  The callback runs in the main thread between two bytecodes, so
+    it must only schedule work (the TUI uses loop.call_soon_threadsafe).
+    """
+
+    def __init__(self, interrupt: bool = False) -> None:
+        """`interrupt`: SIGINT too (the TUI: its terminal sends no SIGINT, `kill -INT` does)."""
+        self.interrupt = interrupt
+        self.received: int | None = None
+        self._listeners: list[Callable[[int], None]] = []
+        self._previous: dict[int, object] = {}
+
+    def __enter__(self) -> StopSignals:
+        for sig in stop_signals(self.interrupt):
+            self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)  # type: ignore[arg-type]
+        self._previous.clear()
+
+    def note(self, signum: int) -> None:
+        """Record `signum` as received (the first one counts)."""
+        if self.received is None:
+            self.received = signum
+
+    def listen(self, callback: Callable[[int], None]) -> None:
+        """Call callback(signum) on each later signal, and at once if one already came."""
+        self._listeners.append(callback)
+        if self.received is not None:
+            callback(self.received)
+
+    def unlisten(self, callback: Callable[[int], None]) -> None:
+        if callback in self._listeners:
+            self._listeners.remove(callback)
+
+    def _handle(self, signum: int, _frame: object) -> None:
+        self.note(signum)
+        for callback in list(self._listeners):
+            callback(signum)
+
+
 class LaunchedProcess:
     """The running target.
 
     output="inherit" leaves stdio untouched and keeps the target in our
     process group, so Ctrl-C reaches it as usual.  output="log" (TUI) sends
-    stdout and stderr to run_dir/target.log, stdin from /dev/null, and puts
-    the target in its own session so the terminal's keys go to the app.
+    stdout and stderr to a bounded in-memory log (`output_log`: the first
+    MiB and the last MiBs exactly, the bytes between counted), stdin from
+    /dev/null, and puts the target in its own session so the terminal's keys
+    go to the app.
     """
 
     def __init__(
@@ -131,16 +207,17 @@ class LaunchedProcess:
             existing = child_env.get("LD_PRELOAD", "")
             child_env["LD_PRELOAD"] = ":".join([*preload, *([existing] if existing else [])])
         self.output = output
-        self.log_path: Path | None = None
+        self.output_log: OutputLog | None = None
+        self.stop_signal: int | None = None  # the SIGTERM/SIGHUP that ended the run early
+        self.killed_after_s: float | None = None  # set when the grace ran out: SIGKILL sent
         self._lock = threading.Lock()
         self._exit: ExitInfo | None = None
+        self._grace_timer: threading.Timer | None = None
         stdio: dict[str, object] = {}
-        log = None
         if output == "log":
-            self.log_path = run_dir / "target.log"
-            fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-            log = os.fdopen(fd, "wb")
-            stdio = {"stdin": subprocess.DEVNULL, "stdout": log, "stderr": subprocess.STDOUT}
+            self.output_log = OutputLog()
+            stdio = {"stdin": subprocess.DEVNULL, "stdout": self.output_log.write_fd,
+                     "stderr": subprocess.STDOUT}
         try:
             # executable= keeps argv[0] exactly as the user typed it.
             self._popen = subprocess.Popen(
@@ -148,11 +225,38 @@ class LaunchedProcess:
                 start_new_session=(output == "log"), **stdio,  # type: ignore[call-overload]
             )
         except OSError as exc:
+            if self.output_log is not None:
+                self.output_log.close()
             raise ProftuiError(f"{argv[0]}: cannot start: {exc.strerror}") from None
-        finally:
-            if log is not None:
-                log.close()
+        if self.output_log is not None:
+            self.output_log.start()
         self.pid = self._popen.pid
+
+    # -- the target's output (TUI) ---------------------------------------------------
+
+    def output_head(self) -> bytes:
+        """The first MiB the target wrote (stdout and stderr interleaved; log mode)."""
+        return self.output_log.head() if self.output_log is not None else b""
+
+    def output_tail(self, n_bytes: int) -> bytes:
+        """The last `n_bytes` it wrote after the head (fewer if not kept; log mode)."""
+        return self.output_log.tail(n_bytes) if self.output_log is not None else b""
+
+    def output_text(self) -> str:
+        """Everything kept, decoded leniently, a marker where bytes were dropped (log mode)."""
+        return self.output_log.text() if self.output_log is not None else ""
+
+    @property
+    def output_dropped(self) -> int:
+        """Bytes of output between the kept head and tail, counted but not kept."""
+        return self.output_log.dropped_bytes if self.output_log is not None else 0
+
+    def close(self) -> None:
+        """Stop collecting output (the target is gone or is being abandoned)."""
+        if self.output_log is not None:
+            self.output_log.close()
+
+    # -- lifecycle -------------------------------------------------------------------
 
     def poll(self) -> ExitInfo | None:
         """The exit information once the target has ended, else None."""
@@ -169,18 +273,23 @@ class LaunchedProcess:
         In the main thread, SIGTERM/SIGHUP sent to proftui are forwarded to the
         target, and SIGINT is left to the terminal (it already reached the target
         in "inherit" mode) or forwarded ("log" mode); the target's own reaction
-        decides the outcome, as with `time prog`.
+        decides the outcome, as with `time prog`, except that a target still
+        running GRACE_S after SIGTERM/SIGHUP gets SIGKILL (from a timer thread).
         """
         forwarding = threading.current_thread() is threading.main_thread()
         previous: dict[int, object] = {}
         if forwarding:
-            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            for sig in (signal.SIGINT, *stop_signals()):
                 previous[sig] = signal.signal(sig, self._forward)
         try:
             code = self._popen.wait(timeout)
         finally:
             for number, handler in previous.items():
                 signal.signal(number, handler)  # type: ignore[arg-type]
+        if self._grace_timer is not None:
+            self._grace_timer.cancel()
+        if self.output_log is not None:
+            self.output_log.settle(OUTPUT_SETTLE_S)  # its last words are still in the pipe
         with self._lock:
             self._exit = ExitInfo.from_returncode(code)
             return self._exit
@@ -190,6 +299,55 @@ class LaunchedProcess:
             return  # the terminal sent it to the whole foreground group already
         with contextlib.suppress(ProcessLookupError):
             self.send_signal(signum)
+        if signum != signal.SIGINT and self._grace_timer is None:
+            self.stop_signal = signum
+            # A timer thread, not an alarm: the main thread stays in waitpid().
+            self._grace_timer = threading.Timer(GRACE_S, self._grace_over)
+            self._grace_timer.daemon = True
+            self._grace_timer.start()
+
+    def _grace_over(self) -> None:
+        if self.poll() is None:
+            self.killed_after_s = GRACE_S
+            with contextlib.suppress(ProcessLookupError):
+                self.send_signal(signal.SIGKILL)
+
+    def terminate(self, signum: int, grace_s: float = GRACE_S) -> ExitInfo:
+        """End the target as a shell would on `signum` (SIGTERM, SIGHUP): pass it on,
+        then SIGKILL if it still runs `grace_s` later.  Returns how it ended."""
+        self.stop_signal = self.stop_signal or signum
+        self._signal_job(signum)
+        if signum == signal.SIGHUP:
+            self._signal_job(signal.SIGCONT)  # a stopped job must wake to see it
+        deadline = time.monotonic() + grace_s
+        while self.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if self.poll() is None:
+            self.killed_after_s = grace_s
+            with contextlib.suppress(ProcessLookupError):
+                self.send_signal(signal.SIGKILL)
+        return self.wait()
+
+    def _signal_job(self, sig: int) -> None:
+        """`sig` to the target, and in log mode to its whole process group even when the
+        target itself is gone (a shell signals the job; the kernel never reuses a pid
+        that still names a group, so the group id stays safe to use)."""
+        if self.output == "log":
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.pid, sig)
+        elif self.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                self._popen.send_signal(sig)
+
+    def describe_end(self) -> str:
+        """One line on how the target ended after a stop signal, for proftui's stderr."""
+        info = self.poll()
+        what = info.describe() if info is not None else "still running"
+        if self.killed_after_s is not None and self.stop_signal is not None and (
+                info is not None and info.signal == signal.SIGKILL):
+            what = (f"ignored {signal_name(self.stop_signal)} for {self.killed_after_s:g} s "
+                    f"and was {what}")
+        return f"target pid {self.pid} {what}"
 
     def send_signal(self, sig: int) -> None:
         """Send `sig` to the target (its whole group when it has its own session)."""

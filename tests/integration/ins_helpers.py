@@ -31,8 +31,8 @@ def record(argv: list[str | Path], **options: Any) -> tuple[Profile, str]:
     try:
         collector.start()
         profile = collector.wait()
-        assert collector.process is not None and collector.process.log_path is not None
-        return profile, collector.process.log_path.read_text()
+        assert collector.process is not None
+        return profile, collector.process.output_text()
     finally:
         collector.stop()
 

@@ -288,7 +288,8 @@ def test_record_cli_detaches_and_saves(tmp_path: Path, how: str) -> None:
             time.sleep(0.5)  # header read, now sampling in wait()
             cli.send_signal(signal.SIGTERM if how == "sigterm" else signal.SIGINT)
         _, err = cli.communicate(timeout=20)
-        assert cli.returncode == 0, err
+        # SIGTERM ended proftui (128+N, as a shell reports it); Ctrl-C is the usual end.
+        assert cli.returncode == (143 if how == "sigterm" else 0), err
         assert "saved" in err
         profile = storage.load(out_file)
         assert profile.meta.mode == "attach" and profile.meta.pids == [fixture.pid]

@@ -60,8 +60,8 @@ def test_lua_sampler_sites_agree_with_addr2line(tmp_path: Path) -> None:
     collector.start()
     try:
         profile = collector.wait()
-        assert collector.process is not None and collector.process.log_path is not None
-        assert collector.process.log_path.read_text() == OUTPUT
+        assert collector.process is not None
+        assert collector.process.output_text() == OUTPUT
     finally:
         collector.stop()
     mine = {a: c for (m, a), c in profile.address_costs.items() if m == str(lua)}

@@ -30,8 +30,8 @@ def run_sampler(binary: Path, *args: str, **options: object) -> tuple[Profile, s
     collector.start()
     try:
         profile = collector.wait()
-        assert collector.process is not None and collector.process.log_path is not None
-        output = collector.process.log_path.read_text()
+        assert collector.process is not None
+        output = collector.process.output_text()
     finally:
         collector.stop()
     return profile, output

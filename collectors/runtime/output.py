@@ -1,0 +1,172 @@
+"""The TUI target's stdout and stderr, bounded: a pipe drained into memory by a thread.
+
+The TUI cannot let the target write on the screen, and a log file in the run
+directory lets a chatty target fill TMPDIR (1 GiB of output = 1 GiB file).
+So the target writes into a pipe that a thread drains as fast as it can,
+keeping the first HEAD_BYTES and the last TAIL_BYTES exactly and counting
+the bytes between them as dropped.  The thread never writes to disk and
+never waits on the rest of proftui, so the target never blocks on a full
+pipe for longer than a thread switch (the pipe is enlarged to absorb that).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import select
+import threading
+from collections import deque
+
+HEAD_BYTES = 1 << 20  # the start of the output: banners, the first errors
+TAIL_BYTES = 4 << 20  # the rolling end: what the program says now
+PIPE_BYTES = 1 << 20  # absorbs the drain thread's waits for the GIL
+READ_BYTES = 1 << 20
+F_SETPIPE_SZ = 1031  # fcntl.F_SETPIPE_SZ, missing from Python < 3.10 on some builds
+POLL_MS = 200  # how often the drain thread checks whether it was asked to stop
+
+
+class OutputLog:
+    """Collects what the target writes to the pipe `write_fd` (give it as stdout/stderr).
+
+    Thread-safe readers: `head()`, `tail(n)`, `total_bytes`, `dropped_bytes`.
+    Call `start()` after the child has the write end (it closes ours), and
+    `close()` when done (drains what is left, then stops the thread).
+    """
+
+    def __init__(self, head_bytes: int = HEAD_BYTES, tail_bytes: int = TAIL_BYTES) -> None:
+        self.head_limit = head_bytes
+        self.tail_limit = tail_bytes
+        self._read_fd, self.write_fd = os.pipe2(os.O_CLOEXEC)
+        with contextlib.suppress(OSError):  # EPERM past the per-user pipe budget: keep 64 KiB
+            fcntl.fcntl(self.write_fd, getattr(fcntl, "F_SETPIPE_SZ", F_SETPIPE_SZ), PIPE_BYTES)
+        self._lock = threading.Lock()
+        self._head = bytearray()
+        self._tail: deque[bytes] = deque()
+        self._tail_len = 0
+        self._total = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._drain, name="proftui-target-output",
+                                        daemon=True)
+
+    def start(self) -> None:
+        """Close our copy of the write end (EOF comes when the target's copies close) and
+        start draining."""
+        os.close(self.write_fd)
+        self._thread.start()
+
+    def settle(self, timeout: float) -> bool:
+        """Wait up to `timeout` s for EOF (the target ended: what it wrote last is still in
+        the pipe); False when a descendant still holds the pipe open."""
+        if self._thread.ident is not None:
+            self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def close(self) -> None:
+        """Stop draining (idempotent).  Output still buffered in the pipe is read first;
+        descendants that outlive the target and keep the pipe open find it closed."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        elif self._thread.ident is None:  # never started: both ends are still ours
+            for fd in (self.write_fd, self._read_fd):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            self._read_fd = -1
+
+    # -- readers ---------------------------------------------------------------------
+
+    @property
+    def total_bytes(self) -> int:
+        """Bytes the target wrote so far."""
+        with self._lock:
+            return self._total
+
+    @property
+    def dropped_bytes(self) -> int:
+        """Bytes written between the kept head and the kept tail."""
+        with self._lock:
+            return self._total - len(self._head) - self._tail_len
+
+    def head(self) -> bytes:
+        """The first min(total, HEAD_BYTES) bytes, exactly."""
+        with self._lock:
+            return bytes(self._head)
+
+    def tail(self, n_bytes: int) -> bytes:
+        """The last n_bytes kept after the head (fewer when less was kept)."""
+        with self._lock:
+            chunks: list[bytes] = []
+            need = max(0, n_bytes)
+            for chunk in reversed(self._tail):
+                if need <= 0:
+                    break
+                chunks.append(chunk[-need:] if len(chunk) > need else chunk)
+                need -= len(chunks[-1])
+            return b"".join(reversed(chunks))
+
+    def text(self) -> str:
+        """Everything kept, decoded leniently, with a marker where bytes were dropped."""
+        with self._lock:
+            head, tail = bytes(self._head), b"".join(self._tail)
+            dropped = self._total - len(head) - len(tail)
+        middle = f"\n[... {dropped:,} bytes of output dropped ...]\n".encode() if dropped else b""
+        return (head + middle + tail).decode(errors="replace")
+
+    # -- drain thread ----------------------------------------------------------------
+
+    def _drain(self) -> None:
+        """Read until EOF (every copy of the write end closed) or close(); never blocks
+        on anything but the pipe."""
+        fd = self._read_fd
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        left = -1  # bytes still to read once close() was asked (what the pipe held)
+        try:
+            while left != 0:
+                stopping = self._stop.is_set()
+                if stopping and left < 0:
+                    left = PIPE_BYTES  # a writer that keeps writing must not hold us here
+                if not poller.poll(0 if stopping else POLL_MS):
+                    if stopping:
+                        return  # asked to stop and nothing left buffered
+                    continue
+                data = os.read(fd, READ_BYTES if left < 0 else min(left, READ_BYTES))
+                if not data:
+                    return
+                self._add(data)
+                if left > 0:
+                    left -= len(data)
+        except OSError:
+            return
+        finally:
+            os.close(fd)
+            self._read_fd = -1
+
+    def _add(self, data: bytes) -> None:
+        with self._lock:
+            self._total += len(data)
+            room = self.head_limit - len(self._head)
+            if room > 0:
+                self._head += data[:room]
+                data = data[room:]
+            if not data:
+                return
+            if len(data) >= self.tail_limit:
+                self._tail.clear()
+                data = data[-self.tail_limit:] if self.tail_limit else b""
+                self._tail_len = 0
+            if data:
+                self._tail.append(data)
+                self._tail_len += len(data)
+            excess = self._tail_len - self.tail_limit
+            while excess > 0:
+                first = self._tail[0]
+                if len(first) <= excess:
+                    self._tail.popleft()
+                    self._tail_len -= len(first)
+                    excess -= len(first)
+                else:
+                    self._tail[0] = first[excess:]
+                    self._tail_len -= excess
+                    excess = 0

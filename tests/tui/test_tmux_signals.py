@@ -1,0 +1,288 @@
+"""SIGTERM/SIGHUP to the TUI in a real terminal (tmux), as a desktop or `kill` sends them
+(issue 14): the app leaves the alternate screen, turns mouse reporting off and shows the
+cursor again; a launched target ends as a shell would end it (SIGKILL after the grace
+period if it ignores the signal), an attached one runs on untraced; proftui exits 128+N
+with one line on what became of the target; nothing is left under TMPDIR.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from proftui.collectors.registry import COLLECTORS
+from proftui.collectors.runtime.launch import GRACE_S
+
+from tests.conftest import build_fixture
+from tests.tui.test_tmux import PROFTUI, Terminal
+
+SPIN_FLAGS = ["-O1", "-g", "-fno-omit-frame-pointer"]
+# A login shell's part when its terminal closes: pass SIGHUP on to the job, then record
+# the job's status (a plain `sh -c` would die first, taking the status with it).
+HUP_WRAPPER = """\
+import signal, subprocess, sys
+proc = subprocess.Popen(sys.argv[2:])
+signal.signal(signal.SIGHUP, lambda signum, _frame: proc.send_signal(signum))
+status = proc.wait()
+open(sys.argv[1], "w").write(str(status))
+"""
+
+
+@pytest.fixture
+def terms() -> Iterator[list[Terminal]]:
+    """The tmux sessions a test opens, closed at its end."""
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux is not installed")
+    if not PROFTUI.exists():
+        pytest.skip(f"the proftui command is not installed beside {sys.executable}")
+    opened: list[Terminal] = []
+    yield opened
+    for t in opened:
+        t.close()
+
+
+def spin_binary() -> Path:
+    if "sampler" not in COLLECTORS:
+        pytest.skip("sampler mode is not in this build")
+    return build_fixture("life_spin.c", SPIN_FLAGS)
+
+
+def modes(term: Terminal) -> tuple[str, str, str]:
+    """(alternate screen on, cursor visible, mouse reporting on) as tmux sees them."""
+    out = subprocess.run(["tmux", "display", "-p", "-t", term.name,
+                          "#{alternate_on} #{cursor_flag} #{mouse_any_flag}"],
+                         capture_output=True, text=True, check=True).stdout.split()
+    return out[0], out[1], out[2]
+
+
+def pane_pid(term: Terminal) -> int:
+    return int(subprocess.run(["tmux", "display", "-p", "-t", term.name, "#{pane_pid}"],
+                              capture_output=True, text=True, check=True).stdout)
+
+
+def children(pid: int) -> list[int]:
+    try:
+        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def wait_for_child(pid: int, timeout: float = 20.0) -> int:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = children(pid)
+        if found:
+            return found[0]
+        time.sleep(0.05)
+    raise AssertionError(f"process {pid} never started a child")
+
+
+def wait_gone(pid: int, timeout: float = 30.0) -> float:
+    """Seconds until `pid` is gone (or a zombie nobody waits for any more)."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return time.monotonic() - started
+        if state == "Z":
+            return time.monotonic() - started
+        time.sleep(0.01)
+    raise AssertionError(f"process {pid} still runs after {timeout} s")
+
+
+def assert_no_orphan(pid: int) -> None:
+    """The target is gone, not re-parented to PID 1 (or a subreaper) and left running."""
+    assert not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text(
+    ).rsplit(")", 1)[1].split()[0] == "Z", f"target {pid} outlived proftui"
+
+
+def assert_untouched(pid: int) -> None:
+    status = dict(line.split(":\t", 1) for line in
+                  Path(f"/proc/{pid}/status").read_text().splitlines() if ":\t" in line)
+    assert status["TracerPid"].strip() == "0"
+    assert status["State"][0] not in "tTZ", status["State"]
+
+
+def tmpdir(tmp_path: Path) -> Path:
+    path = tmp_path / "tmp"
+    path.mkdir()
+    return path
+
+
+def start(terms: list[Terminal], tmp_path: Path, tmp: Path, *args: str) -> Terminal:
+    term = Terminal(["env", f"TMPDIR={tmp}", str(PROFTUI), *args], tmp_path)
+    terms.append(term)
+    return term
+
+
+@pytest.mark.parametrize(("how", "sig", "said"), [
+    ("", signal.SIGTERM, "killed by signal 15 (SIGTERM)"),
+    ("ignore", signal.SIGTERM, f"ignored SIGTERM for {GRACE_S:g} s and was killed by signal 9"),
+    ("", signal.SIGHUP, "killed by signal 1 (SIGHUP)"),
+    ("", signal.SIGINT, "killed by signal 2 (SIGINT)"),  # `kill -INT`: the keys send none
+])
+def test_signal_restores_terminal_and_ends_target(terms: list[Terminal], tmp_path: Path,
+                                                  how: str, sig: int, said: str) -> None:
+    tmp = tmpdir(tmp_path)
+    term = start(terms, tmp_path, tmp, str(spin_binary()), *([how] if how else []))
+    term.wait_for("running", "life_hot")
+    assert modes(term) == ("1", "0", "1")  # the app owns the screen
+    app = wait_for_child(pane_pid(term))
+    target = wait_for_child(app)
+    os.kill(app, sig)
+    took = wait_gone(app)
+    screen = term.wait_for(f"PROFTUI-EXIT={128 + sig}")
+    assert f"proftui: {signal.Signals(sig).name}: target pid {target} {said}" in screen
+    assert "Traceback" not in screen
+    assert modes(term) == ("0", "1", "0"), "terminal left in the app's modes"
+    assert_no_orphan(target)
+    assert list(tmp.iterdir()) == [], "run directory left under TMPDIR"
+    print(f"{signal.Signals(sig).name} to proftui exit, {how or 'default'} target: {took:.2f} s")
+
+
+@pytest.mark.parametrize("how", ["", "ignore"])
+def test_closing_the_terminal_ends_target(terms: list[Terminal], tmp_path: Path,
+                                          how: str) -> None:
+    """`tmux kill-session` hangs the terminal up: SIGHUP, as when a window is closed."""
+    tmp = tmpdir(tmp_path)
+    status = tmp_path / "status"
+    term = Terminal([sys.executable, "-c", HUP_WRAPPER, str(status), "env", f"TMPDIR={tmp}",
+                     str(PROFTUI), str(spin_binary()), *([how] if how else [])], tmp_path)
+    terms.append(term)
+    term.wait_for("running", "life_hot")
+    app = wait_for_child(wait_for_child(pane_pid(term)))  # sh -> wrapper -> proftui
+    target = wait_for_child(app)
+    term.close()
+    took = wait_gone(app)
+    deadline = time.monotonic() + 10
+    while not status.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert status.read_text() == str(128 + signal.SIGHUP)
+    assert_no_orphan(target)
+    assert list(tmp.iterdir()) == [], "run directory left under TMPDIR"
+    print(f"terminal closed to proftui exit, {how or 'default'} target: {took:.2f} s")
+
+
+class AttachTarget:
+    def __init__(self) -> None:
+        if "attach" not in COLLECTORS:
+            pytest.skip("attach mode is not in this build")
+        self.proc = subprocess.Popen([str(spin_binary())], stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
+        assert self.proc.stdout.readline() == f"ready {self.proc.pid}\n"
+        self.pid = self.proc.pid
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+
+def _attached(term: Terminal) -> None:
+    screen = term.wait_for("attach", "running")
+    if "not allowed" in screen or "denied" in screen:
+        pytest.skip(screen.strip().splitlines()[-1])
+    term.wait_for("life_hot")
+
+
+@pytest.mark.parametrize("method", ["perf", "ptrace"])
+def test_attach_sigterm_detaches_and_restores_terminal(terms: list[Terminal],
+                                                       tmp_path: Path, method: str) -> None:
+    target = AttachTarget()
+    try:
+        tmp = tmpdir(tmp_path)
+        term = start(terms, tmp_path, tmp, "--pid", str(target.pid), "--method", method)
+        _attached(term)
+        assert modes(term) == ("1", "0", "1")
+        app = wait_for_child(pane_pid(term))
+        os.kill(app, signal.SIGTERM)
+        took = wait_gone(app)
+        screen = term.wait_for("PROFTUI-EXIT=143")
+        assert f"proftui: SIGTERM: detached from pid {target.pid}, which keeps running" in screen
+        assert modes(term) == ("0", "1", "0"), "terminal left in the app's modes"
+        time.sleep(0.2)
+        assert target.proc.poll() is None
+        assert_untouched(target.pid)
+        assert list(tmp.iterdir()) == []
+        print(f"SIGTERM to proftui exit, attach ({method}): {took:.2f} s")
+    finally:
+        target.kill()
+
+
+def test_attach_terminal_closed_detaches(terms: list[Terminal], tmp_path: Path) -> None:
+    target = AttachTarget()
+    try:
+        tmp = tmpdir(tmp_path)
+        status = tmp_path / "status"
+        term = Terminal([sys.executable, "-c", HUP_WRAPPER, str(status), "env",
+                         f"TMPDIR={tmp}", str(PROFTUI), "--pid", str(target.pid),
+                         "--method", "ptrace"], tmp_path)
+        terms.append(term)
+        _attached(term)
+        app = wait_for_child(wait_for_child(pane_pid(term)))
+        term.close()
+        wait_gone(app)
+        deadline = time.monotonic() + 10
+        while not status.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert status.read_text() == str(128 + signal.SIGHUP)
+        time.sleep(0.2)
+        assert target.proc.poll() is None
+        assert_untouched(target.pid)
+        assert list(tmp.iterdir()) == []
+    finally:
+        target.kill()
+
+
+def test_terminal_that_stopped_reading(terms: list[Terminal], tmp_path: Path) -> None:
+    """The terminal stops reading (its tmux server is stopped), Textual's writes block
+    and its event loop with them: SIGTERM still ends the target, removes the run
+    directory and exits 143 (after cli.STUCK_EXIT_S), instead of hanging forever."""
+    from proftui.tui.cli import STUCK_EXIT_S
+
+    tmp = tmpdir(tmp_path)
+    status = tmp_path / "status"
+    server = f"proftui-stuck-{os.getpid()}"  # a private server: stopping it stops no one else
+    tmux = ["tmux", "-L", server]
+    shell = (f"env TMPDIR={tmp} {PROFTUI} {spin_binary()}; echo $? > {status}; sleep 60")
+    subprocess.run([*tmux, "new-session", "-d", "-s", "s", "-x", "160", "-y", "50",
+                    "-e", "TERM=xterm-256color", shell], check=True)
+    server_pid = 0
+    try:
+        deadline = time.monotonic() + 30
+        while "life_hot" not in subprocess.run([*tmux, "capture-pane", "-p", "-t", "s"],
+                                               capture_output=True, text=True).stdout:
+            assert time.monotonic() < deadline, "the app never showed its profile"
+            time.sleep(0.1)
+        sh = int(subprocess.run([*tmux, "display", "-p", "-t", "s", "#{pane_pid}"],
+                                capture_output=True, text=True, check=True).stdout)
+        server_pid = int(subprocess.run([*tmux, "display", "-p", "#{pid}"],
+                                        capture_output=True, text=True, check=True).stdout)
+        app = wait_for_child(sh)
+        target = wait_for_child(app)
+        os.kill(server_pid, signal.SIGSTOP)
+        time.sleep(3)  # the app's refreshes fill the terminal's buffer and Textual's queue
+        os.kill(app, signal.SIGTERM)
+        took = wait_gone(app, timeout=STUCK_EXIT_S + GRACE_S + 20)
+        assert_no_orphan(target)
+        assert list(tmp.iterdir()) == [], "run directory left under TMPDIR"
+        os.kill(server_pid, signal.SIGCONT)
+        deadline = time.monotonic() + 10
+        while not status.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert status.read_text().strip() == "143"
+        print(f"SIGTERM to proftui exit, terminal not reading: {took:.2f} s")
+    finally:
+        if server_pid:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(server_pid, signal.SIGCONT)
+        subprocess.run([*tmux, "kill-server"], capture_output=True)
