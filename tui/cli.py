@@ -339,29 +339,43 @@ STUCK_EXIT_HUP_S = 1.5  # after SIGHUP the terminal is most likely gone: no scre
 
 
 class _StuckExit:
-    """After a stop signal, finish without the app if it has not returned STUCK_EXIT_S
-    later.  Textual's writer thread dies on a write error (a hung-up terminal) and its
-    full queue then blocks the event loop for good; the target must still be ended,
-    the run directory removed and proftui must exit."""
+    """After a stop signal, or once the terminal has hung up, finish without the app if
+    it has not returned STUCK_EXIT_S later.  Textual's writer thread dies on a write
+    error (a hung-up terminal) and its full queue then blocks the event loop for good;
+    the target must still be ended, the run directory removed and proftui must exit.
+
+    The terminal is watched too because a stuck main thread may never run the
+    Python-level SIGHUP handler that would arm this.
+    """
 
     def __init__(self, collector: Collector | None) -> None:
         self.collector = collector
         self.app_returned = threading.Event()
         self.finishing = threading.Lock()  # the main thread's cleanup, or ours: one of them
-        self._armed = False
+        self._signum: int | None = None
         self._saved_tty = _tty_attrs()
+        threading.Thread(target=self._run, name="proftui-stuck-exit", daemon=True).start()
 
     def arm(self, signum: int) -> None:
-        """Called from the signal handler: only start the thread."""
-        if not self._armed:
-            self._armed = True
-            threading.Thread(target=self._run, args=(signum,), name="proftui-stuck-exit",
-                             daemon=True).start()
+        """Called from the signal handler: only note the signal."""
+        if self._signum is None:
+            self._signum = signum
 
-    def _run(self, signum: int) -> None:
-        patience = STUCK_EXIT_HUP_S if signum == signal.SIGHUP else STUCK_EXIT_S
-        if self.app_returned.wait(patience) or not self.finishing.acquire(blocking=False):
+    def _run(self) -> None:
+        deadline: float | None = None
+        while not self.app_returned.wait(0.2):
+            if self._signum is None and _terminal_hung_up():
+                self._signum = signal.SIGHUP
+            if self._signum is not None and deadline is None:
+                patience = STUCK_EXIT_HUP_S if self._signum == signal.SIGHUP else STUCK_EXIT_S
+                deadline = time.monotonic() + patience
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+        else:
             return
+        if not self.finishing.acquire(blocking=False):
+            return
+        signum = self._signum or signal.SIGHUP
         line = ""
         with contextlib.suppress(Exception):
             if self.collector is not None:
@@ -372,6 +386,16 @@ class _StuckExit:
             _write_nonblocking(f"proftui: {signal_name(signum)}: {line} "
                                "(the terminal stopped responding)\n")
         os._exit(128 + signum)  # the main thread is stuck inside the app
+
+
+def _terminal_hung_up() -> bool:
+    """Whether the terminal on stdin has gone (a closed window, a killed tmux session)."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdin.fileno(), select.POLLHUP)
+        return any(events & (select.POLLHUP | select.POLLNVAL) for _fd, events in poller.poll(0))
+    except (OSError, ValueError):
+        return False
 
 
 def _tty_attrs() -> list[Any] | None:
