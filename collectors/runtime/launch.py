@@ -94,6 +94,8 @@ def resolve_program(program: str) -> Path:
         path = Path(found)
     if path.is_dir():
         raise ProftuiError(f"{program}: is a directory")
+    if not path.is_file():  # a FIFO or a device: reading its magic below could block forever
+        raise ProftuiError(f"{program}: not a regular file")
     if not os.access(path, os.X_OK):
         raise ProftuiError(f"{program}: permission denied (not executable)")
     try:

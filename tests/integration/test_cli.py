@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -43,6 +44,12 @@ def test_not_elf(tmp_path: Path) -> None:
     data.write_bytes(b"\0" * 64)
     data.chmod(0o755)
     assert_one_line_error(proftui(str(data)), "not an ELF")
+
+
+def test_fifo_program_is_refused_without_blocking(tmp_path: Path) -> None:
+    fifo = tmp_path / "prog"
+    os.mkfifo(fifo, 0o755)  # nobody writes it: reading its ELF magic would block for ever
+    assert_one_line_error(proftui(str(fifo)), "not a regular file")
 
 
 def test_not_executable(tmp_path: Path) -> None:
