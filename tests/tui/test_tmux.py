@@ -4,12 +4,10 @@ keys sent one by one, the screen read back with capture-pane."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -57,18 +55,6 @@ class Terminal:
 
 def _quote(arg: str) -> str:
     return "'" + arg.replace("'", "'\\''") + "'"
-
-
-@pytest.fixture
-def terminal() -> Iterator[list[Terminal]]:
-    if shutil.which("tmux") is None:
-        pytest.skip("tmux is not installed")
-    if not PROFTUI.exists():
-        pytest.skip(f"the proftui command is not installed beside {sys.executable}")
-    opened: list[Terminal] = []
-    yield opened
-    for t in opened:
-        t.close()
 
 
 def gprof_binary() -> Path:

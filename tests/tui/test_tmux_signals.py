@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -34,19 +32,6 @@ signal.signal(signal.SIGHUP, lambda signum, _frame: proc.send_signal(signum))
 status = proc.wait()
 open(sys.argv[1], "w").write(str(status))
 """
-
-
-@pytest.fixture
-def terms() -> Iterator[list[Terminal]]:
-    """The tmux sessions a test opens, closed at its end."""
-    if shutil.which("tmux") is None:
-        pytest.skip("tmux is not installed")
-    if not PROFTUI.exists():
-        pytest.skip(f"the proftui command is not installed beside {sys.executable}")
-    opened: list[Terminal] = []
-    yield opened
-    for t in opened:
-        t.close()
 
 
 def spin_binary() -> Path:
@@ -118,9 +103,9 @@ def tmpdir(tmp_path: Path) -> Path:
     return path
 
 
-def start(terms: list[Terminal], tmp_path: Path, tmp: Path, *args: str) -> Terminal:
+def start(terminal: list[Terminal], tmp_path: Path, tmp: Path, *args: str) -> Terminal:
     term = Terminal(["env", f"TMPDIR={tmp}", str(PROFTUI), *args], tmp_path)
-    terms.append(term)
+    terminal.append(term)
     return term
 
 
@@ -130,10 +115,10 @@ def start(terms: list[Terminal], tmp_path: Path, tmp: Path, *args: str) -> Termi
     ("", signal.SIGHUP, "killed by signal 1 (SIGHUP)"),
     ("", signal.SIGINT, "killed by signal 2 (SIGINT)"),  # `kill -INT`: the keys send none
 ])
-def test_signal_restores_terminal_and_ends_target(terms: list[Terminal], tmp_path: Path,
+def test_signal_restores_terminal_and_ends_target(terminal: list[Terminal], tmp_path: Path,
                                                   how: str, sig: int, said: str) -> None:
     tmp = tmpdir(tmp_path)
-    term = start(terms, tmp_path, tmp, str(spin_binary()), *([how] if how else []))
+    term = start(terminal, tmp_path, tmp, str(spin_binary()), *([how] if how else []))
     term.wait_for("running", "life_hot")
     assert modes(term) == ("1", "0", "1")  # the app owns the screen
     app = wait_for_child(pane_pid(term))
@@ -150,14 +135,14 @@ def test_signal_restores_terminal_and_ends_target(terms: list[Terminal], tmp_pat
 
 
 @pytest.mark.parametrize("how", ["", "ignore"])
-def test_closing_the_terminal_ends_target(terms: list[Terminal], tmp_path: Path,
+def test_closing_the_terminal_ends_target(terminal: list[Terminal], tmp_path: Path,
                                           how: str) -> None:
     """`tmux kill-session` hangs the terminal up: SIGHUP, as when a window is closed."""
     tmp = tmpdir(tmp_path)
     status = tmp_path / "status"
     term = Terminal([sys.executable, "-c", HUP_WRAPPER, str(status), "env", f"TMPDIR={tmp}",
                      str(PROFTUI), str(spin_binary()), *([how] if how else [])], tmp_path)
-    terms.append(term)
+    terminal.append(term)
     term.wait_for("running", "life_hot")
     app = wait_for_child(wait_for_child(pane_pid(term)))  # sh -> wrapper -> proftui
     target = wait_for_child(app)
@@ -195,12 +180,12 @@ def _attached(term: Terminal) -> None:
 
 
 @pytest.mark.parametrize("method", ["perf", "ptrace"])
-def test_attach_sigterm_detaches_and_restores_terminal(terms: list[Terminal],
+def test_attach_sigterm_detaches_and_restores_terminal(terminal: list[Terminal],
                                                        tmp_path: Path, method: str) -> None:
     target = AttachTarget()
     try:
         tmp = tmpdir(tmp_path)
-        term = start(terms, tmp_path, tmp, "--pid", str(target.pid), "--method", method)
+        term = start(terminal, tmp_path, tmp, "--pid", str(target.pid), "--method", method)
         _attached(term)
         assert modes(term) == ("1", "0", "1")
         app = wait_for_child(pane_pid(term))
@@ -218,7 +203,7 @@ def test_attach_sigterm_detaches_and_restores_terminal(terms: list[Terminal],
         target.kill()
 
 
-def test_attach_terminal_closed_detaches(terms: list[Terminal], tmp_path: Path) -> None:
+def test_attach_terminal_closed_detaches(terminal: list[Terminal], tmp_path: Path) -> None:
     target = AttachTarget()
     try:
         tmp = tmpdir(tmp_path)
@@ -226,7 +211,7 @@ def test_attach_terminal_closed_detaches(terms: list[Terminal], tmp_path: Path) 
         term = Terminal([sys.executable, "-c", HUP_WRAPPER, str(status), "env",
                          f"TMPDIR={tmp}", str(PROFTUI), "--pid", str(target.pid),
                          "--method", "ptrace"], tmp_path)
-        terms.append(term)
+        terminal.append(term)
         _attached(term)
         app = wait_for_child(wait_for_child(pane_pid(term)))
         term.close()
@@ -243,7 +228,7 @@ def test_attach_terminal_closed_detaches(terms: list[Terminal], tmp_path: Path) 
         target.kill()
 
 
-def test_terminal_that_stopped_reading(terms: list[Terminal], tmp_path: Path) -> None:
+def test_terminal_that_stopped_reading(terminal: list[Terminal], tmp_path: Path) -> None:
     """The terminal stops reading (its tmux server is stopped), Textual's writes block
     and its event loop with them: SIGTERM still ends the target, removes the run
     directory and exits 143 (after cli.STUCK_EXIT_S), instead of hanging forever."""
