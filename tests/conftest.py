@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
+import stat
 import subprocess
-from collections.abc import Callable, Sequence
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -75,3 +78,16 @@ def build_lua(flags: Sequence[str] = ()) -> Path:
                        check=True, capture_output=True, text=True)
         tmp.rename(target)
     return target
+
+
+@pytest.fixture
+def searchable_dir() -> Iterator[Path]:
+    """A directory every user can search down to (pytest's tmp_path base is 0700)."""
+    for base in ("/var/tmp", "/dev/shm"):
+        if os.path.isdir(base) and all(os.stat(p).st_mode & stat.S_IXOTH
+                                       for p in (base, *map(str, Path(base).parents))):
+            with tempfile.TemporaryDirectory(dir=base, prefix="proftui-test-") as name:
+                os.chmod(name, 0o755)
+                yield Path(name)
+            return
+    pytest.skip("no directory searchable by every user (/var/tmp, /dev/shm)")

@@ -12,9 +12,7 @@ import shutil
 import stat
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -88,29 +86,16 @@ def test_file_outside_the_build_directory_is_not_embedded(tmp_path: Path) -> Non
     assert stat.S_IMODE(out.stat().st_mode) == 0o600
 
 
-@pytest.fixture
-def shared_dir() -> Iterator[Path]:
-    """A directory another user can reach (pytest's tmp_path base is 0700)."""
-    for base in ("/var/tmp", "/dev/shm"):
-        if os.path.isdir(base) and all(os.stat(p).st_mode & stat.S_IXOTH
-                                       for p in (base, *map(str, Path(base).parents))):
-            with tempfile.TemporaryDirectory(dir=base, prefix="proftui-test-") as name:
-                os.chmod(name, 0o755)
-                yield Path(name)
-            return
-    pytest.skip("no directory every user can search (/var/tmp, /dev/shm)")
-
-
 def test_attach_as_root_embeds_only_what_the_targets_owner_can_read(
-        tmp_path: Path, shared_dir: Path) -> None:
+        tmp_path: Path, searchable_dir: Path) -> None:
     """Root attaches to a process of uid 65534 whose DWARF names a root-only file in
     its own build directory: the profile gets the program's source, not that file."""
     if os.geteuid() != 0:
         pytest.skip("needs root (attach by root to another user's process)")
-    private = shared_dir / "private.txt"
+    private = searchable_dir / "private.txt"
     private.write_text("root only\n" * 20)
     private.chmod(0o600)
-    binary, source = build(shared_dir, private)
+    binary, source = build(searchable_dir, private)
     source.chmod(0o644)
     binary.chmod(0o755)
 

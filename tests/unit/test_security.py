@@ -10,10 +10,8 @@ from __future__ import annotations
 import itertools
 import os
 import stat
-import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -87,19 +85,6 @@ def test_fifo_device_and_big_files_are_refused_at_once(tmp_path: Path) -> None:
     assert done == [None] and time.monotonic() - started < 10, "a FIFO must not block"
     for path in (big, binary, Path("/dev/zero")):
         assert read_source(str(path), own_reader()) is None, path
-
-
-@pytest.fixture
-def searchable_dir() -> Iterator[Path]:
-    """A directory every user can search down to (pytest's tmp_path base is 0700)."""
-    for base in ("/var/tmp", "/dev/shm"):
-        if os.path.isdir(base) and all(os.stat(p).st_mode & stat.S_IXOTH
-                                       for p in (base, *map(str, Path(base).parents))):
-            with tempfile.TemporaryDirectory(dir=base, prefix="proftui-test-") as name:
-                os.chmod(name, 0o755)
-                yield Path(name)
-            return
-    pytest.skip("no directory searchable by every user (/var/tmp, /dev/shm)")
 
 
 def test_owner_permissions_decide(searchable_dir: Path) -> None:
