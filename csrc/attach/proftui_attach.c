@@ -26,21 +26,30 @@
 
 #include "pt_attach.h"
 
-/* State letter of /proc/PID/task/TID/stat (or /proc/PID/stat when tid is 0);
- * 0 when it cannot be read (gone).  Not async-signal-safe. */
-char pt_attach_task_state(pid_t pid, pid_t tid) {
-    char path[80], buf[512];
+/* Read /proc/PID/task/TID/stat (or /proc/PID/stat when tid is 0) into `buf`
+ * and return the text after the command's closing ") ", or NULL when it
+ * cannot be read (gone).  Not async-signal-safe. */
+static const char *pt_attach_read_stat(pid_t pid, pid_t tid, char *buf, size_t size) {
+    char path[80];
     if (tid > 0) snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)pid, (int)tid);
     else snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
+    if (fd < 0) return NULL;
+    ssize_t n = read(fd, buf, size - 1);
     close(fd);
-    if (n <= 0) return 0;
+    if (n <= 0) return NULL;
     buf[n] = '\0';
     char *end = strrchr(buf, ')');
-    if (end == NULL || end[1] != ' ') return 0;
-    return end[2];
+    if (end == NULL || end[1] != ' ') return NULL;
+    return end + 2;
+}
+
+/* State letter of /proc/PID/task/TID/stat (or /proc/PID/stat when tid is 0);
+ * 0 when it cannot be read (gone).  Not async-signal-safe. */
+char pt_attach_task_state(pid_t pid, pid_t tid) {
+    char buf[512];
+    const char *fields = pt_attach_read_stat(pid, tid, buf, sizeof buf);
+    return fields != NULL ? fields[0] : 0;
 }
 
 static int pt_state_dead(char state) {
@@ -108,18 +117,11 @@ int pt_attach_check_control(const struct pt_attach_config *cfg, short revents_co
 /* 1 if `pid` is a kernel thread (PF_KTHREAD in the flags field of
  * /proc/PID/stat): perf would attach and never sample.  Not async-signal-safe. */
 static int pt_attach_kernel_thread(pid_t pid) {
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0) return 0;
-    buf[n] = '\0';
-    char *at = strrchr(buf, ')');
+    char buf[512];
+    const char *fields = pt_attach_read_stat(pid, 0, buf, sizeof buf);
     unsigned long flags = 0;
-    /* After ") ": state ppid pgrp session tty_nr tpgid flags. */
-    if (at == NULL || sscanf(at + 1, " %*c %*d %*d %*d %*d %*d %lu", &flags) != 1) return 0;
+    /* state ppid pgrp session tty_nr tpgid flags. */
+    if (fields == NULL || sscanf(fields, "%*c %*d %*d %*d %*d %*d %lu", &flags) != 1) return 0;
     return (flags & 0x00200000ul) != 0; /* PF_KTHREAD */
 }
 
