@@ -422,9 +422,10 @@ int pt_attach_ptrace_run(const struct pt_attach_config *cfg) {
     } else {
         pt_detach_all(cfg);
     }
-    /* Say what the stops cost the target (issue 13); a lower bound: the stop
-     * may begin before our waitpid() returns. */
-    if (pt_tr_cpu_ns > 0 && pt_tr_stopped_ns * 100 >= pt_tr_cpu_ns)
+    /* Say what the stops cost the target (issue 13), however small: every ptrace
+     * sample stops a thread, and a tracer short of CPU makes fewer, cheaper stops.
+     * A lower bound: the stop may begin before our waitpid() returns. */
+    if (pt_tr_cpu_ns > 0 && pt_tr_stopped_ns > 0)
         pt_attach_out_text(PT_ATTACH_REC_WARN,
                            "ptrace stopped the target's threads for at least %.1f ms in all "
                            "(%.0f%% of the CPU time sampled): the target ran that much slower",
