@@ -41,14 +41,16 @@ def clean(text: str) -> str:
     return text
 
 
-def _control(char: str) -> str:
-    return f"\\x{ord(char):02x}"
-
-
-_CONTROLS = {code: _control(chr(code)) for code in (*range(0x20), 0x7F, *range(0x80, 0xA0))}
-
-
 def display(text: str) -> str:
-    """`text` for a terminal cell: `clean`, and control characters (an escape sequence
-    in a metric or thread name, a newline in a function name) shown as `\\x1b`."""
-    return clean(text).translate(_CONTROLS)
+    """`text` for a terminal cell: `clean`, and every character that does not print
+    (controls such as ESC or a newline, DEL, C1, bidi overrides and other format
+    characters) shown as `\\x1b` / `\\u202e`: an escape sequence in a function,
+    metric or thread name must not reach the terminal."""
+    text = clean(text)
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else _escape_code(ord(ch)) for ch in text)
+
+
+def _escape_code(code: int) -> str:
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"

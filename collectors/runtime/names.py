@@ -16,30 +16,15 @@ the text `\\xff` reads the same), acceptable for a label of at most 15 bytes.
 
 from __future__ import annotations
 
+from proftui.collectors.model.textsafe import display
+
 
 def printable_name(raw: bytes | str) -> str:
-    """`raw` as display text: UTF-8 with undecodable bytes and control characters escaped.
-
-    A str is taken as already decoded (surrogateescape'd bytes, as psutil returns them,
-    are turned back into their bytes first).
-    """
-    if isinstance(raw, str):
-        try:
-            data = raw.encode("utf-8", "surrogateescape")
-        except UnicodeEncodeError:  # a surrogate that no undecodable byte became
-            data = raw.encode("utf-8", "backslashreplace")
-    else:
-        data = raw
-    text = data.decode("utf-8", "backslashreplace")
-    if text.isprintable():
-        return text
-    # Not printable: controls (Cc), format characters such as bidi overrides (Cf),
-    # separators other than the space, unassigned code points.
-    return "".join(ch if ch.isprintable() else _escape(ord(ch)) for ch in text)
-
-
-def _escape(code: int) -> str:
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    """`raw` as display text: UTF-8 with undecodable bytes and control characters escaped
+    (`textsafe.display`).  A str is taken as already decoded (surrogateescape'd bytes,
+    as psutil returns them, come out as `\\xff`)."""
+    text = raw.decode("utf-8", "surrogateescape") if isinstance(raw, bytes) else raw
+    return display(text)
 
 
 def read_comm(path: str) -> str | None:
