@@ -352,8 +352,9 @@ class SamplerCollector(LaunchCollector):
                     cpu_ns += slot.cpu_ns
         if no_space:
             warnings.append(f"the run directory's file system ({self.run_dir.path.parent}) is "
-                            f"full: {dropped} samples could not be stored (dropped), the profile "
-                            "is partial; point TMPDIR at a file system with more space")
+                            f"full or nearly full: the sampler's buffers were cut down and "
+                            f"{dropped} samples could not be stored (dropped); point TMPDIR at "
+                            "a file system with more space")
         if not running and not self._files:
             warnings.append(_no_file_warning(self.run_dir.path))
         if cpu_ns > 50_000_000 and sampled_ns < 0.5 * cpu_ns and not self.options.wall_clock:

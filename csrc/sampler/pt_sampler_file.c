@@ -41,10 +41,14 @@ int pt_sampler_file_create(pid_t pid) {
      * fit in a quarter of the free space (a ring still holds two deepest
      * records).  What does not fit later is dropped and counted. */
     struct statfs fs;
+    int shrunk = 0; /* rings made smaller for lack of space: their overflows count as such */
     if (statfs(pt_sampler_cfg.dir, &fs) == 0 && fs.f_bsize > 0) {
         uint64_t fit = pt_pow2_floor((uint64_t)fs.f_bavail * (uint64_t)fs.f_bsize / 4 / 8 + 1);
         if (fit < PT_TINY_RING_WORDS) fit = PT_TINY_RING_WORDS;
-        if (ring_words > fit) ring_words = fit;
+        if (ring_words > fit) {
+            ring_words = fit;
+            shrunk = 1;
+        }
     }
     uint64_t slot_size = sizeof(pt_sampler_slot) + 8 * ring_words;
     uint64_t slots_offset = 256; /* header 128 + sampler header 64, padded */
@@ -69,7 +73,8 @@ int pt_sampler_file_create(pid_t pid) {
     hdr->header_size = sizeof *hdr;
     hdr->pid = (uint32_t)pid;
     hdr->ppid = (uint32_t)getppid();
-    hdr->flags = pt_sampler_cfg.wall_clock ? PT_FLAG_WALL_CLOCK : 0;
+    hdr->flags = (pt_sampler_cfg.wall_clock ? PT_FLAG_WALL_CLOCK : 0) |
+                 (shrunk ? PT_FLAG_NO_SPACE : 0);
     hdr->start_ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
     hdr->period_ns = pt_sampler_cfg.period_ns;
     hdr->body_offset = sizeof *hdr;

@@ -44,7 +44,11 @@ def test_sampler_counts_kernel_time(clock: str, monkeypatch: pytest.MonkeyPatch)
     kernel = measured_share(output)
     if "user time only" in profile.meta.clock:
         pytest.skip(f"perf_event may count user time only here: {profile.meta.clock}")
-    assert abs(profiled_share(profile) - kernel) <= 0.05, (profiled_share(profile), kernel)
+    # POSIX CPU timers expire at scheduler ticks (about 250 samples/s here, not 1000),
+    # so the timer clock has a quarter of perf's samples and more spread: CI once
+    # measured 0.32 against 0.372.
+    tolerance = 0.05 if clock == "perf" else 0.08
+    assert abs(profiled_share(profile) - kernel) <= tolerance, (profiled_share(profile), kernel)
 
 
 def test_sampler_user_time_only_is_said(monkeypatch: pytest.MonkeyPatch) -> None:
