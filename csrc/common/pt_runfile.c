@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "pt_runfile.h"
@@ -78,4 +79,31 @@ int pt_runfile_reserve(void *map, uint64_t offset, uint64_t len) {
     if (rc != 0 && errno == EINVAL) rc = 0;
     errno = saved;
     return rc == 0 ? 0 : -1;
+}
+
+/* Async-signal-safe. */
+void pt_runfile_header_init(pt_file_header *f, uint32_t kind, uint64_t file_size) {
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    f->version = PT_WIRE_VERSION;
+    f->kind = kind;
+    f->header_size = sizeof *f;
+    f->pid = (uint32_t)getpid();
+    f->ppid = (uint32_t)getppid();
+    f->start_ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+    f->body_offset = sizeof *f;
+    f->file_size = file_size;
+}
+
+/* Async-signal-safe. */
+void pt_runfile_publish(pt_file_header *f) {
+    char magic[8] = PT_WIRE_MAGIC;
+    uint64_t word;
+    memcpy(&word, magic, sizeof word);
+    __atomic_store_n((uint64_t *)(void *)f->magic, word, __ATOMIC_RELEASE);
+}
+
+/* Async-signal-safe. */
+void pt_runfile_no_space(pt_file_header *f) {
+    __atomic_fetch_or(&f->flags, (uint32_t)PT_FLAG_NO_SPACE, __ATOMIC_RELAXED);
 }

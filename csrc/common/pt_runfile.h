@@ -18,8 +18,10 @@
  *
  * Usage (constructor, or a fork child):
  *     uint32_t n;
- *     void *map = pt_runfile_create(dir, "sampler", getpid(), size, &n);
+ *     void *map = pt_runfile_create(dir, "sampler", getpid(), size, headers, &n);
  *     if (map == NULL) ... stay off ...
+ *     pt_runfile_header_init(map, PT_KIND_SAMPLER, size);  ... the kind's header ...
+ *     pt_runfile_publish(map);  the magic last: now the reader takes it
  *
  * Async-signal-safe: only open, ftruncate, posix_fallocate, mmap, madvise,
  * close and unlink are called
@@ -31,6 +33,7 @@
 
 #include <stdint.h>
 
+#include "proftui_wire.h"
 #include "pt_common.h"
 
 #define PT_RUNFILE_MAX_GENERATION 100u /* names tried: <kind>.<pid>.ptw ... .<99>.ptw */
@@ -50,5 +53,18 @@ PT_HIDDEN void *pt_runfile_create(const char *dir, const char *kind, uint32_t pi
  * caller drops what would have gone there).  On kernels before 5.14 it
  * cannot check and returns 0.  errno is preserved.  Async-signal-safe. */
 PT_HIDDEN int pt_runfile_reserve(void *map, uint64_t offset, uint64_t len);
+
+/* Fill the common header of a new run file (proftui_wire.h): version, `kind`,
+ * sizes, this process's pid and parent, the creation time; flags, period and
+ * clock stay for the runtime.  Async-signal-safe. */
+PT_HIDDEN void pt_runfile_header_init(pt_file_header *f, uint32_t kind, uint64_t file_size);
+
+/* Make the file visible to the reader: the magic goes in last, with release
+ * order after every header write.  Async-signal-safe. */
+PT_HIDDEN void pt_runfile_publish(pt_file_header *f);
+
+/* Say that the file system could not back part of the file (PT_FLAG_NO_SPACE,
+ * an atomic or: any thread, any time).  Async-signal-safe. */
+PT_HIDDEN void pt_runfile_no_space(pt_file_header *f);
 
 #endif /* PT_RUNFILE_H */

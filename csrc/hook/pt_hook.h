@@ -167,7 +167,6 @@ pt_hook_tstate *pt_thread_attach(void);                       /* first call of a
 void pt_options_read(pt_options *opt);                  /* constructor only */
 int pt_hook_file_create(void);                          /* 0 ok; async-signal-safe (fork child) */
 int pt_hook_reserve(uint64_t offset, uint64_t len);     /* back a region; async-signal-safe */
-void pt_file_publish(void);                              /* async-signal-safe */
 uint64_t pt_ticks_slow(void);                           /* async-signal-safe */
 void pt_clock_calibrate(void);                          /* constructor only: ~2 ms */
 void pt_clock_refine(void);                             /* exit path; async-signal-safe */

@@ -194,17 +194,8 @@ PT_NOINST int pt_hook_file_create(void)
     h->stack_capacity = PT_STACK_CAP;
 
     pt_file_header *f = pt_g.hdr;
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    f->version = PT_WIRE_VERSION;
-    f->kind = PT_KIND_HOOK;
-    f->header_size = sizeof(pt_file_header);
-    f->pid = (uint32_t)getpid();
-    f->ppid = (uint32_t)getppid();
+    pt_runfile_header_init(f, PT_KIND_HOOK, size);
     f->flags = pt_g.timed ? 0 : PT_FLAG_COUNT_ONLY;
-    f->start_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
-    f->body_offset = 128;
-    f->file_size = size;
     const char *clock = pt_g.timed ? (pt_g.use_tsc ? "tsc" : "CLOCK_MONOTONIC") : "none (count only)";
     strncpy(f->clock, clock, sizeof f->clock - 1);
     return 0;
@@ -217,17 +208,8 @@ PT_NOINST int pt_hook_reserve(uint64_t offset, uint64_t len)
 {
     if (pt_runfile_reserve(pt_g.base, offset, len) == 0)
         return 0;
-    __atomic_fetch_or(&pt_g.hdr->flags, (uint32_t)PT_FLAG_NO_SPACE, __ATOMIC_RELAXED);
+    pt_runfile_no_space(pt_g.hdr);
     return -1;
-}
-
-/* Make the file visible to the reader: the magic goes in last.  Async-signal-safe. */
-PT_NOINST void pt_file_publish(void)
-{
-    char magic[8] = PT_WIRE_MAGIC;
-    uint64_t word;
-    memcpy(&word, magic, 8);
-    __atomic_store_n((uint64_t *)pt_g.hdr->magic, word, __ATOMIC_RELEASE);
 }
 
 /* ---- module table ----------------------------------------------------------- */

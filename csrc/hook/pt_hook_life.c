@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "pt_hook.h"
+#include "pt_runfile.h"
 
 #define PT_HASH_INITIAL 1024u
 
@@ -278,7 +279,7 @@ static PT_NOINST void pt_hook_atfork_child(void)
             e->anode = node != PT_NONE ? node : p->anode;
         }
     }
-    pt_file_publish();
+    pt_runfile_publish(pt_g.hdr);
 }
 
 /* Everything but the options: clock, file, calibration.  Runs once, from the
@@ -311,7 +312,7 @@ static PT_NOINST void pt_hook_init(void)
         pt_calibrate_overhead();
     pt_modules_scan_all();
     pthread_atfork(NULL, NULL, pt_hook_atfork_child);
-    pt_file_publish();
+    pt_runfile_publish(pt_g.hdr);
     __atomic_store_n(&pt_g.state, PT_STATE_READY, __ATOMIC_RELEASE);
 }
 

@@ -66,19 +66,10 @@ int pt_sampler_file_create(pid_t pid) {
     madvise(map, size, MADV_RANDOM);
     pt_file_header *hdr = map;
     pt_sampler_header *smp = (pt_sampler_header *)((unsigned char *)map + sizeof *hdr);
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    hdr->version = PT_WIRE_VERSION;
-    hdr->kind = PT_KIND_SAMPLER;
-    hdr->header_size = sizeof *hdr;
-    hdr->pid = (uint32_t)pid;
-    hdr->ppid = (uint32_t)getppid();
+    pt_runfile_header_init(hdr, PT_KIND_SAMPLER, size);
     hdr->flags = (pt_sampler_cfg.wall_clock ? PT_FLAG_WALL_CLOCK : 0) |
                  (shrunk ? PT_FLAG_NO_SPACE : 0);
-    hdr->start_ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
     hdr->period_ns = pt_sampler_cfg.period_ns;
-    hdr->body_offset = sizeof *hdr;
-    hdr->file_size = size;
     smp->nslots = PT_NSLOTS;
     smp->ring_words = (uint32_t)ring_words;
     smp->slots_offset = slots_offset;
@@ -87,9 +78,7 @@ int pt_sampler_file_create(pid_t pid) {
     smp->maplog_capacity = PT_MAPLOG_ENTRIES;
     smp->requested_ns = pt_sampler_cfg.period_ns;
     if (pt_sampler_cfg.follow_children) smp->sflags |= PT_SMP_FOLLOW;
-    /* The magic last: a reader never sees a half-initialized header as valid. */
-    __atomic_thread_fence(__ATOMIC_RELEASE);
-    memcpy(hdr->magic, PT_WIRE_MAGIC, sizeof PT_WIRE_MAGIC);
+    pt_runfile_publish(hdr); /* the magic last: never a half-initialized header */
     pt_sampler_file.hdr = hdr;
     pt_sampler_file.smp = smp;
     pt_sampler_file.base = map;
@@ -112,7 +101,7 @@ static pt_sampler_slot *pt_slot_at(uint32_t i) {
 /* Say in the header that the file system could not back part of the file.
  * Async-signal-safe. */
 void pt_sampler_no_space(void) {
-    __atomic_or_fetch(&pt_sampler_file.hdr->flags, (uint32_t)PT_FLAG_NO_SPACE, __ATOMIC_RELAXED);
+    pt_runfile_no_space(pt_sampler_file.hdr);
 }
 
 /* Back one more slot (the next never-used one) so claims may look at it;
