@@ -44,6 +44,19 @@ static const char *pt_attach_read_stat(pid_t pid, pid_t tid, char *buf, size_t s
     return end + 2;
 }
 
+/* Not async-signal-safe (realloc). */
+void *pt_attach_grow(void *items, size_t *cap, size_t count, size_t size) {
+    if (count < *cap) return items;
+    size_t grown = *cap ? 2 * *cap : 64;
+    void *moved = realloc(items, grown * size);
+    if (moved == NULL) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    *cap = grown;
+    return moved;
+}
+
 /* State letter of /proc/PID/task/TID/stat (or /proc/PID/stat when tid is 0);
  * 0 when it cannot be read (gone).  Not async-signal-safe. */
 char pt_attach_task_state(pid_t pid, pid_t tid) {

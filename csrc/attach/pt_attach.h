@@ -89,6 +89,10 @@ int pt_attach_out_broken(void); /* 1 once the reader went away (EPIPE) */
 /* Helpers shared by both methods (proftui_attach.c). */
 int pt_attach_target_alive(pid_t pid);           /* 0 once every thread is a zombie or gone */
 char pt_attach_task_state(pid_t pid, pid_t tid); /* 'R', 'S', 'Z'...; tid 0: the leader */
+/* Room for one more item in the growable array `items` (*cap items of `size`
+ * bytes, `count` used): doubled (from 64) when full.  Returns the array,
+ * perhaps moved, or NULL (ENOMEM) leaving `items` as it was. */
+void *pt_attach_grow(void *items, size_t *cap, size_t count, size_t size);
 pid_t pt_attach_live_task(pid_t pid); /* pid, or a live thread once the leader is a zombie */
 /* Consume control/signal input after poll(); 1 when the helper must detach.
  * Sets *got_chld when SIGCHLD arrived (ptrace: tracee state changed). */

@@ -46,7 +46,7 @@ struct pt_perf_ring {
 static struct pt_perf_ring pt_rings[PT_PERF_MAX_CPUS];
 static int pt_ncpus;
 static int *pt_fds;
-static int pt_nfds, pt_capfds;
+static size_t pt_nfds, pt_capfds;
 static pid_t pt_known[PT_PERF_MAX_THREADS * 4];
 static int pt_nknown;
 static uint64_t pt_samples, pt_lost;
@@ -76,7 +76,7 @@ static void pt_known_remove(pid_t tid) {
 }
 
 static void pt_close_all(void) {
-    for (int i = 0; i < pt_nfds; i++) close(pt_fds[i]);
+    for (size_t i = 0; i < pt_nfds; i++) close(pt_fds[i]);
     pt_nfds = 0;
 }
 
@@ -120,17 +120,12 @@ static int pt_perf_open(const struct pt_attach_config *cfg, pid_t tid) {
             if (errno == ENODEV) continue; /* an offline CPU */
             return -1;
         }
-        if (pt_nfds == pt_capfds) {
-            int cap = pt_capfds ? 2 * pt_capfds : 256;
-            int *fds = realloc(pt_fds, (size_t)cap * sizeof *fds);
-            if (fds == NULL) {
-                close(fd);
-                errno = ENOMEM;
-                return -1;
-            }
-            pt_fds = fds;
-            pt_capfds = cap;
+        int *fds = pt_attach_grow(pt_fds, &pt_capfds, pt_nfds, sizeof *fds);
+        if (fds == NULL) {
+            close(fd);
+            return -1; /* errno ENOMEM */
         }
+        pt_fds = fds;
         pt_fds[pt_nfds++] = fd;
         struct pt_perf_ring *ring = &pt_rings[cpu];
         if (ring->fd < 0) {

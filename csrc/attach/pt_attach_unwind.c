@@ -150,13 +150,10 @@ static int pt_attach_by_lo(const void *a, const void *b) {
 /* One executable mapping line: remember its range; build rows for a new object. */
 static void pt_attach_mapping(uint64_t start, uint64_t end, uint64_t off, uint64_t ino,
                               const char *path) {
-    if (pt_attach_nranges == pt_attach_capranges) {
-        size_t cap = pt_attach_capranges ? 2 * pt_attach_capranges : 64;
-        struct pt_attach_range *r = realloc(pt_attach_ranges, cap * sizeof *r);
-        if (r == NULL) return;
-        pt_attach_ranges = r;
-        pt_attach_capranges = cap;
-    }
+    struct pt_attach_range *ranges = pt_attach_grow(pt_attach_ranges, &pt_attach_capranges,
+                                                    pt_attach_nranges, sizeof *ranges);
+    if (ranges == NULL) return;
+    pt_attach_ranges = ranges;
     pt_attach_ranges[pt_attach_nranges++] = (struct pt_attach_range){start, end};
     int vdso = strcmp(path, "[vdso]") == 0;
     if (!pt_attach_cfi_on || (path[0] != '/' && !vdso)) return; /* anonymous (JIT): fp only */
@@ -170,13 +167,10 @@ static void pt_attach_mapping(uint64_t start, uint64_t end, uint64_t off, uint64
             return;
         }
     }
-    if (pt_attach_nobjs == pt_attach_capobjs) {
-        size_t cap = pt_attach_capobjs ? 2 * pt_attach_capobjs : 64;
-        struct pt_attach_object *o = realloc(pt_attach_objs, cap * sizeof *o);
-        if (o == NULL) return;
-        pt_attach_objs = o;
-        pt_attach_capobjs = cap;
-    }
+    struct pt_attach_object *objs = pt_attach_grow(pt_attach_objs, &pt_attach_capobjs,
+                                                   pt_attach_nobjs, sizeof *objs);
+    if (objs == NULL) return;
+    pt_attach_objs = objs;
     struct pt_attach_object *o = &pt_attach_objs[pt_attach_nobjs++];
     memset(o, 0, sizeof *o);
     snprintf(o->path, sizeof o->path, "%s", path);
