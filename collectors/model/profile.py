@@ -42,6 +42,19 @@ CPU_NS = Metric("cpu_ns", "ns")
 WALL_NS = Metric("wall_ns", "ns")
 CALLS = Metric("calls", "count")  # exact call counts as the cost (hook library, count-only)
 
+# Heap metrics (the heap collector; gperftools .heap and heaptrack imports).  Bytes and
+# counts of allocations made, still live (now or at exit), held when the whole heap
+# peaked, never freed (live at exit, as mtrace counts leaks), and freed by the same
+# thread before its next allocation (heaptrack's "temporary").
+ALLOC_BYTES = Metric("alloc_bytes", "bytes")
+ALLOCS = Metric("allocs", "count")
+LIVE_BYTES = Metric("live_bytes", "bytes")
+PEAK_BYTES = Metric("peak_bytes", "bytes")
+LEAKED_BYTES = Metric("leaked_bytes", "bytes")
+LEAKS = Metric("leaks", "count")
+TEMPORARY = Metric("temporary", "count")
+HEAP_METRICS = (ALLOC_BYTES, ALLOCS, LIVE_BYTES, PEAK_BYTES, LEAKED_BYTES, LEAKS, TEMPORARY)
+
 
 @dataclass(frozen=True, slots=True)
 class CodeSite:
@@ -274,6 +287,31 @@ class CallTree:
 
 
 @dataclass
+class Timeline:
+    """Whole-process quantities sampled over time (heap live bytes, RSS...).
+
+    `names` names the columns (e.g. "live_bytes", "rss_bytes"); `times` are
+    seconds since the profile started; `values[i]` is the row at `times[i]`,
+    index-aligned with `names`.  Collectors keep it bounded (they thin old rows).
+    """
+
+    names: list[str] = field(default_factory=list)
+    times: list[float] = field(default_factory=list)
+    values: list[list[float]] = field(default_factory=list)
+
+    def append(self, t: float, row: Sequence[float]) -> None:
+        self.times.append(t)
+        self.values.append(list(row))
+
+    def column(self, name: str) -> list[float]:
+        """The values of column `name` (KeyError if absent)."""
+        index = self.names.index(name) if name in self.names else -1
+        if index < 0:
+            raise KeyError(name)
+        return [row[index] for row in self.values]
+
+
+@dataclass
 class FunctionCost:
     """Per-function aggregate: self and total per metric, exact calls or None."""
 
@@ -330,6 +368,8 @@ class Profile:
     # source path -> file text embedded in a saved profile (storage.py), so the
     # source pane works on another machine; empty for live profiles
     sources: dict[str, str] = field(default_factory=dict)
+    # whole-process quantities over time (heap collector); None when not recorded
+    timeline: Timeline | None = None
 
     def __post_init__(self) -> None:
         if self.tree is None:

@@ -21,6 +21,9 @@ Layout (version 1), one JSON object:
                    by the profiled process's owner), bounded in size, so the
                    profile opens on a machine without the sources.  Optional and
                    ignored by readers that do not know it, so still version 1.
+    timeline       optional {"names": [...], "times": [...], "values": [[...], ...]}:
+                   whole-process quantities over time (Timeline); absent or null
+                   when not recorded.
 
 An encoded tree is a pre-order list of nodes `[parent_index, frame, [self...], calls]`
 where parent_index indexes the same list and -1 means the root.  Flat lists keep
@@ -96,6 +99,9 @@ def profile_to_dict(profile: Profile) -> dict[str, Any]:
             [fid, c.self_cost, c.total_cost, c.calls] for fid, c in profile.functions.items()
         ],
         "sources": dict(profile.sources),
+        "timeline": None if profile.timeline is None else {
+            "names": profile.timeline.names, "times": profile.timeline.times,
+            "values": profile.timeline.values},
     }
 
 

@@ -27,6 +27,7 @@ from proftui.collectors.model.profile import (
     Metric,
     Profile,
     ProfileMeta,
+    Timeline,
 )
 
 T = TypeVar("T")
@@ -236,6 +237,19 @@ def _sources(value: Any) -> dict[str, str]:
             for path, text in _dict(value, "sources").items()}
 
 
+def _timeline(value: Any) -> Timeline | None:
+    if value is None:
+        return None
+    doc = _dict(value, "timeline")
+    names = [_str(name, f"timeline.names[{i}]")
+             for i, name in enumerate(_list(doc.get("names", []), "timeline.names"))]
+    times = [_cost(t, f"timeline.times[{i}]")
+             for i, t in enumerate(_list(doc.get("times", []), "timeline.times"))]
+    rows = _list(doc.get("values", []), "timeline.values", len(times))
+    values = [_costs(row, f"timeline.values[{i}]", len(names)) for i, row in enumerate(rows)]
+    return Timeline(names, times, values)
+
+
 def _function_table(value: Any, n: int, nf: int) -> dict[int, FunctionCost] | None:
     if value is None:
         return None
@@ -301,4 +315,5 @@ def profile_from_document(doc: Any, format_name: str, version: int) -> Profile:
         functions=_function_table(doc.get("functions"), n, nf),
         sources=_sources(doc.get("sources")),
         address_sites=address_sites,
+        timeline=_timeline(doc.get("timeline")),
     )
