@@ -49,6 +49,7 @@ CALLS = Metric("calls", "count")  # exact call counts as the cost (hook library,
 ALLOC_BYTES = Metric("alloc_bytes", "bytes")
 ALLOCS = Metric("allocs", "count")
 LIVE_BYTES = Metric("live_bytes", "bytes")
+LIVE_ALLOCS = Metric("live_allocs", "count")  # blocks behind live_bytes (pprof inuse_objects)
 PEAK_BYTES = Metric("peak_bytes", "bytes")
 LEAKED_BYTES = Metric("leaked_bytes", "bytes")
 LEAKS = Metric("leaks", "count")

@@ -3,7 +3,8 @@
 `load_any(path)` accepts proftui's own saved profiles (gzip JSON, see
 collectors/model/storage.py), gperftools CPU profiles (binary header 0, 3, 0 in
 machine words), the text output of `perf script`, and gmon.out files (with
-the program that wrote them).
+the program that wrote them); gperftools heap profiles (text, "heap profile:") and
+heaptrack data files (through heaptrack_print).
 """
 
 from __future__ import annotations
@@ -11,7 +12,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from proftui.collectors.errors import ProftuiError
-from proftui.collectors.formats.importers import gperftools, perf_script
+from proftui.collectors.formats.importers import (
+    gperftools,
+    gperftools_heap,
+    heaptrack,
+    perf_script,
+)
 from proftui.collectors.gprof.collector import load_gmon_file
 from proftui.collectors.gprof.gmon import MAGIC as GMON_MAGIC
 from proftui.collectors.model import storage
@@ -23,7 +29,9 @@ _PERF_DATA_MAGIC = (b"PERFILE2", b"2ELIFREP")
 
 def detect(head: bytes) -> str:
     """The kind of file whose first bytes are `head`: "proftui", "gperftools",
-    "perf-script", "perf-data", "gmon" or "unknown"."""
+    "gperftools-heap", "heaptrack", "perf-script", "perf-data", "gmon" or "unknown"."""
+    if heaptrack.sniff(head):  # first: heaptrack's .gz files are gzip like proftui's
+        return "heaptrack"
     if head.startswith(_GZIP_MAGIC):
         return "proftui"
     if head.startswith(GMON_MAGIC):
@@ -32,6 +40,8 @@ def detect(head: bytes) -> str:
         return "perf-data"
     if gperftools.sniff(head) is not None:
         return "gperftools"
+    if gperftools_heap.sniff(head):
+        return "gperftools-heap"
     if perf_script.sniff(head):
         return "perf-script"
     return "unknown"
@@ -56,6 +66,10 @@ def load_any(path: Path, binary: Path | None = None) -> Profile:
         return storage.load(path)
     if kind == "gperftools":
         return gperftools.load_gperftools(path)
+    if kind == "gperftools-heap":
+        return gperftools_heap.load_gperftools_heap(path)
+    if kind == "heaptrack":
+        return heaptrack.load_heaptrack(path)
     if kind == "perf-script":
         return perf_script.load_perf_script(path)
     if kind == "gmon":
@@ -63,5 +77,5 @@ def load_any(path: Path, binary: Path | None = None) -> Profile:
     if kind == "perf-data":
         raise ProftuiError(f"{path}: is perf.data; convert it with `perf script -i {path} > "
                            "perf.txt` and open perf.txt")
-    raise ProftuiError(f"{path}: not a proftui profile, gperftools CPU profile, "
-                       "`perf script` output or gmon.out")
+    raise ProftuiError(f"{path}: not a proftui profile, gperftools CPU or heap profile, "
+                       "heaptrack file, `perf script` output or gmon.out")
