@@ -27,6 +27,12 @@ one pprof Function.  Every mapping says it already has functions, file names,
 line numbers and inline frames, so pprof never tries to re-symbolize.
 Values are int64: costs are rounded to integers in the metric's unit, with
 the rounding of a split carried so a node's parts add up to its own value.
+
+Heap profiles get the sample types Go writes for heap profiles, in Go's order
+(alloc_objects/count, alloc_space/bytes, inuse_objects/count,
+inuse_space/bytes; default inuse_space), each from the proftui metric that
+means it (`HEAP_SAMPLE_TYPES`); those the profile cannot fill are left out
+and named in a comment, and the other heap metrics follow under their own names.
 """
 
 from __future__ import annotations
@@ -35,12 +41,44 @@ import gzip
 
 from proftui.collectors.formats.export.paths import CUT_LABEL, costed_paths
 from proftui.collectors.model.lines import function_addresses
-from proftui.collectors.model.profile import CallNode, Profile
+from proftui.collectors.model.profile import HEAP_METRICS, LIVE_ALLOCS, CallNode, Profile
 from proftui.collectors.model.textsafe import encode_text
 
 UNITS = {"ns": "nanoseconds", "count": "count", "bytes": "bytes"}
 
 _VARINT, _LEN = 0, 2
+
+# Go's heap sample types, in Go's order: (type, unit, proftui metrics that give it, best first).
+# A profile written at exit without a live count still knows its live blocks: the leaks.
+HEAP_SAMPLE_TYPES = (
+    ("alloc_objects", "count", ("allocs",)),
+    ("alloc_space", "bytes", ("alloc_bytes",)),
+    ("inuse_objects", "count", ("live_allocs", "leaks")),
+    ("inuse_space", "bytes", ("live_bytes", "leaked_bytes")),
+)
+_HEAP_NAMES = {m.name for m in HEAP_METRICS} | {LIVE_ALLOCS.name}
+
+
+def sample_columns(profile: Profile) -> tuple[list[tuple[str, str, int]], list[str]]:
+    """The pprof sample types of `profile` as (type, unit, metric index), and the Go
+    heap sample types it cannot fill.  Non-heap profiles: one type per metric."""
+    names = [m.name for m in profile.metrics]
+    if not any(name in _HEAP_NAMES for name in names):
+        return [(m.name, UNITS.get(m.unit, m.unit), i) for i, m in enumerate(profile.metrics)], []
+    columns: list[tuple[str, str, int]] = []
+    missing: list[str] = []
+    used: set[int] = set()
+    for go_type, unit, sources in HEAP_SAMPLE_TYPES:
+        found = next((names.index(n) for n in sources if n in names), None)
+        if found is None:
+            missing.append(go_type)
+            continue
+        columns.append((go_type, unit, found))
+        used.add(found)
+    for i, metric in enumerate(profile.metrics):
+        if i not in used:
+            columns.append((metric.name, UNITS.get(metric.unit, metric.unit), i))
+    return columns, missing
 
 
 def _varint(value: int) -> bytes:
@@ -91,9 +129,13 @@ def encode_profile(profile: Profile) -> bytes:
     assert profile.tree is not None
     strings = _Strings()
     out = bytearray()
-    for metric in profile.metrics:
-        out += _bytes(1, _int(1, strings(metric.name)) +
-                      _int(2, strings(UNITS.get(metric.unit, metric.unit))))
+    columns, missing = sample_columns(profile)
+    for name, unit, _index in columns:
+        out += _bytes(1, _int(1, strings(name)) + _int(2, strings(unit)))
+    order = [index for _name, _unit, index in columns]
+
+    def pick(values: list[int]) -> list[int]:
+        return [values[i] for i in order]
 
     locations = _Locations(profile)
     cut_function = len(profile.frames) + 1  # pprof id of the "calls deeper" pseudo function
@@ -103,10 +145,10 @@ def encode_profile(profile: Profile) -> bytes:
             _holder, chain = locations._group(node)
             cut_id = locations._location("cut", "", 0, [(cut_function, None)])
             out += _bytes(2, _packed(1, [cut_id, locations._group_location(chain), *callers])
-                          + _packed(2, [round(v) for v in costs]))
+                          + _packed(2, pick([round(v) for v in costs])))
             continue
         for leaf_id, values in locations.leaf_parts(node):
-            out += _bytes(2, _packed(1, [leaf_id, *callers]) + _packed(2, values))
+            out += _bytes(2, _packed(1, [leaf_id, *callers]) + _packed(2, pick(values)))
 
     mapping_ids: dict[str, int] = {}
     limits: dict[str, int] = {}
@@ -144,15 +186,21 @@ def encode_profile(profile: Profile) -> bytes:
         tail += _int(9, int(meta.start_time * 1e9))
         if meta.end_time is not None:
             tail += _int(10, int((meta.end_time - meta.start_time) * 1e9))
-    if meta.period_ns and profile.metrics:
+    heap = any(m.name in _HEAP_NAMES for m in profile.metrics)
+    if meta.period_ns and profile.metrics and not heap:  # a CPU sampling period
         first = profile.metrics[0]
         tail += _bytes(11, _int(1, strings("cpu" if first.name == "samples" else first.name))
                        + _int(2, strings("nanoseconds")))
         tail += _int(12, meta.period_ns)
     comments = [f"proftui {meta.mode} profile: {' '.join(meta.argv)}", *meta.warnings]
+    if missing:
+        comments.append(f"not in this profile: {', '.join(missing)}")
     tail += _packed(13, [strings(c) for c in comments])
-    if profile.metrics:  # pprof would otherwise show the last sample type first
-        tail += _int(14, strings(profile.metrics[0].name))
+    if columns:  # pprof would otherwise show the last sample type first
+        names = [name for name, _unit, _index in columns]
+        default = "inuse_space" if "inuse_space" in names else \
+            profile.metrics[0].name if profile.metrics[0].name in names else names[0]
+        tail += _int(14, strings(default))
     # the string table goes last: every string above has been interned by now
     out += b"".join(_bytes(6, encode_text(s)) for s in strings.table)
     out += tail
@@ -226,16 +274,22 @@ class _Locations:
                     if (site := sites.get((container.module, a))) is not None
                     and site.file == innermost.file}
             costs = mine or costs
-        weights = {a: c[0] for a, c in costs.items() if c and c[0] > 0}
-        whole = sum(weights.values())
-        if not whole:
+        n = len(node.self_cost)
+        # Each metric splits by its own costs at the addresses (a heap function's lines
+        # differ: one allocates what leaks, another what is freed); a metric with none
+        # there splits like the first metric that has some.
+        weights = {a: c for a, c in costs.items() if c and any(v > 0 for v in c[:n])}
+        wholes = [sum(max(c[i], 0.0) for c in weights.values()) for i in range(n)]
+        basis = next((i for i in range(n) if wholes[i] > 0), None)
+        if basis is None:
             return [(self._group_location(chain), [round(v) for v in node.self_cost])]
         parts: list[tuple[int, list[int]]] = []
-        carried = [0.0] * len(node.self_cost)  # rounding carried from address to address
+        carried = [0.0] * n  # rounding carried from address to address
         for address in sorted(weights):
-            share = weights[address] / whole
             values = []
             for i, value in enumerate(node.self_cost):
+                by = i if wholes[i] > 0 else basis
+                share = max(weights[address][by], 0.0) / wholes[by]
                 exact = value * share + carried[i]
                 values.append(round(exact))
                 carried[i] = exact - values[-1]

@@ -9,7 +9,7 @@ because that output keeps every distinct stack with an exact integer cost:
 Cost types: allocations (calls to allocation functions), temporary
 (allocations freed right after, heaptrack's notion), peak (bytes each stack
 held when the whole heap peaked) and leaked (bytes never freed).  They become
-`allocs`, `temporary`, `peak_bytes`, `leaked_bytes`; `live_bytes` is the
+`peak_bytes`, `leaked_bytes`, `allocs`, `temporary`; `live_bytes` is the
 leaked bytes (live at exit).  This output has no allocated-byte totals, no
 counts of leaked blocks and no source lines (function and file names only):
 the warnings say so.
@@ -44,8 +44,9 @@ _GZIP_MAGIC = b"\x1f\x8b"
 _PLAIN = re.compile(rb"v [0-9a-f]+ [0-9a-f]+\n")  # heaptrack's first line: version
 _NAME = re.compile(r"^(.*\S) \(([^()\s]+\.[^()\s]+)\)$")  # "func (file.c)"
 # (cost type passed to heaptrack_print, metric it fills)
-COST_TYPES = (("allocations", ALLOCS), ("temporary", TEMPORARY), ("peak", PEAK_BYTES),
-              ("leaked", LEAKED_BYTES))
+# Peak first: the default metric of views and exports, heaptrack's headline number.
+COST_TYPES = (("peak", PEAK_BYTES), ("leaked", LEAKED_BYTES), ("allocations", ALLOCS),
+              ("temporary", TEMPORARY))
 
 
 def sniff(head: bytes) -> bool:
@@ -138,7 +139,7 @@ def load_heaptrack(path: Path, tool: str | None = None) -> Profile:
             per_type.append(parse_flamegraph(text))
         except ValueError as exc:
             raise ProftuiError(f"{path}: unexpected {TOOL} {name} output: {exc}") from None
-    metrics = (ALLOCS, TEMPORARY, PEAK_BYTES, LEAKED_BYTES, LIVE_BYTES)
+    metrics = (PEAK_BYTES, LEAKED_BYTES, ALLOCS, TEMPORARY, LIVE_BYTES)
     meta = ProfileMeta(mode="import", argv=argv, clock="heaptrack", warnings=[
         f"imported from heaptrack file {path} through {TOOL}",
         f"{TOOL}'s stacks carry function and file names, not source lines; "
@@ -150,7 +151,7 @@ def load_heaptrack(path: Path, tool: str | None = None) -> Profile:
     stacks = dict.fromkeys(s for costs in per_type for s in costs)
     for stack in stacks:
         values = [float(costs.get(stack, 0)) for costs in per_type]
-        values.append(values[3])  # live at exit = leaked
+        values.append(values[1])  # live at exit = leaked
         if not any(values):
             continue
         ids = [profile.frames.intern(_frame(name)) for name in stack]
