@@ -1,10 +1,24 @@
-"""Headless reports: the text and JSON forms of `proftui report` / `--text` / `--json`."""
+"""Headless reports: the text and JSON forms of `proftui report` / `--text` / `--json`.
+
+Profiles with leaked bytes (heap collector, gperftools heap dumps written at exit,
+heaptrack) end their text report with a leak summary in the style of mtrace and
+valgrind's leak check: the total, then the top leaking call paths with bytes, blocks
+and the stack innermost first.
+"""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
-from proftui.collectors.model.profile import CallNode, Metric, Profile
+from proftui.collectors.model.profile import (
+    HEAP_METRICS,
+    LIVE_ALLOCS,
+    CallNode,
+    Frame,
+    Metric,
+    Profile,
+)
 from proftui.collectors.model.textsafe import clean
 from proftui.collectors.model.views import flat_profile
 from proftui.collectors.runtime import launch
@@ -12,6 +26,11 @@ from proftui.collectors.runtime import launch
 TREE_CUTOFF_PERCENT = 0.5  # text tree: hide subtrees below this share of the whole
 TEXT_TREE_MAX_DEPTH = 64
 JSON_TREE_MAX_DEPTH = 200  # deeper nodes are cut (nested JSON hits recursion limits)
+_HEAP_NAMES = {m.name for m in (*HEAP_METRICS, LIVE_ALLOCS)}
+LEAK_PATHS = 10  # leak summary: call paths shown
+LEAK_FRAMES = 16  # leak summary: frames shown per path, innermost first
+REACHABILITY_NOTE = ("live at exit, as mtrace counts leaks; reachability not checked: "
+                     "blocks still pointed to are counted too")
 
 
 def format_cost(value: float, metric: Metric) -> str:
@@ -23,6 +42,13 @@ def format_cost(value: float, metric: Metric) -> str:
 
 def _unit_header(metric: Metric) -> str:
     return "seconds" if metric.unit == "ns" else metric.name
+
+
+def _share_header(metric: Metric) -> str:
+    """What the % column is a share of: time for CPU metrics, bytes or blocks for heap ones."""
+    if metric.name in _HEAP_NAMES:
+        return "bytes" if metric.unit == "bytes" else "blocks"
+    return "time"
 
 
 def describe_exit(profile: Profile) -> str:
@@ -49,7 +75,7 @@ def render_text(profile: Profile, metric: int = 0, limit: int | None = None) -> 
     unit = _unit_header(m)
     lines += ["", "Flat profile:", "",
               f"{'%':>6} {'self':>10} {'total':>10} {'calls':>10}  name",
-              f"{'time':>6} {unit:>10} {unit:>10}"]
+              f"{_share_header(m):>6} {unit:>10} {unit:>10}"]
     entries = flat_profile(profile, metric=metric)
     for entry in entries[:limit] if limit else entries:
         calls = "" if entry.calls is None else str(entry.calls)
@@ -81,7 +107,89 @@ def render_text(profile: Profile, metric: int = 0, limit: int | None = None) -> 
                 lines.append(f"{'':18}{'  ' * (depth + 1)}... (deeper calls cut)")
             continue
         stack.extend((c, depth + 1) for c in _sorted_children(node, metric, reverse=False))
+    lines += leak_summary(profile)
     return clean("\n".join(lines) + "\n")
+
+
+def _metric(profile: Profile, name: str) -> int | None:
+    try:
+        return profile.metric_index(name)
+    except KeyError:
+        return None
+
+
+def _allocating_lines(profile: Profile, metric: int) -> dict[tuple[str, int], dict[str, float]]:
+    """(module, function start) -> {"file:line": cost} over the costed instructions."""
+    out: dict[tuple[str, int], dict[str, float]] = {}
+    for (module, address), costs in profile.address_costs.items():
+        site = profile.address_sites.get((module, address))
+        if site is None or site.function is None or site.file is None or site.line is None \
+                or metric >= len(costs) or costs[metric] <= 0:
+            continue
+        where = f"{os.path.basename(site.file)}:{site.line}"
+        lines = out.setdefault((module, site.function), {})
+        lines[where] = lines.get(where, 0.0) + costs[metric]
+    return out
+
+
+def _where(frame: Frame) -> str:
+    """file:line of a function's definition, its file, or its module."""
+    if frame.file:
+        name = os.path.basename(frame.file)
+        return f"{name}:{frame.line}" if frame.line else name
+    return frame.module_name or "?"
+
+
+def leak_summary(profile: Profile, limit: int = LEAK_PATHS) -> list[str]:
+    """The mtrace/valgrind-style leak summary lines (none unless there is `leaked_bytes`)."""
+    leaked = _metric(profile, "leaked_bytes")
+    if leaked is None or profile.tree is None:
+        return []
+    blocks = _metric(profile, "leaks")
+    total = profile.total(leaked)
+    lines = ["", f"Leak summary ({REACHABILITY_NOTE}):", ""]
+    if total <= 0:
+        return [*lines, "  no leaks: every allocation was freed before exit"]
+    paths = sorted((n for n in profile.tree.nodes() if n.self_cost[leaked] > 0),
+                   key=lambda n: -n.self_cost[leaked])
+
+    def amount(node_costs: list[float]) -> str:
+        text = f"{node_costs[leaked]:,.0f} bytes"
+        if blocks is not None:
+            count = node_costs[blocks]
+            text += f" in {count:,.0f} block{'' if round(count) == 1 else 's'}"
+        return text
+
+    lines.append(f"  {amount(profile.tree.root.total_cost)} leaked from {len(paths):,} "
+                 f"call path{'' if len(paths) == 1 else 's'}"
+                 + ("" if blocks is not None else " (block counts not known)"))
+    lines.append("  (at: the allocating line where known; by: callers, where each is defined)")
+    sites = _allocating_lines(profile, leaked)
+    for rank, node in enumerate(paths[:limit], start=1):
+        lines += ["", f"  {amount(node.self_cost)} leaked, path {rank} of {len(paths)}:"]
+        chain = node.callers_up(LEAK_FRAMES)
+        for depth, frame_id in enumerate(chain):
+            frame = profile.frames[frame_id]
+            where = _where(frame)
+            if depth == 0:
+                holder = next((profile.frames[f] for f in chain if not profile.frames[f].inlined),
+                              frame)
+                found = sites.get((holder.module, holder.address or -1), {})
+                if frame.inlined and frame.file:  # lines in the inlined callee's own file
+                    mine = os.path.basename(frame.file) + ":"
+                    found = {w: c for w, c in found.items() if w.startswith(mine)}
+                if found:
+                    where = max(found.items(), key=lambda item: item[1])[0]
+            label = frame.function + (" [inlined]" if frame.inlined else "")
+            lines.append(f"    {'at' if depth == 0 else 'by'} {label} ({where})")
+        deeper = node.depth() - len(chain)
+        if deeper > 0:
+            lines.append(f"    ... {deeper} outer caller{'' if deeper == 1 else 's'}")
+    if len(paths) > limit:
+        rest = sum(n.self_cost[leaked] for n in paths[limit:])
+        lines += ["", f"  ... and {len(paths) - limit:,} more leaking call paths "
+                      f"({rest:,.0f} bytes)"]
+    return lines
 
 
 def _sorted_children(node: CallNode, metric: int, reverse: bool) -> list[CallNode]:
