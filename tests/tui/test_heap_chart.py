@@ -1,0 +1,101 @@
+"""Pilot tests of the heap-over-time chart (tui/widgets/heap_chart.py) in a tiny App."""
+
+from __future__ import annotations
+
+from proftui.collectors.model.profile import Timeline
+from proftui.tui.widgets.heap_chart import HeapChart, byte_unit, thin
+from textual.app import App, ComposeResult
+
+from tests.tui.tui_profiles import run, screen_text
+
+MiB = 1024 * 1024
+
+
+class ChartApp(App[None]):
+    def compose(self) -> ComposeResult:
+        yield HeapChart(id="heap")
+
+
+def ramp(peak_at: float = 6.0, end: float = 10.0, rss: bool = True) -> Timeline:
+    """Live bytes rise linearly to 4 MiB at `peak_at`, then fall to 1 MiB at `end`;
+    RSS is live + 8 MiB."""
+    timeline = Timeline(names=["live_bytes", "rss_bytes"] if rss else ["live_bytes"])
+    for i in range(101):
+        t = end * i / 100
+        live = t / peak_at * 4 * MiB if t <= peak_at else \
+            4 * MiB - (t - peak_at) / (end - peak_at) * 3 * MiB
+        timeline.append(t, [live, live + 8 * MiB] if rss else [live])
+    return timeline
+
+
+def test_chart_marks_and_labels_the_peak() -> None:
+    async def body() -> None:
+        app = ChartApp()
+        async with app.run_test(size=(100, 16)) as pilot:
+            chart = app.query_one(HeapChart)
+            chart.show(ramp())
+            await pilot.pause()
+            assert chart.peak == (6.0, 4 * MiB)
+            assert chart.summary == "live 1.0MiB at 10.0s; peak 4.0MiB at 6.0s; RSS 9.0MiB"
+            lines = screen_text(app).splitlines()
+            text = "\n".join(lines)
+            assert chart.summary in lines[0]
+            assert "live heap" in text and "RSS" in text and "MiB" in text
+            label = [line for line in lines[1:] if "peak 4.0MiB at 6.0s" in line]
+            assert len(label) == 1
+            # The x axis: ticks at 0.0 and 10.0 are the first and last "┬"; the peak's
+            # vertical line crosses the axis 60% of the way along it.
+            axis = next(line for line in lines if line.lstrip().startswith("└"))
+            ticks = [i for i, ch in enumerate(axis) if ch == "┬"]
+            crossing = axis.index("┴")
+            expected = ticks[0] + 0.6 * (ticks[-1] - ticks[0])
+            assert abs(crossing - expected) <= 1.5, axis
+            # the label ends at the peak (right-aligned: the peak is in the right half)
+            assert abs(label[0].index("peak") + len("peak 4.0MiB at 6.0s") - crossing) <= 2
+    run(body)
+
+
+def test_chart_follows_new_snapshots_and_odd_timelines() -> None:
+    async def body() -> None:
+        app = ChartApp()
+        async with app.run_test(size=(80, 14)) as pilot:
+            chart = app.query_one(HeapChart)
+            chart.show(None)
+            await pilot.pause()
+            assert chart.peak is None and "no heap timeline" in screen_text(app)
+            chart.show(Timeline(names=["live_bytes", "rss_bytes"]))  # recorded, no rows yet
+            await pilot.pause()
+            assert chart.peak is None
+            chart.show(ramp(peak_at=2.0, rss=False))
+            await pilot.pause()
+            assert chart.peak == (2.0, 4 * MiB)
+            text = screen_text(app)
+            assert "peak 4.0MiB at 2.0s" in text and "RSS" not in text
+            chart.show(ramp(peak_at=8.0, end=20.0))  # a later snapshot: the peak moved
+            await pilot.pause()
+            assert chart.peak == (8.0, 4 * MiB)
+            assert "peak 4.0MiB at 8.0s" in screen_text(app)
+            await pilot.resize_terminal(40, 9)  # tiny terminal: still draws, no error
+            await pilot.pause()
+            assert "peak" in screen_text(app)
+    run(body)
+
+
+def test_long_timelines_are_thinned_keeping_the_peak() -> None:
+    times = [i * 0.001 for i in range(100_000)]
+    values = [float(i % 1000) for i in range(100_000)]
+    values[71_234] = 5e6
+    xs, ys = thin(times, values, 200)
+    assert len(xs) == 200 and max(ys) == 5e6 and xs[ys.index(5e6)] == times[71_234]
+    assert thin(times[:10], values[:10], 200) == (times[:10], values[:10])
+    assert byte_unit(10) == ("B", 1.0) and byte_unit(3 * MiB)[0] == "MiB"
+
+    async def body() -> None:
+        app = ChartApp()
+        async with app.run_test(size=(100, 16)) as pilot:
+            chart = app.query_one(HeapChart)
+            chart.show(Timeline(["live_bytes"], times, [[v] for v in values]))
+            await pilot.pause()
+            assert chart.peak == (times[71_234], 5e6)
+            assert "peak 4.8MiB at 71.2s" in screen_text(app)
+    run(body)
