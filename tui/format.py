@@ -38,9 +38,18 @@ def format_duration(seconds: float) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
+_LABELS = {
+    "samples": "samples", "cpu_ns": "CPU time", "wall_ns": "wall time", "calls": "calls",
+    # heap metrics: what a heaptrack or memray user calls them
+    "alloc_bytes": "allocated", "allocs": "allocations", "live_bytes": "live",
+    "live_allocs": "live blocks", "peak_bytes": "at peak", "leaked_bytes": "leaked",
+    "leaks": "leaked blocks", "temporary": "temporary allocs",
+}
+
+
 def metric_label(metric: Metric) -> str:
-    return {"samples": "samples", "cpu_ns": "CPU time", "wall_ns": "wall time",
-            "calls": "calls", "alloc_bytes": "allocated"}.get(metric.name, metric.name)
+    """A metric's name as panes and the header show it ("leaked", "CPU time"...)."""
+    return _LABELS.get(metric.name, metric.name)
 
 
 def percent(part: float, whole: float) -> float:
