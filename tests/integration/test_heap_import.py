@@ -10,6 +10,7 @@ import gzip
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -175,3 +176,17 @@ def test_heaptrack_without_heaptrack_print_is_one_line(tmp_path: Path,
     with pytest.raises(ProftuiError, match="install heaptrack's heaptrack_print") as info:
         load_any(data)
     assert "\n" not in str(info.value)
+
+
+def test_corrupt_heaptrack_file_is_one_line(tmp_path: Path) -> None:
+    if shutil.which("heaptrack_print") is None:
+        pytest.skip("heaptrack_print (Debian heaptrack) is not installed")
+    data = tmp_path / "heaptrack.x.1.zst"
+    data.write_bytes(b"\x28\xb5\x2f\xfd" + bytes(range(256)) * 4)  # zstd magic, then noise
+    with pytest.raises(ProftuiError, match="corrupt heaptrack file") as info:
+        load_any(data)
+    assert "\n" not in str(info.value)
+    result = subprocess.run([sys.executable, "-m", "proftui.tui.cli", "report", str(data)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode != 0 and result.stdout == ""
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr

@@ -139,6 +139,10 @@ def load_heaptrack(path: Path, tool: str | None = None) -> Profile:
             per_type.append(parse_flamegraph(text))
         except ValueError as exc:
             raise ProftuiError(f"{path}: unexpected {TOOL} {name} output: {exc}") from None
+    if not any(per_type):
+        if not argv:  # heaptrack_print exits 0 on garbage, having read nothing
+            raise ProftuiError(f"{path}: corrupt heaptrack file ({TOOL} read nothing from it)")
+        raise ProftuiError(f"{path}: heaptrack recorded no allocations")
     metrics = (PEAK_BYTES, LEAKED_BYTES, ALLOCS, TEMPORARY, LIVE_BYTES)
     meta = ProfileMeta(mode="import", argv=argv, clock="heaptrack", warnings=[
         f"imported from heaptrack file {path} through {TOOL}",
