@@ -60,12 +60,14 @@ def test_chart_follows_new_snapshots_and_odd_timelines() -> None:
         app = ChartApp()
         async with app.run_test(size=(80, 14)) as pilot:
             chart = app.query_one(HeapChart)
-            chart.show(None)
+            chart.show(None)  # a profile without a timeline: nothing to show
             await pilot.pause()
-            assert chart.peak is None and "no heap timeline" in screen_text(app)
+            assert chart.peak is None and not chart.display
+            assert screen_text(app).strip() == ""
             chart.show(Timeline(names=["live_bytes", "rss_bytes"]))  # recorded, no rows yet
             await pilot.pause()
-            assert chart.peak is None
+            assert chart.peak is None and chart.display
+            assert "waiting for the first sample" in screen_text(app)
             chart.show(ramp(peak_at=2.0, rss=False))
             await pilot.pause()
             assert chart.peak == (2.0, 4 * MiB)

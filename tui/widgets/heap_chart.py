@@ -2,8 +2,9 @@
 
 Drawn by plotext through textual-plotext's `PlotextPlot` (axes, two series, a
 legend and a text label), not by hand.  Usage: mount a `HeapChart` and call
-`show(profile.timeline)` whenever a new snapshot arrives; None or an empty
-timeline shows a one-line explanation instead of a plot.
+`show(profile.timeline)` whenever a new snapshot arrives.  None (a profile
+without a timeline: CPU modes, imports) hides the widget; a timeline without
+rows yet shows a one-line explanation instead of a plot.
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ class HeapChart(PlotextPlot):
     def show(self, timeline: Timeline | None) -> None:
         """Draw `timeline` (its live_bytes and, when present, rss_bytes columns)."""
         self._timeline = timeline
+        self.display = timeline is not None
         self._draw()
 
     def on_resize(self) -> None:
@@ -77,8 +79,8 @@ class HeapChart(PlotextPlot):
         timeline = self._timeline
         if timeline is None or not timeline.times or LIVE not in timeline.names:
             self.peak = None
-            self.summary = ("no heap timeline (record with --mode heap to see live bytes "
-                            "over time)")
+            self.summary = ("no heap timeline" if timeline is None else
+                            "heap over time: waiting for the first sample")
             plt.title(self.summary)
             self.refresh()
             return
