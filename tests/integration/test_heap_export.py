@@ -15,7 +15,14 @@ from proftui.collectors.formats.export.callgrind import export_callgrind
 from proftui.collectors.formats.export.folded import export_folded
 from proftui.collectors.formats.export.pprof import sample_columns
 from proftui.collectors.formats.importers import load_any
-from proftui.collectors.model.profile import Profile
+from proftui.collectors.model.profile import (
+    LEAKED_BYTES,
+    LEAKS,
+    LIVE_BYTES,
+    Frame,
+    Profile,
+    ProfileMeta,
+)
 from proftui.collectors.model.views import flat_profile
 
 from tests.integration.heap_records import TRUTH, record_gperftools_heap, record_heaptrack
@@ -123,3 +130,16 @@ def test_folded_speedscope_callgrind_in_bytes(tmp_path: Path) -> None:
     result = subprocess.run([annotate, str(out)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert re.search(r"204,800 .*site_leak", result.stdout), result.stdout
+
+
+def test_leaks_are_inuse_objects_only_when_everything_live_leaked() -> None:
+    profile = Profile(ProfileMeta(mode="heap"), (LIVE_BYTES, LEAKED_BYTES, LEAKS))
+    profile.frames.intern(Frame("main"))
+    assert profile.tree is not None
+    profile.tree.add_stack([0], [4096, 4096, 1])
+    columns, missing = sample_columns(profile.finalize())
+    assert [c[0] for c in columns] == ["inuse_objects", "inuse_space", "leaked_bytes"]
+    assert missing == ["alloc_objects", "alloc_space"]
+    profile.tree.add_stack([0], [100, 0, 0])  # live now, not (yet) leaked
+    columns, missing = sample_columns(profile.finalize())
+    assert "inuse_objects" in missing and "leaks" in [c[0] for c in columns]

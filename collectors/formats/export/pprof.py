@@ -68,8 +68,13 @@ def sample_columns(profile: Profile) -> tuple[list[tuple[str, str, int]], list[s
     columns: list[tuple[str, str, int]] = []
     missing: list[str] = []
     used: set[int] = set()
+    # Leaks stand for live blocks only where everything live is leaked (a profile at exit).
+    leaks_are_live = "live_bytes" not in names or (
+        "leaked_bytes" in names
+        and profile.total(names.index("live_bytes")) == profile.total(names.index("leaked_bytes")))
     for go_type, unit, sources in HEAP_SAMPLE_TYPES:
-        found = next((names.index(n) for n in sources if n in names), None)
+        found = next((names.index(n) for n in sources if n in names
+                      and (n != "leaks" or leaks_are_live)), None)
         if found is None:
             missing.append(go_type)
             continue

@@ -73,7 +73,7 @@ def _unsample(count: float, size: float, rate: int) -> tuple[float, float]:
 
 def parse(text: str) -> tuple[str, int, list[Bucket], str]:
     """(header tag, sampling rate or 0, buckets, maps text); ValueError if malformed."""
-    lines = text.splitlines()
+    lines = text.lstrip().splitlines()
     if not lines:
         raise ValueError("empty file")
     header = _HEADER.match(lines[0].strip())
