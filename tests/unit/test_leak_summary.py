@@ -83,6 +83,8 @@ def test_no_leaks_and_no_heap() -> None:
     profile.tree.add_stack([0], [0, 0])
     lines = leak_summary(profile.finalize())
     assert lines[-1] == "  no leaks: every allocation was freed before exit"
+    profile.meta.complete = False  # still running
+    assert leak_summary(profile)[-1] == "  none known yet: the target has not exited"
     cpu = Profile(ProfileMeta(mode="sampler"), (SAMPLES,))
     assert leak_summary(cpu.finalize()) == []
     assert "Leak summary" not in render_text(cpu)

@@ -149,6 +149,8 @@ def leak_summary(profile: Profile, limit: int = LEAK_PATHS) -> list[str]:
     total = profile.total(leaked)
     lines = ["", f"Leak summary ({REACHABILITY_NOTE}):", ""]
     if total <= 0:
+        if not profile.meta.complete:  # leaks are known only once the target has exited
+            return [*lines, "  none known yet: the target has not exited"]
         return [*lines, "  no leaks: every allocation was freed before exit"]
     paths = sorted((n for n in profile.tree.nodes() if n.self_cost[leaked] > 0),
                    key=lambda n: -n.self_cost[leaked])
