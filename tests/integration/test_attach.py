@@ -265,7 +265,8 @@ def wait_for_helper(parent: int, timeout: float = 15.0) -> int:
             if not entry.name.isdigit():
                 continue
             try:
-                stat = (entry / "stat").read_text()
+                # Bytes: another test's process may carry a name that is not UTF-8.
+                stat = (entry / "stat").read_bytes().decode("utf-8", "replace")
             except OSError:
                 continue
             name, rest = stat[stat.find("(") + 1 : stat.rfind(")")], stat[stat.rfind(")") + 2 :]
