@@ -316,6 +316,8 @@ class ProfTuiApp(App[None]):
         if len(self.nav) > 1:
             self.nav.pop()
             self._show_nav()
+        elif self.part is not None:  # at the trail's start: zoom out to all threads (perf)
+            self.select_part(None)
         else:
             self.bell()
 
@@ -333,7 +335,7 @@ class ProfTuiApp(App[None]):
                 return False
             return None if self.ended else True
         if action == "back":
-            return True if len(self.nav) > 1 else None
+            return True if len(self.nav) > 1 or self.part is not None else None
         return True
 
     def action_metric(self) -> None:
@@ -374,6 +376,7 @@ class ProfTuiApp(App[None]):
         for pane in self.panes():
             pane.part = part
         self._update_header()
+        self.refresh_bindings()  # Esc may now zoom out
         if self.profile is not None:
             self._prepare(self.profile, part)  # the part's flat profile, then every pane
         self.notify(f"showing {display(self._part_title())}")

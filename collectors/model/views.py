@@ -285,7 +285,7 @@ def threads_as_roots(profile: Profile, part: str | None = None, inverted: bool =
     Returns a profile sharing `profile`'s data but with a frame table extended by the
     process/thread frames (`is_group_frame`), and the grouped tree (finalized).
     """
-    frames = FrameTable(profile.frames)  # same ids for the same frames
+    frames = FrameTable(list(profile.frames))  # same ids for the same frames
     grouped = CallTree(len(profile.metrics))
     infos = [i for i in list_parts(profile) if i.kind != "all"]
     processes = {i.pid: i for i in infos if i.kind == "process"}

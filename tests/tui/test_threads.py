@@ -192,6 +192,21 @@ def test_picker_and_threads_as_roots_on_saved_profile(sampled: tuple[Profile, Re
             await pilot.press("escape")  # back to top-down; the thread stays chosen
             await wait_for(pilot, lambda: tree.view == "top-down", what="back")
             assert app.part == chosen.label
+            # Focus on a function (callers and callees) within the thread.
+            await pilot.press("1")
+            await wait_for(pilot, lambda: flat.shown and flat.shown[0].frame.function
+                           == "thr_spin_3", what="flat pane")
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: tree.view == "focus" and not tree.pending,
+                           what="focus on thr_spin_3")
+            callers = next(n for n in tree.root.children if n.data and n.data.key == "callers")
+            assert callers.data.whole == pytest.approx(chosen.cost[0])  # this thread's only
+            assert callers.children[0].data.key.function == "thr_spin_3"
+            assert "worker" in [c.data.key.function for c in callers.children[0].children
+                                if c.data and c.data.call]  # its caller
+            await pilot.press("escape", "escape")  # back to the top-down tree
+            await wait_for(pilot, lambda: app.nav[-1].pane == "tree"
+                           and tree.view == "top-down", what="top-down again")
 
             # Threads as roots, all threads: one root per thread with its share.
             await choose(pilot, app, None)
@@ -229,6 +244,14 @@ def test_picker_and_threads_as_roots_on_saved_profile(sampled: tuple[Profile, Re
             await wait_for(pilot, lambda: source.listing is not None
                            and "line costs of all threads" in screen_text(app),
                            what="source note")
+            # Esc walks back the trail with the thread kept; at its start, all threads.
+            while len(app.nav) > 1:
+                await pilot.press("escape")
+                assert app.part is not None and app.part.endswith(f"tid {tids['worker-2']}")
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: app.part is None and "thr_spin_4" in flat_names(app),
+                           what="zoomed out to all threads")
+            assert "worker-2" not in screen_text(app).splitlines()[0]
 
     run(body)
 
