@@ -41,7 +41,7 @@ class PartInfo:
     """
 
     label: str | None
-    kind: str  # "all", "process" or "thread"
+    kind: str  # "all", "process", "thread", or "other" (a label of no known form)
     pid: int | None
     tid: int | None
     name: str  # thread name (comm), or the process's main thread name; may be ""
@@ -51,6 +51,8 @@ class PartInfo:
         """What the header and the picker call it: "thread 13 worker-2"."""
         if self.kind == "all":
             return "all threads"
+        if self.kind == "other":
+            return f"part {self.label}"
         head = f"process {self.pid}" if self.kind == "process" else f"thread {self.tid}"
         return f"{head} {self.name}" if self.name else head
 
@@ -142,8 +144,12 @@ def list_parts(profile: Profile, metric: int = 0, keep: tuple[str | None, ...] =
             processes.append(PartInfo(label, "process", pid, None, names.get(pid, ""),
                                       _cost(tree) or zero))
     thread_rows: list[PartInfo] = []
+    other_rows: list[PartInfo] = []
     for label in labels:
         pid, tid = parse_label(label)
+        if pid is None and label in profile.parts:  # a saved file may label parts freely
+            other_rows.append(PartInfo(label, "other", None, None, "",
+                                       _cost(profile.parts[label]) or zero))
         if tid is None:
             continue
         cost = _cost(profile.parts[label]) if label in profile.parts else zero
@@ -153,7 +159,8 @@ def list_parts(profile: Profile, metric: int = 0, keep: tuple[str | None, ...] =
         value = info.cost[metric] if metric < len(info.cost) else 0.0
         return -value, info.pid or 0, info.tid or 0
 
-    return choices + sorted(processes, key=order) + sorted(thread_rows, key=order)
+    return choices + sorted(processes, key=order) + sorted(thread_rows, key=order) + sorted(
+        other_rows, key=lambda info: (*order(info), info.label or ""))
 
 
 def describe_part(profile: Profile, part: str | None) -> PartInfo:
@@ -162,7 +169,8 @@ def describe_part(profile: Profile, part: str | None) -> PartInfo:
         assert profile.tree is not None
         return PartInfo(None, "all", None, None, "", _cost(profile.tree))
     pid, tid = parse_label(part)
-    name = profile.meta.threads.get(tid if tid is not None else pid or -1, "") \
-        if pid is not None else ""
-    return PartInfo(part, "thread" if tid is not None else "process", pid, tid, name,
-                    _cost(part_tree(profile, part)))
+    cost = _cost(part_tree(profile, part))
+    if pid is None:
+        return PartInfo(part, "other", None, None, "", cost)
+    name = profile.meta.threads.get(tid if tid is not None else pid, "")
+    return PartInfo(part, "thread" if tid is not None else "process", pid, tid, name, cost)

@@ -290,12 +290,17 @@ def threads_as_roots(profile: Profile, part: str | None = None, inverted: bool =
     infos = [i for i in list_parts(profile) if i.kind != "all"]
     processes = {i.pid: i for i in infos if i.kind == "process"}
     wanted_pid, wanted_tid = (None, None) if part is None else _parse(part)
-    several = len({i.pid for i in infos}) > 1 and wanted_pid is None
+    several = len({i.pid for i in infos if i.pid is not None}) > 1 and part is None
+    if part is not None and wanted_pid is None:  # a part labelled in no known form
+        wanted_pid = wanted_tid = -1  # matches no process or thread below
     by_pid: dict[int | None, list[PartInfo]] = {}
     for info in infos:
         if info.kind == "thread" and (wanted_pid is None or info.pid == wanted_pid) and (
                 wanted_tid is None or info.tid == wanted_tid):
             by_pid.setdefault(info.pid, []).append(info)
+    for info in infos:  # parts labelled in no known form (a saved file's own): one root each
+        if info.kind == "other" and part in (None, info.label):
+            by_pid.setdefault(None, []).append(info)
     for info in infos:  # processes known only as a whole (gprof, imports): one root each
         if info.kind == "process" and info.pid not in by_pid and info.label in profile.parts \
                 and (wanted_pid is None or info.pid == wanted_pid):
@@ -303,9 +308,10 @@ def threads_as_roots(profile: Profile, part: str | None = None, inverted: bool =
     if not processes:  # one process: list_parts leaves it out, but a lone "pid P" is a root
         for label in profile.parts:
             pid, tid = _parse(label)
-            if tid is None and pid not in by_pid and (wanted_pid in (None, pid)):
+            if pid is not None and tid is None and pid not in by_pid and \
+                    wanted_pid in (None, pid):
                 by_pid[pid] = [describe(profile, label)]
-    for pid, members in sorted(by_pid.items(), key=lambda kv: kv[0] or 0):
+    for pid, members in sorted(by_pid.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
         parent = grouped.root
         if several and pid in processes and members[0].kind == "thread":
             parent = parent.child(frames.intern(_group_frame(processes[pid])))

@@ -339,3 +339,43 @@ def test_attach_thread_shares(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_process_choice_and_process_roots() -> None:
+    """Two processes (a program and its child): a process row in the picker merges its
+    threads; threads as roots puts each process first, its threads below."""
+    from tests.tui.test_threads_model import two_processes
+
+    profile = two_processes()
+
+    async def body() -> None:
+        app = ProfTuiApp(profile=profile)
+        async with app.run_test(size=SIZE) as pilot:
+            flat = app.query_one(FlatPane)
+            await wait_for(pilot, lambda: bool(flat.shown), what="flat profile")
+            await pilot.press("t")
+            await wait_for(pilot, lambda: isinstance(app.screen, ThreadsScreen), what="picker")
+            assert "process 10" in screen_text(app) and "child" in screen_text(app)
+            await pilot.press("escape")
+            await pilot.pause()
+            await choose(pilot, app, "prog")  # the first "prog" row: process 10
+            assert app.part == "pid 10"
+            await wait_for(pilot, lambda: {e.frame.function for e in flat.entries} == {
+                "main", "a", "start", "b"}, what="process 10's functions")
+            assert {e.frame.function: e.self_percent for e in flat.entries}["b"] == 75.0
+            assert "process 10 prog 40.0%" in screen_text(app).splitlines()[0]
+            await pilot.press("2")
+            tree = app.query_one(CallTreeView)
+            await wait_for(pilot, lambda: not tree.pending and {r[0] for r in root_rows(tree)}
+                           == {"main", "start"}, what="process 10's merged tree")
+            await pilot.press("escape", "escape")  # trail start: all threads again
+            await wait_for(pilot, lambda: app.part is None, what="all threads")
+            await pilot.press("2", "T")
+            await wait_for(pilot, lambda: not tree.pending and len(root_rows(tree)) == 2
+                           and root_rows(tree)[0][0] == "process 20 child",
+                           what="process roots")
+            assert root_rows(tree)[0][1] == pytest.approx(0.6)
+            await pilot.press("h")  # hot path: process 20 -> its thread -> main -> c
+            await wait_for(pilot, lambda: "thread 20 child" in screen_text(app), what="hot")
+
+    run(body)

@@ -134,6 +134,23 @@ def test_whole_process_parts_are_roots() -> None:
             ] == ["process 7 prog"]
 
 
+def test_parts_labelled_in_no_known_form() -> None:
+    """A saved file may label parts freely: they are listed and become roots too."""
+    profile = build({"pid 5 tid 5": [(["main"], 1.0)], "pid 5 tid 6": [(["w"], 3.0)],
+                     "gpu queue \x1b[31m": [(["kernel"], 2.0)]}, {5: "p", 6: "w"})
+    choices = list_parts(profile)
+    assert [c.kind for c in choices] == ["all", "thread", "thread", "other"]
+    assert choices[-1].title() == "part gpu queue \x1b[31m"
+    derived, tree = threads_as_roots(profile)
+    names = [derived.frames[n.frame_id].function for n in tree.root.children.values()]
+    assert sorted(names) == ["part gpu queue \x1b[31m", "thread 5 p", "thread 6 w"]
+    derived, tree = threads_as_roots(profile, "gpu queue \x1b[31m")
+    assert [derived.frames[n.frame_id].function for n in tree.root.children.values()] == [
+        "part gpu queue \x1b[31m"]
+    assert tree.root.total_cost == [2.0]
+    assert describe_part(profile, "gpu queue \x1b[31m").kind == "other"
+
+
 def test_header_share_of_part() -> None:
     profile = two_processes()
     info = describe_part(profile, "pid 10 tid 11")

@@ -34,8 +34,9 @@ def choice_text(info: PartInfo, whole: float, metric: int, unit: str, current: b
     filled = round(BAR_WIDTH * share / 100)
     text.append("█" * filled + "·" * (BAR_WIDTH - filled), style="magenta")
     text.append(f" {format_cost(value, unit):>9}  ")
-    if info.kind == "all":
-        text.append("All threads", style="bold")
+    if info.kind in ("all", "other"):
+        text.append("All threads" if info.kind == "all" else display(info.title()),
+                    style="bold" if info.kind == "all" else "")
         return text
     head = f"process {info.pid}" if info.kind == "process" else f"thread {info.tid}"
     text.append(f"{head:<15}", style="bold" if info.kind == "process" else "")
