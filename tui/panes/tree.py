@@ -68,7 +68,7 @@ class CallTreeView(Pane, Tree[NodeData]):
         Binding("h", "hot_path", "Hot path"),
         Binding("b", "toggle_view", "Bottom-up/top-down"),
         Binding("f", "focus_function", "Focus function"),
-        Binding("T", "thread_roots", "Threads as roots"),
+        Binding("T", "thread_roots", "Thread roots"),
     ]
 
     def __init__(self, **kwargs: object) -> None:
