@@ -114,6 +114,7 @@ class ProfTuiApp(App[None]):
         self._entries: list[FlatEntry] = []
         self.metric = 0
         self.part: str | None = None  # the thread or process shown (a parts label; None: all)
+        self._gc_frozen = False  # a saved profile's objects were gc.freeze()d
         first = self.PANES[0]  # shown at start
         self.nav: list[NavState] = [step_to(first, NavState(first.PANE_ID, ""))]
         self.paused = False
@@ -171,9 +172,10 @@ class ProfTuiApp(App[None]):
         """The flat profile of a saved profile (seconds for 200,000 nodes), or of a newly
         chosen thread, off the UI thread."""
         entries = flat_profile(profile, part)
-        if self.collector is None:
+        if self.collector is None and not self._gc_frozen:
             # A saved profile lives as long as the app: take its (millions of) objects out
             # of the cyclic GC's scans, whose full passes otherwise stall keys for seconds.
+            self._gc_frozen = True
             gc.collect()
             gc.freeze()
         self.call_from_thread(self._prepared, profile, part, entries)
