@@ -27,12 +27,14 @@ from typing import Any, ClassVar, cast
 from proftui.collectors.base import Collector
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.formats.export import write_export
+from proftui.collectors.model.parts import describe_part, list_parts
 from proftui.collectors.model.profile import Profile
+from proftui.collectors.model.textsafe import display
 from proftui.collectors.model.views import FlatEntry, flat_profile
 from proftui.collectors.runtime.launch import ExitInfo, StopSignals
 from proftui.collectors.runtime.procstat import ProcSampler, ProcStat
 from proftui.tui.format import metric_label
-from proftui.tui.panes.base import Drill, NavState, Pane, step_to
+from proftui.tui.panes.base import Drill, NavState, Pane, SelectPart, step_to
 from proftui.tui.panes.flat import FlatPane
 from proftui.tui.panes.process import ProcPane
 from proftui.tui.panes.source import SourcePane
@@ -40,6 +42,7 @@ from proftui.tui.panes.tree import CallTreeView
 from proftui.tui.screens.export import ExportScreen
 from proftui.tui.screens.notes import NotesScreen
 from proftui.tui.screens.quit import QuitScreen
+from proftui.tui.screens.threads import ALL, ThreadsScreen
 from proftui.tui.widgets.breadcrumb import Breadcrumb
 from proftui.tui.widgets.header_bar import HeaderBar
 from proftui.tui.widgets.key_bar import KeyBar
@@ -72,6 +75,7 @@ class Snapshot(Message):
     exit: ExitInfo | None
     final: bool
     error: str = ""
+    part: str | None = None  # the thread or process `entries` are of
 
 
 @dataclass
@@ -88,6 +92,7 @@ class ProfTuiApp(App[None]):
     BINDINGS: ClassVar[list[BindingType]] = [  # plus each pane's key, first (see __init__)
         Binding("escape", "back", "Back"),
         Binding("m", "metric", "Metric"),
+        Binding("t", "threads", "Threads"),
         Binding("p", "pause", "Pause"),
         Binding("r", "reset", "Reset"),
         Binding("e", "export", "Export"),
@@ -108,6 +113,8 @@ class ProfTuiApp(App[None]):
         self.profile: Profile | None = profile
         self._entries: list[FlatEntry] = []
         self.metric = 0
+        self.part: str | None = None  # the thread or process shown (a parts label; None: all)
+        self._gc_frozen = False  # a saved profile's objects were gc.freeze()d
         first = self.PANES[0]  # shown at start
         self.nav: list[NavState] = [step_to(first, NavState(first.PANE_ID, ""))]
         self.paused = False
@@ -154,21 +161,29 @@ class ProfTuiApp(App[None]):
         for pane in self.panes():
             pane.begin(live=self.collector is not None, has_profile=self.profile is not None)
         if self.profile is not None:
-            self._prepare(self.profile)
+            self._prepare(self.profile, self.part)
         self._show_nav()
         self._update_header()
         if self.collector is not None:
             self._poll()
 
-    @work(thread=True, group="prepare")
-    def _prepare(self, profile: Profile) -> None:
-        """The flat profile of a saved profile (seconds for 200,000 nodes), off the UI thread."""
-        entries = flat_profile(profile)
-        # A saved profile lives as long as the app: take its (millions of) objects out of
-        # the cyclic GC's scans, whose full passes otherwise stall keys for seconds.
-        gc.collect()
-        gc.freeze()
-        self.call_from_thread(self._apply, profile, entries)
+    @work(thread=True, exclusive=True, group="prepare")
+    def _prepare(self, profile: Profile, part: str | None) -> None:
+        """The flat profile of a saved profile (seconds for 200,000 nodes), or of a newly
+        chosen thread, off the UI thread."""
+        entries = flat_profile(profile, part)
+        if self.collector is None and not self._gc_frozen:
+            # A saved profile lives as long as the app: take its (millions of) objects out
+            # of the cyclic GC's scans, whose full passes otherwise stall keys for seconds.
+            self._gc_frozen = True
+            gc.collect()
+            gc.freeze()
+        self.call_from_thread(self._prepared, profile, part, entries)
+
+    def _prepared(self, profile: Profile, part: str | None, entries: list[FlatEntry]) -> None:
+        if part == self.part and (self.profile is None or self.profile is profile
+                                  or self.collector is None):
+            self._apply(profile, entries)
 
     def on_unmount(self) -> None:
         self._stop.set()
@@ -191,7 +206,9 @@ class ProfTuiApp(App[None]):
                 try:
                     profile = collector.wait() if ended else collector.snapshot()
                     info = collector.exit_info() if ended else info
-                    self.post_message(Snapshot(profile, flat_profile(profile), info, ended))
+                    part = self.part  # the user may choose another meanwhile: on_snapshot checks
+                    self.post_message(Snapshot(profile, flat_profile(profile, part), info,
+                                               ended, part=part))
                 except (ProftuiError, OSError, ValueError) as exc:
                     self.post_message(Snapshot(None, [], info, ended, str(exc)))
             if sampler is not None and (ended or started - last_proc >= PROC_INTERVAL_S):
@@ -214,8 +231,12 @@ class ProfTuiApp(App[None]):
                 profile.meta.exit_signal = message.exit.signal
             if message.final:
                 self._final = profile
-            with self.batch_update():
-                self._apply(profile, message.entries)
+            if message.part != self.part:  # chosen while this snapshot was being made
+                self.profile = profile
+                self._prepare(profile, self.part)
+            else:
+                with self.batch_update():
+                    self._apply(profile, message.entries)
         self._update_header()
         if message.final:
             self.notify(f"target {self._state_text()}: final profile shown", timeout=6)
@@ -234,6 +255,7 @@ class ProfTuiApp(App[None]):
             self.metric = 0
         current = self.nav[-1]
         for pane in self.panes():
+            pane.part = self.part
             pane.show_profile(profile, entries, self.metric,
                               current if current.pane == pane.PANE_ID else None)
         self._update_header()
@@ -253,7 +275,7 @@ class ProfTuiApp(App[None]):
         if self.frozen:
             state += " (display frozen)"
         self.query_one(HeaderBar).show(self.profile, pid=pid, state=state,
-                                       paused=self.paused, error=self._error)
+                                       paused=self.paused, error=self._error, part=self.part)
 
     # -- navigation ------------------------------------------------------------------
 
@@ -269,6 +291,7 @@ class ProfTuiApp(App[None]):
         focused = self.focused
         self.query_one(ContentSwitcher).current = state.pane
         pane = self.pane(state.pane)
+        pane.part = self.part
         pane.show_step(self.profile, state, self.metric)
         target = pane.focus_widget()
         if target is not None:
@@ -295,6 +318,8 @@ class ProfTuiApp(App[None]):
         if len(self.nav) > 1:
             self.nav.pop()
             self._show_nav()
+        elif self.part is not None:  # at the trail's start: zoom out to all threads (perf)
+            self.select_part(None)
         else:
             self.bell()
 
@@ -312,7 +337,7 @@ class ProfTuiApp(App[None]):
                 return False
             return None if self.ended else True
         if action == "back":
-            return True if len(self.nav) > 1 else None
+            return True if len(self.nav) > 1 or self.part is not None else None
         return True
 
     def action_metric(self) -> None:
@@ -322,6 +347,46 @@ class ProfTuiApp(App[None]):
         self.metric = (self.metric + 1) % len(self.profile.metrics)
         self._apply(self.profile, self._entries)
         self.notify(f"showing {metric_label(self.profile.metrics[self.metric])}")
+
+    def action_threads(self) -> None:
+        """The thread picker: all threads, one process or one thread, by share."""
+        profile = self.profile
+        if profile is None:
+            self.notify("no profile yet", severity="warning")
+            return
+        choices = list_parts(profile, self.metric, keep=(self.part,))
+        if len(choices) < 2 and self.part is None:
+            self.notify("this profile has no per-thread data (one thread, or a collector "
+                        "that does not record threads)")
+            return
+        self.push_screen(ThreadsScreen(choices, self.metric, profile.metrics, self.part),
+                         self._threads_chosen)
+
+    def _threads_chosen(self, choice: str | None) -> None:
+        if choice is not None:
+            self.select_part(None if choice == ALL else choice)
+
+    @on(SelectPart)
+    def _select_part_message(self, message: SelectPart) -> None:
+        self.select_part(message.part)
+
+    def select_part(self, part: str | None) -> None:
+        """Show only thread or process `part` (None: all) in every pane and the header."""
+        if part == self.part:
+            return
+        self.part = part
+        for pane in self.panes():
+            pane.part = part
+        self._update_header()
+        self.refresh_bindings()  # Esc may now zoom out
+        if self.profile is not None:
+            self._prepare(self.profile, part)  # the part's flat profile, then every pane
+        self.notify(f"showing {display(self._part_title())}")
+
+    def _part_title(self) -> str:
+        if self.part is None or self.profile is None:
+            return "all threads"
+        return describe_part(self.profile, self.part).title()
 
     def action_pause(self) -> None:
         collector = self.collector
@@ -425,6 +490,7 @@ class ProfTuiApp(App[None]):
         commands += [
             ("Back (Escape)", "Return to the previous view", self.action_back),
             ("Next metric (m)", "Show the next metric (samples, CPU time...)", self.action_metric),
+            ("Threads (t)", "Show one thread or process, or all", self.action_threads),
             ("Export (e)", "Write pprof, folded, callgrind, dot or speedscope", self.action_export),
             ("Notes (w)", "Warnings about this profile, in full", self.action_notes),
         ]

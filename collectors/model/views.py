@@ -13,11 +13,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from proftui.collectors.model.parts import PartInfo, list_parts, part_total, part_tree
+from proftui.collectors.model.parts import describe_part as describe
+from proftui.collectors.model.parts import parse_label as _parse
 from proftui.collectors.model.profile import (
     ROOT_FRAME,
     CallNode,
     CallTree,
     Frame,
+    FrameTable,
     FunctionCost,
     Profile,
 )
@@ -46,11 +50,9 @@ class Neighbour:
 
 
 def select_tree(profile: Profile, part: str | None = None) -> CallTree:
-    """The merged tree, or one process/thread part of it."""
-    if part is None:
-        assert profile.tree is not None
-        return profile.tree
-    return profile.parts[part]
+    """The merged tree, or one process/thread part of it (parts.part_tree: a process
+    merged from its threads; an empty tree for a part this snapshot lacks)."""
+    return part_tree(profile, part)
 
 
 def outermost_nodes(tree: CallTree, frame_id: int,
@@ -126,7 +128,7 @@ def flat_profile(
         costs = profile.functions
     else:
         costs = function_costs(tree, profile.frames.function_ids())
-    whole = tree.root.total_cost[metric] if tree.n_metrics else 0.0
+    whole = part_total(profile, part, metric)
     entries = []
     for fid, cost in costs.items():
         self_value = cost.self_cost[metric] if cost.self_cost else 0.0
@@ -254,3 +256,76 @@ def bottom_up_tree(profile: Profile, part: str | None = None,
                 del path[max_depth:]
             inverted.add_stack(path, node.self_cost)
     return inverted.finalize()
+
+
+GROUP_KINDS = ("[process]", "[thread]")
+"""How the `Frame.raw_name` of a `threads_as_roots` row starts; its part label follows."""
+
+
+def is_group_frame(frame: Frame) -> bool:
+    """Is `frame` a process or thread row made by `threads_as_roots` (not code)?"""
+    return frame.address is None and frame.raw_name.split(" ", 1)[0] in GROUP_KINDS
+
+
+def group_part(frame: Frame) -> str | None:
+    """The part label ("pid 12 tid 13") of a `threads_as_roots` row, else None."""
+    return frame.raw_name.split(" ", 1)[1] if is_group_frame(frame) else None
+
+
+def _group_frame(info: PartInfo) -> Frame:
+    return Frame(info.title(), raw_name=f"[{info.kind}] {info.label}")
+
+
+def threads_as_roots(profile: Profile, part: str | None = None, inverted: bool = False,
+                     max_depth: int = INVERTED_MAX_DEPTH) -> tuple[Profile, CallTree]:
+    """One root per thread of `part` (None: all) with that thread's tree below, as perf
+    report --sort pid and hotspot's thread grouping show it; with several processes, one
+    root per process and its threads below.  `inverted`: each thread's bottom-up tree.
+
+    Returns a profile sharing `profile`'s data but with a frame table extended by the
+    process/thread frames (`is_group_frame`), and the grouped tree (finalized).
+    """
+    frames = FrameTable(list(profile.frames))  # same ids for the same frames
+    grouped = CallTree(len(profile.metrics))
+    infos = [i for i in list_parts(profile) if i.kind != "all"]
+    processes = {i.pid: i for i in infos if i.kind == "process"}
+    wanted_pid, wanted_tid = (None, None) if part is None else _parse(part)
+    several = len({i.pid for i in infos if i.pid is not None}) > 1 and part is None
+    if part is not None and wanted_pid is None:  # a part labelled in no known form
+        wanted_pid = wanted_tid = -1  # matches no process or thread below
+    by_pid: dict[int | None, list[PartInfo]] = {}
+    for info in infos:
+        if info.kind == "thread" and (wanted_pid is None or info.pid == wanted_pid) and (
+                wanted_tid is None or info.tid == wanted_tid):
+            by_pid.setdefault(info.pid, []).append(info)
+    for info in infos:  # parts labelled in no known form (a saved file's own): one root each
+        if info.kind == "other" and part in (None, info.label):
+            by_pid.setdefault(None, []).append(info)
+    for info in infos:  # processes known only as a whole (gprof, imports): one root each
+        if info.kind == "process" and info.pid not in by_pid and info.label in profile.parts \
+                and (wanted_pid is None or info.pid == wanted_pid):
+            by_pid[info.pid] = [info]
+    if not processes:  # one process: list_parts leaves it out, but a lone "pid P" is a root
+        for label in profile.parts:
+            pid, tid = _parse(label)
+            if pid is not None and tid is None and pid not in by_pid and \
+                    wanted_pid in (None, pid):
+                by_pid[pid] = [describe(profile, label)]
+    for pid, members in sorted(by_pid.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
+        parent = grouped.root
+        if several and pid in processes and members[0].kind == "thread":
+            parent = parent.child(frames.intern(_group_frame(processes[pid])))
+        for info in members:
+            assert info.label is not None
+            tree = (bottom_up_tree(profile, info.label, max_depth) if inverted
+                    else part_tree(profile, info.label))
+            if tree.cut_depth is not None:
+                grouped.cut_depth = tree.cut_depth
+            parent.child(frames.intern(_group_frame(info))).absorb(tree.root)
+    derived = Profile(meta=profile.meta, metrics=profile.metrics, frames=frames, tree=grouped,
+                      parts=profile.parts, arcs=profile.arcs, line_costs=profile.line_costs,
+                      address_costs=profile.address_costs, address_sites=profile.address_sites,
+                      functions=profile.functions, sources=profile.sources,
+                      timeline=profile.timeline)
+    grouped.finalize()
+    return derived, grouped

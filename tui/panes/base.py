@@ -52,8 +52,21 @@ class Drill(Message):
     changes: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass
+class SelectPart(Message):
+    """Posted by a pane: show only process/thread `part` (a `Profile.parts` label, or
+    None for all), as the thread picker does (e.g. Enter on a thread row of the tree)."""
+
+    part: str | None
+
+
 class Pane:
     """Mixin for a pane widget: its registry declaration and the app's hooks into it."""
+
+    # The process or thread shown (a `Profile.parts` label; None: all of them).  Like the
+    # metric it is the app's choice: the app sets it on every pane before calling
+    # show_profile / show_step; panes that cannot narrow to it say so.
+    part: str | None = None
 
     KEY: ClassVar[str]  # the key that shows the pane ("1")
     PANE_ID: ClassVar[str]  # widget id and `NavState.pane` ("flat")

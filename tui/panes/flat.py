@@ -9,7 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, ClassVar
 
+from proftui.collectors.model.parts import describe_part, part_total
 from proftui.collectors.model.profile import Frame, Profile
+from proftui.collectors.model.textsafe import display
 from proftui.collectors.model.views import FlatEntry, flat_profile
 from proftui.tui.panes.base import Command, NavState, Pane, drill
 from proftui.tui.widgets.flat_table import FlatTable
@@ -74,7 +76,7 @@ class FlatPane(Pane, Vertical):
         """Show `profile` (entries precomputed by a worker, or computed here)."""
         self.profile = profile
         self.metric = metric
-        self.entries = entries if entries is not None else flat_profile(profile)
+        self.entries = entries if entries is not None else flat_profile(profile, self.part)
         self.refresh_rows()
 
     # -- pane hooks (tui.panes.base.Pane) --------------------------------------------
@@ -126,12 +128,14 @@ class FlatPane(Pane, Vertical):
         if keep is not None:
             cursor = next((i for i, e in enumerate(self.shown) if e.frame == keep), 0)
         profile = self.profile
-        whole = profile.total(self.metric) if profile.metrics else 0.0
+        whole = part_total(profile, self.part, self.metric)  # percents of the thread shown
         self.query_one(FlatTable).set_rows(self.shown, self.metric, profile.metrics, whole,
                                            self.sort_key, self.descending, cursor)
         status = f" {len(self.shown):,} of {len(self.entries):,} functions"
         if self.filter_text:
             status += f" matching '{self.filter_text}'"
+        if self.part is not None:
+            status += f" in {display(describe_part(profile, self.part).title())}"
         status += f" · sorted by {SORT_NAMES[self.sort_key]}"
         if profile.meta.warnings:
             count = len(profile.meta.warnings)

@@ -175,6 +175,7 @@ class SourcePane(Pane, Vertical):
         # the frame whose listing is on screen, and whether it had costs: only then is
         # the cursor the user's (or the hottest line's) and worth keeping on refresh
         self._shown: tuple[Frame, bool] | None = None
+        self._titled_part: str | None = None  # the thread the title was written for
 
     def compose(self) -> ComposeResult:
         yield Static("Select a function (Enter in the flat profile or tree) to see its source.",
@@ -220,6 +221,9 @@ class SourcePane(Pane, Vertical):
                      " of all)")
         if listing.note:
             title.append(f"  · {listing.note}", style="italic dim")
+        self._titled_part = self.part
+        if self.part is not None:  # line costs are recorded per profile, not per thread
+            title.append("  · line costs of all threads", style="italic yellow")
         if not listing.lines:
             title.append("\n nothing to show", style="italic")
         self.query_one("#source-title", Static).update(title)
@@ -254,7 +258,8 @@ class SourcePane(Pane, Vertical):
 
     def show_step(self, profile: Profile | None, state: NavState, metric: int) -> None:
         if profile is not None and state.source is not None and (
-                self.frame != state.source or self.profile is not profile):
+                self.frame != state.source or self.profile is not profile
+                or self._titled_part != self.part):
             self.show(profile, state.source, metric)
 
     def focus_widget(self) -> Widget | None:

@@ -14,9 +14,18 @@ from typing import ClassVar
 
 from proftui.collectors.model.profile import CallNode, CallTree, Frame, Profile
 from proftui.collectors.model.textsafe import display
-from proftui.collectors.model.views import FlatEntry, bottom_up_tree, callee_tree, caller_tree
+from proftui.collectors.model.views import (
+    FlatEntry,
+    bottom_up_tree,
+    callee_tree,
+    caller_tree,
+    group_part,
+    is_group_frame,
+    select_tree,
+    threads_as_roots,
+)
 from proftui.tui.format import format_cost, heat_style, percent
-from proftui.tui.panes.base import Command, NavState, Pane, View, drill
+from proftui.tui.panes.base import Command, NavState, Pane, SelectPart, View, drill
 from rich.text import Text
 from textual import work
 from textual.binding import Binding, BindingType
@@ -43,6 +52,10 @@ class NodeData:
     inverted: bool = False  # a callers tree: children are callers, "self" means nothing
 
 
+# What a derived view is computed for: view, focused function, part, threads as roots.
+Need = tuple[View, Frame | None, str | None, bool]
+
+
 class CallTreeView(Pane, Tree[NodeData]):
     """The Textual tree plus profile-aware actions; Enter opens the source."""
 
@@ -55,6 +68,7 @@ class CallTreeView(Pane, Tree[NodeData]):
         Binding("h", "hot_path", "Hot path"),
         Binding("b", "toggle_view", "Bottom-up/top-down"),
         Binding("f", "focus_function", "Focus function"),
+        Binding("T", "thread_roots", "Thread roots"),
     ]
 
     def __init__(self, **kwargs: object) -> None:
@@ -66,11 +80,13 @@ class CallTreeView(Pane, Tree[NodeData]):
         self.metric = 0
         self.view: View = "top-down"
         self.focus_frame: Frame | None = None
+        self.thread_roots = False  # `T`: one root per thread (process) at the top
+        self._shown_part: tuple[str | None, bool] = (None, False)  # (part, thread_roots) shown
         self.pending = False  # a derived tree is being computed in a worker
         self.view_profile: Profile | None = None  # the profile the shown rows come from
         self.freeze_results = False  # gc.freeze() derived trees (saved profiles: they stay)
-        self._derived: dict[tuple[View, Frame | None],
-                            tuple[Profile, tuple[CallTree, ...]]] = {}
+        # need -> (the snapshot it was derived from, the profile its rows index, trees)
+        self._derived: dict[Need, tuple[Profile, Profile, tuple[CallTree, ...]]] = {}
 
     # -- pane hooks (tui.panes.base.Pane) --------------------------------------------
 
@@ -98,7 +114,9 @@ class CallTreeView(Pane, Tree[NodeData]):
     def commands(self) -> list[Command]:
         return [("Hot path (h)", "Expand the costliest call chain", self.action_hot_path),
                 ("Bottom-up / top-down (b)", "Toggle the call tree direction",
-                 self.action_toggle_view)]
+                 self.action_toggle_view),
+                ("Threads as roots (T)", "One root per thread (and process) in the tree",
+                 self.action_thread_roots)]
 
     # -- building --------------------------------------------------------------------
 
@@ -194,6 +212,7 @@ class CallTreeView(Pane, Tree[NodeData]):
         previous tree) stays on screen.
         """
         same = (view is None or view == self.view) and (focus is None or focus == self.focus_frame)
+        same = same and self._shown_part == (self.part, self.thread_roots)
         if metric is not None:
             same = same and metric == self.metric
             self.metric = metric
@@ -205,53 +224,70 @@ class CallTreeView(Pane, Tree[NodeData]):
             self.view = view
         if focus is not None:
             self.focus_frame = focus
-        if self.view == "top-down":
-            assert profile.tree is not None
-            self._build_view(profile, (profile.tree,), state)
+        self._shown_part = (self.part, self.thread_roots)
+        if self.view == "top-down" and not self.thread_roots and (
+                self.part is None or self.part in profile.parts):
+            tree = profile.tree if self.part is None else profile.parts[self.part]
+            assert tree is not None
+            self._build_view(profile, (tree,), state)
             return
-        need = (self.view, self.focus_frame if self.view == "focus" else None)
+        need = self._need()
         cached = self._derived.get(need)
         if cached is not None and cached[0] is profile:
-            self._build_view(profile, cached[1], state)
+            self._build_view(cached[1], cached[2], state)
             return
         if not same or self.pending or not self.root.children:
             self.clear()
             self.root.data = None
-            what = "callers and callees" if self.view == "focus" else "the bottom-up tree"
+            what = {"focus": "callers and callees", "bottom-up": "the bottom-up tree"}.get(
+                self.view, "the tree")
             self.root.add_leaf(Text(f"computing {what}…", style="italic dim"))
             self.root.expand()
         self.pending = True
         self._derive(profile, need, state)
 
     @work(thread=True, exclusive=True, group="derive-tree")
-    def _derive(self, profile: Profile, need: tuple[View, Frame | None],
+    def _derive(self, profile: Profile, need: Need,
                 state: tuple[list[tuple[object, ...]], tuple[object, ...] | None] | None
                 ) -> None:
-        view, focus = need
+        view, focus, part, roots = need
         trees: tuple[CallTree, ...] = ()
-        if view == "bottom-up":
-            trees = (bottom_up_tree(profile),)
+        shown = profile  # the profile whose frame table the rows index
+        if view != "focus" and roots:
+            shown, tree = threads_as_roots(profile, part, inverted=view == "bottom-up")
+            trees = (tree,)
+        elif view == "bottom-up":
+            trees = (bottom_up_tree(profile, part),)
+        elif view == "top-down":
+            trees = (select_tree(profile, part),)
         elif focus is not None:
             frame_id = profile.frames.find(focus)
             if frame_id is not None:
-                trees = (callee_tree(profile, frame_id), caller_tree(profile, frame_id))
-        self.app.call_from_thread(self._derived_ready, profile, need, trees, state)
+                trees = (callee_tree(profile, frame_id, part),
+                         caller_tree(profile, frame_id, part))
+        self.app.call_from_thread(self._derived_ready, profile, need, trees, state, shown)
 
-    def _derived_ready(self, profile: Profile, need: tuple[View, Frame | None],
-                       trees: tuple[CallTree, ...],
-                       state: tuple[list[tuple[object, ...]], tuple[object, ...] | None] | None
-                       ) -> None:
-        if need != (self.view, self.focus_frame if self.view == "focus" else None):
+    def _need(self) -> Need:
+        return (self.view, self.focus_frame if self.view == "focus" else None, self.part,
+                self.thread_roots and self.view != "focus")
+
+    def _derived_ready(self, profile: Profile, need: Need, trees: tuple[CallTree, ...],
+                       state: tuple[list[tuple[object, ...]], tuple[object, ...] | None] | None,
+                       shown: Profile | None = None) -> None:
+        if need != self._need():
             return  # the user moved on meanwhile (a newer snapshot of the same view is fine)
-        self._derived[need] = (profile, trees)
+        self._derived[need] = (profile, shown or profile, trees)
         if len(self._derived) > 4:  # a small cache: Escape back to a focus is instant
-            self._release(self._derived.pop(next(iter(self._derived)))[1])
+            oldest = next(iter(self._derived))
+            evicted = self._derived.pop(oldest)[2]
+            if oldest[0] != "top-down" or oldest[3]:  # not the profile's own part trees
+                self._release(evicted)
         if self.freeze_results:
             # Long-lived trees of a saved profile: keep them out of the cyclic GC's
             # full scans (a second-long pause per scan at 200,000 nodes).
             gc.freeze()
         self.pending = False
-        self._build_view(profile, trees, state)
+        self._build_view(shown or profile, trees, state)
 
     @work(thread=True, group="release-tree")
     def _release(self, trees: tuple[CallTree, ...]) -> None:
@@ -352,7 +388,8 @@ class CallTreeView(Pane, Tree[NodeData]):
 
     def selected_frame(self) -> Frame | None:
         node = self.cursor_node
-        if node is None or node.data is None or not isinstance(node.data.key, Frame):
+        if node is None or node.data is None or not isinstance(node.data.key, Frame) or \
+                is_group_frame(node.data.key):  # a thread row of `T`: no code to show
             return None
         return node.data.key
 
@@ -364,9 +401,18 @@ class CallTreeView(Pane, Tree[NodeData]):
             parent = node.parent
             self.populate(parent)
             return
+        group = self._group_part(node)
+        if group is not None:  # Enter on a thread (process) row: show that one only
+            self.post_message(SelectPart(group))
+            return
         frame = self.selected_frame()
         if frame is not None:
             self.post_message(drill("source", source=frame))
+
+    def _group_part(self, node: TreeNode[NodeData]) -> str | None:
+        """The part label of a `T` thread/process row, or None for any other row."""
+        key = node.data.key if node.data is not None else None
+        return group_part(key) if isinstance(key, Frame) else None
 
     def action_hot_path(self) -> None:
         """Expand the costliest chain below the cursor and put the cursor at its end."""
@@ -388,6 +434,15 @@ class CallTreeView(Pane, Tree[NodeData]):
     def action_toggle_view(self) -> None:
         view = "top-down" if self.view == "bottom-up" else "bottom-up"
         self.post_message(drill("tree", tree_view=view, focus=None))
+
+    def action_thread_roots(self) -> None:
+        """Toggle one root per thread (per process, then thread, with several processes)."""
+        self.thread_roots = not self.thread_roots
+        if self.view == "focus":
+            self.notify("threads as roots " + ("on" if self.thread_roots else "off")
+                        + ": shown in the top-down and bottom-up trees")
+        if self.profile is not None:
+            self.show(self.profile)
 
     def action_focus_function(self) -> None:
         frame = self.selected_frame()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import time
 
+from proftui.collectors.model.parts import describe_part
 from proftui.collectors.model.profile import Profile
 from proftui.collectors.model.textsafe import display
 from proftui.tui.format import format_cost, format_duration, metric_label
@@ -34,12 +35,24 @@ def _elapsed(start: float | None, end: float | None) -> str | None:
     return format_duration(min(max(seconds, 0.0), 1e9))
 
 
+def _part_text(profile: Profile, part: str) -> str:
+    """ "thread 13 worker-2 40.1%": the thread shown and its share of the samples."""
+    info = describe_part(profile, part)
+    names = [m.name for m in profile.metrics]
+    index = names.index("samples") if "samples" in names else 0
+    mine = info.cost[index] if index < len(info.cost) else 0.0
+    total = profile.total(index) if profile.metrics and profile.tree is not None else 0.0
+    share = f" {100 * mine / total:.1f}%" if total > 0 and math.isfinite(mine / total) else ""
+    return f"{_short(info.title())}{share}"
+
+
 class HeaderBar(Static):
     """Shows what is being profiled and how far along it is."""
 
     def show(self, profile: Profile | None, *, pid: int | None, state: str,
-             paused: bool = False, error: str = "") -> None:
-        """Redraw from `profile`'s metadata; `state` is e.g. "running", "exited with status 7"."""
+             paused: bool = False, error: str = "", part: str | None = None) -> None:
+        """Redraw from `profile`'s metadata; `state` is e.g. "running", "exited with status 7";
+        `part` is the thread or process shown (a `Profile.parts` label; None: all)."""
         text = Text(" proftui ", style="bold reverse")
         if profile is None:
             text.append("  waiting for the first snapshot...")
@@ -51,6 +64,8 @@ class HeaderBar(Static):
             text.append(f"pid {pid} ", style="")
         elif meta.pids:
             text.append(f"pid {', '.join(map(str, meta.pids[:3]))} ", style="dim")
+        if part is not None:  # first: it changes what every number below the header means
+            text.append(f"· {_part_text(profile, part)} ", style="bold magenta")
         style = "bold green" if state == "running" else "bold yellow"
         text.append(f"· {display(state)} ", style=style)
         if paused:
