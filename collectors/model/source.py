@@ -109,11 +109,14 @@ def _files_by_cost(lines: dict[tuple[str, int], list[float]], first: str | None)
     by_file: dict[str, float] = {}
     for (file, _line), cost in lines.items():
         by_file[file] = by_file.get(file, 0.0) + (cost[0] if cost else 0.0)
-    if first is not None and by_file.get(first, 0.0) <= 0 and any(
-            v > 0 for v in by_file.values()):
-        first = None  # nothing of the function's cost is in its own file: lead with the costliest
     ranked = sorted(by_file, key=lambda f: (-by_file[f], f))
-    return ([first] if first is not None else []) + [f for f in ranked if f != first]
+    if first is None:
+        return ranked
+    if by_file.get(first, 0.0) <= 0 and any(v > 0 for v in by_file.values()):
+        # nothing of the function's cost is in its own file (it all comes from inlined
+        # header code): lead with the costliest file, keep its own file reachable
+        return [f for f in ranked if f != first] + [first]
+    return [first] + [f for f in ranked if f != first]
 
 
 def function_files(profile: Profile, frame: Frame) -> list[str]:
@@ -145,7 +148,11 @@ def source_listing(profile: Profile, frame: Frame, path: str | None = None) -> L
         notes.append(profile.meta.lines_note)
     if not exact and here:
         notes.append("costs of every function of this file (no per-address lines recorded)")
-    if elsewhere:
+    if exact and frame.file is not None and path != frame.file:
+        inside = _sum(list(here.values()), n)
+        share = inside[0] / total[0] * 100 if total and total[0] > 0 else 0.0
+        notes.append(f"code inlined from this file: {share:.0f}% of the function")
+    elif elsewhere:
         outside = _sum([c for (f, _l), c in lines.items() if f != path], n)
         share = outside[0] / total[0] * 100 if total and total[0] > 0 else 0.0
         names = ", ".join(sorted(os.path.basename(f) for f in elsewhere)[:3])
@@ -178,8 +185,9 @@ def address_listing(profile: Profile, frame: Frame, note: str = "") -> Listing:
     owned = function_addresses(profile, frame)
     total = _sum(list(owned.values()), len(profile.metrics))
     if not owned:
-        return Listing("none", frame.function, [], function_cost=total,
-                       note="no source, disassembly or address costs for this function")
+        why = ("inlined code: its instructions belong to the functions it was inlined into"
+               if frame.inlined else "no source, disassembly or address costs for this function")
+        return Listing("none", frame.function, [], function_cost=total, note=why)
     rows = []
     for address, cost in sorted(owned.items()):
         site = profile.address_sites.get((frame.module, address))
