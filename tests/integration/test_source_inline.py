@@ -117,7 +117,7 @@ def test_header_templates_annotate_like_addr2line() -> None:
     every = addr2line_innermost(binary, addresses)  # type: ignore[arg-type]
     got: dict[tuple[str, int], float] = defaultdict(float)
     head = None
-    for i, row in enumerate(listing.lines):
+    for row in listing.lines:
         if row.kind == "head":
             head = (row.file, row.number)
         elif row.kind == "insn":
