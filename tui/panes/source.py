@@ -71,11 +71,11 @@ class SourcePane(Pane, Vertical):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("slash", "search", "Search"),
-        Binding("n", "find(1)", "Next match"),
+        Binding("n", "find(1)", "Next match", show=False),
         Binding("N", "find(-1)", "Prev match", show=False),
-        Binding("d", "mode('disassembly')", "Source/asm"),
+        Binding("d", "mode('disassembly')", "Asm"),
         Binding("i", "mode('interleaved')", "Src+asm"),
-        Binding("f", "next_file", "File"),
+        Binding("f", "next_file", "Next file", show=False),
     ]
 
     def __init__(self, **kwargs: object) -> None:

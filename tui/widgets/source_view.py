@@ -57,7 +57,7 @@ class SourceView(ScrollView, can_focus=True):
         Binding("home", "move(-1000000000)", "Top", show=False),
         Binding("end", "move(1000000000)", "End", show=False),
         Binding("g", "hottest", "Hottest"),
-        Binding("tab", "next_hot(1)", "Next hot"),
+        Binding("tab", "next_hot(1)", "Next hot", show=False),
         Binding("shift+tab", "next_hot(-1)", "Prev hot", show=False),
     ]
 
