@@ -19,7 +19,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Literal
 
-from proftui.collectors.model.lines import function_addresses, function_lines
+from proftui.collectors.model.lines import function_addresses, function_lines, lines_of
 from proftui.collectors.model.profile import Frame, Profile
 from proftui.collectors.model.sourcefiles import read_source, reader_of
 
@@ -125,15 +125,20 @@ def function_files(profile: Profile, frame: Frame) -> list[str]:
     return _files_by_cost(function_lines(profile, frame)[0], frame.file)
 
 
-def source_listing(profile: Profile, frame: Frame, path: str | None = None) -> Listing | None:
+def source_listing(profile: Profile, frame: Frame, path: str | None = None,
+                   owned: dict[int, list[float]] | None = None) -> Listing | None:
     """`frame`'s source file (or `path`, another file of its costs: a header it inlined)
-    with its function's self cost per line.
+    with its function's self cost per line.  `owned` (address -> cost) names the
+    function's addresses when the caller knows them better (an inlined function's,
+    found through the binary's inline chains).
 
     When the text is nowhere to be found, the costed lines are listed by number
     (kind "lines") and the note says "source not available: PATH".  None when
     neither a file nor a costed line is known (disassembly may still help).
     """
     lines, exact = function_lines(profile, frame)
+    if owned:
+        lines, exact = lines_of(profile, frame.module, owned), True
     n = len(profile.metrics)
     files = _files_by_cost(lines, frame.file)
     if path is None or path not in files:
@@ -148,7 +153,7 @@ def source_listing(profile: Profile, frame: Frame, path: str | None = None) -> L
         notes.append(profile.meta.lines_note)
     if not exact and here:
         notes.append("costs of every function of this file (no per-address lines recorded)")
-    if exact and frame.file is not None and path != frame.file:
+    if exact and frame.file is not None and path != frame.file and not frame.inlined:
         inside = _sum(list(here.values()), n)
         share = inside[0] / total[0] * 100 if total and total[0] > 0 else 0.0
         notes.append(f"code inlined from this file: {share:.0f}% of the function")

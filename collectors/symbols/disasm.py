@@ -153,7 +153,6 @@ def instruction_lines(profile: Profile, module: str, addresses: list[int]
     answer, also without the binary); the others come from the module's DWARF
     through the symbolizer.  Addresses without a line are left out.
     """
-    global _symbolizer
     identity = _identity(module)
     key = (identity, tuple(addresses))
     with _lock:
@@ -162,9 +161,7 @@ def instruction_lines(profile: Profile, module: str, addresses: list[int]
         found = {}
         if identity is not None:
             with _lock:
-                if _symbolizer is None:
-                    _symbolizer = Symbolizer()
-                symbolizer = _symbolizer
+                symbolizer = _shared_symbolizer()
                 for address in addresses:
                     try:
                         location = symbolizer.location(module, address)
@@ -179,6 +176,35 @@ def instruction_lines(profile: Profile, module: str, addresses: list[int]
         if site is not None and site.file is not None and site.line is not None:
             lines[address] = (site.file, site.line)
     return lines
+
+
+def _shared_symbolizer() -> Symbolizer:
+    """The module's symbolizer (call with _lock held)."""
+    global _symbolizer
+    if _symbolizer is None:
+        _symbolizer = Symbolizer()
+    return _symbolizer
+
+
+def inlined_addresses(profile: Profile, frame: Frame) -> dict[int, list[float]]:
+    """Costed addresses whose innermost function is the inlined `frame` -> their cost,
+    by the inline chains of the binary's DWARF (the profile records only the innermost
+    line of each address); empty without the binary."""
+    if not frame.inlined or not frame.module or _identity(frame.module) is None:
+        return {}
+    owned: dict[int, list[float]] = {}
+    with _lock:
+        symbolizer = _shared_symbolizer()
+        for (module, address), costs in profile.address_costs.items():
+            if module != frame.module:
+                continue
+            try:
+                inner = symbolizer.frames(module, address)[-1]
+            except (ProftuiError, OSError, ValueError, IndexError):
+                return {}
+            if inner.inlined and inner.raw_name == frame.raw_name and inner.file == frame.file:
+                owned[address] = costs
+    return owned
 
 
 def interleaved_listing(profile: Profile, frame: Frame) -> Listing | None:
@@ -238,7 +264,8 @@ def annotate(profile: Profile, frame: Frame, prefer: Prefer = "source",
     disassembly, or source and disassembly interleaved, when `prefer`red.  Runs
     objdump: call it from a worker."""
     if prefer == "source":
-        listing = source_listing(profile, frame, path)
+        owned = inlined_addresses(profile, frame) if frame.inlined else None
+        listing = source_listing(profile, frame, path, owned)
         if listing is not None:
             return listing
     if prefer == "interleaved":

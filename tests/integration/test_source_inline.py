@@ -20,6 +20,7 @@ import pytest
 from proftui.collectors.base import CollectorOptions
 from proftui.collectors.model.profile import Frame, Profile
 from proftui.collectors.model.storage import load, save
+from proftui.collectors.model.views import flat_profile
 from proftui.collectors.sampler.collector import SamplerCollector
 from proftui.collectors.symbols.disasm import annotate
 
@@ -153,6 +154,24 @@ def test_header_templates_annotate_like_addr2line() -> None:
                                           if f == str(HEADER)})
     own = annotate(profile, crunch, "source", str(SOURCE))
     assert own.path == str(SOURCE) and "inlined from other files (src_tmpl.hpp)" in own.note
+
+
+def test_inlined_template_opens_on_its_own_lines() -> None:
+    """The flat profile's template entries (inlined frames) annotate their own lines
+    only, with their own self cost (the tree's), found through the binary's inline
+    chains: churn() on HDR_HOT, stir() on HDR_WARM."""
+    _binary, profile = record_tmpl("60")
+    flat = {e.frame: e for e in flat_profile(profile)}
+    for name, line in (("Acc<unsigned long>::churn(", HDR_HOT),
+                       ("Acc<unsigned long>::stir(", HDR_WARM)):
+        frame = next(f for f in profile.frames if f.inlined and f.function.startswith(name))
+        listing = annotate(profile, frame, "source")
+        assert listing.path == str(HEADER)
+        costed = {row.number: row.cost[0] for row in listing.lines if row.cost}
+        # only the template's body ({ loop }), not the other template's lines
+        assert set(costed) <= set(range(line - 2, line + 2)), (name, costed)
+        assert listing.lines[listing.hottest()].number == line  # type: ignore[index]
+        assert sum(costed.values()) == pytest.approx(flat[frame].self_cost[0])
 
 
 def test_saved_profile_annotates_the_header_without_its_files(tmp_path: Path) -> None:
