@@ -63,6 +63,7 @@ class Listing:
     note: str = ""
 
     files: list[str] = field(default_factory=list)  # the function's costed files (see below)
+    opens_at: int | None = None  # the row to open at, when not the hottest one
 
     @property
     def numbers_are_lines(self) -> bool:

@@ -207,6 +207,20 @@ def inlined_addresses(profile: Profile, frame: Frame) -> dict[int, list[float]]:
     return owned
 
 
+def _host_of(profile: Profile, frame: Frame) -> Frame | None:
+    """The (non-inlined) function holding most of the inlined `frame`'s cost."""
+    by_start: dict[int, float] = {}
+    for address, costs in inlined_addresses(profile, frame).items():
+        site = profile.address_sites.get((frame.module, address))
+        if site is not None and site.function is not None:
+            by_start[site.function] = by_start.get(site.function, 0.0) + (costs[0] if costs else 0)
+    if not by_start:
+        return None
+    start = max(by_start, key=by_start.__getitem__)
+    return next((f for f in profile.frames if f.module == frame.module and f.address == start
+                 and not f.inlined and f.raw_name), None)
+
+
 def interleaved_listing(profile: Profile, frame: Frame) -> Listing | None:
     """`frame`'s instructions grouped under their source lines (inline-aware: code
     inlined from a header sits under the header's line), each with its self cost;
@@ -267,6 +281,21 @@ def annotate(profile: Profile, frame: Frame, prefer: Prefer = "source",
         owned = inlined_addresses(profile, frame) if frame.inlined else None
         listing = source_listing(profile, frame, path, owned)
         if listing is not None:
+            return listing
+    if frame.inlined:
+        # no instructions of its own: those of the function it was inlined into
+        host = _host_of(profile, frame)
+        if host is not None:
+            listing = annotate(profile, host, prefer)
+            listing.note = "; ".join(n for n in (f"inlined into {host.function}: shown "
+                                                 "within it", listing.note) if n)
+            if listing.kind in ("interleaved", "disassembly"):
+                # open at the inlined function's own hottest instruction
+                own = inlined_addresses(profile, frame)
+                costed = [(row.cost[0], i) for i, row in enumerate(listing.lines)
+                          if row.kind != "head" and row.number in own and row.cost]
+                if costed:
+                    listing.opens_at = max(costed)[1]
             return listing
     if prefer == "interleaved":
         listing = interleaved_listing(profile, frame)

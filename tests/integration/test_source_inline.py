@@ -160,7 +160,7 @@ def test_inlined_template_opens_on_its_own_lines() -> None:
     """The flat profile's template entries (inlined frames) annotate their own lines
     only, with their own self cost (the tree's), found through the binary's inline
     chains: churn() on HDR_HOT, stir() on HDR_WARM."""
-    _binary, profile = record_tmpl("60")
+    binary, profile = record_tmpl("60")
     flat = {e.frame: e for e in flat_profile(profile)}
     for name, line in (("Acc<unsigned long>::churn(", HDR_HOT),
                        ("Acc<unsigned long>::stir(", HDR_WARM)):
@@ -172,6 +172,13 @@ def test_inlined_template_opens_on_its_own_lines() -> None:
         assert set(costed) <= set(range(line - 2, line + 2)), (name, costed)
         assert listing.lines[listing.hottest()].number == line  # type: ignore[index]
         assert sum(costed.values()) == pytest.approx(flat[frame].self_cost[0])
+        # no instructions of its own: interleaved within crunch(), at its own hottest one
+        mixed = annotate(profile, frame, "interleaved")
+        assert mixed.kind == "interleaved" and mixed.title.startswith("crunch(")
+        assert mixed.opens_at is not None and "inlined into crunch(" in mixed.note
+        address = mixed.lines[mixed.opens_at].number
+        assert address is not None
+        assert addr2line_innermost(binary, [address])[address] == (str(HEADER), line)
 
 
 def test_saved_profile_annotates_the_header_without_its_files(tmp_path: Path) -> None:

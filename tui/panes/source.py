@@ -63,9 +63,10 @@ class SourcePane(Pane, Vertical):
     HINT = "Annotated source of the selected function"
 
     DEFAULT_CSS = """
-    SourcePane #source-search { dock: bottom; display: none; height: 3; }
+    SourcePane #source-view { height: 1fr; }
+    SourcePane #source-search { display: none; height: 3; }
     SourcePane #source-search.open { display: block; }
-    SourcePane #source-status { dock: bottom; height: 1; color: $text-muted; display: none; }
+    SourcePane #source-status { height: 1; color: $text-muted; display: none; }
     SourcePane #source-status.shown { display: block; }
     """
 

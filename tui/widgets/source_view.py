@@ -116,7 +116,8 @@ class SourceView(ScrollView, can_focus=True):
             self.cursor = min(max(0, position[0]), last)
             self.scroll_to(y=position[1], animate=False, immediate=True, force=True)
         else:
-            self.cursor = min(max(0, listing.hottest(metric) or 0), last)
+            start = listing.opens_at if listing.opens_at is not None else listing.hottest(metric)
+            self.cursor = min(max(0, start or 0), last)
             self.center(self.cursor)
         self.refresh()
 
