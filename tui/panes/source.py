@@ -89,7 +89,7 @@ class SourcePane(Pane, Vertical):
         self.loading_frame: Frame | None = None
         # the (frame, mode, file) whose cursor and scroll position are settled: the
         # hottest row of a listing with costs, or wherever the user moved; kept on refresh
-        self._anchored: tuple[Frame, str, str | None] | None = None
+        self._settled: tuple[Frame, str, str | None] | None = None
         self._search_origin = 0
 
     def compose(self) -> ComposeResult:
@@ -137,11 +137,11 @@ class SourcePane(Pane, Vertical):
         view = self.query_one(SourceView)
         # Live: until a listing of this function with costs is on screen (or the user
         # moved), open at the hottest row rather than keep a cursor at the first row.
-        position = view.position if keep and self._anchored == self._key else None
+        position = view.position if keep and self._settled == self._key else None
         view.set_listing(listing, metric, unit, position)
         self.loading_frame = None
-        if fn > 0 and position is None:
-            self._anchored = self._key
+        if position is None:
+            self._settled = self._key if fn > 0 else None
         if view.search is not None:
             self._status(view.search.status(view.cursor))
 
@@ -164,8 +164,8 @@ class SourcePane(Pane, Vertical):
 
     @on(SourceView.Moved)
     def _user_moved(self) -> None:
-        if self.listing is not None and self.loading_frame is None:
-            self._anchored = self._key
+        if self.listing is not None:
+            self._settled = self._key
 
     # -- modes -------------------------------------------------------------------
 

@@ -15,10 +15,10 @@ from typing import ClassVar
 from proftui.collectors.model.source import Listing, ListingLine
 from proftui.tui.format import format_cost, percent
 from proftui.tui.widgets.source_search import Search
-from pygments.lexer import Lexer
-from pygments.lexers import get_lexer_by_name, guess_lexer_for_filename
-from pygments.token import Token, _TokenType
-from pygments.util import ClassNotFound
+from pygments.lexer import Lexer  # type: ignore[import-untyped]
+from pygments.lexers import get_lexer_by_name, guess_lexer_for_filename  # type: ignore[import-untyped]
+from pygments.token import Token, _TokenType  # type: ignore[import-untyped]
+from pygments.util import ClassNotFound  # type: ignore[import-untyped]
 from rich.style import Style
 from rich.text import Text
 from textual.binding import Binding, BindingType
