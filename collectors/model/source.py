@@ -27,7 +27,7 @@ ListingKind = Literal["source", "lines", "disassembly", "interleaved", "addresse
 RowKind = Literal["line", "insn", "head", "file"]
 
 
-@dataclass
+@dataclass(slots=True)
 class ListingLine:
     """One row: a source line (number = line) or an instruction (number = address).
 
