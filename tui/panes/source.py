@@ -54,6 +54,11 @@ class SearchInput(Input):
     def action_close(self) -> None:
         self.post_message(self.Closed())
 
+    def on_blur(self) -> None:
+        # focus went elsewhere (a pane key through the palette, a click): no prompt is
+        # left open without the focus
+        self.post_message(self.Closed())
+
 
 class SourcePane(Pane, Vertical):
     """Title line, the listing, the search prompt and its status; `show(frame)` loads in
@@ -223,8 +228,10 @@ class SourcePane(Pane, Vertical):
     @on(SearchInput.Closed)
     def _close_search(self) -> None:
         box = self.query_one(SearchInput)
+        was_focused = box.has_focus
         box.remove_class("open")
-        self.query_one(SourceView).focus()
+        if was_focused:
+            self.query_one(SourceView).focus()
 
     # -- pane hooks (tui.panes.base.Pane) --------------------------------------------
 
