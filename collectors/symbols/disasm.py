@@ -34,7 +34,7 @@ from proftui.collectors.model.source import (
     source_listing,
     source_text,
 )
-from proftui.collectors.symbols.elf import open_regular
+from proftui.collectors.symbols.elf import ElfFile, open_regular
 from proftui.collectors.symbols.symbolizer import Symbolizer
 
 MAX_DISASSEMBLY_BYTES = 0x10000  # never disassemble more than this from one start address
@@ -61,6 +61,28 @@ def _identity(module: str) -> tuple[object, ...] | None:
     except OSError:
         return None
     return (module, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+_builds: dict[tuple[object, ...], str | None] = {}  # file identity -> its build-id
+
+
+def same_build(module: str, build_id: str | None) -> bool:
+    """Whether `module` on disk is the file that was profiled: its build-id is the
+    frame's (a frame without one matches any readable file).  A profile opened after a
+    rebuild must not show the new binary's instructions with the old one's costs."""
+    identity = _identity(module)
+    if identity is None:
+        return False
+    if not build_id:
+        return True
+    with _lock:
+        if identity not in _builds:
+            try:
+                with ElfFile(module) as elf:
+                    _builds[identity] = elf.build_id()
+            except (ProftuiError, OSError, ValueError):
+                _builds[identity] = None
+        return _builds[identity] == build_id
 
 
 def _remember(memo: OrderedDict, key: tuple[object, ...], value: object) -> None:
@@ -131,6 +153,8 @@ def disassembly_listing(profile: Profile, frame: Frame) -> Listing | None:
     # start: decoding from there would print garbage.
     if frame.address is None or not frame.module or not frame.raw_name or frame.inlined:
         return None
+    if not same_build(frame.module, frame.build_id):
+        return None
     instructions = disassemble(frame.module, frame.address,
                                _end_of(profile, frame, frame.address))
     if not instructions:
@@ -145,24 +169,27 @@ def disassembly_listing(profile: Profile, frame: Frame) -> Listing | None:
                    function_cost=total, focus=0)
 
 
-def instruction_lines(profile: Profile, module: str, addresses: list[int]
-                      ) -> dict[int, tuple[str, int]]:
+def instruction_lines(profile: Profile, module: str, addresses: list[int],
+                      build_id: str | None = None) -> dict[int, tuple[str, int]]:
     """Innermost source (file, line) of each instruction at `addresses` of `module`.
 
     A costed address keeps the line the collector recorded (the same run's
     answer, also without the binary); the others come from the module's DWARF
-    through the symbolizer.  Addresses without a line are left out.
+    through the symbolizer (when the file is the profiled one: `build_id`).
+    Addresses without a line are left out.
     """
     identity = _identity(module)
-    key = (identity, tuple(addresses))
+    key = (identity, build_id, tuple(addresses))
     with _lock:
         found = _sites.get(key)
     if found is None:
         found = {}
         if identity is not None:
             with _lock:
-                symbolizer = _shared_symbolizer()
+                symbolizer = _symbolizer_for(module, build_id)
                 for address in addresses:
+                    if symbolizer is None:
+                        break
                     try:
                         location = symbolizer.location(module, address)
                     except (ProftuiError, OSError, ValueError):
@@ -178,12 +205,18 @@ def instruction_lines(profile: Profile, module: str, addresses: list[int]
     return lines
 
 
-def _shared_symbolizer() -> Symbolizer:
-    """The module's symbolizer (call with _lock held)."""
+def _symbolizer_for(module: str, build_id: str | None) -> Symbolizer | None:
+    """The shared symbolizer, when `module` on disk is the profiled file (same build-id,
+    when the profile knows it): a saved profile opened after a rebuild must not take
+    lines from the new binary.  Call with _lock held."""
     global _symbolizer
     if _symbolizer is None:
         _symbolizer = Symbolizer()
-    return _symbolizer
+    try:
+        found = _symbolizer.module(module).build_id
+    except (ProftuiError, OSError, ValueError):
+        return None
+    return _symbolizer if not build_id or found == build_id else None
 
 
 def inlined_addresses(profile: Profile, frame: Frame) -> dict[int, list[float]]:
@@ -194,7 +227,9 @@ def inlined_addresses(profile: Profile, frame: Frame) -> dict[int, list[float]]:
         return {}
     owned: dict[int, list[float]] = {}
     with _lock:
-        symbolizer = _shared_symbolizer()
+        symbolizer = _symbolizer_for(frame.module, frame.build_id)
+        if symbolizer is None:
+            return {}
         for (module, address), costs in profile.address_costs.items():
             if module != frame.module:
                 continue
@@ -227,13 +262,16 @@ def interleaved_listing(profile: Profile, frame: Frame) -> Listing | None:
     a head row carries its instructions' cost summed.  None without a binary."""
     if frame.address is None or not frame.module or not frame.raw_name or frame.inlined:
         return None
+    if not same_build(frame.module, frame.build_id):
+        return None
     instructions = disassemble(frame.module, frame.address,
                                _end_of(profile, frame, frame.address))
     if not instructions:
         return None
     owned = function_addresses(profile, frame)
     n = len(profile.metrics)
-    lines = instruction_lines(profile, frame.module, [a for a, _ in instructions])
+    lines = instruction_lines(profile, frame.module, [a for a, _ in instructions],
+                              frame.build_id)
     texts: dict[str, list[str] | None] = {}
     rows: list[ListingLine] = []
     total = [0.0] * n
@@ -306,4 +344,9 @@ def annotate(profile: Profile, frame: Frame, prefer: Prefer = "source",
         if prefer == "source":
             listing.note = "no source file: disassembly"
         return listing
+    if frame.module and frame.build_id and _identity(frame.module) is not None \
+            and not same_build(frame.module, frame.build_id):
+        return address_listing(profile, frame, f"{frame.module} was rebuilt since the "
+                                               "profile was taken (another build-id): "
+                                               "addresses only")
     return address_listing(profile, frame)

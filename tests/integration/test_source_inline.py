@@ -46,8 +46,8 @@ def tmpl_binary() -> Path:
                                           f"-DSRC_TMPL_HPP_{digest}"], compiler="g++")
 
 
-def record_tmpl(units: str = "150") -> tuple[Path, Profile]:
-    binary = tmpl_binary()
+def record_tmpl(units: str = "150", binary: Path | None = None) -> tuple[Path, Profile]:
+    binary = binary or tmpl_binary()
     collector = SamplerCollector([str(binary), units], CollectorOptions(output="log"))
     collector.start()
     try:
@@ -192,3 +192,20 @@ def test_saved_profile_annotates_the_header_without_its_files(tmp_path: Path) ->
     assert source.path == str(HEADER)
     assert source.lines[source.hottest()].number == HDR_HOT  # type: ignore[index]
     assert "/* HDR_HOT */" in source.lines[source.hottest()].text  # type: ignore[index]
+
+
+def test_rebuilt_binary_is_not_disassembled_with_old_costs(tmp_path: Path) -> None:
+    """A profile whose binary was rebuilt since (another build-id) keeps its source
+    annotation (recorded lines) but shows no instructions of the new binary."""
+    binary = tmp_path / "src_tmpl"
+    shutil.copy(tmpl_binary(), binary)
+    _binary, profile = record_tmpl("40", binary)
+    crunch = crunch_of(profile)
+    assert annotate(profile, crunch, "interleaved").kind == "interleaved"
+    subprocess.run(["g++", "-O1", "-g", "-o", str(binary), str(SOURCE)], check=True,
+                   capture_output=True)
+    for mode in ("interleaved", "disassembly"):
+        listing = annotate(profile, crunch, mode)  # type: ignore[arg-type]
+        assert listing.kind == "addresses" and "rebuilt" in listing.note, (mode, listing.note)
+    source = annotate(profile, crunch, "source")
+    assert source.lines[source.hottest()].number == HDR_HOT  # type: ignore[index]
