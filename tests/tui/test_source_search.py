@@ -9,11 +9,13 @@ import re
 
 import pytest
 from proftui.collectors.model.profile import Profile
+from proftui.collectors.model.source import Listing, ListingLine
 from proftui.tui.app import ProfTuiApp
 from proftui.tui.panes.flat import FlatPane
 from proftui.tui.panes.source import SearchInput, SourcePane, SourceView
 from proftui.tui.widgets.flat_table import FlatTable
 from rich.segment import Segment
+from textual.app import App, ComposeResult
 from textual.pilot import Pilot
 from textual.widgets import Static
 
@@ -110,4 +112,32 @@ def test_search_keys_status_highlight_and_focus(tmpl_profile: Profile) -> None:
             await pilot.press("escape")
             assert app.nav[-1].pane == "flat"
             await pilot.press("q")
+    run(body)
+
+
+def test_tabs_and_control_characters_in_a_source_file() -> None:
+    """Tabs are expanded (8 columns) and control characters escaped, and search spans
+    land on the text as drawn: a source file must not drive the terminal."""
+
+    class ViewApp(App[None]):
+        def compose(self) -> ComposeResult:
+            yield SourceView()
+
+    async def body() -> None:
+        app = ViewApp()
+        async with app.run_test(size=(100, 10)) as pilot:
+            view = app.query_one(SourceView)
+            rows = [ListingLine("\tint x = 1; /* \x1b[31m red */", 1, [3.0]),
+                    ListingLine("int y;", 2, None)]
+            view.set_listing(Listing("source", "t.c", rows, path="t.c", function_cost=[3.0]),
+                             0, "count")
+            await pilot.pause()
+            drawn = "".join(s.text for s in view.render_line(0))
+            assert "\x1b" not in drawn and "\t" not in drawn and "\\x1b[31m" in drawn
+            assert drawn.index("int x") == drawn.index("│ ") + 2 + 8
+            assert view.find("x = 1") == "/x = 1: match 1 of 1"
+            match_bg = view._styles["match"].bgcolor
+            lit = "".join(s.text for s in view.render_line(0)
+                          if s.style is not None and s.style.bgcolor == match_bg)
+            assert lit == "x = 1"
     run(body)

@@ -13,6 +13,7 @@ import re
 from typing import ClassVar
 
 from proftui.collectors.model.source import Listing, ListingLine
+from proftui.collectors.model.textsafe import display
 from proftui.tui.format import format_cost, percent
 from proftui.tui.widgets.source_search import Search
 from pygments.lexer import Lexer  # type: ignore[import-untyped]
@@ -29,6 +30,7 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+TAB_SIZE = 8
 HEAT_STEPS = 24  # heat colours per theme (shares are rounded to these)
 COST_WIDTH = 17  # "   1,234  12.3% "
 
@@ -98,9 +100,10 @@ class SourceView(ScrollView, can_focus=True):
         self.listing = listing
         self.metric, self.unit = metric, unit
         if not same_text:
-            self._tokens = _lex(listing)
+            # tabs expanded and controls escaped (a source file must not drive the terminal)
+            self._texts = [display(row.text.expandtabs(TAB_SIZE)) for row in listing.lines]
+            self._tokens = _lex(listing, self._texts)
             self._code_cache = {}
-        self._texts = [row.text for row in listing.lines]
         if self.search is not None:
             self.search = self.search.again(self._texts)
         width = 4
@@ -203,17 +206,18 @@ class SourceView(ScrollView, can_focus=True):
         if found is not None:
             return found
         text = Text(no_wrap=True, end="")
+        shown = self._texts[index]
         if row.kind == "file":
-            text.append(row.text, style=self._styles["file"])
+            text.append(shown, style=self._styles["file"])
         elif row.kind == "insn":
-            mnemonic, _, rest = row.text.partition(" ")
+            mnemonic, _, rest = shown.partition(" ")
             text.append("    " if self.listing and self.listing.kind == "interleaved" else "")
             text.append(mnemonic, style=self._styles["insn"])
             if rest:
                 text.append(" " + rest, style=self._styles["muted"])
         else:
             tokens = self._tokens[index] if index < len(self._tokens) else []
-            for token, value in tokens or [(Token.Text, row.text)]:
+            for token, value in tokens or [(Token.Text, shown)]:
                 text.append(value, style=self._token_style(token))
         self._code_cache[index] = text
         return text
@@ -256,7 +260,7 @@ class SourceView(ScrollView, can_focus=True):
         code = self._code(index, row)
         if self.search is not None and self.search.rank(index) is not None:
             code = code.copy()
-            for start, end in self.search.spans(row.text):
+            for start, end in self.search.spans(self._texts[index]):
                 offset = 4 if row.kind == "insn" and listing.kind == "interleaved" else 0
                 code.stylize(self._styles["match"], start + offset, end + offset)
         line.append_text(code)
@@ -369,12 +373,12 @@ def _split(lexer: Lexer | None, code: str) -> list[list[tuple[_TokenType, str]]]
     return lines
 
 
-def _lex(listing: Listing) -> list[list[tuple[_TokenType, str]]]:
-    """Tokens per row: the source file lexed once; heads of an interleaved listing
-    lexed per file; instruction rows are coloured without a lexer."""
+def _lex(listing: Listing, texts: list[str]) -> list[list[tuple[_TokenType, str]]]:
+    """Tokens per row of `texts` (the rows' shown text): the source file lexed once;
+    heads of an interleaved listing lexed per file; instructions need no lexer."""
     rows = listing.lines
     if listing.kind == "source":
-        code = "\n".join(row.text for row in rows)
+        code = "\n".join(texts)
         return _split(_lexer(listing.path, code), code)
     if listing.kind != "interleaved":
         return []
@@ -384,7 +388,7 @@ def _lex(listing: Listing) -> list[list[tuple[_TokenType, str]]]:
         if row.kind == "head" and row.file:
             by_file.setdefault(row.file, []).append(i)
     for file, indexes in by_file.items():
-        code = "\n".join(rows[i].text for i in indexes)
+        code = "\n".join(texts[i] for i in indexes)
         for i, tokens in zip(indexes, _split(_lexer(file, code), code), strict=False):
             out[i] = tokens
     return out
