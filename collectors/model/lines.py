@@ -102,13 +102,21 @@ def function_lines(profile: Profile, frame: Frame) -> tuple[dict[tuple[str, int]
     imported profiles, inlined frames) every costed line of `frame.file`, which
     may include other functions defined in that file.
     """
-    lines: dict[tuple[str, int], list[float]] = {}
-    for address, costs in function_addresses(profile, frame).items():
-        site = profile.address_sites.get((frame.module, address))
-        if site is not None and site.file is not None and site.line is not None:
-            _add(lines, (site.file, site.line), costs)
+    lines = lines_of(profile, frame.module, function_addresses(profile, frame))
     if lines:
         return lines, True
     if frame.file is None:
         return {}, False
     return {key: list(c) for key, c in profile.line_costs.items() if key[0] == frame.file}, False
+
+
+def lines_of(profile: Profile, module: str | None, owned: dict[int, list[float]]
+             ) -> dict[tuple[str, int], list[float]]:
+    """(file, line) -> cost of the addresses `owned` (address -> cost) of `module`, by
+    the lines recorded for them."""
+    lines: dict[tuple[str, int], list[float]] = {}
+    for address, costs in owned.items():
+        site = profile.address_sites.get((module or "", address))
+        if site is not None and site.file is not None and site.line is not None:
+            _add(lines, (site.file, site.line), costs)
+    return lines

@@ -7,6 +7,10 @@ the costed lines are still listed by number.  Disassembly needs the binary
 and lives in collectors/symbols/disasm.py.  Costs are self costs (per line,
 per instruction): the model keeps no call-site lines, so inclusive per-line
 cost is not available.
+
+A function's costs may lie in several files (code inlined from headers: C++
+templates, static inline helpers); `function_files` lists them and
+`source_listing(..., path=...)` shows any one of them.
 """
 
 from __future__ import annotations
@@ -15,20 +19,34 @@ import os
 from dataclasses import dataclass, field
 from typing import Literal
 
-from proftui.collectors.model.lines import function_addresses, function_lines
+from proftui.collectors.model.lines import function_addresses, function_lines, lines_of
 from proftui.collectors.model.profile import Frame, Profile
 from proftui.collectors.model.sourcefiles import read_source, reader_of
 
-ListingKind = Literal["source", "lines", "disassembly", "addresses", "none"]
+ListingKind = Literal["source", "lines", "disassembly", "interleaved", "addresses", "none"]
+RowKind = Literal["line", "insn", "head", "file"]
 
 
-@dataclass
+@dataclass(slots=True)
 class ListingLine:
-    """One row: a source line (number = line) or an instruction (number = address)."""
+    """One row: a source line (number = line) or an instruction (number = address).
+
+    `kind`: "line" (a source line), "insn" (an instruction), "head" (in an
+    interleaved listing, the source line heading the instructions below it; its
+    cost is theirs summed, so cursor jumps skip it) or "file" (the file of the
+    heads that follow, named in `text`).  `file` is the source file of a head.
+    """
 
     text: str
     number: int | None
     cost: list[float] | None = None  # self cost per metric; None when nothing landed here
+    kind: RowKind = "line"
+    file: str | None = None
+
+    @property
+    def ranks(self) -> bool:
+        """Whether the row's cost is its own (a hottest-row candidate), not a sum of others'."""
+        return self.kind in ("line", "insn")
 
 
 @dataclass
@@ -44,16 +62,25 @@ class Listing:
     focus: int | None = None  # index of the function's first line
     note: str = ""
 
+    files: list[str] = field(default_factory=list)  # the function's costed files (see below)
+    opens_at: int | None = None  # the row to open at, when not the hottest one
+
     @property
     def numbers_are_lines(self) -> bool:
         """Row numbers are source lines (decimal), not addresses."""
         return self.kind in ("source", "lines")
 
+    def row_is_line(self, index: int) -> bool:
+        """Whether row `index`'s number is a source line (else an address)."""
+        row = self.lines[index]
+        return row.kind in ("head", "file") or (row.kind == "line" and self.numbers_are_lines)
+
     def hottest(self, metric: int = 0) -> int | None:
-        """Index of the costliest row, or the function's first line when none has cost."""
+        """Index of the costliest row (instructions, not their heads, in an interleaved
+        listing), or the function's first line when none has cost."""
         best: tuple[float, int] | None = None
         for i, line in enumerate(self.lines):
-            if line.cost is not None and metric < len(line.cost) and (
+            if line.ranks and line.cost is not None and metric < len(line.cost) and (
                     best is None or line.cost[metric] > best[0]):
                 best = (line.cost[metric], i)
         return best[1] if best is not None and best[0] > 0 else self.focus
@@ -79,22 +106,44 @@ def source_text(profile: Profile, path: str) -> list[str] | None:
     return text.splitlines()
 
 
-def source_listing(profile: Profile, frame: Frame) -> Listing | None:
-    """`frame`'s source file with its function's self cost per line.
+def _files_by_cost(lines: dict[tuple[str, int], list[float]], first: str | None) -> list[str]:
+    by_file: dict[str, float] = {}
+    for (file, _line), cost in lines.items():
+        by_file[file] = by_file.get(file, 0.0) + (cost[0] if cost else 0.0)
+    ranked = sorted(by_file, key=lambda f: (-by_file[f], f))
+    if first is None:
+        return ranked
+    if by_file.get(first, 0.0) <= 0 and any(v > 0 for v in by_file.values()):
+        # nothing of the function's cost is in its own file (it all comes from inlined
+        # header code): lead with the costliest file, keep its own file reachable
+        return [f for f in ranked if f != first] + [first]
+    return [first] + [f for f in ranked if f != first]
+
+
+def function_files(profile: Profile, frame: Frame) -> list[str]:
+    """The files holding `frame`'s function's cost: its own file first (unless none of
+    the cost is there), then the others (headers it inlined) costliest first."""
+    return _files_by_cost(function_lines(profile, frame)[0], frame.file)
+
+
+def source_listing(profile: Profile, frame: Frame, path: str | None = None,
+                   owned: dict[int, list[float]] | None = None) -> Listing | None:
+    """`frame`'s source file (or `path`, another file of its costs: a header it inlined)
+    with its function's self cost per line.  `owned` (address -> cost) names the
+    function's addresses when the caller knows them better (an inlined function's,
+    found through the binary's inline chains).
 
     When the text is nowhere to be found, the costed lines are listed by number
     (kind "lines") and the note says "source not available: PATH".  None when
     neither a file nor a costed line is known (disassembly may still help).
     """
     lines, exact = function_lines(profile, frame)
+    if owned:
+        lines, exact = lines_of(profile, frame.module, owned), True
     n = len(profile.metrics)
-    path = frame.file
-    if path is None and lines:
-        # the file holding most of the function's cost (e.g. a frame without a definition line)
-        by_file: dict[str, float] = {}
-        for (file, _line), cost in lines.items():
-            by_file[file] = by_file.get(file, 0.0) + (cost[0] if cost else 0.0)
-        path = max(by_file, key=by_file.__getitem__)
+    files = _files_by_cost(lines, frame.file)
+    if path is None or path not in files:
+        path = files[0] if files else None
     if path is None:
         return None
     here = {line: cost for (file, line), cost in lines.items() if file == path}
@@ -105,7 +154,11 @@ def source_listing(profile: Profile, frame: Frame) -> Listing | None:
         notes.append(profile.meta.lines_note)
     if not exact and here:
         notes.append("costs of every function of this file (no per-address lines recorded)")
-    if elsewhere:
+    if exact and frame.file is not None and path != frame.file and not frame.inlined:
+        inside = _sum(list(here.values()), n)
+        share = inside[0] / total[0] * 100 if total and total[0] > 0 else 0.0
+        notes.append(f"code inlined from this file: {share:.0f}% of the function")
+    elif elsewhere:
         outside = _sum([c for (f, _l), c in lines.items() if f != path], n)
         share = outside[0] / total[0] * 100 if total and total[0] > 0 else 0.0
         names = ", ".join(sorted(os.path.basename(f) for f in elsewhere)[:3])
@@ -119,16 +172,18 @@ def source_listing(profile: Profile, frame: Frame) -> Listing | None:
         focus: int | None = next((i for i, row in enumerate(rows)
                                   if first and row.number == first), 0)
         return Listing("lines", os.path.basename(path), rows, path=path, function_cost=total,
-                       focus=focus, note="; ".join([f"source not available: {path}", *notes]))
+                       focus=focus, note="; ".join([f"source not available: {path}", *notes]),
+                       files=files)
     rows = [ListingLine(t, i + 1, here.get(i + 1)) for i, t in enumerate(text)]
     beyond = sorted(line for line in here if not 0 < line <= len(text))
     if beyond:
         # the file changed since the profile was taken: keep those costs visible anyway
         notes.append(f"file shorter than profiled lines ({len(beyond)} lines past its end)")
         rows.extend(ListingLine("", line, here[line]) for line in beyond)
-    focus = frame.line - 1 if frame.line and 0 < frame.line <= len(text) else None
+    focus = (frame.line - 1 if path == frame.file and frame.line and 0 < frame.line <= len(text)
+             else None)
     return Listing("source", os.path.basename(path), rows, path=path, function_cost=total,
-                   focus=focus, note="; ".join(notes))
+                   focus=focus, note="; ".join(notes), files=files)
 
 
 def address_listing(profile: Profile, frame: Frame, note: str = "") -> Listing:
@@ -136,8 +191,9 @@ def address_listing(profile: Profile, frame: Frame, note: str = "") -> Listing:
     owned = function_addresses(profile, frame)
     total = _sum(list(owned.values()), len(profile.metrics))
     if not owned:
-        return Listing("none", frame.function, [], function_cost=total,
-                       note="no source, disassembly or address costs for this function")
+        why = ("inlined code: its instructions belong to the functions it was inlined into"
+               if frame.inlined else "no source, disassembly or address costs for this function")
+        return Listing("none", frame.function, [], function_cost=total, note=why)
     rows = []
     for address, cost in sorted(owned.items()):
         site = profile.address_sites.get((frame.module, address))

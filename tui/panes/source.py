@@ -3,8 +3,15 @@
 The listing comes from the model (collectors/model/source.py: the line and
 address costs recorded at collection time, the embedded or on-disk source);
 it is computed in a thread worker because disassembly runs objdump
-(collectors/symbols/disasm.py).  The view renders only visible lines (Line
-API), with the file lexed once by pygments and cached per line.
+(collectors/symbols/disasm.py).  Three modes: the source file (`f` steps
+through the files of the function's cost: headers it inlined), the
+disassembly (`d`), and both interleaved (`i`: each source line followed by
+its instructions, inline-aware).  `/`, `n`, `N` search the listing.  The
+view itself is tui/widgets/source_view.py.
+
+Live, the listing is refreshed with every snapshot: it opens at the hottest
+line of the first snapshot that has costs for the function, and from then on
+(or once the user moved) keeps the cursor and scroll position.
 """
 
 from __future__ import annotations
@@ -16,228 +23,219 @@ from proftui.collectors.model.profile import Frame, Profile
 from proftui.collectors.model.source import Listing
 from proftui.collectors.model.textsafe import display
 from proftui.collectors.model.views import FlatEntry
-from proftui.collectors.symbols.disasm import annotate
-from proftui.tui.format import format_cost, heat_background, percent
+from proftui.collectors.symbols.disasm import Prefer, annotate
+from proftui.tui.format import format_cost, percent
 from proftui.tui.panes.base import Command, NavState, Pane
-from rich.style import Style
-from rich.syntax import Syntax
+from proftui.tui.widgets.source_view import SourceView
 from rich.text import Text
-from textual import work
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
-from textual.geometry import Size
-from textual.reactive import reactive
-from textual.scroll_view import ScrollView
-from textual.strip import Strip
+from textual.message import Message
 from textual.widget import Widget
-from textual.widgets import Static
+from textual.widgets import Input, Static
 
-CURSOR_STYLE = Style(bgcolor="rgb(40,60,110)")
+__all__ = ["SearchInput", "SourcePane", "SourceView"]
+
+MODE_NAMES: dict[str, str] = {"source": "source", "disassembly": "disassembly",
+                              "interleaved": "source + disassembly"}
 
 
-class SourceView(ScrollView, can_focus=True):
-    """Scrollable listing with a cursor line; renders visible lines only."""
+class SearchInput(Input):
+    """The `/` prompt: Enter or Esc closes it (the search stays) and focus returns
+    to the listing."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("up", "move(-1)", "Up", show=False),
-        Binding("down", "move(1)", "Down", show=False),
-        Binding("pageup", "move(-20)", "Page up", show=False),
-        Binding("pagedown", "move(20)", "Page down", show=False),
-        Binding("home", "move(-1000000000)", "Top", show=False),
-        Binding("end", "move(1000000000)", "End", show=False),
-        Binding("g", "hottest", "Hottest line"),
-        Binding("n", "next_hot(1)", "Next costly"),
-        Binding("N", "next_hot(-1)", "Prev costly", show=False),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "close", "Close", show=False)]
 
-    cursor: reactive[int] = reactive(0)
+    class Closed(Message):
+        """The prompt was closed (Esc)."""
 
-    def __init__(self, **kwargs: object) -> None:
-        super().__init__(**kwargs)  # type: ignore[arg-type]
-        self.listing: Listing | None = None
-        self.metric = 0
-        self.unit = "count"
-        self.whole = 0.0
-        self._code: list[Text] = []
-        self._number_width = 5
+    def action_close(self) -> None:
+        self.post_message(self.Closed())
 
-    def set_listing(self, listing: Listing, metric: int, unit: str, whole: float,
-                    cursor: int | None = None) -> None:
-        self.listing = listing
-        self.metric, self.unit, self.whole = metric, unit, whole
-        if listing.kind == "source" and listing.path:
-            code = "\n".join(line.text for line in listing.lines)
-            try:
-                lexer = Syntax.guess_lexer(listing.path, code)
-            except Exception:
-                lexer = "text"
-            highlighted = Syntax(code, lexer, theme="monokai").highlight(code)
-            highlighted.remove_suffix("\n")
-            self._code = list(highlighted.split("\n", allow_blank=True))
-        else:
-            self._code = [Text(line.text) for line in listing.lines]
-        numbers = [line.number or 0 for line in listing.lines]
-        if listing.numbers_are_lines:
-            self._number_width = max(4, len(str(max(numbers, default=0))))
-        else:
-            self._number_width = max(6, len(f"{max(numbers, default=0):x}"))
-        width = max((t.cell_len for t in self._code), default=0) + self._number_width + 22
-        self.virtual_size = Size(width, len(listing.lines))
-        target = cursor if cursor is not None else listing.hottest(metric)
-        self.cursor = min(max(0, target or 0), max(0, len(listing.lines) - 1))
-        self._center(self.cursor)
-        self.call_after_refresh(self._center, self.cursor)  # again, once the size is known
-        self.refresh()
-
-    def _center(self, line: int) -> None:
-        height = self.scrollable_content_region.height or self.size.height or 20
-        self.scroll_to(y=max(0, line - height // 2), animate=False, immediate=True)
-
-    def watch_cursor(self, old: int, new: int) -> None:
-        height = self.scrollable_content_region.height or 1
-        top = self.scroll_offset.y
-        if new < top or new >= top + height:
-            self.scroll_to(y=max(0, new - height // 3), animate=False, immediate=True)
-        self.refresh()
-
-    def render_line(self, y: int) -> Strip:
-        index = self.scroll_offset.y + y
-        listing = self.listing
-        width = self.scrollable_content_region.width
-        if listing is None or index >= len(listing.lines):
-            return Strip.blank(width)
-        line = listing.lines[index]
-        m = self.metric
-        cost = line.cost[m] if line.cost is not None and m < len(line.cost) else 0.0
-        fn_total = listing.function_cost[m] if m < len(listing.function_cost) else 0.0
-        share = cost / fn_total if fn_total > 0 else 0.0
-        row = Text(no_wrap=True, end="")
-        heat = heat_background(share)
-        if cost > 0:
-            row.append(f"{format_cost(cost, self.unit):>9} ", style=heat)
-            row.append(f"{percent(cost, fn_total):5.1f}% ", style=heat)
-        else:
-            row.append(" " * 17, style="dim")
-        number = line.number
-        if number is None:
-            label = ""
-        elif listing.numbers_are_lines:
-            label = str(number)
-        else:
-            label = f"{number:x}"
-        row.append(f"{label:>{self._number_width}} │ ", style="dim")
-        row.append_text(self._code[index] if index < len(self._code) else Text(line.text))
-        if index == self.cursor:
-            row.stylize(CURSOR_STYLE)
-        segments = list(row.render(self.app.console))
-        strip = Strip(segments).crop(self.scroll_offset.x, self.scroll_offset.x + width)
-        return strip.extend_cell_length(width, CURSOR_STYLE if index == self.cursor else Style())
-
-    def action_move(self, delta: int) -> None:
-        if self.listing is not None and self.listing.lines:
-            self.cursor = min(max(0, self.cursor + delta), len(self.listing.lines) - 1)
-
-    def action_hottest(self) -> None:
-        if self.listing is not None:
-            hottest = self.listing.hottest(self.metric)
-            if hottest is not None:
-                self.cursor = hottest
-                self._center(hottest)
-
-    def action_next_hot(self, step: int) -> None:
-        if self.listing is None:
-            return
-        lines = self.listing.lines
-        i = self.cursor + step
-        while 0 <= i < len(lines):
-            if lines[i].cost is not None and lines[i].cost[self.metric] > 0:  # type: ignore[index]
-                self.cursor = i
-                return
-            i += step
+    def on_blur(self) -> None:
+        # focus went elsewhere (a pane key through the palette, a click): no prompt is
+        # left open without the focus
+        self.post_message(self.Closed())
 
 
 class SourcePane(Pane, Vertical):
-    """Title line plus the listing; `show(frame)` loads in a worker."""
+    """Title line, the listing, the search prompt and its status; `show(frame)` loads in
+    a worker."""
 
     KEY, PANE_ID, TITLE, TAB = "3", "source", "Source", "Source"
     HINT = "Annotated source of the selected function"
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("d", "toggle_disassembly", "Source/asm")]
+    DEFAULT_CSS = """
+    SourcePane #source-view { height: 1fr; }
+    SourcePane #source-search { display: none; height: 3; }
+    SourcePane #source-search.open { display: block; }
+    SourcePane #source-status { height: 1; color: $text-muted; display: none; }
+    SourcePane #source-status.shown { display: block; }
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("slash", "search", "Search"),
+        Binding("n", "find(1)", "Next match", show=False),
+        Binding("N", "find(-1)", "Prev match", show=False),
+        Binding("d", "mode('disassembly')", "Asm"),
+        Binding("i", "mode('interleaved')", "Src+asm"),
+        Binding("f", "next_file", "Next file", show=False),
+    ]
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.profile: Profile | None = None
         self.frame: Frame | None = None
         self.metric = 0
-        self.prefer: str = "source"
+        self.prefer: Prefer = "source"
+        self.path: str | None = None  # the file shown in source mode (None: the function's own)
         self.loading_frame: Frame | None = None
-        # the frame whose listing is on screen, and whether it had costs: only then is
-        # the cursor the user's (or the hottest line's) and worth keeping on refresh
-        self._shown: tuple[Frame, bool] | None = None
+        # the (frame, mode, file) whose cursor and scroll position are settled: the
+        # hottest row of a listing with costs, or wherever the user moved; kept on refresh
+        self._settled: tuple[Frame, str, str | None] | None = None
+        self._search_origin = 0
         self._titled_part: str | None = None  # the thread the title was written for
 
     def compose(self) -> ComposeResult:
         yield Static("Select a function (Enter in the flat profile or tree) to see its source.",
                      id="source-title")
         yield SourceView(id="source-view")
+        yield Static("", id="source-status")
+        yield SearchInput(placeholder="search (regex; case-insensitive when all lower case)",
+                          id="source-search")
 
     @property
     def listing(self) -> Listing | None:
         return self.query_one(SourceView).listing
 
+    @property
+    def _key(self) -> tuple[Frame, str, str | None] | None:
+        return (self.frame, self.prefer, self.path) if self.frame is not None else None
+
     def show(self, profile: Profile, frame: Frame, metric: int = 0,
              keep_cursor: bool = False) -> None:
-        """Load `frame`'s listing from `profile` (asynchronously)."""
+        """Load `frame`'s listing from `profile` (asynchronously); `keep_cursor`: a
+        refresh of the same function (keeps a settled position)."""
         if frame != self.frame:
-            self.prefer = "source"
+            self.prefer, self.path = "source", None
             keep_cursor = False
         self.profile, self.frame, self.metric = profile, frame, metric
         self.loading_frame = frame
-        view = self.query_one(SourceView)
-        # Live: until a listing of this frame with costs is on screen, open at the
-        # hottest line rather than keep a cursor that only sits at the first row.
-        keep_cursor = keep_cursor and self._shown == (frame, True)
-        cursor = view.cursor if keep_cursor else None
-        self._load(profile, frame, self.prefer, metric, cursor)
+        self._load(profile, frame, self.prefer, self.path, metric, keep_cursor)
 
     @work(thread=True, exclusive=True, group="annotate")
-    def _load(self, profile: Profile, frame: Frame, prefer: str, metric: int,
-              cursor: int | None) -> None:
-        listing = annotate(profile, frame, prefer)  # type: ignore[arg-type]
-        self.app.call_from_thread(self._loaded, profile, frame, listing, metric, cursor)
+    def _load(self, profile: Profile, frame: Frame, prefer: Prefer, path: str | None,
+              metric: int, keep: bool) -> None:
+        listing = annotate(profile, frame, prefer, path)
+        self.app.call_from_thread(self._loaded, profile, frame, prefer, path, listing, metric,
+                                  keep)
 
-    def _loaded(self, profile: Profile, frame: Frame, listing: Listing, metric: int,
-                cursor: int | None) -> None:
-        if frame != self.frame:
+    def _loaded(self, profile: Profile, frame: Frame, prefer: Prefer, path: str | None,
+                listing: Listing, metric: int, keep: bool) -> None:
+        if (frame, prefer, path) != self._key:
             return  # the user moved on meanwhile
         unit = profile.metrics[metric].unit if profile.metrics else "count"
         fn = listing.function_cost[metric] if metric < len(listing.function_cost) else 0.0
+        self.query_one("#source-title", Static).update(self._title(profile, frame, listing,
+                                                                   metric, unit, fn))
+        view = self.query_one(SourceView)
+        # Live: until a listing of this function with costs is on screen (or the user
+        # moved), open at the hottest row rather than keep a cursor at the first row.
+        position = view.position if keep and self._settled == self._key else None
+        view.set_listing(listing, metric, unit, position)
+        self.loading_frame = None
+        if position is None:
+            self._settled = self._key if fn > 0 else None
+        if view.search is not None:
+            self._status(view.search.status(view.cursor))
+
+    def _title(self, profile: Profile, frame: Frame, listing: Listing, metric: int, unit: str,
+               fn: float) -> Text:
         title = Text()
         title.append(f" {display(frame.function)} ", style="bold reverse")
         title.append(f"  {listing.kind}: {listing.title}", style="bold")
         title.append(f"  · self in listing {format_cost(fn, unit)}"
                      f" ({percent(fn, profile.total(metric) if profile.metrics else 0):.1f}%"
                      " of all)")
+        if listing.kind in ("source", "lines") and len(listing.files) > 1:
+            shown = listing.files.index(listing.path) + 1 if listing.path in listing.files else 1
+            title.append(f"  · file {shown} of {len(listing.files)} (f: next)", style="bold")
         if listing.note:
             title.append(f"  · {listing.note}", style="italic dim")
         self._titled_part = self.part
         if self.part is not None:  # line costs are recorded per profile, not per thread
-            title.append("  · line costs of all threads", style="italic yellow")
+            title.append("  · line costs of all threads", style="italic bold")
         if not listing.lines:
             title.append("\n nothing to show", style="italic")
-        self.query_one("#source-title", Static).update(title)
-        self.query_one(SourceView).set_listing(listing, metric, unit,
-                                               profile.total(metric) if profile.metrics else 0,
-                                               cursor)
-        self.loading_frame = None
-        self._shown = (frame, fn > 0)
+        return title
+
+    @on(SourceView.Moved)
+    def _user_moved(self) -> None:
+        if self.listing is not None:
+            self._settled = self._key
+
+    # -- modes -------------------------------------------------------------------
+
+    def _reload(self) -> None:
+        if self.profile is not None and self.frame is not None:
+            self.loading_frame = self.frame
+            self._load(self.profile, self.frame, self.prefer, self.path, self.metric, False)
+
+    def action_mode(self, mode: Prefer) -> None:
+        """Switch to `mode`, or back to the source when it is the current one."""
+        self.prefer = "source" if self.prefer == mode else mode
+        self._reload()
 
     def action_toggle_disassembly(self) -> None:
-        if self.profile is None or self.frame is None:
+        self.action_mode("disassembly")
+
+    def action_next_file(self) -> None:
+        """Source mode: the next file of the function's cost (a header it inlined)."""
+        listing = self.listing
+        if listing is None or self.frame is None:
             return
-        self.prefer = "disassembly" if self.prefer == "source" else "source"
-        self._load(self.profile, self.frame, self.prefer, self.metric, None)
+        if listing.kind not in ("source", "lines") or len(listing.files) < 2:
+            self.app.notify("the function's cost is all in one file"
+                            if listing.kind in ("source", "lines")
+                            else "f steps through source files: d or i returns to the source")
+            return
+        at = listing.files.index(listing.path) if listing.path in listing.files else 0
+        self.path = listing.files[(at + 1) % len(listing.files)]
+        self._reload()
+
+    # -- search ------------------------------------------------------------------
+
+    def _status(self, text: str) -> None:
+        status = self.query_one("#source-status", Static)
+        status.update(text)
+        status.set_class(bool(text), "shown")
+
+    def action_search(self) -> None:
+        box = self.query_one(SearchInput)
+        self._search_origin = self.query_one(SourceView).cursor
+        box.value = ""
+        box.add_class("open")
+        box.focus()
+
+    def action_find(self, step: int) -> None:
+        self._status(self.query_one(SourceView).find_next(step))
+
+    @on(Input.Changed, "#source-search")
+    def _typed(self, event: Input.Changed) -> None:
+        view = self.query_one(SourceView)
+        view.cursor = self._search_origin  # incremental: each pattern from where `/` began
+        self._status(view.find(event.value, 1, include=True))
+
+    @on(Input.Submitted, "#source-search")
+    @on(SearchInput.Closed)
+    def _close_search(self) -> None:
+        box = self.query_one(SearchInput)
+        was_focused = box.has_focus
+        box.remove_class("open")
+        if was_focused:
+            self.query_one(SourceView).focus()
 
     # -- pane hooks (tui.panes.base.Pane) --------------------------------------------
 
@@ -254,7 +252,7 @@ class SourcePane(Pane, Vertical):
     def show_profile(self, profile: Profile, entries: list[FlatEntry], metric: int,
                      state: NavState | None) -> None:
         if state is not None and state.source is not None:
-            self.show(profile, state.source, metric, keep_cursor=True)
+            self.show(profile, state.source, metric, keep_cursor=metric == self.metric)
 
     def show_step(self, profile: Profile | None, state: NavState, metric: int) -> None:
         if profile is not None and state.source is not None and (
@@ -266,7 +264,16 @@ class SourcePane(Pane, Vertical):
         return self.query_one(SourceView)
 
     def commands(self) -> list[Command]:
-        return [("Hottest line (g)", "Jump to the costliest source line",
-                 lambda: self.query_one(SourceView).action_hottest()),
+        view = self.query_one(SourceView)
+        return [("Hottest line (g)", "Jump to the costliest source line", view.action_hottest),
+                ("Next hot line (tab)", "The next line with cost (shift+tab: previous)",
+                 lambda: view.action_next_hot(1)),
+                ("Search the listing (/)", "Regex; n and N: next and previous match",
+                 self.action_search),
                 ("Source / disassembly (d)", "Toggle source and disassembly",
-                 self.action_toggle_disassembly)]
+                 self.action_toggle_disassembly),
+                ("Source + disassembly (i)",
+                 "Each source line followed by its instructions (inline-aware)",
+                 lambda: self.action_mode("interleaved")),
+                ("Next source file (f)", "Headers inlined into the function (C++ templates)",
+                 self.action_next_file)]
