@@ -1,9 +1,10 @@
 """Open any profile file proftui understands, recognised by content, not by name.
 
 `load_any(path)` accepts proftui's own saved profiles (gzip JSON, see
-collectors/model/storage.py), gperftools CPU profiles (binary header 0, 3, 0 in
-machine words), the text output of `perf script`, and gmon.out files (with
-the program that wrote them).
+collectors/model/storage.py), pprof profiles (gzip'd or raw profile.proto, as
+proftui's export, Go and `go tool pprof -proto` write them), gperftools CPU
+profiles (binary header 0, 3, 0 in machine words), the text output of
+`perf script`, and gmon.out files (with the program that wrote them).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from proftui.collectors.errors import ProftuiError
-from proftui.collectors.formats.importers import gperftools, perf_script
+from proftui.collectors.formats.importers import gperftools, perf_script, pprof
 from proftui.collectors.gprof.collector import load_gmon_file
 from proftui.collectors.gprof.gmon import MAGIC as GMON_MAGIC
 from proftui.collectors.model import storage
@@ -19,13 +20,18 @@ from proftui.collectors.model.profile import Profile
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _PERF_DATA_MAGIC = (b"PERFILE2", b"2ELIFREP")
+READABLE = ("it reads proftui (.proftui), pprof (gzip'd or raw profile.proto), gperftools CPU "
+            "profile, `perf script` text, gmon.out (with --binary)")
 
 
 def detect(head: bytes) -> str:
-    """The kind of file whose first bytes are `head`: "proftui", "gperftools",
+    """The kind of file whose first bytes are `head`: "proftui", "pprof", "gperftools",
     "perf-script", "perf-data", "gmon" or "unknown"."""
     if head.startswith(_GZIP_MAGIC):
-        return "proftui"
+        # Both proftui (JSON) and pprof (protobuf) files are gzip'd: look inside.
+        inner = pprof.gunzip_head(head)
+        return "pprof" if inner and not inner.lstrip().startswith(b"{") \
+            and pprof.sniff(inner) else "proftui"
     if head.startswith(GMON_MAGIC):
         return "gmon"
     if head.startswith(_PERF_DATA_MAGIC):
@@ -34,6 +40,8 @@ def detect(head: bytes) -> str:
         return "gperftools"
     if perf_script.sniff(head):
         return "perf-script"
+    if pprof.sniff(head):
+        return "pprof"
     return "unknown"
 
 
@@ -54,6 +62,8 @@ def load_any(path: Path, binary: Path | None = None) -> Profile:
     kind = detect(head)
     if kind == "proftui":
         return storage.load(path)
+    if kind == "pprof":
+        return pprof.load_pprof(path)
     if kind == "gperftools":
         return gperftools.load_gperftools(path)
     if kind == "perf-script":
@@ -63,5 +73,5 @@ def load_any(path: Path, binary: Path | None = None) -> Profile:
     if kind == "perf-data":
         raise ProftuiError(f"{path}: is perf.data; convert it with `perf script -i {path} > "
                            "perf.txt` and open perf.txt")
-    raise ProftuiError(f"{path}: not a proftui profile, gperftools CPU profile, "
-                       "`perf script` output or gmon.out")
+    raise ProftuiError(f"{path}: not a proftui profile nor any other format proftui reads "
+                       f"({READABLE})")
