@@ -32,6 +32,7 @@ from proftui.collectors.model.outfile import check_output
 from proftui.collectors.model.profile import Profile
 from proftui.collectors.registry import COLLECTORS
 from proftui.collectors.runtime.launch import (
+    ExitInfo,
     StopSignals,
     resolve_program,
     shell_status,
@@ -330,8 +331,30 @@ def run_tui(collector: Collector | None = None, profile: Profile | None = None) 
             if line:
                 say(f"proftui: {signal_name(stop.received)}: {line}")
             return 128 + stop.received
+    if collector is not None and app.ended:
+        say_failed_output(collector, app.exit_info)
     final = app.final_profile()
     return exit_status_of(final) if (collector is not None and final is not None) else 0
+
+
+AFTER_QUIT_LINES = 20  # of a failed target's output, printed once the TUI is gone
+
+
+def say_failed_output(collector: Collector, info: ExitInfo | None) -> None:
+    """After the TUI, when the target failed on its own (non-zero status or a signal):
+    the last lines of its output, which the TUI captured, so its error message is seen."""
+    output = collector.output()
+    if output is None or info is None or (info.signal is None and not info.status):
+        return
+    lines = output.last_lines(AFTER_QUIT_LINES)
+    if not lines:
+        say(f"proftui: target {info.describe()}; it wrote no output")
+        return
+    shown = "its output" if len(lines) < AFTER_QUIT_LINES and not output.dropped_bytes \
+        else f"the last {len(lines)} lines of its output"
+    say(f"proftui: target {info.describe()}; {shown}:")
+    for text in lines:
+        say(text)
 
 
 STUCK_EXIT_S = 5.0  # the app's normal shutdown takes well under a second
