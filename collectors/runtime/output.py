@@ -138,8 +138,8 @@ class OutputLog:
         lines = data.split(b"\n")
         if lines and lines[-1] == b"":
             lines.pop()
-        return [display(raw.decode("utf-8", "surrogateescape").rstrip("\r").expandtabs())
-                for raw in lines[-n:]] if n > 0 else []
+        return [terminal_line(raw) for raw in lines[-n:]] if n > 0 else []
+
 
     def tail(self, n_bytes: int) -> bytes:
         """The last n_bytes kept after the head (fewer when less was kept)."""
@@ -222,3 +222,10 @@ class OutputLog:
                     self._tail[0] = first[excess:]
                     self._tail_len -= excess
                     excess = 0
+
+
+def terminal_line(raw: bytes) -> str:
+    """One line of output, safe to show: undecodable bytes and controls escaped
+    (`textsafe.display`), tabs expanded on what is shown."""
+    text = raw.decode("utf-8", "surrogateescape").rstrip("\r")
+    return "\t".join(display(part) for part in text.split("\t")).expandtabs()

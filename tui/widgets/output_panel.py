@@ -20,7 +20,7 @@ from textual.widgets import Log
 
 HEAD_LINES = 200  # the start of the output stays visible however much follows
 TAIL_LINES = 5000  # the rolling end
-READ_BYTES = 256 << 10  # at most this much is read per poll: a flood skips ahead
+READ_BYTES = 128 << 10  # at most this much is read per poll: a flood skips ahead
 LINE_BYTES = 8 << 10  # a longer line (no newline for 8 KiB) is shown in pieces
 MARKER = "… {:,} bytes not kept …"
 
@@ -69,6 +69,18 @@ class OutputLines:
             return
         self._partial += data
         *lines, rest = self._partial.split(b"\n")
+        room = self.head_limit - len(self.head) if not self.tail else 0
+        doomed = len(lines) - max(0, room) - self.tail_limit
+        if doomed > 0:  # these would only pass through the tail: count them, unread
+            for raw in lines[:max(0, room)]:
+                self._add(raw)
+            middle = lines[max(0, room):max(0, room) + doomed]
+            size = sum(map(len, middle)) + len(middle)
+            self.lines_seen += len(middle)
+            self.not_kept_bytes += size
+            self.evicted_bytes += size
+            self.evictions += 1
+            lines = lines[max(0, room) + doomed:]
         for raw in lines:
             self._add(raw)
         while len(rest) > LINE_BYTES:
@@ -133,7 +145,9 @@ class OutputLines:
 
 
 def _text(raw: bytes) -> str:
-    return display(raw.decode("utf-8", "surrogateescape").rstrip("\r").expandtabs())
+    """Like collectors.runtime.output.terminal_line (which panes may not import)."""
+    text = raw.decode("utf-8", "surrogateescape").rstrip("\r")
+    return "\t".join(display(part) for part in text.split("\t")).expandtabs()
 
 
 class OutputLog(Log):
