@@ -52,8 +52,8 @@ Live terminal profiler for native C/C++ programs.
   proftui report run.proftui     print the flat profile and call tree (--json for scripts)
   proftui open run.proftui       browse a saved profile in the TUI
   proftui export -f pprof FILE   convert to pprof, folded, callgrind, dot or speedscope
-                                 (report/open/export also read gperftools and perf script
-                                 files, and gmon.out with --binary PROG)
+                                 (report/open/export also read pprof, gperftools and perf
+                                 script files, and gmon.out with --binary PROG)
   proftui demo                   compile and profile the bundled demo program
 
 Modes (chosen from the binary, --mode overrides):
@@ -165,7 +165,7 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
                         help="headless: save the profile to this file instead of printing")
     _add_profiling_options(attach, with_program=False)
     export = _Parser(
-        prog="proftui export", description="Convert a profile (proftui, gperftools or "
+        prog="proftui export", description="Convert a profile (proftui, pprof, gperftools or "
         "`perf script` output) for other tools: pprof, folded, callgrind, dot, speedscope.")
     export.add_argument("--format", "-f", required=True, choices=sorted(EXPORTERS))
     export.add_argument("-o", "--output", type=_output_path,
