@@ -103,13 +103,15 @@ class OutputLog:
         return (self._thread.ident is not None and not self._thread.is_alive()) \
             or self._read_fd < 0
 
-    def read_from(self, offset: int, max_bytes: int) -> tuple[int, bytes, int]:
+    def read_from(self, offset: int, max_bytes: int, keep_head: bool = True
+                  ) -> tuple[int, bytes, int]:
         """What was written from byte `offset` on: (skipped, data, next offset).
 
-        The kept head comes in order, at most `max_bytes` per call; past it, `data`
-        starts `skipped` bytes after `offset`: those were not kept (dropped between
-        head and tail), or the reader fell more than `max_bytes` behind and gets only
-        the newest `max_bytes`.  A reader calls again from `next offset`.
+        With `keep_head` the kept head comes in order, at most `max_bytes` per call;
+        past it (or without `keep_head`), `data` starts `skipped` bytes after
+        `offset`: those were not kept (dropped between head and tail), or the reader
+        fell more than `max_bytes` behind and gets only the newest `max_bytes`.
+        A reader calls again from `next offset`.
         """
         max_bytes = max(1, max_bytes)
         with self._lock:
@@ -118,13 +120,14 @@ class OutputLog:
                 return 0, b"", total
             head_len = len(self._head)
             tail_start = total - self._tail_len
-            if offset < head_len:
-                end = min(head_len, offset + max_bytes)
-                data = bytes(self._head[offset:end])
-                if end == head_len == tail_start and total - offset <= max_bytes:
-                    return 0, data + self._tail_bytes(self._tail_len), total
-                return 0, data, end
-            start = max(offset, total - max_bytes, tail_start)
+            start = offset if keep_head else max(offset, total - max_bytes)
+            if start < head_len:
+                end = min(head_len, start + max_bytes)
+                data = bytes(self._head[start:end])
+                if end == head_len == tail_start and total - start <= max_bytes:
+                    return start - offset, data + self._tail_bytes(self._tail_len), total
+                return start - offset, data, end
+            start = max(start, total - max_bytes, tail_start)
             return start - offset, self._tail_bytes(total - start), total
 
     def last_lines(self, n: int, max_bytes: int = 64 << 10) -> list[str]:

@@ -50,15 +50,16 @@ def test_failed_target_output_is_shown() -> None:
     app = ProfTuiApp(collector=collector)
     notes: list[str] = []
 
+    original = app.notify
+
+    def spy(message: str, **kwargs: object) -> None:
+        notes.append(message)
+        original(message, **kwargs)  # type: ignore[arg-type]
+
+    app.notify = spy  # type: ignore[method-assign]
+
     async def body() -> None:
         async with app.run_test(size=SIZE) as pilot:
-            original = app.notify
-
-            def spy(message: str, **kwargs: object) -> None:
-                notes.append(message)
-                original(message, **kwargs)  # type: ignore[arg-type]
-
-            app.notify = spy  # type: ignore[method-assign]
             await wait_for(pilot, lambda: app.ended, timeout=30, what="the target's end")
             assert any("exited with status 3" in n and "press 4 for its output" in n
                        for n in notes), notes

@@ -12,6 +12,7 @@ Textual's `Log`, which never reads Rich markup.
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from typing import Protocol
 
@@ -20,7 +21,7 @@ from textual.widgets import Log
 
 HEAD_LINES = 200  # the start of the output stays visible however much follows
 TAIL_LINES = 5000  # the rolling end
-READ_BYTES = 128 << 10  # at most this much is read per poll: a flood skips ahead
+READ_BYTES = 64 << 10  # at most this much is read per poll: a flood skips ahead
 LINE_BYTES = 8 << 10  # a longer line (no newline for 8 KiB) is shown in pieces
 MARKER = "… {:,} bytes not kept …"
 
@@ -28,7 +29,8 @@ MARKER = "… {:,} bytes not kept …"
 class OutputSource(Protocol):
     """What the panel reads (collectors' `OutputLog`)."""
 
-    def read_from(self, offset: int, max_bytes: int) -> tuple[int, bytes, int]: ...
+    def read_from(self, offset: int, max_bytes: int, keep_head: bool = True
+                  ) -> tuple[int, bytes, int]: ...
 
     @property
     def ended(self) -> bool: ...
@@ -144,7 +146,12 @@ class OutputLines:
             self.evictions += 1
 
 
+_PLAIN = re.compile(rb"[\x20-\x7e]*")  # printable ASCII: shown as it is (the common case)
+
+
 def _text(raw: bytes) -> str:
+    if _PLAIN.fullmatch(raw):
+        return raw.decode("ascii")
     """Like collectors.runtime.output.terminal_line (which panes may not import)."""
     text = raw.decode("utf-8", "surrogateescape").rstrip("\r")
     return "\t".join(display(part) for part in text.split("\t")).expandtabs()
@@ -192,7 +199,10 @@ class OutputLog(Log):
         if source is None or self.finished:
             return False
         ended = source.ended  # read before the data: what came before EOF is all there
-        skipped, data, self._read_offset = source.read_from(self._read_offset, READ_BYTES)
+        model = self.lines_model
+        head_wanted = not model.tail and len(model.head) < model.head_limit
+        skipped, data, self._read_offset = source.read_from(self._read_offset, READ_BYTES,
+                                                            keep_head=head_wanted)
         changed = bool(skipped or data)
         self.lines_model.feed(skipped, data)
         if ended and self._read_offset >= source.total_bytes:
