@@ -205,9 +205,11 @@ def test_corrupt_pprof_is_one_line(tmp_path: Path, damage: str) -> None:
         assert "Traceback" not in done.stderr
 
 
-def test_unknown_format_lists_what_is_read(tmp_path: Path) -> None:
+@pytest.mark.parametrize("content", ["hello, this is not a profile\n",
+                                     "\n\nhello: text that starts like a protobuf field\n"])
+def test_unknown_format_lists_what_is_read(tmp_path: Path, content: str) -> None:
     path = tmp_path / "notes.txt"
-    path.write_text("hello, this is not a profile\n")
+    path.write_text(content)
     done = _cli("report", str(path))
     assert done.returncode != 0
     lines = done.stderr.strip().splitlines()

@@ -276,8 +276,10 @@ def sniff(head: bytes) -> bool:
                 _value, pos = _varint(head, pos)
             else:
                 size, pos = _varint(head, pos)
-                if number in (1, 11) and pos + size <= len(head):  # a ValueType: decode it
-                    _value_type(head[pos:pos + size])
+                value_type = number in (1, 11) and pos + size <= len(head)
+                if value_type and any(n not in (1, 2) or w != _VARINT  # two varints
+                                      for n, w, _v in _fields(head[pos:pos + size])):
+                    return False
                 pos += size
             seen += 1
     except PprofError:
