@@ -121,7 +121,7 @@ class OutputLines:
             return
         self._push((MARKER.format(skipped), skipped))
 
-    def _add(self, raw: bytes, newline: bool = True) -> None:
+    def _add(self, raw: bytes | bytearray, newline: bool = True) -> None:
         self.lines_seen += 1
         entry = (_text(raw), 0)
         size = len(raw) + newline
@@ -149,7 +149,7 @@ class OutputLines:
 _PLAIN = re.compile(rb"[\x20-\x7e]*")  # printable ASCII: shown as it is (the common case)
 
 
-def _text(raw: bytes) -> str:
+def _text(raw: bytes | bytearray) -> str:
     if _PLAIN.fullmatch(raw):
         return raw.decode("ascii")
     """Like collectors.runtime.output.terminal_line (which panes may not import)."""
