@@ -117,6 +117,7 @@ class OutputLines:
         last = self.tail[-1] if self.tail else None
         if last is not None and last[1]:  # two gaps in a row: one marker
             self.tail[-1] = (MARKER.format(last[1] + skipped), last[1] + skipped)
+            self._tail_sizes[-1] = last[1] + skipped
             self.evictions += 1  # an entry already drawn changed
             return
         self._push((MARKER.format(skipped), skipped))
