@@ -46,6 +46,9 @@ class ProcPane(Pane, Vertical):
     ProcPane #proc-status { height: auto; max-height: 55%; overflow-y: auto; }
     ProcPane #proc-output { height: 1fr; min-height: 4; }
     ProcPane.-output-only #proc-status { display: none; }
+    ProcPane.-no-output #proc-status { max-height: 100%; height: 1fr; }
+    ProcPane.-no-output #proc-output { height: 1; min-height: 1; }
+    ProcPane.-no-output #output-log { display: none; }
     ProcPane #output-title { height: 1; background: $boost; }
     """
 
@@ -56,7 +59,6 @@ class ProcPane(Pane, Vertical):
         self._output_dirty = False
         self._ended_note = ""
         self._failed = False
-        self._why_shown = ""
 
     def compose(self) -> ComposeResult:
         with Vertical(id="proc-status"):
@@ -130,16 +132,19 @@ class ProcPane(Pane, Vertical):
             if log.finished:
                 title.append(" · ended" + (f" ({self._ended_note})" if self._ended_note else ""),
                              style="bold yellow" if self._failed else "")
-        title.append("  o: " + ("show status too" if self.has_class("-output-only")
-                                else "full height"), style="dim")
+        if source is not None:
+            title.append("  o: " + ("show status too" if self.has_class("-output-only")
+                                    else "full height"), style="dim")
         self.query_one("#output-title", Static).update(title)
-        if source is None and self._output_why and self._why_shown != self._output_why:
-            log.clear()
-            log.write_line(self._output_why)
-            self._why_shown = self._output_why
+        # Nothing to show (saved profile, attach): the title line says why, the status
+        # gets the room.
+        self.set_class(source is None and bool(self._output_why), "-no-output")
 
     def action_toggle_output(self) -> None:
         """Give the output the whole pane, or share it with the status again."""
+        if self.query_one(OutputLog).source is None:
+            self.notify(f"no output to show: {self._output_why or 'none yet'}")
+            return
         self.toggle_class("-output-only")
         self._show_output_title()
 
@@ -149,7 +154,8 @@ class ProcPane(Pane, Vertical):
             self._output_dirty = False
 
     def focus_widget(self) -> Widget | None:
-        return self.query_one(OutputLog)  # arrows, PgUp/PgDn, Home/End scroll the output
+        log = self.query_one(OutputLog)  # arrows, PgUp/PgDn, Home/End scroll the output
+        return log if log.source is not None else None
 
     def commands(self) -> list[Command]:
         return [("Output full height / with status (o)",
