@@ -129,7 +129,30 @@ def test_flood_is_bounded_with_a_marker() -> None:
         collector.stop()
 
 
-def test_saved_profile_says_why_no_output(tmp_path: Path) -> None:
+def test_output_shows_while_the_target_runs() -> None:
+    collector = _collector("out_fail.c", "40", "20000")
+    app = ProfTuiApp(collector=collector)
+
+    async def body() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.press("4")
+            log = _log(app)
+            await wait_for(pilot, lambda: "[bold red]not markup[/bold red]" in log.lines,
+                           what="the output so far")
+            assert collector.is_running() and not log.finished
+            text = screen_text(app)
+            assert "out_fail line 40" in text and "peak RSS" in text  # output below status
+            assert not app.query_one(ProcPane).has_class("-output-only")
+            await pilot.press("q")  # still running: proftui asks first
+            await pilot.press("y")
+
+    try:
+        run(body)
+    finally:
+        collector.stop()
+
+
+def test_no_output_says_why() -> None:
     from tests.unit.profiles import sample_profile
 
     app = ProfTuiApp(profile=sample_profile())
@@ -139,6 +162,11 @@ def test_saved_profile_says_why_no_output(tmp_path: Path) -> None:
             await pilot.press("4")
             await pilot.pause()
             assert "saved profile: the program's output is not part of it" in screen_text(app)
+            pane = app.query_one(ProcPane)
+            pane.follow_output(None, "attach")  # what the app does in attach mode
+            await pilot.pause()
+            assert "attached process: its output goes where it always did" in screen_text(app)
+            assert pane.has_class("-no-output")
 
     run(body)
 
