@@ -76,7 +76,7 @@ async def measure(lines: int) -> tuple[list[float], list[float], int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--lines", type=int, default=3_000_000)
+    parser.add_argument("--lines", type=int, default=100_000_000)  # ~2 GB: many polls
     args = parser.parse_args()
     if "sampler" not in COLLECTORS:
         sys.exit("the sampler runtime is not built")
