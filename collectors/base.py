@@ -10,6 +10,7 @@ from typing import ClassVar, Literal
 
 from proftui.collectors.model.profile import CallTree, Profile
 from proftui.collectors.runtime.launch import ExitInfo, LaunchedProcess
+from proftui.collectors.runtime.output import OutputLog
 from proftui.collectors.runtime.rundir import RunDirectory
 
 
@@ -106,6 +107,12 @@ class Collector(abc.ABC):
         """The SIGTERM/SIGHUP that ended the run early, if one did."""
         return self.stop_signal
 
+    def output(self) -> OutputLog | None:
+        """The target's stdout and stderr as captured for the TUI (thread-safe readers;
+        kept after `stop()`); None when proftui does not hold them: headless runs, where
+        the target writes to the terminal, and attached processes."""
+        return None
+
     def snapshot(self) -> Profile:
         """`collect()` minus the counters at the last `reset()`."""
         with self._lock:
@@ -155,6 +162,9 @@ class LaunchCollector(Collector):
         if self.process is not None:
             self.process.wait()
         return self.snapshot()
+
+    def output(self) -> OutputLog | None:
+        return self.process.output_log if self.process is not None else None
 
     def stop(self) -> None:
         """Kill the target if it still runs, then remove the run directory."""

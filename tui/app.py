@@ -165,6 +165,7 @@ class ProfTuiApp(App[None]):
         self._show_nav()
         self._update_header()
         if self.collector is not None:
+            self.query_one(ProcPane).follow_output(self.collector.output(), self.collector.mode)
             self._poll()
 
     @work(thread=True, exclusive=True, group="prepare")
@@ -239,7 +240,13 @@ class ProfTuiApp(App[None]):
                     self._apply(profile, message.entries)
         self._update_header()
         if message.final:
-            self.notify(f"target {self._state_text()}: final profile shown", timeout=6)
+            info = message.exit
+            failed = info is not None and (info.signal is not None or bool(info.status))
+            has_output = self.collector is not None and self.collector.output() is not None
+            self.query_one(ProcPane).target_ended(self._state_text(), failed)
+            more = f"; press {ProcPane.KEY} for its output" if failed and has_output else ""
+            self.notify(f"target {self._state_text()}: final profile shown{more}", timeout=6,
+                        severity="warning" if failed else "information")
             self.refresh_bindings()
 
     def on_proc_update(self, message: ProcUpdate) -> None:

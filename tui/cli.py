@@ -32,6 +32,7 @@ from proftui.collectors.model.outfile import check_output
 from proftui.collectors.model.profile import Profile
 from proftui.collectors.registry import COLLECTORS
 from proftui.collectors.runtime.launch import (
+    ExitInfo,
     StopSignals,
     resolve_program,
     shell_status,
@@ -51,8 +52,8 @@ Live terminal profiler for native C/C++ programs.
   proftui report run.proftui     print the flat profile and call tree (--json for scripts)
   proftui open run.proftui       browse a saved profile in the TUI
   proftui export -f pprof FILE   convert to pprof, folded, callgrind, dot or speedscope
-                                 (report/open/export also read gperftools and perf script
-                                 files, and gmon.out with --binary PROG)
+                                 (report/open/export also read pprof, gperftools and perf
+                                 script files, and gmon.out with --binary PROG)
   proftui demo                   compile and profile the bundled demo program
 
 Modes (chosen from the binary, --mode overrides):
@@ -164,7 +165,7 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
                         help="headless: save the profile to this file instead of printing")
     _add_profiling_options(attach, with_program=False)
     export = _Parser(
-        prog="proftui export", description="Convert a profile (proftui, gperftools or "
+        prog="proftui export", description="Convert a profile (proftui, pprof, gperftools or "
         "`perf script` output) for other tools: pprof, folded, callgrind, dot, speedscope.")
     export.add_argument("--format", "-f", required=True, choices=sorted(EXPORTERS))
     export.add_argument("-o", "--output", type=_output_path,
@@ -330,8 +331,30 @@ def run_tui(collector: Collector | None = None, profile: Profile | None = None) 
             if line:
                 say(f"proftui: {signal_name(stop.received)}: {line}")
             return 128 + stop.received
+    if collector is not None and app.ended:
+        say_failed_output(collector, app.exit_info)
     final = app.final_profile()
     return exit_status_of(final) if (collector is not None and final is not None) else 0
+
+
+AFTER_QUIT_LINES = 20  # of a failed target's output, printed once the TUI is gone
+
+
+def say_failed_output(collector: Collector, info: ExitInfo | None) -> None:
+    """After the TUI, when the target failed on its own (non-zero status or a signal):
+    the last lines of its output, which the TUI captured, so its error message is seen."""
+    output = collector.output()
+    if output is None or info is None or (info.signal is None and not info.status):
+        return
+    lines = output.last_lines(AFTER_QUIT_LINES)
+    if not lines:
+        say(f"proftui: target {info.describe()}; it wrote no output")
+        return
+    shown = "its output" if len(lines) < AFTER_QUIT_LINES and not output.dropped_bytes \
+        else f"the last {len(lines)} lines of its output"
+    say(f"proftui: target {info.describe()}; {shown}:")
+    for text in lines:
+        say(text)
 
 
 STUCK_EXIT_S = 5.0  # the app's normal shutdown takes well under a second

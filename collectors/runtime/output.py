@@ -18,6 +18,8 @@ import select
 import threading
 from collections import deque
 
+from proftui.collectors.model.textsafe import display
+
 HEAD_BYTES = 1 << 20  # the start of the output: banners, the first errors
 TAIL_BYTES = 4 << 20  # the rolling end: what the program says now
 PIPE_BYTES = 1 << 20  # absorbs the drain thread's waits for the GIL
@@ -29,7 +31,9 @@ POLL_MS = 200  # how often the drain thread checks whether it was asked to stop
 class OutputLog:
     """Collects what the target writes to the pipe `write_fd` (give it as stdout/stderr).
 
-    Thread-safe readers: `head()`, `tail(n)`, `total_bytes`, `dropped_bytes`.
+    Thread-safe readers: `head()`, `tail(n)`, `total_bytes`, `dropped_bytes`,
+    `read_from(offset, n)` (a reader following the output, the TUI's panel) and
+    `last_lines(n)` (what the CLI prints after the TUI when the target failed).
     Call `start()` after the child has the write end (it closes ours), and
     `close()` when done (drains what is left, then stops the thread).
     """
@@ -93,17 +97,68 @@ class OutputLog:
         with self._lock:
             return bytes(self._head)
 
+    @property
+    def ended(self) -> bool:
+        """True once the drain thread stopped (EOF or `close()`): nothing more will come."""
+        return (self._thread.ident is not None and not self._thread.is_alive()) \
+            or self._read_fd < 0
+
+    def read_from(self, offset: int, max_bytes: int, keep_head: bool = True
+                  ) -> tuple[int, bytes, int]:
+        """What was written from byte `offset` on: (skipped, data, next offset).
+
+        With `keep_head` the kept head comes in order, at most `max_bytes` per call;
+        past it (or without `keep_head`), `data` starts `skipped` bytes after
+        `offset`: those were not kept (dropped between head and tail), or the reader
+        fell more than `max_bytes` behind and gets only the newest `max_bytes`.
+        A reader calls again from `next offset`.
+        """
+        max_bytes = max(1, max_bytes)
+        with self._lock:
+            total = self._total
+            if offset >= total:
+                return 0, b"", total
+            head_len = len(self._head)
+            tail_start = total - self._tail_len
+            start = offset if keep_head else max(offset, total - max_bytes)
+            if start < head_len:
+                end = min(head_len, start + max_bytes)
+                data = bytes(self._head[start:end])
+                if end == head_len == tail_start and total - start <= max_bytes:
+                    return start - offset, data + self._tail_bytes(self._tail_len), total
+                return start - offset, data, end
+            start = max(start, total - max_bytes, tail_start)
+            return start - offset, self._tail_bytes(total - start), total
+
+    def last_lines(self, n: int, max_bytes: int = 64 << 10) -> list[str]:
+        """The last `n` lines (from at most the last `max_bytes`), decoded leniently and
+        made safe for a terminal (`textsafe.display`: no escape sequences)."""
+        with self._lock:
+            data = self._tail_bytes(max_bytes)
+            kept_before = len(self._head) if self._tail_len < max_bytes else 0
+            if kept_before and self._total - len(self._head) == self._tail_len:
+                data = bytes(self._head[-(max_bytes - len(data)):]) + data  # contiguous
+        lines = data.split(b"\n")
+        if lines and lines[-1] == b"":
+            lines.pop()
+        return [terminal_line(raw) for raw in lines[-n:]] if n > 0 else []
+
+
     def tail(self, n_bytes: int) -> bytes:
         """The last n_bytes kept after the head (fewer when less was kept)."""
         with self._lock:
-            chunks: list[bytes] = []
-            need = max(0, n_bytes)
-            for chunk in reversed(self._tail):
-                if need <= 0:
-                    break
-                chunks.append(chunk[-need:] if len(chunk) > need else chunk)
-                need -= len(chunks[-1])
-            return b"".join(reversed(chunks))
+            return self._tail_bytes(n_bytes)
+
+    def _tail_bytes(self, n_bytes: int) -> bytes:
+        """`tail` with the lock held."""
+        chunks: list[bytes] = []
+        need = max(0, n_bytes)
+        for chunk in reversed(self._tail):
+            if need <= 0:
+                break
+            chunks.append(chunk[-need:] if len(chunk) > need else chunk)
+            need -= len(chunks[-1])
+        return b"".join(reversed(chunks))
 
     def text(self) -> str:
         """Everything kept, decoded leniently, with a marker where bytes were dropped."""
@@ -170,3 +225,10 @@ class OutputLog:
                     self._tail[0] = first[excess:]
                     self._tail_len -= excess
                     excess = 0
+
+
+def terminal_line(raw: bytes) -> str:
+    """One line of output, safe to show: undecodable bytes and controls escaped
+    (`textsafe.display`), tabs expanded on what is shown."""
+    text = raw.decode("utf-8", "surrogateescape").rstrip("\r")
+    return "\t".join(display(part) for part in text.split("\t")).expandtabs()

@@ -1,17 +1,33 @@
-"""Process status pane: state, CPU (overall and per thread), memory, fds, I/O, history."""
+"""Process pane: the target's status (state, CPU overall and per thread, memory, fds,
+I/O, history) on top, its output (stdout and stderr, live) below.
+
+Each part is one section, a container with its own id (`#proc-status`,
+`#proc-output`), so another part (a heap chart) is one more section in
+`compose`.  `o` gives the output the whole pane and back; after a target
+that failed the pane opens that way, since its output is what the user is
+after then.
+"""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
+from proftui.collectors.model.profile import Profile
 from proftui.collectors.runtime.procstat import HISTORY, ProcStat
 from proftui.tui.format import format_bytes
-from proftui.tui.panes.base import Pane
+from proftui.tui.panes.base import Command, NavState, Pane
+from proftui.tui.widgets.output_panel import OutputLog, OutputSource
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
 from textual.containers import Vertical
+from textual.timer import Timer
+from textual.widget import Widget
 from textual.widgets import Sparkline, Static
 
 MAX_THREAD_ROWS = 12
+OUTPUT_POLL_S = 0.5  # how often the output panel looks for new output (cheap when none)
 
 
 def _window(history: tuple[float, ...]) -> list[float]:
@@ -22,22 +38,131 @@ class ProcPane(Pane, Vertical):
     """Shows the latest `ProcStat`; or why there is no live process."""
 
     KEY, PANE_ID, TITLE, TAB = "4", "proc", "Process status", "Process"
-    HINT = "CPU, memory, threads of the target"
+    HINT = "CPU, memory, threads and output of the target"
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("o", "toggle_output", "Output")]
+
+    DEFAULT_CSS = """
+    ProcPane #proc-status { height: auto; max-height: 55%; overflow-y: auto; }
+    ProcPane #proc-output { height: 1fr; min-height: 4; }
+    ProcPane.-output-only #proc-status { display: none; }
+    ProcPane.-no-output #proc-status { max-height: 100%; height: 1fr; }
+    ProcPane.-no-output #proc-output { height: 1; min-height: 1; }
+    ProcPane.-no-output #output-log { display: none; }
+    ProcPane #output-title { height: 1; background: $boost; }
+    """
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self._output_timer: Timer | None = None
+        self._output_why = "no live process: no program output"
+        self._output_dirty = False
+        self._ended_note = ""
+        self._failed = False
 
     def compose(self) -> ComposeResult:
-        yield Static("no live process", id="proc-summary")
-        yield Static("CPU % (history)", classes="spark-label")
-        yield Sparkline([], id="cpu-spark", summary_function=max)
-        yield Static("RSS (history)", classes="spark-label")
-        yield Sparkline([], id="rss-spark", summary_function=max)
-        yield Static("", id="proc-threads")
+        with Vertical(id="proc-status"):
+            yield Static("no live process", id="proc-summary")
+            yield Static("CPU % (history)", classes="spark-label")
+            yield Sparkline([], id="cpu-spark", summary_function=max)
+            yield Static("RSS (history)", classes="spark-label")
+            yield Sparkline([], id="rss-spark", summary_function=max)
+            yield Static("", id="proc-threads")
+        with Vertical(id="proc-output"):
+            yield Static("", id="output-title")
+            yield OutputLog(id="output-log")
 
     def begin(self, live: bool, has_profile: bool) -> None:
         if live:
             self.show_message("waiting for the first process sample...")
+            self._output_why = ""  # follow_output() comes next
         else:
             self.show_message("no live process: this is a saved profile" if has_profile
                               else "no live process")
+            self._output_why = ("saved profile: the program's output is not part of it"
+                                if has_profile else "no live process: no program output")
+        self._show_output_title()
+
+    # -- the target's output -----------------------------------------------------------
+
+    def follow_output(self, source: OutputSource | None, mode: str) -> None:
+        """Show `source` (the collector's captured output) live; None: say why not."""
+        log = self.query_one(OutputLog)
+        log.follow(source)
+        if source is None:
+            self._output_why = (
+                "attached process: its output goes where it always did (proftui does not "
+                "capture it)" if mode == "attach" else
+                "the program writes to the terminal (not captured)")
+        elif self._output_timer is None:
+            self._output_timer = self.set_interval(OUTPUT_POLL_S, self._poll_output)
+            self._poll_output()
+        self._show_output_title()
+
+    def target_ended(self, note: str, failed: bool) -> None:
+        """The target ended (`note`: how); after a failure the output takes the pane."""
+        self._ended_note, self._failed = note, failed
+        if failed and self.query_one(OutputLog).source is not None:
+            self.add_class("-output-only")
+        self._poll_output()
+
+    def _poll_output(self) -> None:
+        log = self.query_one(OutputLog)
+        if log.poll():
+            self._output_dirty = True
+            self._show_output_title()
+        if self._output_dirty and self.display:  # hidden: drawn when shown
+            log.draw()
+            self._output_dirty = False
+        if log.finished and self._output_timer is not None:
+            self._output_timer.stop()
+            self._output_timer = None
+            self._show_output_title()
+
+    def _show_output_title(self) -> None:
+        log = self.query_one(OutputLog)
+        title = Text(" Output ", style="bold")
+        source = log.source
+        if source is None:
+            title.append(f"· {self._output_why or 'none yet'}", style="dim")
+        else:
+            model = log.lines_model
+            title.append(f"stdout+stderr · {source.total_bytes:,} bytes · "
+                         f"{model.lines_seen:,} lines")
+            if log.finished:
+                title.append(" · ended" + (f" ({self._ended_note})" if self._ended_note else ""),
+                             style="bold yellow" if self._failed else "")
+        if source is not None:
+            title.append("  o: " + ("show status too" if self.has_class("-output-only")
+                                    else "full height"), style="dim")
+        self.query_one("#output-title", Static).update(title)
+        # Nothing to show (saved profile, attach): the title line says why, the status
+        # gets the room.
+        self.set_class(source is None and bool(self._output_why), "-no-output")
+
+    def action_toggle_output(self) -> None:
+        """Give the output the whole pane, or share it with the status again."""
+        if self.query_one(OutputLog).source is None:
+            self.notify(f"no output to show: {self._output_why or 'none yet'}")
+            return
+        self.toggle_class("-output-only")
+        self._show_output_title()
+
+    def show_step(self, profile: Profile | None, state: NavState, metric: int) -> None:
+        if self._output_dirty:
+            self.query_one(OutputLog).draw()
+            self._output_dirty = False
+
+    def focus_widget(self) -> Widget | None:
+        log = self.query_one(OutputLog)  # arrows, PgUp/PgDn, Home/End scroll the output
+        return log if log.source is not None else None
+
+    def commands(self) -> list[Command]:
+        return [("Output full height / with status (o)",
+                 "Give the target's output the whole Process pane, or share it",
+                 self.action_toggle_output)]
+
+    # -- the target's status -----------------------------------------------------------
 
     def show_process(self, stat: ProcStat, note: str) -> None:
         self.show_stat(stat, note)

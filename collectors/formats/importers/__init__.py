@@ -1,10 +1,12 @@
 """Open any profile file proftui understands, recognised by content, not by name.
 
 `load_any(path)` accepts proftui's own saved profiles (gzip JSON, see
-collectors/model/storage.py), gperftools CPU profiles (binary header 0, 3, 0 in
-machine words), the text output of `perf script`, and gmon.out files (with
-the program that wrote them); gperftools heap profiles (text, "heap profile:") and
-heaptrack data files (through heaptrack_print).
+collectors/model/storage.py), pprof profiles (gzip'd or raw profile.proto, as
+proftui's export, Go and `go tool pprof -proto` write them), gperftools CPU
+profiles (binary header 0, 3, 0 in machine words), the text output of
+`perf script`, gmon.out files (with the program that wrote them), gperftools
+heap profiles (text, "heap profile:") and heaptrack data files (through
+heaptrack_print).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from proftui.collectors.formats.importers import (
     gperftools_heap,
     heaptrack,
     perf_script,
+    pprof,
 )
 from proftui.collectors.gprof.collector import load_gmon_file
 from proftui.collectors.gprof.gmon import MAGIC as GMON_MAGIC
@@ -25,15 +28,20 @@ from proftui.collectors.model.profile import Profile
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _PERF_DATA_MAGIC = (b"PERFILE2", b"2ELIFREP")
+READABLE = ("it reads proftui (.proftui), pprof (gzip'd or raw profile.proto), gperftools CPU "
+            "and heap profiles, heaptrack files, `perf script` text, gmon.out (with --binary)")
 
 
 def detect(head: bytes) -> str:
-    """The kind of file whose first bytes are `head`: "proftui", "gperftools",
+    """The kind of file whose first bytes are `head`: "proftui", "pprof", "gperftools",
     "gperftools-heap", "heaptrack", "perf-script", "perf-data", "gmon" or "unknown"."""
     if heaptrack.sniff(head):  # first: heaptrack's .gz files are gzip like proftui's
         return "heaptrack"
     if head.startswith(_GZIP_MAGIC):
-        return "proftui"
+        # Both proftui (JSON) and pprof (protobuf) files are gzip'd: look inside.
+        inner = pprof.gunzip_head(head)
+        return "pprof" if inner and not inner.lstrip().startswith(b"{") \
+            and pprof.sniff(inner) else "proftui"
     if head.startswith(GMON_MAGIC):
         return "gmon"
     if head.startswith(_PERF_DATA_MAGIC):
@@ -44,6 +52,8 @@ def detect(head: bytes) -> str:
         return "gperftools-heap"
     if perf_script.sniff(head):
         return "perf-script"
+    if pprof.sniff(head):
+        return "pprof"
     return "unknown"
 
 
@@ -64,6 +74,8 @@ def load_any(path: Path, binary: Path | None = None) -> Profile:
     kind = detect(head)
     if kind == "proftui":
         return storage.load(path)
+    if kind == "pprof":
+        return pprof.load_pprof(path)
     if kind == "gperftools":
         return gperftools.load_gperftools(path)
     if kind == "gperftools-heap":
@@ -77,5 +89,5 @@ def load_any(path: Path, binary: Path | None = None) -> Profile:
     if kind == "perf-data":
         raise ProftuiError(f"{path}: is perf.data; convert it with `perf script -i {path} > "
                            "perf.txt` and open perf.txt")
-    raise ProftuiError(f"{path}: not a proftui profile, gperftools CPU or heap profile, "
-                       "heaptrack file, `perf script` output or gmon.out")
+    raise ProftuiError(f"{path}: not a proftui profile nor any other format proftui reads "
+                       f"({READABLE})")
