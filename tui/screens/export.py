@@ -41,7 +41,7 @@ class ExportScreen(ModalScreen[tuple[str, Path] | None]):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="export-dialog"):
-            yield Label("Save or export the profile shown", id="export-title")
+            yield Label("Save / Export the profile shown", id="export-title")
             with RadioSet(id="export-format"):
                 for name, description in FORMATS.items():
                     yield RadioButton(f"{name:<10} {description}",
