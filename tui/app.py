@@ -33,7 +33,7 @@ from proftui.collectors.model.storage import save_or_fallback
 from proftui.collectors.model.views import FlatEntry, flat_profile
 from proftui.collectors.runtime.launch import ExitInfo, StopSignals
 from proftui.collectors.runtime.procstat import ProcSampler, ProcStat
-from proftui.tui.format import metric_label
+from proftui.tui.format import metric_label, use_theme
 from proftui.tui.panes.base import Drill, NavState, Pane, step_to
 from proftui.tui.panes.flat import FlatPane
 from proftui.tui.panes.process import ProcPane
@@ -180,6 +180,8 @@ class ProfTuiApp(App[None]):
 
             self._exit_soon = exit_soon
             self._stop_signals.listen(exit_soon)
+        use_theme(self.get_css_variables())
+        self.theme_changed_signal.subscribe(self, self._theme_changed)
         for pane in self.panes():
             pane.begin(live=self.collector is not None, has_profile=self.profile is not None)
         if self.profile is not None:
@@ -188,6 +190,15 @@ class ProfTuiApp(App[None]):
         self._update_header()
         if self.collector is not None:
             self._poll()
+
+    def _theme_changed(self, _theme: object) -> None:
+        """A theme picked in the palette: heat colours follow it, and rows drawn with
+        the old ones (tree labels, table and source lines) are drawn again."""
+        use_theme(self.get_css_variables())
+        if self.profile is not None and self._entries:
+            self._apply(self.profile, self._entries)
+        for widget in self.screen_stack[0].query("*"):
+            widget.refresh()
 
     @work(thread=True, group="prepare")
     def _prepare(self, profile: Profile) -> None:

@@ -11,6 +11,7 @@ from proftui.collectors.model.profile import SAMPLES, Frame, Profile, ProfileMet
 from proftui.collectors.model.storage import load
 from proftui.tui.app import PANES, ProfTuiApp
 from proftui.tui.panes.flat import FilterInput, FlatPane
+from proftui.tui.panes.tree import CallTreeView
 from proftui.tui.screens.export import ExportScreen
 from proftui.tui.screens.help import HelpScreen, pane_keys
 from proftui.tui.widgets.breadcrumb import Breadcrumb
@@ -312,4 +313,48 @@ def test_ctrl_c_without_a_cli_quits() -> None:
             await pilot.press("ctrl+c")
             await pilot.pause()
             assert app._exit
+    run(body)
+
+
+def test_a_theme_reaches_the_table_tree_and_source_colours() -> None:
+    from proftui.tui.format import heat_background, heat_style
+    from proftui.tui.widgets.flat_table import FlatTable
+    from textual.color import Color
+
+    def heat_hex(color: object) -> str:
+        assert color is not None
+        return color.get_truecolor().hex.lower()  # type: ignore[attr-defined]
+
+    def colours(app: ProfTuiApp) -> tuple[str, str, str]:
+        table = app.query_one(FlatTable)
+        strip = table.render_line(1)  # the cursor row: the hottest function (leaf, 85.7%)
+        first = next(iter(strip))
+        assert first.style is not None and first.style.bgcolor is not None
+        assert first.style.color is not None
+        return (first.style.bgcolor.get_truecolor().hex, first.style.color.get_truecolor().hex,
+                heat_hex(heat_background(0.5).bgcolor))
+
+    async def body() -> None:
+        app = ProfTuiApp(profile=sample_profile())
+        async with app.run_test(size=SMALL) as pilot:
+            await started(pilot, app)
+            dark = colours(app)
+            assert dark[1] == Color.parse(app.get_css_variables()["error"]).hex.lower()
+            app.theme = "textual-light"
+            await pilot.pause(0.3)
+            light = colours(app)
+            variables = app.get_css_variables()
+            assert light[0] != dark[0] and light[2] != dark[2], (dark, light)
+            # A hot line blends the theme's background towards its error colour.
+            want = Color.parse(variables["background"]).blend(
+                Color.parse(variables["error"]), 0.2 + 0.6 * 0.5 ** 0.5)
+            assert light[2] == want.hex6.lower()
+            assert heat_hex(heat_style(0.3).color) == variables["error"].lower()
+            await pilot.press("2")
+            await pilot.pause(0.3)
+            tree = app.query_one(CallTreeView)
+            label = tree.root.children[0].label  # main: 100% of the whole, the hottest colour
+            colours_used = {heat_hex(span.style.color) for span in label.spans
+                            if not isinstance(span.style, str) and span.style.color}
+            assert variables["error"].lower() in colours_used, label.spans
     run(body)
