@@ -528,5 +528,6 @@ class ProfTuiApp(App[None]):
                     continue
                 commands.append((f"{entry.description} ({entry.spelled})", entry.tooltip,
                                  on_pane(pane.PANE_ID,
-                                         partial(entry.node.run_action, entry.action))))
+                                         partial(self.run_action, entry.action,
+                                                 entry.node))))
         return commands

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
@@ -73,7 +73,7 @@ def _own_bindings(node: DOMNode) -> Iterable[Binding]:
             yield binding
 
 
-def collect(app: App[object], nodes: Iterable[DOMNode]) -> list[KeyEntry]:
+def collect(app: App[Any], nodes: Iterable[DOMNode]) -> list[KeyEntry]:
     """The bindings of `nodes` (earlier nodes win a key), one entry per action: the
     key-bar ones first, in declaration order, then the others."""
     taken: set[str] = set()
@@ -103,14 +103,14 @@ def collect(app: App[object], nodes: Iterable[DOMNode]) -> list[KeyEntry]:
     return entries
 
 
-def pane_keys(app: App[object], pane: Widget) -> list[KeyEntry]:
+def pane_keys(app: App[Any], pane: Widget) -> list[KeyEntry]:
     """Every key of a pane: its own, then its widgets' (the focused one first)."""
     focus = getattr(pane, "focus_widget", lambda: None)()
     inner = [w for w in pane.walk_children(Widget) if w is not focus]
     return collect(app, [pane] + ([focus] if focus is not None else []) + inner)
 
 
-def app_keys(app: App[object]) -> list[KeyEntry]:
+def app_keys(app: App[Any]) -> list[KeyEntry]:
     """The keys that work everywhere (pane keys, back, metric, export, quit, palette...),
     less those the app hides here (pause and reset for a saved profile)."""
     return [e for e in collect(app, [app]) if app.check_action(e.action, ()) is not False]
