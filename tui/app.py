@@ -21,7 +21,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
-from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar, cast
 
@@ -34,13 +33,13 @@ from proftui.collectors.model.views import FlatEntry, flat_profile
 from proftui.collectors.runtime.launch import ExitInfo, StopSignals
 from proftui.collectors.runtime.procstat import ProcSampler, ProcStat
 from proftui.tui.format import metric_label, use_theme
-from proftui.tui.panes.base import Drill, NavState, Pane, step_to
+from proftui.tui.panes.base import Command, Drill, NavState, Pane, step_to
 from proftui.tui.panes.flat import FlatPane
 from proftui.tui.panes.process import ProcPane
 from proftui.tui.panes.source import SourcePane
 from proftui.tui.panes.tree import CallTreeView
 from proftui.tui.screens.export import NATIVE, ExportScreen
-from proftui.tui.screens.help import HelpScreen, app_keys, pane_keys
+from proftui.tui.screens.help import HelpScreen, PaneEntry, app_keys, palette_entries, pane_keys
 from proftui.tui.screens.main import MainScreen
 from proftui.tui.screens.notes import NotesScreen
 from proftui.tui.screens.quit import QuitScreen
@@ -495,39 +494,12 @@ class ProfTuiApp(App[None]):
         for title, help_text, callback in self.palette_commands():
             yield SystemCommand(title, help_text, callback)
 
-    def palette_commands(self) -> list[tuple[str, str, Callable[[], object]]]:
-        """Every key as a palette entry "Title (key)", from the same bindings as the help
-        screen: the panes, the app's keys (live-only ones while live), then each pane's
-        own commands and every key of the pane that is in the key bar or is a
-        character key (the pane is shown first)."""
-        def on_pane(pane_id: str, action: Callable[[], object]) -> Callable[[], object]:
-            def run() -> object:
-                if self.nav[-1].pane != pane_id:
-                    self.action_pane(pane_id)
-                return action()
-            return run
+    def palette_commands(self) -> list[Command]:
+        """Every key as a palette entry (tui/screens/help.py `palette_entries`)."""
+        panes = [PaneEntry(p.PANE_ID, p.TITLE, p.KEY, p.HINT, cast(Widget, w), w.commands())
+                 for p, w in zip(self.PANES, self.panes(), strict=True)]
+        return palette_entries(self, panes, self._show_pane)
 
-        commands: list[tuple[str, str, Callable[[], object]]] = [
-            (f"{p.TITLE} ({p.KEY})", p.HINT, partial(self.action_pane, p.PANE_ID))
-            for p in self.PANES]
-        for entry in app_keys(self):
-            state = self.check_action(entry.action, ())
-            if entry.action.startswith("pane(") or entry.action == "command_palette" or \
-                    state is False or (state is None and entry.action != "back"):
-                continue  # hidden, or greyed out (pause once the target ended)
-            commands.append((f"{entry.description} ({entry.spelled})", entry.tooltip,
-                             partial(self.run_action, entry.action)))
-        for pane in self.panes():
-            own = pane.commands()
-            commands += [(title, help_text, on_pane(pane.PANE_ID, action))
-                         for title, help_text, action in own]
-            titled = " ".join(title for title, _, _ in own)
-            for entry in pane_keys(self, cast(Widget, pane)):
-                if not (entry.shown or entry.printable) or \
-                        any(f"({k})" in titled for k in entry.keys):
-                    continue
-                commands.append((f"{entry.description} ({entry.spelled})", entry.tooltip,
-                                 on_pane(pane.PANE_ID,
-                                         partial(self.run_action, entry.action,
-                                                 entry.node))))
-        return commands
+    def _show_pane(self, pane_id: str) -> None:
+        if self.nav[-1].pane != pane_id:
+            self.action_pane(pane_id)

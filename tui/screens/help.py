@@ -2,13 +2,14 @@
 
 The lists are read from the live bindings (`pane_keys`, `app_keys`), never
 written by hand, so help cannot drift from what the keys do; the command
-palette is built from the same lists (tui/app.py).
+palette's entries are built from the same lists (`palette_entries`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, ClassVar
 
 from textual.app import App, ComposeResult
@@ -122,6 +123,56 @@ def explain(entry: KeyEntry) -> str:
     if not more or more == what:
         return what
     return more if more.lower().startswith(what.lower()) else f"{what}: {more}"
+
+
+Command = tuple[str, str, Callable[[], object]]  # palette title, help text, callback
+
+
+@dataclass(frozen=True)
+class PaneEntry:
+    """What the palette needs to know of a pane (screens do not import the panes)."""
+
+    pane_id: str
+    title: str  # "Flat profile"
+    key: str  # "1"
+    hint: str  # the palette's help text
+    widget: Widget
+    commands: list[Command]  # the pane's own palette entries (Pane.commands)
+
+
+def palette_entries(app: App[Any], panes: Sequence[PaneEntry],
+                    show: Callable[[str], None]) -> list[Command]:
+    """Every key as a palette entry "Title (key)", from the same bindings as the help
+    screen: the panes, the app's keys (those it hides or greys out here are left out,
+    Back excepted), then each pane's own commands and every key of the pane that is in
+    the key bar or is a character key.  `show(pane_id)` shows a pane first."""
+    def on_pane(pane_id: str, action: Callable[[], object]) -> Callable[[], object]:
+        def run() -> object:
+            show(pane_id)
+            return action()
+        return run
+
+    commands: list[Command] = [(f"{p.title} ({p.key})", p.hint, partial(show, p.pane_id))
+                               for p in panes]
+    for entry in app_keys(app):
+        state = app.check_action(entry.action, ())
+        if entry.action.startswith("pane(") or entry.action == "command_palette" or \
+                state is False or (state is None and entry.action != "back"):
+            continue  # the pane entries above, or greyed out (pause once the target ended)
+        commands.append((f"{entry.description} ({entry.spelled})", entry.tooltip,
+                         partial(app.run_action, entry.action)))
+    for pane in panes:
+        commands += [(title, help_text, on_pane(pane.pane_id, action))
+                     for title, help_text, action in pane.commands]
+        titled = " ".join(title for title, _, _ in pane.commands)
+        for entry in pane_keys(app, pane.widget):
+            if not (entry.shown or entry.printable) or \
+                    any(f"({k})" in titled for k in entry.keys):
+                continue  # a movement key, or already one of the pane's own commands
+            commands.append((f"{entry.description} ({entry.spelled})", entry.tooltip,
+                             on_pane(pane.pane_id,
+                                     partial(app.run_action, entry.action, entry.node))))
+    return commands
 
 
 class HelpScreen(ModalScreen[None]):
