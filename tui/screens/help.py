@@ -105,10 +105,12 @@ def collect(app: App[Any], nodes: Iterable[DOMNode]) -> list[KeyEntry]:
 
 
 def pane_keys(app: App[Any], pane: Widget) -> list[KeyEntry]:
-    """Every key of a pane: its own, then its widgets' (the focused one first)."""
+    """Every key of a pane, as Textual looks them up: its focus widget's first (they
+    win a key the pane also binds), then the pane's, then its other widgets'."""
     focus = getattr(pane, "focus_widget", lambda: None)()
+    first = [focus] if focus is not None and focus is not pane else []
     inner = [w for w in pane.walk_children(Widget) if w is not focus]
-    return collect(app, [pane] + ([focus] if focus is not None else []) + inner)
+    return collect(app, [*first, pane, *inner])
 
 
 def app_keys(app: App[Any]) -> list[KeyEntry]:
