@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
-from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar, cast
 
@@ -29,17 +29,20 @@ from proftui.collectors.errors import ProftuiError
 from proftui.collectors.formats.export import write_export
 from proftui.collectors.model.parts import describe_part, list_parts
 from proftui.collectors.model.profile import Profile
+from proftui.collectors.model.storage import save_or_fallback
 from proftui.collectors.model.textsafe import display
 from proftui.collectors.model.views import FlatEntry, flat_profile
 from proftui.collectors.runtime.launch import ExitInfo, StopSignals
 from proftui.collectors.runtime.procstat import ProcSampler, ProcStat
-from proftui.tui.format import metric_label
-from proftui.tui.panes.base import Drill, NavState, Pane, SelectPart, step_to
+from proftui.tui.format import metric_label, use_theme
+from proftui.tui.panes.base import Command, Drill, NavState, Pane, SelectPart, step_to
 from proftui.tui.panes.flat import FlatPane
 from proftui.tui.panes.process import ProcPane
 from proftui.tui.panes.source import SourcePane
 from proftui.tui.panes.tree import CallTreeView
-from proftui.tui.screens.export import ExportScreen
+from proftui.tui.screens.export import NATIVE, ExportScreen
+from proftui.tui.screens.help import HelpScreen, PaneEntry, app_keys, palette_entries, pane_keys
+from proftui.tui.screens.main import MainScreen
 from proftui.tui.screens.notes import NotesScreen
 from proftui.tui.screens.quit import QuitScreen
 from proftui.tui.screens.threads import ALL, ThreadsScreen
@@ -66,6 +69,18 @@ PANES: list[type[Pane]] = [
 ]
 
 
+def _shown_within(widget: Widget, pane: Widget) -> bool:
+    """`widget` is `pane` or inside it, and neither it nor a parent is `display: none`."""
+    node: Widget | None = widget
+    while node is not None:
+        if not node.display:
+            return False
+        if node is pane:
+            return pane.is_attached
+        node = node.parent if isinstance(node.parent, Widget) else None
+    return False
+
+
 @dataclass
 class Snapshot(Message):
     """A profile from the poll worker (final=True once the target has ended)."""
@@ -89,15 +104,25 @@ class ProfTuiApp(App[None]):
     CSS_PATH = Path(__file__).with_name("proftui.tcss")  # absolute: subclasses live elsewhere
     TITLE = "proftui"
     PANES: ClassVar[list[type[Pane]]] = PANES  # a subclass may list other panes
-    BINDINGS: ClassVar[list[BindingType]] = [  # plus each pane's key, first (see __init__)
-        Binding("escape", "back", "Back"),
-        Binding("m", "metric", "Metric"),
-        Binding("t", "threads", "Threads"),
-        Binding("p", "pause", "Pause"),
-        Binding("r", "reset", "Reset"),
-        Binding("e", "export", "Export"),
-        Binding("w", "notes", "Notes"),
-        Binding("q", "quit", "Quit"),
+    # Plus each pane's key, first (see __init__).  The help screen and the palette are
+    # generated from these (tui/screens/help.py): the tooltip is their longer text.
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "back", "Back", tooltip="Return to the previous step of the trail"),
+        Binding("m", "metric", "Metric", tooltip="Show the next metric (samples, CPU time...)"),
+        Binding("t", "threads", "Threads",
+                tooltip="Show one thread or process, or all (threads by share)"),
+        Binding("p", "pause", "Pause", tooltip="Pause or resume collection in the target"),
+        Binding("r", "reset", "Reset", tooltip="Reset the counters: count from now on"),
+        Binding("e", "export", "Save/Export",
+                tooltip="Save the profile (.proftui) or export it (pprof, folded...)"),
+        Binding("w", "notes", "Notes", tooltip="Warnings about this profile, in full"),
+        Binding("question_mark,f1", "help", "Help", tooltip="Every key, grouped"),
+        Binding("q", "quit", "Quit",
+                tooltip="Quit (asks before killing a running target; attach detaches)"),
+        # Priority: the screen's own ctrl+c (copy text) would otherwise take it.
+        Binding("ctrl+c", "interrupt", "Interrupt", show=False, priority=True,
+                tooltip="As in a shell: SIGINT to a launched target, detach from an "
+                        "attached one, and quit"),
     ]
 
     def __init__(self, collector: Collector | None = None, profile: Profile | None = None,
@@ -106,7 +131,8 @@ class ProfTuiApp(App[None]):
         through its normal path, so the terminal is restored."""
         super().__init__()
         # The pane keys come from the registry; they lead the key bar, as the tabs do.
-        keys = BindingsMap([Binding(p.KEY, f"pane({p.PANE_ID!r})", p.TAB) for p in self.PANES])
+        keys = BindingsMap([Binding(p.KEY, f"pane({p.PANE_ID!r})", p.TAB, tooltip=p.TITLE)
+                            for p in self.PANES])
         self._bindings = BindingsMap.from_keys({**keys.key_to_bindings,
                                                 **self._bindings.key_to_bindings})
         self.collector = collector
@@ -129,6 +155,9 @@ class ProfTuiApp(App[None]):
         self._exit_soon: Callable[[int], None] | None = None
 
     # -- layout ----------------------------------------------------------------------
+
+    def get_default_screen(self) -> Screen[Any]:
+        return MainScreen(self.focus_pane, id="_default")
 
     def compose(self) -> ComposeResult:
         yield HeaderBar(id="header")
@@ -158,6 +187,8 @@ class ProfTuiApp(App[None]):
 
             self._exit_soon = exit_soon
             self._stop_signals.listen(exit_soon)
+        use_theme(self.get_css_variables())
+        self.theme_changed_signal.subscribe(self, self._theme_changed)
         for pane in self.panes():
             pane.begin(live=self.collector is not None, has_profile=self.profile is not None)
         if self.profile is not None:
@@ -167,6 +198,15 @@ class ProfTuiApp(App[None]):
         if self.collector is not None:
             self.query_one(ProcPane).follow_output(self.collector.output(), self.collector.mode)
             self._poll()
+
+    def _theme_changed(self, _theme: object) -> None:
+        """A theme picked in the palette: heat colours follow it, and rows drawn with
+        the old ones (tree labels, table and source lines) are drawn again."""
+        use_theme(self.get_css_variables())
+        if self.profile is not None and self._entries:
+            self._apply(self.profile, self._entries)
+        for widget in self.screen_stack[0].query("*"):
+            widget.refresh()
 
     @work(thread=True, exclusive=True, group="prepare")
     def _prepare(self, profile: Profile, part: str | None) -> None:
@@ -300,9 +340,7 @@ class ProfTuiApp(App[None]):
         pane = self.pane(state.pane)
         pane.part = self.part
         pane.show_step(self.profile, state, self.metric)
-        target = pane.focus_widget()
-        if target is not None:
-            target.focus()
+        self.focus_pane(keep=False)
         trail = [s.label for s in self.nav[-5:]]
         if len(self.nav) > 5:
             trail[0] = "…"
@@ -312,6 +350,21 @@ class ProfTuiApp(App[None]):
             # A focus change refreshes the footer by itself; each refresh rebuilds
             # every footer key (the costliest part of a pane switch).
             self.refresh_bindings()
+
+    def focus_pane(self, keep: bool = True) -> None:
+        """Put the focus in the visible pane: its focus widget, or nothing (keys then go
+        to the app's bindings).  With `keep`, a focused widget shown inside the pane
+        (the open filter box) keeps it.  Never a hidden widget (see MainScreen)."""
+        pane = cast(Widget, self.pane(self.nav[-1].pane))
+        screen = pane.screen
+        focused = screen.focused
+        if keep and focused is not None and _shown_within(focused, pane):
+            return
+        target = cast(Pane, pane).focus_widget()
+        if target is not None and _shown_within(target, pane):
+            screen.set_focus(target)
+        elif focused is not None:
+            screen.set_focus(None)
 
     def action_pane(self, pane_id: str) -> None:
         """Show pane `pane_id`, keeping the shared choices (tree view, source) of the step."""
@@ -439,6 +492,27 @@ class ProfTuiApp(App[None]):
                             "(its tables were full; --buffer raises the budget)")
         self.push_screen(NotesScreen(notes))
 
+    def action_help(self) -> None:
+        """Every key of the current pane, then the app's (tui/screens/help.py)."""
+        if isinstance(self.screen, HelpScreen):
+            return
+        current = self._pane_class(self.nav[-1].pane)
+        pane = cast(Widget, self.pane(current.PANE_ID))
+        keys = pane_keys(self, pane)
+        main = [k for k in keys if k.shown or k.printable]
+        self.push_screen(HelpScreen([(f"{current.TITLE} (this pane)", main),
+                                     ("Everywhere", app_keys(self)),
+                                     (f"Moving around in {current.TITLE}",
+                                      [k for k in keys if k not in main])]))
+
+    def action_interrupt(self) -> None:
+        """Ctrl-C, as in a shell: the CLI's SIGINT path ends a launched target (SIGINT,
+        then SIGKILL if it lingers) or detaches from an attached one, and exits 130."""
+        if self._stop_signals is not None:
+            signal.raise_signal(signal.SIGINT)  # StopSignals catches it: see tui/cli.py
+        else:  # no CLI around it (tests, embedding): just leave; the caller stops the collector
+            self.exit()
+
     def action_export(self) -> None:
         profile = self.profile
         if profile is None:
@@ -446,8 +520,10 @@ class ProfTuiApp(App[None]):
             return
         pid = self.collector.pid if self.collector is not None else None
         stem = f"proftui-{profile.meta.mode}" + (f"-{pid}" if pid else "")
-        self.push_screen(ExportScreen(Path.cwd() / f"{stem}.proftui"),
-                         lambda choice: self._export(profile, choice))
+        base, n = Path.cwd() / f"{stem}.proftui", 1
+        while base.exists():  # the default never overwrites an earlier save
+            base, n = Path.cwd() / f"{stem}-{n}.proftui", n + 1
+        self.push_screen(ExportScreen(base), lambda choice: self._export(profile, choice))
 
     def _export(self, profile: Profile, choice: tuple[str, Path] | None) -> None:
         if choice is not None:
@@ -456,8 +532,13 @@ class ProfTuiApp(App[None]):
     @work(thread=True, group="export")
     def _export_worker(self, profile: Profile, fmt: str, path: Path) -> None:
         try:
+            if fmt == NATIVE:
+                written, note = save_or_fallback(profile, path)
+                self.call_from_thread(self.notify, note or f"profile saved to {written}",
+                                      severity="warning" if note else "information")
+                return
             write_export(profile, fmt, path)
-        except ProftuiError as exc:
+        except (ProftuiError, OSError) as exc:
             self.call_from_thread(self.notify, str(exc), severity="error")
             return
         self.call_from_thread(self.notify, f"{fmt} export written to {path}")
@@ -482,31 +563,16 @@ class ProfTuiApp(App[None]):
     # -- command palette -----------------------------------------------------------
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
-
-        def on_pane(pane_id: str, action: Callable[[], object]) -> Callable[[], None]:
-            def run() -> None:
-                if self.nav[-1].pane != pane_id:
-                    self.action_pane(pane_id)
-                action()
-            return run
-
-        commands: list[tuple[str, str, Callable[[], object]]] = [
-            (f"{p.TITLE} ({p.KEY})", p.HINT, partial(self.action_pane, p.PANE_ID))
-            for p in self.PANES]
-        commands += [
-            ("Back (Escape)", "Return to the previous view", self.action_back),
-            ("Next metric (m)", "Show the next metric (samples, CPU time...)", self.action_metric),
-            ("Threads (t)", "Show one thread or process, or all", self.action_threads),
-            ("Export (e)", "Write pprof, folded, callgrind, dot or speedscope", self.action_export),
-            ("Notes (w)", "Warnings about this profile, in full", self.action_notes),
-        ]
-        for pane in self.panes():
-            commands += [(title, help_text, on_pane(pane.PANE_ID, action))
-                         for title, help_text, action in pane.commands()]
-        if self.collector is not None and not self.ended:
-            commands += [("Pause / resume (p)", "Pause collection in the target",
-                          self.action_pause),
-                         ("Reset counters (r)", "Count from now on", self.action_reset)]
-        for title, help_text, callback in commands:
+        yield from super().get_system_commands(screen)  # theme, quit, screenshot...
+        for title, help_text, callback in self.palette_commands():
             yield SystemCommand(title, help_text, callback)
+
+    def palette_commands(self) -> list[Command]:
+        """Every key as a palette entry (tui/screens/help.py `palette_entries`)."""
+        panes = [PaneEntry(p.PANE_ID, p.TITLE, p.KEY, p.HINT, cast(Widget, w), w.commands())
+                 for p, w in zip(self.PANES, self.panes(), strict=True)]
+        return palette_entries(self, panes, self._show_pane)
+
+    def _show_pane(self, pane_id: str) -> None:
+        if self.nav[-1].pane != pane_id:
+            self.action_pane(pane_id)

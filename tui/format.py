@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+
 from proftui.collectors.model.profile import Metric
 from rich.style import Style
+from textual.color import Color, ColorParseError
 
 
 def format_cost(value: float, unit: str) -> str:
@@ -56,23 +60,59 @@ def percent(part: float, whole: float) -> float:
     return 100.0 * part / whole if whole > 0 else 0.0
 
 
+@dataclass(frozen=True)
+class HeatColors:
+    """The heat colours: ANSI names by default, the theme's once the app sets them."""
+
+    hot: str = "red"  # >= 25% of the whole (bold)
+    warm: str = "bright_red"  # >= 10%
+    mild: str = "yellow"  # >= 3%
+    cool: str = "green"  # >= 0.5%
+    background: str | None = None  # hot source lines blend from this...
+    error: str | None = None  # ...to this (None: a fixed dark-red ramp)
+
+
+_heat = HeatColors()  # module state: set once per theme change, from the UI thread
+
+
+def use_theme(variables: Mapping[str, str]) -> None:
+    """Take the heat colours from a Textual theme's CSS variables ($error, $warning,
+    $success, $background), so a theme picked in the palette reaches the tables and
+    the source; the defaults stay for what a variable does not give."""
+    global _heat
+
+    def color(name: str) -> str | None:
+        try:
+            return Color.parse(variables[name]).hex6
+        except (KeyError, ColorParseError):
+            return None
+
+    error, warning, success = color("error"), color("warning"), color("success")
+    _heat = HeatColors(hot=error or "red", warm=error or "bright_red",
+                       mild=warning or "yellow", cool=success or "green",
+                       background=color("background"), error=error)
+
+
 def heat_style(fraction: float) -> Style:
     """Foreground colour for a share of the whole (0..1): dim, green, yellow, red."""
     if fraction >= 0.25:
-        return Style(color="red", bold=True)
+        return Style(color=_heat.hot, bold=True)
     if fraction >= 0.10:
-        return Style(color="bright_red")
+        return Style(color=_heat.warm)
     if fraction >= 0.03:
-        return Style(color="yellow")
+        return Style(color=_heat.mild)
     if fraction >= 0.005:
-        return Style(color="green")
+        return Style(color=_heat.cool)
     return Style(dim=True)
 
 
 def heat_background(fraction: float) -> Style:
-    """Background for a hot source line: darker red as the share grows (0..1)."""
+    """Background for a hot source line: stronger red as the share grows (0..1)."""
     if fraction <= 0:
         return Style()
     level = min(1.0, fraction ** 0.5)  # sqrt so that 1-5% lines still show
+    if _heat.background is not None and _heat.error is not None:
+        mixed = Color.parse(_heat.background).blend(Color.parse(_heat.error), 0.2 + 0.6 * level)
+        return Style(bgcolor=mixed.hex6)
     red = 50 + int(150 * level)
     return Style(bgcolor=f"rgb({red},{30 + int(20 * (1 - level))},{30})")

@@ -18,8 +18,14 @@ from dataclasses import dataclass
 from typing import Self
 
 ET_DYN = 3
+EM_X86_64 = 62
 PT_LOAD, PT_INTERP = 1, 3
-SHT_SYMTAB, SHT_NOTE, SHT_NOBITS, SHT_DYNSYM = 2, 7, 8, 11
+SHT_SYMTAB, SHT_RELA, SHT_NOTE, SHT_NOBITS, SHT_DYNSYM = 2, 4, 7, 8, 11
+R_X86_64_GLOB_DAT, R_X86_64_JUMP_SLOT, R_X86_64_IRELATIVE = 6, 7, 37
+STB_GLOBAL, STB_WEAK = 1, 2
+JMP_GOT = b"\xff\x25"  # x86-64 `jmp *disp32(%rip)`: how a PLT stub jumps through its GOT slot
+ENDBR64 = b"\xf3\x0f\x1e\xfa"
+PLT_SECTIONS = (".plt", ".plt.sec", ".plt.got")
 SHN_XINDEX = 0xFFFF
 NT_GNU_BUILD_ID = 3
 STT_FUNC, STT_GNU_IFUNC = 2, 10  # ELF symbol types (st_info & 0xf)
@@ -64,6 +70,8 @@ class Section:
     size: int
     link: int
     flags: int = 0
+    addr: int = 0  # link-time address (sh_addr)
+    entsize: int = 0  # size of one entry, for tables (sh_entsize; 0: not given)
 
 
 SHF_COMPRESSED = 0x800
@@ -112,12 +120,12 @@ class ElfFile:
         self.order = "<" if ident[5] == 1 else ">"
         o = self.order
         if self.is64:
-            (self.e_type, _, _, _, phoff, shoff, _, _, phentsize, phnum, shentsize, shnum,
-             shstrndx) = struct.unpack(f"{o}HHIQQQIHHHHHH", self._read(16, 48))
+            (self.e_type, self.machine, _, _, phoff, shoff, _, _, phentsize, phnum, shentsize,
+             shnum, shstrndx) = struct.unpack(f"{o}HHIQQQIHHHHHH", self._read(16, 48))
             ph_fmt, sh_fmt = f"{o}IIQQQQQQ", f"{o}IIQQQQIIQQ"
         else:
-            (self.e_type, _, _, _, phoff, shoff, _, _, phentsize, phnum, shentsize, shnum,
-             shstrndx) = struct.unpack(f"{o}HHIIIIIHHHHHH", self._read(16, 36))
+            (self.e_type, self.machine, _, _, phoff, shoff, _, _, phentsize, phnum, shentsize,
+             shnum, shstrndx) = struct.unpack(f"{o}HHIIIIIHHHHHH", self._read(16, 36))
             ph_fmt, sh_fmt = f"{o}IIIIIIII", f"{o}IIIIIIIIII"
         self.segments: list[Segment] = []
         if phoff and phnum:
@@ -147,17 +155,17 @@ class ElfFile:
             raise ValueError("implausible section count")
         table = self._read(shoff, shentsize * shnum)
         for i in range(shnum):
-            name, sh_type, flags, _, offset, size, link = struct.unpack_from(
-                sh_fmt, table, i * shentsize)[:7]
-            raw.append((name, sh_type, offset, size, link, flags))
+            name, sh_type, flags, addr, offset, size, link, _, _, entsize = struct.unpack_from(
+                sh_fmt, table, i * shentsize)
+            raw.append((name, sh_type, offset, size, link, flags, addr, entsize))
         if not 0 <= shstrndx < len(raw):
             raise ValueError("bad section name table index")
-        _, str_type, str_off, str_size, _, _ = raw[shstrndx]
+        _, str_type, str_off, str_size = raw[shstrndx][:4]
         names = self._read(str_off, str_size) if str_type != SHT_NOBITS else b""
-        for name_off, sh_type, offset, size, link, flags in raw:
+        for name_off, sh_type, offset, size, link, flags, addr, entsize in raw:
             end = names.find(b"\0", name_off)
             name = names[name_off:end if end >= 0 else None].decode("utf-8", "replace")
-            section = Section(name, sh_type, offset, size, link, flags)
+            section = Section(name, sh_type, offset, size, link, flags, addr, entsize)
             self.sections.append(section)
             self._by_name.setdefault(name, section)
 
@@ -276,3 +284,113 @@ class ElfFile:
         data = data[:len(data) - len(data) % size]
         used = {n for (n,) in struct.iter_unpack(f"{self.order}I{size - 4}x", data)}
         return {name for at, name in offsets.items() if at in used}
+
+    # -- PLT stubs -----------------------------------------------------------
+
+    def plt_symbols(self) -> list[tuple[int, int, str]]:
+        """(address, size, name) of each PLT stub, named "puts@plt" as objdump and perf
+        name them; the lazy-binding code (PLT0, and .plt's lazy entries where .plt.sec
+        holds the stubs) is ".plt".  Without these, PLT addresses fell to the symbol
+        before them, `_init`, whose size is 0.
+
+        A stub is named by decoding its `jmp *slot(%rip)` and looking the GOT slot up
+        in the relocations: .rela.plt (JUMP_SLOT; IRELATIVE in static programs, named
+        after the ifunc they resolve) and .rela.dyn (GLOB_DAT, for .plt.got).  This
+        covers the lazy, -z now, IBT (.plt.sec) and static layouts.  x86-64 only.
+        """
+        if self.machine != EM_X86_64 or not self.is64 or self.order != "<":
+            return []
+        slots = self._got_slots()
+        found: list[tuple[int, int, str]] = []
+        for section_name in PLT_SECTIONS:
+            section = self.section(section_name)
+            if section is None or section.type == SHT_NOBITS or not section.addr:
+                continue
+            code = self.data(section)
+            step = section.entsize if section.entsize >= 8 else _plt_stride(code)
+            for off in range(0, len(code) - step + 1, step):
+                entry = code[off:off + step]
+                address = section.addr + off
+                name = None
+                at = entry.find(JMP_GOT)
+                if 0 <= at <= step - 6:
+                    disp = int.from_bytes(entry[at + 2:at + 6], "little", signed=True)
+                    name = slots.get(address + at + 6 + disp)
+                if name is not None:
+                    found.append((address, step, f"{name}@plt"))
+                elif section_name == ".plt":
+                    if found and found[-1][2] == ".plt" and sum(found[-1][:2]) == address:
+                        start, size, _ = found.pop()  # one ".plt" range for the lazy code
+                        found.append((start, size + step, ".plt"))
+                    else:
+                        found.append((address, step, ".plt"))
+        return found
+
+    def _got_slots(self) -> dict[int, str]:
+        """GOT slot address -> the function its PLT stub reaches (see plt_symbols)."""
+        slots: dict[int, str] = {}
+        ifuncs: dict[int, str] | None = None
+        for section in self.sections:
+            if section.type != SHT_RELA or section.name not in (".rela.plt", ".rela.dyn"):
+                continue
+            data = self.data(section)
+            names = _SymbolNames(self, section.link)
+            for r_offset, r_info, r_addend in struct.iter_unpack(
+                    "<QQq", data[:len(data) - len(data) % 24]):
+                kind, index = r_info & 0xFFFFFFFF, r_info >> 32
+                if kind in (R_X86_64_JUMP_SLOT, R_X86_64_GLOB_DAT) and index:
+                    name = names.name(index)
+                    if name:
+                        slots[r_offset] = name.split("@", 1)[0]
+                elif kind == R_X86_64_IRELATIVE:
+                    if ifuncs is None:
+                        ifuncs = self._function_names()
+                    slots[r_offset] = ifuncs.get(r_addend, f"*ABS*+{r_addend:#x}")
+        return slots
+
+    def _function_names(self) -> dict[int, str]:
+        """Address -> name of the function symbols (.symtab, else .dynsym): global, then
+        weak, then local; a name without a leading underscore, then the shortest."""
+        section = self.section(".symtab") or self.section(".dynsym")
+        if section is None:
+            return {}
+        best: dict[int, tuple[int, bool, int, str]] = {}
+        for value, _size, binding, name in self.function_symbols(section):
+            rank = ({STB_GLOBAL: 0, STB_WEAK: 1}.get(binding, 2), name.startswith("_"),
+                    len(name), name)
+            if value not in best or rank < best[value]:
+                best[value] = rank
+        return {value: rank[3] for value, rank in best.items()}
+
+
+def _plt_stride(code: bytes) -> int:
+    """Entry size of a PLT section whose header does not say: 8 when every 8-byte
+    entry is a bare `jmp *slot(%rip)` (static programs, non-IBT .plt.got), else 16."""
+    if code and len(code) % 8 == 0 and all(code[i:i + 2] == JMP_GOT
+                                           for i in range(0, len(code), 8)):
+        return 8
+    return 16
+
+
+class _SymbolNames:
+    """Names of a symbol table's entries by index, read on first use."""
+
+    def __init__(self, elf: ElfFile, index: int) -> None:
+        self._elf, self._index = elf, index
+        self._table: bytes | None = None
+        self._strings = b""
+
+    def name(self, index: int) -> str:
+        if self._table is None:
+            self._table = b""
+            if 0 < self._index < len(self._elf.sections):
+                table = self._elf.sections[self._index]
+                if 0 <= table.link < len(self._elf.sections):
+                    self._table = self._elf.data(table)
+                    self._strings = self._elf.data(self._elf.sections[table.link])
+        at = index * 24
+        if at + 4 > len(self._table):
+            return ""
+        start = int.from_bytes(self._table[at:at + 4], "little")
+        end = self._strings.find(b"\0", start)
+        return self._strings[start:end].decode("utf-8", "replace") if end > start else ""

@@ -109,6 +109,7 @@ class ModuleSymbols:
                 has_symtab = elf.section(".symtab") is not None
                 debuglink = elf.debuglink()
                 table = _function_table(elf, ".symtab")
+                plt = elf.plt_symbols()
         except (OSError, ValueError) as exc:
             raise ProftuiError(f"{path}: not a readable ELF file ({exc})") from None
         self._load_address = self.segments[0][1] if self.segments else 0
@@ -119,6 +120,7 @@ class ModuleSymbols:
             table = _read_function_table(self.debug_path, ".symtab")
         if not table[0]:
             table = _read_function_table(self.readable, ".dynsym")
+        table = _with_plt(table, plt)
         # Parallel sorted columns; FunctionSymbols (and demangled names) are made on demand.
         self._starts, self._sizes, self._raw_names = table
         self._symbols: dict[int, FunctionSymbol] = {}
@@ -130,9 +132,10 @@ class ModuleSymbols:
         symbol = self._symbols.get(i)
         if symbol is None:
             raw = self._raw_names[i]
-            # Shown names drop symbol versions ("memcpy@@GLIBC_2.14" -> "memcpy").
-            symbol = FunctionSymbol(self._starts[i], self._sizes[i], raw,
-                                    demangle(raw.split("@", 1)[0]))
+            # Shown names drop symbol versions ("memcpy@@GLIBC_2.14" -> "memcpy"), not
+            # the "@plt" of a PLT stub (ElfFile.plt_symbols).
+            shown = demangle(raw.split("@", 1)[0]) + ("@plt" if raw.endswith("@plt") else "")
+            symbol = FunctionSymbol(self._starts[i], self._sizes[i], raw, shown)
             self._symbols[i] = symbol
         return symbol
 
@@ -441,6 +444,16 @@ def _read_function_table(path: str, section_name: str) -> Table:
             return _function_table(elf, section_name)
     except (OSError, ValueError):
         return [], [], []
+
+
+def _with_plt(table: Table, plt: list[tuple[int, int, str]]) -> Table:
+    """`table` plus the PLT stubs at addresses no symbol names (a real symbol wins)."""
+    have = set(table[0])
+    extra = [stub for stub in plt if stub[0] not in have]
+    if not extra:
+        return table
+    rows = sorted([*zip(*table, strict=True), *extra])
+    return [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
 
 
 def _function_table(elf: ElfFile, section_name: str) -> Table:

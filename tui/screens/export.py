@@ -1,4 +1,9 @@
-"""The export dialog: pick a format and a path; the app writes the file."""
+"""The save/export dialog: pick a format and a path; the app writes the file.
+
+The first format, selected by default, is proftui's own (`NATIVE`): the whole
+profile with its sources, which `proftui open` and `report` read back; the
+others are the exporters of collectors/formats/export.
+"""
 
 from __future__ import annotations
 
@@ -9,9 +14,18 @@ from proftui.collectors.formats.export import DESCRIPTIONS, EXPORTERS, default_o
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, RadioButton, RadioSet
+
+NATIVE = "proftui"  # the format name the app saves with collectors.model.storage
+FORMATS = {NATIVE: "proftui profile, sources included (proftui open, report)",
+           **{name: DESCRIPTIONS.get(name, "") for name in EXPORTERS}}
+
+
+def output_path(base: Path, fmt: str) -> Path:
+    """The default file for `fmt`: `base` itself (a .proftui name) for the native format."""
+    return base if fmt == NATIVE else default_output(base, fmt)
 
 
 class ExportScreen(ModalScreen[tuple[str, Path] | None]):
@@ -20,21 +34,22 @@ class ExportScreen(ModalScreen[tuple[str, Path] | None]):
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
 
     def __init__(self, base: Path) -> None:
+        """`base`: the .proftui file to offer; the exports are named after its stem."""
         super().__init__()
-        self.base = base  # a file name whose stem names the outputs
-        self.fmt = "pprof"
+        self.base = base
+        self.fmt = NATIVE
 
     def compose(self) -> ComposeResult:
-        with Vertical(id="export-dialog"):
-            yield Label("Export the profile shown", id="export-title")
+        with VerticalScroll(id="export-dialog"):
+            yield Label("Save / Export the profile shown", id="export-title")
             with RadioSet(id="export-format"):
-                for name in EXPORTERS:
-                    yield RadioButton(f"{name:<11} {DESCRIPTIONS.get(name, '')}",
+                for name, description in FORMATS.items():
+                    yield RadioButton(f"{name:<10} {description}",
                                       value=name == self.fmt, name=name)
             yield Label("Path:")
-            yield Input(str(default_output(self.base, self.fmt)), id="export-path")
+            yield Input(str(output_path(self.base, self.fmt)), id="export-path")
             with Horizontal(id="export-buttons"):
-                yield Button("Export", variant="primary", id="export-ok")
+                yield Button("Save", variant="primary", id="export-ok")
                 yield Button("Cancel", id="export-cancel")
 
     def on_mount(self) -> None:
@@ -42,11 +57,13 @@ class ExportScreen(ModalScreen[tuple[str, Path] | None]):
 
     @on(RadioSet.Changed)
     def _format_changed(self, event: RadioSet.Changed) -> None:
-        old_default = str(default_output(self.base, self.fmt))
+        old_default = str(output_path(self.base, self.fmt))
         self.fmt = event.pressed.name or self.fmt
         box = self.query_one("#export-path", Input)
         if box.value == old_default:  # the user has not typed a path of their own
-            box.value = str(default_output(self.base, self.fmt))
+            box.value = str(output_path(self.base, self.fmt))
+        self.query_one("#export-ok", Button).label = "Save" if self.fmt == NATIVE \
+            else "Export"
 
     @on(Input.Submitted, "#export-path")
     @on(Button.Pressed, "#export-ok")

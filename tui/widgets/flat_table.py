@@ -31,8 +31,6 @@ COLUMNS: tuple[tuple[str, str, int], ...] = (
     ("calls", "Calls", 12), ("name", "Function", 0), ("module", "Module", 22),
 )
 HEADER_STYLE = Style(bold=True, reverse=True)
-CURSOR_STYLE = Style(bgcolor="rgb(40,60,110)", bold=True)
-ZEBRA_STYLE = Style(bgcolor="rgb(28,28,34)")
 
 
 class FlatTable(ScrollView, can_focus=True):
@@ -47,6 +45,9 @@ class FlatTable(ScrollView, can_focus=True):
         Binding("home", "move(-1000000000)", "Top", show=False),
         Binding("end", "move(1000000000)", "End", show=False),
     ]
+
+    # Cursor and zebra colours come from the theme (proftui.tcss).
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"flat-table--cursor", "flat-table--zebra"}
 
     cursor_row: reactive[int] = reactive(0)
 
@@ -122,7 +123,9 @@ class FlatTable(ScrollView, can_focus=True):
         if index >= len(self.rows):
             return Strip.blank(width)
         text = self._row_text(self.rows[index], widths)
-        base = CURSOR_STYLE if index == self.cursor_row else (ZEBRA_STYLE if index % 2 else Style())
+        base = self.get_component_rich_style("flat-table--cursor") if index == self.cursor_row \
+            else self.get_component_rich_style("flat-table--zebra") if index % 2 \
+            else self.rich_style
         return self._strip(text, width, base)
 
     def _strip(self, text: Text, width: int, base: Style) -> Strip:
