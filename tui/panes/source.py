@@ -266,8 +266,10 @@ class SourcePane(Pane, Vertical):
     def commands(self) -> list[Command]:
         view = self.query_one(SourceView)
         return [("Hottest line (g)", "Jump to the costliest source line", view.action_hottest),
-                ("Next hot line (tab)", "The next line with cost (shift+tab: previous)",
+                ("Next hot line (tab)", "The next line with cost",
                  lambda: view.action_next_hot(1)),
+                ("Previous hot line (shift+tab)", "The previous line with cost",
+                 lambda: view.action_next_hot(-1)),
                 ("Search the listing (/)", "Regex; n and N: next and previous match",
                  self.action_search),
                 ("Source / disassembly (d)", "Toggle source and disassembly",
