@@ -1,0 +1,243 @@
+"""Shortened C++ function names for narrow columns (pure functions, no widgets).
+
+Demangled libstdc++ names run to hundreds of characters; a column shows a few
+dozen.  As hotspot and KCachegrind do, names can be shown in three modes:
+
+- ``full``: the demangled name as c++filt prints it;
+- ``templates``: template arguments collapsed to ``<…>``, the return type of
+  template functions dropped, ``(anonymous namespace)`` as ``(anon)``, ABI
+  tags dropped and clone suffixes compacted (``[clone .isra.0] [clone .cold]``
+  becomes ``[.isra.0.cold]``);
+- ``params``: as ``templates``, and non-empty parameter lists as ``(…)``.
+
+`fit` then truncates in the middle so that the last component (the method and
+its parameters) stays visible, and `distinct_labels` falls back to a longer
+mode for names that would otherwise show as identical rows.
+
+The scanner knows operator names (``operator<``, ``operator<<``, ``operator()``,
+``operator->``...), so their brackets are not taken for template or parameter
+brackets, and lambdas (``{lambda(int)#1}``), function pointer parameters and
+nested templates are bracket groups like any other.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from functools import lru_cache
+
+MODES = ("full", "templates", "params")
+MODE_TITLES = {"full": "full names", "templates": "templates shortened",
+               "params": "templates and parameters shortened"}
+ELLIPSIS = "…"
+
+_OPEN = {"<": ">", "(": ")", "[": "]", "{": "}"}
+_CLOSE = {">", ")", "]", "}"}
+# Longest first: "operator<<=" must not be read as "operator<" then "<=".
+_OPERATORS = sorted(["<<=", ">>=", "<=>", "->*", "<<", ">>", "<=", ">=", "->", "()", "[]",
+                     "<", ">", "==", "!=", "&&", "||", "++", "--", "+=", "-=", "*=", "/=",
+                     "%=", "&=", "|=", "^=", "+", "-", "*", "/", "%", "^", "&", "|", "~",
+                     "!", "=", ","], key=len, reverse=True)
+_CLONE = re.compile(r" \[clone (\.[^\]]+)\]$")
+_ABI = re.compile(r"\[abi:[^\]]*\]")
+_ANON = "(anonymous namespace)"
+_ANON_TOKENS = (_ANON, "(anon)")
+_PLAIN = re.compile(r"[A-Za-z0-9_.:$@]*")  # a C name: nothing to shorten
+
+
+def next_mode(mode: str) -> str:
+    """The mode after `mode` in the toggle's cycle (unknown modes restart it)."""
+    return MODES[(MODES.index(mode) + 1) % len(MODES)] if mode in MODES else MODES[0]
+
+
+def _operator_end(name: str, i: int) -> int:
+    """If an `operator` keyword starts at `i`, the index after its symbol; else -1.
+
+    `operator new[]`, `operator delete` and conversion operators have no symbol:
+    the keyword alone is returned (their spaces are handled by the caller)."""
+    if not name.startswith("operator", i) or (i > 0 and (name[i - 1].isalnum()
+                                                       or name[i - 1] == "_")):
+        return -1
+    j = i + len("operator")
+    if j < len(name) and (name[j].isalnum() or name[j] == "_"):
+        return -1  # e.g. "operators" or "operator_x": an ordinary identifier
+    for op in _OPERATORS:
+        if name.startswith(op, j):
+            return j + len(op)
+    return j
+
+
+def _groups(name: str) -> list[tuple[int, int]]:
+    """The top-level bracket groups of `name` as (open index, close index) pairs."""
+    groups: list[tuple[int, int]] = []
+    stack: list[str] = []
+    start = 0
+    i, n = 0, len(name)
+    while i < n:
+        c = name[i]
+        if c == "o":
+            end = _operator_end(name, i)
+            if end > 0:
+                i = end
+                continue
+        if c == "(" and name.startswith(_ANON_TOKENS, i):
+            i = name.index(")", i) + 1  # "(anonymous namespace)" is a name, not a group
+            continue
+        if c in _OPEN:
+            if not stack:
+                start = i
+            stack.append(_OPEN[c])
+        elif c in _CLOSE and stack:
+            if c == stack[-1]:
+                stack.pop()
+                if not stack:
+                    groups.append((start, i))
+            elif c == ">":
+                pass  # a ">" inside parentheses, e.g. in a template's value argument
+        i += 1
+    if stack and not groups:  # unbalanced (a cut name): nothing to collapse safely
+        return []
+    return groups
+
+
+def _collapse(name: str, params: bool, top: bool = True) -> str:
+    """Template groups as `<…>`; parameter groups as `(…)` when `params`, else recursed into."""
+    out: list[str] = []
+    last = 0
+    for start, end in _groups(name):
+        out.append(name[last:start])
+        opener, inner = name[start], name[start + 1:end]
+        if opener == "<":
+            out.append("<" + ELLIPSIS + ">" if inner.strip() else "<>")
+        elif opener == "(" and params and inner.strip() and inner != "void":
+            out.append("(" + ELLIPSIS + ")")
+        else:
+            out.append(opener + _collapse(inner, params, top=False) + name[end])
+        last = end + 1
+    out.append(name[last:])
+    return "".join(out)
+
+
+def _drop_return_type(name: str) -> str:
+    """`void std::vector<…>::f<…>(…)` -> `std::vector<…>::f<…>(…)`: the return type that
+    c++filt prints for template functions goes; spaces inside `operator new`,
+    `unsigned long` parameters or `(anon)` are not top-level name breaks."""
+    depth = 0
+    cut = -1
+    i, n = 0, len(name)
+    while i < n:
+        c = name[i]
+        if c == "o" and depth == 0:
+            end = _operator_end(name, i)
+            if end > 0:
+                break  # everything after `operator` is the name itself
+        if c in _OPEN:
+            depth += 1
+        elif c in _CLOSE and depth:
+            depth -= 1
+        elif c == " " and depth == 0:
+            rest = name[i + 1:]
+            if rest.startswith(("const", "volatile", "&", "noexcept", "[")):
+                break  # trailing qualifiers of a member function, not a type before it
+            cut = i
+        i += 1
+    return name[cut + 1:] if cut >= 0 else name
+
+
+@lru_cache(maxsize=65536)
+def shorten(name: str, mode: str) -> str:
+    """`name` (demangled) shown in `mode` (one of `MODES`)."""
+    if mode not in ("templates", "params") or _PLAIN.fullmatch(name):
+        return name
+    clones: list[str] = []
+    base = name
+    while True:  # "f() [clone .isra.0] [clone .cold]": suffixes come off from the end
+        match = _CLONE.search(base)
+        if match is None:
+            break
+        clones.insert(0, match.group(1))
+        base = base[:match.start()]
+    base = _ABI.sub("", base).replace(_ANON, "(anon)")
+    short = _drop_return_type(_collapse(base, params=mode == "params"))
+    if clones:
+        short += " [" + "".join(clones) + "]"
+    return short
+
+
+def components(name: str) -> list[str]:
+    """`name` split at its top-level `::` (not inside brackets or an operator's symbol)."""
+    parts: list[str] = []
+    depth = 0
+    last = 0
+    i, n = 0, len(name)
+    while i < n:
+        c = name[i]
+        if c == "o" and depth == 0:
+            end = _operator_end(name, i)
+            if end > 0:
+                i = end
+                continue
+        if c in _OPEN:
+            depth += 1
+        elif c in _CLOSE and depth:
+            depth -= 1
+        elif c == ":" and depth == 0 and name.startswith("::", i):
+            parts.append(name[last:i])
+            last = i + 2
+            i += 2
+            continue
+        i += 1
+    parts.append(name[last:])
+    return parts
+
+
+def fit(name: str, width: int) -> str:
+    """`name` in at most `width` characters, cut in the middle so the last component
+    stays: `std::_Rb_tree<…>::_M_insert_unique(…)` -> `std::…::_M_insert_unique(…)`."""
+    if width <= 0:
+        return ""
+    if len(name) <= width:
+        return name
+    if width == 1:
+        return ELLIPSIS
+    parts = components(name)
+    last = parts[-1]
+    if len(parts) > 1:
+        # Keep the last component, then as many leading ones as fit before "…::".
+        tail = ELLIPSIS + "::" + last
+        if len(tail) <= width:
+            head = ""
+            for part in parts[:-2]:
+                candidate = head + part + "::"
+                if len(candidate) + len(tail) > width:
+                    break
+                head = candidate
+            return head + tail
+        if len(last) < width:  # the last component, marked as cut
+            return ELLIPSIS + last
+        if len(last) == width:
+            return last
+    # The last component alone is too long: its start (the method's name) and its end.
+    keep_end = min(len(last) // 3, (width - 1) // 3)
+    keep_start = width - 1 - keep_end
+    return last[:keep_start] + ELLIPSIS + (last[len(last) - keep_end:] if keep_end else "")
+
+
+def distinct_labels(names: Iterable[str], mode: str) -> dict[str, str]:
+    """The label of each distinct name in `mode`; two different names whose labels
+    collide fall back to the next longer mode (params -> templates -> full), so two
+    overloads never show as identical rows."""
+    unique = list(dict.fromkeys(names))
+    labels = {n: shorten(n, mode) for n in unique}
+    order = MODES[:MODES.index(mode)][::-1] if mode in MODES else ()
+    for fallback in order:
+        seen: dict[str, list[str]] = {}
+        for n, label in labels.items():
+            seen.setdefault(label, []).append(n)
+        clashes = [group for group in seen.values() if len(group) > 1]
+        if not clashes:
+            break
+        for group in clashes:
+            for n in group:
+                labels[n] = shorten(n, fallback)
+    return labels
