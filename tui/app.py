@@ -32,6 +32,7 @@ from proftui.collectors.model.views import FlatEntry, flat_profile
 from proftui.collectors.runtime.launch import ExitInfo, StopSignals
 from proftui.collectors.runtime.procstat import ProcSampler, ProcStat
 from proftui.tui.format import metric_label
+from proftui.tui.names import MODE_TITLES, next_mode
 from proftui.tui.panes.base import Drill, NavState, Pane, step_to
 from proftui.tui.panes.flat import FlatPane
 from proftui.tui.panes.process import ProcPane
@@ -43,6 +44,7 @@ from proftui.tui.screens.quit import QuitScreen
 from proftui.tui.widgets.breadcrumb import Breadcrumb
 from proftui.tui.widgets.header_bar import HeaderBar
 from proftui.tui.widgets.key_bar import KeyBar
+from proftui.tui.widgets.status_line import NameSelected, StatusLine
 from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingsMap, BindingType
@@ -88,6 +90,7 @@ class ProfTuiApp(App[None]):
     BINDINGS: ClassVar[list[BindingType]] = [  # plus each pane's key, first (see __init__)
         Binding("escape", "back", "Back"),
         Binding("m", "metric", "Metric"),
+        Binding("c", "names", "Names", show=False),
         Binding("p", "pause", "Pause"),
         Binding("r", "reset", "Reset"),
         Binding("e", "export", "Export"),
@@ -108,6 +111,7 @@ class ProfTuiApp(App[None]):
         self.profile: Profile | None = profile
         self._entries: list[FlatEntry] = []
         self.metric = 0
+        self.name_mode = "templates"  # tui.names.MODES; `c` cycles it
         first = self.PANES[0]  # shown at start
         self.nav: list[NavState] = [step_to(first, NavState(first.PANE_ID, ""))]
         self.paused = False
@@ -129,6 +133,7 @@ class ProfTuiApp(App[None]):
         with ContentSwitcher(initial=self.nav[0].pane, id="panes"):
             for pane in self.PANES:
                 yield cast("type[Widget]", pane)(id=pane.PANE_ID)  # a Pane is also a Widget
+        yield StatusLine(id="status-line")
         yield KeyBar(id="keys")
 
     def pane(self, pane_id: str) -> Pane:
@@ -153,6 +158,7 @@ class ProfTuiApp(App[None]):
             self._stop_signals.listen(exit_soon)
         for pane in self.panes():
             pane.begin(live=self.collector is not None, has_profile=self.profile is not None)
+        self._set_name_mode(self.name_mode)
         if self.profile is not None:
             self._prepare(self.profile)
         self._show_nav()
@@ -273,6 +279,7 @@ class ProfTuiApp(App[None]):
         target = pane.focus_widget()
         if target is not None:
             target.focus()
+        self.query_one(StatusLine).show(pane.selected_frame(), getattr(pane, "status_note", ""))
         trail = [s.label for s in self.nav[-5:]]
         if len(self.nav) > 5:
             trail[0] = "…"
@@ -322,6 +329,24 @@ class ProfTuiApp(App[None]):
         self.metric = (self.metric + 1) % len(self.profile.metrics)
         self._apply(self.profile, self._entries)
         self.notify(f"showing {metric_label(self.profile.metrics[self.metric])}")
+
+    def action_names(self) -> None:
+        """Cycle the names: full, templates shortened, templates and parameters shortened."""
+        self._set_name_mode(next_mode(self.name_mode))
+        self.notify(f"names: {MODE_TITLES[self.name_mode]}")
+
+    def _set_name_mode(self, mode: str) -> None:
+        self.name_mode = mode
+        for pane in self.panes():
+            setter = getattr(pane, "set_name_mode", None)  # panes that show names
+            if setter is not None:
+                setter(mode)
+
+    @on(NameSelected)
+    def _name_selected(self, message: NameSelected) -> None:
+        """The shown pane's selection, named in full in the status line."""
+        if message.pane == self.nav[-1].pane:
+            self.query_one(StatusLine).show(message.frame, message.note)
 
     def action_pause(self) -> None:
         collector = self.collector
@@ -425,6 +450,8 @@ class ProfTuiApp(App[None]):
         commands += [
             ("Back (Escape)", "Return to the previous view", self.action_back),
             ("Next metric (m)", "Show the next metric (samples, CPU time...)", self.action_metric),
+            ("Names: full / shortened (c)",
+             "Cycle full names, templates <…>, templates and parameters (…)", self.action_names),
             ("Export (e)", "Write pprof, folded, callgrind, dot or speedscope", self.action_export),
             ("Notes (w)", "Warnings about this profile, in full", self.action_notes),
         ]

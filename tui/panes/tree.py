@@ -16,7 +16,11 @@ from proftui.collectors.model.profile import CallNode, CallTree, Frame, Profile
 from proftui.collectors.model.textsafe import display
 from proftui.collectors.model.views import FlatEntry, bottom_up_tree, callee_tree, caller_tree
 from proftui.tui.format import format_cost, heat_style, percent
+from proftui.tui.names import distinct_labels
 from proftui.tui.panes.base import Command, NavState, Pane, View, drill
+from proftui.tui.panes.tree_search import TreeSearch
+from proftui.tui.widgets.search_prompt import SearchScreen
+from proftui.tui.widgets.status_line import NameSelected
 from rich.text import Text
 from textual import work
 from textual.binding import Binding, BindingType
@@ -55,6 +59,10 @@ class CallTreeView(Pane, Tree[NodeData]):
         Binding("h", "hot_path", "Hot path"),
         Binding("b", "toggle_view", "Bottom-up/top-down"),
         Binding("f", "focus_function", "Focus function"),
+        Binding("slash", "search", "Search"),
+        Binding("n", "search_next(1)", "Next match", show=False),
+        Binding("N", "search_next(-1)", "Previous match", show=False),
+        Binding("percent_sign", "toggle_percent", "% total/parent", show=False),
     ]
 
     def __init__(self, **kwargs: object) -> None:
@@ -71,6 +79,9 @@ class CallTreeView(Pane, Tree[NodeData]):
         self.freeze_results = False  # gc.freeze() derived trees (saved profiles: they stay)
         self._derived: dict[tuple[View, Frame | None],
                             tuple[Profile, tuple[CallTree, ...]]] = {}
+        self.name_mode = "full"  # tui.names.MODES
+        self.percent_of_parent = False  # `%`: a row's share of its parent, not of the whole
+        self.search = TreeSearch(self)
 
     # -- pane hooks (tui.panes.base.Pane) --------------------------------------------
 
@@ -98,11 +109,33 @@ class CallTreeView(Pane, Tree[NodeData]):
     def commands(self) -> list[Command]:
         return [("Hot path (h)", "Expand the costliest call chain", self.action_hot_path),
                 ("Bottom-up / top-down (b)", "Toggle the call tree direction",
-                 self.action_toggle_view)]
+                 self.action_toggle_view),
+                ("Search the tree (/)", "Regex over every function of the tree; n/N: next, "
+                 "previous", self.action_search),
+                ("% of total / % of parent (%)", "Percentages of the whole or of the caller",
+                 self.action_toggle_percent)]
+
+    @property
+    def status_note(self) -> str:
+        """What the status line says before the selected name: percentages, search."""
+        notes = ["% of parent"] if self.percent_of_parent else []
+        if self.search.note:
+            notes.append(self.search.note)
+        return " · ".join(notes)
+
+    def announce(self) -> None:
+        """Tell the status line about the selection (and the notes)."""
+        self.post_message(NameSelected(self.PANE_ID, self.selected_frame(), self.status_note))
+
+    def on_tree_node_highlighted(self, event: Tree.NodeHighlighted[NodeData]) -> None:
+        self.announce()
 
     # -- building --------------------------------------------------------------------
 
-    def label_for(self, call: CallNode, whole: float, inverted: bool = False) -> Text:
+    def label_for(self, call: CallNode, whole: float, inverted: bool = False,
+                  name: str | None = None, parent: CallNode | None = None) -> Text:
+        """A row's text; `name` is the function as shown (shortened), `parent` the
+        caller whose total the percentages are of when `percent_of_parent` is on."""
         profile = self.view_profile
         assert profile is not None
         m = self.metric
@@ -110,13 +143,16 @@ class CallTreeView(Pane, Tree[NodeData]):
         total = call.total_cost[m] if call.total_cost else 0.0
         own = call.self_cost[m] if call.self_cost else 0.0
         frame = profile.frames[call.frame_id]
+        base = whole
+        if self.percent_of_parent and parent is not None and parent.total_cost:
+            base = parent.total_cost[m]
         text = Text()
-        text.append(f"{percent(total, whole):5.1f}% ", style=heat_style(total / whole if whole
-                                                                        else 0))
+        text.append(f"{percent(total, base):5.1f}% ", style=heat_style(total / whole if whole
+                                                                       else 0))
         text.append(f"{format_cost(total, unit):>8} ", style="")
         if not inverted:
-            text.append(f"self {percent(own, whole):4.1f}% ", style="dim")
-        text.append(display(frame.function),
+            text.append(f"self {percent(own, base):4.1f}% ", style="dim")
+        text.append(name if name is not None else display(frame.function),
                     style="bold" if whole and total / whole >= 0.05 else "")
         if frame.inlined:  # as perf and pprof mark them: no call happened here
             text.append(" [inlined]", style="italic dim")
@@ -148,9 +184,12 @@ class CallTreeView(Pane, Tree[NodeData]):
             if child.data is not None and child.data.more:
                 child.remove()
         batch = ordered[data.populated:data.populated + MAX_CHILDREN]
+        frames = self.view_profile.frames
+        labels = self._labels([frames[call.frame_id] for call in batch])
         for call in batch:
-            frame = self.view_profile.frames[call.frame_id]
-            node.add(self.label_for(call, data.whole, data.inverted),
+            frame = frames[call.frame_id]
+            node.add(self.label_for(call, data.whole, data.inverted, labels.get(frame.function),
+                                    data.call),
                      NodeData(call, frame, data.whole, inverted=data.inverted),
                      allow_expand=bool(call.children))
         data.populated += len(batch)
@@ -160,6 +199,42 @@ class CallTreeView(Pane, Tree[NodeData]):
             label = Text(f"… {len(rest):,} more ({percent(cost, data.whole):.1f}%) "
                          "— Enter to show", style="dim italic")
             node.add_leaf(label, NodeData(None, "…more", data.whole, more=True))
+
+    def _labels(self, frames: list[Frame]) -> dict[str, str]:
+        """Shown names of sibling rows, keyed by full name (distinct among the siblings)."""
+        if self.name_mode == "full":
+            return {}
+        full = {f.function: display(f.function) for f in frames}
+        shown = distinct_labels(full.values(), self.name_mode)
+        return {raw: shown[safe] for raw, safe in full.items()}
+
+    def relabel(self) -> None:
+        """Redraw every row's text (names mode or percentages changed)."""
+        profile = self.view_profile
+        if profile is None:
+            return
+        stack = [self.root]
+        while stack:
+            node = stack.pop()
+            rows = [c for c in node.children if c.data is not None and c.data.call is not None
+                    and not c.data.more and node.data is not None]
+            if rows and node.data is not None:
+                labels = self._labels([profile.frames[c.data.call.frame_id] for c in rows
+                                       if c.data is not None and c.data.call is not None])
+                for child in rows:
+                    d = child.data
+                    assert d is not None and d.call is not None
+                    function = profile.frames[d.call.frame_id].function
+                    child.set_label(self.label_for(d.call, d.whole, d.inverted,
+                                                   labels.get(function), node.data.call))
+            stack.extend(node.children)
+        self.announce()
+
+    def set_name_mode(self, mode: str) -> None:
+        """Show function names in `mode` (tui.names.MODES)."""
+        if mode != self.name_mode:
+            self.name_mode = mode
+            self.relabel()
 
     def _depth(self, node: TreeNode[NodeData]) -> int:
         depth, current = 0, node
@@ -266,6 +341,7 @@ class CallTreeView(Pane, Tree[NodeData]):
                ) -> None:
         self.pending = False
         self.view_profile = profile
+        self.search.forget()  # its matches point into the previous tree
         self.clear()
         m = self.metric
         if self.view == "focus" and self.focus_frame is not None:
@@ -393,3 +469,23 @@ class CallTreeView(Pane, Tree[NodeData]):
         frame = self.selected_frame()
         if frame is not None:
             self.post_message(drill("tree", tree_view="focus", focus=frame))
+
+    def action_toggle_percent(self) -> None:
+        self.percent_of_parent = not self.percent_of_parent
+        self.relabel()
+        self.notify("percentages of the " + ("parent" if self.percent_of_parent
+                                             else "total"))
+
+    def action_search(self) -> None:
+        def done(pattern: str | None) -> None:
+            if pattern:
+                self.search.start(pattern)
+            self.focus()
+
+        self.app.push_screen(SearchScreen(self.search.pattern, "the call tree"), done)
+
+    def action_search_next(self, step: int) -> None:
+        if not self.search.pattern:
+            self.notify("no search yet: / searches the tree")
+            return
+        self.search.step(step)
