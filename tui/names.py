@@ -12,7 +12,7 @@ dozen.  As hotspot and KCachegrind do, names can be shown in three modes:
 
 `fit` then truncates in the middle so that the last component (the method and
 its parameters) stays visible, and `distinct_labels` falls back to a longer
-mode for names that would otherwise show as identical rows.
+mode, then numbers, names that would otherwise show as identical rows.
 
 The scanner knows operator names (``operator<``, ``operator<<``, ``operator()``,
 ``operator->``...), so their brackets are not taken for template or parameter
@@ -224,20 +224,28 @@ def fit(name: str, width: int) -> str:
 
 
 def distinct_labels(names: Iterable[str], mode: str) -> dict[str, str]:
-    """The label of each distinct name in `mode`; two different names whose labels
-    collide fall back to the next longer mode (params -> templates -> full), so two
-    overloads never show as identical rows."""
+    """The label of each distinct name in `mode`, distinct from each other.
+
+    Two different names whose labels collide fall back to the next longer mode
+    (params -> templates), so two overloads show their parameters; names that still
+    collide (two instantiations of one template) are numbered `#1`, `#2`... in the
+    order of their full names, which the status line shows."""
     unique = list(dict.fromkeys(names))
     labels = {n: shorten(n, mode) for n in unique}
-    order = MODES[:MODES.index(mode)][::-1] if mode in MODES else ()
-    for fallback in order:
-        seen: dict[str, list[str]] = {}
-        for n, label in labels.items():
-            seen.setdefault(label, []).append(n)
-        clashes = [group for group in seen.values() if len(group) > 1]
-        if not clashes:
-            break
-        for group in clashes:
+    if mode == "params":
+        for group in _clashes(labels):
             for n in group:
-                labels[n] = shorten(n, fallback)
+                labels[n] = shorten(n, "templates")
+    if mode != "full":
+        for group in _clashes(labels):
+            for k, n in enumerate(sorted(group), 1):
+                labels[n] = f"{labels[n]} #{k}"
     return labels
+
+
+def _clashes(labels: dict[str, str]) -> list[list[str]]:
+    """Groups of names that share a label."""
+    seen: dict[str, list[str]] = {}
+    for name, label in labels.items():
+        seen.setdefault(label, []).append(name)
+    return [group for group in seen.values() if len(group) > 1]

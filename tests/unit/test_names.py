@@ -148,3 +148,15 @@ def test_fit_never_exceeds_width() -> None:
             assert out.startswith("_M_emplace") or "_M_emplace" in out
         if 0 < width < len(name):
             assert ELLIPSIS in out
+
+
+def test_instantiations_that_still_collide_are_numbered() -> None:
+    a = "std::vector<int, std::allocator<int> >::size() const"
+    b = "std::vector<long, std::allocator<long> >::size() const"
+    c = "std::vector<long, std::allocator<long> >::push_back(long const&)"
+    for mode in ("templates", "params"):
+        labels = distinct_labels([a, b, c, a], mode)
+        assert labels[a] == "std::vector<…>::size() const #1"
+        assert labels[b] == "std::vector<…>::size() const #2"
+        assert labels[c] == shorten(c, mode)
+    assert distinct_labels([a, b], "full") == {a: a, b: b}
