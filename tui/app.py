@@ -31,6 +31,7 @@ from proftui.collectors.model.profile import Profile
 from proftui.collectors.model.views import FlatEntry, flat_profile
 from proftui.collectors.runtime.launch import ExitInfo, StopSignals
 from proftui.collectors.runtime.procstat import ProcSampler, ProcStat
+from proftui.tui import settings as settings_file
 from proftui.tui.format import metric_label
 from proftui.tui.names import MODE_TITLES, next_mode
 from proftui.tui.panes.base import Drill, NavState, Pane, step_to
@@ -44,7 +45,7 @@ from proftui.tui.screens.quit import QuitScreen
 from proftui.tui.widgets.breadcrumb import Breadcrumb
 from proftui.tui.widgets.header_bar import HeaderBar
 from proftui.tui.widgets.key_bar import KeyBar
-from proftui.tui.widgets.status_line import NameSelected, StatusLine
+from proftui.tui.widgets.status_line import NameSelected, SettingChanged, StatusLine
 from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingsMap, BindingType
@@ -111,7 +112,10 @@ class ProfTuiApp(App[None]):
         self.profile: Profile | None = profile
         self._entries: list[FlatEntry] = []
         self.metric = 0
-        self.name_mode = "templates"  # tui.names.MODES; `c` cycles it
+        # Remembered choices (tui/settings.py): read once here, saved when one changes.
+        self.settings, self._settings_error = settings_file.load()
+        self.name_mode = self.settings.names  # tui.names.MODES; `c` cycles it
+        self._metric_restored = False
         first = self.PANES[0]  # shown at start
         self.nav: list[NavState] = [step_to(first, NavState(first.PANE_ID, ""))]
         self.paused = False
@@ -121,6 +125,7 @@ class ProfTuiApp(App[None]):
         self._final: Profile | None = None
         self._error = ""
         self._proc: ProcStat | None = None
+        self._reset_at: float | None = None  # time.time() of the last counter reset
         self._stop = threading.Event()
         self._stop_signals = stop_signals
         self._exit_soon: Callable[[int], None] | None = None
@@ -158,7 +163,7 @@ class ProfTuiApp(App[None]):
             self._stop_signals.listen(exit_soon)
         for pane in self.panes():
             pane.begin(live=self.collector is not None, has_profile=self.profile is not None)
-        self._set_name_mode(self.name_mode)
+        self._restore_settings()
         if self.profile is not None:
             self._prepare(self.profile)
         self._show_nav()
@@ -236,6 +241,11 @@ class ProfTuiApp(App[None]):
     def _apply(self, profile: Profile, entries: list[FlatEntry]) -> None:
         """Give a new profile to the panes; hidden panes refresh when shown."""
         self.profile, self._entries = profile, entries
+        if not self._metric_restored and profile.metrics:
+            self._metric_restored = True  # the remembered metric, if this profile has it
+            names = [m.name for m in profile.metrics]
+            if self.settings.metric in names:
+                self.metric = names.index(self.settings.metric)
         if self.metric >= len(profile.metrics):
             self.metric = 0
         current = self.nav[-1]
@@ -259,7 +269,8 @@ class ProfTuiApp(App[None]):
         if self.frozen:
             state += " (display frozen)"
         self.query_one(HeaderBar).show(self.profile, pid=pid, state=state,
-                                       paused=self.paused, error=self._error)
+                                       paused=self.paused, error=self._error,
+                                       reset_at=self._reset_at)
 
     # -- navigation ------------------------------------------------------------------
 
@@ -328,12 +339,14 @@ class ProfTuiApp(App[None]):
             return
         self.metric = (self.metric + 1) % len(self.profile.metrics)
         self._apply(self.profile, self._entries)
+        self._save_settings()
         self.notify(f"showing {metric_label(self.profile.metrics[self.metric])}")
 
     def action_names(self) -> None:
         """Cycle the names: full, templates shortened, templates and parameters shortened."""
         self._set_name_mode(next_mode(self.name_mode))
         self.notify(f"names: {MODE_TITLES[self.name_mode]}")
+        self._save_settings()
 
     def _set_name_mode(self, mode: str) -> None:
         self.name_mode = mode
@@ -341,6 +354,40 @@ class ProfTuiApp(App[None]):
             setter = getattr(pane, "set_name_mode", None)  # panes that show names
             if setter is not None:
                 setter(mode)
+
+    def _restore_settings(self) -> None:
+        """Apply the remembered choices at mount; later changes save them."""
+        s = self.settings
+        if self._settings_error:
+            self.notify(self._settings_error, severity="warning", timeout=8)
+        if s.theme is not None and s.theme in self.available_themes:
+            self.theme = s.theme
+        for pane in self.panes():
+            if isinstance(pane, FlatPane) and s.sort is not None:
+                pane.sort_key = s.sort
+                pane.descending = s.descending if s.descending is not None else s.sort != "name"
+            if isinstance(pane, CallTreeView):
+                pane.percent_of_parent = s.percent_of_parent
+        self._set_name_mode(self.name_mode)
+        self.theme_changed_signal.subscribe(self, lambda _theme: self._save_settings())
+
+    @on(SettingChanged)
+    def _save_settings(self) -> None:
+        """Write the current choices (one warning if the file cannot be written)."""
+        s = self.settings
+        s.theme, s.names = self.theme, self.name_mode
+        if self._metric_restored and self.profile is not None \
+                and self.metric < len(self.profile.metrics):
+            s.metric = self.profile.metrics[self.metric].name
+        for pane in self.panes():
+            if isinstance(pane, FlatPane):
+                s.sort, s.descending = pane.sort_key, pane.descending
+            if isinstance(pane, CallTreeView):
+                s.percent_of_parent = pane.percent_of_parent
+        error = settings_file.save(s)
+        if error and error != self._settings_error:
+            self._settings_error = error
+            self.notify(error, severity="warning", timeout=8)
 
     @on(NameSelected)
     def _name_selected(self, message: NameSelected) -> None:
@@ -381,7 +428,12 @@ class ProfTuiApp(App[None]):
         except (ProftuiError, OSError, NotImplementedError) as exc:
             self.call_from_thread(self.notify, str(exc), severity="error")
             return
-        self.call_from_thread(self.notify, "counters reset")
+        self.call_from_thread(self._was_reset, time.time())
+
+    def _was_reset(self, when: float) -> None:
+        self._reset_at = when
+        self.notify("counters reset")
+        self._update_header()
 
     def action_notes(self) -> None:
         """Every warning of the profile shown (e.g. gprof's estimated tree, dropped records)."""

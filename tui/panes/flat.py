@@ -16,7 +16,7 @@ from proftui.collectors.model.views import FlatEntry, flat_profile
 from proftui.tui.panes.base import Command, NavState, Pane, drill
 from proftui.tui.search import NameMatcher
 from proftui.tui.widgets.flat_table import FlatTable
-from proftui.tui.widgets.status_line import NameSelected
+from proftui.tui.widgets.status_line import NameSelected, SettingChanged
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -172,10 +172,12 @@ class FlatPane(Pane, Vertical):
         self.sort_key = SORTS[(SORTS.index(self.sort_key) + 1) % len(SORTS)]
         self.descending = self.sort_key != "name"
         self.refresh_rows()
+        self.post_message(SettingChanged())
 
     def action_reverse(self) -> None:
         self.descending = not self.descending
         self.refresh_rows()
+        self.post_message(SettingChanged())
 
     @on(FlatTable.SortClicked)
     def _sort_clicked(self, event: FlatTable.SortClicked) -> None:
@@ -184,6 +186,7 @@ class FlatPane(Pane, Vertical):
         else:
             self.sort_key, self.descending = event.key, event.key != "name"
         self.refresh_rows()
+        self.post_message(SettingChanged())
 
     def action_filter(self) -> None:
         box = self.query_one(FilterInput)

@@ -20,7 +20,7 @@ from proftui.tui.names import distinct_labels
 from proftui.tui.panes.base import Command, NavState, Pane, View, drill
 from proftui.tui.panes.tree_search import TreeSearch
 from proftui.tui.widgets.search_prompt import SearchScreen
-from proftui.tui.widgets.status_line import NameSelected
+from proftui.tui.widgets.status_line import NameSelected, SettingChanged
 from rich.text import Text
 from textual import work
 from textual.binding import Binding, BindingType
@@ -473,6 +473,7 @@ class CallTreeView(Pane, Tree[NodeData]):
     def action_toggle_percent(self) -> None:
         self.percent_of_parent = not self.percent_of_parent
         self.relabel()
+        self.post_message(SettingChanged())
         self.notify("percentages of the " + ("parent" if self.percent_of_parent
                                              else "total"))
 

@@ -26,6 +26,11 @@ class NameSelected(Message):
     note: str = ""
 
 
+class SettingChanged(Message):
+    """Posted by a pane when a choice worth remembering changed (sort, % of parent):
+    the app saves the settings (tui/settings.py)."""
+
+
 def middle_cut(text: str, width: int) -> str:
     """`text` in at most `width` characters, its middle replaced by "…"."""
     if len(text) <= width:
