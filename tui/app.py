@@ -290,7 +290,10 @@ class ProfTuiApp(App[None]):
         target = pane.focus_widget()
         if target is not None:
             target.focus()
-        self.query_one(StatusLine).show(pane.selected_frame(), getattr(pane, "status_note", ""))
+        frame = pane.selected_frame()
+        if frame is None and state.pane == SourcePane.PANE_ID:
+            frame = state.source  # the source pane names its function in the status line
+        self.query_one(StatusLine).show(frame, getattr(pane, "status_note", ""))
         trail = [s.label for s in self.nav[-5:]]
         if len(self.nav) > 5:
             trail[0] = "…"

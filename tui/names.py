@@ -23,7 +23,7 @@ nested templates are bracket groups like any other.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import lru_cache
 
 MODES = ("full", "templates", "params")
@@ -249,3 +249,44 @@ def _clashes(labels: dict[str, str]) -> list[list[str]]:
     for name, label in labels.items():
         seen.setdefault(label, []).append(name)
     return [group for group in seen.values() if len(group) > 1]
+
+
+class Labeler:
+    """`distinct_labels` kept up to date as names arrive, for a view refreshed live.
+
+    `add` shortens only names not seen before (a live snapshot repeats almost
+    all of them), and a label is made distinct only within its group of
+    colliding names, when asked for; `clean` (e.g. `display`) is applied to a
+    name before shortening."""
+
+    def __init__(self, mode: str, clean: Callable[[str], str] = str) -> None:
+        self.mode = mode
+        self.clean = clean
+        self._short: dict[str, str] = {}  # raw name -> shortened label
+        self._groups: dict[str, list[str]] = {}  # shortened label -> raw names that have it
+        self._distinct: dict[str, dict[str, str]] = {}  # label -> its group's labels
+
+    def add(self, names: Iterable[str]) -> None:
+        short = self._short
+        for name in names:
+            if name not in short:
+                label = shorten(self.clean(name), self.mode)
+                short[name] = label
+                self._groups.setdefault(label, []).append(name)
+                self._distinct.pop(label, None)  # the group grew: its labels change
+
+    def label(self, name: str) -> str:
+        """The label of `name` (added first if new)."""
+        label = self._short.get(name)
+        if label is None:
+            self.add((name,))
+            label = self._short[name]
+        group = self._groups[label]
+        if len(group) == 1:
+            return label
+        distinct = self._distinct.get(label)
+        if distinct is None:
+            cleaned = {n: self.clean(n) for n in group}
+            shown = distinct_labels(cleaned.values(), self.mode)
+            distinct = self._distinct[label] = {n: shown[c] for n, c in cleaned.items()}
+        return distinct[name]

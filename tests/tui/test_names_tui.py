@@ -119,6 +119,10 @@ def test_status_line_shows_the_whole_name_when_it_fits(cxx_profile: Profile) -> 
             await pilot.pause()
             assert full in status_text(app)
             assert "{lambda(int)#1}::operator()" in screen_text(app)
+            await pilot.press("3")  # the source pane: short title and trail, whole name below
+            await wait_for(pilot, lambda: "source: main::{lambda(…)#1}::operator()(…) const"
+                           in screen_text(app), what="the source pane")
+            assert full in status_text(app)
 
     run(body)
 

@@ -8,7 +8,15 @@ import shutil
 import subprocess
 
 import pytest
-from proftui.tui.names import ELLIPSIS, components, distinct_labels, fit, next_mode, shorten
+from proftui.tui.names import (
+    ELLIPSIS,
+    Labeler,
+    components,
+    distinct_labels,
+    fit,
+    next_mode,
+    shorten,
+)
 
 from tests.conftest import build_fixture
 
@@ -160,3 +168,18 @@ def test_instantiations_that_still_collide_are_numbered() -> None:
         assert labels[b] == "std::vector<…>::size() const #2"
         assert labels[c] == shorten(c, mode)
     assert distinct_labels([a, b], "full") == {a: a, b: b}
+
+
+def test_labeler_matches_distinct_labels_as_names_arrive() -> None:
+    names = [n for n, _t, _p in HARD_CASES] + [
+        "std::vector<int, std::allocator<int> >::size() const",
+        "std::vector<long, std::allocator<long> >::size() const",
+        "a::f(int)", "a::f(long)"]
+    for mode in ("templates", "params"):
+        labeler = Labeler(mode)
+        labeler.add(names[:5])
+        labeler.add(names)  # a later snapshot: old names again, and new ones
+        expected = distinct_labels(names, mode)
+        assert {n: labeler.label(n) for n in names} == expected
+        assert labeler.label("a::f(int)") == "a::f(int)"  # the overloads show parameters
+    assert Labeler("params").label("b::g(int)") == "b::g(…)"  # added on first use

@@ -16,7 +16,7 @@ from proftui.collectors.model.profile import CallNode, CallTree, Frame, Profile
 from proftui.collectors.model.textsafe import display
 from proftui.collectors.model.views import FlatEntry, bottom_up_tree, callee_tree, caller_tree
 from proftui.tui.format import format_cost, heat_style, percent
-from proftui.tui.names import distinct_labels
+from proftui.tui.names import distinct_labels, shorten
 from proftui.tui.panes.base import Command, NavState, Pane, View, drill
 from proftui.tui.panes.tree_search import TreeSearch
 from proftui.tui.widgets.search_prompt import SearchScreen
@@ -87,8 +87,8 @@ class CallTreeView(Pane, Tree[NodeData]):
 
     @classmethod
     def label(cls, state: NavState) -> str:
-        if state.focus is not None:
-            return f"tree: {display(state.focus.function)}"
+        if state.focus is not None:  # a trail label: short, the status line has it whole
+            return f"tree: {shorten(display(state.focus.function), 'params')}"
         return cls.TITLE if state.tree_view == "top-down" else f"tree: {state.tree_view}"
 
     def begin(self, live: bool, has_profile: bool) -> None:
@@ -345,7 +345,7 @@ class CallTreeView(Pane, Tree[NodeData]):
         self.clear()
         m = self.metric
         if self.view == "focus" and self.focus_frame is not None:
-            name = display(self.focus_frame.function)
+            name = shorten(display(self.focus_frame.function), self.name_mode)
             if not trees:
                 self.root.add_leaf(Text(f"{name} is not in this profile", style="italic"))
                 self.root.expand()

@@ -15,7 +15,7 @@ from proftui.collectors.model.profile import Metric
 from proftui.collectors.model.textsafe import display
 from proftui.collectors.model.views import FlatEntry
 from proftui.tui.format import format_cost, heat_style, percent
-from proftui.tui.names import distinct_labels, fit
+from proftui.tui.names import Labeler, fit
 from rich.style import Style
 from rich.text import Text
 from textual import events
@@ -78,7 +78,7 @@ class FlatTable(ScrollView, can_focus=True):
         self.sort_key = "self"
         self.descending = True
         self.name_mode = "full"  # tui.names.MODES
-        self.labels: dict[str, str] = {}  # full name -> shown label (distinct in the rows)
+        self.labeler = Labeler("full", display)  # names -> shown labels, distinct
         self.has_calls = True  # no row has a call count: the Calls column is left out
 
     def set_rows(self, rows: Sequence[FlatEntry], metric: int, metrics: Sequence[Metric],
@@ -103,16 +103,16 @@ class FlatTable(ScrollView, can_focus=True):
         self.refresh()
 
     def _label_rows(self) -> None:
-        if self.name_mode == "full":
-            self.labels = {}
-            return
-        self.labels = distinct_labels((display(e.frame.function) for e in self.rows),
-                                      self.name_mode)
+        if self.labeler.mode != self.name_mode:
+            self.labeler = Labeler(self.name_mode, display)
+        if self.name_mode != "full":  # new names only: a live snapshot repeats the others
+            self.labeler.add(e.frame.function for e in self.rows)
 
     def label(self, e: FlatEntry) -> str:
         """The row's name as shown (before fitting it to the column)."""
-        name = display(e.frame.function)  # no escape sequences or lone surrogates
-        return self.labels.get(name, name)
+        if self.name_mode == "full":
+            return display(e.frame.function)  # no escape sequences or lone surrogates
+        return self.labeler.label(e.frame.function)
 
     # -- geometry -------------------------------------------------------------------
 
