@@ -183,3 +183,30 @@ def test_labeler_matches_distinct_labels_as_names_arrive() -> None:
         assert {n: labeler.label(n) for n in names} == expected
         assert labeler.label("a::f(int)") == "a::f(int)"  # the overloads show parameters
     assert Labeler("params").label("b::g(int)") == "b::g(…)"  # added on first use
+
+
+@pytest.mark.parametrize(("width", "calls", "name_at_least", "module"), [
+    (80, True, 29, True), (80, False, 37, True), (70, True, 29, False),
+    (150, True, 60, True), (200, False, 110, True)])
+def test_flat_columns_give_way_to_the_name(width: int, calls: bool, name_at_least: int,
+                                           module: bool) -> None:
+    """At 80 columns the function column had 16 characters; numbers shrink first."""
+    from proftui.tui.widgets.flat_table import COLUMNS, NAME, FlatTable
+
+    table = FlatTable()
+    table.has_calls = calls
+    widths = table._widths(width)
+    assert sum(widths) == width - 1
+    assert widths[NAME] >= name_at_least, widths
+    assert (widths[6] > 0) == module
+    assert (widths[4] > 0) == calls
+    assert all(w >= 6 for w, (_k, label, _) in zip(widths, COLUMNS, strict=True)
+               if label in ("Self%", "Total%"))
+
+
+def test_status_line_cut() -> None:
+    from proftui.tui.widgets.status_line import middle_cut
+
+    assert middle_cut("abcdefghij", 10) == "abcdefghij"
+    assert middle_cut("abcdefghij", 7) == "abc…hij"
+    assert middle_cut("abcdefghij", 1) == "…"

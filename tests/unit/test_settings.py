@@ -143,7 +143,8 @@ def test_app_restores_and_saves_choices(tmp_path: Path, monkeypatch: pytest.Monk
     assert again.theme == "nord" and again.metric == 1 and again.name_mode == "params"
     assert seen["sort"] == ("total", True) and seen["parent"] is True
     assert seen["labels"] == {"std::vector<…>::push_back(…)", "main"}
-    assert json.loads(path.read_text())["metric"] == "cpu_ns"  # not overwritten at start
+    final = json.loads(path.read_text())
+    assert final["metric"] == "cpu_ns" and final["theme"] == "nord"  # kept, not overwritten
 
 
 def test_app_ignores_a_corrupt_file_with_one_notification(

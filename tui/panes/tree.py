@@ -16,7 +16,7 @@ from proftui.collectors.model.profile import CallNode, CallTree, Frame, Profile
 from proftui.collectors.model.textsafe import display
 from proftui.collectors.model.views import FlatEntry, bottom_up_tree, callee_tree, caller_tree
 from proftui.tui.format import format_cost, heat_style, percent
-from proftui.tui.names import distinct_labels, shorten
+from proftui.tui.names import distinct_labels, fit, shorten
 from proftui.tui.panes.base import Command, NavState, Pane, View, drill
 from proftui.tui.panes.tree_search import TreeSearch
 from proftui.tui.widgets.search_prompt import SearchScreen
@@ -133,9 +133,11 @@ class CallTreeView(Pane, Tree[NodeData]):
     # -- building --------------------------------------------------------------------
 
     def label_for(self, call: CallNode, whole: float, inverted: bool = False,
-                  name: str | None = None, parent: CallNode | None = None) -> Text:
+                  name: str | None = None, parent: CallNode | None = None,
+                  depth: int = 0) -> Text:
         """A row's text; `name` is the function as shown (shortened), `parent` the
-        caller whose total the percentages are of when `percent_of_parent` is on."""
+        caller whose total the percentages are of when `percent_of_parent` is on;
+        a shortened name is cut in the middle to fit a row `depth` levels deep."""
         profile = self.view_profile
         assert profile is not None
         m = self.metric
@@ -152,8 +154,12 @@ class CallTreeView(Pane, Tree[NodeData]):
         text.append(f"{format_cost(total, unit):>8} ", style="")
         if not inverted:
             text.append(f"self {percent(own, base):4.1f}% ", style="dim")
-        text.append(name if name is not None else display(frame.function),
-                    style="bold" if whole and total / whole >= 0.05 else "")
+        shown = name if name is not None else display(frame.function)
+        if self.name_mode != "full":  # "full" means full: the row scrolls instead
+            width = self.size.width or self.app.size.width
+            room = width - 2 * depth - len(text) - 6 - (len(" [inlined]") if frame.inlined else 0)
+            shown = fit(shown, max(24, room))
+        text.append(shown, style="bold" if whole and total / whole >= 0.05 else "")
         if frame.inlined:  # as perf and pprof mark them: no call happened here
             text.append(" [inlined]", style="italic dim")
         if call.calls is not None:
@@ -186,10 +192,11 @@ class CallTreeView(Pane, Tree[NodeData]):
         batch = ordered[data.populated:data.populated + MAX_CHILDREN]
         frames = self.view_profile.frames
         labels = self._labels([frames[call.frame_id] for call in batch])
+        depth = self._depth(node) + 1
         for call in batch:
             frame = frames[call.frame_id]
             node.add(self.label_for(call, data.whole, data.inverted, labels.get(frame.function),
-                                    data.call),
+                                    data.call, depth),
                      NodeData(call, frame, data.whole, inverted=data.inverted),
                      allow_expand=bool(call.children))
         data.populated += len(batch)
@@ -213,9 +220,9 @@ class CallTreeView(Pane, Tree[NodeData]):
         profile = self.view_profile
         if profile is None:
             return
-        stack = [self.root]
+        stack = [(self.root, 0)]
         while stack:
-            node = stack.pop()
+            node, depth = stack.pop()
             rows = [c for c in node.children if c.data is not None and c.data.call is not None
                     and not c.data.more and node.data is not None]
             if rows and node.data is not None:
@@ -226,8 +233,9 @@ class CallTreeView(Pane, Tree[NodeData]):
                     assert d is not None and d.call is not None
                     function = profile.frames[d.call.frame_id].function
                     child.set_label(self.label_for(d.call, d.whole, d.inverted,
-                                                   labels.get(function), node.data.call))
-            stack.extend(node.children)
+                                                   labels.get(function), node.data.call,
+                                                   depth + 1))
+            stack.extend((child, depth + 1) for child in node.children)
         self.announce()
 
     def set_name_mode(self, mode: str) -> None:
