@@ -86,9 +86,9 @@ class TreeSearch:
         for top in tops:
             assert top.data is not None and top.data.call is not None
             # Depth-first, children costliest first; a stack of (node, path to it).
-            stack: list[tuple[CallNode, tuple[CallNode, ...]]] = [
-                (c, (c,)) for c in sorted(top.data.call.children.values(),
-                                          key=lambda c: c.total_cost[m], reverse=True)][::-1]
+            firsts = sorted(top.data.call.children.values(), key=lambda c: -c.total_cost[m])
+            stack: list[tuple[CallNode, tuple[CallNode, ...]]] = []
+            stack.extend((c, (c,)) for c in reversed(firsts))
             while stack and len(found) < MAX_MATCHES:
                 call, path = stack.pop()
                 hit = verdict.get(call.frame_id)
