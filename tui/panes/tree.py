@@ -349,7 +349,9 @@ class CallTreeView(Pane, Tree[NodeData]):
                ) -> None:
         self.pending = False
         self.view_profile = profile
-        self.search.forget()  # its matches point into the previous tree
+        # The matches point into the previous tree; a new view (not a refresh of the
+        # same one, which keeps the expanded rows in `state`) also drops the "match k of n".
+        self.search.forget(keep_note=state is not None)
         self.clear()
         m = self.metric
         if self.view == "focus" and self.focus_frame is not None:

@@ -34,9 +34,11 @@ class TreeSearch:
         self.note = ""
         self.error = ""
 
-    def forget(self) -> None:
+    def forget(self, keep_note: bool = True) -> None:
         """The tree was rebuilt: the matches are found again on the next step."""
         self.matches = None
+        if not keep_note:
+            self.note = ""
 
     def start(self, pattern: str) -> None:
         """Search `pattern` and go to its first match."""
