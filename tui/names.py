@@ -42,6 +42,11 @@ _CLONE = re.compile(r" \[clone (\.[^\]]+)\]$")
 _ABI = re.compile(r"\[abi:[^\]]*\]")
 _ANON = "(anonymous namespace)"
 _ANON_TOKENS = (_ANON, "(anon)")
+# What the demangler puts before a special name; kept whole (it is not a return type).
+_SPECIAL = re.compile(r"^((?:(?:non-virtual |virtual |covariant return )?thunk to "
+                      r"|(?:construction )?vtable for |VTT for |typeinfo (?:name )?for "
+                      r"|guard variable for |transaction clone for |TLS (?:init|wrapper) "
+                      r"function for |reference temporary #\d+ for |hidden alias for )+)")
 _PLAIN = re.compile(r"[A-Za-z0-9_.:$@]*")  # a C name: nothing to shorten
 
 
@@ -158,7 +163,9 @@ def shorten(name: str, mode: str) -> str:
         clones.insert(0, match.group(1))
         base = base[:match.start()]
     base = _ABI.sub("", base).replace(_ANON, "(anon)")
-    short = _drop_return_type(_collapse(base, params=mode == "params"))
+    special = _SPECIAL.match(base)
+    prefix = special.group(1) if special else ""
+    short = prefix + _drop_return_type(_collapse(base[len(prefix):], params=mode == "params"))
     if clones:
         short += " [" + "".join(clones) + "]"
     return short

@@ -59,6 +59,17 @@ HARD_CASES = [  # (demangled, templates mode, params mode)
      "std::vector<…>::_M_realloc_insert<…>(__gnu_cxx::__normal_iterator<…>, long&&)",
      "std::vector<…>::_M_realloc_insert<…>(…)"),
     ("unsigned long g<(char)62>(int)", "g<…>(int)", "g<…>(…)"),
+    ("typeinfo for char32_t const*", "typeinfo for char32_t const*",
+     "typeinfo for char32_t const*"),
+    ("non-virtual thunk to std::basic_stringstream<char, std::char_traits<char>, "
+     "std::allocator<char> >::~basic_stringstream()",
+     "non-virtual thunk to std::basic_stringstream<…>::~basic_stringstream()",
+     "non-virtual thunk to std::basic_stringstream<…>::~basic_stringstream()"),
+    ("transaction clone for std::runtime_error::runtime_error(char const*)",
+     "transaction clone for std::runtime_error::runtime_error(char const*)",
+     "transaction clone for std::runtime_error::runtime_error(…)"),
+    ("guard variable for f<int>()::cache",
+     "guard variable for f<…>()::cache", "guard variable for f<…>()::cache"),
     ("luaV_execute", "luaV_execute", "luaV_execute"),
     ("f(void)", "f(void)", "f(void)"),
     ("memcpy@GLIBC_2.14", "memcpy@GLIBC_2.14", "memcpy@GLIBC_2.14"),
@@ -210,3 +221,30 @@ def test_status_line_cut() -> None:
     assert middle_cut("abcdefghij", 10) == "abcdefghij"
     assert middle_cut("abcdefghij", 7) == "abc…hij"
     assert middle_cut("abcdefghij", 1) == "…"
+
+
+def test_every_libstdcxx_export() -> None:
+    """Every dynamic symbol of the installed libstdc++ (thousands of real names: thunks,
+    typeinfo, operators, versioned): shortened names stay balanced, never grow, are
+    stable when shortened again, and fit any width."""
+    if shutil.which("g++") is None or shutil.which("nm") is None:
+        pytest.skip("g++ or nm is not installed")
+    library = subprocess.run(["g++", "-print-file-name=libstdc++.so.6"], capture_output=True,
+                             text=True).stdout.strip()
+    out = subprocess.run(["nm", "-DC", library], capture_output=True, text=True).stdout
+    names = [line[19:] for line in out.splitlines() if len(line) > 19 and line[17] in "TtWV"]
+    if len(names) < 1000:
+        pytest.skip(f"libstdc++ not found or without symbols ({library})")
+    specials = 0
+    for name in names:
+        for mode in ("templates", "params"):
+            short = shorten(name, mode)
+            bare = OPERATOR.sub("operator", short)
+            assert all(bare.count(a) == bare.count(b) for a, b in ("<>", "()", "{}")), name
+            assert len(short) <= len(name), name
+            assert shorten(short, mode) == short, name
+            assert len(fit(short, 30)) <= 30
+        if name.startswith(("typeinfo for ", "vtable for ", "non-virtual thunk to ")):
+            specials += 1
+            assert shorten(name, "params").startswith(name.split(" ")[0]), name
+    assert specials > 50
