@@ -41,7 +41,8 @@ _OPERATORS = sorted(["<<=", ">>=", "<=>", "->*", "<<", ">>", "<=", ">=", "->", "
 _CLONE = re.compile(r" \[clone (\.[^\]]+)\]$")
 _ABI = re.compile(r"\[abi:[^\]]*\]")
 _ANON = "(anonymous namespace)"
-_ANON_TOKENS = (_ANON, "(anon)")
+_SPACE_TOKENS = re.compile(r"\boperator\b|[<>(){}\[\] ]")
+_TOKENS = re.compile(r"\boperator\b|\(anonymous namespace\)|\(anon\)|[<>(){}\[\]]")
 # What the demangler puts before a special name; kept whole (it is not a return type).
 _SPECIAL = re.compile(r"^((?:(?:non-virtual |virtual |covariant return )?thunk to "
                       r"|(?:construction )?vtable for |VTT for |typeinfo (?:name )?for "
@@ -77,29 +78,27 @@ def _groups(name: str) -> list[tuple[int, int]]:
     groups: list[tuple[int, int]] = []
     stack: list[str] = []
     start = 0
-    i, n = 0, len(name)
-    while i < n:
-        c = name[i]
-        if c == "o":
-            end = _operator_end(name, i)
-            if end > 0:
-                i = end
-                continue
-        if c == "(" and name.startswith(_ANON_TOKENS, i):
-            i = name.index(")", i) + 1  # "(anonymous namespace)" is a name, not a group
+    skip = -1  # an operator's symbol ends here: its brackets are not groups
+    # Only the brackets and keywords are visited (a regex scan): names run to kilobytes.
+    for match in _TOKENS.finditer(name):
+        i = match.start()
+        if i < skip:
             continue
+        c = match.group()
+        if c == "operator":
+            skip = _operator_end(name, i)
+            continue
+        if len(c) > 1:
+            continue  # "(anonymous namespace)" is a name, not a group
         if c in _OPEN:
             if not stack:
                 start = i
             stack.append(_OPEN[c])
-        elif c in _CLOSE and stack:
-            if c == stack[-1]:
-                stack.pop()
-                if not stack:
-                    groups.append((start, i))
-            elif c == ">":
-                pass  # a ">" inside parentheses, e.g. in a template's value argument
-        i += 1
+        elif stack and c == stack[-1]:
+            stack.pop()
+            if not stack:
+                groups.append((start, i))
+        # else: a ">" inside parentheses (a template's value argument), or unbalanced
     if stack and not groups:  # unbalanced (a cut name): nothing to collapse safely
         return []
     return groups
@@ -127,25 +126,24 @@ def _drop_return_type(name: str) -> str:
     """`void std::vector<…>::f<…>(…)` -> `std::vector<…>::f<…>(…)`: the return type that
     c++filt prints for template functions goes; spaces inside `operator new`,
     `unsigned long` parameters or `(anon)` are not top-level name breaks."""
+    if " " not in name:
+        return name
     depth = 0
     cut = -1
-    i, n = 0, len(name)
-    while i < n:
-        c = name[i]
-        if c == "o" and depth == 0:
-            end = _operator_end(name, i)
-            if end > 0:
+    for match in _SPACE_TOKENS.finditer(name):
+        c = match.group()
+        i = match.start()
+        if c == "operator":
+            if depth == 0:
                 break  # everything after `operator` is the name itself
-        if c in _OPEN:
+        elif c in _OPEN:
             depth += 1
-        elif c in _CLOSE and depth:
-            depth -= 1
-        elif c == " " and depth == 0:
-            rest = name[i + 1:]
-            if rest.startswith(("const", "volatile", "&", "noexcept", "[")):
+        elif c in _CLOSE:
+            depth = max(0, depth - 1)
+        elif depth == 0:  # a space between words at the top level
+            if name.startswith(("const", "volatile", "&", "noexcept", "["), i + 1):
                 break  # trailing qualifiers of a member function, not a type before it
             cut = i
-        i += 1
     return name[cut + 1:] if cut >= 0 else name
 
 
