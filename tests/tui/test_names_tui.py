@@ -174,6 +174,7 @@ def test_tree_shortened_names_search_and_percent_of_parent(cxx_profile: Profile)
             of_total = 100 * call.total_cost[m] / node.data.whole
             of_parent = 100 * call.total_cost[m] / parent.total_cost[m]
             assert str(node.label).lstrip().startswith(f"{of_total:.1f}%")
+            assert "% of total" in status_text(app)
             await pilot.press("percent_sign")
             await pilot.pause()
             assert str(tree.cursor_node.label).lstrip().startswith(f"{of_parent:.1f}%")

@@ -118,7 +118,7 @@ class CallTreeView(Pane, Tree[NodeData]):
     @property
     def status_note(self) -> str:
         """What the status line says before the selected name: percentages, search."""
-        notes = ["% of parent"] if self.percent_of_parent else []
+        notes = ["% of parent" if self.percent_of_parent else "% of total"]
         if self.search.note:
             notes.append(self.search.note)
         return " · ".join(notes)
