@@ -91,3 +91,11 @@ def searchable_dir() -> Iterator[Path]:
                 yield Path(name)
             return
     pytest.skip("no directory searchable by every user (/var/tmp, /dev/shm)")
+
+
+@pytest.fixture(autouse=True)
+def _private_config_dir(tmp_path_factory: pytest.TempPathFactory,
+                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test gets its own XDG_CONFIG_HOME: the app's remembered settings
+    (tui/settings.py) never come from, or go to, the user's ~/.config."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("config")))

@@ -34,7 +34,9 @@ from proftui.collectors.model.textsafe import display
 from proftui.collectors.model.views import FlatEntry, flat_profile
 from proftui.collectors.runtime.launch import ExitInfo, StopSignals
 from proftui.collectors.runtime.procstat import ProcSampler, ProcStat
+from proftui.tui import settings as settings_file
 from proftui.tui.format import metric_label, use_theme
+from proftui.tui.names import MODE_TITLES, next_mode
 from proftui.tui.panes.base import Command, Drill, NavState, Pane, SelectPart, step_to
 from proftui.tui.panes.flat import FlatPane
 from proftui.tui.panes.process import ProcPane
@@ -49,6 +51,7 @@ from proftui.tui.screens.threads import ALL, ThreadsScreen
 from proftui.tui.widgets.breadcrumb import Breadcrumb
 from proftui.tui.widgets.header_bar import HeaderBar
 from proftui.tui.widgets.key_bar import KeyBar
+from proftui.tui.widgets.status_line import NameSelected, SettingChanged, StatusLine
 from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingsMap, BindingType
@@ -109,6 +112,8 @@ class ProfTuiApp(App[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "Back", tooltip="Return to the previous step of the trail"),
         Binding("m", "metric", "Metric", tooltip="Show the next metric (samples, CPU time...)"),
+        Binding("c", "names", "Names", show=False,
+                tooltip="Cycle full names, templates <…>, templates and parameters (…)"),
         Binding("t", "threads", "Threads",
                 tooltip="Show one thread or process, or all (threads by share)"),
         Binding("p", "pause", "Pause", tooltip="Pause or resume collection in the target"),
@@ -141,6 +146,10 @@ class ProfTuiApp(App[None]):
         self.metric = 0
         self.part: str | None = None  # the thread or process shown (a parts label; None: all)
         self._gc_frozen = False  # a saved profile's objects were gc.freeze()d
+        # Remembered choices (tui/settings.py): read once here, saved when one changes.
+        self.settings, self._settings_error = settings_file.load()
+        self.name_mode = self.settings.names  # tui.names.MODES; `c` cycles it
+        self._metric_restored = False
         first = self.PANES[0]  # shown at start
         self.nav: list[NavState] = [step_to(first, NavState(first.PANE_ID, ""))]
         self.paused = False
@@ -150,6 +159,7 @@ class ProfTuiApp(App[None]):
         self._final: Profile | None = None
         self._error = ""
         self._proc: ProcStat | None = None
+        self._reset_at: float | None = None  # time.time() of the last counter reset
         self._stop = threading.Event()
         self._stop_signals = stop_signals
         self._exit_soon: Callable[[int], None] | None = None
@@ -165,6 +175,7 @@ class ProfTuiApp(App[None]):
         with ContentSwitcher(initial=self.nav[0].pane, id="panes"):
             for pane in self.PANES:
                 yield cast("type[Widget]", pane)(id=pane.PANE_ID)  # a Pane is also a Widget
+        yield StatusLine(id="status-line")
         yield KeyBar(id="keys")
 
     def pane(self, pane_id: str) -> Pane:
@@ -191,6 +202,7 @@ class ProfTuiApp(App[None]):
         self.theme_changed_signal.subscribe(self, self._theme_changed)
         for pane in self.panes():
             pane.begin(live=self.collector is not None, has_profile=self.profile is not None)
+        self._restore_settings()
         if self.profile is not None:
             self._prepare(self.profile, self.part)
         self._show_nav()
@@ -298,6 +310,11 @@ class ProfTuiApp(App[None]):
     def _apply(self, profile: Profile, entries: list[FlatEntry]) -> None:
         """Give a new profile to the panes; hidden panes refresh when shown."""
         self.profile, self._entries = profile, entries
+        if not self._metric_restored and profile.metrics:
+            self._metric_restored = True  # the remembered metric, if this profile has it
+            names = [m.name for m in profile.metrics]
+            if self.settings.metric in names:
+                self.metric = names.index(self.settings.metric)
         if self.metric >= len(profile.metrics):
             self.metric = 0
         current = self.nav[-1]
@@ -322,7 +339,8 @@ class ProfTuiApp(App[None]):
         if self.frozen:
             state += " (display frozen)"
         self.query_one(HeaderBar).show(self.profile, pid=pid, state=state,
-                                       paused=self.paused, error=self._error, part=self.part)
+                                       paused=self.paused, error=self._error, part=self.part,
+                                       reset_at=self._reset_at)
 
     # -- navigation ------------------------------------------------------------------
 
@@ -341,6 +359,10 @@ class ProfTuiApp(App[None]):
         pane.part = self.part
         pane.show_step(self.profile, state, self.metric)
         self.focus_pane(keep=False)
+        frame = pane.selected_frame()
+        if frame is None and state.pane == SourcePane.PANE_ID:
+            frame = state.source  # the source pane names its function in the status line
+        self.query_one(StatusLine).show(frame, getattr(pane, "status_note", ""))
         trail = [s.label for s in self.nav[-5:]]
         if len(self.nav) > 5:
             trail[0] = "…"
@@ -406,6 +428,7 @@ class ProfTuiApp(App[None]):
             return
         self.metric = (self.metric + 1) % len(self.profile.metrics)
         self._apply(self.profile, self._entries)
+        self._save_settings()
         self.notify(f"showing {metric_label(self.profile.metrics[self.metric])}")
 
     def action_threads(self) -> None:
@@ -448,6 +471,59 @@ class ProfTuiApp(App[None]):
             return "all threads"
         return describe_part(self.profile, self.part).title()
 
+    def action_names(self) -> None:
+        """Cycle the names: full, templates shortened, templates and parameters shortened."""
+        self._set_name_mode(next_mode(self.name_mode))
+        self.notify(f"names: {MODE_TITLES[self.name_mode]}")
+        self._save_settings()
+
+    def _set_name_mode(self, mode: str) -> None:
+        self.name_mode = mode
+        for pane in self.panes():
+            setter = getattr(pane, "set_name_mode", None)  # panes that show names
+            if setter is not None:
+                setter(mode)
+
+    def _restore_settings(self) -> None:
+        """Apply the remembered choices at mount; later changes save them."""
+        s = self.settings
+        if self._settings_error:
+            self.notify(self._settings_error, severity="warning", timeout=8)
+        if s.theme is not None and s.theme in self.available_themes:
+            self.theme = s.theme
+        for pane in self.panes():
+            if isinstance(pane, FlatPane) and s.sort is not None:
+                pane.sort_key = s.sort
+                pane.descending = s.descending if s.descending is not None else s.sort != "name"
+            if isinstance(pane, CallTreeView):
+                pane.percent_of_parent = s.percent_of_parent
+        self._set_name_mode(self.name_mode)
+        self.theme_changed_signal.subscribe(self, lambda _theme: self._save_settings())
+
+    @on(SettingChanged)
+    def _save_settings(self) -> None:
+        """Write the current choices (one warning if the file cannot be written)."""
+        s = self.settings
+        s.theme, s.names = self.theme, self.name_mode
+        if self._metric_restored and self.profile is not None \
+                and self.metric < len(self.profile.metrics):
+            s.metric = self.profile.metrics[self.metric].name
+        for pane in self.panes():
+            if isinstance(pane, FlatPane):
+                s.sort, s.descending = pane.sort_key, pane.descending
+            if isinstance(pane, CallTreeView):
+                s.percent_of_parent = pane.percent_of_parent
+        error = settings_file.save(s)
+        if error and error != self._settings_error:
+            self._settings_error = error
+            self.notify(error, severity="warning", timeout=8)
+
+    @on(NameSelected)
+    def _name_selected(self, message: NameSelected) -> None:
+        """The shown pane's selection, named in full in the status line."""
+        if message.pane == self.nav[-1].pane:
+            self.query_one(StatusLine).show(message.frame, message.note)
+
     def action_pause(self) -> None:
         collector = self.collector
         if collector is None or self.ended:
@@ -481,7 +557,12 @@ class ProfTuiApp(App[None]):
         except (ProftuiError, OSError, NotImplementedError) as exc:
             self.call_from_thread(self.notify, str(exc), severity="error")
             return
-        self.call_from_thread(self.notify, "counters reset")
+        self.call_from_thread(self._was_reset, time.time())
+
+    def _was_reset(self, when: float) -> None:
+        self._reset_at = when
+        self.notify("counters reset")
+        self._update_header()
 
     def action_notes(self) -> None:
         """Every warning of the profile shown (e.g. gprof's estimated tree, dropped records)."""

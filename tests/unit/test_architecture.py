@@ -37,12 +37,18 @@ ALLOWED: dict[str, set[str]] = {
     f"{C}": set(),
     # The front end: widgets and panes see the model and formatting only.
     "tui.format": {f"{C}.model"},
-    "tui.widgets": {"tui.format", f"{C}.model"},
+    # Pure helpers: name shortening, pattern matching, the settings file.
+    "tui.names": set(),
+    "tui.search": set(),
+    "tui.settings": set(),
+    "tui.widgets": {"tui.format", "tui.names", f"{C}.model"},
     "tui.screens": {"tui.widgets", "tui.format", f"{C}.formats", f"{C}.model"},
     # disasm: the source pane's worker asks for a function's disassembly (objdump)
-    "tui.panes": {"tui.widgets", "tui.format", f"{C}.model", f"{C}.symbols.disasm",
+    "tui.panes": {"tui.widgets", "tui.format", "tui.names", "tui.search", f"{C}.model",
+                  f"{C}.symbols.disasm",
                   f"{C}.runtime.procstat", f"{C}.errors"},
-    "tui.app": {"tui.panes", "tui.screens", "tui.widgets", "tui.format", f"{C}.base",
+    "tui.app": {"tui.panes", "tui.screens", "tui.widgets", "tui.format", "tui.names",
+                "tui.settings", f"{C}.base",
                 f"{C}.formats", f"{C}.model", f"{C}.runtime.launch",
                 f"{C}.runtime.procstat", f"{C}.errors"},
     "tui.demo": {f"{C}.errors", f"{C}.symbols.cachedir"},

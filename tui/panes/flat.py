@@ -1,7 +1,9 @@
 """Flat profile pane: every function with self/total cost, sortable and filterable.
 
 All functions are listed (the table draws only visible rows); `s` cycles the
-sort column, `S` reverses it, `/` filters by name.
+sort column, `S` reverses it, `/` filters by name (a regular expression,
+case-insensitive unless it has a capital letter; an invalid one matches as a
+substring and says so).
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ from proftui.collectors.model.profile import Frame, Profile
 from proftui.collectors.model.textsafe import display
 from proftui.collectors.model.views import FlatEntry, flat_profile
 from proftui.tui.panes.base import Command, NavState, Pane, drill
+from proftui.tui.search import NameMatcher
 from proftui.tui.widgets.flat_table import FlatTable
+from proftui.tui.widgets.status_line import NameSelected, SettingChanged
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -61,7 +65,7 @@ class FlatPane(Pane, Vertical):
         self._dirty = False
 
     def compose(self) -> ComposeResult:
-        yield FilterInput(placeholder="filter functions (substring, case-insensitive)",
+        yield FilterInput(placeholder="filter functions (regex; case-insensitive if lowercase)",
                           id="flat-filter")
         yield FlatTable(id="flat-table")
         yield Static(" loading the profile…", id="flat-status")
@@ -99,9 +103,9 @@ class FlatPane(Pane, Vertical):
 
     def _ordered(self) -> list[FlatEntry]:
         m = self.metric
-        needle = self.filter_text.lower()
-        rows = [e for e in self.entries if needle in e.frame.function.lower()] if needle \
-            else list(self.entries)
+        matcher = NameMatcher(self.filter_text)
+        rows = [e for e in self.entries if matcher.matches(e.frame.function)] \
+            if self.filter_text else list(self.entries)
         key: Callable[[FlatEntry], Any]
         if self.sort_key == "name":
             key = lambda e: e.frame.function  # noqa: E731
@@ -133,7 +137,10 @@ class FlatPane(Pane, Vertical):
                                            self.sort_key, self.descending, cursor)
         status = f" {len(self.shown):,} of {len(self.entries):,} functions"
         if self.filter_text:
+            matcher = NameMatcher(self.filter_text)
             status += f" matching '{self.filter_text}'"
+            if matcher.error:
+                status += f" (invalid regex: {matcher.error}; substring match)"
         if self.part is not None:
             status += f" in {display(describe_part(profile, self.part).title())}"
         status += f" · sorted by {SORT_NAMES[self.sort_key]}"
@@ -151,6 +158,14 @@ class FlatPane(Pane, Vertical):
 
     # -- actions -------------------------------------------------------------------
 
+    def set_name_mode(self, mode: str) -> None:
+        """Show function names in `mode` (tui.names.MODES)."""
+        self.query_one(FlatTable).set_name_mode(mode)
+
+    @on(FlatTable.Highlighted)
+    def _highlighted(self) -> None:
+        self.post_message(NameSelected(self.PANE_ID, self.selected_frame()))
+
     @on(FlatTable.Drill)
     def drill(self) -> None:
         frame = self.selected_frame()
@@ -161,10 +176,12 @@ class FlatPane(Pane, Vertical):
         self.sort_key = SORTS[(SORTS.index(self.sort_key) + 1) % len(SORTS)]
         self.descending = self.sort_key != "name"
         self.refresh_rows()
+        self.post_message(SettingChanged())
 
     def action_reverse(self) -> None:
         self.descending = not self.descending
         self.refresh_rows()
+        self.post_message(SettingChanged())
 
     @on(FlatTable.SortClicked)
     def _sort_clicked(self, event: FlatTable.SortClicked) -> None:
@@ -173,6 +190,7 @@ class FlatPane(Pane, Vertical):
         else:
             self.sort_key, self.descending = event.key, event.key != "name"
         self.refresh_rows()
+        self.post_message(SettingChanged())
 
     def action_filter(self) -> None:
         box = self.query_one(FilterInput)

@@ -25,6 +25,7 @@ from proftui.collectors.model.textsafe import display
 from proftui.collectors.model.views import FlatEntry
 from proftui.collectors.symbols.disasm import Prefer, annotate
 from proftui.tui.format import format_cost, percent
+from proftui.tui.names import fit, shorten
 from proftui.tui.panes.base import Command, NavState, Pane
 from proftui.tui.widgets.source_view import SourceView
 from rich.text import Text
@@ -154,7 +155,9 @@ class SourcePane(Pane, Vertical):
     def _title(self, profile: Profile, frame: Frame, listing: Listing, metric: int, unit: str,
                fn: float) -> Text:
         title = Text()
-        title.append(f" {display(frame.function)} ", style="bold reverse")
+        # Shortened and cut to half the width; the status line has the whole name.
+        name = fit(shorten(display(frame.function), "templates"), max(24, self.size.width // 2))
+        title.append(f" {name} ", style="bold reverse")
         title.append(f"  {listing.kind}: {listing.title}", style="bold")
         title.append(f"  · self in listing {format_cost(fn, unit)}"
                      f" ({percent(fn, profile.total(metric) if profile.metrics else 0):.1f}%"
@@ -247,7 +250,7 @@ class SourcePane(Pane, Vertical):
     def label(cls, state: NavState) -> str:
         if state.source is None:
             return cls.TITLE
-        return f"source: {display(state.source.function)}"
+        return f"source: {shorten(display(state.source.function), 'params')}"
 
     def show_profile(self, profile: Profile, entries: list[FlatEntry], metric: int,
                      state: NavState | None) -> None:

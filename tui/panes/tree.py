@@ -25,7 +25,11 @@ from proftui.collectors.model.views import (
     threads_as_roots,
 )
 from proftui.tui.format import format_cost, heat_style, percent
+from proftui.tui.names import distinct_labels, fit, shorten
 from proftui.tui.panes.base import Command, NavState, Pane, SelectPart, View, drill
+from proftui.tui.panes.tree_search import TreeSearch
+from proftui.tui.widgets.search_prompt import SearchScreen
+from proftui.tui.widgets.status_line import NameSelected, SettingChanged
 from rich.text import Text
 from textual import work
 from textual.binding import Binding, BindingType
@@ -69,6 +73,10 @@ class CallTreeView(Pane, Tree[NodeData]):
         Binding("b", "toggle_view", "Bottom-up/top-down"),
         Binding("f", "focus_function", "Focus function"),
         Binding("T", "thread_roots", "Thread roots"),
+        Binding("slash", "search", "Search"),
+        Binding("n", "search_next(1)", "Next match", show=False),
+        Binding("N", "search_next(-1)", "Previous match", show=False),
+        Binding("percent_sign", "toggle_percent", "% total/parent", show=False),
     ]
 
     def __init__(self, **kwargs: object) -> None:
@@ -87,13 +95,16 @@ class CallTreeView(Pane, Tree[NodeData]):
         self.freeze_results = False  # gc.freeze() derived trees (saved profiles: they stay)
         # need -> (the snapshot it was derived from, the profile its rows index, trees)
         self._derived: dict[Need, tuple[Profile, Profile, tuple[CallTree, ...]]] = {}
+        self.name_mode = "full"  # tui.names.MODES
+        self.percent_of_parent = False  # `%`: a row's share of its parent, not of the whole
+        self.search = TreeSearch(self)
 
     # -- pane hooks (tui.panes.base.Pane) --------------------------------------------
 
     @classmethod
     def label(cls, state: NavState) -> str:
-        if state.focus is not None:
-            return f"tree: {display(state.focus.function)}"
+        if state.focus is not None:  # a trail label: short, the status line has it whole
+            return f"tree: {shorten(display(state.focus.function), 'params')}"
         return cls.TITLE if state.tree_view == "top-down" else f"tree: {state.tree_view}"
 
     def begin(self, live: bool, has_profile: bool) -> None:
@@ -116,11 +127,35 @@ class CallTreeView(Pane, Tree[NodeData]):
                 ("Bottom-up / top-down (b)", "Toggle the call tree direction",
                  self.action_toggle_view),
                 ("Threads as roots (T)", "One root per thread (and process) in the tree",
-                 self.action_thread_roots)]
+                 self.action_thread_roots),
+                ("Search the tree (/)", "Regex over every function of the tree; n/N: next, "
+                 "previous", self.action_search),
+                ("% of total / % of parent (%)", "Percentages of the whole or of the caller",
+                 self.action_toggle_percent)]
+
+    @property
+    def status_note(self) -> str:
+        """What the status line says before the selected name: percentages, search."""
+        notes = ["% of parent" if self.percent_of_parent else "% of total"]
+        if self.search.note:
+            notes.append(self.search.note)
+        return " · ".join(notes)
+
+    def announce(self) -> None:
+        """Tell the status line about the selection (and the notes)."""
+        self.post_message(NameSelected(self.PANE_ID, self.selected_frame(), self.status_note))
+
+    def on_tree_node_highlighted(self, event: Tree.NodeHighlighted[NodeData]) -> None:
+        self.announce()
 
     # -- building --------------------------------------------------------------------
 
-    def label_for(self, call: CallNode, whole: float, inverted: bool = False) -> Text:
+    def label_for(self, call: CallNode, whole: float, inverted: bool = False,
+                  name: str | None = None, parent: CallNode | None = None,
+                  depth: int = 0) -> Text:
+        """A row's text; `name` is the function as shown (shortened), `parent` the
+        caller whose total the percentages are of when `percent_of_parent` is on;
+        a shortened name is cut in the middle to fit a row `depth` levels deep."""
         profile = self.view_profile
         assert profile is not None
         m = self.metric
@@ -128,14 +163,21 @@ class CallTreeView(Pane, Tree[NodeData]):
         total = call.total_cost[m] if call.total_cost else 0.0
         own = call.self_cost[m] if call.self_cost else 0.0
         frame = profile.frames[call.frame_id]
+        base = whole
+        if self.percent_of_parent and parent is not None and parent.total_cost:
+            base = parent.total_cost[m]
         text = Text()
-        text.append(f"{percent(total, whole):5.1f}% ", style=heat_style(total / whole if whole
-                                                                        else 0))
+        text.append(f"{percent(total, base):5.1f}% ", style=heat_style(total / whole if whole
+                                                                       else 0))
         text.append(f"{format_cost(total, unit):>8} ", style="")
         if not inverted:
-            text.append(f"self {percent(own, whole):4.1f}% ", style="dim")
-        text.append(display(frame.function),
-                    style="bold" if whole and total / whole >= 0.05 else "")
+            text.append(f"self {percent(own, base):4.1f}% ", style="dim")
+        shown = name if name is not None else display(frame.function)
+        if self.name_mode != "full":  # "full" means full: the row scrolls instead
+            width = self.size.width or self.app.size.width
+            room = width - 2 * depth - len(text) - 6 - (len(" [inlined]") if frame.inlined else 0)
+            shown = fit(shown, max(24, room))
+        text.append(shown, style="bold" if whole and total / whole >= 0.05 else "")
         if frame.inlined:  # as perf and pprof mark them: no call happened here
             text.append(" [inlined]", style="italic dim")
         if call.calls is not None:
@@ -166,9 +208,13 @@ class CallTreeView(Pane, Tree[NodeData]):
             if child.data is not None and child.data.more:
                 child.remove()
         batch = ordered[data.populated:data.populated + MAX_CHILDREN]
+        frames = self.view_profile.frames
+        labels = self._labels([frames[call.frame_id] for call in batch])
+        depth = self._depth(node) + 1
         for call in batch:
-            frame = self.view_profile.frames[call.frame_id]
-            node.add(self.label_for(call, data.whole, data.inverted),
+            frame = frames[call.frame_id]
+            node.add(self.label_for(call, data.whole, data.inverted, labels.get(frame.function),
+                                    data.call, depth),
                      NodeData(call, frame, data.whole, inverted=data.inverted),
                      allow_expand=bool(call.children))
         data.populated += len(batch)
@@ -178,6 +224,43 @@ class CallTreeView(Pane, Tree[NodeData]):
             label = Text(f"… {len(rest):,} more ({percent(cost, data.whole):.1f}%) "
                          "— Enter to show", style="dim italic")
             node.add_leaf(label, NodeData(None, "…more", data.whole, more=True))
+
+    def _labels(self, frames: list[Frame]) -> dict[str, str]:
+        """Shown names of sibling rows, keyed by full name (distinct among the siblings)."""
+        if self.name_mode == "full":
+            return {}
+        full = {f.function: display(f.function) for f in frames}
+        shown = distinct_labels(full.values(), self.name_mode)
+        return {raw: shown[safe] for raw, safe in full.items()}
+
+    def relabel(self) -> None:
+        """Redraw every row's text (names mode or percentages changed)."""
+        profile = self.view_profile
+        if profile is None:
+            return
+        stack = [(self.root, 0)]
+        while stack:
+            node, depth = stack.pop()
+            rows = [c for c in node.children if c.data is not None and c.data.call is not None
+                    and not c.data.more and node.data is not None]
+            if rows and node.data is not None:
+                labels = self._labels([profile.frames[c.data.call.frame_id] for c in rows
+                                       if c.data is not None and c.data.call is not None])
+                for child in rows:
+                    d = child.data
+                    assert d is not None and d.call is not None
+                    function = profile.frames[d.call.frame_id].function
+                    child.set_label(self.label_for(d.call, d.whole, d.inverted,
+                                                   labels.get(function), node.data.call,
+                                                   depth + 1))
+            stack.extend((child, depth + 1) for child in node.children)
+        self.announce()
+
+    def set_name_mode(self, mode: str) -> None:
+        """Show function names in `mode` (tui.names.MODES)."""
+        if mode != self.name_mode:
+            self.name_mode = mode
+            self.relabel()
 
     def _depth(self, node: TreeNode[NodeData]) -> int:
         depth, current = 0, node
@@ -302,10 +385,13 @@ class CallTreeView(Pane, Tree[NodeData]):
                ) -> None:
         self.pending = False
         self.view_profile = profile
+        # The matches point into the previous tree; a new view (not a refresh of the
+        # same one, which keeps the expanded rows in `state`) also drops the "match k of n".
+        self.search.forget(keep_note=state is not None)
         self.clear()
         m = self.metric
         if self.view == "focus" and self.focus_frame is not None:
-            name = display(self.focus_frame.function)
+            name = shorten(display(self.focus_frame.function), self.name_mode)
             if not trees:
                 self.root.add_leaf(Text(f"{name} is not in this profile", style="italic"))
                 self.root.expand()
@@ -448,3 +534,24 @@ class CallTreeView(Pane, Tree[NodeData]):
         frame = self.selected_frame()
         if frame is not None:
             self.post_message(drill("tree", tree_view="focus", focus=frame))
+
+    def action_toggle_percent(self) -> None:
+        self.percent_of_parent = not self.percent_of_parent
+        self.relabel()
+        self.post_message(SettingChanged())
+        self.notify("percentages of the " + ("parent" if self.percent_of_parent
+                                             else "total"))
+
+    def action_search(self) -> None:
+        def done(pattern: str | None) -> None:
+            if pattern:
+                self.search.start(pattern)
+            self.focus()
+
+        self.app.push_screen(SearchScreen(self.search.pattern, "the call tree"), done)
+
+    def action_search_next(self, step: int) -> None:
+        if not self.search.pattern:
+            self.notify("no search yet: / searches the tree")
+            return
+        self.search.step(step)

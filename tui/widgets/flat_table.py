@@ -15,6 +15,7 @@ from proftui.collectors.model.profile import Metric
 from proftui.collectors.model.textsafe import display
 from proftui.collectors.model.views import FlatEntry
 from proftui.tui.format import format_cost, heat_style, percent
+from proftui.tui.names import Labeler, fit
 from rich.style import Style
 from rich.text import Text
 from textual import events
@@ -29,6 +30,13 @@ from textual.strip import Strip
 COLUMNS: tuple[tuple[str, str, int], ...] = (
     ("self", "Self%", 7), ("self", "Self", 10), ("total", "Total%", 7), ("total", "Total", 10),
     ("calls", "Calls", 12), ("name", "Function", 0), ("module", "Module", 22),
+)
+NAME = 5  # index of the function column
+NAME_WANTED = 44  # the function column narrows the others until it has this much
+# How the other columns give way to the function column on a narrow screen, in order:
+# the module first, then a character of padding from each number, then the module again.
+SHRINK: tuple[tuple[int, int], ...] = (
+    (6, 14), (0, 6), (2, 6), (1, 9), (3, 9), (4, 10), (6, 10), (6, 0),
 )
 HEADER_STYLE = Style(bold=True, reverse=True)
 
@@ -54,6 +62,9 @@ class FlatTable(ScrollView, can_focus=True):
     class Drill(Message):
         """Enter on a row."""
 
+    class Highlighted(Message):
+        """The cursor moved to another row (or the rows changed under it)."""
+
     class SortClicked(Message):
         def __init__(self, key: str) -> None:
             super().__init__()
@@ -67,6 +78,9 @@ class FlatTable(ScrollView, can_focus=True):
         self.whole = 0.0
         self.sort_key = "self"
         self.descending = True
+        self.name_mode = "full"  # tui.names.MODES
+        self.labeler = Labeler("full", display)  # names -> shown labels, distinct
+        self.has_calls = True  # no row has a call count: the Calls column is left out
 
     def set_rows(self, rows: Sequence[FlatEntry], metric: int, metrics: Sequence[Metric],
                  whole: float, sort_key: str, descending: bool, cursor: int = 0) -> None:
@@ -75,10 +89,31 @@ class FlatTable(ScrollView, can_focus=True):
         self.unit = metrics[metric].unit if metrics else "count"
         self.whole = whole
         self.sort_key, self.descending = sort_key, descending
+        self.has_calls = any(e.calls is not None for e in rows)
+        self._label_rows()
         self.virtual_size = Size(self.size.width, len(rows) + 1)
         self.set_reactive(FlatTable.cursor_row, min(max(0, cursor), max(0, len(rows) - 1)))
         self._scroll_cursor_into_view()
         self.refresh()
+        self.post_message(self.Highlighted())
+
+    def set_name_mode(self, mode: str) -> None:
+        """Show names in `mode` (tui.names.MODES)."""
+        self.name_mode = mode
+        self._label_rows()
+        self.refresh()
+
+    def _label_rows(self) -> None:
+        if self.labeler.mode != self.name_mode:
+            self.labeler = Labeler(self.name_mode, display)
+        if self.name_mode != "full":  # new names only: a live snapshot repeats the others
+            self.labeler.add(e.frame.function for e in self.rows)
+
+    def label(self, e: FlatEntry) -> str:
+        """The row's name as shown (before fitting it to the column)."""
+        if self.name_mode == "full":
+            return display(e.frame.function)  # no escape sequences or lone surrogates
+        return self.labeler.label(e.frame.function)
 
     # -- geometry -------------------------------------------------------------------
 
@@ -96,14 +131,23 @@ class FlatTable(ScrollView, can_focus=True):
     def watch_cursor_row(self, old: int, new: int) -> None:
         self._scroll_cursor_into_view()
         self.refresh()
+        self.post_message(self.Highlighted())
 
     def move_cursor(self, row: int) -> None:
         if self.rows:
             self.cursor_row = min(max(0, row), len(self.rows) - 1)
 
     def _widths(self, width: int) -> list[int]:
-        fixed = sum(w for _, _, w in COLUMNS)
-        return [w if w else max(16, width - fixed - 1) for _, _, w in COLUMNS]
+        """Column widths for `width` cells: numbers and module give way to the name."""
+        widths = [w for _, _, w in COLUMNS]
+        if not self.has_calls:
+            widths[4] = 0
+        for column, narrower in SHRINK:
+            if width - sum(widths) - 1 >= NAME_WANTED or (narrower == 0 and width >= 72):
+                break  # the module column goes only on a screen narrower than 72
+            widths[column] = min(widths[column], narrower)
+        widths[NAME] = max(12, width - sum(widths) - 1)
+        return widths
 
     # -- drawing --------------------------------------------------------------------
 
@@ -114,6 +158,8 @@ class FlatTable(ScrollView, can_focus=True):
             text = Text(no_wrap=True, end="")
             arrow = "▼" if self.descending else "▲"
             for (key, label, _), w in zip(COLUMNS, widths, strict=True):
+                if not w:
+                    continue
                 active = key == self.sort_key and label not in ("Self%", "Total%")
                 cell = f"{label}{arrow if active else ''}"
                 text.append(cell.rjust(w - 1) + " " if w and label not in ("Function", "Module")
@@ -139,20 +185,21 @@ class FlatTable(ScrollView, can_focus=True):
         self_pct = percent(e.self_cost[m], self.whole)
         total_pct = percent(e.total_cost[m], self.whole)
         text = Text(no_wrap=True, end="")
+        w_sp, w_s, w_tp, w_t, w_c = (w - 1 for w in widths[:5])
         if e.self_cost[m] > 0:
-            text.append(f"{self_pct:6.1f} ", style=heat_style(self_pct / 100))
-            text.append(f"{format_cost(e.self_cost[m], self.unit):>9} ")
+            text.append(f"{self_pct:{w_sp}.1f} ", style=heat_style(self_pct / 100))
+            text.append(f"{format_cost(e.self_cost[m], self.unit):>{w_s}} ")
         else:  # no self cost: a dash reads faster than "0.0  0ns"
-            text.append(f"{'-':>6} {'-':>9} ", style="dim")
-        text.append(f"{total_pct:6.1f} ", style=heat_style(total_pct / 100))
-        text.append(f"{format_cost(e.total_cost[m], self.unit):>9} ")
-        text.append(f"{'' if e.calls is None else f'{e.calls:,}':>11} ", style="cyan")
-        name = display(e.frame.function)  # no escape sequences or lone surrogates
-        w = widths[5]
-        if len(name) > w - 1:
-            name = name[: w - 2] + "…"
+            text.append(f"{'-':>{w_sp}} {'-':>{w_s}} ", style="dim")
+        text.append(f"{total_pct:{w_tp}.1f} ", style=heat_style(total_pct / 100))
+        text.append(f"{format_cost(e.total_cost[m], self.unit):>{w_t}} ")
+        if widths[4]:
+            text.append(f"{'' if e.calls is None else f'{e.calls:,}':>{w_c}} ", style="cyan")
+        w = widths[NAME]
+        name = fit(self.label(e), w - 1)  # cut in the middle: the method stays visible
         text.append(f" {name}".ljust(w), style="bold" if self_pct >= 1 else "")
-        text.append(f" {display(e.frame.module_name)}"[: widths[6]], style="dim")
+        if widths[6]:
+            text.append(f" {display(e.frame.module_name)}"[: widths[6]], style="dim")
         return text
 
     # -- input ----------------------------------------------------------------------
@@ -174,7 +221,7 @@ class FlatTable(ScrollView, can_focus=True):
         if offset.y == 0:
             x = offset.x + self.scroll_offset.x
             for (key, _label, _), w in zip(COLUMNS, self._widths(self.size.width), strict=True):
-                if x < w:
+                if w and x < w:
                     if key != "module":
                         self.post_message(self.SortClicked(key))
                     return

@@ -1,4 +1,5 @@
-"""The one-line header: mode, pid, state, elapsed time, sample count, dropped records.
+"""The one-line header: mode, pid, state, elapsed time (and time since the last reset),
+sample count, dropped records.
 
 It draws whatever a profile's metadata holds, so it must not fail on odd but
 loadable values: no argv or pids, no exit status, zero or huge totals, start
@@ -46,13 +47,24 @@ def _part_text(profile: Profile, part: str) -> str:
     return f"{_short(info.title())}{share}"
 
 
+def since(start: float, end: float | None) -> str:
+    """Seconds from `start` to `end` (or now): "12.3 s" under a minute, then M:SS."""
+    seconds = (end if end is not None else time.time()) - start
+    if not math.isfinite(seconds):
+        return "?"
+    seconds = min(max(seconds, 0.0), 1e9)
+    return f"{seconds:.1f} s" if seconds < 60 else format_duration(seconds)
+
+
 class HeaderBar(Static):
     """Shows what is being profiled and how far along it is."""
 
     def show(self, profile: Profile | None, *, pid: int | None, state: str,
-             paused: bool = False, error: str = "", part: str | None = None) -> None:
+             paused: bool = False, error: str = "", part: str | None = None,
+             reset_at: float | None = None) -> None:
         """Redraw from `profile`'s metadata; `state` is e.g. "running", "exited with status 7";
-        `part` is the thread or process shown (a `Profile.parts` label; None: all)."""
+        `part` is the thread or process shown (a `Profile.parts` label; None: all);
+        `reset_at`: when the counters were last reset (time.time()), if they were."""
         text = Text(" proftui ", style="bold reverse")
         if profile is None:
             text.append("  waiting for the first snapshot...")
@@ -73,6 +85,8 @@ class HeaderBar(Static):
         elapsed = _elapsed(meta.start_time, meta.end_time)
         if elapsed is not None:
             text.append(f"· {elapsed} ", style="")
+        if reset_at is not None:
+            text.append(f"· {since(reset_at, meta.end_time)} since reset ", style="bold")
         if profile.metrics:
             names = [m.name for m in profile.metrics]
             index = names.index("samples") if "samples" in names else 0
