@@ -55,6 +55,7 @@ from proftui.tui.widgets.status_line import NameSelected, SettingChanged, Status
 from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingsMap, BindingType
+from textual.css.query import NoMatches
 from textual.message import Message
 from textual.screen import Screen
 from textual.widget import Widget
@@ -521,8 +522,13 @@ class ProfTuiApp(App[None]):
     @on(NameSelected)
     def _name_selected(self, message: NameSelected) -> None:
         """The shown pane's selection, named in full in the status line."""
-        if message.pane == self.nav[-1].pane:
-            self.query_one(StatusLine).show(message.frame, message.note)
+        if message.pane != self.nav[-1].pane:
+            return
+        try:
+            line = self.query_one(StatusLine)
+        except NoMatches:
+            return  # posted while the app closes: its screen is gone
+        line.show(message.frame, message.note)
 
     def action_pause(self) -> None:
         collector = self.collector

@@ -170,7 +170,7 @@ class CallTreeView(Pane, Tree[NodeData]):
         text.append(f"{percent(total, base):5.1f}% ", style=heat_style(total / whole if whole
                                                                        else 0))
         text.append(f"{format_cost(total, unit):>8} ", style="")
-        if not inverted:
+        if not inverted and not is_group_frame(frame):  # a thread row has no code of its own
             text.append(f"self {percent(own, base):4.1f}% ", style="dim")
         shown = name if name is not None else display(frame.function)
         if self.name_mode != "full":  # "full" means full: the row scrolls instead
@@ -229,7 +229,8 @@ class CallTreeView(Pane, Tree[NodeData]):
         """Shown names of sibling rows, keyed by full name (distinct among the siblings)."""
         if self.name_mode == "full":
             return {}
-        full = {f.function: display(f.function) for f in frames}
+        # Thread rows of `T` ("thread 13 worker-2") are not C++ names: never shortened.
+        full = {f.function: display(f.function) for f in frames if not is_group_frame(f)}
         shown = distinct_labels(full.values(), self.name_mode)
         return {raw: shown[safe] for raw, safe in full.items()}
 
