@@ -56,6 +56,7 @@ class Collector(abc.ABC):
         self.options = options or CollectorOptions()
         self._lock = threading.RLock()
         self._baseline: Profile | None = None
+        self._resets = 0  # reset() calls: part of data_version()
         self.stop_signal: int | None = None  # a SIGTERM/SIGHUP that ended the run early
 
     @property
@@ -106,6 +107,13 @@ class Collector(abc.ABC):
         """The SIGTERM/SIGHUP that ended the run early, if one did."""
         return self.stop_signal
 
+    def data_version(self) -> object | None:
+        """A cheap token that changes whenever `snapshot()` could return something new
+        (samples arrived, the target ended, counters were reset); None when the collector
+        cannot tell, so a poller must take every snapshot.  Live pollers skip snapshots
+        while it stays the same (paused, or a target that sleeps)."""
+        return None
+
     def snapshot(self) -> Profile:
         """`collect()` minus the counters at the last `reset()`."""
         with self._lock:
@@ -126,6 +134,7 @@ class Collector(abc.ABC):
         with self._lock:
             self._baseline = None
             self._baseline = self.collect()
+            self._resets += 1
 
 
 class LaunchCollector(Collector):

@@ -5,11 +5,13 @@ Each pane is one module under tui/panes/ declaring itself through the
 order of the breadcrumb tabs), and the app derives from it the pane keys,
 tabs and palette entries.
 
-A thread worker polls `collector.snapshot()` ~3 times a second, computes the
-flat profile off the UI thread and posts one `Snapshot` message; the app only
-hands the frozen profile to the panes.  When the target ends, the worker takes
-the final profile (`collector.wait()`, which carries the exit status) and
-stops; that profile stays on screen and is what `final_profile()` returns.
+A thread worker polls `collector.snapshot()` ~3 times a second while the data
+changes (`collector.data_version()`; nothing is recomputed while paused or while
+the target sleeps), computes the flat profile off the UI thread and posts one
+`Snapshot` message; the app only hands the frozen profile to the panes.  When
+the target ends, the worker takes the final profile (`collector.wait()`, which
+carries the exit status) and stops; that profile stays on screen and is what
+`final_profile()` returns.
 """
 
 from __future__ import annotations
@@ -53,6 +55,9 @@ from textual.widgets import ContentSwitcher
 
 POLL_INTERVAL_S = 0.33  # snapshots per second: ~3
 PROC_INTERVAL_S = 1.0  # psutil samples per second: 1
+# At most this share of one CPU for the poll worker's snapshots: a huge profile is
+# refreshed less often rather than starve the target (the observer must stay light).
+POLL_MAX_DUTY = 0.08
 
 # The panes, in tab order; the first is shown at start.  A new pane: its module plus one line.
 PANES: list[type[Pane]] = [
@@ -179,27 +184,38 @@ class ProfTuiApp(App[None]):
 
     @work(thread=True, exclusive=True, group="poll")
     def _poll(self) -> None:
+        """Snapshot when the collector's data moved (every POLL_INTERVAL_S at most, less
+        often when snapshots are costly); otherwise only watch for the target's end and
+        sample the process once a second."""
         collector = self.collector
         assert collector is not None
         sampler = ProcSampler(collector.pid) if collector.pid is not None else None
         last_proc = 0.0
+        shown: object | None = None  # data_version() of the last snapshot taken
+        interval = POLL_INTERVAL_S
+        self.snapshots_taken = 0  # for tests: snapshots computed (not skipped)
         while not self._stop.is_set():
             started = time.monotonic()
             info = collector.exit_info()
             ended = info is not None or not collector.is_running()
-            if not self.frozen or ended:
+            version = None if ended or self.frozen else collector.data_version()
+            if ended or (not self.frozen and (version is None or version != shown)):
+                cpu = time.thread_time()
                 try:
                     profile = collector.wait() if ended else collector.snapshot()
                     info = collector.exit_info() if ended else info
                     self.post_message(Snapshot(profile, flat_profile(profile), info, ended))
+                    shown = version
                 except (ProftuiError, OSError, ValueError) as exc:
                     self.post_message(Snapshot(None, [], info, ended, str(exc)))
+                self.snapshots_taken += 1
+                interval = max(POLL_INTERVAL_S, (time.thread_time() - cpu) / POLL_MAX_DUTY)
             if sampler is not None and (ended or started - last_proc >= PROC_INTERVAL_S):
                 last_proc = started
                 self.post_message(ProcUpdate(sampler.sample()))
             if ended:
                 return
-            self._stop.wait(max(0.05, POLL_INTERVAL_S - (time.monotonic() - started)))
+            self._stop.wait(max(0.05, interval - (time.monotonic() - started)))
 
     def on_snapshot(self, message: Snapshot) -> None:
         self._error = message.error
@@ -222,10 +238,14 @@ class ProfTuiApp(App[None]):
             self.refresh_bindings()
 
     def on_proc_update(self, message: ProcUpdate) -> None:
+        if message.stat == self._proc:
+            return  # nothing moved (a process that sleeps): no redraw
         self._proc = message.stat
         note = self._state_text() if self.ended else ""
         for pane in self.panes():
             pane.show_process(message.stat, note)
+        if not self.ended:
+            self._update_header()  # the elapsed time moves on without snapshots too
 
     def _apply(self, profile: Profile, entries: list[FlatEntry]) -> None:
         """Give a new profile to the panes; hidden panes refresh when shown."""

@@ -40,7 +40,8 @@ from proftui.collectors.runtime.wire_attach import (
     TargetExit,
     ThreadEvent,
 )
-from proftui.collectors.symbols.stacks import StackFrames, add_stack, make_symbolizer
+from proftui.collectors.symbols.live import LiveStacks
+from proftui.collectors.symbols.stacks import StackFrames, make_symbolizer
 
 HEADER_TIMEOUT_S = 10.0  # attaching to thousands of threads takes a while
 DETACH_TIMEOUT_S = 5.0
@@ -82,6 +83,12 @@ class AttachCollector(Collector):
         self._symbolizer: Any = None  # collectors.symbols.Symbolizer
         self._stackframes = StackFrames(None, None)  # addresses -> frames (stack_frames.py)
         self._sym_lock = threading.Lock()  # the symbolizer is not thread-safe
+        # The aggregate and stream state, shared by the reader thread and collect().  Not
+        # the base class's _lock, which snapshot() holds while it symbolizes and builds:
+        # the reader must never wait that long (the helper drops what the pipe cannot take).
+        self._data_lock = threading.RLock()
+        self._samples = 0  # samples received (data_version)
+        self._live = LiveStacks((SAMPLES, CPU_NS))  # the profile, built incrementally
 
     @property
     def pid(self) -> int | None:
@@ -143,7 +150,7 @@ class AttachCollector(Collector):
                 if isinstance(record, Message) and record.fatal:
                     raise ProftuiError(
                         attach_checks.explain_failure(self.target_pid, method, record.text))
-                with self._lock:
+                with self._data_lock:
                     self._handle(record)
                 got_record = got_record or not isinstance(record, Message)
         header = self._decoder.header
@@ -169,12 +176,12 @@ class AttachCollector(Collector):
                     break
                 self._consume(data)
         except (OSError, ProftuiError) as exc:
-            with self._lock:
+            with self._data_lock:
                 self._warnings.append(f"attach helper stream failed: {exc}")
         finally:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 helper.wait(timeout=DETACH_TIMEOUT_S)
-            with self._lock:
+            with self._data_lock:
                 if self._end_time is None:
                     self._end_time = time.time()
                 if helper.returncode not in (0, None):
@@ -201,7 +208,7 @@ class AttachCollector(Collector):
     def _consume(self, data: bytes) -> None:
         """Decode, aggregate and symbolize what one read of the helper's pipe returned."""
         records = list(self._decoder.feed(data))
-        with self._lock:
+        with self._data_lock:
             for record in records:
                 self._handle(record)
         self._symbolize_new(records)
@@ -219,7 +226,7 @@ class AttachCollector(Collector):
                             self._frames_at(address, depth == 0)
 
     def _handle(self, record: Record) -> None:
-        """Fold one record into the aggregate; caller holds self._lock."""
+        """Fold one record into the aggregate; caller holds self._data_lock."""
         if isinstance(record, Sample):
             key = (record.tid, record.ips)  # the stack words are not part of the key
             counts = self._stacks.get(key)
@@ -228,6 +235,8 @@ class AttachCollector(Collector):
             else:
                 counts[0] += 1.0
                 counts[1] += record.weight_ns
+            self._live.add(key, (1.0, record.weight_ns))
+            self._samples += 1
         elif isinstance(record, ThreadEvent):
             if record.comm:
                 self._threads[record.tid] = record.comm
@@ -249,7 +258,7 @@ class AttachCollector(Collector):
 
     def exit_info(self) -> ExitInfo | None:
         """None while the target runs; its exit (status when ptrace saw it) afterwards."""
-        with self._lock:
+        with self._data_lock:
             return self._target_exit
 
     def is_running(self) -> bool:
@@ -315,9 +324,19 @@ class AttachCollector(Collector):
 
     # -- profile -------------------------------------------------------------------
 
+    def data_version(self) -> tuple[object, ...]:
+        """Changes whenever the next `collect()` could differ (Collector.data_version)."""
+        with self._data_lock:
+            return (self._resets, self._samples, self._lost, len(self._warnings),
+                    len(self._threads), self._maps_dirty, self._ended.is_set())
+
     def collect(self) -> Profile:
-        with self._lock:
-            stacks = [(tid, ips, list(c)) for (tid, ips), c in self._stacks.items()]
+        with self._data_lock:
+            if self._maps_dirty:  # frames may resolve differently now: fold everything in again
+                self._live.rebuild()
+            whole, fresh = self._live.take()
+            stacks = [(tid, ips, list(c))
+                      for (tid, ips), c in (self._stacks if whole else fresh).items()]
             running = self.is_running()
             meta = ProfileMeta(
                 mode="attach", argv=list(self._target_argv), pids=[self.target_pid],
@@ -334,7 +353,7 @@ class AttachCollector(Collector):
             if maps_dirty and self._space is not None:
                 self._refresh_space()
                 self._stackframes.forget_unresolved()
-            return self._build(meta, stacks)
+            return self._build(meta, stacks, whole)
 
     def _rate_warnings(self) -> list[str]:
         """ptrace falls behind the asked rate on busy targets: say so, with the
@@ -351,15 +370,16 @@ class AttachCollector(Collector):
                 "thread; samples are weighted by the CPU time they stand for); --method perf "
                 "keeps the rate where allowed"]
 
-    def _build(self, meta: ProfileMeta, stacks: list[tuple[int, tuple[int, ...], list[float]]]
-               ) -> Profile:
-        """The Profile of aggregated stacks; caller holds self._sym_lock."""
-        profile = Profile(meta=meta, metrics=(SAMPLES, CPU_NS))
-        for tid, ips, costs in stacks:
-            add_stack(profile, f"pid {self.target_pid} tid {tid}", self._stackframes, ips, costs)
+    def _build(self, meta: ProfileMeta, stacks: list[tuple[int, tuple[int, ...], list[float]]],
+               whole: bool) -> Profile:
+        """The Profile with `stacks` folded in (every stack if `whole`, else the costs
+        added since the last build); caller holds self._sym_lock."""
+        profile = self._live.build(
+            meta, ((f"pid {self.target_pid} tid {tid}", self._stackframes, ips, costs)
+                   for tid, ips, costs in stacks), whole)
         profile.meta.warnings.extend(w for w in self._symbol_warnings()
                                      if w not in profile.meta.warnings)
-        return profile.finalize()
+        return profile
 
     def _refresh_space(self) -> None:
         """Re-read the maps through a live thread (the one used before may have
