@@ -30,6 +30,8 @@ from proftui.collectors.runtime.tasks import live_task
 from proftui.collectors.runtime.wire_attach import (
     FLAG_CFI,
     FLAG_KERNEL_TIME,
+    LOST_STREAM,
+    Buffers,
     End,
     Lost,
     MapsChanged,
@@ -69,6 +71,8 @@ class AttachCollector(Collector):
         self._threads: dict[int, str] = {}
         self._warnings: list[str] = []
         self._lost = 0
+        self._lost_stream = 0  # of _lost: dropped because proftui read the pipe too late
+        self._buffers: Buffers | None = None  # the helper's ring and stream buffer sizes
         self._method = ""
         self._period_ns: int | None = None
         self._ended = threading.Event()  # helper finished (detached or target gone)
@@ -113,10 +117,13 @@ class AttachCollector(Collector):
         self._open_symbols()
         helper = runtime_executable_path("proftui-attach")
         hz = max(1, int(self.options.frequency_hz))
+        argv = [helper, str(pid), str(hz), method]
+        if self.options.buffer_bytes:  # --buffer: the perf rings' total size
+            argv.append(str(int(self.options.buffer_bytes)))
         # Own session: a Ctrl-C at the terminal reaches proftui, which then
         # detaches in order, instead of reaching the helper directly.
         self._helper = subprocess.Popen(
-            [helper, str(pid), str(hz), method],
+            argv,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             start_new_session=True, close_fds=True,
         )
@@ -159,7 +166,8 @@ class AttachCollector(Collector):
         self._period_ns = header.period_ns
         self._header_flags = header.flags
         self._warnings.insert(0, f"attached to running process {self.target_pid} "
-                                 f"(method: {header.method})")
+                                 f"(method: {header.method}{_buffer_text(self._buffers)})")
+        self._warnings.extend(_buffer_warnings(self._buffers))
         self._warnings.extend(_stream_warnings(header.method, header.flags))
         if self._stopped_note:
             self._warnings.append(self._stopped_note)
@@ -246,6 +254,10 @@ class AttachCollector(Collector):
             self._maps_dirty = True
         elif isinstance(record, Lost):
             self._lost += record.count
+            if record.where == LOST_STREAM:
+                self._lost_stream += record.count
+        elif isinstance(record, Buffers):
+            self._buffers = record
         elif isinstance(record, TargetExit):
             self._target_exit = ExitInfo(record.status, record.signal)
             how = ("" if record.status is None and record.signal is None
@@ -348,12 +360,29 @@ class AttachCollector(Collector):
                 dropped=self._lost, warnings=list(self._warnings),
             )
             meta.warnings.extend(self._rate_warnings())
+            meta.warnings.extend(self._lost_warnings())
             maps_dirty, self._maps_dirty = self._maps_dirty, False
         with self._sym_lock:
             if maps_dirty and self._space is not None:
                 self._refresh_space()
                 self._stackframes.forget_unresolved()
             return self._build(meta, stacks, whole)
+
+    def _lost_warnings(self) -> list[str]:
+        """Where dropped samples were lost and what helps; caller holds self._data_lock."""
+        out = []
+        ring = self._lost - self._lost_stream
+        if ring:
+            size = (f" ({self._buffers.ring_bytes >> 10} KiB per CPU)"
+                    if self._buffers is not None and self._buffers.ring_bytes else "")
+            out.append(f"{ring:,} samples were lost in the kernel's perf ring buffers{size}: "
+                       "they filled before the attach helper emptied them (a busy machine "
+                       "delays it); --buffer MB sets their total size")
+        if self._lost_stream:
+            out.append(f"{self._lost_stream:,} samples were dropped because proftui fell "
+                       "behind reading the attach helper's stream (proftui itself lacked CPU "
+                       "time); --buffer does not change this: a lower -F does")
+        return out
 
     def _rate_warnings(self) -> list[str]:
         """ptrace falls behind the asked rate on busy targets: say so, with the
@@ -404,6 +433,34 @@ def _cmdline(pid: int) -> list[str]:
     except OSError:
         return []
     return [a.decode(errors="replace") for a in raw.split(b"\0") if a]
+
+
+def _buffer_text(buffers: Buffers | None) -> str:
+    """", perf rings 2 x 512 KiB" for the attach note (nothing under ptrace)."""
+    if buffers is None or not buffers.ring_bytes:
+        return ""
+    return f", perf rings {buffers.rings} x {buffers.ring_bytes >> 10} KiB"
+
+
+def _buffer_warnings(buffers: Buffers | None) -> list[str]:
+    """What became of --buffer: ignored under ptrace, or cut down by the kernel."""
+    if buffers is None or not buffers.asked_bytes:
+        return []
+    asked_kib = buffers.asked_bytes >> 10
+    if not buffers.ring_bytes:
+        return [f"--buffer has no effect with the ptrace method: samples are taken "
+                f"synchronously, with no kernel ring to size ({asked_kib:,} KiB asked)"]
+    got = buffers.ring_bytes * max(1, buffers.rings)
+    if 2 * got >= buffers.asked_bytes:  # rounded down to a power of two per CPU
+        return []
+    try:
+        with open("/proc/sys/kernel/perf_event_mlock_kb") as f:
+            limit = f"kernel.perf_event_mlock_kb={f.read().strip()}"
+    except OSError:
+        limit = "kernel.perf_event_mlock_kb"
+    return [f"--buffer asked {asked_kib:,} KiB of perf ring buffers; the kernel let the helper "
+            f"lock {got >> 10:,} KiB ({limit} per CPU for users without CAP_IPC_LOCK, beyond "
+            "it RLIMIT_MEMLOCK): raise either for bigger rings"]
 
 
 def _stream_warnings(method: str, flags: int) -> list[str]:
