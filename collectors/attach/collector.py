@@ -92,6 +92,7 @@ class AttachCollector(Collector):
         # the reader must never wait that long (the helper drops what the pipe cannot take).
         self._data_lock = threading.RLock()
         self._samples = 0  # samples received (data_version)
+        self._maps_seen = 0  # MAPS records received (data_version)
         self._live = LiveStacks((SAMPLES, CPU_NS))  # the profile, built incrementally
 
     @property
@@ -252,6 +253,7 @@ class AttachCollector(Collector):
                 self._threads.setdefault(record.tid, "")
         elif isinstance(record, MapsChanged):
             self._maps_dirty = True
+            self._maps_seen += 1
         elif isinstance(record, Lost):
             self._lost += record.count
             if record.where == LOST_STREAM:
@@ -340,7 +342,7 @@ class AttachCollector(Collector):
         """Changes whenever the next `collect()` could differ (Collector.data_version)."""
         with self._data_lock:
             return (self._resets, self._samples, self._lost, len(self._warnings),
-                    len(self._threads), self._maps_dirty, self._ended.is_set())
+                    len(self._threads), self._maps_seen, self._ended.is_set())
 
     def collect(self) -> Profile:
         with self._data_lock:

@@ -78,6 +78,7 @@ class SamplerCollector(LaunchCollector):
         self._drain_lock = threading.RLock()  # files, aggregate, pending mappings
         self._sym_lock = threading.Lock()  # the symbolizer and address spaces
         self._pending_maps: list[tuple[str, int, list[Any]]] = []
+        self._maps_seen = 0  # batches of mappings drained (data_version)
         self._frames: dict[str, StackFrames] = {}  # file name -> its image's address space
         self._symbolizer: Symbolizer | None = None
         # The profile built incrementally from the stacks whose counts moved (symbols/live.py).
@@ -189,6 +190,7 @@ class SamplerCollector(LaunchCollector):
                     continue
                 if maps:  # applied by collect(), under _sym_lock
                     self._pending_maps.append((name, pid, maps))
+                    self._maps_seen += 1
                 period = sfile.header.period_ns
                 for sample in samples:
                     key = (name, pid, sample.tid, sample.ips)
@@ -278,7 +280,7 @@ class SamplerCollector(LaunchCollector):
         samples, mappings, files and warnings drained, or the target ended.  The drain
         thread keeps draining meanwhile, so this reads only its counters."""
         with self._drain_lock:
-            return (self._resets, self._total, len(self._pending_maps), len(self._files),
+            return (self._resets, self._total, self._maps_seen, len(self._files),
                     len(self._warnings), self._end_time is not None,
                     self.process is not None and self.process.poll() is not None)
 
