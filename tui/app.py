@@ -48,6 +48,7 @@ from proftui.tui.widgets.key_bar import KeyBar
 from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingsMap, BindingType
+from textual.css.query import NoMatches
 from textual.message import Message
 from textual.screen import Screen
 from textual.widget import Widget
@@ -230,19 +231,26 @@ class ProfTuiApp(App[None]):
                 profile.meta.exit_signal = message.exit.signal
             if message.final:
                 self._final = profile
-            with self.batch_update():
-                self._apply(profile, message.entries)
+            try:
+                with self.batch_update():
+                    self._apply(profile, message.entries)
+            except NoMatches:  # posted just before the app closed: its screen is gone
+                return
         self._update_header()
         if message.final:
             self.notify(f"target {self._state_text()}: final profile shown", timeout=6)
             self.refresh_bindings()
 
     def on_proc_update(self, message: ProcUpdate) -> None:
-        if message.stat == self._proc:
-            return  # nothing moved (a process that sleeps): no redraw
+        if message.stat == self._proc or self._stop.is_set():
+            return  # nothing moved (a process that sleeps), or the app is closing
         self._proc = message.stat
         note = self._state_text() if self.ended else ""
-        for pane in self.panes():
+        try:
+            panes = self.panes()
+        except NoMatches:  # posted just before the app closed: its screen is gone
+            return
+        for pane in panes:
             pane.show_process(message.stat, note)
         if not self.ended:
             self._update_header()  # the elapsed time moves on without snapshots too
