@@ -10,10 +10,11 @@ so the ratio shows what profile size costs.  Goal: p95 <= 100 ms on the big one.
 Then the observer's own CPU use (issue 15): the installed `proftui` runs in a
 real terminal (tmux, 160x45) on a long-running target sampled at 1 kHz (Lua
 from /work/shared/programs/lua running a mixed workload, else the att_spin
-fixture), and its CPU time (every thread, from /proc via psutil; the target
-and its helpers excluded) is read over a window per state: live on each pane,
-live with the disassembly shown, paused, idle after the target ended, and a
-saved profile open.  Anchor: an idle `sleep` in the same tmux, same window.
+fixture), and its CPU time (every thread, plus the tools it runs such as
+objdump, from /proc via psutil; the target excluded) is read over a window
+per state: live on each pane, live with the disassembly shown, paused, idle
+after the target ended, and a saved profile open.  Anchor: an idle `sleep`
+in the same tmux, same window.
 Goals: <= 15% of one CPU live at 1 kHz, <= 5% paused or idle.
 
 usage: python benchmarks/bench_tui.py [--repeat N] [--only latency|observer] [--window S]
@@ -242,11 +243,16 @@ class Tmux:
 
 
 def cpu_share(process: psutil.Process, seconds: float) -> float:
-    """`process`'s CPU use over the next `seconds`, in % of one CPU (its own threads only)."""
-    before, started = process.cpu_times(), time.monotonic()
+    """`process`'s CPU use over the next `seconds`, in % of one CPU: its own threads and
+    the tools it ran and reaped meanwhile (objdump), not the target (reaped at its end)."""
+
+    def used() -> float:
+        t = process.cpu_times()
+        return t.user + t.system + t.children_user + t.children_system
+
+    before, started = used(), time.monotonic()
     time.sleep(seconds)
-    after, wall = process.cpu_times(), time.monotonic() - started
-    return 100 * (after.user + after.system - before.user - before.system) / wall
+    return 100 * (used() - before) / (time.monotonic() - started)
 
 
 def observer(window: float) -> list[tuple[str, float, float]]:

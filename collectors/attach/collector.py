@@ -93,7 +93,8 @@ class AttachCollector(Collector):
         self._data_lock = threading.RLock()
         self._samples = 0  # samples received (data_version)
         self._maps_seen = 0  # MAPS records received (data_version)
-        self._live = LiveStacks((SAMPLES, CPU_NS))  # the profile, built incrementally
+        # the profile, built incrementally from the (tid, addresses) stacks that moved
+        self._live: LiveStacks[tuple[int, tuple[int, ...]]] = LiveStacks((SAMPLES, CPU_NS))
 
     @property
     def pid(self) -> int | None:

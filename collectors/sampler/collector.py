@@ -82,7 +82,8 @@ class SamplerCollector(LaunchCollector):
         self._frames: dict[str, StackFrames] = {}  # file name -> its image's address space
         self._symbolizer: Symbolizer | None = None
         # The profile built incrementally from the stacks whose counts moved (symbols/live.py).
-        self._live = LiveStacks((SAMPLES, WALL_NS if self.options.wall_clock else CPU_NS))
+        self._live: LiveStacks[tuple[str, int, int, tuple[int, ...]]] = LiveStacks(
+            (SAMPLES, WALL_NS if self.options.wall_clock else CPU_NS))
 
     # -- lifecycle -----------------------------------------------------------------
 

@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import subprocess
+import threading
 from typing import Literal
 
 from proftui.collectors.model.lines import function_addresses
@@ -21,6 +22,12 @@ from proftui.collectors.symbols.elf import open_regular
 
 MAX_DISASSEMBLY_BYTES = 0x10000  # never disassemble more than this from one start address
 TOOL_TIMEOUT_S = 10.0
+
+# objdump's answers by (module, start, stop, the file's identity): a live source pane
+# re-annotates on every snapshot (~3/s), and objdump costs ~20-50 ms of CPU each time.
+_DISASSEMBLED: dict[tuple[object, ...], list[tuple[int, str]]] = {}
+_DISASSEMBLED_MAX = 32
+_disassembled_lock = threading.Lock()
 
 _HEADER = re.compile(r"^[0-9a-f]+ <(.+)>:$")
 _INSN = re.compile(r"^\s*([0-9a-f]+):\s*(.*)$")
@@ -36,6 +43,12 @@ def disassemble(module: str, start: int, stop: int) -> list[tuple[int, str]]:
     except (OSError, ValueError):
         return []
     try:
+        st = os.fstat(fd)
+        key = (module, start, stop, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        with _disassembled_lock:
+            cached = _DISASSEMBLED.get(key)
+        if cached is not None:
+            return list(cached)
         result = subprocess.run(
             ["objdump", "-d", "-C", "--no-show-raw-insn", f"--start-address=0x{start:x}",
              f"--stop-address=0x{stop:x}", f"/dev/fd/{fd}"],
@@ -55,6 +68,11 @@ def disassemble(module: str, start: int, stop: int) -> list[tuple[int, str]]:
         match = _INSN.match(row)
         if match and match[2] and not row.startswith("Disassembly"):
             out.append((int(match[1], 16), " ".join(match[2].split("\t")).strip()))
+    if result.returncode == 0:
+        with _disassembled_lock:
+            _DISASSEMBLED[key] = list(out)
+            while len(_DISASSEMBLED) > _DISASSEMBLED_MAX:
+                del _DISASSEMBLED[next(iter(_DISASSEMBLED))]  # the oldest
     return out
 
 

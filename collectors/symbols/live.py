@@ -16,15 +16,17 @@ next build starts from every stack again.
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Sequence
+from typing import Generic, TypeVar
 
 from proftui.collectors.model.profile import FrameTable, Metric, Profile, ProfileMeta
 from proftui.collectors.symbols.stacks import StackFrames, add_stack
 
 # One stack to fold in: (part name, its address space, addresses innermost first, costs).
 StackItem = tuple[str, StackFrames, Sequence[int], Sequence[float]]
+Key = TypeVar("Key", bound=Hashable)  # a collector's stack key, e.g. (tid, addresses)
 
 
-class LiveStacks:
+class LiveStacks(Generic[Key]):
     """Accumulated costs per stack key folded into a Profile on demand (not thread-safe:
     callers hold their symbolizer lock around `build`, their data lock around `add`)."""
 
@@ -32,9 +34,9 @@ class LiveStacks:
         self.metrics = metrics
         self._profile: Profile | None = None  # accumulating, never handed out
         # key -> costs added since the last build (the collector's aggregate holds the sums)
-        self._fresh: dict[Hashable, list[float]] = {}
+        self._fresh: dict[Key, list[float]] = {}
 
-    def add(self, key: Hashable, costs: Sequence[float]) -> None:
+    def add(self, key: Key, costs: Sequence[float]) -> None:
         """Note that stack `key` gained `costs` (what the collector also adds to its sums)."""
         fresh = self._fresh.get(key)
         if fresh is None:
@@ -48,7 +50,7 @@ class LiveStacks:
         self._profile = None
         self._fresh.clear()
 
-    def take(self) -> tuple[bool, dict[Hashable, list[float]]]:
+    def take(self) -> tuple[bool, dict[Key, list[float]]]:
         """(whole: the next build needs every stack, the fresh costs per key); resets them.
         Call under the collector's data lock, then `build` outside it."""
         fresh, self._fresh = self._fresh, {}
