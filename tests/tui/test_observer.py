@@ -143,3 +143,34 @@ def test_attach_incremental_profile_equals_a_full_rebuild() -> None:
         if collector is not None:
             collector.stop()
         target.kill()
+
+
+def test_instrument_paused_app_recomputes_nothing() -> None:
+    """Instrument mode cannot tell cheaply whether its in-place counters moved while
+    recording, but paused they cannot: the app stops recomputing until resume."""
+    from tests.integration.test_instrument_robust import _start_spin, _wait_for_ticks
+
+    collector = _start_spin()
+    try:
+        _wait_for_ticks(collector, 1000)
+        assert collector.data_version() is None  # recording: every poll takes a snapshot
+        app = ProfTuiApp(collector=collector)
+
+        async def body() -> None:
+            async with app.run_test(size=SIZE) as pilot:
+                await wait_for(pilot, lambda: app.profile is not None, what="a snapshot")
+                await pilot.press("p")
+                await pilot.pause(0.8)
+                taken = app.snapshots_taken
+                await pilot.pause(1.5)
+                assert app.snapshots_taken == taken, "snapshots recomputed while paused"
+                shown = app.profile
+                await pilot.press("p")
+                await wait_for(pilot, lambda: app.profile is not shown, what="a new snapshot")
+                await pilot.press("q")
+                await pilot.pause()
+                await pilot.press("y")
+
+        run(body)
+    finally:
+        collector.stop()
