@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import time
 
-from proftui.collectors.base import CollectorOptions
+from proftui.collectors.base import Collector, CollectorOptions
 from proftui.collectors.model.profile import CallTree, Profile
 from proftui.collectors.model.views import flat_profile
 from proftui.collectors.sampler.collector import SamplerCollector
 from proftui.tui.app import ProfTuiApp
+from textual.pilot import Pilot
 
 from tests.conftest import build_fixture
 from tests.tui.tui_profiles import ATT_FLAGS, SIZE, SpinTarget, attach, run, wait_for
@@ -26,6 +27,14 @@ def spin_sampler(seconds: str) -> SamplerCollector:
     return collector
 
 
+async def settle(pilot: Pilot, app: ProfTuiApp, collector: Collector) -> None:
+    """Until the app took the snapshot of the paused data (the one pausing caused)."""
+    await wait_for(pilot, lambda: app.shown_version is not None
+                   and app.shown_version == collector.data_version()
+                   and app.snapshots_taken > 0, timeout=20, what="the paused snapshot")
+    await pilot.pause(0.1)  # its message handled
+
+
 def test_paused_app_recomputes_nothing_and_resumes_on_new_data() -> None:
     collector = spin_sampler("30")
     try:
@@ -37,10 +46,12 @@ def test_paused_app_recomputes_nothing_and_resumes_on_new_data() -> None:
                                and app.profile.total(0) > 20, what="live samples")
                 await pilot.press("p")
                 assert app.paused
-                await pilot.pause(0.8)  # a snapshot in flight when p was pressed lands
+                await settle(pilot, app, collector)
                 taken, version = app.snapshots_taken, collector.data_version()
                 shown = app.profile
-                await pilot.pause(1.5)  # ~4 poll rounds
+                rounds = app.poll_rounds
+                await wait_for(pilot, lambda: app.poll_rounds >= rounds + 3, timeout=20,
+                               what="three more poll rounds")
                 assert collector.data_version() == version  # the runtime recorded nothing
                 assert app.snapshots_taken == taken, "snapshots recomputed while paused"
                 assert app.profile is shown
@@ -160,9 +171,10 @@ def test_instrument_paused_app_recomputes_nothing() -> None:
             async with app.run_test(size=SIZE) as pilot:
                 await wait_for(pilot, lambda: app.profile is not None, what="a snapshot")
                 await pilot.press("p")
-                await pilot.pause(0.8)
-                taken = app.snapshots_taken
-                await pilot.pause(1.5)
+                await settle(pilot, app, collector)
+                taken, rounds = app.snapshots_taken, app.poll_rounds
+                await wait_for(pilot, lambda: app.poll_rounds >= rounds + 3, timeout=20,
+                               what="three more poll rounds")
                 assert app.snapshots_taken == taken, "snapshots recomputed while paused"
                 shown = app.profile
                 await pilot.press("p")
