@@ -16,7 +16,17 @@ AttachCollector's reader path (decode, aggregate, symbolize new addresses)
 twice; the second pass (symbols cached, the steady state) is the figure,
 shown also as a share of one core at 1000 samples/s.  Goal: <= 10 us.
 
-usage: python benchmarks/bench_attach.py [--rounds N] [--seconds S]
+Last, dropped samples per rate (issue 15): perf-method attaches to the two-thread
+spinning fixture (tests/fixtures/att_spin.c) for --drop-seconds each, while the
+collector takes snapshots three times a second as the TUI does; samples kept and
+lost (in the kernel's perf rings, or in the helper's stream because proftui read
+late) per rate, with the default rings and with --buffer 0.5 (the former
+default: 256 KiB per CPU on 2 CPUs).  Goal: dropped <= 1% of sampled at 1 kHz on
+an idle machine.  The load average is printed: on a busy machine the helper runs
+late and the smaller rings overflow first.
+
+usage: python benchmarks/bench_attach.py [--rounds N] [--seconds S] [--drop-seconds S]
+                                         [--only slowdown|drops]
 """
 
 from __future__ import annotations
@@ -152,6 +162,34 @@ def front_end_cost(method: str) -> tuple[float, float, int] | None:
     return 1e6 * per_pass[0] / samples, 1e6 * per_pass[1] / samples, samples
 
 
+def drops(hz: int, buffer_mib: float | None, seconds: float) -> tuple[int, int, int]:
+    """(samples kept, lost in the perf rings, lost in the stream) of one perf attach to
+    att_spin at `hz`, snapshotting ~3 times a second meanwhile."""
+    binary = ROOT / "build" / "bench" / "att_spin"
+    if not binary.exists():
+        subprocess.run(["gcc", *FLAGS, "-pthread", "-o", str(binary),
+                        str(ROOT / "tests/fixtures/att_spin.c")], check=True)
+    proc = subprocess.Popen([str(binary), str(seconds + 30)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    proc.stdout.readline()
+    try:
+        collector = AttachCollector([], CollectorOptions(
+            pid=proc.pid, method="perf", frequency_hz=hz,
+            buffer_bytes=int(buffer_mib * 2**20) if buffer_mib else None))
+        collector.start()
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            collector.snapshot()  # the TUI's poll loop competes with the reader thread
+            time.sleep(0.33)
+        collector.stop()
+        collector.snapshot()
+        kept = int(sum(c[0] for c in collector._stacks.values()))
+        return kept, collector._lost - collector._lost_stream, collector._lost_stream
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def usable(method: str, binary: Path) -> str | None:
     """None if `method` can attach here, else the reason."""
     try:
@@ -165,7 +203,34 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--seconds", type=float, default=0.5, help="target work per run")
+    parser.add_argument("--drop-seconds", type=float, default=5.0,
+                        help="attach time per rate in the drop measurement")
+    parser.add_argument("--only", choices=("slowdown", "drops"), help="run one part")
     args = parser.parse_args()
+    if args.only != "drops":
+        slowdown(args)
+    if args.only == "slowdown":
+        return 0
+    reason = usable("perf", build_target())
+    if reason:
+        print(f"\ndropped samples: skipped (perf attach: {reason})")
+        return 0
+    print(f"\ndropped samples, perf method, att_spin (2 spinning threads), "
+          f"{args.drop_seconds:.0f} s each, load average {os.getloadavg()[0]:.1f} "
+          f"on {os.cpu_count()} CPUs")
+    print(f"{'rate, rings':34} {'samples':>8} {'ring lost':>10} {'stream lost':>12} "
+          f"{'dropped':>8}  goal")
+    for hz in (100, 1000, 4000):
+        for buffer_mib, label in ((None, "default rings"), (0.5, "--buffer 0.5")):
+            kept, ring, stream = drops(hz, buffer_mib, args.drop_seconds)
+            share = 100 * (ring + stream) / max(1, kept)
+            goal = ("<= 1%  " + ("ok" if share <= 1 else "OVER")) if hz == 1000 else ""
+            print(f"{f'-F {hz}, {label}':34} {kept:8} {ring:10} {stream:12} {share:7.2f}%  {goal}")
+    return 0
+
+
+def slowdown(args: argparse.Namespace) -> None:
+    """The target's slowdown table and the front end's cost per sample."""
     binary = build_target()
     # Calibrate the work to about --seconds with nothing attached.
     per_iter = run_once(binary, 200, None)[0] / 200
@@ -213,7 +278,6 @@ def main() -> int:
         cold, warm, samples = cost
         print(f"{'proftui --method ' + method + f' ({samples} samples)':34} {cold:8.1f} "
               f"{warm:8.1f} {warm / 1000:13.1%}")
-    return 0
 
 
 if __name__ == "__main__":

@@ -7,7 +7,17 @@ every message it caused is handled and the screen update has run.  Anchor:
 the same keys on a small profile (60 functions, 200 nodes) in the same run,
 so the ratio shows what profile size costs.  Goal: p95 <= 100 ms on the big one.
 
-usage: python benchmarks/bench_tui.py [--repeat N]
+Then the observer's own CPU use (issue 15): the installed `proftui` runs in a
+real terminal (tmux, 160x45) on a long-running target sampled at 1 kHz (Lua
+from /work/shared/programs/lua running a mixed workload, else the att_spin
+fixture), and its CPU time (every thread, plus the tools it runs such as
+objdump, from /proc via psutil; the target excluded) is read over a window
+per state: live on each pane, live with the disassembly shown, paused, idle
+after the target ended, and a saved profile open.  Anchor: an idle `sleep`
+in the same tmux, same window.
+Goals: <= 15% of one CPU live at 1 kHz, <= 5% paused or idle.
+
+usage: python benchmarks/bench_tui.py [--repeat N] [--only latency|observer] [--window S]
 """
 
 from __future__ import annotations
@@ -15,9 +25,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
+import shutil
+import signal
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -157,10 +172,154 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=40, help="presses per cursor action")
-    args = parser.parse_args()
+# -- the observer's own CPU use ---------------------------------------------------------
+
+PROFTUI = Path(sys.executable).parent / "proftui"
+LUA_DIR = Path("/work/shared/programs/lua")
+LIVE_GOAL, IDLE_GOAL = 15.0, 5.0  # % of one CPU
+# Runs until killed: strings, tables, sorting, closures and recursion (many functions).
+LUA_SCRIPT = """
+local function fib(n) if n < 2 then return n end return fib(n-1) + fib(n-2) end
+while true do
+  local t = {}
+  for i = 1, 20000 do t[i] = tostring(i * 7 % 1000) .. "x" end
+  table.sort(t)
+  local parts = {}
+  for w in table.concat(t, ",", 1, 2000):gmatch("[^,]+") do parts[#parts+1] = w:upper() end
+  fib(18)
+end
+"""
+
+
+def observer_target(work: Path) -> tuple[list[str], str]:
+    """(argv, description) of a target that runs until killed."""
+    out = ROOT / "build" / "bench"
+    out.mkdir(parents=True, exist_ok=True)
+    if (LUA_DIR / "onelua.c").exists():
+        lua = out / "lua"
+        if not lua.exists():
+            subprocess.run(["gcc", "-O2", "-g", "-DLUA_USE_LINUX", str(LUA_DIR / "onelua.c"),
+                            "-lm", "-ldl", "-o", str(lua)], check=True)
+        script = work / "work.lua"
+        script.write_text(LUA_SCRIPT)
+        return [str(lua), str(script)], "Lua 5.5 (-O2 -g) running a mixed workload"
+    print(f"({LUA_DIR} is absent: the target is the att_spin fixture instead of Lua)")
+    spin = out / "att_spin"
+    subprocess.run(["gcc", "-O2", "-g", "-pthread", "-o", str(spin),
+                    str(ROOT / "tests/fixtures/att_spin.c")], check=True)
+    return [str(spin), "100000"], "tests/fixtures/att_spin.c (two spinning threads)"
+
+
+class Tmux:
+    """One detached tmux session running `argv`; keys in, screen out."""
+
+    def __init__(self, argv: list[str], cwd: Path) -> None:
+        self.name = f"proftui-bench-{uuid.uuid4().hex[:8]}"
+        shell = "unset COLUMNS LINES; exec " + " ".join(f"'{a}'" for a in argv)
+        subprocess.run(["tmux", "new-session", "-d", "-s", self.name, "-x", "160", "-y", "45",
+                        "-c", str(cwd), "-e", "TERM=xterm-256color", shell], check=True)
+        pane_pid = subprocess.run(["tmux", "display", "-p", "-t", self.name, "#{pane_pid}"],
+                                  capture_output=True, text=True, check=True).stdout
+        self.process = psutil.Process(int(pane_pid))  # `exec`: the pane's process is proftui
+
+    def screen(self) -> str:
+        return subprocess.run(["tmux", "capture-pane", "-p", "-t", self.name],
+                              capture_output=True, text=True).stdout
+
+    def wait_for(self, text: str, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while text not in self.screen():
+            if time.monotonic() > deadline:
+                raise SystemExit(f"bench: never saw {text!r} on screen:\n{self.screen()}")
+            time.sleep(0.2)
+
+    def key(self, *keys: str) -> None:
+        for key in keys:
+            subprocess.run(["tmux", "send-keys", "-t", self.name, key], check=True)
+            time.sleep(0.4)
+
+    def close(self) -> None:
+        subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True)
+
+
+def cpu_share(process: psutil.Process, seconds: float) -> float:
+    """`process`'s CPU use over the next `seconds`, in % of one CPU: its own threads and
+    the tools it ran and reaped meanwhile (objdump), not the target (reaped at its end)."""
+
+    def used() -> float:
+        t = process.cpu_times()
+        return t.user + t.system + t.children_user + t.children_system
+
+    before, started = used(), time.monotonic()
+    time.sleep(seconds)
+    return 100 * (used() - before) / (time.monotonic() - started)
+
+
+def observer(window: float) -> list[tuple[str, float, float]]:
+    """(state, % of one CPU, goal) per state; see the module docstring."""
+    work = Path(tempfile.mkdtemp(prefix="bench-observer-"))
+    argv, what = observer_target(work)
+    print(f"target: {what}; proftui -F 1000 in tmux 160x45; {window:.0f} s per state")
+    rows: list[tuple[str, float, float]] = []
+    anchor = Tmux(["sleep", "600"], work)
+    try:
+        rows.append(("anchor: idle `sleep` in tmux", cpu_share(anchor.process, window), 0.0))
+    finally:
+        anchor.close()
+    term = Tmux([str(PROFTUI), "-F", "1000", *argv], work)
+    try:
+        term.wait_for("Self%")
+        target = None
+        while target is None:
+            kids = term.process.children()
+            target = kids[0] if kids else None
+            time.sleep(0.1)
+        time.sleep(3)  # symbols loaded, the first snapshots shown
+        rows.append(("live, flat profile", cpu_share(term.process, window), LIVE_GOAL))
+        term.key("2")
+        rows.append(("live, call tree", cpu_share(term.process, window), LIVE_GOAL))
+        term.key("4")
+        rows.append(("live, process pane", cpu_share(term.process, window), LIVE_GOAL))
+        term.key("1", "3")  # the source of the flat profile's top function
+        term.wait_for("source:")
+        term.key("d")
+        term.wait_for("disassembly")
+        time.sleep(1)
+        rows.append(("live, disassembly shown", cpu_share(term.process, window), LIVE_GOAL))
+        term.key("p")
+        term.wait_for("PAUSED")
+        time.sleep(1)
+        rows.append(("paused (disassembly shown)", cpu_share(term.process, window), IDLE_GOAL))
+        term.key("1")
+        rows.append(("paused (flat profile)", cpu_share(term.process, window), IDLE_GOAL))
+        term.key("p")
+        time.sleep(1)
+        target.send_signal(signal.SIGTERM)
+        term.wait_for("SIGTERM")
+        time.sleep(2)
+        rows.append(("idle after the target ended", cpu_share(term.process, window), IDLE_GOAL))
+        term.key("q")
+    finally:
+        term.close()
+    saved = work / "saved.proftui"
+    record = subprocess.Popen([str(PROFTUI), "record", "-o", str(saved), "-F", "1000", *argv],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(5)
+    for kid in psutil.Process(record.pid).children():
+        kid.send_signal(signal.SIGTERM)
+    record.wait(timeout=60)
+    term = Tmux([str(PROFTUI), "open", str(saved)], work)
+    try:
+        term.wait_for("Self%")
+        time.sleep(2)
+        rows.append(("saved profile open, idle", cpu_share(term.process, window), IDLE_GOAL))
+    finally:
+        term.close()
+    shutil.rmtree(work, ignore_errors=True)
+    return rows
+
+
+def latency(repeat: int) -> None:
     me = psutil.Process()
     rss0 = me.memory_info().rss
     small = synthetic_profile(60, 200)
@@ -172,9 +331,9 @@ def main() -> None:
     print(f"big profile: {len(big.frames):,} functions, {big.tree.node_count():,} tree nodes, "
           f"built in {built:.1f} s, {(rss_profile - rss0) / 2**20:.0f} MiB")
     started = time.perf_counter()
-    anchor, anchor_done = asyncio.run(measure(small, args.repeat))
+    anchor, anchor_done = asyncio.run(measure(small, repeat))
     started_big = time.perf_counter()
-    results, done = asyncio.run(measure(big, args.repeat))
+    results, done = asyncio.run(measure(big, repeat))
     big_seconds = time.perf_counter() - started_big
     rss_app = me.memory_info().rss
     total = time.perf_counter() - started
@@ -197,6 +356,28 @@ def main() -> None:
         print(f"{name:34} {statistics.median(anchor_done[name]):8.1f}ms "
               f"{statistics.median(values):8.1f}ms {max(values):8.1f}ms (max)")
     print(f"\nmeasured in {total:.0f} s (big profile session {big_seconds:.0f} s)")
+
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=40, help="presses per cursor action")
+    parser.add_argument("--only", choices=("latency", "observer"), help="run one part")
+    parser.add_argument("--window", type=float, default=10.0,
+                        help="seconds of CPU measurement per observer state")
+    args = parser.parse_args()
+    if args.only != "observer":
+        latency(args.repeat)
+    if args.only == "latency":
+        return
+    if shutil.which("tmux") is None or not PROFTUI.exists():
+        print("\nobserver CPU: skipped (needs tmux and the installed proftui command)")
+        return
+    rows = observer(args.window)
+    print(f"\n{'observer state':34} {'CPU':>7}  goal")
+    for name, share, goal in rows:
+        verdict = "" if not goal else f"<= {goal:.0f}%  " + ("ok" if share <= goal else "OVER")
+        print(f"{name:34} {share:6.1f}%  {verdict}")
 
 
 if __name__ == "__main__":

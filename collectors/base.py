@@ -57,6 +57,7 @@ class Collector(abc.ABC):
         self.options = options or CollectorOptions()
         self._lock = threading.RLock()
         self._baseline: Profile | None = None
+        self._resets = 0  # reset() calls: part of data_version()
         self.stop_signal: int | None = None  # a SIGTERM/SIGHUP that ended the run early
 
     @property
@@ -113,6 +114,13 @@ class Collector(abc.ABC):
         the target writes to the terminal, and attached processes."""
         return None
 
+    def data_version(self) -> object | None:
+        """A cheap token that changes whenever `snapshot()` could return something new
+        (samples arrived, the target ended, counters were reset); None when the collector
+        cannot tell, so a poller must take every snapshot.  Live pollers skip snapshots
+        while it stays the same (paused, or a target that sleeps)."""
+        return None
+
     def snapshot(self) -> Profile:
         """`collect()` minus the counters at the last `reset()`."""
         with self._lock:
@@ -133,6 +141,7 @@ class Collector(abc.ABC):
         with self._lock:
             self._baseline = None
             self._baseline = self.collect()
+            self._resets += 1
 
 
 class LaunchCollector(Collector):

@@ -5,11 +5,13 @@ Each pane is one module under tui/panes/ declaring itself through the
 order of the breadcrumb tabs), and the app derives from it the pane keys,
 tabs and palette entries.
 
-A thread worker polls `collector.snapshot()` ~3 times a second, computes the
-flat profile off the UI thread and posts one `Snapshot` message; the app only
-hands the frozen profile to the panes.  When the target ends, the worker takes
-the final profile (`collector.wait()`, which carries the exit status) and
-stops; that profile stays on screen and is what `final_profile()` returns.
+A thread worker polls `collector.snapshot()` ~3 times a second while the data
+changes (`collector.data_version()`; nothing is recomputed while paused or while
+the target sleeps), computes the flat profile off the UI thread and posts one
+`Snapshot` message; the app only hands the frozen profile to the panes.  When
+the target ends, the worker takes the final profile (`collector.wait()`, which
+carries the exit status) and stops; that profile stays on screen and is what
+`final_profile()` returns.
 """
 
 from __future__ import annotations
@@ -63,6 +65,13 @@ from textual.widgets import ContentSwitcher
 
 POLL_INTERVAL_S = 0.33  # snapshots per second: ~3
 PROC_INTERVAL_S = 1.0  # psutil samples per second: 1
+# At most this share of one CPU for the poll worker's snapshots: a huge profile is
+# refreshed less often rather than starve the target (the observer must stay light).
+POLL_MAX_DUTY = 0.08
+# The whole app's CPU (drawing included) the refresh rate aims at: above it, live
+# views refresh less often, in proportion, down to once every POLL_SLOWEST_S.
+POLL_CPU_BUDGET = 0.10
+POLL_SLOWEST_S = 2.0
 
 # The panes, in tab order; the first is shown at start.  A new pane: its module plus one line.
 PANES: list[type[Pane]] = [
@@ -248,29 +257,57 @@ class ProfTuiApp(App[None]):
 
     @work(thread=True, exclusive=True, group="poll")
     def _poll(self) -> None:
+        """Snapshot when the collector's data moved (every POLL_INTERVAL_S at most, less
+        often when snapshots or drawing them cost more than POLL_CPU_BUDGET); otherwise
+        only watch for the target's end and sample the process once a second."""
         collector = self.collector
         assert collector is not None
         sampler = ProcSampler(collector.pid) if collector.pid is not None else None
         last_proc = 0.0
+        shown: object | None = None  # data_version() of the last snapshot taken
+        next_snapshot = 0.0  # monotonic time before which no snapshot is taken
+        self.snapshots_taken = 0  # for tests: snapshots computed (not skipped),
+        self.poll_rounds = 0  # poll rounds done,
+        self.shown_version: object | None = None  # and the data_version() last snapshotted
+        share = 0.0  # the app's recent CPU use, in CPUs (smoothed)
+        last_cpu, last_wall = time.process_time(), time.monotonic()
         while not self._stop.is_set():
+            self.poll_rounds += 1
             started = time.monotonic()
+            cpu = time.process_time()
+            if started > last_wall:
+                share = 0.7 * share + 0.3 * (cpu - last_cpu) / (started - last_wall)
+            last_cpu, last_wall = cpu, started
             info = collector.exit_info()
             ended = info is not None or not collector.is_running()
-            if not self.frozen or ended:
+            version = None if ended or self.frozen else collector.data_version()
+            if ended or (not self.frozen and started >= next_snapshot
+                         and (version is None or version != shown)):
+                worker_cpu = time.thread_time()
                 try:
                     profile = collector.wait() if ended else collector.snapshot()
                     info = collector.exit_info() if ended else info
                     part = self.part  # the user may choose another meanwhile: on_snapshot checks
                     self.post_message(Snapshot(profile, flat_profile(profile, part), info,
                                                ended, part=part))
+                    shown = self.shown_version = version
                 except (ProftuiError, OSError, ValueError) as exc:
                     self.post_message(Snapshot(None, [], info, ended, str(exc)))
+                self.snapshots_taken += 1
+                next_snapshot = started + max(
+                    POLL_INTERVAL_S, (time.thread_time() - worker_cpu) / POLL_MAX_DUTY,
+                    min(POLL_SLOWEST_S, POLL_INTERVAL_S * share / POLL_CPU_BUDGET))
             if sampler is not None and (ended or started - last_proc >= PROC_INTERVAL_S):
                 last_proc = started
                 self.post_message(ProcUpdate(sampler.sample()))
             if ended:
                 return
-            self._stop.wait(max(0.05, POLL_INTERVAL_S - (time.monotonic() - started)))
+            # Look again at the next allowed snapshot, or for the process pane's
+            # once-a-second sample, whichever comes first.
+            wake = max(next_snapshot, started + POLL_INTERVAL_S)
+            if sampler is not None:
+                wake = min(wake, last_proc + PROC_INTERVAL_S)
+            self._stop.wait(max(0.05, wake - time.monotonic()))
 
     def on_snapshot(self, message: Snapshot) -> None:
         self._error = message.error
@@ -285,12 +322,15 @@ class ProfTuiApp(App[None]):
                 profile.meta.exit_signal = message.exit.signal
             if message.final:
                 self._final = profile
-            if message.part != self.part:  # chosen while this snapshot was being made
-                self.profile = profile
-                self._prepare(profile, self.part)
-            else:
-                with self.batch_update():
-                    self._apply(profile, message.entries)
+            try:
+                if message.part != self.part:  # chosen while this snapshot was being made
+                    self.profile = profile
+                    self._prepare(profile, self.part)
+                else:
+                    with self.batch_update():
+                        self._apply(profile, message.entries)
+            except NoMatches:  # posted just before the app closed: its screen is gone
+                return
         self._update_header()
         if message.final:
             info = message.exit
@@ -303,10 +343,18 @@ class ProfTuiApp(App[None]):
             self.refresh_bindings()
 
     def on_proc_update(self, message: ProcUpdate) -> None:
+        if message.stat == self._proc or self._stop.is_set():
+            return  # nothing moved (a process that sleeps), or the app is closing
         self._proc = message.stat
         note = self._state_text() if self.ended else ""
-        for pane in self.panes():
+        try:
+            panes = self.panes()
+        except NoMatches:  # posted just before the app closed: its screen is gone
+            return
+        for pane in panes:
             pane.show_process(message.stat, note)
+        if not self.ended:
+            self._update_header()  # the elapsed time moves on without snapshots too
 
     def _apply(self, profile: Profile, entries: list[FlatEntry]) -> None:
         """Give a new profile to the panes; hidden panes refresh when shown."""

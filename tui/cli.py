@@ -79,8 +79,9 @@ def _add_profiling_options(parser: argparse.ArgumentParser, with_program: bool =
     parser.add_argument("--follow", action="store_true",
                         help="sampler: follow children across fork/exec")
     parser.add_argument("--buffer", type=_megabytes, metavar="MB",
-                        help="shared-memory budget per process in MiB (instrument, sampler); "
-                             "what does not fit is counted as dropped")
+                        help="shared-memory budget per process in MiB (instrument, sampler; "
+                             "attach: the perf ring buffers' total); what does not fit is "
+                             "counted as dropped")
     parser.add_argument("--keep-run-dir", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("-p", "--pid", type=int, metavar="PID",
                         help="attach to the running process PID instead of starting a program")

@@ -30,6 +30,8 @@ from proftui.collectors.runtime.tasks import live_task
 from proftui.collectors.runtime.wire_attach import (
     FLAG_CFI,
     FLAG_KERNEL_TIME,
+    LOST_STREAM,
+    Buffers,
     End,
     Lost,
     MapsChanged,
@@ -40,7 +42,8 @@ from proftui.collectors.runtime.wire_attach import (
     TargetExit,
     ThreadEvent,
 )
-from proftui.collectors.symbols.stacks import StackFrames, add_stack, make_symbolizer
+from proftui.collectors.symbols.live import LiveStacks
+from proftui.collectors.symbols.stacks import StackFrames, make_symbolizer
 
 HEADER_TIMEOUT_S = 10.0  # attaching to thousands of threads takes a while
 DETACH_TIMEOUT_S = 5.0
@@ -68,6 +71,8 @@ class AttachCollector(Collector):
         self._threads: dict[int, str] = {}
         self._warnings: list[str] = []
         self._lost = 0
+        self._lost_stream = 0  # of _lost: dropped because proftui read the pipe too late
+        self._buffers: Buffers | None = None  # the helper's ring and stream buffer sizes
         self._method = ""
         self._period_ns: int | None = None
         self._ended = threading.Event()  # helper finished (detached or target gone)
@@ -82,6 +87,14 @@ class AttachCollector(Collector):
         self._symbolizer: Any = None  # collectors.symbols.Symbolizer
         self._stackframes = StackFrames(None, None)  # addresses -> frames (stack_frames.py)
         self._sym_lock = threading.Lock()  # the symbolizer is not thread-safe
+        # The aggregate and stream state, shared by the reader thread and collect().  Not
+        # the base class's _lock, which snapshot() holds while it symbolizes and builds:
+        # the reader must never wait that long (the helper drops what the pipe cannot take).
+        self._data_lock = threading.RLock()
+        self._samples = 0  # samples received (data_version)
+        self._maps_seen = 0  # MAPS records received (data_version)
+        # the profile, built incrementally from the (tid, addresses) stacks that moved
+        self._live: LiveStacks[tuple[int, tuple[int, ...]]] = LiveStacks((SAMPLES, CPU_NS))
 
     @property
     def pid(self) -> int | None:
@@ -106,10 +119,13 @@ class AttachCollector(Collector):
         self._open_symbols()
         helper = runtime_executable_path("proftui-attach")
         hz = max(1, int(self.options.frequency_hz))
+        argv = [helper, str(pid), str(hz), method]
+        if self.options.buffer_bytes:  # --buffer: the perf rings' total size
+            argv.append(str(int(self.options.buffer_bytes)))
         # Own session: a Ctrl-C at the terminal reaches proftui, which then
         # detaches in order, instead of reaching the helper directly.
         self._helper = subprocess.Popen(
-            [helper, str(pid), str(hz), method],
+            argv,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             start_new_session=True, close_fds=True,
         )
@@ -143,7 +159,7 @@ class AttachCollector(Collector):
                 if isinstance(record, Message) and record.fatal:
                     raise ProftuiError(
                         attach_checks.explain_failure(self.target_pid, method, record.text))
-                with self._lock:
+                with self._data_lock:
                     self._handle(record)
                 got_record = got_record or not isinstance(record, Message)
         header = self._decoder.header
@@ -152,7 +168,8 @@ class AttachCollector(Collector):
         self._period_ns = header.period_ns
         self._header_flags = header.flags
         self._warnings.insert(0, f"attached to running process {self.target_pid} "
-                                 f"(method: {header.method})")
+                                 f"(method: {header.method}{_buffer_text(self._buffers)})")
+        self._warnings.extend(_buffer_warnings(self._buffers))
         self._warnings.extend(_stream_warnings(header.method, header.flags))
         if self._stopped_note:
             self._warnings.append(self._stopped_note)
@@ -169,12 +186,12 @@ class AttachCollector(Collector):
                     break
                 self._consume(data)
         except (OSError, ProftuiError) as exc:
-            with self._lock:
+            with self._data_lock:
                 self._warnings.append(f"attach helper stream failed: {exc}")
         finally:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 helper.wait(timeout=DETACH_TIMEOUT_S)
-            with self._lock:
+            with self._data_lock:
                 if self._end_time is None:
                     self._end_time = time.time()
                 if helper.returncode not in (0, None):
@@ -201,7 +218,7 @@ class AttachCollector(Collector):
     def _consume(self, data: bytes) -> None:
         """Decode, aggregate and symbolize what one read of the helper's pipe returned."""
         records = list(self._decoder.feed(data))
-        with self._lock:
+        with self._data_lock:
             for record in records:
                 self._handle(record)
         self._symbolize_new(records)
@@ -219,7 +236,7 @@ class AttachCollector(Collector):
                             self._frames_at(address, depth == 0)
 
     def _handle(self, record: Record) -> None:
-        """Fold one record into the aggregate; caller holds self._lock."""
+        """Fold one record into the aggregate; caller holds self._data_lock."""
         if isinstance(record, Sample):
             key = (record.tid, record.ips)  # the stack words are not part of the key
             counts = self._stacks.get(key)
@@ -228,6 +245,8 @@ class AttachCollector(Collector):
             else:
                 counts[0] += 1.0
                 counts[1] += record.weight_ns
+            self._live.add(key, (1.0, record.weight_ns))
+            self._samples += 1
         elif isinstance(record, ThreadEvent):
             if record.comm:
                 self._threads[record.tid] = record.comm
@@ -235,8 +254,13 @@ class AttachCollector(Collector):
                 self._threads.setdefault(record.tid, "")
         elif isinstance(record, MapsChanged):
             self._maps_dirty = True
+            self._maps_seen += 1
         elif isinstance(record, Lost):
             self._lost += record.count
+            if record.where == LOST_STREAM:
+                self._lost_stream += record.count
+        elif isinstance(record, Buffers):
+            self._buffers = record
         elif isinstance(record, TargetExit):
             self._target_exit = ExitInfo(record.status, record.signal)
             how = ("" if record.status is None and record.signal is None
@@ -249,7 +273,7 @@ class AttachCollector(Collector):
 
     def exit_info(self) -> ExitInfo | None:
         """None while the target runs; its exit (status when ptrace saw it) afterwards."""
-        with self._lock:
+        with self._data_lock:
             return self._target_exit
 
     def is_running(self) -> bool:
@@ -315,9 +339,19 @@ class AttachCollector(Collector):
 
     # -- profile -------------------------------------------------------------------
 
+    def data_version(self) -> tuple[object, ...]:
+        """Changes whenever the next `collect()` could differ (Collector.data_version)."""
+        with self._data_lock:
+            return (self._resets, self._samples, self._lost, len(self._warnings),
+                    len(self._threads), self._maps_seen, self._ended.is_set())
+
     def collect(self) -> Profile:
-        with self._lock:
-            stacks = [(tid, ips, list(c)) for (tid, ips), c in self._stacks.items()]
+        with self._data_lock:
+            if self._maps_dirty:  # frames may resolve differently now: fold everything in again
+                self._live.rebuild()
+            whole, fresh = self._live.take()
+            stacks = [(tid, ips, list(c))
+                      for (tid, ips), c in (self._stacks if whole else fresh).items()]
             running = self.is_running()
             meta = ProfileMeta(
                 mode="attach", argv=list(self._target_argv), pids=[self.target_pid],
@@ -329,12 +363,29 @@ class AttachCollector(Collector):
                 dropped=self._lost, warnings=list(self._warnings),
             )
             meta.warnings.extend(self._rate_warnings())
+            meta.warnings.extend(self._lost_warnings())
             maps_dirty, self._maps_dirty = self._maps_dirty, False
         with self._sym_lock:
             if maps_dirty and self._space is not None:
                 self._refresh_space()
                 self._stackframes.forget_unresolved()
-            return self._build(meta, stacks)
+            return self._build(meta, stacks, whole)
+
+    def _lost_warnings(self) -> list[str]:
+        """Where dropped samples were lost and what helps; caller holds self._data_lock."""
+        out = []
+        ring = self._lost - self._lost_stream
+        if ring:
+            size = (f" ({self._buffers.ring_bytes >> 10} KiB per CPU)"
+                    if self._buffers is not None and self._buffers.ring_bytes else "")
+            out.append(f"{ring:,} samples were lost in the kernel's perf ring buffers{size}: "
+                       "they filled before the attach helper emptied them (a busy machine "
+                       "delays it); --buffer MB sets their total size")
+        if self._lost_stream:
+            out.append(f"{self._lost_stream:,} samples were dropped because proftui fell "
+                       "behind reading the attach helper's stream (proftui itself lacked CPU "
+                       "time); --buffer does not change this: a lower -F does")
+        return out
 
     def _rate_warnings(self) -> list[str]:
         """ptrace falls behind the asked rate on busy targets: say so, with the
@@ -351,15 +402,16 @@ class AttachCollector(Collector):
                 "thread; samples are weighted by the CPU time they stand for); --method perf "
                 "keeps the rate where allowed"]
 
-    def _build(self, meta: ProfileMeta, stacks: list[tuple[int, tuple[int, ...], list[float]]]
-               ) -> Profile:
-        """The Profile of aggregated stacks; caller holds self._sym_lock."""
-        profile = Profile(meta=meta, metrics=(SAMPLES, CPU_NS))
-        for tid, ips, costs in stacks:
-            add_stack(profile, f"pid {self.target_pid} tid {tid}", self._stackframes, ips, costs)
+    def _build(self, meta: ProfileMeta, stacks: list[tuple[int, tuple[int, ...], list[float]]],
+               whole: bool) -> Profile:
+        """The Profile with `stacks` folded in (every stack if `whole`, else the costs
+        added since the last build); caller holds self._sym_lock."""
+        profile = self._live.build(
+            meta, ((f"pid {self.target_pid} tid {tid}", self._stackframes, ips, costs)
+                   for tid, ips, costs in stacks), whole)
         profile.meta.warnings.extend(w for w in self._symbol_warnings()
                                      if w not in profile.meta.warnings)
-        return profile.finalize()
+        return profile
 
     def _refresh_space(self) -> None:
         """Re-read the maps through a live thread (the one used before may have
@@ -384,6 +436,34 @@ def _cmdline(pid: int) -> list[str]:
     except OSError:
         return []
     return [a.decode(errors="replace") for a in raw.split(b"\0") if a]
+
+
+def _buffer_text(buffers: Buffers | None) -> str:
+    """", perf rings 2 x 512 KiB" for the attach note (nothing under ptrace)."""
+    if buffers is None or not buffers.ring_bytes:
+        return ""
+    return f", perf rings {buffers.rings} x {buffers.ring_bytes >> 10} KiB"
+
+
+def _buffer_warnings(buffers: Buffers | None) -> list[str]:
+    """What became of --buffer: ignored under ptrace, or cut down by the kernel."""
+    if buffers is None or not buffers.asked_bytes:
+        return []
+    asked_kib = buffers.asked_bytes >> 10
+    if not buffers.ring_bytes:
+        return [f"--buffer has no effect with the ptrace method: samples are taken "
+                f"synchronously, with no kernel ring to size ({asked_kib:,} KiB asked)"]
+    got = buffers.ring_bytes * max(1, buffers.rings)
+    if 2 * got >= buffers.asked_bytes:  # rounded down to a power of two per CPU
+        return []
+    try:
+        with open("/proc/sys/kernel/perf_event_mlock_kb") as f:
+            limit = f"kernel.perf_event_mlock_kb={f.read().strip()}"
+    except OSError:
+        limit = "kernel.perf_event_mlock_kb"
+    return [f"--buffer asked {asked_kib:,} KiB of perf ring buffers; the kernel let the helper "
+            f"lock {got >> 10:,} KiB ({limit} per CPU for users without CAP_IPC_LOCK, beyond "
+            "it RLIMIT_MEMLOCK): raise either for bigger rings"]
 
 
 def _stream_warnings(method: str, flags: int) -> list[str]:

@@ -99,6 +99,7 @@ class InstrumentCollector(LaunchCollector):
         super().__init__(argv, options)
         self._files: dict[Path, RuntimeFile] = {}
         self._paused = False
+        self._pauses = 0  # pause() calls (data_version)
         self._symbols: HookSymbols | None = None
         self._start_time: float | None = None
         self._end_time: float | None = None
@@ -122,9 +123,18 @@ class InstrumentCollector(LaunchCollector):
     def resume(self) -> None:
         self._set_paused(False)
 
+    def data_version(self) -> tuple[object, ...] | None:
+        """While paused the hooks record nothing, so the files cannot change: a token
+        that stays put until resume, reset, a new process file or the target's end.  While
+        recording, None (the counters move in place; no cheap way to tell)."""
+        if not self._paused:
+            return None
+        return (self._resets, self._pauses, len(self._files), self.exit_info() is None)
+
     def _set_paused(self, paused: bool) -> None:
         with self._lock:
             self._paused = paused
+            self._pauses += paused
             self._scan_files()
             for file in self._files.values():
                 file.set_paused(paused)

@@ -30,7 +30,9 @@ SAMPLE_CFI = 256  # PT_UNWIND_CFI: at least one step used a CFI row
 _SAMPLE = struct.Struct("=IIQII")  # tid, nframes, weight_ns, flags, 0
 
 REC_SAMPLE, REC_THREAD, REC_MAPS, REC_LOST, REC_EXIT, REC_WARN, REC_ERROR, REC_END = range(1, 9)
+REC_BUFFERS = 9
 THREAD_NEW, THREAD_GONE = 1, 2
+LOST_RING, LOST_STREAM = 1, 2  # Lost.where: the kernel's perf ring was full; proftui lagged
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,18 @@ class MapsChanged:
 @dataclass(frozen=True)
 class Lost:
     count: int
+    where: int = LOST_RING  # LOST_RING (kernel ring full) or LOST_STREAM (proftui lagged)
+
+
+@dataclass(frozen=True)
+class Buffers:
+    """The helper's buffers: `rings` perf rings of `ring_bytes` each (0 under ptrace),
+    its stream buffer, and the ring total asked with --buffer (0: the default)."""
+
+    ring_bytes: int
+    rings: int
+    stream_bytes: int
+    asked_bytes: int
 
 
 @dataclass(frozen=True)
@@ -84,7 +98,7 @@ class End:
     lost: int
 
 
-Record = Sample | ThreadEvent | MapsChanged | Lost | TargetExit | Message | End
+Record = Sample | ThreadEvent | MapsChanged | Lost | TargetExit | Message | End | Buffers
 
 
 class StreamDecoder:
@@ -152,7 +166,13 @@ def decode_record(rtype: int, body: bytes) -> Record | None:
         if rtype == REC_MAPS:
             return MapsChanged()
         if rtype == REC_LOST:
-            return Lost(struct.unpack_from("=Q", body)[0])
+            if len(body) >= 16:
+                count, where = struct.unpack_from("=QI", body)
+                return Lost(count, where)
+            return Lost(struct.unpack_from("=Q", body)[0])  # the short form: the ring's
+        if rtype == REC_BUFFERS:
+            ring, rings, _, stream, asked = struct.unpack_from("=QIIQQ", body)
+            return Buffers(ring, rings, stream, asked)
         if rtype == REC_EXIT:
             status, sig = struct.unpack_from("=ii", body)
             return TargetExit(None if status < 0 else status, None if sig < 0 else sig)

@@ -37,8 +37,9 @@ from proftui.collectors.runtime.wire_sampler import (
     SREC_TRUNCATED,
     SamplerFile,
 )
+from proftui.collectors.symbols.live import LiveStacks
 from proftui.collectors.symbols.maps import AddressSpace, Mapping
-from proftui.collectors.symbols.stacks import StackFrames, add_stack
+from proftui.collectors.symbols.stacks import StackFrames
 from proftui.collectors.symbols.symbolizer import Symbolizer
 
 DRAIN_INTERVAL_S = 0.1
@@ -77,8 +78,12 @@ class SamplerCollector(LaunchCollector):
         self._drain_lock = threading.RLock()  # files, aggregate, pending mappings
         self._sym_lock = threading.Lock()  # the symbolizer and address spaces
         self._pending_maps: list[tuple[str, int, list[Any]]] = []
+        self._maps_seen = 0  # batches of mappings drained (data_version)
         self._frames: dict[str, StackFrames] = {}  # file name -> its image's address space
         self._symbolizer: Symbolizer | None = None
+        # The profile built incrementally from the stacks whose counts moved (symbols/live.py).
+        self._live: LiveStacks[tuple[str, int, int, tuple[int, ...]]] = LiveStacks(
+            (SAMPLES, WALL_NS if self.options.wall_clock else CPU_NS))
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -186,15 +191,18 @@ class SamplerCollector(LaunchCollector):
                     continue
                 if maps:  # applied by collect(), under _sym_lock
                     self._pending_maps.append((name, pid, maps))
+                    self._maps_seen += 1
                 period = sfile.header.period_ns
                 for sample in samples:
                     key = (name, pid, sample.tid, sample.ips)
                     counts = self._stacks.get(key)
+                    ns = float(sample.weight * period)
                     if counts is None:
-                        self._stacks[key] = [1.0, float(sample.weight * period)]
+                        self._stacks[key] = [1.0, ns]
                     else:
                         counts[0] += 1.0
-                        counts[1] += sample.weight * period
+                        counts[1] += ns
+                    self._live.add(key, (1.0, ns))
                     self._total += 1
                     self._truncated += bool(sample.flags & SREC_TRUNCATED)
                     self._offstack += bool(sample.flags & SREC_OFFSTACK)
@@ -268,14 +276,25 @@ class SamplerCollector(LaunchCollector):
 
     # -- profile -------------------------------------------------------------------
 
+    def data_version(self) -> tuple[object, ...]:
+        """Changes whenever the next `collect()` could differ (Collector.data_version):
+        samples, mappings, files and warnings drained, or the target ended.  The drain
+        thread keeps draining meanwhile, so this reads only its counters."""
+        with self._drain_lock:
+            return (self._resets, self._total, self._maps_seen, len(self._files),
+                    len(self._warnings), self._end_time is not None,
+                    self.process is not None and self.process.poll() is not None)
+
     def collect(self) -> Profile:
         self.drain()
         with self._drain_lock:
-            stacks = [(name, pid, tid, ips, list(c))
-                      for (name, pid, tid, ips), c in self._stacks.items()]
             meta = self._meta()
             pending, self._pending_maps = self._pending_maps, []
-        metrics = (SAMPLES, WALL_NS if self.options.wall_clock else CPU_NS)
+            if pending:  # frames may resolve differently now: fold every stack in again
+                self._live.rebuild()
+            whole, fresh = self._live.take()
+            source = self._stacks if whole else fresh
+            stacks = [(key, list(c)) for key, c in source.items()]
         with self._sym_lock:
             if meta.complete:  # the pids are gone (maybe reused): map logs only from now on
                 for frames in self._frames.values():
@@ -283,15 +302,14 @@ class SamplerCollector(LaunchCollector):
                         frames.space.pid = None
             for name, pid, maps in pending:
                 self._add_mappings(name, pid, maps)
-            profile = Profile(meta=meta, metrics=metrics)
-            for name, pid, tid, ips, costs in stacks:
-                add_stack(profile, f"pid {pid} tid {tid}", self._frames_for(name, pid), ips,
-                          costs)
+            profile = self._live.build(
+                meta, ((f"pid {pid} tid {tid}", self._frames_for(name, pid), ips, costs)
+                       for (name, pid, tid, ips), costs in stacks), whole)
             for frames in self._frames.values():
                 profile.meta.warnings.extend(w for w in frames.warnings()
                                              if w not in profile.meta.warnings)
                 break  # one shared symbolizer: its warnings once
-        return profile.finalize()
+        return profile
 
     def _meta(self) -> ProfileMeta:
         """Metadata from the process and the runtime headers; caller holds _drain_lock."""

@@ -134,7 +134,7 @@ def _objdump(module: str, start: int, stop: int) -> list[tuple[int, str]]:
         match = _INSN.match(row)
         if match and match[2] and not row.startswith("Disassembly"):
             out.append((int(match[1], 16), " ".join(match[2].split("\t")).strip()))
-    return out
+    return out if result.returncode == 0 else []
 
 
 def _end_of(profile: Profile, frame: Frame, start: int) -> int:

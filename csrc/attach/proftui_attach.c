@@ -1,7 +1,9 @@
 /* proftui-attach: sample a running process from outside (`proftui --pid N`).
  *
- *   proftui-attach PID HZ auto|perf|ptrace
+ *   proftui-attach PID HZ auto|perf|ptrace [BUFFER_BYTES]
  *
+ * BUFFER_BYTES (proftui's --buffer): the total size of the perf ring buffers,
+ * split over the CPUs (default 512 KiB per CPU).
  * Writes the attach stream (pt_attach.h, docs/attach-stream.md) to stdout
  * until stdin reaches EOF or receives a byte, SIGINT/SIGTERM/SIGHUP arrive,
  * the parent (proftui) dies (PR_SET_PDEATHSIG -> SIGTERM), or the target
@@ -139,18 +141,23 @@ static int pt_attach_kernel_thread(pid_t pid) {
 }
 
 static void pt_usage(void) {
-    fprintf(stderr, "usage: proftui-attach PID HZ auto|perf|ptrace\n");
+    fprintf(stderr, "usage: proftui-attach PID HZ auto|perf|ptrace [BUFFER_BYTES]\n");
     exit(2);
 }
 
 int main(int argc, char **argv) {
-    if (argc != 4) pt_usage();
+    if (argc != 4 && argc != 5) pt_usage();
     char *end;
     long pid = strtol(argv[1], &end, 10);
     if (*end != '\0' || pid <= 0) pt_usage();
     long hz = strtol(argv[2], &end, 10);
     if (*end != '\0' || hz <= 0 || hz > 100000) pt_usage();
     const char *method = argv[3];
+    unsigned long long buffer = 0;
+    if (argc == 5) {
+        buffer = strtoull(argv[4], &end, 10);
+        if (*end != '\0' || argv[4][0] == '-') pt_usage();
+    }
 
     /* If proftui dies we get SIGTERM (read from the signalfd), and stdin EOF. */
     pid_t parent = getppid();
@@ -167,6 +174,9 @@ int main(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
     /* Never block on proftui: pt_attach_out.c drops samples instead. */
     fcntl(STDOUT_FILENO, F_SETFL, fcntl(STDOUT_FILENO, F_GETFL) | O_NONBLOCK);
+    /* A bigger pipe (up to fs.pipe-max-size, 1 MiB for any user) rides out the
+     * moments proftui is busy drawing; best effort (stdout may not be a pipe). */
+    fcntl(STDOUT_FILENO, F_SETPIPE_SZ, 1 << 20);
     int sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
     if (sfd < 0) {
         fprintf(stderr, "signalfd: %s\n", strerror(errno));
@@ -187,6 +197,7 @@ int main(int argc, char **argv) {
         .period_ns = 1000000000ull / (uint64_t)hz,
         .control_fd = STDIN_FILENO,
         .signal_fd = sfd,
+        .buffer_bytes = (uint64_t)buffer,
     };
     /* What unwinding lacks on this architecture (arch/pt_arch.h), for meta.warnings. */
     if (PT_ARCH_UNWIND_NOTE[0] != '\0') pt_attach_out_defer_warning(PT_ARCH_UNWIND_NOTE);

@@ -24,11 +24,16 @@
  *                  target's stack, continued by the frame-pointer chain.
  *   PT_ATTACH_REC_THREAD  +8 u32 tid, +12 u32 flags (PT_THREAD_*), +16 char comm[16]
  *   PT_ATTACH_REC_MAPS    +8 u64 0   new executable mapping: re-read /proc/PID/maps
- *   PT_ATTACH_REC_LOST    +8 u64 count of samples the kernel/helper dropped
+ *   PT_ATTACH_REC_LOST    +8 u64 count of samples dropped, +16 u32 where
+ *                  (PT_ATTACH_LOST_RING: the kernel's perf ring was full;
+ *                  PT_ATTACH_LOST_STREAM: proftui fell behind reading), +20 u32 0
  *   PT_ATTACH_REC_EXIT    +8 i32 status, +12 i32 signal (-1 when unknown): target gone
  *   PT_ATTACH_REC_WARN    +8 text, NUL-padded          a warning for meta.warnings
  *   PT_ATTACH_REC_ERROR   +8 text, NUL-padded          fatal; the helper exits 1
  *   PT_ATTACH_REC_END     +8 u64 samples, +16 u64 lost  detached cleanly, last record
+ *   PT_ATTACH_REC_BUFFERS +8 u64 ring bytes per CPU (0: no ring, ptrace), +16 u32 rings,
+ *                  +20 u32 0, +24 u64 stream buffer bytes, +32 u64 ring bytes asked
+ *                  (0: the default) — sent once, right after the header
  */
 #ifndef PT_ATTACH_H
 #define PT_ATTACH_H
@@ -60,7 +65,10 @@ enum {
     PT_ATTACH_REC_WARN = 6,
     PT_ATTACH_REC_ERROR = 7,
     PT_ATTACH_REC_END = 8,
+    PT_ATTACH_REC_BUFFERS = 9,
 };
+
+enum { PT_ATTACH_LOST_RING = 1, PT_ATTACH_LOST_STREAM = 2 };
 
 enum { PT_ATTACH_THREAD_NEW = 1, PT_ATTACH_THREAD_GONE = 2 };
 
@@ -70,6 +78,7 @@ struct pt_attach_config {
     uint64_t period_ns;
     int control_fd; /* stdin: EOF or any byte means "detach now" */
     int signal_fd;  /* signalfd for SIGINT/SIGTERM/SIGHUP (and SIGCHLD for ptrace) */
+    uint64_t buffer_bytes; /* total perf ring size asked (--buffer); 0: the default */
 };
 
 /* Output (pt_attach_out.c).  None of these is async-signal-safe; the helper
@@ -79,6 +88,9 @@ void pt_attach_out_sample(uint32_t tid, uint64_t weight_ns, uint32_t flags, cons
                           uint32_t n);
 void pt_attach_out_thread(uint32_t tid, uint32_t flags, pid_t pid);
 void pt_attach_out_u64(uint32_t type, uint64_t value);
+void pt_attach_out_lost(uint64_t count, uint32_t where); /* PT_ATTACH_LOST_* */
+/* The buffers in use: `ring_bytes` per ring (0 without rings), `rings` of them. */
+void pt_attach_out_buffers(uint64_t ring_bytes, uint32_t rings, uint64_t asked);
 void pt_attach_out_exit(int32_t status, int32_t signal);
 void pt_attach_out_text(uint32_t type, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void pt_attach_out_end(uint64_t samples, uint64_t lost);

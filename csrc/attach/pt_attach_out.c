@@ -14,7 +14,8 @@
 
 #include "pt_attach.h"
 
-#define PT_OUT_CAP (256 * 1024)
+/* Room for ~1 s of deep stacks at 10 kHz: proftui reads in bursts when busy. */
+#define PT_OUT_CAP (1024 * 1024)
 
 /* A warning held until the header is out (the auto method's fallback reason). */
 static char pt_attach_out_deferred[512];
@@ -63,22 +64,24 @@ int pt_attach_out_broken(void) { return pt_attach_out_dead; }
 /* Reserve `size` bytes (a multiple of 8) for one record; NULL when a sample
  * must be dropped because the reader is behind.  Not async-signal-safe. */
 static unsigned char *pt_attach_out_reserve(uint32_t type, uint32_t size) {
-    if (pt_attach_out_len + size + 16 > PT_OUT_CAP) pt_attach_out_flush();
-    if (pt_attach_out_len + size + 16 > PT_OUT_CAP) {
+    if (pt_attach_out_len + size + 24 > PT_OUT_CAP) pt_attach_out_flush();
+    if (pt_attach_out_len + size + 24 > PT_OUT_CAP) {
         if (type == PT_ATTACH_REC_SAMPLE) {
             pt_attach_out_dropped++;
             return NULL;
         }
         pt_attach_out_drain(2000); /* rare, small records: worth a wait */
-        if (pt_attach_out_len + size + 16 > PT_OUT_CAP)
+        if (pt_attach_out_len + size + 24 > PT_OUT_CAP)
             pt_attach_out_len = 0; /* reader gone astray */
     }
     if (pt_attach_out_dropped > 0) { /* report drops before anything newer */
-        uint32_t lost_type = PT_ATTACH_REC_LOST, lost_size = 16;
+        uint32_t lost_type = PT_ATTACH_REC_LOST, lost_size = 24;
+        uint32_t where[2] = {PT_ATTACH_LOST_STREAM, 0};
         memcpy(pt_attach_out_buf + pt_attach_out_len, &lost_type, 4);
         memcpy(pt_attach_out_buf + pt_attach_out_len + 4, &lost_size, 4);
         memcpy(pt_attach_out_buf + pt_attach_out_len + 8, &pt_attach_out_dropped, 8);
-        pt_attach_out_len += 16;
+        memcpy(pt_attach_out_buf + pt_attach_out_len + 16, where, 8);
+        pt_attach_out_len += 24;
         pt_attach_out_dropped = 0;
     }
     unsigned char *rec = pt_attach_out_buf + pt_attach_out_len;
@@ -136,6 +139,21 @@ void pt_attach_out_thread(uint32_t tid, uint32_t flags, pid_t pid) {
 void pt_attach_out_u64(uint32_t type, uint64_t value) {
     unsigned char *rec = pt_attach_out_reserve(type, 16);
     memcpy(rec + 8, &value, 8);
+}
+
+void pt_attach_out_lost(uint64_t count, uint32_t where) {
+    unsigned char *rec = pt_attach_out_reserve(PT_ATTACH_REC_LOST, 24);
+    memcpy(rec + 8, &count, 8);
+    memcpy(rec + 16, &where, 4);
+}
+
+void pt_attach_out_buffers(uint64_t ring_bytes, uint32_t rings, uint64_t asked) {
+    unsigned char *rec = pt_attach_out_reserve(PT_ATTACH_REC_BUFFERS, 40);
+    uint64_t stream = PT_OUT_CAP;
+    memcpy(rec + 8, &ring_bytes, 8);
+    memcpy(rec + 16, &rings, 4);
+    memcpy(rec + 24, &stream, 8);
+    memcpy(rec + 32, &asked, 8);
 }
 
 void pt_attach_out_exit(int32_t status, int32_t signal) {

@@ -30,6 +30,12 @@
 #define PT_PERF_REC_WORDS (1 + PT_ATTACH_MAX_FRAMES + PT_ATTACH_STACK_WORDS + 32)
 #define PT_PERF_MAX_THREADS 4096
 #define PT_PERF_MAX_CPUS 1024
+/* Default data pages per ring: 512 KiB with 4 KiB pages (plus the control page, the
+ * 516 KiB per CPU that kernel.perf_event_mlock_kb lets any user lock), ~120 samples
+ * with their 4 KiB stack copies; fewer on machines with many CPUs. */
+#define PT_PERF_DEFAULT_PAGES 128
+#define PT_PERF_MIN_PAGES 8
+#define PT_PERF_MAX_PAGES 65536
 
 /* One ring buffer per CPU: the kernel refuses mmap on inherited per-task
  * (cpu = -1) events, so like `perf record -p` we open one event per thread
@@ -50,6 +56,12 @@ static size_t pt_nfds, pt_capfds;
 static pid_t pt_known[PT_PERF_MAX_THREADS * 4];
 static int pt_nknown;
 static uint64_t pt_samples, pt_lost;
+/* Data pages of each ring (a power of two), chosen once from cfg->buffer_bytes and cut
+ * down when the kernel refuses to lock that much (pt_perf_map). */
+static size_t pt_ring_pages;
+/* The rings' fds in poll(): ring c at pt_ring_poll[c]; -1 once it hung up (its owning
+ * thread exited and nothing inherited from it: POLLHUP would be reported forever). */
+static int pt_ring_poll[PT_PERF_MAX_CPUS];
 /* 0 once the kernel refused to count kernel time (then exclude_kernel = 1). */
 static int pt_perf_kernel = 1;
 /* Set when a thread of the target exited: look at the group's liveness soon
@@ -104,7 +116,10 @@ static int pt_perf_open(const struct pt_attach_config *cfg, pid_t tid) {
     attr.mmap = 1;
     attr.comm = 1;
     attr.sample_id_all = 1;
-    attr.wakeup_events = 8; /* samples carry 4 KiB of stack: drain before the ring fills */
+    /* Wake the helper once a ring is a quarter full (besides its 20 ms timer), so a
+     * burst or a late timer on a busy machine does not overflow the ring. */
+    attr.watermark = 1;
+    attr.wakeup_watermark = (uint32_t)(pt_ring_pages * (size_t)sysconf(_SC_PAGESIZE) / 4);
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     int opened = 0;
     for (int cpu = 0; cpu < pt_ncpus; cpu++) {
@@ -129,13 +144,20 @@ static int pt_perf_open(const struct pt_attach_config *cfg, pid_t tid) {
         pt_fds[pt_nfds++] = fd;
         struct pt_perf_ring *ring = &pt_rings[cpu];
         if (ring->fd < 0) {
-            size_t pages = pt_ncpus <= 16 ? 64 : 16; /* 1 control page + 2^n data pages */
-            void *map = mmap(NULL, (pages + 1) * page, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+            void *map = MAP_FAILED;
+            for (;;) { /* 1 control page + 2^n data pages, halved while the kernel says no */
+                map = mmap(NULL, (pt_ring_pages + 1) * page, PROT_READ | PROT_WRITE, MAP_SHARED,
+                           fd, 0);
+                if (map != MAP_FAILED || (errno != EPERM && errno != ENOMEM) ||
+                    pt_ring_pages <= PT_PERF_MIN_PAGES)
+                    break;
+                pt_ring_pages /= 2; /* the locked-memory budget: later rings get this size */
+            }
             if (map == MAP_FAILED) return -1;
             ring->fd = fd;
             ring->meta = map;
             ring->data = (unsigned char *)map + page;
-            ring->size = pages * page;
+            ring->size = pt_ring_pages * page;
         } else if (ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, ring->fd) != 0) {
             return -1;
         }
@@ -219,7 +241,7 @@ static void pt_perf_drain(const struct pt_attach_config *cfg, struct pt_perf_rin
         case PERF_RECORD_LOST:
             if (words >= 2) {
                 pt_lost += body[1];
-                pt_attach_out_u64(PT_ATTACH_REC_LOST, body[1]);
+                pt_attach_out_lost(body[1], PT_ATTACH_LOST_RING);
             }
             break;
         case PERF_RECORD_FORK: /* pid, ppid, tid, ptid: a thread inheritance covers */
@@ -271,6 +293,17 @@ static uint64_t pt_now_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* Data pages per ring: the asked total (bytes over every CPU's ring) split per CPU and
+ * rounded down to a power of two, or the default.  Not async-signal-safe. */
+static size_t pt_perf_pages(uint64_t asked, int ncpus) {
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    uint64_t want = asked ? asked / (uint64_t)ncpus / page
+                          : (ncpus <= 16 ? PT_PERF_DEFAULT_PAGES : PT_PERF_DEFAULT_PAGES / 4);
+    size_t pages = PT_PERF_MIN_PAGES;
+    while (pages < PT_PERF_MAX_PAGES && 2 * (uint64_t)pages <= want) pages *= 2;
+    return pages;
+}
+
 /* The perf_event method: see the file comment.  Not async-signal-safe. */
 int pt_attach_perf_run(const struct pt_attach_config *cfg, int quiet_fail) {
     static pid_t tids[PT_PERF_MAX_THREADS];
@@ -279,6 +312,7 @@ int pt_attach_perf_run(const struct pt_attach_config *cfg, int quiet_fail) {
     pt_ncpus = (int)sysconf(_SC_NPROCESSORS_CONF);
     if (pt_ncpus < 1) pt_ncpus = 1;
     if (pt_ncpus > PT_PERF_MAX_CPUS) pt_ncpus = PT_PERF_MAX_CPUS;
+    pt_ring_pages = pt_perf_pages(cfg->buffer_bytes, pt_ncpus);
     for (int c = 0; c < pt_ncpus; c++) pt_rings[c].fd = -1;
     int n = pt_attach_list_tasks(cfg->pid, tids, PT_PERF_MAX_THREADS);
     if (n <= 0) {
@@ -305,16 +339,29 @@ int pt_attach_perf_run(const struct pt_attach_config *cfg, int quiet_fail) {
     uint32_t flags = pt_attach_unwind_init(cfg->pid);
     if (pt_perf_kernel) flags |= PT_ATTACH_FLAG_KERNEL_TIME;
     pt_attach_out_header(PT_ATTACH_METHOD_PERF, cfg->pid, cfg->period_ns, flags);
+    uint32_t nrings = 0;
+    for (int c = 0; c < pt_ncpus; c++) {
+        pt_ring_poll[c] = pt_rings[c].fd;
+        nrings += pt_rings[c].fd >= 0;
+    }
+    pt_attach_out_buffers(pt_ring_pages * (uint64_t)sysconf(_SC_PAGESIZE), nrings,
+                          cfg->buffer_bytes);
     for (int i = 0; i < pt_nknown; i++)
         pt_attach_out_thread((uint32_t)pt_known[i], PT_ATTACH_THREAD_NEW, cfg->pid);
     pt_attach_out_flush();
 
     uint64_t next_check = pt_now_ns();
     int exited = 0;
+    static struct pollfd pfd[2 + PT_PERF_MAX_CPUS]; /* too big for the stack */
     for (;;) {
-        struct pollfd pfd[2] = {{cfg->control_fd, POLLIN, 0}, {cfg->signal_fd, POLLIN, 0}};
-        int r = poll(pfd, 2, 20);
+        pfd[0] = (struct pollfd){cfg->control_fd, POLLIN, 0};
+        pfd[1] = (struct pollfd){cfg->signal_fd, POLLIN, 0};
+        for (int c = 0; c < pt_ncpus; c++) pfd[2 + c] = (struct pollfd){pt_ring_poll[c], POLLIN, 0};
+        int r = poll(pfd, 2 + (nfds_t)pt_ncpus, 20);
         int stop = r > 0 && pt_attach_check_control(cfg, pfd[0].revents, pfd[1].revents, NULL);
+        for (int c = 0; r > 0 && c < pt_ncpus; c++)
+            if (pfd[2 + c].revents & (POLLHUP | POLLERR | POLLNVAL))
+                pt_ring_poll[c] = -1; /* drained by the timer from now on */
         for (int c = 0; c < pt_ncpus; c++)
             if (pt_rings[c].fd >= 0) pt_perf_drain(cfg, &pt_rings[c]);
         uint64_t now = pt_now_ns();

@@ -371,6 +371,7 @@ int pt_attach_ptrace_run(const struct pt_attach_config *cfg) {
      * call is interrupted at its user-space entry: kernel time is counted. */
     uint32_t flags = pt_attach_unwind_init(cfg->pid) | PT_ATTACH_FLAG_KERNEL_TIME;
     pt_attach_out_header(PT_ATTACH_METHOD_PTRACE, cfg->pid, cfg->period_ns, flags);
+    pt_attach_out_buffers(0, 0, cfg->buffer_bytes); /* no kernel ring: samples are taken in line */
     if (pt_seize_all(cfg) != 0) {
         /* The header is out, so explain through the stream and on stderr. */
         int saved = errno;
