@@ -101,3 +101,33 @@ def test_long_timelines_are_thinned_keeping_the_peak() -> None:
             assert chart.peak == (times[71_234], 5e6)
             assert "peak 4.8MiB at 71.2s" in screen_text(app)
     run(body)
+
+
+def test_process_pane_shows_the_chart_of_a_heap_profile_only() -> None:
+    """The app's Process pane draws a profile's timeline; without one the chart hides."""
+    from proftui.collectors.model.profile import HEAP_METRICS, Frame, Profile, ProfileMeta
+    from proftui.tui.app import ProfTuiApp
+
+    def heap_profile(timeline: Timeline | None) -> Profile:
+        profile = Profile(ProfileMeta(mode="heap", argv=["prog"], pids=[1]), HEAP_METRICS)
+        main = profile.frames.intern(Frame("main", module="/bin/prog"))
+        assert profile.tree is not None
+        profile.tree.add_stack([main], [4 * MiB, 1, 0, 4 * MiB, 0, 0, 0])
+        profile.timeline = timeline
+        return profile.finalize()
+
+    async def body(timeline: Timeline | None) -> None:
+        app = ProfTuiApp(profile=heap_profile(timeline))
+        async with app.run_test(size=(100, 40)) as pilot:
+            await pilot.pause(0.3)
+            await pilot.press("4")
+            await pilot.pause(0.3)
+            chart = app.query_one(HeapChart)
+            if timeline is None:
+                assert not chart.display
+            else:
+                assert chart.display and chart.peak == (6.0, 4 * MiB)
+                assert "peak 4.0MiB at 6.0s" in screen_text(app)
+
+    run(lambda: body(ramp()))
+    run(lambda: body(None))

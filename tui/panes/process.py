@@ -1,5 +1,6 @@
 """Process pane: the target's status (state, CPU overall and per thread, memory, fds,
-I/O, history) on top, its output (stdout and stderr, live) below.
+I/O, history) on top, the heap over time (heap profiles), its output (stdout and
+stderr, live) below.
 
 Each part is one section, a container with its own id (`#proc-status`,
 `#proc-output`), so another part (a heap chart) is one more section in
@@ -12,10 +13,12 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from proftui.collectors.model.profile import Profile
+from proftui.collectors.model.profile import Profile, Timeline
+from proftui.collectors.model.views import FlatEntry
 from proftui.collectors.runtime.procstat import HISTORY, ProcStat
 from proftui.tui.format import format_bytes
 from proftui.tui.panes.base import Command, NavState, Pane
+from proftui.tui.widgets.heap_chart import HeapChart
 from proftui.tui.widgets.output_panel import OutputLog, OutputSource
 from rich.table import Table
 from rich.text import Text
@@ -50,6 +53,7 @@ class ProcPane(Pane, Vertical):
     ProcPane.-no-output #proc-output { height: 1; min-height: 1; }
     ProcPane.-no-output #output-log { display: none; }
     ProcPane #output-title { height: 1; background: $boost; }
+    ProcPane.-output-only #heap-chart { display: none; }
     """
 
     def __init__(self, **kwargs: object) -> None:
@@ -59,6 +63,8 @@ class ProcPane(Pane, Vertical):
         self._output_dirty = False
         self._ended_note = ""
         self._failed = False
+        self._timeline: Timeline | None = None  # the heap chart's data, drawn when shown
+        self._drawn_timeline: tuple[int, int] | None = None  # (id, rows) last drawn
 
     def compose(self) -> ComposeResult:
         with Vertical(id="proc-status"):
@@ -68,6 +74,9 @@ class ProcPane(Pane, Vertical):
             yield Static("RSS (history)", classes="spark-label")
             yield Sparkline([], id="rss-spark", summary_function=max)
             yield Static("", id="proc-threads")
+        chart = HeapChart(id="heap-chart")
+        chart.display = False  # until a profile with a timeline (heap profiles) comes
+        yield chart
         with Vertical(id="proc-output"):
             yield Static("", id="output-title")
             yield OutputLog(id="output-log")
@@ -148,7 +157,23 @@ class ProcPane(Pane, Vertical):
         self.toggle_class("-output-only")
         self._show_output_title()
 
+    def show_profile(self, profile: Profile, entries: list[FlatEntry], metric: int,
+                     state: NavState | None) -> None:
+        self._timeline = profile.timeline
+        if state is not None:  # shown: draw now; hidden panes draw when shown (cheaper)
+            self._draw_heap()
+
+    def _draw_heap(self) -> None:
+        timeline = self._timeline
+        drawn = None if timeline is None else (id(timeline), len(timeline.times))
+        if drawn != self._drawn_timeline or timeline is None:
+            self._drawn_timeline = drawn
+            self.query_one(HeapChart).show(timeline)
+
     def show_step(self, profile: Profile | None, state: NavState, metric: int) -> None:
+        if profile is not None:
+            self._timeline = profile.timeline
+        self._draw_heap()
         if self._output_dirty:
             self.query_one(OutputLog).draw()
             self._output_dirty = False
