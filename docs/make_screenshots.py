@@ -2,7 +2,10 @@
 
 tests/fixtures/att_spin.c is compiled and started, proftui attaches to it
 (attach mode), and the app is driven by keys through Textual's Pilot while
-the target runs; every pane is saved with `App.save_screenshot()`.
+the target runs; every pane is saved with `App.save_screenshot()`.  A second
+run launches tests/fixtures/thr_ratio.c (four named threads) under the
+sampler for the thread picker, threads as roots, the help screen and the
+output panel.
 
 usage: python docs/make_screenshots.py [OUTPUT_DIR]
 """
@@ -11,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,12 +22,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from proftui.collectors.base import CollectorOptions  # noqa: E402
+from proftui.collectors.sampler.collector import SamplerCollector  # noqa: E402
 from proftui.tui.app import ProfTuiApp  # noqa: E402
 from proftui.tui.panes.flat import FlatPane  # noqa: E402
 from proftui.tui.panes.source import SourcePane  # noqa: E402
 from proftui.tui.panes.tree import CallTreeView  # noqa: E402
 from proftui.tui.widgets.flat_table import FlatTable  # noqa: E402
 
+from tests.conftest import build_fixture  # noqa: E402
 from tests.tui.tui_profiles import SpinTarget, attach  # noqa: E402
 
 SIZE = (130, 36)
@@ -71,8 +78,48 @@ async def shoot(app: ProfTuiApp, out: Path) -> list[Path]:
         await until(lambda: source.listing is not None and source.listing.kind == "disassembly")
         await pilot.pause(0.3)
         save("disassembly.svg")
+        await pilot.press("i")
+        await until(lambda: source.listing is not None and source.listing.kind == "interleaved")
+        await pilot.pause(0.3)
+        save("interleaved.svg")
+        app.exit()
+    return saved
+
+
+async def shoot_threads(app: ProfTuiApp, out: Path) -> list[Path]:
+    saved: list[Path] = []
+
+    def save(name: str) -> None:
+        app.save_screenshot(filename=name, path=str(out))
+        saved.append(out / name)
+
+    async with app.run_test(size=SIZE) as pilot:
+        async def until(predicate: Callable[[], object], timeout: float = 30.0) -> None:
+            deadline = time.monotonic() + timeout
+            while not predicate():
+                if time.monotonic() > deadline:
+                    raise SystemExit("timed out driving the app")
+                await pilot.pause(0.05)
+
+        await until(lambda: app.profile is not None and len(app.profile.parts) >= 5
+                    and app.profile.total(0) > 800)
+        await pilot.press("t")
+        await pilot.pause(0.5)
+        save("threads.svg")
+        await pilot.press("escape", "2")
+        await pilot.pause(0.3)
+        await pilot.press("T")
+        tree = app.query_one(CallTreeView)
+        await until(lambda: not tree.pending)
+        await pilot.pause(0.5)
+        save("thread-roots.svg")
+        await pilot.press("question_mark")
+        await pilot.pause(0.5)
+        save("help.svg")
+        await pilot.press("escape")
+        await until(lambda: app.ended, timeout=60.0)
         await pilot.press("4")
-        await pilot.pause(1.2)
+        await pilot.pause(1.0)
         save("process.svg")
         app.exit()
     return saved
@@ -81,6 +128,16 @@ async def shoot(app: ProfTuiApp, out: Path) -> list[Path]:
 def main() -> None:
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "docs" / "screenshots"
     out.mkdir(parents=True, exist_ok=True)
+    threads = build_fixture("thr_ratio.c", ["-O2", "-g", "-pthread"])
+    with tempfile.TemporaryDirectory() as scratch:
+        collector = SamplerCollector([str(threads), str(Path(scratch) / "report.txt"),
+                                      "300000000"], CollectorOptions(output="log"))
+        collector.start()
+        try:
+            for path in asyncio.run(shoot_threads(ProfTuiApp(collector=collector), out)):
+                print(path)
+        finally:
+            collector.stop()
     target = SpinTarget(30.0)
     collector = attach(target.pid, frequency_hz=1000)
     try:
