@@ -38,7 +38,7 @@ from proftui.collectors.runtime.launch import (
     signal_name,
 )
 
-MODES = ("gprof", "instrument", "sampler")
+MODES = ("gprof", "instrument", "sampler", "heap")
 SUBCOMMANDS = ("record", "report", "open", "demo", "attach", "export")
 
 DESCRIPTION = """\
@@ -59,6 +59,8 @@ Modes (chosen from the binary, --mode overrides):
   gprof       program built with -pg: proftui reads gmon.out (written at exit)
   instrument  built with -finstrument-functions: exact calls and times per call path, live
   sampler     any other binary: statistical CPU sampling (LD_PRELOAD), live
+  heap        --mode heap: allocations, live bytes, peak and leaks by call path (LD_PRELOAD),
+              live; never chosen automatically
 """
 
 
@@ -77,8 +79,12 @@ def _add_profiling_options(parser: argparse.ArgumentParser, with_program: bool =
                         help="sampler: sample wall-clock time instead of CPU time")
     parser.add_argument("--follow", action="store_true",
                         help="sampler: follow children across fork/exec")
+    parser.add_argument("--heap-sample", type=_heap_sample, metavar="BYTES",
+                        help="heap mode: sample one allocation per BYTES on average (Poisson "
+                             "on bytes, estimates scaled up; e.g. 512K); default: every one")
     parser.add_argument("--buffer", type=_megabytes, metavar="MB",
-                        help="shared-memory budget per process in MiB (instrument, sampler); "
+                        help="shared-memory budget per process in MiB (instrument, sampler, "
+                             "heap); "
                              "what does not fit is counted as dropped")
     parser.add_argument("--keep-run-dir", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("-p", "--pid", type=int, metavar="PID",
@@ -114,6 +120,18 @@ def _megabytes(text: str) -> int:
     if not 0.0625 <= value <= 65536:
         raise argparse.ArgumentTypeError("buffer must be between 0.0625 and 65536 MiB")
     return int(value * (1 << 20))
+
+
+def _heap_sample(text: str) -> int:
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    scale = units.get(text[-1:].lower(), 1)
+    try:
+        value = float(text[:-1] if scale > 1 else text) * scale
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a byte count: {text!r} (e.g. 524288 or 512K)")
+    if not 1 <= value <= 1 << 40:
+        raise argparse.ArgumentTypeError("heap sample interval: 1 byte to 1 TiB")
+    return int(value)
 
 
 def _output_path(text: str) -> Path:
@@ -201,6 +219,7 @@ def options_from(args: argparse.Namespace, output: str) -> CollectorOptions:
         duration_s=args.duration,
         pid=args.pid,
         method=args.method,
+        heap_sample_bytes=args.heap_sample,
     )
 
 
@@ -227,6 +246,12 @@ def make_collector(args: argparse.Namespace, output: str) -> Collector:
         raise ProftuiError(
             f"{args.program} is statically linked, so the sampler cannot be preloaded into it; "
             "start it yourself and use `proftui --pid PID` (attach mode)")
+    if mode == "heap" and facts.static:
+        raise ProftuiError(
+            f"{args.program} is statically linked, so the heap profiler cannot be preloaded into "
+            "it; relink it dynamically, or run it under valgrind --tool=massif")
+    if args.heap_sample is not None and mode != "heap":
+        raise ProftuiError("--heap-sample applies to heap mode only (add --mode heap)")
     return COLLECTORS[mode]([args.program, *args.args], options_from(args, output))
 
 
