@@ -128,7 +128,8 @@ def _heap_sample(text: str) -> int:
     try:
         value = float(text[:-1] if scale > 1 else text) * scale
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a byte count: {text!r} (e.g. 524288 or 512K)")
+        raise argparse.ArgumentTypeError(
+            f"not a byte count: {text!r} (e.g. 524288 or 512K)") from None
     if not 1 <= value <= 1 << 40:
         raise argparse.ArgumentTypeError("heap sample interval: 1 byte to 1 TiB")
     return int(value)

@@ -60,16 +60,36 @@ static const struct pt_cfi_row *pt_cfi_find(const struct pt_cfi_set *set, uintpt
 }
 #endif
 
-/* Async-signal-safe. */
-unsigned pt_unwind_walk(const struct pt_cfi_set *set, const struct pt_memory *mem,
-                        const struct pt_regs *regs, uint64_t *frames, unsigned max,
-                        unsigned *flags) {
+#if PT_ARCH_CFI
+/* pt_cfi_find through `memo` (NULL: no memo).  Async-signal-safe. */
+static inline const struct pt_cfi_row *pt_cfi_lookup(const struct pt_cfi_set *set, uintptr_t pc,
+                                                     struct pt_unwind_memo *memo) {
+    if (memo == NULL) return pt_cfi_find(set, pc);
+    if (memo->set != set) {
+        memset(memo->pc, 0, sizeof memo->pc);
+        memo->set = set;
+    }
+    size_t i = (pc ^ (pc >> 12)) & (PT_UNWIND_MEMO_SIZE - 1);
+    if (memo->pc[i] == pc) return memo->row[i];
+    const struct pt_cfi_row *row = pt_cfi_find(set, pc);
+    memo->pc[i] = pc;
+    memo->row[i] = row;
+    return row;
+}
+#endif
+
+/* The walk; inlined into both entry points so the memo-less one pays nothing.
+ * Async-signal-safe. */
+static inline __attribute__((always_inline)) unsigned
+pt_walk(const struct pt_cfi_set *set, const struct pt_memory *mem, const struct pt_regs *regs,
+        uint64_t *frames, unsigned max, unsigned *flags, struct pt_unwind_memo *memo) {
     uintptr_t pc = regs->pc, sp = regs->sp, fp = regs->fp;
     unsigned n = 0;
     if (max == 0) return 0;
     frames[n++] = pc;
 #if !PT_ARCH_CFI
     (void)set;
+    (void)memo;
     /* A leaf may not have stored its link register yet: lr is its caller. */
     if (regs->lr > 4096 && regs->lr != pc && n < max) frames[n++] = regs->lr;
 #endif
@@ -78,7 +98,7 @@ unsigned pt_unwind_walk(const struct pt_cfi_set *set, const struct pt_memory *me
 #if PT_ARCH_CFI
         /* A return address may point just past a noreturn call: look up ra-1. */
         uintptr_t lookup = n == 1 ? pc : pc - 1;
-        const struct pt_cfi_row *row = set != NULL ? pt_cfi_find(set, lookup) : NULL;
+        const struct pt_cfi_row *row = set != NULL ? pt_cfi_lookup(set, lookup, memo) : NULL;
         if (row != NULL && (row->cfa_reg & PT_ROW_OUTERMOST)) return n; /* _start, clone */
         if (row != NULL && (row->cfa_reg & PT_CFA_MASK) != PT_CFA_NONE) {
             uintptr_t base = (row->cfa_reg & PT_CFA_MASK) == PT_CFA_SP ? sp : fp;
@@ -110,4 +130,18 @@ unsigned pt_unwind_walk(const struct pt_cfi_set *set, const struct pt_memory *me
     }
     *flags |= n == max ? PT_UNWIND_DEPTH : PT_UNWIND_TRUNCATED;
     return n;
+}
+
+/* Async-signal-safe. */
+unsigned pt_unwind_walk(const struct pt_cfi_set *set, const struct pt_memory *mem,
+                        const struct pt_regs *regs, uint64_t *frames, unsigned max,
+                        unsigned *flags) {
+    return pt_walk(set, mem, regs, frames, max, flags, NULL);
+}
+
+/* Async-signal-safe. */
+unsigned pt_unwind_walk_memo(const struct pt_cfi_set *set, const struct pt_memory *mem,
+                             const struct pt_regs *regs, uint64_t *frames, unsigned max,
+                             unsigned *flags, struct pt_unwind_memo *memo) {
+    return pt_walk(set, mem, regs, frames, max, flags, memo);
 }

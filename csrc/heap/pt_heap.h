@@ -28,7 +28,7 @@
 #include "pt_unwind.h"
 
 #define PT_HEAP_DEFAULT_BUFFER (64u << 20) /* bytes: pointer table + buckets + frames */
-#define PT_HEAP_STRIPES 256                /* independently locked pointer sub-tables */
+#define PT_HEAP_STRIPES 64                 /* independently locked pointer sub-tables */
 #define PT_HEAP_MAPLOG_ENTRIES 1024
 #define PT_HEAP_SIZE_BITS 40 /* a pointer entry's size field: blocks up to 1 TiB */
 
@@ -62,6 +62,8 @@ struct pt_heap_thread {
     int64_t until_sample; /* sampled mode: bytes to go before the next sample */
     uint64_t rng;         /* sampled mode: xorshift state (0: not seeded) */
     uint64_t maps_tick;   /* tracked allocations since the last loaded-objects check */
+    struct pt_unwind_memo *memo; /* pc -> CFI row, this thread's (pt_alloc'd on first use) */
+    int memo_failed;             /* no memory for it: walk without */
 };
 
 extern PT_HIDDEN struct pt_heap_config pt_heap_cfg;

@@ -48,21 +48,23 @@ struct pt_entry {
 struct pt_stripe {
     int lock;
     uint32_t count;
-    uint64_t mask;
+    uint64_t mask; /* capacity - 1 */
     struct pt_entry *e;
 } __attribute__((aligned(64)));
 
-/* The pointer table (pt_alloc'd at start, replaced in a fork child) and the
- * sampled-address bitmap (sampled mode only).  Written outside allocation
- * paths only. */
+/* The pointer table: stripes grow (double) under their lock while the whole
+ * stays within the budget, so a small live set stays in cache.  Made at
+ * start, remade in a fork child.  The sampled-address bitmap (sampled mode
+ * only).  pt_table_bytes counts the stripes' memory (atomic). */
 static struct pt_stripe pt_stripes[PT_HEAP_STRIPES];
 static uint64_t *pt_bitmap;
 static uint64_t pt_bitmap_mask; /* bits - 1 */
-static size_t pt_table_bytes;
+static uint64_t pt_table_bytes, pt_table_budget;
 /* 1 while a peak snapshot copies (CAS-claimed; others skip theirs). */
 static int pt_peak_busy;
 
 #define PT_SIZE_MASK ((1ull << PT_HEAP_SIZE_BITS) - 1)
+#define PT_STRIPE_INITIAL 256 /* entries: one page */
 
 /* Async-signal-safe. */
 static inline uint64_t pt_mix(uint64_t x) {
@@ -74,21 +76,19 @@ static inline uint64_t pt_mix(uint64_t x) {
 
 /* Not async-signal-safe (mmap at start or in a fork child). */
 int pt_heap_track_init(void) {
-    uint64_t entries = 1;
-    while (entries * 2 * sizeof(struct pt_entry) <= pt_heap_cfg.buffer_bytes / 2) entries *= 2;
-    uint64_t per = entries / PT_HEAP_STRIPES;
-    if (per < 64) per = 64;
-    pt_table_bytes = per * PT_HEAP_STRIPES * sizeof(struct pt_entry);
-    /* Anonymous and lazily touched: untouched pages cost nothing. */
-    struct pt_entry *all = pt_alloc(pt_table_bytes);
-    if (all == NULL) return -1;
+    pt_table_budget = pt_heap_cfg.buffer_bytes / 2;
+    pt_table_bytes = 0;
     for (int i = 0; i < PT_HEAP_STRIPES; i++) {
+        struct pt_entry *e = pt_alloc(PT_STRIPE_INITIAL * sizeof *e);
+        if (e == NULL) return -1;
         pt_stripes[i].lock = 0;
         pt_stripes[i].count = 0;
-        pt_stripes[i].mask = per - 1;
-        pt_stripes[i].e = all + (uint64_t)i * per;
+        pt_stripes[i].mask = PT_STRIPE_INITIAL - 1;
+        pt_stripes[i].e = e;
+        pt_table_bytes += PT_STRIPE_INITIAL * sizeof *e;
     }
-    if (pt_heap_file.heap != NULL) pt_heap_file.heap->ptr_capacity = per * PT_HEAP_STRIPES;
+    if (pt_heap_file.heap != NULL)
+        pt_heap_file.heap->ptr_capacity = pt_table_budget / sizeof(struct pt_entry) * 3 / 4;
     if (pt_heap_cfg.sample_bytes && pt_bitmap == NULL) {
         pt_bitmap = pt_alloc((1u << 22) / 8); /* 4 Mi bits */
         pt_bitmap_mask = (1u << 22) - 1;
@@ -102,7 +102,9 @@ int pt_heap_track_init(void) {
  * untracked), and a lock may have been held by a thread that is gone.
  * Not async-signal-safe. */
 void pt_heap_track_fork_child(void) {
-    if (pt_stripes[0].e != NULL) pt_free(pt_stripes[0].e, pt_table_bytes);
+    for (int i = 0; i < PT_HEAP_STRIPES; i++)
+        if (pt_stripes[i].e != NULL)
+            pt_free(pt_stripes[i].e, (pt_stripes[i].mask + 1) * sizeof(struct pt_entry));
     if (pt_bitmap != NULL) memset(pt_bitmap, 0, (pt_bitmap_mask + 1) / 8);
     pt_heap_track_init();
 }
@@ -122,32 +124,68 @@ static inline void pt_lock(int *l) {
 
 static inline void pt_unlock(int *l) { __atomic_store_n(l, 0, __ATOMIC_RELEASE); }
 
-/* Async-signal-safe. */
-static inline struct pt_stripe *pt_stripe_of(uint64_t key, uint64_t *home) {
-    uint64_t h = pt_mix(key);
-    struct pt_stripe *s = &pt_stripes[h >> 56];
-    *home = (h >> 8) & s->mask;
-    return s;
+/* The stripe of `key` and its hash.  Async-signal-safe. */
+static inline struct pt_stripe *pt_stripe_of(uint64_t key, uint64_t *h) {
+    *h = pt_mix(key);
+    return &pt_stripes[*h >> (64 - 6)]; /* PT_HEAP_STRIPES = 64 */
+}
+_Static_assert(PT_HEAP_STRIPES == 64, "pt_stripe_of takes 6 bits");
+
+static inline uint64_t pt_home(const struct pt_stripe *s, uint64_t h) { return h & s->mask; }
+
+/* Double a stripe (its lock held) within the budget; 0, or -1.
+ * Async-signal-safe (mmap, munmap). */
+static int pt_grow(struct pt_stripe *s) {
+    uint64_t cap = s->mask + 1, bytes = 2 * cap * sizeof(struct pt_entry);
+    if (__atomic_add_fetch(&pt_table_bytes, bytes, __ATOMIC_RELAXED) > pt_table_budget) {
+        __atomic_sub_fetch(&pt_table_bytes, bytes, __ATOMIC_RELAXED);
+        return -1;
+    }
+    struct pt_entry *e = pt_alloc(bytes);
+    if (e == NULL) {
+        __atomic_sub_fetch(&pt_table_bytes, bytes, __ATOMIC_RELAXED);
+        return -1;
+    }
+    uint64_t mask = 2 * cap - 1;
+    for (uint64_t i = 0; i < cap; i++) {
+        if (s->e[i].key == 0) continue;
+        uint64_t j = pt_mix(s->e[i].key) & mask;
+        while (e[j].key != 0) j = (j + 1) & mask;
+        e[j] = s->e[i];
+    }
+    pt_free(s->e, cap * sizeof(struct pt_entry));
+    __atomic_sub_fetch(&pt_table_bytes, cap * sizeof(struct pt_entry), __ATOMIC_RELAXED);
+    s->e = e;
+    s->mask = mask;
+    return 0;
 }
 
-/* Insert (or replace) key -> meta; 0, or -1 when the sub-table is full.
+/* Insert (or replace) key -> meta; 0, or -1 when the table may not grow.
  * Returns the replaced meta in *old (0: none).  Async-signal-safe. */
 static int pt_put(uint64_t key, uint64_t meta, uint64_t *old) {
-    uint64_t i;
-    struct pt_stripe *s = pt_stripe_of(key, &i);
+    uint64_t h;
+    struct pt_stripe *s = pt_stripe_of(key, &h);
     *old = 0;
     pt_lock(&s->lock);
-    for (;; i = (i + 1) & s->mask) {
+    if ((uint64_t)s->count + 1 > s->mask - s->mask / 4 && pt_grow(s) != 0) { /* 3/4 full */
+        /* Full: still replace a stale entry of the same key, if any. */
+        for (uint64_t i = pt_home(s, h); s->e[i].key != 0; i = (i + 1) & s->mask)
+            if (s->e[i].key == key) {
+                *old = s->e[i].meta;
+                s->e[i].meta = meta;
+                pt_unlock(&s->lock);
+                return 0;
+            }
+        pt_unlock(&s->lock);
+        return -1;
+    }
+    for (uint64_t i = pt_home(s, h);; i = (i + 1) & s->mask) {
         if (s->e[i].key == key) { /* a block freed behind our back (untracked): replace */
             *old = s->e[i].meta;
             s->e[i].meta = meta;
             break;
         }
         if (s->e[i].key == 0) {
-            if ((uint64_t)s->count + 1 > s->mask - s->mask / 4) { /* 3/4 full */
-                pt_unlock(&s->lock);
-                return -1;
-            }
             s->e[i].key = key;
             s->e[i].meta = meta;
             s->count++;
@@ -160,11 +198,11 @@ static int pt_put(uint64_t key, uint64_t meta, uint64_t *old) {
 
 /* Remove key; its meta, or 0 when absent.  Async-signal-safe. */
 static uint64_t pt_take(uint64_t key) {
-    uint64_t i;
-    struct pt_stripe *s = pt_stripe_of(key, &i);
+    uint64_t h;
+    struct pt_stripe *s = pt_stripe_of(key, &h);
     uint64_t meta = 0;
     pt_lock(&s->lock);
-    for (;; i = (i + 1) & s->mask) {
+    for (uint64_t i = pt_home(s, h);; i = (i + 1) & s->mask) {
         if (s->e[i].key == 0) break;
         if (s->e[i].key != key) continue;
         meta = s->e[i].meta;
@@ -174,8 +212,7 @@ static uint64_t pt_take(uint64_t key) {
         for (;;) {
             j = (j + 1) & s->mask;
             if (s->e[j].key == 0) break;
-            uint64_t home;
-            pt_stripe_of(s->e[j].key, &home);
+            uint64_t home = pt_home(s, pt_mix(s->e[j].key));
             /* Movable unless its home lies cyclically in (hole, j]. */
             int stays = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
             if (!stays) {
@@ -192,7 +229,7 @@ static uint64_t pt_take(uint64_t key) {
 }
 
 /* Sampled-address bitmap.  Async-signal-safe. */
-static inline uint64_t pt_bit(uint64_t key) { return pt_mix(key) & pt_bitmap_mask; }
+static inline uint64_t pt_bit(uint64_t key) { return (key >> 4) * 0x9e3779b97f4a7c15ull >> 42; }
 
 /* ---- stacks and buckets ------------------------------------------------------ */
 
@@ -244,8 +281,13 @@ static __attribute__((noinline)) unsigned pt_backtrace(struct pt_heap_thread *t,
     }
     struct pt_memory mem = {regs.sp, hi, (const unsigned char *)regs.sp};
     const struct pt_cfi_set *set = __atomic_load_n(&pt_heap_cfi_current, __ATOMIC_ACQUIRE);
+    if (t->memo == NULL && !t->memo_failed) { /* once per thread: 16 KiB of rows found */
+        t->memo = pt_alloc(sizeof *t->memo);
+        t->memo_failed = t->memo == NULL;
+    }
     unsigned uflags = 0;
-    unsigned n = pt_unwind_walk(set, &mem, &regs, raw, PT_HEAP_MAX_FRAMES + 8, &uflags);
+    unsigned n = pt_unwind_walk_memo(set, &mem, &regs, raw, PT_HEAP_MAX_FRAMES + 8, &uflags,
+                                     t->memo);
     unsigned skip = 0;
     while (skip < n && raw[skip] >= pt_heap_self_lo && raw[skip] < pt_heap_self_hi) skip++;
     unsigned m = n - skip;
