@@ -200,6 +200,11 @@ __attribute__((destructor)) static void pt_heap_fini(void) {
             call;                                                                                 \
             break;                                                                                \
         }                                                                                         \
+        if (pt_heap_skip(t_, (size))) { /* sampled mode, not this one */                          \
+            call;                                                                                 \
+            t_->last_alloc = p;                                                                   \
+            break;                                                                                \
+        }                                                                                         \
         t_->busy = 1;                                                                             \
         call;                                                                                     \
         if (p != NULL) {                                                                          \
@@ -231,7 +236,8 @@ PT_EXPORT void free(void *p) {
     if (pt_boot_owns(p)) return; /* bootstrap arena: never given back */
     if (pt_need_boot()) return;  /* no real free: leak rather than crash */
     struct pt_heap_thread *t = &pt_heap_self;
-    if (t->busy || !pt_heap_on) {
+    if (t->busy || !pt_heap_on || (pt_heap_cfg.sample_bytes && !pt_heap_maybe_sampled(p))) {
+        if (p == t->last_alloc) t->last_alloc = NULL;
         pt_real.free(p);
         return;
     }
@@ -257,6 +263,12 @@ PT_EXPORT void *realloc(void *p, size_t n) {
     }
     struct pt_heap_thread *t = &pt_heap_self;
     if (t->busy || !pt_heap_on) return pt_real.realloc(p, n);
+    int track_new = !pt_heap_skip(t, n); /* decided once: the countdown moves here */
+    if (!track_new && (p == NULL || !pt_heap_maybe_sampled(p))) { /* sampled mode, fast path */
+        void *q = pt_real.realloc(p, n);
+        if (q != NULL || n == 0) t->last_alloc = q;
+        return q;
+    }
     t->busy = 1;
     uint64_t saved = 0;
     /* Out of the table before the real call: once it returns, another thread
@@ -275,7 +287,8 @@ PT_EXPORT void *realloc(void *p, size_t n) {
             pt_heap_count_untracked_free();
         }
         if (p != NULL && p == t->last_alloc) t->last_alloc = NULL;
-        if (q != NULL) pt_heap_on_alloc(t, q, n);
+        if (q != NULL && track_new) pt_heap_on_alloc(t, q, n);
+        else if (q != NULL) t->last_alloc = q;
     }
     errno = e;
     t->busy = 0;
@@ -368,7 +381,8 @@ static void *pt_new_fallback(size_t n, size_t align) {
         t->busy = 1;                                                                              \
         int *guard __attribute__((cleanup(pt_leave))) = &t->busy;                                 \
         void *p = real args;                                                                      \
-        if (p != NULL) pt_heap_on_alloc(t, p, (size));                                            \
+        if (p != NULL && !pt_heap_skip(t, (size))) pt_heap_on_alloc(t, p, (size));                \
+        else if (p != NULL) t->last_alloc = p;                                                    \
         return p;                                                                                 \
     }
 

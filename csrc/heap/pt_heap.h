@@ -86,6 +86,35 @@ PT_HIDDEN void pt_heap_put_back(void *p, uint64_t saved);
 PT_HIDDEN void pt_heap_credit_free(struct pt_heap_thread *t, uint64_t saved, int temporary);
 PT_HIDDEN void pt_heap_count_untracked_free(void);
 PT_HIDDEN void pt_heap_peak_snapshot(int force); /* copy live -> peak if live grew */
+PT_HIDDEN int64_t pt_heap_draw(struct pt_heap_thread *t, uint64_t mean); /* exponential */
+
+/* Sampled mode: one bit per hashed address of a sampled block (set, never
+ * cleared but in a fork child); a clear bit means "never sampled", so most
+ * frees skip the table.  32 KiB: it stays in cache.  NULL in exact mode. */
+#define PT_HEAP_BITMAP_BITS (1u << 18)
+extern PT_HIDDEN uint64_t *pt_heap_bitmap;
+
+/* The bit of `p`.  Async-signal-safe. */
+static inline uint64_t pt_heap_bit(const void *p) {
+    return ((uint64_t)(uintptr_t)p >> 4) * 0x9e3779b97f4a7c15ull >> (64 - 18);
+}
+
+/* 0 if `p` was certainly never sampled.  Async-signal-safe. */
+static inline int pt_heap_maybe_sampled(const void *p) {
+    uint64_t bit = pt_heap_bit(p);
+    return (int)(__atomic_load_n(&pt_heap_bitmap[bit / 64], __ATOMIC_RELAXED) >> (bit % 64) & 1);
+}
+
+/* Sampled mode's fast path: 1 when an allocation of `n` bytes is not sampled
+ * (the countdown is still above zero); 0 when it must be tracked (exact
+ * mode, or the countdown ran out: a new distance is drawn).  Async-signal-safe. */
+static inline int pt_heap_skip(struct pt_heap_thread *t, size_t n) {
+    if (!pt_heap_cfg.sample_bytes) return 0;
+    t->until_sample -= (int64_t)n;
+    if (__builtin_expect(t->until_sample > 0, 1)) return 1;
+    t->until_sample = pt_heap_draw(t, pt_heap_cfg.sample_bytes);
+    return 0;
+}
 
 /* pt_heap_file.c - not async-signal-safe unless stated. */
 PT_HIDDEN int pt_heap_file_create(void); /* 0, or -1 leaving pt_heap_file zero */

@@ -14,7 +14,7 @@
  * flag set, so a signal handler interrupting the holder never waits for it:
  * its allocations pass through untracked.
  *
- * Sampled mode: a per-thread countdown of bytes drawn from an exponential
+ * Sampled mode: a per-thread countdown of bytes (pt_heap_skip) drawn from an exponential
  * distribution (mean sample_bytes): an allocation of s bytes is sampled with
  * probability 1 - exp(-s/mean) and then stands for s / (1 - exp(-s/mean))
  * bytes and 1 / (1 - exp(-s/mean)) blocks (counts scaled by
@@ -57,8 +57,7 @@ struct pt_stripe {
  * start, remade in a fork child.  The sampled-address bitmap (sampled mode
  * only).  pt_table_bytes counts the stripes' memory (atomic). */
 static struct pt_stripe pt_stripes[PT_HEAP_STRIPES];
-static uint64_t *pt_bitmap;
-static uint64_t pt_bitmap_mask; /* bits - 1 */
+PT_HIDDEN uint64_t *pt_heap_bitmap;
 static uint64_t pt_table_bytes, pt_table_budget;
 /* 1 while a peak snapshot copies (CAS-claimed; others skip theirs). */
 static int pt_peak_busy;
@@ -89,10 +88,9 @@ int pt_heap_track_init(void) {
     }
     if (pt_heap_file.heap != NULL)
         pt_heap_file.heap->ptr_capacity = pt_table_budget / sizeof(struct pt_entry) * 3 / 4;
-    if (pt_heap_cfg.sample_bytes && pt_bitmap == NULL) {
-        pt_bitmap = pt_alloc((1u << 22) / 8); /* 4 Mi bits */
-        pt_bitmap_mask = (1u << 22) - 1;
-        if (pt_bitmap == NULL) return -1;
+    if (pt_heap_cfg.sample_bytes && pt_heap_bitmap == NULL) {
+        pt_heap_bitmap = pt_alloc(PT_HEAP_BITMAP_BITS / 8);
+        if (pt_heap_bitmap == NULL) return -1;
     }
     pt_peak_busy = 0;
     return 0;
@@ -105,7 +103,7 @@ void pt_heap_track_fork_child(void) {
     for (int i = 0; i < PT_HEAP_STRIPES; i++)
         if (pt_stripes[i].e != NULL)
             pt_free(pt_stripes[i].e, (pt_stripes[i].mask + 1) * sizeof(struct pt_entry));
-    if (pt_bitmap != NULL) memset(pt_bitmap, 0, (pt_bitmap_mask + 1) / 8);
+    if (pt_heap_bitmap != NULL) memset(pt_heap_bitmap, 0, PT_HEAP_BITMAP_BITS / 8);
     pt_heap_track_init();
 }
 
@@ -227,9 +225,6 @@ static uint64_t pt_take(uint64_t key) {
     pt_unlock(&s->lock);
     return meta;
 }
-
-/* Sampled-address bitmap.  Async-signal-safe. */
-static inline uint64_t pt_bit(uint64_t key) { return (key >> 4) * 0x9e3779b97f4a7c15ull >> 42; }
 
 /* ---- stacks and buckets ------------------------------------------------------ */
 
@@ -393,7 +388,7 @@ static inline void pt_raise_peak(uint64_t live) {
 /* ---- sampling ---------------------------------------------------------------- */
 
 /* Exponential draw with mean `mean` from this thread's xorshift.  Async-signal-safe. */
-static int64_t pt_draw(struct pt_heap_thread *t, uint64_t mean) {
+int64_t pt_heap_draw(struct pt_heap_thread *t, uint64_t mean) {
     if (t->rng == 0) {
         struct timespec now;
         clock_gettime(CLOCK_MONOTONIC, &now);
@@ -434,11 +429,6 @@ void pt_heap_on_alloc(struct pt_heap_thread *t, void *p, size_t size) {
         (__atomic_load_n(&pt_heap_file.hdr->control, __ATOMIC_RELAXED) & PT_CONTROL_PAUSED))
         return;
     t->last_alloc = p;
-    if (pt_heap_cfg.sample_bytes) {
-        t->until_sample -= (int64_t)size;
-        if (t->until_sample > 0) return; /* the fast path: not sampled */
-        t->until_sample = pt_draw(t, pt_heap_cfg.sample_bytes);
-    }
     __atomic_add_fetch(&heap->allocs, 1, __ATOMIC_RELAXED);
     if (++t->maps_tick >= 4096) { /* a dlopen since the last look: new unwind tables */
         t->maps_tick = 0;
@@ -453,7 +443,7 @@ void pt_heap_on_alloc(struct pt_heap_thread *t, void *p, size_t size) {
     uint64_t sz = (size >= PT_SIZE_MASK ? PT_SIZE_MASK - 1 : size) + 1;
     uint64_t old;
     if (pt_heap_cfg.sample_bytes)
-        __atomic_fetch_or(&pt_bitmap[pt_bit((uint64_t)p) / 64], 1ull << (pt_bit((uint64_t)p) % 64),
+        __atomic_fetch_or(&pt_heap_bitmap[pt_heap_bit(p) / 64], 1ull << (pt_heap_bit(p) % 64),
                           __ATOMIC_RELAXED);
     pt_heap_bucket *bk = &pt_heap_file.buckets[b];
     __atomic_add_fetch(&bk->alloc_bytes, bytes, __ATOMIC_RELAXED);
@@ -496,11 +486,7 @@ void pt_heap_count_untracked_free(void) {
 /* Take `p` out of the table: 1 with its entry in *saved, or 0.  Async-signal-safe. */
 int pt_heap_take(void *p, uint64_t *saved) {
     if (pt_heap_file.heap == NULL || pt_stripes[0].e == NULL) return 0;
-    if (pt_heap_cfg.sample_bytes) {
-        uint64_t bit = pt_bit((uint64_t)p);
-        if (!(__atomic_load_n(&pt_bitmap[bit / 64], __ATOMIC_RELAXED) >> (bit % 64) & 1))
-            return 0; /* never sampled: no lookup */
-    }
+    if (pt_heap_cfg.sample_bytes && !pt_heap_maybe_sampled(p)) return 0; /* no lookup */
     *saved = pt_take((uint64_t)p);
     return *saved != 0;
 }
