@@ -54,6 +54,7 @@ Live terminal profiler for native C/C++ programs.
                                  (report/open/export also read gperftools and perf script
                                  files, and gmon.out with --binary PROG)
   proftui demo                   compile and profile the bundled demo program
+  proftui demo --heap            the heap demo: allocations, live bytes, peak and leaks
 
 Modes (chosen from the binary, --mode overrides):
   gprof       program built with -pg: proftui reads gmon.out (written at exit)
@@ -174,6 +175,9 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
         prog="proftui demo", description="Compile the bundled demo C program and profile it.")
     demo.add_argument("--mode", choices=MODES, help="build the demo for this mode")
     demo.add_argument("--text", action="store_true", help="no TUI: print the text report")
+    demo.add_argument("--heap", action="store_true",
+                      help="the heap demo: a program that allocates, caches and leaks, in "
+                           "heap mode (same as --mode heap)")
     attach = _Parser(
         prog="proftui attach", description="Sample a running process (same as --pid).")
     attach.add_argument("attach_pid", type=int, metavar="PID")
@@ -502,7 +506,7 @@ def cmd_open(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from proftui.tui.demo import build_demo, demo_mode
 
-    mode = args.mode or demo_mode(COLLECTORS)
+    mode = "heap" if args.heap else args.mode or demo_mode(COLLECTORS)
     binary = build_demo(mode)
     print(f"proftui: built demo {binary} for {mode} mode", file=sys.stderr)
     run_args = build_parsers()["run"].parse_args(

@@ -191,18 +191,26 @@ __attribute__((destructor)) static void pt_heap_fini(void) {
 
 #define PT_EXPORT __attribute__((visibility("default")))
 
-/* Run `call` (which sets `p`) as the real allocation, then track `p` of
- * `size` bytes unless this thread is already inside an interposer. */
+/* The fast path's test, for an allocation of `n` bytes: 1 to go straight to
+ * the real allocator (this thread is inside an interposer, profiling is off,
+ * or sampled mode did not pick it), 0 for the slow path (bootstrap, or
+ * track it).  Counts the allocation for the "temporary" test.  Inlined so
+ * each interposer's fast path is a few loads and a tail call. */
+static inline __attribute__((always_inline)) int pt_pass(struct pt_heap_thread *t, size_t n) {
+    if (__builtin_expect(!__atomic_load_n(&pt_real.ready, __ATOMIC_ACQUIRE), 0)) return 0;
+    if (t->busy || !pt_heap_on) return 1;
+    t->nallocs++;
+    return pt_heap_skip(t, n);
+}
+
+/* Run `call` (which sets `p`) as the real allocation with the busy flag set,
+ * then track `p` of `size` bytes (the slow path; the decision to track was
+ * made by pt_pass). */
 #define PT_TRACKED_ALLOC(call, size)                                                              \
     do {                                                                                          \
         struct pt_heap_thread *t_ = &pt_heap_self;                                               \
         if (t_->busy || !pt_heap_on) {                                                            \
             call;                                                                                 \
-            break;                                                                                \
-        }                                                                                         \
-        if (pt_heap_skip(t_, (size))) { /* sampled mode, not this one */                          \
-            call;                                                                                 \
-            t_->last_alloc = p;                                                                   \
             break;                                                                                \
         }                                                                                         \
         t_->busy = 1;                                                                             \
@@ -215,29 +223,38 @@ __attribute__((destructor)) static void pt_heap_fini(void) {
         t_->busy = 0;                                                                             \
     } while (0)
 
-PT_EXPORT void *malloc(size_t n) {
+static __attribute__((noinline)) void *pt_malloc_slow(size_t n) {
     if (pt_need_boot()) return pt_boot_alloc(n, 16);
     void *p;
     PT_TRACKED_ALLOC(p = pt_real.malloc(n), n);
     return p;
 }
 
-PT_EXPORT void *calloc(size_t n, size_t m) {
-    size_t size;
-    if (__builtin_mul_overflow(n, m, &size)) size = SIZE_MAX;
+PT_EXPORT void *malloc(size_t n) {
+    if (__builtin_expect(pt_pass(&pt_heap_self, n), 1)) return pt_real.malloc(n);
+    return pt_malloc_slow(n);
+}
+
+static __attribute__((noinline)) void *pt_calloc_slow(size_t n, size_t m, size_t size) {
     if (pt_need_boot()) return pt_boot_alloc(size, 16); /* the arena is zeroed */
     void *p;
     PT_TRACKED_ALLOC(p = pt_real.calloc(n, m), size);
     return p;
 }
 
-PT_EXPORT void free(void *p) {
+PT_EXPORT void *calloc(size_t n, size_t m) {
+    size_t size;
+    if (__builtin_mul_overflow(n, m, &size)) size = SIZE_MAX;
+    if (__builtin_expect(pt_pass(&pt_heap_self, size), 1)) return pt_real.calloc(n, m);
+    return pt_calloc_slow(n, m, size);
+}
+
+static __attribute__((noinline)) void pt_free_slow(void *p) {
     if (p == NULL) return;
     if (pt_boot_owns(p)) return; /* bootstrap arena: never given back */
     if (pt_need_boot()) return;  /* no real free: leak rather than crash */
     struct pt_heap_thread *t = &pt_heap_self;
-    if (t->busy || !pt_heap_on || (pt_heap_cfg.sample_bytes && !pt_heap_maybe_sampled(p))) {
-        if (p == t->last_alloc) t->last_alloc = NULL;
+    if (t->busy || !pt_heap_on) {
         pt_real.free(p);
         return;
     }
@@ -249,7 +266,21 @@ PT_EXPORT void free(void *p) {
     t->busy = 0;
 }
 
-PT_EXPORT void *realloc(void *p, size_t n) {
+PT_EXPORT void free(void *p) {
+    struct pt_heap_thread *t = &pt_heap_self;
+    /* Fast: nothing to credit (inside an interposer, off, or never sampled). */
+    if (__builtin_expect(__atomic_load_n(&pt_real.ready, __ATOMIC_ACQUIRE) && !pt_boot_owns(p) &&
+                             (t->busy || !pt_heap_on ||
+                              (pt_heap_cfg.sample_bytes && !pt_heap_maybe_sampled(p))),
+                         1)) {
+        pt_real.free(p);
+        return;
+    }
+    pt_free_slow(p);
+}
+
+/* realloc's slow path; track_new: the new block is to be tracked. */
+static __attribute__((noinline)) void *pt_realloc_slow(void *p, size_t n, int track_new) {
     if (p != NULL && pt_boot_owns(p)) { /* a bootstrap block grows into a real one */
         void *q = malloc(n);
         size_t old = pt_boot_size(p);
@@ -263,12 +294,6 @@ PT_EXPORT void *realloc(void *p, size_t n) {
     }
     struct pt_heap_thread *t = &pt_heap_self;
     if (t->busy || !pt_heap_on) return pt_real.realloc(p, n);
-    int track_new = !pt_heap_skip(t, n); /* decided once: the countdown moves here */
-    if (!track_new && (p == NULL || !pt_heap_maybe_sampled(p))) { /* sampled mode, fast path */
-        void *q = pt_real.realloc(p, n);
-        if (q != NULL || n == 0) t->last_alloc = q;
-        return q;
-    }
     t->busy = 1;
     uint64_t saved = 0;
     /* Out of the table before the real call: once it returns, another thread
@@ -280,7 +305,7 @@ PT_EXPORT void *realloc(void *p, size_t n) {
         if (had) pt_heap_put_back(p, saved);
     } else {
         if (had) {
-            if (!pt_heap_file.heap->sample_bytes)
+            if (!pt_heap_cfg.sample_bytes)
                 __atomic_add_fetch(&pt_heap_file.heap->frees, 1, __ATOMIC_RELAXED);
             pt_heap_credit_free(t, saved, 0);
         } else if (p != NULL && !pt_heap_cfg.sample_bytes) {
@@ -288,11 +313,23 @@ PT_EXPORT void *realloc(void *p, size_t n) {
         }
         if (p != NULL && p == t->last_alloc) t->last_alloc = NULL;
         if (q != NULL && track_new) pt_heap_on_alloc(t, q, n);
-        else if (q != NULL) t->last_alloc = q;
     }
     errno = e;
     t->busy = 0;
     return q;
+}
+
+PT_EXPORT void *realloc(void *p, size_t n) {
+    struct pt_heap_thread *t = &pt_heap_self;
+    int pass = pt_pass(t, n); /* decided once: the countdown moves here */
+    /* Fast: the new block is not tracked and the old one has nothing to credit. */
+    if (__builtin_expect(pass && (p == NULL || (!pt_boot_owns(p) &&
+                                                (t->busy || !pt_heap_on ||
+                                                 (pt_heap_cfg.sample_bytes &&
+                                                  !pt_heap_maybe_sampled(p))))),
+                         1))
+        return pt_real.realloc(p, n);
+    return pt_realloc_slow(p, n, !pass);
 }
 
 PT_EXPORT void *reallocarray(void *p, size_t n, size_t m) {
@@ -305,6 +342,7 @@ PT_EXPORT void *reallocarray(void *p, size_t n, size_t m) {
 }
 
 PT_EXPORT int posix_memalign(void **out, size_t align, size_t n) {
+    if (pt_pass(&pt_heap_self, n)) return pt_real.posix_memalign(out, align, n);
     if (pt_need_boot()) {
         *out = pt_boot_alloc(n, align);
         return *out != NULL ? 0 : ENOMEM;
@@ -316,6 +354,7 @@ PT_EXPORT int posix_memalign(void **out, size_t align, size_t n) {
 }
 
 PT_EXPORT void *aligned_alloc(size_t align, size_t n) {
+    if (pt_pass(&pt_heap_self, n)) return pt_real.aligned_alloc(align, n);
     if (pt_need_boot()) return pt_boot_alloc(n, align);
     void *p;
     PT_TRACKED_ALLOC(p = pt_real.aligned_alloc(align, n), n);
@@ -323,6 +362,7 @@ PT_EXPORT void *aligned_alloc(size_t align, size_t n) {
 }
 
 PT_EXPORT void *memalign(size_t align, size_t n) {
+    if (pt_pass(&pt_heap_self, n)) return pt_real.memalign(align, n);
     if (pt_need_boot()) return pt_boot_alloc(n, align);
     void *p;
     PT_TRACKED_ALLOC(p = pt_real.memalign(align, n), n);
@@ -330,6 +370,7 @@ PT_EXPORT void *memalign(size_t align, size_t n) {
 }
 
 PT_EXPORT void *valloc(size_t n) {
+    if (pt_pass(&pt_heap_self, n)) return pt_real.valloc(n);
     if (pt_need_boot()) return pt_boot_alloc(n, 4096);
     void *p;
     PT_TRACKED_ALLOC(p = pt_real.valloc(n), n);
@@ -337,6 +378,7 @@ PT_EXPORT void *valloc(size_t n) {
 }
 
 PT_EXPORT void *pvalloc(size_t n) {
+    if (pt_pass(&pt_heap_self, n)) return pt_real.pvalloc(n);
     if (pt_need_boot()) return pt_boot_alloc((n + 4095) & ~(size_t)4095, 4096);
     void *p;
     PT_TRACKED_ALLOC(p = pt_real.pvalloc(n), n);
@@ -378,11 +420,12 @@ static void *pt_new_fallback(size_t n, size_t align) {
         if (real == NULL) return pt_new_fallback((size), (align));                                \
         struct pt_heap_thread *t = &pt_heap_self;                                                 \
         if (t->busy || !pt_heap_on) return real args;                                             \
+        t->nallocs++;                                                                             \
+        if (pt_heap_skip(t, (size))) return real args; /* sampled mode, not this one */          \
         t->busy = 1;                                                                              \
         int *guard __attribute__((cleanup(pt_leave))) = &t->busy;                                 \
         void *p = real args;                                                                      \
-        if (p != NULL && !pt_heap_skip(t, (size))) pt_heap_on_alloc(t, p, (size));                \
-        else if (p != NULL) t->last_alloc = p;                                                    \
+        if (p != NULL) pt_heap_on_alloc(t, p, (size));                                            \
         return p;                                                                                 \
     }
 

@@ -58,7 +58,9 @@ struct pt_heap_thread {
     int stack_known;     /* stack_lo/hi looked up (pthread_getattr_np) */
     uintptr_t stack_lo;  /* [stack_lo, stack_hi): this thread's stack */
     uintptr_t stack_hi;
-    void *last_alloc;    /* this thread's latest allocation ("temporary" test) */
+    uint64_t nallocs;     /* allocation calls of this thread (fast path included) */
+    void *last_alloc;     /* this thread's latest tracked block and the value of */
+    uint64_t last_count;  /* nallocs then: freed while nallocs is unchanged = temporary */
     int64_t until_sample; /* sampled mode: bytes to go before the next sample */
     uint64_t rng;         /* sampled mode: xorshift state (0: not seeded) */
     uint64_t maps_tick;   /* tracked allocations since the last loaded-objects check */

@@ -429,6 +429,7 @@ void pt_heap_on_alloc(struct pt_heap_thread *t, void *p, size_t size) {
         (__atomic_load_n(&pt_heap_file.hdr->control, __ATOMIC_RELAXED) & PT_CONTROL_PAUSED))
         return;
     t->last_alloc = p;
+    t->last_count = t->nallocs;
     __atomic_add_fetch(&heap->allocs, 1, __ATOMIC_RELAXED);
     if (++t->maps_tick >= 4096) { /* a dlopen since the last look: new unwind tables */
         t->maps_tick = 0;
@@ -500,7 +501,7 @@ void pt_heap_put_back(void *p, uint64_t saved) {
 /* `p` is about to be freed (busy flag set).  Async-signal-safe. */
 void pt_heap_on_free(struct pt_heap_thread *t, void *p, int may_be_temporary) {
     uint64_t saved;
-    int temporary = may_be_temporary && p == t->last_alloc;
+    int temporary = may_be_temporary && p == t->last_alloc && t->nallocs == t->last_count;
     if (p == t->last_alloc) t->last_alloc = NULL;
     if (pt_heap_take(p, &saved)) {
         if (!pt_heap_cfg.sample_bytes)
