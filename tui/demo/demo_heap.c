@@ -23,7 +23,7 @@ struct doc {
 static struct doc *volatile cache[CACHE];
 static int cached;
 static char *volatile log_text;
-static size_t log_len;
+static size_t log_len, log_cap;
 static void *volatile sessions[1024];
 static int nsessions;
 static volatile unsigned long sink;
@@ -59,10 +59,13 @@ NOINLINE static void evict_all(void)
 NOINLINE static void append_log(const char *line)
 {
     size_t n = strlen(line);
-    log_text = realloc(log_text, log_len + n + 1);  /* grows by realloc */
+    if (log_len + n + 1 > log_cap) { /* grows by realloc, doubling: a realloc chain */
+        log_cap = log_cap ? 2 * log_cap : 4096;
+        log_text = realloc(log_text, log_cap);
+    }
     memcpy(log_text + log_len, line, n + 1);
     log_len += n;
-    if (log_len > (1u << 20)) log_len = 0;
+    if (log_len > (1u << 20)) log_len = 0; /* rotated: the buffer is reused */
 }
 
 NOINLINE static void open_session(int round)
