@@ -27,8 +27,9 @@ static uint64_t pt_pow2_floor(uint64_t n) {
 }
 
 /* Create heap.<pid>[.<n>].ptw sized from the buffer budget: an eighth for
- * buckets, a quarter for frames.  Only the headers and the bucket index are
- * backed now (the index is hashed: any page may be touched); each bucket,
+ * buckets, a quarter for frames.  The headers, the bucket index (hashed: any
+ * page may be touched) and the buckets (the peak copy reads every claimed
+ * bucket, even one whose writer has not got to it yet) are backed now; each
  * frame run and map log entry is backed before its first write.  Not
  * async-signal-safe in name; it calls only what pt_runfile_create does, so a
  * fork child may call it. */
@@ -46,8 +47,8 @@ int pt_heap_file_create(void) {
     uint64_t frames_off = buckets_off + buckets * sizeof(pt_heap_bucket);
     uint64_t maplog_off = (frames_off + 8 * frames + 63) & ~(uint64_t)63;
     uint64_t size = maplog_off + PT_HEAP_MAPLOG_ENTRIES * sizeof(pt_heap_map_entry);
-    void *map = pt_runfile_create(pt_heap_cfg.dir, "heap", (uint32_t)getpid(), size,
-                                  buckets_off + sizeof(pt_heap_bucket), NULL);
+    void *map = pt_runfile_create(pt_heap_cfg.dir, "heap", (uint32_t)getpid(), size, frames_off,
+                                  NULL);
     if (map == NULL) return -1;
     madvise(map, size, MADV_RANDOM); /* no read-ahead zero-filling of the sparse file */
     pt_file_header *hdr = map;

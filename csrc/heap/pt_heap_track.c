@@ -320,10 +320,8 @@ static uint32_t pt_bucket_for(const uint64_t *frames, unsigned n, unsigned flags
         if (at + n > heap->frames_capacity) break;
         uint32_t b = __atomic_fetch_add(&heap->bucket_count, 1, __ATOMIC_RELAXED);
         if (b >= heap->bucket_capacity) break;
-        if (pt_runfile_reserve(pt_heap_file.base, heap->frames_offset + 8 * at, 8 * (uint64_t)n) ||
-            pt_runfile_reserve(pt_heap_file.base,
-                               heap->buckets_offset + (uint64_t)b * sizeof(pt_heap_bucket),
-                               sizeof(pt_heap_bucket))) {
+        /* The buckets were backed at creation; the frame pool is backed as it fills. */
+        if (pt_runfile_reserve(pt_heap_file.base, heap->frames_offset + 8 * at, 8 * (uint64_t)n)) {
             pt_runfile_no_space(pt_heap_file.hdr);
             break;
         }

@@ -212,3 +212,17 @@ def test_auto_detect_never_picks_heap() -> None:
     from proftui.collectors.detect import inspect_binary
     binary = build_fixture("heap_basic.c", FLAGS)
     assert inspect_binary(binary).mode != "heap"
+
+
+def test_corrupt_heap_file_is_one_clear_error(tmp_path) -> None:
+    from proftui.collectors.errors import ProftuiError
+    from proftui.collectors.runtime.wire import HEADER_SIZE, KIND_HEAP, FileHeader, encode_header
+    from proftui.collectors.runtime.wire_heap import HeapFile
+    path = tmp_path / "heap.1.ptw"
+    header = FileHeader(KIND_HEAP, 1, 0, 0, 0, 0, HEADER_SIZE, 4096, 0, 0, 0, "x")
+    path.write_bytes(encode_header(header) + b"\xff" * (4096 - HEADER_SIZE))
+    with pytest.raises(ProftuiError, match="corrupt heap header"):
+        HeapFile(path)
+    path.write_bytes(encode_header(header)[:100])
+    with pytest.raises(ProftuiError):
+        HeapFile(path)
