@@ -421,11 +421,11 @@ static void *pt_new_fallback(size_t n, size_t align) {
         struct pt_heap_thread *t = &pt_heap_self;                                                 \
         if (t->busy || !pt_heap_on) return real args;                                             \
         t->nallocs++;                                                                             \
-        if (pt_heap_skip(t, (size))) return real args; /* sampled mode, not this one */          \
-        t->busy = 1;                                                                              \
+        int track = !pt_heap_skip(t, (size)); /* sampled mode may skip this one */               \
+        t->busy = 1; /* either way: the malloc under it is not counted again */                  \
         int *guard __attribute__((cleanup(pt_leave))) = &t->busy;                                 \
         void *p = real args;                                                                      \
-        if (p != NULL) pt_heap_on_alloc(t, p, (size));                                            \
+        if (p != NULL && track) pt_heap_on_alloc(t, p, (size));                                   \
         return p;                                                                                 \
     }
 

@@ -226,3 +226,17 @@ def test_corrupt_heap_file_is_one_clear_error(tmp_path) -> None:
     path.write_bytes(encode_header(header)[:100])
     with pytest.raises(ProftuiError):
         HeapFile(path)
+
+
+def test_sampled_cxx_new_is_counted_once() -> None:
+    """operator new calls malloc: in sampled mode its bytes must move the countdown once,
+    or C++ allocations would be sampled twice as often and over-estimated."""
+    if subprocess.run(["which", "g++"], capture_output=True).returncode:
+        pytest.skip("g++ is not installed")
+    binary = build_fixture("heap_bench.cpp", ["-O2", "-g"], compiler="g++")
+    exact, _ = run_heap(binary, "100000")
+    mean = 64 << 10
+    sampled, _ = run_heap(binary, "100000", heap_sample_bytes=mean)
+    index = exact.metric_index("alloc_bytes")
+    truth, estimate = exact.total(index), sampled.total(index)
+    assert abs(estimate - truth) < 5 * (mean * truth) ** 0.5, (estimate, truth)
