@@ -413,6 +413,15 @@ static void *pt_new_fallback(size_t n, size_t align) {
     return p;
 }
 
+/* Sampled mode, an allocation not sampled: what the default operator new does
+ * when memory is there (malloc, or an aligned allocation), without the extra
+ * call through libstdc++.  NULL: let the real operator handle the failure. */
+static inline void *pt_new_direct(size_t n, size_t align) {
+    if (align <= 16) return pt_real.malloc(n ? n : 1);
+    void *q = NULL;
+    return pt_real.posix_memalign(&q, align, n ? n : 1) == 0 ? q : NULL;
+}
+
 #define PT_DEFINE_NEW(name, params, args, size, align)                                            \
     PT_EXPORT void *name params {                                                                 \
         static void *(*real) params;                                                              \
@@ -422,7 +431,11 @@ static void *pt_new_fallback(size_t n, size_t align) {
         if (t->busy || !pt_heap_on) return real args;                                             \
         t->nallocs++;                                                                             \
         int track = !pt_heap_skip(t, (size)); /* sampled mode may skip this one */               \
-        t->busy = 1; /* either way: the malloc under it is not counted again */                  \
+        if (!track && pt_real.ready) { /* the default operator is malloc: skip a layer */       \
+            void *q = pt_new_direct((size), (align));                                             \
+            if (q != NULL) return q; /* else the real one: new_handler, bad_alloc */              \
+        }                                                                                         \
+        t->busy = 1; /* the malloc under it is not counted again */                               \
         int *guard __attribute__((cleanup(pt_leave))) = &t->busy;                                 \
         void *p = real args;                                                                      \
         if (p != NULL && track) pt_heap_on_alloc(t, p, (size));                                   \
@@ -440,6 +453,10 @@ static void *pt_new_fallback(size_t n, size_t align) {
         struct pt_heap_thread *t = &pt_heap_self;                                                 \
         if (p == NULL || t->busy || !pt_heap_on) {                                                \
             real args;                                                                            \
+            return;                                                                               \
+        }                                                                                         \
+        if (pt_heap_cfg.sample_bytes && !pt_heap_maybe_sampled(p) && !pt_boot_owns(p)) {          \
+            pt_real.free(p); /* never sampled: the default operator delete is free */           \
             return;                                                                               \
         }                                                                                         \
         t->busy = 1;                                                                              \
