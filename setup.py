@@ -29,7 +29,15 @@ RUNTIME_LIBRARIES: dict[str, tuple[list[str], list[str]]] = {
                       "csrc/hook/pt_hook_file.c", "csrc/hook/pt_hook_filter.c",
                       "csrc/common/pt_runfile.c"],
                      ["csrc/common", "csrc/hook"]),
+    "proftui_heap": (["csrc/heap/proftui_heap.c", "csrc/heap/pt_heap_track.c",
+                      "csrc/heap/pt_heap_file.c", "csrc/common/pt_runfile.c", *COMMON_UNWIND],
+                     ["csrc/common", "csrc/heap"]),
 }
+
+# Per-library extra compiler flags.  The heap runtime's operator new lets a
+# real operator new's bad_alloc unwind through it (its cleanup clears the
+# thread's busy flag), which needs -fexceptions in C.
+EXTRA_FLAGS: dict[str, list[str]] = {"proftui_heap": ["-fexceptions"]}
 
 # name -> (sources, include dirs) of helper executables (not libraries), built
 # into the same package directory as the libraries by BuildRuntime.build_executables.
@@ -95,10 +103,10 @@ def runtime_extension(name: str, sources: list[str], include_dirs: list[str]) ->
         f"proftui.collectors.runtime.native.{name}",
         sources=sources,
         include_dirs=include_dirs,
-        extra_compile_args=COMMON_FLAGS,
+        extra_compile_args=COMMON_FLAGS + EXTRA_FLAGS.get(name, []),
         # -z now: the runtime's own imports are bound at load, so no hook or
         # handler runs ld.so's lazy resolver (kilobytes of the target's stack).
-        extra_link_args=["-pthread", "-ldl", "-lrt", "-Wl,-z,now"],
+        extra_link_args=["-pthread", "-ldl", "-lrt", "-lm", "-Wl,-z,now"],
         py_limited_api=True,
     )
 

@@ -37,6 +37,7 @@ class CollectorOptions:
     duration_s: float | None = None  # attach: stop sampling after this many seconds
     pid: int | None = None  # attach: the running process to sample
     method: str | None = None  # attach: "perf" or "ptrace" (None: choose automatically)
+    heap_sample_bytes: int | None = None  # heap: mean bytes between samples (None: exact)
 
 
 class Collector(abc.ABC):

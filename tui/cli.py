@@ -39,7 +39,7 @@ from proftui.collectors.runtime.launch import (
     signal_name,
 )
 
-MODES = ("gprof", "instrument", "sampler")
+MODES = ("gprof", "instrument", "sampler", "heap")
 SUBCOMMANDS = ("record", "report", "open", "demo", "attach", "export")
 
 DESCRIPTION = """\
@@ -55,11 +55,14 @@ Live terminal profiler for native C/C++ programs.
                                  (report/open/export also read pprof, gperftools and perf
                                  script files, and gmon.out with --binary PROG)
   proftui demo                   compile and profile the bundled demo program
+  proftui demo --heap            the heap demo: allocations, live bytes, peak and leaks
 
 Modes (chosen from the binary, --mode overrides):
   gprof       program built with -pg: proftui reads gmon.out (written at exit)
   instrument  built with -finstrument-functions: exact calls and times per call path, live
   sampler     any other binary: statistical CPU sampling (LD_PRELOAD), live
+  heap        --mode heap: allocations, live bytes, peak and leaks by call path (LD_PRELOAD),
+              live; never chosen automatically
 """
 
 
@@ -78,10 +81,13 @@ def _add_profiling_options(parser: argparse.ArgumentParser, with_program: bool =
                         help="sampler: sample wall-clock time instead of CPU time")
     parser.add_argument("--follow", action="store_true",
                         help="sampler: follow children across fork/exec")
+    parser.add_argument("--heap-sample", type=_heap_sample, metavar="BYTES",
+                        help="heap mode: sample one allocation per BYTES on average (Poisson "
+                             "on bytes, estimates scaled up; e.g. 512K); default: every one")
     parser.add_argument("--buffer", type=_megabytes, metavar="MB",
-                        help="shared-memory budget per process in MiB (instrument, sampler; "
-                             "attach: the perf ring buffers' total); what does not fit is "
-                             "counted as dropped")
+                        help="shared-memory budget per process in MiB (instrument, sampler, "
+                             "heap; attach: the perf ring buffers' total); what does not fit "
+                             "is counted as dropped")
     parser.add_argument("--keep-run-dir", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("-p", "--pid", type=int, metavar="PID",
                         help="attach to the running process PID instead of starting a program")
@@ -116,6 +122,19 @@ def _megabytes(text: str) -> int:
     if not 0.0625 <= value <= 65536:
         raise argparse.ArgumentTypeError("buffer must be between 0.0625 and 65536 MiB")
     return int(value * (1 << 20))
+
+
+def _heap_sample(text: str) -> int:
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    scale = units.get(text[-1:].lower(), 1)
+    try:
+        value = float(text[:-1] if scale > 1 else text) * scale
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not a byte count: {text!r} (e.g. 524288 or 512K)") from None
+    if not 1 <= value <= 1 << 40:
+        raise argparse.ArgumentTypeError("heap sample interval: 1 byte to 1 TiB")
+    return int(value)
 
 
 def _output_path(text: str) -> Path:
@@ -157,6 +176,9 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
         prog="proftui demo", description="Compile the bundled demo C program and profile it.")
     demo.add_argument("--mode", choices=MODES, help="build the demo for this mode")
     demo.add_argument("--text", action="store_true", help="no TUI: print the text report")
+    demo.add_argument("--heap", action="store_true",
+                      help="the heap demo: a program that allocates, caches and leaks, in "
+                           "heap mode (same as --mode heap)")
     attach = _Parser(
         prog="proftui attach", description="Sample a running process (same as --pid).")
     attach.add_argument("attach_pid", type=int, metavar="PID")
@@ -203,6 +225,7 @@ def options_from(args: argparse.Namespace, output: str) -> CollectorOptions:
         duration_s=args.duration,
         pid=args.pid,
         method=args.method,
+        heap_sample_bytes=args.heap_sample,
     )
 
 
@@ -229,6 +252,12 @@ def make_collector(args: argparse.Namespace, output: str) -> Collector:
         raise ProftuiError(
             f"{args.program} is statically linked, so the sampler cannot be preloaded into it; "
             "start it yourself and use `proftui --pid PID` (attach mode)")
+    if mode == "heap" and facts.static:
+        raise ProftuiError(
+            f"{args.program} is statically linked, so the heap profiler cannot be preloaded into "
+            "it; relink it dynamically, or run it under valgrind --tool=massif")
+    if args.heap_sample is not None and mode != "heap":
+        raise ProftuiError("--heap-sample applies to heap mode only (add --mode heap)")
     return COLLECTORS[mode]([args.program, *args.args], options_from(args, output))
 
 
@@ -500,7 +529,7 @@ def cmd_open(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from proftui.tui.demo import build_demo, demo_mode
 
-    mode = args.mode or demo_mode(COLLECTORS)
+    mode = "heap" if args.heap else args.mode or demo_mode(COLLECTORS)
     binary = build_demo(mode)
     print(f"proftui: built demo {binary} for {mode} mode", file=sys.stderr)
     run_args = build_parsers()["run"].parse_args(

@@ -25,7 +25,9 @@ HEADER_SIZE = 128
 KIND_HOOK = 1
 KIND_SAMPLER = 2
 KIND_ATTACH = 3
-KIND_NAMES = {KIND_HOOK: "hook", KIND_SAMPLER: "sampler", KIND_ATTACH: "attach"}
+KIND_HEAP = 4
+KIND_NAMES = {KIND_HOOK: "hook", KIND_SAMPLER: "sampler", KIND_ATTACH: "attach",
+              KIND_HEAP: "heap"}
 
 FLAG_COUNT_ONLY = 1 << 0
 FLAG_WALL_CLOCK = 1 << 1

@@ -20,7 +20,7 @@
  *   off  size  field
  *     0     8  magic        "PROFTUI\0"
  *     8     4  version      PT_WIRE_VERSION
- *    12     4  kind         PT_KIND_HOOK | PT_KIND_SAMPLER | PT_KIND_ATTACH
+ *    12     4  kind         PT_KIND_HOOK | PT_KIND_SAMPLER | PT_KIND_ATTACH | PT_KIND_HEAP
  *    16     4  header_size  sizeof(pt_file_header) = 128
  *    20     4  pid          process that owns the file
  *    24     4  ppid         its parent at creation (fork tree)
@@ -49,6 +49,7 @@ enum pt_kind {
     PT_KIND_HOOK = 1,    /* -finstrument-functions runtime (proftui_hook) */
     PT_KIND_SAMPLER = 2, /* LD_PRELOAD stack sampler (proftui_sampler) */
     PT_KIND_ATTACH = 3,  /* reserved: attach streams over a pipe, see docs/attach-stream.md */
+    PT_KIND_HEAP = 4,    /* LD_PRELOAD heap profiler (proftui_heap) */
 };
 
 enum pt_flags {
@@ -89,6 +90,7 @@ typedef struct pt_file_header {
 _Static_assert(sizeof(pt_file_header) == 128, "pt_file_header is 128 bytes on the wire");
 
 /* Kind-specific layouts follow in their own headers, each documented in
- * docs/wire-format.md: proftui_wire_hook.h, proftui_wire_sampler.h. */
+ * docs/wire-format.md: proftui_wire_hook.h, proftui_wire_sampler.h,
+ * proftui_wire_heap.h. */
 
 #endif /* PROFTUI_WIRE_H */

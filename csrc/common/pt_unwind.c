@@ -60,46 +60,160 @@ static const struct pt_cfi_row *pt_cfi_find(const struct pt_cfi_set *set, uintpt
 }
 #endif
 
-/* Async-signal-safe. */
-unsigned pt_unwind_walk(const struct pt_cfi_set *set, const struct pt_memory *mem,
-                        const struct pt_regs *regs, uint64_t *frames, unsigned max,
-                        unsigned *flags) {
+#if PT_ARCH_CFI
+/* pt_cfi_find through `memo` (NULL: no memo).  Async-signal-safe. */
+static inline const struct pt_cfi_row *pt_cfi_lookup(const struct pt_cfi_set *set, uintptr_t pc,
+                                                     struct pt_unwind_memo *memo) {
+    if (memo == NULL) return pt_cfi_find(set, pc);
+    if (memo->set != set) {
+        memset(memo->pc, 0, sizeof memo->pc);
+        memo->set = set;
+    }
+    size_t i = (pc ^ (pc >> 12)) & (PT_UNWIND_MEMO_SIZE - 1);
+    if (memo->pc[i] == pc) return memo->row[i];
+    const struct pt_cfi_row *row = pt_cfi_find(set, pc);
+    memo->pc[i] = pc;
+    memo->row[i] = row;
+    return row;
+}
+#endif
+
+#if PT_ARCH_CFI
+/* Walk memo: the previous walk's frames, the state (pc, sp, fp) at each and
+ * the stack words each step out of it read.  A walk is a pure function of
+ * (pc, sp, fp), the words it reads and the window's end, so when a new walk
+ * reaches a frame in the same state as the previous one did and every word
+ * the previous walk read from there on still holds the same value, the rest
+ * of the walk is the same: copy it instead of stepping (the outer frames of
+ * a program that allocates in a loop).  Async-signal-safe. */
+
+/* 1 if every word read by steps k.. of `w` still holds its value. */
+static int pt_memo_still(const struct pt_unwind_memo_walk *w, unsigned k,
+                         const struct pt_memory *mem) {
+    for (unsigned j = k; j < w->n; j++)
+        for (int r = 0; r < 2; r++) {
+            uintptr_t a = w->raddr[j][r];
+            if (a != 0 && (!pt_readable(mem, a) || pt_word(mem, a) != w->rval[j][r])) return 0;
+        }
+    return 1;
+}
+
+/* Frames 0..i are walked; frame i is the previous walk's frame k: copy the
+ * rest (and its record, so the memo stays whole).  Returns the frame count. */
+static unsigned pt_memo_reuse(struct pt_unwind_memo *memo, const struct pt_unwind_memo_walk *prev,
+                              unsigned k, struct pt_unwind_memo_walk *next, unsigned i,
+                              uint64_t *frames, unsigned max, unsigned *flags) {
+    unsigned rest = prev->n - 1 - k, n = i + 1;
+    for (unsigned j = 0; j < rest && n < max; j++) frames[n++] = prev->pc[k + 1 + j];
+    if (n == max && rest > max - (i + 1)) {
+        *flags |= PT_UNWIND_DEPTH;
+        next->n = 0; /* cut short: no whole walk to remember */
+    } else {
+        *flags |= prev->end_flags;
+        unsigned copy = prev->n - k; /* entries k.. of prev become i.. of next */
+        if (i + copy <= PT_UNWIND_MEMO_FRAMES) {
+            memcpy(&next->pc[i], &prev->pc[k], copy * sizeof prev->pc[0]);
+            memcpy(&next->sp[i], &prev->sp[k], copy * sizeof prev->sp[0]);
+            memcpy(&next->fp[i], &prev->fp[k], copy * sizeof prev->fp[0]);
+            memcpy(&next->raddr[i], &prev->raddr[k], copy * sizeof prev->raddr[0]);
+            memcpy(&next->rval[i], &prev->rval[k], copy * sizeof prev->rval[0]);
+            next->n = i + copy;
+            next->end_flags = prev->end_flags;
+        } else {
+            next->n = 0;
+        }
+    }
+    memo->cur ^= 1;
+    return n;
+}
+#endif
+
+/* The walk; inlined into both entry points so the memo-less one pays nothing.
+ * Async-signal-safe. */
+static inline __attribute__((always_inline)) unsigned
+pt_walk(const struct pt_cfi_set *set, const struct pt_memory *mem, const struct pt_regs *regs,
+        uint64_t *frames, unsigned max, unsigned *flags, struct pt_unwind_memo *memo) {
     uintptr_t pc = regs->pc, sp = regs->sp, fp = regs->fp;
-    unsigned n = 0;
+    unsigned n = 0, end = 0;
     if (max == 0) return 0;
     frames[n++] = pc;
 #if !PT_ARCH_CFI
     (void)set;
+    (void)memo;
     /* A leaf may not have stored its link register yet: lr is its caller. */
     if (regs->lr > 4096 && regs->lr != pc && n < max) frames[n++] = regs->lr;
+#else
+    struct pt_unwind_memo_walk *prev = NULL, *next = NULL;
+    unsigned k = 0;
+    if (memo != NULL) {
+        prev = &memo->walks[memo->cur];
+        next = &memo->walks[memo->cur ^ 1];
+        if (prev->n == 0 || prev->hi != mem->hi || prev->set != set) prev = NULL;
+        next->n = 0;
+        next->hi = mem->hi;
+        next->set = set;
+    }
+    /* Remember the word the current step read (memo walks only). */
+#define PT_MEMO_READ(slot, addr, val)                                                              \
+    do {                                                                                           \
+        if (next != NULL && n - 1 < PT_UNWIND_MEMO_FRAMES) {                                       \
+            next->raddr[n - 1][slot] = (addr);                                                     \
+            next->rval[n - 1][slot] = (val);                                                       \
+        }                                                                                          \
+    } while (0)
 #endif
     while (n < max) {
         uintptr_t ra = 0, prev_sp = sp;
 #if PT_ARCH_CFI
+        if (next != NULL && n - 1 < PT_UNWIND_MEMO_FRAMES) {
+            unsigned i = n - 1; /* the frame this step leaves */
+            next->pc[i] = pc;
+            next->sp[i] = sp;
+            next->fp[i] = fp;
+            next->raddr[i][0] = next->raddr[i][1] = 0;
+            if (prev != NULL && i > 0) {
+                while (k < prev->n && prev->sp[k] < sp) k++;
+                if (k > 0 && k < prev->n && prev->sp[k] == sp && prev->pc[k] == pc &&
+                    prev->fp[k] == fp && pt_memo_still(prev, k, mem))
+                    return pt_memo_reuse(memo, prev, k, next, i, frames, max, flags);
+            }
+        }
         /* A return address may point just past a noreturn call: look up ra-1. */
         uintptr_t lookup = n == 1 ? pc : pc - 1;
-        const struct pt_cfi_row *row = set != NULL ? pt_cfi_find(set, lookup) : NULL;
-        if (row != NULL && (row->cfa_reg & PT_ROW_OUTERMOST)) return n; /* _start, clone */
+        const struct pt_cfi_row *row = set != NULL ? pt_cfi_lookup(set, lookup, memo) : NULL;
+        if (row != NULL && (row->cfa_reg & PT_ROW_OUTERMOST)) goto done; /* _start, clone */
         if (row != NULL && (row->cfa_reg & PT_CFA_MASK) != PT_CFA_NONE) {
             uintptr_t base = (row->cfa_reg & PT_CFA_MASK) == PT_CFA_SP ? sp : fp;
             uintptr_t cfa = base + 8 * (intptr_t)row->cfa_off8;
             if (!pt_readable(mem, cfa - 8)) break;
             ra = pt_word(mem, cfa - 8);
+            PT_MEMO_READ(0, cfa - 8, ra);
             if (row->fp_off8 != 0) {
                 uintptr_t at = cfa + 8 * (intptr_t)row->fp_off8;
                 if (!pt_readable(mem, at)) break;
                 fp = pt_word(mem, at);
+                PT_MEMO_READ(1, at, fp);
             }
             sp = cfa;
             *flags |= PT_UNWIND_CFI;
+            end |= PT_UNWIND_CFI;
         } else
 #endif
+        {
+            uintptr_t frame = fp;
             if (!pt_fp_step(mem, &fp, &sp, &ra)) {
-            if (fp == 0) return n; /* the outermost frame cleared its frame pointer */
-            break;
+                if (fp == 0) goto done; /* the outermost frame cleared its frame pointer */
+                break;
+            }
+#if PT_ARCH_CFI
+            PT_MEMO_READ(0, frame, fp);
+            PT_MEMO_READ(1, frame + 8, ra);
+#else
+            (void)frame;
+#endif
         }
         if (ra < 4096 || sp <= prev_sp) {
-            if (ra == 0) return n;
+            if (ra == 0) goto done;
             break;
         }
 #if !PT_ARCH_CFI
@@ -108,6 +222,31 @@ unsigned pt_unwind_walk(const struct pt_cfi_set *set, const struct pt_memory *me
         frames[n++] = ra;
         pc = ra;
     }
-    *flags |= n == max ? PT_UNWIND_DEPTH : PT_UNWIND_TRUNCATED;
+    end |= n == max ? PT_UNWIND_DEPTH : PT_UNWIND_TRUNCATED;
+    *flags |= end & ~(unsigned)PT_UNWIND_CFI;
+done:
+#if PT_ARCH_CFI
+#undef PT_MEMO_READ
+    if (next != NULL) {
+        /* Only whole walks are worth remembering: not one cut by `max`. */
+        next->n = (end & PT_UNWIND_DEPTH) || n > PT_UNWIND_MEMO_FRAMES ? 0 : n;
+        next->end_flags = end;
+        memo->cur ^= 1;
+    }
+#endif
     return n;
+}
+
+/* Async-signal-safe. */
+unsigned pt_unwind_walk(const struct pt_cfi_set *set, const struct pt_memory *mem,
+                        const struct pt_regs *regs, uint64_t *frames, unsigned max,
+                        unsigned *flags) {
+    return pt_walk(set, mem, regs, frames, max, flags, NULL);
+}
+
+/* Async-signal-safe. */
+unsigned pt_unwind_walk_memo(const struct pt_cfi_set *set, const struct pt_memory *mem,
+                             const struct pt_regs *regs, uint64_t *frames, unsigned max,
+                             unsigned *flags, struct pt_unwind_memo *memo) {
+    return pt_walk(set, mem, regs, frames, max, flags, memo);
 }

@@ -88,4 +88,39 @@ PT_HIDDEN unsigned pt_unwind_walk(const struct pt_cfi_set *set, const struct pt_
                                   const struct pt_regs *regs, uint64_t *frames, unsigned max,
                                   unsigned *flags);
 
+/* A memo of pc -> CFI row for one caller that walks often from a normal
+ * context (the heap runtime: one per thread).  The rows it points to must
+ * outlive it: only for callers that never free the tables of a set they
+ * walked (the LD_PRELOAD runtimes leak old sets on purpose).  A walk with
+ * another set than the memo's clears it first.  It also remembers the
+ * previous walk: a walk that reaches a frame in the state the previous one
+ * did, with every stack word read from there on unchanged, copies the rest
+ * (pt_unwind.c says why that is exact). */
+#define PT_UNWIND_MEMO_SIZE 1024  /* power of 2 */
+#define PT_UNWIND_MEMO_FRAMES 128 /* deeper walks are not remembered */
+/* One remembered walk: per frame its pc, sp, fp and the two stack words the
+ * step out of it read (address 0: none), and how the walk ended. */
+struct pt_unwind_memo_walk {
+    unsigned n, end_flags;
+    uintptr_t hi;
+    const struct pt_cfi_set *set;
+    uintptr_t pc[PT_UNWIND_MEMO_FRAMES], sp[PT_UNWIND_MEMO_FRAMES], fp[PT_UNWIND_MEMO_FRAMES];
+    uintptr_t raddr[PT_UNWIND_MEMO_FRAMES][2], rval[PT_UNWIND_MEMO_FRAMES][2];
+};
+struct pt_unwind_memo {
+    const struct pt_cfi_set *set;
+    uint64_t pc[PT_UNWIND_MEMO_SIZE];
+    const struct pt_cfi_row *row[PT_UNWIND_MEMO_SIZE]; /* NULL: no row covers the pc */
+    struct pt_unwind_memo_walk walks[2];                /* the previous walk, the current one */
+    unsigned cur;                                       /* which of walks[] is the previous */
+};
+
+/* pt_unwind_walk, looking rows up through `memo` first (may be NULL).  The
+ * memo must not be used by two walks at once (one per thread, and not from a
+ * signal handler that may interrupt its owner).  Async-signal-safe. */
+PT_HIDDEN unsigned pt_unwind_walk_memo(const struct pt_cfi_set *set, const struct pt_memory *mem,
+                                       const struct pt_regs *regs, uint64_t *frames,
+                                       unsigned max, unsigned *flags,
+                                       struct pt_unwind_memo *memo);
+
 #endif /* PT_UNWIND_H */

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGE_DIRS = {"collectors": ROOT / "collectors", "tui": ROOT / "tui"}
 
 C = "collectors"
-COLLECTOR_PACKAGES = ("gprof", "instrument", "sampler", "attach")
+COLLECTOR_PACKAGES = ("gprof", "instrument", "sampler", "attach", "heap")
 # layer -> layers it may import (besides itself).  Layers are module paths under proftui.
 ALLOWED: dict[str, set[str]] = {
     f"{C}.errors": set(),

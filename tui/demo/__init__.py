@@ -16,10 +16,13 @@ from proftui.collectors.errors import ProftuiError
 from proftui.collectors.symbols.cachedir import CacheDir, default_cache_dir
 
 DEMO_SOURCE = Path(__file__).with_name("demo.c")
+# Heap mode has its own demo: a program whose memory, not time, has a shape.
+HEAP_DEMO_SOURCE = Path(__file__).with_name("demo_heap.c")
 MODE_FLAGS = {
     "gprof": ["-O2", "-g", "-pg"],
     "instrument": ["-O2", "-g", "-finstrument-functions"],
     "sampler": ["-O2", "-g"],
+    "heap": ["-O2", "-g"],
 }
 PREFERENCE = ("sampler", "instrument", "gprof")  # live modes first
 
@@ -54,12 +57,13 @@ def build_demo(mode: str) -> Path:
     if compiler is None:
         raise ProftuiError("the demo needs a C compiler: install gcc")
     flags = MODE_FLAGS[mode]
-    digest = hashlib.sha256(DEMO_SOURCE.read_bytes() + " ".join(flags).encode()).hexdigest()
+    source = HEAP_DEMO_SOURCE if mode == "heap" else DEMO_SOURCE
+    digest = hashlib.sha256(source.read_bytes() + " ".join(flags).encode()).hexdigest()
     target = cache_dir() / f"demo-{mode}-{digest[:10]}"
     if target.exists():
         return target
     tmp = target.with_name(target.name + f".{os.getpid()}.tmp")
-    result = subprocess.run([compiler, *flags, "-o", str(tmp), str(DEMO_SOURCE)],
+    result = subprocess.run([compiler, *flags, "-o", str(tmp), str(source)],
                             capture_output=True, text=True)
     if result.returncode != 0:
         tmp.unlink(missing_ok=True)

@@ -1,0 +1,1 @@
+"""Heap mode: the LD_PRELOAD heap profiler (allocations, live bytes, peak and leaks)."""

@@ -1,0 +1,388 @@
+"""Heap mode: LD_PRELOAD csrc/heap/proftui_heap into the target.
+
+The runtime interposes the malloc family and C++ operator new/delete, interns
+each allocating call stack as a bucket of a shared-memory file per process
+(wire_heap.py) and keeps its counters there: bytes and blocks allocated, live,
+freed, temporary, and what was live at the last whole-heap peak.  A poll
+thread reads the whole-process live bytes and the RSS every POLL_INTERVAL_S
+(the timeline); `collect()` reads every bucket, symbolizes the stacks through
+the mappings the runtime logged (plus /proc/PID/maps while it runs) and builds
+a Profile with HEAP_METRICS, line and address costs included, so the source
+pane shows which line allocated the bytes that are still live.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from pathlib import Path
+from typing import ClassVar
+
+from proftui.collectors.base import CollectorOptions, LaunchCollector
+from proftui.collectors.errors import ProftuiError
+from proftui.collectors.model.profile import (
+    HEAP_METRICS,
+    Frame,
+    Profile,
+    ProfileMeta,
+    Timeline,
+)
+from proftui.collectors.runtime.launch import LaunchedProcess, resolve_program
+from proftui.collectors.runtime.wire import FLAG_NO_SPACE, WireVersionError
+from proftui.collectors.runtime.wire_heap import (
+    BUCKET_DEPTH,
+    BUCKET_TRUNCATED,
+    HEAP_CFI,
+    MAX_FRAMES,
+    Bucket,
+    HeapFile,
+)
+from proftui.collectors.runtime.wire_sampler import MAP_LOAD
+from proftui.collectors.symbols.maps import AddressSpace, Mapping
+from proftui.collectors.symbols.stacks import StackFrames, add_stack
+from proftui.collectors.symbols.symbolizer import Symbolizer
+
+POLL_INTERVAL_S = 0.1
+MAX_TIMELINE_ROWS = 4000  # then every other old row is dropped
+FILE_GLOB = "heap.*.ptw"
+LEAK_NOTE = "leaks are blocks live at exit; reachability is not checked (valgrind does that)"
+OVERFLOW_FRAME = Frame(function="[stack not recorded: bucket table full]")
+
+
+class HeapCollector(LaunchCollector):
+    """Runs the target with the preloaded heap profiler and reads its buckets live."""
+
+    mode: ClassVar[str] = "heap"
+    can_pause: ClassVar[bool] = True
+
+    def __init__(self, argv: list[str], options: CollectorOptions | None = None) -> None:
+        super().__init__(argv, options)
+        self._files: dict[Path, HeapFile] = {}
+        self._bad_files: set[Path] = set()
+        self._warnings: list[str] = []
+        self._timeline = Timeline(names=["live_bytes", "rss_bytes"])
+        self._start_time: float | None = None
+        self._end_time: float | None = None
+        self._stop = threading.Event()
+        self._poller: threading.Thread | None = None
+        self._paused = False
+        # _files_lock guards the open files and the timeline (poll thread and
+        # collect); _sym_lock the symbolizer and address spaces (collect only).
+        self._files_lock = threading.RLock()
+        self._sym_lock = threading.Lock()
+        self._frames: dict[str, StackFrames] = {}  # file name -> its image's address space
+        self._symbolizer: Symbolizer | None = None
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    def start(self) -> None:
+        from proftui.collectors.detect import inspect_binary
+        from proftui.collectors.runtime.libraries import runtime_library_path
+
+        if not self.argv:
+            raise ProftuiError("no program given")
+        program = resolve_program(self.argv[0])
+        if inspect_binary(program).static:
+            raise ProftuiError(
+                f"{self.argv[0]}: statically linked, so the heap profiler cannot be preloaded "
+                "into it; relink it dynamically, or use valgrind --tool=massif on it")
+        library = runtime_library_path("proftui_heap")
+        env = {
+            "PROFTUI_FRONTEND_PID": str(os.getpid()),
+            "PROFTUI_FOLLOW_CHILDREN": "1" if self.options.follow_children else "0",
+        }
+        sample = self.options.heap_sample_bytes
+        if sample is not None:
+            if sample < 1:
+                raise ProftuiError(f"--heap-sample must be at least 1 byte (got {sample})")
+            env["PROFTUI_HEAP_SAMPLE"] = str(int(sample))
+        if self.options.buffer_bytes:
+            env["PROFTUI_BUFFER_BYTES"] = str(max(int(self.options.buffer_bytes), 1 << 20))
+        self._symbolizer = Symbolizer()
+        self._start_time = time.time()
+        self.process = LaunchedProcess(self.argv, run_dir=self.run_dir.path, env=env,
+                                       preload=[library], output=self.options.output)
+        self._poller = threading.Thread(target=self._poll_loop, name="proftui-heap-poll",
+                                        daemon=True)
+        self._poller.start()
+
+    def _poll_loop(self) -> None:
+        """Sample live bytes and RSS every POLL_INTERVAL_S until the target ends."""
+        while not self._stop.is_set():
+            exited = self.process is not None and self.process.poll() is not None
+            try:
+                self.poll()
+            except ProftuiError as exc:
+                with self._files_lock:
+                    self._warnings.append(str(exc))
+            if exited:
+                break
+            self._stop.wait(POLL_INTERVAL_S)
+        with self._files_lock:
+            if self._end_time is None:
+                self._end_time = time.time()
+
+    def poll(self) -> None:
+        """Open new files and append one timeline row (thread-safe)."""
+        with self._files_lock:
+            self._open_new_files()
+            live = 0.0
+            rss = 0.0
+            for sfile in list(self._files.values()):
+                try:
+                    header, heap = sfile.refresh()
+                except ProftuiError:
+                    continue
+                live += heap.live_bytes
+                if not header.exited:
+                    rss += _rss_bytes(header.pid)
+            if self._start_time is not None and self._files:
+                self._timeline.append(time.time() - self._start_time, [live, rss])
+                if len(self._timeline.times) > MAX_TIMELINE_ROWS:
+                    keep = len(self._timeline.times) // 2
+                    self._timeline.times[:keep] = self._timeline.times[:keep:2]
+                    self._timeline.values[:keep] = self._timeline.values[:keep:2]
+
+    def wait(self) -> Profile:
+        if self.process is not None:
+            self.process.wait()
+        if self._poller is not None:
+            self._poller.join()
+        return self.snapshot()
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+        self._stop.set()
+        if self._poller is not None:
+            self._poller.join()
+        with self._files_lock:
+            for f in self._files.values():
+                f.close()
+            self._files.clear()
+        super().stop()
+
+    def pause(self) -> None:
+        with self._files_lock:
+            self._paused = True
+            for f in self._files.values():
+                f.file.set_paused(True)
+
+    def resume(self) -> None:
+        with self._files_lock:
+            self._paused = False
+            for f in self._files.values():
+                f.file.set_paused(False)
+
+    def _open_new_files(self) -> None:
+        """Open runtime files that appeared (the target, and followed children)."""
+        for path in sorted(self.run_dir.path.glob(FILE_GLOB)):
+            if path in self._files or path in self._bad_files:
+                continue
+            try:
+                hfile = HeapFile(path)
+            except WireVersionError as exc:
+                self._bad_files.add(path)
+                self._warnings.append(str(exc))
+                continue
+            except ProftuiError as exc:
+                # A file being created has no magic yet; give it a moment.
+                try:
+                    young = time.time() - path.stat().st_mtime <= 2.0
+                except OSError:
+                    continue
+                if young and self.process is not None and self.process.poll() is None:
+                    continue
+                self._bad_files.add(path)
+                self._warnings.append(f"{exc}: its allocations are lost")
+                continue
+            if self._paused:
+                hfile.file.set_paused(True)
+            self._files[path] = hfile
+
+    # -- profile -------------------------------------------------------------------
+
+    def _frames_for(self, name: str, pid: int) -> StackFrames:
+        """The address space of the image that wrote file `name`; caller holds _sym_lock."""
+        frames = self._frames.get(name)
+        if frames is None:
+            space = AddressSpace(None)  # plain paths: the target shares our mount namespace
+            frames = self._frames[name] = StackFrames(space, self._symbolizer)
+            for other, other_frames in self._frames.items():
+                if other != name and other_frames.space is not None \
+                        and other_frames.space.pid == pid:
+                    other_frames.space.pid = None  # that image exec'd: this one is newer
+            space.pid = pid
+        return frames
+
+    def collect(self) -> Profile:
+        with self._files_lock:
+            self._open_new_files()
+            files = list(self._files.values())
+            snapshot: list[tuple[HeapFile, list[Bucket], list]] = []
+            for hfile in files:
+                try:
+                    hfile.refresh()
+                    snapshot.append((hfile, hfile.buckets(), hfile.new_mappings()))
+                except ProftuiError as exc:
+                    self._warnings.append(f"{exc}; allocations after this point are lost")
+                    self._bad_files.add(hfile.path)
+                    self._files.pop(hfile.path, None)
+                    hfile.close()
+            meta = self._meta([h for h, _b, _m in snapshot])
+            timeline = Timeline(list(self._timeline.names), list(self._timeline.times),
+                                [list(row) for row in self._timeline.values])
+        profile = Profile(meta=meta, metrics=HEAP_METRICS, timeline=timeline)
+        total_allocs = cut_allocs = 0.0
+        with self._sym_lock:
+            for hfile, buckets, maps in snapshot:
+                name, pid = hfile.path.name, hfile.header.pid
+                frames = self._frames_for(name, pid)
+                if meta.complete and frames.space is not None:
+                    frames.space.pid = None  # gone (maybe reused): the map log only
+                assert frames.space is not None
+                for entry in maps:
+                    if entry.event == MAP_LOAD:
+                        frames.space.add(Mapping(entry.start, entry.end, entry.offset, "r-xp",
+                                                 entry.path))
+                if maps:
+                    frames.forget_unresolved()
+                exited = hfile.header.exited
+                part = f"pid {pid}"
+                for b in buckets:
+                    if not b.allocs and not b.live_bytes:
+                        continue
+                    total_allocs += b.allocs
+                    cut_allocs += b.allocs if b.flags & (BUCKET_TRUNCATED | BUCKET_DEPTH) else 0
+                    leaked = b.live_bytes if exited else 0.0
+                    leaks = b.live_blocks if exited else 0.0
+                    costs = [b.alloc_bytes, b.allocs, b.live_bytes, b.peak_bytes, leaked, leaks,
+                             b.temporary]
+                    if not b.ips:
+                        _add_overflow(profile, part, costs)
+                        continue
+                    # The innermost address is a return address into the allocating
+                    # function: one byte back is inside the call, on the calling line.
+                    add_stack(profile, part, frames, (b.ips[0] - 1, *b.ips[1:]), costs)
+            for frames in self._frames.values():
+                profile.meta.warnings.extend(w for w in frames.warnings()
+                                             if w not in profile.meta.warnings)
+                break
+        if total_allocs and cut_allocs > 0.1 * total_allocs:
+            profile.meta.warnings.append(
+                f"{100 * cut_allocs / total_allocs:.0f}% of allocations have a cut-short stack "
+                f"(no unwind info, a signal frame, or deeper than {MAX_FRAMES} frames)")
+        return profile.finalize()
+
+    def _meta(self, files: list[HeapFile]) -> ProfileMeta:
+        """Metadata and warnings from the process and the runtime headers."""
+        exit_info = self.process.poll() if self.process is not None else None
+        running = exit_info is None
+        warnings = list(self._warnings)
+        pids: list[int] = []
+        dropped = ptr_dropped = stack_dropped = untracked = 0
+        no_space = sampled = False
+        sample_bytes = 0
+        alloc_total = 0.0
+        not_exited: list[int] = []
+        peak_short: list[str] = []
+        no_cfi = False
+        for hfile in files:
+            header, heap = hfile.header, hfile.heap
+            if header.pid not in pids:
+                pids.append(header.pid)
+            dropped += header.dropped
+            ptr_dropped += heap.ptr_dropped
+            stack_dropped += heap.stack_dropped
+            untracked += heap.untracked_frees
+            no_space = no_space or bool(header.flags & FLAG_NO_SPACE)
+            no_cfi = no_cfi or not heap.hflags & HEAP_CFI
+            if heap.sampled:
+                sampled, sample_bytes = True, heap.sample_bytes
+            if not running and not header.exited:
+                not_exited.append(header.pid)
+            if heap.peak_snapshot and heap.peak_bytes > heap.peak_snapshot:
+                peak_short.append(f"pid {header.pid}: {_size(heap.peak_bytes)} "
+                                  f"(per-path column taken at {_size(heap.peak_snapshot)})")
+        warnings.append(LEAK_NOTE)
+        if sampled:
+            for hfile in files:
+                alloc_total += sum(b.alloc_bytes for b in hfile.buckets())
+            rel = math.sqrt(sample_bytes / alloc_total) if alloc_total else 1.0
+            warnings.append(
+                f"sampled heap profile (one sample per {_size(sample_bytes)} on average, "
+                f"Poisson on bytes): every figure is an unbiased estimate; a path that "
+                f"allocated B bytes is off by about sqrt({_size(sample_bytes)}/B) relative "
+                f"(1 standard deviation; {100 * rel:.1f}% for the whole run)")
+        if peak_short:
+            warnings.append("the heap peak, and what each path held: the per-path peak_bytes "
+                            "are copied each time the heap grows 1% past the last copy, so "
+                            "they may fall short of the peak by up to 1%: "
+                            + "; ".join(peak_short))
+        if not_exited:
+            warnings.append(f"pid {', '.join(map(str, not_exited))} did not exit normally (killed, "
+                            "crashed or _exit): live bytes are shown, no leaks are counted")
+        if ptr_dropped:
+            warnings.append(f"{ptr_dropped} allocations were counted but not tracked as live "
+                            "(the pointer table was full): raise --buffer")
+        if stack_dropped:
+            warnings.append(f"{stack_dropped} allocations' stacks did not fit (bucket table or "
+                            f"frame pool full): they are counted under {OVERFLOW_FRAME.function}; "
+                            "raise --buffer")
+        if untracked:
+            warnings.append(f"{untracked} frees of blocks allocated before profiling started "
+                            "(or by a parent before fork) were ignored")
+        if no_space:
+            warnings.append(f"the run directory's file system ({self.run_dir.path.parent}) is "
+                            "full or nearly full: some stacks could not be stored (dropped)")
+        if no_cfi and files and os.environ.get("PROFTUI_HEAP_UNWIND") != "fp":
+            warnings.append("no DWARF CFI unwind tables were built (CFI unwinding is x86-64 "
+                            "only): stacks are walked through frame pointers")
+        if not running and not files:
+            warnings.append("the heap profiler did not start in the target (no runtime file): "
+                            "was LD_PRELOAD removed, the program static or the run directory full?")
+        return ProfileMeta(
+            mode="heap", argv=list(self.argv), pids=sorted(pids) or (
+                [self.process.pid] if self.process is not None else []),
+            clock="exact (every allocation)" if not sampled else
+            f"sampled, mean {_size(sample_bytes)}",
+            start_time=self._start_time, end_time=None if running else self._end_time,
+            exit_status=None if exit_info is None else exit_info.status,
+            exit_signal=None if exit_info is None else exit_info.signal,
+            complete=not running, dropped=dropped, warnings=warnings,
+            lines_note="heap: bytes and blocks allocated by the calls on each line",
+        )
+
+
+def _add_overflow(profile: Profile, part: str, costs: list[float]) -> None:
+    """Allocations whose stacks found no room: one synthetic frame under the root."""
+    from proftui.collectors.model.profile import CallTree
+
+    fid = profile.frames.intern(OVERFLOW_FRAME)
+    assert profile.tree is not None
+    profile.tree.add_stack([fid], costs)
+    tree = profile.parts.get(part)
+    if tree is None:
+        tree = profile.parts[part] = CallTree(len(profile.metrics))
+    tree.add_stack([fid], costs)
+
+
+def _rss_bytes(pid: int) -> float:
+    """Resident set size of `pid` from /proc (0 when gone)."""
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as f:
+            return float(int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE"))
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def _size(n: float) -> str:
+    """Bytes for people: 512 B, 4.0 KiB, 1.5 MiB."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+

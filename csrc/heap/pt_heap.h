@@ -1,0 +1,132 @@
+/* proftui_heap internals: the LD_PRELOAD heap profiler (--mode heap).
+ *
+ * Files, one job each:
+ *   proftui_heap.c     constructor (reads PROFTUI_* once), exit, fork, the
+ *                      dlsym bootstrap arena and the interposers: the malloc
+ *                      family and C++ operator new/delete
+ *   pt_heap_track.c    what an allocation and a free do: the stack (common
+ *                      unwinder), its bucket, the pointer table, sampling, peak
+ *   pt_heap_file.c     the shared-memory run file and the loaded objects (map
+ *                      log, CFI unwind tables)
+ * and from csrc/common: pt_unwind.c (the walk), pt_cfi.c, pt_runfile.c, pt_mem.c.
+ *
+ * Re-entrancy: every interposer sets this thread's `busy` flag around the
+ * real call and the bookkeeping; an allocation made while it is set (by our
+ * own code, by the real allocator, by a signal handler that interrupted us)
+ * goes straight to the real allocator, untracked.  So nothing here can
+ * recurse or deadlock on its own locks.
+ */
+#ifndef PT_HEAP_H
+#define PT_HEAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proftui_wire.h"
+#include "proftui_wire_heap.h"
+#include "pt_common.h"
+#include "pt_unwind.h"
+
+#define PT_HEAP_DEFAULT_BUFFER (64u << 20) /* bytes: pointer table + buckets + frames */
+#define PT_HEAP_STRIPES 64                 /* independently locked pointer sub-tables */
+#define PT_HEAP_MAPLOG_ENTRIES 1024
+#define PT_HEAP_SIZE_BITS 40 /* a pointer entry's size field: blocks up to 1 TiB */
+
+/* Settings read once from the environment by the constructor. */
+struct pt_heap_config {
+    uint64_t buffer_bytes; /* --buffer: pointer table and run file budget */
+    uint64_t sample_bytes; /* --heap-sample: mean bytes between samples; 0: exact */
+    int follow_children;   /* a fork child writes its own file (else it stops) */
+    int fp_only;           /* PROFTUI_HEAP_UNWIND=fp: no CFI tables */
+    char dir[4096];        /* PROFTUI_DIR */
+};
+
+/* The current process's run file (zeroed when profiling is off). */
+struct pt_heap_file {
+    pt_file_header *hdr;
+    pt_heap_header *heap;
+    unsigned char *base;
+    size_t size;
+    uint32_t *index;         /* bucket hash index */
+    pt_heap_bucket *buckets; /* bucket 0 is the overflow bucket */
+    uint64_t *frames;        /* frame pool */
+};
+
+/* Per-thread state, initial-exec TLS (reached without calling anything). */
+struct pt_heap_thread {
+    int busy;            /* inside an interposer: nested allocations are untracked */
+    int stack_known;     /* stack_lo/hi looked up (pthread_getattr_np) */
+    uintptr_t stack_lo;  /* [stack_lo, stack_hi): this thread's stack */
+    uintptr_t stack_hi;
+    uint64_t nallocs;     /* allocation calls of this thread (fast path included) */
+    void *last_alloc;     /* this thread's latest tracked block and the value of */
+    uint64_t last_count;  /* nallocs then: freed while nallocs is unchanged = temporary */
+    int64_t until_sample; /* sampled mode: bytes to go before the next sample */
+    uint64_t rng;         /* sampled mode: xorshift state (0: not seeded) */
+    uint64_t maps_tick;   /* tracked allocations since the last loaded-objects check */
+    struct pt_unwind_memo *memo; /* pc -> CFI row, this thread's (pt_alloc'd on first use) */
+    int memo_failed;             /* no memory for it: walk without */
+};
+
+extern PT_HIDDEN struct pt_heap_config pt_heap_cfg;
+extern PT_HIDDEN struct pt_heap_file pt_heap_file;
+extern PT_HIDDEN __thread struct pt_heap_thread pt_heap_self
+    __attribute__((tls_model("initial-exec")));
+/* 1 while this process is profiled (set by the constructor, cleared in an
+ * unfollowed fork child).  Read without a lock on every call. */
+extern PT_HIDDEN volatile int pt_heap_on;
+
+/* pt_heap_track.c - async-signal-safe (spin locks are only taken with the
+ * caller's busy flag set, so a handler never waits on its own thread). */
+PT_HIDDEN int pt_heap_track_init(void); /* pointer table; 0 or -1.  Not async-signal-safe. */
+PT_HIDDEN void pt_heap_track_fork_child(void); /* forget the parent's blocks */
+PT_HIDDEN void pt_heap_on_alloc(struct pt_heap_thread *t, void *p, size_t size);
+PT_HIDDEN void pt_heap_on_free(struct pt_heap_thread *t, void *p, int may_be_temporary);
+/* realloc: take `p` out of the table into *saved (0: it was not tracked); put it back. */
+PT_HIDDEN int pt_heap_take(void *p, uint64_t *saved);
+PT_HIDDEN void pt_heap_put_back(void *p, uint64_t saved);
+PT_HIDDEN void pt_heap_credit_free(struct pt_heap_thread *t, uint64_t saved, int temporary);
+PT_HIDDEN void pt_heap_count_untracked_free(void);
+PT_HIDDEN void pt_heap_peak_snapshot(int force); /* copy live -> peak if live grew */
+PT_HIDDEN int64_t pt_heap_draw(struct pt_heap_thread *t, uint64_t mean); /* exponential */
+
+/* Sampled mode: one bit per hashed address of a sampled block (set, never
+ * cleared but in a fork child); a clear bit means "never sampled", so most
+ * frees skip the table.  32 KiB: it stays in cache.  NULL in exact mode. */
+#define PT_HEAP_BITMAP_BITS (1u << 18)
+extern PT_HIDDEN uint64_t *pt_heap_bitmap;
+
+/* The bit of `p`.  Async-signal-safe. */
+static inline uint64_t pt_heap_bit(const void *p) {
+    return ((uint64_t)(uintptr_t)p >> 4) * 0x9e3779b97f4a7c15ull >> (64 - 18);
+}
+
+/* 0 if `p` was certainly never sampled.  Async-signal-safe. */
+static inline int pt_heap_maybe_sampled(const void *p) {
+    uint64_t bit = pt_heap_bit(p);
+    return (int)(__atomic_load_n(&pt_heap_bitmap[bit / 64], __ATOMIC_RELAXED) >> (bit % 64) & 1);
+}
+
+/* Sampled mode's fast path: 1 when an allocation of `n` bytes is not sampled
+ * (the countdown is still above zero); 0 when it must be tracked (exact
+ * mode, or the countdown ran out: a new distance is drawn).  Async-signal-safe. */
+static inline int pt_heap_skip(struct pt_heap_thread *t, size_t n) {
+    if (!pt_heap_cfg.sample_bytes) return 0;
+    t->until_sample -= (int64_t)n;
+    if (__builtin_expect(t->until_sample > 0, 1)) return 1;
+    t->until_sample = pt_heap_draw(t, pt_heap_cfg.sample_bytes);
+    return 0;
+}
+
+/* pt_heap_file.c - not async-signal-safe unless stated. */
+PT_HIDDEN int pt_heap_file_create(void); /* 0, or -1 leaving pt_heap_file zero */
+PT_HIDDEN void pt_heap_file_forget(void); /* fork child: unmap the parent's file */
+PT_HIDDEN void pt_heap_maps_refresh(int log_all); /* log objects, publish CFI tables */
+PT_HIDDEN void pt_heap_maps_fork_child(void);
+PT_HIDDEN int pt_heap_maps_changed(void); /* 1 if objects were loaded/unloaded since */
+/* The CFI tables the unwinder searches (atomic pointer swap; old sets leaked). */
+extern PT_HIDDEN const struct pt_cfi_set *volatile pt_heap_cfi_current;
+/* [lo, hi) of this library's code: frames in it are skipped. */
+extern PT_HIDDEN uintptr_t pt_heap_self_lo, pt_heap_self_hi;
+
+#endif /* PT_HEAP_H */
