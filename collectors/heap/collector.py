@@ -138,6 +138,10 @@ class HeapCollector(LaunchCollector):
                 live += heap.live_bytes
                 if not header.exited:
                     rss += _rss_bytes(header.pid)
+            if rss == 0.0 and self._timeline.values:
+                # Every process exited (a zombie's statm reads 0): the chart keeps the
+                # last RSS seen rather than drop to zero at the end.
+                rss = self._timeline.values[-1][1]
             if self._start_time is not None and self._files:
                 self._timeline.append(time.time() - self._start_time, [live, rss])
                 if len(self._timeline.times) > MAX_TIMELINE_ROWS:
