@@ -23,8 +23,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from proftui.collectors.base import CollectorOptions  # noqa: E402
+from proftui.collectors.heap.collector import HeapCollector  # noqa: E402
 from proftui.collectors.sampler.collector import SamplerCollector  # noqa: E402
 from proftui.tui.app import ProfTuiApp  # noqa: E402
+from proftui.tui.demo import build_demo  # noqa: E402
 from proftui.tui.panes.flat import FlatPane  # noqa: E402
 from proftui.tui.panes.source import SourcePane  # noqa: E402
 from proftui.tui.panes.tree import CallTreeView  # noqa: E402
@@ -125,9 +127,37 @@ async def shoot_threads(app: ProfTuiApp, out: Path) -> list[Path]:
     return saved
 
 
+async def shoot_heap(app: ProfTuiApp, out: Path) -> list[Path]:
+    saved: list[Path] = []
+    async with app.run_test(size=SIZE) as pilot:
+        deadline = time.monotonic() + 60.0
+        while not app.ended:
+            if time.monotonic() > deadline:
+                raise SystemExit("timed out waiting for the heap demo")
+            await pilot.pause(0.1)
+        await pilot.pause(0.5)
+        await pilot.press("m", "m")  # live bytes at exit: what leaked, by call path
+        await pilot.pause(0.5)
+        app.save_screenshot(filename="heap-flat.svg", path=str(out))
+        saved.append(out / "heap-flat.svg")
+        await pilot.press("4")
+        await pilot.pause(1.0)
+        app.save_screenshot(filename="heap-chart.svg", path=str(out))
+        saved.append(out / "heap-chart.svg")
+        app.exit()
+    return saved
+
+
 def main() -> None:
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "docs" / "screenshots"
     out.mkdir(parents=True, exist_ok=True)
+    heap = HeapCollector([str(build_demo("heap"))], CollectorOptions(output="log"))
+    heap.start()
+    try:
+        for path in asyncio.run(shoot_heap(ProfTuiApp(collector=heap), out)):
+            print(path)
+    finally:
+        heap.stop()
     threads = build_fixture("thr_ratio.c", ["-O2", "-g", "-pthread"])
     with tempfile.TemporaryDirectory() as scratch:
         collector = SamplerCollector([str(threads), str(Path(scratch) / "report.txt"),
