@@ -91,13 +91,27 @@ class AddressSpace:
         path = mapping.path.removesuffix(DELETED)
         if (mapping.start, mapping.end) in self._by_range:
             old = self._by_range[(mapping.start, mapping.end)]
-            if old.path == path and old.offset == mapping.offset:
+            if old.offset == mapping.offset and (
+                    old.path == path or self._same_file(old.path, mapping)):
+                # One file under two names (the loader's /lib/... and the kernel's
+                # /usr/lib/... on a merged-/usr system): one module, or its functions
+                # would show as two rows with their costs split.
                 return
         clean = Mapping(mapping.start, mapping.end, mapping.offset, mapping.perms, path)
         self._by_range[(clean.start, clean.end)] = clean
         if path not in self._readable:
             self._readable[path] = self._openable(mapping)
         self._stale = True  # sorted once at the next lookup, not once per added mapping
+
+    def _same_file(self, old_path: str, mapping: Mapping) -> bool:
+        if mapping.path.endswith(DELETED):
+            return False
+        try:
+            a = os.stat(self._readable.get(old_path, old_path))
+            b = os.stat(self._openable(mapping))
+        except OSError:
+            return False
+        return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
     def _ordered(self) -> list[Mapping]:
         if self._stale:
