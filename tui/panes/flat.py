@@ -173,7 +173,11 @@ class FlatPane(Pane, Vertical):
             self.post_message(drill("tree", tree_view="focus", focus=frame))
 
     def action_sort(self) -> None:
-        self.sort_key = SORTS[(SORTS.index(self.sort_key) + 1) % len(SORTS)]
+        # No Calls column (sampler, attach: no row has a call count): skip sorting by it.
+        has_calls = any(e.calls is not None for e in self.entries)
+        sorts = [key for key in SORTS if key != "calls" or has_calls]
+        at = sorts.index(self.sort_key) if self.sort_key in sorts else -1
+        self.sort_key = sorts[(at + 1) % len(sorts)]
         self.descending = self.sort_key != "name"
         self.refresh_rows()
         self.post_message(SettingChanged())

@@ -524,6 +524,10 @@ class CallTreeView(Pane, Tree[NodeData]):
 
     def action_thread_roots(self) -> None:
         """Toggle one root per thread (per process, then thread, with several processes)."""
+        if not self.thread_roots and self.profile is not None and not self.profile.parts:
+            self.notify("this profile has no per-thread data (one thread, or a collector "
+                        "that does not record threads)")
+            return
         self.thread_roots = not self.thread_roots
         if self.view == "focus":
             self.notify("threads as roots " + ("on" if self.thread_roots else "off")
