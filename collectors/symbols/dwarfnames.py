@@ -15,9 +15,11 @@ each compile unit's function index and each DIE's name are cached.
 from __future__ import annotations
 
 import bisect
+import os
 from typing import Any
 
 from proftui.collectors.symbols.demangle import demangle
+from proftui.collectors.symbols.elf import open_regular
 
 LINKAGE = ("DW_AT_linkage_name", "DW_AT_MIPS_linkage_name")
 SCOPES = {"DW_TAG_namespace": "(anonymous namespace)", "DW_TAG_class_type": None,
@@ -40,6 +42,7 @@ class InlineNames:
     def __init__(self, debug_path: str) -> None:
         self.debug_path = debug_path
         self._dwarf: Any = None
+        self._file: Any = None
         self._failed = False
         self._aranges: Any = None
         self._units: dict[int, tuple[list[int], list[int], list[Any]]] = {}
@@ -48,6 +51,12 @@ class InlineNames:
     def chain(self, vaddr: int) -> list[str | None] | None:
         """Names of the inlined subroutines at link-time `vaddr`, outermost first
         (None for one that cannot be named); None when the DWARF cannot tell."""
+        try:
+            return self._chain(vaddr)
+        except Exception:  # DWARF pyelftools cannot read: the SymCache's names stay
+            return None
+
+    def _chain(self, vaddr: int) -> list[str | None] | None:
         unit = self._unit_at(vaddr)
         if unit is None:
             return None
@@ -130,8 +139,11 @@ class InlineNames:
         if self._dwarf is None and not self._failed:
             try:
                 from elftools.elf.elffile import ELFFile
-                self._file = open(self.debug_path, "rb")  # noqa: SIM115 (kept for lazy reads)
-                self._dwarf = ELFFile(self._file).get_dwarf_info(relocate_dwarf_sections=False)
+                # open_regular: a file swapped for a FIFO must not block; the file stays
+                # open while the module lives (pyelftools reads DIEs lazily from it)
+                self._file = os.fdopen(open_regular(self.debug_path), "rb")
+                self._dwarf = ELFFile(self._file).get_dwarf_info(
+                    relocate_dwarf_sections=False, follow_links=False)
                 self._aranges = self._dwarf.get_aranges()
             except Exception:
                 self._failed = True
