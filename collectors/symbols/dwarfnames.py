@@ -43,6 +43,7 @@ class InlineNames:
         self.debug_path = debug_path
         self._dwarf: Any = None
         self._file: Any = None
+        self._unit_ranges: tuple[list[int], list[tuple[int, int, int]]] | None = None
         self._failed = False
         self._aranges: Any = None
         self._units: dict[int, tuple[list[int], list[int], list[Any]]] = {}
@@ -145,7 +146,7 @@ class InlineNames:
                 self._dwarf = ELFFile(self._file).get_dwarf_info(
                     relocate_dwarf_sections=False, follow_links=False)
                 self._aranges = self._dwarf.get_aranges()
-            except Exception:
+            except Exception:  # no DWARF pyelftools can read: names stay the SymCache's
                 self._failed = True
         return self._dwarf
 
@@ -165,12 +166,17 @@ class InlineNames:
         return unit
 
     def _scan_units(self, vaddr: int) -> int | None:
-        """The unit whose ranges hold `vaddr`, when there is no .debug_aranges."""
-        for cu in self._dwarf.iter_CUs():
-            top = cu.get_top_DIE()
-            if self._holds(top, vaddr):
-                return cu.cu_offset
-        return None
+        """The unit whose ranges hold `vaddr`, when .debug_aranges does not say (clang
+        emits none): the units' ranges are read once, then searched."""
+        if self._unit_ranges is None:
+            rows = sorted((lo, hi, cu.cu_offset) for cu in self._dwarf.iter_CUs()
+                          for lo, hi in self._ranges(cu.get_top_DIE()))
+            self._unit_ranges = ([r[0] for r in rows], rows)
+        starts, rows = self._unit_ranges
+        i = bisect.bisect_right(starts, vaddr) - 1
+        while i >= 0 and not (rows[i][0] <= vaddr < rows[i][1]):
+            i -= 1
+        return rows[i][2] if i >= 0 else None
 
     def _index(self, cu: Any) -> tuple[list[int], list[int], list[Any]]:
         """Functions with code of `cu`, sorted by start: C units get none (C names are
