@@ -175,7 +175,7 @@ class ModuleSymbols:
         if not found:
             return UNKNOWN_LOCATION
         names = [demangle(inner.symbol) for inner in found[:-1]]
-        if any(_unqualified(inner.lang, name) for inner, name in zip(found, names, strict=False)):
+        if any(_unqualified(inner.lang, inner.symbol) for inner in found[:-1]):
             names = self._qualified_names(vaddr, names)
         inlined = tuple(
             InlineFrame(name, outer.full_path or None, outer.line or None,
@@ -424,10 +424,12 @@ class Symbolizer:
                 module.save_cache()
 
 
-def _unqualified(lang: str, name: str) -> bool:
-    """A C++ name the SymCache took from DW_AT_name, not from a linkage name: no
-    parameter list or no scope ("mix", "operator<")."""
-    return lang == "cpp" and ("(" not in name or "::" not in name)
+def _unqualified(lang: str, symbol: str) -> bool:
+    """A C++ function the SymCache could only name from DW_AT_name ("mix", "operator<",
+    "swap<(anonymous namespace)::K>"): no linkage name anywhere on its DIE chain, as
+    for everything with internal linkage (anonymous namespaces, templates over their
+    types)."""
+    return lang == "cpp" and not symbol.startswith("_Z")
 
 
 def _has_dwarf(elf: ElfFile) -> bool:
