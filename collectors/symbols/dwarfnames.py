@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import bisect
 import os
+import re
 from typing import Any
 
 from proftui.collectors.symbols.demangle import demangle
@@ -33,6 +34,7 @@ BASE_TYPES = {"long int": "long", "long unsigned int": "unsigned long",
               "short int": "short", "short unsigned int": "unsigned short",
               "long long int": "long long", "long long unsigned int": "unsigned long long",
               "__int128 unsigned": "unsigned __int128", "_Bool": "bool"}
+_CONST_FIRST = re.compile(r"([<,] ?)const ((?:\(anonymous namespace\)::|[\w:])+)(?=\s*[,>*&])")
 _DEPTH = 16  # reference chains and type nesting are short; this bounds bad DWARF
 
 
@@ -115,7 +117,17 @@ class InlineNames:
             # g++ gives every C++-linkage function at global scope a linkage name: one
             # without is extern "C" (atol from <stdlib.h>), named as in C
             return _text(bare.value)
-        return f"{scope}{_text(bare.value)}{self._params(last)}"
+        name = _text(bare.value)
+        args = _template_args(last)
+        if args is None:
+            return f"{scope}{_spelled(name)}{self._params(last)}"
+        # a function template: "<...>" from its parameters (DW_AT_name omits default
+        # arguments), and the return type in front, as the demangler prints them
+        base = name.split("<", 1)[0]
+        owner = scope.removesuffix("::").rsplit("::", 1)[-1].split("<", 1)[0]
+        ret = "" if base in (owner, f"~{owner}") or base.startswith("operator ") \
+            else f"{_type_name(_ref(last, 'DW_AT_type'))} "
+        return f"{ret}{scope}{base}{_angle(args)}{self._params(last)}"
 
     def _params(self, decl: Any) -> str:
         """"(int const&, unsigned long) const" from the declaration's formal parameters."""
@@ -249,11 +261,64 @@ def _scope(die: Any) -> str:
             break
         name = parent.attributes.get("DW_AT_name")
         if name is not None:
-            parts.append(_text(name.value))
+            parts.append(_spelled(_text(name.value)))
         elif SCOPES[parent.tag] is not None:
             parts.append(SCOPES[parent.tag])
         parent = parent.get_parent()
     return "".join(f"{p}::" for p in reversed(parts))
+
+
+def _spelled(name: str) -> str:
+    """A DW_AT_name with g++'s base type spellings as the demangler has them
+    ("foo<long int>" -> "foo<long>")."""
+    if "<" not in name:
+        return name
+    for dwarf, shown in BASE_TYPES.items():
+        if dwarf in name:
+            name = re.sub(rf"(?<![\w:]){re.escape(dwarf)}(?!\w)", shown, name)
+    # "pair<const K, long>" -> "pair<K const, long>"
+    return _CONST_FIRST.sub(r"\1\2 const", name) if "const " in name else name
+
+
+def _angle(args: list[str]) -> str:
+    text = ", ".join(args)
+    return f"<{text} >" if text.endswith(">") else f"<{text}>"
+
+
+def _template_args(die: Any) -> list[str] | None:
+    """The template arguments of `die` as the demangler prints them; None when it
+    is not a template."""
+    args: list[str] = []
+    found = False
+    for child in die.iter_children():
+        if child.tag == "DW_TAG_GNU_template_parameter_pack":
+            found = True
+            args += _template_args(child) or []
+        elif child.tag == "DW_TAG_template_type_param":
+            found = True
+            args.append(_type_name(_ref(child, "DW_AT_type")))
+        elif child.tag == "DW_TAG_template_value_param":
+            found = True
+            args.append(_value(child))
+    return args if found else None
+
+
+def _value(param: Any) -> str:
+    """A template value argument: "true", "0ul", "3", as the demangler writes them."""
+    value = param.attributes.get("DW_AT_const_value")
+    kind = _type_name(_ref(param, "DW_AT_type"))
+    if value is None or not isinstance(value.value, int):
+        return "?"
+    number = value.value
+    if kind == "bool":
+        return "true" if number else "false"
+    suffix = {"unsigned long": "ul", "long": "l", "unsigned int": "u",
+              "unsigned long long": "ull", "long long": "ll"}
+    if kind == "int":
+        return str(number)
+    if kind in suffix:
+        return f"{number}{suffix[kind]}"
+    return f"({kind}){number}"
 
 
 def _type_name(die: Any, depth: int = 0) -> str:
@@ -282,4 +347,4 @@ def _type_name(die: Any, depth: int = 0) -> str:
     if tag == "DW_TAG_base_type":
         text = _text(name.value)
         return BASE_TYPES.get(text, text)
-    return _scope(die) + _text(name.value)
+    return _scope(die) + _spelled(_text(name.value))
