@@ -4,8 +4,9 @@
 
 Targets: Lua 5.5 (C, from /work/shared/programs/lua, built -O2 -g; skipped with
 the reason when absent) and a generated C++ program of --units compile units,
-each inlining std::map / std::vector members and a method of a class in an
-anonymous namespace (no linkage name: the DIE path runs).  For each, in one
+each inlining std::map / std::vector members, a method of a class in an
+anonymous namespace and std::map members over a key type of that namespace
+(no linkage names: the DIE path runs).  For each, in one
 run: a fresh Symbolizer (no SymCache cache dir, so both build it) frames
 every --step-th byte of .text, once with the DIE lookup turned off (the
 anchor: names as the SymCache gives them) and once with it on; the ratio and
@@ -40,17 +41,23 @@ struct Mixer{i} {{
     unsigned long h = {i};
     inline unsigned long mix(unsigned long v) {{ h = (h ^ v) * 0x9E3779B97F4A7C15ul; return h; }}
 }};
+struct Key{i} {{
+    int k;
+    bool operator<(const Key{i} &o) const {{ return k < o.k; }}
+}};
 }}
 long unit{i}(long n) {{
     std::map<int, long> m;
     std::vector<int> v;
     Mixer{i} x;
+    std::map<Key{i}, long> km;
     for (long r = 0; r < n; r++) {{
         m[static_cast<int>(r % 97)] += static_cast<long>(x.mix(static_cast<unsigned long>(r)));
         v.push_back(static_cast<int>(r));
+        km[Key{i}{{static_cast<int>(r & 255)}}] += r;
         if (v.size() > 64) v.clear();
     }}
-    return static_cast<long>(m.size() + v.size());
+    return static_cast<long>(m.size() + v.size() + km.size());
 }}
 """
 

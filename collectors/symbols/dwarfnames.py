@@ -50,6 +50,8 @@ class InlineNames:
         self._aranges: Any = None
         self._units: dict[int, tuple[list[int], list[int], list[Any]]] = {}
         self._names: dict[int, str | None] = {}
+        self._memo: dict[tuple[str, int], str] = {}  # scopes and types by DIE offset
+        self._kids: dict[int, list[tuple[list[tuple[int, int]], Any]]] = {}
 
     def chain(self, vaddr: int) -> list[str | None] | None:
         """Names of the inlined subroutines at link-time `vaddr`, outermost first
@@ -72,8 +74,8 @@ class InlineNames:
         names: list[str | None] = []
         die = dies[i]
         for _ in range(256):
-            inner = next((c for c in die.iter_children()
-                          if c.tag in BLOCKS and self._holds(c, vaddr)), None)
+            inner = next((c for spans, c in self._blocks(die)
+                          if any(lo <= vaddr < hi for lo, hi in spans)), None)
             if inner is None:
                 return names
             if inner.tag == "DW_TAG_inlined_subroutine":
@@ -107,18 +109,26 @@ class InlineNames:
             if ref is None:
                 break
             last = last.get_DIE_from_attribute(ref)
+        if last.offset in self._names:  # another inlined copy of the same function
+            return self._names[last.offset]
+        name = self._qualify(last)
+        self._names[last.offset] = name
+        return name
+
+    def _qualify(self, last: Any) -> str | None:
+        """The name of declaration `last` (no linkage name): scopes, name, parameters."""
         bare = last.attributes.get("DW_AT_name")
         if bare is None:
             return None
         if not _is_cxx(last.cu):
             return _text(bare.value)
-        scope = _scope(last)
+        scope = _scope(last, self._memo)
         if not scope:
             # g++ gives every C++-linkage function at global scope a linkage name: one
             # without is extern "C" (atol from <stdlib.h>), named as in C
             return _text(bare.value)
         name = _text(bare.value)
-        args = _template_args(last)
+        args = _template_args(last, self._memo)
         if args is None:
             return f"{scope}{_spelled(name)}{self._params(last)}"
         # a function template: "<...>" from its parameters (DW_AT_name omits default
@@ -126,7 +136,7 @@ class InlineNames:
         base = name.split("<", 1)[0]
         owner = scope.removesuffix("::").rsplit("::", 1)[-1].split("<", 1)[0]
         ret = "" if base in (owner, f"~{owner}") or base.startswith("operator ") \
-            else f"{_type_name(_ref(last, 'DW_AT_type'))} "
+            else f"{_type_name(_ref(last, 'DW_AT_type'), self._memo)} "
         return f"{ret}{scope}{base}{_angle(args)}{self._params(last)}"
 
     def _params(self, decl: Any) -> str:
@@ -143,7 +153,7 @@ class InlineNames:
                 if target is not None and target.tag == "DW_TAG_const_type":
                     const = " const"
                 continue
-            types.append(_type_name(_ref(child, "DW_AT_type")))
+            types.append(_type_name(_ref(child, "DW_AT_type"), self._memo))
         return f"({', '.join(types)}){const}"
 
     # -- units and ranges --------------------------------------------------------
@@ -205,6 +215,15 @@ class InlineNames:
         rows.sort(key=lambda r: (r[0], -r[1]))
         return [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
 
+    def _blocks(self, die: Any) -> list[tuple[list[tuple[int, int]], Any]]:
+        """The lexical blocks and inlined subroutines directly in `die`, with their
+        address ranges (cached: every address of a function walks them)."""
+        found = self._kids.get(die.offset)
+        if found is None:
+            found = [(self._ranges(c), c) for c in die.iter_children() if c.tag in BLOCKS]
+            self._kids[die.offset] = found
+        return found
+
     def _ranges(self, die: Any) -> list[tuple[int, int]]:
         attrs = die.attributes
         if "DW_AT_low_pc" in attrs and "DW_AT_high_pc" in attrs:
@@ -252,8 +271,15 @@ def _ref(die: Any, attr: str) -> Any:
     return die.get_DIE_from_attribute(attr) if attr in die.attributes else None
 
 
-def _scope(die: Any) -> str:
+def _scope(die: Any, memo: dict[tuple[str, int], str]) -> str:
     """"ns::Class::" for the namespaces and classes that enclose `die`."""
+    key = ("s", die.offset)
+    if key not in memo:
+        memo[key] = _scope_of(die)
+    return memo[key]
+
+
+def _scope_of(die: Any) -> str:
     parts: list[str] = []
     parent = die.get_parent()
     for _ in range(64):
@@ -285,7 +311,7 @@ def _angle(args: list[str]) -> str:
     return f"<{text} >" if text.endswith(">") else f"<{text}>"
 
 
-def _template_args(die: Any) -> list[str] | None:
+def _template_args(die: Any, memo: dict[tuple[str, int], str]) -> list[str] | None:
     """The template arguments of `die` as the demangler prints them; None when it
     is not a template."""
     args: list[str] = []
@@ -293,20 +319,20 @@ def _template_args(die: Any) -> list[str] | None:
     for child in die.iter_children():
         if child.tag == "DW_TAG_GNU_template_parameter_pack":
             found = True
-            args += _template_args(child) or []
+            args += _template_args(child, memo) or []
         elif child.tag == "DW_TAG_template_type_param":
             found = True
-            args.append(_type_name(_ref(child, "DW_AT_type")))
+            args.append(_type_name(_ref(child, "DW_AT_type"), memo))
         elif child.tag == "DW_TAG_template_value_param":
             found = True
-            args.append(_value(child))
+            args.append(_value(child, memo))
     return args if found else None
 
 
-def _value(param: Any) -> str:
+def _value(param: Any, memo: dict[tuple[str, int], str]) -> str:
     """A template value argument: "true", "0ul", "3", as the demangler writes them."""
     value = param.attributes.get("DW_AT_const_value")
-    kind = _type_name(_ref(param, "DW_AT_type"))
+    kind = _type_name(_ref(param, "DW_AT_type"), memo)
     if value is None or not isinstance(value.value, int):
         return "?"
     number = value.value
@@ -321,30 +347,37 @@ def _value(param: Any) -> str:
     return f"({kind}){number}"
 
 
-def _type_name(die: Any, depth: int = 0) -> str:
+def _type_name(die: Any, memo: dict[tuple[str, int], str], depth: int = 0) -> str:
     """A DWARF type as the demangler prints it ("int const&", "std::vector<int>*")."""
     if die is None:
         return "void"
     if depth > _DEPTH:
         return "?"
+    key = ("t", die.offset)
+    if key not in memo:
+        memo[key] = _type_of(die, memo, depth)
+    return memo[key]
+
+
+def _type_of(die: Any, memo: dict[tuple[str, int], str], depth: int) -> str:
     tag = die.tag
     inner = _ref(die, "DW_AT_type")
     if tag == "DW_TAG_const_type":
-        return f"{_type_name(inner, depth + 1)} const"
+        return f"{_type_name(inner, memo, depth + 1)} const"
     if tag == "DW_TAG_volatile_type":
-        return f"{_type_name(inner, depth + 1)} volatile"
+        return f"{_type_name(inner, memo, depth + 1)} volatile"
     if tag == "DW_TAG_pointer_type":
-        return f"{_type_name(inner, depth + 1)}*"
+        return f"{_type_name(inner, memo, depth + 1)}*"
     if tag == "DW_TAG_reference_type":
-        return f"{_type_name(inner, depth + 1)}&"
+        return f"{_type_name(inner, memo, depth + 1)}&"
     if tag == "DW_TAG_rvalue_reference_type":
-        return f"{_type_name(inner, depth + 1)}&&"
+        return f"{_type_name(inner, memo, depth + 1)}&&"
     if tag == "DW_TAG_typedef" and inner is not None:  # mangled names use the real type
-        return _type_name(inner, depth + 1)
+        return _type_name(inner, memo, depth + 1)
     name = die.attributes.get("DW_AT_name")
     if name is None:
         return "?"
     if tag == "DW_TAG_base_type":
         text = _text(name.value)
         return BASE_TYPES.get(text, text)
-    return _scope(die) + _spelled(_text(name.value))
+    return _scope(die, memo) + _spelled(_text(name.value))
