@@ -30,6 +30,7 @@ from proftui.collectors.model.sourcefiles import ORIGINS
 from proftui.collectors.symbols.cachedir import CacheDir, default_cache_dir
 from proftui.collectors.symbols.compdirs import source_roots
 from proftui.collectors.symbols.demangle import demangle
+from proftui.collectors.symbols.dwarfnames import InlineNames
 from proftui.collectors.symbols.elf import PT_LOAD, SHT_NOBITS, ElfFile, open_regular
 from proftui.collectors.symbols.maps import AddressSpace
 
@@ -99,6 +100,7 @@ class ModuleSymbols:
         self._built = False  # the SymCache was built in this process (not read from the cache)
         self._entries: dict[int, tuple[str | None, int | None]] = {}
         self._roots_noted = False
+        self._inline_names: InlineNames | None = None
         try:
             with ElfFile(self.readable) as elf:
                 self.build_id = elf.build_id()
@@ -172,12 +174,27 @@ class ModuleSymbols:
         found = self._lookup(vaddr)
         if not found:
             return UNKNOWN_LOCATION
+        names = [demangle(inner.symbol) for inner in found[:-1]]
+        if any(_unqualified(inner.lang, inner.symbol) for inner in found[:-1]):
+            names = self._qualified_names(vaddr, names)
         inlined = tuple(
-            InlineFrame(demangle(inner.symbol), outer.full_path or None, outer.line or None,
+            InlineFrame(name, outer.full_path or None, outer.line or None,
                         inner.full_path or None, inner.symbol)
-            for inner, outer in itertools.pairwise(found))
+            for name, (inner, outer) in zip(names, itertools.pairwise(found), strict=True))
         self._note_sources(entry.full_path for entry in found)
         return SourceLocation(found[0].full_path or None, found[0].line or None, inlined)
+
+    def _qualified_names(self, vaddr: int, names: list[str]) -> list[str]:
+        """`names` (inlined frames, innermost first) with the ones the SymCache left
+        bare (no linkage name in the DWARF) qualified from the DIEs."""
+        if self.debug_path is None:
+            return names
+        if self._inline_names is None:
+            self._inline_names = InlineNames(self.debug_path)
+        chain = self._inline_names.chain(vaddr)
+        if chain is None or len(chain) != len(names):
+            return names  # the two readers disagree on the chain: keep the SymCache's
+        return [better or name for better, name in zip(reversed(chain), names, strict=True)]
 
     def definition(self, symbol: FunctionSymbol) -> tuple[str | None, int | None]:
         """Where `symbol` starts: the file:line of its first instruction (outside inlines)."""
@@ -405,6 +422,14 @@ class Symbolizer:
         for module in self._modules.values():
             if module is not None:
                 module.save_cache()
+
+
+def _unqualified(lang: str, symbol: str) -> bool:
+    """A C++ function the SymCache could only name from DW_AT_name ("mix", "operator<",
+    "swap<(anonymous namespace)::K>"): no linkage name anywhere on its DIE chain, as
+    for everything with internal linkage (anonymous namespaces, templates over their
+    types)."""
+    return lang == "cpp" and not symbol.startswith("_Z")
 
 
 def _has_dwarf(elf: ElfFile) -> bool:
