@@ -286,10 +286,11 @@ def _scope_of(die: Any) -> str:
         if parent is None or parent.tag not in SCOPES:
             break
         name = parent.attributes.get("DW_AT_name")
+        unnamed = SCOPES[parent.tag]  # "(anonymous namespace)", or None: no text
         if name is not None:
             parts.append(_spelled(_text(name.value)))
-        elif SCOPES[parent.tag] is not None:
-            parts.append(SCOPES[parent.tag])
+        elif unnamed is not None:
+            parts.append(unnamed)
         parent = parent.get_parent()
     return "".join(f"{p}::" for p in reversed(parts))
 
