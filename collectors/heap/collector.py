@@ -39,9 +39,8 @@ from proftui.collectors.runtime.wire_heap import (
     Bucket,
     HeapFile,
 )
-from proftui.collectors.runtime.wire_sampler import MAP_LOAD
-from proftui.collectors.symbols.maps import AddressSpace, Mapping
-from proftui.collectors.symbols.stacks import StackFrames, add_stack
+from proftui.collectors.runtime.wire_sampler import loaded_segments
+from proftui.collectors.symbols.stacks import ImageSpaces, add_stack
 from proftui.collectors.symbols.symbolizer import Symbolizer
 
 POLL_INTERVAL_S = 0.1
@@ -72,8 +71,7 @@ class HeapCollector(LaunchCollector):
         # collect); _sym_lock the symbolizer and address spaces (collect only).
         self._files_lock = threading.RLock()
         self._sym_lock = threading.Lock()
-        self._frames: dict[str, StackFrames] = {}  # file name -> its image's address space
-        self._symbolizer: Symbolizer | None = None
+        self._images = ImageSpaces()  # file name -> its image's address space
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -100,7 +98,7 @@ class HeapCollector(LaunchCollector):
             env["PROFTUI_HEAP_SAMPLE"] = str(int(sample))
         if self.options.buffer_bytes:
             env["PROFTUI_BUFFER_BYTES"] = str(max(int(self.options.buffer_bytes), 1 << 20))
-        self._symbolizer = Symbolizer()
+        self._images.symbolizer = Symbolizer()
         self._start_time = time.time()
         self.process = LaunchedProcess(self.argv, run_dir=self.run_dir.path, env=env,
                                        preload=[library], output=self.options.output)
@@ -208,19 +206,6 @@ class HeapCollector(LaunchCollector):
 
     # -- profile -------------------------------------------------------------------
 
-    def _frames_for(self, name: str, pid: int) -> StackFrames:
-        """The address space of the image that wrote file `name`; caller holds _sym_lock."""
-        frames = self._frames.get(name)
-        if frames is None:
-            space = AddressSpace(None)  # plain paths: the target shares our mount namespace
-            frames = self._frames[name] = StackFrames(space, self._symbolizer)
-            for other, other_frames in self._frames.items():
-                if other != name and other_frames.space is not None \
-                        and other_frames.space.pid == pid:
-                    other_frames.space.pid = None  # that image exec'd: this one is newer
-            space.pid = pid
-        return frames
-
     def collect(self) -> Profile:
         with self._files_lock:
             self._open_new_files()
@@ -241,18 +226,12 @@ class HeapCollector(LaunchCollector):
         profile = Profile(meta=meta, metrics=HEAP_METRICS, timeline=timeline)
         total_allocs = cut_allocs = 0.0
         with self._sym_lock:
+            if meta.complete:  # the pids are gone (maybe reused): map logs only from now on
+                self._images.forget_pids()
             for hfile, buckets, maps in snapshot:
                 name, pid = hfile.path.name, hfile.header.pid
-                frames = self._frames_for(name, pid)
-                if meta.complete and frames.space is not None:
-                    frames.space.pid = None  # gone (maybe reused): the map log only
-                assert frames.space is not None
-                for entry in maps:
-                    if entry.event == MAP_LOAD:
-                        frames.space.add(Mapping(entry.start, entry.end, entry.offset, "r-xp",
-                                                 entry.path))
-                if maps:
-                    frames.forget_unresolved()
+                self._images.add_loads(name, pid, loaded_segments(maps))
+                frames = self._images.frames_for(name, pid)
                 exited = hfile.header.exited
                 part = f"pid {pid}"
                 for b in buckets:
@@ -270,10 +249,8 @@ class HeapCollector(LaunchCollector):
                     # The innermost address is a return address into the allocating
                     # function: one byte back is inside the call, on the calling line.
                     add_stack(profile, part, frames, (b.ips[0] - 1, *b.ips[1:]), costs)
-            for frames in self._frames.values():
-                profile.meta.warnings.extend(w for w in frames.warnings()
-                                             if w not in profile.meta.warnings)
-                break
+            profile.meta.warnings.extend(w for w in self._images.warnings()
+                                         if w not in profile.meta.warnings)
         if total_allocs and cut_allocs > 0.1 * total_allocs:
             profile.meta.warnings.append(
                 f"{100 * cut_allocs / total_allocs:.0f}% of allocations have a cut-short stack "

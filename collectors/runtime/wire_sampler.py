@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import struct
 from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,6 +92,12 @@ class MapEntry:
     event: int
     build_id: str  # hex
     path: str
+
+
+def loaded_segments(entries: Sequence[MapEntry]) -> list[tuple[int, int, int, str]]:
+    """(start, end, file offset, path) of each segment a map log says was loaded
+    (`symbols.stacks.ImageSpaces.add_loads` takes them)."""
+    return [(e.start, e.end, e.offset, e.path) for e in entries if e.event == MAP_LOAD]
 
 
 @dataclass(frozen=True)

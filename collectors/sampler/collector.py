@@ -26,7 +26,6 @@ from proftui.collectors.runtime.launch import LaunchedProcess, resolve_program
 from proftui.collectors.runtime.names import read_comm
 from proftui.collectors.runtime.wire import FLAG_NO_SPACE, WireVersionError
 from proftui.collectors.runtime.wire_sampler import (
-    MAP_LOAD,
     MAX_FRAMES,
     SMP_CFI,
     SMP_PERF,
@@ -36,10 +35,10 @@ from proftui.collectors.runtime.wire_sampler import (
     SREC_OFFSTACK,
     SREC_TRUNCATED,
     SamplerFile,
+    loaded_segments,
 )
 from proftui.collectors.symbols.live import LiveStacks
-from proftui.collectors.symbols.maps import AddressSpace, Mapping
-from proftui.collectors.symbols.stacks import StackFrames
+from proftui.collectors.symbols.stacks import ImageSpaces
 from proftui.collectors.symbols.symbolizer import Symbolizer
 
 DRAIN_INTERVAL_S = 0.1
@@ -79,8 +78,7 @@ class SamplerCollector(LaunchCollector):
         self._sym_lock = threading.Lock()  # the symbolizer and address spaces
         self._pending_maps: list[tuple[str, int, list[Any]]] = []
         self._maps_seen = 0  # batches of mappings drained (data_version)
-        self._frames: dict[str, StackFrames] = {}  # file name -> its image's address space
-        self._symbolizer: Symbolizer | None = None
+        self._images = ImageSpaces()  # file name -> its image's address space
         # The profile built incrementally from the stacks whose counts moved (symbols/live.py).
         self._live: LiveStacks[tuple[str, int, int, tuple[int, ...]]] = LiveStacks(
             (SAMPLES, WALL_NS if self.options.wall_clock else CPU_NS))
@@ -117,7 +115,7 @@ class SamplerCollector(LaunchCollector):
         if self.options.wall_clock:
             self._warnings.append("wall-clock sampling: sleeping threads are sampled too, and "
                                   "the signal can cut sleeps short (EINTR) in the target")
-        self._symbolizer = Symbolizer()
+        self._images.symbolizer = Symbolizer()
         self._start_time = time.time()
         self.process = LaunchedProcess(self.argv, run_dir=self.run_dir.path, env=env,
                                        preload=[library], output=self.options.output)
@@ -246,34 +244,6 @@ class SamplerCollector(LaunchCollector):
                 sfile.drain()
             self._files[path] = sfile
 
-    def _frames_for(self, name: str, pid: int) -> StackFrames:
-        """The address space of the image that wrote file `name`; caller holds _sym_lock.
-
-        It is built from the runtime's map log.  Only the newest image of a pid
-        may also look at /proc/PID/maps (for code loaded behind the runtime's back,
-        e.g. glibc's own NSS modules): an older image's pid now shows another program.
-        """
-        frames = self._frames.get(name)
-        if frames is None:
-            space = AddressSpace(None)  # plain paths: the target shares our mount namespace
-            frames = self._frames[name] = StackFrames(space, self._symbolizer)
-            for other, other_frames in self._frames.items():
-                if other != name and other_frames.space is not None \
-                        and other_frames.space.pid == pid:
-                    other_frames.space.pid = None  # that image exec'd: this one is newer
-            space.pid = pid
-        return frames
-
-    def _add_mappings(self, name: str, pid: int, maps: list[Any]) -> None:
-        """Feed the runtime's map log into the image's address space; caller holds _sym_lock."""
-        frames = self._frames_for(name, pid)
-        assert frames.space is not None
-        for entry in maps:
-            if entry.event == MAP_LOAD:
-                frames.space.add(Mapping(entry.start, entry.end, entry.offset, "r-xp",
-                                         entry.path))
-        frames.forget_unresolved()
-
     # -- profile -------------------------------------------------------------------
 
     def data_version(self) -> tuple[object, ...]:
@@ -297,18 +267,14 @@ class SamplerCollector(LaunchCollector):
             stacks = [(key, list(c)) for key, c in source.items()]
         with self._sym_lock:
             if meta.complete:  # the pids are gone (maybe reused): map logs only from now on
-                for frames in self._frames.values():
-                    if frames.space is not None:
-                        frames.space.pid = None
+                self._images.forget_pids()
             for name, pid, maps in pending:
-                self._add_mappings(name, pid, maps)
+                self._images.add_loads(name, pid, loaded_segments(maps))
             profile = self._live.build(
-                meta, ((f"pid {pid} tid {tid}", self._frames_for(name, pid), ips, costs)
+                meta, ((f"pid {pid} tid {tid}", self._images.frames_for(name, pid), ips, costs)
                        for (name, pid, tid, ips), costs in stacks), whole)
-            for frames in self._frames.values():
-                profile.meta.warnings.extend(w for w in frames.warnings()
-                                             if w not in profile.meta.warnings)
-                break  # one shared symbolizer: its warnings once
+            profile.meta.warnings.extend(w for w in self._images.warnings()
+                                         if w not in profile.meta.warnings)
         return profile
 
     def _meta(self) -> ProfileMeta:

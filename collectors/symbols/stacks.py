@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.model.lines import add_code_cost
 from proftui.collectors.model.profile import CallTree, CodeSite, Frame, Profile
-from proftui.collectors.symbols.maps import AddressSpace
+from proftui.collectors.symbols.maps import AddressSpace, Mapping
 from proftui.collectors.symbols.symbolizer import Symbolizer
 
 
@@ -97,6 +97,57 @@ class StackFrames:
         self.cache = {k: v for k, v in self.cache.items() if v[-1].module}
 
     def warnings(self) -> list[str]:
+        return list(self.symbolizer.warnings) if self.symbolizer is not None else []
+
+
+class ImageSpaces:
+    """The address space of each process image that wrote a runtime file, keyed by the
+    file's name (a process that exec'd writes a new file: a new image), all sharing one
+    symbolizer.  Fed by the runtimes' map logs (csrc/common: one entry per object loaded);
+    not thread-safe: the collector's symbol lock guards it."""
+
+    def __init__(self) -> None:
+        self.symbolizer: Symbolizer | None = None  # set when the collector starts
+        self._frames: dict[str, StackFrames] = {}
+        self._pids_gone = False  # forget_pids(): no /proc/PID/maps for later images either
+
+    def frames_for(self, name: str, pid: int) -> StackFrames:
+        """The address space of the image that wrote file `name`.
+
+        Only the newest image of a pid may also look at /proc/PID/maps (for code
+        loaded behind the runtime's back, e.g. glibc's own NSS modules): an older
+        image's pid now shows another program.
+        """
+        frames = self._frames.get(name)
+        if frames is None:
+            space = AddressSpace(None)  # plain paths: the target shares our mount namespace
+            frames = self._frames[name] = StackFrames(space, self.symbolizer)
+            for other, other_frames in self._frames.items():
+                if other != name and other_frames.space is not None \
+                        and other_frames.space.pid == pid:
+                    other_frames.space.pid = None  # that image exec'd: this one is newer
+            space.pid = None if self._pids_gone else pid
+        return frames
+
+    def add_loads(self, name: str, pid: int,
+                  loads: Sequence[tuple[int, int, int, str]]) -> None:
+        """Objects loaded into image `name`: (start, end, file offset, path) each."""
+        frames = self.frames_for(name, pid)
+        assert frames.space is not None
+        for start, end, offset, path in loads:
+            frames.space.add(Mapping(start, end, offset, "r-xp", path))
+        if loads:
+            frames.forget_unresolved()
+
+    def forget_pids(self) -> None:
+        """The processes are gone (their pids maybe reused): map logs only from now on."""
+        self._pids_gone = True
+        for frames in self._frames.values():
+            if frames.space is not None:
+                frames.space.pid = None
+
+    def warnings(self) -> list[str]:
+        """The shared symbolizer's warnings (once, not once per image)."""
         return list(self.symbolizer.warnings) if self.symbolizer is not None else []
 
 
