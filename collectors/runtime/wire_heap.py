@@ -19,7 +19,7 @@ from pathlib import Path
 
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.runtime.wire import HEADER_SIZE, KIND_HEAP, FileHeader, RuntimeFile
-from proftui.collectors.runtime.wire_sampler import MAP_ENTRY, MapEntry
+from proftui.collectors.runtime.wire_sampler import MAP_ENTRY, MapEntry, read_map_log
 
 # hflags, max_frames, sample_bytes, count_scale, index_offset, index_capacity,
 # bucket_capacity, buckets_offset, bucket_size, bucket_count, frames_offset,
@@ -174,21 +174,11 @@ class HeapFile:
 
     def new_mappings(self) -> list[MapEntry]:
         """Map log entries published since the last call."""
-        count = struct.unpack("<I", self.file.read(
-            self.header.body_offset + MAPLOG_COUNT_OFFSET, 4))[0]
-        count = min(count, self.heap.maplog_capacity)
-        out: list[MapEntry] = []
-        if count <= self._maps_read:
-            return out
-        table = self.file.read(self.heap.maplog_offset + self._maps_read * MAP_ENTRY.size,
-                               (count - self._maps_read) * MAP_ENTRY.size)
-        for i in range(count - self._maps_read):
-            start, end, offset, base, event, bid_len, bid, path = MAP_ENTRY.unpack_from(
-                table, i * MAP_ENTRY.size)
-            out.append(MapEntry(start, end, offset, base, event, bid[: min(bid_len, 32)].hex(),
-                                path.split(b"\0", 1)[0].decode(errors="replace")))
-        self._maps_read = count
-        return out
+        entries = read_map_log(self.file, self.header.body_offset + MAPLOG_COUNT_OFFSET,
+                               self.heap.maplog_offset, self.heap.maplog_capacity,
+                               self._maps_read)
+        self._maps_read += len(entries)
+        return entries
 
     def close(self) -> None:
         self.file.close()

@@ -94,6 +94,24 @@ class MapEntry:
     path: str
 
 
+def read_map_log(file: RuntimeFile, count_at: int, table_at: int, capacity: int,
+                 first: int) -> list[MapEntry]:
+    """Entries `first`.. of a runtime's map log (csrc/common: the sampler's and the heap
+    profiler's); `count_at` is the file offset of its published count, `table_at` of
+    entry 0.  Entries below the published count are complete (a release store)."""
+    count = min(struct.unpack("<I", file.read(count_at, 4))[0], capacity)
+    if count <= first:
+        return []
+    table = file.read(table_at + first * MAP_ENTRY.size, (count - first) * MAP_ENTRY.size)
+    out: list[MapEntry] = []
+    for i in range(count - first):
+        start, end, offset, base, event, bid_len, bid, path = MAP_ENTRY.unpack_from(
+            table, i * MAP_ENTRY.size)
+        out.append(MapEntry(start, end, offset, base, event, bid[: min(bid_len, 32)].hex(),
+                            path.split(b"\0", 1)[0].decode(errors="replace")))
+    return out
+
+
 def loaded_segments(entries: Sequence[MapEntry]) -> list[tuple[int, int, int, str]]:
     """(start, end, file offset, path) of each segment a map log says was loaded
     (`symbols.stacks.ImageSpaces.add_loads` takes them)."""
@@ -238,21 +256,11 @@ class SamplerFile:
 
     def new_mappings(self) -> list[MapEntry]:
         """Map log entries published since the last call."""
-        count = struct.unpack("<I", self.file.read(
-            self.header.body_offset + MAPLOG_COUNT_OFFSET, 4))[0]
-        count = min(count, self.sampler.maplog_capacity)
-        out: list[MapEntry] = []
-        if count <= self._maps_read:
-            return out
-        table = self.file.read(self.sampler.maplog_offset + self._maps_read * MAP_ENTRY.size,
-                               (count - self._maps_read) * MAP_ENTRY.size)
-        for i in range(count - self._maps_read):
-            start, end, offset, base, event, bid_len, bid, path = MAP_ENTRY.unpack_from(
-                table, i * MAP_ENTRY.size)
-            out.append(MapEntry(start, end, offset, base, event, bid[: min(bid_len, 32)].hex(),
-                                path.split(b"\0", 1)[0].decode(errors="replace")))
-        self._maps_read = count
-        return out
+        entries = read_map_log(self.file, self.header.body_offset + MAPLOG_COUNT_OFFSET,
+                               self.sampler.maplog_offset, self.sampler.maplog_capacity,
+                               self._maps_read)
+        self._maps_read += len(entries)
+        return entries
 
     def close(self) -> None:
         self.file.close()
