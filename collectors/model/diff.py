@@ -1,0 +1,190 @@
+"""Compare two profiles: match frames across builds, align one onto the other, subtract.
+
+Two profiles of different builds (or runs) share no frame ids and maybe no
+addresses, so frames match by function name and module base name
+(`frame_key`), as pprof's `-diff_base` and Gregg's difffolded.pl match them.
+`align(base, onto)` re-expresses `base` in `onto`'s frame ids and metric order;
+after that, the same path of frame ids names the same calling context in both
+trees (`counterpart`), and per-function views of the two line up by frame id.
+`subtract(current, mark)` is the live A/B case: what happened since `mark`.
+
+Pure functions, no I/O; every walk is iterative (trees can be 100,000 deep).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from proftui.collectors.model.profile import (
+    ROOT_FRAME,
+    CallNode,
+    CallTree,
+    Frame,
+    FrameTable,
+    FunctionCost,
+    Metric,
+    Profile,
+)
+
+FrameKey = tuple[str, str]
+
+
+def frame_key(frame: Frame) -> FrameKey:
+    """What makes two frames of different builds the same function: name and module base name."""
+    return frame.function, frame.module_name
+
+
+class FrameMatcher:
+    """Maps frames of another profile onto ids of `frames`, extending it for unmatched ones.
+
+    An inlined copy matches an inlined copy first, then the function itself (a build may
+    inline what the other did not); the first frame of a key stands for it.
+    """
+
+    def __init__(self, frames: FrameTable) -> None:
+        self.frames = FrameTable(list(frames))  # same ids for the same frames
+        self._exact: dict[tuple[str, str, bool], int] = {}
+        self._loose: dict[FrameKey, int] = {}
+        for frame_id, frame in enumerate(self.frames):
+            self._remember(frame_id, frame)
+
+    def _remember(self, frame_id: int, frame: Frame) -> None:
+        key = frame_key(frame)
+        self._exact.setdefault((*key, frame.inlined), frame_id)
+        if not frame.inlined or key not in self._loose:
+            self._loose.setdefault(key, frame_id)
+
+    def match(self, frame: Frame) -> int:
+        """The id standing for `frame`'s function (added to the table when new)."""
+        key = frame_key(frame)
+        found = self._exact.get((*key, frame.inlined))
+        if found is None:
+            found = self._loose.get(key)
+        if found is None:
+            found = self.frames.intern(frame)
+            self._remember(found, frame)
+        return found
+
+
+def _metric_map(source: Sequence[Metric], target: Sequence[Metric]) -> list[int | None]:
+    """For each target metric, its index in `source` (matched by name), or None."""
+    names = {m.name: i for i, m in enumerate(source)}
+    return [names.get(m.name) for m in target]
+
+
+def _reorder(values: Sequence[float], order: list[int | None]) -> list[float]:
+    return [0.0 if i is None else values[i] for i in order]
+
+
+def _remap_tree(tree: CallTree, ids: list[int], order: list[int | None]) -> CallTree:
+    """`tree` with frame ids mapped through `ids` and costs through `order` (finalized).
+
+    Siblings that map to one id merge, as their costs add up in the other profile."""
+    out = CallTree(len(order))
+    out.cut_depth = tree.cut_depth
+    pairs: list[tuple[CallNode, CallNode]] = [(tree.root, out.root)]
+    while pairs:
+        theirs, mine = pairs.pop()
+        for i, value in enumerate(_reorder(theirs.self_cost, order)):
+            mine.self_cost[i] += value
+        if theirs.calls is not None and theirs is not tree.root:
+            mine.add_calls(theirs.calls)
+        pairs.extend((child, mine.child(ids[fid])) for fid, child in theirs.children.items())
+    return out.finalize()
+
+
+def align(base: Profile, onto: Profile) -> Profile:
+    """`base` expressed in `onto`'s frame ids and metric order.
+
+    The result's frame table is `onto`'s (same ids) plus `base`'s frames that match
+    none of them; its costs follow `onto.metrics` (a metric `base` lacks is zero).
+    Trees, parts, arcs and per-function totals are remapped; line and address costs,
+    sources and the timeline are `base`'s own (their keys do not depend on frame ids).
+    """
+    matcher = FrameMatcher(onto.frames)
+    ids = [matcher.match(frame) for frame in base.frames]
+    order = _metric_map(base.metrics, onto.metrics)
+    assert base.tree is not None
+    functions: dict[int, FunctionCost] | None = None
+    if base.functions is not None:
+        functions = {}
+        for fid, cost in base.functions.items():
+            slot = functions.setdefault(ids[fid], FunctionCost([0.0] * len(order),
+                                                               [0.0] * len(order)))
+            for i, (s, t) in enumerate(zip(_reorder(cost.self_cost, order),
+                                           _reorder(cost.total_cost, order), strict=True)):
+                slot.self_cost[i] += s
+                slot.total_cost[i] += t
+            if cost.calls is not None:
+                slot.calls = (slot.calls or 0) + cost.calls
+    arcs: dict[tuple[int, int], int] = {}
+    for (caller, callee), count in base.arcs.items():
+        key = (ids[caller] if caller >= 0 else caller, ids[callee])
+        arcs[key] = arcs.get(key, 0) + count
+    return Profile(
+        meta=base.meta, metrics=onto.metrics, frames=matcher.frames,
+        tree=_remap_tree(base.tree, ids, order),
+        parts={label: _remap_tree(t, ids, order) for label, t in base.parts.items()},
+        arcs=arcs,
+        line_costs={k: _reorder(v, order) for k, v in base.line_costs.items()},
+        address_costs={k: _reorder(v, order) for k, v in base.address_costs.items()},
+        address_sites=dict(base.address_sites), functions=functions,
+        sources=base.sources, timeline=base.timeline)
+
+
+def counterpart(node: CallNode, tree: CallTree) -> CallNode | None:
+    """The node of `tree` at `node`'s path of frame ids (trees aligned by `align`), or None."""
+    found: CallNode | None = tree.root
+    for frame_id in node.path():
+        if found is None:
+            return None
+        found = found.children.get(frame_id)
+    return found if node.frame_id != ROOT_FRAME else tree.root
+
+
+def _subtract_tree(current: CallTree, mark: CallTree) -> CallTree:
+    out = CallTree(current.n_metrics).merge(current)
+    pairs: list[tuple[CallNode, CallNode]] = [(mark.root, out.root)]
+    while pairs:
+        theirs, mine = pairs.pop()
+        for i, value in enumerate(theirs.self_cost):
+            mine.self_cost[i] -= value
+        if theirs.calls is not None and mine.calls is not None:
+            mine.calls -= theirs.calls
+        pairs.extend((child, mine.child(fid)) for fid, child in theirs.children.items())
+    return out.finalize()
+
+
+def _subtract_costs(current: dict, mark: dict) -> dict:
+    out = {k: list(v) for k, v in current.items()}
+    for key, values in mark.items():
+        slot = out.setdefault(key, [0.0] * len(values))
+        for i, value in enumerate(values):
+            slot[i] -= value
+    return out
+
+
+def subtract(current: Profile, mark: Profile) -> Profile:
+    """What `current` holds beyond `mark`: the costs since a baseline was marked.
+
+    Both are snapshots of one run (or any two profiles; `mark` is aligned onto
+    `current` first).  Counters that only grow give the cost of the phase after the
+    mark; heap metrics such as live bytes may come out negative (memory freed since).
+    """
+    aligned = align(mark, current)
+    assert current.tree is not None and aligned.tree is not None
+    parts = {label: _subtract_tree(tree, aligned.parts.get(label, CallTree(tree.n_metrics)))
+             for label, tree in current.parts.items()}
+    arcs = dict(current.arcs)
+    for key, count in aligned.arcs.items():
+        arcs[key] = arcs.get(key, 0) - count
+    start = mark.meta.end_time if mark.meta.end_time is not None else current.meta.start_time
+    return Profile(
+        meta=replace(current.meta, start_time=start), metrics=current.metrics,
+        frames=aligned.frames, tree=_subtract_tree(current.tree, aligned.tree), parts=parts,
+        arcs={k: v for k, v in arcs.items() if v},
+        line_costs=_subtract_costs(current.line_costs, aligned.line_costs),
+        address_costs=_subtract_costs(current.address_costs, aligned.address_costs),
+        address_sites={**aligned.address_sites, **current.address_sites},
+        functions=None, sources=current.sources, timeline=current.timeline)
