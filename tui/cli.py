@@ -24,10 +24,17 @@ from typing import Any
 from proftui.collectors.base import Collector, CollectorOptions
 from proftui.collectors.detect import inspect_binary
 from proftui.collectors.errors import ProftuiError
+from proftui.collectors.formats.diffreport import (
+    DEFAULT_LIMIT,
+    DEFAULT_PATHS,
+    render_diff_json,
+    render_diff_text,
+)
 from proftui.collectors.formats.export import EXPORTERS, default_output, write_export
 from proftui.collectors.formats.export.text import render_json, render_text
 from proftui.collectors.formats.importers import load_any
 from proftui.collectors.model import storage
+from proftui.collectors.model.diffviews import diff_profiles
 from proftui.collectors.model.outfile import check_output
 from proftui.collectors.model.profile import Profile
 from proftui.collectors.registry import COLLECTORS
@@ -40,7 +47,7 @@ from proftui.collectors.runtime.launch import (
 )
 
 MODES = ("gprof", "instrument", "sampler", "heap")
-SUBCOMMANDS = ("record", "report", "open", "demo", "attach", "export")
+SUBCOMMANDS = ("record", "report", "open", "demo", "attach", "export", "diff")
 
 DESCRIPTION = """\
 Live terminal profiler for native C/C++ programs.
@@ -54,6 +61,8 @@ Live terminal profiler for native C/C++ programs.
   proftui export -f pprof FILE   convert to pprof, folded, callgrind, dot or speedscope
                                  (report/open/export also read pprof, gperftools and perf
                                  script files, and gmon.out with --binary PROG)
+  proftui diff BASE NEW          what changed between two profiles: per function and call
+                                 path, in shares or --absolute units (--json for scripts)
   proftui demo                   compile and profile the bundled demo program
   proftui demo --heap            the heap demo: allocations, live bytes, peak and leaks
 
@@ -197,7 +206,42 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
     export.add_argument("--binary", type=Path, metavar="PROG",
                         help="for a gmon.out: the -pg program that wrote it")
     return {"run": run, "record": record, "report": report, "open": open_, "demo": demo,
-            "attach": attach, "export": export}
+            "attach": attach, "export": export, "diff": _diff_parser()}
+
+
+def _diff_parser() -> argparse.ArgumentParser:
+    diff = _Parser(
+        prog="proftui diff", description="Compare two profiles (any format `open` reads): per "
+        "function, the change of self and total cost as shares of each profile's own total "
+        "(percentage points) and in absolute units, largest first, then the calling contexts "
+        "whose total changed most.  Functions match by name and module base name, so two "
+        "builds of one program compare.  Exit status 0 whenever the diff was computed.")
+    diff.add_argument("base", type=Path, metavar="BASE", help="the baseline profile")
+    diff.add_argument("new", type=Path, metavar="NEW", help="the profile to compare with it")
+    diff.add_argument("--metric", metavar="NAME",
+                      help="the metric to compare (default: NEW's first metric BASE has too)")
+    diff.add_argument("--absolute", action="store_true",
+                      help="sort by the change in absolute units instead of shares")
+    diff.add_argument("--sort", choices=("self", "total"), default="self",
+                      help="rank functions by the change of self or total cost (default self)")
+    diff.add_argument("-n", "--limit", type=_count, default=DEFAULT_LIMIT, metavar="N",
+                      help=f"show the top N functions, 0 for all (default {DEFAULT_LIMIT})")
+    diff.add_argument("--paths", type=_count, default=DEFAULT_PATHS, metavar="N",
+                      help=f"show the top N calling contexts (default {DEFAULT_PATHS})")
+    diff.add_argument("--json", action="store_true", help="machine-readable JSON")
+    diff.add_argument("--binary", type=Path, metavar="PROG",
+                      help="for gmon.out files: the -pg program that wrote NEW (and BASE, "
+                           "unless --base-binary)")
+    diff.add_argument("--base-binary", type=Path, metavar="PROG",
+                      help="for a gmon.out BASE: the -pg program that wrote it")
+    return diff
+
+
+def _count(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be 0 or more")
+    return value
 
 
 def split_command(argv: Sequence[str]) -> tuple[str, list[str]]:
@@ -552,9 +596,26 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_diff(args: argparse.Namespace) -> int:
+    base = load_any(args.base, args.base_binary or args.binary)
+    new = load_any(args.new, args.binary)
+    diff = diff_profiles(base, new, args.metric)
+    options: dict[str, Any] = {
+        "files": (str(args.base), str(args.new)),
+        "normalisation": "absolute" if args.absolute else "share", "by": args.sort,
+        "limit": args.limit or None, "paths": args.paths}
+    if args.json:
+        json.dump(render_diff_json(diff, base, new, **options), sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(render_diff_text(diff, base, new, **options))
+    sys.stdout.flush()
+    return 0
+
+
 COMMANDS = {"run": cmd_run, "record": cmd_record, "report": cmd_report,
             "open": cmd_open, "demo": cmd_demo, "attach": cmd_attach,
-            "export": cmd_export}
+            "export": cmd_export, "diff": cmd_diff}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

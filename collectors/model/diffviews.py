@@ -1,0 +1,252 @@
+"""Views of a profile diff: per-function deltas and the calling contexts that changed most.
+
+`diff_profiles(base, new, metric)` aligns BASE onto NEW (`diff.align`: frames match by
+function name and module base name) and returns a `ProfileDiff`:
+
+* `functions` - one `FunctionDelta` per function of either side: self and total cost
+  in the metric's unit (`base_*`, `new_*`), the same as shares of each profile's own
+  total in percent, their changes (absolute, and percentage points of share) and
+  ratios; `status` is "both", "new" (only in NEW) or "gone" (only in BASE).
+* `paths` - `PathDelta`s: calling contexts (root-to-node paths) whose total changed
+  most, found by walking NEW's tree and the aligned BASE tree together, so contexts
+  only in BASE count too.  A context whose change one child explains (a child
+  changed the same way by at least `EXPLAINED` of it) is left out: its child is the
+  place that changed, and listing every ancestor of it says nothing new.
+
+Normalisation: "share" compares each profile's share of its own total (runs of
+different length compare fairly: pprof's `-normalize`, perf diff's default);
+"absolute" compares raw costs (pprof's `-diff_base`).  Sorting uses the chosen one.
+Pure functions, no I/O; walks are iterative (trees can be 100,000 deep).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from proftui.collectors.errors import ProftuiError
+from proftui.collectors.model.diff import align
+from proftui.collectors.model.profile import CallNode, Frame, FunctionCost, Profile
+from proftui.collectors.model.views import function_costs
+
+NORMALISATIONS = ("share", "absolute")
+EXPLAINED = 0.9  # a child carrying this much of a path's change stands for the path
+MAX_PATH_DEPTH = 10_000  # contexts deeper than this are not ranked (text would be useless)
+
+
+def _share(value: float, whole: float) -> float:
+    return 100.0 * value / whole if whole else 0.0
+
+
+def _ratio(new: float, base: float) -> float | None:
+    """new / base; None when base is zero (a function new in NEW, or both zero)."""
+    return new / base if base else None
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One quantity on both sides: raw costs, shares of each side's total (percent)."""
+
+    base: float
+    new: float
+    base_share: float
+    new_share: float
+
+    @property
+    def delta(self) -> float:
+        """NEW - BASE in the metric's unit."""
+        return self.new - self.base
+
+    @property
+    def points(self) -> float:
+        """NEW's share - BASE's share, in percentage points."""
+        return self.new_share - self.base_share
+
+    @property
+    def ratio(self) -> float | None:
+        return _ratio(self.new, self.base)
+
+    @property
+    def share_ratio(self) -> float | None:
+        return _ratio(self.new_share, self.base_share)
+
+    def change(self, normalisation: str) -> float:
+        """The change that sorting uses: points for "share", delta for "absolute"."""
+        return self.points if normalisation == "share" else self.delta
+
+
+def _change(base: float, new: float, base_whole: float, new_whole: float) -> Change:
+    return Change(base, new, _share(base, base_whole), _share(new, new_whole))
+
+
+def _status(in_base: bool, in_new: bool) -> str:
+    return "both" if in_base and in_new else ("new" if in_new else "gone")
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionDelta:
+    """A function's self and total cost in BASE and NEW."""
+
+    frame: Frame  # NEW's frame, or BASE's for a function gone from NEW
+    status: str  # "both", "new" (only in NEW), "gone" (only in BASE)
+    self_cost: Change
+    total_cost: Change
+    base_calls: int | None
+    new_calls: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class PathDelta:
+    """A calling context (outermost caller first) with its total and self cost on both sides."""
+
+    frames: tuple[Frame, ...]
+    status: str
+    total_cost: Change
+    self_cost: Change
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileDiff:
+    """The comparison of two profiles in one metric (see the module docstring)."""
+
+    metric_name: str
+    unit: str
+    base_total: float
+    new_total: float
+    functions: list[FunctionDelta]
+    paths: list[PathDelta]
+
+    def sorted_functions(self, normalisation: str = "share", by: str = "self"
+                         ) -> list[FunctionDelta]:
+        """Largest change first (of self or total cost, in `normalisation`), then by name."""
+        def key(d: FunctionDelta) -> tuple[float, float, str]:
+            first, second = (d.self_cost, d.total_cost) if by == "self" else \
+                (d.total_cost, d.self_cost)
+            return (-abs(first.change(normalisation)), -abs(second.change(normalisation)),
+                    d.frame.function)
+        return sorted(self.functions, key=key)
+
+    def sorted_paths(self, normalisation: str = "share") -> list[PathDelta]:
+        """Contexts whose total changed most first (the explained ones already left out)."""
+        kept = [p for p in self.paths if p.total_cost.change(normalisation)]
+        return sorted(kept, key=lambda p: (-abs(p.total_cost.change(normalisation)),
+                                           len(p.frames)))
+
+
+class MetricError(ProftuiError):
+    """The metric asked for is missing on one side, or the sides share none."""
+
+
+def common_metric(base: Profile, new: Profile, name: str | None = None) -> str:
+    """`name` when both profiles have it, else the first of NEW's metrics BASE has too."""
+    base_names = [m.name for m in base.metrics]
+    new_names = [m.name for m in new.metrics]
+    if name is not None:
+        for side, names in (("BASE", base_names), ("NEW", new_names)):
+            if name not in names:
+                raise MetricError(f"metric {name!r} is not in {side} (it has: "
+                                  f"{', '.join(names) or 'no metrics'})")
+        return name
+    for candidate in new_names:
+        if candidate in base_names:
+            return candidate
+    raise MetricError(f"the profiles share no metric (BASE has {', '.join(base_names) or 'none'}"
+                      f"; NEW has {', '.join(new_names) or 'none'})")
+
+
+def _per_function(profile: Profile, function_ids: list[int]) -> dict[int, FunctionCost]:
+    """Function id -> cost; the collector's own totals (gprof) when it gave them."""
+    if profile.functions is None:
+        assert profile.tree is not None
+        return function_costs(profile.tree, function_ids)
+    out: dict[int, FunctionCost] = {}
+    for fid, cost in profile.functions.items():
+        key = function_ids[fid] if fid < len(function_ids) else fid
+        slot = out.setdefault(key, FunctionCost([0.0] * len(cost.self_cost),
+                                                [0.0] * len(cost.total_cost)))
+        for i, value in enumerate(cost.self_cost):
+            slot.self_cost[i] += value
+        for i, value in enumerate(cost.total_cost):
+            slot.total_cost[i] += value
+        if cost.calls is not None:
+            slot.calls = (slot.calls or 0) + cost.calls
+    return out
+
+
+def diff_profiles(base: Profile, new: Profile, metric: str | None = None) -> ProfileDiff:
+    """Compare finalized `base` and `new` in `metric` (default: `common_metric`)."""
+    name = common_metric(base, new, metric)
+    aligned = align(base, new)  # aligned.metrics == new.metrics, frame ids NEW's + BASE-only
+    m = new.metric_index(name)
+    unit = new.metrics[m].unit
+    base_whole, new_whole = aligned.total(m), new.total(m)
+    function_ids = aligned.frames.function_ids()  # NEW's ids are a prefix of the table
+    base_costs = _per_function(aligned, function_ids)
+    new_costs = _per_function(new, function_ids)
+    functions = []
+    for fid in sorted(set(base_costs) | set(new_costs)):
+        b, n = base_costs.get(fid), new_costs.get(fid)
+        in_base = b is not None and (b.total_cost[m] != 0 or b.self_cost[m] != 0)
+        in_new = n is not None and (n.total_cost[m] != 0 or n.self_cost[m] != 0)
+        if not (in_base or in_new):
+            continue  # costs nothing in this metric on either side
+        functions.append(FunctionDelta(
+            frame=aligned.frames[fid], status=_status(in_base, in_new),
+            self_cost=_change(b.self_cost[m] if b else 0.0, n.self_cost[m] if n else 0.0,
+                              base_whole, new_whole),
+            total_cost=_change(b.total_cost[m] if b else 0.0, n.total_cost[m] if n else 0.0,
+                               base_whole, new_whole),
+            base_calls=b.calls if b else None, new_calls=n.calls if n else None))
+    assert aligned.tree is not None and new.tree is not None
+    paths = _path_deltas(aligned, new, m, base_whole, new_whole)
+    return ProfileDiff(name, unit, base_whole, new_whole, functions, paths)
+
+
+def _path_deltas(aligned: Profile, new: Profile, m: int, base_whole: float,
+                 new_whole: float) -> list[PathDelta]:
+    """Every context of either tree whose change no single child explains, in both
+    normalisations (a context kept in one is listed; `sorted_paths` ranks)."""
+    assert aligned.tree is not None and new.tree is not None
+    out: list[PathDelta] = []
+    # (base node or None, new node or None, frame ids of the path)
+    stack: list[tuple[CallNode | None, CallNode | None, tuple[int, ...]]] = [
+        (aligned.tree.root, new.tree.root, ())]
+    while stack:
+        b, n, path = stack.pop()
+        children = set(b.children if b else ()) | set(n.children if n else ())
+        pairs = [(b.children.get(fid) if b else None, n.children.get(fid) if n else None,
+                  (*path, fid)) for fid in children]
+        if len(path) < MAX_PATH_DEPTH:
+            stack.extend(pairs)
+        if not path:
+            continue  # the root: the whole profile, not a context
+        total = _change(b.total_cost[m] if b else 0.0, n.total_cost[m] if n else 0.0,
+                        base_whole, new_whole)
+        child_changes = [_change(cb.total_cost[m] if cb else 0.0,
+                                 cn.total_cost[m] if cn else 0.0, base_whole, new_whole)
+                         for cb, cn, _ in pairs]
+        if all(_explained(total, child_changes, norm) for norm in NORMALISATIONS):
+            continue
+        in_base = b is not None and b.total_cost[m] != 0
+        in_new = n is not None and n.total_cost[m] != 0
+        if not (in_base or in_new):
+            continue
+        self_cost = _change(b.self_cost[m] if b else 0.0, n.self_cost[m] if n else 0.0,
+                            base_whole, new_whole)
+        out.append(PathDelta(tuple(aligned.frames[f] for f in path), _status(in_base, in_new),
+                             total, self_cost))
+    return out
+
+
+def _explained(total: Change, children: list[Change], normalisation: str) -> bool:
+    """Whether one child changed the same way by at least EXPLAINED of `total`'s change."""
+    change = total.change(normalisation)
+    if not change:
+        return True  # nothing changed here (in this normalisation)
+    return any(c.change(normalisation) * change > 0
+               and abs(c.change(normalisation)) >= EXPLAINED * abs(change) for c in children)
+
+
+def path_names(path: PathDelta) -> list[str]:
+    """Function names of a context, outermost first ([inlined] marked)."""
+    return [f.function + (" [inlined]" if f.inlined else "") for f in path.frames]
+
