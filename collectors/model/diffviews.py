@@ -25,12 +25,17 @@ from dataclasses import dataclass
 
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.model.diff import align
-from proftui.collectors.model.profile import CallNode, Frame, FunctionCost, Profile
+from proftui.collectors.model.profile import (
+    CallNode,
+    Frame,
+    FrameTable,
+    FunctionCost,
+    Profile,
+)
 from proftui.collectors.model.views import function_costs
 
 NORMALISATIONS = ("share", "absolute")
 EXPLAINED = 0.9  # a child carrying this much of a path's change stands for the path
-MAX_PATH_DEPTH = 10_000  # contexts deeper than this are not ranked (text would be useless)
 
 
 def _share(value: float, whole: float) -> float:
@@ -96,12 +101,21 @@ class FunctionDelta:
 
 @dataclass(frozen=True, slots=True)
 class PathDelta:
-    """A calling context (outermost caller first) with its total and self cost on both sides."""
+    """A calling context with its total and self cost on both sides.
 
-    frames: tuple[Frame, ...]
+    `node` is the context's node in NEW's tree or, for a context only in BASE, in the
+    aligned BASE tree; both use the aligned frame ids of `table`."""
+
+    node: CallNode
+    table: FrameTable
     status: str
     total_cost: Change
     self_cost: Change
+
+    @property
+    def frames(self) -> tuple[Frame, ...]:
+        """The context's frames, outermost caller first."""
+        return tuple(self.table[f] for f in self.node.path())
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +143,7 @@ class ProfileDiff:
         """Contexts whose total changed most first (the explained ones already left out)."""
         kept = [p for p in self.paths if p.total_cost.change(normalisation)]
         return sorted(kept, key=lambda p: (-abs(p.total_cost.change(normalisation)),
-                                           len(p.frames)))
+                                           p.node.depth(), path_names(p)))
 
 
 class MetricError(ProftuiError):
@@ -207,23 +221,24 @@ def _path_deltas(aligned: Profile, new: Profile, m: int, base_whole: float,
     normalisations (a context kept in one is listed; `sorted_paths` ranks)."""
     assert aligned.tree is not None and new.tree is not None
     out: list[PathDelta] = []
-    # (base node or None, new node or None, frame ids of the path)
-    stack: list[tuple[CallNode | None, CallNode | None, tuple[int, ...]]] = [
-        (aligned.tree.root, new.tree.root, ())]
+    # (base node or None, new node or None): the same context in both trees.  No path
+    # tuples on the stack: a 100,000-deep chain would make that quadratic.
+    stack: list[tuple[CallNode | None, CallNode | None]] = [(aligned.tree.root, new.tree.root)]
     while stack:
-        b, n, path = stack.pop()
+        b, n = stack.pop()
         children = set(b.children if b else ()) | set(n.children if n else ())
-        pairs = [(b.children.get(fid) if b else None, n.children.get(fid) if n else None,
-                  (*path, fid)) for fid in children]
-        if len(path) < MAX_PATH_DEPTH:
-            stack.extend(pairs)
-        if not path:
+        pairs = [(b.children.get(fid) if b else None, n.children.get(fid) if n else None)
+                 for fid in children]
+        stack.extend(pairs)
+        node = n if n is not None else b
+        assert node is not None
+        if node.parent is None:
             continue  # the root: the whole profile, not a context
         total = _change(b.total_cost[m] if b else 0.0, n.total_cost[m] if n else 0.0,
                         base_whole, new_whole)
         child_changes = [_change(cb.total_cost[m] if cb else 0.0,
                                  cn.total_cost[m] if cn else 0.0, base_whole, new_whole)
-                         for cb, cn, _ in pairs]
+                         for cb, cn in pairs]
         if all(_explained(total, child_changes, norm) for norm in NORMALISATIONS):
             continue
         in_base = b is not None and b.total_cost[m] != 0
@@ -232,8 +247,7 @@ def _path_deltas(aligned: Profile, new: Profile, m: int, base_whole: float,
             continue
         self_cost = _change(b.self_cost[m] if b else 0.0, n.self_cost[m] if n else 0.0,
                             base_whole, new_whole)
-        out.append(PathDelta(tuple(aligned.frames[f] for f in path), _status(in_base, in_new),
-                             total, self_cost))
+        out.append(PathDelta(node, aligned.frames, _status(in_base, in_new), total, self_cost))
     return out
 
 
