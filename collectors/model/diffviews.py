@@ -1,7 +1,8 @@
 """Views of a profile diff: per-function deltas and the calling contexts that changed most.
 
 `diff_profiles(base, new, metric)` aligns BASE onto NEW (`diff.align`: frames match by
-function name and module base name) and returns a `ProfileDiff`:
+function name and module base name; the profiled programs' own frames match even when
+the two builds are named differently, `same_program`) and returns a `ProfileDiff`:
 
 * `functions` - one `FunctionDelta` per function of either side: self and total cost
   in the metric's unit (`base_*`, `new_*`), the same as shares of each profile's own
@@ -21,7 +22,7 @@ Pure functions, no I/O; walks are iterative (trees can be 100,000 deep).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.model.diff import align
@@ -186,10 +187,39 @@ def _per_function(profile: Profile, function_ids: list[int]) -> dict[int, Functi
     return out
 
 
+def _program_module(profile: Profile) -> str | None:
+    """The module path of the profiled program's own frames (named by argv[0]), if any."""
+    if not profile.meta.argv:
+        return None
+    wanted = profile.meta.argv[0].rsplit("/", 1)[-1]
+    return next((f.module for f in profile.frames if f.module_name == wanted), None)
+
+
+def same_program(base: Profile, new: Profile) -> Profile:
+    """`base` with its program's frames moved to NEW's program module when the two
+    programs have different names (prog-v1, prog-v2): they are two builds of one
+    program, and their functions should match.  Libraries keep their names."""
+    mine, theirs = _program_module(base), _program_module(new)
+    if mine is None or theirs is None:
+        return base
+    mine_name, theirs_name = mine.rsplit("/", 1)[-1], theirs.rsplit("/", 1)[-1]
+    if mine_name == theirs_name or any(f.module_name == theirs_name for f in base.frames):
+        return base
+    frames = FrameTable([replace(f, module=theirs) if f.module == mine else f
+                         for f in base.frames])
+    if len(frames) != len(base.frames):  # two frames became one: ids would shift
+        return base
+    return replace(base, frames=frames)
+
+
 def diff_profiles(base: Profile, new: Profile, metric: str | None = None) -> ProfileDiff:
-    """Compare finalized `base` and `new` in `metric` (default: `common_metric`)."""
+    """Compare finalized `base` and `new` in `metric` (default: `common_metric`).
+
+    Frames match by function name and module base name (`diff.frame_key`); the
+    programs themselves match even when named differently (`same_program`)."""
     name = common_metric(base, new, metric)
-    aligned = align(base, new)  # aligned.metrics == new.metrics, frame ids NEW's + BASE-only
+    # aligned.metrics == new.metrics; frame ids: NEW's, then BASE-only frames
+    aligned = align(same_program(base, new), new)
     m = new.metric_index(name)
     unit = new.metrics[m].unit
     base_whole, new_whole = aligned.total(m), new.total(m)

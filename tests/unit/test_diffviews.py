@@ -150,3 +150,21 @@ def test_reports_render_both_normalisations() -> None:
     fresh = next(f for f in doc["functions"] if f["function"] == "fresh")
     assert fresh["self"]["ratio"] is None
     assert {tuple(p["path"]) for p in doc["paths"]} >= {("main", "gone"), ("main", "fresh")}
+
+
+def test_programs_named_differently_still_match() -> None:
+    """prog-v1 and prog-v2: two builds of one program; libraries still match by name."""
+    old = [Frame("main", "/b/prog-v1"), Frame("work", "/b/prog-v1"),
+           Frame("memcpy", "/l/libc.so.6")]
+    new = [Frame("main", "/n/prog-v2"), Frame("work", "/n/prog-v2"),
+           Frame("memcpy", "/x/libc.so.6")]
+    base = _profile(old, [([0, 1], 4.0), ([0, 1, 2], 1.0)])
+    now = _profile(new, [([0, 1], 8.0), ([0, 1, 2], 1.0)])
+    base.meta.argv, now.meta.argv = ["./prog-v1"], ["/n/prog-v2", "-x"]
+    rows = {d.frame.function: d for d in diff_profiles(base, now).functions}
+    assert all(d.status == "both" for d in rows.values()) and len(rows) == 3
+    assert rows["work"].self_cost.delta == 4.0 and rows["memcpy"].self_cost.delta == 0.0
+    base.meta.argv = ["other"]  # not the program's name: no renaming, nothing matches
+    statuses = {d.status for d in diff_profiles(base, now).functions
+                if d.frame.function != "memcpy"}
+    assert statuses == {"new", "gone"}
