@@ -59,8 +59,14 @@ def format_amount(value: float, unit: str, signed: bool = False) -> str:
     """`value` (in the metric's unit) for text: ns as ms, others as integers."""
     sign = "+" if signed else ""
     if unit == "ns":
-        return f"{value / 1e6:{sign},.2f}"
-    return f"{value:{sign},.0f}"
+        shown = value / 1e6
+        return f"{0.0 if abs(shown) < 0.005 else shown:{sign},.2f}"  # never -0.00
+    return f"{0.0 if abs(value) < 0.5 else value:{sign},.0f}"
+
+
+def _pts(value: float) -> str:
+    """Signed percentage points; a rounding-sized change prints as +0.00, never -0.00."""
+    return f"{0.0 if abs(value) < 0.005 else value:+9.2f}"
 
 
 def _describe(profile: Profile, file: str) -> str:
@@ -116,7 +122,7 @@ def _function_line(d: FunctionDelta, unit: str) -> str:
     s, t = d.self_cost, d.total_cost
     tag = "" if d.status == "both" else f"  [{d.status}]"
     module = f" ({d.frame.module_name})" if d.frame.module_name else ""
-    return (f"{s.points:+9.2f} {t.points:+9.2f}  {s.base_share:7.2f} -> {s.new_share:7.2f}  "
+    return (f"{_pts(s.points)} {_pts(t.points)}  {s.base_share:7.2f} -> {s.new_share:7.2f}  "
             f"{format_amount(s.delta, unit, True):>14} {format_amount(t.delta, unit, True):>14} "
             f"{_ratio_text(s.ratio if s.base or s.new else t.ratio, d.status):>7}  "
             f"{d.frame.function}{module}{tag}")
@@ -128,7 +134,7 @@ def _path_line(p: PathDelta, unit: str) -> str:
         names = [f"... {len(names) - PATH_FRAMES} callers", *names[-PATH_FRAMES:]]
     tag = "" if p.status == "both" else f"  [{p.status}]"
     t = p.total_cost
-    return (f"{t.points:+9.2f}  {t.base_share:8.2f} -> {t.new_share:7.2f}  "
+    return (f"{_pts(t.points)}  {t.base_share:8.2f} -> {t.new_share:7.2f}  "
             f"{format_amount(t.delta, unit, True):>14}  {' > '.join(names)}{tag}")
 
 

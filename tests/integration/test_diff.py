@@ -181,6 +181,25 @@ def test_absolute_deltas_agree_with_go_pprof_diff_base(sampled: tuple[Path, Path
                 for f in saved["functions"]} == ours
 
 
+def test_gmon_out_files_with_their_binaries(tmp_path: Path) -> None:
+    """gprof's own per-function totals (Profile.functions), read from two gmon.out files."""
+    gmons = []
+    for name, flags in (("base", []), ("new", ["-DDOUBLE_B"])):
+        binary = _build(tmp_path / name, "diff_work.c", ["-pg", *flags])
+        subprocess.run([str(binary), "50000000"], cwd=binary.parent, check=True, timeout=120)
+        gmons.append((binary, binary.parent / "gmon.out"))
+    (base_bin, base_gmon), (new_bin, new_gmon) = gmons
+    doc = diff_json("--absolute", "--base-binary", str(base_bin), "--binary", str(new_bin),
+                    str(base_gmon), str(new_gmon))
+    assert doc["metric"] == {"name": "cpu_ns", "unit": "ns"} and doc["base"]["mode"] == "gprof"
+    rows = _by_name(doc)
+    assert doc["functions"][0]["function"] == DOUBLED  # gprof ticks at 100 Hz: no share bound
+    assert rows[DOUBLED]["self"]["delta"] > 0 and set(WORK) <= set(rows)
+    assert rows["main"]["total"]["delta"] == pytest.approx(
+        doc["new"]["total"] - doc["base"]["total"], rel=0.05)
+    assert_one_line_error(proftui("diff", str(base_gmon), str(new_gmon)), "--binary")
+
+
 @pytest.fixture(scope="module")
 def heap_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """Two heap-mode runs of diff_alloc.c: N=10 (BASE) and N=25 (NEW)."""
