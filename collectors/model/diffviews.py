@@ -143,8 +143,9 @@ class ProfileDiff:
     def sorted_paths(self, normalisation: str = "share") -> list[PathDelta]:
         """Contexts whose total changed most first (the explained ones already left out)."""
         kept = [p for p in self.paths if p.total_cost.change(normalisation)]
+        # ties: shallower first, then by the innermost function's name (cheap: no paths)
         return sorted(kept, key=lambda p: (-abs(p.total_cost.change(normalisation)),
-                                           p.node.depth(), path_names(p)))
+                                           p.node.depth(), p.table[p.node.frame_id].function))
 
 
 class MetricError(ProftuiError):
@@ -250,44 +251,52 @@ def _path_deltas(aligned: Profile, new: Profile, m: int, base_whole: float,
     """Every context of either tree whose change no single child explains, in both
     normalisations (a context kept in one is listed; `sorted_paths` ranks)."""
     assert aligned.tree is not None and new.tree is not None
+
+    def moved(b: CallNode | None, n: CallNode | None) -> tuple[float, float]:
+        """(absolute change, change in points) of a context's total: plain floats, as
+        this runs for every node of both trees."""
+        old = b.total_cost[m] if b is not None else 0.0
+        now = n.total_cost[m] if n is not None else 0.0
+        return now - old, _share(now, new_whole) - _share(old, base_whole)
+
     out: list[PathDelta] = []
-    # (base node or None, new node or None): the same context in both trees.  No path
-    # tuples on the stack: a 100,000-deep chain would make that quadratic.
-    stack: list[tuple[CallNode | None, CallNode | None]] = [(aligned.tree.root, new.tree.root)]
+    # (base node or None, new node or None, its change): one context in both trees.  No
+    # path tuples on the stack: a 100,000-deep chain would make that quadratic.
+    Entry = tuple[CallNode | None, CallNode | None, tuple[float, float]]
+    stack: list[Entry] = [(aligned.tree.root, new.tree.root, (0.0, 0.0))]
     while stack:
-        b, n = stack.pop()
-        children = set(b.children if b else ()) | set(n.children if n else ())
-        pairs = [(b.children.get(fid) if b else None, n.children.get(fid) if n else None)
-                 for fid in children]
-        stack.extend(pairs)
+        b, n, change = stack.pop()
+        kids: list[Entry] = []
+        for fid in set(b.children if b else ()) | set(n.children if n else ()):
+            cb = b.children.get(fid) if b else None
+            cn = n.children.get(fid) if n else None
+            kids.append((cb, cn, moved(cb, cn)))
+        stack.extend(kids)
         node = n if n is not None else b
         assert node is not None
         if node.parent is None:
             continue  # the root: the whole profile, not a context
-        total = _change(b.total_cost[m] if b else 0.0, n.total_cost[m] if n else 0.0,
-                        base_whole, new_whole)
-        child_changes = [_change(cb.total_cost[m] if cb else 0.0,
-                                 cn.total_cost[m] if cn else 0.0, base_whole, new_whole)
-                         for cb, cn in pairs]
-        if all(_explained(total, child_changes, norm) for norm in NORMALISATIONS):
+        if _explained(change[0], [k[2][0] for k in kids]) and \
+                _explained(change[1], [k[2][1] for k in kids]):
             continue
         in_base = b is not None and b.total_cost[m] != 0
         in_new = n is not None and n.total_cost[m] != 0
         if not (in_base or in_new):
             continue
-        self_cost = _change(b.self_cost[m] if b else 0.0, n.self_cost[m] if n else 0.0,
-                            base_whole, new_whole)
-        out.append(PathDelta(node, aligned.frames, _status(in_base, in_new), total, self_cost))
+        out.append(PathDelta(
+            node, aligned.frames, _status(in_base, in_new),
+            _change(b.total_cost[m] if b else 0.0, n.total_cost[m] if n else 0.0,
+                    base_whole, new_whole),
+            _change(b.self_cost[m] if b else 0.0, n.self_cost[m] if n else 0.0,
+                    base_whole, new_whole)))
     return out
 
 
-def _explained(total: Change, children: list[Change], normalisation: str) -> bool:
-    """Whether one child changed the same way by at least EXPLAINED of `total`'s change."""
-    change = total.change(normalisation)
+def _explained(change: float, children: list[float]) -> bool:
+    """Whether one child changed the same way by at least EXPLAINED of `change`."""
     if not change:
         return True  # nothing changed here (in this normalisation)
-    return any(c.change(normalisation) * change > 0
-               and abs(c.change(normalisation)) >= EXPLAINED * abs(change) for c in children)
+    return any(c * change > 0 and abs(c) >= EXPLAINED * abs(change) for c in children)
 
 
 def path_names(path: PathDelta) -> list[str]:
