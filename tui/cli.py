@@ -238,7 +238,10 @@ def _diff_parser() -> argparse.ArgumentParser:
 
 
 def _count(text: str) -> int:
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
     if value < 0:
         raise argparse.ArgumentTypeError("must be 0 or more")
     return value

@@ -70,8 +70,12 @@ def _pts(value: float) -> str:
 
 
 def _describe(profile: Profile, file: str) -> str:
-    argv = " ".join(profile.meta.argv) or "?"
-    return f"{file} ({profile.meta.mode} profile of {argv})"
+    """The file and what it profiled, with what makes its numbers less than whole."""
+    meta = profile.meta
+    notes = ([] if meta.complete else ["incomplete"]) + \
+        ([f"{meta.dropped:,} records dropped"] if meta.dropped else [])
+    return (f"{file} ({meta.mode} profile of {' '.join(meta.argv) or '?'}"
+            f"{''.join('; ' + note for note in notes)})")
 
 
 def _ratio_text(ratio: float | None, status: str) -> str:
