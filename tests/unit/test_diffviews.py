@@ -168,3 +168,11 @@ def test_programs_named_differently_still_match() -> None:
     statuses = {d.status for d in diff_profiles(base, now).functions
                 if d.frame.function != "memcpy"}
     assert statuses == {"new", "gone"}
+
+
+def test_header_says_when_a_side_is_not_whole() -> None:
+    base, new = _pair()
+    new.meta.complete, new.meta.dropped = False, 1234
+    text = render_diff_text(diff_profiles(base, new), base, new, ("b", "n"))
+    assert "NEW:  n (sampler profile of prog; incomplete; 1,234 records dropped)" in text
+    assert "BASE: b (sampler profile of prog)\n" in text
