@@ -29,6 +29,7 @@ from typing import Any, ClassVar, cast
 from proftui.collectors.base import Collector
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.formats.export import write_export
+from proftui.collectors.model.diff import align, subtract
 from proftui.collectors.model.parts import describe_part, list_parts
 from proftui.collectors.model.profile import Profile
 from proftui.collectors.model.storage import save_or_fallback
@@ -40,7 +41,7 @@ from proftui.tui import settings as settings_file
 from proftui.tui.format import metric_label, use_theme
 from proftui.tui.names import MODE_TITLES, next_mode
 from proftui.tui.panes.base import Command, Drill, NavState, Pane, SelectPart, step_to
-from proftui.tui.panes.flat import FlatPane
+from proftui.tui.panes.flat import SORTS, FlatPane
 from proftui.tui.panes.process import ProcPane
 from proftui.tui.panes.source import SourcePane
 from proftui.tui.panes.tree import CallTreeView
@@ -51,7 +52,7 @@ from proftui.tui.screens.notes import NotesScreen
 from proftui.tui.screens.quit import QuitScreen
 from proftui.tui.screens.threads import ALL, ThreadsScreen
 from proftui.tui.widgets.breadcrumb import Breadcrumb
-from proftui.tui.widgets.header_bar import HeaderBar
+from proftui.tui.widgets.header_bar import HeaderBar, since
 from proftui.tui.widgets.key_bar import KeyBar
 from proftui.tui.widgets.status_line import NameSelected, SettingChanged, StatusLine
 from textual import on, work
@@ -94,6 +95,21 @@ def _shown_within(widget: Widget, pane: Widget) -> bool:
     return False
 
 
+ViewKey = tuple[Profile | None, bool]  # (the baseline profile, since the mark?)
+
+
+@dataclass(frozen=True)
+class Views:
+    """What the panes show of one whole profile: the profile shown (the whole, or the
+    phase since a live mark), its flat profile, and the baseline aligned onto it."""
+
+    shown: Profile
+    entries: list[FlatEntry]
+    baseline: Profile | None
+    base_entries: list[FlatEntry] | None
+    key: ViewKey
+
+
 @dataclass
 class Snapshot(Message):
     """A profile from the poll worker (final=True once the target has ended)."""
@@ -104,6 +120,7 @@ class Snapshot(Message):
     final: bool
     error: str = ""
     part: str | None = None  # the thread or process `entries` are of
+    views: Views | None = None  # `profile` as the panes show it (baseline, since the mark)
 
 
 @dataclass
@@ -131,6 +148,15 @@ class ProfTuiApp(App[None]):
         Binding("e", "export", "Save/Export",
                 tooltip="Save the profile (.proftui) or export it (pprof, folded...)"),
         Binding("w", "notes", "Notes", tooltip="Warnings about this profile, in full"),
+        Binding("b", "mark", "Mark", show=False,
+                tooltip="Live: mark a baseline now (again: re-mark); B shows the change since"),
+        Binding("B", "since_mark", "Since mark", show=False,
+                tooltip="Whole profile or the phase since the mark, with Δ against the phase "
+                        "before it (with --base: Δ columns on or off)"),
+        Binding("x", "clear_mark", "Clear mark", show=False,
+                tooltip="Forget the live baseline mark: back to the whole profile"),
+        Binding("a", "normalise", "Δ shares/absolute", show=False,
+                tooltip="Δ columns in points of each profile's total, or in cost units"),
         Binding("question_mark,f1", "help", "Help", tooltip="Every key, grouped"),
         Binding("q", "quit", "Quit",
                 tooltip="Quit (asks before killing a running target; attach detaches)"),
@@ -141,9 +167,11 @@ class ProfTuiApp(App[None]):
     ]
 
     def __init__(self, collector: Collector | None = None, profile: Profile | None = None,
-                 stop_signals: StopSignals | None = None) -> None:
+                 stop_signals: StopSignals | None = None, base: Profile | None = None,
+                 base_name: str = "base") -> None:
         """`stop_signals`: SIGTERM/SIGHUP caught by the CLI; the app exits on them
-        through its normal path, so the terminal is restored."""
+        through its normal path, so the terminal is restored.  `base`: a profile to
+        compare with (`open NEW --base BASE`), named `base_name` in the header."""
         super().__init__()
         # The pane keys come from the registry; they lead the key bar, as the tabs do.
         keys = BindingsMap([Binding(p.KEY, f"pane({p.PANE_ID!r})", p.TAB, tooltip=p.TITLE)
@@ -151,8 +179,22 @@ class ProfTuiApp(App[None]):
         self._bindings = BindingsMap.from_keys({**keys.key_to_bindings,
                                                 **self._bindings.key_to_bindings})
         self.collector = collector
-        self.profile: Profile | None = profile
+        self.profile: Profile | None = profile  # as shown (the phase since a mark, if chosen)
+        self._whole: Profile | None = profile  # the latest whole profile
         self._entries: list[FlatEntry] = []
+        # Diff views.  `baseline` is what the Δ columns compare with (the --base profile,
+        # or the live mark), aligned onto the shown profile; panes (and the flame pane)
+        # read it and `normalise` ("shares" or "absolute") with getattr.
+        self.base_profile = base
+        self.base_name = base_name
+        self.show_base = True  # `B` with --base: Δ columns on or off
+        self.baseline: Profile | None = None
+        self.base_entries: list[FlatEntry] | None = None  # flat profile of `baseline`
+        self.normalise = "shares"
+        self._mark: Profile | None = None  # the whole profile when `b` was pressed
+        self._mark_at = ""  # "12.3 s" into the run
+        self.since_mark = False  # `B`: show the phase since the mark
+        self._views_cache: tuple[Profile, ViewKey, Profile, Profile | None] | None = None
         self.metric = 0
         self.part: str | None = None  # the thread or process shown (a parts label; None: all)
         self._gc_frozen = False  # a saved profile's objects were gc.freeze()d
@@ -213,8 +255,8 @@ class ProfTuiApp(App[None]):
         for pane in self.panes():
             pane.begin(live=self.collector is not None, has_profile=self.profile is not None)
         self._restore_settings()
-        if self.profile is not None:
-            self._prepare(self.profile, self.part)
+        if self._whole is not None:
+            self._prepare(self._whole, self.part)
         self._show_nav()
         self._update_header()
         if self.collector is not None:
@@ -234,19 +276,47 @@ class ProfTuiApp(App[None]):
     def _prepare(self, profile: Profile, part: str | None) -> None:
         """The flat profile of a saved profile (seconds for 200,000 nodes), or of a newly
         chosen thread, off the UI thread."""
-        entries = flat_profile(profile, part)
+        views = self._views(profile, part, self._view_key())
         if self.collector is None and not self._gc_frozen:
             # A saved profile lives as long as the app: take its (millions of) objects out
             # of the cyclic GC's scans, whose full passes otherwise stall keys for seconds.
             self._gc_frozen = True
             gc.collect()
             gc.freeze()
-        self.call_from_thread(self._prepared, profile, part, entries)
+        self.call_from_thread(self._prepared, profile, part, views)
 
-    def _prepared(self, profile: Profile, part: str | None, entries: list[FlatEntry]) -> None:
-        if part == self.part and (self.profile is None or self.profile is profile
-                                  or self.collector is None):
-            self._apply(profile, entries)
+    def _prepared(self, profile: Profile, part: str | None, views: Views) -> None:
+        if part == self.part and views.key == self._view_key() and (
+                self._whole is None or self._whole is profile or self.collector is None):
+            self._apply_views(profile, views)
+
+    def _view_key(self) -> ViewKey:
+        """What the views derive from besides the whole profile."""
+        if self._mark is not None and self.since_mark:
+            return self._mark, True
+        if self.base_profile is not None and self.show_base:
+            return self.base_profile, False
+        return None, False
+
+    def _views(self, whole: Profile, part: str | None, key: ViewKey) -> Views:
+        """The shown profile, baseline and flat profiles of `whole` (in a worker: aligning
+        and subtracting walk both trees).  The last alignment is kept: a thread or
+        metric change does not redo it."""
+        base, since_mark = key
+        cached = self._views_cache
+        if cached is not None and cached[0] is whole and cached[1] == key:
+            shown, baseline = cached[2], cached[3]
+        else:
+            shown = subtract(whole, base) if since_mark and base is not None else whole
+            baseline = align(base, shown) if base is not None else None
+            self._views_cache = (whole, key, shown, baseline)
+        return Views(shown, flat_profile(shown, part), baseline,
+                     flat_profile(baseline, part) if baseline is not None else None, key)
+
+    def _apply_views(self, whole: Profile, views: Views) -> None:
+        self._whole = whole
+        self.baseline, self.base_entries = views.baseline, views.base_entries
+        self._apply(views.shown, views.entries)
 
     def on_unmount(self) -> None:
         self._stop.set()
@@ -288,8 +358,9 @@ class ProfTuiApp(App[None]):
                     profile = collector.wait() if ended else collector.snapshot()
                     info = collector.exit_info() if ended else info
                     part = self.part  # the user may choose another meanwhile: on_snapshot checks
-                    self.post_message(Snapshot(profile, flat_profile(profile, part), info,
-                                               ended, part=part))
+                    views = self._views(profile, part, self._view_key())
+                    self.post_message(Snapshot(profile, views.entries, info, ended, part=part,
+                                               views=views))
                     shown = self.shown_version = version
                 except (ProftuiError, OSError, ValueError) as exc:
                     self.post_message(Snapshot(None, [], info, ended, str(exc)))
@@ -323,12 +394,14 @@ class ProfTuiApp(App[None]):
             if message.final:
                 self._final = profile
             try:
-                if message.part != self.part:  # chosen while this snapshot was being made
-                    self.profile = profile
+                views = message.views
+                if message.part != self.part or views is None or views.key != self._view_key():
+                    # A thread or a mark chosen while this snapshot was being made.
+                    self._whole = profile
                     self._prepare(profile, self.part)
                 else:
                     with self.batch_update():
-                        self._apply(profile, message.entries)
+                        self._apply_views(profile, views)
             except NoMatches:  # posted just before the app closed: its screen is gone
                 return
         self._update_header()
@@ -389,7 +462,19 @@ class ProfTuiApp(App[None]):
             state += " (display frozen)"
         self.query_one(HeaderBar).show(self.profile, pid=pid, state=state,
                                        paused=self.paused, error=self._error, part=self.part,
-                                       reset_at=self._reset_at)
+                                       reset_at=self._reset_at, delta=self._delta_text())
+
+    def _delta_text(self) -> str:
+        """The header's word on the diff views: what Δ compares with, and how."""
+        if self._mark is not None:
+            if self.since_mark:
+                return f"since mark at {self._mark_at} · Δ vs before it ({self.normalise})"
+            return f"mark at {self._mark_at} (B: since the mark)"
+        if self.base_profile is not None:
+            if self.show_base:
+                return f"Δ vs {self.base_name} ({self.normalise})"
+            return f"base {self.base_name} hidden (B)"
+        return ""
 
     # -- navigation ------------------------------------------------------------------
 
@@ -511,8 +596,8 @@ class ProfTuiApp(App[None]):
             pane.part = part
         self._update_header()
         self.refresh_bindings()  # Esc may now zoom out
-        if self.profile is not None:
-            self._prepare(self.profile, part)  # the part's flat profile, then every pane
+        if self._whole is not None:
+            self._prepare(self._whole, part)  # the part's flat profile, then every pane
         self.notify(f"showing {display(self._part_title())}")
 
     def _part_title(self) -> str:
@@ -558,7 +643,7 @@ class ProfTuiApp(App[None]):
                 and self.metric < len(self.profile.metrics):
             s.metric = self.profile.metrics[self.metric].name
         for pane in self.panes():
-            if isinstance(pane, FlatPane):
+            if isinstance(pane, FlatPane) and pane.sort_key in SORTS:  # not a Δ sort
                 s.sort, s.descending = pane.sort_key, pane.descending
             if isinstance(pane, CallTreeView):
                 s.percent_of_parent = pane.percent_of_parent
@@ -615,7 +700,90 @@ class ProfTuiApp(App[None]):
 
     def _was_reset(self, when: float) -> None:
         self._reset_at = when
-        self.notify("counters reset")
+        if self._mark is not None:  # counts below the mark: the phase since it means nothing
+            self._clear_mark()
+            self.notify("counters reset: the baseline mark is cleared")
+        else:
+            self.notify("counters reset")
+        self._update_header()
+
+    # -- diff views: live mark, --base, normalisation ----------------------------------
+
+    def _say(self, text: str) -> None:
+        """Why a key did nothing (or what it did), in the status line and a notification."""
+        pane = self.pane(self.nav[-1].pane)
+        self.query_one(StatusLine).show(pane.selected_frame(), text)
+        self.notify(text)
+
+    def _views_changed(self) -> None:
+        """The baseline or the shown phase changed: derive the views again (a worker)."""
+        self._update_header()
+        if self._whole is not None:
+            self._prepare(self._whole, self.part)
+
+    def action_mark(self) -> None:
+        """`b`: snapshot the live profile as the baseline (again: re-mark)."""
+        if self.collector is None:
+            self._say("b marks a baseline during a live run; to compare this saved "
+                      "profile, open it with --base OTHER")
+            return
+        whole = self._whole
+        if whole is None:
+            self._say("no profile yet: nothing to mark")
+            return
+        if self.ended:
+            self._say("the target has ended: nothing can happen after a mark now")
+            return
+        now = time.time()
+        start = whole.meta.start_time
+        self._mark_at = since(start, now) if start is not None else "?"
+        # Snapshots are immutable: keep this one, stamped with the mark's time (the
+        # since-mark profile starts there).
+        self._mark = replace(whole, meta=replace(whole.meta, end_time=now))
+        self.notify(f"baseline marked at {self._mark_at}"
+                    + ("" if self.since_mark else ": B shows the change since"))
+        self._views_changed()
+
+    def action_since_mark(self) -> None:
+        """`B`: the whole profile or the phase since the mark (with --base: Δ on or off)."""
+        if self._mark is not None:
+            self.since_mark = not self.since_mark
+            self.notify("showing the phase since the mark" if self.since_mark
+                        else "showing the whole profile")
+        elif self.base_profile is not None:
+            self.show_base = not self.show_base
+            self.notify(f"Δ vs {self.base_name} " + ("shown" if self.show_base else "hidden"))
+        elif self.collector is None:
+            self._say("B shows the change since a live mark (b); a saved profile compares "
+                      "with another through --base OTHER")
+            return
+        else:
+            self._say("no mark yet: b marks a baseline, then B shows the change since")
+            return
+        self._views_changed()
+
+    def action_clear_mark(self) -> None:
+        """`x`: forget the live mark."""
+        if self._mark is None:
+            self._say("no baseline mark to clear (b marks one during a live run)")
+            return
+        self._clear_mark()
+        self.notify("baseline mark cleared")
+        self._views_changed()
+
+    def _clear_mark(self) -> None:
+        self._mark, self.since_mark, self._mark_at = None, False, ""
+
+    def action_normalise(self) -> None:
+        """`a`: Δ in points of each profile's total, or in the metric's units."""
+        self.normalise = "absolute" if self.normalise == "shares" else "shares"
+        if self.baseline is None:
+            self._say(f"Δ columns in {self.normalise} (no baseline yet: b marks one live, "
+                      "open --base compares two files)")
+        else:
+            self.notify(f"Δ in {self.normalise}")
+        if self.profile is not None and self._entries:
+            self._apply(self.profile, self._entries)
         self._update_header()
 
     def action_notes(self) -> None:
