@@ -250,8 +250,9 @@ def test_open_base_in_a_terminal(terminal: list[Terminal], saved: tuple[Path, Pa
     terminal.append(term)
     screen = term.wait_for("ΔSelf pt", "dft_a", "Δ vs base.proftui (shares)")
     new_s, base_s = _shares(new), _shares(base)
+    # Table rows only (the status line names the selected function too).
     rows = {line.split()[-2]: line.split() for line in screen.splitlines()
-            if re.search(r" dft_(a|b|c) ", line)}
+            if re.search(r" dft_(a|b|c) ", line) and len(line.split()) == 8}
     for name in ("dft_a", "dft_b", "dft_c"):
         cells = rows[name]  # Self% Self Total% Total ΔSelf ΔTotal Function Module
         assert cells[4] == f"{new_s[name][0] - base_s[name][0]:+.1f}", cells
@@ -262,7 +263,8 @@ def test_open_base_in_a_terminal(terminal: list[Terminal], saved: tuple[Path, Pa
     term.key("a")
     screen = term.wait_for("(absolute)")
     new_c, base_c = _costs(new), _costs(base)
-    row = next(line.split() for line in screen.splitlines() if " dft_a " in line)
+    row = next(line.split() for line in screen.splitlines()
+               if " dft_a " in line and len(line.split()) == 8)
     assert row[4] == f"+{new_c['dft_a'][0] - base_c['dft_a'][0]:,.0f}", row
     term.key("q")
     term.wait_for("PROFTUI-EXIT=0")
