@@ -29,15 +29,15 @@ from typing import Any, ClassVar, cast
 from proftui.collectors.base import Collector
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.formats.export import write_export
-from proftui.collectors.model.diff import align, subtract
 from proftui.collectors.model.parts import describe_part, list_parts
 from proftui.collectors.model.profile import Profile
 from proftui.collectors.model.storage import save_or_fallback
 from proftui.collectors.model.textsafe import display
-from proftui.collectors.model.views import FlatEntry, flat_profile
+from proftui.collectors.model.views import FlatEntry
 from proftui.collectors.runtime.launch import ExitInfo, StopSignals
 from proftui.collectors.runtime.procstat import ProcSampler, ProcStat
 from proftui.tui import settings as settings_file
+from proftui.tui.diffstate import DiffViews, Views
 from proftui.tui.format import metric_label, use_theme
 from proftui.tui.names import MODE_TITLES, next_mode
 from proftui.tui.panes.base import Command, Drill, NavState, Pane, SelectPart, step_to
@@ -52,7 +52,7 @@ from proftui.tui.screens.notes import NotesScreen
 from proftui.tui.screens.quit import QuitScreen
 from proftui.tui.screens.threads import ALL, ThreadsScreen
 from proftui.tui.widgets.breadcrumb import Breadcrumb
-from proftui.tui.widgets.header_bar import HeaderBar, since
+from proftui.tui.widgets.header_bar import HeaderBar
 from proftui.tui.widgets.key_bar import KeyBar
 from proftui.tui.widgets.status_line import NameSelected, SettingChanged, StatusLine
 from textual import on, work
@@ -95,21 +95,6 @@ def _shown_within(widget: Widget, pane: Widget) -> bool:
     return False
 
 
-ViewKey = tuple[Profile | None, bool]  # (the baseline profile, since the mark?)
-
-
-@dataclass(frozen=True)
-class Views:
-    """What the panes show of one whole profile: the profile shown (the whole, or the
-    phase since a live mark), its flat profile, and the baseline aligned onto it."""
-
-    shown: Profile
-    entries: list[FlatEntry]
-    baseline: Profile | None
-    base_entries: list[FlatEntry] | None
-    key: ViewKey
-
-
 @dataclass
 class Snapshot(Message):
     """A profile from the poll worker (final=True once the target has ended)."""
@@ -128,7 +113,7 @@ class ProcUpdate(Message):
     stat: ProcStat
 
 
-class ProfTuiApp(App[None]):
+class ProfTuiApp(DiffViews, App[None]):
     """Browse a saved profile, or watch a collector's live one."""
 
     CSS_PATH = Path(__file__).with_name("proftui.tcss")  # absolute: subclasses live elsewhere
@@ -182,19 +167,8 @@ class ProfTuiApp(App[None]):
         self.profile: Profile | None = profile  # as shown (the phase since a mark, if chosen)
         self._whole: Profile | None = profile  # the latest whole profile
         self._entries: list[FlatEntry] = []
-        # Diff views.  `baseline` is what the Δ columns compare with (the --base profile,
-        # or the live mark), aligned onto the shown profile; panes (and the flame pane)
-        # read it and `normalise` ("shares" or "absolute") with getattr.
-        self.base_profile = base
-        self.base_name = base_name
-        self.show_base = True  # `B` with --base: Δ columns on or off
-        self.baseline: Profile | None = None
-        self.base_entries: list[FlatEntry] | None = None  # flat profile of `baseline`
-        self.normalise = "shares"
-        self._mark: Profile | None = None  # the whole profile when `b` was pressed
-        self._mark_at = ""  # "12.3 s" into the run
-        self.since_mark = False  # `B`: show the phase since the mark
-        self._views_cache: tuple[Profile, ViewKey, Profile, Profile | None] | None = None
+        # What the Δ columns compare with (tui/diffstate.py): `baseline`, `normalise`.
+        self.init_diff(base, base_name)
         self.metric = 0
         self.part: str | None = None  # the thread or process shown (a parts label; None: all)
         self._gc_frozen = False  # a saved profile's objects were gc.freeze()d
@@ -289,34 +263,6 @@ class ProfTuiApp(App[None]):
         if part == self.part and views.key == self._view_key() and (
                 self._whole is None or self._whole is profile or self.collector is None):
             self._apply_views(profile, views)
-
-    def _view_key(self) -> ViewKey:
-        """What the views derive from besides the whole profile."""
-        if self._mark is not None and self.since_mark:
-            return self._mark, True
-        if self.base_profile is not None and self.show_base:
-            return self.base_profile, False
-        return None, False
-
-    def _views(self, whole: Profile, part: str | None, key: ViewKey) -> Views:
-        """The shown profile, baseline and flat profiles of `whole` (in a worker: aligning
-        and subtracting walk both trees).  The last alignment is kept: a thread or
-        metric change does not redo it."""
-        base, since_mark = key
-        cached = self._views_cache
-        if cached is not None and cached[0] is whole and cached[1] == key:
-            shown, baseline = cached[2], cached[3]
-        else:
-            shown = subtract(whole, base) if since_mark and base is not None else whole
-            baseline = align(base, shown) if base is not None else None
-            self._views_cache = (whole, key, shown, baseline)
-        return Views(shown, flat_profile(shown, part), baseline,
-                     flat_profile(baseline, part) if baseline is not None else None, key)
-
-    def _apply_views(self, whole: Profile, views: Views) -> None:
-        self._whole = whole
-        self.baseline, self.base_entries = views.baseline, views.base_entries
-        self._apply(views.shown, views.entries)
 
     def on_unmount(self) -> None:
         self._stop.set()
@@ -463,18 +409,6 @@ class ProfTuiApp(App[None]):
         self.query_one(HeaderBar).show(self.profile, pid=pid, state=state,
                                        paused=self.paused, error=self._error, part=self.part,
                                        reset_at=self._reset_at, delta=self._delta_text())
-
-    def _delta_text(self) -> str:
-        """The header's word on the diff views: what Δ compares with, and how."""
-        if self._mark is not None:
-            if self.since_mark:
-                return f"since mark at {self._mark_at} · Δ vs before it ({self.normalise})"
-            return f"mark at {self._mark_at} (B: since the mark)"
-        if self.base_profile is not None:
-            if self.show_base:
-                return f"Δ vs {self.base_name} ({self.normalise})"
-            return f"base {self.base_name} hidden (B)"
-        return ""
 
     # -- navigation ------------------------------------------------------------------
 
@@ -701,89 +635,10 @@ class ProfTuiApp(App[None]):
     def _was_reset(self, when: float) -> None:
         self._reset_at = when
         if self._mark is not None:  # counts below the mark: the phase since it means nothing
-            self._clear_mark()
+            self.clear_mark()
             self.notify("counters reset: the baseline mark is cleared")
         else:
             self.notify("counters reset")
-        self._update_header()
-
-    # -- diff views: live mark, --base, normalisation ----------------------------------
-
-    def _say(self, text: str) -> None:
-        """Why a key did nothing (or what it did), in the status line and a notification."""
-        pane = self.pane(self.nav[-1].pane)
-        self.query_one(StatusLine).show(pane.selected_frame(), text)
-        self.notify(text)
-
-    def _views_changed(self) -> None:
-        """The baseline or the shown phase changed: derive the views again (a worker)."""
-        self._update_header()
-        if self._whole is not None:
-            self._prepare(self._whole, self.part)
-
-    def action_mark(self) -> None:
-        """`b`: snapshot the live profile as the baseline (again: re-mark)."""
-        if self.collector is None:
-            self._say("b marks a baseline during a live run; to compare this saved "
-                      "profile, open it with --base OTHER")
-            return
-        whole = self._whole
-        if whole is None:
-            self._say("no profile yet: nothing to mark")
-            return
-        if self.ended:
-            self._say("the target has ended: nothing can happen after a mark now")
-            return
-        now = time.time()
-        start = whole.meta.start_time
-        self._mark_at = since(start, now) if start is not None else "?"
-        # Snapshots are immutable: keep this one, stamped with the mark's time (the
-        # since-mark profile starts there).
-        self._mark = replace(whole, meta=replace(whole.meta, end_time=now))
-        self.notify(f"baseline marked at {self._mark_at}"
-                    + ("" if self.since_mark else ": B shows the change since"))
-        self._views_changed()
-
-    def action_since_mark(self) -> None:
-        """`B`: the whole profile or the phase since the mark (with --base: Δ on or off)."""
-        if self._mark is not None:
-            self.since_mark = not self.since_mark
-            self.notify("showing the phase since the mark" if self.since_mark
-                        else "showing the whole profile")
-        elif self.base_profile is not None:
-            self.show_base = not self.show_base
-            self.notify(f"Δ vs {self.base_name} " + ("shown" if self.show_base else "hidden"))
-        elif self.collector is None:
-            self._say("B shows the change since a live mark (b); a saved profile compares "
-                      "with another through --base OTHER")
-            return
-        else:
-            self._say("no mark yet: b marks a baseline, then B shows the change since")
-            return
-        self._views_changed()
-
-    def action_clear_mark(self) -> None:
-        """`x`: forget the live mark."""
-        if self._mark is None:
-            self._say("no baseline mark to clear (b marks one during a live run)")
-            return
-        self._clear_mark()
-        self.notify("baseline mark cleared")
-        self._views_changed()
-
-    def _clear_mark(self) -> None:
-        self._mark, self.since_mark, self._mark_at = None, False, ""
-
-    def action_normalise(self) -> None:
-        """`a`: Δ in points of each profile's total, or in the metric's units."""
-        self.normalise = "absolute" if self.normalise == "shares" else "shares"
-        if self.baseline is None:
-            self._say(f"Δ columns in {self.normalise} (no baseline yet: b marks one live, "
-                      "open --base compares two files)")
-        else:
-            self.notify(f"Δ in {self.normalise}")
-        if self.profile is not None and self._entries:
-            self._apply(self.profile, self._entries)
         self._update_header()
 
     def action_notes(self) -> None:
