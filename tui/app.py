@@ -134,7 +134,8 @@ class ProfTuiApp(DiffViews, App[None]):
                 tooltip="Save the profile (.proftui) or export it (pprof, folded...)"),
         Binding("w", "notes", "Notes", tooltip="Warnings about this profile, in full"),
         Binding("b", "mark", "Mark", show=False,
-                tooltip="Live: mark a baseline now (again: re-mark); B shows the change since"),
+                tooltip="During a live run, mark a baseline now (again: re-mark); B shows "
+                        "the change since"),
         Binding("B", "since_mark", "Since mark", show=False,
                 tooltip="Whole profile or the phase since the mark, with Δ against the phase "
                         "before it (with --base: Δ columns on or off)"),

@@ -280,3 +280,21 @@ def test_open_bad_base_is_one_line(saved: tuple[Path, Path], tmp_path: Path) -> 
         assert done.returncode == 2
         lines = done.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("proftui: --base: "), done.stderr
+
+
+@pytest.mark.parametrize("width", [80, 110, 160])
+def test_delta_columns_leave_room_for_the_name(width: int) -> None:
+    """With the Δ columns on, numbers still give way to the function name first."""
+    from proftui.collectors.model.deltas import FunctionChange
+    from proftui.tui.widgets.flat_table import COLUMNS, DSELF, DTOTAL, MODULE, NAME
+
+    table = FlatTable()
+    table.has_calls = False
+    plain = table._widths(width)
+    table.changes = {0: FunctionChange(1.0, 1.0, "")}
+    widths = table._widths(width)
+    assert sum(widths) == width - 1 and len(widths) == len(COLUMNS)
+    assert widths[DSELF] >= 7 and widths[DTOTAL] >= 7  # "+100.0" and a space
+    assert plain[DSELF] == plain[DTOTAL] == 0
+    assert widths[NAME] >= (20 if width == 80 else 44), widths
+    assert widths[MODULE] > 0
