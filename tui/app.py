@@ -261,7 +261,7 @@ class ProfTuiApp(DiffViews, App[None]):
         self.call_from_thread(self._prepared, profile, part, views)
 
     def _prepared(self, profile: Profile, part: str | None, views: Views) -> None:
-        if part == self.part and views.key == self._view_key() and (
+        if part == self.part and self.current_views(views) and (
                 self._whole is None or self._whole is profile or self.collector is None):
             self._apply_views(profile, views)
 
@@ -342,7 +342,7 @@ class ProfTuiApp(DiffViews, App[None]):
                 self._final = profile
             try:
                 views = message.views
-                if message.part != self.part or views is None or views.key != self._view_key():
+                if message.part != self.part or views is None or not self.current_views(views):
                     # A thread or a mark chosen while this snapshot was being made.
                     self._whole = profile
                     self._prepare(profile, self.part)

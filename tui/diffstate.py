@@ -36,6 +36,11 @@ else:
 ViewKey = tuple[Profile | None, bool]  # (the baseline profile, since the mark?)
 
 
+def _same(a: ViewKey, b: ViewKey) -> bool:
+    """One key: the same baseline object (profiles compare by identity) and phase."""
+    return a[0] is b[0] and a[1] == b[1]
+
+
 @dataclass(frozen=True)
 class Views:
     """What the panes show of one whole profile: the profile shown (the whole, or the
@@ -81,11 +86,15 @@ class DiffViews(_Base):
             return self.base_profile, False
         return None, False
 
+    def current_views(self, views: Views) -> bool:
+        """`views` were derived for the baseline and phase chosen now."""
+        return _same(views.key, self._view_key())
+
     def _views(self, whole: Profile, part: str | None, key: ViewKey) -> Views:
         """The shown profile, baseline and flat profiles of `whole` (a worker calls it)."""
         base, since_mark = key
         cached = self._views_cache
-        if cached is not None and cached[0] is whole and cached[1] == key:
+        if cached is not None and cached[0] is whole and _same(cached[1], key):
             shown, baseline = cached[2], cached[3]
         else:
             shown = subtract(whole, base) if since_mark and base is not None else whole

@@ -72,6 +72,9 @@ class FlatPane(Pane, Vertical):
         self._dirty = False
         self.changes: dict[int, FunctionChange] | None = None  # Δ by frame id (a baseline)
         self._plain_sort: tuple[str, bool] | None = None  # the sort before Δ sorts took over
+        # ((entries, base entries, metric, normalise), rows, changes) last computed
+        self._diff_cache: tuple[tuple[object, ...], list[FlatEntry],
+                                dict[int, FunctionChange]] | None = None
 
     def compose(self) -> ComposeResult:
         yield FilterInput(placeholder="filter functions (regex; case-insensitive if lowercase)",
@@ -126,12 +129,21 @@ class FlatPane(Pane, Vertical):
             self._plain_sort = (self.sort_key, self.descending)
             if self.sort_key not in DELTA_SORTS:
                 self.sort_key, self.descending = "dself", True
+        normalise = getattr(app, "normalise", "shares")
+        key = (self.entries, base_entries, self.metric, normalise)
+        cached = self._diff_cache
+        if cached is not None and cached[0][0] is key[0] and cached[0][1] is key[1] \
+                and cached[0][2:] == key[2:]:
+            self.changes = cached[2]
+            return list(cached[1])
+        # O(functions): once per profile, metric or normalisation, not per key (filter, sort).
         rows = list(self.entries) + gone_entries(self.entries, base_entries,
                                                  len(self.profile.metrics))
         self.changes = function_changes(
             rows, base_entries, self.metric, part_total(self.profile, self.part, self.metric),
-            part_total(baseline, self.part, self.metric), getattr(app, "normalise", "shares"))
-        return rows
+            part_total(baseline, self.part, self.metric), normalise)
+        self._diff_cache = (key, rows, self.changes)
+        return list(rows)
 
     def _ordered(self) -> list[FlatEntry]:
         m = self.metric
