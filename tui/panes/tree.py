@@ -383,9 +383,12 @@ class CallTreeView(Pane, Tree[NodeData]):
         self._derived[need] = (profile, shown or profile, trees, baseline, bases)
         if len(self._derived) > 4:  # a small cache: Escape back to a focus is instant
             oldest = next(iter(self._derived))
-            evicted = self._derived.pop(oldest)[2]
+            dropped = self._derived.pop(oldest)
+            evicted = dropped[2]
             if oldest[0] != "top-down" or oldest[3]:  # not the profile's own part trees
                 self._release(evicted)
+            if oldest[0] != "top-down":  # the baseline's derived trees (not its own tree)
+                self._release(dropped[4])
         if self.freeze_results:
             # Long-lived trees of a saved profile: keep them out of the cyclic GC's
             # full scans (a second-long pause per scan at 200,000 nodes).
