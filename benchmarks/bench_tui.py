@@ -160,7 +160,7 @@ async def measure(profile: Profile, repeat: int
             await timed("tree: expand hot path (h)", lambda: press("h"))
             await timed("tree: collapse/expand (space)", lambda: press("space"))
         start = time.perf_counter()
-        await timed("tree: bottom-up (b)", lambda: press("b"))
+        await timed("tree: bottom-up (u)", lambda: press("u"))
         await until_derived()
         results.setdefault("bottom-up tree shown (worker)", []).append(
             1000 * (time.perf_counter() - start))

@@ -33,14 +33,15 @@ from proftui.collectors.model.parts import describe_part, list_parts
 from proftui.collectors.model.profile import Profile
 from proftui.collectors.model.storage import save_or_fallback
 from proftui.collectors.model.textsafe import display
-from proftui.collectors.model.views import FlatEntry, flat_profile
+from proftui.collectors.model.views import FlatEntry
 from proftui.collectors.runtime.launch import ExitInfo, StopSignals
 from proftui.collectors.runtime.procstat import ProcSampler, ProcStat
 from proftui.tui import settings as settings_file
+from proftui.tui.diffstate import DiffViews, Views
 from proftui.tui.format import metric_label, use_theme
 from proftui.tui.names import MODE_TITLES, next_mode
 from proftui.tui.panes.base import Command, Drill, NavState, Pane, SelectPart, step_to
-from proftui.tui.panes.flat import FlatPane
+from proftui.tui.panes.flat import SORTS, FlatPane
 from proftui.tui.panes.process import ProcPane
 from proftui.tui.panes.source import SourcePane
 from proftui.tui.panes.tree import CallTreeView
@@ -104,6 +105,7 @@ class Snapshot(Message):
     final: bool
     error: str = ""
     part: str | None = None  # the thread or process `entries` are of
+    views: Views | None = None  # `profile` as the panes show it (baseline, since the mark)
 
 
 @dataclass
@@ -111,7 +113,7 @@ class ProcUpdate(Message):
     stat: ProcStat
 
 
-class ProfTuiApp(App[None]):
+class ProfTuiApp(DiffViews, App[None]):
     """Browse a saved profile, or watch a collector's live one."""
 
     CSS_PATH = Path(__file__).with_name("proftui.tcss")  # absolute: subclasses live elsewhere
@@ -131,6 +133,16 @@ class ProfTuiApp(App[None]):
         Binding("e", "export", "Save/Export",
                 tooltip="Save the profile (.proftui) or export it (pprof, folded...)"),
         Binding("w", "notes", "Notes", tooltip="Warnings about this profile, in full"),
+        Binding("b", "mark", "Mark", show=False,
+                tooltip="During a live run, mark a baseline now (again: re-mark); B shows "
+                        "the change since"),
+        Binding("B", "since_mark", "Since mark", show=False,
+                tooltip="Whole profile or the phase since the mark, with Δ against the phase "
+                        "before it (with --base: Δ columns on or off)"),
+        Binding("x", "clear_mark", "Clear mark", show=False,
+                tooltip="Forget the live baseline mark: back to the whole profile"),
+        Binding("a", "normalise", "Δ shares/absolute", show=False,
+                tooltip="Δ columns in points of each profile's total, or in cost units"),
         Binding("question_mark,f1", "help", "Help", tooltip="Every key, grouped"),
         Binding("q", "quit", "Quit",
                 tooltip="Quit (asks before killing a running target; attach detaches)"),
@@ -141,9 +153,11 @@ class ProfTuiApp(App[None]):
     ]
 
     def __init__(self, collector: Collector | None = None, profile: Profile | None = None,
-                 stop_signals: StopSignals | None = None) -> None:
+                 stop_signals: StopSignals | None = None, base: Profile | None = None,
+                 base_name: str = "base") -> None:
         """`stop_signals`: SIGTERM/SIGHUP caught by the CLI; the app exits on them
-        through its normal path, so the terminal is restored."""
+        through its normal path, so the terminal is restored.  `base`: a profile to
+        compare with (`open NEW --base BASE`), named `base_name` in the header."""
         super().__init__()
         # The pane keys come from the registry; they lead the key bar, as the tabs do.
         keys = BindingsMap([Binding(p.KEY, f"pane({p.PANE_ID!r})", p.TAB, tooltip=p.TITLE)
@@ -151,8 +165,11 @@ class ProfTuiApp(App[None]):
         self._bindings = BindingsMap.from_keys({**keys.key_to_bindings,
                                                 **self._bindings.key_to_bindings})
         self.collector = collector
-        self.profile: Profile | None = profile
+        self.profile: Profile | None = profile  # as shown (the phase since a mark, if chosen)
+        self._whole: Profile | None = profile  # the latest whole profile
         self._entries: list[FlatEntry] = []
+        # What the Δ columns compare with (tui/diffstate.py): `baseline`, `normalise`.
+        self.init_diff(base, base_name)
         self.metric = 0
         self.part: str | None = None  # the thread or process shown (a parts label; None: all)
         self._gc_frozen = False  # a saved profile's objects were gc.freeze()d
@@ -213,8 +230,8 @@ class ProfTuiApp(App[None]):
         for pane in self.panes():
             pane.begin(live=self.collector is not None, has_profile=self.profile is not None)
         self._restore_settings()
-        if self.profile is not None:
-            self._prepare(self.profile, self.part)
+        if self._whole is not None:
+            self._prepare(self._whole, self.part)
         self._show_nav()
         self._update_header()
         if self.collector is not None:
@@ -234,19 +251,19 @@ class ProfTuiApp(App[None]):
     def _prepare(self, profile: Profile, part: str | None) -> None:
         """The flat profile of a saved profile (seconds for 200,000 nodes), or of a newly
         chosen thread, off the UI thread."""
-        entries = flat_profile(profile, part)
+        views = self._views(profile, part, self._view_key())
         if self.collector is None and not self._gc_frozen:
             # A saved profile lives as long as the app: take its (millions of) objects out
             # of the cyclic GC's scans, whose full passes otherwise stall keys for seconds.
             self._gc_frozen = True
             gc.collect()
             gc.freeze()
-        self.call_from_thread(self._prepared, profile, part, entries)
+        self.call_from_thread(self._prepared, profile, part, views)
 
-    def _prepared(self, profile: Profile, part: str | None, entries: list[FlatEntry]) -> None:
-        if part == self.part and (self.profile is None or self.profile is profile
-                                  or self.collector is None):
-            self._apply(profile, entries)
+    def _prepared(self, profile: Profile, part: str | None, views: Views) -> None:
+        if part == self.part and self.current_views(views) and (
+                self._whole is None or self._whole is profile or self.collector is None):
+            self._apply_views(profile, views)
 
     def on_unmount(self) -> None:
         self._stop.set()
@@ -288,8 +305,9 @@ class ProfTuiApp(App[None]):
                     profile = collector.wait() if ended else collector.snapshot()
                     info = collector.exit_info() if ended else info
                     part = self.part  # the user may choose another meanwhile: on_snapshot checks
-                    self.post_message(Snapshot(profile, flat_profile(profile, part), info,
-                                               ended, part=part))
+                    views = self._views(profile, part, self._view_key())
+                    self.post_message(Snapshot(profile, views.entries, info, ended, part=part,
+                                               views=views))
                     shown = self.shown_version = version
                 except (ProftuiError, OSError, ValueError) as exc:
                     self.post_message(Snapshot(None, [], info, ended, str(exc)))
@@ -323,12 +341,14 @@ class ProfTuiApp(App[None]):
             if message.final:
                 self._final = profile
             try:
-                if message.part != self.part:  # chosen while this snapshot was being made
-                    self.profile = profile
+                views = message.views
+                if message.part != self.part or views is None or not self.current_views(views):
+                    # A thread or a mark chosen while this snapshot was being made.
+                    self._whole = profile
                     self._prepare(profile, self.part)
                 else:
                     with self.batch_update():
-                        self._apply(profile, message.entries)
+                        self._apply_views(profile, views)
             except NoMatches:  # posted just before the app closed: its screen is gone
                 return
         self._update_header()
@@ -389,7 +409,7 @@ class ProfTuiApp(App[None]):
             state += " (display frozen)"
         self.query_one(HeaderBar).show(self.profile, pid=pid, state=state,
                                        paused=self.paused, error=self._error, part=self.part,
-                                       reset_at=self._reset_at)
+                                       reset_at=self._reset_at, delta=self._delta_text())
 
     # -- navigation ------------------------------------------------------------------
 
@@ -511,8 +531,8 @@ class ProfTuiApp(App[None]):
             pane.part = part
         self._update_header()
         self.refresh_bindings()  # Esc may now zoom out
-        if self.profile is not None:
-            self._prepare(self.profile, part)  # the part's flat profile, then every pane
+        if self._whole is not None:
+            self._prepare(self._whole, part)  # the part's flat profile, then every pane
         self.notify(f"showing {display(self._part_title())}")
 
     def _part_title(self) -> str:
@@ -558,7 +578,7 @@ class ProfTuiApp(App[None]):
                 and self.metric < len(self.profile.metrics):
             s.metric = self.profile.metrics[self.metric].name
         for pane in self.panes():
-            if isinstance(pane, FlatPane):
+            if isinstance(pane, FlatPane) and pane.sort_key in SORTS:  # not a Δ sort
                 s.sort, s.descending = pane.sort_key, pane.descending
             if isinstance(pane, CallTreeView):
                 s.percent_of_parent = pane.percent_of_parent
@@ -615,7 +635,11 @@ class ProfTuiApp(App[None]):
 
     def _was_reset(self, when: float) -> None:
         self._reset_at = when
-        self.notify("counters reset")
+        if self._mark is not None:  # counts below the mark: the phase since it means nothing
+            self.clear_mark()
+            self.notify("counters reset: the baseline mark is cleared")
+        else:
+            self.notify("counters reset")
         self._update_header()
 
     def action_notes(self) -> None:

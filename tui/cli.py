@@ -180,6 +180,9 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
     open_.add_argument("file", type=Path)
     open_.add_argument("--binary", type=Path, metavar="PROG",
                        help="for a gmon.out: the -pg program that wrote it")
+    open_.add_argument("--base", type=Path, metavar="BASE",
+                       help="compare with this profile: Δ columns in the flat profile and "
+                            "the tree (any format `open` reads)")
 
     demo = _Parser(
         prog="proftui demo", description="Compile the bundled demo C program and profile it.")
@@ -373,7 +376,8 @@ def wants_tui(args: argparse.Namespace) -> bool:
         sys.stdout.isatty() and sys.stdin.isatty())
 
 
-def run_tui(collector: Collector | None = None, profile: Profile | None = None) -> int:
+def run_tui(collector: Collector | None = None, profile: Profile | None = None,
+            base: Profile | None = None, base_name: str = "") -> int:
     """The app on a live collector or a saved profile; the status to exit with.
 
     SIGTERM/SIGHUP/SIGINT make the app exit through its normal path (the terminal is
@@ -390,7 +394,8 @@ def run_tui(collector: Collector | None = None, profile: Profile | None = None) 
             except BaseException:
                 collector.stop()
                 raise
-        app = ProfTuiApp(collector=collector, profile=profile, stop_signals=stop)
+        app = ProfTuiApp(collector=collector, profile=profile, stop_signals=stop, base=base,
+                         base_name=base_name or "base")
         watchdog = _StuckExit(collector)
         stop.listen(watchdog.arm)
         line = ""
@@ -567,8 +572,18 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_open(args: argparse.Namespace) -> int:
     profile = load_any(args.file, args.binary)
+    base = None
+    if args.base is not None:
+        try:
+            base = load_any(args.base, args.binary)
+        except ProftuiError as exc:
+            raise ProftuiError(f"--base: {exc}", exc.exit_status) from exc
     if sys.stdout.isatty() and sys.stdin.isatty():
-        return run_tui(profile=profile)
+        return run_tui(profile=profile, base=base,
+                       base_name=args.base.name if args.base is not None else "")
+    if base is not None:  # no terminal for the Δ columns: the report of FILE, and a pointer
+        say("proftui: --base compares in the TUI; without a terminal, "
+            "`proftui diff BASE FILE` prints the changes")
     print_report(profile, as_json=False)
     return 0
 

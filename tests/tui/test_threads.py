@@ -185,7 +185,7 @@ def test_picker_and_threads_as_roots_on_saved_profile(sampled: tuple[Profile, Re
             await pilot.press("h")
             await wait_for(pilot, lambda: "thr_spin_3" in screen_text(app), what="hot path")
             assert "thr_spin_4" not in screen_text(app)
-            await pilot.press("b")  # bottom-up of the thread: its leaf first
+            await pilot.press("u")  # bottom-up of the thread: its leaf first
             await wait_for(pilot, lambda: not tree.pending and tree.view == "bottom-up"
                            and root_rows(tree)[:1] and root_rows(tree)[0][0] == "thr_spin_3",
                            what="bottom-up of worker-3")

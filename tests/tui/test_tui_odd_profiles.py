@@ -82,7 +82,7 @@ def test_odd_profiles_open(tmp_path: Path, kind: str) -> None:
             name = profile.frames[0].function if len(profile.frames) else ""
             # the flat profile's row, escaped (the table may paint a frame after the header)
             await wait_for(pilot, lambda: display(name) in screen_text(app), what="flat row")
-            for key in ("2", "h", "b", "1", "3", "4", "2", "b", "f"):
+            for key in ("2", "h", "u", "1", "3", "4", "2", "u", "f"):
                 await pilot.press(key)
                 await pilot.pause(0.05)
             await pilot.pause(0.3)
@@ -111,7 +111,7 @@ def test_100000_deep_tree_bottom_up_and_quit() -> None:
             while node.parent is not None:
                 depth, node = depth + 1, node.parent
             assert depth == MAX_VIEW_DEPTH
-            await pilot.press("b")
+            await pilot.press("u")
             await wait_for(pilot, lambda: "levels up are cut" in screen_text(app), timeout=60,
                            what="bottom-up tree")
             assert f"more than {INVERTED_MAX_DEPTH} levels" in screen_text(app)
@@ -148,7 +148,7 @@ def test_fuzzed_loadable_profiles_open(tmp_path: Path, mutations: list[tuple[int
         app = ProfTuiApp(profile=profile)
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(pilot, lambda: "saved profile" in screen_text(app), what="header")
-            for key in ("2", "h", "b", "f", "3", "4", "1"):
+            for key in ("2", "h", "u", "f", "3", "4", "1"):
                 await pilot.press(key)
                 await pilot.pause(0.05)
             await pilot.press("q")

@@ -91,7 +91,7 @@ def test_tree_pane_hot_path_and_bottom_up(profile: Profile) -> None:
                         if leaf.function == "att_hot" else ["att_thread_main", "att_cold"])
             assert chain[-len(expected):] == expected, chain
             assert leaf.function in screen_text(app)
-            await pilot.press("b")  # bottom-up: the leaves with self cost are the roots
+            await pilot.press("u")  # bottom-up: the leaves with self cost are the roots
             await wait_for(pilot, lambda: not tree.pending, what="bottom-up tree")
             assert tree.view == "bottom-up"
             roots = [n.data.key.function for n in tree.root.children]  # costliest first

@@ -47,7 +47,10 @@ ALLOWED: dict[str, set[str]] = {
     "tui.panes": {"tui.widgets", "tui.format", "tui.names", "tui.search", f"{C}.model",
                   f"{C}.symbols.disasm",
                   f"{C}.runtime.procstat", f"{C}.errors"},
-    "tui.app": {"tui.panes", "tui.screens", "tui.widgets", "tui.format", "tui.names",
+    # The app's diff views state (baseline, live mark): the model's diff and the widgets.
+    "tui.diffstate": {"tui.widgets", f"{C}.base", f"{C}.model"},
+    "tui.app": {"tui.diffstate", "tui.panes", "tui.screens", "tui.widgets", "tui.format",
+                "tui.names",
                 "tui.settings", f"{C}.base",
                 f"{C}.formats", f"{C}.model", f"{C}.runtime.launch",
                 f"{C}.runtime.procstat", f"{C}.errors"},

@@ -202,14 +202,14 @@ def test_labeler_matches_distinct_labels_as_names_arrive() -> None:
 def test_flat_columns_give_way_to_the_name(width: int, calls: bool, name_at_least: int,
                                            module: bool) -> None:
     """At 80 columns the function column had 16 characters; numbers shrink first."""
-    from proftui.tui.widgets.flat_table import COLUMNS, NAME, FlatTable
+    from proftui.tui.widgets.flat_table import COLUMNS, MODULE, NAME, FlatTable
 
     table = FlatTable()
     table.has_calls = calls
     widths = table._widths(width)
     assert sum(widths) == width - 1
     assert widths[NAME] >= name_at_least, widths
-    assert (widths[6] > 0) == module
+    assert (widths[MODULE] > 0) == module
     assert (widths[4] > 0) == calls
     assert all(w >= 6 for w, (_k, label, _) in zip(widths, COLUMNS, strict=True)
                if label in ("Self%", "Total%"))

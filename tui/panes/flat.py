@@ -4,6 +4,10 @@ All functions are listed (the table draws only visible rows); `s` cycles the
 sort column, `S` reverses it, `/` filters by name (a regular expression,
 case-insensitive unless it has a capital letter; an invalid one matches as a
 substring and says so).
+
+With a baseline (the app's `baseline`: `open --base`, a live mark) the table
+gains ΔSelf and ΔTotal, sorted by the largest change first; the baseline's
+functions this profile lacks are listed too, marked "gone".
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, ClassVar
 
+from proftui.collectors.model.deltas import FunctionChange, function_changes, gone_entries
 from proftui.collectors.model.parts import describe_part, part_total
 from proftui.collectors.model.profile import Frame, Profile
 from proftui.collectors.model.textsafe import display
@@ -27,7 +32,9 @@ from textual.widget import Widget
 from textual.widgets import Input, Static
 
 SORTS = ("self", "total", "calls", "name")
-SORT_NAMES = {"self": "self", "total": "total", "calls": "calls", "name": "function name"}
+DELTA_SORTS = ("dself", "dtotal")  # by the size of the change, grown or shrunk
+SORT_NAMES = {"self": "self", "total": "total", "calls": "calls", "name": "function name",
+              "dself": "|Δself|", "dtotal": "|Δtotal|"}
 
 
 class FilterInput(Input):
@@ -63,6 +70,11 @@ class FlatPane(Pane, Vertical):
         self.descending = True
         self.filter_text = ""
         self._dirty = False
+        self.changes: dict[int, FunctionChange] | None = None  # Δ by frame id (a baseline)
+        self._plain_sort: tuple[str, bool] | None = None  # the sort before Δ sorts took over
+        # ((entries, base entries, metric, normalise), rows, changes) last computed
+        self._diff_cache: tuple[tuple[object, ...], list[FlatEntry],
+                                dict[int, FunctionChange]] | None = None
 
     def compose(self) -> ComposeResult:
         yield FilterInput(placeholder="filter functions (regex; case-insensitive if lowercase)",
@@ -101,13 +113,56 @@ class FlatPane(Pane, Vertical):
         row = self.query_one(FlatTable).cursor_row
         return self.shown[row].frame if 0 <= row < len(self.shown) else None
 
+    def _diff_rows(self) -> list[FlatEntry]:
+        """The rows with the baseline's gone functions; sets `changes` (None: no baseline)
+        and switches to the Δ sort when a baseline appears (back when it goes)."""
+        app = self.app
+        baseline = getattr(app, "baseline", None)
+        base_entries = getattr(app, "base_entries", None)
+        if baseline is None or base_entries is None or self.profile is None:
+            self.changes = None
+            if self._plain_sort is not None:
+                self.sort_key, self.descending = self._plain_sort
+                self._plain_sort = None
+            return list(self.entries)
+        if self._plain_sort is None:
+            self._plain_sort = (self.sort_key, self.descending)
+            if self.sort_key not in DELTA_SORTS:
+                self.sort_key, self.descending = "dself", True
+        normalise = getattr(app, "normalise", "shares")
+        key = (self.entries, base_entries, self.metric, normalise)
+        cached = self._diff_cache
+        if cached is not None and cached[0][0] is key[0] and cached[0][1] is key[1] \
+                and cached[0][2:] == key[2:]:
+            self.changes = cached[2]
+            return list(cached[1])
+        # O(functions): once per profile, metric or normalisation, not per key (filter, sort).
+        rows = list(self.entries) + gone_entries(self.entries, base_entries,
+                                                 len(self.profile.metrics))
+        self.changes = function_changes(
+            rows, base_entries, self.metric, part_total(self.profile, self.part, self.metric),
+            part_total(baseline, self.part, self.metric), normalise)
+        self._diff_cache = (key, rows, self.changes)
+        return list(rows)
+
     def _ordered(self) -> list[FlatEntry]:
         m = self.metric
         matcher = NameMatcher(self.filter_text)
-        rows = [e for e in self.entries if matcher.matches(e.frame.function)] \
-            if self.filter_text else list(self.entries)
+        every = self._diff_rows()
+        rows = [e for e in every if matcher.matches(e.frame.function)] \
+            if self.filter_text else every
         key: Callable[[FlatEntry], Any]
-        if self.sort_key == "name":
+        changes = self.changes
+        if changes is None and self.sort_key in DELTA_SORTS:
+            self.sort_key = "self"  # no baseline any more
+        if changes is not None and self.sort_key in DELTA_SORTS:
+            zero = FunctionChange(0.0, 0.0, "")
+            if self.sort_key == "dself":
+                key = lambda e: (abs(changes.get(e.frame_id, zero).self_delta),  # noqa: E731
+                                 abs(changes.get(e.frame_id, zero).total_delta))
+            else:
+                key = lambda e: abs(changes.get(e.frame_id, zero).total_delta)  # noqa: E731
+        elif self.sort_key == "name":
             key = lambda e: e.frame.function  # noqa: E731
         elif self.sort_key == "calls":
             key = lambda e: e.calls or 0  # noqa: E731
@@ -134,8 +189,12 @@ class FlatPane(Pane, Vertical):
         profile = self.profile
         whole = part_total(profile, self.part, self.metric)  # percents of the thread shown
         self.query_one(FlatTable).set_rows(self.shown, self.metric, profile.metrics, whole,
-                                           self.sort_key, self.descending, cursor)
+                                           self.sort_key, self.descending, cursor, self.changes,
+                                           getattr(self.app, "normalise", "shares"))
         status = f" {len(self.shown):,} of {len(self.entries):,} functions"
+        if self.changes is not None:
+            gone = sum(1 for c in self.changes.values() if c.status == "gone")
+            status = f" {len(self.shown):,} of {len(self.entries) + gone:,} functions"
         if self.filter_text:
             matcher = NameMatcher(self.filter_text)
             status += f" matching '{self.filter_text}'"
@@ -176,6 +235,8 @@ class FlatPane(Pane, Vertical):
         # No Calls column (sampler, attach: no row has a call count): skip sorting by it.
         has_calls = any(e.calls is not None for e in self.entries)
         sorts = [key for key in SORTS if key != "calls" or has_calls]
+        if self.changes is not None:
+            sorts = [*DELTA_SORTS, *sorts]
         at = sorts.index(self.sort_key) if self.sort_key in sorts else -1
         self.sort_key = sorts[(at + 1) % len(sorts)]
         self.descending = self.sort_key != "name"

@@ -4,6 +4,7 @@ Tree children are created only when a node is expanded (a 200,000-node tree
 mounts instantly), capped at `MAX_CHILDREN` per node plus a "more" row that
 loads the next batch.  Live refreshes rebuild the view and re-expand the same
 paths (paths are matched by `Frame`, since frame ids change between snapshots).
+With a baseline (the app's `baseline`) each row shows its change (tree_delta.py).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from proftui.collectors.model.views import (
 from proftui.tui.format import format_cost, heat_style, percent
 from proftui.tui.names import distinct_labels, fit, shorten
 from proftui.tui.panes.base import Command, NavState, Pane, SelectPart, View, drill
+from proftui.tui.panes.tree_delta import TreeDeltas, base_trees
 from proftui.tui.panes.tree_search import TreeSearch
 from proftui.tui.widgets.search_prompt import SearchScreen
 from proftui.tui.widgets.status_line import NameSelected, SettingChanged
@@ -58,6 +60,7 @@ class NodeData:
 
 # What a derived view is computed for: view, focused function, part, threads as roots.
 Need = tuple[View, Frame | None, str | None, bool]
+Derived = tuple[Profile, Profile, tuple[CallTree, ...], Profile | None, tuple[CallTree, ...]]
 
 
 class CallTreeView(Pane, Tree[NodeData]):
@@ -70,7 +73,7 @@ class CallTreeView(Pane, Tree[NodeData]):
         Binding("enter", "open_source", "Source"),
         Binding("space", "toggle_node", "Expand", show=True),
         Binding("h", "hot_path", "Hot path"),
-        Binding("b", "toggle_view", "Bottom-up/top-down"),
+        Binding("u", "toggle_view", "Bottom-up/top-down"),
         Binding("f", "focus_function", "Focus function"),
         Binding("T", "thread_roots", "Thread roots"),
         Binding("slash", "search", "Search"),
@@ -93,11 +96,13 @@ class CallTreeView(Pane, Tree[NodeData]):
         self.pending = False  # a derived tree is being computed in a worker
         self.view_profile: Profile | None = None  # the profile the shown rows come from
         self.freeze_results = False  # gc.freeze() derived trees (saved profiles: they stay)
-        # need -> (the snapshot it was derived from, the profile its rows index, trees)
-        self._derived: dict[Need, tuple[Profile, Profile, tuple[CallTree, ...]]] = {}
+        # need -> (the snapshot it was derived from, the profile its rows index, trees,
+        # the baseline and its trees of the same view)
+        self._derived: dict[Need, Derived] = {}
         self.name_mode = "full"  # tui.names.MODES
         self.percent_of_parent = False  # `%`: a row's share of its parent, not of the whole
         self.search = TreeSearch(self)
+        self.deltas = TreeDeltas()
 
     # -- pane hooks (tui.panes.base.Pane) --------------------------------------------
 
@@ -124,7 +129,7 @@ class CallTreeView(Pane, Tree[NodeData]):
 
     def commands(self) -> list[Command]:
         return [("Hot path (h)", "Expand the costliest call chain", self.action_hot_path),
-                ("Bottom-up / top-down (b)", "Toggle the call tree direction",
+                ("Bottom-up / top-down (u)", "Toggle the call tree direction",
                  self.action_toggle_view),
                 ("Threads as roots (T)", "One root per thread (and process) in the tree",
                  self.action_thread_roots),
@@ -170,6 +175,9 @@ class CallTreeView(Pane, Tree[NodeData]):
         text.append(f"{percent(total, base):5.1f}% ", style=heat_style(total / whole if whole
                                                                        else 0))
         text.append(f"{format_cost(total, unit):>8} ", style="")
+        delta = self.deltas.cell(call, profile, self.part, m, unit)
+        if delta is not None:
+            text.append_text(delta)
         if not inverted and not is_group_frame(frame):  # a thread row has no code of its own
             text.append(f"self {percent(own, base):4.1f}% ", style="dim")
         shown = name if name is not None else display(frame.function)
@@ -313,12 +321,14 @@ class CallTreeView(Pane, Tree[NodeData]):
                 self.part is None or self.part in profile.parts):
             tree = profile.tree if self.part is None else profile.parts[self.part]
             assert tree is not None
-            self._build_view(profile, (tree,), state)
+            baseline = self._baseline()
+            bases = base_trees(baseline, "top-down", None, self.part) if baseline else ()
+            self._build_view(profile, (tree,), state, baseline, bases)
             return
         need = self._need()
         cached = self._derived.get(need)
-        if cached is not None and cached[0] is profile:
-            self._build_view(cached[1], cached[2], state)
+        if cached is not None and cached[0] is profile and cached[3] is self._baseline():
+            self._build_view(cached[1], cached[2], state, cached[3], cached[4])
             return
         if not same or self.pending or not self.root.children:
             self.clear()
@@ -328,14 +338,19 @@ class CallTreeView(Pane, Tree[NodeData]):
             self.root.add_leaf(Text(f"computing {what}…", style="italic dim"))
             self.root.expand()
         self.pending = True
-        self._derive(profile, need, state)
+        self._derive(profile, need, state, self._baseline())
+
+    def _baseline(self) -> Profile | None:
+        """The app's baseline (aligned onto the profile shown), if any."""
+        return getattr(self.app, "baseline", None)
 
     @work(thread=True, exclusive=True, group="derive-tree")
     def _derive(self, profile: Profile, need: Need,
-                state: tuple[list[tuple[object, ...]], tuple[object, ...] | None] | None
-                ) -> None:
+                state: tuple[list[tuple[object, ...]], tuple[object, ...] | None] | None,
+                baseline: Profile | None = None) -> None:
         view, focus, part, roots = need
         trees: tuple[CallTree, ...] = ()
+        bases: tuple[CallTree, ...] = ()
         shown = profile  # the profile whose frame table the rows index
         if view != "focus" and roots:
             shown, tree = threads_as_roots(profile, part, inverted=view == "bottom-up")
@@ -349,7 +364,11 @@ class CallTreeView(Pane, Tree[NodeData]):
             if frame_id is not None:
                 trees = (callee_tree(profile, frame_id, part),
                          caller_tree(profile, frame_id, part))
-        self.app.call_from_thread(self._derived_ready, profile, need, trees, state, shown)
+        if baseline is not None and not roots and trees:  # no Δ on thread rows
+            focus_id = profile.frames.find(focus) if focus is not None else None
+            bases = base_trees(baseline, view, focus_id, part)
+        self.app.call_from_thread(self._derived_ready, profile, need, trees, state, shown,
+                                  baseline, bases)
 
     def _need(self) -> Need:
         return (self.view, self.focus_frame if self.view == "focus" else None, self.part,
@@ -357,21 +376,25 @@ class CallTreeView(Pane, Tree[NodeData]):
 
     def _derived_ready(self, profile: Profile, need: Need, trees: tuple[CallTree, ...],
                        state: tuple[list[tuple[object, ...]], tuple[object, ...] | None] | None,
-                       shown: Profile | None = None) -> None:
+                       shown: Profile | None = None, baseline: Profile | None = None,
+                       bases: tuple[CallTree, ...] = ()) -> None:
         if need != self._need():
             return  # the user moved on meanwhile (a newer snapshot of the same view is fine)
-        self._derived[need] = (profile, shown or profile, trees)
+        self._derived[need] = (profile, shown or profile, trees, baseline, bases)
         if len(self._derived) > 4:  # a small cache: Escape back to a focus is instant
             oldest = next(iter(self._derived))
-            evicted = self._derived.pop(oldest)[2]
+            dropped = self._derived.pop(oldest)
+            evicted = dropped[2]
             if oldest[0] != "top-down" or oldest[3]:  # not the profile's own part trees
                 self._release(evicted)
+            if oldest[0] != "top-down":  # the baseline's derived trees (not its own tree)
+                self._release(dropped[4])
         if self.freeze_results:
             # Long-lived trees of a saved profile: keep them out of the cyclic GC's
             # full scans (a second-long pause per scan at 200,000 nodes).
             gc.freeze()
         self.pending = False
-        self._build_view(shown or profile, trees, state)
+        self._build_view(shown or profile, trees, state, baseline, bases)
 
     @work(thread=True, group="release-tree")
     def _release(self, trees: tuple[CallTree, ...]) -> None:
@@ -382,10 +405,12 @@ class CallTreeView(Pane, Tree[NodeData]):
                 node.parent = None
 
     def _build_view(self, profile: Profile, trees: tuple[CallTree, ...],
-               state: tuple[list[tuple[object, ...]], tuple[object, ...] | None] | None
-               ) -> None:
+                    state: tuple[list[tuple[object, ...]], tuple[object, ...] | None] | None,
+                    baseline: Profile | None = None, bases: tuple[CallTree, ...] = ()
+                    ) -> None:
         self.pending = False
         self.view_profile = profile
+        self.deltas.set(baseline, trees, bases, getattr(self.app, "normalise", "shares"))
         # The matches point into the previous tree; a new view (not a refresh of the
         # same one, which keeps the expanded rows in `state`) also drops the "match k of n".
         self.search.forget(keep_note=state is not None)

@@ -4,6 +4,11 @@ Textual's DataTable costs ~0.3 ms per visible cell and ~0.1 ms per added row;
 this table formats a row only when it is drawn, so 50,000 functions scroll,
 sort and filter within a frame.  Row data is `FlatEntry`; the pane owns the
 order and the filter, the table owns the cursor.
+
+With a baseline (`open --base`, a live mark) two more columns show each
+function's change, ΔSelf and ΔTotal (`collectors.model.deltas`): points of
+each profile's total or cost units, red where it grew, blue where it shrank;
+functions only one side has are tagged "new" or "gone".
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
+from proftui.collectors.model.deltas import GONE, NEW, FunctionChange
 from proftui.collectors.model.profile import Metric
 from proftui.collectors.model.textsafe import display
 from proftui.collectors.model.views import FlatEntry
@@ -27,17 +33,24 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 # (sort key, header, width); the function column takes what is left.
+# The Δ columns (sort keys "dself", "dtotal") have width only with a baseline.
 COLUMNS: tuple[tuple[str, str, int], ...] = (
     ("self", "Self%", 7), ("self", "Self", 10), ("total", "Total%", 7), ("total", "Total", 10),
-    ("calls", "Calls", 12), ("name", "Function", 0), ("module", "Module", 22),
+    ("calls", "Calls", 12), ("dself", "ΔSelf", 10), ("dtotal", "ΔTotal", 10),
+    ("name", "Function", 0), ("module", "Module", 22),
 )
-NAME = 5  # index of the function column
+DSELF, DTOTAL = 5, 6  # indexes of the Δ columns
+NAME = 7  # index of the function column
+MODULE = 8
 NAME_WANTED = 44  # the function column narrows the others until it has this much
 # How the other columns give way to the function column on a narrow screen, in order:
 # the module first, then a character of padding from each number, then the module again.
 SHRINK: tuple[tuple[int, int], ...] = (
-    (6, 14), (0, 6), (2, 6), (1, 9), (3, 9), (4, 10), (6, 10), (6, 0),
+    (MODULE, 14), (0, 6), (2, 6), (1, 9), (3, 9), (4, 10), (DSELF, 8), (DTOTAL, 8),
+    (MODULE, 10), (MODULE, 0),
 )
+GROWN, SHRUNK = Style(color="red", bold=True), Style(color="blue", bold=True)
+TAGS = {NEW: " new", GONE: " gone"}
 HEADER_STYLE = Style(bold=True, reverse=True)
 
 
@@ -81,10 +94,16 @@ class FlatTable(ScrollView, can_focus=True):
         self.name_mode = "full"  # tui.names.MODES
         self.labeler = Labeler("full", display)  # names -> shown labels, distinct
         self.has_calls = True  # no row has a call count: the Calls column is left out
+        self.changes: dict[int, FunctionChange] | None = None  # by frame id; None: no Δ
+        self.normalise = "shares"  # collectors.model.deltas.NORMALISATIONS
 
     def set_rows(self, rows: Sequence[FlatEntry], metric: int, metrics: Sequence[Metric],
-                 whole: float, sort_key: str, descending: bool, cursor: int = 0) -> None:
+                 whole: float, sort_key: str, descending: bool, cursor: int = 0,
+                 changes: dict[int, FunctionChange] | None = None,
+                 normalise: str = "shares") -> None:
+        """Show `rows`; `changes` (by frame id) adds the Δ columns, in `normalise` units."""
         self.rows = rows
+        self.changes, self.normalise = changes, normalise
         self.metric = metric
         self.unit = metrics[metric].unit if metrics else "count"
         self.whole = whole
@@ -142,10 +161,12 @@ class FlatTable(ScrollView, can_focus=True):
         widths = [w for _, _, w in COLUMNS]
         if not self.has_calls:
             widths[4] = 0
+        if self.changes is None:
+            widths[DSELF] = widths[DTOTAL] = 0
         for column, narrower in SHRINK:
             if width - sum(widths) - 1 >= NAME_WANTED or (narrower == 0 and width >= 72):
                 break  # the module column goes only on a screen narrower than 72
-            widths[column] = min(widths[column], narrower)
+            widths[column] = min(widths[column], narrower) if widths[column] else 0
         widths[NAME] = max(12, width - sum(widths) - 1)
         return widths
 
@@ -161,6 +182,8 @@ class FlatTable(ScrollView, can_focus=True):
                 if not w:
                     continue
                 active = key == self.sort_key and label not in ("Self%", "Total%")
+                if key in ("dself", "dtotal") and self.normalise == "shares":
+                    label += " pt"  # percentage points of each profile's total
                 cell = f"{label}{arrow if active else ''}"
                 text.append(cell.rjust(w - 1) + " " if w and label not in ("Function", "Module")
                             else " " + cell.ljust(w - 1), style="underline" if active else "")
@@ -195,12 +218,32 @@ class FlatTable(ScrollView, can_focus=True):
         text.append(f"{format_cost(e.total_cost[m], self.unit):>{w_t}} ")
         if widths[4]:
             text.append(f"{'' if e.calls is None else f'{e.calls:,}':>{w_c}} ", style="cyan")
+        tag = ""
+        if self.changes is not None:
+            change = self.changes.get(e.frame_id)
+            for value, w in ((change.self_delta if change else 0.0, widths[DSELF]),
+                             (change.total_delta if change else 0.0, widths[DTOTAL])):
+                if w:
+                    text.append(self.delta_cell(value, w - 1) + " ",
+                                style=GROWN if value > 0 else SHRUNK if value < 0 else "dim")
+            tag = TAGS.get(change.status, "") if change is not None else ""
         w = widths[NAME]
-        name = fit(self.label(e), w - 1)  # cut in the middle: the method stays visible
-        text.append(f" {name}".ljust(w), style="bold" if self_pct >= 1 else "")
-        if widths[6]:
-            text.append(f" {display(e.frame.module_name)}"[: widths[6]], style="dim")
+        name = fit(self.label(e), max(1, w - 1 - len(tag)))  # cut in the middle: the method
+        text.append(f" {name}", style="bold" if self_pct >= 1 else "")  # stays visible
+        text.append(tag, style="italic green" if tag == TAGS[NEW] else "italic dim")
+        text.append(" " * max(0, w - 1 - len(name) - len(tag)))
+        if widths[MODULE]:
+            text.append(f" {display(e.frame.module_name)}"[: widths[MODULE]], style="dim")
         return text
+
+    def delta_cell(self, value: float, width: int) -> str:
+        """A change as shown: "+12.3" points, or "+1.20s" in the metric's unit."""
+        if abs(value) < 1e-9:
+            return f"{'·':>{width}}"
+        if self.normalise == "shares":
+            return f"{value:>+{width}.1f}"
+        sign = "+" if value > 0 else "-"
+        return f"{sign}{format_cost(abs(value), self.unit)}".rjust(width)
 
     # -- input ----------------------------------------------------------------------
 

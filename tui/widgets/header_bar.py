@@ -1,5 +1,5 @@
 """The one-line header: mode, pid, state, elapsed time (and time since the last reset),
-sample count, dropped records.
+what the diff views compare with, sample count, dropped records.
 
 It draws whatever a profile's metadata holds, so it must not fail on odd but
 loadable values: no argv or pids, no exit status, zero or huge totals, start
@@ -61,10 +61,11 @@ class HeaderBar(Static):
 
     def show(self, profile: Profile | None, *, pid: int | None, state: str,
              paused: bool = False, error: str = "", part: str | None = None,
-             reset_at: float | None = None) -> None:
+             reset_at: float | None = None, delta: str = "") -> None:
         """Redraw from `profile`'s metadata; `state` is e.g. "running", "exited with status 7";
         `part` is the thread or process shown (a `Profile.parts` label; None: all);
-        `reset_at`: when the counters were last reset (time.time()), if they were."""
+        `reset_at`: when the counters were last reset (time.time()), if they were;
+        `delta`: what the diff views compare with ("Δ vs base.proftui (shares)")."""
         text = Text(" proftui ", style="bold reverse")
         if profile is None:
             text.append("  waiting for the first snapshot...")
@@ -87,6 +88,8 @@ class HeaderBar(Static):
             text.append(f"· {elapsed} ", style="")
         if reset_at is not None:
             text.append(f"· {since(reset_at, meta.end_time)} since reset ", style="bold")
+        if delta:  # early: it changes what the numbers below mean
+            text.append(f"· {display(delta)} ", style="bold cyan")
         if profile.metrics:
             names = [m.name for m in profile.metrics]
             index = names.index("samples") if "samples" in names else 0

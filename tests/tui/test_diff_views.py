@@ -1,0 +1,300 @@
+"""The diff views on real profiles: `open NEW --base BASE` (flat Δ columns, tree Δ,
+shares/absolute), the live mark (`b`, `B`, `x`) on a running sampler target, and the
+same in a real terminal.
+
+The fixture (tests/fixtures/dft_work.c) is built twice: BASE does 6:3:1:1 units of
+work in dft_a, dft_b, dft_c, dft_old; NEW doubles dft_a's and has dft_new instead of
+dft_old.  Both binaries are named alike, as two builds of one program are (frames
+match by function and module base name).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from proftui.collectors.base import CollectorOptions
+from proftui.collectors.formats.importers import load_any
+from proftui.collectors.model.profile import CallNode, Profile
+from proftui.collectors.model.views import flat_profile
+from proftui.collectors.registry import COLLECTORS
+from proftui.tui.app import ProfTuiApp
+from proftui.tui.panes.flat import FlatPane
+from proftui.tui.panes.tree import CallTreeView
+from proftui.tui.widgets.flat_table import FlatTable
+from proftui.tui.widgets.status_line import StatusLine
+
+from tests.conftest import build_fixture
+from tests.tui.test_tmux import PROFTUI, Terminal
+from tests.tui.tui_profiles import SIZE, run, screen_text, wait_for
+
+FLAGS = ["-O2", "-g", "-fno-omit-frame-pointer"]
+ROUNDS = "1500"
+# The truth of the fixture: units of work per round (BASE, NEW) and dft_a's share.
+BASE_A, NEW_A = 100 * 6 / 11, 100 * 12 / 17
+
+
+def _binary(times: int, where: Path) -> Path:
+    """dft_work built with dft_a's work times `times`, copied to where/dft_work."""
+    if "sampler" not in COLLECTORS:
+        pytest.skip("sampler mode is not in this build")
+    built = build_fixture("dft_work.c", [*FLAGS, f"-DA_TIMES={times}"])
+    where.mkdir(parents=True, exist_ok=True)
+    target = where / "dft_work"
+    shutil.copy2(built, target)
+    return target
+
+
+def _record(binary: Path, out: Path) -> Path:
+    done = subprocess.run([sys.executable, "-m", "proftui.tui.cli", "record", "--mode",
+                           "sampler", "-o", str(out), str(binary), ROUNDS],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(BASE, NEW) .proftui files recorded by the sampler."""
+    root = tmp_path_factory.mktemp("diff")
+    base = _record(_binary(1, root / "v1"), root / "base.proftui")
+    new = _record(_binary(2, root / "v2"), root / "new.proftui")
+    return base, new
+
+
+def _shares(profile: Profile, metric: int = 0) -> dict[str, tuple[float, float]]:
+    """Function name -> (self %, total %) of the whole, computed without the diff code."""
+    whole = profile.total(metric)
+    return {e.frame.function: (100 * e.self_cost[metric] / whole,
+                               100 * e.total_cost[metric] / whole)
+            for e in flat_profile(profile)}
+
+
+def _costs(profile: Profile, metric: int = 0) -> dict[str, tuple[float, float]]:
+    return {e.frame.function: (e.self_cost[metric], e.total_cost[metric])
+            for e in flat_profile(profile)}
+
+
+def _node(profile: Profile, *names: str) -> CallNode | None:
+    """The node at the end of the first path through `names` (a suffix of the stack)."""
+    assert profile.tree is not None
+    for node in profile.tree.nodes():
+        path = [profile.frames[f].function for f in node.path()]
+        if path[-len(names):] == list(names):
+            return node
+    return None
+
+
+def test_open_base_flat_deltas_tree_and_units(saved: tuple[Path, Path]) -> None:
+    base_path, new_path = saved
+    base, new = load_any(base_path), load_any(new_path)
+    app = ProfTuiApp(profile=new, base=base, base_name="base.proftui")
+
+    async def body() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            flat = app.query_one(FlatPane)
+            await wait_for(pilot, lambda: flat.changes is not None and flat.shown,
+                           what="Δ columns")
+            m = app.metric
+            header = screen_text(app).splitlines()[0]
+            assert "Δ vs base.proftui (shares)" in header, header
+            # Sorted by |Δself| first: dft_a, which doubled, leads.
+            assert flat.sort_key == "dself" and flat.shown[0].frame.function == "dft_a"
+            new_s, base_s = _shares(new, m), _shares(base, m)
+            by_name = {e.frame.function: e for e in flat.shown}
+            for name in ("dft_a", "dft_b", "dft_c"):
+                change = flat.changes[by_name[name].frame_id]
+                assert change.self_delta == pytest.approx(new_s[name][0] - base_s[name][0])
+                assert change.total_delta == pytest.approx(new_s[name][1] - base_s[name][1])
+                assert change.status == ""
+            # Against the truth of the fixture: dft_a went from 6/11 to 12/17 of the work.
+            grew = flat.changes[by_name["dft_a"].frame_id].self_delta
+            assert abs(grew - (NEW_A - BASE_A)) < 3, grew
+            # dft_old is BASE's only: a row with no cost, "gone"; dft_new is "new".
+            gone, fresh = by_name["dft_old"], by_name["dft_new"]
+            assert gone.total_cost[m] == 0
+            assert flat.changes[gone.frame_id].status == "gone"
+            assert flat.changes[gone.frame_id].self_delta == pytest.approx(-base_s["dft_old"][0])
+            assert flat.changes[fresh.frame_id].status == "new"
+            text = screen_text(app)
+            row = next(line for line in text.splitlines() if " dft_a " in line)
+            assert f"{new_s['dft_a'][0] - base_s['dft_a'][0]:+.1f}" in row, row
+            assert any("dft_old gone" in line for line in text.splitlines()), text
+            table = app.query_one(FlatTable)
+            assert "ΔSelf pt" in text and table.normalise == "shares"
+
+            # The tree: main -> dft_a's Δ, on the aligned baseline's same path.
+            await pilot.press("2")
+            tree = app.query_one(CallTreeView)
+            await wait_for(pilot, lambda: not tree.pending and tree.root.children, what="tree")
+            await pilot.press("h")
+            new_node, base_node = _node(new, "main", "dft_a"), _node(base, "main", "dft_a")
+            assert new_node is not None and base_node is not None
+            expected = 100 * (new_node.total_cost[m] / new.total(m)
+                              - base_node.total_cost[m] / base.total(m))
+            await wait_for(pilot, lambda: f"Δ{expected:+.1f}" in screen_text(app),
+                           what=f"tree Δ{expected:+.1f} of dft_a")
+            # Bottom-up (u): dft_a's root row carries the same change.
+            await pilot.press("u")
+            await wait_for(pilot, lambda: tree.view == "bottom-up" and not tree.pending,
+                           what="bottom-up")
+            line = next(line for line in screen_text(app).splitlines() if " dft_a " in line)
+            assert f"Δ{new_s['dft_a'][1] - base_s['dft_a'][1]:+.1f}" in line, line
+
+            # `a`: absolute units, in the header, the flat columns and the tree.
+            await pilot.press("a")
+            await wait_for(pilot, lambda: "(absolute)" in screen_text(app).splitlines()[0],
+                           what="absolute header")
+            new_c, base_c = _costs(new, m), _costs(base, m)
+            step = new_c["dft_a"][1] - base_c["dft_a"][1]
+            assert step > 0
+            line = next(line for line in screen_text(app).splitlines() if " dft_a " in line)
+            assert f"Δ+{step:,.0f}" in line, line
+            await pilot.press("1")
+            await wait_for(pilot, lambda: table.normalise == "absolute", what="flat absolute")
+            row = next(line for line in screen_text(app).splitlines() if " dft_a " in line)
+            cells = row.split()
+            assert cells[4] == f"+{new_c['dft_a'][0] - base_c['dft_a'][0]:,.0f}", row
+            assert "ΔSelf pt" not in screen_text(app)
+            # `B` with --base: the Δ columns off, then on again.
+            await pilot.press("B")
+            await wait_for(pilot, lambda: flat.changes is None, what="Δ hidden")
+            assert "hidden (B)" in screen_text(app).splitlines()[0]
+            assert flat.sort_key == "self"  # the sort the Δ sort replaced
+            await pilot.press("B")
+            await wait_for(pilot, lambda: flat.changes is not None, what="Δ shown again")
+
+    run(body)
+
+
+def test_mark_keys_on_a_saved_profile_say_why(saved: tuple[Path, Path]) -> None:
+    app = ProfTuiApp(profile=load_any(saved[1]))
+
+    async def body() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: app.query_one(FlatPane).shown, what="flat rows")
+            await pilot.press("b")
+            await pilot.pause()
+            assert "during a live run" in app.query_one(StatusLine).note
+            await pilot.press("B")
+            await pilot.pause()
+            assert "--base" in app.query_one(StatusLine).note
+            assert app.baseline is None and app.query_one(FlatPane).changes is None
+
+    run(body)
+
+
+def test_live_mark_and_since_the_mark(tmp_path: Path) -> None:
+    from proftui.collectors.sampler.collector import SamplerCollector
+
+    binary = _binary(1, tmp_path / "v1")
+    # Phase one (6:3:1:1), then a phase as long in which only dft_c runs.
+    collector = SamplerCollector([str(binary), "3000", "1"], CollectorOptions(output="log"))
+    collector.start()
+    try:
+        app = ProfTuiApp(collector=collector)
+
+        async def body() -> None:
+            async with app.run_test(size=SIZE) as pilot:
+                await wait_for(pilot, lambda: app.profile is not None
+                               and app.profile.total(0) > 30, timeout=30, what="samples")
+                await pilot.press("b")
+                await wait_for(pilot, lambda: "mark at" in screen_text(app).splitlines()[0],
+                               what="mark in the header")
+                mark = app._mark
+                assert mark is not None and app.baseline is None  # whole view: no Δ yet
+                await pilot.press("B")
+                await wait_for(pilot, lambda: app.baseline is not None
+                               and app.query_one(FlatPane).changes is not None,
+                               what="since-the-mark views")
+                assert "since mark at" in screen_text(app).splitlines()[0]
+                assert "Δ vs before it (shares)" in screen_text(app).splitlines()[0]
+                await wait_for(pilot, lambda: app.ended, timeout=90, what="target exit")
+                await wait_for(pilot, lambda: app._whole is app.final_profile()
+                               and app.profile is not app._whole, what="final since view")
+                m = app.metric
+                whole, since = app._whole, app.profile
+                assert since.total(m) < whole.total(m)
+                # Counters only grow: the phase since the mark and the mark add up.
+                assert since.total(m) + mark.total(m) == pytest.approx(whole.total(m))
+                flat = app.query_one(FlatPane)
+                changes = {e.frame.function: flat.changes[e.frame_id] for e in flat.shown}
+                # After the mark dft_c dominates (phase two is all dft_c): it grew.
+                assert changes["dft_c"].self_delta > 20, changes["dft_c"]
+                assert changes["dft_a"].self_delta < 0
+                since_s, mark_s = _shares(since, m), _shares(mark, m)
+                assert changes["dft_c"].self_delta == pytest.approx(
+                    since_s["dft_c"][0] - mark_s["dft_c"][0])
+                # `B` back to the whole profile, `x` clears the mark.
+                await pilot.press("B")
+                await wait_for(pilot, lambda: app.profile is app._whole and app.baseline is None,
+                               what="whole profile again")
+                await pilot.press("x")
+                await pilot.pause()
+                assert app._mark is None and "mark" not in screen_text(app).splitlines()[0]
+
+        run(body)
+    finally:
+        collector.stop()
+
+
+def test_open_base_in_a_terminal(terminal: list[Terminal], saved: tuple[Path, Path],
+                                 tmp_path: Path) -> None:
+    base_path, new_path = saved
+    new, base = load_any(new_path), load_any(base_path)
+    term = Terminal([str(PROFTUI), "open", str(new_path), "--base", str(base_path)], tmp_path)
+    terminal.append(term)
+    screen = term.wait_for("ΔSelf pt", "dft_a", "Δ vs base.proftui (shares)")
+    new_s, base_s = _shares(new), _shares(base)
+    # Table rows only (the status line names the selected function too).
+    rows = {line.split()[-2]: line.split() for line in screen.splitlines()
+            if re.search(r" dft_(a|b|c) ", line) and len(line.split()) == 8}
+    for name in ("dft_a", "dft_b", "dft_c"):
+        cells = rows[name]  # Self% Self Total% Total ΔSelf ΔTotal Function Module
+        assert cells[4] == f"{new_s[name][0] - base_s[name][0]:+.1f}", cells
+        assert cells[5] == f"{new_s[name][1] - base_s[name][1]:+.1f}", cells
+    first = next(line for line in screen.splitlines() if "dft_" in line)
+    assert "dft_a" in first, screen  # sorted by |Δ|
+    assert any("dft_old gone" in line for line in screen.splitlines()), screen
+    term.key("a")
+    screen = term.wait_for("(absolute)")
+    new_c, base_c = _costs(new), _costs(base)
+    row = next(line.split() for line in screen.splitlines()
+               if " dft_a " in line and len(line.split()) == 8)
+    assert row[4] == f"+{new_c['dft_a'][0] - base_c['dft_a'][0]:,.0f}", row
+    term.key("q")
+    term.wait_for("PROFTUI-EXIT=0")
+
+
+def test_open_bad_base_is_one_line(saved: tuple[Path, Path], tmp_path: Path) -> None:
+    bad = tmp_path / "bad.proftui"
+    bad.write_text("not a profile\n")
+    for base in (bad, tmp_path / "missing.proftui"):
+        done = subprocess.run([sys.executable, "-m", "proftui.tui.cli", "open",
+                               str(saved[1]), "--base", str(base)],
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("proftui: --base: "), done.stderr
+
+
+@pytest.mark.parametrize("width", [80, 110, 160])
+def test_delta_columns_leave_room_for_the_name(width: int) -> None:
+    """With the Δ columns on, numbers still give way to the function name first."""
+    from proftui.collectors.model.deltas import FunctionChange
+    from proftui.tui.widgets.flat_table import COLUMNS, DSELF, DTOTAL, MODULE, NAME
+
+    table = FlatTable()
+    table.has_calls = False
+    plain = table._widths(width)
+    table.changes = {0: FunctionChange(1.0, 1.0, "")}
+    widths = table._widths(width)
+    assert sum(widths) == width - 1 and len(widths) == len(COLUMNS)
+    assert widths[DSELF] >= 7 and widths[DTOTAL] >= 7  # "+100.0" and a space
+    assert plain[DSELF] == plain[DTOTAL] == 0
+    assert widths[NAME] >= (20 if width == 80 else 44), widths
+    assert widths[MODULE] > 0

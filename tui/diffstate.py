@@ -1,0 +1,201 @@
+"""The app's diff views: what the Δ columns compare with, and the keys that choose it.
+
+A baseline is either a profile given at start (`proftui open NEW --base BASE`)
+or a live mark (`b`: a snapshot of the run so far).  `B` shows the whole
+profile or the phase since the mark (`diff.subtract`), `x` forgets the mark, `a`
+switches the Δ columns between shares and absolute units.  Whatever is
+compared, `baseline` is it aligned onto the shown profile (`diff.align`), so
+panes line rows up by frame id; `normalise` says how to compare.  Both are
+read by panes with getattr (the flat profile, the tree, the flame graph).
+
+The alignment walks both trees: it runs in the app's workers (the live poll
+and `_prepare`), never on the UI thread, and the last one is kept so that a
+thread or metric change does not redo it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from proftui.collectors.base import Collector
+from proftui.collectors.model.diff import align, subtract
+from proftui.collectors.model.profile import Profile
+from proftui.collectors.model.views import FlatEntry, flat_profile
+from proftui.tui.widgets.header_bar import since
+from proftui.tui.widgets.status_line import StatusLine
+
+if TYPE_CHECKING:
+    from textual.app import App
+
+    _Base = App[None]
+else:
+    _Base = object
+
+ViewKey = tuple[Profile | None, bool]  # (the baseline profile, since the mark?)
+
+
+def _same(a: ViewKey, b: ViewKey) -> bool:
+    """One key: the same baseline object (profiles compare by identity) and phase."""
+    return a[0] is b[0] and a[1] == b[1]
+
+
+@dataclass(frozen=True)
+class Views:
+    """What the panes show of one whole profile: the profile shown (the whole, or the
+    phase since a live mark), its flat profile, and the baseline aligned onto it."""
+
+    shown: Profile
+    entries: list[FlatEntry]
+    baseline: Profile | None
+    base_entries: list[FlatEntry] | None
+    key: ViewKey
+
+
+class DiffViews(_Base):
+    """Mixin of ProfTuiApp: the baseline state, its header text and its keys."""
+
+    collector: Collector | None
+    profile: Profile | None
+    ended: bool
+    part: str | None
+    _whole: Profile | None
+    _entries: list[FlatEntry]
+
+    def init_diff(self, base: Profile | None, base_name: str) -> None:
+        """No baseline yet; `base` (named `base_name`) is the profile to compare with."""
+        self.base_profile = base
+        self.base_name = base_name
+        self.show_base = True  # `B` with --base: Δ columns on or off
+        self.baseline: Profile | None = None
+        self.base_entries: list[FlatEntry] | None = None  # flat profile of `baseline`
+        self.normalise = "shares"  # or "absolute"
+        self._mark: Profile | None = None  # the whole profile when `b` was pressed
+        self._mark_at = ""  # "12.3 s" into the run
+        self.since_mark = False  # `B`: show the phase since the mark
+        self._views_cache: tuple[Profile, ViewKey, Profile, Profile | None] | None = None
+
+    # -- the views (in workers) ------------------------------------------------------
+
+    def _view_key(self) -> ViewKey:
+        """What the views derive from besides the whole profile."""
+        if self._mark is not None and self.since_mark:
+            return self._mark, True
+        if self.base_profile is not None and self.show_base:
+            return self.base_profile, False
+        return None, False
+
+    def current_views(self, views: Views) -> bool:
+        """`views` were derived for the baseline and phase chosen now."""
+        return _same(views.key, self._view_key())
+
+    def _views(self, whole: Profile, part: str | None, key: ViewKey) -> Views:
+        """The shown profile, baseline and flat profiles of `whole` (a worker calls it)."""
+        base, since_mark = key
+        cached = self._views_cache
+        if cached is not None and cached[0] is whole and _same(cached[1], key):
+            shown, baseline = cached[2], cached[3]
+        else:
+            shown = subtract(whole, base) if since_mark and base is not None else whole
+            baseline = align(base, shown) if base is not None else None
+            self._views_cache = (whole, key, shown, baseline)
+        return Views(shown, flat_profile(shown, part), baseline,
+                     flat_profile(baseline, part) if baseline is not None else None, key)
+
+    def _apply_views(self, whole: Profile, views: Views) -> None:
+        self._whole = whole
+        self.baseline, self.base_entries = views.baseline, views.base_entries
+        self._apply(views.shown, views.entries)
+
+    def _delta_text(self) -> str:
+        """The header's word on the diff views: what Δ compares with, and how."""
+        if self._mark is not None:
+            if self.since_mark:
+                return f"since mark at {self._mark_at} · Δ vs before it ({self.normalise})"
+            return f"mark at {self._mark_at} (B: since the mark)"
+        if self.base_profile is not None:
+            if self.show_base:
+                return f"Δ vs {self.base_name} ({self.normalise})"
+            return f"base {self.base_name} hidden (B)"
+        return ""
+
+    # -- keys ------------------------------------------------------------------------
+
+    def _say(self, text: str) -> None:
+        """Why a key did nothing (or what it did), in the status line and a notification."""
+        pane = self.pane(self.nav[-1].pane)
+        self.query_one(StatusLine).show(pane.selected_frame(), text)
+        self.notify(text)
+
+    def _views_changed(self) -> None:
+        """The baseline or the shown phase changed: derive the views again (a worker)."""
+        self._update_header()
+        if self._whole is not None:
+            self._prepare(self._whole, self.part)
+
+    def action_mark(self) -> None:
+        """`b`: snapshot the live profile as the baseline (again: re-mark)."""
+        if self.collector is None:
+            self._say("b marks a baseline during a live run; to compare this saved "
+                      "profile, open it with --base OTHER")
+            return
+        whole = self._whole
+        if whole is None:
+            self._say("no profile yet: nothing to mark")
+            return
+        if self.ended:
+            self._say("the target has ended: nothing can happen after a mark now")
+            return
+        now = time.time()
+        start = whole.meta.start_time
+        self._mark_at = since(start, now) if start is not None else "?"
+        # Snapshots are immutable: keep this one, stamped with the mark's time (the
+        # since-mark profile starts there).
+        self._mark = replace(whole, meta=replace(whole.meta, end_time=now))
+        self.notify(f"baseline marked at {self._mark_at}"
+                    + ("" if self.since_mark else ": B shows the change since"))
+        self._views_changed()
+
+    def action_since_mark(self) -> None:
+        """`B`: the whole profile or the phase since the mark (with --base: Δ on or off)."""
+        if self._mark is not None:
+            self.since_mark = not self.since_mark
+            self.notify("showing the phase since the mark" if self.since_mark
+                        else "showing the whole profile")
+        elif self.base_profile is not None:
+            self.show_base = not self.show_base
+            self.notify(f"Δ vs {self.base_name} " + ("shown" if self.show_base else "hidden"))
+        elif self.collector is None:
+            self._say("B shows the change since a live mark (b); a saved profile compares "
+                      "with another through --base OTHER")
+            return
+        else:
+            self._say("no mark yet: b marks a baseline, then B shows the change since")
+            return
+        self._views_changed()
+
+    def action_clear_mark(self) -> None:
+        """`x`: forget the live mark."""
+        if self._mark is None:
+            self._say("no baseline mark to clear (b marks one during a live run)")
+            return
+        self.clear_mark()
+        self.notify("baseline mark cleared")
+        self._views_changed()
+
+    def clear_mark(self) -> None:
+        """Forget the mark (the caller derives the views again)."""
+        self._mark, self.since_mark, self._mark_at = None, False, ""
+
+    def action_normalise(self) -> None:
+        """`a`: Δ in points of each profile's total, or in the metric's units."""
+        self.normalise = "absolute" if self.normalise == "shares" else "shares"
+        if self.baseline is None:
+            self._say(f"Δ columns in {self.normalise} (no baseline yet: b marks one live, "
+                      "open --base compares two files)")
+        else:
+            self.notify(f"Δ in {self.normalise}")
+        if self.profile is not None and self._entries:
+            self._apply(self.profile, self._entries)
+        self._update_header()
