@@ -40,6 +40,7 @@ from proftui.tui import settings as settings_file
 from proftui.tui.format import metric_label, use_theme
 from proftui.tui.names import MODE_TITLES, next_mode
 from proftui.tui.panes.base import Command, Drill, NavState, Pane, SelectPart, step_to
+from proftui.tui.panes.flame import FlamePane
 from proftui.tui.panes.flat import FlatPane
 from proftui.tui.panes.process import ProcPane
 from proftui.tui.panes.source import SourcePane
@@ -79,6 +80,7 @@ PANES: list[type[Pane]] = [
     CallTreeView,
     SourcePane,
     ProcPane,
+    FlamePane,
 ]
 
 
