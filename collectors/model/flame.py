@@ -18,7 +18,7 @@ ancestor is inside the ancestor's total already (pprof's and speedscope's
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from proftui.collectors.model.profile import CallNode, CallTree
@@ -173,6 +173,19 @@ class Layout:
             x1 = x0 + 1  # a sliver stays visible
         return x0, min(x1, self.cells)
 
+    def row_cells(self, k: int) -> list[tuple[int, int, int]]:
+        """(index, x0, x1) of row `k`'s items as drawn: left to right, never overlapping
+        (a sliver's forced cell gives way to the frame after it); invisible ones left out."""
+        out: list[tuple[int, int, int]] = []
+        x = 0
+        for index, item in enumerate(self.row(k)):
+            x0, x1 = self.cells_of(item)
+            x0 = max(x0, x)
+            if x1 > x0:
+                out.append((index, x0, x1))
+                x = x1
+        return out
+
     def items(self) -> Iterator[tuple[int, int, FlameItem]]:
         """Every laid-out item, row by row (computes every row)."""
         k = 0
@@ -185,26 +198,38 @@ class Layout:
             k += 1
 
 
-def matched_share(tree: CallTree, metric: int, matches: Callable[[int], bool],
+def matched_share(tree: CallTree, metric: int, matches: Callable[[int], bool] | Sequence[bool],
                   under: CallNode | None = None) -> float:
     """The cost of the paths through a matching frame, each path counted once.
 
-    `matches(frame_id)` says whether a frame matches; the walk stops at the first
-    match on each path (its total already holds every match below it).  `under`:
-    only that subtree (a match above it covers the whole subtree).
+    `matches` says whether a frame id matches: a test, or a list indexed by frame id
+    (faster: no call per node).  The walk stops at the first match on each path (its
+    total already holds every match below it).  `under`: only that subtree (a match
+    above it covers the whole subtree).
     """
+    hit = matches.__getitem__ if isinstance(matches, Sequence) else matches
     top = under if under is not None else tree.root
     for node in ancestors(top)[1:]:
-        if matches(node.frame_id):
+        if hit(node.frame_id):
             return cost_of(top, metric)
     total = 0.0
     stack = list(top.children.values())
+    pop, extend = stack.pop, stack.extend
+    if isinstance(matches, Sequence):  # the hot loop without a call per node
+        while stack:
+            node = pop()
+            if matches[node.frame_id]:
+                value = node.total_cost[metric]
+                total += value if value > 0 else 0.0
+            else:
+                extend(node.children.values())
+        return total
     while stack:
-        node = stack.pop()
-        if matches(node.frame_id):
+        node = pop()
+        if hit(node.frame_id):
             total += cost_of(node, metric)
         else:
-            stack.extend(node.children.values())
+            extend(node.children.values())
     return total
 
 

@@ -378,11 +378,8 @@ class FlameGraph(Widget, can_focus=True):
         dark = self.app.current_theme.dark if self.app.current_theme else True
         segments: list[Segment] = []
         x = 0
-        for index, item in enumerate(row):
-            x0, x1 = layout.cells_of(item)
-            x0 = max(x0, x)
-            if x1 <= x0:
-                continue
+        for index, x0, x1 in layout.row_cells(k):
+            item = row[index]
             if x0 > x:
                 segments.append(Segment(" " * (x0 - x), blank))
             cells = x1 - x0
@@ -413,8 +410,9 @@ class FlameGraph(Widget, can_focus=True):
         if layout is None or offset is None:
             return
         k = self.row_at(offset.y)
-        for index, item in enumerate(layout.row(k)):
-            x0, x1 = layout.cells_of(item)
+        row = layout.row(k)
+        for index, x0, x1 in layout.row_cells(k):
+            item = row[index]
             if x0 <= offset.x < x1 and item.node is not None:
                 again = (k, index) == self.sel
                 self._select(k, index)
