@@ -44,6 +44,7 @@ sys.path.insert(0, str(ROOT))
 
 from proftui.collectors.model.profile import CPU_NS, SAMPLES, CallNode, Frame, Profile, ProfileMeta  # noqa: E402
 from proftui.tui.app import ProfTuiApp  # noqa: E402
+from proftui.tui.panes.flame import FlamePane  # noqa: E402
 from proftui.tui.panes.flat import FlatPane  # noqa: E402
 from proftui.tui.panes.tree import CallTreeView  # noqa: E402
 from proftui.tui.widgets.flame_graph import FlameGraph  # noqa: E402
@@ -166,13 +167,13 @@ async def measure(profile: Profile, repeat: int
         await until_derived()
         results.setdefault("bottom-up tree shown (worker)", []).append(
             1000 * (time.perf_counter() - start))
-        await flame_keys(app, pilot, press, timed, repeat)
+        await flame_keys(app, pilot, press, timed, repeat, results)
     return times, results
 
 
 async def flame_keys(app: ProfTuiApp, pilot: object, press: Callable[[str], Awaitable[None]],
                      timed: Callable[[str, Callable[[], Awaitable[None]]], Awaitable[None]],
-                     repeat: int) -> None:
+                     repeat: int, results: dict[str, list[float]]) -> None:
     """The flame pane (5): show it, move, zoom in and out, search and step through matches."""
     graph = app.query_one(FlameGraph)
     for _ in range(max(4, repeat // 5)):
@@ -193,11 +194,18 @@ async def flame_keys(app: ProfTuiApp, pilot: object, press: Callable[[str], Awai
         assert graph.zoomed
         await timed("flame: zoom out (Esc)", lambda: press("escape"))
         assert not graph.zoomed and app.nav[-1].pane == "flame"
-    for pattern in ("fn_000", "fn_01", "x{16}"):
+    pane = app.query_one(FlamePane)
+    for pattern in ("fn_000", "fn_01", "x{16}", "fn_1", "fn_2.*x{3}$", "fn_0004", "fn_3"):
         await press("slash")
+        await press("ctrl+u")  # the prompt starts with the previous pattern
         for char in pattern:
             await press(char)
+        start = time.perf_counter()
         await timed("flame: search (Enter in the prompt)", lambda: press("enter"))
+        while pane.share is None:  # the combined share: a walk of the tree in a worker
+            await asyncio.sleep(0.005)
+        results.setdefault("flame: search share shown (worker)", []).append(
+            1000 * (time.perf_counter() - start))
         for i in range(max(4, repeat // 5)):
             await timed("flame: next match (n)", lambda i=i: press("n" if i % 3 else "N"))
 

@@ -144,7 +144,9 @@ class FlamePane(Pane, Vertical):
         return [("Flame / icicle (i)", "Root at the bottom or at the top",
                  self.action_toggle_icicle),
                 ("Sandwich view (v)", "Callers above the selected function, callees below",
-                 self.action_sandwich)]
+                 self.action_sandwich),
+                ("Search the flame graph (/)", "Regex: matching frames highlighted, their "
+                 "combined share shown; n/N: next, previous", self.on_flame_graph_search)]
 
     # -- data ------------------------------------------------------------------------
 
@@ -295,8 +297,9 @@ class FlamePane(Pane, Vertical):
             return
         await self.app.run_action("back")
 
-    def on_flame_graph_search(self, message: FlameGraph.Search) -> None:
-        message.stop()
+    def on_flame_graph_search(self, message: FlameGraph.Search | None = None) -> None:
+        if message is not None:
+            message.stop()
 
         def done(pattern: str | None) -> None:
             if pattern is not None:
