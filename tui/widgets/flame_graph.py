@@ -15,6 +15,7 @@ from __future__ import annotations
 import colorsys
 import zlib
 from collections.abc import Callable
+from functools import lru_cache
 from typing import ClassVar
 
 from proftui.collectors.model.flame import FlameItem, Layout, cost_of, node_at
@@ -31,6 +32,8 @@ from textual.widget import Widget
 
 NAME_MIN = 3  # cells a frame needs to show a name; narrower ones are a coloured sliver
 DIFF_NEUTRAL = 0.02  # a relative change below this is drawn neutral
+MATCHED = Style(bold=True, underline=True)  # a frame the search matches
+SELECTED = Style(reverse=True, bold=True)
 
 
 def _rgb(h: float, lightness: float, saturation: float) -> tuple[int, int, int]:
@@ -38,6 +41,7 @@ def _rgb(h: float, lightness: float, saturation: float) -> tuple[int, int, int]:
     return int(r * 255), int(g * 255), int(b * 255)
 
 
+@lru_cache(maxsize=4096)
 def module_style(module: str, function: str, dark: bool) -> Style:
     """A stable colour per module (hue) with a shade per function, readable on either theme."""
     hue = (zlib.crc32(module.encode()) % 360) / 360
@@ -51,7 +55,12 @@ def module_style(module: str, function: str, dark: bool) -> Style:
 
 def diff_style(change: float, dark: bool) -> Style:
     """Red (grew) or blue (shrank), deeper with |change| (0..1, relative)."""
-    t = min(1.0, abs(change))
+    return _diff_style(round(max(-1.0, min(1.0, change)), 2), dark)
+
+
+@lru_cache(maxsize=512)
+def _diff_style(change: float, dark: bool) -> Style:
+    t = abs(change)
     if t < DIFF_NEUTRAL:
         neutral = (72, 72, 72) if dark else (222, 222, 222)
         target = neutral
@@ -345,7 +354,7 @@ class FlameGraph(Widget, can_focus=True):
             frame = self.frames[node.frame_id]
             style = module_style(frame.module_name, frame.function, dark)
         if self.matches is not None and node.parent is not None:
-            style += Style(bold=True, underline=True)
+            style += MATCHED
         return style
 
     def _change(self, node: CallNode, base: CallNode | None) -> float:
@@ -385,7 +394,7 @@ class FlameGraph(Widget, can_focus=True):
             cells = x1 - x0
             style = self._style(item, dark)
             if (k, index) == self.sel:
-                style += Style(reverse=True, bold=True)
+                style += SELECTED
             if item.node is None:
                 text = "░" * cells
             elif cells < NAME_MIN:
