@@ -206,6 +206,8 @@ def test_sandwich_shows_callers_above_and_callees_below() -> None:
             await pilot.press("up", "up", "up")  # leaf under a
             assert selected(graph) == "leaf"
             await pilot.press("v")
+            pane = app.query_one(FlamePane)
+            await wait_for(pilot, lambda: not pane.sandwich_pending, what="sandwich")
             callers = app.query_one("#sandwich-callers", FlameGraph)
             callees = app.query_one("#sandwich-callees", FlameGraph)
             assert app.focused is callees and not graph.display
@@ -274,4 +276,34 @@ def test_mouse_click_selects_and_click_again_zooms() -> None:
             assert selected(graph) == "b" and not graph.zoomed
             await pilot.click(FlameGraph, offset=(x0 + 1, y))
             assert graph.zoomed and graph.zoom_path[-1].function == "b"
+    run(body)
+
+
+def test_metric_change_redraws_widths_by_the_new_metric() -> None:
+    """`m` (app-wide) cycles to a heap metric: widths follow it."""
+    from proftui.collectors.model.profile import ALLOC_BYTES
+
+    profile = Profile(ProfileMeta(mode="heap", argv=["prog"], pids=[1]), (SAMPLES, ALLOC_BYTES))
+    ids = {n: profile.frames.intern(Frame(n, module="/bin/prog")) for n in ("main", "a", "b")}
+    assert profile.tree is not None
+    profile.tree.add_stack([ids["main"], ids["a"]], [90, 1_000])
+    profile.tree.add_stack([ids["main"], ids["b"]], [10, 3_000])
+    profile.finalize()
+
+    async def body() -> None:
+        app = ProfTuiApp(profile=profile)
+        async with app.run_test(size=SIZE) as pilot:
+            graph = await open_flame(pilot, app)
+            layout = graph.layout
+            assert layout is not None
+            assert [(profile.frames[i.node.frame_id].function, i.width) for i in layout.row(2)
+                    if i.node is not None] == [("a", 90), ("b", 10)]
+            await pilot.press("m")
+            await wait_for(pilot, lambda: graph.metric == 1, what="metric")
+            layout = graph.layout
+            assert layout is not None and layout.span == 4_000
+            assert [(profile.frames[i.node.frame_id].function, i.width) for i in layout.row(2)
+                    if i.node is not None] == [("b", 3_000), ("a", 1_000)]
+            await pilot.press("up", "up")
+            assert info(app).startswith(" b  total ") and "(75.0%)" in info(app), info(app)
     run(body)

@@ -93,6 +93,7 @@ class FlamePane(Pane, Vertical):
         self.sandwich: Frame | None = None  # the function of the sandwich view
         self._part_trees: tuple[object, ...] = ()  # (profile, part, tree, base, base tree)
         self.last_graph = "flame-graph"  # the graph of the view that had the focus
+        self.sandwich_pending = False  # the sandwich's trees are being derived
 
     def compose(self) -> ComposeResult:
         yield FlameGraph(id="flame-graph")
@@ -181,27 +182,42 @@ class FlamePane(Pane, Vertical):
         self.update_info()
 
     def _fill_sandwich(self) -> None:
+        """Derive the sandwich's trees in a worker (a walk of the whole tree: ~1 s at
+        200,000 nodes); the graphs keep the previous ones until then."""
         assert self.profile is not None and self.sandwich is not None
         frame_id = self.profile.frames.find(self.sandwich)
         name = shorten(display(self.sandwich.function), "params")
-        callers = self.query_one("#sandwich-callers", FlameGraph)
-        callees = self.query_one("#sandwich-callees", FlameGraph)
         if frame_id is None:
-            empty = None
-            callers.set_tree(empty, None, self.metric)
-            callees.set_tree(empty, None, self.metric)
+            for graph in (self.query_one("#sandwich-callers", FlameGraph),
+                          self.query_one("#sandwich-callees", FlameGraph)):
+                graph.set_tree(None, None, self.metric)
             self.query_one("#sandwich-callers-title", Static).update(
                 f" {name} is not in this profile")
             return
-        up = caller_tree(self.profile, frame_id, self.part)
-        down = callee_tree(self.profile, frame_id, self.part)
-        callers.set_tree(up, self.profile.frames, self.metric)
-        callees.set_tree(down, self.profile.frames, self.metric)
+        self.sandwich_pending = True
+        self._sandwich_worker(self.profile, frame_id, self.part, self.sandwich, self.metric)
+
+    @work(thread=True, exclusive=True, group="flame-sandwich")
+    def _sandwich_worker(self, profile: Profile, frame_id: int, part: str | None,
+                         frame: Frame, metric: int) -> None:
+        up = caller_tree(profile, frame_id, part)
+        down = callee_tree(profile, frame_id, part)
+        self.app.call_from_thread(self._sandwich_ready, profile, frame, metric, up, down)
+
+    def _sandwich_ready(self, profile: Profile, frame: Frame, metric: int, up: CallTree,
+                        down: CallTree) -> None:
+        if frame != self.sandwich or profile is not self.profile or metric != self.metric:
+            return  # the user (or a newer snapshot) moved on: its own worker follows
+        self.sandwich_pending = False
+        name = shorten(display(frame.function), "params")
+        self.query_one("#sandwich-callers", FlameGraph).set_tree(up, profile.frames, metric)
+        self.query_one("#sandwich-callees", FlameGraph).set_tree(down, profile.frames, metric)
         cut = f" (callers cut at {up.cut_depth} levels)" if up.cut_depth is not None else ""
         self.query_one("#sandwich-callers-title", Static).update(
             f" who calls {name} (inverted: callers above){cut}")
         self.query_one("#sandwich-callees-title", Static).update(
             f" {name} and what it calls")
+        self.update_info()
 
     def _current(self) -> FlameGraph:
         if self.sandwich is None:
@@ -348,6 +364,12 @@ class FlamePane(Pane, Vertical):
         self.last_graph = "sandwich-callees"
         self.graph.display = False
         box.display = True
+        name = shorten(display(frame.function), "params")
+        self.query_one("#sandwich-callers-title", Static).update(
+            f" who calls {name}: computing…")
+        for graph in (self.query_one("#sandwich-callers", FlameGraph),
+                      self.query_one("#sandwich-callees", FlameGraph)):
+            graph.set_tree(None, None, self.metric)
         self._fill_sandwich()
         self.app.set_focus(self.query_one("#sandwich-callees", FlameGraph))
         self.update_info()
