@@ -6,6 +6,7 @@ real key pressed through Textual's Pilot; the time runs from the press until
 every message it caused is handled and the screen update has run.  Anchor:
 the same keys on a small profile (60 functions, 200 nodes) in the same run,
 so the ratio shows what profile size costs.  Goal: p95 <= 100 ms on the big one.
+The flame pane (5) is measured too: move, zoom in and out, search and n/N.
 
 Then the observer's own CPU use (issue 15): the installed `proftui` runs in a
 real terminal (tmux, 160x45) on a long-running target sampled at 1 kHz (Lua
@@ -43,8 +44,10 @@ sys.path.insert(0, str(ROOT))
 
 from proftui.collectors.model.profile import CPU_NS, SAMPLES, CallNode, Frame, Profile, ProfileMeta  # noqa: E402
 from proftui.tui.app import ProfTuiApp  # noqa: E402
+from proftui.tui.panes.flame import FlamePane  # noqa: E402
 from proftui.tui.panes.flat import FlatPane  # noqa: E402
 from proftui.tui.panes.tree import CallTreeView  # noqa: E402
+from proftui.tui.widgets.flame_graph import FlameGraph  # noqa: E402
 from proftui.tui.widgets.flat_table import FlatTable  # noqa: E402
 from textual import events  # noqa: E402
 
@@ -164,7 +167,47 @@ async def measure(profile: Profile, repeat: int
         await until_derived()
         results.setdefault("bottom-up tree shown (worker)", []).append(
             1000 * (time.perf_counter() - start))
+        await flame_keys(app, pilot, press, timed, repeat, results)
     return times, results
+
+
+async def flame_keys(app: ProfTuiApp, pilot: object, press: Callable[[str], Awaitable[None]],
+                     timed: Callable[[str, Callable[[], Awaitable[None]]], Awaitable[None]],
+                     repeat: int, results: dict[str, list[float]]) -> None:
+    """The flame pane (5): show it, move, zoom in and out, search and step through matches."""
+    graph = app.query_one(FlameGraph)
+    for _ in range(max(4, repeat // 5)):
+        await timed("flame: show pane (5)", lambda: press("5"))
+        await press("1")
+    await press("5")
+    graph.set_icicle(False)  # root at the bottom, whatever the settings file remembers
+    for i in range(repeat):  # up towards the leaves, then back down to the root
+        await timed("flame: move up/down", lambda i=i: press("up" if i % 8 < 4 else "down"))
+    for i in range(repeat):
+        await timed("flame: move left/right", lambda i=i: press("right" if i % 4 < 2 else "left"))
+    for _ in range(max(4, repeat // 5)):
+        graph.action_to_root()
+        await press("up")
+        await press("up")
+        assert graph.sel[0] == 2, graph.sel  # a frame two levels above "all"
+        await timed("flame: zoom (Enter)", lambda: press("enter"))
+        assert graph.zoomed
+        await timed("flame: zoom out (Esc)", lambda: press("escape"))
+        assert not graph.zoomed and app.nav[-1].pane == "flame"
+    pane = app.query_one(FlamePane)
+    for pattern in ("fn_000", "fn_01", "x{16}", "fn_1", "fn_2.*x{3}$", "fn_0004", "fn_3"):
+        await press("slash")
+        await press("ctrl+u")  # the prompt starts with the previous pattern
+        for char in pattern:
+            await press(char)
+        start = time.perf_counter()
+        await timed("flame: search (Enter in the prompt)", lambda: press("enter"))
+        while pane.share is None:  # the combined share: a walk of the tree in a worker
+            await asyncio.sleep(0.005)
+        results.setdefault("flame: search share shown (worker)", []).append(
+            1000 * (time.perf_counter() - start))
+        for i in range(max(4, repeat // 5)):
+            await timed("flame: next match (n)", lambda i=i: press("n" if i % 3 else "N"))
 
 
 def pct(values: list[float], q: float) -> float:

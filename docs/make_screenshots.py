@@ -7,12 +7,13 @@ run launches tests/fixtures/thr_ratio.c (four named threads) under the
 sampler for the thread picker, threads as roots, the help screen and the
 output panel.
 
-usage: python docs/make_screenshots.py [OUTPUT_DIR]
+usage: python docs/make_screenshots.py [OUTPUT_DIR [flame]]
 """
 
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import sys
 import tempfile
 import time
@@ -148,9 +149,64 @@ async def shoot_heap(app: ProfTuiApp, out: Path) -> list[Path]:
     return saved
 
 
+LUA_DIR = Path("/work/shared/programs/lua")
+LUA_WORK = """
+local function fib(n) if n < 2 then return n end return fib(n-1) + fib(n-2) end
+for _ = 1, 400 do
+  local t = {}
+  for i = 1, 20000 do t[i] = tostring(i * 7 % 1000) .. "x" end
+  table.sort(t)
+  local parts = {}
+  for w in table.concat(t, ",", 1, 2000):gmatch("[^,]+") do parts[#parts+1] = w:upper() end
+  fib(18)
+end
+"""
+
+
+async def shoot_flame(app: ProfTuiApp, out: Path) -> list[Path]:
+    """The flame pane on Lua (a real interpreter: many functions, deep stacks)."""
+    async with app.run_test(size=SIZE) as pilot:
+        deadline = time.monotonic() + 60.0
+        while app.profile is None or app.profile.total(0) < 1500:
+            if time.monotonic() > deadline:
+                raise SystemExit("timed out waiting for Lua's samples")
+            await pilot.pause(0.1)
+        await pilot.press("5")
+        await pilot.pause(0.5)
+        await pilot.press("up", "up", "up", "up")
+        await pilot.pause(0.5)
+        app.save_screenshot(filename="flame.svg", path=str(out))
+        app.exit()
+    return [out / "flame.svg"]
+
+
+def flame(out: Path) -> None:
+    """flame.svg: Lua (/work/shared/programs/lua) under the sampler, if its source is here."""
+    if not (LUA_DIR / "onelua.c").exists():
+        print(f"flame.svg skipped: {LUA_DIR} is absent")
+        return
+    with tempfile.TemporaryDirectory() as scratch:
+        lua = Path(scratch) / "lua"
+        subprocess.run(["gcc", "-O2", "-g", "-DLUA_USE_LINUX", str(LUA_DIR / "onelua.c"),
+                        "-lm", "-ldl", "-o", str(lua)], check=True)
+        script = Path(scratch) / "work.lua"
+        script.write_text(LUA_WORK)
+        collector = SamplerCollector([str(lua), str(script)], CollectorOptions(output="log"))
+        collector.start()
+        try:
+            for path in asyncio.run(shoot_flame(ProfTuiApp(collector=collector), out)):
+                print(path)
+        finally:
+            collector.stop()
+
+
 def main() -> None:
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "docs" / "screenshots"
     out.mkdir(parents=True, exist_ok=True)
+    if sys.argv[2:] == ["flame"]:  # only the flame graph
+        flame(out)
+        return
+    flame(out)
     heap = HeapCollector([str(build_demo("heap"))], CollectorOptions(output="log"))
     heap.start()
     try:

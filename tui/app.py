@@ -41,6 +41,7 @@ from proftui.tui.diffstate import DiffViews, Views
 from proftui.tui.format import metric_label, use_theme
 from proftui.tui.names import MODE_TITLES, next_mode
 from proftui.tui.panes.base import Command, Drill, NavState, Pane, SelectPart, step_to
+from proftui.tui.panes.flame import FlamePane
 from proftui.tui.panes.flat import SORTS, FlatPane
 from proftui.tui.panes.process import ProcPane
 from proftui.tui.panes.source import SourcePane
@@ -80,6 +81,7 @@ PANES: list[type[Pane]] = [
     CallTreeView,
     SourcePane,
     ProcPane,
+    FlamePane,
 ]
 
 

@@ -33,6 +33,7 @@ class Settings:
     metric: str | None = None  # a metric name ("cpu_ns"); used when the profile has it
     names: str = "templates"  # tui.names.MODES
     percent_of_parent: bool = False
+    flame_icicle: bool = False  # the flame pane draws the root at the top
 
 
 def config_path() -> Path:
@@ -49,7 +50,7 @@ def _valid(name: str, value: object) -> bool:
         return value in SORTS
     if name == "names":
         return value in NAME_MODES
-    return isinstance(value, bool)  # descending, percent_of_parent
+    return isinstance(value, bool)  # descending, percent_of_parent, flame_icicle
 
 
 def load(path: Path | None = None) -> tuple[Settings, str]:

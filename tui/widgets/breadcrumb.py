@@ -66,7 +66,7 @@ class Breadcrumb(Static):
         width = self.size.width or self.app.size.width
         text = _tabs(tabs, current, compact=False)
         if trail:
-            need = min(len(trail[-1]), 24)  # the current step, or a readable part of it
+            need = min(len(trail[-1]), 32)  # the current step, or a readable part of it
             if text.cell_len + 2 + need > width:
                 text = _tabs(tabs, current, compact=True)
             text.append("  ")
