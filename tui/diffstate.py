@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from proftui.collectors.base import Collector
 from proftui.collectors.model.diff import align, subtract
@@ -62,6 +62,14 @@ class DiffViews(_Base):
     part: str | None
     _whole: Profile | None
     _entries: list[FlatEntry]
+
+    if TYPE_CHECKING:  # ProfTuiApp's, which this mixin calls
+        nav: list[Any]
+
+        def pane(self, pane_id: str) -> Any: ...
+        def _apply(self, profile: Profile, entries: list[FlatEntry]) -> None: ...
+        def _update_header(self) -> None: ...
+        def _prepare(self, profile: Profile, part: str | None) -> object: ...
 
     def init_diff(self, base: Profile | None, base_name: str) -> None:
         """No baseline yet; `base` (named `base_name`) is the profile to compare with."""

@@ -134,8 +134,9 @@ def test_open_base_flat_deltas_tree_and_units(saved: tuple[Path, Path]) -> None:
             await pilot.press("h")
             new_node, base_node = _node(new, "main", "dft_a"), _node(base, "main", "dft_a")
             assert new_node is not None and base_node is not None
-            expected = 100 * (new_node.total_cost[m] / new.total(m)
-                              - base_node.total_cost[m] / base.total(m))
+            # (the same float operations as the pane's, so that rounding cannot differ)
+            expected = (100.0 * new_node.total_cost[m] / new.total(m)
+                        - 100.0 * base_node.total_cost[m] / base.total(m))
             await wait_for(pilot, lambda: f"Δ{expected:+.1f}" in screen_text(app),
                            what=f"tree Δ{expected:+.1f} of dft_a")
             # Bottom-up (u): dft_a's root row carries the same change.
@@ -200,8 +201,11 @@ def test_live_mark_and_since_the_mark(tmp_path: Path) -> None:
 
         async def body() -> None:
             async with app.run_test(size=SIZE) as pilot:
+                # Enough samples that the phase before the mark has dft_c's share of
+                # phase one (~9%), not the noise of a few.
                 await wait_for(pilot, lambda: app.profile is not None
-                               and app.profile.total(0) > 30, timeout=30, what="samples")
+                               and app.profile.total(app.profile.metric_index("samples"))
+                               > 300, timeout=60, what="samples")
                 await pilot.press("b")
                 await wait_for(pilot, lambda: "mark at" in screen_text(app).splitlines()[0],
                                what="mark in the header")
