@@ -23,8 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from proftui.collectors.model.deltas import function_changes, gone_entries
 from proftui.collectors.model.diff import align, subtract
+from proftui.collectors.model.diffviews import function_changes, gone_entries
 from proftui.collectors.model.parts import part_total
 from proftui.collectors.model.profile import Profile
 from proftui.collectors.model.views import flat_profile

@@ -126,14 +126,15 @@ class ProfTuiApp(DiffViews, App[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "Back", tooltip="Return to the previous step of the trail"),
         Binding("m", "metric", "Metric", tooltip="Show the next metric (samples, CPU time...)"),
+        # Key bar order is priority: keys from the last give way first on narrow terminals.
+        Binding("e", "export", "Save/Export",
+                tooltip="Save the profile (.proftui) or export it (pprof, folded...)"),
         Binding("c", "names", "Names", show=False,
                 tooltip="Cycle full names, templates <…>, templates and parameters (…)"),
         Binding("t", "threads", "Threads",
                 tooltip="Show one thread or process, or all (threads by share)"),
         Binding("p", "pause", "Pause", tooltip="Pause or resume collection in the target"),
         Binding("r", "reset", "Reset", tooltip="Reset the counters: count from now on"),
-        Binding("e", "export", "Save/Export",
-                tooltip="Save the profile (.proftui) or export it (pprof, folded...)"),
         Binding("w", "notes", "Notes", tooltip="Warnings about this profile, in full"),
         Binding("b", "mark", "Mark", show=False,
                 tooltip="During a live run, mark a baseline now (again: re-mark); B shows "

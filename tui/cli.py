@@ -620,7 +620,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     diff = diff_profiles(base, new, args.metric)
     options: dict[str, Any] = {
         "files": (str(args.base), str(args.new)),
-        "normalisation": "absolute" if args.absolute else "share", "by": args.sort,
+        "normalisation": "absolute" if args.absolute else "shares", "by": args.sort,
         "limit": args.limit or None, "paths": args.paths}
     if args.json:
         json.dump(render_diff_json(diff, base, new, **options), sys.stdout, indent=1)

@@ -99,9 +99,12 @@ def align(base: Profile, onto: Profile) -> Profile:
 
     The result's frame table is `onto`'s (same ids) plus `base`'s frames that match
     none of them; its costs follow `onto.metrics` (a metric `base` lacks is zero).
-    Trees, parts, arcs and per-function totals are remapped; line and address costs,
-    sources and the timeline are `base`'s own (their keys do not depend on frame ids).
+    The programs' own frames match even when the two builds are named differently
+    (`same_program`).  Trees, parts, arcs and per-function totals are remapped; line
+    and address costs, sources and the timeline are `base`'s own (their keys do not
+    depend on frame ids).
     """
+    base = same_program(base, onto)
     matcher = FrameMatcher(onto.frames)
     ids = [matcher.match(frame) for frame in base.frames]
     order = _metric_map(base.metrics, onto.metrics)
@@ -188,3 +191,28 @@ def subtract(current: Profile, mark: Profile) -> Profile:
         address_costs=_subtract_costs(current.address_costs, aligned.address_costs),
         address_sites={**aligned.address_sites, **current.address_sites},
         functions=None, sources=current.sources, timeline=current.timeline)
+
+
+def _program_module(profile: Profile) -> str | None:
+    """The module path of the profiled program's own frames (named by argv[0]), if any."""
+    if not profile.meta.argv:
+        return None
+    wanted = profile.meta.argv[0].rsplit("/", 1)[-1]
+    return next((f.module for f in profile.frames if f.module_name == wanted), None)
+
+
+def same_program(base: Profile, new: Profile) -> Profile:
+    """`base` with its program's frames moved to NEW's program module when the two
+    programs have different names (prog-v1, prog-v2): they are two builds of one
+    program, and their functions should match.  Libraries keep their names."""
+    mine, theirs = _program_module(base), _program_module(new)
+    if mine is None or theirs is None:
+        return base
+    mine_name, theirs_name = mine.rsplit("/", 1)[-1], theirs.rsplit("/", 1)[-1]
+    if mine_name == theirs_name or any(f.module_name == theirs_name for f in base.frames):
+        return base
+    frames = FrameTable([replace(f, module=theirs) if f.module == mine else f
+                         for f in base.frames])
+    if len(frames) != len(base.frames):  # two frames became one: ids would shift
+        return base
+    return replace(base, frames=frames)

@@ -2,7 +2,7 @@
 
 `diff_profiles(base, new, metric)` aligns BASE onto NEW (`diff.align`: frames match by
 function name and module base name; the profiled programs' own frames match even when
-the two builds are named differently, `same_program`) and returns a `ProfileDiff`:
+the two builds are named differently, `diff.same_program`) and returns a `ProfileDiff`:
 
 * `functions` - one `FunctionDelta` per function of either side: self and total cost
   in the metric's unit (`base_*`, `new_*`), the same as shares of each profile's own
@@ -14,7 +14,7 @@ the two builds are named differently, `same_program`) and returns a `ProfileDiff
   changed the same way by at least `EXPLAINED` of it) is left out: its child is the
   place that changed, and listing every ancestor of it says nothing new.
 
-Normalisation: "share" compares each profile's share of its own total (runs of
+Normalisation: "shares" compares each profile's share of its own total (runs of
 different length compare fairly: pprof's `-normalize`, perf diff's default);
 "absolute" compares raw costs (pprof's `-diff_base`).  Sorting uses the chosen one.
 Pure functions, no I/O; walks are iterative (trees can be 100,000 deep).
@@ -22,7 +22,8 @@ Pure functions, no I/O; walks are iterative (trees can be 100,000 deep).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.model.diff import align
@@ -33,9 +34,10 @@ from proftui.collectors.model.profile import (
     FunctionCost,
     Profile,
 )
-from proftui.collectors.model.views import function_costs
+from proftui.collectors.model.views import FlatEntry, function_costs
 
-NORMALISATIONS = ("share", "absolute")
+NORMALISATIONS = ("shares", "absolute")
+NEW, GONE = "new", "gone"  # FunctionDelta.status / FunctionChange.status of one-sided rows
 EXPLAINED = 0.9  # a child carrying this much of a path's change stands for the path
 
 
@@ -76,8 +78,8 @@ class Change:
         return _ratio(self.new_share, self.base_share)
 
     def change(self, normalisation: str) -> float:
-        """The change that sorting uses: points for "share", delta for "absolute"."""
-        return self.points if normalisation == "share" else self.delta
+        """The change that sorting uses: points for "shares", delta for "absolute"."""
+        return self.points if normalisation == "shares" else self.delta
 
 
 def _change(base: float, new: float, base_whole: float, new_whole: float) -> Change:
@@ -130,7 +132,7 @@ class ProfileDiff:
     functions: list[FunctionDelta]
     paths: list[PathDelta]
 
-    def sorted_functions(self, normalisation: str = "share", by: str = "self"
+    def sorted_functions(self, normalisation: str = "shares", by: str = "self"
                          ) -> list[FunctionDelta]:
         """Largest change first (of self or total cost, in `normalisation`), then by name."""
         def key(d: FunctionDelta) -> tuple[float, float, str]:
@@ -140,7 +142,7 @@ class ProfileDiff:
                     d.frame.function)
         return sorted(self.functions, key=key)
 
-    def sorted_paths(self, normalisation: str = "share") -> list[PathDelta]:
+    def sorted_paths(self, normalisation: str = "shares") -> list[PathDelta]:
         """Contexts whose total changed most first (the explained ones already left out)."""
         kept = [p for p in self.paths if p.total_cost.change(normalisation)]
         # ties: shallower first, then by the innermost function's name (cheap: no paths)
@@ -188,39 +190,14 @@ def _per_function(profile: Profile, function_ids: list[int]) -> dict[int, Functi
     return out
 
 
-def _program_module(profile: Profile) -> str | None:
-    """The module path of the profiled program's own frames (named by argv[0]), if any."""
-    if not profile.meta.argv:
-        return None
-    wanted = profile.meta.argv[0].rsplit("/", 1)[-1]
-    return next((f.module for f in profile.frames if f.module_name == wanted), None)
-
-
-def same_program(base: Profile, new: Profile) -> Profile:
-    """`base` with its program's frames moved to NEW's program module when the two
-    programs have different names (prog-v1, prog-v2): they are two builds of one
-    program, and their functions should match.  Libraries keep their names."""
-    mine, theirs = _program_module(base), _program_module(new)
-    if mine is None or theirs is None:
-        return base
-    mine_name, theirs_name = mine.rsplit("/", 1)[-1], theirs.rsplit("/", 1)[-1]
-    if mine_name == theirs_name or any(f.module_name == theirs_name for f in base.frames):
-        return base
-    frames = FrameTable([replace(f, module=theirs) if f.module == mine else f
-                         for f in base.frames])
-    if len(frames) != len(base.frames):  # two frames became one: ids would shift
-        return base
-    return replace(base, frames=frames)
-
-
 def diff_profiles(base: Profile, new: Profile, metric: str | None = None) -> ProfileDiff:
     """Compare finalized `base` and `new` in `metric` (default: `common_metric`).
 
     Frames match by function name and module base name (`diff.frame_key`); the
-    programs themselves match even when named differently (`same_program`)."""
+    programs themselves match even when named differently (`diff.same_program`)."""
     name = common_metric(base, new, metric)
     # aligned.metrics == new.metrics; frame ids: NEW's, then BASE-only frames
-    aligned = align(same_program(base, new), new)
+    aligned = align(base, new)
     m = new.metric_index(name)
     unit = new.metrics[m].unit
     base_whole, new_whole = aligned.total(m), new.total(m)
@@ -303,3 +280,59 @@ def path_names(path: PathDelta) -> list[str]:
     """Function names of a context, outermost first ([inlined] marked)."""
     return [f.function + (" [inlined]" if f.inlined else "") for f in path.frames]
 
+
+# The TUI's Δ columns (flat profile, tree): changes of FlatEntry rows against the
+# baseline's, both from `flat_profile` of profiles sharing frame ids (`diff.align`).
+
+def change(new: float, base: float, new_whole: float, base_whole: float,
+           normalise: str) -> float:
+    """`new` - `base`: in points of each side's whole ("shares") or in cost units."""
+    return _change(base, new, base_whole, new_whole).change(normalise)
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionChange:
+    """One function's change in the metric shown; `status` is "", NEW or GONE."""
+
+    self_delta: float
+    total_delta: float
+    status: str
+
+
+def gone_entries(entries: Sequence[FlatEntry], base_entries: Sequence[FlatEntry],
+                 n_metrics: int) -> list[FlatEntry]:
+    """Rows for the baseline's functions that `entries` lacks: zero cost, no calls."""
+    have = {e.frame_id for e in entries}
+    zero = (0.0,) * n_metrics
+    return [FlatEntry(e.frame_id, e.frame, zero, zero, None, 0.0, 0.0)
+            for e in base_entries if e.frame_id not in have and any(e.total_cost)]
+
+
+def function_changes(entries: Sequence[FlatEntry], base_entries: Sequence[FlatEntry],
+                     metric: int, whole: float, base_whole: float,
+                     normalise: str) -> dict[int, FunctionChange]:
+    """The change of every function of `entries` (gone rows included), by frame id.
+
+    Both lists come from `flat_profile` of profiles sharing frame ids (the
+    baseline aligned onto the new one), for the same thread or process.
+    """
+    base = {e.frame_id: e for e in base_entries}
+    out: dict[int, FunctionChange] = {}
+    for e in entries:
+        b = base.get(e.frame_id)
+        b_self = b.self_cost[metric] if b is not None and metric < len(b.self_cost) else 0.0
+        b_total = b.total_cost[metric] if b is not None and metric < len(b.total_cost) else 0.0
+        n_self, n_total = e.self_cost[metric], e.total_cost[metric]
+        status = NEW if n_total > 0 and b_total <= 0 else \
+            GONE if b_total > 0 and n_total <= 0 else ""
+        out[e.frame_id] = FunctionChange(
+            change(n_self, b_self, whole, base_whole, normalise),
+            change(n_total, b_total, whole, base_whole, normalise), status)
+    return out
+
+
+def root_of(node: CallNode) -> CallNode:
+    """The root of `node`'s tree."""
+    while node.parent is not None:
+        node = node.parent
+    return node

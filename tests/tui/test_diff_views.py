@@ -289,7 +289,7 @@ def test_open_bad_base_is_one_line(saved: tuple[Path, Path], tmp_path: Path) -> 
 @pytest.mark.parametrize("width", [80, 110, 160])
 def test_delta_columns_leave_room_for_the_name(width: int) -> None:
     """With the Δ columns on, numbers still give way to the function name first."""
-    from proftui.collectors.model.deltas import FunctionChange
+    from proftui.collectors.model.diffviews import FunctionChange
     from proftui.tui.widgets.flat_table import COLUMNS, DSELF, DTOTAL, MODULE, NAME
 
     table = FlatTable()

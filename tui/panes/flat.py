@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from proftui.collectors.model.deltas import FunctionChange, function_changes, gone_entries
+from proftui.collectors.model.diffviews import FunctionChange, function_changes, gone_entries
 from proftui.collectors.model.parts import describe_part, part_total
 from proftui.collectors.model.profile import Frame, Profile
 from proftui.collectors.model.textsafe import display

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from proftui.collectors.model.deltas import change, counterpart_of, root_of
+from proftui.collectors.model.diff import counterpart
+from proftui.collectors.model.diffviews import change, root_of
 from proftui.collectors.model.parts import part_total
 from proftui.collectors.model.profile import CallNode, CallTree, Profile
 from proftui.collectors.model.views import bottom_up_tree, callee_tree, caller_tree, select_tree
@@ -59,7 +60,7 @@ class TreeDeltas:
         base_tree = self._bases.get(id(root_of(call)))
         if base_tree is None:
             return None
-        found = counterpart_of(call, base_tree)
+        found = counterpart(call, base_tree)
         total = call.total_cost[metric] if call.total_cost else 0.0
         if found is None or not found.total_cost or found.total_cost[metric] <= 0:
             return Text(f"{'Δ new':>{WIDTH}} ", style="italic green") if total > 0 else None

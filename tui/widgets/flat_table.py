@@ -6,7 +6,7 @@ sort and filter within a frame.  Row data is `FlatEntry`; the pane owns the
 order and the filter, the table owns the cursor.
 
 With a baseline (`open --base`, a live mark) two more columns show each
-function's change, ΔSelf and ΔTotal (`collectors.model.deltas`): points of
+function's change, ΔSelf and ΔTotal (`collectors.model.diffviews`): points of
 each profile's total or cost units, red where it grew, blue where it shrank;
 functions only one side has are tagged "new" or "gone".
 """
@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from proftui.collectors.model.deltas import GONE, NEW, FunctionChange
+from proftui.collectors.model.diffviews import GONE, NEW, FunctionChange
 from proftui.collectors.model.profile import Metric
 from proftui.collectors.model.textsafe import display
 from proftui.collectors.model.views import FlatEntry
@@ -95,7 +95,7 @@ class FlatTable(ScrollView, can_focus=True):
         self.labeler = Labeler("full", display)  # names -> shown labels, distinct
         self.has_calls = True  # no row has a call count: the Calls column is left out
         self.changes: dict[int, FunctionChange] | None = None  # by frame id; None: no Δ
-        self.normalise = "shares"  # collectors.model.deltas.NORMALISATIONS
+        self.normalise = "shares"  # collectors.model.diffviews.NORMALISATIONS
 
     def set_rows(self, rows: Sequence[FlatEntry], metric: int, metrics: Sequence[Metric],
                  whole: float, sort_key: str, descending: bool, cursor: int = 0,
