@@ -90,21 +90,39 @@ PT_HIDDEN void pt_heap_count_untracked_free(void);
 PT_HIDDEN void pt_heap_peak_snapshot(int force); /* copy live -> peak if live grew */
 PT_HIDDEN int64_t pt_heap_draw(struct pt_heap_thread *t, uint64_t mean); /* exponential */
 
-/* Sampled mode: one bit per hashed address of a sampled block (set, never
- * cleared but in a fork child); a clear bit means "never sampled", so most
- * frees skip the table.  32 KiB: it stays in cache.  NULL in exact mode. */
-#define PT_HEAP_BITMAP_BITS (1u << 18)
-extern PT_HIDDEN uint64_t *pt_heap_bitmap;
-
-/* The bit of `p`.  Async-signal-safe. */
-static inline uint64_t pt_heap_bit(const void *p) {
-    return ((uint64_t)(uintptr_t)p >> 4) * 0x9e3779b97f4a7c15ull >> (64 - 18);
+/* The pointer table's hash (it picks the stripe and the filter slot).
+ * Async-signal-safe. */
+static inline uint64_t pt_heap_mix(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    return x;
 }
 
-/* 0 if `p` was certainly never sampled.  Async-signal-safe. */
+/* Sampled mode: a counting filter of the sampled blocks now in the pointer
+ * table.  An address's slot is the top PT_HEAP_FILTER_BITS bits of its hash;
+ * the slot's counter (pt_heap_track.c) counts the live sampled blocks hashing
+ * there, and its bit here is set while that counter is nonzero.  Since the
+ * stripe is the top 6 bits of the same hash, a slot and its 64-slot word
+ * belong to one stripe: counter and bit change only under that stripe's lock
+ * (no lost update between an entry and a leave).  A clear bit means "no
+ * sampled block lives here", so a free of a block that was never sampled, or
+ * whose address held a sampled block since freed, skips the table; unlike a
+ * never-cleared bitmap it does not fill up with the hot addresses the
+ * allocator hands out again and again.  A set bit only means "look it up"
+ * (the table decides), so a block is never taken for sampled by mistake.
+ * 8 KiB, static (no pointer to load; it stays in L1); zeroed in a fork child. */
+#define PT_HEAP_FILTER_BITS 16
+extern PT_HIDDEN uint64_t pt_heap_filter[(1u << PT_HEAP_FILTER_BITS) / 64];
+
+/* The filter slot of a hash.  Async-signal-safe. */
+static inline uint32_t pt_heap_slot(uint64_t h) { return (uint32_t)(h >> (64 - PT_HEAP_FILTER_BITS)); }
+
+/* 0 if no sampled block lives at `p` (the table need not be asked).
+ * Async-signal-safe. */
 static inline int pt_heap_maybe_sampled(const void *p) {
-    uint64_t bit = pt_heap_bit(p);
-    return (int)(__atomic_load_n(&pt_heap_bitmap[bit / 64], __ATOMIC_RELAXED) >> (bit % 64) & 1);
+    uint32_t slot = pt_heap_slot(pt_heap_mix((uint64_t)(uintptr_t)p));
+    return (int)(__atomic_load_n(&pt_heap_filter[slot / 64], __ATOMIC_RELAXED) >> (slot % 64) & 1);
 }
 
 /* Sampled mode's fast path: 1 when an allocation of `n` bytes is not sampled

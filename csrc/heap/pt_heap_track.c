@@ -19,8 +19,8 @@
  * probability 1 - exp(-s/mean) and then stands for s / (1 - exp(-s/mean))
  * bytes and 1 / (1 - exp(-s/mean)) blocks (counts scaled by
  * PT_HEAP_SAMPLED_SCALE), so every total is unbiased.  Unsampled blocks
- * never touch the table; a bitmap of sampled addresses lets their frees skip
- * the lookup too.
+ * never touch the table; a counting filter of the sampled addresses in the
+ * table (pt_heap.h) lets their frees skip the lookup too.
  *
  * Everything here is async-signal-safe: no libc calls besides sched_yield,
  * sigaltstack, clock_gettime and, once per thread, pthread_getattr_np (made
@@ -54,10 +54,13 @@ struct pt_stripe {
 
 /* The pointer table: stripes grow (double) under their lock while the whole
  * stays within the budget, so a small live set stays in cache.  Made at
- * start, remade in a fork child.  The sampled-address bitmap (sampled mode
- * only).  pt_table_bytes counts the stripes' memory (atomic). */
+ * start, remade in a fork child.  The sampled-address filter (pt_heap.h;
+ * kept by pt_put/pt_take in sampled mode only).  pt_table_bytes counts the stripes' memory (atomic). */
 static struct pt_stripe pt_stripes[PT_HEAP_STRIPES];
-PT_HIDDEN uint64_t *pt_heap_bitmap;
+PT_HIDDEN uint64_t pt_heap_filter[(1u << PT_HEAP_FILTER_BITS) / 64];
+/* The filter's counters: live sampled blocks per slot, under the slot's
+ * stripe lock; 65535 sticks (then the slot is "maybe" for good). */
+static uint16_t pt_filter_count[1u << PT_HEAP_FILTER_BITS];
 static uint64_t pt_table_bytes, pt_table_budget;
 /* 1 while a peak snapshot copies (CAS-claimed; others skip theirs). */
 static int pt_peak_busy;
@@ -65,13 +68,7 @@ static int pt_peak_busy;
 #define PT_SIZE_MASK ((1ull << PT_HEAP_SIZE_BITS) - 1)
 #define PT_STRIPE_INITIAL 256 /* entries: one page */
 
-/* Async-signal-safe. */
-static inline uint64_t pt_mix(uint64_t x) {
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    return x;
-}
+#define pt_mix pt_heap_mix
 
 /* Not async-signal-safe (mmap at start or in a fork child). */
 int pt_heap_track_init(void) {
@@ -88,10 +85,6 @@ int pt_heap_track_init(void) {
     }
     if (pt_heap_file.heap != NULL)
         pt_heap_file.heap->ptr_capacity = pt_table_budget / sizeof(struct pt_entry) * 3 / 4;
-    if (pt_heap_cfg.sample_bytes && pt_heap_bitmap == NULL) {
-        pt_heap_bitmap = pt_alloc(PT_HEAP_BITMAP_BITS / 8);
-        if (pt_heap_bitmap == NULL) return -1;
-    }
     pt_peak_busy = 0;
     return 0;
 }
@@ -103,7 +96,8 @@ void pt_heap_track_fork_child(void) {
     for (int i = 0; i < PT_HEAP_STRIPES; i++)
         if (pt_stripes[i].e != NULL)
             pt_free(pt_stripes[i].e, (pt_stripes[i].mask + 1) * sizeof(struct pt_entry));
-    if (pt_heap_bitmap != NULL) memset(pt_heap_bitmap, 0, PT_HEAP_BITMAP_BITS / 8);
+    memset(pt_heap_filter, 0, sizeof pt_heap_filter);
+    memset(pt_filter_count, 0, sizeof pt_filter_count);
     pt_heap_track_init();
 }
 
@@ -158,6 +152,22 @@ static int pt_grow(struct pt_stripe *s) {
     return 0;
 }
 
+/* A sampled block of hash `h` entered (+1) or left (-1) the table: its
+ * filter counter and bit.  Called under the stripe lock of `h`, which owns
+ * the slot's whole filter word.  Async-signal-safe. */
+static inline void pt_filter_add(uint64_t h, int delta) {
+    if (!pt_heap_cfg.sample_bytes) return;
+    uint32_t slot = pt_heap_slot(h);
+    uint16_t c = pt_filter_count[slot];
+    if (c == UINT16_MAX || (delta < 0 && c == 0)) return;
+    pt_filter_count[slot] = (uint16_t)(c + delta);
+    if (c == 0) /* 0 -> 1: set before the block can be freed (we return it after) */
+        __atomic_fetch_or(&pt_heap_filter[slot / 64], 1ull << (slot % 64), __ATOMIC_RELAXED);
+    else if (c == 1 && delta < 0)
+        __atomic_fetch_and(&pt_heap_filter[slot / 64], ~(1ull << (slot % 64)), __ATOMIC_RELAXED);
+}
+_Static_assert(PT_HEAP_FILTER_BITS >= 6 + 6, "a filter word lies within one stripe");
+
 /* Insert (or replace) key -> meta; 0, or -1 when the table may not grow.
  * Returns the replaced meta in *old (0: none).  Async-signal-safe. */
 static int pt_put(uint64_t key, uint64_t meta, uint64_t *old) {
@@ -187,6 +197,7 @@ static int pt_put(uint64_t key, uint64_t meta, uint64_t *old) {
             s->e[i].key = key;
             s->e[i].meta = meta;
             s->count++;
+            pt_filter_add(h, 1); /* before any free of it can look */
             break;
         }
     }
@@ -205,6 +216,7 @@ static uint64_t pt_take(uint64_t key) {
         if (s->e[i].key != key) continue;
         meta = s->e[i].meta;
         s->count--;
+        pt_filter_add(h, -1);
         /* Backward-shift deletion: pull later entries of the cluster into the hole. */
         uint64_t hole = i, j = i;
         for (;;) {
@@ -441,9 +453,6 @@ void pt_heap_on_alloc(struct pt_heap_thread *t, void *p, size_t size) {
     pt_weight(size, &bytes, &blocks);
     uint64_t sz = (size >= PT_SIZE_MASK ? PT_SIZE_MASK - 1 : size) + 1;
     uint64_t old;
-    if (pt_heap_cfg.sample_bytes)
-        __atomic_fetch_or(&pt_heap_bitmap[pt_heap_bit(p) / 64], 1ull << (pt_heap_bit(p) % 64),
-                          __ATOMIC_RELAXED);
     pt_heap_bucket *bk = &pt_heap_file.buckets[b];
     __atomic_add_fetch(&bk->alloc_bytes, bytes, __ATOMIC_RELAXED);
     __atomic_add_fetch(&bk->allocs, blocks, __ATOMIC_RELAXED);
