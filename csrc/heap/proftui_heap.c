@@ -138,7 +138,7 @@ static void pt_atfork_child(void) {
     struct pt_heap_thread *t = &pt_heap_self;
     int was_busy = t->busy;
     t->busy = 1;
-    pt_heap_maps_fork_child();
+    pt_maps_fork_child();
     pt_heap_file_forget();
     if (pt_heap_cfg.follow_children && pt_heap_file_create() == 0) {
         pt_heap_track_fork_child();

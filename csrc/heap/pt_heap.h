@@ -6,9 +6,9 @@
  *                      family and C++ operator new/delete
  *   pt_heap_track.c    what an allocation and a free do: the stack (common
  *                      unwinder), its bucket, the pointer table, sampling, peak
- *   pt_heap_file.c     the shared-memory run file and the loaded objects (map
- *                      log, CFI unwind tables)
- * and from csrc/common: pt_unwind.c (the walk), pt_cfi.c, pt_runfile.c, pt_mem.c.
+ *   pt_heap_file.c     the shared-memory run file and its map log
+ * and from csrc/common: pt_maps.c (loaded objects, CFI tables), pt_unwind.c
+ * (the walk), pt_cfi.c, pt_runfile.c, pt_mem.c.
  *
  * Re-entrancy: every interposer sets this thread's `busy` flag around the
  * real call and the bookkeeping; an allocation made while it is set (by our
@@ -25,6 +25,7 @@
 #include "proftui_wire.h"
 #include "proftui_wire_heap.h"
 #include "pt_common.h"
+#include "pt_maps.h"
 #include "pt_unwind.h"
 
 #define PT_HEAP_DEFAULT_BUFFER (64u << 20) /* bytes: pointer table + buckets + frames */
@@ -140,11 +141,8 @@ static inline int pt_heap_skip(struct pt_heap_thread *t, size_t n) {
 PT_HIDDEN int pt_heap_file_create(void); /* 0, or -1 leaving pt_heap_file zero */
 PT_HIDDEN void pt_heap_file_forget(void); /* fork child: unmap the parent's file */
 PT_HIDDEN void pt_heap_maps_refresh(int log_all); /* log objects, publish CFI tables */
-PT_HIDDEN void pt_heap_maps_fork_child(void);
-PT_HIDDEN int pt_heap_maps_changed(void); /* 1 if objects were loaded/unloaded since */
-/* The CFI tables the unwinder searches (atomic pointer swap; old sets leaked). */
-extern PT_HIDDEN const struct pt_cfi_set *volatile pt_heap_cfi_current;
-/* [lo, hi) of this library's code: frames in it are skipped. */
-extern PT_HIDDEN uintptr_t pt_heap_self_lo, pt_heap_self_hi;
+/* The rest is csrc/common/pt_maps.h: pt_maps_changed (a dlopen since the last
+ * refresh?), pt_maps_fork_child, pt_maps_cfi (the tables the unwinder
+ * searches), pt_maps_self_lo/hi (this library's code: frames left out). */
 
 #endif /* PT_HEAP_H */

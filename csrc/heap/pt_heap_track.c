@@ -287,7 +287,7 @@ static __attribute__((noinline)) unsigned pt_backtrace(struct pt_heap_thread *t,
         }
     }
     struct pt_memory mem = {regs.sp, hi, (const unsigned char *)regs.sp};
-    const struct pt_cfi_set *set = __atomic_load_n(&pt_heap_cfi_current, __ATOMIC_ACQUIRE);
+    const struct pt_cfi_set *set = __atomic_load_n(&pt_maps_cfi, __ATOMIC_ACQUIRE);
     if (t->memo == NULL && !t->memo_failed) { /* once per thread: 16 KiB of rows found */
         t->memo = pt_alloc(sizeof *t->memo);
         t->memo_failed = t->memo == NULL;
@@ -296,7 +296,7 @@ static __attribute__((noinline)) unsigned pt_backtrace(struct pt_heap_thread *t,
     unsigned n = pt_unwind_walk_memo(set, &mem, &regs, raw, PT_HEAP_MAX_FRAMES + 8, &uflags,
                                      t->memo);
     unsigned skip = 0;
-    while (skip < n && raw[skip] >= pt_heap_self_lo && raw[skip] < pt_heap_self_hi) skip++;
+    while (skip < n && raw[skip] >= pt_maps_self_lo && raw[skip] < pt_maps_self_hi) skip++;
     unsigned m = n - skip;
     if (m > PT_HEAP_MAX_FRAMES) {
         m = PT_HEAP_MAX_FRAMES;
@@ -443,7 +443,7 @@ void pt_heap_on_alloc(struct pt_heap_thread *t, void *p, size_t size) {
     __atomic_add_fetch(&heap->allocs, 1, __ATOMIC_RELAXED);
     if (++t->maps_tick >= 4096) { /* a dlopen since the last look: new unwind tables */
         t->maps_tick = 0;
-        if (pt_heap_maps_changed()) pt_heap_maps_refresh(0);
+        if (pt_maps_changed()) pt_heap_maps_refresh(0);
     }
     uint64_t frames[PT_HEAP_MAX_FRAMES];
     unsigned flags = 0;
