@@ -286,7 +286,7 @@ static __attribute__((noinline)) unsigned pt_backtrace(struct pt_heap_thread *t,
             return 0;
         }
     }
-    struct pt_memory mem = {regs.sp, hi, (const unsigned char *)regs.sp};
+    struct pt_memory mem = {regs.sp, hi, (const unsigned char *)regs.sp, 1};
     const struct pt_cfi_set *set = __atomic_load_n(&pt_maps_cfi, __ATOMIC_ACQUIRE);
     if (t->memo == NULL && !t->memo_failed) { /* once per thread: 16 KiB of rows found */
         t->memo = pt_alloc(sizeof *t->memo);

@@ -27,7 +27,7 @@ unsigned pt_sampler_unwind(const void *ucontext, const struct pt_sampler_thread 
         return 1;
     }
     /* The live stack from sp up is always mapped: read it in place. */
-    struct pt_memory mem = {regs.sp, self->stack_hi, (const unsigned char *)regs.sp};
+    struct pt_memory mem = {regs.sp, self->stack_hi, (const unsigned char *)regs.sp, 1};
     const struct pt_cfi_set *set = __atomic_load_n(&pt_maps_cfi, __ATOMIC_ACQUIRE);
     unsigned n = pt_unwind_walk(set, &mem, &regs, frames, max, flags);
     *flags &= PT_SAMPLER_REC_FLAGS;

@@ -94,6 +94,12 @@ def test_allocation_in_signal_handler(basic: tuple) -> None:
     profile = basic[2]
     assert by_site(profile, "allocs")["on_signal"] == 5
     assert "signals 5" in basic[3]
+    # The unwinder steps through the signal return trampoline (__restore_rt)
+    # into the interrupted code: raise, called by main, lies below the handler.
+    stack = stack_of(profile, "on_signal")
+    assert stack[-1] == "on_signal", stack
+    assert "main" in stack and "raise" in stack, stack
+    assert stack.index("main") < stack.index("raise") < len(stack) - 1, stack
 
 
 def test_call_paths(basic: tuple) -> None:
