@@ -39,6 +39,10 @@
 PT_HIDDEN struct pt_heap_config pt_heap_cfg;
 PT_HIDDEN __thread struct pt_heap_thread pt_heap_self __attribute__((tls_model("initial-exec")));
 PT_HIDDEN volatile int pt_heap_on;
+/* 1 while this process is profiled in sampled mode with the real allocator
+ * resolved: the one global the sampled fast paths read (set last by the
+ * constructor, cleared with pt_heap_on in an unfollowed fork child). */
+static volatile int pt_sampling;
 
 /* The real allocator, resolved once (lazily when called before the
  * constructor); `ready` is stored with release after every pointer. */
@@ -144,6 +148,7 @@ static void pt_atfork_child(void) {
         pt_heap_track_fork_child();
         pt_heap_maps_refresh(1);
     } else {
+        pt_sampling = 0;
         pt_heap_on = 0;
     }
     t->busy = was_busy;
@@ -171,6 +176,7 @@ __attribute__((constructor)) static void pt_heap_init(void) {
             pt_heap_maps_refresh(0);
             pthread_atfork(NULL, NULL, pt_atfork_child);
             __atomic_store_n(&pt_heap_on, 1, __ATOMIC_RELEASE);
+            if (pt_heap_cfg.sample_bytes && pt_real.ready) pt_sampling = 1;
         } else {
             pt_heap_file_forget();
         }
@@ -230,8 +236,35 @@ static __attribute__((noinline)) void *pt_malloc_slow(size_t n) {
     return p;
 }
 
+/* Sampled mode, this thread's countdown ran out in a fast path that already
+ * counted the allocation: a new distance, and track it.  Async-signal-safe
+ * as the real allocator is. */
+static __attribute__((noinline)) void *pt_malloc_sampled(struct pt_heap_thread *t, size_t n) {
+    t->until_sample = pt_heap_draw(t, pt_heap_cfg.sample_bytes);
+    void *p;
+    PT_TRACKED_ALLOC(p = pt_real.malloc(n), n);
+    return p;
+}
+
+/* Sampled mode's fast path, shared by malloc and operator new: for an
+ * allocation of `n` bytes by a thread not inside an interposer, count it and
+ * move the countdown.  1: not sampled, call the real allocator; 0: sampled
+ * (the caller takes its slow path); -1: not decided here (exact mode, off,
+ * inside an interposer).  Two loads and two stores when not sampled.
+ * Async-signal-safe. */
+static inline __attribute__((always_inline)) int pt_fast(struct pt_heap_thread *t, size_t n) {
+    if (__builtin_expect(!pt_sampling || t->busy, 0)) return -1;
+    t->nallocs++;
+    t->until_sample -= (int64_t)n;
+    return __builtin_expect(t->until_sample > 0, 1);
+}
+
 PT_EXPORT void *malloc(size_t n) {
-    if (__builtin_expect(pt_pass(&pt_heap_self, n), 1)) return pt_real.malloc(n);
+    struct pt_heap_thread *t = &pt_heap_self;
+    int fast = pt_fast(t, n);
+    if (__builtin_expect(fast > 0, 1)) return pt_real.malloc(n);
+    if (fast == 0) return pt_malloc_sampled(t, n);
+    if (pt_pass(t, n)) return pt_real.malloc(n);
     return pt_malloc_slow(n);
 }
 
@@ -245,7 +278,11 @@ static __attribute__((noinline)) void *pt_calloc_slow(size_t n, size_t m, size_t
 PT_EXPORT void *calloc(size_t n, size_t m) {
     size_t size;
     if (__builtin_mul_overflow(n, m, &size)) size = SIZE_MAX;
-    if (__builtin_expect(pt_pass(&pt_heap_self, size), 1)) return pt_real.calloc(n, m);
+    struct pt_heap_thread *t = &pt_heap_self;
+    int fast = pt_fast(t, size);
+    if (__builtin_expect(fast > 0, 1)) return pt_real.calloc(n, m);
+    if (fast == 0) t->until_sample = pt_heap_draw(t, pt_heap_cfg.sample_bytes);
+    else if (pt_pass(t, size)) return pt_real.calloc(n, m);
     return pt_calloc_slow(n, m, size);
 }
 
@@ -267,6 +304,11 @@ static __attribute__((noinline)) void pt_free_slow(void *p) {
 }
 
 PT_EXPORT void free(void *p) {
+    /* Sampled mode: no sampled block lives at p (and it is no arena block). */
+    if (__builtin_expect(pt_sampling && !pt_heap_maybe_sampled(p) && !pt_boot_owns(p), 1)) {
+        pt_real.free(p);
+        return;
+    }
     struct pt_heap_thread *t = &pt_heap_self;
     /* Fast: nothing to credit (inside an interposer, off, or never sampled). */
     if (__builtin_expect(__atomic_load_n(&pt_real.ready, __ATOMIC_ACQUIRE) && !pt_boot_owns(p) &&
@@ -321,14 +363,21 @@ static __attribute__((noinline)) void *pt_realloc_slow(void *p, size_t n, int tr
 
 PT_EXPORT void *realloc(void *p, size_t n) {
     struct pt_heap_thread *t = &pt_heap_self;
-    int pass = pt_pass(t, n); /* decided once: the countdown moves here */
-    /* Fast: the new block is not tracked and the old one has nothing to credit. */
-    if (__builtin_expect(pass && (p == NULL || (!pt_boot_owns(p) &&
-                                                (t->busy || !pt_heap_on ||
-                                                 (pt_heap_cfg.sample_bytes &&
-                                                  !pt_heap_maybe_sampled(p))))),
-                         1))
-        return pt_real.realloc(p, n);
+    int pass = pt_fast(t, n); /* decided once: the countdown moves here */
+    if (__builtin_expect(pass > 0, 1)) {
+        /* Sampled mode, not sampled: fast unless a sampled block may live at p. */
+        if (p == NULL || (!pt_heap_maybe_sampled(p) && !pt_boot_owns(p)))
+            return pt_real.realloc(p, n);
+    } else if (pass == 0) { /* sampled: a new distance */
+        t->until_sample = pt_heap_draw(t, pt_heap_cfg.sample_bytes);
+    } else {
+        pass = pt_pass(t, n);
+        /* Fast: the new block is not tracked and the old one has nothing to credit. */
+        if (pass && (p == NULL || (!pt_boot_owns(p) &&
+                                   (t->busy || !pt_heap_on ||
+                                    (pt_heap_cfg.sample_bytes && !pt_heap_maybe_sampled(p))))))
+            return pt_real.realloc(p, n);
+    }
     return pt_realloc_slow(p, n, !pass);
 }
 
@@ -422,73 +471,153 @@ static inline void *pt_new_direct(size_t n, size_t align) {
     return pt_real.posix_memalign(&q, align, n ? n : 1) == 0 ? q : NULL;
 }
 
-#define PT_DEFINE_NEW(name, params, args, size, align)                                            \
+/* The forms of operator new and delete, by their parameters after the size
+ * (new) or the pointer (delete): nt = const std::nothrow_t&, al =
+ * std::align_val_t, n = the size (sized delete). */
+enum { PT_NEW_N, PT_NEW_N_NT, PT_NEW_N_AL, PT_NEW_N_AL_NT };
+enum { PT_DEL_P, PT_DEL_P_N, PT_DEL_P_NT, PT_DEL_P_AL, PT_DEL_P_N_AL, PT_DEL_P_AL_NT };
+
+/* One real operator (new or delete), resolved on first use. */
+struct pt_real_op {
+    void *fn;
+    const char *name;
+};
+
+/* Call the real operator new of form `kind`.  Its exceptions propagate (this
+ * file is built with -fexceptions). */
+static void *pt_call_new(void *fn, int kind, size_t n, size_t al, const void *nt) {
+    switch (kind) {
+    case PT_NEW_N: return ((void *(*)(size_t))fn)(n);
+    case PT_NEW_N_NT: return ((void *(*)(size_t, const void *))fn)(n, nt);
+    case PT_NEW_N_AL: return ((void *(*)(size_t, size_t))fn)(n, al);
+    default: return ((void *(*)(size_t, size_t, const void *))fn)(n, al, nt);
+    }
+}
+
+static void pt_call_delete(void *fn, int kind, void *p, size_t n, size_t al, const void *nt) {
+    switch (kind) {
+    case PT_DEL_P: ((void (*)(void *))fn)(p); break;
+    case PT_DEL_P_N: ((void (*)(void *, size_t))fn)(p, n); break;
+    case PT_DEL_P_NT: ((void (*)(void *, const void *))fn)(p, nt); break;
+    case PT_DEL_P_AL: ((void (*)(void *, size_t))fn)(p, al); break;
+    case PT_DEL_P_N_AL: ((void (*)(void *, size_t, size_t))fn)(p, n, al); break;
+    default: ((void (*)(void *, size_t, const void *))fn)(p, al, nt); break;
+    }
+}
+
+/* operator new's slow path.  state: -1 nothing counted yet (decide here), 1
+ * counted and not sampled (the direct allocation failed: the real operator
+ * runs the new_handler or throws), 0 counted and sampled (track it).  The
+ * real operator is called with the busy flag set, so the malloc under it is
+ * not counted again. */
+static __attribute__((noinline)) void *pt_new_slow(struct pt_real_op *op, int kind, size_t n,
+                                                   size_t al, const void *nt, int state) {
+    void *real = __atomic_load_n(&op->fn, __ATOMIC_ACQUIRE);
+    if (real == NULL) {
+        real = pt_sym(op->name);
+        __atomic_store_n(&op->fn, real, __ATOMIC_RELEASE);
+    }
+    if (real == NULL) return pt_new_fallback(n, kind >= PT_NEW_N_AL ? al : 0);
+    struct pt_heap_thread *t = &pt_heap_self;
+    int track;
+    if (state < 0) {
+        if (t->busy || !pt_heap_on) return pt_call_new(real, kind, n, al, nt);
+        t->nallocs++;
+        track = !pt_heap_skip(t, n); /* sampled mode may skip this one */
+        if (!track && pt_real.ready) { /* the default operator is malloc: skip a layer */
+            void *q = pt_new_direct(n, kind >= PT_NEW_N_AL ? al : 0);
+            if (q != NULL) return q; /* else the real one: new_handler, bad_alloc */
+        }
+    } else {
+        track = state == 0;
+        if (track) t->until_sample = pt_heap_draw(t, pt_heap_cfg.sample_bytes);
+    }
+    t->busy = 1;
+    int *guard __attribute__((cleanup(pt_leave))) = &t->busy;
+    void *p = pt_call_new(real, kind, n, al, nt);
+    if (p != NULL && track) pt_heap_on_alloc(t, p, n);
+    return p;
+}
+
+/* operator delete's slow path: credit the block, then the real operator. */
+static __attribute__((noinline)) void pt_delete_slow(struct pt_real_op *op, int kind, void *p,
+                                                     size_t n, size_t al, const void *nt) {
+    void *real = __atomic_load_n(&op->fn, __ATOMIC_ACQUIRE);
+    if (real == NULL) {
+        real = pt_sym(op->name);
+        __atomic_store_n(&op->fn, real, __ATOMIC_RELEASE);
+    }
+    if (real == NULL) {
+        free(p);
+        return;
+    }
+    struct pt_heap_thread *t = &pt_heap_self;
+    if (p == NULL || t->busy || !pt_heap_on) {
+        pt_call_delete(real, kind, p, n, al, nt);
+        return;
+    }
+    if (pt_heap_cfg.sample_bytes && !pt_heap_maybe_sampled(p) && !pt_boot_owns(p)) {
+        pt_real.free(p); /* never sampled: the default operator delete is free */
+        return;
+    }
+    t->busy = 1;
+    pt_heap_on_free(t, p, 1);
+    pt_call_delete(real, kind, p, n, al, nt);
+    t->busy = 0;
+}
+
+/* operator new: sampled mode's fast path inline (count, countdown, malloc),
+ * everything else in pt_new_slow. */
+#define PT_DEFINE_NEW(name, params, kind, n, al, nt)                                              \
+    static struct pt_real_op pt_op_##name = {NULL, #name};                                        \
     PT_EXPORT void *name params {                                                                 \
-        static void *(*real) params;                                                              \
-        if (real == NULL) real = (void *(*) params)pt_sym(#name);                                 \
-        if (real == NULL) return pt_new_fallback((size), (align));                                \
         struct pt_heap_thread *t = &pt_heap_self;                                                 \
-        if (t->busy || !pt_heap_on) return real args;                                             \
-        t->nallocs++;                                                                             \
-        int track = !pt_heap_skip(t, (size)); /* sampled mode may skip this one */               \
-        if (!track && pt_real.ready) { /* the default operator is malloc: skip a layer */       \
-            void *q = pt_new_direct((size), (align));                                             \
-            if (q != NULL) return q; /* else the real one: new_handler, bad_alloc */              \
+        int fast = pt_fast(t, (n));                                                               \
+        if (__builtin_expect(fast > 0, 1)) {                                                      \
+            void *q = pt_new_direct((n), (al));                                                   \
+            if (__builtin_expect(q != NULL, 1)) return q;                                         \
         }                                                                                         \
-        t->busy = 1; /* the malloc under it is not counted again */                               \
-        int *guard __attribute__((cleanup(pt_leave))) = &t->busy;                                 \
-        void *p = real args;                                                                      \
-        if (p != NULL && track) pt_heap_on_alloc(t, p, (size));                                   \
-        return p;                                                                                 \
+        return pt_new_slow(&pt_op_##name, (kind), (n), (al), (nt), fast);                        \
     }
 
-#define PT_DEFINE_DELETE(name, params, args)                                                      \
+/* operator delete: sampled mode's fast path inline (the filter says no
+ * sampled block lives at p: the default operator delete is free). */
+#define PT_DEFINE_DELETE(name, params, kind, n, al, nt)                                           \
+    static struct pt_real_op pt_op_##name = {NULL, #name};                                        \
     PT_EXPORT void name params {                                                                  \
-        static void (*real) params;                                                               \
-        if (real == NULL) real = (void (*) params)pt_sym(#name);                                  \
-        if (real == NULL) {                                                                       \
-            free(p);                                                                              \
+        if (__builtin_expect(pt_sampling && !pt_heap_maybe_sampled(p) && !pt_boot_owns(p), 1)) { \
+            pt_real.free(p);                                                                      \
             return;                                                                               \
         }                                                                                         \
-        struct pt_heap_thread *t = &pt_heap_self;                                                 \
-        if (p == NULL || t->busy || !pt_heap_on) {                                                \
-            real args;                                                                            \
-            return;                                                                               \
-        }                                                                                         \
-        if (pt_heap_cfg.sample_bytes && !pt_heap_maybe_sampled(p) && !pt_boot_owns(p)) {          \
-            pt_real.free(p); /* never sampled: the default operator delete is free */           \
-            return;                                                                               \
-        }                                                                                         \
-        t->busy = 1;                                                                              \
-        pt_heap_on_free(t, p, 1);                                                                 \
-        real args;                                                                                \
-        t->busy = 0;                                                                              \
+        pt_delete_slow(&pt_op_##name, (kind), p, (n), (al), (nt));                               \
     }
 
 /* Itanium C++ ABI names: nw/na = new/new[], dl/da = delete/delete[]; m = size_t,
  * St11align_val_t = std::align_val_t, RKSt9nothrow_t = const std::nothrow_t&. */
-PT_DEFINE_NEW(_Znwm, (size_t n), (n), n, 0)
-PT_DEFINE_NEW(_Znam, (size_t n), (n), n, 0)
-PT_DEFINE_NEW(_ZnwmRKSt9nothrow_t, (size_t n, const void *nt), (n, nt), n, 0)
-PT_DEFINE_NEW(_ZnamRKSt9nothrow_t, (size_t n, const void *nt), (n, nt), n, 0)
-PT_DEFINE_NEW(_ZnwmSt11align_val_t, (size_t n, size_t al), (n, al), n, al)
-PT_DEFINE_NEW(_ZnamSt11align_val_t, (size_t n, size_t al), (n, al), n, al)
+PT_DEFINE_NEW(_Znwm, (size_t n), PT_NEW_N, n, 0, NULL)
+PT_DEFINE_NEW(_Znam, (size_t n), PT_NEW_N, n, 0, NULL)
+PT_DEFINE_NEW(_ZnwmRKSt9nothrow_t, (size_t n, const void *nt), PT_NEW_N_NT, n, 0, nt)
+PT_DEFINE_NEW(_ZnamRKSt9nothrow_t, (size_t n, const void *nt), PT_NEW_N_NT, n, 0, nt)
+PT_DEFINE_NEW(_ZnwmSt11align_val_t, (size_t n, size_t al), PT_NEW_N_AL, n, al, NULL)
+PT_DEFINE_NEW(_ZnamSt11align_val_t, (size_t n, size_t al), PT_NEW_N_AL, n, al, NULL)
 PT_DEFINE_NEW(_ZnwmSt11align_val_tRKSt9nothrow_t, (size_t n, size_t al, const void *nt),
-              (n, al, nt), n, al)
+              PT_NEW_N_AL_NT, n, al, nt)
 PT_DEFINE_NEW(_ZnamSt11align_val_tRKSt9nothrow_t, (size_t n, size_t al, const void *nt),
-              (n, al, nt), n, al)
+              PT_NEW_N_AL_NT, n, al, nt)
 
-PT_DEFINE_DELETE(_ZdlPv, (void *p), (p))
-PT_DEFINE_DELETE(_ZdaPv, (void *p), (p))
-PT_DEFINE_DELETE(_ZdlPvm, (void *p, size_t n), (p, n))
-PT_DEFINE_DELETE(_ZdaPvm, (void *p, size_t n), (p, n))
-PT_DEFINE_DELETE(_ZdlPvRKSt9nothrow_t, (void *p, const void *nt), (p, nt))
-PT_DEFINE_DELETE(_ZdaPvRKSt9nothrow_t, (void *p, const void *nt), (p, nt))
-PT_DEFINE_DELETE(_ZdlPvSt11align_val_t, (void *p, size_t al), (p, al))
-PT_DEFINE_DELETE(_ZdaPvSt11align_val_t, (void *p, size_t al), (p, al))
-PT_DEFINE_DELETE(_ZdlPvmSt11align_val_t, (void *p, size_t n, size_t al), (p, n, al))
-PT_DEFINE_DELETE(_ZdaPvmSt11align_val_t, (void *p, size_t n, size_t al), (p, n, al))
+PT_DEFINE_DELETE(_ZdlPv, (void *p), PT_DEL_P, 0, 0, NULL)
+PT_DEFINE_DELETE(_ZdaPv, (void *p), PT_DEL_P, 0, 0, NULL)
+PT_DEFINE_DELETE(_ZdlPvm, (void *p, size_t n), PT_DEL_P_N, n, 0, NULL)
+PT_DEFINE_DELETE(_ZdaPvm, (void *p, size_t n), PT_DEL_P_N, n, 0, NULL)
+PT_DEFINE_DELETE(_ZdlPvRKSt9nothrow_t, (void *p, const void *nt), PT_DEL_P_NT, 0, 0, nt)
+PT_DEFINE_DELETE(_ZdaPvRKSt9nothrow_t, (void *p, const void *nt), PT_DEL_P_NT, 0, 0, nt)
+PT_DEFINE_DELETE(_ZdlPvSt11align_val_t, (void *p, size_t al), PT_DEL_P_AL, 0, al, NULL)
+PT_DEFINE_DELETE(_ZdaPvSt11align_val_t, (void *p, size_t al), PT_DEL_P_AL, 0, al, NULL)
+PT_DEFINE_DELETE(_ZdlPvmSt11align_val_t, (void *p, size_t n, size_t al), PT_DEL_P_N_AL, n, al,
+                 NULL)
+PT_DEFINE_DELETE(_ZdaPvmSt11align_val_t, (void *p, size_t n, size_t al), PT_DEL_P_N_AL, n, al,
+                 NULL)
 PT_DEFINE_DELETE(_ZdlPvSt11align_val_tRKSt9nothrow_t, (void *p, size_t al, const void *nt),
-                 (p, al, nt))
+                 PT_DEL_P_AL_NT, 0, al, nt)
 PT_DEFINE_DELETE(_ZdaPvSt11align_val_tRKSt9nothrow_t, (void *p, size_t al, const void *nt),
-                 (p, al, nt))
+                 PT_DEL_P_AL_NT, 0, al, nt)
