@@ -199,12 +199,21 @@ pt_walk(const struct pt_cfi_set *set, const struct pt_memory *mem, const struct 
                     return pt_memo_reuse(memo, prev, k, next, i, frames, max, flags);
             }
         }
+        /* A return address may point just past a noreturn call: look up ra-1;
+         * an interrupted pc (frame 0, or after a signal frame) is exact. */
+        uintptr_t lookup = n == 1 || exact_pc ? pc : pc - 1;
+        exact_pc = 0;
+        const struct pt_cfi_row *row = set != NULL ? pt_cfi_lookup(set, lookup, memo) : NULL;
+        if (row != NULL && (row->cfa_reg & PT_ROW_OUTERMOST)) goto done; /* _start, clone */
 #if defined(PT_ARCH_SIGRETURN)
         /* A signal handler returned into the trampoline: sp is the kernel's
          * ucontext, holding the interrupted code's registers.  Its pc is no
          * return address (looked up as is), and a memo walk neither reuses
-         * nor records from here on (this step reads three words, not two). */
-        if (pt_is_sigreturn(set, mem, pc)) {
+         * nor records from here on (this step reads three words, not two).
+         * The trampoline has no row we can use (glibc's CFI is an
+         * expression; musl has none), so only such frames are checked. */
+        if ((row == NULL || (row->cfa_reg & PT_CFA_MASK) == PT_CFA_NONE) &&
+            pt_is_sigreturn(set, mem, pc)) {
             uintptr_t at_pc = sp + PT_ARCH_UC_PC, at_sp = sp + PT_ARCH_UC_SP,
                       at_fp = sp + PT_ARCH_UC_FP;
             if (!pt_readable(mem, at_pc) || !pt_readable(mem, at_sp) || !pt_readable(mem, at_fp))
@@ -220,12 +229,6 @@ pt_walk(const struct pt_cfi_set *set, const struct pt_memory *mem, const struct 
             continue;
         }
 #endif
-        /* A return address may point just past a noreturn call: look up ra-1;
-         * an interrupted pc (frame 0, or after a signal frame) is exact. */
-        uintptr_t lookup = n == 1 || exact_pc ? pc : pc - 1;
-        exact_pc = 0;
-        const struct pt_cfi_row *row = set != NULL ? pt_cfi_lookup(set, lookup, memo) : NULL;
-        if (row != NULL && (row->cfa_reg & PT_ROW_OUTERMOST)) goto done; /* _start, clone */
         if (row != NULL && (row->cfa_reg & PT_CFA_MASK) != PT_CFA_NONE) {
             uintptr_t base = (row->cfa_reg & PT_CFA_MASK) == PT_CFA_SP ? sp : fp;
             uintptr_t cfa = base + 8 * (intptr_t)row->cfa_off8;
