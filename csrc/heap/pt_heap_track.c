@@ -314,9 +314,12 @@ static __attribute__((noinline)) unsigned pt_backtrace(struct pt_heap_thread *t,
  * bucket) when there is no room.  Async-signal-safe (lock-free). */
 static uint32_t pt_bucket_for(const uint64_t *frames, unsigned n, unsigned flags) {
     pt_heap_header *heap = pt_heap_file.heap;
+    /* Products of independent terms, xor'ed: no multiply chain through the
+     * frames (deep stacks), position-dependent through `+ i`; one mix at the
+     * end.  Collisions only cost a compare: a hit checks every frame. */
     uint64_t h = 0x9e3779b97f4a7c15ull ^ n;
-    for (unsigned i = 0; i < n; i++) h = pt_mix(h ^ frames[i]) + i;
-    h |= 1;
+    for (unsigned i = 0; i < n; i++) h ^= (frames[i] + i) * 0xc2b2ae3d27d4eb4full;
+    h = pt_mix(h) | 1;
     uint32_t mask = heap->index_capacity - 1, slot = (uint32_t)h & mask;
     for (unsigned probe = 0; probe < 128; probe++, slot = (slot + 1) & mask) {
         uint32_t v = __atomic_load_n(&pt_heap_file.index[slot], __ATOMIC_ACQUIRE);
