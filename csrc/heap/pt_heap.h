@@ -91,7 +91,7 @@ PT_HIDDEN void pt_heap_count_untracked_free(void);
 PT_HIDDEN void pt_heap_peak_snapshot(int force); /* copy live -> peak if live grew */
 PT_HIDDEN int64_t pt_heap_draw(struct pt_heap_thread *t, uint64_t mean); /* exponential */
 
-/* The pointer table's hash (it picks the stripe and the filter slot).
+/* The pointer table's hash (a key's home slot in its stripe).
  * Async-signal-safe. */
 static inline uint64_t pt_heap_mix(uint64_t x) {
     x ^= x >> 33;
@@ -101,10 +101,11 @@ static inline uint64_t pt_heap_mix(uint64_t x) {
 }
 
 /* Sampled mode: a counting filter of the sampled blocks now in the pointer
- * table.  An address's slot is the top PT_HEAP_FILTER_BITS bits of its hash;
- * the slot's counter (pt_heap_track.c) counts the live sampled blocks hashing
- * there, and its bit here is set while that counter is nonzero.  Since the
- * stripe is the top 6 bits of the same hash, a slot and its 64-slot word
+ * table.  An address's slot is the top PT_HEAP_FILTER_BITS bits of its
+ * spread (one multiply: the free fast path computes it); the slot's counter
+ * (pt_heap_track.c) counts the live sampled blocks hashing there, and its bit
+ * here is set while that counter is nonzero.  Since the pointer table's
+ * stripe is the top 6 bits of the same spread, a slot and its 64-slot word
  * belong to one stripe: counter and bit change only under that stripe's lock
  * (no lost update between an entry and a leave).  A clear bit means "no
  * sampled block lives here", so a free of a block that was never sampled, or
@@ -116,13 +117,21 @@ static inline uint64_t pt_heap_mix(uint64_t x) {
 #define PT_HEAP_FILTER_BITS 16
 extern PT_HIDDEN uint64_t pt_heap_filter[(1u << PT_HEAP_FILTER_BITS) / 64];
 
-/* The filter slot of a hash.  Async-signal-safe. */
-static inline uint32_t pt_heap_slot(uint64_t h) { return (uint32_t)(h >> (64 - PT_HEAP_FILTER_BITS)); }
+/* Fibonacci hashing of an address (blocks are 16-byte aligned): its top
+ * bits pick the stripe and the filter slot.  Async-signal-safe. */
+static inline uint64_t pt_heap_spread(const void *p) {
+    return ((uint64_t)(uintptr_t)p >> 4) * 0x9e3779b97f4a7c15ull;
+}
+
+/* The filter slot of a spread.  Async-signal-safe. */
+static inline uint32_t pt_heap_slot(uint64_t spread) {
+    return (uint32_t)(spread >> (64 - PT_HEAP_FILTER_BITS));
+}
 
 /* 0 if no sampled block lives at `p` (the table need not be asked).
  * Async-signal-safe. */
 static inline int pt_heap_maybe_sampled(const void *p) {
-    uint32_t slot = pt_heap_slot(pt_heap_mix((uint64_t)(uintptr_t)p));
+    uint32_t slot = pt_heap_slot(pt_heap_spread(p));
     return (int)(__atomic_load_n(&pt_heap_filter[slot / 64], __ATOMIC_RELAXED) >> (slot % 64) & 1);
 }
 

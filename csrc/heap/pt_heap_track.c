@@ -119,7 +119,8 @@ static inline void pt_unlock(int *l) { __atomic_store_n(l, 0, __ATOMIC_RELEASE);
 /* The stripe of `key` and its hash.  Async-signal-safe. */
 static inline struct pt_stripe *pt_stripe_of(uint64_t key, uint64_t *h) {
     *h = pt_mix(key);
-    return &pt_stripes[*h >> (64 - 6)]; /* PT_HEAP_STRIPES = 64 */
+    /* The spread's top bits, as the filter's: a filter word is one stripe's. */
+    return &pt_stripes[pt_heap_spread((const void *)(uintptr_t)key) >> (64 - 6)];
 }
 _Static_assert(PT_HEAP_STRIPES == 64, "pt_stripe_of takes 6 bits");
 
@@ -152,12 +153,12 @@ static int pt_grow(struct pt_stripe *s) {
     return 0;
 }
 
-/* A sampled block of hash `h` entered (+1) or left (-1) the table: its
- * filter counter and bit.  Called under the stripe lock of `h`, which owns
- * the slot's whole filter word.  Async-signal-safe. */
-static inline void pt_filter_add(uint64_t h, int delta) {
+/* A sampled block `key` entered (+1) or left (-1) the table: its filter
+ * counter and bit.  Called under the stripe lock of `key`, which owns the
+ * slot's whole filter word.  Async-signal-safe. */
+static inline void pt_filter_add(uint64_t key, int delta) {
     if (!pt_heap_cfg.sample_bytes) return;
-    uint32_t slot = pt_heap_slot(h);
+    uint32_t slot = pt_heap_slot(pt_heap_spread((const void *)(uintptr_t)key));
     uint16_t c = pt_filter_count[slot];
     if (c == UINT16_MAX || (delta < 0 && c == 0)) return;
     pt_filter_count[slot] = (uint16_t)(c + delta);
@@ -197,7 +198,7 @@ static int pt_put(uint64_t key, uint64_t meta, uint64_t *old) {
             s->e[i].key = key;
             s->e[i].meta = meta;
             s->count++;
-            pt_filter_add(h, 1); /* before any free of it can look */
+            pt_filter_add(key, 1); /* before any free of it can look */
             break;
         }
     }
@@ -216,7 +217,7 @@ static uint64_t pt_take(uint64_t key) {
         if (s->e[i].key != key) continue;
         meta = s->e[i].meta;
         s->count--;
-        pt_filter_add(h, -1);
+        pt_filter_add(key, -1);
         /* Backward-shift deletion: pull later entries of the cluster into the hole. */
         uint64_t hole = i, j = i;
         for (;;) {
