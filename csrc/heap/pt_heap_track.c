@@ -258,11 +258,13 @@ static void pt_stack_bounds(struct pt_heap_thread *t) {
 }
 
 /* The allocating call stack, innermost first, this library's frames left
- * out.  noinline: the registers read here describe this very frame.
+ * out: walked into raw[0..PT_HEAP_RAW_FRAMES), the stack is raw[*first..]
+ * (no copy).  noinline: the registers read here describe this very frame.
  * Async-signal-safe. */
-static __attribute__((noinline)) unsigned pt_backtrace(struct pt_heap_thread *t, uint64_t *out,
-                                                       unsigned *flags) {
-    uint64_t raw[PT_HEAP_MAX_FRAMES + 8];
+#define PT_HEAP_RAW_FRAMES (PT_HEAP_MAX_FRAMES + 8)
+static __attribute__((noinline)) unsigned pt_backtrace(struct pt_heap_thread *t, uint64_t *raw,
+                                                       unsigned *first, unsigned *flags) {
+    *first = 0;
     struct pt_regs regs;
 #if defined(__x86_64__)
     __asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2"
@@ -294,7 +296,7 @@ static __attribute__((noinline)) unsigned pt_backtrace(struct pt_heap_thread *t,
         t->memo_failed = t->memo == NULL;
     }
     unsigned uflags = 0;
-    unsigned n = pt_unwind_walk_memo(set, &mem, &regs, raw, PT_HEAP_MAX_FRAMES + 8, &uflags,
+    unsigned n = pt_unwind_walk_memo(set, &mem, &regs, raw, PT_HEAP_RAW_FRAMES, &uflags,
                                      t->memo);
     unsigned skip = 0;
     while (skip < n && raw[skip] >= pt_maps_self_lo && raw[skip] < pt_maps_self_hi) skip++;
@@ -307,7 +309,7 @@ static __attribute__((noinline)) unsigned pt_backtrace(struct pt_heap_thread *t,
     } else if (uflags & PT_UNWIND_TRUNCATED) {
         *flags |= PT_HBUCKET_TRUNCATED;
     }
-    memcpy(out, raw + skip, m * sizeof *out);
+    *first = skip;
     return m;
 }
 
@@ -449,10 +451,10 @@ void pt_heap_on_alloc(struct pt_heap_thread *t, void *p, size_t size) {
         t->maps_tick = 0;
         if (pt_maps_changed()) pt_heap_maps_refresh(0);
     }
-    uint64_t frames[PT_HEAP_MAX_FRAMES];
-    unsigned flags = 0;
-    unsigned n = pt_backtrace(t, frames, &flags);
-    uint32_t b = pt_bucket_for(frames, n, flags);
+    uint64_t raw[PT_HEAP_RAW_FRAMES];
+    unsigned flags = 0, first;
+    unsigned n = pt_backtrace(t, raw, &first, &flags);
+    uint32_t b = pt_bucket_for(raw + first, n, flags);
     uint64_t bytes, blocks;
     pt_weight(size, &bytes, &blocks);
     uint64_t sz = (size >= PT_SIZE_MASK ? PT_SIZE_MASK - 1 : size) + 1;
