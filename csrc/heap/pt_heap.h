@@ -2,8 +2,8 @@
  *
  * Files, one job each:
  *   proftui_heap.c     constructor (reads PROFTUI_* once), exit, fork, the
- *                      dlsym bootstrap arena and the interposers: the malloc
- *                      family and C++ operator new/delete
+ *                      dlsym bootstrap arena and the malloc family's interposers
+ *   pt_heap_cxx.c      the C++ operator new/delete interposers
  *   pt_heap_track.c    what an allocation and a free do: the stack (common
  *                      unwinder), its bucket, the pointer table, sampling, peak
  *   pt_heap_file.c     the shared-memory run file and its map log
@@ -153,5 +153,53 @@ PT_HIDDEN void pt_heap_maps_refresh(int log_all); /* log objects, publish CFI ta
 /* The rest is csrc/common/pt_maps.h: pt_maps_changed (a dlopen since the last
  * refresh?), pt_maps_fork_child, pt_maps_cfi (the tables the unwinder
  * searches), pt_maps_self_lo/hi (this library's code: frames left out). */
+
+/* ---- shared by the interposers (proftui_heap.c, pt_heap_cxx.c) ---------------- */
+
+#define PT_EXPORT __attribute__((visibility("default")))
+
+/* The real allocator, resolved once (lazily when called before the
+ * constructor); `ready` is stored with release after every pointer. */
+struct pt_heap_real {
+    void *(*malloc)(size_t);
+    void (*free)(void *);
+    void *(*calloc)(size_t, size_t);
+    void *(*realloc)(void *, size_t);
+    int (*posix_memalign)(void **, size_t, size_t);
+    void *(*aligned_alloc)(size_t, size_t);
+    void *(*memalign)(size_t, size_t);
+    void *(*valloc)(size_t);
+    void *(*pvalloc)(size_t);
+    int ready;
+};
+extern PT_HIDDEN struct pt_heap_real pt_heap_real;
+
+/* 1 while this process is profiled in sampled mode with the real allocator
+ * resolved: the one global the sampled fast paths read (set last by the
+ * constructor, cleared with pt_heap_on in an unfollowed fork child). */
+extern PT_HIDDEN volatile int pt_heap_sampling;
+
+/* The dlsym bootstrap arena (proftui_heap.c): its blocks are never freed. */
+#define PT_HEAP_BOOT_ARENA (256u << 10)
+extern PT_HIDDEN unsigned char pt_heap_boot_arena[PT_HEAP_BOOT_ARENA];
+
+/* Async-signal-safe. */
+static inline int pt_heap_boot_owns(const void *p) {
+    return (const unsigned char *)p >= pt_heap_boot_arena &&
+           (const unsigned char *)p < pt_heap_boot_arena + PT_HEAP_BOOT_ARENA;
+}
+
+/* Sampled mode's fast path, shared by malloc and operator new: for an
+ * allocation of `n` bytes by a thread not inside an interposer, count it and
+ * move the countdown.  1: not sampled, call the real allocator; 0: sampled
+ * (the caller takes its slow path and draws a new distance); -1: not decided
+ * here (exact mode, off, inside an interposer).  One global load, and this
+ * thread's initial-exec TLS.  Async-signal-safe. */
+static inline __attribute__((always_inline)) int pt_heap_fast(struct pt_heap_thread *t, size_t n) {
+    if (__builtin_expect(!pt_heap_sampling || t->busy, 0)) return -1;
+    t->nallocs++;
+    t->until_sample -= (int64_t)n;
+    return __builtin_expect(t->until_sample > 0, 1);
+}
 
 #endif /* PT_HEAP_H */

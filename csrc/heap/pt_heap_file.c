@@ -110,7 +110,8 @@ static void pt_heap_log_segment(const struct pt_maps_segment *seg, uint32_t even
     strncpy(e->path, seg->path, sizeof e->path - 1); /* the entry's page was zero */
     __atomic_store_n(&heap->maplog_count, n + 1, __ATOMIC_RELEASE);
 }
-_Static_assert(PT_MAPS_LOAD == PT_HMAP_LOAD && PT_MAPS_UNLOAD == PT_HMAP_UNLOAD, "map events");
+_Static_assert((int)PT_MAPS_LOAD == (int)PT_HMAP_LOAD && (int)PT_MAPS_UNLOAD == (int)PT_HMAP_UNLOAD,
+               "map events");
 
 /* Log objects that came or went since the last call and publish their unwind
  * tables (csrc/common/pt_maps.c); log_all: a new file (fork child) logs every

@@ -26,7 +26,8 @@ static void pt_sampler_log_segment(const struct pt_maps_segment *seg, uint32_t e
     strncpy(e.path, seg->path, sizeof e.path - 1);
     pt_sampler_maplog_append(&e);
 }
-_Static_assert(PT_MAPS_LOAD == PT_MAP_LOAD && PT_MAPS_UNLOAD == PT_MAP_UNLOAD, "map events");
+_Static_assert((int)PT_MAPS_LOAD == (int)PT_MAP_LOAD && (int)PT_MAPS_UNLOAD == (int)PT_MAP_UNLOAD,
+               "map events");
 
 /* See which objects came and went since the last call; log them and publish
  * their unwind tables.  log_all: a new file (fork child) logs every live
