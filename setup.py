@@ -16,6 +16,8 @@ from setuptools.command.build_ext import build_ext
 
 # The one stack unwinder and the run-file creation, shared by the runtimes.
 COMMON_UNWIND = ["csrc/common/pt_unwind.c", "csrc/common/pt_cfi.c", "csrc/common/pt_mem.c"]
+# The loaded-object table of the preloaded runtimes (dl_iterate_phdr: not for attach).
+COMMON_MAPS = ["csrc/common/pt_maps.c"]
 
 # name -> (sources, include dirs).  Each library has one job (DESIGN.md
 # section 1) and sees only csrc/common and its own folder.
@@ -23,14 +25,16 @@ RUNTIME_LIBRARIES: dict[str, tuple[list[str], list[str]]] = {
     "proftui_sampler": (["csrc/sampler/proftui_sampler.c", "csrc/sampler/pt_sampler_file.c",
                          "csrc/sampler/pt_sampler_timer.c", "csrc/sampler/pt_sampler_handler.c",
                          "csrc/sampler/pt_sampler_maps.c", "csrc/common/pt_runfile.c",
-                         *COMMON_UNWIND],
+                         *COMMON_UNWIND, *COMMON_MAPS],
                         ["csrc/common", "csrc/sampler"]),
     "proftui_hook": (["csrc/hook/proftui_hook.c", "csrc/hook/pt_hook_life.c",
                       "csrc/hook/pt_hook_file.c", "csrc/hook/pt_hook_filter.c",
                       "csrc/common/pt_runfile.c"],
                      ["csrc/common", "csrc/hook"]),
-    "proftui_heap": (["csrc/heap/proftui_heap.c", "csrc/heap/pt_heap_track.c",
-                      "csrc/heap/pt_heap_file.c", "csrc/common/pt_runfile.c", *COMMON_UNWIND],
+    "proftui_heap": (["csrc/heap/proftui_heap.c", "csrc/heap/pt_heap_cxx.c",
+                      "csrc/heap/pt_heap_track.c",
+                      "csrc/heap/pt_heap_file.c", "csrc/common/pt_runfile.c", *COMMON_UNWIND,
+                      *COMMON_MAPS],
                      ["csrc/common", "csrc/heap"]),
 }
 

@@ -304,7 +304,7 @@ void pt_attach_unwind_sample(uint32_t tid, uint64_t weight_ns, const struct pt_r
         pt_attach_now_ns() - pt_attach_last_read >= PT_ATTACH_REFRESH_NS)
         pt_attach_read_maps();
     struct pt_memory mem = {regs->sp, regs->sp + 8 * (uintptr_t)nstack,
-                            (const unsigned char *)stack};
+                            (const unsigned char *)stack, 0};
     n = pt_unwind_walk(pt_attach_set, &mem, regs, ips, PT_ATTACH_MAX_FRAMES, &flags);
     if ((flags & PT_UNWIND_TRUNCATED) && nfp > 0) {
         uint32_t before = n;

@@ -60,6 +60,26 @@ static const struct pt_cfi_row *pt_cfi_find(const struct pt_cfi_set *set, uintpt
 }
 #endif
 
+#if PT_ARCH_CFI && defined(PT_ARCH_SIGRETURN)
+/* 1 if `pc` is the start of the rt_sigreturn trampoline.  Only code of an
+ * object a table of `set` covers is read (mapped, in this process).
+ * Async-signal-safe. */
+static int pt_is_sigreturn(const struct pt_cfi_set *set, const struct pt_memory *mem,
+                           uintptr_t pc) {
+    if (!mem->code_local || set == NULL) return 0;
+    size_t lo = 0, hi = set->n;
+    while (lo < hi) { /* last table with table->lo <= pc */
+        size_t mid = lo + (hi - lo) / 2;
+        if (set->tables[mid]->lo <= pc) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo == 0) return 0;
+    const struct pt_cfi_table *t = set->tables[lo - 1];
+    if (pc >= t->hi || t->hi - pc < PT_ARCH_SIGRETURN_LEN) return 0;
+    return memcmp((const void *)pc, PT_ARCH_SIGRETURN_CODE, PT_ARCH_SIGRETURN_LEN) == 0;
+}
+#endif
+
 #if PT_ARCH_CFI
 /* pt_cfi_find through `memo` (NULL: no memo).  Async-signal-safe. */
 static inline const struct pt_cfi_row *pt_cfi_lookup(const struct pt_cfi_set *set, uintptr_t pc,
@@ -145,6 +165,7 @@ pt_walk(const struct pt_cfi_set *set, const struct pt_memory *mem, const struct 
 #else
     struct pt_unwind_memo_walk *prev = NULL, *next = NULL;
     unsigned k = 0;
+    int exact_pc = 0; /* pc was interrupted, not a return address */
     if (memo != NULL) {
         prev = &memo->walks[memo->cur];
         next = &memo->walks[memo->cur ^ 1];
@@ -178,10 +199,36 @@ pt_walk(const struct pt_cfi_set *set, const struct pt_memory *mem, const struct 
                     return pt_memo_reuse(memo, prev, k, next, i, frames, max, flags);
             }
         }
-        /* A return address may point just past a noreturn call: look up ra-1. */
-        uintptr_t lookup = n == 1 ? pc : pc - 1;
+        /* A return address may point just past a noreturn call: look up ra-1;
+         * an interrupted pc (frame 0, or after a signal frame) is exact. */
+        uintptr_t lookup = n == 1 || exact_pc ? pc : pc - 1;
+        exact_pc = 0;
         const struct pt_cfi_row *row = set != NULL ? pt_cfi_lookup(set, lookup, memo) : NULL;
         if (row != NULL && (row->cfa_reg & PT_ROW_OUTERMOST)) goto done; /* _start, clone */
+#if defined(PT_ARCH_SIGRETURN)
+        /* A signal handler returned into the trampoline: sp is the kernel's
+         * ucontext, holding the interrupted code's registers.  Its pc is no
+         * return address (looked up as is), and a memo walk neither reuses
+         * nor records from here on (this step reads three words, not two).
+         * The trampoline has no row we can use (glibc's CFI is an
+         * expression; musl has none), so only such frames are checked. */
+        if ((row == NULL || (row->cfa_reg & PT_CFA_MASK) == PT_CFA_NONE) &&
+            pt_is_sigreturn(set, mem, pc)) {
+            uintptr_t at_pc = sp + PT_ARCH_UC_PC, at_sp = sp + PT_ARCH_UC_SP,
+                      at_fp = sp + PT_ARCH_UC_FP;
+            if (!pt_readable(mem, at_pc) || !pt_readable(mem, at_sp) || !pt_readable(mem, at_fp))
+                break;
+            uintptr_t new_sp = pt_word(mem, at_sp);
+            pc = pt_word(mem, at_pc);
+            fp = pt_word(mem, at_fp);
+            if (pc < 4096 || new_sp <= sp) break;
+            sp = new_sp;
+            exact_pc = 1;
+            prev = next = NULL;
+            frames[n++] = pc;
+            continue;
+        }
+#endif
         if (row != NULL && (row->cfa_reg & PT_CFA_MASK) != PT_CFA_NONE) {
             uintptr_t base = (row->cfa_reg & PT_CFA_MASK) == PT_CFA_SP ? sp : fp;
             uintptr_t cfa = base + 8 * (intptr_t)row->cfa_off8;

@@ -75,14 +75,21 @@ enum pt_unwind_flags {
     PT_UNWIND_CFI = 1u << 8,       /* at least one step used a CFI row */
 };
 
-/* Readable target memory: [lo, hi) of its address space, stored at `data`. */
+/* Readable target memory: [lo, hi) of its address space, stored at `data`.
+ * code_local: the target is this process, so the code of every object a CFI
+ * table of the walk's set covers may be read in place (to recognise the
+ * signal return trampoline and continue into the interrupted code); 0 for
+ * proftui-attach, whose target is another process. */
 struct pt_memory {
     uintptr_t lo, hi;
     const unsigned char *data;
+    int code_local;
 };
 
 /* Walk from `regs` (pc, sp, fp[, lr]) into frames[0..max): the pc, then
- * return addresses.  `set` may be NULL (frame pointers only).  Returns the
+ * return addresses.  With mem->code_local, a frame in the rt_sigreturn
+ * trampoline (x86-64) is followed by the pc the signal interrupted and that
+ * code's callers, from the ucontext on the stack.  `set` may be NULL (frame pointers only).  Returns the
  * number of frames; sets PT_UNWIND_* bits in *flags.  Async-signal-safe. */
 PT_HIDDEN unsigned pt_unwind_walk(const struct pt_cfi_set *set, const struct pt_memory *mem,
                                   const struct pt_regs *regs, uint64_t *frames, unsigned max,

@@ -4,10 +4,8 @@
  * $PROFTUI_DIR (pt_heap_file.c), logs the loaded objects and builds their
  * unwind tables.  The interposers below then see every allocation and free:
  *   malloc calloc realloc reallocarray free posix_memalign aligned_alloc
- *   memalign valloc pvalloc, and C++ operator new/delete in all their forms
- *   (plain, array, nothrow, aligned, sized): the real operator is called with
- *   the busy flag set, so the malloc it calls is not counted twice and the
- *   recorded stack starts at the program's `new`, not inside libstdc++.
+ *   memalign valloc pvalloc here, and C++ operator new/delete in all their
+ *   forms in pt_heap_cxx.c.
  * Sizes are the sizes asked for (as heaptrack and gperftools count them);
  * no header is added to blocks, so malloc_usable_size and every other
  * allocator entry point see the real allocator's blocks unchanged.
@@ -39,21 +37,9 @@
 PT_HIDDEN struct pt_heap_config pt_heap_cfg;
 PT_HIDDEN __thread struct pt_heap_thread pt_heap_self __attribute__((tls_model("initial-exec")));
 PT_HIDDEN volatile int pt_heap_on;
+PT_HIDDEN volatile int pt_heap_sampling;
 
-/* The real allocator, resolved once (lazily when called before the
- * constructor); `ready` is stored with release after every pointer. */
-static struct {
-    void *(*malloc)(size_t);
-    void (*free)(void *);
-    void *(*calloc)(size_t, size_t);
-    void *(*realloc)(void *, size_t);
-    int (*posix_memalign)(void **, size_t, size_t);
-    void *(*aligned_alloc)(size_t, size_t);
-    void *(*memalign)(size_t, size_t);
-    void *(*valloc)(size_t);
-    void *(*pvalloc)(size_t);
-    int ready;
-} pt_real;
+PT_HIDDEN struct pt_heap_real pt_heap_real;
 /* Threads inside dlsym right now: their (and everyone's) allocations are
  * served by the arena meanwhile. */
 static int pt_resolving;
@@ -62,26 +48,21 @@ static int pt_resolving;
 
 /* Static, bump-allocated, never reused; each block has its size in the 8
  * bytes before it.  Only dlsym's few small allocations land here. */
-static unsigned char pt_boot_arena[256u << 10] __attribute__((aligned(64)));
+PT_HIDDEN unsigned char pt_heap_boot_arena[PT_HEAP_BOOT_ARENA] __attribute__((aligned(64)));
 static size_t pt_boot_used;
 
 /* Async-signal-safe (one atomic add). */
 static void *pt_boot_alloc(size_t size, size_t align) {
     if (align < 16) align = 16;
-    if (size > sizeof pt_boot_arena || align > 4096) return NULL;
+    if (size > sizeof pt_heap_boot_arena || align > 4096) return NULL;
     size_t need = size + align + 16;
     size_t off = __atomic_fetch_add(&pt_boot_used, need, __ATOMIC_RELAXED);
-    if (off + need > sizeof pt_boot_arena) return NULL;
-    uintptr_t p = ((uintptr_t)pt_boot_arena + off + 16 + align - 1) & ~(uintptr_t)(align - 1);
+    if (off + need > sizeof pt_heap_boot_arena) return NULL;
+    uintptr_t p = ((uintptr_t)pt_heap_boot_arena + off + 16 + align - 1) & ~(uintptr_t)(align - 1);
     memcpy((void *)(p - 8), &size, sizeof size);
     if (pt_heap_file.heap != NULL)
         __atomic_add_fetch(&pt_heap_file.heap->boot_bytes, size, __ATOMIC_RELAXED);
     return (void *)p; /* zeroed: the arena is never reused */
-}
-
-static inline int pt_boot_owns(const void *p) {
-    return (const unsigned char *)p >= pt_boot_arena &&
-           (const unsigned char *)p < pt_boot_arena + sizeof pt_boot_arena;
 }
 
 static size_t pt_boot_size(const void *p) {
@@ -92,28 +73,28 @@ static size_t pt_boot_size(const void *p) {
 
 /* Find the real allocator.  Not async-signal-safe (dlsym). */
 static void pt_resolve(void) {
-    if (__atomic_load_n(&pt_real.ready, __ATOMIC_ACQUIRE)) return;
+    if (__atomic_load_n(&pt_heap_real.ready, __ATOMIC_ACQUIRE)) return;
     __atomic_add_fetch(&pt_resolving, 1, __ATOMIC_ACQ_REL);
-    pt_real.malloc = (void *(*)(size_t))dlsym(RTLD_NEXT, "malloc");
-    pt_real.free = (void (*)(void *))dlsym(RTLD_NEXT, "free");
-    pt_real.calloc = (void *(*)(size_t, size_t))dlsym(RTLD_NEXT, "calloc");
-    pt_real.realloc = (void *(*)(void *, size_t))dlsym(RTLD_NEXT, "realloc");
-    pt_real.posix_memalign = (int (*)(void **, size_t, size_t))dlsym(RTLD_NEXT, "posix_memalign");
-    pt_real.aligned_alloc = (void *(*)(size_t, size_t))dlsym(RTLD_NEXT, "aligned_alloc");
-    pt_real.memalign = (void *(*)(size_t, size_t))dlsym(RTLD_NEXT, "memalign");
-    pt_real.valloc = (void *(*)(size_t))dlsym(RTLD_NEXT, "valloc");
-    pt_real.pvalloc = (void *(*)(size_t))dlsym(RTLD_NEXT, "pvalloc");
-    __atomic_store_n(&pt_real.ready, pt_real.malloc != NULL && pt_real.free != NULL,
+    pt_heap_real.malloc = (void *(*)(size_t))dlsym(RTLD_NEXT, "malloc");
+    pt_heap_real.free = (void (*)(void *))dlsym(RTLD_NEXT, "free");
+    pt_heap_real.calloc = (void *(*)(size_t, size_t))dlsym(RTLD_NEXT, "calloc");
+    pt_heap_real.realloc = (void *(*)(void *, size_t))dlsym(RTLD_NEXT, "realloc");
+    pt_heap_real.posix_memalign = (int (*)(void **, size_t, size_t))dlsym(RTLD_NEXT, "posix_memalign");
+    pt_heap_real.aligned_alloc = (void *(*)(size_t, size_t))dlsym(RTLD_NEXT, "aligned_alloc");
+    pt_heap_real.memalign = (void *(*)(size_t, size_t))dlsym(RTLD_NEXT, "memalign");
+    pt_heap_real.valloc = (void *(*)(size_t))dlsym(RTLD_NEXT, "valloc");
+    pt_heap_real.pvalloc = (void *(*)(size_t))dlsym(RTLD_NEXT, "pvalloc");
+    __atomic_store_n(&pt_heap_real.ready, pt_heap_real.malloc != NULL && pt_heap_real.free != NULL,
                      __ATOMIC_RELEASE);
     __atomic_sub_fetch(&pt_resolving, 1, __ATOMIC_ACQ_REL);
 }
 
 /* 1 when the call must be served by the arena (resolution under way or failed). */
 static inline int pt_need_boot(void) {
-    if (__builtin_expect(__atomic_load_n(&pt_real.ready, __ATOMIC_ACQUIRE), 1)) return 0;
+    if (__builtin_expect(__atomic_load_n(&pt_heap_real.ready, __ATOMIC_ACQUIRE), 1)) return 0;
     if (__atomic_load_n(&pt_resolving, __ATOMIC_ACQUIRE)) return 1;
     pt_resolve();
-    return !pt_real.ready;
+    return !pt_heap_real.ready;
 }
 
 /* ---- lifecycle ------------------------------------------------------------------ */
@@ -138,12 +119,13 @@ static void pt_atfork_child(void) {
     struct pt_heap_thread *t = &pt_heap_self;
     int was_busy = t->busy;
     t->busy = 1;
-    pt_heap_maps_fork_child();
+    pt_maps_fork_child();
     pt_heap_file_forget();
     if (pt_heap_cfg.follow_children && pt_heap_file_create() == 0) {
         pt_heap_track_fork_child();
         pt_heap_maps_refresh(1);
     } else {
+        pt_heap_sampling = 0;
         pt_heap_on = 0;
     }
     t->busy = was_busy;
@@ -171,6 +153,7 @@ __attribute__((constructor)) static void pt_heap_init(void) {
             pt_heap_maps_refresh(0);
             pthread_atfork(NULL, NULL, pt_atfork_child);
             __atomic_store_n(&pt_heap_on, 1, __ATOMIC_RELEASE);
+            if (pt_heap_cfg.sample_bytes && pt_heap_real.ready) pt_heap_sampling = 1;
         } else {
             pt_heap_file_forget();
         }
@@ -189,15 +172,13 @@ __attribute__((destructor)) static void pt_heap_fini(void) {
 
 /* ---- the malloc family ------------------------------------------------------------ */
 
-#define PT_EXPORT __attribute__((visibility("default")))
-
 /* The fast path's test, for an allocation of `n` bytes: 1 to go straight to
  * the real allocator (this thread is inside an interposer, profiling is off,
  * or sampled mode did not pick it), 0 for the slow path (bootstrap, or
  * track it).  Counts the allocation for the "temporary" test.  Inlined so
  * each interposer's fast path is a few loads and a tail call. */
 static inline __attribute__((always_inline)) int pt_pass(struct pt_heap_thread *t, size_t n) {
-    if (__builtin_expect(!__atomic_load_n(&pt_real.ready, __ATOMIC_ACQUIRE), 0)) return 0;
+    if (__builtin_expect(!__atomic_load_n(&pt_heap_real.ready, __ATOMIC_ACQUIRE), 0)) return 0;
     if (t->busy || !pt_heap_on) return 1;
     t->nallocs++;
     return pt_heap_skip(t, n);
@@ -226,54 +207,77 @@ static inline __attribute__((always_inline)) int pt_pass(struct pt_heap_thread *
 static __attribute__((noinline)) void *pt_malloc_slow(size_t n) {
     if (pt_need_boot()) return pt_boot_alloc(n, 16);
     void *p;
-    PT_TRACKED_ALLOC(p = pt_real.malloc(n), n);
+    PT_TRACKED_ALLOC(p = pt_heap_real.malloc(n), n);
+    return p;
+}
+
+/* Sampled mode, this thread's countdown ran out in a fast path that already
+ * counted the allocation: a new distance, and track it.  Async-signal-safe
+ * as the real allocator is. */
+static __attribute__((noinline)) void *pt_malloc_sampled(struct pt_heap_thread *t, size_t n) {
+    t->until_sample = pt_heap_draw(t, pt_heap_cfg.sample_bytes);
+    void *p;
+    PT_TRACKED_ALLOC(p = pt_heap_real.malloc(n), n);
     return p;
 }
 
 PT_EXPORT void *malloc(size_t n) {
-    if (__builtin_expect(pt_pass(&pt_heap_self, n), 1)) return pt_real.malloc(n);
+    struct pt_heap_thread *t = &pt_heap_self;
+    int fast = pt_heap_fast(t, n);
+    if (__builtin_expect(fast > 0, 1)) return pt_heap_real.malloc(n);
+    if (fast == 0) return pt_malloc_sampled(t, n);
+    if (pt_pass(t, n)) return pt_heap_real.malloc(n);
     return pt_malloc_slow(n);
 }
 
 static __attribute__((noinline)) void *pt_calloc_slow(size_t n, size_t m, size_t size) {
     if (pt_need_boot()) return pt_boot_alloc(size, 16); /* the arena is zeroed */
     void *p;
-    PT_TRACKED_ALLOC(p = pt_real.calloc(n, m), size);
+    PT_TRACKED_ALLOC(p = pt_heap_real.calloc(n, m), size);
     return p;
 }
 
 PT_EXPORT void *calloc(size_t n, size_t m) {
     size_t size;
     if (__builtin_mul_overflow(n, m, &size)) size = SIZE_MAX;
-    if (__builtin_expect(pt_pass(&pt_heap_self, size), 1)) return pt_real.calloc(n, m);
+    struct pt_heap_thread *t = &pt_heap_self;
+    int fast = pt_heap_fast(t, size);
+    if (__builtin_expect(fast > 0, 1)) return pt_heap_real.calloc(n, m);
+    if (fast == 0) t->until_sample = pt_heap_draw(t, pt_heap_cfg.sample_bytes);
+    else if (pt_pass(t, size)) return pt_heap_real.calloc(n, m);
     return pt_calloc_slow(n, m, size);
 }
 
 static __attribute__((noinline)) void pt_free_slow(void *p) {
     if (p == NULL) return;
-    if (pt_boot_owns(p)) return; /* bootstrap arena: never given back */
+    if (pt_heap_boot_owns(p)) return; /* bootstrap arena: never given back */
     if (pt_need_boot()) return;  /* no real free: leak rather than crash */
     struct pt_heap_thread *t = &pt_heap_self;
     if (t->busy || !pt_heap_on) {
-        pt_real.free(p);
+        pt_heap_real.free(p);
         return;
     }
     t->busy = 1;
     int e = errno;
     pt_heap_on_free(t, p, 1);
     errno = e;
-    pt_real.free(p);
+    pt_heap_real.free(p);
     t->busy = 0;
 }
 
 PT_EXPORT void free(void *p) {
+    /* Sampled mode: no sampled block lives at p (and it is no arena block). */
+    if (__builtin_expect(pt_heap_sampling && !pt_heap_maybe_sampled(p) && !pt_heap_boot_owns(p), 1)) {
+        pt_heap_real.free(p);
+        return;
+    }
     struct pt_heap_thread *t = &pt_heap_self;
     /* Fast: nothing to credit (inside an interposer, off, or never sampled). */
-    if (__builtin_expect(__atomic_load_n(&pt_real.ready, __ATOMIC_ACQUIRE) && !pt_boot_owns(p) &&
+    if (__builtin_expect(__atomic_load_n(&pt_heap_real.ready, __ATOMIC_ACQUIRE) && !pt_heap_boot_owns(p) &&
                              (t->busy || !pt_heap_on ||
                               (pt_heap_cfg.sample_bytes && !pt_heap_maybe_sampled(p))),
                          1)) {
-        pt_real.free(p);
+        pt_heap_real.free(p);
         return;
     }
     pt_free_slow(p);
@@ -281,7 +285,7 @@ PT_EXPORT void free(void *p) {
 
 /* realloc's slow path; track_new: the new block is to be tracked. */
 static __attribute__((noinline)) void *pt_realloc_slow(void *p, size_t n, int track_new) {
-    if (p != NULL && pt_boot_owns(p)) { /* a bootstrap block grows into a real one */
+    if (p != NULL && pt_heap_boot_owns(p)) { /* a bootstrap block grows into a real one */
         void *q = malloc(n);
         size_t old = pt_boot_size(p);
         if (q != NULL) memcpy(q, p, old < n ? old : n);
@@ -293,13 +297,13 @@ static __attribute__((noinline)) void *pt_realloc_slow(void *p, size_t n, int tr
         return q;
     }
     struct pt_heap_thread *t = &pt_heap_self;
-    if (t->busy || !pt_heap_on) return pt_real.realloc(p, n);
+    if (t->busy || !pt_heap_on) return pt_heap_real.realloc(p, n);
     t->busy = 1;
     uint64_t saved = 0;
     /* Out of the table before the real call: once it returns, another thread
      * may be handed the same address. */
     int had = p != NULL && pt_heap_take(p, &saved);
-    void *q = pt_real.realloc(p, n);
+    void *q = pt_heap_real.realloc(p, n);
     int e = errno;
     if (q == NULL && p != NULL && n != 0) { /* failed: the old block is intact */
         if (had) pt_heap_put_back(p, saved);
@@ -321,14 +325,21 @@ static __attribute__((noinline)) void *pt_realloc_slow(void *p, size_t n, int tr
 
 PT_EXPORT void *realloc(void *p, size_t n) {
     struct pt_heap_thread *t = &pt_heap_self;
-    int pass = pt_pass(t, n); /* decided once: the countdown moves here */
-    /* Fast: the new block is not tracked and the old one has nothing to credit. */
-    if (__builtin_expect(pass && (p == NULL || (!pt_boot_owns(p) &&
-                                                (t->busy || !pt_heap_on ||
-                                                 (pt_heap_cfg.sample_bytes &&
-                                                  !pt_heap_maybe_sampled(p))))),
-                         1))
-        return pt_real.realloc(p, n);
+    int pass = pt_heap_fast(t, n); /* decided once: the countdown moves here */
+    if (__builtin_expect(pass > 0, 1)) {
+        /* Sampled mode, not sampled: fast unless a sampled block may live at p. */
+        if (p == NULL || (!pt_heap_maybe_sampled(p) && !pt_heap_boot_owns(p)))
+            return pt_heap_real.realloc(p, n);
+    } else if (pass == 0) { /* sampled: a new distance */
+        t->until_sample = pt_heap_draw(t, pt_heap_cfg.sample_bytes);
+    } else {
+        pass = pt_pass(t, n);
+        /* Fast: the new block is not tracked and the old one has nothing to credit. */
+        if (pass && (p == NULL || (!pt_heap_boot_owns(p) &&
+                                   (t->busy || !pt_heap_on ||
+                                    (pt_heap_cfg.sample_bytes && !pt_heap_maybe_sampled(p))))))
+            return pt_heap_real.realloc(p, n);
+    }
     return pt_realloc_slow(p, n, !pass);
 }
 
@@ -342,153 +353,45 @@ PT_EXPORT void *reallocarray(void *p, size_t n, size_t m) {
 }
 
 PT_EXPORT int posix_memalign(void **out, size_t align, size_t n) {
-    if (pt_pass(&pt_heap_self, n)) return pt_real.posix_memalign(out, align, n);
+    if (pt_pass(&pt_heap_self, n)) return pt_heap_real.posix_memalign(out, align, n);
     if (pt_need_boot()) {
         *out = pt_boot_alloc(n, align);
         return *out != NULL ? 0 : ENOMEM;
     }
     void *p = NULL;
     int rc = 0;
-    PT_TRACKED_ALLOC((rc = pt_real.posix_memalign(out, align, n), p = rc == 0 ? *out : NULL), n);
+    PT_TRACKED_ALLOC((rc = pt_heap_real.posix_memalign(out, align, n), p = rc == 0 ? *out : NULL), n);
     return rc;
 }
 
 PT_EXPORT void *aligned_alloc(size_t align, size_t n) {
-    if (pt_pass(&pt_heap_self, n)) return pt_real.aligned_alloc(align, n);
+    if (pt_pass(&pt_heap_self, n)) return pt_heap_real.aligned_alloc(align, n);
     if (pt_need_boot()) return pt_boot_alloc(n, align);
     void *p;
-    PT_TRACKED_ALLOC(p = pt_real.aligned_alloc(align, n), n);
+    PT_TRACKED_ALLOC(p = pt_heap_real.aligned_alloc(align, n), n);
     return p;
 }
 
 PT_EXPORT void *memalign(size_t align, size_t n) {
-    if (pt_pass(&pt_heap_self, n)) return pt_real.memalign(align, n);
+    if (pt_pass(&pt_heap_self, n)) return pt_heap_real.memalign(align, n);
     if (pt_need_boot()) return pt_boot_alloc(n, align);
     void *p;
-    PT_TRACKED_ALLOC(p = pt_real.memalign(align, n), n);
+    PT_TRACKED_ALLOC(p = pt_heap_real.memalign(align, n), n);
     return p;
 }
 
 PT_EXPORT void *valloc(size_t n) {
-    if (pt_pass(&pt_heap_self, n)) return pt_real.valloc(n);
+    if (pt_pass(&pt_heap_self, n)) return pt_heap_real.valloc(n);
     if (pt_need_boot()) return pt_boot_alloc(n, 4096);
     void *p;
-    PT_TRACKED_ALLOC(p = pt_real.valloc(n), n);
+    PT_TRACKED_ALLOC(p = pt_heap_real.valloc(n), n);
     return p;
 }
 
 PT_EXPORT void *pvalloc(size_t n) {
-    if (pt_pass(&pt_heap_self, n)) return pt_real.pvalloc(n);
+    if (pt_pass(&pt_heap_self, n)) return pt_heap_real.pvalloc(n);
     if (pt_need_boot()) return pt_boot_alloc((n + 4095) & ~(size_t)4095, 4096);
     void *p;
-    PT_TRACKED_ALLOC(p = pt_real.pvalloc(n), n);
+    PT_TRACKED_ALLOC(p = pt_heap_real.pvalloc(n), n);
     return p;
 }
-
-/* ---- C++ operator new / delete -------------------------------------------------- */
-
-/* Clears the busy flag when a real operator new throws (bad_alloc) through
- * us: this file is built with -fexceptions so the cleanup runs. */
-static void pt_leave(int **busy) { **busy = 0; }
-
-static void *pt_sym(const char *name) {
-    struct pt_heap_thread *t = &pt_heap_self;
-    int was = t->busy;
-    t->busy = 1; /* dlsym may allocate */
-    void *f = dlsym(RTLD_NEXT, name);
-    t->busy = was;
-    return f;
-}
-
-/* No real operator (no libstdc++ behind us): plain malloc; abort on failure
- * as an unhandled bad_alloc would. */
-static void *pt_new_fallback(size_t n, size_t align) {
-    void *p = NULL;
-    if (align > 16) {
-        if (posix_memalign(&p, align, n) != 0) p = NULL;
-    } else {
-        p = malloc(n ? n : 1);
-    }
-    if (p == NULL) abort();
-    return p;
-}
-
-/* Sampled mode, an allocation not sampled: what the default operator new does
- * when memory is there (malloc, or an aligned allocation), without the extra
- * call through libstdc++.  NULL: let the real operator handle the failure. */
-static inline void *pt_new_direct(size_t n, size_t align) {
-    if (align <= 16) return pt_real.malloc(n ? n : 1);
-    void *q = NULL;
-    return pt_real.posix_memalign(&q, align, n ? n : 1) == 0 ? q : NULL;
-}
-
-#define PT_DEFINE_NEW(name, params, args, size, align)                                            \
-    PT_EXPORT void *name params {                                                                 \
-        static void *(*real) params;                                                              \
-        if (real == NULL) real = (void *(*) params)pt_sym(#name);                                 \
-        if (real == NULL) return pt_new_fallback((size), (align));                                \
-        struct pt_heap_thread *t = &pt_heap_self;                                                 \
-        if (t->busy || !pt_heap_on) return real args;                                             \
-        t->nallocs++;                                                                             \
-        int track = !pt_heap_skip(t, (size)); /* sampled mode may skip this one */               \
-        if (!track && pt_real.ready) { /* the default operator is malloc: skip a layer */       \
-            void *q = pt_new_direct((size), (align));                                             \
-            if (q != NULL) return q; /* else the real one: new_handler, bad_alloc */              \
-        }                                                                                         \
-        t->busy = 1; /* the malloc under it is not counted again */                               \
-        int *guard __attribute__((cleanup(pt_leave))) = &t->busy;                                 \
-        void *p = real args;                                                                      \
-        if (p != NULL && track) pt_heap_on_alloc(t, p, (size));                                   \
-        return p;                                                                                 \
-    }
-
-#define PT_DEFINE_DELETE(name, params, args)                                                      \
-    PT_EXPORT void name params {                                                                  \
-        static void (*real) params;                                                               \
-        if (real == NULL) real = (void (*) params)pt_sym(#name);                                  \
-        if (real == NULL) {                                                                       \
-            free(p);                                                                              \
-            return;                                                                               \
-        }                                                                                         \
-        struct pt_heap_thread *t = &pt_heap_self;                                                 \
-        if (p == NULL || t->busy || !pt_heap_on) {                                                \
-            real args;                                                                            \
-            return;                                                                               \
-        }                                                                                         \
-        if (pt_heap_cfg.sample_bytes && !pt_heap_maybe_sampled(p) && !pt_boot_owns(p)) {          \
-            pt_real.free(p); /* never sampled: the default operator delete is free */           \
-            return;                                                                               \
-        }                                                                                         \
-        t->busy = 1;                                                                              \
-        pt_heap_on_free(t, p, 1);                                                                 \
-        real args;                                                                                \
-        t->busy = 0;                                                                              \
-    }
-
-/* Itanium C++ ABI names: nw/na = new/new[], dl/da = delete/delete[]; m = size_t,
- * St11align_val_t = std::align_val_t, RKSt9nothrow_t = const std::nothrow_t&. */
-PT_DEFINE_NEW(_Znwm, (size_t n), (n), n, 0)
-PT_DEFINE_NEW(_Znam, (size_t n), (n), n, 0)
-PT_DEFINE_NEW(_ZnwmRKSt9nothrow_t, (size_t n, const void *nt), (n, nt), n, 0)
-PT_DEFINE_NEW(_ZnamRKSt9nothrow_t, (size_t n, const void *nt), (n, nt), n, 0)
-PT_DEFINE_NEW(_ZnwmSt11align_val_t, (size_t n, size_t al), (n, al), n, al)
-PT_DEFINE_NEW(_ZnamSt11align_val_t, (size_t n, size_t al), (n, al), n, al)
-PT_DEFINE_NEW(_ZnwmSt11align_val_tRKSt9nothrow_t, (size_t n, size_t al, const void *nt),
-              (n, al, nt), n, al)
-PT_DEFINE_NEW(_ZnamSt11align_val_tRKSt9nothrow_t, (size_t n, size_t al, const void *nt),
-              (n, al, nt), n, al)
-
-PT_DEFINE_DELETE(_ZdlPv, (void *p), (p))
-PT_DEFINE_DELETE(_ZdaPv, (void *p), (p))
-PT_DEFINE_DELETE(_ZdlPvm, (void *p, size_t n), (p, n))
-PT_DEFINE_DELETE(_ZdaPvm, (void *p, size_t n), (p, n))
-PT_DEFINE_DELETE(_ZdlPvRKSt9nothrow_t, (void *p, const void *nt), (p, nt))
-PT_DEFINE_DELETE(_ZdaPvRKSt9nothrow_t, (void *p, const void *nt), (p, nt))
-PT_DEFINE_DELETE(_ZdlPvSt11align_val_t, (void *p, size_t al), (p, al))
-PT_DEFINE_DELETE(_ZdaPvSt11align_val_t, (void *p, size_t al), (p, al))
-PT_DEFINE_DELETE(_ZdlPvmSt11align_val_t, (void *p, size_t n, size_t al), (p, n, al))
-PT_DEFINE_DELETE(_ZdaPvmSt11align_val_t, (void *p, size_t n, size_t al), (p, n, al))
-PT_DEFINE_DELETE(_ZdlPvSt11align_val_tRKSt9nothrow_t, (void *p, size_t al, const void *nt),
-                 (p, al, nt))
-PT_DEFINE_DELETE(_ZdaPvSt11align_val_tRKSt9nothrow_t, (void *p, size_t al, const void *nt),
-                 (p, al, nt))

@@ -2,13 +2,13 @@
  *
  * Files, one job each:
  *   proftui_heap.c     constructor (reads PROFTUI_* once), exit, fork, the
- *                      dlsym bootstrap arena and the interposers: the malloc
- *                      family and C++ operator new/delete
+ *                      dlsym bootstrap arena and the malloc family's interposers
+ *   pt_heap_cxx.c      the C++ operator new/delete interposers
  *   pt_heap_track.c    what an allocation and a free do: the stack (common
  *                      unwinder), its bucket, the pointer table, sampling, peak
- *   pt_heap_file.c     the shared-memory run file and the loaded objects (map
- *                      log, CFI unwind tables)
- * and from csrc/common: pt_unwind.c (the walk), pt_cfi.c, pt_runfile.c, pt_mem.c.
+ *   pt_heap_file.c     the shared-memory run file and its map log
+ * and from csrc/common: pt_maps.c (loaded objects, CFI tables), pt_unwind.c
+ * (the walk), pt_cfi.c, pt_runfile.c, pt_mem.c.
  *
  * Re-entrancy: every interposer sets this thread's `busy` flag around the
  * real call and the bookkeeping; an allocation made while it is set (by our
@@ -25,6 +25,7 @@
 #include "proftui_wire.h"
 #include "proftui_wire_heap.h"
 #include "pt_common.h"
+#include "pt_maps.h"
 #include "pt_unwind.h"
 
 #define PT_HEAP_DEFAULT_BUFFER (64u << 20) /* bytes: pointer table + buckets + frames */
@@ -90,21 +91,48 @@ PT_HIDDEN void pt_heap_count_untracked_free(void);
 PT_HIDDEN void pt_heap_peak_snapshot(int force); /* copy live -> peak if live grew */
 PT_HIDDEN int64_t pt_heap_draw(struct pt_heap_thread *t, uint64_t mean); /* exponential */
 
-/* Sampled mode: one bit per hashed address of a sampled block (set, never
- * cleared but in a fork child); a clear bit means "never sampled", so most
- * frees skip the table.  32 KiB: it stays in cache.  NULL in exact mode. */
-#define PT_HEAP_BITMAP_BITS (1u << 18)
-extern PT_HIDDEN uint64_t *pt_heap_bitmap;
-
-/* The bit of `p`.  Async-signal-safe. */
-static inline uint64_t pt_heap_bit(const void *p) {
-    return ((uint64_t)(uintptr_t)p >> 4) * 0x9e3779b97f4a7c15ull >> (64 - 18);
+/* The pointer table's hash (a key's home slot in its stripe).
+ * Async-signal-safe. */
+static inline uint64_t pt_heap_mix(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    return x;
 }
 
-/* 0 if `p` was certainly never sampled.  Async-signal-safe. */
+/* Sampled mode: a counting filter of the sampled blocks now in the pointer
+ * table.  An address's slot is the top PT_HEAP_FILTER_BITS bits of its
+ * spread (one multiply: the free fast path computes it); the slot's counter
+ * (pt_heap_track.c) counts the live sampled blocks hashing there, and its bit
+ * here is set while that counter is nonzero.  Since the pointer table's
+ * stripe is the top 6 bits of the same spread, a slot and its 64-slot word
+ * belong to one stripe: counter and bit change only under that stripe's lock
+ * (no lost update between an entry and a leave).  A clear bit means "no
+ * sampled block lives here", so a free of a block that was never sampled, or
+ * whose address held a sampled block since freed, skips the table; unlike a
+ * never-cleared bitmap it does not fill up with the hot addresses the
+ * allocator hands out again and again.  A set bit only means "look it up"
+ * (the table decides), so a block is never taken for sampled by mistake.
+ * 8 KiB, static (no pointer to load; it stays in L1); zeroed in a fork child. */
+#define PT_HEAP_FILTER_BITS 16
+extern PT_HIDDEN uint64_t pt_heap_filter[(1u << PT_HEAP_FILTER_BITS) / 64];
+
+/* Fibonacci hashing of an address (blocks are 16-byte aligned): its top
+ * bits pick the stripe and the filter slot.  Async-signal-safe. */
+static inline uint64_t pt_heap_spread(const void *p) {
+    return ((uint64_t)(uintptr_t)p >> 4) * 0x9e3779b97f4a7c15ull;
+}
+
+/* The filter slot of a spread.  Async-signal-safe. */
+static inline uint32_t pt_heap_slot(uint64_t spread) {
+    return (uint32_t)(spread >> (64 - PT_HEAP_FILTER_BITS));
+}
+
+/* 0 if no sampled block lives at `p` (the table need not be asked).
+ * Async-signal-safe. */
 static inline int pt_heap_maybe_sampled(const void *p) {
-    uint64_t bit = pt_heap_bit(p);
-    return (int)(__atomic_load_n(&pt_heap_bitmap[bit / 64], __ATOMIC_RELAXED) >> (bit % 64) & 1);
+    uint32_t slot = pt_heap_slot(pt_heap_spread(p));
+    return (int)(__atomic_load_n(&pt_heap_filter[slot / 64], __ATOMIC_RELAXED) >> (slot % 64) & 1);
 }
 
 /* Sampled mode's fast path: 1 when an allocation of `n` bytes is not sampled
@@ -122,11 +150,56 @@ static inline int pt_heap_skip(struct pt_heap_thread *t, size_t n) {
 PT_HIDDEN int pt_heap_file_create(void); /* 0, or -1 leaving pt_heap_file zero */
 PT_HIDDEN void pt_heap_file_forget(void); /* fork child: unmap the parent's file */
 PT_HIDDEN void pt_heap_maps_refresh(int log_all); /* log objects, publish CFI tables */
-PT_HIDDEN void pt_heap_maps_fork_child(void);
-PT_HIDDEN int pt_heap_maps_changed(void); /* 1 if objects were loaded/unloaded since */
-/* The CFI tables the unwinder searches (atomic pointer swap; old sets leaked). */
-extern PT_HIDDEN const struct pt_cfi_set *volatile pt_heap_cfi_current;
-/* [lo, hi) of this library's code: frames in it are skipped. */
-extern PT_HIDDEN uintptr_t pt_heap_self_lo, pt_heap_self_hi;
+/* The rest is csrc/common/pt_maps.h: pt_maps_changed (a dlopen since the last
+ * refresh?), pt_maps_fork_child, pt_maps_cfi (the tables the unwinder
+ * searches), pt_maps_self_lo/hi (this library's code: frames left out). */
+
+/* ---- shared by the interposers (proftui_heap.c, pt_heap_cxx.c) ---------------- */
+
+#define PT_EXPORT __attribute__((visibility("default")))
+
+/* The real allocator, resolved once (lazily when called before the
+ * constructor); `ready` is stored with release after every pointer. */
+struct pt_heap_real {
+    void *(*malloc)(size_t);
+    void (*free)(void *);
+    void *(*calloc)(size_t, size_t);
+    void *(*realloc)(void *, size_t);
+    int (*posix_memalign)(void **, size_t, size_t);
+    void *(*aligned_alloc)(size_t, size_t);
+    void *(*memalign)(size_t, size_t);
+    void *(*valloc)(size_t);
+    void *(*pvalloc)(size_t);
+    int ready;
+};
+extern PT_HIDDEN struct pt_heap_real pt_heap_real;
+
+/* 1 while this process is profiled in sampled mode with the real allocator
+ * resolved: the one global the sampled fast paths read (set last by the
+ * constructor, cleared with pt_heap_on in an unfollowed fork child). */
+extern PT_HIDDEN volatile int pt_heap_sampling;
+
+/* The dlsym bootstrap arena (proftui_heap.c): its blocks are never freed. */
+#define PT_HEAP_BOOT_ARENA (256u << 10)
+extern PT_HIDDEN unsigned char pt_heap_boot_arena[PT_HEAP_BOOT_ARENA];
+
+/* Async-signal-safe. */
+static inline int pt_heap_boot_owns(const void *p) {
+    return (const unsigned char *)p >= pt_heap_boot_arena &&
+           (const unsigned char *)p < pt_heap_boot_arena + PT_HEAP_BOOT_ARENA;
+}
+
+/* Sampled mode's fast path, shared by malloc and operator new: for an
+ * allocation of `n` bytes by a thread not inside an interposer, count it and
+ * move the countdown.  1: not sampled, call the real allocator; 0: sampled
+ * (the caller takes its slow path and draws a new distance); -1: not decided
+ * here (exact mode, off, inside an interposer).  One global load, and this
+ * thread's initial-exec TLS.  Async-signal-safe. */
+static inline __attribute__((always_inline)) int pt_heap_fast(struct pt_heap_thread *t, size_t n) {
+    if (__builtin_expect(!pt_heap_sampling || t->busy, 0)) return -1;
+    t->nallocs++;
+    t->until_sample -= (int64_t)n;
+    return __builtin_expect(t->until_sample > 0, 1);
+}
 
 #endif /* PT_HEAP_H */

@@ -19,8 +19,8 @@
  * probability 1 - exp(-s/mean) and then stands for s / (1 - exp(-s/mean))
  * bytes and 1 / (1 - exp(-s/mean)) blocks (counts scaled by
  * PT_HEAP_SAMPLED_SCALE), so every total is unbiased.  Unsampled blocks
- * never touch the table; a bitmap of sampled addresses lets their frees skip
- * the lookup too.
+ * never touch the table; a counting filter of the sampled addresses in the
+ * table (pt_heap.h) lets their frees skip the lookup too.
  *
  * Everything here is async-signal-safe: no libc calls besides sched_yield,
  * sigaltstack, clock_gettime and, once per thread, pthread_getattr_np (made
@@ -54,10 +54,13 @@ struct pt_stripe {
 
 /* The pointer table: stripes grow (double) under their lock while the whole
  * stays within the budget, so a small live set stays in cache.  Made at
- * start, remade in a fork child.  The sampled-address bitmap (sampled mode
- * only).  pt_table_bytes counts the stripes' memory (atomic). */
+ * start, remade in a fork child.  The sampled-address filter (pt_heap.h;
+ * kept by pt_put/pt_take in sampled mode only).  pt_table_bytes counts the stripes' memory (atomic). */
 static struct pt_stripe pt_stripes[PT_HEAP_STRIPES];
-PT_HIDDEN uint64_t *pt_heap_bitmap;
+PT_HIDDEN uint64_t pt_heap_filter[(1u << PT_HEAP_FILTER_BITS) / 64];
+/* The filter's counters: live sampled blocks per slot, under the slot's
+ * stripe lock; 65535 sticks (then the slot is "maybe" for good). */
+static uint16_t pt_filter_count[1u << PT_HEAP_FILTER_BITS];
 static uint64_t pt_table_bytes, pt_table_budget;
 /* 1 while a peak snapshot copies (CAS-claimed; others skip theirs). */
 static int pt_peak_busy;
@@ -65,13 +68,7 @@ static int pt_peak_busy;
 #define PT_SIZE_MASK ((1ull << PT_HEAP_SIZE_BITS) - 1)
 #define PT_STRIPE_INITIAL 256 /* entries: one page */
 
-/* Async-signal-safe. */
-static inline uint64_t pt_mix(uint64_t x) {
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    return x;
-}
+#define pt_mix pt_heap_mix
 
 /* Not async-signal-safe (mmap at start or in a fork child). */
 int pt_heap_track_init(void) {
@@ -88,10 +85,6 @@ int pt_heap_track_init(void) {
     }
     if (pt_heap_file.heap != NULL)
         pt_heap_file.heap->ptr_capacity = pt_table_budget / sizeof(struct pt_entry) * 3 / 4;
-    if (pt_heap_cfg.sample_bytes && pt_heap_bitmap == NULL) {
-        pt_heap_bitmap = pt_alloc(PT_HEAP_BITMAP_BITS / 8);
-        if (pt_heap_bitmap == NULL) return -1;
-    }
     pt_peak_busy = 0;
     return 0;
 }
@@ -103,7 +96,8 @@ void pt_heap_track_fork_child(void) {
     for (int i = 0; i < PT_HEAP_STRIPES; i++)
         if (pt_stripes[i].e != NULL)
             pt_free(pt_stripes[i].e, (pt_stripes[i].mask + 1) * sizeof(struct pt_entry));
-    if (pt_heap_bitmap != NULL) memset(pt_heap_bitmap, 0, PT_HEAP_BITMAP_BITS / 8);
+    memset(pt_heap_filter, 0, sizeof pt_heap_filter);
+    memset(pt_filter_count, 0, sizeof pt_filter_count);
     pt_heap_track_init();
 }
 
@@ -125,7 +119,8 @@ static inline void pt_unlock(int *l) { __atomic_store_n(l, 0, __ATOMIC_RELEASE);
 /* The stripe of `key` and its hash.  Async-signal-safe. */
 static inline struct pt_stripe *pt_stripe_of(uint64_t key, uint64_t *h) {
     *h = pt_mix(key);
-    return &pt_stripes[*h >> (64 - 6)]; /* PT_HEAP_STRIPES = 64 */
+    /* The spread's top bits, as the filter's: a filter word is one stripe's. */
+    return &pt_stripes[pt_heap_spread((const void *)(uintptr_t)key) >> (64 - 6)];
 }
 _Static_assert(PT_HEAP_STRIPES == 64, "pt_stripe_of takes 6 bits");
 
@@ -158,6 +153,22 @@ static int pt_grow(struct pt_stripe *s) {
     return 0;
 }
 
+/* A sampled block `key` entered (+1) or left (-1) the table: its filter
+ * counter and bit.  Called under the stripe lock of `key`, which owns the
+ * slot's whole filter word.  Async-signal-safe. */
+static inline void pt_filter_add(uint64_t key, int delta) {
+    if (!pt_heap_cfg.sample_bytes) return;
+    uint32_t slot = pt_heap_slot(pt_heap_spread((const void *)(uintptr_t)key));
+    uint16_t c = pt_filter_count[slot];
+    if (c == UINT16_MAX || (delta < 0 && c == 0)) return;
+    pt_filter_count[slot] = (uint16_t)(c + delta);
+    if (c == 0) /* 0 -> 1: set before the block can be freed (we return it after) */
+        __atomic_fetch_or(&pt_heap_filter[slot / 64], 1ull << (slot % 64), __ATOMIC_RELAXED);
+    else if (c == 1 && delta < 0)
+        __atomic_fetch_and(&pt_heap_filter[slot / 64], ~(1ull << (slot % 64)), __ATOMIC_RELAXED);
+}
+_Static_assert(PT_HEAP_FILTER_BITS >= 6 + 6, "a filter word lies within one stripe");
+
 /* Insert (or replace) key -> meta; 0, or -1 when the table may not grow.
  * Returns the replaced meta in *old (0: none).  Async-signal-safe. */
 static int pt_put(uint64_t key, uint64_t meta, uint64_t *old) {
@@ -187,6 +198,7 @@ static int pt_put(uint64_t key, uint64_t meta, uint64_t *old) {
             s->e[i].key = key;
             s->e[i].meta = meta;
             s->count++;
+            pt_filter_add(key, 1); /* before any free of it can look */
             break;
         }
     }
@@ -205,6 +217,7 @@ static uint64_t pt_take(uint64_t key) {
         if (s->e[i].key != key) continue;
         meta = s->e[i].meta;
         s->count--;
+        pt_filter_add(key, -1);
         /* Backward-shift deletion: pull later entries of the cluster into the hole. */
         uint64_t hole = i, j = i;
         for (;;) {
@@ -245,11 +258,13 @@ static void pt_stack_bounds(struct pt_heap_thread *t) {
 }
 
 /* The allocating call stack, innermost first, this library's frames left
- * out.  noinline: the registers read here describe this very frame.
+ * out: walked into raw[0..PT_HEAP_RAW_FRAMES), the stack is raw[*first..]
+ * (no copy).  noinline: the registers read here describe this very frame.
  * Async-signal-safe. */
-static __attribute__((noinline)) unsigned pt_backtrace(struct pt_heap_thread *t, uint64_t *out,
-                                                       unsigned *flags) {
-    uint64_t raw[PT_HEAP_MAX_FRAMES + 8];
+#define PT_HEAP_RAW_FRAMES (PT_HEAP_MAX_FRAMES + 8)
+static __attribute__((noinline)) unsigned pt_backtrace(struct pt_heap_thread *t, uint64_t *raw,
+                                                       unsigned *first, unsigned *flags) {
+    *first = 0;
     struct pt_regs regs;
 #if defined(__x86_64__)
     __asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2"
@@ -274,17 +289,17 @@ static __attribute__((noinline)) unsigned pt_backtrace(struct pt_heap_thread *t,
             return 0;
         }
     }
-    struct pt_memory mem = {regs.sp, hi, (const unsigned char *)regs.sp};
-    const struct pt_cfi_set *set = __atomic_load_n(&pt_heap_cfi_current, __ATOMIC_ACQUIRE);
+    struct pt_memory mem = {regs.sp, hi, (const unsigned char *)regs.sp, 1};
+    const struct pt_cfi_set *set = __atomic_load_n(&pt_maps_cfi, __ATOMIC_ACQUIRE);
     if (t->memo == NULL && !t->memo_failed) { /* once per thread: 16 KiB of rows found */
         t->memo = pt_alloc(sizeof *t->memo);
         t->memo_failed = t->memo == NULL;
     }
     unsigned uflags = 0;
-    unsigned n = pt_unwind_walk_memo(set, &mem, &regs, raw, PT_HEAP_MAX_FRAMES + 8, &uflags,
+    unsigned n = pt_unwind_walk_memo(set, &mem, &regs, raw, PT_HEAP_RAW_FRAMES, &uflags,
                                      t->memo);
     unsigned skip = 0;
-    while (skip < n && raw[skip] >= pt_heap_self_lo && raw[skip] < pt_heap_self_hi) skip++;
+    while (skip < n && raw[skip] >= pt_maps_self_lo && raw[skip] < pt_maps_self_hi) skip++;
     unsigned m = n - skip;
     if (m > PT_HEAP_MAX_FRAMES) {
         m = PT_HEAP_MAX_FRAMES;
@@ -294,7 +309,7 @@ static __attribute__((noinline)) unsigned pt_backtrace(struct pt_heap_thread *t,
     } else if (uflags & PT_UNWIND_TRUNCATED) {
         *flags |= PT_HBUCKET_TRUNCATED;
     }
-    memcpy(out, raw + skip, m * sizeof *out);
+    *first = skip;
     return m;
 }
 
@@ -302,9 +317,12 @@ static __attribute__((noinline)) unsigned pt_backtrace(struct pt_heap_thread *t,
  * bucket) when there is no room.  Async-signal-safe (lock-free). */
 static uint32_t pt_bucket_for(const uint64_t *frames, unsigned n, unsigned flags) {
     pt_heap_header *heap = pt_heap_file.heap;
+    /* Products of independent terms, xor'ed: no multiply chain through the
+     * frames (deep stacks), position-dependent through `+ i`; one mix at the
+     * end.  Collisions only cost a compare: a hit checks every frame. */
     uint64_t h = 0x9e3779b97f4a7c15ull ^ n;
-    for (unsigned i = 0; i < n; i++) h = pt_mix(h ^ frames[i]) + i;
-    h |= 1;
+    for (unsigned i = 0; i < n; i++) h ^= (frames[i] + i) * 0xc2b2ae3d27d4eb4full;
+    h = pt_mix(h) | 1;
     uint32_t mask = heap->index_capacity - 1, slot = (uint32_t)h & mask;
     for (unsigned probe = 0; probe < 128; probe++, slot = (slot + 1) & mask) {
         uint32_t v = __atomic_load_n(&pt_heap_file.index[slot], __ATOMIC_ACQUIRE);
@@ -431,19 +449,16 @@ void pt_heap_on_alloc(struct pt_heap_thread *t, void *p, size_t size) {
     __atomic_add_fetch(&heap->allocs, 1, __ATOMIC_RELAXED);
     if (++t->maps_tick >= 4096) { /* a dlopen since the last look: new unwind tables */
         t->maps_tick = 0;
-        if (pt_heap_maps_changed()) pt_heap_maps_refresh(0);
+        if (pt_maps_changed()) pt_heap_maps_refresh(0);
     }
-    uint64_t frames[PT_HEAP_MAX_FRAMES];
-    unsigned flags = 0;
-    unsigned n = pt_backtrace(t, frames, &flags);
-    uint32_t b = pt_bucket_for(frames, n, flags);
+    uint64_t raw[PT_HEAP_RAW_FRAMES];
+    unsigned flags = 0, first;
+    unsigned n = pt_backtrace(t, raw, &first, &flags);
+    uint32_t b = pt_bucket_for(raw + first, n, flags);
     uint64_t bytes, blocks;
     pt_weight(size, &bytes, &blocks);
     uint64_t sz = (size >= PT_SIZE_MASK ? PT_SIZE_MASK - 1 : size) + 1;
     uint64_t old;
-    if (pt_heap_cfg.sample_bytes)
-        __atomic_fetch_or(&pt_heap_bitmap[pt_heap_bit(p) / 64], 1ull << (pt_heap_bit(p) % 64),
-                          __ATOMIC_RELAXED);
     pt_heap_bucket *bk = &pt_heap_file.buckets[b];
     __atomic_add_fetch(&bk->alloc_bytes, bytes, __ATOMIC_RELAXED);
     __atomic_add_fetch(&bk->allocs, blocks, __ATOMIC_RELAXED);

@@ -107,12 +107,8 @@ PT_HIDDEN void pt_sampler_on_signal(int sig, siginfo_t *info, void *ucontext);
 PT_HIDDEN unsigned pt_sampler_unwind(const void *ucontext, const struct pt_sampler_thread *self,
                                      uint64_t *frames, unsigned max, unsigned *flags);
 
-/* The CFI tables the handler searches, replaced whole (atomic pointer swap)
- * on dlopen/dlclose by pt_sampler_maps.c; old sets are never freed because a
- * handler on another thread may still read them.  Read with acquire. */
-extern PT_HIDDEN const struct pt_cfi_set *volatile pt_sampler_cfi_current;
-
-/* pt_sampler_maps.c - not async-signal-safe (take a mutex, call dl_iterate_phdr). */
+/* pt_sampler_maps.c - not async-signal-safe (take a mutex, call dl_iterate_phdr).
+ * The handler searches the CFI tables common/pt_maps.c publishes (pt_maps_cfi). */
 PT_HIDDEN void pt_sampler_maps_refresh(int log_all); /* log new objects, publish CFI tables */
 PT_HIDDEN void pt_sampler_maps_fork_child(void);     /* reset the lock after fork */
 PT_HIDDEN int pt_sampler_main_uses_mcount(void);     /* the executable was built with -pg */

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <signal.h>
 
+#include "pt_maps.h"
 #include "pt_sampler.h"
 
 _Static_assert((unsigned)PT_UNWIND_TRUNCATED == (unsigned)PT_SREC_TRUNCATED &&
@@ -26,8 +27,8 @@ unsigned pt_sampler_unwind(const void *ucontext, const struct pt_sampler_thread 
         return 1;
     }
     /* The live stack from sp up is always mapped: read it in place. */
-    struct pt_memory mem = {regs.sp, self->stack_hi, (const unsigned char *)regs.sp};
-    const struct pt_cfi_set *set = __atomic_load_n(&pt_sampler_cfi_current, __ATOMIC_ACQUIRE);
+    struct pt_memory mem = {regs.sp, self->stack_hi, (const unsigned char *)regs.sp, 1};
+    const struct pt_cfi_set *set = __atomic_load_n(&pt_maps_cfi, __ATOMIC_ACQUIRE);
     unsigned n = pt_unwind_walk(set, &mem, &regs, frames, max, flags);
     *flags &= PT_SAMPLER_REC_FLAGS;
     return n;

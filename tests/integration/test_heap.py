@@ -94,6 +94,12 @@ def test_allocation_in_signal_handler(basic: tuple) -> None:
     profile = basic[2]
     assert by_site(profile, "allocs")["on_signal"] == 5
     assert "signals 5" in basic[3]
+    # The unwinder steps through the signal return trampoline (__restore_rt)
+    # into the interrupted code: raise, called by main, lies below the handler.
+    stack = stack_of(profile, "on_signal")
+    assert stack[-1] == "on_signal", stack
+    assert "main" in stack and "raise" in stack, stack
+    assert stack.index("main") < stack.index("raise") < len(stack) - 1, stack
 
 
 def test_call_paths(basic: tuple) -> None:
@@ -164,6 +170,11 @@ def test_sampled_totals_within_statistical_error() -> None:
         assert abs(alloc.get(site, 0.0) - true_bytes) < 5 * sigma, (site, alloc.get(site))
     leaked = by_site(profile, "leaked_bytes").get("kept_site", 0.0)
     assert abs(leaked - 10_000_000) < 5 * (mean * 10_000_000) ** 0.5
+    # Every sampled block of the freed sites was credited back (the free path's
+    # filter never lets a sampled free through to the allocator unrecorded).
+    live = by_site(profile, "leaked_bytes")
+    for site in ("small_site", "medium_site", "large_site"):
+        assert alloc.get(site, 0.0) > 0 and live.get(site, 0.0) == 0, (site, live.get(site))
     counts = by_site(profile, "allocs")
     assert abs(counts.get("small_site", 0) - 400000) < 0.2 * 400000
     assert any("sampled heap profile" in w for w in profile.meta.warnings)

@@ -27,6 +27,17 @@ static inline int pt_arch_ucontext_regs(const void *ucontext, struct pt_regs *r)
     return 0;
 }
 
+/* The rt_sigreturn trampoline a signal handler returns into (glibc's and
+ * musl's __restore_rt): `mov $15,%rax; syscall`.  When the walk reaches it,
+ * sp is the address of the ucontext_t the kernel pushed, whose registers are
+ * the interrupted code's (pt_unwind.c steps through it). */
+#define PT_ARCH_SIGRETURN 1
+#define PT_ARCH_SIGRETURN_CODE "\x48\xc7\xc0\x0f\x00\x00\x00\x0f\x05"
+#define PT_ARCH_SIGRETURN_LEN 9
+#define PT_ARCH_UC_PC offsetof(ucontext_t, uc_mcontext.gregs[REG_RIP])
+#define PT_ARCH_UC_SP offsetof(ucontext_t, uc_mcontext.gregs[REG_RSP])
+#define PT_ARCH_UC_FP offsetof(ucontext_t, uc_mcontext.gregs[REG_RBP])
+
 /* perf dumps the masked registers in ascending order: bp, sp, ip. */
 #define PT_ARCH_PERF_REGS                                                                          \
     ((1ull << PERF_REG_X86_BP) | (1ull << PERF_REG_X86_SP) | (1ull << PERF_REG_X86_IP))

@@ -1,0 +1,199 @@
+/* The loaded objects, their map log entries and CFI tables (see pt_maps.h). */
+#define _GNU_SOURCE
+#include <elf.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pt_maps.h"
+
+PT_HIDDEN const struct pt_cfi_set *volatile pt_maps_cfi;
+PT_HIDDEN uintptr_t pt_maps_self_lo, pt_maps_self_hi;
+
+#define PT_MAX_OBJECTS 4096
+#define PT_MAX_SEGS 4
+
+/* One object seen by dl_iterate_phdr (identified by load bias and name). */
+struct pt_object {
+    uint64_t base;
+    char name[312];
+    int alive; /* present in the latest iteration */
+    int nsegs;
+    uint64_t seg_start[PT_MAX_SEGS], seg_end[PT_MAX_SEGS], seg_off[PT_MAX_SEGS];
+    uint8_t build_id[32];
+    uint32_t build_id_len;
+    struct pt_cfi_table *cfi; /* NULL: no .eh_frame_hdr (frame pointers only) */
+};
+
+/* Objects ever seen (pt_alloc'd once, never freed), the lock serializing
+ * refreshes (no walk takes it: walks only read pt_maps_cfi), the
+ * executable's path (dl_iterate_phdr calls it "") and dl_iterate_phdr's
+ * load/unload counters at the last refresh. */
+static struct pt_object *pt_objects;
+static int pt_nobjects;
+static pthread_mutex_t pt_maps_lock = PTHREAD_MUTEX_INITIALIZER;
+static char pt_exe_path[312];
+static unsigned long long pt_seen_adds, pt_seen_subs;
+
+/* What one refresh's dl_iterate_phdr callback needs. */
+struct pt_refresh {
+    pt_maps_log_fn log;
+    int fp_only;
+    int changed;
+};
+
+/* Log every executable segment of `o`; the vDSO (no path) is not logged. */
+static void pt_log_object(pt_maps_log_fn log, const struct pt_object *o, uint32_t event) {
+    if (o->name[0] != '/') return;
+    for (int i = 0; i < o->nsegs; i++) {
+        struct pt_maps_segment seg = {o->seg_start[i], o->seg_end[i], o->seg_off[i], o->base,
+                                      o->build_id,     o->build_id_len, o->name};
+        log(&seg, event);
+    }
+}
+
+/* The GNU build-id note of an object, from its PT_NOTE segments. */
+static void pt_read_build_id(const struct dl_phdr_info *info, struct pt_object *o) {
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_NOTE) continue;
+        const unsigned char *p = (const unsigned char *)(info->dlpi_addr + ph->p_vaddr);
+        const unsigned char *end = p + ph->p_filesz;
+        while (p + sizeof(ElfW(Nhdr)) <= end) {
+            const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)p;
+            const unsigned char *name = p + sizeof *nh;
+            const unsigned char *desc = name + ((nh->n_namesz + 3) & ~3u);
+            if (desc + nh->n_descsz > end) break;
+            if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 && memcmp(name, "GNU", 4) == 0) {
+                o->build_id_len = nh->n_descsz < 32 ? nh->n_descsz : 32;
+                memcpy(o->build_id, desc, o->build_id_len);
+                return;
+            }
+            p = desc + ((nh->n_descsz + 3) & ~3u);
+        }
+    }
+}
+
+static int pt_on_object(struct dl_phdr_info *info, size_t size, void *data) {
+    struct pt_refresh *r = data;
+    if (size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs) {
+        pt_seen_adds = info->dlpi_adds;
+        pt_seen_subs = info->dlpi_subs;
+    }
+    const char *name = info->dlpi_name && info->dlpi_name[0] ? info->dlpi_name : pt_exe_path;
+    for (int i = 0; i < pt_nobjects; i++)
+        if (pt_objects[i].base == info->dlpi_addr && strcmp(pt_objects[i].name, name) == 0) {
+            pt_objects[i].alive = 1;
+            return 0;
+        }
+    if (pt_nobjects >= PT_MAX_OBJECTS) return 0;
+    struct pt_object *o = &pt_objects[pt_nobjects++];
+    memset(o, 0, sizeof *o);
+    o->base = info->dlpi_addr;
+    size_t len = strlen(name);
+    if (len >= sizeof o->name) len = sizeof o->name - 1;
+    memcpy(o->name, name, len);
+    o->alive = 1;
+    const void *eh_hdr = NULL;
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type == PT_GNU_EH_FRAME) eh_hdr = (const void *)(info->dlpi_addr + ph->p_vaddr);
+        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X)) continue;
+        uint64_t start = info->dlpi_addr + ph->p_vaddr, end = start + ph->p_memsz;
+        if (start < lo) lo = start;
+        if (end > hi) hi = end;
+        if (o->nsegs < PT_MAX_SEGS) {
+            o->seg_start[o->nsegs] = start;
+            o->seg_end[o->nsegs] = end;
+            o->seg_off[o->nsegs] = ph->p_offset;
+            o->nsegs++;
+        }
+    }
+    uintptr_t self = (uintptr_t)&pt_maps_refresh;
+    if (self >= lo && self < hi) {
+        pt_maps_self_lo = lo;
+        pt_maps_self_hi = hi;
+    }
+    pt_read_build_id(info, o);
+    pt_log_object(r->log, o, PT_MAPS_LOAD);
+    if (eh_hdr != NULL && lo < hi && !r->fp_only) {
+        /* The object's own mapped memory: no bound is narrower than "all of it". */
+        struct pt_cfi_source src = {eh_hdr, (uint64_t)(uintptr_t)eh_hdr, (const unsigned char *)0,
+                                    (const unsigned char *)UINTPTR_MAX};
+        o->cfi = pt_cfi_build(&src, lo, hi);
+    }
+    r->changed = 1;
+    return 0;
+}
+
+static int pt_by_lo(const void *a, const void *b) {
+    const struct pt_cfi_table *x = *(const struct pt_cfi_table *const *)a;
+    const struct pt_cfi_table *y = *(const struct pt_cfi_table *const *)b;
+    return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/* Build a set of the live objects' tables and swap it in; the old one is
+ * leaked on purpose (see pt_maps.h). */
+static void pt_publish(void) {
+    size_t n = 0;
+    for (int i = 0; i < pt_nobjects; i++)
+        if (pt_objects[i].alive && pt_objects[i].cfi != NULL) n++;
+    struct pt_cfi_set *set = pt_alloc(sizeof *set + n * sizeof set->tables[0]);
+    if (set == NULL) return;
+    set->n = 0;
+    for (int i = 0; i < pt_nobjects; i++)
+        if (pt_objects[i].alive && pt_objects[i].cfi != NULL)
+            set->tables[set->n++] = pt_objects[i].cfi;
+    qsort(set->tables, set->n, sizeof set->tables[0], pt_by_lo);
+    __atomic_store_n(&pt_maps_cfi, set, __ATOMIC_RELEASE);
+}
+
+/* See pt_maps.h.  Not async-signal-safe. */
+void pt_maps_refresh(pt_maps_log_fn log, int fp_only, int log_all) {
+    pthread_mutex_lock(&pt_maps_lock);
+    if (pt_objects == NULL) {
+        pt_objects = pt_alloc(PT_MAX_OBJECTS * sizeof *pt_objects);
+        ssize_t len = readlink("/proc/self/exe", pt_exe_path, sizeof pt_exe_path - 1);
+        pt_exe_path[len > 0 ? len : 0] = '\0';
+    }
+    if (pt_objects == NULL) {
+        pthread_mutex_unlock(&pt_maps_lock);
+        return;
+    }
+    static unsigned char was_alive[PT_MAX_OBJECTS]; /* under pt_maps_lock */
+    int known = pt_nobjects;
+    for (int i = 0; i < known; i++) {
+        was_alive[i] = (unsigned char)pt_objects[i].alive;
+        pt_objects[i].alive = 0;
+        if (log_all && was_alive[i]) pt_log_object(log, &pt_objects[i], PT_MAPS_LOAD);
+    }
+    struct pt_refresh r = {log, fp_only, log_all};
+    dl_iterate_phdr(pt_on_object, &r);
+    for (int i = 0; i < known; i++)
+        if (was_alive[i] && !pt_objects[i].alive) {
+            pt_log_object(log, &pt_objects[i], PT_MAPS_UNLOAD);
+            r.changed = 1;
+        }
+    if (r.changed) pt_publish();
+    pthread_mutex_unlock(&pt_maps_lock);
+}
+
+static int pt_counts_cb(struct dl_phdr_info *info, size_t size, void *data) {
+    int *changed = data;
+    if (size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs)
+        *changed = info->dlpi_adds != pt_seen_adds || info->dlpi_subs != pt_seen_subs;
+    return 1; /* the counters are the same in every entry: one is enough */
+}
+
+/* See pt_maps.h.  Not async-signal-safe. */
+int pt_maps_changed(void) {
+    int changed = 0;
+    dl_iterate_phdr(pt_counts_cb, &changed);
+    return changed;
+}
+
+/* See pt_maps.h.  Not async-signal-safe. */
+void pt_maps_fork_child(void) { pthread_mutex_init(&pt_maps_lock, NULL); }

@@ -1,0 +1,61 @@
+/* The loaded objects of the process a runtime is preloaded into (csrc/common),
+ * shared by the sampler and the heap runtime.
+ *
+ * pt_maps_refresh walks dl_iterate_phdr, remembers every object ever seen
+ * (load bias + name), hands each executable segment of one that came or went
+ * to the runtime's logger (which writes it into that runtime's map log, so
+ * the front end still resolves a dlclose'd object's code by name), builds the
+ * CFI rows of each new object and publishes the set of the live ones for the
+ * unwinder (pt_maps_cfi).  The vDSO is unwound through (its CFI is built) but
+ * not logged: there is no file behind it the front end could open.
+ *
+ * Each runtime is its own shared object, so this state is per runtime.
+ */
+#ifndef PT_MAPS_H
+#define PT_MAPS_H
+
+#include <stdint.h>
+
+#include "pt_common.h"
+#include "pt_unwind.h"
+
+/* Map log events; equal to the sampler's PT_MAP_* and the heap's PT_HMAP_*. */
+enum { PT_MAPS_LOAD = 1, PT_MAPS_UNLOAD = 2 };
+
+/* One executable segment of an object, as the map logs record it. */
+struct pt_maps_segment {
+    uint64_t start, end; /* runtime addresses */
+    uint64_t offset;     /* file offset of `start` */
+    uint64_t base;       /* the object's load bias */
+    const uint8_t *build_id;
+    uint32_t build_id_len; /* <= 32 */
+    const char *path;      /* absolute path (NUL-terminated, < 312 bytes) */
+};
+
+/* Append one segment to the runtime's map log; called under the maps lock. */
+typedef void (*pt_maps_log_fn)(const struct pt_maps_segment *seg, uint32_t event);
+
+/* The live objects' CFI tables, replaced whole (atomic pointer swap, read
+ * with acquire) on each change; old sets are never freed, because a walk on
+ * another thread or in a signal handler may still read them.  NULL before
+ * the first refresh. */
+extern PT_HIDDEN const struct pt_cfi_set *volatile pt_maps_cfi;
+/* [lo, hi) of the executable code of the runtime's own object (0, 0 until
+ * the first refresh): the heap runtime leaves these frames out of stacks. */
+extern PT_HIDDEN uintptr_t pt_maps_self_lo, pt_maps_self_hi;
+
+/* Log objects that came or went since the last call, build the new ones'
+ * CFI rows (none with fp_only) and publish the live set; log_all (a new file
+ * in a fork child) logs every live object again.  Serialized by a mutex;
+ * dl_iterate_phdr and qsort may allocate.  Not async-signal-safe. */
+PT_HIDDEN void pt_maps_refresh(pt_maps_log_fn log, int fp_only, int log_all);
+
+/* 1 if objects were loaded or unloaded since the last refresh (glibc's
+ * dl_iterate_phdr load/unload counters).  Not async-signal-safe. */
+PT_HIDDEN int pt_maps_changed(void);
+
+/* Fork child: the lock may have been held by a thread that is gone.  Not
+ * async-signal-safe. */
+PT_HIDDEN void pt_maps_fork_child(void);
+
+#endif /* PT_MAPS_H */
