@@ -137,9 +137,10 @@ class FlameGraph(Widget, can_focus=True):
         """Show `tree` (a new snapshot keeps the zoom and selection by frame path)."""
         if frames is not self.frames:
             self._labels.clear()
+        if tree is not self.call_tree:
+            self._layouts.clear()  # layouts of an older snapshot: never shown again
         self.call_tree, self.frames, self.metric = tree, frames, metric
         self.base, self.normalise = base, normalise
-        self._layouts.clear()
         self._restore()
 
     def set_matches(self, matches: Callable[[int], bool] | None) -> None:
