@@ -202,9 +202,9 @@ async def flame_keys(app: ProfTuiApp, pilot: object, press: Callable[[str], Awai
             await press(char)
         start = time.perf_counter()
         await timed("flame: search (Enter in the prompt)", lambda: press("enter"))
-        while pane.share is None:  # the combined share: a walk of the tree in a worker
+        while pane.share is None:  # the combined share: a walk of the tree in slices
             await asyncio.sleep(0.005)
-        results.setdefault("flame: search share shown (worker)", []).append(
+        results.setdefault("flame: search share (in slices)", []).append(
             1000 * (time.perf_counter() - start))
         for i in range(max(4, repeat // 5)):
             await timed("flame: next match (n)", lambda i=i: press("n" if i % 3 else "N"))

@@ -198,39 +198,61 @@ class Layout:
             k += 1
 
 
-def matched_share(tree: CallTree, metric: int, matches: Callable[[int], bool] | Sequence[bool],
-                  under: CallNode | None = None) -> float:
-    """The cost of the paths through a matching frame, each path counted once.
+class ShareWalk:
+    """`matched_share` in steps: `run(n)` visits at most `n` more nodes, so a caller can
+    walk a 200,000-node tree in slices between other work (a UI's key presses)."""
 
-    `matches` says whether a frame id matches: a test, or a list indexed by frame id
-    (faster: no call per node).  The walk stops at the first match on each path (its
-    total already holds every match below it).  `under`: only that subtree (a match
-    above it covers the whole subtree).
-    """
-    hit = matches.__getitem__ if isinstance(matches, Sequence) else matches
-    top = under if under is not None else tree.root
-    for node in ancestors(top)[1:]:
-        if hit(node.frame_id):
-            return cost_of(top, metric)
-    total = 0.0
-    stack = list(top.children.values())
-    pop, extend = stack.pop, stack.extend
-    if isinstance(matches, Sequence):  # the hot loop without a call per node
-        while stack:
+    def __init__(self, tree: CallTree, metric: int, matches: Sequence[bool],
+                 under: CallNode | None = None) -> None:
+        self.metric = metric
+        self.matches = matches
+        self.total = 0.0
+        top = under if under is not None else tree.root
+        self.stack: list[CallNode] = []
+        if any(matches[n.frame_id] for n in ancestors(top)[1:]):
+            self.total = cost_of(top, metric)  # a match above covers the whole subtree
+        else:
+            self.stack.extend(top.children.values())
+
+    def run(self, budget: int) -> bool:
+        """Visit up to `budget` nodes; True once the walk is over (`total` is final)."""
+        stack, matches, metric = self.stack, self.matches, self.metric
+        pop, extend = stack.pop, stack.extend
+        total = 0.0
+        while stack and budget > 0:
+            budget -= 1
             node = pop()
             if matches[node.frame_id]:
                 value = node.total_cost[metric]
                 total += value if value > 0 else 0.0
             else:
                 extend(node.children.values())
-        return total
-    while stack:
-        node = pop()
-        if hit(node.frame_id):
-            total += cost_of(node, metric)
-        else:
-            extend(node.children.values())
-    return total
+        self.total += total
+        return not stack
+
+
+def matched_share(tree: CallTree, metric: int, matches: Callable[[int], bool] | Sequence[bool],
+                  under: CallNode | None = None) -> float:
+    """The cost of the paths through a matching frame, each path counted once.
+
+    `matches` says whether a frame id matches: a test, or a list indexed by frame id.
+    The walk stops at the first match on each path (its total already holds every
+    match below it).  `under`: only that subtree (a match above it covers the whole
+    subtree).
+    """
+    if not isinstance(matches, Sequence):
+        test = matches
+        wanted = {n.frame_id for n in ancestors(under or tree.root)[1:]}
+        stack = list((under or tree.root).children.values())
+        while stack:  # the frame ids of the subtree, each tested once
+            node = stack.pop()
+            wanted.add(node.frame_id)
+            stack.extend(node.children.values())
+        size = max(wanted, default=-1) + 1
+        matches = [i in wanted and test(i) for i in range(size)]
+    walk = ShareWalk(tree, metric, matches, under)
+    walk.run(1 << 62)
+    return walk.total
 
 
 def path_of(node: CallNode) -> tuple[int, ...]:

@@ -99,7 +99,7 @@ def test_navigate_zoom_and_escape() -> None:
             assert graph.zoomed and [f.function for f in graph.zoom_path] == ["main", "b"]
             lines = graph_lines(app, graph)
             assert lines[-3].startswith(" b ") and lines[-4].startswith(" leaf ")
-            layout = graph.layout
+            layout = graph.flame_layout
             assert layout is not None and layout.row_cells(3) == [(0, 0, SIZE[0])]
             assert "zoom: main › b" in info(app)
             assert app.query_one(StatusLine).frame == Frame("b", module="/bin/prog")
@@ -140,7 +140,7 @@ def test_search_share_counts_each_path_once_and_n_moves() -> None:
             await pilot.press("N")
             assert graph.sel == (3, 0)
             # Matching frames are drawn bold and underlined, the others dimmed.
-            layout = graph.layout
+            layout = graph.flame_layout
             assert layout is not None
             assert graph._style(layout.row(2)[0], True).bold  # a
             assert not graph._style(layout.row(2)[1], True).bold  # b
@@ -164,7 +164,7 @@ def test_live_snapshots_keep_the_zoom_and_the_selection() -> None:
             await wait_for(pilot, lambda: graph.frames is second.frames, what="snapshot")
             assert [f.function for f in graph.zoom_path] == ["main", "b"]
             assert selected(graph) == "leaf" and graph.sel == (3, 0)
-            layout = graph.layout
+            layout = graph.flame_layout
             assert layout is not None and layout.span == 110
             assert [(second.frames[i.node.frame_id].function, i.width)
                     for i in layout.row(3) if i.node is not None] == [("leaf", 90), ("memcpy", 20)]
@@ -214,7 +214,7 @@ def test_sandwich_shows_callers_above_and_callees_below() -> None:
             frames = app.profile.frames  # type: ignore[union-attr]
 
             def rows(g: FlameGraph) -> list[list[tuple[str, float]]]:
-                layout = g.layout
+                layout = g.flame_layout
                 assert layout is not None
                 return [[(frames[i.node.frame_id].function, i.width) for i in row
                          if i.node is not None] for row in (list(layout.items()) and layout.rows)]
@@ -244,7 +244,7 @@ def test_differential_colours_against_an_aligned_baseline() -> None:
         app.baseline = baseline  # type: ignore[attr-defined]  # as `open --base` sets it
         async with app.run_test(size=SIZE) as pilot:
             graph = await open_flame(pilot, app)
-            layout = graph.layout
+            layout = graph.flame_layout
             assert layout is not None and graph.base is not None
             by_name = {new.frames[i.node.frame_id].function: i for i in layout.row(2)
                        if i.node is not None}
@@ -268,7 +268,7 @@ def test_mouse_click_selects_and_click_again_zooms() -> None:
         app = ProfTuiApp(profile=build(STACKS))
         async with app.run_test(size=SIZE) as pilot:
             graph = await open_flame(pilot, app)
-            layout = graph.layout
+            layout = graph.flame_layout
             assert layout is not None
             _index, x0, _x1 = layout.row_cells(2)[1]  # b
             y = graph.size.height - 1 - 2  # flame: row 2 is the third line from the bottom
@@ -294,13 +294,13 @@ def test_metric_change_redraws_widths_by_the_new_metric() -> None:
         app = ProfTuiApp(profile=profile)
         async with app.run_test(size=SIZE) as pilot:
             graph = await open_flame(pilot, app)
-            layout = graph.layout
+            layout = graph.flame_layout
             assert layout is not None
             assert [(profile.frames[i.node.frame_id].function, i.width) for i in layout.row(2)
                     if i.node is not None] == [("a", 90), ("b", 10)]
             await pilot.press("m")
             await wait_for(pilot, lambda: graph.metric == 1, what="metric")
-            layout = graph.layout
+            layout = graph.flame_layout
             assert layout is not None and layout.span == 4_000
             assert [(profile.frames[i.node.frame_id].function, i.width) for i in layout.row(2)
                     if i.node is not None] == [("b", 3_000), ("a", 1_000)]

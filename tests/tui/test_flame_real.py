@@ -63,7 +63,7 @@ def test_flame_search_share_matches_measured_cpu_and_threads(
             frame = graph.selected_frame()
             assert frame is not None and frame.function.startswith("thr_spin_")
             await pilot.press("enter")  # zoom: it fills the width, its callers stay below
-            layout = graph.layout
+            layout = graph.flame_layout
             assert layout is not None and graph.zoomed
             assert layout.row_cells(layout.zoom_row()) == [(0, 0, graph.size.width)]
             assert all(len(layout.row(k)) == 1 for k in range(layout.zoom_row()))

@@ -11,9 +11,10 @@ and self cost and share, the zoom breadcrumb, and the search's combined share.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import ClassVar
 
-from proftui.collectors.model.flame import matched_share
+from proftui.collectors.model.flame import ShareWalk
 from proftui.collectors.model.profile import CallTree, Frame, FrameTable, Profile
 from proftui.collectors.model.textsafe import display
 from proftui.collectors.model.views import FlatEntry, callee_tree, caller_tree, select_tree
@@ -32,6 +33,8 @@ from textual.containers import Vertical
 from textual.widget import Widget
 from textual.widgets import Static
 
+SHARE_SLICE = 20_000  # tree nodes per slice of the search share (a few ms)
+
 
 class FrameMatcher:
     """A search pattern as a test on frame ids (one regex call per frame, remembered)."""
@@ -41,12 +44,6 @@ class FrameMatcher:
         self.table = table
         self.frames = list(table)
         self.verdict: dict[int, bool] = {}
-
-    def all(self) -> list[bool]:
-        """The verdict for every frame id (one regex call per frame not seen yet)."""
-        test = self.matcher.matches
-        known = self.verdict
-        return [known[i] if i in known else test(f.function) for i, f in enumerate(self.frames)]
 
     def __call__(self, frame_id: int) -> bool:
         hit = self.verdict.get(frame_id)
@@ -233,28 +230,42 @@ class FlamePane(Pane, Vertical):
 
     def search_share(self) -> float | None:
         """The search's combined share of the whole (each path counted once); None while
-        a worker computes it (a walk of the whole tree: 200,000 nodes take ~0.1 s)."""
+        it is being computed: in slices between key presses (`_share_slices`)."""
         if self.matcher is None or self.call_tree is None or self.profile is None:
             return None
         key = (id(self.call_tree), self.metric, self.pattern, self.matcher)
         if key != self._share_key:
             self._share_key = key
             self.share = None
-            self._share_worker(self.call_tree, self.metric, self.matcher, key)
+            slices = self._share_slices(self.call_tree, self.metric, self.matcher)
+            self.call_after_refresh(self._share_step, key, slices)
         return self.share
 
-    @work(thread=True, exclusive=True, group="flame-share")
-    def _share_worker(self, tree: CallTree, metric: int, matcher: FrameMatcher,
-                      key: tuple[object, ...]) -> None:
-        hits = matcher.all()
+    def _share_slices(self, tree: CallTree, metric: int, matcher: FrameMatcher
+                      ) -> Iterator[float | None]:
+        """Yields None after each slice of work, then the share.  Slices, not a thread:
+        a thread walking the tree would hold the GIL against the key presses."""
+        hits: list[bool] = []
+        frames = matcher.frames
+        for start in range(0, len(frames), SHARE_SLICE // 4):
+            hits.extend(matcher(i) for i in range(start, min(len(frames), start
+                                                             + SHARE_SLICE // 4)))
+            yield None
+        walk = ShareWalk(tree, metric, hits)
+        while not walk.run(SHARE_SLICE):
+            yield None
         whole = tree.root.total_cost[metric] if tree.n_metrics else 0.0
-        share = matched_share(tree, metric, hits) / whole if whole > 0 else 0.0
-        self.app.call_from_thread(self._share_ready, key, share)
+        yield walk.total / whole if whole > 0 else 0.0
 
-    def _share_ready(self, key: tuple[object, ...], share: float) -> None:
-        if key == self._share_key:
-            self.share = share
-            self.update_info()
+    def _share_step(self, key: tuple[object, ...], slices: Iterator[float | None]) -> None:
+        if key != self._share_key:
+            return  # another search, snapshot or metric meanwhile
+        share = next(slices, 0.0)
+        if share is None:
+            self.set_timer(0.001, lambda: self._share_step(key, slices))
+            return
+        self.share = share
+        self.update_info()
 
     def update_info(self) -> None:
         graph = self._current()

@@ -137,9 +137,10 @@ class FlameGraph(Widget, can_focus=True):
         """Show `tree` (a new snapshot keeps the zoom and selection by frame path)."""
         if frames is not self.frames:
             self._labels.clear()
+        if tree is not self.call_tree:
+            self._layouts.clear()  # layouts of an older snapshot: never shown again
         self.call_tree, self.frames, self.metric = tree, frames, metric
         self.base, self.normalise = base, normalise
-        self._layouts.clear()
         self._restore()
 
     def set_matches(self, matches: Callable[[int], bool] | None) -> None:
@@ -172,7 +173,7 @@ class FlameGraph(Widget, can_focus=True):
         return tuple(self.frames[fid] for fid in node.path())
 
     @property
-    def layout(self) -> Layout | None:
+    def flame_layout(self) -> Layout | None:
         if self.call_tree is None:
             return None
         zoom, _ = self._path_nodes(self.zoom_path) if self.zoom_path else (None, 0)
@@ -188,16 +189,16 @@ class FlameGraph(Widget, can_focus=True):
 
     def _restore(self) -> None:
         """After a new tree, zoom or resize: find the selected node again."""
-        layout = self.layout
+        layout = self.flame_layout
         if layout is None:
             return
         if self.zoom_path:
             _zoom, found = self._path_nodes(self.zoom_path)
             if found < len(self.zoom_path):  # the zoomed frame vanished: its deepest ancestor
                 self.zoom_path = self.zoom_path[:found]
-                layout = self.layout
+                layout = self.flame_layout
                 assert layout is not None
-        node, _ = self._path_nodes(self.selected_path)
+        node: CallNode | None = self._path_nodes(self.selected_path)[0]
         place = None
         while place is None and node is not None:
             place = layout.locate(node)
@@ -208,7 +209,7 @@ class FlameGraph(Widget, can_focus=True):
     # -- selection -------------------------------------------------------------------
 
     def selected_item(self) -> FlameItem | None:
-        layout = self.layout
+        layout = self.flame_layout
         if layout is None:
             return None
         row = layout.row(self.sel[0])
@@ -243,7 +244,7 @@ class FlameGraph(Widget, can_focus=True):
 
     def action_move_vertical(self, screen_dy: int) -> None:
         """Up/down on screen: towards the leaves or the root, as drawn."""
-        layout = self.layout
+        layout = self.flame_layout
         if layout is None:
             return
         toward_leaves = (screen_dy > 0) == self.icicle
@@ -258,7 +259,7 @@ class FlameGraph(Widget, can_focus=True):
             self._select(k - 1, max(0, parent))
 
     def action_move_side(self, step: int) -> None:
-        layout = self.layout
+        layout = self.flame_layout
         if layout is None:
             return
         k, index = self.sel
@@ -270,7 +271,7 @@ class FlameGraph(Widget, can_focus=True):
             self._select(k, i)
 
     def action_to_root(self) -> None:
-        layout = self.layout
+        layout = self.flame_layout
         if layout is not None:
             self._select(layout.zoom_row(), 0)
 
@@ -308,7 +309,7 @@ class FlameGraph(Widget, can_focus=True):
         self.post_message(self.Search())
 
     def action_search_next(self, step: int) -> None:
-        layout, test = self.layout, self.matches
+        layout, test = self.flame_layout, self.matches
         if layout is None or test is None:
             self.notify("no search yet: / searches the flame graph")
             return
@@ -376,7 +377,7 @@ class FlameGraph(Widget, can_focus=True):
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width
-        layout = self.layout
+        layout = self.flame_layout
         blank = Style(bgcolor=self.rich_style.bgcolor)
         if layout is None or y >= self.size.height:
             return Strip.blank(width, blank)
@@ -414,7 +415,7 @@ class FlameGraph(Widget, can_focus=True):
     # -- mouse -----------------------------------------------------------------------
 
     def on_click(self, event: events.Click) -> None:
-        layout = self.layout
+        layout = self.flame_layout
         offset = event.get_content_offset(self)
         if layout is None or offset is None:
             return
