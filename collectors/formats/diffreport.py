@@ -9,7 +9,7 @@ own total, points are NEW's share minus BASE's:
 
     {"schema": "proftui-diff/1",
      "metric": {"name": "samples", "unit": "count"},
-     "normalisation": "share" | "absolute",   # what the lists are sorted by
+     "normalisation": "shares" | "absolute",   # what the lists are sorted by
      "sort": "self" | "total",                # functions: by change of self or total cost
      "base": SIDE, "new": SIDE,
      "functions_count": N,                    # functions with cost on either side
@@ -87,14 +87,14 @@ def _ratio_text(ratio: float | None, status: str) -> str:
 
 
 def render_diff_text(diff: ProfileDiff, base: Profile, new: Profile, files: tuple[str, str],
-                     normalisation: str = "share", by: str = "self",
+                     normalisation: str = "shares", by: str = "self",
                      limit: int | None = DEFAULT_LIMIT, paths: int = DEFAULT_PATHS) -> str:
     """The `proftui diff` text report."""
     units = unit_label(diff.metric_name, diff.unit)
     grown = diff.new_total - diff.base_total
     ratio = _ratio_text(diff.new_total / diff.base_total if diff.base_total else None, "both")
     sorted_by = (f"change of {by} share (percentage points of each profile's own total)"
-                 if normalisation == "share" else f"change of {by} cost ({units})")
+                 if normalisation == "shares" else f"change of {by} cost ({units})")
     lines = [
         f"BASE: {_describe(base, files[0])}",
         f"NEW:  {_describe(new, files[1])}",
@@ -154,7 +154,7 @@ def _side(profile: Profile, file: str, total: float) -> dict[str, Any]:
 
 
 def render_diff_json(diff: ProfileDiff, base: Profile, new: Profile, files: tuple[str, str],
-                     normalisation: str = "share", by: str = "self",
+                     normalisation: str = "shares", by: str = "self",
                      limit: int | None = DEFAULT_LIMIT, paths: int = DEFAULT_PATHS
                      ) -> dict[str, Any]:
     """The `proftui diff --json` document (schema in the module docstring)."""

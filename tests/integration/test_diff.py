@@ -241,7 +241,7 @@ def test_json_schema(sampled: tuple[Path, Path]) -> None:
     doc = diff_json("-n", "3", "--paths", "2", str(base), str(new))
     assert doc["schema"] == "proftui-diff/1"
     assert doc["metric"] == {"name": "samples", "unit": "count"}
-    assert doc["normalisation"] == "share" and doc["sort"] == "self"
+    assert doc["normalisation"] == "shares" and doc["sort"] == "self"
     for side, file in (("base", base), ("new", new)):
         assert doc[side]["file"] == str(file) and doc[side]["mode"] == "sampler"
         assert doc[side]["total"] > 0 and isinstance(doc[side]["argv"], list)

@@ -237,11 +237,11 @@ def test_differential_colours_against_an_aligned_baseline() -> None:
     new_stacks = [(("main", "a", "leaf"), 30), (("main", "b", "leaf"), 60), (("main",), 10),
                   (("main", "memcpy"), 10)]
     new = build(new_stacks)
-    baseline = align(build(base_stacks, order=("leaf", "b")), new)
+    base = build(base_stacks, order=("leaf", "b"))
+    assert align(base, new).total() == 100  # the app aligns it (open --base)
 
     async def body() -> None:
-        app = ProfTuiApp(profile=new)
-        app.baseline = baseline  # type: ignore[attr-defined]  # as `open --base` sets it
+        app = ProfTuiApp(profile=new, base=base)
         async with app.run_test(size=SIZE) as pilot:
             graph = await open_flame(pilot, app)
             layout = graph.flame_layout

@@ -65,7 +65,7 @@ def test_function_deltas_in_shares_and_absolute_units() -> None:
     assert rows["fresh"].status == "new" and rows["fresh"].self_cost.ratio is None
     assert rows["leaf"].status == "both" and rows["leaf"].self_cost.delta == 0.0
     assert rows["main"].total_cost.delta == 50.0 and rows["main"].total_cost.points == 0.0
-    by_share = [d.frame.function for d in diff.sorted_functions("share")]
+    by_share = [d.frame.function for d in diff.sorted_functions("shares")]
     # +-20 self points each; ties go to the larger total change (b's: +10), then the name
     assert by_share[:3] == ["fresh", "gone", "b"]
     by_units = [d.frame.function for d in diff.sorted_functions("absolute")]
@@ -86,7 +86,7 @@ def test_paths_walk_both_trees_and_skip_explained_contexts() -> None:
     assert absolute[("main", "fresh")].status == "new"
     assert absolute[("main", "b")].total_cost.delta == 40.0
     assert path_names(diff.sorted_paths("absolute")[0]) == ["main"]
-    share = [path_names(p) for p in diff.sorted_paths("share")]
+    share = [path_names(p) for p in diff.sorted_paths("shares")]
     assert share[:2] == [["main", "fresh"], ["main", "gone"]]  # +-20 points, then by name
     assert ["main"] not in share  # 100% on both sides
     assert ["main", "a"] in share  # a's share fell 10 points
