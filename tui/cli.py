@@ -249,6 +249,11 @@ def make_collector(args: argparse.Namespace, output: str) -> Collector:
     program = resolve_program(args.program)
     facts = inspect_binary(program)
     mode = args.mode or facts.mode
+    heap = getattr(args, "heap", False)
+    if heap and mode not in HEAP_MODES:
+        raise ProftuiError(
+            f"--heap adds heap tracking to sampler runs only, not to {mode} mode "
+            "(use --mode sampler --heap, or --mode heap for the heap alone)")
     if mode == "instrument" and facts.mode != "instrument":
         raise ProftuiError(
             f"{args.program} was not built with -finstrument-functions, so instrument mode "
@@ -265,11 +270,6 @@ def make_collector(args: argparse.Namespace, output: str) -> Collector:
         raise ProftuiError(
             f"{args.program} is statically linked, so the heap profiler cannot be preloaded into "
             "it; relink it dynamically, or run it under valgrind --tool=massif")
-    heap = getattr(args, "heap", False)
-    if heap and mode not in HEAP_MODES:
-        raise ProftuiError(
-            f"--heap adds heap tracking to sampler runs only, not to {mode} mode "
-            "(use --mode sampler --heap, or --mode heap for the heap alone)")
     if args.heap_sample is not None and mode != "heap" and not heap:
         raise ProftuiError("--heap-sample applies to heap mode only (add --mode heap, "
                            "or --heap to a sampler run)")
