@@ -129,6 +129,14 @@ def test_text_report_has_the_leak_summary(runs: dict) -> None:
     assert f"proftui {MODE} profile of" in text
     assert "7,000 bytes in 7 blocks leaked" in text
     assert "at allocator (heap_sampler.c:" in text
+    assert "Flat profile:\n" in text and "\n  time    samples    samples\n" in text
+    # A heap-only report: the title names the metric, the unit row says bytes or blocks.
+    heap = render_text(runs["heap"])
+    assert "Flat profile: alloc_bytes, bytes allocated\n" in heap
+    assert "\n bytes      bytes      bytes\n" in heap and "alloc_bytes alloc_bytes" not in heap
+    leaks = render_text(runs["heap"], metric=runs["heap"].metric_index("leaks"))
+    assert "Flat profile: leaks, blocks live at exit\n" in leaks
+    assert "\nblocks     blocks     blocks\n" in leaks
 
 
 def test_save_and_open_keep_both(runs: dict, tmp_path: Path) -> None:
