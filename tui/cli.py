@@ -262,6 +262,11 @@ def make_collector(args: argparse.Namespace, output: str) -> Collector:
         raise ProftuiError(
             f"{args.program} was not built with -pg, so it writes no gmon.out; rebuild with "
             "`gcc -pg`, or drop --mode to sample instead")
+    if mode == "sampler" and facts.static and heap:
+        raise ProftuiError(
+            f"{args.program} is statically linked, so the sampler and the heap profiler cannot "
+            "be preloaded into it; relink it dynamically (attach mode, `proftui --pid PID`, "
+            "samples its CPU without the heap)")
     if mode == "sampler" and facts.static:
         raise ProftuiError(
             f"{args.program} is statically linked, so the sampler cannot be preloaded into it; "

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -19,6 +20,7 @@ from pathlib import Path
 import pytest
 from proftui.collectors.base import CollectorOptions
 from proftui.collectors.combined import MODE, HeapSamplerCollector
+from proftui.collectors.errors import ProftuiError
 from proftui.collectors.formats.export import export_bytes
 from proftui.collectors.formats.export.pprof import sample_columns
 from proftui.collectors.formats.export.text import render_text
@@ -222,3 +224,39 @@ def test_live_snapshots_read_both_files() -> None:
         assert _share(live, "burner") >= 0.8
     finally:
         collector.stop()
+
+
+def test_static_binary_refused_in_one_line(tmp_path: Path) -> None:
+    static = tmp_path / "static"
+    src = tmp_path / "s.c"
+    src.write_text("#include <stdlib.h>\nint main(void){return malloc(1)==0;}\n")
+    if subprocess.run(["gcc", "-static", "-o", str(static), str(src)],
+                      capture_output=True).returncode:
+        pytest.skip("gcc -static does not work here (no static libc)")
+    res = subprocess.run([*CLI, "--heap", "--text", str(static)], capture_output=True,
+                         text=True, timeout=60)
+    assert res.returncode != 0 and "Traceback" not in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+    assert "statically linked" in res.stderr and "heap profiler" in res.stderr
+    collector = HeapSamplerCollector([str(static)], CollectorOptions())
+    try:
+        with pytest.raises(ProftuiError, match="the heap profiler and the sampler cannot be "
+                                               "preloaded"):
+            collector.start()
+    finally:
+        collector.stop()
+    assert not collector.run_dir.path.exists()
+
+
+def test_sigterm_ends_the_target_and_cleans_up() -> None:
+    binary = build_fixture("heap_sampler.c", FLAGS)
+    proc = subprocess.Popen([*CLI, "--text", "--heap", str(binary), "30"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(2.0)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert "SIGTERM: target pid" in err and "killed by signal 15" in err
+    assert "Traceback" not in err
+    assert f"proftui {MODE} profile of" in out  # the report of what was collected
+    assert "samples" in out
