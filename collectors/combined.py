@@ -52,6 +52,11 @@ class HeapSamplerCollector(LaunchCollector):
         # tracked malloc asks pthread_getattr_np for the stack bounds, whose lock the
         # sampler's call holds.
         preloads = [self.heap.preload(), self.sampler.preload()]
+        budgets = [int(p.env["PROFTUI_BUFFER_BYTES"]) for p in preloads
+                   if "PROFTUI_BUFFER_BYTES" in p.env]
+        if budgets:  # one variable for both runtimes: the heap's floor (1 MiB) must hold
+            for p in preloads:
+                p.env["PROFTUI_BUFFER_BYTES"] = str(max(budgets))
         self.process = launch_preloaded(self.argv, run_dir=self.run_dir.path,
                                         preloads=preloads, output=self.options.output)
         self.sampler.begin(self.process)
