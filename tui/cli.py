@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from proftui.collectors.base import Collector, CollectorOptions
+from proftui.collectors.combined import HEAP_MODES, HeapSamplerCollector
 from proftui.collectors.detect import inspect_binary
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.formats.diffreport import (
@@ -72,6 +73,7 @@ Modes (chosen from the binary, --mode overrides):
   sampler     any other binary: statistical CPU sampling (LD_PRELOAD), live
   heap        --mode heap: allocations, live bytes, peak and leaks by call path (LD_PRELOAD),
               live; never chosen automatically
+  --heap      adds heap tracking to a sampler run: CPU and memory side by side in one profile
 """
 
 
@@ -90,9 +92,13 @@ def _add_profiling_options(parser: argparse.ArgumentParser, with_program: bool =
                         help="sampler: sample wall-clock time instead of CPU time")
     parser.add_argument("--follow", action="store_true",
                         help="sampler: follow children across fork/exec")
+    parser.add_argument("--heap", action="store_true",
+                        help="sampler: track the heap too (the heap profiler preloaded beside "
+                             "the sampler): CPU and memory side by side in one run")
     parser.add_argument("--heap-sample", type=_heap_sample, metavar="BYTES",
-                        help="heap mode: sample one allocation per BYTES on average (Poisson "
-                             "on bytes, estimates scaled up; e.g. 512K); default: every one")
+                        help="heap mode and --heap: sample one allocation per BYTES on average "
+                             "(Poisson on bytes, estimates scaled up; e.g. 512K); default: "
+                             "every one")
     parser.add_argument("--buffer", type=_megabytes, metavar="MB",
                         help="shared-memory budget per process in MiB (instrument, sampler, "
                              "heap; attach: the perf ring buffers' total); what does not fit "
@@ -284,12 +290,20 @@ def make_collector(args: argparse.Namespace, output: str) -> Collector:
     if args.pid is not None:
         if args.program is not None:
             raise ProftuiError("give either a program to run or --pid, not both")
+        if getattr(args, "heap", False):
+            raise ProftuiError("--heap adds heap tracking to sampler runs only; attach mode "
+                               "cannot track a running process's heap")
         return COLLECTORS["attach"]([], options_from(args, output))
     if args.program is None:
         raise ProftuiError("no program given (see proftui --help)")
     program = resolve_program(args.program)
     facts = inspect_binary(program)
     mode = args.mode or facts.mode
+    heap = getattr(args, "heap", False)
+    if heap and mode not in HEAP_MODES:
+        raise ProftuiError(
+            f"--heap adds heap tracking to sampler runs only, not to {mode} mode "
+            "(use --mode sampler --heap, or --mode heap for the heap alone)")
     if mode == "instrument" and facts.mode != "instrument":
         raise ProftuiError(
             f"{args.program} was not built with -finstrument-functions, so instrument mode "
@@ -298,6 +312,11 @@ def make_collector(args: argparse.Namespace, output: str) -> Collector:
         raise ProftuiError(
             f"{args.program} was not built with -pg, so it writes no gmon.out; rebuild with "
             "`gcc -pg`, or drop --mode to sample instead")
+    if mode == "sampler" and facts.static and heap:
+        raise ProftuiError(
+            f"{args.program} is statically linked, so the sampler and the heap profiler cannot "
+            "be preloaded into it; relink it dynamically (attach mode, `proftui --pid PID`, "
+            "samples its CPU without the heap)")
     if mode == "sampler" and facts.static:
         raise ProftuiError(
             f"{args.program} is statically linked, so the sampler cannot be preloaded into it; "
@@ -306,8 +325,11 @@ def make_collector(args: argparse.Namespace, output: str) -> Collector:
         raise ProftuiError(
             f"{args.program} is statically linked, so the heap profiler cannot be preloaded into "
             "it; relink it dynamically, or run it under valgrind --tool=massif")
-    if args.heap_sample is not None and mode != "heap":
-        raise ProftuiError("--heap-sample applies to heap mode only (add --mode heap)")
+    if args.heap_sample is not None and mode != "heap" and not heap:
+        raise ProftuiError("--heap-sample applies to heap mode only (add --mode heap, "
+                           "or --heap to a sampler run)")
+    if heap:
+        return HeapSamplerCollector([args.program, *args.args], options_from(args, output))
     return COLLECTORS[mode]([args.program, *args.args], options_from(args, output))
 
 

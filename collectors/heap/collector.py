@@ -29,7 +29,8 @@ from proftui.collectors.model.profile import (
     ProfileMeta,
     Timeline,
 )
-from proftui.collectors.runtime.launch import LaunchedProcess, resolve_program
+from proftui.collectors.runtime.launch import LaunchedProcess
+from proftui.collectors.runtime.preload import PollThread, Preload, file_too_young, launch_preloaded
 from proftui.collectors.runtime.wire import FLAG_NO_SPACE, WireVersionError
 from proftui.collectors.runtime.wire_heap import (
     BUCKET_DEPTH,
@@ -47,6 +48,7 @@ POLL_INTERVAL_S = 0.1
 MAX_TIMELINE_ROWS = 4000  # then every other old row is dropped
 FILE_GLOB = "heap.*.ptw"
 LEAK_NOTE = "leaks are blocks live at exit; reachability is not checked (valgrind does that)"
+STATIC_HINT = "relink it dynamically, or use valgrind --tool=massif on it"
 OVERFLOW_FRAME = Frame(function="[stack not recorded: bucket table full]")
 
 
@@ -56,37 +58,36 @@ class HeapCollector(LaunchCollector):
     mode: ClassVar[str] = "heap"
     can_pause: ClassVar[bool] = True
 
-    def __init__(self, argv: list[str], options: CollectorOptions | None = None) -> None:
+    def __init__(self, argv: list[str], options: CollectorOptions | None = None, *,
+                 images: ImageSpaces | None = None,
+                 sym_lock: threading.Lock | None = None) -> None:
+        """`images` and `sym_lock`: address spaces (and the lock guarding them) shared
+        with another collector reading the same run (--heap), so that one address
+        gives one frame in both."""
         super().__init__(argv, options)
         self._files: dict[Path, HeapFile] = {}
         self._bad_files: set[Path] = set()
         self._warnings: list[str] = []
         self._timeline = Timeline(names=["live_bytes", "rss_bytes"])
         self._start_time: float | None = None
-        self._end_time: float | None = None
-        self._stop = threading.Event()
-        self._poller: threading.Thread | None = None
+        self._poller: PollThread | None = None
         self._paused = False
         # _files_lock guards the open files and the timeline (poll thread and
         # collect); _sym_lock the symbolizer and address spaces (collect only).
         self._files_lock = threading.RLock()
-        self._sym_lock = threading.Lock()
-        self._images = ImageSpaces()  # file name -> its image's address space
+        self._sym_lock = sym_lock or threading.Lock()
+        self._images = images or ImageSpaces()  # file name -> its image's address space
 
     # -- lifecycle -----------------------------------------------------------------
 
     def start(self) -> None:
-        from proftui.collectors.detect import inspect_binary
-        from proftui.collectors.runtime.libraries import runtime_library_path
+        self.begin(launch_preloaded(self.argv, run_dir=self.run_dir.path,
+                                    preloads=[self.preload()], output=self.options.output))
 
+    def preload(self) -> Preload:
+        """Check the options and say what to preload (the runtime and its environment)."""
         if not self.argv:
             raise ProftuiError("no program given")
-        program = resolve_program(self.argv[0])
-        if inspect_binary(program).static:
-            raise ProftuiError(
-                f"{self.argv[0]}: statically linked, so the heap profiler cannot be preloaded "
-                "into it; relink it dynamically, or use valgrind --tool=massif on it")
-        library = runtime_library_path("proftui_heap")
         env = {
             "PROFTUI_FRONTEND_PID": str(os.getpid()),
             "PROFTUI_FOLLOW_CHILDREN": "1" if self.options.follow_children else "0",
@@ -98,29 +99,28 @@ class HeapCollector(LaunchCollector):
             env["PROFTUI_HEAP_SAMPLE"] = str(int(sample))
         if self.options.buffer_bytes:
             env["PROFTUI_BUFFER_BYTES"] = str(max(int(self.options.buffer_bytes), 1 << 20))
-        self._images.symbolizer = Symbolizer()
+        if self._images.symbolizer is None:
+            self._images.symbolizer = Symbolizer()
         self._start_time = time.time()
-        self.process = LaunchedProcess(self.argv, run_dir=self.run_dir.path, env=env,
-                                       preload=[library], output=self.options.output)
-        self._poller = threading.Thread(target=self._poll_loop, name="proftui-heap-poll",
-                                        daemon=True)
+        return Preload("proftui_heap", "the heap profiler", STATIC_HINT, env)
+
+    def begin(self, process: LaunchedProcess) -> None:
+        """Read the runtime files of `process`, started with `preload()`'s runtime."""
+        self.process = process
+        self._poller = PollThread("proftui-heap-poll", self.poll, self._ended, self._note,
+                                  POLL_INTERVAL_S)
         self._poller.start()
 
-    def _poll_loop(self) -> None:
-        """Sample live bytes and RSS every POLL_INTERVAL_S until the target ends."""
-        while not self._stop.is_set():
-            exited = self.process is not None and self.process.poll() is not None
-            try:
-                self.poll()
-            except ProftuiError as exc:
-                with self._files_lock:
-                    self._warnings.append(str(exc))
-            if exited:
-                break
-            self._stop.wait(POLL_INTERVAL_S)
+    def _ended(self) -> bool:
+        return self.process is not None and self.process.poll() is not None
+
+    def _note(self, warning: str) -> None:
         with self._files_lock:
-            if self._end_time is None:
-                self._end_time = time.time()
+            self._warnings.append(warning)
+
+    @property
+    def _end_time(self) -> float | None:
+        return self._poller.end_time if self._poller is not None else None
 
     def poll(self) -> None:
         """Open new files and append one timeline row (thread-safe)."""
@@ -150,16 +150,19 @@ class HeapCollector(LaunchCollector):
     def wait(self) -> Profile:
         if self.process is not None:
             self.process.wait()
+        self.join_poll()
+        return self.snapshot()
+
+    def join_poll(self) -> None:
+        """Wait for the poll thread's last round (it ends once the target has ended)."""
         if self._poller is not None:
             self._poller.join()
-        return self.snapshot()
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
             self.process.kill()
-        self._stop.set()
         if self._poller is not None:
-            self._poller.join()
+            self._poller.stop()
         with self._files_lock:
             for f in self._files.values():
                 f.close()
@@ -191,11 +194,7 @@ class HeapCollector(LaunchCollector):
                 continue
             except ProftuiError as exc:
                 # A file being created has no magic yet; give it a moment.
-                try:
-                    young = time.time() - path.stat().st_mtime <= 2.0
-                except OSError:
-                    continue
-                if young and self.process is not None and self.process.poll() is None:
+                if file_too_young(path, self.process):
                     continue
                 self._bad_files.add(path)
                 self._warnings.append(f"{exc}: its allocations are lost")

@@ -22,8 +22,9 @@ from typing import Any, ClassVar
 from proftui.collectors.base import CollectorOptions, LaunchCollector
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.model.profile import CPU_NS, SAMPLES, WALL_NS, Profile, ProfileMeta
-from proftui.collectors.runtime.launch import LaunchedProcess, resolve_program
+from proftui.collectors.runtime.launch import LaunchedProcess
 from proftui.collectors.runtime.names import read_comm
+from proftui.collectors.runtime.preload import PollThread, Preload, file_too_young, launch_preloaded
 from proftui.collectors.runtime.wire import FLAG_NO_SPACE, WireVersionError
 from proftui.collectors.runtime.wire_sampler import (
     MAX_FRAMES,
@@ -45,6 +46,7 @@ DRAIN_INTERVAL_S = 0.1
 MAX_FREQUENCY = 10_000  # the runtime clamps to this too
 TIMER_TICK_HZ = 250  # what POSIX CPU timers deliver at most here (kernel tick)
 FILE_GLOB = "sampler.*.ptw"
+STATIC_HINT = "use attach mode instead: start it, then run `proftui --pid PID`"
 
 
 class SamplerCollector(LaunchCollector):
@@ -53,7 +55,12 @@ class SamplerCollector(LaunchCollector):
     mode: ClassVar[str] = "sampler"
     can_pause: ClassVar[bool] = True
 
-    def __init__(self, argv: list[str], options: CollectorOptions | None = None) -> None:
+    def __init__(self, argv: list[str], options: CollectorOptions | None = None, *,
+                 images: ImageSpaces | None = None,
+                 sym_lock: threading.Lock | None = None) -> None:
+        """`images` and `sym_lock`: address spaces (and the lock guarding them) shared
+        with another collector reading the same run (--heap), so that one address
+        gives one frame in both."""
         super().__init__(argv, options)
         self._files: dict[Path, SamplerFile] = {}
         self._bad_files: set[Path] = set()
@@ -68,17 +75,15 @@ class SamplerCollector(LaunchCollector):
         self._warnings: list[str] = []
         self._paused = False
         self._start_time: float | None = None
-        self._end_time: float | None = None
-        self._stop = threading.Event()
-        self._drainer: threading.Thread | None = None
+        self._drainer: PollThread | None = None
         # Locks, always taken in this order.  _lock (the base class's) is held by
         # snapshot() through collect(), symbolizing included, so the drain thread
         # never takes it: it only needs _drain_lock, never waits for symbols.
         self._drain_lock = threading.RLock()  # files, aggregate, pending mappings
-        self._sym_lock = threading.Lock()  # the symbolizer and address spaces
+        self._sym_lock = sym_lock or threading.Lock()  # the symbolizer and address spaces
         self._pending_maps: list[tuple[str, int, list[Any]]] = []
         self._maps_seen = 0  # batches of mappings drained (data_version)
-        self._images = ImageSpaces()  # file name -> its image's address space
+        self._images = images or ImageSpaces()  # file name -> its image's address space
         # The profile built incrementally from the stacks whose counts moved (symbols/live.py).
         self._live: LiveStacks[tuple[str, int, int, tuple[int, ...]]] = LiveStacks(
             (SAMPLES, WALL_NS if self.options.wall_clock else CPU_NS))
@@ -86,17 +91,13 @@ class SamplerCollector(LaunchCollector):
     # -- lifecycle -----------------------------------------------------------------
 
     def start(self) -> None:
-        from proftui.collectors.detect import inspect_binary
-        from proftui.collectors.runtime.libraries import runtime_library_path
+        self.begin(launch_preloaded(self.argv, run_dir=self.run_dir.path,
+                                    preloads=[self.preload()], output=self.options.output))
 
+    def preload(self) -> Preload:
+        """Check the options and say what to preload (the runtime and its environment)."""
         if not self.argv:
             raise ProftuiError("no program given")
-        program = resolve_program(self.argv[0])
-        if inspect_binary(program).static:
-            raise ProftuiError(
-                f"{self.argv[0]}: statically linked, so the sampler cannot be preloaded into it; "
-                f"use attach mode instead: start it, then run `proftui --pid PID`")
-        library = runtime_library_path("proftui_sampler")
         hz = int(self.options.frequency_hz)
         if hz < 1:
             raise ProftuiError(f"frequency must be at least 1 Hz (got {hz})")
@@ -115,43 +116,45 @@ class SamplerCollector(LaunchCollector):
         if self.options.wall_clock:
             self._warnings.append("wall-clock sampling: sleeping threads are sampled too, and "
                                   "the signal can cut sleeps short (EINTR) in the target")
-        self._images.symbolizer = Symbolizer()
+        if self._images.symbolizer is None:
+            self._images.symbolizer = Symbolizer()
         self._start_time = time.time()
-        self.process = LaunchedProcess(self.argv, run_dir=self.run_dir.path, env=env,
-                                       preload=[library], output=self.options.output)
-        self._drainer = threading.Thread(target=self._drain_loop, name="proftui-sampler-drain",
-                                         daemon=True)
+        return Preload("proftui_sampler", "the sampler", STATIC_HINT, env)
+
+    def begin(self, process: LaunchedProcess) -> None:
+        """Read the runtime files of `process`, started with `preload()`'s runtime."""
+        self.process = process
+        self._drainer = PollThread("proftui-sampler-drain", self.drain, self._ended,
+                                   self._note, DRAIN_INTERVAL_S)
         self._drainer.start()
 
-    def _drain_loop(self) -> None:
-        """Empty the rings every DRAIN_INTERVAL_S until the target ends, then once more."""
-        while not self._stop.is_set():
-            exited = self.process is not None and self.process.poll() is not None
-            try:
-                self.drain()
-            except ProftuiError as exc:
-                with self._drain_lock:
-                    self._warnings.append(str(exc))
-            if exited:
-                break
-            self._stop.wait(DRAIN_INTERVAL_S)
+    def _ended(self) -> bool:
+        return self.process is not None and self.process.poll() is not None
+
+    def _note(self, warning: str) -> None:
         with self._drain_lock:
-            if self._end_time is None:
-                self._end_time = time.time()
+            self._warnings.append(warning)
+
+    @property
+    def _end_time(self) -> float | None:
+        return self._drainer.end_time if self._drainer is not None else None
 
     def wait(self) -> Profile:
         if self.process is not None:
             self.process.wait()
+        self.join_poll()
+        return self.snapshot()
+
+    def join_poll(self) -> None:
+        """Wait for the poll thread's last round (it ends once the target has ended)."""
         if self._drainer is not None:
             self._drainer.join()
-        return self.snapshot()
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
             self.process.kill()
-        self._stop.set()
         if self._drainer is not None:
-            self._drainer.join()
+            self._drainer.stop()
         with self._drain_lock:
             for f in self._files.values():
                 f.close()
@@ -222,11 +225,7 @@ class SamplerCollector(LaunchCollector):
             except ProftuiError:
                 # A file being created has no magic yet: salvage it (the target
                 # overwrote its header) only once it is old or the target ended.
-                try:
-                    if self.process is None or (self.process.poll() is None and
-                                                time.time() - path.stat().st_mtime <= 2.0):
-                        continue
-                except OSError:
+                if file_too_young(path, self.process):
                     continue
                 try:
                     sfile = SamplerFile(path, salvage_period_ns=int(

@@ -25,6 +25,8 @@ ALLOWED: dict[str, set[str]] = {
     f"{C}.model": {f"{C}.errors"},
     f"{C}.symbols": {f"{C}.model", f"{C}.errors"},
     f"{C}.runtime": {f"{C}.model", f"{C}.errors"},
+    # The preloaded collectors' launch sequence refuses static binaries (detect).
+    f"{C}.runtime.preload": {f"{C}.runtime", f"{C}.detect", f"{C}.errors"},
     f"{C}.detect": {f"{C}.symbols", f"{C}.errors"},
     f"{C}.base": {f"{C}.runtime", f"{C}.model", f"{C}.errors"},
     **{f"{C}.{name}": {f"{C}.base", f"{C}.detect", f"{C}.runtime", f"{C}.symbols",
@@ -34,6 +36,9 @@ ALLOWED: dict[str, set[str]] = {
     f"{C}.formats": {f"{C}.gprof", f"{C}.symbols", f"{C}.model", f"{C}.runtime.launch",
                      f"{C}.errors"},
     f"{C}.registry": {f"{C}.{name}" for name in COLLECTOR_PACKAGES} | {f"{C}.base"},
+    # --heap: the sampler and heap collectors side by side over one run (above both).
+    f"{C}.combined": {f"{C}.sampler", f"{C}.heap", f"{C}.base", f"{C}.runtime",
+                      f"{C}.symbols", f"{C}.model", f"{C}.errors"},
     f"{C}": set(),
     # The front end: widgets and panes see the model and formatting only.
     "tui.format": {f"{C}.model"},

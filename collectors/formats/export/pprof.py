@@ -191,8 +191,9 @@ def encode_profile(profile: Profile) -> bytes:
         tail += _int(9, int(meta.start_time * 1e9))
         if meta.end_time is not None:
             tail += _int(10, int((meta.end_time - meta.start_time) * 1e9))
-    heap = any(m.name in _HEAP_NAMES for m in profile.metrics)
-    if meta.period_ns and profile.metrics and not heap:  # a CPU sampling period
+    # A CPU profile, or CPU and heap side by side (--heap): its first metric is CPU.
+    cpu = bool(profile.metrics) and profile.metrics[0].name not in _HEAP_NAMES
+    if meta.period_ns and cpu:  # a CPU sampling period
         first = profile.metrics[0]
         tail += _bytes(11, _int(1, strings("cpu" if first.name == "samples" else first.name))
                        + _int(2, strings("nanoseconds")))
@@ -203,7 +204,10 @@ def encode_profile(profile: Profile) -> bytes:
     tail += _packed(13, [strings(c) for c in comments])
     if columns:  # pprof would otherwise show the last sample type first
         names = [name for name, _unit, _index in columns]
-        default = "inuse_space" if "inuse_space" in names else \
+        # CPU first where there is CPU (pprof's own default is the last type); the Go
+        # heap types stay one -sample_index away.
+        default = profile.metrics[0].name if cpu and profile.metrics[0].name in names else \
+            "inuse_space" if "inuse_space" in names else \
             profile.metrics[0].name if profile.metrics[0].name in names else names[0]
         tail += _int(14, strings(default))
     # the string table goes last: every string above has been interned by now

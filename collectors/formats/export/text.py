@@ -40,8 +40,33 @@ def format_cost(value: float, metric: Metric) -> str:
     return f"{value:.0f}"
 
 
+# What each heap metric counts, for the flat profile's title (its columns say the unit).
+HEAP_MEANINGS = {
+    "alloc_bytes": "bytes allocated",
+    "allocs": "blocks allocated",
+    "live_bytes": "bytes still allocated (now, or at exit)",
+    "live_allocs": "blocks still allocated (now, or at exit)",
+    "peak_bytes": "bytes held when the whole heap peaked",
+    "leaked_bytes": "bytes live at exit",
+    "leaks": "blocks live at exit",
+    "temporary": "allocations freed by the same thread before its next one",
+}
+
+
 def _unit_header(metric: Metric) -> str:
-    return "seconds" if metric.unit == "ns" else metric.name
+    """The unit row of the cost columns: seconds, bytes or blocks; else the metric's name
+    (samples, calls), which is its own unit."""
+    if metric.unit == "ns":
+        return "seconds"
+    if metric.name in _HEAP_NAMES:
+        return "bytes" if metric.unit == "bytes" else "blocks"
+    return metric.name
+
+
+def _flat_title(metric: Metric) -> str:
+    """"Flat profile:", naming the metric where the unit row alone cannot (heap ones)."""
+    meaning = HEAP_MEANINGS.get(metric.name)
+    return f"Flat profile: {metric.name}, {meaning}" if meaning else "Flat profile:"
 
 
 def _share_header(metric: Metric) -> str:
@@ -73,7 +98,7 @@ def render_text(profile: Profile, metric: int = 0, limit: int | None = None) -> 
         return clean("\n".join(lines) + "\n")
     m = profile.metrics[metric]
     unit = _unit_header(m)
-    lines += ["", "Flat profile:", "",
+    lines += ["", _flat_title(m), "",
               f"{'%':>6} {'self':>10} {'total':>10} {'calls':>10}  name",
               f"{_share_header(m):>6} {unit:>10} {unit:>10}"]
     entries = flat_profile(profile, metric=metric)

@@ -1,0 +1,151 @@
+"""`--heap`: CPU sampling and heap tracking in one run, one Profile.
+
+Both runtimes go into the target's LD_PRELOAD (one per-run directory; each writes
+its own files as in its own mode), and the sampler and heap collectors read them
+as they always do, on their own poll threads.  They share one set of address
+spaces and one symbolizer (symbols.stacks.ImageSpaces), so an address is one
+Frame in both; `collect()` lays the two profiles side by side: the sampler's
+metrics then the heap's over one frame table, one tree, one set of line and
+address costs, with the heap timeline (live bytes and RSS).
+
+This module sits beside the registry, above the collector packages (which never
+import each other).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import ClassVar
+
+from proftui.collectors.base import CollectorOptions, LaunchCollector
+from proftui.collectors.heap.collector import HeapCollector
+from proftui.collectors.model.profile import CallNode, CallTree, FrameTable, Profile, ProfileMeta
+from proftui.collectors.runtime.preload import launch_preloaded
+from proftui.collectors.sampler.collector import SamplerCollector
+from proftui.collectors.symbols.stacks import ImageSpaces
+
+BOTH_NOTE = ("--heap: CPU sampling and heap tracking in one run; the time the heap "
+             "profiler's hooks take is sampled too (frames in libproftui_heap.so)")
+HEAP_MODES = ("sampler",)  # the modes --heap can be added to
+MODE = "sampler+heap"  # Profile.meta.mode: the header and reports say both are on
+
+
+class HeapSamplerCollector(LaunchCollector):
+    """The sampler and the heap profiler preloaded into one run of the target."""
+
+    mode: ClassVar[str] = MODE
+    can_pause: ClassVar[bool] = True
+
+    def __init__(self, argv: list[str], options: CollectorOptions | None = None) -> None:
+        super().__init__(argv, options)
+        images, sym_lock = ImageSpaces(), threading.Lock()
+        self.sampler = SamplerCollector(argv, self.options, images=images, sym_lock=sym_lock)
+        self.heap = HeapCollector(argv, self.options, images=images, sym_lock=sym_lock)
+        for sub in (self.sampler, self.heap):  # one run directory for both runtimes
+            sub.run_dir.path.rmdir()  # created empty by LaunchCollector, never used
+            sub.run_dir = self.run_dir
+
+    def start(self) -> None:
+        # The heap runtime first: glibc then runs the sampler's constructor before the
+        # heap's, so the malloc inside the sampler's pthread_getattr_np (main thread:
+        # it reads /proc/self/maps) is not tracked yet.  The other order deadlocks: the
+        # tracked malloc asks pthread_getattr_np for the stack bounds, whose lock the
+        # sampler's call holds.
+        preloads = [self.heap.preload(), self.sampler.preload()]
+        budgets = [int(p.env["PROFTUI_BUFFER_BYTES"]) for p in preloads
+                   if "PROFTUI_BUFFER_BYTES" in p.env]
+        if budgets:  # one variable for both runtimes: the heap's floor (1 MiB) must hold
+            for p in preloads:
+                p.env["PROFTUI_BUFFER_BYTES"] = str(max(budgets))
+        self.process = launch_preloaded(self.argv, run_dir=self.run_dir.path,
+                                        preloads=preloads, output=self.options.output)
+        self.sampler.begin(self.process)
+        self.heap.begin(self.process)
+
+    def wait(self) -> Profile:
+        if self.process is not None:
+            self.process.wait()
+        self.sampler.join_poll()
+        self.heap.join_poll()
+        return self.snapshot()
+
+    def stop(self) -> None:
+        self.sampler.stop()
+        self.heap.stop()
+        super().stop()
+
+    def pause(self) -> None:
+        self.sampler.pause()
+        self.heap.pause()
+
+    def resume(self) -> None:
+        self.sampler.resume()
+        self.heap.resume()
+
+    def collect(self) -> Profile:
+        cpu = self.sampler.collect()
+        heap = self.heap.collect()
+        return side_by_side(cpu, heap, _meta(cpu.meta, heap.meta))
+
+
+def _meta(cpu: ProfileMeta, heap: ProfileMeta) -> ProfileMeta:
+    """The sampler's metadata, with the heap profiler's clock, counts and notes added."""
+    warnings = [BOTH_NOTE, *cpu.warnings, *(w for w in heap.warnings if w not in cpu.warnings)]
+    return ProfileMeta(
+        mode=MODE, argv=cpu.argv, pids=sorted(set(cpu.pids) | set(heap.pids)),
+        threads=cpu.threads, period_ns=cpu.period_ns,
+        clock=f"{cpu.clock}; heap: {heap.clock}" if cpu.clock else f"heap: {heap.clock}",
+        start_time=cpu.start_time,
+        end_time=None if not (cpu.complete and heap.complete) else max(
+            t for t in (cpu.end_time, heap.end_time, cpu.start_time) if t is not None),
+        exit_status=cpu.exit_status, exit_signal=cpu.exit_signal,
+        complete=cpu.complete and heap.complete, dropped=cpu.dropped + heap.dropped,
+        warnings=warnings,
+        lines_note=f"CPU: samples at each line; {heap.lines_note}" if heap.lines_note else "",
+    )
+
+
+def side_by_side(first: Profile, second: Profile, meta: ProfileMeta) -> Profile:
+    """One finalized Profile with `first`'s metrics then `second`'s, frames matched
+    exactly (same Frame value, same id), trees, parts and code costs added up."""
+    n_first, n = len(first.metrics), len(first.metrics) + len(second.metrics)
+    out = Profile(meta=meta, metrics=(*first.metrics, *second.metrics),
+                  frames=FrameTable(list(first.frames)), timeline=second.timeline
+                  or first.timeline)
+    first_ids = list(range(len(first.frames)))
+    second_ids = [out.frames.intern(f) for f in second.frames]
+    assert out.tree is not None and first.tree is not None and second.tree is not None
+    _add_tree(out.tree, first.tree, first_ids, 0)
+    _add_tree(out.tree, second.tree, second_ids, n_first)
+    for src, ids, offset in ((first, first_ids, 0), (second, second_ids, n_first)):
+        for label, tree in src.parts.items():
+            part = out.parts.get(label)
+            if part is None:
+                part = out.parts[label] = CallTree(n)
+            _add_tree(part, tree, ids, offset)
+        for table, theirs in ((out.line_costs, src.line_costs),
+                              (out.address_costs, src.address_costs)):
+            for key, costs in theirs.items():
+                mine = table.get(key)
+                if mine is None:
+                    mine = table[key] = [0.0] * n
+                for i, value in enumerate(costs):
+                    mine[offset + i] += value
+        for key, site in src.address_sites.items():
+            out.address_sites.setdefault(key, site)
+        for (caller, callee), count in src.arcs.items():
+            arc = (ids[caller] if caller >= 0 else caller, ids[callee])
+            out.arcs[arc] = out.arcs.get(arc, 0) + count
+    return out.finalize()
+
+
+def _add_tree(into: CallTree, tree: CallTree, ids: list[int], offset: int) -> None:
+    """Add `tree`'s self costs into `into` at metric `offset`, frame ids mapped by `ids`."""
+    pairs: list[tuple[CallNode, CallNode]] = [(tree.root, into.root)]
+    while pairs:
+        theirs, mine = pairs.pop()
+        for i, value in enumerate(theirs.self_cost):
+            mine.self_cost[offset + i] += value
+        if theirs.calls is not None and theirs is not tree.root:
+            mine.add_calls(theirs.calls)
+        pairs.extend((child, mine.child(ids[fid])) for fid, child in theirs.children.items())

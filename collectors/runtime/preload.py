@@ -1,0 +1,106 @@
+"""The launch sequence of the LD_PRELOAD collectors (sampler, heap, and both at once).
+
+One place for what every preloaded run does: refuse a static binary in one line,
+put one or more runtime libraries into LD_PRELOAD with their environment, read
+the per-run directory on a poll thread until the target ends (then once more),
+and wait a moment for a runtime file that is still being created.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from proftui.collectors.detect import inspect_binary
+from proftui.collectors.errors import ProftuiError
+from proftui.collectors.runtime.launch import LaunchedProcess, resolve_program
+from proftui.collectors.runtime.libraries import runtime_library_path
+
+YOUNG_FILE_S = 2.0  # a runtime file this new may still lack its header (being created)
+
+
+@dataclass
+class Preload:
+    """One runtime to preload: its library name, its environment, and for a static
+    binary what it is called and what to use instead."""
+
+    library: str  # e.g. "proftui_sampler" (runtime/native)
+    what: str  # "the sampler", "the heap profiler"
+    static_hint: str  # what works on a static binary instead
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def launch_preloaded(argv: Sequence[str], *, run_dir: Path, preloads: Sequence[Preload],
+                     output: Literal["inherit", "log"]) -> LaunchedProcess:
+    """Start `argv` with every runtime of `preloads` in LD_PRELOAD (in that order) and
+    their environments merged; ProftuiError in one line when it cannot be."""
+    if not argv:
+        raise ProftuiError("no program given")
+    program = resolve_program(argv[0])
+    if inspect_binary(program).static:
+        what = " and ".join(p.what for p in preloads)
+        raise ProftuiError(f"{argv[0]}: statically linked, so {what} cannot be preloaded into "
+                           f"it; {preloads[0].static_hint}")
+    env: dict[str, str] = {}
+    for p in preloads:
+        env.update(p.env)
+    libraries = [runtime_library_path(p.library) for p in preloads]
+    return LaunchedProcess(list(argv), run_dir=run_dir, env=env, preload=libraries,
+                           output=output)
+
+
+class PollThread:
+    """Calls `poll` every `interval_s` until the target ends, then once more, on a
+    daemon thread.  A ProftuiError from `poll` goes to `on_error` and polling goes
+    on; `end_time` is when the last poll was done (None until then)."""
+
+    def __init__(self, name: str, poll: Callable[[], None], ended: Callable[[], bool],
+                 on_error: Callable[[str], None], interval_s: float) -> None:
+        self._poll = poll
+        self._ended = ended
+        self._on_error = on_error
+        self._interval_s = interval_s
+        self._stop = threading.Event()
+        self.end_time: float | None = None
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            exited = self._ended()
+            try:
+                self._poll()
+            except ProftuiError as exc:
+                self._on_error(str(exc))
+            if exited:
+                break
+            self._stop.wait(self._interval_s)
+        if self.end_time is None:
+            self.end_time = time.time()
+
+    def stop(self) -> None:
+        """Stop polling (after the poll under way) and wait for the thread."""
+        self._stop.set()
+        self.join()
+
+    def join(self) -> None:
+        if self._thread.is_alive() or self._thread.ident is not None:
+            self._thread.join()
+
+
+def file_too_young(path: Path, process: LaunchedProcess | None) -> bool:
+    """A runtime file that failed to open: True while it may still be being created
+    (the target runs and the file is under YOUNG_FILE_S old), so the caller tries
+    again at the next poll; False when it is as complete as it will get.  A file
+    that vanished counts as young (nothing to report about it)."""
+    try:
+        young = time.time() - path.stat().st_mtime <= YOUNG_FILE_S
+    except OSError:
+        return True
+    return process is None or (process.poll() is None and young)
