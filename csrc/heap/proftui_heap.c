@@ -148,6 +148,10 @@ __attribute__((constructor)) static void pt_heap_init(void) {
     pt_heap_cfg.fp_only = pt_env_is("PROFTUI_HEAP_UNWIND", "fp");
     struct pt_heap_thread *t = &pt_heap_self;
     t->busy = 1;
+    /* Before tracking starts: the main thread's first tracked allocation may
+     * be made inside the target's own pthread_getattr_np, under the lock a
+     * lookup would wait on (pt_heap_track.c). */
+    pt_heap_stack_init(t);
     if (pt_heap_file_create() == 0) {
         if (pt_heap_track_init() == 0) {
             pt_heap_maps_refresh(0);

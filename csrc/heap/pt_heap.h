@@ -56,7 +56,7 @@ struct pt_heap_file {
 /* Per-thread state, initial-exec TLS (reached without calling anything). */
 struct pt_heap_thread {
     int busy;            /* inside an interposer: nested allocations are untracked */
-    int stack_known;     /* stack_lo/hi looked up (pthread_getattr_np) */
+    int stack_known;     /* stack_lo/hi set (pt_heap_stack_init, or /proc/self/maps) */
     uintptr_t stack_lo;  /* [stack_lo, stack_hi): this thread's stack */
     uintptr_t stack_hi;
     uint64_t nallocs;     /* allocation calls of this thread (fast path included) */
@@ -81,6 +81,9 @@ extern PT_HIDDEN volatile int pt_heap_on;
  * caller's busy flag set, so a handler never waits on its own thread). */
 PT_HIDDEN int pt_heap_track_init(void); /* pointer table; 0 or -1.  Not async-signal-safe. */
 PT_HIDDEN void pt_heap_track_fork_child(void); /* forget the parent's blocks */
+/* This thread's stack bounds from pthread_getattr_np: the constructor and our
+ * thread start only, busy flag set.  Not async-signal-safe. */
+PT_HIDDEN void pt_heap_stack_init(struct pt_heap_thread *t);
 PT_HIDDEN void pt_heap_on_alloc(struct pt_heap_thread *t, void *p, size_t size);
 PT_HIDDEN void pt_heap_on_free(struct pt_heap_thread *t, void *p, int may_be_temporary);
 /* realloc: take `p` out of the table into *saved (0: it was not tracked); put it back. */

@@ -23,8 +23,10 @@
  * table (pt_heap.h) lets their frees skip the lookup too.
  *
  * Everything here is async-signal-safe: no libc calls besides sched_yield,
- * sigaltstack, clock_gettime and, once per thread, pthread_getattr_np (made
- * with the busy flag set; it allocates).
+ * sigaltstack, clock_gettime and, once per thread whose stack bounds nobody
+ * looked up, a read of /proc/self/maps with plain system calls.  The bounds
+ * come from pthread_getattr_np only outside any tracked allocation
+ * (pt_heap_stack_init).
  */
 #define _GNU_SOURCE
 #include <math.h>
@@ -34,6 +36,8 @@
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "pt_heap.h"
@@ -241,20 +245,88 @@ static uint64_t pt_take(uint64_t key) {
 
 /* ---- stacks and buckets ------------------------------------------------------ */
 
-/* This thread's stack, looked up once (pthread_getattr_np allocates: the
- * caller's busy flag is set).  Async-signal-safe in practice except that
- * first call. */
-static void pt_stack_bounds(struct pt_heap_thread *t) {
+/* The calling thread's stack from pthread_getattr_np.  Only where no lock
+ * of glibc's can be held by this thread: the constructor and the start of a
+ * thread made by our pthread_create (busy flag set: it allocates).  Never
+ * from a tracked allocation: glibc holds the thread's lock while it
+ * allocates inside pthread_getattr_np (the main thread's /proc/self/maps
+ * read, every thread's cpuset), so a lookup from such an allocation waits
+ * on a lock its own thread holds.  Not async-signal-safe. */
+void pt_heap_stack_init(struct pt_heap_thread *t) {
     pthread_attr_t attr;
-    t->stack_known = 1;
     if (pthread_getattr_np(pthread_self(), &attr) != 0) return;
     void *addr;
     size_t size;
-    if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
+    if (pthread_attr_getstack(&attr, &addr, &size) == 0 && addr != NULL) {
         t->stack_lo = (uintptr_t)addr;
         t->stack_hi = (uintptr_t)addr + size;
+        t->stack_known = 1;
     }
     pthread_attr_destroy(&attr);
+}
+
+/* A hex digit's value, or -1.  Async-signal-safe. */
+static inline int pt_hex(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+}
+
+/* The stack of a thread whose bounds nobody looked up (not started by our
+ * pthread_create: made before we were loaded, or by a raw clone): the
+ * mapping of /proc/self/maps that holds `sp`, read with plain system calls
+ * (no allocation, no lock: a tracked allocation may be in a signal handler
+ * or inside the target's own pthread_getattr_np).  For the main thread the
+ * stack may still grow: its bottom is the RLIMIT_STACK below the top, but
+ * not past the previous mapping (glibc's rule).  Not cached when `sp` is on
+ * an alternate signal stack (the thread's own stack is then unknown).
+ * Async-signal-safe. */
+static void pt_stack_from_maps(struct pt_heap_thread *t, uintptr_t sp) {
+    stack_t ss;
+    if (sigaltstack(NULL, &ss) == 0 && (ss.ss_flags & SS_ONSTACK)) return;
+    t->stack_known = 1; /* one try: without /proc, stacks of this thread stay empty */
+    int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    char buf[2048];
+    uintptr_t start = 0, end = 0, prev_end = 0;
+    int field = 0; /* 0: start, 1: end, 2: the rest of the line */
+    for (;;) {
+        ssize_t got = syscall(SYS_read, fd, buf, sizeof buf);
+        if (got <= 0) break;
+        for (ssize_t i = 0; i < got; i++) {
+            char c = buf[i];
+            if (c == '\n') {
+                if (field == 2 && start <= sp && sp < end) {
+                    t->stack_lo = start;
+                    t->stack_hi = end;
+                    if (syscall(SYS_getpid) == syscall(SYS_gettid)) { /* the main thread */
+                        struct rlimit rl;
+                        uintptr_t lo = prev_end;
+                        if (syscall(SYS_getrlimit, RLIMIT_STACK, &rl) == 0 &&
+                            rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < end &&
+                            end - rl.rlim_cur > lo)
+                            lo = end - rl.rlim_cur;
+                        if (lo < start) t->stack_lo = lo;
+                    }
+                    syscall(SYS_close, fd);
+                    return;
+                }
+                if (field == 2) prev_end = end;
+                start = end = 0;
+                field = 0;
+                continue;
+            }
+            if (field == 2) continue;
+            int v = pt_hex(c);
+            if (v >= 0) {
+                if (field == 0) start = start << 4 | (uintptr_t)v;
+                else end = end << 4 | (uintptr_t)v;
+            } else {
+                field++; /* '-' after the start, ' ' after the end */
+            }
+        }
+    }
+    syscall(SYS_close, fd);
 }
 
 /* The allocating call stack, innermost first, this library's frames left
@@ -276,7 +348,7 @@ static __attribute__((noinline)) unsigned pt_backtrace(struct pt_heap_thread *t,
     regs.pc = (uintptr_t)&pt_backtrace;
     regs.lr = 0;
 #endif
-    if (!t->stack_known) pt_stack_bounds(t);
+    if (!t->stack_known) pt_stack_from_maps(t, regs.sp);
     uintptr_t lo = t->stack_lo, hi = t->stack_hi;
     if (regs.sp < lo || regs.sp >= hi) { /* a signal handler on its alternate stack */
         stack_t ss;
