@@ -1,5 +1,6 @@
 /* The loaded objects, their map log entries and CFI tables (see pt_maps.h). */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <elf.h>
 #include <link.h>
 #include <pthread.h>
@@ -27,15 +28,14 @@ struct pt_object {
     struct pt_cfi_table *cfi; /* NULL: no .eh_frame_hdr (frame pointers only) */
 };
 
-/* Objects ever seen (pt_alloc'd once, never freed), the lock serializing
- * refreshes (no walk takes it: walks only read pt_maps_cfi), the
- * executable's path (dl_iterate_phdr calls it "") and dl_iterate_phdr's
- * load/unload counters at the last refresh. */
+/* Objects ever seen (pt_alloc'd once, never freed; an entry is filled before
+ * pt_nobjects, stored with release, counts it, so pt_maps_unknown reads them
+ * without the lock), the lock serializing refreshes (no walk takes it: walks
+ * only read pt_maps_cfi) and the executable's path (dl_iterate_phdr calls it ""). */
 static struct pt_object *pt_objects;
 static int pt_nobjects;
 static pthread_mutex_t pt_maps_lock = PTHREAD_MUTEX_INITIALIZER;
 static char pt_exe_path[312];
-static unsigned long long pt_seen_adds, pt_seen_subs;
 
 /* What one refresh's dl_iterate_phdr callback needs. */
 struct pt_refresh {
@@ -78,10 +78,7 @@ static void pt_read_build_id(const struct dl_phdr_info *info, struct pt_object *
 
 static int pt_on_object(struct dl_phdr_info *info, size_t size, void *data) {
     struct pt_refresh *r = data;
-    if (size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs) {
-        pt_seen_adds = info->dlpi_adds;
-        pt_seen_subs = info->dlpi_subs;
-    }
+    (void)size;
     const char *name = info->dlpi_name && info->dlpi_name[0] ? info->dlpi_name : pt_exe_path;
     for (int i = 0; i < pt_nobjects; i++)
         if (pt_objects[i].base == info->dlpi_addr && strcmp(pt_objects[i].name, name) == 0) {
@@ -89,7 +86,7 @@ static int pt_on_object(struct dl_phdr_info *info, size_t size, void *data) {
             return 0;
         }
     if (pt_nobjects >= PT_MAX_OBJECTS) return 0;
-    struct pt_object *o = &pt_objects[pt_nobjects++];
+    struct pt_object *o = &pt_objects[pt_nobjects];
     memset(o, 0, sizeof *o);
     o->base = info->dlpi_addr;
     size_t len = strlen(name);
@@ -118,6 +115,7 @@ static int pt_on_object(struct dl_phdr_info *info, size_t size, void *data) {
         pt_maps_self_hi = hi;
     }
     pt_read_build_id(info, o);
+    __atomic_store_n(&pt_nobjects, pt_nobjects + 1, __ATOMIC_RELEASE); /* o is whole */
     pt_log_object(r->log, o, PT_MAPS_LOAD);
     if (eh_hdr != NULL && lo < hi && !r->fp_only) {
         /* The object's own mapped memory: no bound is narrower than "all of it". */
@@ -129,14 +127,9 @@ static int pt_on_object(struct dl_phdr_info *info, size_t size, void *data) {
     return 0;
 }
 
-static int pt_by_lo(const void *a, const void *b) {
-    const struct pt_cfi_table *x = *(const struct pt_cfi_table *const *)a;
-    const struct pt_cfi_table *y = *(const struct pt_cfi_table *const *)b;
-    return x->lo < y->lo ? -1 : x->lo > y->lo;
-}
-
 /* Build a set of the live objects' tables and swap it in; the old one is
- * leaked on purpose (see pt_maps.h). */
+ * leaked on purpose (see pt_maps.h).  Sorted by insertion, not qsort (which
+ * may malloc): a refresh may run in a signal handler (pt_maps_try_refresh). */
 static void pt_publish(void) {
     size_t n = 0;
     for (int i = 0; i < pt_nobjects; i++)
@@ -147,22 +140,23 @@ static void pt_publish(void) {
     for (int i = 0; i < pt_nobjects; i++)
         if (pt_objects[i].alive && pt_objects[i].cfi != NULL)
             set->tables[set->n++] = pt_objects[i].cfi;
-    qsort(set->tables, set->n, sizeof set->tables[0], pt_by_lo);
+    for (size_t i = 1; i < set->n; i++) { /* a few hundred objects at most, mostly sorted */
+        const struct pt_cfi_table *x = set->tables[i];
+        size_t j = i;
+        for (; j > 0 && set->tables[j - 1]->lo > x->lo; j--) set->tables[j] = set->tables[j - 1];
+        set->tables[j] = x;
+    }
     __atomic_store_n(&pt_maps_cfi, set, __ATOMIC_RELEASE);
 }
 
-/* See pt_maps.h.  Not async-signal-safe. */
-void pt_maps_refresh(pt_maps_log_fn log, int fp_only, int log_all) {
-    pthread_mutex_lock(&pt_maps_lock);
+/* The refresh, pt_maps_lock held. */
+static void pt_refresh_locked(pt_maps_log_fn log, int fp_only, int log_all) {
     if (pt_objects == NULL) {
         pt_objects = pt_alloc(PT_MAX_OBJECTS * sizeof *pt_objects);
         ssize_t len = readlink("/proc/self/exe", pt_exe_path, sizeof pt_exe_path - 1);
         pt_exe_path[len > 0 ? len : 0] = '\0';
     }
-    if (pt_objects == NULL) {
-        pthread_mutex_unlock(&pt_maps_lock);
-        return;
-    }
+    if (pt_objects == NULL) return;
     static unsigned char was_alive[PT_MAX_OBJECTS]; /* under pt_maps_lock */
     int known = pt_nobjects;
     for (int i = 0; i < known; i++) {
@@ -178,21 +172,60 @@ void pt_maps_refresh(pt_maps_log_fn log, int fp_only, int log_all) {
             r.changed = 1;
         }
     if (r.changed) pt_publish();
-    pthread_mutex_unlock(&pt_maps_lock);
-}
-
-static int pt_counts_cb(struct dl_phdr_info *info, size_t size, void *data) {
-    int *changed = data;
-    if (size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs)
-        *changed = info->dlpi_adds != pt_seen_adds || info->dlpi_subs != pt_seen_subs;
-    return 1; /* the counters are the same in every entry: one is enough */
 }
 
 /* See pt_maps.h.  Not async-signal-safe. */
-int pt_maps_changed(void) {
-    int changed = 0;
-    dl_iterate_phdr(pt_counts_cb, &changed);
-    return changed;
+void pt_maps_refresh(pt_maps_log_fn log, int fp_only, int log_all) {
+    pthread_mutex_lock(&pt_maps_lock);
+    pt_refresh_locked(log, fp_only, log_all);
+    pthread_mutex_unlock(&pt_maps_lock);
+}
+
+/* See pt_maps.h.  glibc's trylock of a normal mutex is one compare-and-swap:
+ * it never waits.  Async-signal-safe but for dl_iterate_phdr's lock. */
+int pt_maps_try_refresh(pt_maps_log_fn log, int fp_only) {
+    if (pthread_mutex_trylock(&pt_maps_lock) != 0) return -1;
+    pt_refresh_locked(log, fp_only, 0);
+    pthread_mutex_unlock(&pt_maps_lock);
+    return 0;
+}
+
+#if defined(DLFO_STRUCT_HAS_EH_DBASE)
+/* glibc >= 2.35: lock-free and async-signal-safe by contract.  Weak: absent
+ * in an older glibc, where every unknown pc counts as a new object. */
+#pragma weak _dl_find_object
+#endif
+
+/* 1 if `pc` lies in an executable segment of a live object seen by a
+ * refresh.  Lock-free: entries are whole before they are counted; `alive`
+ * may flicker during a refresh (a false "unknown": one more try).
+ * Async-signal-safe. */
+static int pt_known_pc(uint64_t pc) {
+    int n = __atomic_load_n(&pt_nobjects, __ATOMIC_ACQUIRE);
+    for (int i = 0; i < n; i++) {
+        const struct pt_object *o = &pt_objects[i];
+        if (!__atomic_load_n(&o->alive, __ATOMIC_RELAXED)) continue;
+        for (int s = 0; s < o->nsegs; s++)
+            if (pc >= o->seg_start[s] && pc < o->seg_end[s]) return 1;
+    }
+    return 0;
+}
+
+/* See pt_maps.h.  Async-signal-safe. */
+int pt_maps_unknown(const uint64_t *pcs, unsigned n) {
+    if (__atomic_load_n(&pt_objects, __ATOMIC_ACQUIRE) == NULL) return 0;
+    for (unsigned i = 0; i < n; i++) {
+        uint64_t pc = i == 0 ? pcs[i] : pcs[i] - 1; /* a return address: its call */
+        if (pc < 4096 || pt_known_pc(pc)) continue;
+#if defined(DLFO_STRUCT_HAS_EH_DBASE)
+        if (_dl_find_object != NULL) {
+            struct dl_find_object found;
+            if (_dl_find_object((void *)(uintptr_t)pc, &found) != 0) continue; /* JIT, no object */
+        }
+#endif
+        return 1;
+    }
+    return 0;
 }
 
 /* See pt_maps.h.  Not async-signal-safe. */

@@ -46,13 +46,23 @@ extern PT_HIDDEN uintptr_t pt_maps_self_lo, pt_maps_self_hi;
 
 /* Log objects that came or went since the last call, build the new ones'
  * CFI rows (none with fp_only) and publish the live set; log_all (a new file
- * in a fork child) logs every live object again.  Serialized by a mutex;
- * dl_iterate_phdr and qsort may allocate.  Not async-signal-safe. */
+ * in a fork child) logs every live object again.  Serialized by a mutex.
+ * Not async-signal-safe. */
 PT_HIDDEN void pt_maps_refresh(pt_maps_log_fn log, int fp_only, int log_all);
 
-/* 1 if objects were loaded or unloaded since the last refresh (glibc's
- * dl_iterate_phdr load/unload counters).  Not async-signal-safe. */
-PT_HIDDEN int pt_maps_changed(void);
+/* pt_maps_refresh (not log_all) unless another refresh holds the lock: then
+ * nothing is done and -1 returned (the caller tries again later).  Never
+ * waits on our lock and never allocates with malloc, so it may run in a
+ * signal handler; dl_iterate_phdr still takes glibc's (recursive) loader
+ * lock for the walk.  0 when it ran. */
+PT_HIDDEN int pt_maps_try_refresh(pt_maps_log_fn log, int fp_only);
+
+/* 1 if one of the code addresses pcs[0..n) (pcs[0] a pc, the rest return
+ * addresses) lies in no object the last refresh saw, but in a loaded object
+ * (glibc's _dl_find_object; with an older glibc any unknown address counts):
+ * something was loaded since, by dlopen or by glibc itself (NSS, iconv,
+ * libgcc_s).  Lock-free, no system call.  Async-signal-safe. */
+PT_HIDDEN int pt_maps_unknown(const uint64_t *pcs, unsigned n);
 
 /* Fork child: the lock may have been held by a thread that is gone.  Not
  * async-signal-safe. */

@@ -64,7 +64,8 @@ struct pt_heap_thread {
     uint64_t last_count;  /* nallocs then: freed while nallocs is unchanged = temporary */
     int64_t until_sample; /* sampled mode: bytes to go before the next sample */
     uint64_t rng;         /* sampled mode: xorshift state (0: not seeded) */
-    uint64_t maps_tick;   /* tracked allocations since the last loaded-objects check */
+    uint64_t maps_tick;   /* tracked allocations since the last new-objects check */
+    uint32_t maps_quiet;  /* allocations before a cut-short walk may check again */
     struct pt_unwind_memo *memo; /* pc -> CFI row, this thread's (pt_alloc'd on first use) */
     int memo_failed;             /* no memory for it: walk without */
 };
@@ -153,9 +154,13 @@ static inline int pt_heap_skip(struct pt_heap_thread *t, size_t n) {
 PT_HIDDEN int pt_heap_file_create(void); /* 0, or -1 leaving pt_heap_file zero */
 PT_HIDDEN void pt_heap_file_forget(void); /* fork child: unmap the parent's file */
 PT_HIDDEN void pt_heap_maps_refresh(int log_all); /* log objects, publish CFI tables */
-/* The rest is csrc/common/pt_maps.h: pt_maps_changed (a dlopen since the last
- * refresh?), pt_maps_fork_child, pt_maps_cfi (the tables the unwinder
- * searches), pt_maps_self_lo/hi (this library's code: frames left out). */
+/* pt_heap_maps_refresh(0) from an allocation: -1, not waiting, when another
+ * refresh is under way.  Async-signal-safe but for glibc's loader lock. */
+PT_HIDDEN int pt_heap_maps_try_refresh(void);
+/* The rest is csrc/common/pt_maps.h: pt_maps_unknown (code of an object loaded
+ * since the last refresh in a stack?), pt_maps_fork_child, pt_maps_cfi (the
+ * tables the unwinder searches), pt_maps_self_lo/hi (this library's code:
+ * frames left out). */
 
 /* ---- shared by the interposers (proftui_heap.c, pt_heap_cxx.c) ---------------- */
 

@@ -3,7 +3,7 @@
  * resolves addresses after the target ended, dlclose'd code included) and
  * the CFI tables the unwinder searches (the object table itself is
  * csrc/common/pt_maps.c, shared with the sampler).  Nothing here runs in an allocation
- * fast path except pt_maps_changed (every few thousand allocations). */
+ * fast path except pt_heap_maps_try_refresh (after a load, never waiting). */
 #define _GNU_SOURCE
 #include <string.h>
 #include <sys/mman.h>
@@ -113,13 +113,27 @@ static void pt_heap_log_segment(const struct pt_maps_segment *seg, uint32_t even
 _Static_assert((int)PT_MAPS_LOAD == (int)PT_HMAP_LOAD && (int)PT_MAPS_UNLOAD == (int)PT_HMAP_UNLOAD,
                "map events");
 
-/* Log objects that came or went since the last call and publish their unwind
- * tables (csrc/common/pt_maps.c); log_all: a new file (fork child) logs every
- * live object again.  Called with the caller's busy flag set (dl_iterate_phdr
- * and qsort may allocate).  Not async-signal-safe. */
-void pt_heap_maps_refresh(int log_all) {
-    pt_maps_refresh(pt_heap_log_segment, pt_heap_cfg.fp_only, log_all);
+/* Refresh the "CFI in use" header flag after a refresh.  Async-signal-safe. */
+static void pt_heap_note_cfi(void) {
     const struct pt_cfi_set *set = __atomic_load_n(&pt_maps_cfi, __ATOMIC_ACQUIRE);
     if (set != NULL && set->n > 0 && pt_heap_file.heap != NULL)
         __atomic_fetch_or(&pt_heap_file.heap->hflags, (uint32_t)PT_HEAP_CFI, __ATOMIC_RELAXED);
+}
+
+/* Log objects that came or went since the last call and publish their unwind
+ * tables (csrc/common/pt_maps.c); log_all: a new file (fork child) logs every
+ * live object again.  Called with the caller's busy flag set.  Not
+ * async-signal-safe (it waits for a refresh under way). */
+void pt_heap_maps_refresh(int log_all) {
+    pt_maps_refresh(pt_heap_log_segment, pt_heap_cfg.fp_only, log_all);
+    pt_heap_note_cfi();
+}
+
+/* The same from a tracked allocation, which may be in a signal handler:
+ * -1 without waiting when another refresh holds the lock.  Busy flag set.
+ * Async-signal-safe but for glibc's loader lock (pt_maps.h). */
+int pt_heap_maps_try_refresh(void) {
+    if (pt_maps_try_refresh(pt_heap_log_segment, pt_heap_cfg.fp_only) != 0) return -1;
+    pt_heap_note_cfi();
+    return 0;
 }

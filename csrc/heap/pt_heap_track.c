@@ -519,13 +519,30 @@ void pt_heap_on_alloc(struct pt_heap_thread *t, void *p, size_t size) {
     t->last_alloc = p;
     t->last_count = t->nallocs;
     __atomic_add_fetch(&heap->allocs, 1, __ATOMIC_RELAXED);
-    if (++t->maps_tick >= 4096) { /* a dlopen since the last look: new unwind tables */
-        t->maps_tick = 0;
-        if (pt_maps_changed()) pt_heap_maps_refresh(0);
-    }
     uint64_t raw[PT_HEAP_RAW_FRAMES];
     unsigned flags = 0, first;
     unsigned n = pt_backtrace(t, raw, &first, &flags);
+    /* Code of an object loaded since the last refresh (dlopen, or glibc's own
+     * loads: NSS, iconv) has no unwind table or map log entry yet.  Look for
+     * it in this stack, lock-free, every 4096 allocations and whenever the
+     * walk was cut short (what a table-less object does to it; at most once
+     * per 64 allocations, as JIT code cuts walks too); then refresh unless
+     * another refresh is under way (this may be a signal handler: it must
+     * never wait), and walk again with the new tables. */
+    if (t->maps_quiet > 0) t->maps_quiet--;
+    if (++t->maps_tick >= 4096 || ((flags & PT_HBUCKET_TRUNCATED) && t->maps_quiet == 0)) {
+        t->maps_tick = 0;
+        t->maps_quiet = 64;
+        if (pt_maps_unknown(raw + first, n)) {
+            if (pt_heap_maps_try_refresh() == 0) {
+                flags = 0;
+                n = pt_backtrace(t, raw, &first, &flags);
+            } else { /* busy: the next such allocation looks again */
+                t->maps_tick = 4096 - 16;
+                t->maps_quiet = 0;
+            }
+        }
+    }
     uint32_t b = pt_bucket_for(raw + first, n, flags);
     uint64_t bytes, blocks;
     pt_weight(size, &bytes, &blocks);
