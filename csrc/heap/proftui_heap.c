@@ -5,7 +5,8 @@
  * unwind tables.  The interposers below then see every allocation and free:
  *   malloc calloc realloc reallocarray free posix_memalign aligned_alloc
  *   memalign valloc pvalloc here, and C++ operator new/delete in all their
- *   forms in pt_heap_cxx.c.
+ *   forms in pt_heap_cxx.c; pthread_create, so that a new thread knows its
+ *   stack bounds before its first allocation (pt_heap_track.c).
  * Sizes are the sizes asked for (as heaptrack and gperftools count them);
  * no header is added to blocks, so malloc_usable_size and every other
  * allocator entry point see the real allocator's blocks unchanged.
@@ -84,6 +85,9 @@ static void pt_resolve(void) {
     pt_heap_real.memalign = (void *(*)(size_t, size_t))dlsym(RTLD_NEXT, "memalign");
     pt_heap_real.valloc = (void *(*)(size_t))dlsym(RTLD_NEXT, "valloc");
     pt_heap_real.pvalloc = (void *(*)(size_t))dlsym(RTLD_NEXT, "pvalloc");
+    pt_heap_real.pthread_create =
+        (int (*)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *))dlsym(
+            RTLD_NEXT, "pthread_create");
     __atomic_store_n(&pt_heap_real.ready, pt_heap_real.malloc != NULL && pt_heap_real.free != NULL,
                      __ATOMIC_RELEASE);
     __atomic_sub_fetch(&pt_resolving, 1, __ATOMIC_ACQ_REL);
@@ -398,4 +402,46 @@ PT_EXPORT void *pvalloc(size_t n) {
     void *p;
     PT_TRACKED_ALLOC(p = pt_heap_real.pvalloc(n), n);
     return p;
+}
+
+/* ---- threads ------------------------------------------------------------------------ */
+
+/* What our thread start needs (from the real malloc: not a tracked block). */
+struct pt_heap_start {
+    void *(*fn)(void *);
+    void *arg;
+};
+
+/* A new thread: its stack bounds before any of its code runs (no lock of
+ * glibc's can be held by it yet), then its start routine.  Our frame is
+ * left out of stacks (pt_heap_track.c).  Not async-signal-safe. */
+static void *pt_heap_thread_start(void *p) {
+    struct pt_heap_start start = *(struct pt_heap_start *)p;
+    pt_heap_real.free(p);
+    struct pt_heap_thread *t = &pt_heap_self;
+    int was_busy = t->busy;
+    t->busy = 1;
+    pt_heap_stack_init(t);
+    t->busy = was_busy;
+    return start.fn(start.arg);
+}
+
+/* Wraps the start routine so the thread's stack bounds are known before its
+ * first tracked allocation (else they come from /proc/self/maps, slower).
+ * Not async-signal-safe (pthread_create is not). */
+PT_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr, void *(*fn)(void *),
+                             void *arg) {
+    if (pt_need_boot() || pt_heap_real.pthread_create == NULL) {
+        int (*real)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *) =
+            (int (*)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *))dlsym(
+                RTLD_NEXT, "pthread_create");
+        return real != NULL ? real(thread, attr, fn, arg) : EAGAIN;
+    }
+    struct pt_heap_start *start = pt_heap_on ? pt_heap_real.malloc(sizeof *start) : NULL;
+    if (start == NULL) return pt_heap_real.pthread_create(thread, attr, fn, arg);
+    start->fn = fn;
+    start->arg = arg;
+    int rc = pt_heap_real.pthread_create(thread, attr, pt_heap_thread_start, start);
+    if (rc != 0) pt_heap_real.free(start);
+    return rc;
 }

@@ -19,6 +19,7 @@
 #ifndef PT_HEAP_H
 #define PT_HEAP_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -178,6 +179,7 @@ struct pt_heap_real {
     void *(*memalign)(size_t, size_t);
     void *(*valloc)(size_t);
     void *(*pvalloc)(size_t);
+    int (*pthread_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
     int ready;
 };
 extern PT_HIDDEN struct pt_heap_real pt_heap_real;

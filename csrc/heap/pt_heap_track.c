@@ -372,6 +372,11 @@ static __attribute__((noinline)) unsigned pt_backtrace(struct pt_heap_thread *t,
                                      t->memo);
     unsigned skip = 0;
     while (skip < n && raw[skip] >= pt_maps_self_lo && raw[skip] < pt_maps_self_hi) skip++;
+    /* Our thread start (proftui_heap.c) sits below a thread's own frames: out too. */
+    unsigned keep = skip;
+    for (unsigned r = skip; r < n; r++)
+        if (raw[r] < pt_maps_self_lo || raw[r] >= pt_maps_self_hi) raw[keep++] = raw[r];
+    n = keep;
     unsigned m = n - skip;
     if (m > PT_HEAP_MAX_FRAMES) {
         m = PT_HEAP_MAX_FRAMES;
