@@ -47,10 +47,9 @@ class HeapSamplerCollector(LaunchCollector):
 
     def start(self) -> None:
         # The heap runtime first: glibc then runs the sampler's constructor before the
-        # heap's, so the malloc inside the sampler's pthread_getattr_np (main thread:
-        # it reads /proc/self/maps) is not tracked yet.  The other order deadlocks: the
-        # tracked malloc asks pthread_getattr_np for the stack bounds, whose lock the
-        # sampler's call holds.
+        # heap's, so the sampler's start-up allocations (its pthread_getattr_np reads
+        # /proc/self/maps) stay out of the heap profile.  Either order works: no tracked
+        # allocation calls pthread_getattr_np (docs/heap.md, "Stack bounds").
         preloads = [self.heap.preload(), self.sampler.preload()]
         budgets = [int(p.env["PROFTUI_BUFFER_BYTES"]) for p in preloads
                    if "PROFTUI_BUFFER_BYTES" in p.env]
