@@ -318,16 +318,26 @@ def function_changes(entries: Sequence[FlatEntry], base_entries: Sequence[FlatEn
     """
     base = {e.frame_id: e for e in base_entries}
     out: dict[int, FunctionChange] = {}
+    shares = normalise == "shares"
+    # The arithmetic of `change`, inlined: this runs per function on each `a` press or
+    # new snapshot (50,000 functions: a Change object per cell cost ~0.3 s).
     for e in entries:
         b = base.get(e.frame_id)
-        b_self = b.self_cost[metric] if b is not None and metric < len(b.self_cost) else 0.0
-        b_total = b.total_cost[metric] if b is not None and metric < len(b.total_cost) else 0.0
+        if b is not None and metric < len(b.total_cost):
+            b_self, b_total = b.self_cost[metric], b.total_cost[metric]
+        else:
+            b_self = b_total = 0.0
         n_self, n_total = e.self_cost[metric], e.total_cost[metric]
         status = NEW if n_total > 0 and b_total <= 0 else \
             GONE if b_total > 0 and n_total <= 0 else ""
-        out[e.frame_id] = FunctionChange(
-            change(n_self, b_self, whole, base_whole, normalise),
-            change(n_total, b_total, whole, base_whole, normalise), status)
+        if shares:
+            d_self = (100.0 * n_self / whole if whole else 0.0) \
+                - (100.0 * b_self / base_whole if base_whole else 0.0)
+            d_total = (100.0 * n_total / whole if whole else 0.0) \
+                - (100.0 * b_total / base_whole if base_whole else 0.0)
+        else:
+            d_self, d_total = n_self - b_self, n_total - b_total
+        out[e.frame_id] = FunctionChange(d_self, d_total, status)
     return out
 
 
