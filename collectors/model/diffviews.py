@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.model.diff import align
@@ -290,9 +291,10 @@ def change(new: float, base: float, new_whole: float, base_whole: float,
     return _change(base, new, base_whole, new_whole).change(normalise)
 
 
-@dataclass(frozen=True, slots=True)
-class FunctionChange:
-    """One function's change in the metric shown; `status` is "", NEW or GONE."""
+class FunctionChange(NamedTuple):
+    """One function's change in the metric shown; `status` is "", NEW or GONE.
+
+    A named tuple, not a frozen dataclass: 50,000 are made per `a` press or snapshot."""
 
     self_delta: float
     total_delta: float
@@ -316,6 +318,10 @@ def function_changes(entries: Sequence[FlatEntry], base_entries: Sequence[FlatEn
     Both lists come from `flat_profile` of profiles sharing frame ids (the
     baseline aligned onto the new one), for the same thread or process.
     """
+    key = (metric, whole, base_whole, normalise)
+    for seen_entries, seen_base, seen_key, seen in _RECENT:
+        if seen_entries is entries and seen_base is base_entries and seen_key == key:
+            return seen  # `a` pressed back and forth: both answers are remembered
     base = {e.frame_id: e for e in base_entries}
     out: dict[int, FunctionChange] = {}
     shares = normalise == "shares"
@@ -338,7 +344,17 @@ def function_changes(entries: Sequence[FlatEntry], base_entries: Sequence[FlatEn
         else:
             d_self, d_total = n_self - b_self, n_total - b_total
         out[e.frame_id] = FunctionChange(d_self, d_total, status)
+    _RECENT.insert(0, (entries, base_entries, key, out))
+    del _RECENT[_RECENT_SIZE:]
     return out
+
+
+# The last few answers of `function_changes`, by the identity of its row lists (kept
+# alive here, so an id is never reused meanwhile): the shares and absolute answers of
+# one snapshot, and the previous snapshot's.  The callers never mutate the dicts.
+_RECENT_SIZE = 4
+_RECENT: list[tuple[Sequence[FlatEntry], Sequence[FlatEntry], tuple[object, ...],
+                    dict[int, FunctionChange]]] = []
 
 
 def root_of(node: CallNode) -> CallNode:
