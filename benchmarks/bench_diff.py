@@ -1,7 +1,7 @@
 """What the diff views cost on the big synthetic profile (50,000 functions, 200,000 nodes).
 
 Model: `diff.align` of another profile of that size, the baseline's flat profile,
-the per-function changes (`deltas.function_changes`) and `diff.subtract` (the live
+the per-function changes (`diffviews.function_changes`) and `diff.subtract` (the live
 since-mark view), each as a ratio of `flat_profile` of the same profile measured
 in the same run (the anchor: what opening a profile costs today).
 

@@ -7,6 +7,10 @@ every message it caused is handled and the screen update has run.  Anchor:
 the same keys on a small profile (60 functions, 200 nodes) in the same run,
 so the ratio shows what profile size costs.  Goal: p95 <= 100 ms on the big one.
 The flame pane (5) is measured too: move, zoom in and out, search and n/N.
+`--base`: the big profile again, opened with a baseline (`open NEW --base BASE`: a
+copy of it with a third of its nodes' costs changed), so every view draws its Δ
+columns or diff colours; `a` (shares/absolute) is timed there too.  Anchor: the
+same big profile without a base, in the same run.
 
 Then the observer's own CPU use (issue 15): the installed `proftui` runs in a
 real terminal (tmux, 160x45) on a long-running target sampled at 1 kHz (Lua
@@ -19,6 +23,7 @@ in the same tmux, same window.
 Goals: <= 15% of one CPU live at 1 kHz, <= 5% paused or idle.
 
 usage: python benchmarks/bench_tui.py [--repeat N] [--only latency|observer] [--window S]
+                                    [--base]
 """
 
 from __future__ import annotations
@@ -94,15 +99,29 @@ def synthetic_profile(functions: int, nodes: int, seed: int = 1) -> Profile:
     return profile.finalize()
 
 
-async def measure(profile: Profile, repeat: int
+def perturbed(functions: int, nodes: int, seed: int = 1) -> Profile:
+    """The profile `synthetic_profile` builds, a third of its nodes' costs changed (a
+    baseline for it: most paths match, some grew or shrank, some are absent)."""
+    profile = synthetic_profile(functions, nodes, seed)
+    assert profile.tree is not None
+    rng = random.Random(seed + 100)
+    for node in profile.tree.nodes():
+        if node.self_cost[0] and rng.random() < 0.33:
+            factor = rng.choice((0.0, 0.5, 2.0, 3.0))
+            node.self_cost[0] = float(int(node.self_cost[0] * factor))
+            node.self_cost[1] = node.self_cost[1] * factor
+    return profile.finalize()
+
+
+async def measure(profile: Profile, repeat: int, base: Profile | None = None
                   ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """Per action, key-to-screen latencies in ms; and key-to-result for worker views."""
-    app = ProfTuiApp(profile=profile)
+    app = ProfTuiApp(profile=profile, base=base)
     times: dict[str, list[float]] = {}
     results: dict[str, list[float]] = {}  # key press -> derived view on screen
     async with app.run_test(size=SIZE) as pilot:
         flat = app.query_one(FlatPane)
-        while not flat.shown:
+        while not flat.shown or (base is not None and app.baseline is None):
             await asyncio.sleep(0.01)
         await pilot.pause()
         times["_rss_shown_mib"] = [psutil.Process().memory_info().rss / 2**20]
@@ -127,6 +146,9 @@ async def measure(profile: Profile, repeat: int
         table = app.query_one(FlatTable)
         for _ in range(repeat):
             await timed("flat: cursor down", lambda: press("down"))
+        if base is not None:
+            for _ in range(max(4, repeat // 5)):
+                await timed("flat: shares/absolute (a)", lambda: press("a"))
         for _ in range(max(4, repeat // 5)):
             await timed("flat: sort column (s)", lambda: press("s"))
         while flat.sort_key != "self":
@@ -168,6 +190,9 @@ async def measure(profile: Profile, repeat: int
         results.setdefault("bottom-up tree shown (worker)", []).append(
             1000 * (time.perf_counter() - start))
         await flame_keys(app, pilot, press, timed, repeat, results)
+        if base is not None:
+            for _ in range(max(4, repeat // 5)):
+                await timed("flame: shares/absolute (a)", lambda: press("a"))
     return times, results
 
 
@@ -362,6 +387,36 @@ def observer(window: float) -> list[tuple[str, float, float]]:
     return rows
 
 
+def with_base(repeat: int) -> None:
+    """The big profile with and without a baseline, in one run (see the docstring)."""
+    big = synthetic_profile(50_000, 200_000)
+    base = perturbed(50_000, 200_000)
+    plain, _ = asyncio.run(measure(big, repeat))
+    plain.pop("_rss_shown_mib")
+    started = time.perf_counter()
+    diffed, done = asyncio.run(measure(big, repeat, base))
+    seconds = time.perf_counter() - started
+    diffed.pop("_rss_shown_mib")
+    print(f"\n--base: the big profile with a baseline (anchor: the same without one)\n"
+          f"{'action':34} {'anchor p50':>10} {'anchor p95':>10} {'base p50':>9} "
+          f"{'base p95':>9}  goal")
+    worst = worst_flame = 0.0
+    for name, values in diffed.items():
+        anchor = plain.get(name)
+        p50, p95 = statistics.median(values), pct(values, 0.95)
+        worst = max(worst, p95)
+        if name.startswith("flame"):
+            worst_flame = max(worst_flame, p95)
+        a50 = f"{statistics.median(anchor):8.1f}ms" if anchor else f"{'-':>10}"
+        a95 = f"{pct(anchor, 0.95):8.1f}ms" if anchor else f"{'-':>10}"
+        print(f"{name:34} {a50} {a95} {p50:7.1f}ms {p95:7.1f}ms  "
+              f"{'ok' if p95 <= 100 else 'SLOW'}")
+    print(f"\nwith a base: worst p95 {worst:.1f} ms, flame pane's worst p95 {worst_flame:.1f} ms"
+          f" (goal <= 100 ms); session {seconds:.0f} s")
+    for name, values in done.items():
+        print(f"{name:34} {statistics.median(values):8.1f}ms {max(values):8.1f}ms (max)")
+
+
 def latency(repeat: int) -> None:
     me = psutil.Process()
     rss0 = me.memory_info().rss
@@ -408,7 +463,12 @@ def main() -> None:
     parser.add_argument("--only", choices=("latency", "observer"), help="run one part")
     parser.add_argument("--window", type=float, default=10.0,
                         help="seconds of CPU measurement per observer state")
+    parser.add_argument("--base", action="store_true",
+                        help="only the big profile with and without a baseline (Δ views)")
     args = parser.parse_args()
+    if args.base:
+        with_base(args.repeat)
+        return
     if args.only != "observer":
         latency(args.repeat)
     if args.only == "latency":

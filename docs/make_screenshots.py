@@ -5,9 +5,12 @@ tests/fixtures/att_spin.c is compiled and started, proftui attaches to it
 the target runs; every pane is saved with `App.save_screenshot()`.  A second
 run launches tests/fixtures/thr_ratio.c (four named threads) under the
 sampler for the thread picker, threads as roots, the help screen and the
-output panel.
+output panel.  The diff views: tests/fixtures/dft_work.c built twice (dft_a's work
+doubled, one function replaced), each build recorded by the sampler, then opened as
+`proftui open NEW --base BASE` does: the flat profile's Δ columns and the
+differential flame graph.
 
-usage: python docs/make_screenshots.py [OUTPUT_DIR [flame]]
+usage: python docs/make_screenshots.py [OUTPUT_DIR [flame|diff]]
 """
 
 from __future__ import annotations
@@ -200,13 +203,61 @@ def flame(out: Path) -> None:
             collector.stop()
 
 
+async def shoot_diff(app: ProfTuiApp, out: Path) -> list[Path]:
+    """The Δ columns of the flat profile and the differential flame graph."""
+    async with app.run_test(size=SIZE) as pilot:
+        deadline = time.monotonic() + 30.0
+        while app.profile is None or app.baseline is None:
+            if time.monotonic() > deadline:
+                raise SystemExit("timed out aligning the baseline")
+            await pilot.pause(0.1)
+        await pilot.pause(0.5)
+        app.save_screenshot(filename="diff-flat.svg", path=str(out))
+        await pilot.press("5")
+        await pilot.pause(0.5)
+        await pilot.press(*["up"] * 5)  # from the root up to dft_a, which grew
+        await pilot.pause(0.5)
+        app.save_screenshot(filename="diff-flame.svg", path=str(out))
+        app.exit()
+    return [out / "diff-flat.svg", out / "diff-flame.svg"]
+
+
+def diff(out: Path) -> None:
+    """diff-flat.svg, diff-flame.svg: two builds of dft_work.c, each sampled."""
+    from proftui.collectors.formats.importers import load_any
+
+    with tempfile.TemporaryDirectory() as scratch:
+        saved: list[Path] = []
+        for name, times in (("base", 1), ("new", 2)):
+            built = build_fixture("dft_work.c", ["-O2", "-g", "-fno-omit-frame-pointer",
+                                                 f"-DA_TIMES={times}"])
+            where = Path(scratch) / name
+            where.mkdir()
+            binary = where / "dft_work"  # one name for both builds, as pprof matches
+            binary.write_bytes(built.read_bytes())
+            binary.chmod(0o755)
+            record = Path(scratch) / f"{name}.proftui"
+            subprocess.run([sys.executable, "-m", "proftui.tui.cli", "record", "--mode",
+                            "sampler", "-o", str(record), str(binary), "1500"],
+                           check=True, capture_output=True)
+            saved.append(record)
+        app = ProfTuiApp(profile=load_any(saved[1]), base=load_any(saved[0]),
+                         base_name="base.proftui")
+        for path in asyncio.run(shoot_diff(app, out)):
+            print(path)
+
+
 def main() -> None:
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "docs" / "screenshots"
     out.mkdir(parents=True, exist_ok=True)
     if sys.argv[2:] == ["flame"]:  # only the flame graph
         flame(out)
         return
+    if sys.argv[2:] == ["diff"]:  # only the diff views
+        diff(out)
+        return
     flame(out)
+    diff(out)
     heap = HeapCollector([str(build_demo("heap"))], CollectorOptions(output="log"))
     heap.start()
     try:

@@ -13,7 +13,9 @@ Pure functions, no I/O; every walk is iterative (trees can be 100,000 deep).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import gc
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 
 from proftui.collectors.model.profile import (
@@ -125,10 +127,12 @@ def align(base: Profile, onto: Profile) -> Profile:
     for (caller, callee), count in base.arcs.items():
         key = (ids[caller] if caller >= 0 else caller, ids[callee])
         arcs[key] = arcs.get(key, 0) + count
+    with _bulk_nodes():
+        tree = _remap_tree(base.tree, ids, order)
+        parts = {label: _remap_tree(t, ids, order) for label, t in base.parts.items()}
     return Profile(
         meta=base.meta, metrics=onto.metrics, frames=matcher.frames,
-        tree=_remap_tree(base.tree, ids, order),
-        parts={label: _remap_tree(t, ids, order) for label, t in base.parts.items()},
+        tree=tree, parts=parts,
         arcs=arcs,
         line_costs={k: _reorder(v, order) for k, v in base.line_costs.items()},
         address_costs={k: _reorder(v, order) for k, v in base.address_costs.items()},
@@ -146,24 +150,73 @@ def counterpart(node: CallNode, tree: CallTree) -> CallNode | None:
     return found if node.frame_id != ROOT_FRAME else tree.root
 
 
-def _subtract_tree(current: CallTree, mark: CallTree) -> CallTree:
-    out = CallTree(current.n_metrics).merge(current)
-    pairs: list[tuple[CallNode, CallNode]] = [(mark.root, out.root)]
+@contextmanager
+def _bulk_nodes() -> Iterator[None]:
+    """No cyclic garbage collection while a tree of new nodes is built.
+
+    Every node links to its parent (a cycle), so each allocation counts towards the
+    collector's threshold: building 200,000 nodes ran many full passes over the whole
+    heap and took 5x the walk itself.  Nothing built here is garbage until it is
+    dropped, so the collector has nothing to find meanwhile; it runs again after.
+    """
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def _copy_tree(tree: CallTree) -> CallTree:
+    """A copy of `tree`'s nodes, self costs and calls (totals left to `finalize`)."""
+    n = tree.n_metrics
+    out = CallTree(n)
+    out.cut_depth = tree.cut_depth
+    out.root.self_cost = list(tree.root.self_cost)
+    out.root.calls = tree.root.calls
+    pairs: list[tuple[CallNode, CallNode]] = [(tree.root, out.root)]
+    pop, push = pairs.pop, pairs.append
     while pairs:
-        theirs, mine = pairs.pop()
-        for i, value in enumerate(theirs.self_cost):
-            mine.self_cost[i] -= value
-        if theirs.calls is not None and mine.calls is not None:
+        theirs, mine = pop()
+        kids = mine.children
+        for fid, child in theirs.children.items():
+            node = CallNode(fid, mine, n)
+            node.self_cost = list(child.self_cost)
+            node.calls = child.calls
+            kids[fid] = node
+            push((child, node))
+    return out
+
+
+def _subtract_tree(current: CallTree, mark: CallTree, ids: list[int],
+                   order: list[int | None]) -> CallTree:
+    """`current` minus `mark`, whose frame ids map through `ids` and costs through `order`
+    (`align`'s mapping): a walk of the mark's own nodes over a copy of `current`, not
+    an aligned copy of the mark merged in (the same sums; siblings that map to one
+    id subtract from one node, as they merge in `align`)."""
+    out = _copy_tree(current)
+    identity = order == list(range(len(order)))
+    pairs: list[tuple[CallNode, CallNode]] = [(mark.root, out.root)]
+    pop, push = pairs.pop, pairs.append
+    while pairs:
+        theirs, mine = pop()
+        values = theirs.self_cost if identity else _reorder(theirs.self_cost, order)
+        own = mine.self_cost
+        for i, value in enumerate(values):
+            own[i] -= value
+        if theirs.calls is not None and mine.calls is not None and theirs is not mark.root:
             mine.calls -= theirs.calls
-        pairs.extend((child, mine.child(fid)) for fid, child in theirs.children.items())
+        for fid, child in theirs.children.items():
+            push((child, mine.child(ids[fid])))
     return out.finalize()
 
 
-def _subtract_costs(current: dict, mark: dict) -> dict:
+def _subtract_costs(current: dict, mark: dict, order: list[int | None]) -> dict:
     out = {k: list(v) for k, v in current.items()}
     for key, values in mark.items():
-        slot = out.setdefault(key, [0.0] * len(values))
-        for i, value in enumerate(values):
+        slot = out.setdefault(key, [0.0] * len(order))
+        for i, value in enumerate(_reorder(values, order)):
             slot[i] -= value
     return out
 
@@ -171,25 +224,33 @@ def _subtract_costs(current: dict, mark: dict) -> dict:
 def subtract(current: Profile, mark: Profile) -> Profile:
     """What `current` holds beyond `mark`: the costs since a baseline was marked.
 
-    Both are snapshots of one run (or any two profiles; `mark` is aligned onto
-    `current` first).  Counters that only grow give the cost of the phase after the
-    mark; heap metrics such as live bytes may come out negative (memory freed since).
+    Both are snapshots of one run (or any two profiles; `mark` is matched onto
+    `current`'s frames as `align` does).  Counters that only grow give the cost of the
+    phase after the mark; heap metrics such as live bytes may come out negative
+    (memory freed since).
     """
-    aligned = align(mark, current)
-    assert current.tree is not None and aligned.tree is not None
-    parts = {label: _subtract_tree(tree, aligned.parts.get(label, CallTree(tree.n_metrics)))
-             for label, tree in current.parts.items()}
+    mark = same_program(mark, current)
+    matcher = FrameMatcher(current.frames)
+    ids = [matcher.match(frame) for frame in mark.frames]
+    order = _metric_map(mark.metrics, current.metrics)
+    assert current.tree is not None and mark.tree is not None
+    with _bulk_nodes():
+        empty = CallTree(len(order))
+        parts = {label: _subtract_tree(tree, mark.parts.get(label, empty), ids, order)
+                 for label, tree in current.parts.items()}
+        tree = _subtract_tree(current.tree, mark.tree, ids, order)
     arcs = dict(current.arcs)
-    for key, count in aligned.arcs.items():
+    for (caller, callee), count in mark.arcs.items():
+        key = (ids[caller] if caller >= 0 else caller, ids[callee])
         arcs[key] = arcs.get(key, 0) - count
     start = mark.meta.end_time if mark.meta.end_time is not None else current.meta.start_time
     return Profile(
         meta=replace(current.meta, start_time=start), metrics=current.metrics,
-        frames=aligned.frames, tree=_subtract_tree(current.tree, aligned.tree), parts=parts,
+        frames=matcher.frames, tree=tree, parts=parts,
         arcs={k: v for k, v in arcs.items() if v},
-        line_costs=_subtract_costs(current.line_costs, aligned.line_costs),
-        address_costs=_subtract_costs(current.address_costs, aligned.address_costs),
-        address_sites={**aligned.address_sites, **current.address_sites},
+        line_costs=_subtract_costs(current.line_costs, mark.line_costs, order),
+        address_costs=_subtract_costs(current.address_costs, mark.address_costs, order),
+        address_sites={**mark.address_sites, **current.address_sites},
         functions=None, sources=current.sources, timeline=current.timeline)
 
 

@@ -307,3 +307,39 @@ def test_metric_change_redraws_widths_by_the_new_metric() -> None:
             await pilot.press("up", "up")
             assert info(app).startswith(" b  total ") and "(75.0%)" in info(app), info(app)
     run(body)
+
+
+def test_sandwich_colours_by_the_baseline() -> None:
+    """With a baseline, the sandwich's frames are coloured by change (widths from NEW)."""
+    base_stacks = [(("main", "a", "leaf"), 60), (("main", "b", "leaf"), 30), (("main",), 10)]
+    new_stacks = [(("main", "a", "leaf"), 30), (("main", "b", "leaf"), 60), (("main",), 10)]
+    new = build(new_stacks)
+    base = build(base_stacks, order=("leaf", "b"))
+
+    async def body() -> None:
+        app = ProfTuiApp(profile=new, base=base)
+        async with app.run_test(size=SIZE) as pilot:
+            graph = await open_flame(pilot, app)
+            await wait_for(pilot, lambda: graph.base is not None, what="baseline")
+            await pilot.press("up", "up", "up")
+            assert selected(graph) == "leaf"
+            await pilot.press("v")
+            pane = app.query_one(FlamePane)
+            await wait_for(pilot, lambda: not pane.sandwich_pending, what="sandwich")
+            callers = app.query_one("#sandwich-callers", FlameGraph)
+            assert callers.base is not None
+            layout = callers.flame_layout
+            assert layout is not None
+            by_name = {new.frames[i.node.frame_id].function: i for i in layout.row(1)
+                       if i.node is not None}
+            assert {n: i.width for n, i in by_name.items()} == {"b": 60, "a": 30}
+            b = callers._style(by_name["b"], True).bgcolor
+            a = callers._style(by_name["a"], True).bgcolor
+            assert b is not None and a is not None
+            rb, ra = b.get_truecolor(), a.get_truecolor()
+            assert rb[0] > rb[2] and ra[2] > ra[0]  # b's calls grew: red; a's shrank: blue
+            root = callers._style(layout.row(0)[0], True).bgcolor  # leaf: 90 then 90
+            assert root is not None
+            r = root.get_truecolor()
+            assert abs(r[0] - r[2]) < 10  # unchanged: neutral
+    run(body)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import ClassVar
 
-from proftui.collectors.model.flame import ShareWalk
+from proftui.collectors.model.flame import ShareWalk, cost_of
 from proftui.collectors.model.profile import CallTree, Frame, FrameTable, Profile
 from proftui.collectors.model.textsafe import display
 from proftui.collectors.model.views import FlatEntry, callee_tree, caller_tree, select_tree
@@ -192,23 +192,43 @@ class FlamePane(Pane, Vertical):
                 f" {name} is not in this profile")
             return
         self.sandwich_pending = True
-        self._sandwich_worker(self.profile, frame_id, self.part, self.sandwich, self.metric)
+        base = getattr(self.app, "baseline", None)
+        self._sandwich_worker(self.profile, frame_id, self.part, self.sandwich, self.metric,
+                              base if isinstance(base, Profile) else None)
 
     @work(thread=True, exclusive=True, group="flame-sandwich")
     def _sandwich_worker(self, profile: Profile, frame_id: int, part: str | None,
-                         frame: Frame, metric: int) -> None:
+                         frame: Frame, metric: int, base: Profile | None) -> None:
         up = caller_tree(profile, frame_id, part)
         down = callee_tree(profile, frame_id, part)
-        self.app.call_from_thread(self._sandwich_ready, profile, frame, metric, up, down)
+        # The baseline is aligned on the shown profile's frame ids: the same frame id
+        # names the same function in it, so its sandwich lines up frame by frame.
+        base_up = caller_tree(base, frame_id, part) if base is not None else None
+        base_down = callee_tree(base, frame_id, part) if base is not None else None
+        self.app.call_from_thread(self._sandwich_ready, profile, frame, metric, up, down,
+                                  base, base_up, base_down)
 
     def _sandwich_ready(self, profile: Profile, frame: Frame, metric: int, up: CallTree,
-                        down: CallTree) -> None:
-        if frame != self.sandwich or profile is not self.profile or metric != self.metric:
+                        down: CallTree, base: Profile | None = None,
+                        base_up: CallTree | None = None,
+                        base_down: CallTree | None = None) -> None:
+        if frame != self.sandwich or profile is not self.profile or metric != self.metric \
+                or base is not getattr(self.app, "baseline", None):
             return  # the user (or a newer snapshot) moved on: its own worker follows
         self.sandwich_pending = False
         name = shorten(display(frame.function), "params")
-        self.query_one("#sandwich-callers", FlameGraph).set_tree(up, profile.frames, metric)
-        self.query_one("#sandwich-callees", FlameGraph).set_tree(down, profile.frames, metric)
+        normalise = str(getattr(self.app, "normalise", "shares"))
+        # Widths from NEW; colours by change against the baseline's sandwich.  Shares
+        # are of each whole profile: the sandwich's roots hold only this function's cost.
+        wholes = None
+        if base is not None:
+            tree, base_tree = self._trees()
+            wholes = (cost_of(tree.root, metric),
+                      cost_of(base_tree.root, metric) if base_tree is not None else 0.0)
+        self.query_one("#sandwich-callers", FlameGraph).set_tree(
+            up, profile.frames, metric, base_up, normalise, wholes)
+        self.query_one("#sandwich-callees", FlameGraph).set_tree(
+            down, profile.frames, metric, base_down, normalise, wholes)
         cut = f" (callers cut at {up.cut_depth} levels)" if up.cut_depth is not None else ""
         self.query_one("#sandwich-callers-title", Static).update(
             f" who calls {name} (inverted: callers above){cut}")

@@ -137,8 +137,11 @@ class FlatPane(Pane, Vertical):
             self.changes = cached[2]
             return list(cached[1])
         # O(functions): once per profile, metric or normalisation, not per key (filter, sort).
-        rows = list(self.entries) + gone_entries(self.entries, base_entries,
-                                                 len(self.profile.metrics))
+        if cached is not None and cached[0][0] is key[0] and cached[0][1] is key[1]:
+            rows = cached[1]  # the same rows (function_changes remembers them: `a` back)
+        else:
+            rows = list(self.entries) + gone_entries(self.entries, base_entries,
+                                                     len(self.profile.metrics))
         self.changes = function_changes(
             rows, base_entries, self.metric, part_total(self.profile, self.part, self.metric),
             part_total(baseline, self.part, self.metric), normalise)

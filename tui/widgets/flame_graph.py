@@ -119,6 +119,7 @@ class FlameGraph(Widget, can_focus=True):
         self.frames: FrameTable | None = None
         self.base: CallTree | None = None
         self.normalise = "shares"
+        self.wholes: tuple[float, float] | None = None
         self.metric = 0
         self.name_mode = "full"
         self.zoom_path: tuple[Frame, ...] = ()  # the zoomed node, as frames from the root
@@ -133,14 +134,18 @@ class FlameGraph(Widget, can_focus=True):
     # -- data ------------------------------------------------------------------------
 
     def set_tree(self, tree: CallTree | None, frames: FrameTable | None, metric: int,
-                 base: CallTree | None = None, normalise: str = "shares") -> None:
-        """Show `tree` (a new snapshot keeps the zoom and selection by frame path)."""
+                 base: CallTree | None = None, normalise: str = "shares",
+                 wholes: tuple[float, float] | None = None) -> None:
+        """Show `tree` (a new snapshot keeps the zoom and selection by frame path).
+
+        `wholes`: the (new, base) totals that shares are of, when not the two trees'
+        roots (a sandwich's trees hold one function's cost, not the profile's)."""
         if frames is not self.frames:
             self._labels.clear()
         if tree is not self.call_tree:
             self._layouts.clear()  # layouts of an older snapshot: never shown again
         self.call_tree, self.frames, self.metric = tree, frames, metric
-        self.base, self.normalise = base, normalise
+        self.base, self.normalise, self.wholes = base, normalise, wholes
         self._restore()
 
     def set_matches(self, matches: Callable[[int], bool] | None) -> None:
@@ -364,8 +369,8 @@ class FlameGraph(Widget, can_focus=True):
         new = cost_of(node, self.metric)
         old = cost_of(base, self.metric) if base is not None else 0.0
         if self.normalise == "shares":
-            whole_new = cost_of(self.call_tree.root, self.metric)
-            whole_old = cost_of(self.base.root, self.metric)
+            whole_new, whole_old = self.wholes if self.wholes is not None else (
+                cost_of(self.call_tree.root, self.metric), cost_of(self.base.root, self.metric))
             new = new / whole_new if whole_new else 0.0
             old = old / whole_old if whole_old else 0.0
         return relative_change(new, old)
