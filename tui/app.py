@@ -108,6 +108,7 @@ class Snapshot(Message):
     error: str = ""
     part: str | None = None  # the thread or process `entries` are of
     views: Views | None = None  # `profile` as the panes show it (baseline, since the mark)
+    marked_at: float | None = None  # Unix time: this snapshot was taken for a `b` mark
 
 
 @dataclass
@@ -191,6 +192,7 @@ class ProfTuiApp(DiffViews, App[None]):
         self._proc: ProcStat | None = None
         self._reset_at: float | None = None  # time.time() of the last counter reset
         self._stop = threading.Event()
+        self._poll_wake = threading.Event()  # set to end the poll worker's wait early
         self._stop_signals = stop_signals
         self._exit_soon: Callable[[int], None] | None = None
 
@@ -268,8 +270,13 @@ class ProfTuiApp(DiffViews, App[None]):
                 self._whole is None or self._whole is profile or self.collector is None):
             self._apply_views(profile, views)
 
+    def wake_poll(self) -> None:
+        """End the poll worker's wait now (a `b` mark wants a snapshot at once)."""
+        self._poll_wake.set()
+
     def on_unmount(self) -> None:
         self._stop.set()
+        self._poll_wake.set()
         if self._stop_signals is not None and self._exit_soon is not None:
             self._stop_signals.unlisten(self._exit_soon)
 
@@ -301,16 +308,21 @@ class ProfTuiApp(DiffViews, App[None]):
             info = collector.exit_info()
             ended = info is not None or not collector.is_running()
             version = None if ended or self.frozen else collector.data_version()
-            if ended or (not self.frozen and started >= next_snapshot
-                         and (version is None or version != shown)):
+            # A `b` mark wants the profile as it is now, not the last one shown (which
+            # can be seconds old when snapshots are paced): take one at once.
+            marking = self.mark_request is not None and not ended
+            if ended or marking or (not self.frozen and started >= next_snapshot
+                                    and (version is None or version != shown)):
                 worker_cpu = time.thread_time()
+                taken = time.time()
+                self.mark_request = None
                 try:
                     profile = collector.wait() if ended else collector.snapshot()
                     info = collector.exit_info() if ended else info
                     part = self.part  # the user may choose another meanwhile: on_snapshot checks
                     views = self._views(profile, part, self._view_key())
                     self.post_message(Snapshot(profile, views.entries, info, ended, part=part,
-                                               views=views))
+                                               views=views, marked_at=taken if marking else None))
                     shown = self.shown_version = version
                 except (ProftuiError, OSError, ValueError) as exc:
                     self.post_message(Snapshot(None, [], info, ended, str(exc)))
@@ -328,7 +340,8 @@ class ProfTuiApp(DiffViews, App[None]):
             wake = max(next_snapshot, started + POLL_INTERVAL_S)
             if sampler is not None:
                 wake = min(wake, last_proc + PROC_INTERVAL_S)
-            self._stop.wait(max(0.05, wake - time.monotonic()))
+            self._poll_wake.wait(max(0.05, wake - time.monotonic()))
+            self._poll_wake.clear()
 
     def on_snapshot(self, message: Snapshot) -> None:
         self._error = message.error
@@ -352,6 +365,8 @@ class ProfTuiApp(DiffViews, App[None]):
                 else:
                     with self.batch_update():
                         self._apply_views(profile, views)
+                if message.marked_at is not None and not message.final:
+                    self.take_mark(profile, message.marked_at)
             except NoMatches:  # posted just before the app closed: its screen is gone
                 return
         self._update_header()

@@ -70,6 +70,7 @@ class DiffViews(_Base):
         def _apply(self, profile: Profile, entries: list[FlatEntry]) -> None: ...
         def _update_header(self) -> None: ...
         def _prepare(self, profile: Profile, part: str | None) -> object: ...
+        def wake_poll(self) -> None: ...
 
     def init_diff(self, base: Profile | None, base_name: str) -> None:
         """No baseline yet; `base` (named `base_name`) is the profile to compare with."""
@@ -81,6 +82,9 @@ class DiffViews(_Base):
         self.normalise = "shares"  # or "absolute"
         self._mark: Profile | None = None  # the whole profile when `b` was pressed
         self._mark_at = ""  # "12.3 s" into the run
+        # Unix time `b` was pressed, until the poll worker takes the mark's snapshot
+        # (read and cleared by that worker: a plain attribute swap is atomic enough)
+        self.mark_request: float | None = None
         self.since_mark = False  # `B`: show the phase since the mark
         self._views_cache: tuple[Profile, ViewKey, Profile, Profile | None] | None = None
 
@@ -155,12 +159,18 @@ class DiffViews(_Base):
         if self.ended:
             self._say("the target has ended: nothing can happen after a mark now")
             return
-        now = time.time()
+        # The last snapshot shown may be seconds old (snapshots are paced by their cost):
+        # the poll worker takes a fresh one now and `take_mark` keeps it.
+        self.mark_request = time.time()
+        self.wake_poll()
+
+    def take_mark(self, whole: Profile, when: float) -> None:
+        """Keep `whole`, snapshotted at Unix time `when` for a `b`, as the mark."""
         start = whole.meta.start_time
-        self._mark_at = since(start, now) if start is not None else "?"
+        self._mark_at = since(start, when) if start is not None else "?"
         # Snapshots are immutable: keep this one, stamped with the mark's time (the
         # since-mark profile starts there).
-        self._mark = replace(whole, meta=replace(whole.meta, end_time=now))
+        self._mark = replace(whole, meta=replace(whole.meta, end_time=when))
         self.notify(f"baseline marked at {self._mark_at}"
                     + ("" if self.since_mark else ": B shows the change since"))
         self._views_changed()
@@ -195,6 +205,7 @@ class DiffViews(_Base):
     def clear_mark(self) -> None:
         """Forget the mark (the caller derives the views again)."""
         self._mark, self.since_mark, self._mark_at = None, False, ""
+        self.mark_request = None
 
     def action_normalise(self) -> None:
         """`a`: Δ in points of each profile's total, or in the metric's units."""

@@ -246,6 +246,41 @@ def test_live_mark_and_since_the_mark(tmp_path: Path) -> None:
         collector.stop()
 
 
+def test_mark_takes_a_fresh_snapshot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`b` marks the profile as it is when pressed, not the last snapshot shown (QA: with
+    paced snapshots a mark at 1.2 s held only the first 0.15 s of samples)."""
+    import proftui.tui.app as app_module
+    from proftui.collectors.sampler.collector import SamplerCollector
+
+    binary = _binary(1, tmp_path / "v1")
+    monkeypatch.setattr(app_module, "POLL_INTERVAL_S", 30.0)  # shown snapshots go stale
+    collector = SamplerCollector([str(binary), "3000", "1"], CollectorOptions(output="log"))
+    collector.start()
+    try:
+        app = ProfTuiApp(collector=collector)
+
+        async def body() -> None:
+            async with app.run_test(size=SIZE) as pilot:
+                await wait_for(pilot, lambda: app.profile is not None, timeout=60,
+                               what="the first snapshot")
+                stale = app.profile
+                assert stale is not None
+                m = stale.metric_index("samples")
+                await pilot.pause(1.5)  # the target runs on; no new snapshot is taken
+                assert app.profile is stale
+                await pilot.press("b")
+                await wait_for(pilot, lambda: app._mark is not None, timeout=30, what="mark")
+                mark = app._mark
+                assert mark is not None
+                # ~1.5 s more of samples than the stale snapshot (1000 Hz default rate)
+                assert mark.total(m) > stale.total(m) + 300, (mark.total(m), stale.total(m))
+                assert "mark at" in screen_text(app).splitlines()[0]
+
+        run(body)
+    finally:
+        collector.stop()
+
+
 def test_open_base_in_a_terminal(terminal: list[Terminal], saved: tuple[Path, Path],
                                  tmp_path: Path) -> None:
     base_path, new_path = saved

@@ -27,8 +27,12 @@ class Terminal:
         # COLUMNS/LINES may leak in from the test runner: the app must see the real size.
         shell = ("unset COLUMNS LINES; " + " ".join(_quote(a) for a in command)
                  + "; echo PROFTUI-EXIT=$?; sleep 60")
+        # A running tmux server gives new sessions its own environment, not ours: pass the
+        # test's settings directory (conftest) so remembered settings never leak in.
+        config = os.environ.get("XDG_CONFIG_HOME", "")
         subprocess.run(["tmux", "new-session", "-d", "-s", self.name, "-x", "160", "-y", "50",
-                        "-c", str(cwd), "-e", "TERM=xterm-256color", shell], check=True)
+                        "-c", str(cwd), "-e", "TERM=xterm-256color",
+                        "-e", f"XDG_CONFIG_HOME={config}", shell], check=True)
 
     def screen(self) -> str:
         return subprocess.run(["tmux", "capture-pane", "-p", "-t", self.name],

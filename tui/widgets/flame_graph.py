@@ -70,7 +70,9 @@ def _diff_style(change: float, dark: bool) -> Style:
     else:
         neutral, target = ((72, 72, 72), (40, 80, 210)) if dark else \
             ((222, 222, 222), (90, 130, 240))
-    mix = 0.3 + 0.7 * t if t >= DIFF_NEUTRAL else 0.0
+    # sqrt: a frame that doubled (t = 0.5) is already deep red, as in Gregg's graphs,
+    # while small changes stay pale
+    mix = 0.3 + 0.7 * t ** 0.5 if t >= DIFF_NEUTRAL else 0.0
     r, g, b = (int(n + (c - n) * mix) for n, c in zip(neutral, target, strict=True))
     return Style(bgcolor=f"rgb({r},{g},{b})",
                  color="rgb(245,245,245)" if dark or mix > 0.6 else "rgb(20,20,20)")
