@@ -22,7 +22,7 @@ from textual.pilot import Pilot
 from textual.widget import Widget
 from textual.widgets import Input
 
-from tests.tui.tui_profiles import run, screen_text, wait_for
+from tests.tui.tui_profiles import run, screen_ready, screen_text, wait_for
 from tests.unit.profiles import sample_profile
 
 SMALL = (80, 24)
@@ -106,7 +106,7 @@ def test_help_lists_every_key_and_escape_returns_to_the_pane() -> None:
             for pane in PANES:
                 await pilot.press(pane.KEY)
                 await pilot.press("question_mark")
-                await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), what="help")
+                await wait_for(pilot, lambda: screen_ready(app, HelpScreen), what="help")
                 text = screen_text(app)
                 assert f"{pane.TITLE} (this pane)" in text and "Everywhere" in text
                 widget = app.pane(pane.PANE_ID)
@@ -252,7 +252,7 @@ def test_palette_runs_a_pane_key_it_generated() -> None:
             await pilot.pause()
             assert flat.descending is not before
             await pilot.press("ctrl+p")
-            await wait_for(pilot, lambda: isinstance(app.screen, CommandPalette), what="palette")
+            await wait_for(pilot, lambda: screen_ready(app, CommandPalette), what="palette")
             await pilot.press(*"Reverse sort")
             await pilot.pause(0.3)
             await pilot.press("enter")
@@ -269,7 +269,7 @@ def test_save_from_the_tui_writes_a_profile_open_reads(tmp_path: Path) -> None:
         async with app.run_test(size=SMALL) as pilot:
             await started(pilot, app)
             await pilot.press("e")
-            await wait_for(pilot, lambda: isinstance(app.screen, ExportScreen), what="dialog")
+            await wait_for(pilot, lambda: screen_ready(app, ExportScreen), what="dialog")
             dialog = app.screen
             assert isinstance(dialog, ExportScreen) and dialog.fmt == "proftui"
             box = dialog.query_one("#export-path", Input)
@@ -300,7 +300,7 @@ def test_default_save_path_never_overwrites(tmp_path: Path, monkeypatch: pytest.
         async with app.run_test(size=SMALL) as pilot:
             await started(pilot, app)
             await pilot.press("e")
-            await wait_for(pilot, lambda: isinstance(app.screen, ExportScreen), what="dialog")
+            await wait_for(pilot, lambda: screen_ready(app, ExportScreen), what="dialog")
             box = app.screen.query_one("#export-path", Input)
             assert box.value == str(tmp_path / "proftui-sampler-1.proftui")
     run(body)

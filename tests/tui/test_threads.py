@@ -29,7 +29,7 @@ from proftui.tui.screens.threads import ThreadsScreen
 from textual.pilot import Pilot
 
 from tests.conftest import build_fixture
-from tests.tui.tui_profiles import SIZE, attach, run, screen_text, wait_for
+from tests.tui.tui_profiles import SIZE, attach, run, screen_ready, screen_text, wait_for
 
 FLAGS = ["-O2", "-g", "-pthread"]
 WORKERS = ("worker-1", "worker-2", "worker-3", "worker-4")
@@ -108,7 +108,7 @@ def sampled(tmp_path_factory: pytest.TempPathFactory) -> tuple[Profile, Report]:
 async def choose(pilot: Pilot, app: ProfTuiApp, name: str | None) -> PartInfo:
     """Open the picker with `t` and choose the thread called `name` (None: all)."""
     await pilot.press("t")
-    await wait_for(pilot, lambda: isinstance(app.screen, ThreadsScreen), what="picker")
+    await wait_for(pilot, lambda: screen_ready(app, ThreadsScreen), what="picker")
     screen = app.screen
     assert isinstance(screen, ThreadsScreen)
     index = next(i for i, c in enumerate(screen.choices)
@@ -151,7 +151,7 @@ def test_picker_and_threads_as_roots_on_saved_profile(sampled: tuple[Profile, Re
             # The picker: All, then main and the 4 workers by share (one process: no
             # process row), each with its name and tid.
             await pilot.press("t")
-            await wait_for(pilot, lambda: isinstance(app.screen, ThreadsScreen), what="picker")
+            await wait_for(pilot, lambda: screen_ready(app, ThreadsScreen), what="picker")
             screen = app.screen
             assert isinstance(screen, ThreadsScreen)
             kinds = [c.kind for c in screen.choices]
@@ -166,8 +166,9 @@ def test_picker_and_threads_as_roots_on_saved_profile(sampled: tuple[Profile, Re
             for name in WORKERS:
                 assert f"thread {tids[name]}" in text and name in text, text
             await pilot.press("escape")  # cancel: nothing changes
-            await pilot.pause()
-            assert not isinstance(app.screen, ThreadsScreen) and app.part is None
+            await wait_for(pilot, lambda: not isinstance(app.screen, ThreadsScreen),
+                           what="picker closed")
+            assert app.part is None
 
             # One thread: the flat profile, header and tree follow.
             chosen = await choose(pilot, app, "worker-3")
@@ -302,7 +303,7 @@ def test_live_sampler_thread_filter_survives_snapshots(tmp_path: Path) -> None:
                 header = screen_text(app).splitlines()[0]
                 assert "exited with status 0" in header and "worker-4" in header, header
                 await pilot.press("t")
-                await wait_for(pilot, lambda: isinstance(app.screen, ThreadsScreen),
+                await wait_for(pilot, lambda: screen_ready(app, ThreadsScreen),
                                what="picker")
                 screen = app.screen
                 assert isinstance(screen, ThreadsScreen)
@@ -357,7 +358,7 @@ def test_process_choice_and_process_roots() -> None:
             flat = app.query_one(FlatPane)
             await wait_for(pilot, lambda: bool(flat.shown), what="flat profile")
             await pilot.press("t")
-            await wait_for(pilot, lambda: isinstance(app.screen, ThreadsScreen), what="picker")
+            await wait_for(pilot, lambda: screen_ready(app, ThreadsScreen), what="picker")
             assert "process 10" in screen_text(app) and "child" in screen_text(app)
             await pilot.press("escape")
             await pilot.pause()

@@ -28,6 +28,7 @@ from tests.tui.tui_profiles import (
     attach_profile,
     gprof_collector,
     run,
+    screen_ready,
     screen_text,
     wait_for,
 )
@@ -62,14 +63,14 @@ def test_live_attach_status_quit_detaches() -> None:
                 await wait_for(pilot, lambda: app._proc.cpu_percent > 50,
                                what="CPU% of two spinning threads")
                 await pilot.press("q")
-                await pilot.pause()
-                assert isinstance(app.screen, QuitScreen)
+                await wait_for(pilot, lambda: screen_ready(app, QuitScreen), what="quit dialog")
                 text = screen_text(app)
                 assert "Detach from pid" in text and "keeps running" in text
                 await pilot.press("n")
-                assert not isinstance(app.screen, QuitScreen)
+                await wait_for(pilot, lambda: not isinstance(app.screen, QuitScreen),
+                               what="dialog closed")
                 await pilot.press("q")
-                await pilot.pause()
+                await wait_for(pilot, lambda: screen_ready(app, QuitScreen), what="quit dialog")
                 await pilot.press("y")
             assert app.return_code == 0 or app.return_code is None
 
@@ -219,11 +220,11 @@ def test_pause_reset_and_quit_confirmation() -> None:
             await wait_for(pilot, lambda: collector._baseline is not None, what="reset")
             await wait_for(pilot, lambda: app.profile.total(0) < before, what="reset totals")
             await pilot.press("q")
-            await pilot.pause()
-            assert isinstance(app.screen, QuitScreen)
+            await wait_for(pilot, lambda: screen_ready(app, QuitScreen), what="quit dialog")
             assert "still running" in screen_text(app) and "kill" in screen_text(app)
             await pilot.press("escape")
-            assert not isinstance(app.screen, QuitScreen)
+            await wait_for(pilot, lambda: not isinstance(app.screen, QuitScreen),
+                           what="dialog closed")
             collector.ended.set()
             await wait_for(pilot, lambda: app.ended, what="end")
             assert "exited with status 0" in screen_text(app).splitlines()[0]

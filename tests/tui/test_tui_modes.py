@@ -12,7 +12,7 @@ from proftui.tui.panes.tree import CallTreeView
 from proftui.tui.screens.notes import NotesScreen
 
 from tests.conftest import build_fixture
-from tests.tui.tui_profiles import SIZE, run, screen_text, wait_for
+from tests.tui.tui_profiles import SIZE, run, screen_ready, screen_text, wait_for
 
 
 def test_sampler_live_to_exit() -> None:
@@ -57,7 +57,7 @@ def test_instrument_live_to_exit_with_exact_calls_and_notes() -> None:
                 assert calls["leaf_a"] == 1500 and calls["leaf_b"] == 1500
                 assert calls["mid"] == 500
                 await pilot.press("w")
-                await wait_for(pilot, lambda: isinstance(app.screen, NotesScreen),
+                await wait_for(pilot, lambda: screen_ready(app, NotesScreen),
                                what="notes screen")
                 assert "Notes on this profile" in screen_text(app)
                 await pilot.press("escape")

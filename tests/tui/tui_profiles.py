@@ -101,6 +101,15 @@ async def wait_for(pilot: Pilot, predicate: Callable[[], object], timeout: float
         await pilot.pause(0.05)
 
 
+def screen_ready(app: App, screen_class: type) -> bool:
+    """The top screen is a `screen_class`, mounted, and its focus is set. A screen is
+    on the stack before its widgets mount; under load keys sent in between are lost
+    (Pilot's idle check reads a starved process as idle)."""
+    screen = app.screen
+    return (isinstance(screen, screen_class) and screen.is_mounted
+            and (screen.focused is not None or not screen.focus_chain))
+
+
 def run(coro_fn: Callable[[], object]) -> None:
     """Run an async test body (no pytest-asyncio needed)."""
     asyncio.run(coro_fn())  # type: ignore[arg-type]
