@@ -30,9 +30,18 @@ class Terminal:
         # A running tmux server gives new sessions its own environment, not ours: pass the
         # test's settings directory (conftest) so remembered settings never leak in.
         config = os.environ.get("XDG_CONFIG_HOME", "")
-        subprocess.run(["tmux", "new-session", "-d", "-s", self.name, "-x", "160", "-y", "50",
-                        "-c", str(cwd), "-e", "TERM=xterm-256color",
-                        "-e", f"XDG_CONFIG_HOME={config}", shell], check=True)
+        argv = ["tmux", "new-session", "-d", "-s", self.name, "-x", "160", "-y", "50",
+                "-c", str(cwd), "-e", "TERM=xterm-256color", "-e", f"XDG_CONFIG_HOME={config}",
+                shell]
+        # The server exits with its last session: a new session asked for in that moment
+        # fails ("server exited unexpectedly"); the next attempt starts a new server.
+        for attempt in range(3):
+            made = subprocess.run(argv, capture_output=True, text=True)
+            if made.returncode == 0:
+                break
+            if attempt == 2:
+                raise AssertionError(f"tmux new-session failed: {made.stderr.strip()}")
+            time.sleep(0.5)
 
     def screen(self) -> str:
         return subprocess.run(["tmux", "capture-pane", "-p", "-t", self.name],

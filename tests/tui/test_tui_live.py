@@ -35,7 +35,9 @@ from tests.tui.tui_profiles import (
 
 
 def test_live_attach_status_quit_detaches() -> None:
-    target = SpinTarget(6.0)
+    # 15 s: the quit dialog is read while the target still runs, after two psutil samples
+    # and a CPU% above 50, which take seconds on a loaded machine.
+    target = SpinTarget(15.0)
     collector = None
     try:
         collector = attach(target.pid, frequency_hz=500)
