@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import ClassVar
 
-from proftui.collectors.base import CollectorOptions, LaunchCollector
+from proftui.collectors.base import CollectorOptions
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.model.profile import (
     HEAP_METRICS,
@@ -29,9 +29,9 @@ from proftui.collectors.model.profile import (
     ProfileMeta,
     Timeline,
 )
-from proftui.collectors.runtime.launch import LaunchedProcess
-from proftui.collectors.runtime.preload import PollThread, Preload, file_too_young, launch_preloaded
-from proftui.collectors.runtime.wire import FLAG_NO_SPACE, WireVersionError
+from proftui.collectors.preloaded import PreloadedCollector
+from proftui.collectors.runtime.preload import Preload
+from proftui.collectors.runtime.wire import FLAG_NO_SPACE
 from proftui.collectors.runtime.wire_heap import (
     BUCKET_DEPTH,
     BUCKET_TRUNCATED,
@@ -52,11 +52,14 @@ STATIC_HINT = "relink it dynamically, or use valgrind --tool=massif on it"
 OVERFLOW_FRAME = Frame(function="[stack not recorded: bucket table full]")
 
 
-class HeapCollector(LaunchCollector):
+class HeapCollector(PreloadedCollector[HeapFile]):
     """Runs the target with the preloaded heap profiler and reads its buckets live."""
 
     mode: ClassVar[str] = "heap"
-    can_pause: ClassVar[bool] = True
+    poll_thread_name: ClassVar[str] = "proftui-heap-poll"
+    poll_interval_s: ClassVar[float] = POLL_INTERVAL_S
+    file_glob: ClassVar[str] = FILE_GLOB
+    lost_note: ClassVar[str] = "its allocations are lost"
 
     def __init__(self, argv: list[str], options: CollectorOptions | None = None, *,
                  images: ImageSpaces | None = None,
@@ -65,24 +68,12 @@ class HeapCollector(LaunchCollector):
         with another collector reading the same run (--heap), so that one address
         gives one frame in both."""
         super().__init__(argv, options)
-        self._files: dict[Path, HeapFile] = {}
-        self._bad_files: set[Path] = set()
-        self._warnings: list[str] = []
-        self._timeline = Timeline(names=["live_bytes", "rss_bytes"])
-        self._start_time: float | None = None
-        self._poller: PollThread | None = None
-        self._paused = False
-        # _files_lock guards the open files and the timeline (poll thread and
-        # collect); _sym_lock the symbolizer and address spaces (collect only).
-        self._files_lock = threading.RLock()
+        self._timeline = Timeline(names=["live_bytes", "rss_bytes"])  # under _files_lock
+        # _sym_lock guards the symbolizer and address spaces (collect only).
         self._sym_lock = sym_lock or threading.Lock()
         self._images = images or ImageSpaces()  # file name -> its image's address space
 
     # -- lifecycle -----------------------------------------------------------------
-
-    def start(self) -> None:
-        self.begin(launch_preloaded(self.argv, run_dir=self.run_dir.path,
-                                    preloads=[self.preload()], output=self.options.output))
 
     def preload(self) -> Preload:
         """Check the options and say what to preload (the runtime and its environment)."""
@@ -103,24 +94,6 @@ class HeapCollector(LaunchCollector):
             self._images.symbolizer = Symbolizer()
         self._start_time = time.time()
         return Preload("proftui_heap", "the heap profiler", STATIC_HINT, env)
-
-    def begin(self, process: LaunchedProcess) -> None:
-        """Read the runtime files of `process`, started with `preload()`'s runtime."""
-        self.process = process
-        self._poller = PollThread("proftui-heap-poll", self.poll, self._ended, self._note,
-                                  POLL_INTERVAL_S)
-        self._poller.start()
-
-    def _ended(self) -> bool:
-        return self.process is not None and self.process.poll() is not None
-
-    def _note(self, warning: str) -> None:
-        with self._files_lock:
-            self._warnings.append(warning)
-
-    @property
-    def _end_time(self) -> float | None:
-        return self._poller.end_time if self._poller is not None else None
 
     def poll(self) -> None:
         """Open new files and append one timeline row (thread-safe)."""
@@ -147,61 +120,8 @@ class HeapCollector(LaunchCollector):
                     self._timeline.times[:keep] = self._timeline.times[:keep:2]
                     self._timeline.values[:keep] = self._timeline.values[:keep:2]
 
-    def wait(self) -> Profile:
-        if self.process is not None:
-            self.process.wait()
-        self.join_poll()
-        return self.snapshot()
-
-    def join_poll(self) -> None:
-        """Wait for the poll thread's last round (it ends once the target has ended)."""
-        if self._poller is not None:
-            self._poller.join()
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-        if self._poller is not None:
-            self._poller.stop()
-        with self._files_lock:
-            for f in self._files.values():
-                f.close()
-            self._files.clear()
-        super().stop()
-
-    def pause(self) -> None:
-        with self._files_lock:
-            self._paused = True
-            for f in self._files.values():
-                f.file.set_paused(True)
-
-    def resume(self) -> None:
-        with self._files_lock:
-            self._paused = False
-            for f in self._files.values():
-                f.file.set_paused(False)
-
-    def _open_new_files(self) -> None:
-        """Open runtime files that appeared (the target, and followed children)."""
-        for path in sorted(self.run_dir.path.glob(FILE_GLOB)):
-            if path in self._files or path in self._bad_files:
-                continue
-            try:
-                hfile = HeapFile(path)
-            except WireVersionError as exc:
-                self._bad_files.add(path)
-                self._warnings.append(str(exc))
-                continue
-            except ProftuiError as exc:
-                # A file being created has no magic yet; give it a moment.
-                if file_too_young(path, self.process):
-                    continue
-                self._bad_files.add(path)
-                self._warnings.append(f"{exc}: its allocations are lost")
-                continue
-            if self._paused:
-                hfile.file.set_paused(True)
-            self._files[path] = hfile
+    def open_reader(self, path: Path) -> HeapFile:
+        return HeapFile(path)
 
     # -- profile -------------------------------------------------------------------
 

@@ -19,12 +19,12 @@ import time
 from pathlib import Path
 from typing import Any, ClassVar
 
-from proftui.collectors.base import CollectorOptions, LaunchCollector
+from proftui.collectors.base import CollectorOptions
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.model.profile import CPU_NS, SAMPLES, WALL_NS, Profile, ProfileMeta
-from proftui.collectors.runtime.launch import LaunchedProcess
+from proftui.collectors.preloaded import PreloadedCollector
 from proftui.collectors.runtime.names import read_comm
-from proftui.collectors.runtime.preload import PollThread, Preload, file_too_young, launch_preloaded
+from proftui.collectors.runtime.preload import Preload
 from proftui.collectors.runtime.wire import FLAG_NO_SPACE, WireVersionError
 from proftui.collectors.runtime.wire_sampler import (
     MAX_FRAMES,
@@ -49,11 +49,13 @@ FILE_GLOB = "sampler.*.ptw"
 STATIC_HINT = "use attach mode instead: start it, then run `proftui --pid PID`"
 
 
-class SamplerCollector(LaunchCollector):
+class SamplerCollector(PreloadedCollector[SamplerFile]):
     """Runs the target with the preloaded stack sampler and drains it live."""
 
     mode: ClassVar[str] = "sampler"
-    can_pause: ClassVar[bool] = True
+    poll_thread_name: ClassVar[str] = "proftui-sampler-drain"
+    poll_interval_s: ClassVar[float] = DRAIN_INTERVAL_S
+    file_glob: ClassVar[str] = FILE_GLOB
 
     def __init__(self, argv: list[str], options: CollectorOptions | None = None, *,
                  images: ImageSpaces | None = None,
@@ -62,8 +64,6 @@ class SamplerCollector(LaunchCollector):
         with another collector reading the same run (--heap), so that one address
         gives one frame in both."""
         super().__init__(argv, options)
-        self._files: dict[Path, SamplerFile] = {}
-        self._bad_files: set[Path] = set()
         # (file name, pid, tid, stack innermost first) -> [samples, ns]; one file is one
         # process image (a process that exec'd writes a new file), one address space.
         self._stacks: dict[tuple[str, int, int, tuple[int, ...]], list[float]] = {}
@@ -72,14 +72,10 @@ class SamplerCollector(LaunchCollector):
         self._offstack = 0
         self._too_deep = 0
         self._total = 0
-        self._warnings: list[str] = []
-        self._paused = False
-        self._start_time: float | None = None
-        self._drainer: PollThread | None = None
-        # Locks, always taken in this order.  _lock (the base class's) is held by
-        # snapshot() through collect(), symbolizing included, so the drain thread
-        # never takes it: it only needs _drain_lock, never waits for symbols.
-        self._drain_lock = threading.RLock()  # files, aggregate, pending mappings
+        # Locks, always taken in this order.  _lock (Collector's) is held by snapshot()
+        # through collect(), symbolizing included, so the drain thread never takes it:
+        # it only needs _files_lock (PreloadedCollector's; here it also guards the
+        # aggregate and pending mappings), never waits for symbols.
         self._sym_lock = sym_lock or threading.Lock()  # the symbolizer and address spaces
         self._pending_maps: list[tuple[str, int, list[Any]]] = []
         self._maps_seen = 0  # batches of mappings drained (data_version)
@@ -89,10 +85,6 @@ class SamplerCollector(LaunchCollector):
             (SAMPLES, WALL_NS if self.options.wall_clock else CPU_NS))
 
     # -- lifecycle -----------------------------------------------------------------
-
-    def start(self) -> None:
-        self.begin(launch_preloaded(self.argv, run_dir=self.run_dir.path,
-                                    preloads=[self.preload()], output=self.options.output))
 
     def preload(self) -> Preload:
         """Check the options and say what to preload (the runtime and its environment)."""
@@ -121,63 +113,11 @@ class SamplerCollector(LaunchCollector):
         self._start_time = time.time()
         return Preload("proftui_sampler", "the sampler", STATIC_HINT, env)
 
-    def begin(self, process: LaunchedProcess) -> None:
-        """Read the runtime files of `process`, started with `preload()`'s runtime."""
-        self.process = process
-        self._drainer = PollThread("proftui-sampler-drain", self.drain, self._ended,
-                                   self._note, DRAIN_INTERVAL_S)
-        self._drainer.start()
-
-    def _ended(self) -> bool:
-        return self.process is not None and self.process.poll() is not None
-
-    def _note(self, warning: str) -> None:
-        with self._drain_lock:
-            self._warnings.append(warning)
-
-    @property
-    def _end_time(self) -> float | None:
-        return self._drainer.end_time if self._drainer is not None else None
-
-    def wait(self) -> Profile:
-        if self.process is not None:
-            self.process.wait()
-        self.join_poll()
-        return self.snapshot()
-
-    def join_poll(self) -> None:
-        """Wait for the poll thread's last round (it ends once the target has ended)."""
-        if self._drainer is not None:
-            self._drainer.join()
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-        if self._drainer is not None:
-            self._drainer.stop()
-        with self._drain_lock:
-            for f in self._files.values():
-                f.close()
-            self._files.clear()
-        self.run_dir.close()
-
-    def pause(self) -> None:
-        with self._drain_lock:
-            self._paused = True
-            for f in self._files.values():
-                f.file.set_paused(True)
-
-    def resume(self) -> None:
-        with self._drain_lock:
-            self._paused = False
-            for f in self._files.values():
-                f.file.set_paused(False)
-
     # -- draining ------------------------------------------------------------------
 
-    def drain(self) -> None:
+    def poll(self) -> None:
         """Read new files, mappings and samples into the aggregate (thread-safe)."""
-        with self._drain_lock:
+        with self._files_lock:
             self._open_new_files()
             for path, sfile in list(self._files.items()):
                 pid, name = sfile.header.pid, sfile.path.name
@@ -211,37 +151,25 @@ class SamplerCollector(LaunchCollector):
                     if (pid, sample.tid) not in self._threads:
                         self._threads[(pid, sample.tid)] = _thread_name(pid, sample.tid)
 
-    def _open_new_files(self) -> None:
-        """Map runtime files that appeared (the target, and followed children)."""
-        for path in sorted(self.run_dir.path.glob(FILE_GLOB)):
-            if path in self._files or path in self._bad_files:
-                continue
-            try:
-                sfile = SamplerFile(path)
-            except WireVersionError as exc:  # another proftui's runtime: nothing to salvage
-                self._bad_files.add(path)
-                self._warnings.append(str(exc))
-                continue
-            except ProftuiError:
-                # A file being created has no magic yet: salvage it (the target
-                # overwrote its header) only once it is old or the target ended.
-                if file_too_young(path, self.process):
-                    continue
-                try:
-                    sfile = SamplerFile(path, salvage_period_ns=int(
-                        1e9 / min(self.options.frequency_hz, MAX_FREQUENCY)))
-                except ProftuiError as exc:
-                    self._bad_files.add(path)
-                    self._warnings.append(str(exc))
-                    continue
-                self._warnings.append(
-                    f"{sfile.salvaged}: the target overwrote the file's header; its samples "
-                    "were salvaged with the layout rebuilt from the file's size (lost: the "
-                    "clock, signal and drop counts)")
-            if self._paused:  # everything it holds was recorded after pause()
-                sfile.file.set_paused(True)
-                sfile.drain()
-            self._files[path] = sfile
+    def open_reader(self, path: Path) -> SamplerFile:
+        return SamplerFile(path)
+
+    def salvage(self, path: Path, error: ProftuiError) -> SamplerFile | None:
+        """The target overwrote the file's header: rebuild the layout from its size."""
+        try:
+            sfile = SamplerFile(path, salvage_period_ns=int(
+                1e9 / min(self.options.frequency_hz, MAX_FREQUENCY)))
+        except ProftuiError as exc:
+            self._warnings.append(str(exc))
+            return None
+        self._warnings.append(
+            f"{sfile.salvaged}: the target overwrote the file's header; its samples "
+            "were salvaged with the layout rebuilt from the file's size (lost: the "
+            "clock, signal and drop counts)")
+        return sfile
+
+    def opened_paused(self, reader: SamplerFile) -> None:
+        reader.drain()  # everything it holds was recorded after pause()
 
     # -- profile -------------------------------------------------------------------
 
@@ -249,14 +177,14 @@ class SamplerCollector(LaunchCollector):
         """Changes whenever the next `collect()` could differ (Collector.data_version):
         samples, mappings, files and warnings drained, or the target ended.  The drain
         thread keeps draining meanwhile, so this reads only its counters."""
-        with self._drain_lock:
+        with self._files_lock:
             return (self._resets, self._total, self._maps_seen, len(self._files),
                     len(self._warnings), self._end_time is not None,
                     self.process is not None and self.process.poll() is not None)
 
     def collect(self) -> Profile:
-        self.drain()
-        with self._drain_lock:
+        self.poll()
+        with self._files_lock:
             meta = self._meta()
             pending, self._pending_maps = self._pending_maps, []
             if pending:  # frames may resolve differently now: fold every stack in again
@@ -277,7 +205,7 @@ class SamplerCollector(LaunchCollector):
         return profile
 
     def _meta(self) -> ProfileMeta:
-        """Metadata from the process and the runtime headers; caller holds _drain_lock."""
+        """Metadata from the process and the runtime headers; caller holds _files_lock."""
         exit_info = self.process.poll() if self.process is not None else None
         running = exit_info is None
         warnings = list(self._warnings)

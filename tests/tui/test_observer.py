@@ -77,7 +77,7 @@ def test_unchanged_version_means_unchanged_snapshot() -> None:
         time.sleep(0.5)
         collector.pause()
         time.sleep(0.3)  # the drain thread empties what was recorded before the pause
-        collector.drain()
+        collector.poll()
         first_version, first = collector.data_version(), collector.snapshot()
         time.sleep(0.4)
         assert collector.data_version() == first_version

@@ -29,8 +29,12 @@ ALLOWED: dict[str, set[str]] = {
     f"{C}.runtime.preload": {f"{C}.runtime", f"{C}.detect", f"{C}.errors"},
     f"{C}.detect": {f"{C}.symbols", f"{C}.errors"},
     f"{C}.base": {f"{C}.runtime", f"{C}.model", f"{C}.errors"},
-    **{f"{C}.{name}": {f"{C}.base", f"{C}.detect", f"{C}.runtime", f"{C}.symbols",
-                       f"{C}.model", f"{C}.errors"} for name in COLLECTOR_PACKAGES},
+    # The lifecycle of the LD_PRELOAD collectors (sampler, heap), above base.
+    f"{C}.preloaded": {f"{C}.base", f"{C}.runtime", f"{C}.runtime.preload", f"{C}.model",
+                       f"{C}.errors"},
+    **{f"{C}.{name}": {f"{C}.base", f"{C}.preloaded", f"{C}.detect", f"{C}.runtime",
+                       f"{C}.symbols", f"{C}.model", f"{C}.errors"}
+       for name in COLLECTOR_PACKAGES},
     # Importers read gmon.out through the gprof collector's parser.
     # The text report words the exit status as the CLI and TUI do (runtime.launch).
     f"{C}.formats": {f"{C}.gprof", f"{C}.symbols", f"{C}.model", f"{C}.runtime.launch",

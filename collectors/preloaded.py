@@ -1,0 +1,171 @@
+"""The lifecycle shared by the LD_PRELOAD collectors (sampler, heap).
+
+Each runs its target with a runtime library preloaded (runtime/preload.py),
+finds the runtime's files in the per-run directory, and reads them on a poll
+thread while the target runs.  Starting, waiting, pausing, stopping and the
+notes gathered on the way are the same for every such runtime; a subclass
+says what to preload (`preload`), what one poll round reads (`poll`) and how
+its files are built into a Profile (`collect`).
+"""
+
+from __future__ import annotations
+
+import abc
+import threading
+from pathlib import Path
+from typing import ClassVar, Generic, Protocol, TypeVar
+
+from proftui.collectors.base import CollectorOptions, LaunchCollector
+from proftui.collectors.errors import ProftuiError
+from proftui.collectors.model.profile import Profile
+from proftui.collectors.runtime.launch import LaunchedProcess
+from proftui.collectors.runtime.preload import (
+    PollThread,
+    Preload,
+    file_too_young,
+    launch_preloaded,
+)
+from proftui.collectors.runtime.wire import WireVersionError
+
+
+class _Pausable(Protocol):
+    def set_paused(self, paused: bool) -> None: ...
+
+
+class RuntimeReader(Protocol):
+    """What the lifecycle needs of a runtime file reader (SamplerFile, HeapFile)."""
+
+    @property
+    def file(self) -> _Pausable: ...
+
+    def close(self) -> None: ...
+
+
+ReaderT = TypeVar("ReaderT", bound=RuntimeReader)
+
+
+class PreloadedCollector(LaunchCollector, Generic[ReaderT]):
+    """A LaunchCollector whose target runs with a preloaded runtime, read live."""
+
+    file_glob: ClassVar[str]  # the runtime's files in the run directory
+    poll_thread_name: ClassVar[str]  # e.g. "proftui-sampler-drain"
+    poll_interval_s: ClassVar[float]
+    can_pause: ClassVar[bool] = True
+
+    def __init__(self, argv: list[str], options: CollectorOptions | None = None) -> None:
+        super().__init__(argv, options)
+        self._files: dict[Path, ReaderT] = {}  # runtime file -> its reader
+        self._bad_files: set[Path] = set()  # never to be opened again
+        self._warnings: list[str] = []
+        self._paused = False
+        self._start_time: float | None = None  # set by preload(): when the run began
+        self._poller: PollThread | None = None
+        # Guards the open files, the paused flag and the warnings, and what a subclass
+        # gathers from them; the poll thread and snapshot() both take it.
+        self._files_lock = threading.RLock()
+
+    @abc.abstractmethod
+    def preload(self) -> Preload:
+        """Check the options and say what to preload (the runtime and its environment)."""
+
+    @abc.abstractmethod
+    def poll(self) -> None:
+        """One round of the poll thread: open new files, read what moved (thread-safe)."""
+
+    @abc.abstractmethod
+    def open_reader(self, path: Path) -> ReaderT:
+        """A reader of the runtime file `path` (ProftuiError when it cannot be read)."""
+
+    def salvage(self, path: Path, error: ProftuiError) -> ReaderT | None:
+        """A file that failed to open and is as complete as it will get: a reader of
+        what can be saved, or None with the loss noted (this default)."""
+        self._warnings.append(f"{error}: {self.lost_note}")
+        return None
+
+    lost_note: ClassVar[str] = "its data is lost"  # said of a file that cannot be read
+
+    def opened_paused(self, reader: ReaderT) -> None:
+        """`reader` was opened while collection is paused (after set_paused(True))."""
+
+    def start(self) -> None:
+        self.begin(launch_preloaded(self.argv, run_dir=self.run_dir.path,
+                                    preloads=[self.preload()], output=self.options.output))
+
+    def begin(self, process: LaunchedProcess) -> None:
+        """Read the runtime files of `process`, started with `preload()`'s runtime."""
+        self.process = process
+        self._poller = PollThread(self.poll_thread_name, self.poll, self._ended, self._note,
+                                  self.poll_interval_s)
+        self._poller.start()
+
+    def _ended(self) -> bool:
+        return self.process is not None and self.process.poll() is not None
+
+    def _note(self, warning: str) -> None:
+        with self._files_lock:
+            self._warnings.append(warning)
+
+    @property
+    def _end_time(self) -> float | None:
+        """When the poll thread's last round was done (None while it polls)."""
+        return self._poller.end_time if self._poller is not None else None
+
+    def wait(self) -> Profile:
+        if self.process is not None:
+            self.process.wait()
+        self.join_poll()
+        return self.snapshot()
+
+    def join_poll(self) -> None:
+        """Wait for the poll thread's last round (it ends once the target has ended)."""
+        if self._poller is not None:
+            self._poller.join()
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+        if self._poller is not None:
+            self._poller.stop()
+        with self._files_lock:
+            for reader in self._files.values():
+                reader.close()
+            self._files.clear()
+        super().stop()
+
+    def pause(self) -> None:
+        self._set_paused(True)
+
+    def resume(self) -> None:
+        self._set_paused(False)
+
+    def _open_new_files(self) -> None:
+        """Open runtime files that appeared (the target, and followed children); the
+        caller holds _files_lock."""
+        for path in sorted(self.run_dir.path.glob(self.file_glob)):
+            if path in self._files or path in self._bad_files:
+                continue
+            try:
+                reader = self.open_reader(path)
+            except WireVersionError as exc:  # another proftui's runtime: nothing to salvage
+                self._bad_files.add(path)
+                self._warnings.append(str(exc))
+                continue
+            except ProftuiError as exc:
+                # A file being created has no header yet: give it a moment.
+                if file_too_young(path, self.process):
+                    continue
+                salvaged = self.salvage(path, exc)
+                if salvaged is None:
+                    self._bad_files.add(path)
+                    continue
+                reader = salvaged
+            if self._paused:
+                reader.file.set_paused(True)
+                self.opened_paused(reader)
+            self._files[path] = reader
+
+    def _set_paused(self, paused: bool) -> None:
+        with self._files_lock:
+            self._paused = paused
+            for reader in self._files.values():
+                reader.file.set_paused(paused)
