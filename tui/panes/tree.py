@@ -44,6 +44,7 @@ MAX_CHILDREN = 50
 # deeper than this are not offered (a 100,000-deep recursion would overflow the stack).
 MAX_VIEW_DEPTH = 200
 HOT_CUTOFF = 0.01  # the hot path stops at children below 1% of the whole
+MAX_TRUNK = 30  # a fresh top-down view opens at most this many single-child rows
 
 
 @dataclass
@@ -446,7 +447,22 @@ class CallTreeView(Pane, Tree[NodeData]):
         if state is not None:
             self._restore_state(*state)
         else:
+            if self.view == "top-down":
+                self._open_trunk()
             self.move_to(self.root.children[0] if self.root.children else None)
+
+    def _open_trunk(self) -> None:
+        """Expand the single-child chain at the top (`_start` -> `__libc_start_main` ->
+        `main`, as a fresh view would otherwise show one collapsed row), down to the
+        first row with several callees."""
+        node = self.root
+        for _ in range(MAX_TRUNK):
+            rows = [c for c in node.children if c.data is not None and c.data.call is not None]
+            if len(rows) != 1 or len(node.children) != 1:
+                return
+            node = rows[0]
+            self.populate(node)
+            node.expand()
 
     def _path_key(self, node: TreeNode[NodeData]) -> tuple[object, ...]:
         keys: list[object] = []
