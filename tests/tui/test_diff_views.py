@@ -337,3 +337,31 @@ def test_delta_columns_leave_room_for_the_name(width: int) -> None:
     assert plain[DSELF] == plain[DTOTAL] == 0
     assert widths[NAME] >= (20 if width == 80 else 44), widths
     assert widths[MODULE] > 0
+
+
+def test_narrow_terminal_keeps_totals_and_whole_headers(saved: tuple[Path, Path]) -> None:
+    """At 80x24 with a baseline: the header drops the pid, elapsed time and a zero drop
+    count before the sample count or the Δ mode; no column header is cut mid-word; wider
+    again, everything is back."""
+    base, new = (load_any(p) for p in saved)
+    app = ProfTuiApp(profile=new, base=base, base_name="base.proftui")
+
+    async def body() -> None:
+        async with app.run_test(size=(80, 24)) as pilot:
+            flat = app.query_one(FlatPane)
+            await wait_for(pilot, lambda: bool(flat.shown), what="flat profile")
+            lines = screen_text(app).splitlines()
+            header, columns = lines[0], next(line for line in lines if "Self%" in line)
+            samples = f"{new.total(0):,.0f} samples"
+            assert "Δ vs base.proftui (shares)" in header and samples in header, header
+            assert "pid" not in header and "dropped" not in header, header
+            words = columns.split()
+            assert words[-1] in ("Module", "Function") and "ΔSelf▼" in words, words
+            await pilot.resize_terminal(160, 24)
+            await wait_for(pilot, lambda: "dropped" in screen_text(app).splitlines()[0],
+                           what="the whole header")
+            header = screen_text(app).splitlines()[0]
+            assert f"pid {new.meta.pids[0]}" in header and samples in header, header
+            assert "ΔSelf pt▼" in screen_text(app)
+
+    run(body)

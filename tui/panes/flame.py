@@ -68,7 +68,7 @@ class FlamePane(Pane, Vertical):
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("i", "toggle_icicle", "Flame/icicle",
+        Binding("i", "toggle_icicle", "Icicle",
                 tooltip="Root at the bottom (flame) or at the top (icicle)"),
         Binding("v", "sandwich", "Sandwich",
                 tooltip="The selected function's callers above it and callees below"),

@@ -89,7 +89,7 @@ class FlameGraph(Widget, can_focus=True):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "zoom", "Zoom", tooltip="Zoom to the frame: it fills the width"),
-        Binding("escape", "zoom_out", "Zoom out",
+        Binding("escape", "zoom_out", "Unzoom",
                 tooltip="Zoom out one step (not zoomed: back, as everywhere)"),
         Binding("slash", "search", "Search",
                 tooltip="Highlight the frames matching a regex and the share they hold"),

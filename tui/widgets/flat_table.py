@@ -182,9 +182,11 @@ class FlatTable(ScrollView, can_focus=True):
                 if not w:
                     continue
                 active = key == self.sort_key and label not in ("Self%", "Total%")
-                if key in ("dself", "dtotal") and self.normalise == "shares":
-                    label += " pt"  # percentage points of each profile's total
-                cell = f"{label}{arrow if active else ''}"
+                mark = arrow if active else ""
+                cell = f"{label}{mark}"
+                if key in ("dself", "dtotal") and self.normalise == "shares" \
+                        and len(cell) + 3 <= w - 1:
+                    cell = f"{label} pt{mark}"  # percentage points of each profile's total
                 text.append(cell.rjust(w - 1) + " " if w and label not in ("Function", "Module")
                             else " " + cell.ljust(w - 1), style="underline" if active else "")
             return self._strip(text, width, HEADER_STYLE)

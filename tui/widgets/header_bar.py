@@ -56,8 +56,17 @@ def since(start: float, end: float | None) -> str:
     return f"{seconds:.1f} s" if seconds < 60 else format_duration(seconds)
 
 
+# What goes first when the line is wider than the terminal (lowest first); 0: never.
+DROP_PID, DROP_QUIET, DROP_TIME, DROP_SAVED, DROP_TOTAL, KEEP = 1, 1, 2, 3, 4, 0
+
+
 class HeaderBar(Static):
-    """Shows what is being profiled and how far along it is."""
+    """Shows what is being profiled and how far along it is; on a narrow terminal the
+    least telling parts (pid, a zero drop count, elapsed time) go first."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self._segments: list[tuple[Text, int]] = []
 
     def show(self, profile: Profile | None, *, pid: int | None, state: str,
              paused: bool = False, error: str = "", part: str | None = None,
@@ -66,41 +75,62 @@ class HeaderBar(Static):
         `part` is the thread or process shown (a `Profile.parts` label; None: all);
         `reset_at`: when the counters were last reset (time.time()), if they were;
         `delta`: what the diff views compare with ("Δ vs base.proftui (shares)")."""
-        text = Text(" proftui ", style="bold reverse")
+        segments: list[tuple[Text, int]] = [(Text(" proftui ", style="bold reverse"), KEEP)]
+
+        def add(text: str, style: str, drop: int) -> None:
+            segments.append((Text(text, style=style), drop))
+
         if profile is None:
-            text.append("  waiting for the first snapshot...")
-            self.update(text)
+            add("  waiting for the first snapshot...", "", KEEP)
+            self._draw(segments)
             return
         meta = profile.meta
-        text.append(f" {_short(str(meta.mode))} ", style="bold")
+        add(f" {_short(str(meta.mode))} ", "bold", KEEP)
         if pid is not None:
-            text.append(f"pid {pid} ", style="")
+            add(f"pid {pid} ", "", DROP_PID)
         elif meta.pids:
-            text.append(f"pid {', '.join(map(str, meta.pids[:3]))} ", style="dim")
+            add(f"pid {', '.join(map(str, meta.pids[:3]))} ", "dim", DROP_PID)
         if part is not None:  # first: it changes what every number below the header means
-            text.append(f"· {_part_text(profile, part)} ", style="bold magenta")
+            add(f"· {_part_text(profile, part)} ", "bold magenta", KEEP)
         style = "bold green" if state == "running" else "bold yellow"
-        text.append(f"· {display(state)} ", style=style)
+        add(f"· {display(state)} ", style, DROP_SAVED if state == "saved profile" else KEEP)
         if paused:
-            text.append("· PAUSED ", style="bold reverse yellow")
+            add("· PAUSED ", "bold reverse yellow", KEEP)
         elapsed = _elapsed(meta.start_time, meta.end_time)
         if elapsed is not None:
-            text.append(f"· {elapsed} ", style="")
+            add(f"· {elapsed} ", "", DROP_TIME)
         if reset_at is not None:
-            text.append(f"· {since(reset_at, meta.end_time)} since reset ", style="bold")
+            add(f"· {since(reset_at, meta.end_time)} since reset ", "bold", KEEP)
         if delta:  # early: it changes what the numbers below mean
-            text.append(f"· {display(delta)} ", style="bold cyan")
+            add(f"· {display(delta)} ", "bold cyan", KEEP)
         if profile.metrics:
             names = [m.name for m in profile.metrics]
             index = names.index("samples") if "samples" in names else 0
             metric = profile.metrics[index]
             total = profile.total(index) if profile.tree is not None else 0.0
             value = format_cost(total, metric.unit) if math.isfinite(total) else "?"
-            text.append(f"· {value} {_short(metric_label(metric))} ")
-        dropped_style = "bold red" if meta.dropped else "dim"
-        text.append(f"· {meta.dropped:,} dropped ", style=dropped_style)
+            add(f"· {value} {_short(metric_label(metric))} ", "", DROP_TOTAL)
+        add(f"· {meta.dropped:,} dropped ", "bold red" if meta.dropped else "dim",
+            KEEP if meta.dropped else DROP_QUIET)
         if not meta.complete and state != "running":
-            text.append("· incomplete ", style="bold red")
+            add("· incomplete ", "bold red", KEEP)
         if error:
-            text.append(f"· {display(error)}", style="bold red")
-        self.update(text)
+            add(f"· {display(error)}", "bold red", KEEP)
+        self._draw(segments)
+
+    def _draw(self, segments: list[tuple[Text, int]]) -> None:
+        self._segments = segments
+        width = self.size.width  # 0 before the first layout: everything
+        length = sum(text.cell_len for text, _drop in segments)
+        dropped: set[int] = set()
+        # Lowest priority first; among equals the rightmost.
+        for _drop, minus_i in sorted((drop, -i) for i, (_t, drop) in enumerate(segments) if drop):
+            if not width or length <= width:
+                break
+            dropped.add(-minus_i)
+            length -= segments[-minus_i][0].cell_len
+        self.update(Text().join(t for i, (t, _d) in enumerate(segments) if i not in dropped))
+
+    def on_resize(self) -> None:
+        if self._segments:
+            self._draw(self._segments)
