@@ -365,3 +365,57 @@ def test_narrow_terminal_keeps_totals_and_whole_headers(saved: tuple[Path, Path]
             assert "ΔSelf pt▼" in screen_text(app)
 
     run(body)
+
+
+def test_tree_shows_gone_call_paths_under_their_caller(saved: tuple[Path, Path]) -> None:
+    """main -> dft_old is BASE's only: a "gone" row under main with minus BASE's share as
+    its Δ, after NEW's rows, which keep their numbers; Enter on it says what it is."""
+    base, new = (load_any(p) for p in saved)
+    app = ProfTuiApp(profile=new, base=base, base_name="base.proftui")
+    plain = ProfTuiApp(profile=new)
+
+    def rows_of(tree: CallTreeView, name: str) -> list[str]:
+        """The rows under the first row called `name`, as text."""
+        assert tree.view_profile is not None
+        stack = list(tree.root.children)
+        while stack:
+            node = stack.pop()
+            if node.data is not None and node.data.call is not None and \
+                    tree.view_profile.frames[node.data.call.frame_id].function == name:
+                return [str(c.label) for c in node.children]
+            stack.extend(node.children)
+        return []
+
+    async def tree_of(app: ProfTuiApp, pilot) -> CallTreeView:  # type: ignore[no-untyped-def]
+        await pilot.press("2")
+        tree = app.query_one(CallTreeView)
+        await wait_for(pilot, lambda: not tree.pending and bool(rows_of(tree, "main")),
+                       what="main's callees")
+        return tree
+
+    async def body() -> None:
+        async with plain.run_test(size=SIZE) as pilot:
+            before = rows_of(await tree_of(plain, pilot), "main")
+        async with app.run_test(size=SIZE) as pilot:
+            tree = await tree_of(app, pilot)
+            rows = rows_of(tree, "main")
+            gone = [r for r in rows if "gone dft_old" in r]
+            assert len(gone) == 1 and rows[-1] == gone[0], rows
+            base_main = _node(base, "main", "dft_old")
+            assert base_main is not None and _node(new, "main", "dft_old") is None
+            m = app.metric
+            expected = -100.0 * base_main.total_cost[m] / base.total(m)
+            assert f"Δ{expected:+.1f}" in gone[0], gone[0]
+            # NEW's rows: the same numbers as without a baseline (the Δ cell aside).
+            strip = re.compile(r"(?<= ) *Δ( new|\S+) ")
+            assert [strip.sub("", r) for r in rows[:-1]] == before, (rows, before)
+            # Enter on the gone row: a notice, nothing else moves.
+            node = next(c for c in tree.root.children[0].children[0].children[0]
+                        .children[0].children if "gone dft_old" in str(c.label))
+            tree.move_to(node)
+            await pilot.press("enter")
+            await pilot.pause()
+            assert app.nav[-1].pane == "tree"
+            assert tree.selected_frame() is None
+
+    run(body)

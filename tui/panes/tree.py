@@ -44,6 +44,7 @@ MAX_CHILDREN = 50
 # deeper than this are not offered (a 100,000-deep recursion would overflow the stack).
 MAX_VIEW_DEPTH = 200
 HOT_CUTOFF = 0.01  # the hot path stops at children below 1% of the whole
+GONE_KEY = "…gone"  # a row's key (with the baseline's frame id): a context only BASE has
 MAX_TRUNK = 30  # a fresh top-down view opens at most this many single-child rows
 
 
@@ -233,6 +234,16 @@ class CallTreeView(Pane, Tree[NodeData]):
             label = Text(f"… {len(rest):,} more ({percent(cost, data.whole):.1f}%) "
                          "— Enter to show", style="dim italic")
             node.add_leaf(label, NodeData(None, "…more", data.whole, more=True))
+        else:  # after the last batch: what the baseline called here and NEW does not
+            self._add_gone(node, data.call)
+
+    def _add_gone(self, node: TreeNode[NodeData], call: CallNode) -> None:
+        profile = self.view_profile
+        assert profile is not None
+        unit = profile.metrics[self.metric].unit if profile.metrics else "count"
+        for base in self.deltas.gone(call, self.metric):
+            node.add_leaf(self.deltas.gone_label(base, profile, self.part, self.metric, unit),
+                          NodeData(None, (GONE_KEY, base.frame_id), 0.0))
 
     def _labels(self, frames: list[Frame]) -> dict[str, str]:
         """Shown names of sibling rows, keyed by full name (distinct among the siblings)."""
@@ -528,6 +539,9 @@ class CallTreeView(Pane, Tree[NodeData]):
         if node.data.more and node.parent is not None:
             parent = node.parent
             self.populate(parent)
+            return
+        if isinstance(node.data.key, tuple) and node.data.key[:1] == (GONE_KEY,):
+            self.notify("gone: this call path is only in the baseline (no cost here)")
             return
         group = self._group_part(node)
         if group is not None:  # Enter on a thread (process) row: show that one only

@@ -5,7 +5,9 @@ profile, so the same path of frame ids names the same context in both; the
 tree pane derives the baseline's tree of the view it shows (top-down,
 bottom-up, callers and callees of a focused function) and this class finds a
 row's counterpart there.  Points are of each profile's whole (the thread shown),
-as in the flat profile's Δ columns; "new" marks a context the baseline lacks.
+as in the flat profile's Δ columns; "new" marks a context the baseline lacks, and
+a context only the baseline has is a "gone" row under its parent (its Δ is minus
+the baseline's cost).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from proftui.collectors.model.diff import counterpart
 from proftui.collectors.model.diffviews import change, root_of
 from proftui.collectors.model.parts import part_total
 from proftui.collectors.model.profile import CallNode, CallTree, Profile
+from proftui.collectors.model.textsafe import display
 from proftui.collectors.model.views import bottom_up_tree, callee_tree, caller_tree, select_tree
 from proftui.tui.format import format_cost
 from rich.style import Style
@@ -52,6 +55,34 @@ class TreeDeltas:
         self._bases = {id(tree.root): base for tree, base in zip(shown, bases, strict=False)}
         self.normalise = normalise
 
+    def gone(self, call: CallNode, metric: int) -> list[CallNode]:
+        """The baseline's children of `call`'s context that `call` lacks (costliest
+        first): contexts that vanished.  None without a baseline."""
+        if self.baseline is None:
+            return []
+        base_tree = self._bases.get(id(root_of(call)))
+        found = counterpart(call, base_tree) if base_tree is not None else None
+        if found is None:
+            return []
+        vanished = [child for fid, child in found.children.items() if fid not in call.children
+                    and child.total_cost and child.total_cost[metric] > 0]
+        return sorted(vanished, key=lambda c: -c.total_cost[metric])
+
+    def gone_label(self, base: CallNode, profile: Profile, part: str | None, metric: int,
+                   unit: str) -> Text:
+        """A vanished context's row: no cost now, Δ minus the baseline's, its name."""
+        assert self.baseline is not None
+        value = change(0.0, base.total_cost[metric], part_total(profile, part, metric),
+                       part_total(self.baseline, part, metric), self.normalise)
+        text = Text(f"{'-':>6} {'-':>8} ", style="dim")
+        text.append_text(self._delta_text(value, unit))
+        frame = self.baseline.frames[base.frame_id]
+        text.append("gone ", style="italic")
+        text.append(display(frame.function), style="dim")
+        if frame.module_name:
+            text.append(f"  {display(frame.module_name)}", style="dim")
+        return text
+
     def cell(self, call: CallNode, profile: Profile, part: str | None, metric: int,
              unit: str) -> Text | None:
         """The row's "Δ+12.3 " text, or None without a baseline."""
@@ -66,6 +97,9 @@ class TreeDeltas:
             return Text(f"{'Δ new':>{WIDTH}} ", style="italic green") if total > 0 else None
         value = change(total, found.total_cost[metric], part_total(profile, part, metric),
                        part_total(self.baseline, part, metric), self.normalise)
+        return self._delta_text(value, unit)
+
+    def _delta_text(self, value: float, unit: str) -> Text:
         if abs(value) < 1e-9:
             return Text(f"{'Δ ·':>{WIDTH}} ", style="dim")
         if self.normalise == "shares":
