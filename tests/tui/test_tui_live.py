@@ -140,8 +140,14 @@ def test_gprof_run_to_exit_status_and_source_lines() -> None:
                 await wait_for(pilot, lambda: source.listing is not None, what="listing")
                 listing = source.listing
                 assert listing.kind == "source" and listing.path.endswith("gp_split.c")
+                # The loop is lines 12-13 (for, body). Which of the two a 100 Hz
+                # histogram charges most depends on the CPU's skid after the imul
+                # (CI saw line 12 win), so the test asks for the loop, not a line.
                 hot = listing.lines[listing.hottest()]
-                assert "6364136223846793005UL" in hot.text, hot  # step's loop body
+                assert hot.number in (12, 13), hot
+                loop = sum(line.cost[0] for line in listing.lines
+                           if line.number in (12, 13) and line.cost)
+                assert loop >= 0.9 * listing.function_cost[0], (loop, listing.function_cost)
                 assert listing.note == ""  # the model's own line costs, not addr2line
                 await pilot.press("w")  # the notes say the tree is estimated from arcs
                 await wait_for(pilot, lambda: "caller->callee" in screen_text(app),
