@@ -270,7 +270,7 @@ class InstrumentCollector(LaunchCollector):
         if any(not d.header.flags & FLAG_COUNT_ONLY and not calibrated(d) for d in datas):
             warnings.append("hook cost calibration failed (0.0 ns measured, e.g. the machine "
                             "was too busy at start-up): times are not compensated and include "
-                            "the hooks' own cost, about 20-30 ns per call, so functions that "
+                            "the hooks' own cost, about 30-40 ns per call, so functions that "
                             "make many short calls look slower than they are")
         for data in datas:
             if data.hook.max_depth or data.hook.filter_ranges or self.options.include or \

@@ -155,19 +155,24 @@ static PT_NOINST pt_slot *pt_lookup_slot(pt_hook_tstate *t, uint32_t parent, uin
             break;
         i = (i + 1) & t->hash_mask;
     }
+    uint64_t t0 = pt_g.timed ? pt_ticks() : 0;
+    pt_slot *made = NULL;
     if (!pt_hash_grow(t)) {
         __atomic_fetch_add(&pt_g.hdr->dropped, 1, __ATOMIC_RELAXED);
-        return NULL;
+    } else {
+        uint32_t node = pt_new_node(t, parent, fn);
+        if (node != PT_NONE) {
+            i = pt_hash(fn, parent, t->hash_mask);
+            while (t->hash[i].fn)
+                i = (i + 1) & t->hash_mask;
+            t->hash[i] = (pt_slot){fn, parent, node, 0, 0, &pt_g.nodes[node]};
+            t->hash_count++;
+            made = &t->hash[i];
+        }
     }
-    uint32_t node = pt_new_node(t, parent, fn);
-    if (node == PT_NONE)
-        return NULL;
-    i = pt_hash(fn, parent, t->hash_mask);
-    while (t->hash[i].fn)
-        i = (i + 1) & t->hash_mask;
-    t->hash[i] = (pt_slot){fn, parent, node, 0, 0, &pt_g.nodes[node]};
-    t->hash_count++;
-    return &t->hash[i];
+    if (pt_g.timed)
+        t->setup += pt_ticks() - t0;
+    return made;
 }
 
 /* The node for `fn` under `parent` (PT_NONE if none can be made).  Async-signal-safe. */
@@ -214,7 +219,7 @@ static inline PT_NOINST int pt_on_stack(const pt_hook_tstate *t, uintptr_t addr)
  * Async-signal-safe. */
 static PT_NOINST void pt_pop_stale(pt_hook_tstate *t, uintptr_t limit, int inclusive)
 {
-    uint64_t now = pt_g.timed ? pt_ticks() : 0;
+    uint64_t now = pt_g.timed ? pt_thread_now(t) : 0;
     int on = pt_on_stack(t, limit);
     uint32_t d = t->depth;
     while (d) {
@@ -335,7 +340,7 @@ PT_NOINST void pt_enter_slow(pt_hook_tstate *t, uintptr_t fn, uintptr_t site, ui
                 i--;
         }
         if (i && t->stack[i].slot == slot) {  /* dead from entry i up */
-            uint64_t now = pt_g.timed ? pt_ticks() : 0;
+            uint64_t now = pt_g.timed ? pt_thread_now(t) : 0;
             while (t->depth >= i) {
                 pt_finish(t, &t->stack[t->depth], now);
                 t->depth--;
@@ -371,7 +376,7 @@ PT_NOINST void pt_enter_slow(pt_hook_tstate *t, uintptr_t fn, uintptr_t site, ui
         pt_g.threads[t->slot].max_depth = d + 1;
     }
     if (pt_g.timed)
-        e->ts = pt_ticks();
+        e->ts = pt_call_start(t);
 }
 
 /* Every exit the fast path does not take: overflow, an exit whose function is
@@ -518,18 +523,19 @@ PT_EXPORT void __cyg_profile_func_enter(void *fn, void *site)
     if (pt_g.timed) {  /* count-only never reads child/up */
         e->child = 0;
         e->up = pt_anchor(p, d);
-        e->ts = pt_ticks();  /* last: the hook's own work stays outside the call */
+        e->ts = pt_call_start(t);  /* last: the hook's own work stays outside the call */
     }
 }
 
 PT_EXPORT void __cyg_profile_func_exit(void *fn, void *site)
 {
     (void)site;
-    uint64_t now = pt_g.timed ? pt_ticks() : 0;  /* first, for the same reason */
+    uint64_t now = pt_g.timed ? pt_call_end_raw() : 0;  /* first, for the same reason */
     uintptr_t cfa = (uintptr_t)__builtin_dwarf_cfa();
     pt_hook_tstate *t = pt_tls;
     if (PT_UNLIKELY(!t))
         return;
+    now -= t->setup;  /* pt_thread_now(t) as of the first instruction */
     uint32_t d = t->depth;
     pt_entry *e = &t->stack[d];
     /* gcc may tail-call this hook after the function's epilogue (jmp): the

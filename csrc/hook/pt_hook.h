@@ -129,6 +129,13 @@ typedef struct pt_hook_tstate {
     uint32_t excl;      /* active entries matching an exclude pattern */
     int pool_full;
     uint32_t max_depth;
+    /* Ticks this thread spent making new calling contexts (node, hash slot, the
+     * run file's pages they fault in, hash growth): the profiler's own one-time
+     * work, 1-2 us per context against ~20 ns per known call.  Every timestamp
+     * is taken on pt_thread_now(), which leaves it out, so a phase that meets
+     * many new contexts (a parser) is not charged for them.  Written only under
+     * `busy`, so a signal handler's hooks never race it. */
+    uint64_t setup;
     size_t region;      /* bytes of this mapping (struct + stack) */
     /* Outgrown hash tables, unmapped only at thread exit: an enter interrupted
      * by a signal whose handler grows the hash may still be reading one. */
@@ -191,6 +198,56 @@ static inline PT_NOINST uint64_t pt_ticks(void)
 #if defined(__x86_64__) || defined(__i386__)
     if (PT_LIKELY(pt_g.use_tsc))
         return __rdtsc();
+#endif
+    return pt_ticks_slow();
+}
+
+/* This thread's clock: ticks without its set-up time (pt_hook_tstate.setup).
+ * Async-signal-safe. */
+static inline PT_NOINST uint64_t pt_thread_now(const pt_hook_tstate *t)
+{
+    return pt_ticks() - t->setup;
+}
+
+/*
+ * A call's two timestamps must bracket its body.  rdtsc is not ordered with
+ * other instructions: an out-of-order core runs a body's long dependency
+ * chain (a 20-multiply loop: 80 cycles) under the exit hook's own work and
+ * reads the exit timestamp before the chain is done, so the body's time
+ * showed up nowhere (hidden under hook cost the compensation then takes out)
+ * or in the caller's self time: ins_chain.c's 77 ms of calls showed as 10 ms.
+ * The entry timestamp is therefore followed by lfence (the body starts after
+ * it) and the exit one is rdtscp (it waits for the body's instructions); the
+ * clock_gettime fallback gets the same fences around it.  This doubles the
+ * hook's cost (bench_hook: 17 -> 36 ns per call), which the calibration takes
+ * out like the rest.  Both async-signal-safe.
+ */
+static inline PT_NOINST uint64_t pt_call_start(const pt_hook_tstate *t)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    if (PT_LIKELY(pt_g.use_tsc)) {
+        uint64_t now = __rdtsc();
+        _mm_lfence();
+        return now - t->setup;
+    }
+    uint64_t now = pt_ticks_slow();
+    _mm_lfence();
+    return now - t->setup;
+#else
+    return pt_ticks_slow() - t->setup;
+#endif
+}
+
+/* The exit timestamp, setup not yet taken out (the exit hook reads it before
+ * its thread state).  See pt_call_start.  Async-signal-safe. */
+static inline PT_NOINST uint64_t pt_call_end_raw(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    if (PT_LIKELY(pt_g.use_tsc)) {
+        unsigned int aux;
+        return __rdtscp(&aux);
+    }
+    _mm_lfence();
 #endif
     return pt_ticks_slow();
 }

@@ -144,7 +144,7 @@ static PT_NOINST void pt_thread_detach(void *arg)
     if (t == &pt_off_thread || t == NULL)
         return;
     if (!t->busy && pt_g.hook) {
-        uint64_t now = pt_g.timed ? pt_ticks() : 0;
+        uint64_t now = pt_g.timed ? pt_thread_now(t) : 0;
         pt_hook_close_all(t, now);
         pt_thread_name(t);  /* threads often name themselves after starting */
         __atomic_store_n(&pt_g.threads[t->slot].state, 2, __ATOMIC_RELEASE);
@@ -186,7 +186,7 @@ static __attribute__((noinline)) PT_NOINST void pt_calib_empty(void)
  * published). */
 static PT_NOINST void pt_calibrate_overhead(void)
 {
-    enum { ROUNDS = 25, N = 800 };
+    enum { ROUNDS = 50, N = 800 };
     pt_hook_tstate *t = pt_thread_new();
     if (!t)
         return;
@@ -264,7 +264,7 @@ static PT_NOINST void pt_hook_atfork_child(void)
         t->used = 0;
         t->pool_full = 0;
         pt_thread_register(t);
-        uint64_t now = pt_g.timed ? pt_ticks() : 0;
+        uint64_t now = pt_g.timed ? pt_thread_now(t) : 0;
         for (uint32_t i = 1; i <= t->depth && !t->busy; i++) {
             pt_entry *e = &t->stack[i], *p = e - 1;
             e->ts = now;
@@ -336,7 +336,7 @@ __attribute__((destructor)) static PT_NOINST void pt_destructor(void)
     pt_hook_tstate *t = pt_tls;
     if (t && t != &pt_off_thread && !t->busy) {
         t->busy = 1;
-        uint64_t now = pt_g.timed ? pt_ticks() : 0;
+        uint64_t now = pt_g.timed ? pt_thread_now(t) : 0;
         pt_hook_close_all(t, now);
         pt_thread_name(t);
         t->busy = 0;

@@ -55,6 +55,28 @@ def test_times_follow_the_work_done() -> None:
     pytest.fail(f"leaf_a vs leaf_b ns per call: {seen}")
 
 
+@pytest.mark.parametrize("clock", ["tsc", "monotonic"])
+def test_a_call_body_is_timed_in_full(clock: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ins_chain.c does the same multiply chain as 4 M calls of step20 (80 cycles each) and
+    inline in one loop, and times the inline phase itself (no calls in it, so no hooks).
+    An unordered rdtsc let the out-of-order core finish step20's chain under the exit
+    hook's own work: proftui said chain_call took 10 ms and step20 2 ms of the 77 ms
+    both phases take (CLOCK_MONOTONIC in the uninstrumented build: 77.3 and 77.3 ms)."""
+    if clock == "monotonic":
+        monkeypatch.setenv("PROFTUI_CLOCK", "monotonic")
+    binary = build("ins_chain.c")
+    profile, output = record([binary, "2000000"])
+    own = float(output.split("chain_inline ")[1]) * 1e9
+    flat = {e.frame.function: e for e in flat_profile(profile)}
+    called, inline = flat["chain_call"].total_cost[0], flat["chain_inline"].total_cost[0]
+    print(f"{clock}: chain_call {called / 1e6:.1f} ms, step20 "
+          f"{flat['step20'].total_cost[0] / 1e6:.1f} ms, chain_inline {inline / 1e6:.1f} ms "
+          f"(its own clock {own / 1e6:.1f} ms)")
+    assert inline == pytest.approx(own, rel=0.15)
+    assert called == pytest.approx(inline, rel=0.35)
+    assert flat["step20"].total_cost[0] >= 0.8 * called
+
+
 def test_count_only_has_exact_calls_and_no_time() -> None:
     profile, _ = record([build("ins_basic.c"), "1000"], count_only=True)
     assert calls_by_path(profile) == BASIC

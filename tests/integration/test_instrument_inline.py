@@ -188,9 +188,16 @@ def test_lua_parents_and_shares_agree_with_uftrace(tmp_path: Path) -> None:
     for name in ("luaV_execute", "ccall", "sort"):
         print(f"{name}: incl {ours.incl_pct(name):.1f}% self {ours.self_pct(name):.1f}% "
               f"(uftrace incl {ref.incl_pct(name):.1f}% self {ref.self_pct(name):.1f}%)")
-    assert ours.incl_pct("luaV_execute") >= 90
+    # Loading the script is ~0.1 ms of a ~15 ms run (timed with os.clock in an unprofiled
+    # build): about 1 % here, 0.3 % under uftrace.  The parser meets thousands of new calling
+    # contexts; the runtime's set-up of each is left out of every time, else it showed 9 %
+    # (and luaV_execute 89 %: CI failed on that).
+    print(f"luaL_loadfilex: incl {ours.incl_pct('luaL_loadfilex'):.1f}% "
+          f"(uftrace {ref.incl_pct('luaL_loadfilex'):.1f}%)")
+    assert ours.incl_pct("luaL_loadfilex") <= 5
+    assert ours.incl_pct("luaV_execute") >= 94
     assert ours.self_pct("ccall") < 5 and ref.self_pct("ccall") < 5
-    assert ours.incl_pct("luaV_execute") == pytest.approx(ref.incl_pct("luaV_execute"), abs=10)
+    assert ours.incl_pct("luaV_execute") == pytest.approx(ref.incl_pct("luaV_execute"), abs=5)
     heavy = [name for name in ref.incl if ref.incl_pct(name) >= 20]
     assert {"main", "luaV_execute", "ccall", "docall", "sort"} <= set(heavy)
     _assert_parents_agree(ours, ref, heavy)

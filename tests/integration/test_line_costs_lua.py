@@ -108,8 +108,10 @@ def test_lua_gprof_line_costs_agree_with_gprof_l(tmp_path: Path) -> None:
         key = (Path(file).name, line)
         ours[key] = ours.get(key, 0.0) + cost[0] / 1e9
     # Both sides read the same gmon.out, so agreement does not depend on how long it ran;
-    # the floor only proves the histogram is not empty (CI's faster machine ran 0.26 s).
-    assert sum(reference.values()) > 0.1, out[:2000]
+    # the floor only proves the histogram is not empty.  The run takes ~0.6 s, but most of
+    # it is mcount and libc, outside the histogram: 0.09-0.17 s of ticks land in lua's own
+    # text (CI once had 0.09 s and failed a 0.1 s floor).
+    assert sum(reference.values()) >= 0.04, out[:2000]
     # gprof prints each row rounded to 10 ms; a line may have several rows
     off = {k: (ours.get(k, 0.0), reference.get(k, 0.0)) for k in set(ours) | set(reference)
            if abs(ours.get(k, 0.0) - reference.get(k, 0.0)) > 0.006 * max(1, out.count(
