@@ -26,6 +26,7 @@ from proftui.collectors.instrument.hook_profile import (
     add_hook_data,
     merge_parts,
     new_profile,
+    short_call_warning,
 )
 from proftui.collectors.model.profile import Profile, ProfileMeta
 from proftui.collectors.runtime.launch import LaunchedProcess, resolve_program
@@ -218,6 +219,9 @@ class InstrumentCollector(LaunchCollector):
             self._refresh_thread_names(datas, meta.threads, running=exit_info is None)
             meta.complete, meta.warnings = self._completeness(datas, exit_info is None)
             meta.warnings[:0] = damage
+            short = short_call_warning(profile) if exit_info is not None else None
+            if short:  # at the end only: a live view's calls are still growing
+                meta.warnings.append(short)
             if self._symbols is not None:
                 meta.warnings.extend(w for w in self._symbols.warnings if w not in meta.warnings)
             return profile

@@ -26,6 +26,7 @@ from proftui.collectors.model.profile import (
     Profile,
     ProfileMeta,
 )
+from proftui.collectors.model.views import function_costs
 from proftui.collectors.runtime.wire_hook import ROOT, HookData, HookModule, compensated_self_ns
 from proftui.collectors.symbols.symbolizer import Symbolizer
 
@@ -146,6 +147,44 @@ def merge_parts(profile: Profile) -> Profile:
         for part in profile.parts.values():
             profile.tree.merge(part)
     return profile.finalize()
+
+
+SHORT_CALL_NS = 2.0  # own time per call under which the hooks cannot time a function
+CALIBRATION_ERROR_NS = 1.0  # run-to-run spread of the calibrated hook cost per call
+
+
+def short_call_warning(profile: Profile) -> str | None:
+    """A note when functions whose calls last a few ns carry enough calls that the
+    hook-cost compensation's error (~1 ns a call) is a visible share of the run.
+
+    Their self time is what is left after ~30 ns of hook cost per call is taken
+    out: a 1 ns function's share then swings between 0 and several times its
+    true value from run to run (40 M calls x 1 ns = 40 ms).
+    """
+    if profile.metrics[0] != WALL_NS or profile.tree is None:
+        return None
+    total = profile.tree.root.total_cost[0]
+    if total <= 0:
+        return None
+    costs = function_costs(profile.tree, profile.frames.function_ids())
+    # Functions whose own share of the error is negligible (a main called once) are left out.
+    short = [(cost.calls, fid) for fid, cost in costs.items()
+             if cost.calls and cost.self_cost[0] < SHORT_CALL_NS * cost.calls and
+             cost.calls * CALIBRATION_ERROR_NS >= 0.001 * total]
+    calls = sum(n for n, _ in short)
+    error_ns = calls * CALIBRATION_ERROR_NS
+    if error_ns < 0.02 * total:
+        return None
+    names = ", ".join(profile.frames[fid].function for _, fid in sorted(short, reverse=True)[:3])
+    which = (f"{len(short)} functions ({names}{', ...' if len(short) > 3 else ''})"
+             if len(short) > 1 else names)
+    verb = "average" if len(short) > 1 else "averages"
+    return (f"{which} {verb} under {SHORT_CALL_NS:.0f} ns of "
+            f"their own time over {calls / 1e6:.1f} M calls: below what the hooks can time. "
+            f"Their cost is taken out with an error of about {CALIBRATION_ERROR_NS:.0f} ns a "
+            f"call ({error_ns / 1e6:.0f} ms, {100 * error_ns / total:.0f} % of this run), so "
+            "their self times, and their callers', are uncertain; --mode sampler measures "
+            "short functions without this limit")
 
 
 def new_profile(meta: ProfileMeta, count_only: bool) -> Profile:

@@ -75,6 +75,17 @@ def test_a_call_body_is_timed_in_full(clock: str, monkeypatch: pytest.MonkeyPatc
     assert inline == pytest.approx(own, rel=0.15)
     assert called == pytest.approx(inline, rel=0.35)
     assert flat["step20"].total_cost[0] >= 0.8 * called
+    assert not [w for w in profile.meta.warnings if "below what the hooks can time" in w]
+
+
+def test_functions_too_short_to_time_are_named_in_the_notes() -> None:
+    """20 M calls of a ~1 ns function: the compensation's ~1 ns error per call is a
+    large share of the run, and the notes say which function and how much."""
+    profile, output = record([build("ins_tiny.c"), "20000000"])
+    assert output.startswith("tiny ")
+    notes = [w for w in profile.meta.warnings if "below what the hooks can time" in w]
+    assert len(notes) == 1 and notes[0].startswith("tiny averages under 2 ns"), notes
+    assert "20.0 M calls" in notes[0] and "--mode sampler" in notes[0]
 
 
 def test_count_only_has_exact_calls_and_no_time() -> None:
