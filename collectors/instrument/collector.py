@@ -28,6 +28,7 @@ from proftui.collectors.instrument.hook_profile import (
     new_profile,
     short_call_warning,
 )
+from proftui.collectors.instrument.open_calls import open_self_ticks
 from proftui.collectors.model.profile import Profile, ProfileMeta
 from proftui.collectors.runtime.launch import LaunchedProcess, resolve_program
 from proftui.collectors.runtime.libraries import runtime_library_path
@@ -212,9 +213,13 @@ class InstrumentCollector(LaunchCollector):
             )
             profile = new_profile(meta, count_only)
             with _gc_paused():
-                for data in datas:
+                for i, data in enumerate(datas):
                     assert self._symbols is not None
-                    add_hook_data(profile, data, self._symbols, meta.threads)
+                    execed = i + 1 < len(datas) and datas[i + 1].header.pid == data.header.pid
+                    live = (exit_info is None and not count_only and not data.header.exited
+                            and not execed)  # an exec'd image's memory is someone else's
+                    add_hook_data(profile, data, self._symbols, meta.threads,
+                                  open_self_ticks(data) if live else None)
                 merge_parts(profile)
             self._refresh_thread_names(datas, meta.threads, running=exit_info is None)
             meta.complete, meta.warnings = self._completeness(datas, exit_info is None)

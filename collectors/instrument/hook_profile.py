@@ -68,7 +68,7 @@ class HookSymbols:
 
 
 def add_hook_data(profile: Profile, data: HookData, symbols: HookSymbols,
-                  threads: dict[int, str]) -> None:
+                  threads: dict[int, str], open_ticks: dict[int, float] | None = None) -> None:
     """Add one process's per-thread trees to `profile.parts` (labels "pid P tid T")
     and their caller -> callee call counts to `profile.arcs`.
 
@@ -76,11 +76,13 @@ def add_hook_data(profile: Profile, data: HookData, symbols: HookSymbols,
     (count-only files); `calls` is exact either way.  Each function's self cost
     also goes to its entry address and definition line (`Profile.line_costs`:
     the hook sees function entries only).  `threads` receives tid -> name.
+    `open_ticks` (open_calls.py) adds the own time of calls still open.
     Call `merge_parts` once every file has been added.
     """
     nodes = data.nodes
     timed = profile.metrics[0] != CALLS
-    self_costs = compensated_self_ns(data) if timed else [float(c) for c in nodes.calls]
+    self_costs = (compensated_self_ns(data, open_ticks) if timed
+                  else [float(c) for c in nodes.calls])
     pid = data.header.pid
     trees: dict[int, CallTree] = {}
     for slot, thread in data.threads.items():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from proftui.collectors.errors import ProftuiError
@@ -35,7 +36,7 @@ ROOT = 0xFFFFFFFF
 INLINED = 0x80000000  # node.module bit: the calls ran inlined in the parent's frame
 NODE_SIZE = 40
 HOOK_HEADER_SIZE = 128
-THREAD_SIZE = 32
+THREAD_SIZE = 40
 CHUNK_SIZE = 8
 MODULE_SIZE = 256
 
@@ -44,7 +45,7 @@ MODULE_SIZE = 256
 # overhead_inner, overhead_outer, tick_start, mono_start_ns, generation, max_depth,
 # filter_ranges, stack_capacity, filtered_calls
 _HOOK = struct.Struct("<IIIIIIIIQQQQdddQQIIIIQ")
-_THREAD = struct.Struct("<II16sQ")
+_THREAD = struct.Struct("<II16sQQ")
 _CHUNK = struct.Struct("<II")
 _MODULE = struct.Struct("<QQQ232s")
 assert _HOOK.size == HOOK_HEADER_SIZE and _THREAD.size == THREAD_SIZE
@@ -86,6 +87,7 @@ class HookThread:
     exited: bool
     name: str
     max_depth: int
+    live: int = 0  # address of its pt_hook_live in the target (open calls), 0 none
 
 
 @dataclass(frozen=True)
@@ -181,10 +183,10 @@ def decode_tables(src: Source, header: FileHeader, hook: HookHeader,
     nthreads = min(hook.thread_count, hook.thread_capacity)
     table = src.read(hook.threads_offset, nthreads * THREAD_SIZE)
     for slot in range(nthreads):
-        tid, state, raw, depth = _THREAD.unpack_from(table, slot * THREAD_SIZE)
+        tid, state, raw, depth, live = _THREAD.unpack_from(table, slot * THREAD_SIZE)
         if tid:
             threads[slot] = HookThread(slot, tid, state == 2,
-                                       printable_name(raw.split(b"\0", 1)[0]), depth)
+                                       printable_name(raw.split(b"\0", 1)[0]), depth, live)
     modules: list[HookModule | None] = []
     nmodules = min(hook.module_count, hook.module_capacity)
     table = src.read(hook.modules_offset, nmodules * MODULE_SIZE)
@@ -281,11 +283,14 @@ def _rebuilt_layout(src: Source, name: str, generation: str | None) -> HookHeade
         nodes_off, 0.0, 0.0, 0.0, 0, 0, int(generation or 0), 0, 0, 0, 0)
 
 
-def compensated_self_ns(data: HookData) -> list[float]:
+def compensated_self_ns(data: HookData, open_ticks: dict[int, float] | None = None
+                        ) -> list[float]:
     """Self time per node in ns with the hooks' own cost taken out (never below 0).
 
     self - calls * overhead_inner - (calls of its children) * overhead_outer,
-    in ticks, times ns_per_tick (docs/wire-format.md, "Compensation").
+    in ticks, times ns_per_tick (docs/wire-format.md, "Compensation").  `open_ticks`
+    (global node index -> ticks) adds the own time of calls still open, so a call
+    that has not returned is compensated like the rest.
     """
     nodes, hook = data.nodes, data.hook
     position = {index: i for i, index in enumerate(nodes.index)}
@@ -295,8 +300,11 @@ def compensated_self_ns(data: HookData) -> list[float]:
         if i is not None:
             child_calls[i] += calls
     inner, outer, scale = hook.overhead_inner, hook.overhead_outer, hook.ns_per_tick
+    own: Sequence[float] = nodes.self_ticks
+    if open_ticks:
+        own = [s + open_ticks.get(index, 0.0) for s, index in zip(own, nodes.index, strict=True)]
     return [max(0.0, s - c * inner - k * outer) * scale
-            for s, c, k in zip(nodes.self_ticks, nodes.calls, child_calls, strict=True)]
+            for s, c, k in zip(own, nodes.calls, child_calls, strict=True)]
 
 
 def calibrated(data: HookData) -> bool:

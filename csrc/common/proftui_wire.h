@@ -43,7 +43,7 @@
 #include <stdint.h>
 
 #define PT_WIRE_MAGIC "PROFTUI" /* 7 chars + NUL = 8 bytes */
-#define PT_WIRE_VERSION 1u
+#define PT_WIRE_VERSION 2u
 
 enum pt_kind {
     PT_KIND_HOOK = 1,    /* -finstrument-functions runtime (proftui_hook) */

@@ -73,7 +73,44 @@ typedef struct pt_hook_thread {
     uint32_t state;              /*   4 1 running, 2 exited */
     char name[16];               /*   8 comm at registration, NUL-terminated */
     uint64_t max_depth;          /*  24 deepest shadow stack seen */
-} pt_hook_thread;                /* 32 bytes */
+    uint64_t live;               /*  32 address, in the target, of the thread's pt_hook_live
+                                        (0: none); read through /proc/<pid>/mem */
+} pt_hook_thread;                /* 40 bytes */
+
+/*
+ * Calls still open.  Finished calls are in the nodes; a call that has not
+ * returned yet (main, a loop running for minutes) is only on the thread's
+ * shadow stack, in the target's private memory.  The reader may read it
+ * there, racing the thread, to show live time: every value is a hint to be
+ * checked (anode below the node count, ts not in the future).
+ *
+ * `live` points at this prefix of the thread's state: */
+typedef struct pt_hook_live {
+    uint64_t guard;              /*   0 nonzero: in a hook or not recording */
+    uint32_t depth;              /*   8 index of the top entry; entries 1..depth are open */
+    uint32_t cap;                /*  12 entries of the stack */
+    uint64_t stack;              /*  16 address of entry 0 (a sentinel) */
+    uint64_t setup;              /*  24 ticks left out of this thread's clock: an entry's
+                                        elapsed time is now - setup - ts */
+} pt_hook_live;                  /* 32 bytes */
+
+/* ...and `stack` at an array of these (only the fields the reader uses are named): */
+typedef struct pt_hook_open_entry {
+    uint64_t fn;                 /*   0 function address */
+    uint64_t slot_;              /*   8 */
+    uint64_t ts;                 /*  16 ticks (thread clock) at entry */
+    uint64_t child;              /*  24 ticks of finished recorded callees */
+    uint32_t up;                 /*  32 index of the entry its time counts under */
+    uint32_t anchor_;            /*  36 */
+    uint32_t anode;              /*  40 its node (when recorded) */
+    uint32_t rdepth_;            /*  44 */
+    uint32_t flags;              /*  48 bit 31: not recorded (no node; its time stays in
+                                        its caller's) */
+    uint32_t ra_;                /*  52 */
+    uint64_t kid_;               /*  56 */
+    uint32_t site_;              /*  64 */
+    uint32_t pad_;               /*  68 */
+} pt_hook_open_entry;            /* 72 bytes */
 
 typedef struct pt_hook_chunk {
     uint32_t thread;             /* owning thread slot */
@@ -97,7 +134,9 @@ typedef struct pt_hook_node {
 } pt_hook_node;                  /* 40 bytes */
 
 _Static_assert(sizeof(pt_hook_header) == 128, "pt_hook_header is 128 bytes");
-_Static_assert(sizeof(pt_hook_thread) == 32, "pt_hook_thread is 32 bytes");
+_Static_assert(sizeof(pt_hook_thread) == 40, "pt_hook_thread is 40 bytes");
+_Static_assert(sizeof(pt_hook_live) == 32, "pt_hook_live is 32 bytes");
+_Static_assert(sizeof(pt_hook_open_entry) == 72, "pt_hook_open_entry is 72 bytes");
 _Static_assert(sizeof(pt_hook_chunk) == 8, "pt_hook_chunk is 8 bytes");
 _Static_assert(sizeof(pt_hook_module) == 256, "pt_hook_module is 256 bytes");
 _Static_assert(sizeof(pt_hook_node) == 40, "pt_hook_node is 40 bytes");

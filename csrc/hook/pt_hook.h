@@ -104,6 +104,8 @@ typedef struct pt_slot {
     pt_hook_node *nptr; /* &pt_g.nodes[node]: its address is known one load earlier */
 } pt_slot;
 
+/* The first four fields are pt_hook_live (proftui_wire_hook.h): the front end
+ * reads them, and the open entries, from the target's memory. */
 typedef struct pt_hook_tstate {
     union {
         struct {
@@ -114,9 +116,16 @@ typedef struct pt_hook_tstate {
     };
     uint32_t depth;     /* index of the top entry; 0: only the sentinel */
     uint32_t cap;
+    pt_entry *stack;
+    /* Ticks this thread spent making new calling contexts (node, hash slot, the
+     * run file's pages they fault in, hash growth): the profiler's own one-time
+     * work, 1-2 us per context against ~30 ns per known call.  Every timestamp
+     * is taken on pt_thread_now(), which leaves it out, so a phase that meets
+     * many new contexts (a parser) is not charged for them.  Written only under
+     * `busy`, so a signal handler's hooks never race it. */
+    uint64_t setup;
     uint32_t limit;     /* min(max_depth + 1, cap), 0 under filters or a depth limit:
                            deeper enters take the slow path */
-    pt_entry *stack;
     uintptr_t stk_lo;   /* the thread's own stack, [stk_lo, stk_hi): calls outside it */
     uintptr_t stk_hi;   /* run on another stack (sigaltstack); 0, UINTPTR_MAX unknown */
     pt_slot *hash;
@@ -129,13 +138,6 @@ typedef struct pt_hook_tstate {
     uint32_t excl;      /* active entries matching an exclude pattern */
     int pool_full;
     uint32_t max_depth;
-    /* Ticks this thread spent making new calling contexts (node, hash slot, the
-     * run file's pages they fault in, hash growth): the profiler's own one-time
-     * work, 1-2 us per context against ~20 ns per known call.  Every timestamp
-     * is taken on pt_thread_now(), which leaves it out, so a phase that meets
-     * many new contexts (a parser) is not charged for them.  Written only under
-     * `busy`, so a signal handler's hooks never race it. */
-    uint64_t setup;
     size_t region;      /* bytes of this mapping (struct + stack) */
     /* Outgrown hash tables, unmapped only at thread exit: an enter interrupted
      * by a signal whose handler grows the hash may still be reading one. */
@@ -143,6 +145,21 @@ typedef struct pt_hook_tstate {
     uint32_t nretired;
     struct { uintptr_t fn; int verdict; } fcache[PT_FCACHE];
 } pt_hook_tstate;
+
+_Static_assert(offsetof(pt_hook_tstate, guard) == offsetof(pt_hook_live, guard) &&
+               offsetof(pt_hook_tstate, depth) == offsetof(pt_hook_live, depth) &&
+               offsetof(pt_hook_tstate, cap) == offsetof(pt_hook_live, cap) &&
+               offsetof(pt_hook_tstate, stack) == offsetof(pt_hook_live, stack) &&
+               offsetof(pt_hook_tstate, setup) == offsetof(pt_hook_live, setup),
+               "pt_hook_tstate starts with pt_hook_live");
+_Static_assert(sizeof(pt_entry) == sizeof(pt_hook_open_entry) &&
+               offsetof(pt_entry, fn) == offsetof(pt_hook_open_entry, fn) &&
+               offsetof(pt_entry, ts) == offsetof(pt_hook_open_entry, ts) &&
+               offsetof(pt_entry, child) == offsetof(pt_hook_open_entry, child) &&
+               offsetof(pt_entry, up) == offsetof(pt_hook_open_entry, up) &&
+               offsetof(pt_entry, anode) == offsetof(pt_hook_open_entry, anode) &&
+               offsetof(pt_entry, flags) == offsetof(pt_hook_open_entry, flags),
+               "pt_entry is pt_hook_open_entry");
 
 /* The anchor of entry `e` at index `index` (see pt_entry.anchor).  Async-signal-safe. */
 static inline __attribute__((no_instrument_function)) uint32_t pt_anchor(const pt_entry *e,

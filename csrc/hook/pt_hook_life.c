@@ -50,6 +50,7 @@ static PT_NOINST void pt_thread_register(pt_hook_tstate *t)
     pt_hook_thread *th = &pt_g.threads[slot];
     pt_thread_name(t);
     th->state = 1;
+    th->live = (uint64_t)(uintptr_t)t;
     __atomic_store_n(&th->tid, (uint32_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
 }
 

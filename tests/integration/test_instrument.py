@@ -4,6 +4,7 @@ status untouched, count-only, clock fallback, deep recursion, threads."""
 from __future__ import annotations
 
 import subprocess
+import time
 
 import pytest
 from proftui.collectors.model.profile import WALL_NS
@@ -86,6 +87,35 @@ def test_functions_too_short_to_time_are_named_in_the_notes() -> None:
     notes = [w for w in profile.meta.warnings if "below what the hooks can time" in w]
     assert len(notes) == 1 and notes[0].startswith("tiny averages under 2 ns"), notes
     assert "20.0 M calls" in notes[0] and "--mode sampler" in notes[0]
+
+
+def test_live_view_counts_calls_that_have_not_returned() -> None:
+    """While leaf_spin computes (no hook runs), its time is on the shadow stack only:
+    the live profile reads it from the target (open_calls.py) instead of showing 0."""
+    from proftui.collectors.base import CollectorOptions
+    from proftui.collectors.instrument.collector import InstrumentCollector
+
+    collector = InstrumentCollector([str(build("ins_open.c")), "3", "1"],
+                                    CollectorOptions(output="log"))
+    started = time.monotonic()
+    collector.start()
+    try:
+        time.sleep(1.5)
+        live = collector.collect()
+        assert collector.exit_info() is None, "the fixture ended too soon"
+        flat = {e.frame.function: e for e in flat_profile(live)}
+        spun = flat["leaf_spin"].self_cost[0]
+        elapsed = time.monotonic() - started
+        print(f"live: leaf_spin {spun / 1e9:.2f} s after {elapsed:.2f} s")
+        assert 0.8e9 < spun <= elapsed * 1e9
+        assert flat["main"].total_cost[0] >= spun
+        final = collector.wait()
+    finally:
+        collector.stop()
+    flat = {e.frame.function: e for e in flat_profile(final)}
+    assert flat["leaf_spin"].self_cost[0] == pytest.approx(3e9, rel=0.1)
+    # 1 s of wall time of which the hooks' cost (two calls an iteration) is taken out
+    assert 0.3e9 < flat["loop_calls"].total_cost[0] < 1.05e9
 
 
 def test_count_only_has_exact_calls_and_no_time() -> None:

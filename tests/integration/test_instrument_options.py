@@ -10,7 +10,7 @@ from proftui.collectors.base import CollectorOptions
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.instrument.collector import InstrumentCollector
 from proftui.collectors.model.views import flat_profile
-from proftui.collectors.runtime.wire import HEADER_SIZE
+from proftui.collectors.runtime.wire import HEADER_SIZE, VERSION
 
 from tests.conftest import build_fixture
 from tests.integration.ins_helpers import build, calls_by_path, record
@@ -81,7 +81,7 @@ def test_version_mismatch_is_a_clear_error() -> None:
         collector.start()
         collector.wait()
         (collector.run_dir.path / "hook.4242.ptw").write_bytes(_fake_hook_file(99))
-        with pytest.raises(ProftuiError, match=r"format version 99.*reads version 1"):
+        with pytest.raises(ProftuiError, match=rf"format version 99.*reads version {VERSION}"):
             collector.collect()
     finally:
         collector.stop()
