@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -48,6 +49,7 @@ from proftui.collectors.runtime.wire_hook import (
 )
 
 DEFAULT_BUFFER_BYTES = 64 << 20  # the runtime's default (csrc/hook/pt_hook_file.c)
+OPEN_CALLS_WATCH_S = 1.0  # record/--text: how often open calls are looked at (see wait)
 
 
 def hook_environment(options: CollectorOptions) -> dict[str, str]:
@@ -105,6 +107,10 @@ class InstrumentCollector(LaunchCollector):
         self._symbols: HookSymbols | None = None
         self._start_time: float | None = None
         self._end_time: float | None = None
+        # (pid, exec generation) -> open calls' own ticks at the last live look, and the
+        # self ticks their nodes had then: a process killed mid-call keeps those calls.
+        self._last_open: dict[tuple[int, int], tuple[dict[int, float], dict[int, int]]] = {}
+        self._open_kept: set[int] = set()  # pids whose final data uses _last_open
 
     def start(self) -> None:
         if not self.argv:
@@ -216,10 +222,11 @@ class InstrumentCollector(LaunchCollector):
                 for i, data in enumerate(datas):
                     assert self._symbols is not None
                     execed = i + 1 < len(datas) and datas[i + 1].header.pid == data.header.pid
-                    live = (exit_info is None and not count_only and not data.header.exited
-                            and not execed)  # an exec'd image's memory is someone else's
-                    add_hook_data(profile, data, self._symbols, meta.threads,
-                                  open_self_ticks(data) if live else None)
+                    open_ticks = None
+                    if not (count_only or data.header.exited or execed):
+                        # an exec'd image's memory is someone else's
+                        open_ticks = self._open_calls(data, running=exit_info is None)
+                    add_hook_data(profile, data, self._symbols, meta.threads, open_ticks)
                 merge_parts(profile)
             self._refresh_thread_names(datas, meta.threads, running=exit_info is None)
             meta.complete, meta.warnings = self._completeness(datas, exit_info is None)
@@ -230,6 +237,58 @@ class InstrumentCollector(LaunchCollector):
             if self._symbols is not None:
                 meta.warnings.extend(w for w in self._symbols.warnings if w not in meta.warnings)
             return profile
+
+    def wait(self) -> Profile:
+        """Run to the end; meanwhile look at the open calls once a second (a live view
+        does it on every refresh), so a target stopped by a signal keeps them."""
+        stop = threading.Event()
+        watcher = threading.Thread(target=self._watch_open_calls, args=(stop,),
+                                   name="proftui-open-calls", daemon=True)
+        watcher.start()
+        try:
+            return super().wait()
+        finally:
+            stop.set()
+            watcher.join()
+
+    def _watch_open_calls(self, stop: threading.Event) -> None:
+        while not stop.wait(OPEN_CALLS_WATCH_S):
+            with self._lock:
+                if self.exit_info() is not None:
+                    return
+                try:
+                    self._scan_files()
+                    datas, _ = self._decode_all()
+                except (ProftuiError, OSError):
+                    continue  # the final collect reports it
+                for i, data in enumerate(datas):
+                    execed = i + 1 < len(datas) and datas[i + 1].header.pid == data.header.pid
+                    if not (data.header.flags & FLAG_COUNT_ONLY or data.header.exited or execed):
+                        self._open_calls(data, running=True)
+
+    def _open_calls(self, data: HookData, running: bool) -> dict[int, float] | None:
+        """Own ticks of the process's calls still open: read now while it runs, else
+        (killed, crashed, _exit) those of the last live look whose nodes have not
+        finished a call since (that call may be the one that was open)."""
+        key = (data.header.pid, data.hook.generation)
+        if running:
+            ticks = open_self_ticks(data)
+            if ticks:  # empty: it just died, or nothing is open yet; keep what was seen
+                position = {index: i for i, index in enumerate(data.nodes.index)}
+                self._last_open[key] = (ticks, {node: data.nodes.self_ticks[position[node]]
+                                                for node in ticks})
+            if ticks or Path(f"/proc/{data.header.pid}").exists():
+                return ticks
+        seen = self._last_open.get(key)  # gone: a forked child killed while main runs
+        if seen is None:
+            return None
+        ticks, self_then = seen
+        position = {index: i for i, index in enumerate(data.nodes.index)}
+        kept = {node: t for node, t in ticks.items()
+                if node in position and data.nodes.self_ticks[position[node]] == self_then[node]}
+        if kept:
+            self._open_kept.add(data.header.pid)
+        return kept
 
     def _clock(self, datas: list[HookData]) -> str:
         if not datas:
@@ -254,13 +313,18 @@ class InstrumentCollector(LaunchCollector):
             execed = i + 1 < len(datas) and datas[i + 1].header.pid == data.header.pid
             if data.header.exited or execed or running:
                 continue
+            if data.header.pid in self._open_kept:
+                open_calls = ("calls still open then are counted up to the last look at "
+                              "them, under a second before it ended")
+            else:
+                open_calls = "calls still open when it ended are missing"
             if data.header.pid == main_pid:
                 complete = False
-                warnings.append(f"process {data.header.pid} did not exit cleanly: calls still "
-                                "open when it ended are missing (data so far shown)")
+                warnings.append(f"process {data.header.pid} did not exit cleanly: "
+                                f"{open_calls} (data so far shown)")
             else:
                 warnings.append(f"process {data.header.pid} ended without exit() (killed, "
-                                "crashed or _exit): its open calls are missing")
+                                f"crashed or _exit): {open_calls}")
         exit_info = self.exit_info()
         if exit_info is not None and exit_info.signal is not None:
             complete = False
