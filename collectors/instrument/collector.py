@@ -29,7 +29,7 @@ from proftui.collectors.instrument.hook_profile import (
     new_profile,
     short_call_warning,
 )
-from proftui.collectors.instrument.open_calls import open_self_ticks
+from proftui.collectors.instrument.open_calls import OpenCallsUnreadable, open_self_ticks
 from proftui.collectors.model.profile import Profile, ProfileMeta
 from proftui.collectors.runtime.launch import LaunchedProcess, resolve_program
 from proftui.collectors.runtime.libraries import runtime_library_path
@@ -111,6 +111,7 @@ class InstrumentCollector(LaunchCollector):
         # self ticks their nodes had then: a process killed mid-call keeps those calls.
         self._last_open: dict[tuple[int, int], tuple[dict[int, float], dict[int, int]]] = {}
         self._open_kept: set[int] = set()  # pids whose final data uses _last_open
+        self._open_unreadable = ""  # why open calls cannot be read, once it failed
 
     def start(self) -> None:
         if not self.argv:
@@ -272,7 +273,11 @@ class InstrumentCollector(LaunchCollector):
         finished a call since (that call may be the one that was open)."""
         key = (data.header.pid, data.hook.generation)
         if running:
-            ticks = open_self_ticks(data)
+            try:
+                ticks = open_self_ticks(data)
+            except OpenCallsUnreadable as exc:
+                self._open_unreadable = str(exc)
+                return None
             if ticks:  # empty: it just died, or nothing is open yet; keep what was seen
                 position = {index: i for i, index in enumerate(data.nodes.index)}
                 self._last_open[key] = (ticks, {node: data.nodes.self_ticks[position[node]]
@@ -325,6 +330,11 @@ class InstrumentCollector(LaunchCollector):
             else:
                 warnings.append(f"process {data.header.pid} ended without exit() (killed, "
                                 f"crashed or _exit): {open_calls}")
+        if self._open_unreadable:
+            warnings.append(f"calls that have not returned are not counted yet: the target's "
+                            f"memory cannot be read ({self._open_unreadable}; ptrace rules, "
+                            "e.g. kernel.yama.ptrace_scope=3), so a call's time shows when it "
+                            "returns")
         exit_info = self.exit_info()
         if exit_info is not None and exit_info.signal is not None:
             complete = False

@@ -28,11 +28,16 @@ UNRECORDED = 0x80000000  # entry flags: no node, its time stays in its caller's
 MAX_ENTRIES = 4096  # deepest open calls read per thread (a 100,000-deep recursion: the top)
 
 
+class OpenCallsUnreadable(Exception):
+    """The target's memory cannot be read (ptrace rules): the message says why."""
+
+
 def open_self_ticks(data: HookData, now_ns: int | None = None) -> dict[int, float]:
     """Global node index -> own ticks of its calls still open, over the file's live threads.
 
-    Empty when the process is gone, the memory cannot be read, or the file is
-    count-only.  Ticks are the runtime's (see `HookHeader.ns_per_tick`).
+    Empty when the process is gone or the file is count-only; OpenCallsUnreadable
+    when the kernel refuses to let us read it.  Ticks are the runtime's (see
+    `HookHeader.ns_per_tick`).
     """
     hook = data.hook
     if hook.ns_per_tick <= 0:
@@ -41,8 +46,11 @@ def open_self_ticks(data: HookData, now_ns: int | None = None) -> dict[int, floa
     now = hook.tick_start + (now_ns - hook.mono_start_ns) / hook.ns_per_tick
     published = set(data.nodes.index)
     out: dict[int, float] = defaultdict(float)
+    path = f"/proc/{data.header.pid}/mem"
     try:
-        mem = open(f"/proc/{data.header.pid}/mem", "rb", buffering=0)  # noqa: SIM115
+        mem = open(path, "rb", buffering=0)  # noqa: SIM115
+    except PermissionError as exc:
+        raise OpenCallsUnreadable(f"{path}: {exc.strerror}") from None
     except OSError:
         return {}
     with mem:

@@ -120,6 +120,32 @@ def test_live_view_counts_calls_that_have_not_returned() -> None:
     assert 0.3e9 < flat["loop_calls"].total_cost[0] < 1.05e9
 
 
+def test_unreadable_target_memory_is_explained(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where ptrace rules forbid reading the target (ptrace_scope=3), open calls are left
+    out and the notes say why; finished calls are counted as always."""
+    from proftui.collectors.base import CollectorOptions
+    from proftui.collectors.instrument import open_calls
+    from proftui.collectors.instrument.collector import InstrumentCollector
+
+    def refuse(path: str, *args: object, **kwargs: object) -> object:
+        raise PermissionError(13, "Permission denied", path)
+
+    monkeypatch.setattr(open_calls, "open", refuse, raising=False)
+    collector = InstrumentCollector([str(build("ins_open.c")), "1.5", "0.2"],
+                                    CollectorOptions(output="log"))
+    collector.start()
+    try:
+        time.sleep(1.0)
+        live = collector.collect()
+        final = collector.wait()
+    finally:
+        collector.stop()
+    notes = [w for w in live.meta.warnings if "memory cannot be read" in w]
+    assert len(notes) == 1 and "/mem: Permission denied" in notes[0], live.meta.warnings
+    assert {e.frame.function: e for e in flat_profile(live)}["leaf_spin"].self_cost[0] == 0
+    assert {e.frame.function: e for e in flat_profile(final)}["leaf_spin"].self_cost[0] > 1e9
+
+
 def test_a_killed_target_keeps_the_calls_it_never_returned_from() -> None:
     """Quitting (or a crash) while leaf_spin computes: the final profile keeps the time the
     last live look saw open, and says so, instead of showing nothing."""
