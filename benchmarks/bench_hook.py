@@ -171,13 +171,17 @@ def main() -> None:
         ratio = f"{over / gprof_over:.2f}x" if gprof_over > 0 and name != "plain (anchor)" else ""
         print(f"{name:<52} {value:8.1f} {over:9.1f} {ratio:>9}")
     if rdtsc_ns is not None:
-        print(f"one rdtsc costs {rdtsc_ns:.1f} ns here: timed mode reads it twice per call")
+        print(f"one rdtsc costs {rdtsc_ns:.1f} ns here: timed mode reads the clock twice per "
+              "call, fenced (rdtsc;lfence at entry, rdtscp at exit) so the body's own work "
+              "stays between the two")
     print(f"{'inlined calls: plain (anchor)':<52} {inline_anchor:8.1f} {0.0:9.1f}")
     print(f"{'inlined calls: proftui timed':<52} {inline_timed:8.1f} "
           f"{inline_timed - inline_anchor:9.1f}")
     timed, count = results["proftui timed"], results["proftui count-only"]
     verdict = 'met' if timed <= 30 else 'MISSED'
-    print(f"goal: timed overhead <= 30 ns/call: {timed:.1f} -> {verdict}")
+    print(f"goal: timed overhead <= 30 ns/call: {timed:.1f} -> {verdict}"
+          + ("" if timed <= 30 else " (the goal predates the fences, about 19 ns here: "
+             "without them a 77 ms phase of calls read as 10 ms)"))
     print(f"goal: count-only <= 2x gprof overhead ({2 * gprof_over:.1f} ns): {count:.1f} -> "
           f"{'met' if count <= 2 * gprof_over else 'MISSED'}")
 
