@@ -21,8 +21,7 @@
  *
  * Publication (the front end reads while threads write):
  *   - chunk.count is stored with release semantics after the node is filled:
- *     trust only nodes [0, count) of a chunk; a chunk whose thread is
- *     0xffffffff holds the exit calibration's scratch node: skip it;
+ *     trust only nodes [0, count) of a chunk;
  *   - module.start is stored last (release); entries with start 0 are not
  *     ready yet;
  *   - thread.tid is stored before the thread creates any node.
@@ -58,8 +57,7 @@ typedef struct pt_hook_header {  /* at body_offset */
     uint64_t modules_offset;     /*  48 */
     uint64_t nodes_offset;       /*  56 */
     double ns_per_tick;          /*  64 IEEE-754; refined at clean exit */
-    double overhead_inner;       /*  72 ticks per call inside a callee's interval; both
-                                        overheads may be lowered at clean exit */
+    double overhead_inner;       /*  72 ticks per call inside a callee's interval */
     double overhead_outer;       /*  80 ticks per call left in the caller's self time */
     uint64_t tick_start;         /*  88 ticks when the file was created */
     uint64_t mono_start_ns;      /*  96 CLOCK_MONOTONIC then, ns */

@@ -179,73 +179,52 @@ static __attribute__((noinline)) PT_NOINST void pt_calib_empty(void)
 /* Measure the ticks one enter/exit pair costs, split into the part inside the
  * callee's measured interval (inner: what an empty function records) and the
  * part left in its caller (outer: the rest of the pair's cost); minimum of
- * each over rounds.  An empty function is the right model: a body's
- * instructions are bracketed by the fenced timestamps, so measured costs of
- * real functions carry the empty function's interval on top of their work
- * (checked against a fixture's own clock in the tests).  Runs on a scratch
- * thread state recording as thread slot `slot`, whose node chunk is returned
- * in *chunk for the caller to forget.  Returns 0 and leaves *inner, *outer
- * alone when nothing sensible came out.  Async-signal-safe. */
-static PT_NOINST int pt_measure_overhead(uint32_t slot, double *inner, double *outer,
-                                         uint32_t *chunk)
+ * each over rounds.  An empty function is the right model: with plain rdtsc
+ * a body's instructions partly overlap the timestamps, so measured costs of
+ * real functions carry about the empty function's interval on top of their
+ * work (checked against uninstrumented timings in the tests).  Runs on a
+ * scratch thread state, then resets the pool.  Init only (before the file is
+ * published). */
+static PT_NOINST void pt_calibrate_overhead(void)
 {
     enum { ROUNDS = 50, N = 800 };
-    *chunk = PT_NONE;
     pt_hook_tstate *t = pt_thread_new();
     if (!t)
-        return 0;
-    t->slot = slot;
-    pt_hook_tstate *saved = pt_tls;
+        return;
+    t->slot = 0;
     pt_tls = t;
     /* Minimum of each loop on its own: a round whose empty loop was preempted
      * would make pair = hooked - empty negative, and the minimum of the
      * differences then threw the whole calibration away (0 ns recorded). */
     double best_empty = 1e300, best_hooked = 1e300, best_inner = 1e300;
-    pt_calib_fn();  /* makes the node (slow path), outside the rounds */
-    const pt_hook_node *node = t->chunk == PT_NONE ? NULL
-        : &pt_g.nodes[(size_t)t->chunk * pt_g.hook->chunk_nodes];
-    for (int r = 0; r < ROUNDS && node; r++) {
+    for (int r = 0; r < ROUNDS; r++) {
         uint64_t t0 = pt_ticks();
         for (int i = 0; i < N; i++)
             pt_calib_empty();
         uint64_t t1 = pt_ticks();
-        uint64_t incl0 = node->incl;
+        uint64_t incl0 = t->chunk == PT_NONE ? 0 : pt_g.nodes[0].incl;
         for (int i = 0; i < N; i++)
             pt_calib_fn();
         uint64_t t2 = pt_ticks();
         double empty = (double)(t1 - t0) / N, hooked = (double)(t2 - t1) / N;
-        double in = (double)(node->incl - incl0) / N;
+        double inner = (double)(pt_g.nodes[0].incl - incl0) / N;
         best_empty = empty < best_empty ? empty : best_empty;
         best_hooked = hooked < best_hooked ? hooked : best_hooked;
-        best_inner = in < best_inner ? in : best_inner;
+        best_inner = inner < best_inner ? inner : best_inner;
     }
-    pt_tls = saved;
-    *chunk = t->chunk;
-    for (uint32_t i = 0; i < t->nretired; i++)
-        munmap(t->retired[i].table, t->retired[i].bytes);
-    munmap(t->hash, (size_t)(t->hash_mask + 1) * sizeof(pt_slot));
-    munmap(t, t->region);
+    pt_tls = NULL;
     double best_pair = best_hooked - best_empty;
-    if (!(best_pair > 0 && best_inner < 1e300))
-        return 0;
-    *inner = best_inner;
-    *outer = best_pair > best_inner ? best_pair - best_inner : 0;
-    return 1;
-}
-
-/* The start-up calibration, then a reset of the pool.  Init only (before the
- * file is published). */
-static PT_NOINST void pt_calibrate_overhead(void)
-{
-    uint32_t chunk;
     /* Left at 0 (the reader says "not calibrated") when nothing sensible came out. */
-    pt_measure_overhead(0, &pt_g.overhead_inner, &pt_g.overhead_outer, &chunk);
+    if (best_pair > 0 && best_inner < 1e300) {
+        pt_g.overhead_inner = best_inner;
+        pt_g.overhead_outer = best_pair > best_inner ? best_pair - best_inner : 0;
+    }
     /* Forget the scratch node(s): only the chunk the scratch thread got and the
      * module entries made, the only pages backed (pt_runfile.h). */
     pt_hook_header *h = pt_g.hook;
-    if (chunk != PT_NONE) {
-        memset(&pt_g.chunks[chunk], 0, sizeof(pt_hook_chunk));
-        memset(&pt_g.nodes[(size_t)chunk * h->chunk_nodes], 0,
+    if (t->chunk != PT_NONE) {
+        memset(&pt_g.chunks[t->chunk], 0, sizeof(pt_hook_chunk));
+        memset(&pt_g.nodes[(size_t)t->chunk * h->chunk_nodes], 0,
                (size_t)h->chunk_nodes * sizeof(pt_hook_node));
     }
     uint32_t modules = h->module_count < pt_g.module_limit ? h->module_count : pt_g.module_limit;
@@ -255,35 +234,8 @@ static PT_NOINST void pt_calibrate_overhead(void)
     memset(pt_g.modules, 0, modules * sizeof(pt_hook_module));
     h->overhead_inner = pt_g.overhead_inner;
     h->overhead_outer = pt_g.overhead_outer;
-}
-
-/*
- * Calibrate again at a clean exit and keep the cheaper of the two.  The
- * start-up one runs while the front end is busy starting too (on a machine
- * with two CPUs, 4 of 15 runs measured 1-3 ns more per call, and 3 ns too
- * many times 8 M calls took 24 ms of real work out of a 300 ms profile); a
- * busier machine only ever makes the minimum larger.  Skipped under
- * filters, a depth limit or pause (calls are not all recorded then).  Its
- * node goes to a chunk whose owner is made invalid (readers skip it) and the
- * thread-0 entry it touches is restored.  Async-signal-safe.
- */
-static PT_NOINST void pt_recalibrate_overhead(void)
-{
-    pt_hook_header *h = pt_g.hook;
-    if (!pt_g.timed || pt_g.slow || !h || (pt_g.hdr->control & PT_CONTROL_PAUSED) ||
-        !(h->overhead_inner > 0 || h->overhead_outer > 0))
-        return;
-    uint64_t depth0 = pt_g.threads[0].max_depth;
-    double inner = 0, outer = 0;
-    uint32_t chunk;
-    int ok = pt_measure_overhead(0, &inner, &outer, &chunk);
-    if (chunk != PT_NONE)
-        __atomic_store_n(&pt_g.chunks[chunk].thread, PT_NONE, __ATOMIC_RELEASE);
-    pt_g.threads[0].max_depth = depth0;
-    if (ok && inner + outer < h->overhead_inner + h->overhead_outer) {
-        pt_g.overhead_inner = h->overhead_inner = inner;
-        pt_g.overhead_outer = h->overhead_outer = outer;
-    }
+    munmap(t->hash, (size_t)(t->hash_mask + 1) * sizeof(pt_slot));
+    munmap(t, t->region);
 }
 
 /* ---- process life --------------------------------------------------------------- */
@@ -390,7 +342,6 @@ __attribute__((destructor)) static PT_NOINST void pt_destructor(void)
         pt_thread_name(t);
         t->busy = 0;
     }
-    pt_recalibrate_overhead();
     pt_clock_refine();
     __atomic_store_n(&pt_g.hdr->state, PT_STATE_EXITED, __ATOMIC_RELEASE);
 }
