@@ -73,10 +73,22 @@ def _walk(mem: BinaryIO, live: int, now: float, start: int, published: set[int],
     count = min(depth, MAX_ENTRIES)
     first = depth - count + 1
     raw = _read(mem, stack + first * _ENTRY_SIZE, count * _ENTRY_SIZE)
+    # The hooks publish a new top entry's depth before its fields (a signal handler
+    # may nest any time): a read in between pairs the new depth with the last call's
+    # timestamp at that index, seconds old.  A top entry that changed while we read
+    # is a call that churns (it returns within microseconds): leave it to its caller.
+    # One still there with the same call (its `child` grows as its callees return)
+    # stands.
+    pushed = _pushed_fields(raw[-_ENTRY_SIZE:])
+    again = _LIVE.unpack(_read(mem, live, _LIVE.size))[1]
+    top = depth
+    if again < depth or _pushed_fields(_read(mem, stack + depth * _ENTRY_SIZE,
+                                             _ENTRY_SIZE)) != pushed:
+        top = depth - 1
     now_thread = now - setup
     longest = now - start  # no call is older than the file
     pending: dict[int, float] = defaultdict(float)  # entry index -> open callees' time
-    for index in range(depth, first - 1, -1):
+    for index in range(top, first - 1, -1):
         fn, ts, child, up, anode, flags = _ENTRY.unpack_from(raw, (index - first) * _ENTRY_SIZE)
         elapsed = max(0.0, now_thread - ts)  # entered after `now` was taken: just begun
         if not fn or elapsed > longest or up >= index:
@@ -87,6 +99,12 @@ def _walk(mem: BinaryIO, live: int, now: float, start: int, published: set[int],
         if own > 0 and anode in published:
             out[anode] += own
         pending[up] += elapsed
+
+
+def _pushed_fields(entry: bytes) -> tuple[int, int, int, int]:
+    """fn, ts, up, anode: what a push writes and nothing changes until the call ends."""
+    fn, ts, _child, up, anode, _flags = _ENTRY.unpack(entry)
+    return fn, ts, up, anode
 
 
 def _read(mem: BinaryIO, address: int, size: int) -> bytes:
