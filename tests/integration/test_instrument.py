@@ -68,17 +68,24 @@ def test_a_call_body_is_timed_in_full(clock: str, monkeypatch: pytest.MonkeyPatc
     if clock == "monotonic":
         monkeypatch.setenv("PROFTUI_CLOCK", "monotonic")
     binary = build("ins_chain.c")
-    profile, output = record([binary, "2000000"])
-    own = float(output.split("chain_inline ")[1]) * 1e9
-    flat = {e.frame.function: e for e in flat_profile(profile)}
-    called, inline = flat["chain_call"].total_cost[0], flat["chain_inline"].total_cost[0]
-    print(f"{clock}: chain_call {called / 1e6:.1f} ms, step20 "
-          f"{flat['step20'].total_cost[0] / 1e6:.1f} ms, chain_inline {inline / 1e6:.1f} ms "
-          f"(its own clock {own / 1e6:.1f} ms)")
-    assert inline == pytest.approx(own, rel=0.15)
-    assert called == pytest.approx(inline, rel=0.35)
-    assert flat["step20"].total_cost[0] >= 0.8 * called
-    assert not [w for w in profile.meta.warnings if "below what the hooks can time" in w]
+    # Wall time on a shared machine: the hooks' real cost drifts from the calibrated one
+    # by a few ns a call now and then (2 M calls x 8 ns = 16 ms, 1 run in ~8 here), so one
+    # of 3 runs must come within 25 %; the bug read 13 % of the truth every time.
+    seen = []
+    for _ in range(3):
+        profile, output = record([binary, "2000000"])
+        own = float(output.split("chain_inline ")[1]) * 1e9
+        flat = {e.frame.function: e for e in flat_profile(profile)}
+        called, inline = flat["chain_call"].total_cost[0], flat["chain_inline"].total_cost[0]
+        step = flat["step20"].total_cost[0]
+        seen.append(f"chain_call {called / 1e6:.1f} ms, step20 {step / 1e6:.1f} ms, "
+                    f"chain_inline {inline / 1e6:.1f} ms (its own clock {own / 1e6:.1f} ms)")
+        print(f"{clock}: {seen[-1]}")
+        assert inline == pytest.approx(own, rel=0.15)
+        assert not [w for w in profile.meta.warnings if "below what the hooks can time" in w]
+        if called == pytest.approx(inline, rel=0.25) and step >= 0.8 * called:
+            return
+    pytest.fail("; ".join(seen))
 
 
 def test_functions_too_short_to_time_are_named_in_the_notes() -> None:
