@@ -151,7 +151,7 @@ def merge_parts(profile: Profile) -> Profile:
     return profile.finalize()
 
 
-SHORT_CALL_NS = 2.0  # own time per call under which the hooks cannot time a function
+SHORT_CALL_NS = 5.0  # own time per call under which the hooks cannot time a function
 CALIBRATION_ERROR_NS = 1.0  # run-to-run spread of the calibrated hook cost per call
 
 
