@@ -26,11 +26,13 @@ SPIN_FLAGS = ["-O1", "-g", "-fno-omit-frame-pointer"]
 # A login shell's part when its terminal closes: pass SIGHUP on to the job, then record
 # the job's status (a plain `sh -c` would die first, taking the status with it).
 HUP_WRAPPER = """\
-import signal, subprocess, sys
+import os, signal, subprocess, sys
 proc = subprocess.Popen(sys.argv[2:])
 signal.signal(signal.SIGHUP, lambda signum, _frame: proc.send_signal(signum))
 status = proc.wait()
-open(sys.argv[1], "w").write(str(status))
+with open(sys.argv[1] + ".part", "w") as out:
+    out.write(str(status))
+os.replace(sys.argv[1] + ".part", sys.argv[1])  # the test polls for the file: whole or absent
 """
 
 
