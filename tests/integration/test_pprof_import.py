@@ -179,7 +179,10 @@ def test_go_runtime_cpu_profile(tmp_path: Path) -> None:
             if e.self_cost[cpu]}
     assert reference, "go tool pprof printed no rows"
     assert ours == reference
-    assert ours.get("main.spinA", 0) > ours.get("main.spinB", 0) > 0
+    # Both spin functions are there; their ratio is the CPU's business (3x the iterations
+    # of spinA read 0.73 s against spinB's 0.77 s on one CI machine): the check above,
+    # equality with `go tool pprof`, is the test.
+    assert ours.get("main.spinA", 0) > 0 and ours.get("main.spinB", 0) > 0
 
 
 @pytest.mark.parametrize("damage", ["truncated", "garbage", "bad-gzip", "dangling"])
