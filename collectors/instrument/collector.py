@@ -52,6 +52,25 @@ DEFAULT_BUFFER_BYTES = 64 << 20  # the runtime's default (csrc/hook/pt_hook_file
 OPEN_CALLS_WATCH_S = 1.0  # record/--text: how often open calls are looked at (see wait)
 
 
+def _ended(datas: list[HookData], i: int) -> bool:
+    """Whether image `i` (datas sorted by pid, exec generation) is over: it exited
+    cleanly, or its process exec'd the next one."""
+    data = datas[i]
+    return data.header.exited or (i + 1 < len(datas) and datas[i + 1].header.pid ==
+                                  data.header.pid)
+
+
+def _may_have_open_calls(datas: list[HookData], i: int) -> bool:
+    """Whether image `i` can have calls open: timed and not over (an exec'd image's
+    memory is someone else's)."""
+    return not (datas[i].header.flags & FLAG_COUNT_ONLY or _ended(datas, i))
+
+
+def _self_ticks(data: HookData) -> dict[int, int]:
+    """Global node index -> self ticks of its finished calls."""
+    return dict(zip(data.nodes.index, data.nodes.self_ticks, strict=True))
+
+
 def hook_environment(options: CollectorOptions) -> dict[str, str]:
     """PROFTUI_* variables for the runtime; every key set so the caller's own
     environment cannot leak a stale choice into the target."""
@@ -222,11 +241,8 @@ class InstrumentCollector(LaunchCollector):
             with _gc_paused():
                 for i, data in enumerate(datas):
                     assert self._symbols is not None
-                    execed = i + 1 < len(datas) and datas[i + 1].header.pid == data.header.pid
-                    open_ticks = None
-                    if not (count_only or data.header.exited or execed):
-                        # an exec'd image's memory is someone else's
-                        open_ticks = self._open_calls(data, running=exit_info is None)
+                    open_ticks = (self._open_calls(data, running=exit_info is None)
+                                  if _may_have_open_calls(datas, i) else None)
                     add_hook_data(profile, data, self._symbols, meta.threads, open_ticks)
                 merge_parts(profile)
             self._refresh_thread_names(datas, meta.threads, running=exit_info is None)
@@ -263,8 +279,7 @@ class InstrumentCollector(LaunchCollector):
                 except (ProftuiError, OSError):
                     continue  # the final collect reports it
                 for i, data in enumerate(datas):
-                    execed = i + 1 < len(datas) and datas[i + 1].header.pid == data.header.pid
-                    if not (data.header.flags & FLAG_COUNT_ONLY or data.header.exited or execed):
+                    if _may_have_open_calls(datas, i):
                         self._open_calls(data, running=True)
 
     def _open_calls(self, data: HookData, running: bool) -> dict[int, float] | None:
@@ -279,18 +294,16 @@ class InstrumentCollector(LaunchCollector):
                 self._open_unreadable = str(exc)
                 return None
             if ticks:  # empty: it just died, or nothing is open yet; keep what was seen
-                position = {index: i for i, index in enumerate(data.nodes.index)}
-                self._last_open[key] = (ticks, {node: data.nodes.self_ticks[position[node]]
-                                                for node in ticks})
+                self_now = _self_ticks(data)
+                self._last_open[key] = (ticks, {node: self_now[node] for node in ticks})
             if ticks or Path(f"/proc/{data.header.pid}").exists():
                 return ticks
         seen = self._last_open.get(key)  # gone: a forked child killed while main runs
         if seen is None:
             return None
         ticks, self_then = seen
-        position = {index: i for i, index in enumerate(data.nodes.index)}
-        kept = {node: t for node, t in ticks.items()
-                if node in position and data.nodes.self_ticks[position[node]] == self_then[node]}
+        self_now = _self_ticks(data)
+        kept = {node: t for node, t in ticks.items() if self_now.get(node) == self_then[node]}
         if kept:
             self._open_kept.add(data.header.pid)
         return kept
@@ -315,8 +328,7 @@ class InstrumentCollector(LaunchCollector):
         main_pid = self.pid
         complete = not running
         for i, data in enumerate(datas):
-            execed = i + 1 < len(datas) and datas[i + 1].header.pid == data.header.pid
-            if data.header.exited or execed or running:
+            if _ended(datas, i) or running:
                 continue
             if data.header.pid in self._open_kept:
                 open_calls = ("calls still open then are counted up to the last look at "
