@@ -1,8 +1,9 @@
 """Sampler mode end to end: fixtures run under the preloaded sampler.
 
-Accuracy (60/30/10 split, 1:2:3:4 threads) is asserted on proportions with
-and without frame pointers (the CFI unwinder), call chains by name and
-order, and every run checks the target's output and exit status.
+Accuracy (the 60/30/10 fixture against its own CPU clock on the same run,
+1:2:3:4 threads) is asserted on proportions with and without frame pointers
+(the CFI unwinder), call chains by name and order, and every run checks the
+target's output and exit status.
 """
 
 from __future__ import annotations
@@ -61,6 +62,19 @@ def total_of(profile: Profile, function: str) -> float:
     return total
 
 
+def measured_shares(timings: Path) -> dict[str, float]:
+    """smp_work's own per-function CPU time on the same run, as % of the three."""
+    spent = {name: int(ns) for name, ns in
+             (line.split() for line in timings.read_text().splitlines())}
+    return {name: 100 * ns / sum(spent.values()) for name, ns in spent.items()}
+
+
+def sampled_shares(costs: dict[str, float]) -> dict[str, float]:
+    """The sampler's work_a/b/c costs as % of the three."""
+    work = {name: costs.get(name, 0.0) for name in ("work_a", "work_b", "work_c")}
+    return {name: 100 * cost / sum(work.values()) for name, cost in work.items()}
+
+
 def paths_to(profile: Profile, function: str) -> list[list[str]]:
     """Call chains (outermost first) of every tree node of `function`."""
     assert profile.tree is not None
@@ -72,21 +86,28 @@ def paths_to(profile: Profile, function: str) -> list[list[str]]:
 
 
 @pytest.mark.parametrize("flags", [FP_FLAGS, NOFP_FLAGS], ids=["frame-pointers", "cfi"])
-def test_work_split_and_call_chain(flags: list[str]) -> None:
+def test_work_split_and_call_chain(flags: list[str], tmp_path: Path) -> None:
     binary = build_fixture("smp_work.c", flags)
-    plain = subprocess.run([str(binary), "400"], capture_output=True, text=True)
-    profile, output = run_sampler(binary, "400", frequency_hz=2000)
+    plain = subprocess.run([str(binary), "1000"], capture_output=True, text=True)
+    timings = tmp_path / "timings"
+    # 8 kHz over ~0.8 s: work_c's calls (~80 us) are shorter than a period, so
+    # each gets one sample or none; at 2 kHz that spread reached 2.3 points
+    # (rms 1.1 over 20 runs), at 8 kHz 0.5 (rms 0.2).
+    profile, output = run_sampler(binary, "1000", str(timings), frequency_hz=8000)
     assert (output, profile.meta.exit_status) == (plain.stdout, plain.returncode)
-    assert plain.stdout == "done 400\n" and plain.returncode == 7
+    assert plain.stdout == "done 1000\n" and plain.returncode == 7
     assert profile.meta.mode == "sampler" and profile.meta.complete
     assert "perf" in profile.meta.clock or "timer" in profile.meta.clock
     costs = self_costs(profile)
     total = profile.total(0)
-    assert total > 300, f"too few samples: {total}"
-    shares = {f: 100 * costs.get(f, 0.0) / total for f in ("work_a", "work_b", "work_c")}
-    assert sum(shares.values()) > 95
-    for name, expected in (("work_a", 60), ("work_b", 30), ("work_c", 10)):
-        assert abs(shares[name] - expected) <= 3, shares
+    assert total > 2000, f"too few samples: {total}"
+    assert sum(costs.get(f, 0.0) for f in ("work_a", "work_b", "work_c")) > 0.95 * total
+    # Held to the fixture's own CPU clock on this run, not to the 6:3:1 iteration
+    # split: CI's shared VM gave work_a 56.7 % of the time for 60 % of the work.
+    shares, measured = sampled_shares(costs), measured_shares(timings)
+    for name in ("work_a", "work_b", "work_c"):
+        assert abs(shares[name] - measured[name]) <= 3, (shares, measured)
+    assert 45 < measured["work_a"] < 75, measured  # the fixture still does what it says
     # Every sample of work_a sits under main, which sits under the libc start code.
     for path in paths_to(profile, "work_a"):
         assert path[-2:] == ["main", "work_a"], path
@@ -181,13 +202,14 @@ def test_wall_clock_sees_sleep() -> None:
     assert 0.35 < sleep_share < 0.65, self_costs(wall_profile)
 
 
-def test_posix_timer_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_posix_timer_fallback(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Without perf_event: tick-bound timers, each sample weighted by its overruns."""
     monkeypatch.setenv("PROFTUI_SAMPLER_CLOCK", "timer")
     binary = build_fixture("smp_work.c", NOFP_FLAGS)
     # 2000 units: about 1.7 s of CPU, 400+ tick-bound samples; 600 gave ~125, whose
     # binomial spread (4.4 points on work_a) let the 6-point bound fail under load.
-    profile, output = run_sampler(binary, "2000")
+    timings = tmp_path / "timings"
+    profile, output = run_sampler(binary, "2000", str(timings))
     assert (output, profile.meta.exit_status) == ("done 2000\n", 7)
     assert "timer" in profile.meta.clock
     assert any("POSIX CPU timers deliver" in w for w in profile.meta.warnings)
@@ -195,8 +217,9 @@ def test_posix_timer_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
     costs = self_costs(profile, cpu)
     total = profile.total(cpu)
     assert total > profile.total(0) * profile.meta.period_ns  # weights > 1 sample
-    for name, expected in (("work_a", 60), ("work_b", 30), ("work_c", 10)):
-        assert abs(100 * costs.get(name, 0) / total - expected) <= 6, costs
+    shares, measured = sampled_shares(costs), measured_shares(timings)
+    for name in ("work_a", "work_b", "work_c"):
+        assert abs(shares[name] - measured[name]) <= 6, (shares, measured)
 
 
 def test_dlopen_by_bare_name_uses_callers_runpath(tmp_path: Path) -> None:
