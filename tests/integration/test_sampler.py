@@ -116,17 +116,22 @@ def test_work_split_and_call_chain(flags: list[str], tmp_path: Path) -> None:
     assert profile.total(cpu) == pytest.approx(total * profile.meta.period_ns)
 
 
-def test_threads_sampled_in_proportion() -> None:
+def test_threads_sampled_in_proportion(tmp_path: Path) -> None:
     binary = build_fixture("smp_threads.c", [*FP_FLAGS, "-pthread"])
-    profile, output = run_sampler(binary, frequency_hz=2000)
+    report = tmp_path / "cpu"  # each worker's CPU ns from its own clock, units order
+    profile, output = run_sampler(binary, str(report), frequency_hz=2000)
     assert (output, profile.meta.exit_status) == ("threads done\n", 0)
     pid = profile.meta.pids[0]
     per_thread = sorted(tree.root.total_cost[0] for part, tree in profile.parts.items()
                         if part.startswith(f"pid {pid} tid ") and tree.root.total_cost[0] > 20)
     assert len(per_thread) == 4, profile.parts.keys()
-    total = sum(per_thread)
-    for units, samples in zip((1, 2, 3, 4), per_thread, strict=True):
-        assert abs(samples / total - units / 10) <= 0.05 * units / 10 + 0.005, per_thread
+    cpu = [int(line) for line in report.read_text().split()]
+    # Two vCPUs shared by four threads: a unit's cost varies a little between threads,
+    # so samples are held to each thread's measured CPU time, and that to 1:2:3:4.
+    for units, samples, spent in zip((1, 2, 3, 4), per_thread, sorted(cpu), strict=True):
+        measured = spent / sum(cpu)
+        assert abs(samples / sum(per_thread) - measured) <= 0.02, (per_thread, cpu)
+        assert abs(measured - units / 10) <= 0.04, cpu
     for path in paths_to(profile, "spin"):
         assert path[-2:] == ["worker", "spin"], path
 
