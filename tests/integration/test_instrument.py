@@ -65,9 +65,11 @@ def test_a_call_body_is_timed_in_full(clock: str, monkeypatch: pytest.MonkeyPatc
     if clock == "monotonic":
         monkeypatch.setenv("PROFTUI_CLOCK", "monotonic")
     binary = build("ins_chain.c")
-    # Wall time on a shared machine: the hooks' real cost drifts from the calibrated one
-    # by a few ns a call now and then (2 M calls x 8 ns = 16 ms, 1 run in ~8 here), so one
-    # of 3 runs must come within 25 %; the bug read 13 % of the truth every time.
+    # The bug hid the body: it read 13 % of the truth, every run.  That direction is held
+    # tight.  The other is not a bug: the hooks' real cost drifts above the calibrated one
+    # when the machine is shared (a busy neighbour vCPU here: +3-4 ns a call with tsc,
+    # +10-15 ns with clock_gettime, so 2 M calls of this 20 ns function read up to 1.75x);
+    # twice the truth still catches compensation gone (3.5x).  One of 3 runs must pass.
     seen = []
     for _ in range(3):
         profile, output = record([binary, "2000000"])
@@ -80,7 +82,7 @@ def test_a_call_body_is_timed_in_full(clock: str, monkeypatch: pytest.MonkeyPatc
         print(f"{clock}: {seen[-1]}")
         assert inline == pytest.approx(own, rel=0.15)
         assert not [w for w in profile.meta.warnings if "below what the hooks can time" in w]
-        if called == pytest.approx(inline, rel=0.25) and step >= 0.8 * called:
+        if 0.8 * own <= called <= 2.0 * own and step >= 0.75 * own:
             return
     pytest.fail("; ".join(seen))
 
