@@ -34,7 +34,9 @@ class TargetWatch:
         self.program = program
         self.most_threads = 1
         self.cpu_s = 0.0  # utime + stime at the last poll (a lower bound of the total)
-        self.first_root = _readlink(f"/proc/{pid}/root")
+        # The root it started with is ours (we launched it): its own link, read here,
+        # may already be the jail when it chroots first thing (seen under load).
+        self.first_root = _readlink("/proc/self/root")
         self.new_root: str | None = None  # the root directory it changed to, if seen
         self.sigprof_ignored = False  # SIGPROF set to SIG_IGN at some poll
         self._polls = 0

@@ -135,6 +135,34 @@ def test_unreachable_run_directory_is_named(tmp_path: Path, how: str) -> None:
         assert "switched to user id 65534" in lines[0]
 
 
+def test_chroot_seen_when_the_watch_starts_late(tmp_path: Path) -> None:
+    """A target that chroots before proftui's first look still counts as having moved
+    (CI under load: the watch started after the chroot and compared the jail with itself)."""
+    import time
+
+    from proftui.collectors.gprof.watch import TargetWatch
+
+    binary = build_fixture("gp_chroot.c", PG)
+    jail = tmp_path / "jail"
+    jail.mkdir()
+    target = subprocess.Popen([str(binary), str(jail)], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 30
+        while os.readlink(f"/proc/{target.pid}/root") != str(jail):
+            if target.poll() is not None:
+                pytest.skip(f"chroot not permitted here ({target.stderr.read().strip()})")
+            assert time.monotonic() < deadline, "the fixture never changed its root"
+            time.sleep(0.001)
+        watch = TargetWatch(target.pid, binary)
+        time.sleep(0.1)
+        watch.stop()
+        assert watch.new_root == str(jail)
+    finally:
+        target.kill()
+        target.wait()
+
+
 def test_exit_without_handlers_lists_the_causes(tmp_path: Path) -> None:
     binary = build_fixture("gp_exit.c", PG)
     plain = direct([str(binary)], tmp_path)
