@@ -76,3 +76,17 @@ def perf_allowed(tmp_path: Path) -> bool:
     probe = subprocess.run(["perf", "record", "-q", "-o", str(tmp_path / "probe.data"), "--",
                             "true"], capture_output=True)
     return probe.returncode == 0
+
+
+def fixture_cpu_ns(report: Path) -> dict[str, int]:
+    """CPU ns per function that a fixture measured on itself ("name ns" lines, from its
+    thread's CPU clock): the same-run truth for smp_work.c and diff_work.c."""
+    return {name: int(ns) for name, ns in
+            (line.split() for line in report.read_text().splitlines())}
+
+
+def fixture_cpu_shares(report: Path) -> dict[str, float]:
+    """fixture_cpu_ns as percent of the functions listed."""
+    spent = fixture_cpu_ns(report)
+    total = sum(spent.values())
+    return {name: 100.0 * ns / total for name, ns in spent.items()}

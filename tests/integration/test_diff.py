@@ -20,6 +20,7 @@ from proftui.collectors.formats.export import write_export
 from proftui.collectors.formats.importers import load_any
 
 from tests.conftest import FIXTURES
+from tests.reference import fixture_cpu_ns, fixture_cpu_shares
 
 WORK = {"work_a": 1, "work_b": 2, "work_c": 3, "work_d": 4}  # units of work, diff_work.c
 DOUBLED = "work_b"  # -DDOUBLE_B: 4 units
@@ -91,17 +92,11 @@ def _nominal_shares(doubled: bool) -> dict[str, float]:
     return {name: 100.0 * units / whole for name, units in work.items()}
 
 
-def _measured_cpu(saved: Path) -> dict[str, int]:
-    """Each worker's CPU ns on the run `saved` recorded, from the fixture's own clock."""
-    return {name: int(ns) for name, ns in
-            (line.split() for line in saved.with_suffix(".cpu").read_text().splitlines())}
-
-
 def _measured_shares(saved: Path) -> dict[str, float]:
-    """The truth the sampler is held to: a unit of one worker need not cost what a unit
-    of another does (loop alignment, a shared VM), so the units only bound it loosely."""
-    cpu = _measured_cpu(saved)
-    return {name: 100.0 * ns / sum(cpu.values()) for name, ns in cpu.items()}
+    """The truth the sampler is held to: each worker's CPU time on the run `saved` recorded,
+    from the fixture's own clock.  A unit of one worker need not cost what a unit of another
+    does (loop alignment, a shared VM), so the units only bound it loosely."""
+    return fixture_cpu_shares(saved.with_suffix(".cpu"))
 
 
 def _by_name(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -131,8 +126,9 @@ def test_doubled_function_share_change_matches_truth(sampled: tuple[Path, Path])
     # the largest change, in shares and in absolute samples, is the doubled function
     assert doc["functions"][0]["function"] == DOUBLED
     assert diff_json("--absolute", str(base), str(new))["functions"][0]["function"] == DOUBLED
-    ratio = _measured_cpu(new)[DOUBLED] / _measured_cpu(base)[DOUBLED]
-    assert rows[DOUBLED]["self"]["ratio"] == pytest.approx(ratio, abs=0.15), ratio
+    cpu_ratio = (fixture_cpu_ns(new.with_suffix(".cpu"))[DOUBLED]
+                 / fixture_cpu_ns(base.with_suffix(".cpu"))[DOUBLED])
+    assert rows[DOUBLED]["self"]["ratio"] == pytest.approx(cpu_ratio, abs=0.15), cpu_ratio
     # the context that changed most ends in the doubled function, under main
     top = doc["paths"][0]
     assert top["path"][-2:] == ["main", DOUBLED] and top["status"] == "both"
@@ -154,8 +150,9 @@ def test_text_report_names_units_and_sort(sampled: tuple[Path, Path]) -> None:
     assert "self ms" in done.stdout
 
 
+# pprof names an inlined function "name (inline)"; proftui names it "name"
 PPROF_ROW = re.compile(r"^\s*(-?[\d.]+)(?:ns)?\s+-?[\d.]+%\s+-?[\d.]+%\s+(-?[\d.]+)(?:ns)?"
-                       r"\s+-?[\d.]+%\s+(\S+)\s*$")
+                       r"\s+-?[\d.]+%\s+(\S+)(?: \(inline\))?\s*$")
 
 
 def _pprof_diff(go: str, base: Path, new: Path, index: str) -> dict[str, tuple[int, int]]:

@@ -19,6 +19,7 @@ from proftui.collectors.registry import COLLECTORS
 from proftui.collectors.sampler.collector import SamplerCollector
 
 from tests.conftest import build_fixture
+from tests.reference import fixture_cpu_shares
 
 FP_FLAGS = ["-O2", "-g", "-fno-omit-frame-pointer"]
 NOFP_FLAGS = ["-O2", "-g", "-fomit-frame-pointer"]
@@ -62,13 +63,6 @@ def total_of(profile: Profile, function: str) -> float:
     return total
 
 
-def measured_shares(timings: Path) -> dict[str, float]:
-    """smp_work's own per-function CPU time on the same run, as % of the three."""
-    spent = {name: int(ns) for name, ns in
-             (line.split() for line in timings.read_text().splitlines())}
-    return {name: 100 * ns / sum(spent.values()) for name, ns in spent.items()}
-
-
 def sampled_shares(costs: dict[str, float]) -> dict[str, float]:
     """The sampler's work_a/b/c costs as % of the three."""
     work = {name: costs.get(name, 0.0) for name in ("work_a", "work_b", "work_c")}
@@ -104,7 +98,7 @@ def test_work_split_and_call_chain(flags: list[str], tmp_path: Path) -> None:
     assert sum(costs.get(f, 0.0) for f in ("work_a", "work_b", "work_c")) > 0.95 * total
     # Held to the fixture's own CPU clock on this run, not to the 6:3:1 iteration
     # split: CI's shared VM gave work_a 56.7 % of the time for 60 % of the work.
-    shares, measured = sampled_shares(costs), measured_shares(timings)
+    shares, measured = sampled_shares(costs), fixture_cpu_shares(timings)
     for name in ("work_a", "work_b", "work_c"):
         assert abs(shares[name] - measured[name]) <= 3, (shares, measured)
     assert 45 < measured["work_a"] < 75, measured  # the fixture still does what it says
@@ -222,7 +216,7 @@ def test_posix_timer_fallback(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -
     costs = self_costs(profile, cpu)
     total = profile.total(cpu)
     assert total > profile.total(0) * profile.meta.period_ns  # weights > 1 sample
-    shares, measured = sampled_shares(costs), measured_shares(timings)
+    shares, measured = sampled_shares(costs), fixture_cpu_shares(timings)
     for name in ("work_a", "work_b", "work_c"):
         assert abs(shares[name] - measured[name]) <= 6, (shares, measured)
 

@@ -12,6 +12,7 @@ import pytest
 from proftui.collectors.registry import COLLECTORS
 
 from tests.conftest import build_fixture
+from tests.reference import fixture_cpu_shares
 from tests.tui.test_tmux import PROFTUI, Terminal
 
 UNIT = "60000000"  # loop iterations per unit of work: ~1 s of CPU in all
@@ -72,8 +73,7 @@ def test_flame_pane_navigate_zoom_search_in_a_terminal(terminal: list[Terminal],
                              str(binary), UNIT, str(cpu)], capture_output=True, text=True,
                             timeout=180)
     assert record.returncode == 0, record.stderr
-    spent = {name: int(ns) for name, ns in (line.split() for line in cpu.read_text().splitlines())}
-    measured = {name: 100.0 * ns / sum(spent.values()) for name, ns in spent.items()}
+    measured = fixture_cpu_shares(cpu)
     term = Terminal([str(PROFTUI), "open", str(saved)], tmp_path)
     terminal.append(term)
     term.wait_for("Self%", "work_d", "1 Flat")
