@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from proftui.collectors.model.sourcefiles import ORIGINS, process_reader
 from proftui.collectors.symbols.elf import PT_LOAD, ElfFile
+from proftui.collectors.symbols.vdso import VDSO, vdso_file
 
 DELETED = " (deleted)"
 
@@ -31,11 +32,12 @@ class Mapping:
 
 
 def parse_maps(text: str) -> list[Mapping]:
-    """Parse /proc/PID/maps text; lines without a file path are skipped."""
+    """Parse /proc/PID/maps text; lines without a file path are skipped, but for the
+    vDSO's ("[vdso]", symbolized from memory: collectors/symbols/vdso.py)."""
     mappings = []
     for line in text.splitlines():
         parts = line.split(None, 5)
-        if len(parts) < 6 or not parts[5].startswith("/"):
+        if len(parts) < 6 or not (parts[5].startswith("/") or parts[5] == VDSO):
             continue
         try:
             lo, hi = (int(x, 16) for x in parts[0].split("-"))
@@ -121,6 +123,8 @@ class AddressSpace:
         return self._sorted
 
     def _openable(self, mapping: Mapping) -> str:
+        if mapping.path == VDSO:
+            return vdso_file(self.pid) or VDSO
         path = mapping.path.removesuffix(DELETED)
         candidate = os.path.join(self.root, path.lstrip("/")) if self.root != "/" else path
         if not mapping.path.endswith(DELETED) and os.path.exists(candidate):

@@ -33,6 +33,7 @@ from proftui.collectors.symbols.demangle import demangle
 from proftui.collectors.symbols.dwarfnames import InlineNames
 from proftui.collectors.symbols.elf import PT_LOAD, SHT_NOBITS, ElfFile, open_regular
 from proftui.collectors.symbols.maps import AddressSpace
+from proftui.collectors.symbols.vdso import VDSO
 
 if TYPE_CHECKING:
     from symbolic.symcache import SymCache
@@ -351,7 +352,9 @@ class Symbolizer:
         if found is None:
             found = ModuleSymbols(path, readable, self._cache, self.warnings)
             self._modules[path] = found
-            if found.stripped:
+            if path == VDSO:
+                pass  # the kernel's image: exported names only, no debug file, as expected
+            elif found.stripped:
                 self.warnings.append(f"stripped: {path} has no symbol table or debug file "
                                      "(only exported functions have names)")
             elif found.debug_path is None:

@@ -6,9 +6,12 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <unistd.h>
 
 #include "pt_maps.h"
+
+#define PT_VDSO_NAME "[vdso]"
 
 PT_HIDDEN const struct pt_cfi_set *volatile pt_maps_cfi;
 PT_HIDDEN uintptr_t pt_maps_self_lo, pt_maps_self_hi;
@@ -44,9 +47,10 @@ struct pt_refresh {
     int changed;
 };
 
-/* Log every executable segment of `o`; the vDSO (no path) is not logged. */
+/* Log every executable segment of `o`: objects with a path, and the vDSO as
+ * "[vdso]" (its name in /proc/PID/maps; the reader symbolizes it from memory). */
 static void pt_log_object(pt_maps_log_fn log, const struct pt_object *o, uint32_t event) {
-    if (o->name[0] != '/') return;
+    if (o->name[0] != '/' && strcmp(o->name, PT_VDSO_NAME) != 0) return;
     for (int i = 0; i < o->nsegs; i++) {
         struct pt_maps_segment seg = {o->seg_start[i], o->seg_end[i], o->seg_off[i], o->base,
                                       o->build_id,     o->build_id_len, o->name};
@@ -80,6 +84,9 @@ static int pt_on_object(struct dl_phdr_info *info, size_t size, void *data) {
     struct pt_refresh *r = data;
     (void)size;
     const char *name = info->dlpi_name && info->dlpi_name[0] ? info->dlpi_name : pt_exe_path;
+    /* The vDSO's program headers follow its ELF header, in its first page. */
+    uintptr_t vdso = (uintptr_t)getauxval(AT_SYSINFO_EHDR);
+    if (vdso != 0 && ((uintptr_t)info->dlpi_phdr & ~(uintptr_t)4095) == vdso) name = PT_VDSO_NAME;
     for (int i = 0; i < pt_nobjects; i++)
         if (pt_objects[i].base == info->dlpi_addr && strcmp(pt_objects[i].name, name) == 0) {
             pt_objects[i].alive = 1;
