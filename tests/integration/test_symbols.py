@@ -130,13 +130,16 @@ def test_pie_load_bias_from_live_maps(compile_c) -> None:
     assert space.resolve(runtime) is not None
 
 
-def test_parse_maps_keeps_deleted_and_skips_anonymous() -> None:
+def test_parse_maps_keeps_deleted_and_vdso_and_skips_anonymous() -> None:
     text = ("55d0-55e0 r-xp 00001000 08:01 12 /usr/bin/prog\n"
             "7f00-7f10 r-xp 00000000 08:01 13 /tmp/lib.so (deleted)\n"
             "7f20-7f30 rw-p 00000000 00:00 0 \n"
+            "7ff0-7ff2 r--p 00000000 00:00 0 [vvar]\n"
             "7ffc-7ffd r-xp 00000000 00:00 0 [vdso]\n")
     maps = parse_maps(text)
-    assert [m.path for m in maps] == ["/usr/bin/prog", "/tmp/lib.so (deleted)"]
+    # the vDSO has no file but is symbolized from memory (tests/integration/test_vdso.py)
+    assert [m.path for m in maps] == ["/usr/bin/prog", "/tmp/lib.so (deleted)", "[vdso]"]
+    maps = maps[:2]
     space = AddressSpace()
     for m in maps:
         space.add(m)
