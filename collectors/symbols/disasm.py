@@ -36,6 +36,7 @@ from proftui.collectors.model.source import (
 )
 from proftui.collectors.symbols.elf import ElfFile, open_regular
 from proftui.collectors.symbols.symbolizer import Symbolizer
+from proftui.collectors.symbols.vdso import VDSO, vdso_file
 
 MAX_DISASSEMBLY_BYTES = 0x10000  # never disassemble more than this from one start address
 TOOL_TIMEOUT_S = 10.0
@@ -64,6 +65,12 @@ def _identity(module: str) -> tuple[object, ...] | None:
 
 
 _builds: dict[tuple[object, ...], str | None] = {}  # file identity -> its build-id
+
+
+def _openable(module: str) -> str:
+    """Where `module` opens: the vDSO from proftui's own image, which same_build then
+    holds to the profiled one's build-id (another kernel's vDSO is another image)."""
+    return (vdso_file(None) or module) if module == VDSO else module
 
 
 def same_build(module: str, build_id: str | None) -> bool:
@@ -153,10 +160,10 @@ def disassembly_listing(profile: Profile, frame: Frame) -> Listing | None:
     # start: decoding from there would print garbage.
     if frame.address is None or not frame.module or not frame.raw_name or frame.inlined:
         return None
-    if not same_build(frame.module, frame.build_id):
+    module = _openable(frame.module)
+    if not same_build(module, frame.build_id):
         return None
-    instructions = disassemble(frame.module, frame.address,
-                               _end_of(profile, frame, frame.address))
+    instructions = disassemble(module, frame.address, _end_of(profile, frame, frame.address))
     if not instructions:
         return None
     owned = function_addresses(profile, frame)
@@ -262,10 +269,10 @@ def interleaved_listing(profile: Profile, frame: Frame) -> Listing | None:
     a head row carries its instructions' cost summed.  None without a binary."""
     if frame.address is None or not frame.module or not frame.raw_name or frame.inlined:
         return None
-    if not same_build(frame.module, frame.build_id):
+    module = _openable(frame.module)
+    if not same_build(module, frame.build_id):
         return None
-    instructions = disassemble(frame.module, frame.address,
-                               _end_of(profile, frame, frame.address))
+    instructions = disassemble(module, frame.address, _end_of(profile, frame, frame.address))
     if not instructions:
         return None
     owned = function_addresses(profile, frame)

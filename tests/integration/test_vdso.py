@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from proftui.collectors.model import storage
 from proftui.collectors.model.profile import Profile
+from proftui.collectors.symbols.disasm import disassembly_listing
 from proftui.collectors.symbols.elf import ElfFile
 from proftui.collectors.symbols.maps import parse_maps
 from proftui.collectors.symbols.vdso import VDSO, vdso_file
@@ -58,6 +59,12 @@ def test_sampler_names_vdso_frames(tmp_path: Path) -> None:
     assert not any(f.function.startswith("0x") for f in profile.frames), \
         [f.function for f in profile.frames]
     assert not any(VDSO in w for w in profile.meta.warnings), profile.meta.warnings
+    # the source pane disassembles it from proftui's own image (same kernel, same build-id)
+    frame = next(f for f in profile.frames if f.function == VDSO_CLOCK)
+    listing = disassembly_listing(profile, frame)
+    assert listing is not None and listing.kind == "disassembly"
+    costed = [row for row in listing.lines if row.cost and row.cost[0] > 0]
+    assert costed and all(row.text.strip() for row in costed), listing.lines[:5]
 
 
 def test_vdso_share_agrees_with_perf_on_the_same_run(tmp_path: Path) -> None:
