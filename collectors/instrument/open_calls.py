@@ -4,7 +4,8 @@ The hook runtime adds a call's time to its node when the call returns, so a
 live view would show nothing for main's own loop, or for a function that has
 been computing for a minute.  Each thread's open calls are on its shadow stack
 in the target's private memory; the thread table gives its address
-(`pt_hook_live`, docs/wire-format.md "Calls still open").  This reads them
+(`pt_hook_live`, docs/wire-format.md "Calls still open"; their layouts are
+wire_hook.LIVE and OPEN_ENTRY, beside the file's).  This reads them
 through /proc/<pid>/mem (the target is our child, so ptrace rules allow it),
 racing the running thread: an entry that does not make sense (no function, a
 node not published yet, older than the file) is skipped for this refresh.  Used for live
@@ -18,13 +19,8 @@ import time
 from collections import defaultdict
 from typing import BinaryIO
 
-from proftui.collectors.runtime.wire_hook import HookData
+from proftui.collectors.runtime.wire_hook import LIVE, OPEN_ENTRY, OPEN_UNRECORDED, HookData
 
-_LIVE = struct.Struct("<QIIQQ")  # guard, depth, cap, stack, setup
-_ENTRY_SIZE = 72
-_ENTRY = struct.Struct("<Q8xQQI4xI4xI20x")  # fn, ts, child, up, anode, flags
-assert _LIVE.size == 32 and _ENTRY.size == _ENTRY_SIZE
-UNRECORDED = 0x80000000  # entry flags: no node, its time stays in its caller's
 MAX_ENTRIES = 4096  # deepest open calls read per thread (a 100,000-deep recursion: the top)
 
 
@@ -67,33 +63,34 @@ def open_self_ticks(data: HookData, now_ns: int | None = None) -> dict[int, floa
 def _walk(mem: BinaryIO, live: int, now: float, start: int, published: set[int],
           out: dict[int, float]) -> None:
     """Add one thread's open calls' own ticks to `out`."""
-    _guard, depth, cap, stack, setup = _LIVE.unpack(_read(mem, live, _LIVE.size))
+    _guard, depth, cap, stack, setup = LIVE.unpack(_read(mem, live, LIVE.size))
     if not 0 < depth < cap:
         return
     count = min(depth, MAX_ENTRIES)
     first = depth - count + 1
-    raw = _read(mem, stack + first * _ENTRY_SIZE, count * _ENTRY_SIZE)
+    raw = _read(mem, stack + first * OPEN_ENTRY.size, count * OPEN_ENTRY.size)
     # The hooks publish a new top entry's depth before its fields (a signal handler
     # may nest any time): a read in between pairs the new depth with the last call's
     # timestamp at that index, seconds old.  A top entry that changed while we read
     # is a call that churns (it returns within microseconds): leave it to its caller.
     # One still there with the same call (its `child` grows as its callees return)
     # stands.
-    pushed = _pushed_fields(raw[-_ENTRY_SIZE:])
-    again = _LIVE.unpack(_read(mem, live, _LIVE.size))[1]
+    pushed = _pushed_fields(raw[-OPEN_ENTRY.size:])
+    again = LIVE.unpack(_read(mem, live, LIVE.size))[1]
     top = depth
-    if again < depth or _pushed_fields(_read(mem, stack + depth * _ENTRY_SIZE,
-                                             _ENTRY_SIZE)) != pushed:
+    if again < depth or _pushed_fields(_read(mem, stack + depth * OPEN_ENTRY.size,
+                                             OPEN_ENTRY.size)) != pushed:
         top = depth - 1
     now_thread = now - setup
     longest = now - start  # no call is older than the file
     pending: dict[int, float] = defaultdict(float)  # entry index -> open callees' time
     for index in range(top, first - 1, -1):
-        fn, ts, child, up, anode, flags = _ENTRY.unpack_from(raw, (index - first) * _ENTRY_SIZE)
+        at = (index - first) * OPEN_ENTRY.size
+        fn, ts, child, up, anode, flags = OPEN_ENTRY.unpack_from(raw, at)
         elapsed = max(0.0, now_thread - ts)  # entered after `now` was taken: just begun
         if not fn or elapsed > longest or up >= index:
             continue  # being rewritten by the running thread: skipped this time
-        if flags & UNRECORDED:
+        if flags & OPEN_UNRECORDED:
             continue  # its time is its recorded caller's own, counted there
         own = elapsed - child - pending.pop(index, 0.0)
         if own > 0 and anode in published:
@@ -103,7 +100,7 @@ def _walk(mem: BinaryIO, live: int, now: float, start: int, published: set[int],
 
 def _pushed_fields(entry: bytes) -> tuple[int, int, int, int]:
     """fn, ts, up, anode: what a push writes and nothing changes until the call ends."""
-    fn, ts, _child, up, anode, _flags = _ENTRY.unpack(entry)
+    fn, ts, _child, up, anode, _flags = OPEN_ENTRY.unpack(entry)
     return fn, ts, up, anode
 
 

@@ -51,6 +51,13 @@ _MODULE = struct.Struct("<QQQ232s")
 assert _HOOK.size == HOOK_HEADER_SIZE and _THREAD.size == THREAD_SIZE
 assert _MODULE.size == MODULE_SIZE
 
+# Calls still open, read from the target's memory (docs/wire-format.md; open_calls.py):
+LIVE = struct.Struct("<QIIQQ")  # pt_hook_live: guard, depth, cap, stack, setup
+OPEN_ENTRY = struct.Struct("<Q8xQQI4xI4xI20x")  # pt_hook_open_entry: fn, ts, child, up,
+#                                                 anode, flags
+OPEN_UNRECORDED = 0x80000000  # open entry flags: no node, its time stays in its caller's
+assert LIVE.size == 32 and OPEN_ENTRY.size == 72
+
 
 @dataclass(frozen=True)
 class HookHeader:
