@@ -17,7 +17,7 @@ from proftui.collectors.instrument import open_calls
 from proftui.collectors.instrument.collector import InstrumentCollector
 from proftui.collectors.model import storage
 from proftui.collectors.model.profile import Profile
-from proftui.collectors.model.views import flat_profile
+from proftui.collectors.model.views import FlatEntry, flat_profile
 
 from tests.integration.ins_helpers import build
 
@@ -30,8 +30,12 @@ def started(spin_s: str, loop_s: str) -> InstrumentCollector:
     return collector
 
 
+def flat(profile: Profile) -> dict[str, FlatEntry]:
+    return {e.frame.function: e for e in flat_profile(profile)}
+
+
 def self_ns(profile: Profile, function: str) -> float:
-    return {e.frame.function: e for e in flat_profile(profile)}[function].self_cost[0]
+    return flat(profile)[function].self_cost[0]
 
 
 def test_live_view_counts_calls_that_have_not_returned() -> None:
@@ -47,15 +51,13 @@ def test_live_view_counts_calls_that_have_not_returned() -> None:
         elapsed = time.monotonic() - begun
         print(f"live: leaf_spin {spun / 1e9:.2f} s after {elapsed:.2f} s")
         assert 0.8e9 < spun <= elapsed * 1e9
-        main = {e.frame.function: e for e in flat_profile(live)}["main"]
-        assert main.total_cost[0] >= spun
+        assert flat(live)["main"].total_cost[0] >= spun
         final = collector.wait()
     finally:
         collector.stop()
     assert self_ns(final, "leaf_spin") == pytest.approx(3e9, rel=0.1)
     # 1 s of wall time of which the hooks' cost (two calls an iteration) is taken out
-    loop = {e.frame.function: e for e in flat_profile(final)}["loop_calls"]
-    assert 0.3e9 < loop.total_cost[0] < 1.05e9
+    assert 0.3e9 < flat(final)["loop_calls"].total_cost[0] < 1.05e9
 
 
 def test_unreadable_target_memory_is_explained(monkeypatch: pytest.MonkeyPatch) -> None:
