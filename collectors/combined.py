@@ -145,6 +145,6 @@ def _add_tree(into: CallTree, tree: CallTree, ids: list[int], offset: int) -> No
         theirs, mine = pairs.pop()
         for i, value in enumerate(theirs.self_cost):
             mine.self_cost[offset + i] += value
-        if theirs.calls is not None and theirs is not tree.root:
+        if theirs.calls is not None and theirs.index != 0:
             mine.add_calls(theirs.calls)
         pairs.extend((child, mine.child(ids[fid])) for fid, child in theirs.children.items())

@@ -90,7 +90,7 @@ def _remap_tree(tree: CallTree, ids: list[int], order: list[int | None]) -> Call
         theirs, mine = pairs.pop()
         for i, value in enumerate(_reorder(theirs.self_cost, order)):
             mine.self_cost[i] += value
-        if theirs.calls is not None and theirs is not tree.root:
+        if theirs.calls is not None and theirs.index != 0:
             mine.add_calls(theirs.calls)
         pairs.extend((child, mine.child(ids[fid])) for fid, child in theirs.children.items())
     return out.finalize()
@@ -168,34 +168,13 @@ def _bulk_nodes() -> Iterator[None]:
             gc.enable()
 
 
-def _copy_tree(tree: CallTree) -> CallTree:
-    """A copy of `tree`'s nodes, self costs and calls (totals left to `finalize`)."""
-    n = tree.n_metrics
-    out = CallTree(n)
-    out.cut_depth = tree.cut_depth
-    out.root.self_cost = list(tree.root.self_cost)
-    out.root.calls = tree.root.calls
-    pairs: list[tuple[CallNode, CallNode]] = [(tree.root, out.root)]
-    pop, push = pairs.pop, pairs.append
-    while pairs:
-        theirs, mine = pop()
-        kids = mine.children
-        for fid, child in theirs.children.items():
-            node = CallNode(fid, mine, n)
-            node.self_cost = list(child.self_cost)
-            node.calls = child.calls
-            kids[fid] = node
-            push((child, node))
-    return out
-
-
 def _subtract_tree(current: CallTree, mark: CallTree, ids: list[int],
                    order: list[int | None]) -> CallTree:
     """`current` minus `mark`, whose frame ids map through `ids` and costs through `order`
     (`align`'s mapping): a walk of the mark's own nodes over a copy of `current`, not
     an aligned copy of the mark merged in (the same sums; siblings that map to one
     id subtract from one node, as they merge in `align`)."""
-    out = _copy_tree(current)
+    out = current.copy()
     identity = order == list(range(len(order)))
     pairs: list[tuple[CallNode, CallNode]] = [(mark.root, out.root)]
     pop, push = pairs.pop, pairs.append
@@ -205,7 +184,7 @@ def _subtract_tree(current: CallTree, mark: CallTree, ids: list[int],
         own = mine.self_cost
         for i, value in enumerate(values):
             own[i] -= value
-        if theirs.calls is not None and mine.calls is not None and theirs is not mark.root:
+        if theirs.calls is not None and mine.calls is not None and theirs.index != 0:
             mine.calls -= theirs.calls
         for fid, child in theirs.children.items():
             push((child, mine.child(ids[fid])))

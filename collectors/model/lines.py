@@ -34,11 +34,18 @@ def add_code_cost(profile: Profile, module: str, address: int, site: CodeSite | 
                   costs: Sequence[float]) -> None:
     """Add `costs` (per metric) to the instruction at link-time `address` of `module`,
     and to its source line when `site` knows one."""
-    _add(profile.address_costs, (module, address), costs)
+    record_code_cost(profile.address_costs, profile.address_sites, profile.line_costs,
+                     module, address, site, costs)
+
+
+def record_code_cost(address_costs: dict, address_sites: dict, line_costs: dict, module: str,
+                     address: int, site: CodeSite | None, costs: Sequence[float]) -> None:
+    """`add_code_cost` into the three tables themselves (a profile being built)."""
+    _add(address_costs, (module, address), costs)
     if site is not None:
-        profile.address_sites[(module, address)] = site
+        address_sites[(module, address)] = site
         if site.file is not None and site.line is not None:
-            _add(profile.line_costs, (site.file, site.line), costs)
+            _add(line_costs, (site.file, site.line), costs)
 
 
 def add_line_cost(profile: Profile, file: str, line: int, costs: Sequence[float]) -> None:

@@ -44,11 +44,7 @@ from typing import Any
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.model import validate
 from proftui.collectors.model.outfile import write_fallback, write_output
-from proftui.collectors.model.profile import (
-    CallNode,
-    CallTree,
-    Profile,
-)
+from proftui.collectors.model.profile import CallTree, Profile
 from proftui.collectors.model.sourcefiles import read_source, reader_of
 
 FORMAT = "proftui-profile"
@@ -59,13 +55,14 @@ MAX_SOURCES_BYTES = 8 << 20  # all embedded sources together
 
 def encode_tree(tree: CallTree) -> list[list[Any]]:
     rows: list[list[Any]] = []
-    # Children are pushed reversed so the file keeps their order (and so does load).
-    stack: list[tuple[CallNode, int]] = [(c, -1) for c in reversed(tree.root.children.values())]
-    while stack:
-        node, parent_index = stack.pop()
-        index = len(rows)
-        rows.append([parent_index, node.frame_id, node.self_cost, node.calls])
-        stack.extend((c, index) for c in reversed(node.children.values()))
+    row_of = {0: -1}  # node -> its row; pre-order keeps children in their order
+    frames, parents, calls = tree.frames, tree.parents, tree.calls
+    selfs = tree.selfs
+    for node in tree.preorder():
+        row_of[node] = len(rows)
+        count = calls[node]
+        rows.append([row_of[parents[node]], frames[node], [c[node] for c in selfs],
+                     None if count < 0 else count])
     return rows
 
 

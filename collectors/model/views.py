@@ -10,7 +10,7 @@ finalized (`Profile.finalize`) so node totals are filled in.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from proftui.collectors.model.parts import PartInfo, list_parts, part_total, part_tree
@@ -150,7 +150,8 @@ def flat_profile(
     return entries
 
 
-def _accumulate(into: dict[int, list], fid: int, cost: list[float], calls: int | None) -> None:
+def _accumulate(into: dict[int, list], fid: int, cost: Sequence[float],
+                calls: int | None) -> None:
     slot = into.get(fid)
     if slot is None:
         into[fid] = [list(cost), calls]

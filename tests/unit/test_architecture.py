@@ -32,8 +32,10 @@ ALLOWED: dict[str, set[str]] = {
     # The lifecycle of the LD_PRELOAD collectors (sampler, heap), above base.
     f"{C}.preloaded": {f"{C}.base", f"{C}.runtime", f"{C}.runtime.preload", f"{C}.model",
                        f"{C}.errors"},
+    # The stack-table data path: stacks symbolized once, counts applied as changes.
+    f"{C}.stacktable": {f"{C}.symbols", f"{C}.model", f"{C}.errors"},
     **{f"{C}.{name}": {f"{C}.base", f"{C}.preloaded", f"{C}.detect", f"{C}.runtime",
-                       f"{C}.symbols", f"{C}.model", f"{C}.errors"}
+                       f"{C}.stacktable", f"{C}.symbols", f"{C}.model", f"{C}.errors"}
        for name in COLLECTOR_PACKAGES},
     # Importers read gmon.out through the gprof collector's parser.
     # The text report words the exit status as the CLI and TUI do (runtime.launch).
@@ -42,7 +44,7 @@ ALLOWED: dict[str, set[str]] = {
     f"{C}.registry": {f"{C}.{name}" for name in COLLECTOR_PACKAGES} | {f"{C}.base"},
     # --heap: the sampler and heap collectors side by side over one run (above both).
     f"{C}.combined": {f"{C}.sampler", f"{C}.heap", f"{C}.base", f"{C}.runtime",
-                      f"{C}.symbols", f"{C}.model", f"{C}.errors"},
+                      f"{C}.stacktable", f"{C}.symbols", f"{C}.model", f"{C}.errors"},
     f"{C}": set(),
     # The front end: widgets and panes see the model and formatting only.
     "tui.format": {f"{C}.model"},

@@ -9,6 +9,7 @@ and the stack innermost first.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any
 
 from proftui.collectors.model.profile import (
@@ -180,7 +181,7 @@ def leak_summary(profile: Profile, limit: int = LEAK_PATHS) -> list[str]:
     paths = sorted((n for n in profile.tree.nodes() if n.self_cost[leaked] > 0),
                    key=lambda n: -n.self_cost[leaked])
 
-    def amount(node_costs: list[float]) -> str:
+    def amount(node_costs: Sequence[float]) -> str:
         text = f"{node_costs[leaked]:,.0f} bytes"
         if blocks is not None:
             count = node_costs[blocks]
@@ -224,7 +225,7 @@ def _sorted_children(node: CallNode, metric: int, reverse: bool) -> list[CallNod
     return sorted(node.children.values(), key=lambda c: c.total_cost[metric], reverse=reverse)
 
 
-def _costs(profile: Profile, values: list[float] | tuple[float, ...]) -> dict[str, float]:
+def _costs(profile: Profile, values: Sequence[float]) -> dict[str, float]:
     return {m.name: v for m, v in zip(profile.metrics, values, strict=False)}
 
 
