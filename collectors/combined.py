@@ -26,7 +26,6 @@ from proftui.collectors.symbols.stacks import ImageSpaces
 
 BOTH_NOTE = ("--heap: CPU sampling and heap tracking in one run; the time the heap "
              "profiler's hooks take is sampled too (frames in libproftui_heap.so)")
-HEAP_MODES = ("sampler",)  # the modes --heap can be added to
 MODE = "sampler+heap"  # Profile.meta.mode: the header and reports say both are on
 
 

@@ -104,9 +104,19 @@ class CallNode:
     def self_cost(self) -> Costs:
         return Costs(self.tree.selfs, self.index)
 
+    @self_cost.setter
+    def self_cost(self, values: Sequence[float]) -> None:
+        for column, value in zip(self.tree.selfs, values, strict=True):
+            column[self.index] = value
+
     @property
     def total_cost(self) -> Costs:
         return Costs(self.tree.totals, self.index)
+
+    @total_cost.setter
+    def total_cost(self, values: Sequence[float]) -> None:
+        for column, value in zip(self.tree.totals, values, strict=True):
+            column[self.index] = value
 
     @property
     def calls(self) -> int | None:

@@ -22,6 +22,7 @@ COLLECTOR_PACKAGES = ("gprof", "instrument", "sampler", "attach", "heap")
 # layer -> layers it may import (besides itself).  Layers are module paths under proftui.
 ALLOWED: dict[str, set[str]] = {
     f"{C}.errors": set(),
+    f"{C}.lazy": set(),  # a mapping whose values are imported on first use
     f"{C}.model": {f"{C}.errors"},
     f"{C}.symbols": {f"{C}.model", f"{C}.errors"},
     f"{C}.runtime": {f"{C}.model", f"{C}.errors"},
@@ -40,8 +41,9 @@ ALLOWED: dict[str, set[str]] = {
     # Importers read gmon.out through the gprof collector's parser.
     # The text report words the exit status as the CLI and TUI do (runtime.launch).
     f"{C}.formats": {f"{C}.gprof", f"{C}.symbols", f"{C}.model", f"{C}.runtime.launch",
-                     f"{C}.errors"},
-    f"{C}.registry": {f"{C}.{name}" for name in COLLECTOR_PACKAGES} | {f"{C}.base"},
+                     f"{C}.lazy", f"{C}.errors"},
+    f"{C}.registry": {f"{C}.{name}" for name in COLLECTOR_PACKAGES} | {f"{C}.base",
+                                                                         f"{C}.lazy"},
     # --heap: the sampler and heap collectors side by side over one run (above both).
     f"{C}.combined": {f"{C}.sampler", f"{C}.heap", f"{C}.base", f"{C}.runtime",
                       f"{C}.stacktable", f"{C}.symbols", f"{C}.model", f"{C}.errors"},
