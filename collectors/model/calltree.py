@@ -333,21 +333,61 @@ class CallTree:
         for i in self.preorder():
             yield CallNode(self, i)
 
+    def outermost(self, keys: Sequence[int]) -> bytearray:
+        """For each node, 1 when no ancestor has its key (`keys[node]`, e.g. its function):
+        summing totals over those nodes counts recursion once.  One pre-order pass
+        (first child, then next sibling, climbing back through a stack of ancestors)
+        counting the keys on the current path."""
+        outer = bytearray(len(self.parents))
+        first, sibling = self.first_child.tolist(), self.next_sibling.tolist()
+        on_path: dict[int, int] = {}
+        ancestors: list[int] = []
+        node = first[0]
+        while node >= 0:
+            key = keys[node]
+            seen = on_path.get(key, 0)
+            if not seen:
+                outer[node] = 1
+            on_path[key] = seen + 1
+            child = first[node]
+            if child >= 0:
+                ancestors.append(node)
+                node = child
+                continue
+            while True:  # leave `node`; go to its next sibling, or climb
+                on_path[keys[node]] -= 1
+                following = sibling[node]
+                if following >= 0:
+                    node = following
+                    break
+                if not ancestors:
+                    node = -1
+                    break
+                node = ancestors.pop()
+        return outer
+
     def preorder(self) -> list[int]:
         """Every node id except the root, parents before children, children in order."""
         out: list[int] = []
-        stack = list(reversed(self.children(0)))
-        first, sibling = self.first_child, self.next_sibling
-        while stack:
-            node = stack.pop()
+        first, sibling = self.first_child.tolist(), self.next_sibling.tolist()
+        ancestors: list[int] = []
+        node = first[0]
+        while node >= 0:
             out.append(node)
-            kids = []
             child = first[node]
-            while child >= 0:
-                kids.append(child)
-                child = sibling[child]
-            kids.reverse()
-            stack.extend(kids)
+            if child >= 0:
+                ancestors.append(node)
+                node = child
+                continue
+            while True:
+                following = sibling[node]
+                if following >= 0:
+                    node = following
+                    break
+                if not ancestors:
+                    node = -1
+                    break
+                node = ancestors.pop()
         return out
 
     def node_count(self) -> int:

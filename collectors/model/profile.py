@@ -102,14 +102,21 @@ class Frame:
 
 
 class FrameTable:
-    """Interning table: equal frames share one small integer id."""
+    """Interning table: equal frames share one small integer id.
 
-    __slots__ = ("_frames", "_function_ids", "_ids")
+    Frames of one function (its out-of-line body and each inlined copy: same module
+    and name) form a group, numbered as groups first appear; the numbers never
+    change, so tables kept per function while a profile grows stay valid."""
+
+    __slots__ = ("_frames", "_function_ids", "_group_of", "_groups", "_ids", "_reps")
 
     def __init__(self, frames: Sequence[Frame] = ()) -> None:
         self._frames: list[Frame] = []
         self._ids: dict[Frame, int] = {}
         self._function_ids: list[int] | None = None  # cache of function_ids()
+        self._groups: dict[tuple[str, str], int] = {}  # (module, function) -> group
+        self._group_of: list[int] = []  # frame id -> its group
+        self._reps: list[int] = []  # group -> the frame id standing for it
         for frame in frames:
             self.intern(frame)
 
@@ -120,6 +127,15 @@ class FrameTable:
             frame_id = len(self._frames)
             self._frames.append(frame)
             self._ids[frame] = frame_id
+            key = (frame.module, frame.function)
+            group = self._groups.get(key)
+            if group is None:
+                group = self._groups[key] = len(self._reps)
+                self._reps.append(frame_id)
+            elif self._frames[self._reps[group]].inlined and not frame.inlined:
+                self._reps[group] = frame_id
+                self._function_ids = None
+            self._group_of.append(group)
         return frame_id
 
     def find(self, frame: Frame) -> int | None:
@@ -137,15 +153,22 @@ class FrameTable:
         cached = self._function_ids
         if cached is not None and len(cached) == len(self._frames):
             return cached
-        chosen: dict[tuple[str, str], int] = {}
-        for frame_id, frame in enumerate(self._frames):
-            key = (frame.module, frame.function)
-            best = chosen.get(key)
-            if best is None or (self._frames[best].inlined and not frame.inlined):
-                chosen[key] = frame_id
-        ids = [chosen[(f.module, f.function)] for f in self._frames]
+        reps = self._reps
+        ids = [reps[g] for g in self._group_of]
         self._function_ids = ids
         return ids
+
+    def group_of(self, frame_id: int) -> int:
+        """The number of `frame_id`'s function group (stable as frames are added)."""
+        return self._group_of[frame_id]
+
+    def group_count(self) -> int:
+        """How many function groups there are (groups are numbered 0..count-1)."""
+        return len(self._reps)
+
+    def representative(self, group: int) -> int:
+        """The frame id standing for function group `group` (see `function_ids`)."""
+        return self._reps[group]
 
     def __getitem__(self, frame_id: int) -> Frame:
         return self._frames[frame_id]

@@ -29,6 +29,7 @@ from proftui.collectors.model.profile import (
     CodeSite,
     Frame,
     FrameTable,
+    FunctionCost,
     Metric,
     Profile,
     ProfileMeta,
@@ -71,6 +72,13 @@ class StackProfile:
         self.line_costs: dict[tuple[str, int], list[float]] = {}
         self.address_costs: dict[tuple[str, int], list[float]] = {}
         self.address_sites: dict[tuple[str, int], CodeSite] = {}
+        # Per function group (FrameTable.group_of): self and total (recursion once) of
+        # the whole profile, kept as costs change, so the flat profile of a snapshot
+        # costs the number of functions, not of nodes.  `_outer[node]`: no ancestor of
+        # the merged tree's `node` is the same function.
+        self._fn_self: list[list[float]] = [[] for _ in metrics]
+        self._fn_total: list[list[float]] = [[] for _ in metrics]
+        self._outer = bytearray(1)
 
     def __len__(self) -> int:
         """Distinct stacks."""
@@ -115,7 +123,7 @@ class StackProfile:
             self.part_trees.append(CallTree(len(self.metrics)))
         path = [self.frames.intern(f) for f in frames]
         s = self._stacks
-        s.leaf.append(self.tree.walk(path))
+        s.leaf.append(self._walk(path))
         s.part_leaf.append(self.part_trees[part_index].walk(path))
         s.part.append(part_index)
         s.site.append(site)
@@ -123,10 +131,59 @@ class StackProfile:
             column.append(0.0)
         return index
 
+    def _walk(self, path: list[int]) -> int:
+        """The merged tree's node at `path`; new nodes get their `_outer` flag."""
+        tree, frames, outer = self.tree, self.frames, self._outer
+        node, groups = 0, set()
+        for frame_id in path:
+            found = tree.find_child(node, frame_id)
+            group = frames.group_of(frame_id)
+            if found is None:
+                found = tree.child(node, frame_id)
+                outer.append(group not in groups)
+            groups.add(group)
+            node = found
+        groups_now = frames.group_count()
+        for column in (*self._fn_self, *self._fn_total):
+            column.extend([0.0] * (groups_now - len(column)))
+        return node
+
+    def _add_functions(self, leaf: int, values: Sequence[float]) -> None:
+        """`values` into the leaf's function's self cost, and into the total of every
+        function on the path, once each (at its outermost node)."""
+        tree, frames, outer = self.tree, self.frames, self._outer
+        group = frames.group_of(tree.frames[leaf])
+        nodes = []
+        node, parents = leaf, tree.parents
+        while node > 0:
+            if outer[node]:
+                nodes.append(frames.group_of(tree.frames[node]))
+            node = parents[node]
+        for m, value in enumerate(values):
+            if value:
+                self._fn_self[m][group] += value
+                total = self._fn_total[m]
+                for g in nodes:
+                    total[g] += value
+
+    def functions(self) -> dict[int, FunctionCost]:
+        """Per function (its representative frame id): self and total of the whole
+        profile, as `views.function_costs` would compute them from the tree."""
+        out: dict[int, FunctionCost] = {}
+        frames, selfs, totals = self.frames, self._fn_self, self._fn_total
+        for group in range(frames.group_count()):
+            own = [column[group] for column in selfs]
+            total = [column[group] for column in totals]
+            if any(total) or any(own):
+                out[frames.representative(group)] = FunctionCost(own, total)
+        return out
+
     def add(self, index: int, values: Sequence[float]) -> None:
         """Add `values` (per metric; may be negative) to stack `index`'s costs."""
         s = self._stacks
-        self.tree.add_along(s.leaf[index], values)
+        leaf = s.leaf[index]
+        self.tree.add_along(leaf, values)
+        self._add_functions(leaf, values)
         self.part_trees[s.part[index]].add_along(s.part_leaf[index], values)
         for column, value in zip(self.costs, values, strict=False):
             column[index] += value
@@ -180,12 +237,15 @@ class StackProfile:
         self.tree = CallTree(len(self.metrics))
         self.part_trees = [CallTree(len(self.metrics)) for _ in self.labels]
         self.line_costs, self.address_costs, self.address_sites = {}, {}, {}
+        self._outer = bytearray(1)
+        self._fn_self = [[] for _ in self.metrics]
+        self._fn_total = [[] for _ in self.metrics]
         totals = [array("d", column) for column in self.costs]
         for column in self.costs:
             for i in range(len(column)):
                 column[i] = 0.0
         for index, path in enumerate(paths):
-            s.leaf[index] = self.tree.walk(path)
+            s.leaf[index] = self._walk(path)
             s.part_leaf[index] = self.part_trees[s.part[index]].walk(path)
             values = [column[index] for column in totals]
             if any(values):
@@ -202,7 +262,7 @@ class StackProfile:
             parts = {label: t.copy() for label, t in zip(self.labels, self.part_trees,
                                                           strict=True)}
         return Profile(meta=meta, metrics=self.metrics, frames=FrameTable(list(self.frames)),
-                       tree=tree, parts=parts,
+                       tree=tree, parts=parts, functions=self.functions(),
                        line_costs={k: list(v) for k, v in self.line_costs.items()},
                        address_costs={k: list(v) for k, v in self.address_costs.items()},
                        address_sites=dict(self.address_sites))

@@ -68,7 +68,9 @@ ALLOWED: dict[str, set[str]] = {
                 f"{C}.formats", f"{C}.model", f"{C}.runtime.launch",
                 f"{C}.runtime.procstat", f"{C}.errors"},
     "tui.demo": {f"{C}.errors", f"{C}.symbols.cachedir"},
-    "tui.cli": {"tui.app", "tui.demo", f"{C}"},
+    # The terminal around the app: the watchdog ends the collector's target itself.
+    "tui.terminal": {f"{C}.base"},
+    "tui.cli": {"tui.app", "tui.demo", "tui.terminal", f"{C}"},
     "tui": set(),
 }
 THIRD_PARTY_FRONT_END = {"textual", "rich"}
