@@ -198,6 +198,11 @@ class CallTree:
         """Nodes, the root included."""
         return len(self.parents)
 
+    def index(self) -> dict[int, int]:
+        """`parent << 32 | frame` -> child node: the lookup `find_child` and `child` use
+        (read-only for callers; made on first use)."""
+        return self._lookup()
+
     def _lookup(self) -> dict[int, int]:
         index = self._index
         if index is None:

@@ -162,6 +162,11 @@ class FrameTable:
         """The number of `frame_id`'s function group (stable as frames are added)."""
         return self._group_of[frame_id]
 
+    def group_ids(self) -> list[int]:
+        """frame id -> its group (`group_of` for each frame; read-only, grows with the
+        table)."""
+        return self._group_of
+
     def group_count(self) -> int:
         """How many function groups there are (groups are numbered 0..count-1)."""
         return len(self._reps)

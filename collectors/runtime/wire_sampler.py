@@ -59,6 +59,7 @@ NSLOTS = 128  # PT_SAMPLER_NSLOTS
 FILE_NAME = re.compile(r"sampler\.(\d+)(?:\.\d+)?\.ptw")
 TAIL_OFFSET = 16  # within a slot
 MAPLOG_COUNT_OFFSET = 44  # within the sampler header
+RING_LOST_OFFSET = 80
 
 
 @dataclass(frozen=True)
@@ -198,6 +199,14 @@ class SamplerFile:
             if state in (SLOT_ACTIVE, SLOT_EXITED):
                 out.append(SlotInfo(i, state, tid, samples, dropped, cpu_ns))
         return out
+
+    def ring_lost(self) -> int:
+        """Records the rings could not take so far (their samples are in the table);
+        0 for a salvaged file, whose header holds the target's bytes."""
+        if self.salvaged:
+            return 0
+        return struct.unpack("<Q", self.file.read(self.header.body_offset + RING_LOST_OFFSET,
+                                                  8))[0]
 
     def new_stacks(self) -> list[RawStack]:
         """Stack table entries published since the last call (wire_stacks.py)."""

@@ -141,7 +141,7 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
                     maps = sfile.new_mappings()
                     records = sfile.drain()
                     stacks = sfile.new_stacks()  # after the rings: every id they name is here
-                    lost = sfile.refresh()[1].ring_lost
+                    lost = sfile.ring_lost()
                     whole = lost != self._ring_lost.get(path, 0) or (
                         ended and path not in self._whole_read)
                     moved = self._moved(name, records, stacks)

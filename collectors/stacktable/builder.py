@@ -79,6 +79,8 @@ class StackProfile:
         self._fn_self: list[list[float]] = [[] for _ in metrics]
         self._fn_total: list[list[float]] = [[] for _ in metrics]
         self._outer = bytearray(1)
+        # id(space) -> (address, is the leaf) -> frame ids: each address interned once
+        self._address_ids: dict[int, dict[tuple[int, bool], tuple[int, ...]]] = {}
 
     def __len__(self) -> int:
         """Distinct stacks."""
@@ -100,12 +102,30 @@ class StackProfile:
         ips = tuple(ips)
         if leaf_is_return and ips:
             ips = (ips[0] - 1, *ips[1:])
-        frames = space.stack_frames(ips)
-        index = self.stack_of_frames(key, part, frames,
-                                     space.leaf_site(ips[0]) if ips else None)
-        if any(not f.module for f in frames):
+        path, known = self._path(space, ips)
+        index = self._add_stack(key, part, path, space.leaf_site(ips[0]) if ips else None)
+        if not known:
             self._unresolved[index] = _Unresolved(space, ips)
         return index
+
+    def _path(self, space: StackFrames, ips: tuple[int, ...]) -> tuple[list[int], bool]:
+        """Frame ids of `ips` (outermost first) and whether every address resolved; each
+        distinct address of a space is symbolized and interned once."""
+        cache = self._address_ids.setdefault(id(space), {})
+        path: list[int] = []
+        known = True
+        last = len(ips) - 1
+        for depth in range(last, -1, -1):
+            key = (ips[depth], depth == 0)
+            ids = cache.get(key)
+            if ids is None:
+                frames = space.frames_at(*key)
+                ids = cache[key] = tuple(self.frames.intern(f) for f in frames)
+                if not all(f.module for f in frames):
+                    del cache[key]  # may resolve once new mappings arrive
+                    known = False
+            path.extend(ids)
+        return path, known
 
     def stack_of_frames(self, key: Hashable, part: str, frames: Sequence[Frame],
                         site: tuple[str, int, CodeSite] | None = None) -> int:
@@ -114,17 +134,27 @@ class StackProfile:
         found = self._keys.get(key)
         if found is not None:
             return found
+        return self._add_stack(key, part, [self.frames.intern(f) for f in frames], site)
+
+    def _add_stack(self, key: Hashable, part: str, path: list[int],
+                   site: tuple[str, int, CodeSite] | None) -> int:
         index = len(self._stacks.leaf)
         self._keys[key] = index
         part_index = self._label_index.get(part)
         if part_index is None:
             part_index = self._label_index[part] = len(self.labels)
             self.labels.append(part)
-            self.part_trees.append(CallTree(len(self.metrics)))
-        path = [self.frames.intern(f) for f in frames]
+            # While there is one part its tree is the whole profile's; a second part
+            # gives the first its own copy (same node ids), then each grows apart.
+            if part_index == 1:
+                self.part_trees[0] = self.tree.copy()
+            self.part_trees.append(self.tree if part_index == 0 else
+                                   CallTree(len(self.metrics)))
         s = self._stacks
-        s.leaf.append(self._walk(path))
-        s.part_leaf.append(self.part_trees[part_index].walk(path))
+        leaf = self._walk(path)
+        s.leaf.append(leaf)
+        s.part_leaf.append(leaf if len(self.labels) == 1 else
+                           self.part_trees[part_index].walk(path))
         s.part.append(part_index)
         s.site.append(site)
         for column in self.costs:
@@ -132,39 +162,64 @@ class StackProfile:
         return index
 
     def _walk(self, path: list[int]) -> int:
-        """The merged tree's node at `path`; new nodes get their `_outer` flag."""
-        tree, frames, outer = self.tree, self.frames, self._outer
-        node, groups = 0, set()
+        """The merged tree's node at `path`; new nodes get their `_outer` flag.  The
+        known prefix is followed through the tree's index alone; the functions above
+        are looked at only when a node is created."""
+        tree = self.tree
+        index = tree.index()
+        node = 0
+        depth = 0
         for frame_id in path:
-            found = tree.find_child(node, frame_id)
-            group = frames.group_of(frame_id)
+            found = index.get(node << 32 | frame_id)
             if found is None:
-                found = tree.child(node, frame_id)
-                outer.append(group not in groups)
-            groups.add(group)
+                break
             node = found
-        groups_now = frames.group_count()
+            depth += 1
+        else:
+            return node
+        group_of, frames, parents = self.frames.group_ids(), tree.frames, tree.parents
+        groups = set()
+        above = node
+        while above > 0:
+            groups.add(group_of[frames[above]])
+            above = parents[above]
+        outer = self._outer
+        for frame_id in path[depth:]:
+            group = group_of[frame_id]
+            node = tree.child(node, frame_id)
+            outer.append(group not in groups)
+            groups.add(group)
+        groups_now = self.frames.group_count()
         for column in (*self._fn_self, *self._fn_total):
             column.extend([0.0] * (groups_now - len(column)))
         return node
 
-    def _add_functions(self, leaf: int, values: Sequence[float]) -> None:
-        """`values` into the leaf's function's self cost, and into the total of every
-        function on the path, once each (at its outermost node)."""
-        tree, frames, outer = self.tree, self.frames, self._outer
-        group = frames.group_of(tree.frames[leaf])
-        nodes = []
-        node, parents = leaf, tree.parents
-        while node > 0:
-            if outer[node]:
-                nodes.append(frames.group_of(tree.frames[node]))
+    def _add_along(self, leaf: int, values: Sequence[float]) -> None:
+        """`values` into the merged tree's `leaf` (self, and total up to the root) and
+        into the functions: the leaf's self cost, every function on the path's total
+        once (at its outermost node).  One walk up."""
+        tree, outer = self.tree, self._outer
+        group_of, node_frames, parents = self.frames.group_ids(), tree.frames, tree.parents
+        path, groups = [], []
+        node = leaf
+        while node >= 0:
+            path.append(node)
+            if node and outer[node]:
+                groups.append(group_of[node_frames[node]])
             node = parents[node]
+        leaf_group = group_of[node_frames[leaf]] if leaf else None
         for m, value in enumerate(values):
-            if value:
-                self._fn_self[m][group] += value
-                total = self._fn_total[m]
-                for g in nodes:
-                    total[g] += value
+            if not value:
+                continue
+            tree.selfs[m][leaf] += value
+            total = tree.totals[m]
+            for node in path:
+                total[node] += value
+            if leaf_group is not None:
+                self._fn_self[m][leaf_group] += value
+            fn_total = self._fn_total[m]
+            for g in groups:
+                fn_total[g] += value
 
     def functions(self) -> dict[int, FunctionCost]:
         """Per function (its representative frame id): self and total of the whole
@@ -181,10 +236,10 @@ class StackProfile:
     def add(self, index: int, values: Sequence[float]) -> None:
         """Add `values` (per metric; may be negative) to stack `index`'s costs."""
         s = self._stacks
-        leaf = s.leaf[index]
-        self.tree.add_along(leaf, values)
-        self._add_functions(leaf, values)
-        self.part_trees[s.part[index]].add_along(s.part_leaf[index], values)
+        self._add_along(s.leaf[index], values)
+        part = self.part_trees[s.part[index]]
+        if part is not self.tree:
+            part.add_along(s.part_leaf[index], values)
         for column, value in zip(self.costs, values, strict=False):
             column[index] += value
         site = s.site[index]
@@ -217,10 +272,14 @@ class StackProfile:
                 changed[index] = frames
         if not changed:
             return False
-        self._rebuild(changed)
+        self.rebuild(changed)
         return True
 
-    def _rebuild(self, changed: dict[int, list[Frame]]) -> None:
+    def rebuild(self, changed: dict[int, list[Frame]] | None = None) -> None:
+        """Fold every stack in again, from scratch: its path (read from the tree, or
+        `changed[index]`'s frames) and what was added to it.  The trees, code costs and
+        function totals come out as the incremental updates left them (tests check it)."""
+        changed = changed or {}
         old_tree, s = self.tree, self._stacks
         paths: list[list[int]] = []
         for index in range(len(s.leaf)):
@@ -235,7 +294,8 @@ class StackProfile:
             if all(f.module for f in frames):
                 del self._unresolved[index]
         self.tree = CallTree(len(self.metrics))
-        self.part_trees = [CallTree(len(self.metrics)) for _ in self.labels]
+        self.part_trees = [self.tree] if len(self.labels) == 1 else [
+            CallTree(len(self.metrics)) for _ in self.labels]
         self.line_costs, self.address_costs, self.address_sites = {}, {}, {}
         self._outer = bytearray(1)
         self._fn_self = [[] for _ in self.metrics]
@@ -246,7 +306,8 @@ class StackProfile:
                 column[i] = 0.0
         for index, path in enumerate(paths):
             s.leaf[index] = self._walk(path)
-            s.part_leaf[index] = self.part_trees[s.part[index]].walk(path)
+            part = self.part_trees[s.part[index]]
+            s.part_leaf[index] = s.leaf[index] if part is self.tree else part.walk(path)
             values = [column[index] for column in totals]
             if any(values):
                 self.add(index, values)
