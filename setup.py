@@ -20,7 +20,7 @@ COMMON_UNWIND = ["csrc/common/pt_unwind.c", "csrc/common/pt_cfi.c", "csrc/common
 COMMON_MAPS = ["csrc/common/pt_maps.c"]
 COMMON_STACKS = ["csrc/common/pt_stacktab.c"]
 
-# name -> (sources, include dirs).  Each library has one job (DESIGN.md
+# name -> (sources, include dirs).  Each library has one job (docs/architecture.md
 # section 1) and sees only csrc/common and its own folder.
 RUNTIME_LIBRARIES: dict[str, tuple[list[str], list[str]]] = {
     "proftui_sampler": (["csrc/sampler/proftui_sampler.c", "csrc/sampler/pt_sampler_file.c",

@@ -1,4 +1,4 @@
-"""The calling-context tree, held in arrays (DESIGN.md section 7).
+"""The calling-context tree, held in arrays (docs/architecture.md section 4).
 
 A node is an integer: node 0 is the synthetic root, every other node a
 function frame under its parent path.  Columns, one entry per node:

@@ -1,4 +1,4 @@
-"""Line and address costs (DESIGN.md section 2, `LineCosts`): recording and queries.
+"""Line and address costs (docs/architecture.md section 2, `LineCosts`): recording and queries.
 
 Collectors call `add_code_cost` at collection time with the symbolizer's
 answer for each costed instruction, so the profile alone (saved, opened on

@@ -1,6 +1,6 @@
 """The one data model: every collector produces a `Profile`, every view reads one.
 
-Shape (DESIGN.md section 2):
+Shape (docs/architecture.md section 2):
 
 * `Frame` - one function-level code location, interned in a `FrameTable` so
   the call tree stores small integer ids.

@@ -1,6 +1,6 @@
 """Distinct stacks and their counts, folded into a live Profile incrementally.
 
-The data path of DESIGN.md section 7 for every collector whose runtime keeps
+The data path of docs/architecture.md section 4 for every collector whose runtime keeps
 a table of stacks (sampler, heap) or streams them (attach): each distinct
 stack is symbolized and inserted into the calling-context trees once; after
 that a change of its counts adds the difference along its path (self cost of

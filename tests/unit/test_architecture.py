@@ -1,4 +1,4 @@
-"""The layer contract of DESIGN.md section 1, checked in both directions.
+"""The layer contract of docs/architecture.md section 1, checked in both directions.
 
 Every module of the package names the layer it belongs to (its folder); a
 layer may import only the layers listed for it.  `tui -> collectors`, never
