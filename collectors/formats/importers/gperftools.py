@@ -126,7 +126,8 @@ def load_gperftools(path: Path, data: bytes | None = None) -> Profile:
         key = tuple(pcs)
         counts[key] = counts.get(key, 0) + count
     del records
-    for pcs, count in counts.items():
+    for chain, count in counts.items():
+        pcs = list(chain)
         stack = [profile.frames.intern(frame) for frame in frames.stack_frames(pcs)]
         values = [float(count), float(count * period_ns)]
         profile.tree.add_stack(stack, values)

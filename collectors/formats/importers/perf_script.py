@@ -150,11 +150,11 @@ class _Builder:
         parts: dict[str, CallTree] = {}
         n = len(self.metrics)
         for (label, lines), values in self.stacks.items():
-            frames = []
+            frames: list[tuple[str, str, int | None]] = []
             for line in lines:
-                frame = parsed.get(line, ())
-                if frame == ():
-                    frame = parsed[line] = _frame(line)
+                if line not in parsed:
+                    parsed[line] = _frame(line)
+                frame = parsed[line]
                 if frame is not None:
                     frames.append(frame)
             ids = [profile.frames.intern(frame) for frame in _model_frames(frames)]
