@@ -42,6 +42,8 @@ ALLOWED: dict[str, set[str]] = {
     # The text report words the exit status as the CLI and TUI do (runtime.launch).
     f"{C}.formats": {f"{C}.gprof", f"{C}.symbols", f"{C}.model", f"{C}.runtime.launch",
                      f"{C}.lazy", f"{C}.errors"},
+    # profile.proto's codec reads varints with DWARF's base-128 decoder (one for both).
+    f"{C}.formats.protobuf": {f"{C}.symbols.leb128"},
     f"{C}.registry": {f"{C}.{name}" for name in COLLECTOR_PACKAGES} | {f"{C}.base",
                                                                          f"{C}.lazy"},
     # --heap: the sampler and heap collectors side by side over one run (above both).
