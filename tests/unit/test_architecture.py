@@ -61,14 +61,14 @@ ALLOWED: dict[str, set[str]] = {
     # disasm: the source pane's worker asks for a function's disassembly (objdump)
     "tui.panes": {"tui.widgets", "tui.format", "tui.names", "tui.search", f"{C}.model",
                   f"{C}.symbols.disasm",
-                  f"{C}.runtime.procstat", f"{C}.errors"},
+                  f"{C}.runtime.process_status", f"{C}.errors"},
     # The app's diff views state (baseline, live mark): the model's diff and the widgets.
     "tui.diffstate": {"tui.widgets", f"{C}.base", f"{C}.model"},
     "tui.app": {"tui.diffstate", "tui.panes", "tui.screens", "tui.widgets", "tui.format",
                 "tui.names",
                 "tui.settings", f"{C}.base",
                 f"{C}.formats", f"{C}.model", f"{C}.runtime.launch",
-                f"{C}.runtime.procstat", f"{C}.errors"},
+                f"{C}.runtime.process_status", f"{C}.errors"},
     "tui.demo": {f"{C}.errors", f"{C}.symbols.cachedir"},
     # The terminal around the app: the watchdog ends the collector's target itself.
     "tui.terminal": {f"{C}.base"},
