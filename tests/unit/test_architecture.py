@@ -29,6 +29,8 @@ ALLOWED: dict[str, set[str]] = {
     # The preloaded collectors' launch sequence refuses static binaries (detect).
     f"{C}.runtime.preload": {f"{C}.runtime", f"{C}.detect", f"{C}.errors"},
     f"{C}.detect": {f"{C}.symbols", f"{C}.errors"},
+    # The source pane's listing: the model's choice given the binary (disasm) and the disk.
+    f"{C}.annotate": {f"{C}.symbols.disasm", f"{C}.model"},
     f"{C}.base": {f"{C}.runtime", f"{C}.model", f"{C}.errors"},
     # The lifecycle of the LD_PRELOAD collectors (sampler, heap), above base.
     f"{C}.preloaded": {f"{C}.base", f"{C}.runtime", f"{C}.runtime.preload", f"{C}.model",
@@ -58,9 +60,9 @@ ALLOWED: dict[str, set[str]] = {
     "tui.settings": set(),
     "tui.widgets": {"tui.format", "tui.names", f"{C}.model"},
     "tui.screens": {"tui.widgets", "tui.format", f"{C}.formats", f"{C}.model"},
-    # disasm: the source pane's worker asks for a function's disassembly (objdump)
+    # annotate: the source pane's worker asks for a function's listing (objdump, DWARF)
     "tui.panes": {"tui.widgets", "tui.format", "tui.names", "tui.search", f"{C}.model",
-                  f"{C}.symbols.disasm",
+                  f"{C}.annotate",
                   f"{C}.runtime.process_status", f"{C}.errors"},
     # The app's diff views state (baseline, live mark): the model's diff and the widgets.
     "tui.diffstate": {"tui.widgets", f"{C}.base", f"{C}.model"},
