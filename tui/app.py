@@ -35,7 +35,7 @@ from proftui.collectors.model.storage import save_or_fallback
 from proftui.collectors.model.textsafe import display
 from proftui.collectors.model.views import FlatEntry
 from proftui.collectors.runtime.launch import ExitInfo, StopSignals
-from proftui.collectors.runtime.procstat import ProcSampler, ProcStat
+from proftui.collectors.runtime.process_status import ProcSampler, ProcStat
 from proftui.tui import settings as settings_file
 from proftui.tui.diffstate import DiffViews, Views
 from proftui.tui.format import metric_label, use_theme

@@ -27,8 +27,8 @@ from proftui.collectors.base import CollectorOptions
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.model.profile import CPU_NS, SAMPLES, WALL_NS, Profile, ProfileMeta
 from proftui.collectors.preloaded import PreloadedCollector
-from proftui.collectors.runtime.names import read_comm
 from proftui.collectors.runtime.preload import Preload
+from proftui.collectors.runtime.thread_names import read_comm
 from proftui.collectors.runtime.wire import FLAG_NO_SPACE, WireVersionError
 from proftui.collectors.runtime.wire_maplog import loaded_segments
 from proftui.collectors.runtime.wire_sampler import (
@@ -374,7 +374,7 @@ def _no_file_warning(run_dir: Path) -> str:
 
 
 def _thread_name(pid: int, tid: int) -> str:
-    # Any bytes (prctl names need not be UTF-8): escaped once, here (runtime/names.py).
+    # Any bytes (prctl names need not be UTF-8): escaped once, here (runtime/thread_names.py).
     return read_comm(f"/proc/{pid}/task/{tid}/comm") or ""
 
 

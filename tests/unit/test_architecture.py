@@ -29,6 +29,8 @@ ALLOWED: dict[str, set[str]] = {
     # The preloaded collectors' launch sequence refuses static binaries (detect).
     f"{C}.runtime.preload": {f"{C}.runtime", f"{C}.detect", f"{C}.errors"},
     f"{C}.detect": {f"{C}.symbols", f"{C}.errors"},
+    # The source pane's listing: the model's choice given the binary (disasm) and the disk.
+    f"{C}.annotate": {f"{C}.symbols.disasm", f"{C}.model"},
     f"{C}.base": {f"{C}.runtime", f"{C}.model", f"{C}.errors"},
     # The lifecycle of the LD_PRELOAD collectors (sampler, heap), above base.
     f"{C}.preloaded": {f"{C}.base", f"{C}.runtime", f"{C}.runtime.preload", f"{C}.model",
@@ -42,6 +44,8 @@ ALLOWED: dict[str, set[str]] = {
     # The text report words the exit status as the CLI and TUI do (runtime.launch).
     f"{C}.formats": {f"{C}.gprof", f"{C}.symbols", f"{C}.model", f"{C}.runtime.launch",
                      f"{C}.lazy", f"{C}.errors"},
+    # profile.proto's codec reads varints with DWARF's base-128 decoder (one for both).
+    f"{C}.formats.protobuf": {f"{C}.symbols.leb128"},
     f"{C}.registry": {f"{C}.{name}" for name in COLLECTOR_PACKAGES} | {f"{C}.base",
                                                                          f"{C}.lazy"},
     # --heap: the sampler and heap collectors side by side over one run (above both).
@@ -56,17 +60,17 @@ ALLOWED: dict[str, set[str]] = {
     "tui.settings": set(),
     "tui.widgets": {"tui.format", "tui.names", f"{C}.model"},
     "tui.screens": {"tui.widgets", "tui.format", f"{C}.formats", f"{C}.model"},
-    # disasm: the source pane's worker asks for a function's disassembly (objdump)
+    # annotate: the source pane's worker asks for a function's listing (objdump, DWARF)
     "tui.panes": {"tui.widgets", "tui.format", "tui.names", "tui.search", f"{C}.model",
-                  f"{C}.symbols.disasm",
-                  f"{C}.runtime.procstat", f"{C}.errors"},
+                  f"{C}.annotate",
+                  f"{C}.runtime.process_status", f"{C}.errors"},
     # The app's diff views state (baseline, live mark): the model's diff and the widgets.
     "tui.diffstate": {"tui.widgets", f"{C}.base", f"{C}.model"},
     "tui.app": {"tui.diffstate", "tui.panes", "tui.screens", "tui.widgets", "tui.format",
                 "tui.names",
                 "tui.settings", f"{C}.base",
                 f"{C}.formats", f"{C}.model", f"{C}.runtime.launch",
-                f"{C}.runtime.procstat", f"{C}.errors"},
+                f"{C}.runtime.process_status", f"{C}.errors"},
     "tui.demo": {f"{C}.errors", f"{C}.symbols.cachedir"},
     # The terminal around the app: the watchdog ends the collector's target itself.
     "tui.terminal": {f"{C}.base"},

@@ -34,8 +34,9 @@ REACHABILITY_NOTE = ("live at exit, as mtrace counts leaks; reachability not che
                      "blocks still pointed to are counted too")
 
 
-def format_cost(value: float, metric: Metric) -> str:
-    """Seconds for time metrics (gprof's precision), integers for counts."""
+def _gprof_value(value: float, metric: Metric) -> str:
+    """A cost column as gprof prints it: seconds for time metrics (two decimals), integers
+    for counts.  The TUI shows costs in human units instead (tui/format.py format_cost)."""
     if metric.unit == "ns":
         return f"{value / 1e9:.2f}"
     return f"{value:.0f}"
@@ -106,8 +107,8 @@ def render_text(profile: Profile, metric: int = 0, limit: int | None = None) -> 
     for entry in entries[:limit] if limit else entries:
         calls = "" if entry.calls is None else str(entry.calls)
         lines.append(
-            f"{entry.self_percent:6.2f} {format_cost(entry.self_cost[metric], m):>10} "
-            f"{format_cost(entry.total_cost[metric], m):>10} {calls:>10}  {entry.frame.function}"
+            f"{entry.self_percent:6.2f} {_gprof_value(entry.self_cost[metric], m):>10} "
+            f"{_gprof_value(entry.total_cost[metric], m):>10} {calls:>10}  {entry.frame.function}"
         )
     lines += ["", f"Call tree (total {unit}, calls; subtrees under {TREE_CUTOFF_PERCENT}% hidden):",
               ""]
@@ -125,7 +126,7 @@ def render_text(profile: Profile, metric: int = 0, limit: int | None = None) -> 
         frame = profile.frames[node.frame_id]
         name = frame.function + (" [inlined]" if frame.inlined else "")
         lines.append(
-            f"{share:6.2f}% {format_cost(node.total_cost[metric], m):>10}  "
+            f"{share:6.2f}% {_gprof_value(node.total_cost[metric], m):>10}  "
             f"{'  ' * depth}{name}{calls}"
         )
         if depth + 1 >= TEXT_TREE_MAX_DEPTH:
