@@ -321,15 +321,39 @@ class CallTree:
 
     def absorb(self, node: int, other: CallTree, other_node: int) -> None:
         """Add `other`'s subtree at `other_node` (self costs, calls) into `node`."""
+        self.fold(node, other, other_node)
+
+    def fold(self, node: int, other: CallTree, other_node: int = 0, *, sign: float = 1.0,
+             frame_map: Sequence[int] | None = None,
+             metric_map: Sequence[int | None] | None = None) -> None:
+        """Add `sign` times `other`'s subtree at `other_node` into this tree at `node`:
+        the one tree arithmetic of the model (merging, remapping, subtracting).
+
+        Walks `other` in lockstep, creating the nodes this tree lacks.  `frame_map`
+        maps `other`'s frame ids to this tree's (siblings that map to one id fold into
+        one node); `metric_map[i]` is the metric of `other` that is this tree's metric
+        `i` (None: none, nothing added).  Calls: a count of `other` is added where
+        this node's is known or, when adding, unknown; the roots' counts are left
+        alone.  Totals are left to `finalize`.
+        """
+        columns = [(self.selfs[i], other.selfs[j]) for i, j in enumerate(
+            metric_map if metric_map is not None else range(len(self.selfs)))
+            if j is not None and i < len(self.selfs) and j < len(other.selfs)]
+        ocalls, oframes = other.calls, other.frames
         pairs = [(node, other_node)]
-        oself, ocalls = other.selfs, other.calls
         while pairs:
             mine, theirs = pairs.pop()
-            for column, ocolumn in zip(self.selfs, oself, strict=False):
-                column[mine] += ocolumn[theirs]
-            if ocalls[theirs] >= 0:
-                self.add_calls(mine, ocalls[theirs])
-            pairs.extend((self.child(mine, other.frames[c]), c) for c in other.children(theirs))
+            for column, ocolumn in columns:
+                value = ocolumn[theirs]
+                if value:
+                    column[mine] += sign * value
+            count = ocalls[theirs]
+            if count >= 0 and theirs and (sign > 0 or self.calls[mine] >= 0):
+                self.add_calls(mine, int(sign * count))
+            for c in other.children(theirs):
+                fid = oframes[c]
+                pairs.append((self.child(mine, fid if frame_map is None else frame_map[fid]),
+                              c))
 
     # -- whole tree ------------------------------------------------------------------
 

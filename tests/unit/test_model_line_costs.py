@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
-from proftui.collectors.base import subtract_profile
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.model import storage
+from proftui.collectors.model.diff import subtract
 from proftui.collectors.model.lines import (
     add_code_cost,
     function_addresses,
@@ -83,7 +83,7 @@ def test_merge_adds_two_profiles() -> None:
 def test_reset_subtracts_costs_and_keeps_sites() -> None:
     now, baseline = profile_with_costs(), profile_with_costs()
     add_code_cost(now, MOD, 0x1004, CodeSite(F.address, SRC, 4), [10.0])
-    subtract_profile(now, baseline)
+    now = subtract(now, baseline)
     assert now.address_costs[(MOD, 0x1004)] == [10.0]
     assert now.line_costs[(SRC, 4)] == [10.0]
     assert now.line_costs[(SRC, 11)] == [0.0]
