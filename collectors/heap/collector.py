@@ -61,6 +61,8 @@ class HeapCollector(PreloadedCollector[HeapFile]):
     poll_interval_s: ClassVar[float] = POLL_INTERVAL_S
     file_glob: ClassVar[str] = FILE_GLOB
     lost_note: ClassVar[str] = "its allocations are lost"
+    runtime_name: ClassVar[str] = "the heap profiler"
+    unwind_variable: ClassVar[str] = "PROFTUI_HEAP_UNWIND"
 
     def __init__(self, argv: list[str], options: CollectorOptions | None = None, *,
                  images: ImageSpaces | None = None,
@@ -188,8 +190,7 @@ class HeapCollector(PreloadedCollector[HeapFile]):
 
     def _meta(self, files: list[HeapFile]) -> ProfileMeta:
         """Metadata and warnings from the process and the runtime headers."""
-        exit_info = self.process.poll() if self.process is not None else None
-        running = exit_info is None
+        running = self.process is None or self.process.poll() is None
         warnings = list(self._warnings)
         pids: list[int] = []
         dropped = ptr_dropped = stack_dropped = untracked = 0
@@ -244,26 +245,11 @@ class HeapCollector(PreloadedCollector[HeapFile]):
         if untracked:
             warnings.append(f"{untracked} frees of blocks allocated before profiling started "
                             "(or by a parent before fork) were ignored")
-        if no_space:
-            warnings.append(f"the run directory's file system ({self.run_dir.path.parent}) is "
-                            "full or nearly full: some stacks could not be stored (dropped)")
-        if no_cfi and files and os.environ.get("PROFTUI_HEAP_UNWIND") != "fp":
-            warnings.append("no DWARF CFI unwind tables were built (CFI unwinding is x86-64 "
-                            "only): stacks are walked through frame pointers")
-        if not running and not files:
-            warnings.append("the heap profiler did not start in the target (no runtime file): "
-                            "was LD_PRELOAD removed, the program static or the run directory full?")
-        return ProfileMeta(
-            mode="heap", argv=list(self.argv), pids=sorted(pids) or (
-                [self.process.pid] if self.process is not None else []),
-            clock="exact (every allocation)" if not sampled else
-            f"sampled, mean {_size(sample_bytes)}",
-            start_time=self._start_time, end_time=None if running else self._end_time,
-            exit_status=None if exit_info is None else exit_info.status,
-            exit_signal=None if exit_info is None else exit_info.signal,
-            complete=not running, dropped=dropped, warnings=warnings,
-            lines_note="heap: bytes and blocks allocated by the calls on each line",
-        )
+        warnings.extend(self.runtime_notes(len(files), no_space, no_cfi, "some stacks"))
+        return self.meta("heap", pids, dropped, warnings,
+                         clock="exact (every allocation)" if not sampled else
+                         f"sampled, mean {_size(sample_bytes)}",
+                         lines_note="heap: bytes and blocks allocated by the calls on each line")
 
 
 def _rss_bytes(pid: int) -> float:

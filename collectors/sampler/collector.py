@@ -15,7 +15,6 @@ table itself, which never loses a sample while it has room.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import threading
@@ -61,6 +60,8 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
     poll_thread_name: ClassVar[str] = "proftui-sampler-drain"
     poll_interval_s: ClassVar[float] = DRAIN_INTERVAL_S
     file_glob: ClassVar[str] = FILE_GLOB
+    runtime_name: ClassVar[str] = "the sampler"
+    unwind_variable: ClassVar[str] = "PROFTUI_SAMPLER_UNWIND"
 
     def __init__(self, argv: list[str], options: CollectorOptions | None = None, *,
                  images: ImageSpaces | None = None,
@@ -263,15 +264,13 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
 
     def _meta(self) -> ProfileMeta:
         """Metadata from the process and the runtime headers; caller holds _files_lock."""
-        exit_info = self.process.poll() if self.process is not None else None
-        running = exit_info is None
         warnings = list(self._warnings)
         dropped = 0
         period_ns: int | None = None
         clock = ""
         pids: list[int] = []
         sampled_ns = cpu_ns = 0
-        no_space = False
+        no_space = no_cfi = False
         for sfile in self._files.values():
             try:
                 header, smp = sfile.refresh()
@@ -295,9 +294,7 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
                 hz = f", {1e9 / header.period_ns:.0f} Hz" if header.period_ns else ""
                 clock = header.clock + hz + (f", signal {_signal_name(smp.signal)}"
                                              if smp.signal else "")
-                if not smp.sflags & SMP_CFI and os.environ.get("PROFTUI_SAMPLER_UNWIND") != "fp":
-                    warnings.append("no DWARF CFI unwind tables were built (CFI unwinding is "
-                                    "x86-64 only): stacks are walked through frame pointers")
+                no_cfi = not smp.sflags & SMP_CFI
                 if smp.sflags & SMP_PERF and smp.sflags & SMP_USER_ONLY:
                     clock += ", user time only"
                     warnings.append(_user_time_only_warning())
@@ -318,13 +315,8 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
                 if slot.cpu_ns:
                     sampled_ns += slot.samples * header.period_ns
                     cpu_ns += slot.cpu_ns
-        if no_space:
-            warnings.append(f"the run directory's file system ({self.run_dir.path.parent}) is "
-                            f"full or nearly full: the sampler's buffers were cut down and "
-                            f"{dropped} samples could not be stored (dropped); point TMPDIR at "
-                            "a file system with more space")
-        if not running and not self._files:
-            warnings.append(_no_file_warning(self.run_dir.path))
+        warnings.extend(self.runtime_notes(len(self._files), no_space, no_cfi,
+                                           f"{dropped} samples"))
         if cpu_ns > 50_000_000 and sampled_ns < 0.5 * cpu_ns and not self.options.wall_clock:
             warnings.append(f"only {100 * sampled_ns / cpu_ns:.0f}% of the threads' CPU time was "
                             f"sampled (did the target block the sampling signal?)")
@@ -338,15 +330,8 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
             warnings.append(f"{100 * self._offstack / self._total:.0f}% of samples hit code "
                             f"running on another stack (sigaltstack, coroutines): pc only")
         threads = {tid: name for (_pid, tid), name in self._threads.items()}
-        return ProfileMeta(
-            mode="sampler", argv=list(self.argv), pids=sorted(pids) or (
-                [self.process.pid] if self.process is not None else []),
-            threads=threads, period_ns=period_ns, clock=clock, start_time=self._start_time,
-            end_time=None if running else self._end_time,
-            exit_status=None if exit_info is None else exit_info.status,
-            exit_signal=None if exit_info is None else exit_info.signal,
-            complete=not running, dropped=dropped, warnings=warnings,
-        )
+        return self.meta("sampler", pids, dropped, warnings, threads=threads,
+                         period_ns=period_ns, clock=clock)
 
 
 def _user_time_only_warning() -> str:
@@ -359,18 +344,6 @@ def _user_time_only_warning() -> str:
     return (f"user time only: kernel.perf_event_paranoid={paranoid} lets perf_event count "
             "kernel time only at <= 1 or with CAP_PERFMON (or PROFTUI_SAMPLER_KERNEL=0 was "
             "set); time spent in system calls is not sampled")
-
-
-def _no_file_warning(run_dir: Path) -> str:
-    """Why the target wrote no runtime file: a full run directory, or no preload."""
-    with contextlib.suppress(OSError):
-        st = os.statvfs(run_dir)
-        if st.f_bavail * st.f_frsize < 1 << 20:
-            return (f"the sampler could not create its file: the run directory's file system "
-                    f"({run_dir.parent}) has {st.f_bavail * st.f_frsize >> 10} KiB free; the "
-                    "target ran unprofiled (point TMPDIR at a file system with more space)")
-    return ("the sampler did not start in the target (no runtime file): "
-            "was LD_PRELOAD removed or the program static?")
 
 
 def _thread_name(pid: int, tid: int) -> str:
