@@ -32,6 +32,11 @@ def _instrument() -> type[Collector]:
     return InstrumentCollector
 
 
+def _sampler_heap() -> type[Collector]:
+    from proftui.collectors.sampler_heap.collector import HeapSamplerCollector
+    return HeapSamplerCollector
+
+
 def _sampler() -> type[Collector]:
     from proftui.collectors.sampler.collector import SamplerCollector
     return SamplerCollector
@@ -39,4 +44,4 @@ def _sampler() -> type[Collector]:
 
 COLLECTORS: Mapping[str, type[Collector]] = LazyMapping(
     {"attach": _attach, "gprof": _gprof, "heap": _heap, "instrument": _instrument,
-     "sampler": _sampler})
+     "sampler": _sampler, "sampler+heap": _sampler_heap})

@@ -345,9 +345,7 @@ def make_collector(args: argparse.Namespace, output: str) -> Collector:
         raise ProftuiError("--heap-sample applies to heap mode only (add --mode heap, "
                            "or --heap to a sampler run)")
     if heap:
-        from proftui.collectors.combined import HeapSamplerCollector
-
-        return HeapSamplerCollector([args.program, *args.args], options_from(args, output))
+        return COLLECTORS["sampler+heap"]([args.program, *args.args], options_from(args, output))
     return COLLECTORS[mode]([args.program, *args.args], options_from(args, output))
 
 

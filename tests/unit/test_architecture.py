@@ -46,11 +46,11 @@ ALLOWED: dict[str, set[str]] = {
                      f"{C}.lazy", f"{C}.errors"},
     # profile.proto's codec reads varints with DWARF's base-128 decoder (one for both).
     f"{C}.formats.protobuf": {f"{C}.symbols.leb128"},
-    f"{C}.registry": {f"{C}.{name}" for name in COLLECTOR_PACKAGES} | {f"{C}.base",
-                                                                         f"{C}.lazy"},
     # --heap: the sampler and heap collectors side by side over one run (above both).
-    f"{C}.combined": {f"{C}.sampler", f"{C}.heap", f"{C}.base", f"{C}.runtime",
-                      f"{C}.stacktable", f"{C}.symbols", f"{C}.model", f"{C}.errors"},
+    f"{C}.sampler_heap": {f"{C}.sampler", f"{C}.heap", f"{C}.base", f"{C}.runtime",
+                          f"{C}.stacktable", f"{C}.symbols", f"{C}.model", f"{C}.errors"},
+    f"{C}.registry": {f"{C}.{name}" for name in (*COLLECTOR_PACKAGES, "sampler_heap")}
+    | {f"{C}.base", f"{C}.lazy"},
     f"{C}": set(),
     # The front end: widgets and panes see the model and formatting only.
     "tui.format": {f"{C}.model"},

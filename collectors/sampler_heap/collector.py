@@ -8,8 +8,8 @@ Frame in both; `collect()` lays the two profiles side by side: the sampler's
 metrics then the heap's over one frame table, one tree, one set of line and
 address costs, with the heap timeline (live bytes and RSS).
 
-This module sits beside the registry, above the collector packages (which never
-import each other).
+The one collector made of two others: it sits above the sampler and heap packages
+(which never import each other) and is registered as mode "sampler+heap".
 """
 
 from __future__ import annotations
