@@ -66,8 +66,11 @@ ALLOWED: dict[str, set[str]] = {
                   f"{C}.runtime.process_status", f"{C}.errors"},
     # The app's diff views state (baseline, live mark): the model's diff and the widgets.
     "tui.diffstate": {"tui.widgets", f"{C}.base", f"{C}.model"},
-    "tui.app": {"tui.diffstate", "tui.panes", "tui.screens", "tui.widgets", "tui.format",
-                "tui.names",
+    # The live update loop: snapshots of the collector, the process sampled, paced.
+    "tui.poller": {"tui.diffstate", f"{C}.base", f"{C}.errors", f"{C}.model",
+                   f"{C}.runtime.launch", f"{C}.runtime.process_status"},
+    "tui.app": {"tui.diffstate", "tui.panes", "tui.poller", "tui.screens", "tui.widgets",
+                "tui.format", "tui.names",
                 "tui.settings", f"{C}.base",
                 f"{C}.formats", f"{C}.model", f"{C}.runtime.launch",
                 f"{C}.runtime.process_status", f"{C}.errors"},
