@@ -81,6 +81,9 @@ class StackProfile:
         self._outer = bytearray(1)
         # id(space) -> (address, is the leaf) -> frame ids: each address interned once
         self._address_ids: dict[int, dict[tuple[int, bool], tuple[int, ...]]] = {}
+        # stacks whose costs moved since the last `changes()`, and what it handed out
+        self._moved: set[int] = set()
+        self._handed = [array("d") for _ in metrics]
 
     def __len__(self) -> int:
         """Distinct stacks."""
@@ -242,6 +245,7 @@ class StackProfile:
             part.add_along(s.part_leaf[index], values)
         for column, value in zip(self.costs, values, strict=False):
             column[index] += value
+        self._moved.add(index)
         site = s.site[index]
         if site is not None:
             self._add_code(site, values)
@@ -311,6 +315,28 @@ class StackProfile:
             values = [column[index] for column in totals]
             if any(values):
                 self.add(index, values)
+
+    def changes(self) -> list[tuple[int, list[float]]]:
+        """(stack index, cost change per metric) of every stack whose costs moved since
+        the last call: what an interval added (the fleet push sends these), in time
+        proportional to the stacks that moved."""
+        out = []
+        handed = self._handed
+        for column in handed:
+            column.extend([0.0] * (len(self.costs[0]) - len(column)))
+        for index in sorted(self._moved):
+            delta = [c[index] - h[index] for c, h in zip(self.costs, handed, strict=True)]
+            if any(delta):
+                out.append((index, delta))
+                for c, h in zip(self.costs, handed, strict=True):
+                    h[index] = c[index]
+        self._moved.clear()
+        return out
+
+    def stack_path(self, index: int) -> tuple[str, list[int]]:
+        """Stack `index`'s part label and frame ids (outermost first, ids of `frames`)."""
+        s = self._stacks
+        return self.labels[s.part[index]], self.tree.path(s.leaf[index])
 
     def snapshot(self, meta: ProfileMeta) -> Profile:
         """An independent, finalized Profile of everything added so far, carrying `meta`.
