@@ -112,31 +112,43 @@ def perf_usable() -> bool:
     return probe.returncode == 0
 
 
+def calibrate(work: Path, prog: Path, seconds: float) -> list[str]:
+    """many_paths' arguments for a fixed amount of work that takes about `seconds` alone
+    (work, not time: the profiled runs then do the same, and their extra CPU shows)."""
+    probe = subprocess.run([str(prog), "3"], cwd=work, capture_output=True, text=True,
+                           check=True)
+    rate = int(probe.stdout.split()[0]) / 3.0
+    return ["-r", str(max(1, int(rate * seconds)))]
+
+
 def record_and_report(work: Path, prog: Path, seconds: float, hz: int) -> tuple[Path, Path]:
-    plain = run([str(prog), str(seconds)], work)
+    work_args = calibrate(work, prog, seconds)
+    plain = run([str(prog), *work_args], work)
     line("plain run", plain, None)
     has_perf = perf_usable()
     perf_front: float | None = None
     perf_record: Run | None = None
     if has_perf:
         perf_record = run(["perf", "record", "-q", "-F", str(hz), "-g", "-o", "perf.data",
-                           str(prog), str(seconds)], work)
+                           str(prog), *work_args], work)
         perf_front = perf_record.cpu - perf_record.target_cpu()
         line("perf record -g", perf_record, plain)
     else:
         print("perf is not usable here: perf anchors skipped", flush=True)
-    mine = run([PROFTUI, "record", "-F", str(hz), "-o", "a.proftui", str(prog), str(seconds)],
+    mine = run([PROFTUI, "record", "-F", str(hz), "-o", "a.proftui", str(prog), *work_args],
                work)
     front = mine.cpu - mine.target_cpu()
     line("proftui record", mine, perf_record)
-    line("  front-end CPU, s", front, perf_front, "(tree CPU minus the target's own)")
-    line("  extra CPU over the plain run, s", mine.cpu - plain.cpu,
-         perf_record.cpu - plain.cpu if perf_record else None)
+    line("  front-end CPU, s", front, perf_front,
+         "(tree CPU minus the target's own; anchor: perf's process)")
+    perf_extra = perf_record.cpu - plain.cpu if perf_record else None
+    line("  front-end CPU vs perf's extra, s", front, perf_extra,
+         "(anchor: what perf record -g adds to the plain run, kernel sampling included)")
+    line("  extra CPU over the plain run, s", mine.cpu - plain.cpu, perf_extra)
     doc = json.loads(subprocess.run([PROFTUI, "report", "--json", "a.proftui"], cwd=work,
                                     capture_output=True, check=True).stdout)
     meta = doc.get("meta", {})
-    print(f"  samples dropped: {meta.get('dropped')}; "
-          f"{len(doc.get('tree', []) or [])} call-tree rows in the JSON", flush=True)
+    print(f"  samples dropped: {meta.get('dropped')}", flush=True)
     from proftui.collectors.model import storage
 
     profile = storage.load(work / "a.proftui")
@@ -180,7 +192,8 @@ def open_latency(saved: Path) -> None:
 
 
 def diff(work: Path, prog: Path, seconds: float, hz: int, saved: Path) -> None:
-    run([PROFTUI, "record", "-F", str(hz), "-o", "b.proftui", str(prog), str(seconds)], work)
+    run([PROFTUI, "record", "-F", str(hz), "-o", "b.proftui", str(prog), *calibrate(
+        work, prog, seconds)], work)
     mine = run([PROFTUI, "diff", str(saved), "b.proftui"], work)
     line("proftui diff", mine, None)
     print(f"  diff wall {mine.wall:.2f} s, CPU {mine.cpu:.2f} s (goal <= 2 s)", flush=True)

@@ -4,7 +4,10 @@
  * little, so samples land on every level), chosen by a xorshift generator, so
  * a long run keeps meeting paths it has not met yet.
  *
- * usage: many_paths SECONDS   (prints its own CPU time, ns, on stderr at exit) */
+ * usage: many_paths SECONDS     run for that long (wall clock)
+ *        many_paths -r ROUNDS   do that much work (1,000 paths a round), however long
+ * Prints the rounds done on stdout and its own CPU time, ns, on stderr at exit. */
+#include <string.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,14 +55,16 @@ static double since(const struct timespec *t0) {
 }
 
 int main(int argc, char **argv) {
-    double seconds = argc > 1 ? atof(argv[1]) : 10;
+    int by_rounds = argc > 2 && strcmp(argv[1], "-r") == 0;
+    double seconds = argc > 1 && !by_rounds ? atof(argv[1]) : 10;
+    unsigned long limit = by_rounds ? strtoul(argv[2], NULL, 10) : 0;
     struct timespec t0, cpu;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     unsigned long rounds = 0;
     do {
         for (int i = 0; i < 1000; i++) step(0);
         rounds++;
-    } while (since(&t0) < seconds);
+    } while (by_rounds ? rounds < limit : since(&t0) < seconds);
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu);
     printf("%lu rounds\n", rounds);
     fprintf(stderr, "cpu_ns %lld\n", (long long)cpu.tv_sec * 1000000000ll + cpu.tv_nsec);

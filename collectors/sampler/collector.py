@@ -46,7 +46,7 @@ from proftui.collectors.stacktable.builder import StackProfile
 from proftui.collectors.symbols.stacks import ImageSpaces
 from proftui.collectors.symbols.symbolizer import Symbolizer
 
-DRAIN_INTERVAL_S = 0.1
+DRAIN_INTERVAL_S = 0.5  # a ring holds 16 s of one thread at 1 kHz: ample
 MAX_FREQUENCY = 10_000  # the runtime clamps to this too
 TIMER_TICK_HZ = 250  # what POSIX CPU timers deliver at most here (kernel tick)
 FILE_GLOB = "sampler.*.ptw"
@@ -251,10 +251,12 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
             for name, pid, raw in stacks:
                 built.stack((name, raw.id), f"pid {pid} tid {raw.tid}",
                             self._images.frames_for(name, pid), raw.ips)
+            updates = []
             for key, (samples, periods) in counts.items():
                 index = built.find(key)
                 if index is not None:  # else a corrupt entry (never published)
-                    built.set(index, (samples, periods * self._periods.get(key[0], 0)))
+                    updates.append((index, (samples, periods * self._periods.get(key[0], 0))))
+            built.set_many(updates)
             if pending:  # an unknown address of an earlier stack may resolve now
                 built.resymbolize()
             profile = built.snapshot(meta)

@@ -36,6 +36,10 @@ from proftui.collectors.model.profile import (
 )
 from proftui.collectors.symbols.stacks import StackFrames
 
+# A batch of count changes is folded in by walking up from each stack (a path is about
+# this many nodes) unless a pass over the whole tree costs less.
+BATCH_DEPTH = 16
+
 
 @dataclass
 class _Unresolved:
@@ -255,6 +259,54 @@ class StackProfile:
         delta = [v - column[index] for v, column in zip(values, self.costs, strict=False)]
         if any(delta):
             self.add(index, delta)
+
+    def set_many(self, updates: Sequence[tuple[int, Sequence[float]]]) -> None:
+        """`set` for a batch.  A batch that touches many stacks compared with the size of
+        the tree (the end of a recording, the first look at a big table) is applied to
+        the self costs alone, then every total is summed again in one pass over the
+        tree: cheaper than walking up from each stack."""
+        if len(updates) * BATCH_DEPTH <= len(self.tree):
+            for index, values in updates:
+                self.set(index, values)
+            return
+        s = self._stacks
+        shared = len(self.labels) <= 1
+        touched_parts: set[int] = set()
+        for index, values in updates:
+            delta = [v - column[index] for v, column in zip(values, self.costs, strict=False)]
+            if not any(delta):
+                continue
+            leaf, part = s.leaf[index], s.part[index]
+            for m, value in enumerate(delta):
+                self.tree.selfs[m][leaf] += value
+                self.costs[m][index] += value
+                if not shared:
+                    self.part_trees[part].selfs[m][s.part_leaf[index]] += value
+            if not shared:
+                touched_parts.add(part)
+            self._moved.add(index)
+            site = s.site[index]
+            if site is not None:
+                self._add_code(site, delta)
+        self.tree.finalize()
+        for part in touched_parts:
+            self.part_trees[part].finalize()
+        self._sum_functions()
+
+    def _sum_functions(self) -> None:
+        """The per-function totals again from the merged tree's columns (one pass)."""
+        tree, group_of = self.tree, self.frames.group_ids()
+        groups = self.frames.group_count()
+        frames, outer = tree.frames.tolist(), self._outer
+        keys = [group_of[f] if f >= 0 else 0 for f in frames]
+        for m in range(len(self.metrics)):
+            own, total = [0.0] * groups, [0.0] * groups
+            selfs, totals = tree.selfs[m].tolist(), tree.totals[m].tolist()
+            for i in range(1, len(keys)):
+                own[keys[i]] += selfs[i]
+                if outer[i]:
+                    total[keys[i]] += totals[i]
+            self._fn_self[m], self._fn_total[m] = own, total
 
     def _add_code(self, site: tuple[str, int, CodeSite], values: Sequence[float]) -> None:
         module, address, code = site
