@@ -32,7 +32,7 @@ RUNTIME_LIBRARIES: dict[str, tuple[list[str], list[str]]] = {
                         ["csrc/common", "csrc/sampler"]),
     "proftui_hook": (["csrc/hook/proftui_hook.c", "csrc/hook/pt_hook_life.c",
                       "csrc/hook/pt_hook_file.c", "csrc/hook/pt_hook_filter.c",
-                      "csrc/common/pt_runfile.c"],
+                      "csrc/hook/pt_hook_tick.c", "csrc/common/pt_runfile.c", *COMMON_TIMER],
                      ["csrc/common", "csrc/hook"]),
     "proftui_heap": (["csrc/heap/proftui_heap.c", "csrc/heap/pt_heap_cxx.c",
                       "csrc/heap/pt_heap_track.c",
