@@ -12,7 +12,8 @@ a node's ticks in its own function stay its self time, with their source
 lines; ticks in other code while it was current (a callee's prologue before
 the callee's enter hook ran, an uninstrumented libc function it called) go to
 a child row named by that code, as perf names them; ticks in the hooks' PLT
-stubs go to [instrumentation] with the hooks' own.
+stubs, and on the instruction a hook call returns to (hook_calls.py), go to
+[instrumentation] with the hooks' own.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from proftui.collectors.errors import ProftuiError
+from proftui.collectors.instrument.hook_calls import HOOK_NAMES, HookCalls
 from proftui.collectors.model.lines import add_code_cost
 from proftui.collectors.model.profile import (
     CALLS,
@@ -52,7 +54,6 @@ LINES_NOTE = ("self cost on each function's definition line: "
               "the hook library records no per-line data")
 SAMPLED_LINES_NOTE = ("sampled: lines where the clock's ticks landed (ticks the pc tables had "
                       "no room for are on the function's definition line)")
-HOOK_STUBS = ("__cyg_profile_func_enter", "__cyg_profile_func_exit")  # their PLT stubs: hooks
 _PART = re.compile(r" \[clone \.(cold|part\.\d+)[^]]*\]$")  # pieces of one function's code
 
 
@@ -62,6 +63,7 @@ class HookSymbols:
     def __init__(self) -> None:
         self._symbolizer = Symbolizer()
         self._cache: dict[tuple[str, int], Frame] = {}
+        self.hook_calls = HookCalls()  # return addresses of hook calls, per module
 
     @property
     def warnings(self) -> list[str]:
@@ -204,9 +206,10 @@ def add_hook_data(profile: Profile, data: HookData, symbols: HookSymbols,
 
 
 class _CodeMap:
-    """Runtime code address -> (function frame, link-time address, site), through one
-    file's module table; newest module first where ranges overlap (a dlclose()d
-    object's successor), cached per address."""
+    """Runtime code address -> (function frame, link-time address, site, whether it is
+    the hooks' cost: a PLT stub or a hook call's return address), through one file's
+    module table; newest module first where ranges overlap (a dlclose()d object's
+    successor), cached per address."""
 
     def __init__(self, data: HookData, symbols: HookSymbols) -> None:
         self._symbols = symbols
@@ -214,9 +217,9 @@ class _CodeMap:
                       key=lambda m: m.start)
         self._starts = [m.start for m in mods]
         self._mods = mods
-        self._cache: dict[int, tuple[HookModule, tuple[Frame, int, CodeSite]] | None] = {}
+        self._cache: dict[int, tuple[HookModule, Frame, int, CodeSite, bool] | None] = {}
 
-    def at(self, address: int) -> tuple[HookModule, tuple[Frame, int, CodeSite]] | None:
+    def at(self, address: int) -> tuple[HookModule, Frame, int, CodeSite, bool] | None:
         if address in self._cache:
             return self._cache[address]
         found = None
@@ -226,7 +229,11 @@ class _CodeMap:
             module = self._mods[i]
             if module.start <= address < module.end:
                 code = self._symbols.code(module, address)
-                found = (module, code) if code is not None else None
+                if code is not None:
+                    frame, vaddr, site = code
+                    hooks = (frame.function.split("@", 1)[0] in HOOK_NAMES or
+                             self._symbols.hook_calls.at_hook_call(module.path, vaddr))
+                    found = (module, frame, vaddr, site, hooks)
                 break
         self._cache[address] = found
         return found
@@ -257,23 +264,22 @@ def _place_by_pc(profile: Profile, tree: CallTree, placed: dict[int, CallNode],
         where = code.at(pc)
         if node is None or where is None:
             continue  # node not published yet, or code without a symbol: stays where it is
-        module, (frame, vaddr, site) = where
+        module, frame, vaddr, site, hooks = where
         costs = [float(count), float(count * period)]
         holder = node
         while holder.parent is not None and profile.frames[holder.frame_id].inlined:
             holder = holder.parent
         if node is tree.root:
             outside += count
-            target = node.child(profile.frames.intern(frame))
+            target = node.child(instrumentation if hooks else profile.frames.intern(frame))
             _add_cost(target, costs)
-        elif _same_function(profile.frames[holder.frame_id], frame):
+        elif not hooks and _same_function(profile.frames[holder.frame_id], frame):
             target = node
             _add_to(function_self, node.frame_id, [-c for c in costs])
         else:
             _add_cost(node, [-c for c in costs])
             _add_to(function_self, node.frame_id, [-c for c in costs])
-            stub = frame.function.split("@", 1)[0] in HOOK_STUBS
-            target = node.child(instrumentation if stub else profile.frames.intern(frame))
+            target = node.child(instrumentation if hooks else profile.frames.intern(frame))
             _add_cost(target, costs)
         if target.frame_id != instrumentation:
             add_code_cost(profile, module.path, vaddr, site, costs)

@@ -513,6 +513,69 @@ static inline PT_NOINST int pt_known_inline(const pt_entry *p, const pt_hook_nod
  * call never overwrites an entry in use (at worst it hangs under a parent
  * whose fields are not written yet).  Both hooks are async-signal-safe.
  */
+/* Push a call of known context `n` on top of entry `p` (index `d`), or hand it
+ * to the slow path when the fast conditions fail: the shared tail of both
+ * fast enters.  Async-signal-safe. */
+static inline __attribute__((always_inline)) PT_NOINST void
+pt_enter_known(pt_hook_tstate *t, pt_entry *p, uint32_t d, pt_hook_node *n, uintptr_t fn,
+               uintptr_t site, uintptr_t cfa, uintptr_t ra)
+{
+    /* Its return-address slot is at the offset learned on the context's first
+     * (slow) call, fixed by the function's prologue. */
+    uintptr_t slot = cfa + n->off_;
+    if (PT_UNLIKELY(p->slot <= slot || p->slot >= t->stk_hi || d + 1 >= t->limit ||
+                    (pt_g.hdr->control & PT_CONTROL_PAUSED))) {
+        if (!(p->slot < t->stk_hi && d + 1 < t->limit &&
+              !(pt_g.hdr->control & PT_CONTROL_PAUSED) &&
+              pt_known_inline(p, n, slot, (uint32_t)ra, (uint32_t)site))) {
+            pt_enter_guarded(t, fn, site, cfa, ra);
+            return;
+        }
+    }
+    uint32_t node = (uint32_t)(n - pt_g.nodes);
+    p->kid = n;
+    pt_entry *e = p + 1;
+    e->slot = slot;
+    e->ra = (uint32_t)ra;
+    e->site = (uint32_t)site;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    t->depth = d + 1;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    e->fn = fn;
+    e->anode = node;  /* flags stay 0 and anchor unwritten: a recorded fast-path entry */
+    __atomic_store_n(&t->cur, node, __ATOMIC_RELEASE);  /* the clock charges it from here */
+    __atomic_store_n(&n->calls, n->calls + 1, __ATOMIC_RELAXED);
+    if (pt_g.timed) {  /* count-only never reads child/up */
+        e->child = 0;
+        e->up = pt_anchor(p, d);
+        e->ts = pt_call_start(t);  /* last: the hook's own work stays outside the call */
+    }
+}
+
+/* The fast enter when the top entry's last child is not this context: the
+ * child before it, else a few slots of the hash's probe sequence (a context
+ * another one displaced from its home slot took the slow path on every call
+ * when only the home slot was looked at: 40 % of Lua's enters).  Out of line,
+ * so the common case keeps few registers live (no saves).  Async-signal-safe. */
+static __attribute__((noinline)) PT_NOINST void pt_enter_other(pt_hook_tstate *t, uintptr_t fn,
+                                                               uintptr_t site, uintptr_t cfa,
+                                                               uintptr_t ra)
+{
+    uint32_t d = t->depth;
+    pt_entry *p = &t->stack[d];
+    uint32_t parent = p->anode;
+    pt_hook_node *last = p->kid;
+    pt_hook_node *n = p->kid2 ? &pt_g.nodes[p->kid2 - 1] : NULL;
+    if (!n || n->fn != fn || n->parent != parent)
+        n = pt_find(t, fn, parent, PT_FAST_PROBES);
+    if (!n) {
+        pt_enter_guarded(t, fn, site, cfa, ra);  /* a new context */
+        return;
+    }
+    p->kid2 = last ? (uint32_t)(last - pt_g.nodes) + 1 : 0;
+    pt_enter_known(t, p, d, n, fn, site, cfa, ra);
+}
+
 PT_EXPORT void __cyg_profile_func_enter(void *fn, void *site)
 {
     uintptr_t cfa = (uintptr_t)__builtin_dwarf_cfa();
@@ -524,43 +587,12 @@ PT_EXPORT void __cyg_profile_func_enter(void *fn, void *site)
     }
     uint32_t d = t->depth;
     pt_entry *p = &t->stack[d];
-    uint32_t parent = p->anode;
     pt_hook_node *n = p->kid;  /* loops call the same child again and again */
-    if (!n || n->fn != (uintptr_t)fn || n->parent != parent)
-        /* A few slots of the probe sequence: a context another one displaced from
-         * its home slot took the slow path on every call when only the home slot
-         * was looked at (40 % of Lua's enters). */
-        n = pt_find(t, (uintptr_t)fn, parent, PT_FAST_PROBES);
-    /* A known context: its return-address slot is at the offset learned on its
-     * first (slow) call, fixed by the function's prologue. */
-    uintptr_t slot = n ? cfa + n->off_ : 0;
-    if (PT_UNLIKELY(!n || p->slot <= slot || p->slot >= t->stk_hi || d + 1 >= t->limit ||
-                    (pt_g.hdr->control & PT_CONTROL_PAUSED))) {
-        if (!(n && p->slot < t->stk_hi && d + 1 < t->limit &&
-              !(pt_g.hdr->control & PT_CONTROL_PAUSED) &&
-              pt_known_inline(p, n, slot, (uint32_t)ra, (uint32_t)(uintptr_t)site))) {
-            pt_enter_guarded(t, (uintptr_t)fn, (uintptr_t)site, cfa, ra);
-            return;
-        }
+    if (PT_UNLIKELY(!n || n->fn != (uintptr_t)fn || n->parent != p->anode)) {
+        pt_enter_other(t, (uintptr_t)fn, (uintptr_t)site, cfa, ra);
+        return;
     }
-    uint32_t node = (uint32_t)(n - pt_g.nodes);
-    p->kid = n;
-    pt_entry *e = p + 1;
-    e->slot = slot;
-    e->ra = (uint32_t)ra;
-    e->site = (uint32_t)(uintptr_t)site;
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    t->depth = d + 1;
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    e->fn = (uintptr_t)fn;
-    e->anode = node;  /* flags stay 0 and anchor unwritten: a recorded fast-path entry */
-    __atomic_store_n(&t->cur, node, __ATOMIC_RELEASE);  /* the clock charges it from here */
-    __atomic_store_n(&n->calls, n->calls + 1, __ATOMIC_RELAXED);
-    if (pt_g.timed) {  /* count-only never reads child/up */
-        e->child = 0;
-        e->up = pt_anchor(p, d);
-        e->ts = pt_call_start(t);  /* last: the hook's own work stays outside the call */
-    }
+    pt_enter_known(t, p, d, n, (uintptr_t)fn, (uintptr_t)site, cfa, ra);
 }
 
 PT_EXPORT void __cyg_profile_func_exit(void *fn, void *site)

@@ -100,7 +100,8 @@ typedef struct pt_entry {
                            point into the parent's file) */
     uint32_t site;      /* low 32 bits of the call site gcc passed (the frame's return
                            address: an inlined body passes its container's) */
-    uint32_t pad;
+    uint32_t kid2;      /* index + 1 of the child node `kid` held before (0: none): a
+                           caller alternating between two callees skips the hash too */
 } pt_entry;
 
 /* A hash slot: (fn, parent) -> node.  The node itself holds fn, parent and the

@@ -308,7 +308,7 @@ static PT_NOINST void pt_hook_atfork_child(void)
         t->hash_count = 0;
         /* Every entry ever pushed may cache a child node of the parent's file. */
         for (uint32_t i = 0; i <= t->max_depth + 1 && i < t->cap; i++)
-            t->stack[i].kid = NULL;
+            t->stack[i].kid = NULL, t->stack[i].kid2 = 0;
         t->chunk = PT_NONE;
         t->used = 0;
         t->pool_full = 0;
