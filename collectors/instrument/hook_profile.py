@@ -52,8 +52,8 @@ from proftui.collectors.symbols.symbolizer import Symbolizer
 
 LINES_NOTE = ("self cost on each function's definition line: "
               "the hook library records no per-line data")
-SAMPLED_LINES_NOTE = ("sampled: lines where the clock's ticks landed (ticks the pc tables had "
-                      "no room for are on the function's definition line)")
+SAMPLED_LINES_NOTE = ("samples on the lines where the clock's ticks landed (any the hook "
+                      "library had no room to place are on the function's first line)")
 _PART = re.compile(r" \[clone \.(cold|part\.\d+)[^]]*\]$")  # pieces of one function's code
 
 
@@ -371,7 +371,7 @@ def short_call_warning(profile: Profile) -> str | None:
 def new_profile(meta: ProfileMeta, timing: str) -> Profile:
     """An empty profile with the metrics hook files of `timing` carry: "cpu" or
     "wall" (sampled: samples and ns), "timed" (per-call wall ns) or "count"."""
-    meta.lines_note = LINES_NOTE
+    meta.lines_note = SAMPLED_LINES_NOTE if timing in ("cpu", "wall") else LINES_NOTE
     metrics = {"cpu": (SAMPLES, CPU_NS), "wall": (SAMPLES, WALL_NS), "timed": (WALL_NS,),
                "count": (CALLS,)}[timing]
     return Profile(meta=meta, metrics=metrics)
