@@ -58,8 +58,9 @@ _THREAD = struct.Struct("<II16sQQQQIIQ")
 _NODE_WORDS = NODE_SIZE // 8  # fn, parent|module, calls, incl, self, ticks, hook_ticks, -
 _CHUNK = struct.Struct("<II")
 _MODULE = struct.Struct("<QQQ232s")
+_PC = struct.Struct("<QII")  # pt_hook_pc: pc, node, count (decoded column-wise in _pc_table)
 assert _HOOK.size == HOOK_HEADER_SIZE and _THREAD.size == THREAD_SIZE
-assert _MODULE.size == MODULE_SIZE
+assert _MODULE.size == MODULE_SIZE and _PC.size == PC_SIZE and NODE_SIZE == 8 * _NODE_WORDS
 
 # Calls still open, read from the target's memory (docs/wire-format.md; open_calls.py):
 LIVE = struct.Struct("<QIIQQ")  # pt_hook_live: guard, depth, cap, stack, setup
