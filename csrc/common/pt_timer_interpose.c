@@ -39,6 +39,8 @@ PT_HIDDEN void pt_timer_interpose_resolve(void) {
     if (pt_real_close == NULL) pt_real_close = (int (*)(int))dlsym(RTLD_NEXT, "close");
     if (pt_real_close_range == NULL)
         pt_real_close_range = (int (*)(unsigned, unsigned, int))dlsym(RTLD_NEXT, "close_range");
+    struct sigaction old;
+    pt_timer_real_sigaction(SIGPROF, NULL, &old); /* resolves it: a handler may call sigaction */
 }
 
 /* ---- sigaction / signal -------------------------------------------------------- */
