@@ -58,11 +58,14 @@ def perf_user_shares(perf_data: Path, comm: str) -> dict[str, float]:
 HOOK_ROW = "[instrumentation]"
 
 
-def perf_program_shares(perf_data: Path, binary: Path) -> dict[str, float]:
+def perf_program_shares(perf_data: Path, binary: Path,
+                        hook_library: str = "") -> dict[str, float]:
     """perf_user_shares of an instrumented binary's run (perf record -g), without the
     hooks' cost: samples in __cyg_profile_func_*, their PLT stubs and on the instruction
     a hook call returns to (collectors/instrument/hook_calls.py) are left out and the
-    rest is shared out of 100, as proftui_program_shares does for proftui's profile."""
+    rest is shared out of 100, as proftui_program_shares does for proftui's profile.
+    With `hook_library` (a run under proftui's hooks), samples in that library and in
+    the signal return trampoline (its clock's ticks) are hook cost too."""
     from proftui.collectors.instrument.hook_calls import HOOK_NAMES, HookCalls
     from proftui.collectors.symbols.elf import ElfFile
 
@@ -84,7 +87,8 @@ def perf_program_shares(perf_data: Path, binary: Path) -> dict[str, float]:
             name, offset, dso = match[1], int(match[2] or "0", 16), match[3]
             hook = name.split("@", 1)[0] in HOOK_NAMES or (
                 dso == str(binary) and name in starts and
-                calls.at_hook_call(str(binary), starts[name] + offset))
+                calls.at_hook_call(str(binary), starts[name] + offset)) or (
+                bool(hook_library) and (dso == hook_library or name == "__restore_rt"))
             counts["" if hook else normal_name(name)] += 1
             break
     hooks = counts.pop("", 0)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import os
 import shutil
 import statistics
 import subprocess
@@ -28,9 +29,22 @@ from tests.integration.ins_helpers import build, calls_by_path, record
 from tests.integration.ins_uftrace import Node, simple_name, uftrace_reason, uftrace_tree
 
 HZ = 4000  # both tools: ~2,500 program samples per Lua run
-ROUNDS = 3  # runs per tool; medians compared
+ROUNDS = 5  # runs per tool; medians compared
 TOP = 10
 POINTS = 3.0
+# Lua makes a call every ~4 ns; hooks that count it (~5 ns more a call than glibc's empty
+# ones) take ~75 % of the run, and the program beside them runs differently: a memory
+# stall a few instructions after a hook call overlaps the longer hook and leaves the
+# function (luaD_precall: 6.0-6.3 % under perf with empty hooks, 2.1-3.0 % in proftui
+# and in perf watching proftui's run), a slower run lets memory-bound code
+# (internshrstr, luaS_remove) weigh more, and loads right after the hooks' stores may
+# wait on them when their addresses alias (lua_settop: 2.5 % under the empty hooks,
+# 2.2-10.5 % with proftui's, by run, in both proftui's and perf's view of the same
+# run).  A hook of the same cost that touches no memory at all (24 dependent adds)
+# already moves such functions by about 3 points.  So on Lua the attribution is held
+# to 3 points on the same run (test_lua_ticks_agree_with_perf_on_the_same_run), and
+# the cross-run agreement to LUA_POINTS.
+LUA_POINTS = 8.0
 LUA_SCRIPT = LUA_SCRIPTS / "intern_sort.lua"
 # Lua with a fixed string-hash seed: identical runs under any tool (uftrace's counts).
 LUA_FLAGS = ["-finstrument-functions", "-pthread", "-Dluai_makeseed()=0u"]
@@ -120,10 +134,57 @@ def _no_aslr() -> Iterator[None]:
 
 
 def test_lua_self_shares_agree_with_perf(tmp_path: Path) -> None:
-    """Table interning, GC and table.sort in Lua -O2: perf's top 10 within 3 points."""
+    """String interning, GC, table.sort and Lua calls in Lua -O2: perf's top 10 within
+    LUA_POINTS (see there why not 3)."""
     _skip_without_perf(tmp_path)
     lua = build_lua(LUA_FLAGS)
     worst = _agreement([lua, LUA_SCRIPT, "30"], tmp_path)
+    assert worst <= LUA_POINTS
+
+
+def test_lua_ticks_agree_with_perf_on_the_same_run(tmp_path: Path) -> None:
+    """perf watching a run under proftui's hooks, and proftui's own ticks of that very
+    run, share the program's time alike: within 3 points over perf's top 10 (the
+    hooks' cost, and the clock's signal trampoline, left out of both)."""
+    _skip_without_perf(tmp_path)
+    from proftui.collectors.instrument.hook_profile import (
+        HookSymbols,
+        add_hook_data,
+        merge_parts,
+        new_profile,
+    )
+    from proftui.collectors.model.profile import ProfileMeta
+    from proftui.collectors.runtime.libraries import runtime_library_path
+    from proftui.collectors.runtime.wire import RuntimeFile
+    from proftui.collectors.runtime.wire_hook import decode_hook
+
+    lua = build_lua(LUA_FLAGS)
+    hook = runtime_library_path("proftui_hook")
+    run_dir = tmp_path / "run"
+    run_dir.mkdir(mode=0o700)
+    data = tmp_path / "same.data"
+    env = {**os.environ, "LD_PRELOAD": hook, "PROFTUI_DIR": str(run_dir),
+           "PROFTUI_FREQUENCY": str(HZ)}
+    subprocess.run(["perf", "record", "-q", "-g", "-F", str(HZ), "-o", str(data), "--",
+                    str(lua), str(LUA_SCRIPT), "30"], check=True, capture_output=True,
+                   env=env, timeout=300)
+    theirs = reference.perf_program_shares(data, lua, hook_library=hook)
+    path = next(run_dir.glob("hook.*.ptw"))
+    file = RuntimeFile(path)
+    try:
+        profile = new_profile(ProfileMeta(mode="instrument"), "cpu")
+        add_hook_data(profile, decode_hook(file, path.name), HookSymbols(), {})
+        merge_parts(profile)
+    finally:
+        file.close()
+    ours = reference.proftui_program_shares(profile)
+    top = sorted(theirs, key=theirs.__getitem__, reverse=True)[:TOP]
+    worst = 0.0
+    for name in top:
+        diff = ours.get(name, 0.0) - theirs[name]
+        worst = max(worst, abs(diff))
+        print(f"{name[:40]:<40} {theirs[name]:7.2f} {ours.get(name, 0.0):8.2f} {diff:+7.2f}")
+    assert profile.total() > 2000
     assert worst <= POINTS
 
 
