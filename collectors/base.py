@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
-from proftui.collectors.model.profile import CallTree, Profile
+from proftui.collectors.model.profile import Profile
 from proftui.collectors.runtime.launch import ExitInfo, LaunchedProcess
 from proftui.collectors.runtime.output import OutputLog
 from proftui.collectors.runtime.rundir import RunDirectory
@@ -125,11 +125,15 @@ class Collector(abc.ABC):
         return None
 
     def snapshot(self) -> Profile:
-        """`collect()` minus the counters at the last `reset()`."""
+        """`collect()` minus the counters at the last `reset()` (the model's one
+        subtraction, `diff.subtract`: a `b` mark taken at the same moment gives the
+        same numbers)."""
         with self._lock:
             profile = self.collect()
             if self._baseline is not None:
-                subtract_profile(profile, self._baseline)
+                from proftui.collectors.model.diff import subtract
+
+                profile = subtract(profile, self._baseline)
             return profile
 
     def pause(self) -> None:
@@ -199,48 +203,3 @@ class LaunchCollector(Collector):
         if self.stop_signal is None and self.process is not None:
             return self.process.stop_signal  # caught while waiting (LaunchedProcess.wait)
         return self.stop_signal
-
-
-def subtract_profile(profile: Profile, baseline: Profile) -> None:
-    """Subtract `baseline`'s costs and calls from `profile` in place (same frames).
-
-    Frames are matched by value because each collect() may intern afresh.
-    """
-    remap: dict[int, int] = {}
-    for old_id, frame in enumerate(baseline.frames):
-        new_id = profile.frames.find(frame)
-        if new_id is not None:
-            remap[old_id] = new_id
-
-    def subtract_tree(mine: CallTree, theirs: CallTree) -> None:
-        pairs = [(mine.root, theirs.root)]
-        while pairs:
-            node, base = pairs.pop()
-            for i, value in enumerate(base.self_cost):
-                node.self_cost[i] = max(0.0, node.self_cost[i] - value)
-            if node.calls is not None and base.calls is not None:
-                node.calls = max(0, node.calls - base.calls)
-            for fid, child in base.children.items():
-                new_fid = remap.get(fid)
-                if new_fid is not None and new_fid in node.children:
-                    pairs.append((node.children[new_fid], child))
-        mine.finalize()
-
-    assert profile.tree is not None and baseline.tree is not None
-    subtract_tree(profile.tree, baseline.tree)
-    for label, part in profile.parts.items():
-        if label in baseline.parts:
-            subtract_tree(part, baseline.parts[label])
-    for (caller, callee), count in baseline.arcs.items():
-        arc = (remap.get(caller, -2), remap.get(callee, -2))
-        if arc in profile.arcs:
-            profile.arcs[arc] = max(0, profile.arcs[arc] - count)
-    for table, base_table in (
-        (profile.line_costs, baseline.line_costs),
-        (profile.address_costs, baseline.address_costs),
-    ):
-        for key, costs in base_table.items():
-            if key in table:
-                table[key] = [max(0.0, a - b) for a, b in zip(table[key], costs, strict=False)]
-    profile.functions = None  # collector-given totals no longer apply; derive from the tree
-    profile.meta.dropped = max(0, profile.meta.dropped - baseline.meta.dropped)

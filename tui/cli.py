@@ -11,41 +11,19 @@ import argparse
 import contextlib
 import json
 import os
-import select
-import signal
 import sys
-import termios
-import threading
-import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from proftui.collectors.base import Collector, CollectorOptions
-from proftui.collectors.combined import HEAP_MODES, HeapSamplerCollector
-from proftui.collectors.detect import inspect_binary
 from proftui.collectors.errors import ProftuiError
-from proftui.collectors.formats.diffreport import (
-    DEFAULT_LIMIT,
-    DEFAULT_PATHS,
-    render_diff_json,
-    render_diff_text,
-)
-from proftui.collectors.formats.export import EXPORTERS, default_output, write_export
-from proftui.collectors.formats.export.text import render_json, render_text
-from proftui.collectors.formats.importers import load_any
-from proftui.collectors.model import storage
-from proftui.collectors.model.diffviews import diff_profiles
-from proftui.collectors.model.outfile import check_output
-from proftui.collectors.model.profile import Profile
-from proftui.collectors.registry import COLLECTORS
-from proftui.collectors.runtime.launch import (
-    ExitInfo,
-    StopSignals,
-    resolve_program,
-    shell_status,
-    signal_name,
-)
+
+# Each command imports what it uses when it runs (a `record` never loads Textual, the
+# exporters or the diff code): the fixed cost of every command stays small.
+if TYPE_CHECKING:
+    from proftui.collectors.base import Collector, CollectorOptions
+    from proftui.collectors.model.profile import Profile
+    from proftui.collectors.runtime.launch import ExitInfo, StopSignals
 
 MODES = ("gprof", "instrument", "sampler", "heap")
 SUBCOMMANDS = ("record", "report", "open", "demo", "attach", "export", "diff")
@@ -165,7 +143,7 @@ def _output_path(text: str) -> Path:
     return Path(text)
 
 
-def build_parsers() -> dict[str, argparse.ArgumentParser]:
+def _run_parser() -> argparse.ArgumentParser:
     run = _Parser(
         prog="proftui", description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -174,21 +152,29 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
     out.add_argument("--text", action="store_true", help="no TUI: print the text report at exit")
     out.add_argument("--json", action="store_true", help="no TUI: print the JSON report at exit")
     _add_profiling_options(run)
+    return run
 
+
+def _record_parser() -> argparse.ArgumentParser:
     record = _Parser(prog="proftui record",
-                                     description="Profile a program headless and save the result.")
+                     description="Profile a program headless and save the result.")
     record.add_argument("-o", "--output", type=_output_path, default=Path("run.proftui"),
                         help="where to save the profile (default: run.proftui)")
     _add_profiling_options(record)
+    return record
 
-    report = _Parser(prog="proftui report",
-                                     description="Print a saved profile as text or JSON.")
+
+def _report_parser() -> argparse.ArgumentParser:
+    report = _Parser(prog="proftui report", description="Print a saved profile as text or JSON.")
     report.add_argument("file", type=Path)
     report.add_argument("--binary", type=Path, metavar="PROG",
                         help="for a gmon.out: the -pg program that wrote it")
     report.add_argument("--json", action="store_true", help="machine-readable JSON report")
     report.add_argument("-n", "--limit", type=int, help="show only the top N functions")
+    return report
 
+
+def _open_parser() -> argparse.ArgumentParser:
     open_ = _Parser(prog="proftui open", description="Browse a saved profile.")
     open_.add_argument("file", type=Path)
     open_.add_argument("--binary", type=Path, metavar="PROG",
@@ -196,7 +182,10 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
     open_.add_argument("--base", type=Path, metavar="BASE",
                        help="compare with this profile: Δ columns in the flat profile and "
                             "the tree (any format `open` reads)")
+    return open_
 
+
+def _demo_parser() -> argparse.ArgumentParser:
     demo = _Parser(
         prog="proftui demo", description="Compile the bundled demo C program and profile it.")
     demo.add_argument("--mode", choices=MODES, help="build the demo for this mode")
@@ -204,6 +193,10 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
     demo.add_argument("--heap", action="store_true",
                       help="the heap demo: a program that allocates, caches and leaks, in "
                            "heap mode (same as --mode heap)")
+    return demo
+
+
+def _attach_parser() -> argparse.ArgumentParser:
     attach = _Parser(
         prog="proftui attach", description="Sample a running process (same as --pid).")
     attach.add_argument("attach_pid", type=int, metavar="PID")
@@ -212,6 +205,12 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
     attach.add_argument("-o", "--output", type=_output_path,
                         help="headless: save the profile to this file instead of printing")
     _add_profiling_options(attach, with_program=False)
+    return attach
+
+
+def _export_parser() -> argparse.ArgumentParser:
+    from proftui.collectors.formats.export import EXPORTERS  # names only: no exporter loads
+
     export = _Parser(
         prog="proftui export", description="Convert a profile (proftui, pprof, gperftools or "
         "`perf script` output) for other tools: pprof, folded, callgrind, dot, speedscope.")
@@ -221,11 +220,12 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
     export.add_argument("file", type=Path)
     export.add_argument("--binary", type=Path, metavar="PROG",
                         help="for a gmon.out: the -pg program that wrote it")
-    return {"run": run, "record": record, "report": report, "open": open_, "demo": demo,
-            "attach": attach, "export": export, "diff": _diff_parser()}
+    return export
 
 
 def _diff_parser() -> argparse.ArgumentParser:
+    from proftui.collectors.formats.diffreport import DEFAULT_LIMIT, DEFAULT_PATHS
+
     diff = _Parser(
         prog="proftui diff", description="Compare two profiles (any format `open` reads): per "
         "function, the change of self and total cost as shares of each profile's own total "
@@ -253,6 +253,16 @@ def _diff_parser() -> argparse.ArgumentParser:
     return diff
 
 
+PARSERS = {"run": _run_parser, "record": _record_parser, "report": _report_parser,
+           "open": _open_parser, "demo": _demo_parser, "attach": _attach_parser,
+           "export": _export_parser, "diff": _diff_parser}
+
+
+def build_parser(name: str) -> argparse.ArgumentParser:
+    """The parser of subcommand `name` ("run" for profiling a program)."""
+    return PARSERS[name]()
+
+
 def _count(text: str) -> int:
     try:
         value = int(text)
@@ -274,6 +284,8 @@ def split_command(argv: Sequence[str]) -> tuple[str, list[str]]:
 
 
 def options_from(args: argparse.Namespace, output: str) -> CollectorOptions:
+    from proftui.collectors.base import CollectorOptions
+
     return CollectorOptions(
         output=output,  # type: ignore[arg-type]
         frequency_hz=args.frequency,
@@ -295,6 +307,10 @@ def options_from(args: argparse.Namespace, output: str) -> CollectorOptions:
 
 def make_collector(args: argparse.Namespace, output: str) -> Collector:
     """Check the program, choose the mode, and build (not start) its collector."""
+    from proftui.collectors.detect import inspect_binary
+    from proftui.collectors.registry import COLLECTORS
+    from proftui.collectors.runtime.launch import resolve_program
+
     if args.pid is not None:
         if args.program is not None:
             raise ProftuiError("give either a program to run or --pid, not both")
@@ -308,7 +324,7 @@ def make_collector(args: argparse.Namespace, output: str) -> Collector:
     facts = inspect_binary(program)
     mode = args.mode or facts.mode
     heap = getattr(args, "heap", False)
-    if heap and mode not in HEAP_MODES:
+    if heap and mode != "sampler":  # the one mode --heap can be added to
         raise ProftuiError(
             f"--heap adds heap tracking to sampler runs only, not to {mode} mode "
             "(use --mode sampler --heap, or --mode heap for the heap alone)")
@@ -346,7 +362,7 @@ def make_collector(args: argparse.Namespace, output: str) -> Collector:
         raise ProftuiError("--heap-sample applies to heap mode only (add --mode heap, "
                            "or --heap to a sampler run)")
     if heap:
-        return HeapSamplerCollector([args.program, *args.args], options_from(args, output))
+        return COLLECTORS["sampler+heap"]([args.program, *args.args], options_from(args, output))
     return COLLECTORS[mode]([args.program, *args.args], options_from(args, output))
 
 
@@ -368,6 +384,8 @@ def finish_headless(collector: Collector, profile: Profile, stop: StopSignals) -
     died of it).  An attached one keeps running, so proftui reports for itself, as a
     shell would: 128+N.
     """
+    from proftui.collectors.runtime.launch import signal_name
+
     signum = collector.signalled() or stop.received
     if signum is None:
         return exit_status_of(profile)
@@ -389,10 +407,14 @@ def _stdout_gone() -> None:
 
 def exit_status_of(profile: Profile) -> int:
     """The target's status as a shell reports it (128+N for signal N)."""
+    from proftui.collectors.runtime.launch import shell_status
+
     return shell_status(profile.meta.exit_status, profile.meta.exit_signal)
 
 
 def print_report(profile: Profile, as_json: bool, limit: int | None = None) -> None:
+    from proftui.collectors.formats.export.text import render_json, render_text
+
     if as_json:
         json.dump(render_json(profile), sys.stdout, indent=1)
         sys.stdout.write("\n")
@@ -423,7 +445,9 @@ def run_tui(collector: Collector | None = None, profile: Profile | None = None,
     restored), then end the target as a shell would (or detach), and proftui
     exits 128+N with one line on what became of the target.
     """
+    from proftui.collectors.runtime.launch import StopSignals, signal_name
     from proftui.tui.app import ProfTuiApp  # Textual loads only when a TUI is wanted
+    from proftui.tui.terminal import StuckExit
 
     with StopSignals(interrupt=True) as stop:
         if collector is not None:
@@ -435,7 +459,7 @@ def run_tui(collector: Collector | None = None, profile: Profile | None = None,
                 raise
         app = ProfTuiApp(collector=collector, profile=profile, stop_signals=stop, base=base,
                          base_name=base_name or "base")
-        watchdog = _StuckExit(collector)
+        watchdog = StuckExit(collector, signal_name)
         stop.listen(watchdog.arm)
         line = ""
         try:
@@ -478,99 +502,9 @@ def say_failed_output(collector: Collector, info: ExitInfo | None) -> None:
         say(text)
 
 
-STUCK_EXIT_S = 5.0  # the app's normal shutdown takes well under a second
-STUCK_EXIT_HUP_S = 1.5  # after SIGHUP the terminal is most likely gone: no screen to restore
-
-
-class _StuckExit:
-    """After a stop signal, or once the terminal has hung up, finish without the app if
-    it has not returned STUCK_EXIT_S later.  Textual's writer thread dies on a write
-    error (a hung-up terminal) and its full queue then blocks the event loop for good;
-    the target must still be ended, the run directory removed and proftui must exit.
-
-    The terminal is watched too because a stuck main thread may never run the
-    Python-level SIGHUP handler that would arm this.
-    """
-
-    def __init__(self, collector: Collector | None) -> None:
-        self.collector = collector
-        self.app_returned = threading.Event()
-        self.finishing = threading.Lock()  # the main thread's cleanup, or ours: one of them
-        self._signum: int | None = None
-        self._saved_tty = _tty_attrs()
-        threading.Thread(target=self._run, name="proftui-stuck-exit", daemon=True).start()
-
-    def arm(self, signum: int) -> None:
-        """Called from the signal handler: only note the signal."""
-        if self._signum is None:
-            self._signum = signum
-
-    def _run(self) -> None:
-        deadline: float | None = None
-        while not self.app_returned.wait(0.2):
-            if self._signum is None and _terminal_hung_up():
-                self._signum = signal.SIGHUP
-            if self._signum is not None and deadline is None:
-                patience = STUCK_EXIT_HUP_S if self._signum == signal.SIGHUP else STUCK_EXIT_S
-                deadline = time.monotonic() + patience
-            if deadline is not None and time.monotonic() >= deadline:
-                break
-        else:
-            return
-        if not self.finishing.acquire(blocking=False):
-            return
-        signum = self._signum or signal.SIGHUP
-        line = ""
-        with contextlib.suppress(Exception):
-            if self.collector is not None:
-                line = self.collector.end(signum)
-                self.collector.stop()
-        _restore_tty(self._saved_tty)
-        if line:
-            _write_nonblocking(f"proftui: {signal_name(signum)}: {line} "
-                               "(the terminal stopped responding)\n")
-        os._exit(128 + signum)  # the main thread is stuck inside the app
-
-
-def _terminal_hung_up() -> bool:
-    """Whether the terminal on stdin has gone (a closed window, a killed tmux session)."""
-    try:
-        poller = select.poll()
-        poller.register(sys.stdin.fileno(), select.POLLHUP)
-        return any(events & (select.POLLHUP | select.POLLNVAL) for _fd, events in poller.poll(0))
-    except (OSError, ValueError):
-        return False
-
-
-def _tty_attrs() -> list[Any] | None:
-    try:
-        return termios.tcgetattr(sys.stdin.fileno())
-    except (termios.error, OSError, ValueError):
-        return None
-
-
-def _restore_tty(attrs: list[Any] | None) -> None:
-    """Best effort, never blocking: leave the alternate screen, mouse off, cursor on."""
-    if attrs is not None:
-        with contextlib.suppress(termios.error, OSError, ValueError):
-            termios.tcsetattr(sys.stdin.fileno(), termios.TCSANOW, attrs)
-    _write_nonblocking("\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l\x1b[?1015l"
-                       "\x1b[?2004l\x1b[?1004l\x1b[<u\x1b[?1049l\x1b[?25h")
-
-
-def _write_nonblocking(text: str, patience_s: float = 1.0) -> None:
-    """Write to the terminal for at most `patience_s`: one that stopped reading
-    must not hold proftui."""
-    data = text.encode()
-    deadline = time.monotonic() + patience_s
-    with contextlib.suppress(OSError, ValueError):
-        fd = sys.__stderr__.fileno() if sys.__stderr__ is not None else 2
-        os.set_blocking(fd, False)
-        while data and select.select([], [fd], [], max(0.0, deadline - time.monotonic()))[1]:
-            data = data[os.write(fd, data):]
-
-
 def cmd_run(args: argparse.Namespace) -> int:
+    from proftui.collectors.runtime.launch import StopSignals
+
     if wants_tui(args):
         collector = make_collector(args, output="log")
         return run_tui(collector=collector)
@@ -590,6 +524,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_record(args: argparse.Namespace) -> int:
+    from proftui.collectors.model import storage
+    from proftui.collectors.model.outfile import check_output
+    from proftui.collectors.runtime.launch import StopSignals
+
     check_output(args.output)  # before the target starts: a bad -o must not cost a run
     collector = make_collector(args, output="inherit")
     with StopSignals() as stop:  # a SIGTERM/SIGHUP while saving must not lose the profile
@@ -605,11 +543,15 @@ def cmd_record(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from proftui.collectors.formats.importers import load_any
+
     print_report(load_any(args.file, args.binary), as_json=args.json, limit=args.limit)
     return 0
 
 
 def cmd_open(args: argparse.Namespace) -> int:
+    from proftui.collectors.formats.importers import load_any
+
     profile = load_any(args.file, args.binary)
     base = None
     if args.base is not None:
@@ -628,12 +570,13 @@ def cmd_open(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    from proftui.collectors.registry import COLLECTORS
     from proftui.tui.demo import build_demo, demo_mode
 
     mode = "heap" if args.heap else args.mode or demo_mode(COLLECTORS)
     binary = build_demo(mode)
     print(f"proftui: built demo {binary} for {mode} mode", file=sys.stderr)
-    run_args = build_parsers()["run"].parse_args(
+    run_args = build_parser("run").parse_args(
         [*(["--text"] if args.text else []), "--mode", mode, str(binary)])
     return cmd_run(run_args)
 
@@ -646,6 +589,9 @@ def cmd_attach(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    from proftui.collectors.formats.export import default_output, write_export
+    from proftui.collectors.formats.importers import load_any
+
     output = args.output or default_output(args.file, args.format)
     write_export(load_any(args.file, args.binary), args.format, output)
     if str(output) != "-":
@@ -654,6 +600,10 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
+    from proftui.collectors.formats.diffreport import render_diff_json, render_diff_text
+    from proftui.collectors.formats.importers import load_any
+    from proftui.collectors.model.diffviews import diff_profiles
+
     base = load_any(args.base, args.base_binary or args.binary)
     new = load_any(args.new, args.binary)
     diff = diff_profiles(base, new, args.metric)
@@ -678,7 +628,7 @@ COMMANDS = {"run": cmd_run, "record": cmd_record, "report": cmd_report,
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `proftui` console script; returns the exit status."""
     name, rest = split_command(sys.argv[1:] if argv is None else argv)
-    parser = build_parsers()[name]
+    parser = build_parser(name)
     args = parser.parse_args(rest)
     try:
         return COMMANDS[name](args)

@@ -40,7 +40,7 @@ from proftui.collectors.model.profile import Profile, ProfileMeta
 from proftui.collectors.runtime.clock import MAX_FREQUENCY, describe_clock
 from proftui.collectors.runtime.launch import LaunchedProcess, resolve_program
 from proftui.collectors.runtime.libraries import runtime_library_path
-from proftui.collectors.runtime.names import read_comm
+from proftui.collectors.runtime.thread_names import read_comm
 from proftui.collectors.runtime.wire import (
     FLAG_COUNT_ONLY,
     FLAG_NO_SPACE,
@@ -418,7 +418,7 @@ class InstrumentCollector(LaunchCollector):
         for data in datas:
             for thread in data.threads.values():
                 comm = read_comm(f"/proc/{data.header.pid}/task/{thread.tid}/comm")
-                if comm is not None:  # any bytes, escaped (runtime/names.py)
+                if comm is not None:  # any bytes, escaped (runtime/thread_names.py)
                     threads[thread.tid] = comm
 
     def stop(self) -> None:

@@ -355,10 +355,3 @@ def function_changes(entries: Sequence[FlatEntry], base_entries: Sequence[FlatEn
 _RECENT_SIZE = 4
 _RECENT: list[tuple[Sequence[FlatEntry], Sequence[FlatEntry], tuple[object, ...],
                     dict[int, FunctionChange]]] = []
-
-
-def root_of(node: CallNode) -> CallNode:
-    """The root of `node`'s tree."""
-    while node.parent is not None:
-        node = node.parent
-    return node

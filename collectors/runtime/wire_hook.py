@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from proftui.collectors.errors import ProftuiError
-from proftui.collectors.runtime.names import printable_name
+from proftui.collectors.runtime.thread_names import printable_name
 from proftui.collectors.runtime.wire import (
     FLAG_COUNT_ONLY,
     HEADER_SIZE,

@@ -1,17 +1,20 @@
 """Sampler mode (the default): LD_PRELOAD csrc/sampler/proftui_sampler into the target.
 
 The runtime samples every thread on its own CPU clock (perf_event task-clock,
-or POSIX CPU timers where perf is not allowed) and writes stacks of runtime
-addresses into per-thread rings of a shared-memory file per process
-(wire_sampler.py).  A drain thread empties the rings every DRAIN_INTERVAL_S
-while the target runs, so they never fill; `collect()` symbolizes the
-distinct addresses through the mappings the runtime logged (dlclose'd code
-included) plus /proc/PID/maps, and builds the Profile.
+or POSIX CPU timers where perf is not allowed) and counts each sample in the
+stack table of a shared-memory file per process (wire_stacks.py): every
+distinct (thread, stack) once, its counters incremented in place.  Per-thread
+rings say which stack each sample hit and when.  A drain thread empties the
+rings every DRAIN_INTERVAL_S (the count changes) and reads the stacks
+published since; `collect()` symbolizes each new stack once, through the
+mappings the runtime logged (dlclose'd code included) plus /proc/PID/maps, and
+applies the changes to the live profile (stacktable/builder.py).  When a ring
+overflowed, and once the target has ended, the counts are read back from the
+table itself, which never loses a sample while it has room.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
 import time
@@ -23,19 +26,20 @@ from proftui.collectors.errors import ProftuiError
 from proftui.collectors.model.profile import CPU_NS, SAMPLES, WALL_NS, Profile, ProfileMeta
 from proftui.collectors.preloaded import PreloadedCollector
 from proftui.collectors.runtime.clock import MAX_FREQUENCY, describe_clock
-from proftui.collectors.runtime.names import read_comm
 from proftui.collectors.runtime.preload import Preload
+from proftui.collectors.runtime.thread_names import read_comm
 from proftui.collectors.runtime.wire import FLAG_NO_SPACE, WireVersionError
+from proftui.collectors.runtime.wire_maplog import loaded_segments
 from proftui.collectors.runtime.wire_sampler import (
-    MAX_FRAMES,
     SMP_CFI,
     SREC_DEPTH,
     SREC_OFFSTACK,
     SREC_TRUNCATED,
+    Records,
     SamplerFile,
-    loaded_segments,
 )
-from proftui.collectors.symbols.live import LiveStacks
+from proftui.collectors.runtime.wire_stacks import MAX_FRAMES, STACK_NONE, RawStack
+from proftui.collectors.stacktable.builder import StackProfile
 from proftui.collectors.symbols.stacks import ImageSpaces
 from proftui.collectors.symbols.symbolizer import Symbolizer
 
@@ -51,6 +55,8 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
     poll_thread_name: ClassVar[str] = "proftui-sampler-drain"
     poll_interval_s: ClassVar[float] = DRAIN_INTERVAL_S
     file_glob: ClassVar[str] = FILE_GLOB
+    runtime_name: ClassVar[str] = "the sampler"
+    unwind_variable: ClassVar[str] = "PROFTUI_SAMPLER_UNWIND"
 
     def __init__(self, argv: list[str], options: CollectorOptions | None = None, *,
                  images: ImageSpaces | None = None,
@@ -59,9 +65,18 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
         with another collector reading the same run (--heap), so that one address
         gives one frame in both."""
         super().__init__(argv, options)
-        # (file name, pid, tid, stack innermost first) -> [samples, ns]; one file is one
-        # process image (a process that exec'd writes a new file), one address space.
-        self._stacks: dict[tuple[str, int, int, tuple[int, ...]], list[float]] = {}
+        # Read by the drain thread, not yet applied (collect() applies them under
+        # _sym_lock): stacks published per file (one file is one process image, one
+        # address space), and the counts of the stacks that moved, as the table holds
+        # them: (file name, stack id) -> (samples, periods).  Absolute counts, so
+        # reading one twice never counts a sample twice.
+        self._new_stacks: list[tuple[str, int, RawStack]] = []
+        self._counts: dict[tuple[str, int], tuple[int, int]] = {}
+        self._ring_lost: dict[Path, int] = {}  # each file's ring overflows seen so far
+        self._whole_read: set[Path] = set()  # files read whole after the target ended
+        # counts a file opened while paused held when it was opened: never shown
+        self._before_pause: dict[tuple[str, int], tuple[int, int]] = {}
+        self._flags: dict[tuple[str, int], int] = {}  # stacks with SREC_* flags
         self._threads: dict[tuple[int, int], str] = {}
         self._truncated = 0
         self._offstack = 0
@@ -75,9 +90,9 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
         self._pending_maps: list[tuple[str, int, list[Any]]] = []
         self._maps_seen = 0  # batches of mappings drained (data_version)
         self._images = images or ImageSpaces()  # file name -> its image's address space
-        # The profile built incrementally from the stacks whose counts moved (symbols/live.py).
-        self._live: LiveStacks[tuple[str, int, int, tuple[int, ...]]] = LiveStacks(
-            (SAMPLES, WALL_NS if self.options.wall_clock else CPU_NS))
+        # The live profile: each stack added once, count changes applied (under _sym_lock).
+        self._profile = StackProfile((SAMPLES, WALL_NS if self.options.wall_clock else CPU_NS))
+        self._periods: dict[str, int] = {}  # file name -> its period, ns
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -111,14 +126,30 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
     # -- draining ------------------------------------------------------------------
 
     def poll(self) -> None:
-        """Read new files, mappings and samples into the aggregate (thread-safe)."""
+        """Drain the rings, read new stacks, the counts of the stacks the rings name, and
+        new mappings (thread-safe; no symbols here)."""
         with self._files_lock:
             self._open_new_files()
+            ended = self.process is not None and self.process.poll() is not None
             for path, sfile in list(self._files.items()):
-                pid, name = sfile.header.pid, sfile.path.name
+                name = sfile.path.name
                 try:
                     maps = sfile.new_mappings()
-                    samples = sfile.drain()
+                    records = sfile.drain()
+                    stacks = sfile.new_stacks()  # after the rings: every id they name is here
+                    lost = sfile.ring_lost()
+                    whole = lost != self._ring_lost.get(path, 0) or (
+                        ended and path not in self._whole_read)
+                    moved = self._moved(name, records, stacks)
+                    if whole:  # a ring overflowed (stacks it named are unknown), or the end
+                        self._ring_lost[path] = lost
+                        if ended:
+                            self._whole_read.add(path)
+                        samples, periods = sfile.stacks.counts()
+                        counts = [(sid, n, p) for sid, (n, p) in
+                                  enumerate(zip(samples, periods, strict=True)) if n]
+                    else:
+                        counts = sfile.stacks.counts_of(sorted(moved))
                 except ProftuiError as exc:  # truncated under us: keep what was drained
                     self._warnings.append(f"{exc}; samples after this point are lost")
                     self._bad_files.add(path)
@@ -126,25 +157,41 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
                     sfile.close()
                     continue
                 if maps:  # applied by collect(), under _sym_lock
-                    self._pending_maps.append((name, pid, maps))
+                    self._pending_maps.append((name, sfile.header.pid, maps))
                     self._maps_seen += 1
-                period = sfile.header.period_ns
-                for sample in samples:
-                    key = (name, pid, sample.tid, sample.ips)
-                    counts = self._stacks.get(key)
-                    ns = float(sample.weight * period)
-                    if counts is None:
-                        self._stacks[key] = [1.0, ns]
-                    else:
-                        counts[0] += 1.0
-                        counts[1] += ns
-                    self._live.add(key, (1.0, ns))
-                    self._total += 1
-                    self._truncated += bool(sample.flags & SREC_TRUNCATED)
-                    self._offstack += bool(sample.flags & SREC_OFFSTACK)
-                    self._too_deep += bool(sample.flags & SREC_DEPTH)
-                    if (pid, sample.tid) not in self._threads:
-                        self._threads[(pid, sample.tid)] = _thread_name(pid, sample.tid)
+                self._periods[name] = sfile.header.period_ns
+                self._take_stacks(name, sfile.header.pid, stacks)
+                before = self._before_pause
+                for sid, n, p in counts:
+                    skip = before.get((name, sid))
+                    if skip is not None:
+                        n, p = n - skip[0], p - skip[1]
+                    self._counts[(name, sid)] = (n, p)
+
+    def _moved(self, name: str, records: list[Records], stacks: list[RawStack]) -> set[int]:
+        """Stack ids the ring records name (plus new stacks: a ring may have dropped the
+        record of their first sample); counts the samples and their stack flags."""
+        moved = {raw.id for raw in stacks}
+        for rec in records:
+            moved.update(rec.ids)
+            self._total += len(rec.ids)
+            for sid in rec.ids:
+                flags = self._flags.get((name, sid))
+                if flags:
+                    self._truncated += bool(flags & SREC_TRUNCATED)
+                    self._offstack += bool(flags & SREC_OFFSTACK)
+                    self._too_deep += bool(flags & SREC_DEPTH)
+        moved.discard(STACK_NONE)
+        return moved
+
+    def _take_stacks(self, name: str, pid: int, stacks: list[RawStack]) -> None:
+        """Note newly published stacks (caller holds _files_lock)."""
+        for raw in stacks:
+            self._new_stacks.append((name, pid, raw))
+            if raw.flags:
+                self._flags[(name, raw.id)] = raw.flags
+            if (pid, raw.tid) not in self._threads:
+                self._threads[(pid, raw.tid)] = _thread_name(pid, raw.tid)
 
     def open_reader(self, path: Path) -> SamplerFile:
         return SamplerFile(path)
@@ -164,7 +211,13 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
         return sfile
 
     def opened_paused(self, reader: SamplerFile) -> None:
-        reader.drain()  # everything it holds was recorded after pause()
+        """What the file counted before it was paused happened after pause(): left out."""
+        reader.drain()
+        samples, periods = reader.stacks.counts()
+        name = reader.path.name
+        for sid, (n, p) in enumerate(zip(samples, periods, strict=True)):
+            if n:
+                self._before_pause[(name, sid)] = (n, p)
 
     # -- profile -------------------------------------------------------------------
 
@@ -174,7 +227,7 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
         thread keeps draining meanwhile, so this reads only its counters."""
         with self._files_lock:
             return (self._resets, self._total, self._maps_seen, len(self._files),
-                    len(self._warnings), self._end_time is not None,
+                    len(self._warnings), len(self._whole_read), self._end_time is not None,
                     self.process is not None and self.process.poll() is not None)
 
     def collect(self) -> Profile:
@@ -182,34 +235,37 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
         with self._files_lock:
             meta = self._meta()
             pending, self._pending_maps = self._pending_maps, []
-            if pending:  # frames may resolve differently now: fold every stack in again
-                self._live.rebuild()
-            whole, fresh = self._live.take()
-            source = self._stacks if whole else fresh
-            stacks = [(key, list(c)) for key, c in source.items()]
+            stacks, self._new_stacks = self._new_stacks, []
+            counts, self._counts = self._counts, {}
         with self._sym_lock:
             if meta.complete:  # the pids are gone (maybe reused): map logs only from now on
                 self._images.forget_pids()
             for name, pid, maps in pending:
                 self._images.add_loads(name, pid, loaded_segments(maps))
-            profile = self._live.build(
-                meta, ((f"pid {pid} tid {tid}", self._images.frames_for(name, pid), ips, costs)
-                       for (name, pid, tid, ips), costs in stacks), whole)
+            built = self._profile
+            for name, pid, raw in stacks:
+                built.stack((name, raw.id), f"pid {pid} tid {raw.tid}",
+                            self._images.frames_for(name, pid), raw.ips)
+            for key, (samples, periods) in counts.items():
+                index = built.find(key)
+                if index is not None:  # else a corrupt entry (never published)
+                    built.set(index, (samples, periods * self._periods.get(key[0], 0)))
+            if pending:  # an unknown address of an earlier stack may resolve now
+                built.resymbolize()
+            profile = built.snapshot(meta)
             profile.meta.warnings.extend(w for w in self._images.warnings()
                                          if w not in profile.meta.warnings)
         return profile
 
     def _meta(self) -> ProfileMeta:
         """Metadata from the process and the runtime headers; caller holds _files_lock."""
-        exit_info = self.process.poll() if self.process is not None else None
-        running = exit_info is None
         warnings = list(self._warnings)
         dropped = 0
         period_ns: int | None = None
         clock = ""
         pids: list[int] = []
         sampled_ns = cpu_ns = 0
-        no_space = False
+        no_space = no_cfi = False
         for sfile in self._files.values():
             try:
                 header, smp = sfile.refresh()
@@ -230,9 +286,7 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
             no_space = no_space or bool(header.flags & FLAG_NO_SPACE)
             period_ns = period_ns or header.period_ns
             if not clock:
-                if not smp.sflags & SMP_CFI and os.environ.get("PROFTUI_SAMPLER_UNWIND") != "fp":
-                    warnings.append("no DWARF CFI unwind tables were built (CFI unwinding is "
-                                    "x86-64 only): stacks are walked through frame pointers")
+                no_cfi = not smp.sflags & SMP_CFI
                 clock, notes = describe_clock(header.clock, header.period_ns, smp.signal,
                                               smp.sflags, self.options.wall_clock)
                 warnings.extend(notes)
@@ -243,13 +297,8 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
                 if slot.cpu_ns:
                     sampled_ns += slot.samples * header.period_ns
                     cpu_ns += slot.cpu_ns
-        if no_space:
-            warnings.append(f"the run directory's file system ({self.run_dir.path.parent}) is "
-                            f"full or nearly full: the sampler's buffers were cut down and "
-                            f"{dropped} samples could not be stored (dropped); point TMPDIR at "
-                            "a file system with more space")
-        if not running and not self._files:
-            warnings.append(_no_file_warning(self.run_dir.path))
+        warnings.extend(self.runtime_notes(len(self._files), no_space, no_cfi,
+                                           f"{dropped} samples"))
         if cpu_ns > 50_000_000 and sampled_ns < 0.5 * cpu_ns and not self.options.wall_clock:
             warnings.append(f"only {100 * sampled_ns / cpu_ns:.0f}% of the threads' CPU time was "
                             f"sampled (did the target block the sampling signal?)")
@@ -263,29 +312,12 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
             warnings.append(f"{100 * self._offstack / self._total:.0f}% of samples hit code "
                             f"running on another stack (sigaltstack, coroutines): pc only")
         threads = {tid: name for (_pid, tid), name in self._threads.items()}
-        return ProfileMeta(
-            mode="sampler", argv=list(self.argv), pids=sorted(pids) or (
-                [self.process.pid] if self.process is not None else []),
-            threads=threads, period_ns=period_ns, clock=clock, start_time=self._start_time,
-            end_time=None if running else self._end_time,
-            exit_status=None if exit_info is None else exit_info.status,
-            exit_signal=None if exit_info is None else exit_info.signal,
-            complete=not running, dropped=dropped, warnings=warnings,
-        )
+        return self.meta("sampler", pids, dropped, warnings, threads=threads,
+                         period_ns=period_ns, clock=clock)
 
 
-def _no_file_warning(run_dir: Path) -> str:
-    """Why the target wrote no runtime file: a full run directory, or no preload."""
-    with contextlib.suppress(OSError):
-        st = os.statvfs(run_dir)
-        if st.f_bavail * st.f_frsize < 1 << 20:
-            return (f"the sampler could not create its file: the run directory's file system "
-                    f"({run_dir.parent}) has {st.f_bavail * st.f_frsize >> 10} KiB free; the "
-                    "target ran unprofiled (point TMPDIR at a file system with more space)")
-    return ("the sampler did not start in the target (no runtime file): "
-            "was LD_PRELOAD removed or the program static?")
 
 
 def _thread_name(pid: int, tid: int) -> str:
-    # Any bytes (prctl names need not be UTF-8): escaped once, here (runtime/names.py).
+    # Any bytes (prctl names need not be UTF-8): escaped once, here (runtime/thread_names.py).
     return read_comm(f"/proc/{pid}/task/{tid}/comm") or ""

@@ -31,7 +31,6 @@
 
 #define PT_HEAP_DEFAULT_BUFFER (64u << 20) /* bytes: pointer table + buckets + frames */
 #define PT_HEAP_STRIPES 64                 /* independently locked pointer sub-tables */
-#define PT_HEAP_MAPLOG_ENTRIES 1024
 #define PT_HEAP_SIZE_BITS 40 /* a pointer entry's size field: blocks up to 1 TiB */
 
 /* Settings read once from the environment by the constructor. */
@@ -52,6 +51,7 @@ struct pt_heap_file {
     uint32_t *index;         /* bucket hash index */
     pt_heap_bucket *buckets; /* bucket 0 is the overflow bucket */
     uint64_t *frames;        /* frame pool */
+    struct pt_maplog maplog; /* the loaded objects' log (csrc/common/pt_maps.h) */
 };
 
 /* Per-thread state, initial-exec TLS (reached without calling anything). */
@@ -95,15 +95,6 @@ PT_HIDDEN void pt_heap_credit_free(struct pt_heap_thread *t, uint64_t saved, int
 PT_HIDDEN void pt_heap_count_untracked_free(void);
 PT_HIDDEN void pt_heap_peak_snapshot(int force); /* copy live -> peak if live grew */
 PT_HIDDEN int64_t pt_heap_draw(struct pt_heap_thread *t, uint64_t mean); /* exponential */
-
-/* The pointer table's hash (a key's home slot in its stripe).
- * Async-signal-safe. */
-static inline uint64_t pt_heap_mix(uint64_t x) {
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    return x;
-}
 
 /* Sampled mode: a counting filter of the sampled blocks now in the pointer
  * table.  An address's slot is the top PT_HEAP_FILTER_BITS bits of its

@@ -5,12 +5,14 @@
  *                          interposers: pthread_create, dlopen, dlclose, sigaction, signal
  *   pt_sampler_file.c      the shared-memory runtime file: create, slots, map log
  *   pt_sampler_timer.c     arming threads (slot, stack) on the common per-thread clocks
- *   pt_sampler_handler.c   the signal handler: unwind, copy into the thread's ring
+ *   pt_sampler_handler.c   the signal handler: unwind, count in the stack table, note
+ *                          the stack and the time in the thread's ring
  *   pt_sampler_maps.c      dl_iterate_phdr: map log entries and CFI table publishing
  * and from csrc/common: pt_timer.c + pt_timer_interpose.c (the per-thread
  * clocks, signal choice, and the sigaction/close/exec interposers that keep
  * them working), pt_unwind.c (the walk), pt_cfi.c (.eh_frame -> rows,
- * outside the handler), pt_runfile.c (the file's creation), pt_mem.c.
+ * outside the handler), pt_stacktab.c (the stack table), pt_maps.c (objects,
+ * map log), pt_runfile.c (the file's creation), pt_mem.c.
  *
  * Every function says whether it is async-signal-safe.  Only the handler,
  * the unwinder and the ring writer run in signal context.
@@ -27,12 +29,12 @@
 #include "proftui_wire.h"
 #include "proftui_wire_sampler.h"
 #include "pt_common.h"
+#include "pt_maps.h"
+#include "pt_stacktab.h"
 #include "pt_unwind.h"
-#define PT_DEFAULT_BUFFER (32u << 20) /* bytes of rings per process */
-#define PT_NSLOTS 128                 /* concurrently sampled threads per process */
+#define PT_DEFAULT_BUFFER (32u << 20) /* bytes of rings per process (16 bytes a sample) */
 #define PT_MIN_RING_WORDS 2048        /* 16 KiB */
 #define PT_TINY_RING_WORDS 512        /* 4 KiB: the floor on a nearly full run directory */
-#define PT_MAPLOG_ENTRIES 1024
 
 /* Settings read once from the environment by the constructor. */
 struct pt_sampler_config {
@@ -62,6 +64,8 @@ struct pt_sampler_file {
     pt_sampler_header *smp;
     unsigned char *base;
     size_t size;
+    struct pt_stacktab stacks; /* every distinct (thread, stack) and its counts */
+    struct pt_maplog maplog;   /* the loaded objects' log */
 };
 
 /* Globals, each written only outside signal context (constructor, fork
@@ -76,7 +80,6 @@ PT_HIDDEN int pt_sampler_file_create(pid_t pid); /* 0 or -1 (sampling stays off)
 PT_HIDDEN void pt_sampler_file_forget(void);     /* fork child: drop the parent's map */
 PT_HIDDEN pt_sampler_slot *pt_sampler_slot_claim(pid_t tid, uint64_t **ring); /* NULL when full */
 PT_HIDDEN void pt_sampler_slot_release(pt_sampler_slot *slot, uint64_t cpu_ns);
-PT_HIDDEN void pt_sampler_maplog_append(const pt_map_entry *entry);
 PT_HIDDEN void pt_sampler_no_space(void); /* PT_FLAG_NO_SPACE; async-signal-safe */
 
 /* pt_sampler_timer.c - the sampler's use of csrc/common/pt_timer.c; none

@@ -1,6 +1,6 @@
 /* Loaded objects for the sampler: the one object table, map log and CFI
- * publishing live in csrc/common/pt_maps.c; this file writes its segments
- * into the sampler's map log and sets the file's CFI flag.  Runs at start,
+ * publishing live in csrc/common/pt_maps.c; this file points them at the
+ * sampler's map log and sets the file's CFI flag.  Runs at start,
  * after dlopen/dlclose and in a followed fork child; never in signal context. */
 #define _GNU_SOURCE
 #include <link.h>
@@ -9,29 +9,11 @@
 #include "pt_maps.h"
 #include "pt_sampler.h"
 
-/* One segment into the sampler's map log (under the maps lock).  Not
- * async-signal-safe. */
-static void pt_sampler_log_segment(const struct pt_maps_segment *seg, uint32_t event) {
-    pt_map_entry e;
-    memset(&e, 0, sizeof e);
-    e.start = seg->start;
-    e.end = seg->end;
-    e.offset = seg->offset;
-    e.base = seg->base;
-    e.event = event; /* PT_MAPS_* == PT_MAP_* */
-    e.build_id_len = seg->build_id_len;
-    memcpy(e.build_id, seg->build_id, seg->build_id_len);
-    strncpy(e.path, seg->path, sizeof e.path - 1);
-    pt_sampler_maplog_append(&e);
-}
-_Static_assert((int)PT_MAPS_LOAD == (int)PT_MAP_LOAD && (int)PT_MAPS_UNLOAD == (int)PT_MAP_UNLOAD,
-               "map events");
-
 /* See which objects came and went since the last call; log them and publish
  * their unwind tables.  log_all: a new file (fork child) logs every live
  * object again.  Not async-signal-safe. */
 void pt_sampler_maps_refresh(int log_all) {
-    pt_maps_refresh(pt_sampler_log_segment, pt_sampler_cfg.fp_only, log_all);
+    pt_maps_refresh(&pt_sampler_file.maplog, pt_sampler_cfg.fp_only, log_all);
     const struct pt_cfi_set *set = __atomic_load_n(&pt_maps_cfi, __ATOMIC_ACQUIRE);
     if (set != NULL && set->n > 0 && pt_sampler_file.smp != NULL)
         pt_sampler_file.smp->sflags |= PT_SMP_CFI;

@@ -14,6 +14,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from proftui.collectors.annotate import annotate
 from proftui.collectors.base import Collector, CollectorOptions
 from proftui.collectors.gprof.collector import GprofCollector
 from proftui.collectors.instrument.collector import InstrumentCollector
@@ -22,7 +23,6 @@ from proftui.collectors.model.profile import Frame, Profile
 from proftui.collectors.model.source import Listing
 from proftui.collectors.model.storage import load, save
 from proftui.collectors.sampler.collector import SamplerCollector
-from proftui.collectors.symbols.disasm import annotate
 
 from tests.conftest import FIXTURES
 

@@ -38,10 +38,11 @@ def detect(head: bytes) -> str:
     if heaptrack.sniff(head):  # first: heaptrack's .gz files are gzip like proftui's
         return "heaptrack"
     if head.startswith(_GZIP_MAGIC):
-        # Both proftui (JSON) and pprof (protobuf) files are gzip'd: look inside.
+        # Both proftui (JSON, or its magic line) and pprof (protobuf) files are gzip'd:
+        # look inside.
         inner = pprof.gunzip_head(head)
         return "pprof" if inner and not inner.lstrip().startswith(b"{") \
-            and pprof.sniff(inner) else "proftui"
+            and not inner.startswith(storage.MAGIC) and pprof.sniff(inner) else "proftui"
     if head.startswith(GMON_MAGIC):
         return "gmon"
     if head.startswith(_PERF_DATA_MAGIC):
