@@ -19,6 +19,9 @@ COMMON_UNWIND = ["csrc/common/pt_unwind.c", "csrc/common/pt_cfi.c", "csrc/common
 # The loaded-object table of the preloaded runtimes (dl_iterate_phdr: not for attach).
 COMMON_MAPS = ["csrc/common/pt_maps.c"]
 COMMON_STACKS = ["csrc/common/pt_stacktab.c"]
+# Per-thread profiling clocks, their signal and the interposers that keep them working
+# (sampler and hook runtime).
+COMMON_TIMER = ["csrc/common/pt_timer.c", "csrc/common/pt_timer_interpose.c"]
 
 # name -> (sources, include dirs).  Each library has one job (docs/architecture.md
 # section 1) and sees only csrc/common and its own folder.
@@ -26,11 +29,11 @@ RUNTIME_LIBRARIES: dict[str, tuple[list[str], list[str]]] = {
     "proftui_sampler": (["csrc/sampler/proftui_sampler.c", "csrc/sampler/pt_sampler_file.c",
                          "csrc/sampler/pt_sampler_timer.c", "csrc/sampler/pt_sampler_handler.c",
                          "csrc/sampler/pt_sampler_maps.c", "csrc/common/pt_runfile.c",
-                         *COMMON_UNWIND, *COMMON_MAPS, *COMMON_STACKS],
+                         *COMMON_UNWIND, *COMMON_MAPS, *COMMON_STACKS, *COMMON_TIMER],
                         ["csrc/common", "csrc/sampler"]),
     "proftui_hook": (["csrc/hook/proftui_hook.c", "csrc/hook/pt_hook_life.c",
                       "csrc/hook/pt_hook_file.c", "csrc/hook/pt_hook_filter.c",
-                      "csrc/common/pt_runfile.c"],
+                      "csrc/hook/pt_hook_tick.c", "csrc/common/pt_runfile.c", *COMMON_TIMER],
                      ["csrc/common", "csrc/hook"]),
     "proftui_heap": (["csrc/heap/proftui_heap.c", "csrc/heap/pt_heap_cxx.c",
                       "csrc/heap/pt_heap_track.c",

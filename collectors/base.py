@@ -18,8 +18,9 @@ from proftui.collectors.runtime.rundir import RunDirectory
 class CollectorOptions:
     """User choices that collectors honour where they apply.
 
-    frequency_hz: sampling rate (sampler, attach); count_only: hook library
-    without timestamps; include/exclude: function-name patterns (uftrace's
+    frequency_hz: sampling rate (sampler, attach, instrument); count_only: hook
+    library with no clock at all; timed: hook library timing every call (two
+    timestamps) instead of sampling; include/exclude: function-name patterns (uftrace's
     -F/-N); max_depth: call depth limit; buffer_bytes: shared-memory budget
     per process; output: "inherit" (headless) or "log" (TUI).
     """
@@ -27,6 +28,7 @@ class CollectorOptions:
     output: Literal["inherit", "log"] = "inherit"
     frequency_hz: int = 1000
     count_only: bool = False
+    timed: bool = False
     include: list[str] = field(default_factory=list)
     exclude: list[str] = field(default_factory=list)
     max_depth: int | None = None

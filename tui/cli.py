@@ -47,7 +47,8 @@ Live terminal profiler for native C/C++ programs.
 
 Modes (chosen from the binary, --mode overrides):
   gprof       program built with -pg: proftui reads gmon.out (written at exit)
-  instrument  built with -finstrument-functions: exact calls and times per call path, live
+  instrument  built with -finstrument-functions: exact calls per call path, their time
+              sampled per call path (--timed: every call timed), live
   sampler     any other binary: statistical CPU sampling (LD_PRELOAD), live
   heap        --mode heap: allocations, live bytes, peak and leaks by call path (LD_PRELOAD),
               live; never chosen automatically
@@ -58,16 +59,22 @@ Modes (chosen from the binary, --mode overrides):
 def _add_profiling_options(parser: argparse.ArgumentParser, with_program: bool = True) -> None:
     parser.add_argument("--mode", choices=MODES, help="force a profiling mode (default: detect)")
     parser.add_argument("-F", "--frequency", type=_frequency, default=1000, metavar="HZ",
-                        help="sampling frequency in Hz, 1-10000 (sampler, attach; default 1000)")
+                        help="sampling frequency in Hz, 1-10000 (sampler, attach, instrument; "
+                             "default 1000)")
+    parser.add_argument("--timed", action="store_true",
+                        help="instrument mode: time every call with two clock reads (call "
+                             "durations, as uftrace; biased on short functions) instead of "
+                             "sampling each calling context")
     parser.add_argument("--count-only", action="store_true",
-                        help="instrument mode: count calls only, no timestamps (lowest overhead)")
+                        help="instrument mode: count calls only, no clock at all (lowest "
+                             "overhead)")
     parser.add_argument("-N", "--exclude", action="append", default=[], metavar="PATTERN",
                         help="instrument mode: ignore functions matching PATTERN (repeatable)")
     parser.add_argument("-I", "--include", action="append", default=[], metavar="PATTERN",
                         help="instrument mode: record only functions matching PATTERN")
     parser.add_argument("-D", "--depth", type=int, metavar="N", help="limit recorded call depth")
     parser.add_argument("--wall", action="store_true",
-                        help="sampler: sample wall-clock time instead of CPU time")
+                        help="sampler, instrument: sample wall-clock time instead of CPU time")
     parser.add_argument("--follow", action="store_true",
                         help="sampler: follow children across fork/exec")
     parser.add_argument("--heap", action="store_true",
@@ -283,6 +290,7 @@ def options_from(args: argparse.Namespace, output: str) -> CollectorOptions:
         output=output,  # type: ignore[arg-type]
         frequency_hz=args.frequency,
         count_only=args.count_only,
+        timed=args.timed,
         include=args.include,
         exclude=args.exclude,
         max_depth=args.depth,
@@ -341,6 +349,15 @@ def make_collector(args: argparse.Namespace, output: str) -> Collector:
         raise ProftuiError(
             f"{args.program} is statically linked, so the heap profiler cannot be preloaded into "
             "it; relink it dynamically, or run it under valgrind --tool=massif")
+    if args.timed and args.count_only:
+        raise ProftuiError("--timed and --count-only exclude each other: --timed times every "
+                           "call, --count-only reads no clock")
+    if args.timed and args.wall:
+        raise ProftuiError("--timed already measures wall time per call; --wall samples it "
+                           "(drop one)")
+    if args.timed and mode != "instrument":
+        raise ProftuiError(f"--timed applies to instrument mode only, not to {mode} mode "
+                           "(programs built with -finstrument-functions)")
     if args.heap_sample is not None and mode != "heap" and not heap:
         raise ProftuiError("--heap-sample applies to heap mode only (add --mode heap, "
                            "or --heap to a sampler run)")

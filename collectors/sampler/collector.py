@@ -16,7 +16,6 @@ table itself, which never loses a sample while it has room.
 from __future__ import annotations
 
 import os
-import signal
 import threading
 import time
 from pathlib import Path
@@ -26,15 +25,13 @@ from proftui.collectors.base import CollectorOptions
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.model.profile import CPU_NS, SAMPLES, WALL_NS, Profile, ProfileMeta
 from proftui.collectors.preloaded import PreloadedCollector
+from proftui.collectors.runtime.clock import MAX_FREQUENCY, describe_clock
 from proftui.collectors.runtime.preload import Preload
 from proftui.collectors.runtime.thread_names import read_comm
 from proftui.collectors.runtime.wire import FLAG_NO_SPACE, WireVersionError
 from proftui.collectors.runtime.wire_maplog import loaded_segments
 from proftui.collectors.runtime.wire_sampler import (
     SMP_CFI,
-    SMP_PERF,
-    SMP_SIGNAL_MOVED,
-    SMP_USER_ONLY,
     SREC_DEPTH,
     SREC_OFFSTACK,
     SREC_TRUNCATED,
@@ -47,8 +44,6 @@ from proftui.collectors.symbols.stacks import ImageSpaces
 from proftui.collectors.symbols.symbolizer import Symbolizer
 
 DRAIN_INTERVAL_S = 0.5  # a ring holds 16 s of one thread at 1 kHz: ample
-MAX_FREQUENCY = 10_000  # the runtime clamps to this too
-TIMER_TICK_HZ = 250  # what POSIX CPU timers deliver at most here (kernel tick)
 FILE_GLOB = "sampler.*.ptw"
 STATIC_HINT = "use attach mode instead: start it, then run `proftui --pid PID`"
 
@@ -293,23 +288,10 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
             no_space = no_space or bool(header.flags & FLAG_NO_SPACE)
             period_ns = period_ns or header.period_ns
             if not clock:
-                hz = f", {1e9 / header.period_ns:.0f} Hz" if header.period_ns else ""
-                clock = header.clock + hz + (f", signal {_signal_name(smp.signal)}"
-                                             if smp.signal else "")
                 no_cfi = not smp.sflags & SMP_CFI
-                if smp.sflags & SMP_PERF and smp.sflags & SMP_USER_ONLY:
-                    clock += ", user time only"
-                    warnings.append(_user_time_only_warning())
-                if smp.sflags & SMP_SIGNAL_MOVED:
-                    warnings.append(f"the target uses SIGPROF itself: proftui sampled with "
-                                    f"{_signal_name(smp.signal)} instead")
-                if smp.signal and not smp.sflags & SMP_PERF and not self.options.wall_clock:
-                    rate = 1e9 / header.period_ns if header.period_ns else 0
-                    if rate > TIMER_TICK_HZ:
-                        warnings.append(
-                            f"perf_event is not available: POSIX CPU timers deliver about "
-                            f"{TIMER_TICK_HZ} samples/s per thread, not {rate:.0f} (each sample "
-                            f"is weighted by the periods it stands for)")
+                clock, notes = describe_clock(header.clock, header.period_ns, smp.signal,
+                                              smp.sflags, self.options.wall_clock)
+                warnings.extend(notes)
             if smp.threads_lost:
                 warnings.append(f"pid {header.pid}: {smp.threads_lost} threads were not sampled "
                                 f"(more than {smp.nslots} at once)")
@@ -336,27 +318,8 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
                          period_ns=period_ns, clock=clock)
 
 
-def _user_time_only_warning() -> str:
-    """Why perf_event counted user time only, and what that hides."""
-    try:
-        with open("/proc/sys/kernel/perf_event_paranoid") as f:
-            paranoid = f.read().strip()
-    except OSError:
-        paranoid = "?"
-    return (f"user time only: kernel.perf_event_paranoid={paranoid} lets perf_event count "
-            "kernel time only at <= 1 or with CAP_PERFMON (or PROFTUI_SAMPLER_KERNEL=0 was "
-            "set); time spent in system calls is not sampled")
 
 
 def _thread_name(pid: int, tid: int) -> str:
     # Any bytes (prctl names need not be UTF-8): escaped once, here (runtime/thread_names.py).
     return read_comm(f"/proc/{pid}/task/{tid}/comm") or ""
-
-
-def _signal_name(sig: int) -> str:
-    try:
-        return signal.Signals(sig).name
-    except ValueError:
-        if signal.SIGRTMIN <= sig <= signal.SIGRTMAX:
-            return f"SIGRTMIN+{sig - signal.SIGRTMIN}"
-        return f"signal {sig}"

@@ -26,7 +26,7 @@
  *    24     4  ppid         its parent at creation (fork tree)
  *    28     4  flags        PT_FLAG_* (set by the runtime; NO_SPACE with an atomic or)
  *    32     8  start_ns     CLOCK_REALTIME at file creation, ns
- *    40     8  period_ns    sampling period (0: not a sampler)
+ *    40     8  period_ns    sampling period of the clock's ticks (0: none)
  *    48     8  body_offset  where the kind-specific area starts
  *    56     8  file_size    total bytes mapped
  *    64     8  dropped      records lost because a table/ring was full;
@@ -43,7 +43,8 @@
 #include <stdint.h>
 
 #define PT_WIRE_MAGIC "PROFTUI" /* 7 chars + NUL = 8 bytes */
-#define PT_WIRE_VERSION 3u /* 3: sampler stack table; 2: 40-byte hook thread entries */
+#define PT_WIRE_VERSION 4u /* 4: hook ticks (64-byte nodes, 72-byte thread entries, pc
+                              tables); 3: sampler stack table; 2: 40-byte hook thread entries */
 
 enum pt_kind {
     PT_KIND_HOOK = 1,    /* -finstrument-functions runtime (proftui_hook) */
@@ -53,8 +54,9 @@ enum pt_kind {
 };
 
 enum pt_flags {
-    PT_FLAG_COUNT_ONLY = 1u << 0, /* hook: no timestamps were taken */
-    PT_FLAG_WALL_CLOCK = 1u << 1, /* sampler: wall-clock instead of CPU time */
+    PT_FLAG_COUNT_ONLY = 1u << 0, /* hook: no timestamps were taken (times, if any, are
+                                     sampled: period_ns > 0) */
+    PT_FLAG_WALL_CLOCK = 1u << 1, /* sampler, hook: the clock ticks wall time, not CPU time */
     PT_FLAG_NO_SPACE = 1u << 2,   /* the run directory could not back part of the file:
                                      what did not fit is counted in `dropped` (atomic or) */
 };

@@ -6,13 +6,10 @@
  * that true for the target's lifetime:
  *   pthread_create  wraps the start routine so each new thread arms its own clock
  *   dlopen/dlclose  log new/unloaded code and republish the unwind tables
- *   sigaction/signal  a target that takes over our signal gets it; we move
  *   fork (atfork)   the child drops the parent's events; own file if followed
- *   close, close_range, closefrom  a target closing "every fd" keeps ours open
- *   execve, execv, execvp, execvpe, execl, execlp, execle, fexecve  clocks stop before
- *                   the exec (a sample landing after it would kill the new image)
- * None of the functions in this file is async-signal-safe except close(),
- * which stays as safe as the libc close() it wraps.
+ * and, shared with the hook runtime (csrc/common/pt_timer_interpose.c):
+ * sigaction/signal, close/close_range/closefrom and the exec family.
+ * None of the functions in this file is async-signal-safe.
  *
  * Environment (read once, in the constructor):
  *   PROFTUI_DIR              per-run directory (required; nothing happens without it)
@@ -39,16 +36,13 @@
 #include <unistd.h>
 
 #include "pt_sampler.h"
-
-#ifndef CLOSE_RANGE_CLOEXEC
-#define CLOSE_RANGE_CLOEXEC (1U << 2)
-#endif
+#include "pt_timer.h"
 
 /* Settings from the environment, written once by the constructor. */
 PT_HIDDEN struct pt_sampler_config pt_sampler_cfg;
 /* Per-thread state the handler reads (initial-exec TLS: no lazy allocation). */
 PT_HIDDEN __thread struct pt_sampler_thread pt_sampler_self
-    __attribute__((tls_model("initial-exec"))) = {.reg = -1};
+    __attribute__((tls_model("initial-exec")));
 /* 1 while this process samples; 0 before the constructor, without
  * PROFTUI_DIR, or in a fork child that is not followed. */
 static volatile int pt_active;
@@ -58,9 +52,6 @@ static int (*pt_real_pthread_create)(pthread_t *, const pthread_attr_t *, void *
                                      void *);
 static void *(*pt_real_dlopen)(const char *, int);
 static int (*pt_real_dlclose)(void *);
-static sighandler_t (*pt_real_signal)(int, sighandler_t);
-static int (*pt_real_close)(int);
-static int (*pt_real_close_range)(unsigned, unsigned, int);
 
 static void pt_resolve(void) {
     if (pt_real_pthread_create == NULL)
@@ -69,11 +60,7 @@ static void pt_resolve(void) {
     if (pt_real_dlopen == NULL)
         pt_real_dlopen = (void *(*)(const char *, int))dlsym(RTLD_NEXT, "dlopen");
     if (pt_real_dlclose == NULL) pt_real_dlclose = (int (*)(void *))dlsym(RTLD_NEXT, "dlclose");
-    if (pt_real_signal == NULL)
-        pt_real_signal = (sighandler_t(*)(int, sighandler_t))dlsym(RTLD_NEXT, "signal");
-    if (pt_real_close == NULL) pt_real_close = (int (*)(int))dlsym(RTLD_NEXT, "close");
-    if (pt_real_close_range == NULL)
-        pt_real_close_range = (int (*)(unsigned, unsigned, int))dlsym(RTLD_NEXT, "close_range");
+    pt_timer_interpose_resolve();
 }
 
 static long pt_env_long(const char *name, long fallback) {
@@ -111,19 +98,16 @@ __attribute__((constructor)) static void pt_init(void) {
      * front end's own child (the target, also after it exec's) samples. */
     long frontend = pt_env_long("PROFTUI_FRONTEND_PID", 0);
     if (!pt_sampler_cfg.follow_children && frontend > 0 && getppid() != (pid_t)frontend) return;
-    long hz = pt_env_long("PROFTUI_FREQUENCY", PT_DEFAULT_FREQUENCY);
-    if (hz < 1) hz = 1;
-    if (hz > PT_MAX_FREQUENCY) hz = PT_MAX_FREQUENCY;
-    pt_sampler_cfg.period_ns = 1000000000u / (uint64_t)hz;
+    struct pt_timer_config clock; /* PROFTUI_FREQUENCY, _WALL_CLOCK, _SAMPLER_CLOCK, _KERNEL */
+    pt_timer_config_from_env(&clock);
+    pt_sampler_cfg.period_ns = clock.period_ns;
+    pt_sampler_cfg.wall_clock = clock.wall_clock;
+    pt_sampler_cfg.force_timer = clock.force_timer;
+    pt_sampler_cfg.user_only = clock.user_only;
     long buffer = pt_env_long("PROFTUI_BUFFER_BYTES", PT_DEFAULT_BUFFER);
     pt_sampler_cfg.buffer_bytes = buffer > 0 ? (uint64_t)buffer : PT_DEFAULT_BUFFER;
-    pt_sampler_cfg.wall_clock = pt_env_flag("PROFTUI_WALL_CLOCK");
-    const char *clock = getenv("PROFTUI_SAMPLER_CLOCK");
-    pt_sampler_cfg.force_timer = clock != NULL && strcmp(clock, "timer") == 0;
     const char *unwind = getenv("PROFTUI_SAMPLER_UNWIND");
     pt_sampler_cfg.fp_only = unwind != NULL && strcmp(unwind, "fp") == 0;
-    const char *kernel = getenv("PROFTUI_SAMPLER_KERNEL");
-    pt_sampler_cfg.user_only = kernel != NULL && strcmp(kernel, "0") == 0;
 
     if (pt_sampler_file_create(getpid()) != 0) return;
     pt_sampler_maps_refresh(0);
@@ -231,172 +215,4 @@ __attribute__((visibility("default"))) int dlclose(void *handle) {
     int rc = pt_real_dlclose(handle);
     if (pt_active) pt_sampler_maps_refresh(0);
     return rc;
-}
-
-/* ---- sigaction / signal -------------------------------------------------------- */
-
-/* What a target asking about our signal sees: the default it would have. */
-static void pt_fake_default(struct sigaction *old) {
-    if (old == NULL) return;
-    memset(old, 0, sizeof *old);
-    old->sa_handler = SIG_DFL;
-    sigemptyset(&old->sa_mask);
-}
-
-__attribute__((visibility("default"))) int sigaction(int sig, const struct sigaction *act,
-                                                     struct sigaction *old) {
-    if (!pt_active || sig != pt_sampler_signal) return pt_sampler_real_sigaction(sig, act, old);
-    if (act == NULL) {
-        pt_fake_default(old);
-        return 0;
-    }
-    void *handler =
-        (act->sa_flags & SA_SIGINFO) ? (void *)act->sa_sigaction : (void *)act->sa_handler;
-    if (pt_sampler_timer_is_ours(handler)) return pt_sampler_real_sigaction(sig, act, old);
-    if (handler == (void *)SIG_DFL) { /* "back to the default": it already looks so */
-        pt_fake_default(old);
-        return 0;
-    }
-    pt_sampler_timer_move_signal(); /* the target owns this signal from now on */
-    int rc = pt_sampler_real_sigaction(sig, act, NULL);
-    if (rc == 0) pt_fake_default(old);
-    return rc;
-}
-
-__attribute__((visibility("default"))) sighandler_t signal(int sig, sighandler_t handler) {
-    pt_resolve();
-    if (pt_real_signal == NULL) {
-        errno = ENOSYS;
-        return SIG_ERR;
-    }
-    if (!pt_active || sig != pt_sampler_signal) return pt_real_signal(sig, handler);
-    if (handler == SIG_DFL) return SIG_DFL; /* it already looks like the default */
-    pt_sampler_timer_move_signal();
-    sighandler_t previous = pt_real_signal(sig, handler);
-    return previous == SIG_ERR ? SIG_ERR : SIG_DFL;
-}
-
-/* ---- close / close_range / closefrom ------------------------------------------ */
-
-/* Async-signal-safe, like the close() it wraps (no lock, no allocation). */
-__attribute__((visibility("default"))) int close(int fd) {
-    if (pt_sampler_timer_owns_fd(fd)) return 0; /* pretend: our perf event stays armed */
-    if (pt_real_close == NULL) pt_resolve();
-    if (pt_real_close == NULL) return (int)syscall(SYS_close, fd);
-    return pt_real_close(fd);
-}
-
-static int pt_close_range_raw(unsigned first, unsigned last, int flags) {
-    if (pt_real_close_range != NULL) return pt_real_close_range(first, last, flags);
-    return (int)syscall(SYS_close_range, first, last, flags);
-}
-
-/* Close [first, last] except our perf events.  Not async-signal-safe. */
-__attribute__((visibility("default"))) int close_range(unsigned first, unsigned last, int flags) {
-    pt_resolve();
-    if (flags & CLOSE_RANGE_CLOEXEC) return pt_close_range_raw(first, last, flags);
-    int ours[64];
-    int n = pt_sampler_timer_fds_in(first, last, ours, 64);
-    unsigned from = first;
-    for (int i = 0; i < n; i++) {
-        if ((unsigned)ours[i] > from && pt_close_range_raw(from, (unsigned)ours[i] - 1, flags) != 0)
-            return -1;
-        from = (unsigned)ours[i] + 1;
-    }
-    if (from <= last && (n == 0 || (unsigned)ours[n - 1] < last))
-        return pt_close_range_raw(from, last, flags);
-    return 0;
-}
-
-__attribute__((visibility("default"))) void closefrom(int lowfd) {
-    if (lowfd < 0) lowfd = 0;
-    if (close_range((unsigned)lowfd, ~0u, 0) == 0) return;
-    for (int fd = lowfd; fd < 65536; fd++) close(fd); /* close_range not in this kernel */
-}
-
-/* ---- exec ----------------------------------------------------------------------- */
-
-/* The real exec functions, resolved on first use.  Not async-signal-safe
- * (dlsym), like the clock pause around them. */
-static void *pt_real(const char *name) { return dlsym(RTLD_NEXT, name); }
-
-/* Pause every clock, run the real exec, restart the clocks if it failed. */
-#define PT_EXEC(call)                                                                          \
-    do {                                                                                       \
-        if (pt_active) pt_sampler_timer_pause_all(1);                                          \
-        int pt_rc = (call);                                                                    \
-        int pt_err = errno;                                                                    \
-        if (pt_active) pt_sampler_timer_pause_all(0);                                          \
-        errno = pt_err;                                                                        \
-        return pt_rc;                                                                          \
-    } while (0)
-
-typedef int (*pt_execve_fn)(const char *, char *const[], char *const[]);
-typedef int (*pt_execv_fn)(const char *, char *const[]);
-
-__attribute__((visibility("default"))) int execve(const char *path, char *const argv[],
-                                                  char *const envp[]) {
-    pt_execve_fn real = (pt_execve_fn)pt_real("execve");
-    if (real == NULL) return errno = ENOSYS, -1;
-    PT_EXEC(real(path, argv, envp));
-}
-
-__attribute__((visibility("default"))) int execvpe(const char *file, char *const argv[],
-                                                   char *const envp[]) {
-    pt_execve_fn real = (pt_execve_fn)pt_real("execvpe");
-    if (real == NULL) return errno = ENOSYS, -1;
-    PT_EXEC(real(file, argv, envp));
-}
-
-__attribute__((visibility("default"))) int execv(const char *path, char *const argv[]) {
-    pt_execv_fn real = (pt_execv_fn)pt_real("execv");
-    if (real == NULL) return errno = ENOSYS, -1;
-    PT_EXEC(real(path, argv));
-}
-
-__attribute__((visibility("default"))) int execvp(const char *file, char *const argv[]) {
-    pt_execv_fn real = (pt_execv_fn)pt_real("execvp");
-    if (real == NULL) return errno = ENOSYS, -1;
-    PT_EXEC(real(file, argv));
-}
-
-__attribute__((visibility("default"))) int fexecve(int fd, char *const argv[], char *const envp[]) {
-    int (*real)(int, char *const[], char *const[]) =
-        (int (*)(int, char *const[], char *const[]))pt_real("fexecve");
-    if (real == NULL) return errno = ENOSYS, -1;
-    PT_EXEC(real(fd, argv, envp));
-}
-
-/* execl, execlp, execle: collect the variadic arguments (on the stack, as
- * glibc does) and go through the vector forms above. */
-#define PT_COLLECT_ARGS(first, ap, argv)                                                       \
-    size_t pt_n = 1;                                                                           \
-    va_start(ap, first);                                                                       \
-    while (va_arg(ap, char *) != NULL) pt_n++;                                                 \
-    va_end(ap);                                                                                \
-    char **argv = __builtin_alloca((pt_n + 1) * sizeof(char *));                               \
-    argv[0] = (char *)(first);                                                                 \
-    va_start(ap, first);                                                                       \
-    for (size_t pt_i = 1; pt_i <= pt_n; pt_i++) argv[pt_i] = va_arg(ap, char *)
-
-__attribute__((visibility("default"))) int execl(const char *path, const char *arg, ...) {
-    va_list ap;
-    PT_COLLECT_ARGS(arg, ap, argv);
-    va_end(ap);
-    return execv(path, argv);
-}
-
-__attribute__((visibility("default"))) int execlp(const char *file, const char *arg, ...) {
-    va_list ap;
-    PT_COLLECT_ARGS(arg, ap, argv);
-    va_end(ap);
-    return execvp(file, argv);
-}
-
-__attribute__((visibility("default"))) int execle(const char *path, const char *arg, ...) {
-    va_list ap;
-    PT_COLLECT_ARGS(arg, ap, argv);
-    char *const *envp = va_arg(ap, char *const *);
-    va_end(ap);
-    return execve(path, argv, envp);
 }

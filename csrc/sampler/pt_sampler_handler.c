@@ -9,6 +9,7 @@
 
 #include "pt_maps.h"
 #include "pt_sampler.h"
+#include "pt_timer.h"
 
 _Static_assert((unsigned)PT_UNWIND_TRUNCATED == (unsigned)PT_SREC_TRUNCATED &&
                    (unsigned)PT_UNWIND_DEPTH == (unsigned)PT_SREC_DEPTH,
@@ -34,12 +35,6 @@ unsigned pt_sampler_unwind(const void *ucontext, const struct pt_sampler_thread 
     unsigned n = pt_unwind_walk(set, &mem, &regs, frames, max, flags);
     *flags &= PT_SAMPLER_REC_FLAGS;
     return n;
-}
-
-/* Is this signal one of ours (perf overflow or our POSIX timer), rather than
- * a kill() or a leftover of a signal the target now owns?  Async-signal-safe. */
-static int pt_from_sampler(const siginfo_t *info) {
-    return info->si_code == SI_TIMER || info->si_code == POLL_IN || info->si_code == POLL_HUP;
 }
 
 /* CLOCK_MONOTONIC in ns (the vDSO: no system call).  Async-signal-safe
@@ -68,12 +63,12 @@ static void pt_ring_put(const struct pt_sampler_thread *self, uint32_t id, uint6
     __atomic_store_n(&slot->head, head + PT_SAMPLER_RECORD_WORDS, __ATOMIC_RELEASE);
 }
 
-/* SA_SIGINFO handler for pt_sampler_signal.  Async-signal-safe. */
+/* SA_SIGINFO handler for the clocks' signal (pt_timer_signal).  Async-signal-safe. */
 void pt_sampler_on_signal(int sig, siginfo_t *info, void *ucontext) {
     (void)sig;
     int saved_errno = errno;
     const struct pt_sampler_thread *self = &pt_sampler_self;
-    if (self->slot != NULL && pt_from_sampler(info) && pt_sampler_file.hdr != NULL &&
+    if (self->slot != NULL && pt_timer_is_tick(info) && pt_sampler_file.hdr != NULL &&
         !(__atomic_load_n(&pt_sampler_file.hdr->control, __ATOMIC_RELAXED) & PT_CONTROL_PAUSED)) {
         if (self->ring == NULL) { /* no space for a ring: count the sample, unwind nothing */
             __atomic_add_fetch(&pt_sampler_file.hdr->dropped, 1, __ATOMIC_RELAXED);
@@ -83,10 +78,7 @@ void pt_sampler_on_signal(int sig, siginfo_t *info, void *ucontext) {
         uint64_t frames[PT_SAMPLER_MAX_FRAMES];
         unsigned flags = 0;
         unsigned n = pt_sampler_unwind(ucontext, self, frames, PT_SAMPLER_MAX_FRAMES, &flags);
-        /* A POSIX CPU timer fires at most once per tick; si_overrun says how
-         * many periods this one sample stands for. */
-        uint64_t weight = 1;
-        if (info->si_code == SI_TIMER && info->si_overrun > 0) weight += (uint64_t)info->si_overrun;
+        uint64_t weight = pt_timer_weight(info); /* periods this one sample stands for */
         if (n > 0) {
             uint32_t id = pt_stacktab_count(&pt_sampler_file.stacks, self->slot->tid, flags,
                                             frames, n, weight);

@@ -10,7 +10,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from proftui.collectors.runtime import wire, wire_heap, wire_maplog, wire_sampler, wire_stacks
+from proftui.collectors.runtime import (
+    wire,
+    wire_heap,
+    wire_hook,
+    wire_maplog,
+    wire_sampler,
+    wire_stacks,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -21,6 +28,7 @@ PROBE = r"""
 #include "proftui_wire_stacks.h"
 #include "proftui_wire_sampler.h"
 #include "proftui_wire_heap.h"
+#include "proftui_wire_hook.h"
 #define SHOW(name, value) printf("%s %llu\n", name, (unsigned long long)(value))
 int main(void) {
     SHOW("version", PT_WIRE_VERSION);
@@ -50,6 +58,24 @@ int main(void) {
     SHOW("heap_header", sizeof(pt_heap_header));
     SHOW("heap_bucket", sizeof(pt_heap_bucket));
     SHOW("heap_maplog_count_at", offsetof(pt_heap_header, maplog_count));
+    SHOW("hook_header", sizeof(pt_hook_header));
+    SHOW("hook_thread", sizeof(pt_hook_thread));
+    SHOW("hook_node", sizeof(pt_hook_node));
+    SHOW("hook_pc", sizeof(pt_hook_pc));
+    SHOW("hook_chunk", sizeof(pt_hook_chunk));
+    SHOW("hook_module", sizeof(pt_hook_module));
+    SHOW("hook_live", sizeof(pt_hook_live));
+    SHOW("hook_open_entry", sizeof(pt_hook_open_entry));
+    SHOW("hook_root", PT_HOOK_ROOT);
+    SHOW("hook_inlined", PT_HOOK_INLINED);
+    SHOW("hook_chunk_pcs", PT_HOOK_CHUNK_PCS);
+    SHOW("hook_timer_signal_at", offsetof(pt_hook_header, timer_signal));
+    SHOW("hook_thread_ticks_at", offsetof(pt_hook_thread, ticks));
+    SHOW("hook_thread_pcs_chunk_at", offsetof(pt_hook_thread, pcs_chunk));
+    SHOW("hook_node_ticks_at", offsetof(pt_hook_node, ticks));
+    SHOW("hook_node_hook_ticks_at", offsetof(pt_hook_node, hook_ticks));
+    SHOW("hook_timer_user_only", PT_HOOK_TIMER_USER_ONLY);
+    SHOW("hook_timer_moved", PT_HOOK_TIMER_SIGNAL_MOVED);
     return 0;
 }
 """
@@ -62,7 +88,7 @@ def c_side(tmp_path_factory: pytest.TempPathFactory) -> dict[str, int]:
     work = tmp_path_factory.mktemp("wire")
     (work / "probe.c").write_text(PROBE)
     subprocess.run(["gcc", "-std=gnu11", "-o", str(work / "probe"), str(work / "probe.c"),
-                    *(f"-I{ROOT / 'csrc' / d}" for d in ("common", "sampler", "heap"))],
+                    *(f"-I{ROOT / 'csrc' / d}" for d in ("common", "sampler", "heap", "hook"))],
                    check=True)
     out = subprocess.run([str(work / "probe")], capture_output=True, text=True, check=True)
     return {name: int(value) for name, value in (line.split() for line in out.stdout.split("\n")
@@ -105,3 +131,25 @@ def test_heap_layout(c_side: dict[str, int]) -> None:
     assert c_side["heap_header"] == wire_heap.HEAP_HEADER.size
     assert c_side["heap_bucket"] == wire_heap.BUCKET.size
     assert c_side["heap_maplog_count_at"] == wire_heap.MAPLOG_COUNT_OFFSET
+
+
+def test_hook_layout(c_side: dict[str, int]) -> None:
+    from proftui.collectors.runtime import clock
+
+    assert c_side["hook_header"] == wire_hook.HOOK_HEADER_SIZE == wire_hook._HOOK.size
+    assert c_side["hook_thread"] == wire_hook.THREAD_SIZE == wire_hook._THREAD.size
+    assert c_side["hook_node"] == wire_hook.NODE_SIZE
+    assert c_side["hook_pc"] == wire_hook.PC_SIZE
+    assert c_side["hook_chunk"] == wire_hook.CHUNK_SIZE
+    assert c_side["hook_module"] == wire_hook.MODULE_SIZE
+    assert c_side["hook_live"] == wire_hook.LIVE.size
+    assert c_side["hook_open_entry"] == wire_hook.OPEN_ENTRY.size
+    assert c_side["hook_root"] == wire_hook.ROOT
+    assert c_side["hook_inlined"] == wire_hook.INLINED
+    assert c_side["hook_chunk_pcs"] == wire_hook.CHUNK_PCS
+    assert c_side["hook_timer_signal_at"] == 128  # the first field after the v2 header
+    assert c_side["hook_thread_ticks_at"] == 40 and c_side["hook_thread_pcs_chunk_at"] == 56
+    assert c_side["hook_node_ticks_at"] == 8 * 5 and c_side["hook_node_hook_ticks_at"] == 8 * 6
+    assert c_side["hook_timer_user_only"] == clock.TIMER_USER_ONLY == wire_hook.TIMER_USER_ONLY
+    assert c_side["hook_timer_moved"] == clock.TIMER_SIGNAL_MOVED
+    assert wire_hook.LAYOUT_THREADS_OFFSET == wire.HEADER_SIZE + wire_hook.HOOK_HEADER_SIZE
