@@ -63,6 +63,8 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import ContentSwitcher
 
+HEADER_TICK_S = 0.5  # the live header's clock is redrawn this often
+
 # The panes, in tab order; the first is shown at start.  A new pane: its module plus one line.
 PANES: list[type[Pane]] = [
     FlatPane,
@@ -212,6 +214,9 @@ class ProfTuiApp(DiffViews, App[None]):
         if self.collector is not None:
             self.query_one(ProcPane).follow_output(self.collector.output(), self.collector.mode)
             self._poll()
+            # The header's clock moves on its own, twice a second, whatever the snapshots'
+            # pace (one line: cheap).
+            self.set_interval(HEADER_TICK_S, self._tick_header)
 
     def _theme_changed(self, _theme: object) -> None:
         """A theme picked in the palette: heat colours follow it, and rows drawn with
@@ -239,6 +244,10 @@ class ProfTuiApp(DiffViews, App[None]):
         if part == self.part and self.current_views(views) and (
                 self._whole is None or self._whole is profile or self.collector is None):
             self._apply_views(profile, views)
+
+    def _tick_header(self) -> None:
+        if not self.ended:
+            self._update_header()
 
     def wake_poll(self) -> None:
         """End the poll worker's wait now (a `b` mark wants a snapshot at once)."""
