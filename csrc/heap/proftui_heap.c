@@ -229,13 +229,21 @@ static __attribute__((noinline)) void *pt_malloc_sampled(struct pt_heap_thread *
     return p;
 }
 
+/* Everything but sampled mode's unsampled allocation: exact mode, a thread inside
+ * an interposer, profiling off.  Not inlined, so malloc's fast path saves no
+ * registers.  Async-signal-safe as the real allocator is. */
+static __attribute__((noinline)) void *pt_malloc_other(size_t n) {
+    struct pt_heap_thread *t = &pt_heap_self;
+    if (pt_pass(t, n)) return pt_heap_real.malloc(n);
+    return pt_malloc_slow(n);
+}
+
 PT_EXPORT void *malloc(size_t n) {
     struct pt_heap_thread *t = &pt_heap_self;
     int fast = pt_heap_fast(t, n);
     if (__builtin_expect(fast > 0, 1)) return pt_heap_real.malloc(n);
     if (fast == 0) return pt_malloc_sampled(t, n);
-    if (pt_pass(t, n)) return pt_heap_real.malloc(n);
-    return pt_malloc_slow(n);
+    return pt_malloc_other(n);
 }
 
 static __attribute__((noinline)) void *pt_calloc_slow(size_t n, size_t m, size_t size) {
@@ -331,6 +339,31 @@ static __attribute__((noinline)) void *pt_realloc_slow(void *p, size_t n, int tr
     return q;
 }
 
+/* Sampled mode after the countdown moved: this allocation is sampled (`pass`
+ * 0: a new distance), or a sampled block may live at p.  Not inlined, so
+ * realloc's fast path saves no registers.  Async-signal-safe as the real
+ * allocator is. */
+static __attribute__((noinline)) void *pt_realloc_counted(void *p, size_t n, int pass) {
+    if (!pass) {
+        struct pt_heap_thread *t = &pt_heap_self;
+        t->until_sample = pt_heap_draw(t, pt_heap_cfg.sample_bytes);
+    }
+    return pt_realloc_slow(p, n, !pass);
+}
+
+/* Exact mode, a thread inside an interposer, profiling off.  Async-signal-safe as
+ * the real allocator is. */
+static __attribute__((noinline)) void *pt_realloc_other(void *p, size_t n) {
+    struct pt_heap_thread *t = &pt_heap_self;
+    int pass = pt_pass(t, n);
+    /* Fast: the new block is not tracked and the old one has nothing to credit. */
+    if (pass && (p == NULL || (!pt_heap_boot_owns(p) &&
+                               (t->busy || !pt_heap_on ||
+                                (pt_heap_cfg.sample_bytes && !pt_heap_maybe_sampled(p))))))
+        return pt_heap_real.realloc(p, n);
+    return pt_realloc_slow(p, n, !pass);
+}
+
 PT_EXPORT void *realloc(void *p, size_t n) {
     struct pt_heap_thread *t = &pt_heap_self;
     int pass = pt_heap_fast(t, n); /* decided once: the countdown moves here */
@@ -338,17 +371,10 @@ PT_EXPORT void *realloc(void *p, size_t n) {
         /* Sampled mode, not sampled: fast unless a sampled block may live at p. */
         if (p == NULL || (!pt_heap_maybe_sampled(p) && !pt_heap_boot_owns(p)))
             return pt_heap_real.realloc(p, n);
-    } else if (pass == 0) { /* sampled: a new distance */
-        t->until_sample = pt_heap_draw(t, pt_heap_cfg.sample_bytes);
-    } else {
-        pass = pt_pass(t, n);
-        /* Fast: the new block is not tracked and the old one has nothing to credit. */
-        if (pass && (p == NULL || (!pt_heap_boot_owns(p) &&
-                                   (t->busy || !pt_heap_on ||
-                                    (pt_heap_cfg.sample_bytes && !pt_heap_maybe_sampled(p))))))
-            return pt_heap_real.realloc(p, n);
+        return pt_realloc_counted(p, n, 1);
     }
-    return pt_realloc_slow(p, n, !pass);
+    if (pass == 0) return pt_realloc_counted(p, n, 0);
+    return pt_realloc_other(p, n);
 }
 
 PT_EXPORT void *reallocarray(void *p, size_t n, size_t m) {
