@@ -78,8 +78,8 @@ static int pt_kernel_time;
 /* Signals the target installed handlers for: never chosen again. */
 static sigset_t pt_claimed;
 /* Signal in use and whether ticking is on (pt_timer.h). */
-PT_HIDDEN volatile int pt_timer_signal;
-PT_HIDDEN volatile int pt_timer_on;
+PT_HIDDEN int pt_timer_signal;
+PT_HIDDEN int pt_timer_on;
 /* Bitmap of the fds that are our perf events, so close()/close_range() by a
  * target that closes "all" descriptors leave them alone. */
 #define PT_FD_BITS 65536
@@ -222,7 +222,7 @@ const char *pt_timer_clock_name(void) {
 uint32_t pt_timer_flags(void) {
     uint32_t flags = pt_clock_kind == PT_CLOCK_PERF ? PT_TIMER_PERF : PT_TIMER_POSIX;
     if (pt_clock_kind == PT_CLOCK_PERF && !pt_kernel_time) flags |= PT_TIMER_USER_ONLY;
-    if (pt_timer_signal != SIGPROF) flags |= PT_TIMER_SIGNAL_MOVED;
+    if (PT_GET(pt_timer_signal) != SIGPROF) flags |= PT_TIMER_SIGNAL_MOVED;
     return flags;
 }
 
@@ -266,8 +266,8 @@ int pt_timer_init(const struct pt_timer_config *cfg, void (*handler)(int, siginf
          ((old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL)))
         sig = pt_pick_signal(SIGPROF);
     if (sig < 0 || pt_install(sig) != 0) return -1;
-    pt_timer_signal = sig;
-    pt_timer_on = 1;
+    PT_SET(pt_timer_signal, sig);
+    PT_SET(pt_timer_on, 1);
     return 0;
 }
 
@@ -286,7 +286,7 @@ static int pt_start_clock(struct pt_armed *e, pid_t tid) {
         if (fd >= 0) {
             struct f_owner_ex owner = {F_OWNER_TID, tid};
             if (fcntl(fd, F_SETOWN_EX, &owner) == 0 &&
-                fcntl(fd, F_SETSIG, pt_timer_signal) == 0 &&
+                fcntl(fd, F_SETSIG, PT_GET(pt_timer_signal)) == 0 &&
                 fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_ASYNC) == 0 &&
                 ioctl(fd, PERF_EVENT_IOC_ID, &e->id) == 0 &&
                 ioctl(fd, PERF_EVENT_IOC_ENABLE, 0) == 0) {
@@ -303,7 +303,7 @@ static int pt_start_clock(struct pt_armed *e, pid_t tid) {
     struct sigevent sev;
     memset(&sev, 0, sizeof sev);
     sev.sigev_notify = SIGEV_THREAD_ID;
-    sev.sigev_signo = pt_timer_signal;
+    sev.sigev_signo = PT_GET(pt_timer_signal);
     sev.sigev_notify_thread_id = tid;
     if (timer_create(e->clock, &sev, &e->timer) != 0) return -1;
     struct itimerspec its;
@@ -366,7 +366,7 @@ static void pt_altstack_off(void) {
 }
 
 int pt_timer_thread_arm(void) {
-    if (!pt_timer_on || pt_timer_self.reg != 0) return -1;
+    if (!PT_GET(pt_timer_on) || pt_timer_self.reg != 0) return -1;
     pid_t tid = pt_gettid();
     pthread_mutex_lock(&pt_armed_lock);
     int reg = -1;
@@ -419,7 +419,7 @@ void pt_timer_fork_child(int keep) {
         pt_armed[i].tid = 0;
     }
     pt_armed_pid = getpid();
-    if (!keep) pt_timer_on = 0;
+    if (!keep) PT_SET(pt_timer_on, 0);
 }
 
 /* Stop or restart every armed thread's clock around an exec: a clock left
@@ -442,23 +442,23 @@ void pt_timer_pause_all(int pause) {
         else timer_settime(e->timer, 0, &its, NULL);
     }
     pthread_mutex_unlock(&pt_armed_lock);
-    if (pause && pt_timer_signal > 0) {
+    if (pause && PT_GET(pt_timer_signal) > 0) {
         struct sigaction ign;
         memset(&ign, 0, sizeof ign);
         ign.sa_handler = SIG_IGN;
         sigemptyset(&ign.sa_mask);
-        pt_timer_real_sigaction(pt_timer_signal, &ign, NULL); /* drops what is pending */
-        pt_install(pt_timer_signal);
+        pt_timer_real_sigaction(PT_GET(pt_timer_signal), &ign, NULL); /* drops what is pending */
+        pt_install(PT_GET(pt_timer_signal));
     }
 }
 
 int pt_timer_move_signal(void) {
-    int old_sig = pt_timer_signal;
+    int old_sig = PT_GET(pt_timer_signal);
     sigaddset(&pt_claimed, old_sig);
     int sig = pt_pick_signal(old_sig);
     if (sig < 0 || pt_install(sig) != 0) return -1;
     pthread_mutex_lock(&pt_armed_lock);
-    pt_timer_signal = sig;
+    PT_SET(pt_timer_signal, sig);
     for (int i = 0; i < PT_TIMER_MAX_THREADS; i++) {
         struct pt_armed *e = &pt_armed[i];
         if (e->tid == 0) continue;

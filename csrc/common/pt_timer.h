@@ -43,10 +43,10 @@ struct pt_timer_config {
 };
 
 /* The signal in use (0 before init); the interposers and handlers read it. */
-extern PT_HIDDEN volatile int pt_timer_signal;
+extern PT_HIDDEN int pt_timer_signal;
 /* 1 once pt_timer_init succeeded in this process (0 again in an unfollowed fork
  * child): the interposers pass everything through while it is 0. */
-extern PT_HIDDEN volatile int pt_timer_on;
+extern PT_HIDDEN int pt_timer_on;
 
 /* Read PROFTUI_FREQUENCY, PROFTUI_WALL_CLOCK, PROFTUI_SAMPLER_CLOCK and
  * PROFTUI_SAMPLER_KERNEL.  Constructor only (getenv). */

@@ -54,7 +54,8 @@ static void pt_fake_default(struct sigaction *old) {
 }
 
 PT_INTERPOSE int sigaction(int sig, const struct sigaction *act, struct sigaction *old) {
-    if (!pt_timer_on || sig != pt_timer_signal) return pt_timer_real_sigaction(sig, act, old);
+    if (!PT_GET(pt_timer_on) || sig != PT_GET(pt_timer_signal))
+        return pt_timer_real_sigaction(sig, act, old);
     if (act == NULL) {
         pt_fake_default(old);
         return 0;
@@ -78,7 +79,7 @@ PT_INTERPOSE sighandler_t signal(int sig, sighandler_t handler) {
         errno = ENOSYS;
         return SIG_ERR;
     }
-    if (!pt_timer_on || sig != pt_timer_signal) return pt_real_signal(sig, handler);
+    if (!PT_GET(pt_timer_on) || sig != PT_GET(pt_timer_signal)) return pt_real_signal(sig, handler);
     if (handler == SIG_DFL) return SIG_DFL; /* it already looks like the default */
     pt_timer_move_signal();
     sighandler_t previous = pt_real_signal(sig, handler);
@@ -132,7 +133,7 @@ static void *pt_real(const char *name) { return dlsym(RTLD_NEXT, name); }
 /* Pause every clock, run the real exec, restart the clocks if it failed. */
 #define PT_EXEC(call)                                                                          \
     do {                                                                                       \
-        int pt_on = pt_timer_on;                                                               \
+        int pt_on = PT_GET(pt_timer_on);                                                       \
         if (pt_on) pt_timer_pause_all(1);                                                      \
         int pt_rc = (call);                                                                    \
         int pt_err = errno;                                                                    \

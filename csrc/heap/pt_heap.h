@@ -77,7 +77,7 @@ extern PT_HIDDEN __thread struct pt_heap_thread pt_heap_self
     __attribute__((tls_model("initial-exec")));
 /* 1 while this process is profiled (set by the constructor, cleared in an
  * unfollowed fork child).  Read without a lock on every call. */
-extern PT_HIDDEN volatile int pt_heap_on;
+extern PT_HIDDEN int pt_heap_on;
 
 /* pt_heap_track.c - async-signal-safe (spin locks are only taken with the
  * caller's busy flag set, so a handler never waits on its own thread). */
@@ -178,7 +178,7 @@ extern PT_HIDDEN struct pt_heap_real pt_heap_real;
 /* 1 while this process is profiled in sampled mode with the real allocator
  * resolved: the one global the sampled fast paths read (set last by the
  * constructor, cleared with pt_heap_on in an unfollowed fork child). */
-extern PT_HIDDEN volatile int pt_heap_sampling;
+extern PT_HIDDEN int pt_heap_sampling;
 
 /* The dlsym bootstrap arena (proftui_heap.c): its blocks are never freed. */
 #define PT_HEAP_BOOT_ARENA (256u << 10)
@@ -197,7 +197,7 @@ static inline int pt_heap_boot_owns(const void *p) {
  * here (exact mode, off, inside an interposer).  One global load, and this
  * thread's initial-exec TLS.  Async-signal-safe. */
 static inline __attribute__((always_inline)) int pt_heap_fast(struct pt_heap_thread *t, size_t n) {
-    if (__builtin_expect(!pt_heap_sampling || t->busy, 0)) return -1;
+    if (__builtin_expect(!PT_GET(pt_heap_sampling) || t->busy, 0)) return -1;
     t->nallocs++;
     t->until_sample -= (int64_t)n;
     return __builtin_expect(t->until_sample > 0, 1);

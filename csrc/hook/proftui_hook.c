@@ -328,6 +328,8 @@ static inline PT_NOINST void pt_push(pt_hook_tstate *t, pt_entry *p, uint32_t d,
     e->up = anchor;
     if (PT_LIKELY(node != PT_NONE)) {
         pt_hook_node *n = &pt_g.nodes[node];
+        /* A node is in one thread's tree: one writer, so the relaxed store of the
+         * incremented count loses nothing; readers need it only to grow. */
         __atomic_store_n(&n->calls, n->calls + 1, __ATOMIC_RELAXED);
         e->anchor = d + 1;
         e->anode = node;

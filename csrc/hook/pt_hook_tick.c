@@ -138,7 +138,7 @@ PT_NOINST void pt_hook_tick_describe(void)
     pt_g.hdr->period_ns = pt_g.opt.timer.period_ns;
     if (pt_g.opt.timer.wall_clock)
         pt_g.hdr->flags |= PT_FLAG_WALL_CLOCK;
-    pt_g.hook->timer_signal = (uint32_t)pt_timer_signal;
+    pt_g.hook->timer_signal = (uint32_t)PT_GET(pt_timer_signal);
     pt_g.hook->timer_flags = pt_timer_flags();
 }
 
@@ -155,7 +155,7 @@ PT_NOINST int pt_hook_tick_init(void)
  * clock runs.  Not async-signal-safe (perf_event_open, a mutex). */
 PT_NOINST void pt_hook_tick_arm(pt_hook_tstate *t)
 {
-    if (!pt_g.ticking || !pt_timer_on)
+    if (!pt_g.ticking || !PT_GET(pt_timer_on))
         return;
     t->ticking = 1;
     if (pt_timer_thread_arm() != 0)

@@ -45,7 +45,7 @@ PT_HIDDEN __thread struct pt_sampler_thread pt_sampler_self
     __attribute__((tls_model("initial-exec")));
 /* 1 while this process samples; 0 before the constructor, without
  * PROFTUI_DIR, or in a fork child that is not followed. */
-static volatile int pt_active;
+static int pt_active;
 
 /* The real functions we wrap, resolved once (lazily if called before us). */
 static int (*pt_real_pthread_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *),
@@ -78,13 +78,13 @@ static int pt_env_flag(const char *name) {
 
 /* Fork child (pthread_atfork): never write into the parent's file. */
 static void pt_atfork_child(void) {
-    if (!pt_active) return;
+    if (!PT_GET(pt_active)) return;
     pt_sampler_self.slot = NULL;
     pt_sampler_maps_fork_child();
     pt_sampler_file_forget();
     int keep = pt_sampler_cfg.follow_children && pt_sampler_file_create(getpid()) == 0;
     if (keep) pt_sampler_maps_refresh(1);
-    else pt_active = 0;
+    else PT_SET(pt_active, 0);
     pt_sampler_timer_fork_child(keep);
 }
 
@@ -113,12 +113,12 @@ __attribute__((constructor)) static void pt_init(void) {
     pt_sampler_maps_refresh(0);
     if (pt_sampler_timer_init() != 0) return; /* the file stays, with no samples */
     pthread_atfork(NULL, NULL, pt_atfork_child);
-    pt_active = 1;
+    PT_SET(pt_active, 1);
     pt_sampler_thread_arm();
 }
 
 __attribute__((destructor)) static void pt_fini(void) {
-    if (!pt_active) return;
+    if (!PT_GET(pt_active)) return;
     pt_sampler_thread_disarm();
     if (pt_sampler_file.hdr != NULL)
         __atomic_store_n(&pt_sampler_file.hdr->state, (uint32_t)PT_STATE_EXITED, __ATOMIC_RELEASE);
@@ -134,7 +134,7 @@ struct pt_start {
 static void *pt_thread_start(void *p) {
     struct pt_start start = *(struct pt_start *)p;
     free(p);
-    if (pt_active) pt_sampler_thread_arm(); /* the key destructor disarms at thread exit */
+    if (PT_GET(pt_active)) pt_sampler_thread_arm(); /* the key destructor disarms at thread exit */
     return start.fn(start.arg);
 }
 
@@ -142,7 +142,7 @@ __attribute__((visibility("default"))) int
 pthread_create(pthread_t *thread, const pthread_attr_t *attr, void *(*fn)(void *), void *arg) {
     pt_resolve();
     if (pt_real_pthread_create == NULL) return EAGAIN;
-    struct pt_start *start = pt_active ? malloc(sizeof *start) : NULL;
+    struct pt_start *start = PT_GET(pt_active) ? malloc(sizeof *start) : NULL;
     if (start == NULL) return pt_real_pthread_create(thread, attr, fn, arg);
     start->fn = fn;
     start->arg = arg;
@@ -205,7 +205,7 @@ __attribute__((visibility("default"))) void *dlopen(const char *file, int mode) 
     void *handle = pt_real_dlopen(file, mode);
     if (handle == NULL && file != NULL && (strchr(file, '/') == NULL || file[0] == '$'))
         handle = pt_dlopen_as(__builtin_return_address(0), file, mode);
-    if (handle != NULL && pt_active) pt_sampler_maps_refresh(0);
+    if (handle != NULL && PT_GET(pt_active)) pt_sampler_maps_refresh(0);
     return handle;
 }
 
@@ -213,6 +213,6 @@ __attribute__((visibility("default"))) int dlclose(void *handle) {
     pt_resolve();
     if (pt_real_dlclose == NULL) return -1;
     int rc = pt_real_dlclose(handle);
-    if (pt_active) pt_sampler_maps_refresh(0);
+    if (PT_GET(pt_active)) pt_sampler_maps_refresh(0);
     return rc;
 }

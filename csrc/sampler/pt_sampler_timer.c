@@ -30,7 +30,7 @@ static void pt_describe(void) {
     if (pt_sampler_file.hdr == NULL) return;
     snprintf(pt_sampler_file.hdr->clock, sizeof pt_sampler_file.hdr->clock, "%s",
              pt_timer_clock_name());
-    pt_sampler_file.smp->signal = (uint32_t)pt_timer_signal;
+    pt_sampler_file.smp->signal = (uint32_t)PT_GET(pt_timer_signal);
     pt_sampler_file.smp->sflags = (pt_sampler_file.smp->sflags & ~(uint32_t)PT_SMP_CLOCK_BITS) |
                                   pt_timer_flags();
 }
