@@ -164,9 +164,46 @@ def _record_parser() -> argparse.ArgumentParser:
     return record
 
 
+def _add_range_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--from", dest="range_from", type=_seconds, metavar="S",
+                        help="only the part of the run from S seconds after its start "
+                             "(sampled CPU profiles keep costs over time)")
+    parser.add_argument("--to", dest="range_to", type=_seconds, metavar="S",
+                        help="only the part of the run up to S seconds after its start")
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 <= value < 1e9:
+        raise argparse.ArgumentTypeError("seconds from the start of the run: 0 or more")
+    return value
+
+
+def _load(path: Path, binary: Path | None, args: argparse.Namespace) -> Profile:
+    """A profile file (any format `open` reads), cut to --from/--to when given."""
+    from proftui.collectors.formats.importers import load_any
+
+    profile = load_any(path, binary)
+    start, end = getattr(args, "range_from", None), getattr(args, "range_to", None)
+    if start is None and end is None:
+        return profile
+    from proftui.collectors.model.slices import range_profile
+
+    if end is not None and start is not None and end <= start:
+        raise ProftuiError(f"--to {end:g} is not after --from {start:g}")
+    try:
+        return range_profile(profile, start or 0.0, end if end is not None else 1e9)
+    except ValueError as exc:
+        raise ProftuiError(f"{path}: {exc}") from None
+
+
 def _report_parser() -> argparse.ArgumentParser:
     report = _Parser(prog="proftui report", description="Print a saved profile as text or JSON.")
     report.add_argument("file", type=Path)
+    _add_range_options(report)
     report.add_argument("--binary", type=Path, metavar="PROG",
                         help="for a gmon.out: the -pg program that wrote it")
     report.add_argument("--json", action="store_true", help="machine-readable JSON report")
@@ -177,6 +214,7 @@ def _report_parser() -> argparse.ArgumentParser:
 def _open_parser() -> argparse.ArgumentParser:
     open_ = _Parser(prog="proftui open", description="Browse a saved profile.")
     open_.add_argument("file", type=Path)
+    _add_range_options(open_)
     open_.add_argument("--binary", type=Path, metavar="PROG",
                        help="for a gmon.out: the -pg program that wrote it")
     open_.add_argument("--base", type=Path, metavar="BASE",
@@ -220,6 +258,7 @@ def _export_parser() -> argparse.ArgumentParser:
     export.add_argument("file", type=Path)
     export.add_argument("--binary", type=Path, metavar="PROG",
                         help="for a gmon.out: the -pg program that wrote it")
+    _add_range_options(export)
     return export
 
 
@@ -543,16 +582,14 @@ def cmd_record(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from proftui.collectors.formats.importers import load_any
-
-    print_report(load_any(args.file, args.binary), as_json=args.json, limit=args.limit)
+    print_report(_load(args.file, args.binary, args), as_json=args.json, limit=args.limit)
     return 0
 
 
 def cmd_open(args: argparse.Namespace) -> int:
     from proftui.collectors.formats.importers import load_any
 
-    profile = load_any(args.file, args.binary)
+    profile = _load(args.file, args.binary, args)
     base = None
     if args.base is not None:
         try:
@@ -590,10 +627,9 @@ def cmd_attach(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     from proftui.collectors.formats.export import default_output, write_export
-    from proftui.collectors.formats.importers import load_any
 
     output = args.output or default_output(args.file, args.format)
-    write_export(load_any(args.file, args.binary), args.format, output)
+    write_export(_load(args.file, args.binary, args), args.format, output)
     if str(output) != "-":
         print(f"proftui: {args.format} export written to {output}", file=sys.stderr)
     return 0

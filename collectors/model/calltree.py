@@ -468,6 +468,25 @@ class CallTree:
         out.cut_depth = self.cut_depth
         return out
 
+    def pruned(self) -> CallTree:
+        """A finalized copy without the nodes whose totals are all zero and whose calls
+        are unknown or zero (a time range's tree keeps only what ran in it).  Costs are
+        taken as non-negative: a kept node's parent is kept."""
+        self.finalize()
+        keep = [0]
+        totals, calls = self.totals, self.calls
+        for i in range(1, len(self.parents)):
+            if calls[i] > 0 or any(column[i] for column in totals):
+                keep.append(i)
+        new_of = {old: new for new, old in enumerate(keep)}
+        parents = array("q", [-1] + [new_of[self.parents[i]] for i in keep[1:]])
+        out = CallTree.from_columns(
+            self.n_metrics, parents, array("q", (self.frames[i] for i in keep)),
+            [array("d", (column[i] for i in keep)) for column in self.selfs],
+            array("q", (calls[i] for i in keep)))
+        out.cut_depth = self.cut_depth
+        return out.finalize()
+
     @classmethod
     def from_columns(cls, n_metrics: int, parents: array, frames: array,
                      selfs: list[array], calls: array | None = None) -> CallTree:

@@ -25,6 +25,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from proftui.collectors.model.slices import Slices
 
 # The tree lives in its own module; re-exported so the model keeps one import.
 from proftui.collectors.model.calltree import ROOT_FRAME as ROOT_FRAME
@@ -269,6 +273,9 @@ class Profile:
     sources: dict[str, str] = field(default_factory=dict)
     # whole-process quantities over time (heap collector); None when not recorded
     timeline: Timeline | None = None
+    # each stack's costs per time slice (model/slices.py: the timeline, time ranges);
+    # None for profiles not built from timed stacks
+    slices: Slices | None = None
 
     def __post_init__(self) -> None:
         if self.tree is None:

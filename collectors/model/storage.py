@@ -63,6 +63,7 @@ from proftui.collectors.errors import ProftuiError
 from proftui.collectors.model import validate
 from proftui.collectors.model.outfile import write_fallback, write_output
 from proftui.collectors.model.profile import CallTree, Profile
+from proftui.collectors.model.slices import Slices
 from proftui.collectors.model.sourcefiles import read_source, reader_of
 
 FORMAT = "proftui-profile"
@@ -118,6 +119,19 @@ def _tree_columns(tree: CallTree, blobs: _Blobs) -> dict[str, Any]:
             "frames": blobs.add(tree.frames, "i"),
             "selfs": [blobs.add(column, "d") for column in tree.selfs],
             "calls": None if max(calls) < 0 else blobs.add(calls, "q")}
+
+
+def _slices_columns(slices: Slices, blobs: _Blobs) -> dict[str, Any]:
+    """The timeline as version 2 column references (docs/profile-format.md)."""
+    index = slices.index
+    return {"start": slices.start, "width": slices.width,
+            "offsets": blobs.add(slices.offsets, "q"), "stacks": blobs.add(slices.stacks, "q"),
+            "costs": [blobs.add(column, "d") for column in slices.costs],
+            "index": {"labels": index.labels, "stacks": len(index),
+                      "leaf": blobs.add(index.leaf, "q"), "part": blobs.add(index.part, "q"),
+                      "part_leaf": blobs.add(index.part_leaf, "q"),
+                      "code": blobs.add(index.code, "q"),
+                      "code_keys": [[m, a] for m, a in index.code_keys]}}
 
 
 def _document(profile: Profile) -> dict[str, Any]:
@@ -222,6 +236,8 @@ def encode(profile: Profile, *, embed_sources: bool = True) -> bytes:
     doc["tree"] = _tree_columns(profile.tree, blobs)
     doc["parts"] = {label: "tree" if tree is profile.tree else _tree_columns(tree, blobs)
                     for label, tree in profile.parts.items()}
+    if profile.slices is not None:
+        doc["slices"] = _slices_columns(profile.slices, blobs)
     if embed_sources:
         doc["sources"] = gather_sources(profile)
     text = json.dumps(doc, separators=(",", ":")).encode()
