@@ -43,6 +43,7 @@ from proftui.tui.panes.flame import FlamePane
 from proftui.tui.panes.flat import SORTS, FlatPane
 from proftui.tui.panes.process import ProcPane
 from proftui.tui.panes.source import SourcePane
+from proftui.tui.panes.timeline import TimelinePane
 from proftui.tui.panes.tree import CallTreeView
 from proftui.tui.poller import Poller, ProcUpdate, Snapshot
 from proftui.tui.screens.export import NATIVE, ExportScreen
@@ -72,6 +73,7 @@ PANES: list[type[Pane]] = [
     SourcePane,
     ProcPane,
     FlamePane,
+    TimelinePane,
 ]
 
 

@@ -7,19 +7,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from proftui.collectors.base import CollectorOptions
 from proftui.collectors.model import storage
 from proftui.collectors.model.profile import Profile
 from proftui.collectors.model.slices import range_profile
 from proftui.collectors.model.views import flat_profile
-from proftui.collectors.sampler.collector import SamplerCollector
 
-from tests.conftest import build_fixture
-from tests.reference import fixture_cpu_ns
+from tests.helpers.phases import record_phases
 
 
 def totals(profile: Profile) -> dict[str, float]:
@@ -30,19 +26,7 @@ def totals(profile: Profile) -> dict[str, float]:
 @pytest.fixture(scope="module")
 def phases(tmp_path_factory: pytest.TempPathFactory) -> tuple[Profile, dict[str, int], float]:
     """A 4 s run: phase_a for its first 2 s, phase_b for the next 2 (1 kHz)."""
-    binary = build_fixture("tl_phases.c", ["-O2", "-g"])
-    out = tmp_path_factory.mktemp("tl") / "cpu.txt"
-    start = time.time()
-    collector = SamplerCollector([str(binary), f"{start + 2.0:.3f}", f"{start + 4.0:.3f}",
-                                  str(out)], CollectorOptions(output="log"))
-    collector.start()
-    try:
-        profile = collector.wait()
-    finally:
-        collector.stop()
-    assert profile.meta.exit_status == 0
-    assert profile.meta.start_time is not None
-    return profile, fixture_cpu_ns(out), start - profile.meta.start_time
+    return record_phases(tmp_path_factory.mktemp("tl"))
 
 
 def test_each_phase_is_its_range(phases: tuple[Profile, dict[str, int], float]) -> None:
