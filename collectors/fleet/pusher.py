@@ -260,6 +260,8 @@ class Pusher:
         s = self.stats
         where = self.url.display()
         line = f"pushed {s.sent} interval batch{'es' if s.sent != 1 else ''} to {where}"
+        if s.failures:
+            line += f" ({s.failures} sends failed and were retried)"
         if s.duplicates_avoided:
             line += f" ({s.duplicates_avoided} found there already after a retry)"
         if spool is not None and spool.dropped_batches:
