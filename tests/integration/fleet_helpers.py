@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from proftui.collectors.model.profile import Profile
 from proftui.collectors.model.views import flat_profile
+
 from tests.helpers.clickhouse import Server, driver_missing, running_servers, server_binary
 
 CLI = [sys.executable, "-m", "proftui.tui.cli"]

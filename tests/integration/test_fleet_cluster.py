@@ -7,9 +7,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from proftui.collectors.fleet.query import load
 from proftui.collectors.model.storage import load as load_file
+
 from tests.conftest import build_fixture
 from tests.helpers.clickhouse import Server
 from tests.integration.fleet_helpers import (
