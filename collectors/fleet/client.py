@@ -93,7 +93,7 @@ class FleetClient:
             return ProftuiError(f"cannot reach ClickHouse at {where} ({reason})")
         return ProftuiError(f"ClickHouse at {where}: {doing}: {exc}")
 
-    def execute(self, sql: str, params: dict[str, Any] | None = None, *,
+    def execute(self, sql: str, params: Any = None, *,
                 doing: str = "query", **kwargs: Any) -> Any:
         try:
             return self._client.execute(sql, params, **kwargs)

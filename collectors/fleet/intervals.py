@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from proftui.collectors.fleet.stacks import StackHasher, StackRecord
 from proftui.collectors.model.diff import subtract
-from proftui.collectors.model.profile import Metric, Profile
+from proftui.collectors.model.profile import CallTree, Metric, Profile
 from proftui.collectors.stacktable.builder import StackProfile
 
 Key = tuple[str, int]  # (thread label, stack hash)
@@ -106,7 +106,8 @@ class SnapshotIntervals:
         self._last = profile
         order = {m.name: i for i, m in enumerate(delta.metrics)}
         index = [order.get(m.name) for m in self.metrics]
-        parts = delta.parts or {"": delta.tree}
+        assert delta.tree is not None
+        parts: dict[str, CallTree] = delta.parts or {"": delta.tree}
         width = len(self.metrics)
         for thread, tree in parts.items():
             assert tree is not None

@@ -20,6 +20,7 @@ import threading
 import time
 from array import array
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from proftui.collectors.errors import ProftuiError
@@ -126,14 +127,11 @@ class Pusher:
         self._series = series_hash(self._labels)
         max_bytes, root = self._spool_args
         self.spool = Spool(server_key(self.url.host, self.url.port, self.url.database),
-                           max_bytes, None if root is None else os.fspath(root))
+                           max_bytes, None if root is None else Path(root))
         self.stats.notes.extend(self.spool.warnings)
-        for item in list(self.spool._queue):
-            self._maybe_sent.add(str(item.path))
-        if self.spool.adopt():
-            for item in self.spool._queue:
-                if item.adopted:
-                    self._maybe_sent.add(str(item.path))
+        if self.spool.adopt():  # an earlier session's batches: maybe sent already
+            self._maybe_sent.update(str(item.path) for item in self.spool.items()
+                                    if item.adopted)
         self._last = time.time()
         self._thread = threading.Thread(target=self._loop, name="proftui-push", daemon=True)
         self._thread.start()

@@ -91,6 +91,10 @@ class Spool:
             with contextlib.suppress(OSError):
                 os.unlink(old.path)
 
+    def items(self) -> list[Spooled]:
+        """The waiting batches, oldest first."""
+        return list(self._queue)
+
     def oldest(self) -> Spooled | None:
         return self._queue[0] if self._queue else None
 

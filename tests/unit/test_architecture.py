@@ -31,7 +31,8 @@ ALLOWED: dict[str, set[str]] = {
     f"{C}.detect": {f"{C}.symbols", f"{C}.errors"},
     # The source pane's listing: the model's choice given the binary (disasm) and the disk.
     f"{C}.annotate": {f"{C}.symbols.disasm", f"{C}.model"},
-    f"{C}.base": {f"{C}.runtime", f"{C}.model", f"{C}.errors"},
+    # base names the stack tables a collector keeps (the fleet push reads them).
+    f"{C}.base": {f"{C}.runtime", f"{C}.stacktable", f"{C}.model", f"{C}.errors"},
     # The lifecycle of the LD_PRELOAD collectors (sampler, heap), above base.
     f"{C}.preloaded": {f"{C}.base", f"{C}.runtime", f"{C}.runtime.preload", f"{C}.model",
                        f"{C}.errors"},
