@@ -17,8 +17,9 @@ from typing import Any
 
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.fleet import schema
-from proftui.collectors.fleet.batch import Batch
+from proftui.collectors.fleet.batch import Batch, parse_spec
 from proftui.collectors.fleet.url import FleetURL
+from proftui.collectors.model.profile import Metric
 
 MISSING = "the fleet needs the ClickHouse client: pip install 'proftui[fleet]' (clickhouse-driver)"
 CONNECT_TIMEOUT_S = 5.0
@@ -168,16 +169,26 @@ class FleetClient:
     # -- pushing -----------------------------------------------------------------------
 
     def has_batch(self, batch: Batch) -> bool:
-        """Whether an earlier attempt inserted `batch` (inserts are atomic: all or none)."""
+        """Whether an earlier attempt inserted `batch`: its marker row is there (an insert
+        block is atomic, so then all of its rows are)."""
         rows = self.execute(
             f"SELECT count() FROM {self.db}.{schema.SAMPLES} WHERE toStartOfHour(time) = "
             "toStartOfHour(toDateTime(%(t)s)) AND series = %(s)s AND time = toDateTime(%(t)s) "
-            "AND batch = %(b)s", {"t": batch.time, "s": batch.series, "b": batch.batch_id},
+            "AND thread = '' AND stack = 0 AND batch = %(b)s",
+            {"t": schema.bucket(batch.time), "s": batch.series, "b": batch.batch_id},
             doing="checking an earlier insert")
         return bool(rows and rows[0][0])
 
+    def check_metrics(self, metrics: Sequence[Metric]) -> None:
+        """Every metric has its column (a metric newer than schema version 1 has not)."""
+        for metric in metrics:
+            if metric.name not in schema.METRICS:
+                raise ProftuiError(f"fleet schema version {schema.VERSION} has no column for "
+                                   f"metric {metric.name!r}")
+
     def insert(self, batch: Batch) -> None:
-        """Insert the batch's stacks, its series, then its rows (one block: atomic)."""
+        """Insert the batch's stacks, its series, then its rows and marker (one block:
+        atomic)."""
         if batch.stacks:
             self.execute(f"INSERT INTO {self.db}.{schema.STACKS} VALUES",
                          _stack_columns(batch), columnar=True, doing="inserting stacks")
@@ -187,19 +198,28 @@ class FleetClient:
                          [[batch.series], [keys], [[batch.labels[k] for k in keys]],
                           [batch.time]], columnar=True, doing="inserting the series")
             self._series_sent.add(batch.series)
-        rows = len(batch)
-        if not rows:
-            return
-        n = max(1, len(batch.costs) // rows)
-        costs = batch.costs.tolist()
-        calls = batch.calls.tolist() if len(batch.calls) else [0] * rows
-        threads = batch.threads
-        self.execute(
-            f"INSERT INTO {self.db}.{schema.SAMPLES} VALUES",
-            [[batch.time] * rows, [batch.series] * rows, [batch.batch_id] * rows,
-             [threads[t] for t in batch.thread], batch.stack.tolist(), [batch.spec] * rows,
-             [costs[i * n:(i + 1) * n] for i in range(rows)], calls],
-            columnar=True, types_check=False, doing="inserting samples")
+        self.execute(f"INSERT INTO {self.db}.{schema.SAMPLES} VALUES", sample_columns(batch),
+                     columnar=True, types_check=False, doing="inserting samples")
+
+
+def sample_columns(batch: Batch) -> list[list]:
+    """The samples table's columns for `batch`: its cost rows, then its marker row."""
+    rows = len(batch)
+    metrics, _calls = parse_spec(batch.spec)
+    n = len(metrics)
+    costs = batch.costs.tolist()
+    by_name = {m.name: i for i, m in enumerate(metrics)}
+    zeros = [0.0] * (rows + 1)
+    metric_columns = []
+    for name in schema.METRICS:
+        i = by_name.get(name)
+        metric_columns.append(zeros if i is None else [*costs[i::n], 0.0])
+    return [[schema.bucket(batch.time)] * (rows + 1), [batch.series] * (rows + 1),
+            [*(batch.threads[t] for t in batch.thread), ""], [*batch.stack.tolist(), 0],
+            [*([0] * rows), batch.batch_id], [batch.spec] * (rows + 1),
+            [*([1] * rows), max(1, rows)],
+            [*(batch.calls.tolist() if len(batch.calls) else [0] * rows), 0],
+            *metric_columns]
 
 
 def _now() -> int:

@@ -123,8 +123,11 @@ class Pusher:
         tables = collector.stack_tables()
         self._source = (TableIntervals(tables, self._hasher) if tables
                         else SnapshotIntervals(self._hasher))
+        self.client.check_metrics(self._source.metrics)
         self._labels = {**auto_labels(collector, program), **self.user_labels}
-        self._series = series_hash(self._labels)
+        # The session's own nonce in the fingerprint: two sessions with equal labels (one
+        # pid attached twice) never share a series, so batch markers never collide.
+        self._series = series_hash({**self._labels, "\0session": secrets.token_hex(8)})
         max_bytes, root = self._spool_args
         self.spool = Spool(server_key(self.url.host, self.url.port, self.url.database),
                            max_bytes, None if root is None else Path(root))

@@ -36,7 +36,7 @@ def _where(url: FleetURL, start: int, end: int) -> tuple[str, dict[str, Any]]:
     """The samples' WHERE clause for the window and the label filters."""
     params: dict[str, Any] = {"start": start, "end": end}
     clauses = ["toStartOfHour(time) >= toStartOfHour(toDateTime(%(start)s))",
-               "time >= toDateTime(%(start)s)", "time < toDateTime(%(end)s)"]
+               "time >= toDateTime(%(start)s)", "time < toDateTime(%(end)s)", "batch = 0"]
     if url.filters:
         conditions = []
         for i, (key, values) in enumerate(url.filters):
@@ -57,6 +57,8 @@ def load(source: str | FleetURL, now: float | None = None) -> Profile:
     empty result included)."""
     url = parse(source) if isinstance(source, str) else source
     start, end = url.window(now)
+    # rows are summed per minute: the window widens to whole minutes
+    start, end = schema.bucket(start), -schema.bucket(-end)
     client = FleetClient(url)
     try:
         client.ensure_schema(create=False)
@@ -72,9 +74,11 @@ def _load(client: FleetClient, url: FleetURL, start: int, end: int) -> Profile:
     samples = _table(url, schema.SAMPLES)
     local_samples = f"{url.database}.{schema.SAMPLES}"
     began = time.monotonic()
-    rows = client.execute(
-        f"SELECT profile, stack, sumForEach(costs), sum(calls) FROM {samples} WHERE {where} "
-        "GROUP BY profile, stack", params, doing="aggregating samples")
+    sums = ", ".join(f"sum({name})" for name in schema.METRICS)
+    rows = [(spec, stack, _spec_costs(spec, sums_), calls) for spec, stack, calls, *sums_ in
+            client.execute(
+                f"SELECT profile, stack, sum(call_count), {sums} FROM {samples} WHERE {where} "
+                "GROUP BY profile, stack", params, doing="aggregating samples")]
     if not rows:
         raise ProftuiError(f"no fleet samples in {url.display()} between "
                            f"{_iso(start)} and {_iso(end)} (wrong labels or time range?)")
@@ -96,6 +100,15 @@ def _load(client: FleetClient, url: FleetURL, start: int, end: int) -> Profile:
         profile.meta.warnings.append("some stacks of the samples were not found in the stacks "
                                      "table: their costs show under [unknown stack]")
     return profile
+
+
+def _spec_costs(spec: str, sums: list[float]) -> list[float]:
+    """A row's metric sums in the order of its profile spec."""
+    metrics, _calls = parse_spec(spec)
+    return [sums[_COLUMN[m.name]] for m in metrics if m.name in _COLUMN]
+
+
+_COLUMN = {name: i for i, name in enumerate(schema.METRICS)}
 
 
 def build_profile(rows: list[tuple], stacks: dict[int, tuple]) -> Profile:

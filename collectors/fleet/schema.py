@@ -9,14 +9,26 @@ families in the partition-key syntax both accept.
 * `proftui_stacks`  - each stack once per hash (ReplacingMergeTree by hash; a host
   may send one another host sent, reads take any copy): frames outermost first
   as parallel arrays, then the leaf's code site.
-* `proftui_samples` - one row per (interval, thread, stack): the metric values of the
-  stack in that interval, ordered by hour, series, time so a time range reads
-  only its hours and a label filter only its series' ranges; partitioned by day.
+* `proftui_samples` - cost rows: per (minute, series, thread, stack) the stack's metric
+  values, one Float64 column per metric proftui knows (absent ones are 0 and cost
+  nothing on disk).  A SummingMergeTree: rows of one minute, series, thread and stack
+  that several intervals wrote are summed by the server's merges, so the table
+  shrinks to one row per stack per minute whatever the push interval, and a query
+  sums whatever the merges have reached (the same answer before and after).  Each
+  batch also writes one marker row (stack 0, `batch` its id, `intervals` its row
+  count), in the same insert block, so a retry can ask whether that insert landed;
+  markers stay apart because `batch` is in the key.  Ordered by hour, series, minute:
+  a time range reads only its hours, a label filter only its series' ranges;
+  partitioned by day.
 """
 
 from __future__ import annotations
 
 VERSION = 1
+BUCKET_S = 60  # sample rows are summed per minute: the finest time a query resolves
+# The metrics proftui's collectors produce (collectors/model/profile.py): one column each.
+METRICS = ("samples", "cpu_ns", "wall_ns", "calls", "alloc_bytes", "allocs", "live_bytes",
+           "live_allocs", "peak_bytes", "leaked_bytes", "leaks", "temporary")
 SCHEMA, SERIES, STACKS, SAMPLES = ("proftui_schema", "proftui_series", "proftui_stacks",
                                    "proftui_samples")
 
@@ -31,18 +43,25 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
              ("inlined", "Array(UInt8)"), ("site_module", "String"),
              ("site_address", "Int64"), ("site_function", "Int64"), ("site_file", "String"),
              ("site_line", "UInt32")],
-    SAMPLES: [("time", "DateTime"), ("series", "UInt64"), ("batch", "UInt64"),
-              ("thread", "String"), ("stack", "UInt64"), ("profile", "String"),
-              ("costs", "Array(Float64)"), ("calls", "Int64")],
+    SAMPLES: [("time", "DateTime"), ("series", "UInt64"), ("thread", "String"),
+              ("stack", "UInt64"), ("batch", "UInt64"), ("profile", "String"),
+              ("intervals", "UInt32"), ("call_count", "Int64"),
+              *[(name, "Float64") for name in METRICS]],
 }
+SUMMED = ("intervals", "call_count", *METRICS)
 
 ENGINES = {
     SCHEMA: "TinyLog",
     SERIES: "ReplacingMergeTree() ORDER BY series",
     STACKS: "ReplacingMergeTree() ORDER BY stack",
-    SAMPLES: "MergeTree() PARTITION BY toYYYYMMDD(time) "
-             "ORDER BY (toStartOfHour(time), series, time, thread, stack)",
+    SAMPLES: f"SummingMergeTree(({', '.join(SUMMED)})) PARTITION BY toYYYYMMDD(time) "
+             "ORDER BY (toStartOfHour(time), series, time, thread, stack, batch)",
 }
+
+
+def bucket(when: float) -> int:
+    """The minute (Unix seconds) a sample row of time `when` is summed into."""
+    return int(when) - int(when) % BUCKET_S
 
 
 def create_statements(database: str) -> list[str]:
