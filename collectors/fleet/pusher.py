@@ -19,6 +19,7 @@ import socket
 import threading
 import time
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -48,6 +49,8 @@ class PushStats:
     duplicates_avoided: int = 0  # retried batches found on the server already
     failures: int = 0  # sends that failed (server unreachable...)
     last_error: str = ""
+    take_cpu_s: float = 0.0  # CPU of taking intervals into batches and the spool (thread time)
+    send_cpu_s: float = 0.0  # CPU of sending them (thread time)
     notes: list[str] = field(default_factory=list)
 
 
@@ -85,11 +88,14 @@ class Pusher:
     def __init__(self, url: FleetURL, labels: dict[str, str], *,
                  every_s: float = DEFAULT_EVERY_S, max_spool_bytes: int = DEFAULT_MAX_BYTES,
                  spool_root: os.PathLike[str] | None = None,
-                 flush_timeout_s: float = FLUSH_TIMEOUT_S) -> None:
+                 flush_timeout_s: float = FLUSH_TIMEOUT_S,
+                 clock: Callable[[], float] = time.time) -> None:
+        """`clock`: Unix seconds, for the intervals' times (simulations replay their own)."""
         self.url = url
         self.user_labels = dict(labels)
         self.every_s = every_s
         self.flush_timeout_s = flush_timeout_s
+        self.clock = clock
         self.stats = PushStats()
         self.client = FleetClient(url)
         self._spool_args = (max_spool_bytes, spool_root)
@@ -135,7 +141,7 @@ class Pusher:
         if self.spool.adopt():  # an earlier session's batches: maybe sent already
             self._maybe_sent.update(str(item.path) for item in self.spool.items()
                                     if item.adopted)
-        self._last = time.time()
+        self._last = self.clock()
         self._thread = threading.Thread(target=self._loop, name="proftui-push", daemon=True)
         self._thread.start()
 
@@ -157,18 +163,24 @@ class Pusher:
         self._take()
         self.send_pending()
 
+    def take(self) -> None:
+        """Take one interval into the spool (the loop's first half; a simulation's step)."""
+        self._take()
+
     def _take(self, final: bool = False) -> None:
         collector, source, spool = self._collector, self._source, self.spool
         assert collector is not None and source is not None and spool is not None
+        began = time.thread_time()
         with collector.lock:
             profile = collector.collect()
             rows = source.take(profile)
-        now = time.time()
+        now = self.clock()
         start, self._last = self._last, now
         self.stats.intervals += 1
         if rows.costs:
             for batch in self._batches(rows, start, now):
                 spool.put(batch)
+        self.stats.take_cpu_s += time.thread_time() - began
 
     def _batches(self, rows: Rows, start: float, end: float) -> list[Batch]:
         source = self._source
@@ -199,14 +211,18 @@ class Pusher:
         spool = self.spool
         assert spool is not None
         with self._send_lock:
-            while True:
-                item = spool.oldest()
-                if item is None:
-                    return True
-                if deadline is not None and time.monotonic() > deadline:
-                    return False
-                if not self._send(spool, item):
-                    return False
+            began = time.thread_time()
+            try:
+                while True:
+                    item = spool.oldest()
+                    if item is None:
+                        return True
+                    if deadline is not None and time.monotonic() > deadline:
+                        return False
+                    if not self._send(spool, item):
+                        return False
+            finally:
+                self.stats.send_cpu_s += time.thread_time() - began
 
     def _send(self, spool: Spool, item: Spooled) -> bool:
         try:

@@ -24,6 +24,7 @@ from proftui.collectors.fleet.batch import Batch
 from proftui.collectors.symbols.cachedir import CacheDir
 
 DEFAULT_MAX_BYTES = 64 << 20
+KEEP_DECODED = 4  # newest batches also kept in memory: sent without reading them back
 SUFFIX = ".batch"
 
 
@@ -33,6 +34,7 @@ class Spooled:
     size: int
     weight: float  # the batch's first-metric total (samples, bytes)
     adopted: bool = False  # left by an earlier session: maybe sent already
+    batch: Batch | None = None  # kept decoded while few batches wait (the usual case)
 
 
 def _open_private(path: Path, flags: int) -> int:
@@ -53,7 +55,9 @@ class Spool:
         self._bytes = 0
         self._seq = 0
         base = root
-        if base is None:
+        if base is not None:
+            base.mkdir(mode=0o700, parents=True, exist_ok=True)
+        else:
             cache_base = Path(os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache"))
             wanted = CacheDir(cache_base / "proftui" / "spool", cache_base, self.warnings,
                               what="spool directory")
@@ -81,7 +85,9 @@ class Spool:
         fd = _open_private(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-        self._queue.append(Spooled(path, len(data), batch.weight()))
+        self._queue.append(Spooled(path, len(data), batch.weight(), batch=batch))
+        if len(self._queue) > KEEP_DECODED:  # an outage: older ones are read back when sent
+            self._queue[-KEEP_DECODED - 1].batch = None
         self._bytes += len(data)
         while self._bytes > self.max_bytes and len(self._queue) > 1:
             old = self._queue.pop(0)
@@ -99,6 +105,8 @@ class Spool:
         return self._queue[0] if self._queue else None
 
     def load(self, item: Spooled) -> Batch:
+        if item.batch is not None:
+            return item.batch
         fd = _open_private(item.path, os.O_RDONLY)
         with os.fdopen(fd, "rb") as f:
             return Batch.decode(f.read())
