@@ -217,7 +217,7 @@ def sample_columns(batch: Batch) -> list[list]:
     return [[schema.bucket(batch.time)] * (rows + 1), [batch.series] * (rows + 1),
             [*(batch.threads[t] for t in batch.thread), ""], [*batch.stack.tolist(), 0],
             [*([0] * rows), batch.batch_id], [batch.spec] * (rows + 1),
-            [*([1] * rows), max(1, rows)],
+            [*([0] * rows), max(1, rows)],
             [*(batch.calls.tolist() if len(batch.calls) else [0] * rows), 0],
             *metric_columns]
 

@@ -15,8 +15,8 @@ families in the partition-key syntax both accept.
   that several intervals wrote are summed by the server's merges, so the table
   shrinks to one row per stack per minute whatever the push interval, and a query
   sums whatever the merges have reached (the same answer before and after).  Each
-  batch also writes one marker row (stack 0, `batch` its id, `intervals` its row
-  count), in the same insert block, so a retry can ask whether that insert landed;
+  batch also writes one marker row (stack 0, `batch` its id, `batch_rows` its row
+  count; 0 on cost rows, whose all-zero sums the merges may drop: they add nothing), in the same insert block, so a retry can ask whether that insert landed;
   markers stay apart because `batch` is in the key.  Ordered by hour, series, minute:
   a time range reads only its hours, a label filter only its series' ranges;
   partitioned by day.
@@ -45,10 +45,10 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
              ("site_line", "UInt32")],
     SAMPLES: [("time", "DateTime"), ("series", "UInt64"), ("thread", "String"),
               ("stack", "UInt64"), ("batch", "UInt64"), ("profile", "String"),
-              ("intervals", "UInt32"), ("call_count", "Int64"),
+              ("batch_rows", "UInt32"), ("call_count", "Int64"),
               *[(name, "Float64") for name in METRICS]],
 }
-SUMMED = ("intervals", "call_count", *METRICS)
+SUMMED = ("batch_rows", "call_count", *METRICS)
 
 ENGINES = {
     SCHEMA: "TinyLog",

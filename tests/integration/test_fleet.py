@@ -212,3 +212,24 @@ def _closed_port() -> int:
     from tests.helpers.clickhouse import free_port
 
     return free_port()  # bound then released: nothing listens there
+
+
+def test_instrument_intervals_are_snapshot_differences_with_calls(server: Server,
+                                                                  tmp_path: Path) -> None:
+    """A collector without a stack table (instrument) pushes snapshot differences: the
+    fleet tree has the same costs and exact call counts as the local file."""
+    binary = build_fixture("ins_basic.c", ["-O2", "-g", "-finstrument-functions", "-pthread"])
+    url = server.url("instr")
+    out = tmp_path / "ins.proftui"
+    result = push_run(url, binary, out, "20000")
+    assert "pushed" in result.stderr, result.stderr
+    local = load_file(out)
+    fleet = load(url + "?from=-1h")
+    _assert_same(fleet, [local])
+
+    def calls(profile) -> dict:  # type: ignore[no-untyped-def]
+        tree = profile.tree
+        return {tuple(profile.frames[f] for f in tree.path(n)): tree.calls[n]
+                for n in tree.preorder()}
+
+    assert calls(fleet) == calls(local)
