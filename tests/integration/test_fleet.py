@@ -96,14 +96,15 @@ def test_heap_fleet_equals_merged_local_files(server: Server, tmp_path: Path) ->
 
 def test_outage_mid_run_every_interval_once(server: Server, tmp_path: Path) -> None:
     """The server stops for a few seconds while the run pushes every second, then comes
-    back: the intervals wait in the spool and arrive once each."""
+    back while the target still runs (about 9 s): the intervals wait in the spool and
+    arrive once each."""
     binary = build_fixture("smp_work.c", CPU_FLAGS)
     url = server.url("outage")
     out = tmp_path / "outage.proftui"
     proc = subprocess.Popen(
         [*CLI, "record",
          "--push", url, "--every", "1", "--label", "host=flaky", "-o", str(out),
-         str(binary), "3000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+         str(binary), "9000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         time.sleep(2.5)
         server.stop()
