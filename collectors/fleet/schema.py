@@ -16,10 +16,11 @@ families in the partition-key syntax both accept.
   shrinks to one row per stack per minute whatever the push interval, and a query
   sums whatever the merges have reached (the same answer before and after).  Each
   batch also writes one marker row (stack 0, `batch` its id, `batch_rows` its row
-  count; 0 on cost rows, whose all-zero sums the merges may drop: they add nothing), in the same insert block, so a retry can ask whether that insert landed;
-  markers stay apart because `batch` is in the key.  Ordered by hour, series, minute:
-  a time range reads only its hours, a label filter only its series' ranges;
-  partitioned by day.
+  count) in the same insert block, so a retry can ask whether that insert landed;
+  markers stay apart because `batch` is in the key.  Cost rows have `batch_rows` 0:
+  a row whose sums are all zero may be dropped by a merge, and it adds nothing.
+  Ordered by hour, series, minute: a time range reads only its hours, a label filter
+  only its series' ranges; partitioned by day.
 """
 
 from __future__ import annotations

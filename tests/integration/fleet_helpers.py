@@ -87,3 +87,10 @@ def merged_flat(profiles: list[Profile]) -> dict[tuple[str, str], tuple[list[flo
         tree.fold(0, profile.tree, frame_map=ids)
     merged = Profile(meta=profiles[0].meta, metrics=metrics, frames=frames, tree=tree)
     return flat_by_name(merged.finalize())
+
+
+def assert_same(fleet: Profile, local: list[Profile]) -> None:
+    """A fleet query's metrics, tree and flat profile equal those of the local files merged."""
+    assert [m.name for m in fleet.metrics] == [m.name for m in local[0].metrics]
+    assert tree_paths(fleet) == merged_paths(local)
+    assert flat_by_name(fleet) == merged_flat(local)

@@ -17,16 +17,7 @@ from proftui.collectors.model.storage import load as load_file
 
 from tests.conftest import build_fixture
 from tests.helpers.clickhouse import Server
-from tests.integration.fleet_helpers import (
-    CLI,
-    flat_by_name,
-    merged_flat,
-    merged_paths,
-    proftui,
-    push_run,
-    servers_or_skip,
-    tree_paths,
-)
+from tests.integration.fleet_helpers import CLI, assert_same, proftui, push_run, servers_or_skip
 
 CPU_FLAGS = ["-O1", "-g", "-fno-omit-frame-pointer"]
 
@@ -45,12 +36,6 @@ def _check_one_line(result: subprocess.CompletedProcess[str]) -> str:
     return lines[0]
 
 
-def _assert_same(fleet, locals_) -> None:  # type: ignore[no-untyped-def]
-    assert [m.name for m in fleet.metrics] == [m.name for m in locals_[0].metrics]
-    assert tree_paths(fleet) == merged_paths(locals_)
-    assert flat_by_name(fleet) == merged_flat(locals_)
-
-
 def test_cpu_fleet_equals_merged_local_files(server: Server, tmp_path: Path) -> None:
     binary = build_fixture("smp_work.c", CPU_FLAGS)
     url = server.url("cpu_exact")
@@ -62,11 +47,11 @@ def test_cpu_fleet_equals_merged_local_files(server: Server, tmp_path: Path) -> 
         assert "pushed" in result.stderr
         runs.append(load_file(out))
     fleet = load(url + "?from=-1h&job=exact")
-    _assert_same(fleet, runs)
+    assert_same(fleet, runs)
     assert sum(p.total(0) for p in runs) == fleet.total(0) > 0
     # A label filter narrows to its hosts; repeating a key accepts either value.
-    _assert_same(load(url + "?from=-1h&host=h1"), [runs[1]])
-    _assert_same(load(url + "?from=-1h&host=h0&host=h2"), [runs[0], runs[2]])
+    assert_same(load(url + "?from=-1h&host=h1"), [runs[1]])
+    assert_same(load(url + "?from=-1h&host=h0&host=h2"), [runs[0], runs[2]])
     # The automatic labels: program, build-id, mode, pid.
     assert "program=smp_work" not in fleet.meta.warnings[0]  # named by the binary's name
     assert load(url + f"?from=-1h&program={binary.name}&mode=sampler").total(0) == \
@@ -91,7 +76,7 @@ def test_heap_fleet_equals_merged_local_files(server: Server, tmp_path: Path) ->
         runs.append(load_file(out))
     fleet = load(url + "?from=-1h")
     assert "leaked_bytes" in [m.name for m in fleet.metrics]
-    _assert_same(fleet, runs)
+    assert_same(fleet, runs)
 
 
 def test_outage_mid_run_every_interval_once(server: Server, tmp_path: Path) -> None:
@@ -120,7 +105,7 @@ def test_outage_mid_run_every_interval_once(server: Server, tmp_path: Path) -> N
     assert "sends failed" in stderr, stderr  # the outage was seen, and outlived
     local = load_file(out)
     fleet = load(url + "?from=-1h")
-    _assert_same(fleet, [local])
+    assert_same(fleet, [local])
     from clickhouse_driver import Client
 
     rows = Client("127.0.0.1", port=server.tcp).execute(
@@ -226,7 +211,7 @@ def test_instrument_intervals_are_snapshot_differences_with_calls(server: Server
     assert "pushed" in result.stderr, result.stderr
     local = load_file(out)
     fleet = load(url + "?from=-1h")
-    _assert_same(fleet, [local])
+    assert_same(fleet, [local])
 
     def calls(profile) -> dict:  # type: ignore[no-untyped-def]
         tree = profile.tree

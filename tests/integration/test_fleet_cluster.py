@@ -12,20 +12,12 @@ from proftui.collectors.model.storage import load as load_file
 
 from tests.conftest import build_fixture
 from tests.helpers.clickhouse import Server
-from tests.integration.fleet_helpers import (
-    flat_by_name,
-    merged_flat,
-    merged_paths,
-    proftui,
-    push_run,
-    servers_or_skip,
-    tree_paths,
-)
+from tests.integration import fleet_helpers as fh
 
 
 @pytest.fixture(scope="module")
 def nodes() -> Iterator[list[Server]]:
-    yield from servers_or_skip(2)
+    yield from fh.servers_or_skip(2)
 
 
 def test_two_shards_aggregate_through_distributed_tables(nodes: list[Server],
@@ -34,19 +26,18 @@ def test_two_shards_aggregate_through_distributed_tables(nodes: list[Server],
     runs = []
     for i, node in enumerate(nodes):  # each host pushes to its own node
         out = tmp_path / f"node{i}.proftui"
-        result = push_run(node.url("fleet"), binary, out, str(200 + 100 * i),
+        result = fh.push_run(node.url("fleet"), binary, out, str(200 + 100 * i),
                           labels=(f"host=n{i}",))
         assert result.returncode == 7, result.stderr
         runs.append(load_file(out))
     one = load(nodes[0].url("fleet", "from=-1h"))  # the node alone: its own host only
-    assert tree_paths(one) == merged_paths(runs[:1])
+    fh.assert_same(one, runs[:1])
     both = load(nodes[0].url("fleet", "from=-1h&cluster=proftui_test"))
-    assert tree_paths(both) == merged_paths(runs)
-    assert flat_by_name(both) == merged_flat(runs)
+    fh.assert_same(both, runs)
     assert "2 hosts" in both.meta.warnings[0]
     # label filters apply on every shard; asked of the other node, the same answer
     only = load(nodes[1].url("fleet", "from=-1h&cluster=proftui_test&host=n1"))
-    assert tree_paths(only) == merged_paths(runs[1:])
+    fh.assert_same(only, runs[1:])
     # an unknown cluster is one line
-    result = proftui("report", nodes[0].url("fleet", "cluster=nosuch"))
+    result = fh.proftui("report", nodes[0].url("fleet", "cluster=nosuch"))
     assert result.returncode == 2 and "no cluster 'nosuch'" in result.stderr

@@ -16,14 +16,7 @@ from proftui.collectors.fleet.pusher import Pusher
 from proftui.collectors.fleet.spool import Spool
 from proftui.collectors.fleet.stacks import StackHasher, StackRecord, series_hash
 from proftui.collectors.fleet.url import parse, parse_label, parse_time
-from proftui.collectors.model.profile import (
-    CPU_NS,
-    SAMPLES,
-    CodeSite,
-    Frame,
-    Profile,
-    ProfileMeta,
-)
+from proftui.collectors.model.profile import CPU_NS, SAMPLES, CodeSite, Frame, Profile, ProfileMeta
 from proftui.collectors.stacktable.builder import StackProfile
 
 MAIN = Frame("main", "/bin/prog", "prog.c", 10, 0x1000, build_id="ab")
