@@ -167,7 +167,7 @@ class Pusher:
         """Take one interval into the spool (the loop's first half; a simulation's step)."""
         self._take()
 
-    def _take(self, final: bool = False) -> None:
+    def _take(self) -> None:
         collector, source, spool = self._collector, self._source, self.spool
         assert collector is not None and source is not None and spool is not None
         began = time.thread_time()
@@ -260,7 +260,7 @@ class Pusher:
         if self._collector is None or self.spool is None:
             return ""
         try:
-            self._take(final=True)
+            self._take()
         except ProftuiError as exc:
             self.stats.last_error = str(exc)
         deadline = time.monotonic() + self.flush_timeout_s

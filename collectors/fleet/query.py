@@ -96,7 +96,7 @@ def _load(client: FleetClient, url: FleetURL, start: int, end: int) -> Profile:
         doing="reading labels")
     profile = build_profile(rows, stacks)
     profile.meta = _meta(url, start, end, series, len(rows), time.monotonic() - began)
-    if len(stacks) < len({row[1] for row in rows}):
+    if any(row[1] not in stacks for row in rows):
         profile.meta.warnings.append("some stacks of the samples were not found in the stacks "
                                      "table: their costs show under [unknown stack]")
     return profile

@@ -16,6 +16,7 @@ import contextlib
 import fcntl
 import os
 import shutil
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -142,7 +143,7 @@ class Spool:
                         continue
                 for path in sorted(other.glob(f"*{SUFFIX}")):
                     st = os.lstat(path)
-                    if not path.is_file() or st.st_uid != os.geteuid():
+                    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
                         continue
                     self._seq += 1
                     mine = self.path / f"{self._seq:012d}{SUFFIX}"

@@ -95,8 +95,9 @@ def parse(text: str, *, query: bool = True) -> FleetURL:
         port = parts.port
         host = parts.hostname or ""
     except ValueError as exc:
-        raise ProftuiError(f"fleet URL: {_no_password(exc)} (expected "
-                           "clickhouse://HOST[:PORT]/DATABASE)") from None
+        # urlsplit's messages name the port or the brackets, never the password
+        raise ProftuiError(f"fleet URL: {exc} (expected clickhouse://HOST[:PORT]/DATABASE)") \
+            from None
     if parts.scheme != "clickhouse":
         raise ProftuiError("fleet URL must start with clickhouse://")
     if not host:
@@ -145,12 +146,6 @@ def parse(text: str, *, query: bool = True) -> FleetURL:
     if query:
         url.window()  # a bad time is an error now, not at the first query
     return url
-
-
-def _no_password(exc: Exception) -> str:
-    """urlsplit's message, which quotes no part of the URL (so no password)."""
-    text = str(exc)
-    return text.split(":")[0] if "'" in text else text
 
 
 def parse_label(text: str) -> tuple[str, str]:
