@@ -356,6 +356,9 @@ class AttachCollector(Collector):
             return (self._resets, self._samples, self._lost, len(self._warnings),
                     len(self._threads), self._maps_seen, self._ended.is_set())
 
+    def stack_tables(self) -> list[StackProfile]:
+        return [self._profile]
+
     def collect(self) -> Profile:
         with self._data_lock:
             moved = [(key, list(self._stacks[key])) for key in self._moved]

@@ -253,6 +253,9 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
                     len(self._warnings), len(self._whole_read), self._end_time is not None,
                     self.process is not None and self.process.poll() is not None)
 
+    def stack_tables(self) -> list[StackProfile]:
+        return [self._profile]
+
     def collect(self) -> Profile:
         self.poll()
         with self._files_lock:

@@ -90,6 +90,7 @@ class StackProfile:
         self._moved: set[int] = set()
         self._handed = [array("d") for _ in metrics]
         self._slices: SliceRecorder | None = None  # costs over time, once timed
+        self._generation = 0  # rebuild() count
 
     def __len__(self) -> int:
         """Distinct stacks."""
@@ -338,6 +339,7 @@ class StackProfile:
         `changed[index]`'s frames) and what was added to it.  The trees, code costs and
         function totals come out as the incremental updates left them (tests check it)."""
         changed = changed or {}
+        self._generation += 1
         old_tree, s = self.tree, self._stacks
         paths: list[list[int]] = []
         for index in range(len(s.leaf)):
@@ -405,6 +407,14 @@ class StackProfile:
         """Stack `index`'s part label and frame ids (outermost first, ids of `frames`)."""
         s = self._stacks
         return self.labels[s.part[index]], self.tree.path(s.leaf[index])
+
+    def stack_site(self, index: int) -> tuple[str, int, CodeSite] | None:
+        """Stack `index`'s leaf code site (module, link-time address, CodeSite), if known."""
+        return self._stacks.site[index]
+
+    def generation(self) -> int:
+        """Changes when `rebuild()` gave stacks new paths (cached paths are then stale)."""
+        return self._generation
 
     def snapshot(self, meta: ProfileMeta) -> Profile:
         """An independent, finalized Profile of everything added so far, carrying `meta`.

@@ -58,8 +58,10 @@ DESCRIPTIONS = {
 }
 
 
-def default_output(source: Path, fmt: str) -> Path:
-    """Where `proftui export` writes by default: beside `source`, named by format."""
+def default_output(source: Path | str, fmt: str) -> Path:
+    """Where `proftui export` writes by default: beside `source`, named by format (a
+    fleet query's in the current directory, as fleet.*)."""
+    source = Path("fleet") if isinstance(source, str) else source
     stem = source.name
     for suffix in (".proftui", ".txt", ".prof", ".out", ".data"):
         if stem.endswith(suffix) and len(stem) > len(suffix):
