@@ -103,7 +103,7 @@ def _add_profiling_options(parser: argparse.ArgumentParser, with_program: bool =
                       help="push the profile to ClickHouse while it runs: "
                            "clickhouse://HOST[:PORT]/DATABASE (credentials in the URL or "
                            "PROFTUI_CLICKHOUSE_USER/_PASSWORD)")
-    push.add_argument("--every", type=_seconds, default=10.0, metavar="S",
+    push.add_argument("--every", type=_interval, default=10.0, metavar="S",
                       help="--push: one interval every S seconds (default 10)")
     push.add_argument("--label", action="append", default=[], type=_label, metavar="KEY=VALUE",
                       help="--push: a label of this run (repeatable; overrides the automatic "
@@ -170,7 +170,7 @@ def _label(text: str) -> tuple[str, str]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _seconds(text: str) -> float:
+def _interval(text: str) -> float:
     value = float(text)
     if not 1 <= value <= 86400:
         raise argparse.ArgumentTypeError("interval must be between 1 and 86400 seconds")

@@ -168,11 +168,11 @@ class TimelinePane(Pane, Vertical):
             return
         chosen = chart.selection()
         if chosen is None:
-            chart.anchor = chart.cursor
+            chart.mark_start = chart.cursor
             chart.refresh()
             self._info_line()
             return
-        chart.anchor = None
+        chart.mark_start = None
         self._apply(chart.time_of(chosen[0]), chart.time_of(chosen[1] + 1))
 
     def _apply(self, start: float, end: float) -> None:
@@ -189,8 +189,8 @@ class TimelinePane(Pane, Vertical):
 
     async def action_clear(self) -> None:
         chart = self.chart
-        if chart.anchor is not None:
-            chart.anchor = None
+        if chart.mark_start is not None:
+            chart.mark_start = None
             chart.refresh()
             self._info_line()
         elif getattr(self.app, "time_range", None) is not None:

@@ -41,7 +41,7 @@ class Rows:
 
 
 class TimelineChart(Widget, can_focus=True):
-    """Rows of shaded cells; `cursor` and `anchor` (selection start) are columns."""
+    """Rows of shaded cells; `cursor` and `mark_start` (a selection's start) are columns."""
 
     DEFAULT_CSS = "TimelineChart { height: 1fr; }"
 
@@ -56,7 +56,7 @@ class TimelineChart(Widget, can_focus=True):
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.rows: Rows | None = None
         self.cursor = 0
-        self.anchor: int | None = None  # a selection being made: from here to the cursor
+        self.mark_start: int | None = None  # a selection being made: from here to the cursor
         self.applied: tuple[int, int] | None = None  # the range shown, in columns
         self._cells: list[list[float]] = []
         self._cells_width = -1  # the width `_cells` were resampled for
@@ -97,10 +97,10 @@ class TimelineChart(Widget, can_focus=True):
         return self.seconds() * column / self.columns
 
     def selection(self) -> tuple[int, int] | None:
-        """The columns being selected (anchor to cursor, in order), if any."""
-        if self.anchor is None:
+        """The columns being selected (mark_start to cursor, in order), if any."""
+        if self.mark_start is None:
             return None
-        return min(self.anchor, self.cursor), max(self.anchor, self.cursor)
+        return min(self.mark_start, self.cursor), max(self.mark_start, self.cursor)
 
     def _column_at(self, x: int) -> int | None:
         column = x - LABEL_WIDTH
@@ -109,15 +109,15 @@ class TimelineChart(Widget, can_focus=True):
     def on_mouse_down(self, event: events.MouseDown) -> None:
         column = self._column_at(event.x)
         if column is not None:
-            self.cursor = self.anchor = column
+            self.cursor = self.mark_start = column
             self.refresh()
 
     def on_mouse_up(self, event: events.MouseUp) -> None:
         column = self._column_at(event.x)
-        if column is None or self.anchor is None:
+        if column is None or self.mark_start is None:
             return
-        first, last = sorted((self.anchor, column))
-        self.cursor, self.anchor = column, None
+        first, last = sorted((self.mark_start, column))
+        self.cursor, self.mark_start = column, None
         self.refresh()
         if last > first:
             self.post_message(self.Picked(first, last))
