@@ -490,10 +490,10 @@ class CallTree:
         calls = array("q", self.calls)
         calls[0] = NO_CALLS
         out = CallTree.from_columns(len(metric_map), array("q", parents), frames, selfs, calls)
-        out._index = dict.fromkeys(seen)  # filled below: the walk above made the keys
-        index = out._index
+        index: dict[int, int] = {}
         for i in range(1, n):
             index[parents[i] << 32 | frames[i]] = i
+        out._index = index
         return out
 
     def pruned(self) -> CallTree:

@@ -148,6 +148,9 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
                     lost = sfile.ring_lost()
                     whole = lost != self._ring_lost.get(path, 0) or (
                         ended and path not in self._whole_read)
+                    for raw in stacks:  # before the records are counted: theirs may be new
+                        if raw.flags:
+                            self._flags[(name, raw.id)] = raw.flags
                     moved = self._moved(name, records, stacks)
                     if whole:  # a ring overflowed (stacks it named are unknown), or the end
                         self._ring_lost[path] = lost
@@ -211,8 +214,6 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
         """Note newly published stacks (caller holds _files_lock)."""
         for raw in stacks:
             self._new_stacks.append((name, pid, raw))
-            if raw.flags:
-                self._flags[(name, raw.id)] = raw.flags
             if (pid, raw.tid) not in self._threads:
                 self._threads[(pid, raw.tid)] = _thread_name(pid, raw.tid)
 
