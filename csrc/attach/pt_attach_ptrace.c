@@ -20,7 +20,7 @@
  * third field), so a thread is on a CPU exactly when arrivals = voluntary +
  * involuntary + 1, and comparing the counters with those of our previous
  * look says how an off-CPU thread left its CPU.  A thread waiting after a
- * wakeup is not interrupted; one that goes to sleep between our look and its
+ * wakeup (as far as they tell) is not interrupted; one that goes to sleep between our look and its
  * stop (two voluntary switches) is continued and its sample dropped.  The
  * CPU time since a thread's previous sample stays with it for its next kept
  * sample: each kept sample stands for the CPU time since the previous one,
@@ -360,9 +360,11 @@ static void pt_reap_all(const struct pt_attach_config *cfg) {
 }
 
 /* Whether a runnable thread is worth interrupting now (`now`: just read):
- * on a CPU, or off it after a preemption; not after a wakeup (see the file
- * comment).  Updates what the thread remembers of our looks.  Without the
- * counters (an old kernel), yes.  Not async-signal-safe. */
+ * not when it is off its CPU and the only switches since our previous look
+ * were sleeps (it was woken and waits where it slept: see the file comment);
+ * a busy server both sleeps and is preempted between looks, and then which
+ * came last is unknown: yes.  Updates what the thread remembers of our
+ * looks.  Without the counters (an old kernel), yes.  Not async-signal-safe. */
 static int pt_worth_stopping(struct pt_attach_thread *t, const struct pt_sched_view *now) {
     const struct pt_sched_view *was = &t->was;
     int known = pt_sched_known(now) && pt_sched_known(was);
@@ -374,7 +376,7 @@ static int pt_worth_stopping(struct pt_attach_thread *t, const struct pt_sched_v
         t->left = PT_LEFT_UNKNOWN; /* both kinds since the last look: which came last? */
     t->was = *now;
     if (!pt_sched_known(now) || pt_sched_on_cpu(now)) return 1;
-    return t->left == PT_LEFT_PREEMPTED;
+    return t->left != PT_LEFT_SLEPT;
 }
 
 /* One sampling tick over all threads.  Not async-signal-safe. */
