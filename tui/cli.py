@@ -36,7 +36,6 @@ from proftui.collectors.formats.export.text import render_json, render_text
 from proftui.collectors.formats.importers import load_any
 from proftui.collectors.model import storage
 from proftui.collectors.model.diffviews import diff_profiles
-from proftui.collectors.model.outfile import check_output
 from proftui.collectors.model.profile import Profile
 from proftui.collectors.registry import COLLECTORS
 from proftui.collectors.runtime.launch import (
@@ -46,6 +45,7 @@ from proftui.collectors.runtime.launch import (
     shell_status,
     signal_name,
 )
+from proftui.collectors.safefile import check_output
 
 MODES = ("gprof", "instrument", "sampler", "heap")
 SUBCOMMANDS = ("record", "report", "open", "demo", "attach", "export", "diff")

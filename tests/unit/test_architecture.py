@@ -22,7 +22,9 @@ COLLECTOR_PACKAGES = ("gprof", "instrument", "sampler", "attach", "heap")
 # layer -> layers it may import (besides itself).  Layers are module paths under proftui.
 ALLOWED: dict[str, set[str]] = {
     f"{C}.errors": set(),
-    f"{C}.model": {f"{C}.errors"},
+    # Writing proftui's own files safely: every writer calls it (model's storage too).
+    f"{C}.safefile": {f"{C}.errors"},
+    f"{C}.model": {f"{C}.safefile", f"{C}.errors"},
     f"{C}.symbols": {f"{C}.model", f"{C}.errors"},
     f"{C}.runtime": {f"{C}.model", f"{C}.errors"},
     # The preloaded collectors' launch sequence refuses static binaries (detect).
@@ -38,7 +40,7 @@ ALLOWED: dict[str, set[str]] = {
     # Importers read gmon.out through the gprof collector's parser.
     # The text report words the exit status as the CLI and TUI do (runtime.launch).
     f"{C}.formats": {f"{C}.gprof", f"{C}.symbols", f"{C}.model", f"{C}.runtime.launch",
-                     f"{C}.errors"},
+                     f"{C}.safefile", f"{C}.errors"},
     f"{C}.registry": {f"{C}.{name}" for name in COLLECTOR_PACKAGES} | {f"{C}.base"},
     # --heap: the sampler and heap collectors side by side over one run (above both).
     f"{C}.combined": {f"{C}.sampler", f"{C}.heap", f"{C}.base", f"{C}.runtime",
@@ -49,7 +51,7 @@ ALLOWED: dict[str, set[str]] = {
     # Pure helpers: name shortening, pattern matching, the settings file.
     "tui.names": set(),
     "tui.search": set(),
-    "tui.settings": set(),
+    "tui.settings": {f"{C}.safefile", f"{C}.errors"},
     "tui.widgets": {"tui.format", "tui.names", f"{C}.model"},
     "tui.screens": {"tui.widgets", "tui.format", f"{C}.formats", f"{C}.model"},
     # disasm: the source pane's worker asks for a function's disassembly (objdump)
