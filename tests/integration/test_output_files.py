@@ -288,3 +288,13 @@ def test_record_refuses_another_users_symlink_in_a_sticky_directory(tmp_path: Pa
     os.lchown(link, 65534, 65534)
     assert_not_started(record(env, tmp_path, str(link)), "refusing to follow a symlink")
     assert precious.read_text() == "keep me\n"
+
+
+def test_export_to_dev_stdout_when_stdout_is_a_pipe(tmp_path: Path, env) -> None:
+    """Issue 26: /dev/stdout resolved (realpath) to /proc/PID/fd/pipe:[N], no such file."""
+    profile_path = tmp_path / "run.proftui"
+    assert record(env, tmp_path, str(profile_path)).returncode == 2
+    result = proftui(env, tmp_path, "export", "-f", "folded", "-o", "/dev/stdout",
+                     str(profile_path))  # capture_output: stdout is a pipe
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.encode() == export_bytes(storage.load(profile_path), "folded")
