@@ -147,6 +147,8 @@ __attribute__((constructor)) static void pt_heap_init(void) {
     if (!pt_heap_cfg.follow_children && frontend > 0 && getppid() != (pid_t)frontend) return;
     long buffer = pt_env_long("PROFTUI_BUFFER_BYTES", PT_HEAP_DEFAULT_BUFFER);
     pt_heap_cfg.buffer_bytes = buffer >= (1 << 20) ? (uint64_t)buffer : PT_HEAP_DEFAULT_BUFFER;
+    /* proftui holds the budget to --buffer's range; this is the backstop. */
+    if (pt_heap_cfg.buffer_bytes > PT_HEAP_MAX_BUFFER) pt_heap_cfg.buffer_bytes = PT_HEAP_MAX_BUFFER;
     long sample = pt_env_long("PROFTUI_HEAP_SAMPLE", 0);
     pt_heap_cfg.sample_bytes = sample > 0 ? (uint64_t)sample : 0;
     pt_heap_cfg.fp_only = pt_env_is("PROFTUI_HEAP_UNWIND", "fp");

@@ -117,6 +117,9 @@ __attribute__((constructor)) static void pt_init(void) {
     pt_sampler_cfg.period_ns = 1000000000u / (uint64_t)hz;
     long buffer = pt_env_long("PROFTUI_BUFFER_BYTES", PT_DEFAULT_BUFFER);
     pt_sampler_cfg.buffer_bytes = buffer > 0 ? (uint64_t)buffer : PT_DEFAULT_BUFFER;
+    /* proftui holds the budget to --buffer's range; this is the backstop for an
+     * environment set by hand (10^14 made 19 GB rings per thread). */
+    if (pt_sampler_cfg.buffer_bytes > PT_MAX_BUFFER) pt_sampler_cfg.buffer_bytes = PT_MAX_BUFFER;
     pt_sampler_cfg.wall_clock = pt_env_flag("PROFTUI_WALL_CLOCK");
     const char *clock = getenv("PROFTUI_SAMPLER_CLOCK");
     pt_sampler_cfg.force_timer = clock != NULL && strcmp(clock, "timer") == 0;

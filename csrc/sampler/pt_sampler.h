@@ -29,6 +29,7 @@
 #define PT_DEFAULT_FREQUENCY 1000
 #define PT_MAX_FREQUENCY 10000
 #define PT_DEFAULT_BUFFER (32u << 20) /* bytes of rings per process */
+#define PT_MAX_BUFFER (64ull << 30)   /* the most: --buffer's limit */
 #define PT_NSLOTS 128                 /* concurrently sampled threads per process */
 #define PT_MIN_RING_WORDS 2048        /* 16 KiB */
 #define PT_TINY_RING_WORDS 512        /* 4 KiB: the floor on a nearly full run directory */
