@@ -179,7 +179,10 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
     report.add_argument("file", type=Path)
     report.add_argument("--binary", type=Path, metavar="PROG",
                         help="for a gmon.out: the -pg program that wrote it")
-    report.add_argument("--json", action="store_true", help="machine-readable JSON report")
+    form = report.add_mutually_exclusive_group()
+    form.add_argument("--text", action="store_true",
+                      help="the text report (the default; as run and attach take it)")
+    form.add_argument("--json", action="store_true", help="machine-readable JSON report")
     report.add_argument("-n", "--limit", type=int, help="show only the top N functions")
 
     open_ = _Parser(prog="proftui open", description="Browse a saved profile.")

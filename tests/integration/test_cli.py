@@ -93,3 +93,16 @@ def test_unknown_option() -> None:
     assert_one_line_error(result, "--no-such-option")
     assert_one_line_error(proftui("-F", "0", "x"), "between 1 and 10000")
     assert_one_line_error(proftui("report"), "file")
+
+
+def test_report_takes_text_as_run_does(tmp_path: Path) -> None:
+    """Issue 26: `proftui report --text FILE` exited 2 though text is report's default."""
+    from proftui.collectors.model import storage
+
+    from tests.unit.profiles import sample_profile
+
+    saved = tmp_path / "run.proftui"
+    storage.save(sample_profile(), saved)
+    plain, text = proftui("report", str(saved)), proftui("report", "--text", str(saved))
+    assert (text.returncode, text.stdout) == (0, plain.stdout) and plain.returncode == 0
+    assert_one_line_error(proftui("report", "--text", "--json", str(saved)), "not allowed")
