@@ -440,8 +440,20 @@ def run_tui(collector: Collector | None = None, profile: Profile | None = None,
             return 128 + stop.received
     if collector is not None and app.ended:
         say_failed_output(collector, app.exit_info)
-    final = app.final_profile()
-    return exit_status_of(final) if (collector is not None and final is not None) else 0
+    return tui_exit_status(app.final_profile(), app.exit_info if app.ended else None,
+                           collector is not None)
+
+
+def tui_exit_status(final: Profile | None, ended: ExitInfo | None, live: bool) -> int:
+    """What the TUI exits with after a plain `q`: the target's status when it ended on its
+    own (from the final profile, else from the process itself: gprof has no profile when
+    the target left through _exit and wrote no gmon.out), 0 otherwise."""
+    if not live:
+        return 0
+    if final is not None and (final.meta.exit_status is not None
+                              or final.meta.exit_signal is not None):
+        return exit_status_of(final)
+    return ended.shell_status() if ended is not None else 0
 
 
 AFTER_QUIT_LINES = 20  # of a failed target's output, printed once the TUI is gone
