@@ -23,7 +23,7 @@ from typing import Any
 
 from proftui.collectors.base import Collector, CollectorOptions
 from proftui.collectors.combined import HEAP_MODES, HeapSamplerCollector
-from proftui.collectors.detect import inspect_binary
+from proftui.collectors.detect import inspect_binary, refuse_foreign
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.formats.diffreport import (
     DEFAULT_LIMIT,
@@ -307,6 +307,9 @@ def make_collector(args: argparse.Namespace, output: str) -> Collector:
         raise ProftuiError(
             f"--heap adds heap tracking to sampler runs only, not to {mode} mode "
             "(use --mode sampler --heap, or --mode heap for the heap alone)")
+    if mode != "gprof":
+        refuse_foreign(args.program, facts, {"instrument": "the hook library",
+                                             "heap": "the heap profiler"}.get(mode, "the sampler"))
     if mode == "instrument" and facts.mode != "instrument":
         raise ProftuiError(
             f"{args.program} was not built with -finstrument-functions, so instrument mode "
