@@ -18,6 +18,8 @@ from setuptools.command.build_ext import build_ext
 COMMON_UNWIND = ["csrc/common/pt_unwind.c", "csrc/common/pt_cfi.c", "csrc/common/pt_mem.c"]
 # The loaded-object table of the preloaded runtimes (dl_iterate_phdr: not for attach).
 COMMON_MAPS = ["csrc/common/pt_maps.c"]
+# The exec wrappers and the environment the target passes on (sampler and heap).
+COMMON_EXEC = ["csrc/common/pt_exec.c", "csrc/common/pt_env.c"]
 
 # name -> (sources, include dirs).  Each library has one job (DESIGN.md
 # section 1) and sees only csrc/common and its own folder.
@@ -25,7 +27,7 @@ RUNTIME_LIBRARIES: dict[str, tuple[list[str], list[str]]] = {
     "proftui_sampler": (["csrc/sampler/proftui_sampler.c", "csrc/sampler/pt_sampler_file.c",
                          "csrc/sampler/pt_sampler_timer.c", "csrc/sampler/pt_sampler_handler.c",
                          "csrc/sampler/pt_sampler_maps.c", "csrc/common/pt_runfile.c",
-                         *COMMON_UNWIND, *COMMON_MAPS],
+                         *COMMON_UNWIND, *COMMON_MAPS, *COMMON_EXEC],
                         ["csrc/common", "csrc/sampler"]),
     "proftui_hook": (["csrc/hook/proftui_hook.c", "csrc/hook/pt_hook_life.c",
                       "csrc/hook/pt_hook_file.c", "csrc/hook/pt_hook_filter.c",
@@ -34,7 +36,7 @@ RUNTIME_LIBRARIES: dict[str, tuple[list[str], list[str]]] = {
     "proftui_heap": (["csrc/heap/proftui_heap.c", "csrc/heap/pt_heap_cxx.c",
                       "csrc/heap/pt_heap_track.c",
                       "csrc/heap/pt_heap_file.c", "csrc/common/pt_runfile.c", *COMMON_UNWIND,
-                      *COMMON_MAPS],
+                      *COMMON_MAPS, *COMMON_EXEC],
                      ["csrc/common", "csrc/heap"]),
 }
 

@@ -10,7 +10,11 @@
  *   fork (atfork)   the child drops the parent's events; own file if followed
  *   close, close_range, closefrom  a target closing "every fd" keeps ours open
  *   execve, execv, execvp, execvpe, execl, execlp, execle, fexecve  clocks stop before
- *                   the exec (a sample landing after it would kill the new image)
+ *                   the exec (a sample landing after it would kill the new image);
+ *                   csrc/common/pt_exec.c
+ * Without follow, the constructor takes the sampler out of LD_PRELOAD and (last
+ * runtime) the PROFTUI_* variables out of the environment the target passes on
+ * (csrc/common/pt_env.h); the target's own exec gets them back.
  * None of the functions in this file is async-signal-safe except close(),
  * which stays as safe as the libc close() it wraps.
  *
@@ -38,6 +42,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "pt_env.h"
+#include "pt_exec.h"
 #include "pt_sampler.h"
 
 #ifndef CLOSE_RANGE_CLOEXEC
@@ -101,16 +107,14 @@ static void pt_atfork_child(void) {
     pt_sampler_timer_fork_child(keep);
 }
 
-__attribute__((constructor)) static void pt_init(void) {
-    pt_resolve();
-    const char *dir = getenv("PROFTUI_DIR");
-    if (dir == NULL || *dir == '\0' || strlen(dir) >= sizeof pt_sampler_cfg.dir) return;
-    strcpy(pt_sampler_cfg.dir, dir);
+/* Read PROFTUI_* into pt_sampler_cfg; 1 if this process is to be sampled.
+ * Not async-signal-safe (constructor only). */
+static int pt_read_settings(void) {
     pt_sampler_cfg.follow_children = pt_env_flag("PROFTUI_FOLLOW_CHILDREN");
-    /* Without follow, a child that exec'd still inherits LD_PRELOAD: only the
-     * front end's own child (the target, also after it exec's) samples. */
+    /* Without follow only the front end's own child (the target, also after it
+     * exec's) samples; others that inherited LD_PRELOAD anyway stay idle. */
     long frontend = pt_env_long("PROFTUI_FRONTEND_PID", 0);
-    if (!pt_sampler_cfg.follow_children && frontend > 0 && getppid() != (pid_t)frontend) return;
+    if (!pt_sampler_cfg.follow_children && frontend > 0 && getppid() != (pid_t)frontend) return 0;
     long hz = pt_env_long("PROFTUI_FREQUENCY", PT_DEFAULT_FREQUENCY);
     if (hz < 1) hz = 1;
     if (hz > PT_MAX_FREQUENCY) hz = PT_MAX_FREQUENCY;
@@ -127,7 +131,18 @@ __attribute__((constructor)) static void pt_init(void) {
     pt_sampler_cfg.fp_only = unwind != NULL && strcmp(unwind, "fp") == 0;
     const char *kernel = getenv("PROFTUI_SAMPLER_KERNEL");
     pt_sampler_cfg.user_only = kernel != NULL && strcmp(kernel, "0") == 0;
+    return 1;
+}
 
+__attribute__((constructor)) static void pt_init(void) {
+    pt_resolve();
+    const char *dir = getenv("PROFTUI_DIR");
+    if (dir == NULL || *dir == '\0' || strlen(dir) >= sizeof pt_sampler_cfg.dir) return;
+    strcpy(pt_sampler_cfg.dir, dir);
+    int sample = pt_read_settings();
+    /* Settings read: without follow, nothing the target runs inherits the sampler. */
+    if (!pt_sampler_cfg.follow_children) pt_env_scrub("proftui_sampler");
+    if (!sample) return;
     if (pt_sampler_file_create(getpid()) != 0) return;
     pt_sampler_maps_refresh(0);
     if (pt_sampler_timer_init() != 0) return; /* the file stays, with no samples */
@@ -317,89 +332,14 @@ __attribute__((visibility("default"))) void closefrom(int lowfd) {
     for (int fd = lowfd; fd < 65536; fd++) close(fd); /* close_range not in this kernel */
 }
 
-/* ---- exec ----------------------------------------------------------------------- */
+/* ---- exec (the wrappers: csrc/common/pt_exec.c) --------------------------------- */
 
-/* The real exec functions, resolved on first use.  Not async-signal-safe
- * (dlsym), like the clock pause around them. */
-static void *pt_real(const char *name) { return dlsym(RTLD_NEXT, name); }
-
-/* Pause every clock, run the real exec, restart the clocks if it failed. */
-#define PT_EXEC(call)                                                                          \
-    do {                                                                                       \
-        if (pt_active) pt_sampler_timer_pause_all(1);                                          \
-        int pt_rc = (call);                                                                    \
-        int pt_err = errno;                                                                    \
-        if (pt_active) pt_sampler_timer_pause_all(0);                                          \
-        errno = pt_err;                                                                        \
-        return pt_rc;                                                                          \
-    } while (0)
-
-typedef int (*pt_execve_fn)(const char *, char *const[], char *const[]);
-typedef int (*pt_execv_fn)(const char *, char *const[]);
-
-__attribute__((visibility("default"))) int execve(const char *path, char *const argv[],
-                                                  char *const envp[]) {
-    pt_execve_fn real = (pt_execve_fn)pt_real("execve");
-    if (real == NULL) return errno = ENOSYS, -1;
-    PT_EXEC(real(path, argv, envp));
+/* Stop every clock before an exec.  Not async-signal-safe. */
+void pt_exec_before(void) {
+    if (pt_active) pt_sampler_timer_pause_all(1);
 }
 
-__attribute__((visibility("default"))) int execvpe(const char *file, char *const argv[],
-                                                   char *const envp[]) {
-    pt_execve_fn real = (pt_execve_fn)pt_real("execvpe");
-    if (real == NULL) return errno = ENOSYS, -1;
-    PT_EXEC(real(file, argv, envp));
-}
-
-__attribute__((visibility("default"))) int execv(const char *path, char *const argv[]) {
-    pt_execv_fn real = (pt_execv_fn)pt_real("execv");
-    if (real == NULL) return errno = ENOSYS, -1;
-    PT_EXEC(real(path, argv));
-}
-
-__attribute__((visibility("default"))) int execvp(const char *file, char *const argv[]) {
-    pt_execv_fn real = (pt_execv_fn)pt_real("execvp");
-    if (real == NULL) return errno = ENOSYS, -1;
-    PT_EXEC(real(file, argv));
-}
-
-__attribute__((visibility("default"))) int fexecve(int fd, char *const argv[], char *const envp[]) {
-    int (*real)(int, char *const[], char *const[]) =
-        (int (*)(int, char *const[], char *const[]))pt_real("fexecve");
-    if (real == NULL) return errno = ENOSYS, -1;
-    PT_EXEC(real(fd, argv, envp));
-}
-
-/* execl, execlp, execle: collect the variadic arguments (on the stack, as
- * glibc does) and go through the vector forms above. */
-#define PT_COLLECT_ARGS(first, ap, argv)                                                       \
-    size_t pt_n = 1;                                                                           \
-    va_start(ap, first);                                                                       \
-    while (va_arg(ap, char *) != NULL) pt_n++;                                                 \
-    va_end(ap);                                                                                \
-    char **argv = __builtin_alloca((pt_n + 1) * sizeof(char *));                               \
-    argv[0] = (char *)(first);                                                                 \
-    va_start(ap, first);                                                                       \
-    for (size_t pt_i = 1; pt_i <= pt_n; pt_i++) argv[pt_i] = va_arg(ap, char *)
-
-__attribute__((visibility("default"))) int execl(const char *path, const char *arg, ...) {
-    va_list ap;
-    PT_COLLECT_ARGS(arg, ap, argv);
-    va_end(ap);
-    return execv(path, argv);
-}
-
-__attribute__((visibility("default"))) int execlp(const char *file, const char *arg, ...) {
-    va_list ap;
-    PT_COLLECT_ARGS(arg, ap, argv);
-    va_end(ap);
-    return execvp(file, argv);
-}
-
-__attribute__((visibility("default"))) int execle(const char *path, const char *arg, ...) {
-    va_list ap;
-    PT_COLLECT_ARGS(arg, ap, argv);
-    char *const *envp = va_arg(ap, char *const *);
-    va_end(ap);
-    return execve(path, argv, envp);
+/* The exec failed: sample again.  Not async-signal-safe. */
+void pt_exec_failed(void) {
+    if (pt_active) pt_sampler_timer_pause_all(0);
 }
