@@ -292,9 +292,12 @@ def test_save_from_the_tui_writes_a_profile_open_reads(tmp_path: Path) -> None:
     assert sorted(f.function for f in back.frames) == sorted(f.function for f in profile.frames)
 
 
-def test_saving_to_a_fifo_is_refused_and_q_still_quits(tmp_path: Path) -> None:
+def test_saving_to_a_fifo_is_refused_and_q_still_quits(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 26: the save dialog opened a FIFO and its worker waited for a reader, so
-    `q` could not exit.  Now the save is refused in one notification."""
+    `q` could not exit.  Now the save is refused in one notification (the profile goes
+    to a fallback file in the current directory, as for any unwritable path)."""
+    monkeypatch.chdir(tmp_path)
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
 
@@ -315,6 +318,7 @@ def test_saving_to_a_fifo_is_refused_and_q_still_quits(tmp_path: Path) -> None:
             await wait_for(pilot, lambda: app._exit, what="exit")
     run(body)
     assert stat.S_ISFIFO(fifo.lstat().st_mode)
+    assert len(list(tmp_path.glob("proftui-*.proftui"))) == 1
 
 
 def test_default_save_path_never_overwrites(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
