@@ -18,20 +18,26 @@ from setuptools.command.build_ext import build_ext
 COMMON_UNWIND = ["csrc/common/pt_unwind.c", "csrc/common/pt_cfi.c", "csrc/common/pt_mem.c"]
 # The loaded-object table of the preloaded runtimes (dl_iterate_phdr: not for attach).
 COMMON_MAPS = ["csrc/common/pt_maps.c"]
-# The exec wrappers and the environment the target passes on (sampler and heap).
+COMMON_STACKS = ["csrc/common/pt_stacktab.c"]
+# Per-thread profiling clocks, their signal and the interposers that keep them working
+# (sampler and hook runtime).
+COMMON_TIMER = ["csrc/common/pt_timer.c", "csrc/common/pt_timer_interpose.c"]
+# The exec wrappers and the environment the target passes on (sampler, hook, heap).
 COMMON_EXEC = ["csrc/common/pt_exec.c", "csrc/common/pt_env.c"]
 
-# name -> (sources, include dirs).  Each library has one job (DESIGN.md
+# name -> (sources, include dirs).  Each library has one job (docs/architecture.md
 # section 1) and sees only csrc/common and its own folder.
 RUNTIME_LIBRARIES: dict[str, tuple[list[str], list[str]]] = {
     "proftui_sampler": (["csrc/sampler/proftui_sampler.c", "csrc/sampler/pt_sampler_file.c",
                          "csrc/sampler/pt_sampler_timer.c", "csrc/sampler/pt_sampler_handler.c",
                          "csrc/sampler/pt_sampler_maps.c", "csrc/common/pt_runfile.c",
-                         *COMMON_UNWIND, *COMMON_MAPS, *COMMON_EXEC],
+                         *COMMON_UNWIND, *COMMON_MAPS, *COMMON_STACKS, *COMMON_TIMER,
+                         *COMMON_EXEC],
                         ["csrc/common", "csrc/sampler"]),
     "proftui_hook": (["csrc/hook/proftui_hook.c", "csrc/hook/pt_hook_life.c",
                       "csrc/hook/pt_hook_file.c", "csrc/hook/pt_hook_filter.c",
-                      "csrc/common/pt_runfile.c"],
+                      "csrc/hook/pt_hook_tick.c", "csrc/common/pt_runfile.c", *COMMON_TIMER,
+                      *COMMON_EXEC],
                      ["csrc/common", "csrc/hook"]),
     "proftui_heap": (["csrc/heap/proftui_heap.c", "csrc/heap/pt_heap_cxx.c",
                       "csrc/heap/pt_heap_track.c",

@@ -99,7 +99,7 @@ def proftui(hz: int, unwind: str = "") -> tuple[Setup, Count]:
         total = 0
         for path in d.glob("sampler.*.ptw"):
             f = SamplerFile(path)
-            total += sum(slot.samples + slot.dropped for slot in f.slots())  # nobody drains here
+            total += sum(slot.samples for slot in f.slots())  # taken, in a ring or not
             f.close()
         return total
 

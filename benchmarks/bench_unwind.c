@@ -25,6 +25,7 @@
 #include <time.h>
 #include <ucontext.h>
 
+#include "pt_maps.h"
 #include "pt_sampler.h"
 
 #define N 200000
@@ -67,12 +68,12 @@ __attribute__((noinline)) static int deep(int depth, const struct pt_sampler_thr
     if (depth > 0) return deep(depth - 1, self) + 1; /* not a tail call */
     ucontext_t uc;
     getcontext(&uc);
-    const struct pt_cfi_set *tables = pt_sampler_cfi_current;
+    const struct pt_cfi_set *tables = pt_maps_cfi;
     run("cfi", &uc, self);
     run_copy(&uc, self, tables);
-    pt_sampler_cfi_current = NULL; /* no rows: the handler walks frame pointers */
+    pt_maps_cfi = NULL; /* no rows: the handler walks frame pointers */
     run("fp", &uc, self);
-    pt_sampler_cfi_current = tables;
+    pt_maps_cfi = tables;
     return 0;
 }
 

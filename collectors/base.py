@@ -6,20 +6,24 @@ import abc
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
-from proftui.collectors.model.profile import CallTree, Profile
+from proftui.collectors.model.profile import Profile
 from proftui.collectors.runtime.launch import ExitInfo, LaunchedProcess
 from proftui.collectors.runtime.output import OutputLog
 from proftui.collectors.runtime.rundir import RunDirectory
+
+if TYPE_CHECKING:
+    from proftui.collectors.stacktable.builder import StackProfile
 
 
 @dataclass
 class CollectorOptions:
     """User choices that collectors honour where they apply.
 
-    frequency_hz: sampling rate (sampler, attach); count_only: hook library
-    without timestamps; include/exclude: function-name patterns (uftrace's
+    frequency_hz: sampling rate (sampler, attach, instrument); count_only: hook
+    library with no clock at all; timed: hook library timing every call (two
+    timestamps) instead of sampling; include/exclude: function-name patterns (uftrace's
     -F/-N); max_depth: call depth limit; buffer_bytes: shared-memory budget
     per process; output: "inherit" (headless) or "log" (TUI).
     """
@@ -27,6 +31,7 @@ class CollectorOptions:
     output: Literal["inherit", "log"] = "inherit"
     frequency_hz: int = 1000
     count_only: bool = False
+    timed: bool = False
     include: list[str] = field(default_factory=list)
     exclude: list[str] = field(default_factory=list)
     max_depth: int | None = None
@@ -122,12 +127,29 @@ class Collector(abc.ABC):
         while it stays the same (paused, or a target that sleeps)."""
         return None
 
+    @property
+    def lock(self) -> threading.RLock:
+        """Held by `snapshot()` through `collect()`; a reader of `stack_tables()` holds it
+        from its `collect()` until it has read them."""
+        return self._lock
+
+    def stack_tables(self) -> list[StackProfile]:
+        """The live stack tables `collect()` folds counts into, in metric order (their
+        metrics side by side are the profile's): what a fleet push takes each interval
+        from (`StackProfile.changes`).  Empty when the collector keeps none; a push then
+        subtracts snapshots."""
+        return []
+
     def snapshot(self) -> Profile:
-        """`collect()` minus the counters at the last `reset()`."""
+        """`collect()` minus the counters at the last `reset()` (the model's one
+        subtraction, `diff.subtract`: a `b` mark taken at the same moment gives the
+        same numbers)."""
         with self._lock:
             profile = self.collect()
             if self._baseline is not None:
-                subtract_profile(profile, self._baseline)
+                from proftui.collectors.model.diff import subtract
+
+                profile = subtract(profile, self._baseline)
             return profile
 
     def pause(self) -> None:
@@ -197,48 +219,3 @@ class LaunchCollector(Collector):
         if self.stop_signal is None and self.process is not None:
             return self.process.stop_signal  # caught while waiting (LaunchedProcess.wait)
         return self.stop_signal
-
-
-def subtract_profile(profile: Profile, baseline: Profile) -> None:
-    """Subtract `baseline`'s costs and calls from `profile` in place (same frames).
-
-    Frames are matched by value because each collect() may intern afresh.
-    """
-    remap: dict[int, int] = {}
-    for old_id, frame in enumerate(baseline.frames):
-        new_id = profile.frames.find(frame)
-        if new_id is not None:
-            remap[old_id] = new_id
-
-    def subtract_tree(mine: CallTree, theirs: CallTree) -> None:
-        pairs = [(mine.root, theirs.root)]
-        while pairs:
-            node, base = pairs.pop()
-            for i, value in enumerate(base.self_cost):
-                node.self_cost[i] = max(0.0, node.self_cost[i] - value)
-            if node.calls is not None and base.calls is not None:
-                node.calls = max(0, node.calls - base.calls)
-            for fid, child in base.children.items():
-                new_fid = remap.get(fid)
-                if new_fid is not None and new_fid in node.children:
-                    pairs.append((node.children[new_fid], child))
-        mine.finalize()
-
-    assert profile.tree is not None and baseline.tree is not None
-    subtract_tree(profile.tree, baseline.tree)
-    for label, part in profile.parts.items():
-        if label in baseline.parts:
-            subtract_tree(part, baseline.parts[label])
-    for (caller, callee), count in baseline.arcs.items():
-        arc = (remap.get(caller, -2), remap.get(callee, -2))
-        if arc in profile.arcs:
-            profile.arcs[arc] = max(0, profile.arcs[arc] - count)
-    for table, base_table in (
-        (profile.line_costs, baseline.line_costs),
-        (profile.address_costs, baseline.address_costs),
-    ):
-        for key, costs in base_table.items():
-            if key in table:
-                table[key] = [max(0.0, a - b) for a, b in zip(table[key], costs, strict=False)]
-    profile.functions = None  # collector-given totals no longer apply; derive from the tree
-    profile.meta.dropped = max(0, profile.meta.dropped - baseline.meta.dropped)

@@ -11,13 +11,15 @@ its files are built into a Profile (`collect`).
 from __future__ import annotations
 
 import abc
+import contextlib
+import os
 import threading
 from pathlib import Path
-from typing import ClassVar, Generic, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from proftui.collectors.base import CollectorOptions, LaunchCollector
 from proftui.collectors.errors import ProftuiError
-from proftui.collectors.model.profile import Profile
+from proftui.collectors.model.profile import Profile, ProfileMeta
 from proftui.collectors.runtime.launch import LaunchedProcess
 from proftui.collectors.runtime.preload import (
     PollThread,
@@ -83,6 +85,53 @@ class PreloadedCollector(LaunchCollector, Generic[ReaderT]):
         return None
 
     lost_note: ClassVar[str] = "its data is lost"  # said of a file that cannot be read
+    runtime_name: ClassVar[str]  # "the sampler", "the heap profiler": said in the notes
+    unwind_variable: ClassVar[str]  # PROFTUI_*_UNWIND: "fp" means frame pointers on purpose
+
+    def meta(self, mode: str, pids: list[int], dropped: int, warnings: list[str],
+             **fields: Any) -> ProfileMeta:
+        """The metadata every preloaded collector gives: the program, its processes (the
+        target's pid before any file appeared), times, exit status, completeness and
+        drops; `fields` add the collector's own (clock, threads, period...)."""
+        exit_info = self.process.poll() if self.process is not None else None
+        running = exit_info is None
+        return ProfileMeta(
+            mode=mode, argv=list(self.argv), pids=sorted(pids) or (
+                [self.process.pid] if self.process is not None else []),
+            start_time=self._start_time, end_time=None if running else self._end_time,
+            exit_status=None if exit_info is None else exit_info.status,
+            exit_signal=None if exit_info is None else exit_info.signal,
+            complete=not running, dropped=dropped, warnings=warnings, **fields)
+
+    def runtime_notes(self, files: int, no_space: bool, no_cfi: bool, dropped: str) -> list[str]:
+        """The notes every preloaded runtime may need: the run directory was full (what
+        was `dropped` because of it), no CFI unwind tables, or no runtime file at all
+        once the target ended."""
+        notes = []
+        if no_space:
+            notes.append(f"the run directory's file system ({self.run_dir.path.parent}) is "
+                         f"full or nearly full: {dropped} could not be stored (dropped); "
+                         "point TMPDIR at a file system with more space")
+        if no_cfi and files and os.environ.get(self.unwind_variable) != "fp":
+            notes.append("no DWARF CFI unwind tables were built (CFI unwinding is x86-64 "
+                         "only): stacks are walked through frame pointers")
+        ended = self.process is not None and self.process.poll() is not None
+        if ended and not files:
+            notes.append(self._no_file_note())
+        return notes
+
+    def _no_file_note(self) -> str:
+        """Why the target wrote no runtime file: a full run directory, or no preload."""
+        run_dir = self.run_dir.path
+        with contextlib.suppress(OSError):
+            st = os.statvfs(run_dir)
+            if st.f_bavail * st.f_frsize < 1 << 20:
+                return (f"{self.runtime_name} could not create its file: the run directory's "
+                        f"file system ({run_dir.parent}) has {st.f_bavail * st.f_frsize >> 10} "
+                        "KiB free; the target ran unprofiled (point TMPDIR at a file system "
+                        "with more space)")
+        return (f"{self.runtime_name} did not start in the target (no runtime file): "
+                "was LD_PRELOAD removed or the program static?")
 
     def opened_paused(self, reader: ReaderT) -> None:
         """`reader` was opened while collection is paused (after set_paused(True))."""

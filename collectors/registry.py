@@ -1,18 +1,47 @@
-"""Which collector class serves which mode.  One line per collector."""
+"""Which collector class serves which mode.  One line per collector.
+
+A mode's collector is imported when it is first looked up, so a command pays only
+for the collector it runs (`proftui record` of a sampler run never imports gprof's
+analysis or the hook decoder)."""
 
 from __future__ import annotations
 
-from proftui.collectors.attach.collector import AttachCollector
-from proftui.collectors.base import Collector
-from proftui.collectors.gprof.collector import GprofCollector
-from proftui.collectors.heap.collector import HeapCollector
-from proftui.collectors.instrument.collector import InstrumentCollector
-from proftui.collectors.sampler.collector import SamplerCollector
+from collections.abc import Mapping
 
-COLLECTORS: dict[str, type[Collector]] = {
-    "attach": AttachCollector,
-    "gprof": GprofCollector,
-    "heap": HeapCollector,
-    "instrument": InstrumentCollector,
-    "sampler": SamplerCollector,
-}
+from proftui.collectors.base import Collector
+from proftui.collectors.lazy import LazyMapping
+
+
+def _attach() -> type[Collector]:
+    from proftui.collectors.attach.collector import AttachCollector
+    return AttachCollector
+
+
+def _gprof() -> type[Collector]:
+    from proftui.collectors.gprof.collector import GprofCollector
+    return GprofCollector
+
+
+def _heap() -> type[Collector]:
+    from proftui.collectors.heap.collector import HeapCollector
+    return HeapCollector
+
+
+def _instrument() -> type[Collector]:
+    from proftui.collectors.instrument.collector import InstrumentCollector
+    return InstrumentCollector
+
+
+def _sampler_heap() -> type[Collector]:
+    from proftui.collectors.sampler_heap.collector import HeapSamplerCollector
+    return HeapSamplerCollector
+
+
+def _sampler() -> type[Collector]:
+    from proftui.collectors.sampler.collector import SamplerCollector
+    return SamplerCollector
+
+
+COLLECTORS: Mapping[str, type[Collector]] = LazyMapping(
+    {"attach": _attach, "gprof": _gprof, "heap": _heap, "instrument": _instrument,
+     "sampler": _sampler, "sampler+heap": _sampler_heap})

@@ -55,6 +55,56 @@ def perf_user_shares(perf_data: Path, comm: str) -> dict[str, float]:
     return {name: 100.0 * n / total for name, n in counts.items()}
 
 
+HOOK_ROW = "[instrumentation]"
+
+
+def perf_program_shares(perf_data: Path, binary: Path,
+                        hook_library: str = "") -> dict[str, float]:
+    """perf_user_shares of an instrumented binary's run (perf record -g), without the
+    hooks' cost: samples in __cyg_profile_func_*, their PLT stubs and on the instruction
+    a hook call returns to (collectors/instrument/hook_calls.py) are left out and the
+    rest is shared out of 100, as proftui_program_shares does for proftui's profile.
+    With `hook_library` (a run under proftui's hooks), samples in that library and in
+    the signal return trampoline (its clock's ticks) are hook cost too."""
+    from proftui.collectors.instrument.hook_calls import HOOK_NAMES, HookCalls
+    from proftui.collectors.symbols.elf import ElfFile
+
+    with ElfFile(binary) as elf:
+        symtab = elf.section(".symtab") or elf.section(".dynsym")
+        assert symtab is not None
+        starts = {name: value for value, _size, _bind, name in elf.function_symbols(symtab)}
+    calls = HookCalls()
+    script = subprocess.run(
+        ["perf", "script", "-i", str(perf_data), "--comm", binary.name[:15], "-F",
+         "ip,sym,symoff,dso", "--no-inline"], capture_output=True, text=True, timeout=300)
+    assert script.returncode == 0, script.stderr
+    counts: Counter[str] = Counter()
+    for block in script.stdout.split("\n\n"):
+        for frame in (line.strip() for line in block.splitlines() if line.strip()):
+            match = re.match(r"[0-9a-f]+ (.+?)(?:\+0x([0-9a-f]+))? \((.*)\)$", frame)
+            if match is None or "kernel" in match[3] or match[3].startswith("[k"):
+                continue  # leaf first: kernel frames go to the user code that entered it
+            name, offset, dso = match[1], int(match[2] or "0", 16), match[3]
+            hook = name.split("@", 1)[0] in HOOK_NAMES or (
+                dso == str(binary) and name in starts and
+                calls.at_hook_call(str(binary), starts[name] + offset)) or (
+                bool(hook_library) and (dso == hook_library or name == "__restore_rt"))
+            counts["" if hook else normal_name(name)] += 1
+            break
+    hooks = counts.pop("", 0)
+    total = sum(counts.values())
+    assert total > hooks / 20, f"perf saw {total} samples of the program, {hooks} in hooks"
+    return {name: 100.0 * n / total for name, n in counts.items()}
+
+
+def proftui_program_shares(profile: Profile) -> dict[str, float]:
+    """proftui_symbol_shares without the [instrumentation] rows, out of 100."""
+    shares = proftui_symbol_shares(profile)
+    shares.pop(HOOK_ROW, None)
+    total = sum(shares.values())
+    return {name: 100.0 * v / total for name, v in shares.items()}
+
+
 def proftui_symbol_shares(profile: Profile) -> dict[str, float]:
     """Self share per function, an inlined frame's cost going to the function holding it."""
     assert profile.tree is not None

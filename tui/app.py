@@ -5,12 +5,10 @@ Each pane is one module under tui/panes/ declaring itself through the
 order of the breadcrumb tabs), and the app derives from it the pane keys,
 tabs and palette entries.
 
-A thread worker polls `collector.snapshot()` ~3 times a second while the data
-changes (`collector.data_version()`; nothing is recomputed while paused or while
-the target sleeps), computes the flat profile off the UI thread and posts one
-`Snapshot` message; the app only hands the frozen profile to the panes.  When
-the target ends, the worker takes the final profile (`collector.wait()`, which
-carries the exit status) and stops; that profile stays on screen and is what
+A worker thread runs the live update loop (tui/poller.py): snapshots while the
+data changes, the views computed off the UI thread, one `Snapshot` message each;
+the app only hands the frozen profile to the panes.  When the target ends, the
+final profile (carrying the exit status) stays on screen and is what
 `final_profile()` returns.
 """
 
@@ -22,7 +20,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar, cast
 
@@ -35,7 +33,7 @@ from proftui.collectors.model.storage import save_or_fallback
 from proftui.collectors.model.textsafe import display
 from proftui.collectors.model.views import FlatEntry
 from proftui.collectors.runtime.launch import ExitInfo, StopSignals
-from proftui.collectors.runtime.procstat import ProcSampler, ProcStat
+from proftui.collectors.runtime.process_status import ProcStat
 from proftui.tui import settings as settings_file
 from proftui.tui.diffstate import DiffViews, Views
 from proftui.tui.format import metric_label, use_theme
@@ -45,7 +43,9 @@ from proftui.tui.panes.flame import FlamePane
 from proftui.tui.panes.flat import SORTS, FlatPane
 from proftui.tui.panes.process import ProcPane
 from proftui.tui.panes.source import SourcePane
+from proftui.tui.panes.timeline import TimelinePane
 from proftui.tui.panes.tree import CallTreeView
+from proftui.tui.poller import Poller, ProcUpdate, Snapshot
 from proftui.tui.screens.export import NATIVE, ExportScreen
 from proftui.tui.screens.help import HelpScreen, PaneEntry, app_keys, palette_entries, pane_keys
 from proftui.tui.screens.main import MainScreen
@@ -60,20 +60,11 @@ from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingsMap, BindingType
 from textual.css.query import NoMatches
-from textual.message import Message
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import ContentSwitcher
 
-POLL_INTERVAL_S = 0.33  # snapshots per second: ~3
-PROC_INTERVAL_S = 1.0  # psutil samples per second: 1
-# At most this share of one CPU for the poll worker's snapshots: a huge profile is
-# refreshed less often rather than starve the target (the observer must stay light).
-POLL_MAX_DUTY = 0.08
-# The whole app's CPU (drawing included) the refresh rate aims at: above it, live
-# views refresh less often, in proportion, down to once every POLL_SLOWEST_S.
-POLL_CPU_BUDGET = 0.10
-POLL_SLOWEST_S = 2.0
+HEADER_TICK_S = 0.5  # the live header's clock is redrawn this often
 
 # The panes, in tab order; the first is shown at start.  A new pane: its module plus one line.
 PANES: list[type[Pane]] = [
@@ -82,6 +73,7 @@ PANES: list[type[Pane]] = [
     SourcePane,
     ProcPane,
     FlamePane,
+    TimelinePane,
 ]
 
 
@@ -95,25 +87,6 @@ def _shown_within(widget: Widget, pane: Widget) -> bool:
             return pane.is_attached
         node = node.parent if isinstance(node.parent, Widget) else None
     return False
-
-
-@dataclass
-class Snapshot(Message):
-    """A profile from the poll worker (final=True once the target has ended)."""
-
-    profile: Profile | None
-    entries: list[FlatEntry]
-    exit: ExitInfo | None
-    final: bool
-    error: str = ""
-    part: str | None = None  # the thread or process `entries` are of
-    views: Views | None = None  # `profile` as the panes show it (baseline, since the mark)
-    marked_at: float | None = None  # Unix time: this snapshot was taken for a `b` mark
-
-
-@dataclass
-class ProcUpdate(Message):
-    stat: ProcStat
 
 
 class ProfTuiApp(DiffViews, App[None]):
@@ -158,16 +131,25 @@ class ProfTuiApp(DiffViews, App[None]):
 
     def __init__(self, collector: Collector | None = None, profile: Profile | None = None,
                  stop_signals: StopSignals | None = None, base: Profile | None = None,
-                 base_name: str = "base") -> None:
+                 base_name: str = "base", reload: Callable[[], Profile] | None = None,
+                 source: str = "") -> None:
         """`stop_signals`: SIGTERM/SIGHUP caught by the CLI; the app exits on them
         through its normal path, so the terminal is restored.  `base`: a profile to
-        compare with (`open NEW --base BASE`), named `base_name` in the header."""
+        compare with (`open NEW --base BASE`), named `base_name` in the header.
+        `reload`: runs the query `profile` came from again (a fleet URL, named `source`
+        in the header); `r` calls it."""
         super().__init__()
         # The pane keys come from the registry; they lead the key bar, as the tabs do.
         keys = BindingsMap([Binding(p.KEY, f"pane({p.PANE_ID!r})", p.TAB, tooltip=p.TITLE)
                             for p in self.PANES])
-        self._bindings = BindingsMap.from_keys({**keys.key_to_bindings,
-                                                **self._bindings.key_to_bindings})
+        own = dict(self._bindings.key_to_bindings)
+        if reload is not None:  # `r` re-runs the query instead of resetting counters
+            own["r"] = [Binding("r", "reset", "Re-query",
+                                tooltip="Run the fleet query again (a live fleet view)")]
+        self._bindings = BindingsMap.from_keys({**keys.key_to_bindings, **own})
+        self._reload = reload
+        self._source = source
+        self._queried_at = time.time() if reload is not None else None
         self.collector = collector
         self.profile: Profile | None = profile  # as shown (the phase since a mark, if chosen)
         self._whole: Profile | None = profile  # the latest whole profile
@@ -191,6 +173,7 @@ class ProfTuiApp(DiffViews, App[None]):
         self._error = ""
         self._proc: ProcStat | None = None
         self._reset_at: float | None = None  # time.time() of the last counter reset
+        self.poller: Poller | None = None  # the live update loop, once it runs
         self._stop = threading.Event()
         self._poll_wake = threading.Event()  # set to end the poll worker's wait early
         self._stop_signals = stop_signals
@@ -242,6 +225,9 @@ class ProfTuiApp(DiffViews, App[None]):
         if self.collector is not None:
             self.query_one(ProcPane).follow_output(self.collector.output(), self.collector.mode)
             self._poll()
+            # The header's clock moves on its own, twice a second, whatever the snapshots'
+            # pace (one line: cheap).
+            self.set_interval(HEADER_TICK_S, self._tick_header)
 
     def _theme_changed(self, _theme: object) -> None:
         """A theme picked in the palette: heat colours follow it, and rows drawn with
@@ -270,6 +256,10 @@ class ProfTuiApp(DiffViews, App[None]):
                 self._whole is None or self._whole is profile or self.collector is None):
             self._apply_views(profile, views)
 
+    def _tick_header(self) -> None:
+        if not self.ended:
+            self._update_header()
+
     def wake_poll(self) -> None:
         """End the poll worker's wait now (a `b` mark wants a snapshot at once)."""
         self._poll_wake.set()
@@ -284,64 +274,34 @@ class ProfTuiApp(DiffViews, App[None]):
 
     @work(thread=True, exclusive=True, group="poll")
     def _poll(self) -> None:
-        """Snapshot when the collector's data moved (every POLL_INTERVAL_S at most, less
-        often when snapshots or drawing them cost more than POLL_CPU_BUDGET); otherwise
-        only watch for the target's end and sample the process once a second."""
-        collector = self.collector
-        assert collector is not None
-        sampler = ProcSampler(collector.pid) if collector.pid is not None else None
-        last_proc = 0.0
-        shown: object | None = None  # data_version() of the last snapshot taken
-        next_snapshot = 0.0  # monotonic time before which no snapshot is taken
-        self.snapshots_taken = 0  # for tests: snapshots computed (not skipped),
-        self.poll_rounds = 0  # poll rounds done,
-        self.shown_version: object | None = None  # and the data_version() last snapshotted
-        share = 0.0  # the app's recent CPU use, in CPUs (smoothed)
-        last_cpu, last_wall = time.process_time(), time.monotonic()
-        while not self._stop.is_set():
-            self.poll_rounds += 1
-            started = time.monotonic()
-            cpu = time.process_time()
-            if started > last_wall:
-                share = 0.7 * share + 0.3 * (cpu - last_cpu) / (started - last_wall)
-            last_cpu, last_wall = cpu, started
-            info = collector.exit_info()
-            ended = info is not None or not collector.is_running()
-            version = None if ended or self.frozen else collector.data_version()
-            # A `b` mark wants the profile as it is now, not the last one shown (which
-            # can be seconds old when snapshots are paced): take one at once.
-            marking = self.mark_request is not None and not ended
-            if ended or marking or (not self.frozen and started >= next_snapshot
-                                    and (version is None or version != shown)):
-                worker_cpu = time.thread_time()
-                taken = time.time()
-                self.mark_request = None
-                try:
-                    profile = collector.wait() if ended else collector.snapshot()
-                    info = collector.exit_info() if ended else info
-                    part = self.part  # the user may choose another meanwhile: on_snapshot checks
-                    views = self._views(profile, part, self._view_key())
-                    self.post_message(Snapshot(profile, views.entries, info, ended, part=part,
-                                               views=views, marked_at=taken if marking else None))
-                    shown = self.shown_version = version
-                except (ProftuiError, OSError, ValueError) as exc:
-                    self.post_message(Snapshot(None, [], info, ended, str(exc)))
-                self.snapshots_taken += 1
-                next_snapshot = started + max(
-                    POLL_INTERVAL_S, (time.thread_time() - worker_cpu) / POLL_MAX_DUTY,
-                    min(POLL_SLOWEST_S, POLL_INTERVAL_S * share / POLL_CPU_BUDGET))
-            if sampler is not None and (ended or started - last_proc >= PROC_INTERVAL_S):
-                last_proc = started
-                self.post_message(ProcUpdate(sampler.sample()))
-            if ended:
-                return
-            # Look again at the next allowed snapshot, or for the process pane's
-            # once-a-second sample, whichever comes first.
-            wake = max(next_snapshot, started + POLL_INTERVAL_S)
-            if sampler is not None:
-                wake = min(wake, last_proc + PROC_INTERVAL_S)
-            self._poll_wake.wait(max(0.05, wake - time.monotonic()))
-            self._poll_wake.clear()
+        """The live update loop (tui/poller.py), in a worker thread."""
+        assert self.collector is not None
+        self.poller = Poller(self.collector, self)
+        self.poller.run(self._stop, self._poll_wake)
+
+    @property
+    def snapshots_taken(self) -> int:
+        """Snapshots the poller computed (not skipped), for tests."""
+        return self.poller.snapshots_taken if self.poller is not None else 0
+
+    @property
+    def poll_rounds(self) -> int:
+        return self.poller.rounds if self.poller is not None else 0
+
+    @property
+    def shown_version(self) -> object | None:
+        """The collector's data_version() the last snapshot was taken at."""
+        return self.poller.shown_version if self.poller is not None else None
+
+    def snapshot_views(self, profile: Profile) -> tuple[str | None, Views]:
+        """For the poller (any thread): the part shown now and `profile`'s views of it."""
+        part = self.part
+        return part, self._views(profile, part, self._view_key())
+
+    def take_mark_request(self) -> bool:
+        """For the poller: whether a `b` mark waits for a fresh snapshot (cleared)."""
+        wanted, self.mark_request = self.mark_request is not None, None
+        return wanted
 
     def on_snapshot(self, message: Snapshot) -> None:
         self._error = message.error
@@ -412,6 +372,9 @@ class ProfTuiApp(DiffViews, App[None]):
         self._update_header()
 
     def _state_text(self) -> str:
+        if self.collector is None and self._source:
+            at = time.strftime("%H:%M:%S", time.localtime(self._queried_at or time.time()))
+            return f"{self._source} at {at}"
         if self.collector is None:
             return "saved profile"
         if self.exit_info is not None:
@@ -501,6 +464,8 @@ class ProfTuiApp(DiffViews, App[None]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Hide live-only keys for saved profiles; grey them out once the target ended."""
+        if action == "reset" and self._reload is not None:
+            return True
         if action in ("pause", "reset"):
             if self.collector is None:
                 return False
@@ -637,9 +602,30 @@ class ProfTuiApp(DiffViews, App[None]):
         self._update_header()
 
     def action_reset(self) -> None:
+        if self._reload is not None:
+            self.notify(f"running {display(self._source)}")
+            self._requery()
+            return
         if self.collector is None or self.ended:
             return
         self._reset_worker()
+
+    @work(thread=True, exclusive=True, group="requery")
+    def _requery(self) -> None:
+        """The fleet query again, off the UI thread; its profile replaces the one shown."""
+        assert self._reload is not None
+        try:
+            profile = self._reload()
+        except ProftuiError as exc:
+            self.call_from_thread(self.notify, str(exc), severity="error")
+            return
+        self.call_from_thread(self._requeried, profile)
+
+    def _requeried(self, profile: Profile) -> None:
+        self._queried_at = time.time()
+        self._whole = profile
+        self._prepare(profile, self.part if self.part in profile.parts else None)
+        self.notify("fleet query run again")
 
     @work(thread=True, group="reset")
     def _reset_worker(self) -> None:

@@ -11,41 +11,22 @@ import argparse
 import contextlib
 import json
 import os
-import select
-import signal
 import sys
-import termios
-import threading
-import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from proftui.collectors.base import Collector, CollectorOptions
-from proftui.collectors.combined import HEAP_MODES, HeapSamplerCollector
-from proftui.collectors.detect import inspect_binary, refuse_foreign
 from proftui.collectors.errors import ProftuiError
-from proftui.collectors.formats.diffreport import (
-    DEFAULT_LIMIT,
-    DEFAULT_PATHS,
-    render_diff_json,
-    render_diff_text,
-)
-from proftui.collectors.formats.export import EXPORTERS, default_output, write_export
-from proftui.collectors.formats.export.text import render_json, render_text
-from proftui.collectors.formats.importers import load_any
-from proftui.collectors.model import storage
-from proftui.collectors.model.diffviews import diff_profiles
-from proftui.collectors.model.profile import Profile
-from proftui.collectors.registry import COLLECTORS
-from proftui.collectors.runtime.launch import (
-    ExitInfo,
-    StopSignals,
-    resolve_program,
-    shell_status,
-    signal_name,
-)
-from proftui.collectors.safefile import check_output
+
+# Each command imports what it uses when it runs (a `record` never loads Textual, the
+# exporters or the diff code): the fixed cost of every command stays small.
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from proftui.collectors.base import Collector, CollectorOptions
+    from proftui.collectors.fleet.pusher import Pusher
+    from proftui.collectors.model.profile import Profile
+    from proftui.collectors.runtime.launch import ExitInfo, StopSignals
 
 MODES = ("gprof", "instrument", "sampler", "heap")
 SUBCOMMANDS = ("record", "report", "open", "demo", "attach", "export", "diff")
@@ -69,7 +50,8 @@ Live terminal profiler for native C/C++ programs.
 
 Modes (chosen from the binary, --mode overrides):
   gprof       program built with -pg: proftui reads gmon.out (written at exit)
-  instrument  built with -finstrument-functions: exact calls and times per call path, live
+  instrument  built with -finstrument-functions: exact calls per call path, their time
+              sampled per call path (--timed: every call timed), live
   sampler     any other binary: statistical CPU sampling (LD_PRELOAD), live
   heap        --mode heap: allocations, live bytes, peak and leaks by call path (LD_PRELOAD),
               live; never chosen automatically
@@ -80,16 +62,22 @@ Modes (chosen from the binary, --mode overrides):
 def _add_profiling_options(parser: argparse.ArgumentParser, with_program: bool = True) -> None:
     parser.add_argument("--mode", choices=MODES, help="force a profiling mode (default: detect)")
     parser.add_argument("-F", "--frequency", type=_frequency, default=1000, metavar="HZ",
-                        help="sampling frequency in Hz, 1-10000 (sampler, attach; default 1000)")
+                        help="sampling frequency in Hz, 1-10000 (sampler, attach, instrument; "
+                             "default 1000)")
+    parser.add_argument("--timed", action="store_true",
+                        help="instrument mode: time every call with two clock reads (call "
+                             "durations, as uftrace; biased on short functions) instead of "
+                             "sampling each calling context")
     parser.add_argument("--count-only", action="store_true",
-                        help="instrument mode: count calls only, no timestamps (lowest overhead)")
+                        help="instrument mode: count calls only, no clock at all (lowest "
+                             "overhead)")
     parser.add_argument("-N", "--exclude", action="append", default=[], metavar="PATTERN",
                         help="instrument mode: ignore functions matching PATTERN (repeatable)")
     parser.add_argument("-I", "--include", action="append", default=[], metavar="PATTERN",
                         help="instrument mode: record only functions matching PATTERN")
     parser.add_argument("-D", "--depth", type=int, metavar="N", help="limit recorded call depth")
     parser.add_argument("--wall", action="store_true",
-                        help="sampler: sample wall-clock time instead of CPU time")
+                        help="sampler, instrument: sample wall-clock time instead of CPU time")
     parser.add_argument("--follow", action="store_true",
                         help="sampler: follow children across fork/exec")
     parser.add_argument("--heap", action="store_true",
@@ -110,6 +98,18 @@ def _add_profiling_options(parser: argparse.ArgumentParser, with_program: bool =
                         help="attach: stop after S seconds (default: until Ctrl-C or exit)")
     parser.add_argument("--method", choices=("perf", "ptrace"),
                         help="attach: sampling method (default: perf_event, else ptrace)")
+    push = parser.add_argument_group("fleet (pip install 'proftui[fleet]'; docs/fleet.md)")
+    push.add_argument("--push", type=_push_url, metavar="URL",
+                      help="push the profile to ClickHouse while it runs: "
+                           "clickhouse://HOST[:PORT]/DATABASE (credentials in the URL or "
+                           "PROFTUI_CLICKHOUSE_USER/_PASSWORD)")
+    push.add_argument("--every", type=_interval, default=10.0, metavar="S",
+                      help="--push: one interval every S seconds (default 10)")
+    push.add_argument("--label", action="append", default=[], type=_label, metavar="KEY=VALUE",
+                      help="--push: a label of this run (repeatable; overrides the automatic "
+                           "host, program, build, mode and pid)")
+    push.add_argument("--spool-max", type=_megabytes, metavar="MB",
+                      help="--push: disk for intervals waiting for the server (default 64)")
     if with_program:
         parser.add_argument("program", nargs="?", help="the program to profile")
         parser.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
@@ -152,13 +152,60 @@ def _heap_sample(text: str) -> int:
     return int(value)
 
 
+def _push_url(text: str) -> Any:
+    from proftui.collectors.fleet.url import parse
+
+    try:
+        return parse(text, query=False)
+    except ProftuiError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _label(text: str) -> tuple[str, str]:
+    from proftui.collectors.fleet.url import parse_label
+
+    try:
+        return parse_label(text)
+    except ProftuiError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _interval(text: str) -> float:
+    value = float(text)
+    if not 1 <= value <= 86400:
+        raise argparse.ArgumentTypeError("interval must be between 1 and 86400 seconds")
+    return value
+
+
+def _source(text: str) -> Path | str:
+    """A profile file, or a fleet URL (kept as text: Path would fold its //)."""
+    if text.startswith("clickhouse://"):
+        from proftui.collectors.fleet.url import parse
+
+        try:
+            parse(text)  # malformed: the usage error, before anything runs
+        except ProftuiError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        return text
+    return Path(text)
+
+
+def source_name(source: Path | str | None) -> str:
+    """How a profile source is named in reports: a fleet URL without its password."""
+    if isinstance(source, str):
+        from proftui.collectors.fleet.url import parse
+
+        return parse(source).display()
+    return "" if source is None else str(source)
+
+
 def _output_path(text: str) -> Path:
     if not text:  # Path("") would silently mean the current directory
         raise argparse.ArgumentTypeError("empty output file name")
     return Path(text)
 
 
-def build_parsers() -> dict[str, argparse.ArgumentParser]:
+def _run_parser() -> argparse.ArgumentParser:
     run = _Parser(
         prog="proftui", description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -167,16 +214,59 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
     out.add_argument("--text", action="store_true", help="no TUI: print the text report at exit")
     out.add_argument("--json", action="store_true", help="no TUI: print the JSON report at exit")
     _add_profiling_options(run)
+    return run
 
+
+def _record_parser() -> argparse.ArgumentParser:
     record = _Parser(prog="proftui record",
-                                     description="Profile a program headless and save the result.")
+                     description="Profile a program headless and save the result.")
     record.add_argument("-o", "--output", type=_output_path, default=Path("run.proftui"),
                         help="where to save the profile (default: run.proftui)")
     _add_profiling_options(record)
+    return record
 
-    report = _Parser(prog="proftui report",
-                                     description="Print a saved profile as text or JSON.")
-    report.add_argument("file", type=Path)
+
+def _add_range_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--from", dest="range_from", type=_seconds, metavar="S",
+                        help="only the part of the run from S seconds after its start "
+                             "(sampled CPU profiles keep costs over time)")
+    parser.add_argument("--to", dest="range_to", type=_seconds, metavar="S",
+                        help="only the part of the run up to S seconds after its start")
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 <= value < 1e9:
+        raise argparse.ArgumentTypeError("seconds from the start of the run: 0 or more")
+    return value
+
+
+def _load(path: Path | str, binary: Path | None, args: argparse.Namespace) -> Profile:
+    """A profile file (any format `open` reads), cut to --from/--to when given."""
+    from proftui.collectors.formats.importers import load_any
+
+    profile = load_any(path, binary)
+    start, end = getattr(args, "range_from", None), getattr(args, "range_to", None)
+    if start is None and end is None:
+        return profile
+    from proftui.collectors.model.slices import range_profile
+
+    if end is not None and start is not None and end <= start:
+        raise ProftuiError(f"--to {end:g} is not after --from {start:g}")
+    try:
+        return range_profile(profile, start or 0.0, end if end is not None else 1e9)
+    except ValueError as exc:
+        raise ProftuiError(f"{path}: {exc}") from None
+
+
+def _report_parser() -> argparse.ArgumentParser:
+    report = _Parser(prog="proftui report", description="Print a saved profile as text or JSON.")
+    report.add_argument("file", type=_source, help="a profile file or a fleet URL "
+                        "(clickhouse://HOST[:PORT]/DATABASE?from=-1h&to=now&LABEL=VALUE)")
+    _add_range_options(report)
     report.add_argument("--binary", type=Path, metavar="PROG",
                         help="for a gmon.out: the -pg program that wrote it")
     form = report.add_mutually_exclusive_group()
@@ -184,15 +274,24 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
                       help="the text report (the default; as run and attach take it)")
     form.add_argument("--json", action="store_true", help="machine-readable JSON report")
     report.add_argument("-n", "--limit", type=int, help="show only the top N functions")
+    return report
 
+
+def _open_parser() -> argparse.ArgumentParser:
     open_ = _Parser(prog="proftui open", description="Browse a saved profile.")
-    open_.add_argument("file", type=Path)
+    open_.add_argument("file", type=_source, help="a profile file or a fleet URL "
+                       "(clickhouse://HOST[:PORT]/DATABASE?from=-1h&LABEL=VALUE); `r` re-runs "
+                       "a fleet query")
+    _add_range_options(open_)
     open_.add_argument("--binary", type=Path, metavar="PROG",
                        help="for a gmon.out: the -pg program that wrote it")
-    open_.add_argument("--base", type=Path, metavar="BASE",
+    open_.add_argument("--base", type=_source, metavar="BASE",
                        help="compare with this profile: Δ columns in the flat profile and "
                             "the tree (any format `open` reads)")
+    return open_
 
+
+def _demo_parser() -> argparse.ArgumentParser:
     demo = _Parser(
         prog="proftui demo", description="Compile the bundled demo C program and profile it.")
     demo.add_argument("--mode", choices=MODES, help="build the demo for this mode")
@@ -200,6 +299,10 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
     demo.add_argument("--heap", action="store_true",
                       help="the heap demo: a program that allocates, caches and leaks, in "
                            "heap mode (same as --mode heap)")
+    return demo
+
+
+def _attach_parser() -> argparse.ArgumentParser:
     attach = _Parser(
         prog="proftui attach", description="Sample a running process (same as --pid).")
     attach.add_argument("attach_pid", type=int, metavar="PID")
@@ -208,28 +311,38 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
     attach.add_argument("-o", "--output", type=_output_path,
                         help="headless: save the profile to this file instead of printing")
     _add_profiling_options(attach, with_program=False)
+    return attach
+
+
+def _export_parser() -> argparse.ArgumentParser:
+    from proftui.collectors.formats.export import EXPORTERS  # names only: no exporter loads
+
     export = _Parser(
         prog="proftui export", description="Convert a profile (proftui, pprof, gperftools or "
         "`perf script` output) for other tools: pprof, folded, callgrind, dot, speedscope.")
     export.add_argument("--format", "-f", required=True, choices=sorted(EXPORTERS))
     export.add_argument("-o", "--output", type=_output_path,
                         help="output file, - for stdout (default: beside FILE, named by format)")
-    export.add_argument("file", type=Path)
+    export.add_argument("file", type=_source, help="a profile file or a fleet URL")
     export.add_argument("--binary", type=Path, metavar="PROG",
                         help="for a gmon.out: the -pg program that wrote it")
-    return {"run": run, "record": record, "report": report, "open": open_, "demo": demo,
-            "attach": attach, "export": export, "diff": _diff_parser()}
+    _add_range_options(export)
+    return export
 
 
 def _diff_parser() -> argparse.ArgumentParser:
+    from proftui.collectors.formats.diffreport import DEFAULT_LIMIT, DEFAULT_PATHS
+
     diff = _Parser(
         prog="proftui diff", description="Compare two profiles (any format `open` reads): per "
         "function, the change of self and total cost as shares of each profile's own total "
         "(percentage points) and in absolute units, largest first, then the calling contexts "
         "whose total changed most.  Functions match by name and module base name, so two "
         "builds of one program compare.  Exit status 0 whenever the diff was computed.")
-    diff.add_argument("base", type=Path, metavar="BASE", help="the baseline profile")
-    diff.add_argument("new", type=Path, metavar="NEW", help="the profile to compare with it")
+    diff.add_argument("base", type=_source, metavar="BASE",
+                      help="the baseline profile (a file or a fleet URL)")
+    diff.add_argument("new", type=_source, metavar="NEW",
+                      help="the profile to compare with it (a file or a fleet URL)")
     diff.add_argument("--metric", metavar="NAME",
                       help="the metric to compare (default: NEW's first metric BASE has too)")
     diff.add_argument("--absolute", action="store_true",
@@ -247,6 +360,16 @@ def _diff_parser() -> argparse.ArgumentParser:
     diff.add_argument("--base-binary", type=Path, metavar="PROG",
                       help="for a gmon.out BASE: the -pg program that wrote it")
     return diff
+
+
+PARSERS = {"run": _run_parser, "record": _record_parser, "report": _report_parser,
+           "open": _open_parser, "demo": _demo_parser, "attach": _attach_parser,
+           "export": _export_parser, "diff": _diff_parser}
+
+
+def build_parser(name: str) -> argparse.ArgumentParser:
+    """The parser of subcommand `name` ("run" for profiling a program)."""
+    return PARSERS[name]()
 
 
 def _count(text: str) -> int:
@@ -270,10 +393,13 @@ def split_command(argv: Sequence[str]) -> tuple[str, list[str]]:
 
 
 def options_from(args: argparse.Namespace, output: str) -> CollectorOptions:
+    from proftui.collectors.base import CollectorOptions
+
     return CollectorOptions(
         output=output,  # type: ignore[arg-type]
         frequency_hz=args.frequency,
         count_only=args.count_only,
+        timed=args.timed,
         include=args.include,
         exclude=args.exclude,
         max_depth=args.depth,
@@ -290,6 +416,10 @@ def options_from(args: argparse.Namespace, output: str) -> CollectorOptions:
 
 def make_collector(args: argparse.Namespace, output: str) -> Collector:
     """Check the program, choose the mode, and build (not start) its collector."""
+    from proftui.collectors.detect import inspect_binary, refuse_foreign
+    from proftui.collectors.registry import COLLECTORS
+    from proftui.collectors.runtime.launch import resolve_program
+
     if args.pid is not None:
         if args.program is not None:
             raise ProftuiError("give either a program to run or --pid, not both")
@@ -303,7 +433,7 @@ def make_collector(args: argparse.Namespace, output: str) -> Collector:
     facts = inspect_binary(program)
     mode = args.mode or facts.mode
     heap = getattr(args, "heap", False)
-    if heap and mode not in HEAP_MODES:
+    if heap and mode != "sampler":  # the one mode --heap can be added to
         raise ProftuiError(
             f"--heap adds heap tracking to sampler runs only, not to {mode} mode "
             "(use --mode sampler --heap, or --mode heap for the heap alone)")
@@ -331,23 +461,68 @@ def make_collector(args: argparse.Namespace, output: str) -> Collector:
         raise ProftuiError(
             f"{args.program} is statically linked, so the heap profiler cannot be preloaded into "
             "it; relink it dynamically, or run it under valgrind --tool=massif")
+    if args.timed and args.count_only:
+        raise ProftuiError("--timed and --count-only exclude each other: --timed times every "
+                           "call, --count-only reads no clock")
+    if args.timed and args.wall:
+        raise ProftuiError("--timed already measures wall time per call; --wall samples it "
+                           "(drop one)")
+    if args.timed and mode != "instrument":
+        raise ProftuiError(f"--timed applies to instrument mode only, not to {mode} mode "
+                           "(programs built with -finstrument-functions)")
     if args.heap_sample is not None and mode != "heap" and not heap:
         raise ProftuiError("--heap-sample applies to heap mode only (add --mode heap, "
                            "or --heap to a sampler run)")
     if heap:
-        return HeapSamplerCollector([args.program, *args.args], options_from(args, output))
+        return COLLECTORS["sampler+heap"]([args.program, *args.args], options_from(args, output))
     return COLLECTORS[mode]([args.program, *args.args], options_from(args, output))
 
 
-def run_headless(collector: Collector, stop: StopSignals | None = None) -> Profile:
-    """Start, wait for the end (a stop signal ends the target or detaches), clean up."""
+def run_headless(collector: Collector, stop: StopSignals | None = None,
+                 pusher: Pusher | None = None) -> Profile:
+    """Start, wait for the end (a stop signal ends the target or detaches), clean up.
+    With a `pusher`, intervals go to the fleet's server meanwhile, the last one at the
+    end (its notes join the profile's)."""
     try:
         collector.start()
+        if pusher is not None:
+            pusher.start(collector, _program_path(collector))
         if stop is not None and stop.received is not None:
             collector.end(stop.received)  # it came while starting: end at once
-        return collector.wait()
+        profile = collector.wait()
+        if pusher is not None:
+            say(f"proftui: {pusher.finish()}")
+            profile.meta.warnings.extend(pusher.notes())
+        return profile
     finally:
         collector.stop()  # also after a failed start: the run directory goes
+
+
+def make_pusher(args: argparse.Namespace) -> Pusher | None:
+    """The fleet pusher of `--push URL`, connected (schema checked or created) before the
+    target starts, so a bad server is one line and no run; None without --push."""
+    if getattr(args, "push", None) is None:
+        return None
+    from proftui.collectors.fleet.pusher import Pusher
+
+    kwargs = {"max_spool_bytes": args.spool_max} if args.spool_max else {}
+    pusher = Pusher(args.push, dict(args.label), every_s=args.every, **kwargs)
+    note = pusher.connect()
+    if note:
+        say(f"proftui: {note}")
+    return pusher
+
+
+def _program_path(collector: Collector) -> str | None:
+    """The launched program's path (for the build label); None for attach."""
+    if collector.mode == "attach" or not collector.argv:
+        return None
+    from proftui.collectors.runtime.launch import resolve_program
+
+    try:
+        return str(resolve_program(collector.argv[0]))
+    except ProftuiError:
+        return None
 
 
 def finish_headless(collector: Collector, profile: Profile, stop: StopSignals) -> int:
@@ -357,6 +532,8 @@ def finish_headless(collector: Collector, profile: Profile, stop: StopSignals) -
     died of it).  An attached one keeps running, so proftui reports for itself, as a
     shell would: 128+N.
     """
+    from proftui.collectors.runtime.launch import signal_name
+
     signum = collector.signalled() or stop.received
     if signum is None:
         return exit_status_of(profile)
@@ -378,10 +555,14 @@ def _stdout_gone() -> None:
 
 def exit_status_of(profile: Profile) -> int:
     """The target's status as a shell reports it (128+N for signal N)."""
+    from proftui.collectors.runtime.launch import shell_status
+
     return shell_status(profile.meta.exit_status, profile.meta.exit_signal)
 
 
 def print_report(profile: Profile, as_json: bool, limit: int | None = None) -> None:
+    from proftui.collectors.formats.export.text import render_json, render_text
+
     if as_json:
         json.dump(render_json(profile), sys.stdout, indent=1)
         sys.stdout.write("\n")
@@ -405,26 +586,32 @@ def wants_tui(args: argparse.Namespace) -> bool:
 
 
 def run_tui(collector: Collector | None = None, profile: Profile | None = None,
-            base: Profile | None = None, base_name: str = "") -> int:
+            base: Profile | None = None, base_name: str = "",
+            reload: Callable[[], Profile] | None = None, source: str = "",
+            pusher: Pusher | None = None) -> int:
     """The app on a live collector or a saved profile; the status to exit with.
 
     SIGTERM/SIGHUP/SIGINT make the app exit through its normal path (the terminal is
     restored), then end the target as a shell would (or detach), and proftui
     exits 128+N with one line on what became of the target.
     """
+    from proftui.collectors.runtime.launch import StopSignals, signal_name
     from proftui.tui.app import ProfTuiApp  # Textual loads only when a TUI is wanted
+    from proftui.tui.terminal import StuckExit
 
     with StopSignals(interrupt=True) as stop:
         if collector is not None:
             # Start before the app takes the screen, so a failure is a one-line error.
             try:
                 collector.start()
+                if pusher is not None:
+                    pusher.start(collector, _program_path(collector))
             except BaseException:
                 collector.stop()
                 raise
         app = ProfTuiApp(collector=collector, profile=profile, stop_signals=stop, base=base,
-                         base_name=base_name or "base")
-        watchdog = _StuckExit(collector)
+                         base_name=base_name or "base", reload=reload, source=source)
+        watchdog = StuckExit(collector, signal_name)
         stop.listen(watchdog.arm)
         line = ""
         try:
@@ -436,6 +623,8 @@ def run_tui(collector: Collector | None = None, profile: Profile | None = None,
                 if collector is not None:
                     if stop.received is not None:
                         line = collector.end(stop.received)
+                    if pusher is not None:  # the last interval, before the target goes
+                        say(f"proftui: {pusher.finish()}")
                     collector.stop()  # kills a target the user chose to quit on; attach: detaches
         if stop.received is not None:
             if line:
@@ -479,105 +668,16 @@ def say_failed_output(collector: Collector, info: ExitInfo | None) -> None:
         say(text)
 
 
-STUCK_EXIT_S = 5.0  # the app's normal shutdown takes well under a second
-STUCK_EXIT_HUP_S = 1.5  # after SIGHUP the terminal is most likely gone: no screen to restore
-
-
-class _StuckExit:
-    """After a stop signal, or once the terminal has hung up, finish without the app if
-    it has not returned STUCK_EXIT_S later.  Textual's writer thread dies on a write
-    error (a hung-up terminal) and its full queue then blocks the event loop for good;
-    the target must still be ended, the run directory removed and proftui must exit.
-
-    The terminal is watched too because a stuck main thread may never run the
-    Python-level SIGHUP handler that would arm this.
-    """
-
-    def __init__(self, collector: Collector | None) -> None:
-        self.collector = collector
-        self.app_returned = threading.Event()
-        self.finishing = threading.Lock()  # the main thread's cleanup, or ours: one of them
-        self._signum: int | None = None
-        self._saved_tty = _tty_attrs()
-        threading.Thread(target=self._run, name="proftui-stuck-exit", daemon=True).start()
-
-    def arm(self, signum: int) -> None:
-        """Called from the signal handler: only note the signal."""
-        if self._signum is None:
-            self._signum = signum
-
-    def _run(self) -> None:
-        deadline: float | None = None
-        while not self.app_returned.wait(0.2):
-            if self._signum is None and _terminal_hung_up():
-                self._signum = signal.SIGHUP
-            if self._signum is not None and deadline is None:
-                patience = STUCK_EXIT_HUP_S if self._signum == signal.SIGHUP else STUCK_EXIT_S
-                deadline = time.monotonic() + patience
-            if deadline is not None and time.monotonic() >= deadline:
-                break
-        else:
-            return
-        if not self.finishing.acquire(blocking=False):
-            return
-        signum = self._signum or signal.SIGHUP
-        line = ""
-        with contextlib.suppress(Exception):
-            if self.collector is not None:
-                line = self.collector.end(signum)
-                self.collector.stop()
-        _restore_tty(self._saved_tty)
-        if line:
-            _write_nonblocking(f"proftui: {signal_name(signum)}: {line} "
-                               "(the terminal stopped responding)\n")
-        os._exit(128 + signum)  # the main thread is stuck inside the app
-
-
-def _terminal_hung_up() -> bool:
-    """Whether the terminal on stdin has gone (a closed window, a killed tmux session)."""
-    try:
-        poller = select.poll()
-        poller.register(sys.stdin.fileno(), select.POLLHUP)
-        return any(events & (select.POLLHUP | select.POLLNVAL) for _fd, events in poller.poll(0))
-    except (OSError, ValueError):
-        return False
-
-
-def _tty_attrs() -> list[Any] | None:
-    try:
-        return termios.tcgetattr(sys.stdin.fileno())
-    except (termios.error, OSError, ValueError):
-        return None
-
-
-def _restore_tty(attrs: list[Any] | None) -> None:
-    """Best effort, never blocking: leave the alternate screen, mouse off, cursor on."""
-    if attrs is not None:
-        with contextlib.suppress(termios.error, OSError, ValueError):
-            termios.tcsetattr(sys.stdin.fileno(), termios.TCSANOW, attrs)
-    _write_nonblocking("\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l\x1b[?1015l"
-                       "\x1b[?2004l\x1b[?1004l\x1b[<u\x1b[?1049l\x1b[?25h")
-
-
-def _write_nonblocking(text: str, patience_s: float = 1.0) -> None:
-    """Write to the terminal for at most `patience_s`: one that stopped reading
-    must not hold proftui."""
-    data = text.encode()
-    deadline = time.monotonic() + patience_s
-    with contextlib.suppress(OSError, ValueError):
-        fd = sys.__stderr__.fileno() if sys.__stderr__ is not None else 2
-        os.set_blocking(fd, False)
-        while data and select.select([], [fd], [], max(0.0, deadline - time.monotonic()))[1]:
-            data = data[os.write(fd, data):]
-
-
 def cmd_run(args: argparse.Namespace) -> int:
+    from proftui.collectors.runtime.launch import StopSignals
+
     if wants_tui(args):
         collector = make_collector(args, output="log")
-        return run_tui(collector=collector)
+        return run_tui(collector=collector, pusher=make_pusher(args))
     collector = make_collector(args, output="inherit")
+    pusher = make_pusher(args)
     with StopSignals() as stop:
-        profile = run_headless(collector, stop)
+        profile = run_headless(collector, stop, pusher)
         status = finish_headless(collector, profile, stop)
         try:
             print_report(profile, as_json=args.json)
@@ -591,10 +691,15 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_record(args: argparse.Namespace) -> int:
+    from proftui.collectors.model import storage
+    from proftui.collectors.runtime.launch import StopSignals
+    from proftui.collectors.safefile import check_output
+
     check_output(args.output)  # before the target starts: a bad -o must not cost a run
     collector = make_collector(args, output="inherit")
+    pusher = make_pusher(args)
     with StopSignals() as stop:  # a SIGTERM/SIGHUP while saving must not lose the profile
-        profile = run_headless(collector, stop)
+        profile = run_headless(collector, stop, pusher)
         try:
             _written, note = storage.save_or_fallback(profile, args.output)
         except ProftuiError as exc:  # the run is lost: say so, but report the target's status
@@ -606,12 +711,27 @@ def cmd_record(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    print_report(load_any(args.file, args.binary), as_json=args.json, limit=args.limit)
+    print_report(_load(args.file, args.binary, args), as_json=args.json, limit=args.limit)
     return 0
 
 
+def _base_name(base: Path | str | None) -> str:
+    if base is None:
+        return ""
+    return source_name(base) if isinstance(base, str) else base.name
+
+
 def cmd_open(args: argparse.Namespace) -> int:
-    profile = load_any(args.file, args.binary)
+    from proftui.collectors.formats.importers import load_any
+
+    profile = _load(args.file, args.binary, args)
+    reload = None
+    if isinstance(args.file, str):  # a fleet query: `r` runs it again
+        file = args.file
+
+        def reload() -> Profile:
+            return load_any(file)
+
     base = None
     if args.base is not None:
         try:
@@ -620,7 +740,8 @@ def cmd_open(args: argparse.Namespace) -> int:
             raise ProftuiError(f"--base: {exc}", exc.exit_status) from exc
     if sys.stdout.isatty() and sys.stdin.isatty():
         return run_tui(profile=profile, base=base,
-                       base_name=args.base.name if args.base is not None else "")
+                       base_name=_base_name(args.base), reload=reload,
+                       source=source_name(args.file) if reload is not None else "")
     if base is not None:  # no terminal for the Δ columns: the report of FILE, and a pointer
         say("proftui: --base compares in the TUI; without a terminal, "
             "`proftui diff BASE FILE` prints the changes")
@@ -629,12 +750,13 @@ def cmd_open(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    from proftui.collectors.registry import COLLECTORS
     from proftui.tui.demo import build_demo, demo_mode
 
     mode = "heap" if args.heap else args.mode or demo_mode(COLLECTORS)
     binary = build_demo(mode)
     print(f"proftui: built demo {binary} for {mode} mode", file=sys.stderr)
-    run_args = build_parsers()["run"].parse_args(
+    run_args = build_parser("run").parse_args(
         [*(["--text"] if args.text else []), "--mode", mode, str(binary)])
     return cmd_run(run_args)
 
@@ -647,19 +769,25 @@ def cmd_attach(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    from proftui.collectors.formats.export import default_output, write_export
+
     output = args.output or default_output(args.file, args.format)
-    write_export(load_any(args.file, args.binary), args.format, output)
+    write_export(_load(args.file, args.binary, args), args.format, output)
     if str(output) != "-":
         print(f"proftui: {args.format} export written to {output}", file=sys.stderr)
     return 0
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
+    from proftui.collectors.formats.diffreport import render_diff_json, render_diff_text
+    from proftui.collectors.formats.importers import load_any
+    from proftui.collectors.model.diffviews import diff_profiles
+
     base = load_any(args.base, args.base_binary or args.binary)
     new = load_any(args.new, args.binary)
     diff = diff_profiles(base, new, args.metric)
     options: dict[str, Any] = {
-        "files": (str(args.base), str(args.new)),
+        "files": (source_name(args.base), source_name(args.new)),
         "normalisation": "absolute" if args.absolute else "shares", "by": args.sort,
         "limit": args.limit or None, "paths": args.paths}
     if args.json:
@@ -679,7 +807,7 @@ COMMANDS = {"run": cmd_run, "record": cmd_record, "report": cmd_report,
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `proftui` console script; returns the exit status."""
     name, rest = split_command(sys.argv[1:] if argv is None else argv)
-    parser = build_parsers()[name]
+    parser = build_parser(name)
     args = parser.parse_args(rest)
     try:
         return COMMANDS[name](args)

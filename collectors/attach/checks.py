@@ -10,8 +10,8 @@ import os
 from pathlib import Path
 
 from proftui.collectors.errors import ProftuiError
-from proftui.collectors.runtime.names import read_comm
 from proftui.collectors.runtime.tasks import live_task, task_state
+from proftui.collectors.runtime.thread_names import read_comm
 
 PF_KTHREAD = 0x00200000  # task flag of kernel threads (/proc/PID/stat field 9)
 
@@ -34,7 +34,7 @@ def proc_status(pid: int) -> dict[str, str]:
 
 
 def process_name(pid: int) -> str:
-    return read_comm(f"/proc/{pid}/comm") or "?"  # any bytes, escaped (runtime/names.py)
+    return read_comm(f"/proc/{pid}/comm") or "?"  # any bytes, escaped (runtime/thread_names.py)
 
 
 def check_target(pid: int) -> None:

@@ -4,10 +4,12 @@ The helper (csrc/attach/proftui_attach.c) samples every thread of a running proc
 with perf_event or, where that is denied, ptrace, unwinds each sample itself
 (the C runtimes' one CFI unwinder, csrc/common/pt_unwind.c) and streams stacks
 of runtime addresses over a pipe (docs/attach-stream.md).
-A reader thread aggregates them by (tid, stack); `collect()` symbolizes the
-distinct addresses through /proc/PID/maps and /proc/PID/root, caching them,
-and builds the Profile.  Detaching = closing the helper's stdin (or a byte on
-it); if proftui dies the helper sees EOF / PR_SET_PDEATHSIG and detaches too.
+A reader thread aggregates them by (tid, stack) and, while the target lives
+(/proc/PID/root and map_files go with it), symbolizes each new stack once and
+adds it to the live profile (stacktable/builder.py); `collect()` applies the
+counts of the stacks that moved since the last one.  Detaching = closing the
+helper's stdin (or a byte on it); if proftui dies the helper sees EOF /
+PR_SET_PDEATHSIG and detaches too.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from proftui.collectors.runtime.wire_attach import (
     TargetExit,
     ThreadEvent,
 )
-from proftui.collectors.symbols.live import LiveStacks
+from proftui.collectors.stacktable.builder import StackProfile
 from proftui.collectors.symbols.stacks import (
     STACK_CUT,
     STACK_TOO_DEEP,
@@ -74,7 +76,10 @@ class AttachCollector(Collector):
         self._helper: subprocess.Popen[bytes] | None = None
         self._reader: threading.Thread | None = None
         self._decoder = StreamDecoder()
+        # (tid, addresses innermost first) -> [samples, ns]; keys that moved since the
+        # last collect() (their counts go into the live profile then)
         self._stacks: dict[tuple[int, tuple[int, ...]], list[float]] = {}
+        self._moved: set[tuple[int, tuple[int, ...]]] = set()
         self._threads: dict[int, str] = {}
         self._warnings: list[str] = []
         self._lost = 0
@@ -101,8 +106,8 @@ class AttachCollector(Collector):
         self._samples = 0  # samples received (data_version)
         self._cut = 0  # of them, with their outer frames unknown (STACK_CUT, STACK_TOO_DEEP)
         self._maps_seen = 0  # MAPS records received (data_version)
-        # the profile, built incrementally from the (tid, addresses) stacks that moved
-        self._live: LiveStacks[tuple[int, tuple[int, ...]]] = LiveStacks((SAMPLES, CPU_NS))
+        # the live profile: each (tid, addresses) stack added once (under _sym_lock)
+        self._profile = StackProfile((SAMPLES, CPU_NS))
 
     @property
     def pid(self) -> int | None:
@@ -232,32 +237,35 @@ class AttachCollector(Collector):
         self._symbolize_new(records)
 
     def _symbolize_new(self, records: list[Record]) -> None:
-        """Symbolize new addresses while the target lives: once it exits,
-        /proc/PID/root and /proc/PID/map_files are gone with it."""
+        """Symbolize new stacks (and add them to the profile) while the target lives:
+        once it exits, /proc/PID/root and /proc/PID/map_files are gone with it."""
         with self._sym_lock:
             if any(isinstance(r, MapsChanged) for r in records) and self._space is not None:
                 self._refresh_space()
             for record in records:
                 if isinstance(record, Sample):
-                    for depth, address in enumerate(record.ips):
-                        if (address, depth == 0) not in self._stackframes.cache:
-                            self._frames_at(address, depth == 0)
+                    self._add_stack(_sample_key(record))
+
+    def _add_stack(self, key: tuple[int, tuple[int, ...]]) -> int:
+        """The live profile's index of stack `key`; caller holds _sym_lock."""
+        found = self._profile.find(key)
+        if found is not None:
+            return found
+        return self._profile.stack(key, f"pid {self.target_pid} tid {key[0]}",
+                                   self._stackframes, key[1])
 
     def _handle(self, record: Record) -> None:
         """Fold one record into the aggregate; caller holds self._data_lock."""
         if isinstance(record, Sample):
-            ips = record.ips
-            if record.flags & (SAMPLE_TRUNCATED | SAMPLE_DEPTH):  # a root that says why
-                ips += (STACK_CUT if record.flags & SAMPLE_TRUNCATED else STACK_TOO_DEEP,)
-                self._cut += 1
-            key = (record.tid, ips)  # the stack words are not part of the key
+            key = _sample_key(record)  # the stack words are not part of the key
+            self._cut += record.flags & (SAMPLE_TRUNCATED | SAMPLE_DEPTH) != 0
             counts = self._stacks.get(key)
             if counts is None:
                 self._stacks[key] = [1.0, float(record.weight_ns)]
             else:
                 counts[0] += 1.0
                 counts[1] += record.weight_ns
-            self._live.add(key, (1.0, record.weight_ns))
+            self._moved.add(key)
             self._samples += 1
         elif isinstance(record, ThreadEvent):
             if record.comm:
@@ -357,13 +365,13 @@ class AttachCollector(Collector):
             return (self._resets, self._samples, self._lost, len(self._warnings),
                     len(self._threads), self._maps_seen, self._ended.is_set())
 
+    def stack_tables(self) -> list[StackProfile]:
+        return [self._profile]
+
     def collect(self) -> Profile:
         with self._data_lock:
-            if self._maps_dirty:  # frames may resolve differently now: fold everything in again
-                self._live.rebuild()
-            whole, fresh = self._live.take()
-            stacks = [(tid, ips, list(c))
-                      for (tid, ips), c in (self._stacks if whole else fresh).items()]
+            moved = [(key, list(self._stacks[key])) for key in self._moved]
+            self._moved = set()
             running = self.is_running()
             meta = ProfileMeta(
                 mode="attach", argv=list(self._target_argv), pids=[self.target_pid],
@@ -381,8 +389,13 @@ class AttachCollector(Collector):
         with self._sym_lock:
             if maps_dirty and self._space is not None:
                 self._refresh_space()
-                self._stackframes.forget_unresolved()
-            return self._build(meta, stacks, whole)
+                self._profile.resymbolize()
+            for key, counts in moved:
+                self._profile.set(self._add_stack(key), counts)
+            profile = self._profile.snapshot(meta)
+            profile.meta.warnings.extend(w for w in self._symbol_warnings()
+                                         if w not in profile.meta.warnings)
+            return profile
 
     def _lost_warnings(self) -> list[str]:
         """Where dropped samples were lost and what helps; caller holds self._data_lock."""
@@ -414,17 +427,6 @@ class AttachCollector(Collector):
                 f"{asked:.0f} asked: it falls behind on busy threads (each sample stops a "
                 "thread; samples are weighted by the CPU time they stand for); --method perf "
                 "keeps the rate where allowed"]
-
-    def _build(self, meta: ProfileMeta, stacks: list[tuple[int, tuple[int, ...], list[float]]],
-               whole: bool) -> Profile:
-        """The Profile with `stacks` folded in (every stack if `whole`, else the costs
-        added since the last build); caller holds self._sym_lock."""
-        profile = self._live.build(
-            meta, ((f"pid {self.target_pid} tid {tid}", self._stackframes, ips, costs)
-                   for tid, ips, costs in stacks), whole)
-        profile.meta.warnings.extend(w for w in self._symbol_warnings()
-                                     if w not in profile.meta.warnings)
-        return profile
 
     def _refresh_space(self) -> None:
         """Re-read the maps through a live thread (the one used before may have
@@ -477,6 +479,16 @@ def _buffer_warnings(buffers: Buffers | None) -> list[str]:
     return [f"--buffer asked {asked_kib:,} KiB of perf ring buffers; the kernel let the helper "
             f"lock {got >> 10:,} KiB ({limit} per CPU for users without CAP_IPC_LOCK, beyond "
             "it RLIMIT_MEMLOCK): raise either for bigger rings"]
+
+
+def _sample_key(record: Sample) -> tuple[int, tuple[int, ...]]:
+    """(tid, addresses): a stack without its outer frames ends in a pseudo-address, so
+    it hangs under a root that says why instead of at whatever address it reached."""
+    if record.flags & SAMPLE_TRUNCATED:
+        return record.tid, (*record.ips, STACK_CUT)
+    if record.flags & SAMPLE_DEPTH:
+        return record.tid, (*record.ips, STACK_TOO_DEEP)
+    return record.tid, record.ips
 
 
 def _cut_warnings(cut: int, samples: int) -> list[str]:

@@ -40,8 +40,9 @@ from proftui.collectors.runtime.wire_heap import (
     Bucket,
     HeapFile,
 )
-from proftui.collectors.runtime.wire_sampler import loaded_segments
-from proftui.collectors.symbols.stacks import ImageSpaces, add_stack
+from proftui.collectors.runtime.wire_maplog import loaded_segments
+from proftui.collectors.stacktable.builder import StackProfile
+from proftui.collectors.symbols.stacks import ImageSpaces
 from proftui.collectors.symbols.symbolizer import Symbolizer
 
 POLL_INTERVAL_S = 0.1
@@ -60,6 +61,8 @@ class HeapCollector(PreloadedCollector[HeapFile]):
     poll_interval_s: ClassVar[float] = POLL_INTERVAL_S
     file_glob: ClassVar[str] = FILE_GLOB
     lost_note: ClassVar[str] = "its allocations are lost"
+    runtime_name: ClassVar[str] = "the heap profiler"
+    unwind_variable: ClassVar[str] = "PROFTUI_HEAP_UNWIND"
 
     def __init__(self, argv: list[str], options: CollectorOptions | None = None, *,
                  images: ImageSpaces | None = None,
@@ -72,6 +75,8 @@ class HeapCollector(PreloadedCollector[HeapFile]):
         # _sym_lock guards the symbolizer and address spaces (collect only).
         self._sym_lock = sym_lock or threading.Lock()
         self._images = images or ImageSpaces()  # file name -> its image's address space
+        # The live profile: each bucket's stack added once, its counters set (_sym_lock).
+        self._profile = StackProfile(HEAP_METRICS)
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -125,6 +130,9 @@ class HeapCollector(PreloadedCollector[HeapFile]):
 
     # -- profile -------------------------------------------------------------------
 
+    def stack_tables(self) -> list[StackProfile]:
+        return [self._profile]
+
     def collect(self) -> Profile:
         with self._files_lock:
             self._open_new_files()
@@ -140,13 +148,14 @@ class HeapCollector(PreloadedCollector[HeapFile]):
                     self._files.pop(hfile.path, None)
                     hfile.close()
             meta = self._meta([h for h, _b, _m in snapshot])
+            maps_seen = any(maps for _h, _b, maps in snapshot)
             timeline = Timeline(list(self._timeline.names), list(self._timeline.times),
                                 [list(row) for row in self._timeline.values])
-        profile = Profile(meta=meta, metrics=HEAP_METRICS, timeline=timeline)
         total_allocs = cut_allocs = 0.0
         with self._sym_lock:
             if meta.complete:  # the pids are gone (maybe reused): map logs only from now on
                 self._images.forget_pids()
+            built = self._profile
             for hfile, buckets, maps in snapshot:
                 name, pid = hfile.path.name, hfile.header.pid
                 self._images.add_loads(name, pid, loaded_segments(maps))
@@ -160,26 +169,31 @@ class HeapCollector(PreloadedCollector[HeapFile]):
                     cut_allocs += b.allocs if b.flags & (BUCKET_TRUNCATED | BUCKET_DEPTH) else 0
                     leaked = b.live_bytes if exited else 0.0
                     leaks = b.live_blocks if exited else 0.0
-                    costs = [b.alloc_bytes, b.allocs, b.live_bytes, b.peak_bytes, leaked, leaks,
-                             b.temporary]
-                    if not b.ips:
-                        _add_overflow(profile, part, costs)
-                        continue
-                    # The innermost address is a return address into the allocating
-                    # function: one byte back is inside the call, on the calling line.
-                    add_stack(profile, part, frames, (b.ips[0] - 1, *b.ips[1:]), costs)
+                    key = (name, b.index)
+                    index = built.find(key)
+                    if index is None and not b.ips:  # allocations whose stacks found no room
+                        index = built.stack_of_frames(key, part, [OVERFLOW_FRAME])
+                    elif index is None:
+                        # The innermost address is a return address into the allocating
+                        # function: one byte back is inside the call, on the calling line.
+                        index = built.stack(key, part, frames, b.ips, leaf_is_return=True)
+                    built.set(index, (b.alloc_bytes, b.allocs, b.live_bytes, b.peak_bytes,
+                                      leaked, leaks, b.temporary))
+            if maps_seen:  # an unknown address of an earlier stack may resolve now
+                built.resymbolize()
+            profile = built.snapshot(meta)
+            profile.timeline = timeline
             profile.meta.warnings.extend(w for w in self._images.warnings()
                                          if w not in profile.meta.warnings)
         if total_allocs and cut_allocs > 0.1 * total_allocs:
             profile.meta.warnings.append(
                 f"{100 * cut_allocs / total_allocs:.0f}% of allocations have a cut-short stack "
                 f"(no unwind info, a signal frame, or deeper than {MAX_FRAMES} frames)")
-        return profile.finalize()
+        return profile
 
     def _meta(self, files: list[HeapFile]) -> ProfileMeta:
         """Metadata and warnings from the process and the runtime headers."""
-        exit_info = self.process.poll() if self.process is not None else None
-        running = exit_info is None
+        running = self.process is None or self.process.poll() is None
         warnings = list(self._warnings)
         pids: list[int] = []
         dropped = ptr_dropped = stack_dropped = untracked = 0
@@ -234,39 +248,11 @@ class HeapCollector(PreloadedCollector[HeapFile]):
         if untracked:
             warnings.append(f"{untracked} frees of blocks allocated before profiling started "
                             "(or by a parent before fork) were ignored")
-        if no_space:
-            warnings.append(f"the run directory's file system ({self.run_dir.path.parent}) is "
-                            "full or nearly full: some stacks could not be stored (dropped)")
-        if no_cfi and files and os.environ.get("PROFTUI_HEAP_UNWIND") != "fp":
-            warnings.append("no DWARF CFI unwind tables were built (CFI unwinding is x86-64 "
-                            "only): stacks are walked through frame pointers")
-        if not running and not files:
-            warnings.append("the heap profiler did not start in the target (no runtime file): "
-                            "was LD_PRELOAD removed, the program static or the run directory full?")
-        return ProfileMeta(
-            mode="heap", argv=list(self.argv), pids=sorted(pids) or (
-                [self.process.pid] if self.process is not None else []),
-            clock="exact (every allocation)" if not sampled else
-            f"sampled, mean {_size(sample_bytes)}",
-            start_time=self._start_time, end_time=None if running else self._end_time,
-            exit_status=None if exit_info is None else exit_info.status,
-            exit_signal=None if exit_info is None else exit_info.signal,
-            complete=not running, dropped=dropped, warnings=warnings,
-            lines_note="heap: bytes and blocks allocated by the calls on each line",
-        )
-
-
-def _add_overflow(profile: Profile, part: str, costs: list[float]) -> None:
-    """Allocations whose stacks found no room: one synthetic frame under the root."""
-    from proftui.collectors.model.profile import CallTree
-
-    fid = profile.frames.intern(OVERFLOW_FRAME)
-    assert profile.tree is not None
-    profile.tree.add_stack([fid], costs)
-    tree = profile.parts.get(part)
-    if tree is None:
-        tree = profile.parts[part] = CallTree(len(profile.metrics))
-    tree.add_stack([fid], costs)
+        warnings.extend(self.runtime_notes(len(files), no_space, no_cfi, "some stacks"))
+        return self.meta("heap", pids, dropped, warnings,
+                         clock="exact (every allocation)" if not sampled else
+                         f"sampled, mean {_size(sample_bytes)}",
+                         lines_note="heap: bytes and blocks allocated by the calls on each line")
 
 
 def _rss_bytes(pid: int) -> float:

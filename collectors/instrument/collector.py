@@ -7,6 +7,11 @@ directory (hook.<pid>[.<exec generation>].ptw, docs/wire-format.md).
 published so far (wire_hook.py) and builds the Profile (hook_profile.py):
 one tree per thread, merged.  Pausing writes the control word the runtime
 polls on every call.
+
+Time, by default, is sampled: each thread's clock ticks its current calling
+context (exact counts, unbiased CPU time per context, and calls still open are
+timed live like the rest).  `--timed` takes two timestamps per call instead
+(call durations, biased on short functions); `--count-only` counts only.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from proftui.collectors.base import CollectorOptions, LaunchCollector
 from proftui.collectors.detect import inspect_binary, refuse_foreign
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.instrument.hook_profile import (
+    INSTRUMENTATION,
     HookSymbols,
     add_hook_data,
     merge_parts,
@@ -31,12 +37,14 @@ from proftui.collectors.instrument.hook_profile import (
 )
 from proftui.collectors.instrument.open_calls import OpenCallsUnreadable, open_self_ticks
 from proftui.collectors.model.profile import Profile, ProfileMeta
+from proftui.collectors.runtime.clock import MAX_FREQUENCY, describe_clock
 from proftui.collectors.runtime.launch import LaunchedProcess, resolve_program
 from proftui.collectors.runtime.libraries import runtime_library_path
-from proftui.collectors.runtime.names import read_comm
+from proftui.collectors.runtime.thread_names import read_comm
 from proftui.collectors.runtime.wire import (
     FLAG_COUNT_ONLY,
     FLAG_NO_SPACE,
+    FLAG_WALL_CLOCK,
     RuntimeFile,
     WireVersionError,
 )
@@ -46,6 +54,8 @@ from proftui.collectors.runtime.wire_hook import (
     decode_hook,
     is_published,
     salvage_hook,
+    sampled,
+    timed,
 )
 
 DEFAULT_BUFFER_BYTES = 64 << 20  # the runtime's default (csrc/hook/pt_hook_file.c)
@@ -76,6 +86,9 @@ def hook_environment(options: CollectorOptions) -> dict[str, str]:
     environment cannot leak a stale choice into the target."""
     return {
         "PROFTUI_COUNT_ONLY": "1" if options.count_only else "0",
+        "PROFTUI_TIMED": "1" if options.timed else "0",
+        "PROFTUI_FREQUENCY": str(min(max(int(options.frequency_hz), 1), MAX_FREQUENCY)),
+        "PROFTUI_WALL_CLOCK": "1" if options.wall_clock else "0",
         "PROFTUI_INCLUDE": "\n".join(options.include),
         "PROFTUI_EXCLUDE": "\n".join(options.exclude),
         "PROFTUI_MAX_DEPTH": str(options.max_depth or 0),
@@ -226,19 +239,19 @@ class InstrumentCollector(LaunchCollector):
             self._scan_files()
             datas, damage = self._decode_all()
             assert self._symbols is not None or not datas
-            count_only = bool(datas) and all(d.header.flags & FLAG_COUNT_ONLY for d in datas)
-            if not datas:
-                count_only = self.options.count_only
+            timing = self._timing(datas)
+            clock, clock_notes = self._clock(datas)
             meta = ProfileMeta(
                 mode="instrument", argv=list(self.argv),
                 pids=sorted({d.header.pid for d in datas}),
-                clock=self._clock(datas), start_time=self._start_time,
+                period_ns=next((d.header.period_ns for d in datas if sampled(d)), 0),
+                clock=clock, start_time=self._start_time,
                 end_time=self._end_time,
                 exit_status=exit_info.status if exit_info else None,
                 exit_signal=exit_info.signal if exit_info else None,
                 dropped=sum(d.header.dropped for d in datas),
             )
-            profile = new_profile(meta, count_only)
+            profile = new_profile(meta, timing)
             with _gc_paused():
                 for i, data in enumerate(datas):
                     assert self._symbols is not None
@@ -249,6 +262,8 @@ class InstrumentCollector(LaunchCollector):
             self._refresh_thread_names(datas, meta.threads, running=exit_info is None)
             meta.complete, meta.warnings = self._completeness(datas, exit_info is None)
             meta.warnings[:0] = damage
+            clock_wanted = not (self.options.count_only or self.options.timed)
+            meta.warnings += clock_notes + _timing_notes(profile, timing, datas, clock_wanted)
             short = short_call_warning(profile) if exit_info is not None else None
             if short:  # at the end only: a live view's calls are still growing
                 meta.warnings.append(short)
@@ -309,19 +324,39 @@ class InstrumentCollector(LaunchCollector):
             self._open_kept.add(data.header.pid)
         return kept
 
-    def _clock(self, datas: list[HookData]) -> str:
+    def _timing(self, datas: list[HookData]) -> str:
+        """How the files measure time: "cpu"/"wall" (sampled), "timed" or "count"
+        (hook_profile.new_profile); the options decide until a file exists."""
         if not datas:
-            return ""
-        first = datas[0]
+            if self.options.count_only:
+                return "count"
+            if self.options.timed:
+                return "timed"
+            return "wall" if self.options.wall_clock else "cpu"
+        ticked = [d for d in datas if sampled(d)]
+        if ticked:
+            return "wall" if ticked[0].header.flags & FLAG_WALL_CLOCK else "cpu"
+        return "timed" if all(timed(d) for d in datas) else "count"
+
+    def _clock(self, datas: list[HookData]) -> tuple[str, list[str]]:
+        """The clock line, and notes about the clock (the sampled clock's)."""
+        if not datas:
+            return "", []
+        first = next((d for d in datas if sampled(d)), datas[0])
+        if sampled(first):
+            clock, notes = describe_clock(first.header.clock, first.header.period_ns,
+                                          first.hook.timer_signal, first.hook.timer_flags,
+                                          bool(first.header.flags & FLAG_WALL_CLOCK))
+            return f"{clock}, sampled per calling context", notes
         if first.header.flags & FLAG_COUNT_ONLY:
-            return "none (count only)"
+            return "none (count only)", []
         if not calibrated(first):
             return (f"{first.header.clock} wall time, hook cost NOT compensated (calibration "
-                    "failed: 0.0 ns measured)")
+                    "failed: 0.0 ns measured)"), []
         inner = first.hook.overhead_inner * first.hook.ns_per_tick
         outer = first.hook.overhead_outer * first.hook.ns_per_tick
         return (f"{first.header.clock} wall time, hook cost compensated "
-                f"({inner:.1f} ns inside, {outer:.1f} ns in caller per call)")
+                f"({inner:.1f} ns inside, {outer:.1f} ns in caller per call)"), []
 
     def _completeness(self, datas: list[HookData], running: bool) -> tuple[bool, list[str]]:
         """Whether every process's data is final, and warnings about the run."""
@@ -363,7 +398,7 @@ class InstrumentCollector(LaunchCollector):
         if not datas and not running:
             warnings.append("no instrumented function was called (is the code built with "
                             "-finstrument-functions?)")
-        if any(not d.header.flags & FLAG_COUNT_ONLY and not calibrated(d) for d in datas):
+        if any(timed(d) and not calibrated(d) for d in datas):
             warnings.append("hook cost calibration failed (0.0 ns measured, e.g. the machine "
                             "was too busy at start-up): times are not compensated and include "
                             "the hooks' own cost, about 30-40 ns per call, so functions that "
@@ -384,7 +419,7 @@ class InstrumentCollector(LaunchCollector):
         for data in datas:
             for thread in data.threads.values():
                 comm = read_comm(f"/proc/{data.header.pid}/task/{thread.tid}/comm")
-                if comm is not None:  # any bytes, escaped (runtime/names.py)
+                if comm is not None:  # any bytes, escaped (runtime/thread_names.py)
                     threads[thread.tid] = comm
 
     def stop(self) -> None:
@@ -394,3 +429,33 @@ class InstrumentCollector(LaunchCollector):
                     file.close()
             self._files.clear()
         super().stop()
+
+
+TIMED_NOTE = ("--timed: call durations from two clock reads per call, the hooks' own cost "
+              "taken out by a calibrated average; self times of functions whose calls last "
+              "tens of ns are biased by that average's error (as uftrace's are). The default "
+              "samples each calling context's time instead, unbiased")
+
+
+def _timing_notes(profile: Profile, timing: str, datas: list[HookData],
+                  clock_wanted: bool) -> list[str]:
+    """What the way time was measured means for this profile; `clock_wanted`: the
+    run asked for sampled time."""
+    if timing == "timed":
+        return [TIMED_NOTE]
+    if timing == "count":
+        return ["no clock could tick in the target (perf_event and timer_create refused): "
+                "calls are counted, time is not"] if clock_wanted and datas else []
+    notes = []
+    tree = profile.tree
+    samples = tree.root.total_cost[0] if tree is not None else 0.0
+    own = profile.frames.find(INSTRUMENTATION)
+    if tree is not None and samples and own is not None:
+        share = 100.0 * sum(n.self_cost[0] for n in tree.nodes() if n.frame_id == own) / samples
+        notes.append(f"calls exact, time sampled per calling context; the hook library's own "
+                     f"code took {share:.1f}% of the samples, shown as [instrumentation] under "
+                     "the call it ran for (shares are of the whole run, hooks included)")
+    unplaced = sum(d.hook.ticks_unplaced for d in datas)
+    if unplaced:
+        notes.append(f"{unplaced} clock ticks found no valid calling context and were left out")
+    return notes

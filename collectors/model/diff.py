@@ -13,11 +13,10 @@ Pure functions, no I/O; every walk is iterative (trees can be 100,000 deep).
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import replace
 
+from proftui.collectors.model.lines import fold_costs
 from proftui.collectors.model.profile import (
     ROOT_FRAME,
     CallNode,
@@ -58,7 +57,11 @@ class FrameMatcher:
             self._loose.setdefault(key, frame_id)
 
     def match(self, frame: Frame) -> int:
-        """The id standing for `frame`'s function (added to the table when new)."""
+        """The id standing for `frame`'s function (added to the table when new): the same
+        frame if the table has it (two snapshots of one run), else by name and module."""
+        same = self.frames.find(frame)
+        if same is not None:
+            return same
         key = frame_key(frame)
         found = self._exact.get((*key, frame.inlined))
         if found is None:
@@ -83,16 +86,8 @@ def _remap_tree(tree: CallTree, ids: list[int], order: list[int | None]) -> Call
     """`tree` with frame ids mapped through `ids` and costs through `order` (finalized).
 
     Siblings that map to one id merge, as their costs add up in the other profile."""
-    out = CallTree(len(order))
+    out = tree.remapped(ids, order)
     out.cut_depth = tree.cut_depth
-    pairs: list[tuple[CallNode, CallNode]] = [(tree.root, out.root)]
-    while pairs:
-        theirs, mine = pairs.pop()
-        for i, value in enumerate(_reorder(theirs.self_cost, order)):
-            mine.self_cost[i] += value
-        if theirs.calls is not None and theirs is not tree.root:
-            mine.add_calls(theirs.calls)
-        pairs.extend((child, mine.child(ids[fid])) for fid, child in theirs.children.items())
     return out.finalize()
 
 
@@ -127,15 +122,15 @@ def align(base: Profile, onto: Profile) -> Profile:
     for (caller, callee), count in base.arcs.items():
         key = (ids[caller] if caller >= 0 else caller, ids[callee])
         arcs[key] = arcs.get(key, 0) + count
-    with _bulk_nodes():
-        tree = _remap_tree(base.tree, ids, order)
-        parts = {label: _remap_tree(t, ids, order) for label, t in base.parts.items()}
+    tree = _remap_tree(base.tree, ids, order)
+    parts = {label: tree if t is base.tree else _remap_tree(t, ids, order)
+             for label, t in base.parts.items()}
     return Profile(
         meta=base.meta, metrics=onto.metrics, frames=matcher.frames,
         tree=tree, parts=parts,
         arcs=arcs,
-        line_costs={k: _reorder(v, order) for k, v in base.line_costs.items()},
-        address_costs={k: _reorder(v, order) for k, v in base.address_costs.items()},
+        line_costs=fold_costs({}, base.line_costs, metric_map=order),
+        address_costs=fold_costs({}, base.address_costs, metric_map=order),
         address_sites=dict(base.address_sites), functions=functions,
         sources=base.sources, timeline=base.timeline)
 
@@ -150,102 +145,51 @@ def counterpart(node: CallNode, tree: CallTree) -> CallNode | None:
     return found if node.frame_id != ROOT_FRAME else tree.root
 
 
-@contextmanager
-def _bulk_nodes() -> Iterator[None]:
-    """No cyclic garbage collection while a tree of new nodes is built.
-
-    Every node links to its parent (a cycle), so each allocation counts towards the
-    collector's threshold: building 200,000 nodes ran many full passes over the whole
-    heap and took 5x the walk itself.  Nothing built here is garbage until it is
-    dropped, so the collector has nothing to find meanwhile; it runs again after.
-    """
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
-
-
-def _copy_tree(tree: CallTree) -> CallTree:
-    """A copy of `tree`'s nodes, self costs and calls (totals left to `finalize`)."""
-    n = tree.n_metrics
-    out = CallTree(n)
-    out.cut_depth = tree.cut_depth
-    out.root.self_cost = list(tree.root.self_cost)
-    out.root.calls = tree.root.calls
-    pairs: list[tuple[CallNode, CallNode]] = [(tree.root, out.root)]
-    pop, push = pairs.pop, pairs.append
-    while pairs:
-        theirs, mine = pop()
-        kids = mine.children
-        for fid, child in theirs.children.items():
-            node = CallNode(fid, mine, n)
-            node.self_cost = list(child.self_cost)
-            node.calls = child.calls
-            kids[fid] = node
-            push((child, node))
-    return out
-
-
 def _subtract_tree(current: CallTree, mark: CallTree, ids: list[int],
                    order: list[int | None]) -> CallTree:
     """`current` minus `mark`, whose frame ids map through `ids` and costs through `order`
-    (`align`'s mapping): a walk of the mark's own nodes over a copy of `current`, not
-    an aligned copy of the mark merged in (the same sums; siblings that map to one
-    id subtract from one node, as they merge in `align`)."""
-    out = _copy_tree(current)
-    identity = order == list(range(len(order)))
-    pairs: list[tuple[CallNode, CallNode]] = [(mark.root, out.root)]
-    pop, push = pairs.pop, pairs.append
-    while pairs:
-        theirs, mine = pop()
-        values = theirs.self_cost if identity else _reorder(theirs.self_cost, order)
-        own = mine.self_cost
-        for i, value in enumerate(values):
-            own[i] -= value
-        if theirs.calls is not None and mine.calls is not None and theirs is not mark.root:
-            mine.calls -= theirs.calls
-        for fid, child in theirs.children.items():
-            push((child, mine.child(ids[fid])))
+    (`align`'s mapping): a copy of `current` with the mark folded in negatively (siblings
+    that map to one id subtract from one node, as they merge in `align`)."""
+    out = current.copy()
+    out.fold(0, mark, sign=-1.0, frame_map=ids, metric_map=order)
     return out.finalize()
 
 
 def _subtract_costs(current: dict, mark: dict, order: list[int | None]) -> dict:
     out = {k: list(v) for k, v in current.items()}
-    for key, values in mark.items():
-        slot = out.setdefault(key, [0.0] * len(order))
-        for i, value in enumerate(_reorder(values, order)):
-            slot[i] -= value
+    fold_costs(out, mark, sign=-1.0, metric_map=order)
     return out
 
 
 def subtract(current: Profile, mark: Profile) -> Profile:
-    """What `current` holds beyond `mark`: the costs since a baseline was marked.
+    """What `current` holds beyond `mark`: the costs since a baseline was marked, or
+    since the counters were reset (`r`): both keys use this one subtraction.
 
     Both are snapshots of one run (or any two profiles; `mark` is matched onto
-    `current`'s frames as `align` does).  Counters that only grow give the cost of the
-    phase after the mark; heap metrics such as live bytes may come out negative
-    (memory freed since).
+    `current`'s frames as `align` does: the same frame where it is there, else by
+    name and module).  The rule, one for every use: nothing is clamped.  Counters
+    that only grow give the cost of the phase after the mark; heap metrics such as
+    live bytes may come out negative (memory freed since), and that is the answer.
     """
     mark = same_program(mark, current)
     matcher = FrameMatcher(current.frames)
     ids = [matcher.match(frame) for frame in mark.frames]
     order = _metric_map(mark.metrics, current.metrics)
     assert current.tree is not None and mark.tree is not None
-    with _bulk_nodes():
-        empty = CallTree(len(order))
-        parts = {label: _subtract_tree(tree, mark.parts.get(label, empty), ids, order)
-                 for label, tree in current.parts.items()}
-        tree = _subtract_tree(current.tree, mark.tree, ids, order)
+    tree = _subtract_tree(current.tree, mark.tree, ids, order)
+    empty = CallTree(len(order))
+    parts = {label: tree if part is current.tree and mark.parts.get(label) is mark.tree
+             else _subtract_tree(part, mark.parts.get(label, empty), ids, order)
+             for label, part in current.parts.items()}
     arcs = dict(current.arcs)
     for (caller, callee), count in mark.arcs.items():
         key = (ids[caller] if caller >= 0 else caller, ids[callee])
         arcs[key] = arcs.get(key, 0) - count
     start = mark.meta.end_time if mark.meta.end_time is not None else current.meta.start_time
     return Profile(
-        meta=replace(current.meta, start_time=start), metrics=current.metrics,
+        meta=replace(current.meta, start_time=start,
+                     dropped=current.meta.dropped - mark.meta.dropped),
+        metrics=current.metrics,
         frames=matcher.frames, tree=tree, parts=parts,
         arcs={k: v for k, v in arcs.items() if v},
         line_costs=_subtract_costs(current.line_costs, mark.line_costs, order),

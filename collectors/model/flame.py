@@ -158,7 +158,7 @@ class Layout:
         """(row, index) of `node`, if it is laid out (not culled, not outside the zoom)."""
         k = node.depth() - (0 if self.show_root else 1)
         for index, item in enumerate(self.row(k)):
-            if item.node is node:
+            if item.node == node:
                 return k, index
         return None
 

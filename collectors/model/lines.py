@@ -1,4 +1,4 @@
-"""Line and address costs (DESIGN.md section 2, `LineCosts`): recording and queries.
+"""Line and address costs (docs/architecture.md section 2, `LineCosts`): recording and queries.
 
 Collectors call `add_code_cost` at collection time with the symbolizer's
 answer for each costed instruction, so the profile alone (saved, opened on
@@ -16,7 +16,8 @@ adds one profile's tables into another's.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from proftui.collectors.model.profile import CodeSite, Frame, Profile
 
@@ -34,11 +35,18 @@ def add_code_cost(profile: Profile, module: str, address: int, site: CodeSite | 
                   costs: Sequence[float]) -> None:
     """Add `costs` (per metric) to the instruction at link-time `address` of `module`,
     and to its source line when `site` knows one."""
-    _add(profile.address_costs, (module, address), costs)
+    record_code_cost(profile.address_costs, profile.address_sites, profile.line_costs,
+                     module, address, site, costs)
+
+
+def record_code_cost(address_costs: dict, address_sites: dict, line_costs: dict, module: str,
+                     address: int, site: CodeSite | None, costs: Sequence[float]) -> None:
+    """`add_code_cost` into the three tables themselves (a profile being built)."""
+    _add(address_costs, (module, address), costs)
     if site is not None:
-        profile.address_sites[(module, address)] = site
+        address_sites[(module, address)] = site
         if site.file is not None and site.line is not None:
-            _add(profile.line_costs, (site.file, site.line), costs)
+            _add(line_costs, (site.file, site.line), costs)
 
 
 def add_line_cost(profile: Profile, file: str, line: int, costs: Sequence[float]) -> None:
@@ -50,12 +58,28 @@ def merge_code_costs(into: Profile, other: Profile) -> Profile:
     """Add `other`'s line and address costs (same metrics) into `into`; returns `into`."""
     if len(into.metrics) != len(other.metrics):
         raise ValueError("profiles with different metrics")
-    for key, costs in other.address_costs.items():
-        _add(into.address_costs, key, costs)
+    fold_costs(into.address_costs, other.address_costs)
     for key, site in other.address_sites.items():
         into.address_sites.setdefault(key, site)
-    for key, costs in other.line_costs.items():
-        _add(into.line_costs, key, costs)
+    fold_costs(into.line_costs, other.line_costs)
+    return into
+
+
+def fold_costs(into: dict[Any, list[float]], table: Mapping[Any, Sequence[float]],
+               sign: float = 1.0, metric_map: Sequence[int | None] | None = None,
+               width: int | None = None) -> dict[Any, list[float]]:
+    """Add `sign` times each cost list of `table` into `into` (keys: a line or an
+    address), as `CallTree.fold` does for trees: `metric_map[i]` is the metric of
+    `table` that is `into`'s metric `i` (None: nothing).  Returns `into`."""
+    for key, values in table.items():
+        n = width if width is not None else (
+            len(metric_map) if metric_map is not None else len(values))
+        slot = into.get(key)
+        if slot is None:
+            slot = into[key] = [0.0] * n
+        for i, j in enumerate(metric_map if metric_map is not None else range(len(values))):
+            if j is not None and j < len(values):
+                slot[i] += sign * values[j]
     return into
 
 

@@ -1,6 +1,6 @@
 """The one data model: every collector produces a `Profile`, every view reads one.
 
-Shape (DESIGN.md section 2):
+Shape (docs/architecture.md section 2):
 
 * `Frame` - one function-level code location, interned in a `FrameTable` so
   the call tree stores small integer ids.
@@ -25,8 +25,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-ROOT_FRAME = -1  # frame id of the synthetic root node of every CallTree
+if TYPE_CHECKING:
+    from proftui.collectors.model.slices import Slices
+
+# The tree lives in its own module; re-exported so the model keeps one import.
+from proftui.collectors.model.calltree import ROOT_FRAME as ROOT_FRAME
+from proftui.collectors.model.calltree import CallNode as CallNode
+from proftui.collectors.model.calltree import CallTree as CallTree
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,14 +106,21 @@ class Frame:
 
 
 class FrameTable:
-    """Interning table: equal frames share one small integer id."""
+    """Interning table: equal frames share one small integer id.
 
-    __slots__ = ("_frames", "_function_ids", "_ids")
+    Frames of one function (its out-of-line body and each inlined copy: same module
+    and name) form a group, numbered as groups first appear; the numbers never
+    change, so tables kept per function while a profile grows stay valid."""
+
+    __slots__ = ("_frames", "_function_ids", "_group_of", "_groups", "_ids", "_reps")
 
     def __init__(self, frames: Sequence[Frame] = ()) -> None:
         self._frames: list[Frame] = []
         self._ids: dict[Frame, int] = {}
         self._function_ids: list[int] | None = None  # cache of function_ids()
+        self._groups: dict[tuple[str, str], int] = {}  # (module, function) -> group
+        self._group_of: list[int] = []  # frame id -> its group
+        self._reps: list[int] = []  # group -> the frame id standing for it
         for frame in frames:
             self.intern(frame)
 
@@ -117,6 +131,15 @@ class FrameTable:
             frame_id = len(self._frames)
             self._frames.append(frame)
             self._ids[frame] = frame_id
+            key = (frame.module, frame.function)
+            group = self._groups.get(key)
+            if group is None:
+                group = self._groups[key] = len(self._reps)
+                self._reps.append(frame_id)
+            elif self._frames[self._reps[group]].inlined and not frame.inlined:
+                self._reps[group] = frame_id
+                self._function_ids = None
+            self._group_of.append(group)
         return frame_id
 
     def find(self, frame: Frame) -> int | None:
@@ -134,15 +157,27 @@ class FrameTable:
         cached = self._function_ids
         if cached is not None and len(cached) == len(self._frames):
             return cached
-        chosen: dict[tuple[str, str], int] = {}
-        for frame_id, frame in enumerate(self._frames):
-            key = (frame.module, frame.function)
-            best = chosen.get(key)
-            if best is None or (self._frames[best].inlined and not frame.inlined):
-                chosen[key] = frame_id
-        ids = [chosen[(f.module, f.function)] for f in self._frames]
+        reps = self._reps
+        ids = [reps[g] for g in self._group_of]
         self._function_ids = ids
         return ids
+
+    def group_of(self, frame_id: int) -> int:
+        """The number of `frame_id`'s function group (stable as frames are added)."""
+        return self._group_of[frame_id]
+
+    def group_ids(self) -> list[int]:
+        """frame id -> its group (`group_of` for each frame; read-only, grows with the
+        table)."""
+        return self._group_of
+
+    def group_count(self) -> int:
+        """How many function groups there are (groups are numbered 0..count-1)."""
+        return len(self._reps)
+
+    def representative(self, group: int) -> int:
+        """The frame id standing for function group `group` (see `function_ids`)."""
+        return self._reps[group]
 
     def __getitem__(self, frame_id: int) -> Frame:
         return self._frames[frame_id]
@@ -152,139 +187,6 @@ class FrameTable:
 
     def __iter__(self) -> Iterator[Frame]:
         return iter(self._frames)
-
-
-class CallNode:
-    """A node of the calling-context tree (a function under one parent path)."""
-
-    __slots__ = ("calls", "children", "frame_id", "parent", "self_cost", "total_cost")
-
-    def __init__(self, frame_id: int, parent: CallNode | None, n_metrics: int) -> None:
-        self.frame_id = frame_id
-        self.parent = parent
-        self.children: dict[int, CallNode] = {}
-        self.self_cost: list[float] = [0.0] * n_metrics
-        self.total_cost: list[float] = [0.0] * n_metrics
-        self.calls: int | None = None
-
-    def absorb(self, other: CallNode) -> None:
-        """Add `other`'s self costs, calls and subtree into this node (iteratively)."""
-        pairs = [(self, other)]
-        while pairs:
-            mine, theirs = pairs.pop()
-            for i, value in enumerate(theirs.self_cost):
-                mine.self_cost[i] += value
-            if theirs.calls is not None:
-                mine.add_calls(theirs.calls)
-            pairs.extend((mine.child(fid), child) for fid, child in theirs.children.items())
-
-    def child(self, frame_id: int) -> CallNode:
-        """The child for `frame_id`, created empty if absent."""
-        node = self.children.get(frame_id)
-        if node is None:
-            node = CallNode(frame_id, self, len(self.self_cost))
-            self.children[frame_id] = node
-        return node
-
-    def path(self) -> list[int]:
-        """Frame ids from the outermost caller down to this node (root excluded)."""
-        ids = self.callers_up(None)
-        ids.reverse()
-        return ids
-
-    def callers_up(self, limit: int | None) -> list[int]:
-        """Frame ids from this node up towards the root (root excluded), at most `limit`."""
-        ids: list[int] = []
-        node: CallNode | None = self
-        while node is not None and node.frame_id != ROOT_FRAME:
-            if limit is not None and len(ids) >= limit:
-                break
-            ids.append(node.frame_id)
-            node = node.parent
-        return ids
-
-    def depth(self) -> int:
-        """How many nodes from the root down to this one (the root's children are 1)."""
-        depth, node = 0, self.parent
-        while node is not None:
-            depth, node = depth + 1, node.parent
-        return depth
-
-    def add_calls(self, count: int) -> None:
-        self.calls = count if self.calls is None else self.calls + count
-
-    def __repr__(self) -> str:
-        return f"CallNode(frame={self.frame_id}, self={self.self_cost}, calls={self.calls})"
-
-
-class CallTree:
-    """Calling-context tree with per-node self cost; totals come from `finalize`."""
-
-    __slots__ = ("cut_depth", "n_metrics", "root")
-
-    def __init__(self, n_metrics: int) -> None:
-        self.n_metrics = n_metrics
-        self.root = CallNode(ROOT_FRAME, None, n_metrics)
-        # Set by views that build the tree from paths cut at this depth (bottom-up,
-        # callers): deeper callers are left out and views say so.  None: nothing cut.
-        self.cut_depth: int | None = None
-
-    def add_stack(
-        self, stack: Sequence[int], values: Sequence[float], calls: int | None = None
-    ) -> CallNode:
-        """Add `values` to the self cost of the node at `stack` (outermost first)."""
-        node = self.root
-        for frame_id in stack:
-            node = node.child(frame_id)
-        cost = node.self_cost
-        for i, value in enumerate(values):
-            cost[i] += value
-        if calls is not None:
-            node.add_calls(calls)
-        return node
-
-    def nodes(self) -> Iterator[CallNode]:
-        """Every node except the root, parents before children (pre-order)."""
-        stack = list(self.root.children.values())
-        while stack:
-            node = stack.pop()
-            yield node
-            stack.extend(node.children.values())
-
-    def node_count(self) -> int:
-        return sum(1 for _ in self.nodes())
-
-    def max_depth(self) -> int:
-        """Depth of the deepest node (0 for an empty tree)."""
-        deepest = 0
-        stack = [(c, 1) for c in self.root.children.values()]
-        while stack:
-            node, depth = stack.pop()
-            deepest = max(deepest, depth)
-            stack.extend((c, depth + 1) for c in node.children.values())
-        return deepest
-
-    def finalize(self) -> CallTree:
-        """Compute every node's total cost as self plus the children's totals."""
-        order = [self.root, *self.nodes()]
-        for node in order:
-            node.total_cost = list(node.self_cost)
-        for node in reversed(order):  # children before parents
-            parent = node.parent
-            if parent is not None:
-                total = parent.total_cost
-                for i, value in enumerate(node.total_cost):
-                    total[i] += value
-        return self
-
-    def merge(self, other: CallTree) -> CallTree:
-        """Add `other`'s costs and calls into this tree (same frame table)."""
-        self.root.absorb(other.root)
-        return self
-
-    def copy(self) -> CallTree:
-        """A deep copy (snapshots handed to views must not change under them)."""
-        return CallTree(self.n_metrics).merge(self).finalize()
 
 
 @dataclass
@@ -371,6 +273,9 @@ class Profile:
     sources: dict[str, str] = field(default_factory=dict)
     # whole-process quantities over time (heap collector); None when not recorded
     timeline: Timeline | None = None
+    # each stack's costs per time slice (model/slices.py: the timeline, time ranges);
+    # None for profiles not built from timed stacks
+    slices: Slices | None = None
 
     def __post_init__(self) -> None:
         if self.tree is None:

@@ -1,30 +1,65 @@
-"""What the source pane lists for one function: pure functions of the model.
+"""What the source pane lists for one function, and which listing it shows.
 
-Costs come from the line and address costs the collectors recorded
-(collectors/model/lines.py); the source text from the profile's embedded
-sources (a saved profile) or else the file on disk (live).  Without either,
-the costed lines are still listed by number.  Disassembly needs the binary
-and lives in collectors/symbols/disasm.py.  Costs are self costs (per line,
-per instruction): the model keeps no call-site lines, so inclusive per-line
-cost is not available.
+Pure functions of the model and of what they are handed: nothing here reads a
+file or runs a tool.  Costs come from the line and address costs the
+collectors recorded (collectors/model/lines.py).  Source text comes from
+`text_of`: the profile's embedded sources unless the caller passes a reader
+(collectors/annotate.py passes the on-disk gate of model/sourcefiles.py).
+Without text, the costed lines are still listed by number.  Instructions,
+their DWARF lines and inline chains come from a `MachineCode`
+(collectors/symbols/disasm.py reads the binary).  Costs are self costs (per
+line, per instruction): the model keeps no call-site lines, so inclusive
+per-line cost is not available.
 
 A function's costs may lie in several files (code inlined from headers: C++
 templates, static inline helpers); `function_files` lists them and
 `source_listing(..., path=...)` shows any one of them.
+
+The interleaved listing (source lines, each followed by its instructions, as
+`perf annotate` shows them) attributes every instruction to its innermost
+source line, inline-aware: code inlined from a header sits under the header's
+line, not the caller's.  Costed instructions keep the line recorded at
+collection time; the others take the line the binary's DWARF gives.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Protocol
 
 from proftui.collectors.model.lines import function_addresses, function_lines, lines_of
 from proftui.collectors.model.profile import Frame, Profile
-from proftui.collectors.model.sourcefiles import read_source, reader_of
 
 ListingKind = Literal["source", "lines", "disassembly", "interleaved", "addresses", "none"]
 RowKind = Literal["line", "insn", "head", "file"]
+Prefer = Literal["source", "disassembly", "interleaved"]
+Instruction = tuple[int, str]  # (link-time address, instruction text)
+TextOf = Callable[[str], list[str] | None]  # a source file's lines, None when unavailable
+
+
+class MachineCode(Protocol):
+    """What the profiled binary says of a function's code (collectors/symbols/disasm.py)."""
+
+    def instructions(self, frame: Frame) -> list[Instruction]:
+        """`frame`'s instructions; empty without its binary (or another build of it), or
+        when `frame` has no function start to disassemble from."""
+        ...
+
+    def dwarf_lines(self, frame: Frame, addresses: list[int]) -> dict[int, tuple[str, int]]:
+        """Innermost (file, line) of `addresses` of `frame`'s module by its DWARF;
+        addresses without a line are left out."""
+        ...
+
+    def inlined_addresses(self, frame: Frame) -> dict[int, list[float]]:
+        """Costed addresses whose innermost function is the inlined `frame` -> their cost,
+        by the binary's inline chains; empty without the binary."""
+        ...
+
+    def rebuilt(self, frame: Frame) -> bool:
+        """Whether `frame`'s module on disk is another build than the profiled one."""
+        ...
 
 
 @dataclass(slots=True)
@@ -94,16 +129,12 @@ def _sum(costs: list[list[float]], n: int) -> list[float]:
     return total
 
 
-def source_text(profile: Profile, path: str) -> list[str] | None:
-    """Lines of `path`: the text embedded in the profile, else the file on disk when
-    collectors/model/sourcefiles.py allows reading it, else None."""
-    text = profile.sources.get(path)
-    if text is None:
-        text = read_source(path, reader_of(profile.meta.mode, profile.meta.pids),
-                           need_origin=False)
-        if text is None:
-            return None
-    return text.splitlines()
+def embedded_text(profile: Profile) -> TextOf:
+    """The profile's embedded sources (a saved profile's), as a `text_of`."""
+    def text_of(path: str) -> list[str] | None:
+        text = profile.sources.get(path)
+        return text.splitlines() if text is not None else None
+    return text_of
 
 
 def _files_by_cost(lines: dict[tuple[str, int], list[float]], first: str | None) -> list[str]:
@@ -127,11 +158,13 @@ def function_files(profile: Profile, frame: Frame) -> list[str]:
 
 
 def source_listing(profile: Profile, frame: Frame, path: str | None = None,
-                   owned: dict[int, list[float]] | None = None) -> Listing | None:
+                   owned: dict[int, list[float]] | None = None,
+                   text_of: TextOf | None = None) -> Listing | None:
     """`frame`'s source file (or `path`, another file of its costs: a header it inlined)
     with its function's self cost per line.  `owned` (address -> cost) names the
     function's addresses when the caller knows them better (an inlined function's,
-    found through the binary's inline chains).
+    found through the binary's inline chains).  The text comes from `text_of`
+    (default: the profile's embedded sources only).
 
     When the text is nowhere to be found, the costed lines are listed by number
     (kind "lines") and the note says "source not available: PATH".  None when
@@ -163,7 +196,7 @@ def source_listing(profile: Profile, frame: Frame, path: str | None = None,
         share = outside[0] / total[0] * 100 if total and total[0] > 0 else 0.0
         names = ", ".join(sorted(os.path.basename(f) for f in elsewhere)[:3])
         notes.append(f"{share:.0f}% on lines inlined from other files ({names})")
-    text = source_text(profile, path)
+    text = (text_of or embedded_text(profile))(path)
     if text is None:
         if not here:
             return None
@@ -202,3 +235,128 @@ def address_listing(profile: Profile, frame: Frame, note: str = "") -> Listing:
         rows.append(ListingLine(f"{frame.module_name}+0x{address:x}{where}", address, cost))
     return Listing("addresses", f"{frame.function}: addresses", rows, function_cost=total,
                    focus=0, note=note or "no source and no readable binary: addresses only")
+
+
+def instruction_listing(profile: Profile, frame: Frame,
+                        instructions: list[Instruction]) -> Listing:
+    """`frame`'s disassembly with the self cost of each instruction."""
+    owned = function_addresses(profile, frame)
+    total = _sum(list(owned.values()), len(profile.metrics))
+    rows = [ListingLine(text, address, owned.get(address)) for address, text in instructions]
+    return Listing("disassembly", f"{frame.function} in {frame.module_name}", rows,
+                   function_cost=total, focus=0)
+
+
+def instruction_lines(profile: Profile, frame: Frame, instructions: list[Instruction],
+                      code: MachineCode) -> dict[int, tuple[str, int]]:
+    """Innermost source (file, line) of each of `frame`'s instructions: the line the
+    collector recorded for a costed address (the same run's answer, also without the
+    binary), else the binary's DWARF.  Addresses without a line are left out."""
+    addresses = [address for address, _text in instructions]
+    lines = dict(code.dwarf_lines(frame, addresses))
+    for address in addresses:
+        site = profile.address_sites.get((frame.module, address))
+        if site is not None and site.file is not None and site.line is not None:
+            lines[address] = (site.file, site.line)
+    return lines
+
+
+def interleaved_listing(profile: Profile, frame: Frame, instructions: list[Instruction],
+                        lines: dict[int, tuple[str, int]], text_of: TextOf) -> Listing:
+    """`frame`'s instructions grouped under their source lines (`lines`: address ->
+    file, line), each with its self cost; a head row carries its instructions' cost
+    summed, a file row names the file of the heads below it."""
+    owned = function_addresses(profile, frame)
+    n = len(profile.metrics)
+    texts: dict[str, list[str] | None] = {}
+    rows: list[ListingLine] = []
+    total = [0.0] * n
+    head: ListingLine | None = None
+    where: tuple[str, int] | None = None
+    shown_file: str | None = None
+    missing: set[str] = set()
+    for address, text in instructions:
+        here = lines.get(address)
+        if here != where and here is not None:
+            file, number = here
+            if file != shown_file:
+                rows.append(ListingLine(f"── {file} ──", None, kind="file", file=file))
+                shown_file = file
+            if file not in texts:
+                texts[file] = text_of(file)
+            source = texts[file]
+            if source is None:
+                missing.add(os.path.basename(file))
+            line_text = source[number - 1] if source and 0 < number <= len(source) else ""
+            head = ListingLine(line_text, number, kind="head", file=file)
+            rows.append(head)
+        where = here if here is not None else where
+        cost = owned.get(address)
+        rows.append(ListingLine(text, address, cost, kind="insn"))
+        if cost is not None:
+            for i, value in enumerate(cost[:n]):
+                total[i] += value
+            if head is not None:
+                head.cost = [a + b for a, b in zip(head.cost or [0.0] * n, cost, strict=False)]
+    note = f"source not available: {', '.join(sorted(missing))}" if missing else ""
+    if not lines:
+        note = "no line information (no DWARF): instructions only"
+    return Listing("interleaved", f"{frame.function} in {frame.module_name}", rows,
+                   path=frame.file, function_cost=total, focus=0, note=note)
+
+
+def _host_of(profile: Profile, frame: Frame, code: MachineCode) -> Frame | None:
+    """The (non-inlined) function holding most of the inlined `frame`'s cost."""
+    by_start: dict[int, float] = {}
+    for address, costs in code.inlined_addresses(frame).items():
+        site = profile.address_sites.get((frame.module, address))
+        if site is not None and site.function is not None:
+            by_start[site.function] = by_start.get(site.function, 0.0) + (costs[0] if costs else 0)
+    if not by_start:
+        return None
+    start = max(by_start, key=by_start.__getitem__)
+    return next((f for f in profile.frames if f.module == frame.module and f.address == start
+                 and not f.inlined and f.raw_name), None)
+
+
+def annotate(profile: Profile, frame: Frame, prefer: Prefer = "source",
+             path: str | None = None, *, code: MachineCode, text_of: TextOf) -> Listing:
+    """The best listing for `frame`: source (of `path`, one of its files, when given;
+    or its costed line numbers), else disassembly, else costed addresses; or the
+    disassembly, or source and disassembly interleaved, when `prefer`red.  An inlined
+    function without source is shown within the function it was inlined into."""
+    if prefer == "source":
+        owned = code.inlined_addresses(frame) if frame.inlined else None
+        listing = source_listing(profile, frame, path, owned, text_of)
+        if listing is not None:
+            return listing
+    if frame.inlined:
+        # no instructions of its own: those of the function it was inlined into
+        host = _host_of(profile, frame, code)
+        if host is not None:
+            listing = annotate(profile, host, prefer, code=code, text_of=text_of)
+            listing.note = "; ".join(n for n in (f"inlined into {host.function}: shown "
+                                                 "within it", listing.note) if n)
+            if listing.kind in ("interleaved", "disassembly"):
+                # open at the inlined function's own hottest instruction
+                own = code.inlined_addresses(frame)
+                costed = [(row.cost[0], i) for i, row in enumerate(listing.lines)
+                          if row.kind != "head" and row.number in own and row.cost]
+                if costed:
+                    listing.opens_at = max(costed)[1]
+            return listing
+    instructions = code.instructions(frame)
+    if instructions:
+        if prefer == "interleaved":
+            return interleaved_listing(profile, frame, instructions,
+                                       instruction_lines(profile, frame, instructions, code),
+                                       text_of)
+        listing = instruction_listing(profile, frame, instructions)
+        if prefer == "source":
+            listing.note = "no source file: disassembly"
+        return listing
+    if code.rebuilt(frame):
+        return address_listing(profile, frame, f"{frame.module} was rebuilt since the "
+                                               "profile was taken (another build-id): "
+                                               "addresses only")
+    return address_listing(profile, frame)

@@ -1,5 +1,5 @@
-"""Which source files proftui may read from disk, for the source pane and for
-the text `storage.save` embeds in a profile.
+"""Which source files proftui may read from disk, for the source pane (`source_text`)
+and for the text `storage.save` embeds in a profile.
 
 A path named by debug info is attacker-controlled (a target's DWARF can name
 /etc/shadow, a FIFO or a device), and a saved profile travels to other
@@ -31,6 +31,8 @@ import stat
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from proftui.collectors.model.profile import Profile
 
 MAX_SOURCE_READ = 4 << 20  # bytes: a bigger file is not read (generated code)
 _ACL_XATTR = "system.posix_acl_access"
@@ -220,3 +222,15 @@ def read_source(path: str, reader: Reader | None, *, need_origin: bool = True) -
     if len(data) > MAX_SOURCE_READ or b"\0" in data:
         return None  # grew past the bound, or not a text file
     return data.decode("utf-8", errors="replace")
+
+
+def source_text(profile: Profile, path: str) -> list[str] | None:
+    """Lines of `path` for a listing of `profile`: the text embedded in the profile, else
+    the file on disk when the rules above allow reading it, else None."""
+    text = profile.sources.get(path)
+    if text is None:
+        text = read_source(path, reader_of(profile.meta.mode, profile.meta.pids),
+                           need_origin=False)
+        if text is None:
+            return None
+    return text.splitlines()

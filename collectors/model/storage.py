@@ -1,6 +1,22 @@
-"""Save and load profiles: gzip-compressed JSON, versioned, self-contained.
+"""Save and load profiles: gzip-compressed, versioned, self-contained.
 
-Layout (version 1), one JSON object:
+Version 2 (written): one gzip stream holding
+
+    MAGIC (b"PROFTUI-PROFILE\x02\n", 17 bytes)
+    u64 little-endian: length of the document
+    the document: UTF-8 JSON, the fields of version 1 below, `version` 2, with
+        each tree given as columns: {"nodes": N, "parents": REF, "frames": REF,
+        "selfs": [REF per metric], "calls": REF or null}; a part whose tree is
+        the whole profile's (one thread) is the string "tree"
+    the blob area: the columns' bytes, little-endian; a REF is [offset, length]
+        into it; parents and frames int32 (node 0 the root, -1 and -1; every
+        parent an earlier node), selfs float64, calls int64 (-1: unknown)
+
+so loading costs a decompression and a memcpy per column: time in proportion to
+the distinct calling contexts, never to the samples behind them.
+
+Version 1 (read, `profile_to_dict` still makes it: tests compare profiles by
+it), one JSON object:
 
     format    "proftui-profile"
     version   1
@@ -19,8 +35,7 @@ Layout (version 1), one JSON object:
                    line_costs that sourcefiles.py lets `save` read (debug info
                    named them, under their unit's compile directory, readable
                    by the profiled process's owner), bounded in size, so the
-                   profile opens on a machine without the sources.  Optional and
-                   ignored by readers that do not know it, so still version 1.
+                   profile opens on a machine without the sources.
     timeline       optional {"names": [...], "times": [...], "values": [[...], ...]}:
                    whole-process quantities over time (Timeline); absent or null
                    when not recorded.
@@ -36,36 +51,40 @@ import contextlib
 import gzip
 import json
 import os
+import struct
+import sys
 import zlib
+from array import array
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.model import validate
-from proftui.collectors.model.profile import (
-    CallNode,
-    CallTree,
-    Profile,
-)
+from proftui.collectors.model.profile import CallTree, Profile
+from proftui.collectors.model.slices import Slices
 from proftui.collectors.model.sourcefiles import read_source, reader_of
 from proftui.collectors.safefile import write_fallback, write_output
 
 FORMAT = "proftui-profile"
-VERSION = 1
+VERSION = 2  # written; VERSIONS are read
+VERSIONS = (1, 2)
+MAGIC = b"PROFTUI-PROFILE\x02\n"
+_LENGTH = struct.Struct("<Q")
 MAX_SOURCE_BYTES = 1 << 20  # a bigger file is not embedded (generated code, amalgamations)
 MAX_SOURCES_BYTES = 8 << 20  # all embedded sources together
 
 
 def encode_tree(tree: CallTree) -> list[list[Any]]:
     rows: list[list[Any]] = []
-    # Children are pushed reversed so the file keeps their order (and so does load).
-    stack: list[tuple[CallNode, int]] = [(c, -1) for c in reversed(tree.root.children.values())]
-    while stack:
-        node, parent_index = stack.pop()
-        index = len(rows)
-        rows.append([parent_index, node.frame_id, node.self_cost, node.calls])
-        stack.extend((c, index) for c in reversed(node.children.values()))
+    row_of = {0: -1}  # node -> its row; pre-order keeps children in their order
+    frames, parents, calls = tree.frames, tree.parents, tree.calls
+    selfs = tree.selfs
+    for node in tree.preorder():
+        row_of[node] = len(rows)
+        count = calls[node]
+        rows.append([row_of[parents[node]], frames[node], [c[node] for c in selfs],
+                     None if count < 0 else count])
     return rows
 
 
@@ -74,22 +93,59 @@ def decode_tree(rows: Any, n_metrics: int, n_frames: int) -> CallTree:
     return validate.decode_tree(rows, "tree", n_metrics, n_frames)
 
 
-def profile_to_dict(profile: Profile) -> dict[str, Any]:
-    """The JSON-ready document for `profile` (see module docstring)."""
-    assert profile.tree is not None
+class _Blobs:
+    """The blob area being written: columns appended, each named by [offset, length]."""
+
+    def __init__(self) -> None:
+        self.chunks: list[bytes] = []
+        self.size = 0
+
+    def add(self, column: array, typecode: str) -> list[int]:
+        data = column if column.typecode == typecode else array(typecode, column)
+        if sys.byteorder == "big":
+            data = array(typecode, data)
+            data.byteswap()
+        raw = data.tobytes()
+        ref = [self.size, len(raw)]
+        self.chunks.append(raw)
+        self.size += len(raw)
+        return ref
+
+
+def _tree_columns(tree: CallTree, blobs: _Blobs) -> dict[str, Any]:
+    """A tree as version 2 column references (totals are recomputed on load)."""
+    calls = tree.calls
+    return {"nodes": len(tree), "parents": blobs.add(tree.parents, "i"),
+            "frames": blobs.add(tree.frames, "i"),
+            "selfs": [blobs.add(column, "d") for column in tree.selfs],
+            "calls": None if max(calls) < 0 else blobs.add(calls, "q")}
+
+
+def _slices_columns(slices: Slices, blobs: _Blobs) -> dict[str, Any]:
+    """The timeline as version 2 column references (docs/profile-format.md)."""
+    index = slices.index
+    return {"start": slices.start, "width": slices.width,
+            "offsets": blobs.add(slices.offsets, "q"), "stacks": blobs.add(slices.stacks, "q"),
+            "costs": [blobs.add(column, "d") for column in slices.costs],
+            "index": {"labels": index.labels, "stacks": len(index),
+                      "leaf": blobs.add(index.leaf, "q"), "part": blobs.add(index.part, "q"),
+                      "part_leaf": blobs.add(index.part_leaf, "q"),
+                      "code": blobs.add(index.code, "q"),
+                      "code_keys": [[m, a] for m, a in index.code_keys]}}
+
+
+def _document(profile: Profile) -> dict[str, Any]:
+    """Every field of a saved profile but its trees (see module docstring)."""
     meta = asdict(profile.meta)
     meta["threads"] = {str(tid): name for tid, name in profile.meta.threads.items()}
     return {
         "format": FORMAT,
-        "version": VERSION,
         "meta": meta,
         "metrics": [[m.name, m.unit] for m in profile.metrics],
         "frames": [
             [f.function, f.module, f.file, f.line, f.address, f.raw_name, f.build_id, f.inlined]
             for f in profile.frames
         ],
-        "tree": encode_tree(profile.tree),
-        "parts": {label: encode_tree(tree) for label, tree in profile.parts.items()},
         "arcs": [[a, b, n] for (a, b), n in profile.arcs.items()],
         "line_costs": [[f, line, c] for (f, line), c in profile.line_costs.items()],
         "address_costs": [[m, a, c] for (m, a), c in profile.address_costs.items()],
@@ -103,6 +159,17 @@ def profile_to_dict(profile: Profile) -> dict[str, Any]:
             "names": profile.timeline.names, "times": profile.timeline.times,
             "values": profile.timeline.values},
     }
+
+
+def profile_to_dict(profile: Profile) -> dict[str, Any]:
+    """The version 1 document for `profile`: all JSON, trees as node lists (tests
+    compare profiles by it; `profile_from_dict` reads it back)."""
+    assert profile.tree is not None
+    doc = _document(profile)
+    doc["version"] = 1
+    doc["tree"] = encode_tree(profile.tree)
+    doc["parts"] = {label: encode_tree(tree) for label, tree in profile.parts.items()}
+    return doc
 
 
 def referenced_sources(profile: Profile) -> list[str]:
@@ -145,8 +212,9 @@ def gather_sources(profile: Profile) -> dict[str, str]:
 
 
 def profile_from_dict(doc: Any) -> Profile:
-    """Rebuild a Profile, checking every field (validate.InvalidProfile if malformed)."""
-    return validate.profile_from_document(doc, FORMAT, VERSION)
+    """Rebuild a Profile from a version 1 document, checking every field
+    (validate.InvalidProfile if malformed)."""
+    return validate.profile_from_document(doc, FORMAT, (1,))
 
 
 def save(profile: Profile, path: Path, *, embed_sources: bool = True) -> Path:
@@ -160,11 +228,23 @@ def save(profile: Profile, path: Path, *, embed_sources: bool = True) -> Path:
 
 
 def encode(profile: Profile, *, embed_sources: bool = True) -> bytes:
-    """The bytes `save` writes: gzip-compressed JSON."""
-    doc = profile_to_dict(profile)
+    """The bytes `save` writes: version 2, gzip-compressed."""
+    assert profile.tree is not None
+    doc = _document(profile)
+    doc["version"] = VERSION
+    blobs = _Blobs()
+    doc["tree"] = _tree_columns(profile.tree, blobs)
+    doc["parts"] = {label: "tree" if tree is profile.tree else _tree_columns(tree, blobs)
+                    for label, tree in profile.parts.items()}
+    if profile.slices is not None:
+        doc["slices"] = _slices_columns(profile.slices, blobs)
     if embed_sources:
         doc["sources"] = gather_sources(profile)
-    return gzip.compress(json.dumps(doc, separators=(",", ":")).encode(), compresslevel=6)
+    text = json.dumps(doc, separators=(",", ":")).encode()
+    # Level 1: the columns are mostly small integers; a higher level costs seconds on
+    # big profiles for a few percent of size.
+    return gzip.compress(b"".join((MAGIC, _LENGTH.pack(len(text)), text, *blobs.chunks)),
+                         compresslevel=1)
 
 
 def save_or_fallback(profile: Profile, path: Path, *,
@@ -208,9 +288,20 @@ def _shown(path: Path) -> str:
 def load(path: Path) -> Profile:
     """Read a profile written by `save` (ProftuiError on any problem, in one line)."""
     name = _shown(path)
+    blobs: memoryview | None = None
     try:
         with gzip.open(path, "rb") as f:
-            doc = json.loads(f.read())
+            data = f.read()
+        if data.startswith(MAGIC):
+            length = _LENGTH.unpack_from(data, len(MAGIC))[0] if len(data) >= len(MAGIC) + 8 \
+                else -1
+            start = len(MAGIC) + 8
+            if not 0 <= length <= len(data) - start:
+                raise ProftuiError(f"{name}: truncated or corrupt profile file")
+            doc = json.loads(data[start:start + length])
+            blobs = memoryview(data)[start + length:]
+        else:
+            doc = json.loads(data)
     except FileNotFoundError:
         raise ProftuiError(f"{name}: no such file") from None
     except OSError as exc:
@@ -229,7 +320,7 @@ def load(path: Path) -> Profile:
     except MemoryError:
         raise ProftuiError(f"{name}: profile file too big for memory") from None
     try:
-        return profile_from_dict(doc)
+        return validate.profile_from_document(doc, FORMAT, VERSIONS, blobs)
     except validate.NotAProfile as exc:
         raise ProftuiError(f"{name}: {exc}") from None
     except validate.InvalidProfile as exc:

@@ -14,6 +14,10 @@ empty; meta fields default to `ProfileMeta`'s defaults, except `mode`.
 
 from __future__ import annotations
 
+import itertools
+import math
+import sys
+from array import array
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -29,6 +33,7 @@ from proftui.collectors.model.profile import (
     ProfileMeta,
     Timeline,
 )
+from proftui.collectors.model.slices import Slices, StackIndex
 
 T = TypeVar("T")
 
@@ -37,6 +42,7 @@ MAX_COUNT = 2**63 - 1
 MAX_ADDRESS = 2**64 - 1
 MAX_LINE = 2**31 - 1
 MAX_TIME = 1e11  # Unix seconds (year ~5000); keeps durations finite
+MAX_NODES = 2**31 - 1  # node ids are int32 on the wire
 UNITS = ("count", "ns", "bytes")
 
 
@@ -230,6 +236,105 @@ def decode_tree(value: Any, where: str, n_metrics: int, n_frames: int) -> CallTr
     return tree.finalize()
 
 
+def _blob(value: Any, where: str, blobs: memoryview, typecode: str, count: int) -> array:
+    """The array a column reference `[offset, length]` names in the blob area: `count`
+    items of `typecode` (little-endian on the wire)."""
+    offset, length = (_int(v, f"{where}[{i}]", 0, len(blobs))
+                      for i, v in enumerate(_list(value, where, 2)))
+    column = array(typecode)
+    if length != count * column.itemsize or offset + length > len(blobs):
+        raise InvalidProfile(where, f"expected {count} items in the blob area, got "
+                                    f"{length} bytes at {offset} of {len(blobs)}")
+    column.frombytes(blobs[offset:offset + length])
+    if sys.byteorder == "big":
+        column.byteswap()
+    return column
+
+
+def decode_tree_columns(value: Any, where: str, blobs: memoryview, n_metrics: int,
+                        n_frames: int) -> CallTree:
+    """A CallTree from a version 2 column description: `nodes` (the root included),
+    `parents`, `frames`, `selfs` (one per metric) and `calls` (or null) as references
+    into the blob area.  Node 0 is the root; each parent is an earlier node."""
+    doc = _dict(value, where)
+    n = _int(doc.get("nodes"), f"{where}.nodes", 1, MAX_NODES)
+    parents = _blob(doc.get("parents"), f"{where}.parents", blobs, "i", n)
+    frames = _blob(doc.get("frames"), f"{where}.frames", blobs, "i", n)
+    if parents[0] != -1 or frames[0] != -1:
+        raise InvalidProfile(f"{where}.parents[0]", "node 0 must be the root (-1, -1)")
+    if n > 1 and not (min(frames[1:]) >= 0 and max(frames[1:]) < n_frames):
+        raise InvalidProfile(f"{where}.frames", f"expected frame ids in 0..{n_frames - 1}")
+    selfs = []
+    for m, ref in enumerate(_list(doc.get("selfs"), f"{where}.selfs", n_metrics)):
+        column = _blob(ref, f"{where}.selfs[{m}]", blobs, "d", n)
+        total = math.fsum(column)
+        # fsum is NaN or infinite when any value is; then the bounds.
+        if not math.isfinite(total) or min(column) < 0 or max(column) > MAX_COST:
+            raise InvalidProfile(f"{where}.selfs[{m}]", "expected finite costs >= 0")
+        selfs.append(column)
+    calls = None
+    if doc.get("calls") is not None:
+        calls = _blob(doc.get("calls"), f"{where}.calls", blobs, "q", n)
+        if min(calls) < -1:
+            raise InvalidProfile(f"{where}.calls", "expected counts >= 0 (-1: unknown)")
+    try:
+        tree = CallTree.from_columns(n_metrics, array("q", parents), array("q", frames),
+                                     selfs, calls)
+    except ValueError as exc:
+        raise InvalidProfile(f"{where}.parents", str(exc)) from None
+    return tree.finalize()
+
+
+def decode_slices(value: Any, blobs: memoryview, n_metrics: int, tree: CallTree,
+                  parts: dict[str, CallTree]) -> Slices | None:
+    """The timeline of a version 2 file (None when absent), every index checked."""
+    if value is None:
+        return None
+    doc = _dict(value, "slices")
+    start = _opt_time(doc.get("start"), "slices.start")
+    width = _cost(doc.get("width"), "slices.width")
+    if start is None or not width > 0:
+        raise InvalidProfile("slices", "expected a start time and a width > 0")
+    idoc = _dict(doc.get("index"), "slices.index")
+    n = _int(idoc.get("stacks"), "slices.index.stacks", 0, MAX_NODES)
+    labels = [_str(label, f"slices.index.labels[{i}]")
+              for i, label in enumerate(_list(idoc.get("labels"), "slices.index.labels"))]
+    keys = [(_str(k[0], f"slices.index.code_keys[{i}][0]"),
+             _int(k[1], f"slices.index.code_keys[{i}][1]", 0, MAX_ADDRESS))
+            for i, k in enumerate(_rows(idoc.get("code_keys"), "slices.index.code_keys", 2,
+                                        lambda r, w: r))]
+    leaf = _blob(idoc.get("leaf"), "slices.index.leaf", blobs, "q", n)
+    part = _blob(idoc.get("part"), "slices.index.part", blobs, "q", n)
+    part_leaf = _blob(idoc.get("part_leaf"), "slices.index.part_leaf", blobs, "q", n)
+    code = _blob(idoc.get("code"), "slices.index.code", blobs, "q", n)
+    if n and not (min(leaf) >= 1 and max(leaf) < len(tree)):
+        raise InvalidProfile("slices.index.leaf", "expected nodes of the tree")
+    if n and not (min(part) >= 0 and max(part) < len(labels)):
+        raise InvalidProfile("slices.index.part", "expected indexes of labels")
+    if n and not (min(code) >= -1 and max(code) < len(keys)):
+        raise InvalidProfile("slices.index.code", "expected indexes of code_keys or -1")
+    for s in range(n):
+        owner = parts.get(labels[part[s]], tree)
+        if not 1 <= part_leaf[s] < len(owner):
+            raise InvalidProfile(f"slices.index.part_leaf[{s}]", "expected a node of its part")
+    offsets_ref = _list(doc.get("offsets"), "slices.offsets", 2)
+    count = _int(offsets_ref[1], "slices.offsets[1]", 8, 8 * MAX_NODES) // 8
+    offsets = _blob(offsets_ref, "slices.offsets", blobs, "q", count)
+    entries = offsets[-1]
+    if offsets[0] != 0 or any(b < a for a, b in itertools.pairwise(offsets)):
+        raise InvalidProfile("slices.offsets", "expected growing entry offsets from 0")
+    stacks = _blob(doc.get("stacks"), "slices.stacks", blobs, "q", entries)
+    if entries and not (min(stacks) >= 0 and max(stacks) < n):
+        raise InvalidProfile("slices.stacks", "expected stack numbers of the index")
+    costs = [_blob(ref, f"slices.costs[{m}]", blobs, "d", entries)
+             for m, ref in enumerate(_list(doc.get("costs"), "slices.costs", n_metrics))]
+    for m, column in enumerate(costs):
+        if not math.isfinite(math.fsum(column)):
+            raise InvalidProfile(f"slices.costs[{m}]", "expected finite costs")
+    index = StackIndex(labels, leaf, part, part_leaf, code, keys)
+    return Slices(start, width, index, offsets, stacks, costs)
+
+
 def _sources(value: Any) -> dict[str, str]:
     if value is None:
         return {}
@@ -261,14 +366,19 @@ def _function_table(value: Any, n: int, nf: int) -> dict[int, FunctionCost] | No
     return functions
 
 
-def profile_from_document(doc: Any, format_name: str, version: int) -> Profile:
-    """The Profile a saved document describes (InvalidProfile if anything is malformed)."""
+def profile_from_document(doc: Any, format_name: str, versions: tuple[int, ...],
+                          blobs: memoryview | None = None) -> Profile:
+    """The Profile a saved document describes (InvalidProfile if anything is malformed).
+
+    Version 1 documents hold trees as node lists; version 2 as column references into
+    `blobs` (the binary area after the document)."""
     doc = _dict(doc, "top level")
     if doc.get("format") != format_name:
         raise NotAProfile("", f"not a proftui profile (format is {_show(doc.get('format'))})")
-    if doc.get("version") != version:
-        raise NotAProfile("", f"format version {_show(doc.get('version'))} "
-                                 f"(this proftui reads version {version})")
+    version = doc.get("version")
+    if version not in versions or (version >= 2) != (blobs is not None):
+        raise NotAProfile("", f"format version {_show(version)} "
+                                 f"(this proftui reads versions {', '.join(map(str, versions))})")
     for key in ("meta", "metrics", "frames", "tree"):
         if key not in doc:
             raise InvalidProfile("top level", f"missing key {key!r}")
@@ -281,8 +391,15 @@ def profile_from_document(doc: Any, format_name: str, version: int) -> Profile:
         if frames.intern(frame) != i:
             raise InvalidProfile(f"frames[{i}]", "duplicate of an earlier frame")
     n, nf = len(metrics), len(frames)
-    parts = {label: decode_tree(rows, f"parts[{ascii(label)[:40]}]", n, nf)
-             for label, rows in _dict(doc.get("parts", {}), "parts").items()}
+
+    def tree_of(value: Any, where: str) -> CallTree:
+        if blobs is None:
+            return decode_tree(value, where, n, nf)
+        return decode_tree_columns(value, where, blobs, n, nf)
+
+    tree = tree_of(doc["tree"], "tree")
+    parts = {label: tree if value == "tree" else tree_of(value, f"parts[{ascii(label)[:40]}]")
+             for label, value in _dict(doc.get("parts", {}), "parts").items()}
     arcs: dict[tuple[int, int], int] = {}
     for caller, callee, count in _rows(doc.get("arcs", []), "arcs", 3, lambda r, w: (
             _int(r[0], f"{w}[0]", 0, nf - 1), _int(r[1], f"{w}[1]", 0, nf - 1),
@@ -307,7 +424,7 @@ def profile_from_document(doc: Any, format_name: str, version: int) -> Profile:
         meta=meta,
         metrics=metrics,
         frames=frames,
-        tree=decode_tree(doc["tree"], "tree", n, nf),
+        tree=tree,
         parts=parts,
         arcs=arcs,
         line_costs=line_costs,
@@ -316,4 +433,6 @@ def profile_from_document(doc: Any, format_name: str, version: int) -> Profile:
         sources=_sources(doc.get("sources")),
         address_sites=address_sites,
         timeline=_timeline(doc.get("timeline")),
+        slices=None if blobs is None else decode_slices(doc.get("slices"), blobs, n, tree,
+                                                        parts),
     )

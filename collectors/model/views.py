@@ -10,8 +10,9 @@ finalized (`Profile.finalize`) so node totals are filled in.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from proftui.collectors.model.parts import PartInfo, list_parts, part_total, part_tree
 from proftui.collectors.model.parts import describe_part as describe
@@ -27,9 +28,9 @@ from proftui.collectors.model.profile import (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class FlatEntry:
-    """One row of the flat profile; costs per metric, percents of the whole."""
+class FlatEntry(NamedTuple):
+    """One row of the flat profile; costs per metric, percents of the whole.  (A named
+    tuple: a profile has tens of thousands of rows, built on every refresh.)"""
 
     frame_id: int
     frame: Frame
@@ -63,13 +64,17 @@ def outermost_nodes(tree: CallTree, frame_id: int,
     `function_ids` (FrameTable.function_ids), inlined copies count as the function.
     """
     same = _same_function(frame_id, function_ids)
-    stack = list(tree.root.children.values())
+    frames, first, sibling = tree.frames, tree.first_child, tree.next_sibling
+    stack = tree.children(0)
     while stack:
         node = stack.pop()
-        if same(node.frame_id):
-            yield node
-        else:
-            stack.extend(node.children.values())
+        if same(frames[node]):
+            yield CallNode(tree, node)
+            continue
+        child = first[node]
+        while child >= 0:
+            stack.append(child)
+            child = sibling[child]
 
 
 def _same_function(frame_id: int, function_ids: list[int] | None) -> Callable[[int], bool]:
@@ -85,38 +90,37 @@ def function_costs(tree: CallTree, function_ids: list[int] | None = None
     """Aggregate self, total (recursion counted once) and calls per function.
 
     Keys are frame ids, or with `function_ids` the ids standing for functions.
+    One pass over the tree's columns; a node's total counts for its function only
+    where no ancestor is the same function (`CallTree.outermost`).
     """
-    costs: dict[int, FunctionCost] = {}
-    n = tree.n_metrics
-    on_path: dict[int, int] = {}  # function -> how many times it is on the current path
-    # (node, entering) events give a pre/post-order walk without recursion.
-    events: list[tuple[CallNode, bool]] = [(c, True) for c in tree.root.children.values()]
-    while events:
-        node, entering = events.pop()
-        fid = node.frame_id
-        if function_ids is not None and fid < len(function_ids):
-            fid = function_ids[fid]
-        if not entering:
-            left = on_path[fid] - 1
-            if left:
-                on_path[fid] = left
-            else:
-                del on_path[fid]
-            continue
-        entry = costs.get(fid)
-        if entry is None:
-            entry = costs[fid] = FunctionCost([0.0] * n, [0.0] * n, None)
-        for i in range(n):
-            entry.self_cost[i] += node.self_cost[i]
-        if fid not in on_path:
-            for i in range(n):
-                entry.total_cost[i] += node.total_cost[i]
-        if node.calls is not None:
-            entry.calls = node.calls if entry.calls is None else entry.calls + node.calls
-        on_path[fid] = on_path.get(fid, 0) + 1
-        events.append((node, False))
-        events.extend((c, True) for c in node.children.values())
-    return costs
+    n_metrics = tree.n_metrics
+    frames, calls = tree.frames, tree.calls
+    keys = frames.tolist() if function_ids is None else [
+        function_ids[f] if 0 <= f < len(function_ids) else f for f in frames]
+    keys[0] = 0  # the root is never a function; outermost() and the sums skip it
+    outer = tree.outermost(keys)
+    width = max(keys) + 1 if len(keys) > 1 else 1
+    present = bytearray(width)
+    for key in keys[1:]:
+        present[key] = 1
+    selfs, totals = [], []
+    for m in range(n_metrics):
+        own, tot = [0.0] * width, [0.0] * width
+        self_column, total_column = tree.selfs[m].tolist(), tree.totals[m].tolist()
+        for i in range(1, len(keys)):
+            own[keys[i]] += self_column[i]
+            if outer[i]:
+                tot[keys[i]] += total_column[i]
+        selfs.append(own)
+        totals.append(tot)
+    counted: dict[int, int] = {}
+    if max(calls) >= 0:
+        for i in range(1, len(keys)):
+            if calls[i] >= 0:
+                counted[keys[i]] = counted.get(keys[i], 0) + calls[i]
+    return {key: FunctionCost([column[key] for column in selfs],
+                              [column[key] for column in totals], counted.get(key))
+            for key in range(width) if present[key]}
 
 
 def flat_profile(
@@ -150,7 +154,8 @@ def flat_profile(
     return entries
 
 
-def _accumulate(into: dict[int, list], fid: int, cost: list[float], calls: int | None) -> None:
+def _accumulate(into: dict[int, list], fid: int, cost: Sequence[float],
+                calls: int | None) -> None:
     slot = into.get(fid)
     if slot is None:
         into[fid] = [list(cost), calls]
@@ -248,13 +253,15 @@ def bottom_up_tree(profile: Profile, part: str | None = None,
     """
     tree = select_tree(profile, part)
     inverted = CallTree(tree.n_metrics)
-    for node in tree.nodes():
-        if any(node.self_cost):
-            path = node.callers_up(max_depth + 1)
+    selfs = tree.selfs
+    for i in range(1, len(tree)):
+        values = [column[i] for column in selfs]
+        if any(values):
+            path = tree.callers_up(i, max_depth + 1)
             if len(path) > max_depth:
                 inverted.cut_depth = max_depth
                 del path[max_depth:]
-            inverted.add_stack(path, node.self_cost)
+            inverted.add_self(inverted.walk(path), values)
     return inverted.finalize()
 
 

@@ -1,6 +1,6 @@
 """Location of the C runtime libraries that `pip install` builds from csrc/ into `native/`.
 
-They are plain shared objects for LD_PRELOAD, never imported (DESIGN.md 6).
+They are plain shared objects for LD_PRELOAD, never imported (docs/architecture.md section 1).
 """
 
 from __future__ import annotations

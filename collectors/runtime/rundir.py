@@ -1,4 +1,4 @@
-"""The private per-run directory shared with the C runtime (DESIGN.md section 3)."""
+"""The private per-run directory shared with the C runtime (docs/architecture.md section 3)."""
 
 from __future__ import annotations
 

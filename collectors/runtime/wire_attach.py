@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from proftui.collectors.errors import ProftuiError
-from proftui.collectors.runtime.names import printable_name
+from proftui.collectors.runtime.thread_names import printable_name
 
 MAGIC = b"PTATTACH"
 VERSION = 3

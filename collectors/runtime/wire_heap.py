@@ -19,7 +19,7 @@ from pathlib import Path
 
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.runtime.wire import HEADER_SIZE, KIND_HEAP, FileHeader, RuntimeFile
-from proftui.collectors.runtime.wire_sampler import MAP_ENTRY, MapEntry, read_map_log
+from proftui.collectors.runtime.wire_maplog import MAP_ENTRY, MapEntry, read_map_log
 
 # hflags, max_frames, sample_bytes, count_scale, index_offset, index_capacity,
 # bucket_capacity, buckets_offset, bucket_size, bucket_count, frames_offset,

@@ -3,6 +3,11 @@
 The runtime writes while we read: only nodes below each chunk's published
 count are trusted, module entries with start 0 are skipped, and thread slots
 with tid 0 are not ready.  Counters are read racily (they only grow).
+
+Time is sampled (the default: `period_ns` > 0 in the common header, a clock
+tick charged to the thread's current node, `ticks` and `hook_ticks`) or
+timed (`PROFTUI_TIMED`: per-call durations in `incl`/`self`, raw ticks of the
+timestamp clock); `sampled()` and `timed()` tell which.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from proftui.collectors.errors import ProftuiError
-from proftui.collectors.runtime.names import printable_name
+from proftui.collectors.runtime.thread_names import printable_name
 from proftui.collectors.runtime.wire import (
     FLAG_COUNT_ONLY,
     HEADER_SIZE,
@@ -26,7 +31,7 @@ from proftui.collectors.runtime.wire import (
 
 # The runtime's fixed layout (csrc/hook/pt_hook_file.c), from which a header the
 # target overwrote is rebuilt (salvage_hook).
-LAYOUT_THREADS_OFFSET = 256
+LAYOUT_THREADS_OFFSET = 320
 LAYOUT_THREAD_CAP = 4096
 LAYOUT_MODULE_CAP = 1024
 LAYOUT_CHUNK_NODES = 512
@@ -34,22 +39,28 @@ FILE_NAME = re.compile(r"hook\.(\d+)(?:\.(\d+))?\.ptw")
 
 ROOT = 0xFFFFFFFF
 INLINED = 0x80000000  # node.module bit: the calls ran inlined in the parent's frame
-NODE_SIZE = 40
-HOOK_HEADER_SIZE = 128
-THREAD_SIZE = 40
+NODE_SIZE = 64
+HOOK_HEADER_SIZE = 192
+THREAD_SIZE = 72
+PC_SIZE = 16
+CHUNK_PCS = 0x80000000  # chunk.thread bit: the chunk belongs to that thread's pc table
+NONE = 0xFFFFFFFF
 CHUNK_SIZE = 8
 MODULE_SIZE = 256
 
 # node_size, chunk_nodes, chunk_capacity, chunk_count, thread_capacity, thread_count,
 # module_capacity, module_count, threads/chunks/modules/nodes offsets, ns_per_tick,
 # overhead_inner, overhead_outer, tick_start, mono_start_ns, generation, max_depth,
-# filter_ranges, stack_capacity, filtered_calls
-_HOOK = struct.Struct("<IIIIIIIIQQQQdddQQIIIIQ")
-_THREAD = struct.Struct("<II16sQQ")
+# filter_ranges, stack_capacity, filtered_calls, timer_signal, timer_flags, ticks_unplaced
+_HOOK = struct.Struct("<IIIIIIIIQQQQdddQQIIIIQIIQ48x")
+# tid, state, name, max_depth, live, ticks, hook_ticks, pcs_chunk, pcs_entries, pcs_dropped
+_THREAD = struct.Struct("<II16sQQQQIIQ")
+_NODE_WORDS = NODE_SIZE // 8  # fn, parent|module, calls, incl, self, ticks, hook_ticks, -
 _CHUNK = struct.Struct("<II")
 _MODULE = struct.Struct("<QQQ232s")
+_PC = struct.Struct("<QII")  # pt_hook_pc: pc, node, count (decoded column-wise in _pc_table)
 assert _HOOK.size == HOOK_HEADER_SIZE and _THREAD.size == THREAD_SIZE
-assert _MODULE.size == MODULE_SIZE
+assert _MODULE.size == MODULE_SIZE and _PC.size == PC_SIZE and NODE_SIZE == 8 * _NODE_WORDS
 
 # Calls still open, read from the target's memory (docs/wire-format.md; open_calls.py):
 LIVE = struct.Struct("<QIIQQ")  # pt_hook_live: guard, depth, cap, stack, setup
@@ -85,6 +96,16 @@ class HookHeader:
     filter_ranges: int
     stack_capacity: int
     filtered_calls: int
+    timer_signal: int = 0  # signal of the clock's ticks, 0 none
+    timer_flags: int = 0  # TIMER_* bits
+    ticks_unplaced: int = 0  # ticks no node could take
+
+
+# pt_hook_header.timer_flags (the common timer's values, csrc/common/pt_timer.h)
+TIMER_PERF = 1 << 0
+TIMER_POSIX = 1 << 1
+TIMER_SIGNAL_MOVED = 1 << 2
+TIMER_USER_ONLY = 1 << 5
 
 
 @dataclass(frozen=True)
@@ -95,6 +116,11 @@ class HookThread:
     name: str
     max_depth: int
     live: int = 0  # address of its pt_hook_live in the target (open calls), 0 none
+    ticks: int = 0  # clock ticks while no recorded call was open
+    hook_ticks: int = 0  # ... of them in the hook library
+    pcs_chunk: int = NONE  # first chunk of its pc table
+    pcs_entries: int = 0  # entries of the pc table (0: none)
+    pcs_dropped: int = 0  # ticks the pc table had no slot for
 
 
 @dataclass(frozen=True)
@@ -111,8 +137,10 @@ class HookModule:
 class HookNodes:
     """Published nodes, column-wise, indexed by position; `index` is the global index.
 
-    Times are raw ticks; `thread` is the owning thread slot; `inlined` marks
-    calls of a function gcc inlined into the parent node's function.
+    `incl`/`self_ticks` are timed files' raw timestamp ticks; `ticks` and
+    `hook_ticks` sampled files' clock ticks (in the node's own code, in the hook
+    library); `thread` is the owning thread slot; `inlined` marks calls of a
+    function gcc inlined into the parent node's function.
     """
 
     index: list[int] = field(default_factory=list)
@@ -124,17 +152,21 @@ class HookNodes:
     calls: list[int] = field(default_factory=list)
     incl: list[int] = field(default_factory=list)
     self_ticks: list[int] = field(default_factory=list)
+    ticks: list[int] = field(default_factory=list)
+    hook_ticks: list[int] = field(default_factory=list)
 
 
 @dataclass
 class HookData:
-    """One hook file decoded: header, hook header, threads, modules and nodes."""
+    """One hook file decoded: header, hook header, threads, modules and nodes, and per
+    thread slot its pc table's entries: (interrupted pc, node or ROOT, ticks)."""
 
     header: FileHeader
     hook: HookHeader
     threads: dict[int, HookThread]
     modules: list[HookModule | None]
     nodes: HookNodes
+    pcs: dict[int, list[tuple[int, int, int]]] = field(default_factory=dict)
 
 
 def is_published(data: bytes | Source) -> bool:
@@ -190,10 +222,12 @@ def decode_tables(src: Source, header: FileHeader, hook: HookHeader,
     nthreads = min(hook.thread_count, hook.thread_capacity)
     table = src.read(hook.threads_offset, nthreads * THREAD_SIZE)
     for slot in range(nthreads):
-        tid, state, raw, depth, live = _THREAD.unpack_from(table, slot * THREAD_SIZE)
+        tid, state, raw, depth, live, ticks, hook_ticks, pcs_chunk, pcs_entries, \
+            pcs_dropped = _THREAD.unpack_from(table, slot * THREAD_SIZE)
         if tid:
             threads[slot] = HookThread(slot, tid, state == 2,
-                                       printable_name(raw.split(b"\0", 1)[0]), depth, live)
+                                       printable_name(raw.split(b"\0", 1)[0]), depth, live,
+                                       ticks, hook_ticks, pcs_chunk, pcs_entries, pcs_dropped)
     modules: list[HookModule | None] = []
     nmodules = min(hook.module_count, hook.module_capacity)
     table = src.read(hook.modules_offset, nmodules * MODULE_SIZE)
@@ -216,29 +250,53 @@ def decode_tables(src: Source, header: FileHeader, hook: HookHeader,
         raw = src.read(hook.nodes_offset + base * NODE_SIZE, count * NODE_SIZE)
         with memoryview(raw) as raw_view, raw_view.cast("Q") as words, \
                 raw_view.cast("I") as halves:
-            nodes.fn += words[0::5].tolist()
-            nodes.calls += words[2::5].tolist()
-            nodes.incl += words[3::5].tolist()
-            nodes.self_ticks += words[4::5].tolist()
-            nodes.parent += halves[2::10].tolist()
-            modules_and_flags = halves[3::10].tolist()
+            step = _NODE_WORDS
+            nodes.fn += words[0::step].tolist()
+            nodes.calls += words[2::step].tolist()
+            nodes.incl += words[3::step].tolist()
+            nodes.self_ticks += words[4::step].tolist()
+            nodes.ticks += words[5::step].tolist()
+            nodes.hook_ticks += words[6::step].tolist()
+            nodes.parent += halves[2::2 * step].tolist()
+            modules_and_flags = halves[3::2 * step].tolist()
         nodes.module += [m & ~INLINED for m in modules_and_flags]
         nodes.inlined += [bool(m & INLINED) for m in modules_and_flags]
         nodes.index += range(base, base + count)
         nodes.thread += [owner] * count
-    return HookData(header, hook, threads, modules, nodes)
+    pcs = {slot: _pc_table(src, hook, thread) for slot, thread in threads.items()
+           if thread.pcs_entries}
+    return HookData(header, hook, threads, modules, nodes, pcs)
 
 
-def salvage_hook(data: bytes | Source, name: str) -> tuple[HookData, str]:
+def _pc_table(src: Source, hook: HookHeader, thread: HookThread) -> list[tuple[int, int, int]]:
+    """The used entries of one thread's pc table: (pc, node, ticks); [] when the table
+    lies outside the pool (a corrupt entry)."""
+    entries = thread.pcs_entries
+    start = thread.pcs_chunk * hook.chunk_nodes
+    if entries & (entries - 1) or start + entries * PC_SIZE // NODE_SIZE > \
+            hook.chunk_capacity * hook.chunk_nodes:
+        return []
+    raw = src.read(hook.nodes_offset + start * NODE_SIZE, entries * PC_SIZE)
+    with memoryview(raw) as view, view.cast("Q") as words, view.cast("I") as halves:
+        pcs = words[0::2].tolist()
+        nodes = halves[2::4].tolist()
+        counts = halves[3::4].tolist()
+    return [(pc, node, count) for pc, node, count in zip(pcs, nodes, counts, strict=True)
+            if pc and count]
+
+
+def salvage_hook(data: bytes | Source, name: str, period_ns: int = 0) -> tuple[HookData, str]:
     """Decode a hook file whose headers were overwritten (by the target itself).
 
     The common header is replaced from the file name (pid) when it does not
-    validate, the hook header from the runtime's fixed layout and the file's
-    size; tables are then read as they are, and every node whose chunk still
-    names a thread slot and whose parent is known is kept.  Without the hook
-    header the clock calibration is gone: the file counts calls only.  Returns
-    the data and what was lost, for the one warning; ProftuiError when the
-    size fits no layout.
+    validate, with `period_ns` (the clock period the run asked for; 0 for
+    timed and count-only runs) as its period; the hook header from the
+    runtime's fixed layout and the file's size; tables are then read as they
+    are, and every node whose chunk still names a thread slot and whose parent
+    is known is kept.  Sampled ticks survive; without the hook header a timed
+    file's clock calibration is gone and it counts calls only.  Returns the
+    data and what was lost, for the one warning; ProftuiError when the size
+    fits no layout.
     """
     src = as_source(data, name)
     match = FILE_NAME.fullmatch(name)
@@ -248,15 +306,16 @@ def salvage_hook(data: bytes | Source, name: str) -> tuple[HookData, str]:
         header = decode_header(src.read(0, HEADER_SIZE) if src.size >= HEADER_SIZE else b"",
                                name, KIND_HOOK, src.size)
     except ProftuiError:
-        header = FileHeader(KIND_HOOK, pid, 0, 0, 0, 0, HEADER_SIZE, src.size, 0, 0, 0,
-                            "unknown")
+        header = FileHeader(KIND_HOOK, pid, 0, FLAG_COUNT_ONLY if period_ns else 0, 0,
+                            period_ns, HEADER_SIZE, src.size, 0, 0, 0, "unknown")
         lost.append("the exit state and drop count")
     try:
         hook = decode_hook_header(src, header, name)
     except ProftuiError:
         hook = _rebuilt_layout(src, name, match.group(2) if match else None)
+        if not header.period_ns:
+            lost.append("all times (the clock calibration was in the header): calls only")
         header = replace(header, flags=header.flags | FLAG_COUNT_ONLY, body_offset=HEADER_SIZE)
-        lost.append("all times (the clock calibration was in the header): calls only")
     result = decode_tables(src, header, hook, salvage=True)
     return result, "; ".join(lost) or "nothing"
 
@@ -287,7 +346,7 @@ def _rebuilt_layout(src: Source, name: str, generation: str | None) -> HookHeade
         NODE_SIZE, LAYOUT_CHUNK_NODES, nchunks, nchunks, LAYOUT_THREAD_CAP,
         used(threads_off, LAYOUT_THREAD_CAP, THREAD_SIZE), LAYOUT_MODULE_CAP,
         used(modules_off, LAYOUT_MODULE_CAP, MODULE_SIZE), threads_off, chunks_off, modules_off,
-        nodes_off, 0.0, 0.0, 0.0, 0, 0, int(generation or 0), 0, 0, 0, 0)
+        nodes_off, 0.0, 0.0, 0.0, 0, 0, int(generation or 0), 0, 0, 0, 0, 0, 0, 0)
 
 
 def compensated_self_ns(data: HookData, open_ticks: dict[int, float] | None = None
@@ -312,6 +371,16 @@ def compensated_self_ns(data: HookData, open_ticks: dict[int, float] | None = No
         own = [s + open_ticks.get(index, 0.0) for s, index in zip(own, nodes.index, strict=True)]
     return [max(0.0, s - c * inner - k * outer) * scale
             for s, c, k in zip(own, nodes.calls, child_calls, strict=True)]
+
+
+def sampled(data: HookData) -> bool:
+    """Whether the file's time comes from a ticking clock (ticks x period_ns)."""
+    return data.header.period_ns > 0
+
+
+def timed(data: HookData) -> bool:
+    """Whether the hooks took timestamps (incl/self are per-call durations)."""
+    return not data.header.flags & FLAG_COUNT_ONLY
 
 
 def calibrated(data: HookData) -> bool:

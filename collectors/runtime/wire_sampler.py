@@ -2,11 +2,12 @@
 docs/wire-format.md).
 
 The runtime (LD_PRELOADed csrc/sampler/proftui_sampler.c) writes one file per process:
-the common header, a sampler header, one ring buffer per thread slot and a
-log of the executable mappings it saw.  `SamplerFile.drain()` reads what the
-rings hold while the target keeps writing: it reads `head`, copies the
-records up to it, checks the slot was not reused meanwhile (`gen`), then
-stores `tail` so the runtime can reuse the space.
+the common header, a sampler header, one ring per thread slot, the log of the
+executable mappings it saw and the stack table (wire_stacks.py) in which every
+sample is counted.  A ring record says which stack a sample hit and when.
+`SamplerFile.drain()` reads what the rings hold while the target keeps writing:
+it reads `head`, copies the records up to it, checks the slot was not reused
+meanwhile (`gen`), then stores `tail` so the runtime can reuse the space.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from __future__ import annotations
 import re
 import struct
 from array import array
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,30 +26,40 @@ from proftui.collectors.runtime.wire import (
     RuntimeFile,
     WireVersionError,
 )
+from proftui.collectors.runtime.wire_maplog import (
+    MAP_ENTRY,
+    MAPLOG_ENTRIES,
+    MapEntry,
+    read_map_log,
+)
+from proftui.collectors.runtime.wire_stacks import (
+    STACKTAB_HEADER,
+    RawStack,
+    StackTableReader,
+    stacktab_size,
+)
 
 # signal, sflags, nslots, ring_words, slots_offset, slot_size, maplog_offset,
-# maplog_capacity, maplog_count, threads_lost, requested_ns
-SAMPLER_HEADER = struct.Struct("<IIIIQQQIIQQ")
+# maplog_capacity, maplog_count, threads_lost, requested_ns, start_mono_ns,
+# stacks_offset, ring_lost
+SAMPLER_HEADER = struct.Struct("<IIIIQQQIIQQQQQ40x")
 # state, tid, head, tail, samples, dropped, cpu_ns, gen
 SLOT = struct.Struct("<IIQQQQQI12x")
-# start, end, offset, base, event, build_id_len, build_id, path
-MAP_ENTRY = struct.Struct("<QQQQII32s312s")
-assert SAMPLER_HEADER.size == 64 and SLOT.size == 64 and MAP_ENTRY.size == 384
+assert SAMPLER_HEADER.size == 128 and SLOT.size == 64
 
 SMP_PERF, SMP_TIMER, SMP_SIGNAL_MOVED, SMP_CFI, SMP_FOLLOW, SMP_USER_ONLY = (
     1 << i for i in range(6))
 SLOT_FREE, SLOT_ACTIVE, SLOT_EXITED = 0, 1, 2
 SREC_TRUNCATED, SREC_OFFSTACK, SREC_DEPTH = 1, 2, 4
-MAP_LOAD, MAP_UNLOAD = 1, 2
-MAX_FRAMES = 128
-# The runtime's fixed layout (csrc/sampler/pt_sampler_file.c), from which headers
-# the target overwrote are rebuilt (SamplerFile(..., salvage_period_ns=...)).
-LAYOUT_SLOTS_OFFSET = 256
-LAYOUT_NSLOTS = 128
-LAYOUT_MAPLOG_ENTRIES = 1024
+RECORD_WORDS = 2  # PT_SAMPLER_RECORD_WORDS: (stack id | weight << 32), time in ns
+# The runtime's fixed layout (proftui_wire_sampler.h), from which headers the target
+# overwrote are rebuilt (SamplerFile(..., salvage_period_ns=...)).
+SLOTS_OFFSET = 256  # PT_SAMPLER_SLOTS_OFFSET
+NSLOTS = 128  # PT_SAMPLER_NSLOTS
 FILE_NAME = re.compile(r"sampler\.(\d+)(?:\.\d+)?\.ptw")
 TAIL_OFFSET = 16  # within a slot
 MAPLOG_COUNT_OFFSET = 44  # within the sampler header
+RING_LOST_OFFSET = 80
 
 
 @dataclass(frozen=True)
@@ -67,6 +77,9 @@ class SamplerHeader:
     maplog_count: int
     threads_lost: int
     requested_ns: int
+    start_mono_ns: int
+    stacks_offset: int
+    ring_lost: int
 
 
 @dataclass(frozen=True)
@@ -81,51 +94,15 @@ class SlotInfo:
     cpu_ns: int
 
 
-@dataclass(frozen=True)
-class MapEntry:
-    """An executable segment the runtime saw loaded (or unloaded)."""
-
-    start: int
-    end: int
-    offset: int
-    base: int
-    event: int
-    build_id: str  # hex
-    path: str
-
-
-def read_map_log(file: RuntimeFile, count_at: int, table_at: int, capacity: int,
-                 first: int) -> list[MapEntry]:
-    """Entries `first`.. of a runtime's map log (csrc/common: the sampler's and the heap
-    profiler's); `count_at` is the file offset of its published count, `table_at` of
-    entry 0.  Entries below the published count are complete (a release store)."""
-    count = min(struct.unpack("<I", file.read(count_at, 4))[0], capacity)
-    if count <= first:
-        return []
-    table = file.read(table_at + first * MAP_ENTRY.size, (count - first) * MAP_ENTRY.size)
-    out: list[MapEntry] = []
-    for i in range(count - first):
-        start, end, offset, base, event, bid_len, bid, path = MAP_ENTRY.unpack_from(
-            table, i * MAP_ENTRY.size)
-        out.append(MapEntry(start, end, offset, base, event, bid[: min(bid_len, 32)].hex(),
-                            path.split(b"\0", 1)[0].decode(errors="replace")))
-    return out
-
-
-def loaded_segments(entries: Sequence[MapEntry]) -> list[tuple[int, int, int, str]]:
-    """(start, end, file offset, path) of each segment a map log says was loaded
-    (`symbols.stacks.ImageSpaces.add_loads` takes them)."""
-    return [(e.start, e.end, e.offset, e.path) for e in entries if e.event == MAP_LOAD]
-
-
-@dataclass(frozen=True)
-class RawSample:
-    """One stack sample: `weight` periods of time, addresses innermost first."""
+@dataclass(frozen=True, slots=True)
+class Records:
+    """One slot's ring records drained at once: per sample its stack id, weight
+    (periods) and CLOCK_MONOTONIC time in ns, index-aligned."""
 
     tid: int
-    weight: int
-    ips: tuple[int, ...]
-    flags: int
+    ids: array
+    weights: array
+    times: array
 
 
 def decode_sampler_header(data: bytes, header: FileHeader, name: str) -> SamplerHeader:
@@ -139,24 +116,19 @@ def decode_sampler_header(data: bytes, header: FileHeader, name: str) -> Sampler
     if (ring == 0 or ring & (ring - 1) or smp.slot_size != SLOT.size + 8 * ring
             or smp.slots_offset < HEADER_SIZE + SAMPLER_HEADER.size
             or smp.slots_offset + smp.nslots * smp.slot_size > smp.maplog_offset
-            or smp.maplog_offset + smp.maplog_capacity * MAP_ENTRY.size > header.file_size):
+            or smp.maplog_offset + smp.maplog_capacity * MAP_ENTRY.size > smp.stacks_offset
+            or smp.stacks_offset + STACKTAB_HEADER.size > header.file_size):
         raise ProftuiError(f"{name}: corrupt sampler header")
     return smp
 
 
-def decode_records(words: array, tid: int) -> tuple[list[RawSample], bool]:
-    """Records in a copied run of ring words; (samples, True if a corrupt record stopped it)."""
-    out: list[RawSample] = []
-    pos, end = 0, len(words)
-    while pos < end:
-        word0 = words[pos]
-        n = word0 & 0xFFFF
-        if n == 0 or n > MAX_FRAMES or pos + 1 + n > end:
-            return out, True
-        out.append(RawSample(tid, word0 >> 32 or 1, tuple(words[pos + 1 : pos + 1 + n]),
-                             (word0 >> 16) & 0xFFFF))
-        pos += 1 + n
-    return out, False
+def decode_records(words: array, tid: int) -> Records:
+    """The records in a copied run of ring words (an odd word at the end is ignored)."""
+    n = len(words) // RECORD_WORDS
+    first = words[0:2 * n:2]
+    ids = array("Q", (w & 0xFFFFFFFF for w in first))
+    weights = array("Q", (w >> 32 or 1 for w in first))
+    return Records(tid, ids, weights, words[1:2 * n:2])
 
 
 class SamplerFile:
@@ -178,28 +150,30 @@ class SamplerFile:
                     raise
                 self.header, self.sampler = self._rebuilt(salvage_period_ns, str(exc))
                 self.salvaged = str(exc)
+            self.stacks = StackTableReader(self.file, self.sampler.stacks_offset,
+                                           self.path.name)
         except ProftuiError:
             self.file.close()
             raise
-        self.corrupt_records = 0
         self._maps_read = 0
 
     def _rebuilt(self, period_ns: int, damage: str) -> tuple[FileHeader, SamplerHeader]:
         """Headers for a file of this size as pt_sampler_file_create lays it out."""
         size = self.file.size
         match = FILE_NAME.fullmatch(self.path.name)
-        rings = size - LAYOUT_SLOTS_OFFSET - LAYOUT_MAPLOG_ENTRIES * MAP_ENTRY.size
-        slot_size = rings // LAYOUT_NSLOTS if rings > 0 else 0
+        rings = size - SLOTS_OFFSET - MAPLOG_ENTRIES * MAP_ENTRY.size - stacktab_size()
+        slot_size = rings // NSLOTS if rings > 0 else 0
         ring = (slot_size - SLOT.size) // 8
         if (match is None or ring <= 0 or ring & (ring - 1)
-                or slot_size * LAYOUT_NSLOTS != rings or slot_size != SLOT.size + 8 * ring):
+                or slot_size * NSLOTS != rings or slot_size != SLOT.size + 8 * ring):
             raise ProftuiError(f"{damage}; its size ({size} bytes) fits no sampler layout: "
                                "nothing can be salvaged")
         header = FileHeader(KIND_SAMPLER, int(match.group(1)), 0, 0, 0, period_ns, HEADER_SIZE,
                             size, 0, 0, 0, "unknown (header overwritten)")
-        maplog = LAYOUT_SLOTS_OFFSET + rings
-        return header, SamplerHeader(0, 0, LAYOUT_NSLOTS, ring, LAYOUT_SLOTS_OFFSET, slot_size,
-                                     maplog, LAYOUT_MAPLOG_ENTRIES, 0, 0, period_ns)
+        maplog = SLOTS_OFFSET + rings
+        stacks = maplog + MAPLOG_ENTRIES * MAP_ENTRY.size
+        return header, SamplerHeader(0, 0, NSLOTS, ring, SLOTS_OFFSET, slot_size, maplog,
+                                     MAPLOG_ENTRIES, 0, 0, period_ns, 0, stacks, 0)
 
     def refresh(self) -> tuple[FileHeader, SamplerHeader]:
         """Re-read both headers (counters, clock and signal change while running)."""
@@ -222,18 +196,34 @@ class SamplerFile:
         for i in range(self.sampler.nslots):
             state, tid, _h, _t, samples, dropped, cpu_ns, _gen = SLOT.unpack(
                 self.file.read(self._slot_offset(i), SLOT.size))
+            if state == SLOT_FREE:
+                break  # slots are claimed lowest first: none after a never-used one
             if state in (SLOT_ACTIVE, SLOT_EXITED):
                 out.append(SlotInfo(i, state, tid, samples, dropped, cpu_ns))
         return out
 
-    def drain(self) -> list[RawSample]:
-        """Every complete record written since the last drain, all slots."""
-        out: list[RawSample] = []
+    def ring_lost(self) -> int:
+        """Records the rings could not take so far (their samples are in the table);
+        0 for a salvaged file, whose header holds the target's bytes."""
+        if self.salvaged:
+            return 0
+        return struct.unpack("<Q", self.file.read(self.header.body_offset + RING_LOST_OFFSET,
+                                                  8))[0]
+
+    def new_stacks(self) -> list[RawStack]:
+        """Stack table entries published since the last call (wire_stacks.py)."""
+        return self.stacks.new_stacks()
+
+    def drain(self) -> list[Records]:
+        """Every complete record written since the last drain, per slot."""
+        out: list[Records] = []
         read = self.file.read
         ring_words = self.sampler.ring_words
         for i in range(self.sampler.nslots):
             off = self._slot_offset(i)
             state, tid, head, tail, _s, _d, _c, gen = SLOT.unpack(read(off, SLOT.size))
+            if state == SLOT_FREE:
+                break  # slots are claimed lowest first: none after a never-used one
             if state not in (SLOT_ACTIVE, SLOT_EXITED) or head == tail:
                 continue
             if head < tail or head - tail > ring_words:
@@ -248,9 +238,7 @@ class SamplerFile:
                 continue  # the slot was handed to another thread while we copied
             words = array("Q")
             words.frombytes(raw)
-            samples, corrupt = decode_records(words, tid)
-            self.corrupt_records += corrupt
-            out.extend(samples)
+            out.append(decode_records(words, tid))
             self.file.write(off + TAIL_OFFSET, struct.pack("<Q", head))
         return out
 

@@ -1,19 +1,21 @@
 """Sampler mode (the default): LD_PRELOAD csrc/sampler/proftui_sampler into the target.
 
 The runtime samples every thread on its own CPU clock (perf_event task-clock,
-or POSIX CPU timers where perf is not allowed) and writes stacks of runtime
-addresses into per-thread rings of a shared-memory file per process
-(wire_sampler.py).  A drain thread empties the rings every DRAIN_INTERVAL_S
-while the target runs, so they never fill; `collect()` symbolizes the
-distinct addresses through the mappings the runtime logged (dlclose'd code
-included) plus /proc/PID/maps, and builds the Profile.
+or POSIX CPU timers where perf is not allowed) and counts each sample in the
+stack table of a shared-memory file per process (wire_stacks.py): every
+distinct (thread, stack) once, its counters incremented in place.  Per-thread
+rings say which stack each sample hit and when.  A drain thread empties the
+rings every DRAIN_INTERVAL_S (the count changes) and reads the stacks
+published since; `collect()` symbolizes each new stack once, through the
+mappings the runtime logged (dlclose'd code included) plus /proc/PID/maps, and
+applies the changes to the live profile (stacktable/builder.py).  When a ring
+overflowed, and once the target has ended, the counts are read back from the
+table itself, which never loses a sample while it has room.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import threading
 import time
 from pathlib import Path
@@ -23,28 +25,26 @@ from proftui.collectors.base import CollectorOptions
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.model.profile import CPU_NS, SAMPLES, WALL_NS, Profile, ProfileMeta
 from proftui.collectors.preloaded import PreloadedCollector
-from proftui.collectors.runtime.names import read_comm
+from proftui.collectors.runtime.clock import MAX_FREQUENCY, describe_clock
 from proftui.collectors.runtime.preload import Preload
+from proftui.collectors.runtime.thread_names import read_comm
 from proftui.collectors.runtime.wire import FLAG_NO_SPACE, WireVersionError
+from proftui.collectors.runtime.wire_maplog import loaded_segments
 from proftui.collectors.runtime.wire_sampler import (
-    MAX_FRAMES,
     SMP_CFI,
-    SMP_PERF,
-    SMP_SIGNAL_MOVED,
-    SMP_USER_ONLY,
     SREC_DEPTH,
     SREC_OFFSTACK,
     SREC_TRUNCATED,
+    Records,
     SamplerFile,
-    loaded_segments,
 )
-from proftui.collectors.symbols.live import LiveStacks
+from proftui.collectors.runtime.wire_stacks import MAX_FRAMES, STACK_NONE, RawStack
+from proftui.collectors.stacktable.builder import StackProfile
 from proftui.collectors.symbols.stacks import ImageSpaces
 from proftui.collectors.symbols.symbolizer import Symbolizer
 
-DRAIN_INTERVAL_S = 0.1
-MAX_FREQUENCY = 10_000  # the runtime clamps to this too
-TIMER_TICK_HZ = 250  # what POSIX CPU timers deliver at most here (kernel tick)
+DRAIN_INTERVAL_S = 0.5  # a ring holds 16 s of one thread at 1 kHz: ample
+TIMELINE_STEPS = 4  # sample times are kept to a quarter of a second (slices are wider)
 FILE_GLOB = "sampler.*.ptw"
 STATIC_HINT = "use attach mode instead: start it, then run `proftui --pid PID`"
 
@@ -56,6 +56,8 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
     poll_thread_name: ClassVar[str] = "proftui-sampler-drain"
     poll_interval_s: ClassVar[float] = DRAIN_INTERVAL_S
     file_glob: ClassVar[str] = FILE_GLOB
+    runtime_name: ClassVar[str] = "the sampler"
+    unwind_variable: ClassVar[str] = "PROFTUI_SAMPLER_UNWIND"
 
     def __init__(self, argv: list[str], options: CollectorOptions | None = None, *,
                  images: ImageSpaces | None = None,
@@ -64,9 +66,22 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
         with another collector reading the same run (--heap), so that one address
         gives one frame in both."""
         super().__init__(argv, options)
-        # (file name, pid, tid, stack innermost first) -> [samples, ns]; one file is one
-        # process image (a process that exec'd writes a new file), one address space.
-        self._stacks: dict[tuple[str, int, int, tuple[int, ...]], list[float]] = {}
+        # Read by the drain thread, not yet applied (collect() applies them under
+        # _sym_lock): stacks published per file (one file is one process image, one
+        # address space), and the counts of the stacks that moved, as the table holds
+        # them: (file name, stack id) -> (samples, periods).  Absolute counts, so
+        # reading one twice never counts a sample twice.
+        self._new_stacks: list[tuple[str, int, RawStack]] = []
+        self._counts: dict[tuple[str, int], tuple[int, int]] = {}
+        # the timeline: (file name, stack id, quarter second of the run) -> [samples,
+        # periods], from the rings' record times
+        self._timed: dict[tuple[str, int, int], list[int]] = {}
+        self._clocks: dict[str, tuple[float, int]] = {}  # file -> (Unix s, its monotonic ns)
+        self._ring_lost: dict[Path, int] = {}  # each file's ring overflows seen so far
+        self._whole_read: set[Path] = set()  # files read whole after the target ended
+        # counts a file opened while paused held when it was opened: never shown
+        self._before_pause: dict[tuple[str, int], tuple[int, int]] = {}
+        self._flags: dict[tuple[str, int], int] = {}  # stacks with SREC_* flags
         self._threads: dict[tuple[int, int], str] = {}
         self._truncated = 0
         self._offstack = 0
@@ -80,9 +95,9 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
         self._pending_maps: list[tuple[str, int, list[Any]]] = []
         self._maps_seen = 0  # batches of mappings drained (data_version)
         self._images = images or ImageSpaces()  # file name -> its image's address space
-        # The profile built incrementally from the stacks whose counts moved (symbols/live.py).
-        self._live: LiveStacks[tuple[str, int, int, tuple[int, ...]]] = LiveStacks(
-            (SAMPLES, WALL_NS if self.options.wall_clock else CPU_NS))
+        # The live profile: each stack added once, count changes applied (under _sym_lock).
+        self._profile = StackProfile((SAMPLES, WALL_NS if self.options.wall_clock else CPU_NS))
+        self._periods: dict[str, int] = {}  # file name -> its period, ns
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -116,14 +131,33 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
     # -- draining ------------------------------------------------------------------
 
     def poll(self) -> None:
-        """Read new files, mappings and samples into the aggregate (thread-safe)."""
+        """Drain the rings, read new stacks, the counts of the stacks the rings name, and
+        new mappings (thread-safe; no symbols here)."""
         with self._files_lock:
             self._open_new_files()
+            ended = self.process is not None and self.process.poll() is not None
             for path, sfile in list(self._files.items()):
-                pid, name = sfile.header.pid, sfile.path.name
+                name = sfile.path.name
                 try:
                     maps = sfile.new_mappings()
-                    samples = sfile.drain()
+                    records = sfile.drain()
+                    stacks = sfile.new_stacks()  # after the rings: every id they name is here
+                    if name not in self._clocks and not sfile.salvaged:
+                        self._clocks[name] = (sfile.header.start_ns / 1e9,
+                                              sfile.sampler.start_mono_ns)
+                    lost = sfile.ring_lost()
+                    whole = lost != self._ring_lost.get(path, 0) or (
+                        ended and path not in self._whole_read)
+                    moved = self._moved(name, records, stacks)
+                    if whole:  # a ring overflowed (stacks it named are unknown), or the end
+                        self._ring_lost[path] = lost
+                        if ended:
+                            self._whole_read.add(path)
+                        samples, periods = sfile.stacks.counts()
+                        counts = [(sid, n, p) for sid, (n, p) in
+                                  enumerate(zip(samples, periods, strict=True)) if n]
+                    else:
+                        counts = sfile.stacks.counts_of(sorted(moved))
                 except ProftuiError as exc:  # truncated under us: keep what was drained
                     self._warnings.append(f"{exc}; samples after this point are lost")
                     self._bad_files.add(path)
@@ -131,25 +165,56 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
                     sfile.close()
                     continue
                 if maps:  # applied by collect(), under _sym_lock
-                    self._pending_maps.append((name, pid, maps))
+                    self._pending_maps.append((name, sfile.header.pid, maps))
                     self._maps_seen += 1
-                period = sfile.header.period_ns
-                for sample in samples:
-                    key = (name, pid, sample.tid, sample.ips)
-                    counts = self._stacks.get(key)
-                    ns = float(sample.weight * period)
-                    if counts is None:
-                        self._stacks[key] = [1.0, ns]
+                self._periods[name] = sfile.header.period_ns
+                self._take_stacks(name, sfile.header.pid, stacks)
+                before = self._before_pause
+                for sid, n, p in counts:
+                    skip = before.get((name, sid))
+                    if skip is not None:
+                        n, p = n - skip[0], p - skip[1]
+                    self._counts[(name, sid)] = (n, p)
+
+    def _moved(self, name: str, records: list[Records], stacks: list[RawStack]) -> set[int]:
+        """Stack ids the ring records name (plus new stacks: a ring may have dropped the
+        record of their first sample); counts the samples and their stack flags, and
+        notes each in its quarter second of the run (the timeline)."""
+        moved = {raw.id for raw in stacks}
+        clock = self._clocks.get(name)
+        timed = self._timed
+        for rec in records:
+            moved.update(rec.ids)
+            self._total += len(rec.ids)
+            if clock is not None:
+                unix, mono = clock
+                origin = self._start_time or unix
+                offset = unix - origin - mono / 1e9
+                for sid, weight, t in zip(rec.ids, rec.weights, rec.times, strict=True):
+                    key = (name, sid, int((offset + t / 1e9) * TIMELINE_STEPS))
+                    slot = timed.get(key)
+                    if slot is None:
+                        timed[key] = [1, weight]
                     else:
-                        counts[0] += 1.0
-                        counts[1] += ns
-                    self._live.add(key, (1.0, ns))
-                    self._total += 1
-                    self._truncated += bool(sample.flags & SREC_TRUNCATED)
-                    self._offstack += bool(sample.flags & SREC_OFFSTACK)
-                    self._too_deep += bool(sample.flags & SREC_DEPTH)
-                    if (pid, sample.tid) not in self._threads:
-                        self._threads[(pid, sample.tid)] = _thread_name(pid, sample.tid)
+                        slot[0] += 1
+                        slot[1] += weight
+            for sid in rec.ids:
+                flags = self._flags.get((name, sid))
+                if flags:
+                    self._truncated += bool(flags & SREC_TRUNCATED)
+                    self._offstack += bool(flags & SREC_OFFSTACK)
+                    self._too_deep += bool(flags & SREC_DEPTH)
+        moved.discard(STACK_NONE)
+        return moved
+
+    def _take_stacks(self, name: str, pid: int, stacks: list[RawStack]) -> None:
+        """Note newly published stacks (caller holds _files_lock)."""
+        for raw in stacks:
+            self._new_stacks.append((name, pid, raw))
+            if raw.flags:
+                self._flags[(name, raw.id)] = raw.flags
+            if (pid, raw.tid) not in self._threads:
+                self._threads[(pid, raw.tid)] = _thread_name(pid, raw.tid)
 
     def open_reader(self, path: Path) -> SamplerFile:
         return SamplerFile(path)
@@ -169,7 +234,13 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
         return sfile
 
     def opened_paused(self, reader: SamplerFile) -> None:
-        reader.drain()  # everything it holds was recorded after pause()
+        """What the file counted before it was paused happened after pause(): left out."""
+        reader.drain()
+        samples, periods = reader.stacks.counts()
+        name = reader.path.name
+        for sid, (n, p) in enumerate(zip(samples, periods, strict=True)):
+            if n:
+                self._before_pause[(name, sid)] = (n, p)
 
     # -- profile -------------------------------------------------------------------
 
@@ -179,42 +250,58 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
         thread keeps draining meanwhile, so this reads only its counters."""
         with self._files_lock:
             return (self._resets, self._total, self._maps_seen, len(self._files),
-                    len(self._warnings), self._end_time is not None,
+                    len(self._warnings), len(self._whole_read), self._end_time is not None,
                     self.process is not None and self.process.poll() is not None)
+
+    def stack_tables(self) -> list[StackProfile]:
+        return [self._profile]
 
     def collect(self) -> Profile:
         self.poll()
         with self._files_lock:
             meta = self._meta()
             pending, self._pending_maps = self._pending_maps, []
-            if pending:  # frames may resolve differently now: fold every stack in again
-                self._live.rebuild()
-            whole, fresh = self._live.take()
-            source = self._stacks if whole else fresh
-            stacks = [(key, list(c)) for key, c in source.items()]
+            stacks, self._new_stacks = self._new_stacks, []
+            counts, self._counts = self._counts, {}
+            timed, self._timed = self._timed, {}
         with self._sym_lock:
             if meta.complete:  # the pids are gone (maybe reused): map logs only from now on
                 self._images.forget_pids()
             for name, pid, maps in pending:
                 self._images.add_loads(name, pid, loaded_segments(maps))
-            profile = self._live.build(
-                meta, ((f"pid {pid} tid {tid}", self._images.frames_for(name, pid), ips, costs)
-                       for (name, pid, tid, ips), costs in stacks), whole)
+            built = self._profile
+            for name, pid, raw in stacks:
+                built.stack((name, raw.id), f"pid {pid} tid {raw.tid}",
+                            self._images.frames_for(name, pid), raw.ips)
+            updates = []
+            for key, (samples, periods) in counts.items():
+                index = built.find(key)
+                if index is not None:  # else a corrupt entry (never published)
+                    updates.append((index, (samples, periods * self._periods.get(key[0], 0))))
+            built.set_many(updates)
+            origin = self._start_time or time.time()
+            for (name, sid, step), (samples, periods) in timed.items():
+                index = built.find((name, sid))
+                if index is not None:
+                    built.add_at(origin + (step + 0.5) / TIMELINE_STEPS, index,
+                                 (samples, periods * self._periods.get(name, 0)), origin)
+            built.close_slices(time.time())
+            if pending:  # an unknown address of an earlier stack may resolve now
+                built.resymbolize()
+            profile = built.snapshot(meta)
             profile.meta.warnings.extend(w for w in self._images.warnings()
                                          if w not in profile.meta.warnings)
         return profile
 
     def _meta(self) -> ProfileMeta:
         """Metadata from the process and the runtime headers; caller holds _files_lock."""
-        exit_info = self.process.poll() if self.process is not None else None
-        running = exit_info is None
         warnings = list(self._warnings)
         dropped = 0
         period_ns: int | None = None
         clock = ""
         pids: list[int] = []
         sampled_ns = cpu_ns = 0
-        no_space = False
+        no_space = no_cfi = False
         for sfile in self._files.values():
             try:
                 header, smp = sfile.refresh()
@@ -235,25 +322,10 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
             no_space = no_space or bool(header.flags & FLAG_NO_SPACE)
             period_ns = period_ns or header.period_ns
             if not clock:
-                hz = f", {1e9 / header.period_ns:.0f} Hz" if header.period_ns else ""
-                clock = header.clock + hz + (f", signal {_signal_name(smp.signal)}"
-                                             if smp.signal else "")
-                if not smp.sflags & SMP_CFI and os.environ.get("PROFTUI_SAMPLER_UNWIND") != "fp":
-                    warnings.append("no DWARF CFI unwind tables were built (CFI unwinding is "
-                                    "x86-64 only): stacks are walked through frame pointers")
-                if smp.sflags & SMP_PERF and smp.sflags & SMP_USER_ONLY:
-                    clock += ", user time only"
-                    warnings.append(_user_time_only_warning())
-                if smp.sflags & SMP_SIGNAL_MOVED:
-                    warnings.append(f"the target uses SIGPROF itself: proftui sampled with "
-                                    f"{_signal_name(smp.signal)} instead")
-                if smp.signal and not smp.sflags & SMP_PERF and not self.options.wall_clock:
-                    rate = 1e9 / header.period_ns if header.period_ns else 0
-                    if rate > TIMER_TICK_HZ:
-                        warnings.append(
-                            f"perf_event is not available: POSIX CPU timers deliver about "
-                            f"{TIMER_TICK_HZ} samples/s per thread, not {rate:.0f} (each sample "
-                            f"is weighted by the periods it stands for)")
+                no_cfi = not smp.sflags & SMP_CFI
+                clock, notes = describe_clock(header.clock, header.period_ns, smp.signal,
+                                              smp.sflags, self.options.wall_clock)
+                warnings.extend(notes)
             if smp.threads_lost:
                 warnings.append(f"pid {header.pid}: {smp.threads_lost} threads were not sampled "
                                 f"(more than {smp.nslots} at once)")
@@ -261,13 +333,8 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
                 if slot.cpu_ns:
                     sampled_ns += slot.samples * header.period_ns
                     cpu_ns += slot.cpu_ns
-        if no_space:
-            warnings.append(f"the run directory's file system ({self.run_dir.path.parent}) is "
-                            f"full or nearly full: the sampler's buffers were cut down and "
-                            f"{dropped} samples could not be stored (dropped); point TMPDIR at "
-                            "a file system with more space")
-        if not running and not self._files:
-            warnings.append(_no_file_warning(self.run_dir.path))
+        warnings.extend(self.runtime_notes(len(self._files), no_space, no_cfi,
+                                           f"{dropped} samples"))
         if cpu_ns > 50_000_000 and sampled_ns < 0.5 * cpu_ns and not self.options.wall_clock:
             warnings.append(f"only {100 * sampled_ns / cpu_ns:.0f}% of the threads' CPU time was "
                             f"sampled (did the target block the sampling signal?)")
@@ -281,50 +348,12 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
             warnings.append(f"{100 * self._offstack / self._total:.0f}% of samples hit code "
                             f"running on another stack (sigaltstack, coroutines): pc only")
         threads = {tid: name for (_pid, tid), name in self._threads.items()}
-        return ProfileMeta(
-            mode="sampler", argv=list(self.argv), pids=sorted(pids) or (
-                [self.process.pid] if self.process is not None else []),
-            threads=threads, period_ns=period_ns, clock=clock, start_time=self._start_time,
-            end_time=None if running else self._end_time,
-            exit_status=None if exit_info is None else exit_info.status,
-            exit_signal=None if exit_info is None else exit_info.signal,
-            complete=not running, dropped=dropped, warnings=warnings,
-        )
+        return self.meta("sampler", pids, dropped, warnings, threads=threads,
+                         period_ns=period_ns, clock=clock)
 
 
-def _user_time_only_warning() -> str:
-    """Why perf_event counted user time only, and what that hides."""
-    try:
-        with open("/proc/sys/kernel/perf_event_paranoid") as f:
-            paranoid = f.read().strip()
-    except OSError:
-        paranoid = "?"
-    return (f"user time only: kernel.perf_event_paranoid={paranoid} lets perf_event count "
-            "kernel time only at <= 1 or with CAP_PERFMON (or PROFTUI_SAMPLER_KERNEL=0 was "
-            "set); time spent in system calls is not sampled")
-
-
-def _no_file_warning(run_dir: Path) -> str:
-    """Why the target wrote no runtime file: a full run directory, or no preload."""
-    with contextlib.suppress(OSError):
-        st = os.statvfs(run_dir)
-        if st.f_bavail * st.f_frsize < 1 << 20:
-            return (f"the sampler could not create its file: the run directory's file system "
-                    f"({run_dir.parent}) has {st.f_bavail * st.f_frsize >> 10} KiB free; the "
-                    "target ran unprofiled (point TMPDIR at a file system with more space)")
-    return ("the sampler did not start in the target (no runtime file): "
-            "was LD_PRELOAD removed or the program static?")
 
 
 def _thread_name(pid: int, tid: int) -> str:
-    # Any bytes (prctl names need not be UTF-8): escaped once, here (runtime/names.py).
+    # Any bytes (prctl names need not be UTF-8): escaped once, here (runtime/thread_names.py).
     return read_comm(f"/proc/{pid}/task/{tid}/comm") or ""
-
-
-def _signal_name(sig: int) -> str:
-    try:
-        return signal.Signals(sig).name
-    except ValueError:
-        if signal.SIGRTMIN <= sig <= signal.SIGRTMAX:
-            return f"SIGRTMIN+{sig - signal.SIGRTMIN}"
-        return f"signal {sig}"

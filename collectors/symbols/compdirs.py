@@ -21,7 +21,7 @@ import struct
 import zlib
 
 from proftui.collectors.symbols.elf import SHF_COMPRESSED, SHT_NOBITS, ElfFile, Section
-from proftui.collectors.symbols.leb128 import read_leb128
+from proftui.collectors.symbols.leb128 import read_sleb128, read_uleb128
 
 MAX_UNITS = 200_000  # a bound on the walk for hostile files
 DW_AT_NAME, DW_AT_COMP_DIR, DW_AT_STR_OFFSETS_BASE = 0x03, 0x1B, 0x72
@@ -76,18 +76,18 @@ class _Reader:
             return found
         data, pos = self.abbrev, offset
         while True:
-            this, pos = read_leb128(data, pos)
+            this, pos = read_uleb128(data, pos)
             if this == 0:
                 raise ValueError("abbreviation not found")
-            _tag, pos = read_leb128(data, pos)
+            _tag, pos = read_uleb128(data, pos)
             pos += 1  # has-children flag
             specs = []
             while True:
-                attr, pos = read_leb128(data, pos)
-                form, pos = read_leb128(data, pos)
+                attr, pos = read_uleb128(data, pos)
+                form, pos = read_uleb128(data, pos)
                 implicit = 0
                 if form == 0x21:
-                    implicit, pos = read_leb128(data, pos, signed=True)
+                    implicit, pos = read_sleb128(data, pos)
                 if attr == 0 and form == 0:
                     break
                 specs.append((attr, form, implicit))
@@ -134,21 +134,21 @@ class _Reader:
             pos += offset_size + 1
         else:
             raise ValueError("unknown DWARF version")
-        code, pos = read_leb128(data, pos)
+        code, pos = read_uleb128(data, pos)
         values: dict[int, tuple[int, int]] = {}  # attribute -> (form, number)
         strings: dict[int, str | None] = {}
         for attr, form, implicit in self._abbrev_entry(abbrev_offset, code):
             while form == 0x16:  # DW_FORM_indirect
-                form, pos = read_leb128(data, pos)
+                form, pos = read_uleb128(data, pos)
             start = pos
             if form in _FIXED:
                 pos += _FIXED[form]
             elif form in _OFFSET_FORMS:
                 pos += offset_size
             elif form in _ULEB_FORMS:
-                _, pos = read_leb128(data, pos)
+                _, pos = read_uleb128(data, pos)
             elif form == 0x0D:
-                _, pos = read_leb128(data, pos, signed=True)
+                _, pos = read_sleb128(data, pos)
             elif form == 0x01:
                 pos += address_size
             elif form == 0x10:
@@ -169,7 +169,7 @@ class _Reader:
                     size, = struct.unpack_from(f"{o}I", data, pos)
                     pos += 4
                 else:
-                    size, pos = read_leb128(data, pos)
+                    size, pos = read_uleb128(data, pos)
                 pos += size
             else:
                 raise ValueError(f"unknown form 0x{form:x}")
@@ -185,7 +185,7 @@ class _Reader:
         if form == 0x21:
             return implicit
         if form in _ULEB_FORMS:
-            return read_leb128(self.info, start)[0]
+            return read_uleb128(self.info, start)[0]
         return int.from_bytes(self.info[start:end], "little" if self.order == "<" else "big")
 
     def _string(self, form: int, value: int, base: int, offset_size: int) -> str | None:

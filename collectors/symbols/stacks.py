@@ -1,6 +1,6 @@
-"""Raw sampled stacks (runtime addresses) -> symbolized Frames -> Profile trees.
+"""Raw sampled stacks (runtime addresses) -> symbolized Frames.
 
-Shared by the collectors that sample stacks of addresses (attach, sampler):
+Shared by the collectors that sample stacks of addresses (attach, sampler, heap):
 one `StackFrames` per process address space; the Symbolizer (ELF/DWARF per
 module, its frames memoized by (module, link-time address)) can be shared
 between processes.  `StackFrames.cache` memoizes by runtime address on top of
@@ -14,8 +14,7 @@ import os
 from collections.abc import Sequence
 
 from proftui.collectors.errors import ProftuiError
-from proftui.collectors.model.lines import add_code_cost
-from proftui.collectors.model.profile import CallTree, CodeSite, Frame, Profile
+from proftui.collectors.model.profile import CodeSite, Frame
 from proftui.collectors.symbols.maps import AddressSpace, Mapping
 from proftui.collectors.symbols.symbolizer import Symbolizer
 
@@ -162,22 +161,6 @@ class ImageSpaces:
     def warnings(self) -> list[str]:
         """The shared symbolizer's warnings (once, not once per image)."""
         return list(self.symbolizer.warnings) if self.symbolizer is not None else []
-
-
-def add_stack(profile: Profile, part: str, frames: StackFrames, ips: Sequence[int],
-              costs: list[float]) -> None:
-    """Add one aggregated stack (innermost first) to the tree, the `part` tree and
-    the leaf's address and line costs of `profile` (not finalized here)."""
-    ids = [profile.frames.intern(f) for f in frames.stack_frames(ips)]
-    assert profile.tree is not None
-    profile.tree.add_stack(ids, costs)
-    tree = profile.parts.get(part)
-    if tree is None:
-        tree = profile.parts[part] = CallTree(len(profile.metrics))
-    tree.add_stack(ids, costs)
-    leaf = frames.leaf_site(ips[0]) if ips else None
-    if leaf is not None:
-        add_code_cost(profile, leaf[0], leaf[1], leaf[2], costs)
 
 
 def make_symbolizer(pid: int | None, root: str | None = None) -> tuple[AddressSpace, Symbolizer]:

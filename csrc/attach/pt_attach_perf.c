@@ -77,7 +77,7 @@ struct pt_perf_state {
     uint32_t stack_bytes; /* user stack each sample copies (sample_stack_user) */
     uint64_t late, truncated, reopened; /* samples read further late, cut; reopens */
 };
-static struct pt_perf_state pt_pf = {.kernel = 1, .stack_bytes = PT_PERF_STACK_FIRST};
+static struct pt_perf_state pt_pf; /* zero-initialized (.bss): the rest is set at start */
 
 static int pt_known_has(pid_t tid) {
     for (int i = 0; i < pt_pf.nknown; i++)
@@ -394,6 +394,8 @@ static void pt_perf_resize(const struct pt_attach_config *cfg) {
 
 /* The perf_event method: see the file comment.  Not async-signal-safe. */
 int pt_attach_perf_run(const struct pt_attach_config *cfg, int quiet_fail) {
+    pt_pf.kernel = 1;
+    pt_pf.stack_bytes = PT_PERF_STACK_FIRST;
     const char *kernel = getenv("PROFTUI_ATTACH_KERNEL"); /* "0": user time only (tests) */
     if (kernel != NULL && strcmp(kernel, "0") == 0) pt_pf.kernel = 0;
     pt_pf.ncpus = (int)sysconf(_SC_NPROCESSORS_CONF);

@@ -106,8 +106,7 @@ struct pt_ptrace_state {
     int leader_reaped;
     uint64_t stack[PT_ATTACH_STACK_MAX / 8]; /* the stopped thread's stack copy */
 };
-static struct pt_ptrace_state pt_tr = {.exit_status = -1, .exit_signal = -1,
-                                       .last_status = -1, .last_signal = -1};
+static struct pt_ptrace_state pt_tr; /* zero-initialized (.bss): the -1s are set at start */
 
 /* The first stack copy of a thread not yet walked whole, and the slack added
  * to what the last whole walk needed. */
@@ -479,6 +478,7 @@ static void pt_detach_all(const struct pt_attach_config *cfg) {
 
 /* The ptrace method: see the file comment.  Not async-signal-safe. */
 int pt_attach_ptrace_run(const struct pt_attach_config *cfg) {
+    pt_tr.exit_status = pt_tr.exit_signal = pt_tr.last_status = pt_tr.last_signal = -1;
     /* schedstat's CPU time includes the kernel's, and a thread in a system
      * call is interrupted at its user-space entry: kernel time is counted. */
     uint32_t flags = pt_attach_unwind_init(cfg->pid) | PT_ATTACH_FLAG_KERNEL_TIME;

@@ -26,7 +26,7 @@
  *    24     4  ppid         its parent at creation (fork tree)
  *    28     4  flags        PT_FLAG_* (set by the runtime; NO_SPACE with an atomic or)
  *    32     8  start_ns     CLOCK_REALTIME at file creation, ns
- *    40     8  period_ns    sampling period (0: not a sampler)
+ *    40     8  period_ns    sampling period of the clock's ticks (0: none)
  *    48     8  body_offset  where the kind-specific area starts
  *    56     8  file_size    total bytes mapped
  *    64     8  dropped      records lost because a table/ring was full;
@@ -43,7 +43,8 @@
 #include <stdint.h>
 
 #define PT_WIRE_MAGIC "PROFTUI" /* 7 chars + NUL = 8 bytes */
-#define PT_WIRE_VERSION 2u
+#define PT_WIRE_VERSION 4u /* 4: hook ticks (64-byte nodes, 72-byte thread entries, pc
+                              tables); 3: sampler stack table; 2: 40-byte hook thread entries */
 
 enum pt_kind {
     PT_KIND_HOOK = 1,    /* -finstrument-functions runtime (proftui_hook) */
@@ -53,8 +54,9 @@ enum pt_kind {
 };
 
 enum pt_flags {
-    PT_FLAG_COUNT_ONLY = 1u << 0, /* hook: no timestamps were taken */
-    PT_FLAG_WALL_CLOCK = 1u << 1, /* sampler: wall-clock instead of CPU time */
+    PT_FLAG_COUNT_ONLY = 1u << 0, /* hook: no timestamps were taken (times, if any, are
+                                     sampled: period_ns > 0) */
+    PT_FLAG_WALL_CLOCK = 1u << 1, /* sampler, hook: the clock ticks wall time, not CPU time */
     PT_FLAG_NO_SPACE = 1u << 2,   /* the run directory could not back part of the file:
                                      what did not fit is counted in `dropped` (atomic or) */
 };
@@ -89,8 +91,41 @@ typedef struct pt_file_header {
 
 _Static_assert(sizeof(pt_file_header) == 128, "pt_file_header is 128 bytes on the wire");
 
+/* Map log entry (384 bytes), shared by the sampler and heap runtimes: one per
+ * executable PT_LOAD segment of every object loaded at start or by dlopen,
+ * and again with PT_MAP_UNLOAD when dlclose unloads it, so code of unloaded
+ * libraries still resolves.  A runtime's header says where its log is, how
+ * many entries fit (PT_MAPLOG_ENTRIES) and how many are published (count,
+ * release store after the entry is written).
+ *   +0  u64 start, +8 u64 end       runtime address range of the segment
+ *   +16 u64 offset                  file offset mapped at `start`
+ *   +24 u64 base                    the object's load bias (dlpi_addr)
+ *   +32 u32 event                   PT_MAP_LOAD | PT_MAP_UNLOAD
+ *   +36 u32 build_id_len            bytes used in build_id
+ *   +40 u8  build_id[32]
+ *   +72 char path[312]              NUL-terminated; "[vdso]" for the vDSO */
+#define PT_MAPLOG_ENTRIES 1024
+
+enum pt_map_event {
+    PT_MAP_LOAD = 1,
+    PT_MAP_UNLOAD = 2,
+};
+
+typedef struct pt_map_entry {
+    uint64_t start;
+    uint64_t end;
+    uint64_t offset;
+    uint64_t base;
+    uint32_t event;
+    uint32_t build_id_len;
+    uint8_t build_id[32];
+    char path[312];
+} pt_map_entry;
+
+_Static_assert(sizeof(pt_map_entry) == 384, "pt_map_entry is 384 bytes");
+
 /* Kind-specific layouts follow in their own headers, each documented in
- * docs/wire-format.md: proftui_wire_hook.h, proftui_wire_sampler.h,
- * proftui_wire_heap.h. */
+ * docs/wire-format.md: proftui_wire_hook.h, proftui_wire_sampler.h (with the
+ * stack table of proftui_wire_stacks.h), proftui_wire_heap.h. */
 
 #endif /* PROFTUI_WIRE_H */

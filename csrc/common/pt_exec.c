@@ -15,6 +15,9 @@
 
 extern char **environ;
 
+/* Exported, never instrumented (the hook runtime's own code must not call the hooks). */
+#define PT_EXEC_INTERPOSE __attribute__((visibility("default"), no_instrument_function))
+
 #define PT_EXEC_MAX_ENV 65536 /* entries: a larger environment is passed on as it is */
 
 typedef int (*pt_execve_fn)(const char *, char *const[], char *const[]);
@@ -49,7 +52,7 @@ static void *pt_exec_next(const char *name) { return dlsym(RTLD_NEXT, name); }
         use = pt_env_for_exec((envp), pt_out, pt_cap, pt_merged, pt_bytes);                    \
     } while (0)
 
-__attribute__((visibility("default"))) int execve(const char *path, char *const argv[],
+PT_EXEC_INTERPOSE int execve(const char *path, char *const argv[],
                                                   char *const envp[]) {
     pt_execve_fn next = (pt_execve_fn)pt_exec_next("execve");
     if (next == NULL) return errno = ENOSYS, -1;
@@ -57,7 +60,7 @@ __attribute__((visibility("default"))) int execve(const char *path, char *const 
     PT_EXEC_CALL(next(path, argv, use));
 }
 
-__attribute__((visibility("default"))) int execvpe(const char *file, char *const argv[],
+PT_EXEC_INTERPOSE int execvpe(const char *file, char *const argv[],
                                                    char *const envp[]) {
     pt_execve_fn next = (pt_execve_fn)pt_exec_next("execvpe");
     if (next == NULL) return errno = ENOSYS, -1;
@@ -67,21 +70,21 @@ __attribute__((visibility("default"))) int execvpe(const char *file, char *const
 
 /* execv and execvp pass environ: with saved entries to put back they become
  * execve and execvpe (the same calls, with an explicit environment). */
-__attribute__((visibility("default"))) int execv(const char *path, char *const argv[]) {
+PT_EXEC_INTERPOSE int execv(const char *path, char *const argv[]) {
     if (pt_env_extra_entries() != 0) return execve(path, argv, environ);
     pt_execv_fn next = (pt_execv_fn)pt_exec_next("execv");
     if (next == NULL) return errno = ENOSYS, -1;
     PT_EXEC_CALL(next(path, argv));
 }
 
-__attribute__((visibility("default"))) int execvp(const char *file, char *const argv[]) {
+PT_EXEC_INTERPOSE int execvp(const char *file, char *const argv[]) {
     if (pt_env_extra_entries() != 0) return execvpe(file, argv, environ);
     pt_execv_fn next = (pt_execv_fn)pt_exec_next("execvp");
     if (next == NULL) return errno = ENOSYS, -1;
     PT_EXEC_CALL(next(file, argv));
 }
 
-__attribute__((visibility("default"))) int fexecve(int fd, char *const argv[], char *const envp[]) {
+PT_EXEC_INTERPOSE int fexecve(int fd, char *const argv[], char *const envp[]) {
     int (*next)(int, char *const[], char *const[]) =
         (int (*)(int, char *const[], char *const[]))pt_exec_next("fexecve");
     if (next == NULL) return errno = ENOSYS, -1;
@@ -101,21 +104,21 @@ __attribute__((visibility("default"))) int fexecve(int fd, char *const argv[], c
     va_start(ap, first);                                                                       \
     for (size_t pt_i = 1; pt_i <= pt_n; pt_i++) argv[pt_i] = va_arg(ap, char *)
 
-__attribute__((visibility("default"))) int execl(const char *path, const char *arg, ...) {
+PT_EXEC_INTERPOSE int execl(const char *path, const char *arg, ...) {
     va_list ap;
     PT_COLLECT_ARGS(arg, ap, argv);
     va_end(ap);
     return execv(path, argv);
 }
 
-__attribute__((visibility("default"))) int execlp(const char *file, const char *arg, ...) {
+PT_EXEC_INTERPOSE int execlp(const char *file, const char *arg, ...) {
     va_list ap;
     PT_COLLECT_ARGS(arg, ap, argv);
     va_end(ap);
     return execvp(file, argv);
 }
 
-__attribute__((visibility("default"))) int execle(const char *path, const char *arg, ...) {
+PT_EXEC_INTERPOSE int execle(const char *path, const char *arg, ...) {
     va_list ap;
     PT_COLLECT_ARGS(arg, ap, argv);
     char *const *envp = va_arg(ap, char *const *);

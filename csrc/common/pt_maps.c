@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "pt_maps.h"
+#include "pt_runfile.h"
 
 #define PT_VDSO_NAME "[vdso]"
 
@@ -42,19 +43,20 @@ static char pt_exe_path[312];
 
 /* What one refresh's dl_iterate_phdr callback needs. */
 struct pt_refresh {
-    pt_maps_log_fn log;
+    const struct pt_maplog *log;
     int fp_only;
     int changed;
 };
 
 /* Log every executable segment of `o`: objects with a path, and the vDSO as
  * "[vdso]" (its name in /proc/PID/maps; the reader symbolizes it from memory). */
-static void pt_log_object(pt_maps_log_fn log, const struct pt_object *o, uint32_t event) {
+static void pt_log_object(const struct pt_maplog *log, const struct pt_object *o,
+                          uint32_t event) {
     if (o->name[0] != '/' && strcmp(o->name, PT_VDSO_NAME) != 0) return;
     for (int i = 0; i < o->nsegs; i++) {
         struct pt_maps_segment seg = {o->seg_start[i], o->seg_end[i], o->seg_off[i], o->base,
                                       o->build_id,     o->build_id_len, o->name};
-        log(&seg, event);
+        pt_maplog_append(log, &seg, event);
     }
 }
 
@@ -123,7 +125,7 @@ static int pt_on_object(struct dl_phdr_info *info, size_t size, void *data) {
     }
     pt_read_build_id(info, o);
     __atomic_store_n(&pt_nobjects, pt_nobjects + 1, __ATOMIC_RELEASE); /* o is whole */
-    pt_log_object(r->log, o, PT_MAPS_LOAD);
+    pt_log_object(r->log, o, PT_MAP_LOAD);
     if (eh_hdr != NULL && lo < hi && !r->fp_only) {
         /* The object's own mapped memory: no bound is narrower than "all of it". */
         struct pt_cfi_source src = {eh_hdr, (uint64_t)(uintptr_t)eh_hdr, (const unsigned char *)0,
@@ -157,7 +159,7 @@ static void pt_publish(void) {
 }
 
 /* The refresh, pt_maps_lock held. */
-static void pt_refresh_locked(pt_maps_log_fn log, int fp_only, int log_all) {
+static void pt_refresh_locked(const struct pt_maplog *log, int fp_only, int log_all) {
     if (pt_objects == NULL) {
         pt_objects = pt_alloc(PT_MAX_OBJECTS * sizeof *pt_objects);
         ssize_t len = readlink("/proc/self/exe", pt_exe_path, sizeof pt_exe_path - 1);
@@ -169,20 +171,20 @@ static void pt_refresh_locked(pt_maps_log_fn log, int fp_only, int log_all) {
     for (int i = 0; i < known; i++) {
         was_alive[i] = (unsigned char)pt_objects[i].alive;
         pt_objects[i].alive = 0;
-        if (log_all && was_alive[i]) pt_log_object(log, &pt_objects[i], PT_MAPS_LOAD);
+        if (log_all && was_alive[i]) pt_log_object(log, &pt_objects[i], PT_MAP_LOAD);
     }
     struct pt_refresh r = {log, fp_only, log_all};
     dl_iterate_phdr(pt_on_object, &r);
     for (int i = 0; i < known; i++)
         if (was_alive[i] && !pt_objects[i].alive) {
-            pt_log_object(log, &pt_objects[i], PT_MAPS_UNLOAD);
+            pt_log_object(log, &pt_objects[i], PT_MAP_UNLOAD);
             r.changed = 1;
         }
     if (r.changed) pt_publish();
 }
 
 /* See pt_maps.h.  Not async-signal-safe. */
-void pt_maps_refresh(pt_maps_log_fn log, int fp_only, int log_all) {
+void pt_maps_refresh(const struct pt_maplog *log, int fp_only, int log_all) {
     pthread_mutex_lock(&pt_maps_lock);
     pt_refresh_locked(log, fp_only, log_all);
     pthread_mutex_unlock(&pt_maps_lock);
@@ -190,7 +192,7 @@ void pt_maps_refresh(pt_maps_log_fn log, int fp_only, int log_all) {
 
 /* See pt_maps.h.  glibc's trylock of a normal mutex is one compare-and-swap:
  * it never waits.  Async-signal-safe but for dl_iterate_phdr's lock. */
-int pt_maps_try_refresh(pt_maps_log_fn log, int fp_only) {
+int pt_maps_try_refresh(const struct pt_maplog *log, int fp_only) {
     if (pthread_mutex_trylock(&pt_maps_lock) != 0) return -1;
     pt_refresh_locked(log, fp_only, 0);
     pthread_mutex_unlock(&pt_maps_lock);
@@ -237,3 +239,26 @@ int pt_maps_unknown(const uint64_t *pcs, unsigned n) {
 
 /* See pt_maps.h.  Not async-signal-safe. */
 void pt_maps_fork_child(void) { pthread_mutex_init(&pt_maps_lock, NULL); }
+
+/* Not async-signal-safe (see pt_maps.h). */
+void pt_maplog_append(const struct pt_maplog *log, const struct pt_maps_segment *seg,
+                      uint32_t event) {
+    if (log->base == NULL) return;
+    uint32_t n = *log->count;
+    uint64_t off = log->offset + (uint64_t)n * sizeof(pt_map_entry);
+    if (n >= log->capacity || pt_runfile_reserve(log->base, off, sizeof(pt_map_entry)) != 0) {
+        if (n < log->capacity) pt_runfile_no_space(log->hdr);
+        __atomic_add_fetch(&log->hdr->dropped, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    pt_map_entry *e = (pt_map_entry *)(log->base + off);
+    e->start = seg->start;
+    e->end = seg->end;
+    e->offset = seg->offset;
+    e->base = seg->base;
+    e->event = event;
+    e->build_id_len = seg->build_id_len;
+    memcpy(e->build_id, seg->build_id, seg->build_id_len);
+    strncpy(e->path, seg->path, sizeof e->path - 1); /* the entry's page was zero */
+    __atomic_store_n(log->count, n + 1, __ATOMIC_RELEASE);
+}

@@ -3,7 +3,7 @@
  *
  * pt_maps_refresh walks dl_iterate_phdr, remembers every object ever seen
  * (load bias + name), hands each executable segment of one that came or went
- * to the runtime's logger (which writes it into that runtime's map log, so
+ * to the runtime's map log (pt_maplog_append, so
  * the front end still resolves a dlclose'd object's code by name), builds the
  * CFI rows of each new object and publishes the set of the live ones for the
  * unwinder (pt_maps_cfi).  The vDSO is unwound through (its CFI is built) but
@@ -16,11 +16,9 @@
 
 #include <stdint.h>
 
+#include "proftui_wire.h"
 #include "pt_common.h"
 #include "pt_unwind.h"
-
-/* Map log events; equal to the sampler's PT_MAP_* and the heap's PT_HMAP_*. */
-enum { PT_MAPS_LOAD = 1, PT_MAPS_UNLOAD = 2 };
 
 /* One executable segment of an object, as the map logs record it. */
 struct pt_maps_segment {
@@ -32,8 +30,20 @@ struct pt_maps_segment {
     const char *path;      /* absolute path (NUL-terminated, < 312 bytes) */
 };
 
-/* Append one segment to the runtime's map log; called under the maps lock. */
-typedef void (*pt_maps_log_fn)(const struct pt_maps_segment *seg, uint32_t event);
+/* Where a runtime's map log lives in its run file (proftui_wire.h: pt_map_entry). */
+struct pt_maplog {
+    unsigned char *base;  /* the run file's mapping */
+    pt_file_header *hdr;  /* its common header: dropped, PT_FLAG_NO_SPACE */
+    uint64_t offset;      /* file offset of entry 0 */
+    uint32_t capacity;    /* entries that fit */
+    uint32_t *count;      /* the runtime header's published count */
+};
+
+/* Append one segment to `log`: its page is backed first (pt_runfile_reserve);
+ * an entry that does not fit or cannot be backed is counted in `dropped`.
+ * Callers serialize (the maps lock).  Not async-signal-safe. */
+PT_HIDDEN void pt_maplog_append(const struct pt_maplog *log, const struct pt_maps_segment *seg,
+                                uint32_t event);
 
 /* The live objects' CFI tables, replaced whole (atomic pointer swap, read
  * with acquire) on each change; old sets are never freed, because a walk on
@@ -48,14 +58,14 @@ extern PT_HIDDEN uintptr_t pt_maps_self_lo, pt_maps_self_hi;
  * CFI rows (none with fp_only) and publish the live set; log_all (a new file
  * in a fork child) logs every live object again.  Serialized by a mutex.
  * Not async-signal-safe. */
-PT_HIDDEN void pt_maps_refresh(pt_maps_log_fn log, int fp_only, int log_all);
+PT_HIDDEN void pt_maps_refresh(const struct pt_maplog *log, int fp_only, int log_all);
 
 /* pt_maps_refresh (not log_all) unless another refresh holds the lock: then
  * nothing is done and -1 returned (the caller tries again later).  Never
  * waits on our lock and never allocates with malloc, so it may run in a
  * signal handler; dl_iterate_phdr still takes glibc's (recursive) loader
  * lock for the walk.  0 when it ran. */
-PT_HIDDEN int pt_maps_try_refresh(pt_maps_log_fn log, int fp_only);
+PT_HIDDEN int pt_maps_try_refresh(const struct pt_maplog *log, int fp_only);
 
 /* 1 if one of the code addresses pcs[0..n) (pcs[0] a pc, the rest return
  * addresses) lies in no object the last refresh saw, but in a loaded object

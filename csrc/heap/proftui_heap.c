@@ -39,8 +39,8 @@
 
 PT_HIDDEN struct pt_heap_config pt_heap_cfg;
 PT_HIDDEN __thread struct pt_heap_thread pt_heap_self __attribute__((tls_model("initial-exec")));
-PT_HIDDEN volatile int pt_heap_on;
-PT_HIDDEN volatile int pt_heap_sampling;
+PT_HIDDEN int pt_heap_on;
+PT_HIDDEN int pt_heap_sampling;
 
 PT_HIDDEN struct pt_heap_real pt_heap_real;
 /* Threads inside dlsym right now: their (and everyone's) allocations are
@@ -121,7 +121,7 @@ static int pt_env_is(const char *name, const char *value) {
 /* Fork child (pthread_atfork): its own file, or no profiling at all; the
  * parent's blocks are forgotten (their frees here count as untracked). */
 static void pt_atfork_child(void) {
-    if (!pt_heap_on) return;
+    if (!PT_GET(pt_heap_on)) return;
     struct pt_heap_thread *t = &pt_heap_self;
     int was_busy = t->busy;
     t->busy = 1;
@@ -131,8 +131,8 @@ static void pt_atfork_child(void) {
         pt_heap_track_fork_child();
         pt_heap_maps_refresh(1);
     } else {
-        pt_heap_sampling = 0;
-        pt_heap_on = 0;
+        PT_SET(pt_heap_sampling, 0);
+        PT_SET(pt_heap_on, 0);
     }
     t->busy = was_busy;
 }
@@ -173,7 +173,7 @@ __attribute__((constructor)) static void pt_heap_init(void) {
             pt_heap_maps_refresh(0);
             pthread_atfork(NULL, NULL, pt_atfork_child);
             __atomic_store_n(&pt_heap_on, 1, __ATOMIC_RELEASE);
-            if (pt_heap_cfg.sample_bytes && pt_heap_real.ready) pt_heap_sampling = 1;
+            if (pt_heap_cfg.sample_bytes && pt_heap_real.ready) PT_SET(pt_heap_sampling, 1);
         } else {
             pt_heap_file_forget();
         }
@@ -185,7 +185,7 @@ __attribute__((constructor)) static void pt_heap_init(void) {
  * library is finalized last): what is live now is what was never freed.
  * Later frees (if any) are still counted. */
 __attribute__((destructor)) static void pt_heap_fini(void) {
-    if (!pt_heap_on || pt_heap_file.hdr == NULL) return;
+    if (!PT_GET(pt_heap_on) || pt_heap_file.hdr == NULL) return;
     pt_heap_peak_snapshot(1);
     __atomic_store_n(&pt_heap_file.hdr->state, (uint32_t)PT_STATE_EXITED, __ATOMIC_RELEASE);
 }
@@ -199,7 +199,7 @@ __attribute__((destructor)) static void pt_heap_fini(void) {
  * each interposer's fast path is a few loads and a tail call. */
 static inline __attribute__((always_inline)) int pt_pass(struct pt_heap_thread *t, size_t n) {
     if (__builtin_expect(!__atomic_load_n(&pt_heap_real.ready, __ATOMIC_ACQUIRE), 0)) return 0;
-    if (t->busy || !pt_heap_on) return 1;
+    if (t->busy || !PT_GET(pt_heap_on)) return 1;
     t->nallocs++;
     return pt_heap_skip(t, n);
 }
@@ -210,7 +210,7 @@ static inline __attribute__((always_inline)) int pt_pass(struct pt_heap_thread *
 #define PT_TRACKED_ALLOC(call, size)                                                              \
     do {                                                                                          \
         struct pt_heap_thread *t_ = &pt_heap_self;                                               \
-        if (t_->busy || !pt_heap_on) {                                                            \
+        if (t_->busy || !PT_GET(pt_heap_on)) {                                                    \
             call;                                                                                 \
             break;                                                                                \
         }                                                                                         \
@@ -241,13 +241,21 @@ static __attribute__((noinline)) void *pt_malloc_sampled(struct pt_heap_thread *
     return p;
 }
 
+/* Everything but sampled mode's unsampled allocation: exact mode, a thread inside
+ * an interposer, profiling off.  Not inlined, so malloc's fast path saves no
+ * registers.  Async-signal-safe as the real allocator is. */
+static __attribute__((noinline)) void *pt_malloc_other(size_t n) {
+    struct pt_heap_thread *t = &pt_heap_self;
+    if (pt_pass(t, n)) return pt_heap_real.malloc(n);
+    return pt_malloc_slow(n);
+}
+
 PT_EXPORT void *malloc(size_t n) {
     struct pt_heap_thread *t = &pt_heap_self;
     int fast = pt_heap_fast(t, n);
     if (__builtin_expect(fast > 0, 1)) return pt_heap_real.malloc(n);
     if (fast == 0) return pt_malloc_sampled(t, n);
-    if (pt_pass(t, n)) return pt_heap_real.malloc(n);
-    return pt_malloc_slow(n);
+    return pt_malloc_other(n);
 }
 
 static __attribute__((noinline)) void *pt_calloc_slow(size_t n, size_t m, size_t size) {
@@ -273,7 +281,7 @@ static __attribute__((noinline)) void pt_free_slow(void *p) {
     if (pt_heap_boot_owns(p)) return; /* bootstrap arena: never given back */
     if (pt_need_boot()) return;  /* no real free: leak rather than crash */
     struct pt_heap_thread *t = &pt_heap_self;
-    if (t->busy || !pt_heap_on) {
+    if (t->busy || !PT_GET(pt_heap_on)) {
         pt_heap_real.free(p);
         return;
     }
@@ -287,14 +295,15 @@ static __attribute__((noinline)) void pt_free_slow(void *p) {
 
 PT_EXPORT void free(void *p) {
     /* Sampled mode: no sampled block lives at p (and it is no arena block). */
-    if (__builtin_expect(pt_heap_sampling && !pt_heap_maybe_sampled(p) && !pt_heap_boot_owns(p), 1)) {
+    if (__builtin_expect(
+            PT_GET(pt_heap_sampling) && !pt_heap_maybe_sampled(p) && !pt_heap_boot_owns(p), 1)) {
         pt_heap_real.free(p);
         return;
     }
     struct pt_heap_thread *t = &pt_heap_self;
     /* Fast: nothing to credit (inside an interposer, off, or never sampled). */
     if (__builtin_expect(__atomic_load_n(&pt_heap_real.ready, __ATOMIC_ACQUIRE) && !pt_heap_boot_owns(p) &&
-                             (t->busy || !pt_heap_on ||
+                             (t->busy || !PT_GET(pt_heap_on) ||
                               (pt_heap_cfg.sample_bytes && !pt_heap_maybe_sampled(p))),
                          1)) {
         pt_heap_real.free(p);
@@ -317,7 +326,7 @@ static __attribute__((noinline)) void *pt_realloc_slow(void *p, size_t n, int tr
         return q;
     }
     struct pt_heap_thread *t = &pt_heap_self;
-    if (t->busy || !pt_heap_on) return pt_heap_real.realloc(p, n);
+    if (t->busy || !PT_GET(pt_heap_on)) return pt_heap_real.realloc(p, n);
     t->busy = 1;
     uint64_t saved = 0;
     /* Out of the table before the real call: once it returns, another thread
@@ -343,6 +352,31 @@ static __attribute__((noinline)) void *pt_realloc_slow(void *p, size_t n, int tr
     return q;
 }
 
+/* Sampled mode after the countdown moved: this allocation is sampled (`pass`
+ * 0: a new distance), or a sampled block may live at p.  Not inlined, so
+ * realloc's fast path saves no registers.  Async-signal-safe as the real
+ * allocator is. */
+static __attribute__((noinline)) void *pt_realloc_counted(void *p, size_t n, int pass) {
+    if (!pass) {
+        struct pt_heap_thread *t = &pt_heap_self;
+        t->until_sample = pt_heap_draw(t, pt_heap_cfg.sample_bytes);
+    }
+    return pt_realloc_slow(p, n, !pass);
+}
+
+/* Exact mode, a thread inside an interposer, profiling off.  Async-signal-safe as
+ * the real allocator is. */
+static __attribute__((noinline)) void *pt_realloc_other(void *p, size_t n) {
+    struct pt_heap_thread *t = &pt_heap_self;
+    int pass = pt_pass(t, n);
+    /* Fast: the new block is not tracked and the old one has nothing to credit. */
+    if (pass && (p == NULL || (!pt_heap_boot_owns(p) &&
+                               (t->busy || !PT_GET(pt_heap_on) ||
+                                (pt_heap_cfg.sample_bytes && !pt_heap_maybe_sampled(p))))))
+        return pt_heap_real.realloc(p, n);
+    return pt_realloc_slow(p, n, !pass);
+}
+
 PT_EXPORT void *realloc(void *p, size_t n) {
     struct pt_heap_thread *t = &pt_heap_self;
     int pass = pt_heap_fast(t, n); /* decided once: the countdown moves here */
@@ -350,17 +384,10 @@ PT_EXPORT void *realloc(void *p, size_t n) {
         /* Sampled mode, not sampled: fast unless a sampled block may live at p. */
         if (p == NULL || (!pt_heap_maybe_sampled(p) && !pt_heap_boot_owns(p)))
             return pt_heap_real.realloc(p, n);
-    } else if (pass == 0) { /* sampled: a new distance */
-        t->until_sample = pt_heap_draw(t, pt_heap_cfg.sample_bytes);
-    } else {
-        pass = pt_pass(t, n);
-        /* Fast: the new block is not tracked and the old one has nothing to credit. */
-        if (pass && (p == NULL || (!pt_heap_boot_owns(p) &&
-                                   (t->busy || !pt_heap_on ||
-                                    (pt_heap_cfg.sample_bytes && !pt_heap_maybe_sampled(p))))))
-            return pt_heap_real.realloc(p, n);
+        return pt_realloc_counted(p, n, 1);
     }
-    return pt_realloc_slow(p, n, !pass);
+    if (pass == 0) return pt_realloc_counted(p, n, 0);
+    return pt_realloc_other(p, n);
 }
 
 PT_EXPORT void *reallocarray(void *p, size_t n, size_t m) {
@@ -449,7 +476,7 @@ PT_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr, void
                 RTLD_NEXT, "pthread_create");
         return real != NULL ? real(thread, attr, fn, arg) : EAGAIN;
     }
-    struct pt_heap_start *start = pt_heap_on ? pt_heap_real.malloc(sizeof *start) : NULL;
+    struct pt_heap_start *start = PT_GET(pt_heap_on) ? pt_heap_real.malloc(sizeof *start) : NULL;
     if (start == NULL) return pt_heap_real.pthread_create(thread, attr, fn, arg);
     start->fn = fn;
     start->arg = arg;

@@ -23,8 +23,8 @@
  * are counts times `count_scale` (1 in exact mode, 65536 in sampled mode,
  * where a sampled allocation stands for a fraction of blocks too).
  *
- * Map log entries are the sampler's (384 bytes, proftui_wire_sampler.h
- * layout): executable segments seen at start, dlopen and dlclose.
+ * Map log entries are pt_map_entry (384 bytes, proftui_wire.h): executable
+ * segments seen at start, dlopen and dlclose.
  */
 #ifndef PROFTUI_WIRE_HEAP_H
 #define PROFTUI_WIRE_HEAP_H
@@ -98,24 +98,5 @@ typedef struct pt_heap_bucket {
 } pt_heap_bucket;
 
 _Static_assert(sizeof(pt_heap_bucket) == 80, "pt_heap_bucket is 80 bytes");
-
-enum pt_heap_map_event {
-    PT_HMAP_LOAD = 1,
-    PT_HMAP_UNLOAD = 2,
-};
-
-/* One map log entry: the sampler's pt_map_entry layout, field for field. */
-typedef struct pt_heap_map_entry {
-    uint64_t start;  /* runtime address range of the executable segment */
-    uint64_t end;
-    uint64_t offset; /* file offset mapped at start */
-    uint64_t base;   /* the object's load bias */
-    uint32_t event;  /* PT_HMAP_* */
-    uint32_t build_id_len;
-    uint8_t build_id[32];
-    char path[312];
-} pt_heap_map_entry;
-
-_Static_assert(sizeof(pt_heap_map_entry) == 384, "pt_heap_map_entry is 384 bytes");
 
 #endif /* PROFTUI_WIRE_HEAP_H */

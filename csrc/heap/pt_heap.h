@@ -32,7 +32,6 @@
 #define PT_HEAP_DEFAULT_BUFFER (64u << 20) /* bytes: pointer table + buckets + frames */
 #define PT_HEAP_MAX_BUFFER (64ull << 30)   /* the most: --buffer's limit */
 #define PT_HEAP_STRIPES 64                 /* independently locked pointer sub-tables */
-#define PT_HEAP_MAPLOG_ENTRIES 1024
 #define PT_HEAP_SIZE_BITS 40 /* a pointer entry's size field: blocks up to 1 TiB */
 
 /* Settings read once from the environment by the constructor. */
@@ -53,6 +52,7 @@ struct pt_heap_file {
     uint32_t *index;         /* bucket hash index */
     pt_heap_bucket *buckets; /* bucket 0 is the overflow bucket */
     uint64_t *frames;        /* frame pool */
+    struct pt_maplog maplog; /* the loaded objects' log (csrc/common/pt_maps.h) */
 };
 
 /* Per-thread state, initial-exec TLS (reached without calling anything). */
@@ -78,7 +78,7 @@ extern PT_HIDDEN __thread struct pt_heap_thread pt_heap_self
     __attribute__((tls_model("initial-exec")));
 /* 1 while this process is profiled (set by the constructor, cleared in an
  * unfollowed fork child).  Read without a lock on every call. */
-extern PT_HIDDEN volatile int pt_heap_on;
+extern PT_HIDDEN int pt_heap_on;
 
 /* pt_heap_track.c - async-signal-safe (spin locks are only taken with the
  * caller's busy flag set, so a handler never waits on its own thread). */
@@ -96,15 +96,6 @@ PT_HIDDEN void pt_heap_credit_free(struct pt_heap_thread *t, uint64_t saved, int
 PT_HIDDEN void pt_heap_count_untracked_free(void);
 PT_HIDDEN void pt_heap_peak_snapshot(int force); /* copy live -> peak if live grew */
 PT_HIDDEN int64_t pt_heap_draw(struct pt_heap_thread *t, uint64_t mean); /* exponential */
-
-/* The pointer table's hash (a key's home slot in its stripe).
- * Async-signal-safe. */
-static inline uint64_t pt_heap_mix(uint64_t x) {
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    return x;
-}
 
 /* Sampled mode: a counting filter of the sampled blocks now in the pointer
  * table.  An address's slot is the top PT_HEAP_FILTER_BITS bits of its
@@ -188,7 +179,7 @@ extern PT_HIDDEN struct pt_heap_real pt_heap_real;
 /* 1 while this process is profiled in sampled mode with the real allocator
  * resolved: the one global the sampled fast paths read (set last by the
  * constructor, cleared with pt_heap_on in an unfollowed fork child). */
-extern PT_HIDDEN volatile int pt_heap_sampling;
+extern PT_HIDDEN int pt_heap_sampling;
 
 /* The dlsym bootstrap arena (proftui_heap.c): its blocks are never freed. */
 #define PT_HEAP_BOOT_ARENA (256u << 10)
@@ -207,7 +198,7 @@ static inline int pt_heap_boot_owns(const void *p) {
  * here (exact mode, off, inside an interposer).  One global load, and this
  * thread's initial-exec TLS.  Async-signal-safe. */
 static inline __attribute__((always_inline)) int pt_heap_fast(struct pt_heap_thread *t, size_t n) {
-    if (__builtin_expect(!pt_heap_sampling || t->busy, 0)) return -1;
+    if (__builtin_expect(!PT_GET(pt_heap_sampling) || t->busy, 0)) return -1;
     t->nallocs++;
     t->until_sample -= (int64_t)n;
     return __builtin_expect(t->until_sample > 0, 1);

@@ -100,7 +100,7 @@ static __attribute__((noinline)) void *pt_new_slow(struct pt_real_op *op, int ki
     struct pt_heap_thread *t = &pt_heap_self;
     int track;
     if (state < 0) {
-        if (t->busy || !pt_heap_on) return pt_call_new(real, kind, n, al, nt);
+        if (t->busy || !PT_GET(pt_heap_on)) return pt_call_new(real, kind, n, al, nt);
         t->nallocs++;
         track = !pt_heap_skip(t, n); /* sampled mode may skip this one */
         if (!track && pt_heap_real.ready) { /* the default operator is malloc: skip a layer */
@@ -131,7 +131,7 @@ static __attribute__((noinline)) void pt_delete_slow(struct pt_real_op *op, int 
         return;
     }
     struct pt_heap_thread *t = &pt_heap_self;
-    if (p == NULL || t->busy || !pt_heap_on) {
+    if (p == NULL || t->busy || !PT_GET(pt_heap_on)) {
         pt_call_delete(real, kind, p, n, al, nt);
         return;
     }
@@ -164,7 +164,9 @@ static __attribute__((noinline)) void pt_delete_slow(struct pt_real_op *op, int 
 #define PT_DEFINE_DELETE(name, params, kind, n, al, nt)                                           \
     static struct pt_real_op pt_op_##name = {NULL, #name};                                        \
     PT_EXPORT void name params {                                                                  \
-        if (__builtin_expect(pt_heap_sampling && !pt_heap_maybe_sampled(p) && !pt_heap_boot_owns(p), 1)) { \
+        if (__builtin_expect(PT_GET(pt_heap_sampling) && !pt_heap_maybe_sampled(p) &&             \
+                                 !pt_heap_boot_owns(p),                                           \
+                             1)) {                                                                \
             pt_heap_real.free(p);                                                                      \
             return;                                                                               \
         }                                                                                         \

@@ -15,13 +15,6 @@
 
 PT_HIDDEN struct pt_heap_file pt_heap_file;
 
-/* Largest power of two <= n (n >= 1).  Async-signal-safe. */
-static uint64_t pt_pow2_floor(uint64_t n) {
-    uint64_t p = 1;
-    while (p <= n / 2) p *= 2;
-    return p;
-}
-
 /* Create heap.<pid>[.<n>].ptw sized from the buffer budget: an eighth for
  * buckets, a quarter for frames.  The headers, the bucket index (hashed: any
  * page may be touched) and the buckets (the peak copy reads every claimed
@@ -42,7 +35,7 @@ int pt_heap_file_create(void) {
     uint64_t buckets_off = (index_off + 4 * index_cap + 4095) & ~(uint64_t)4095;
     uint64_t frames_off = buckets_off + buckets * sizeof(pt_heap_bucket);
     uint64_t maplog_off = (frames_off + 8 * frames + 63) & ~(uint64_t)63;
-    uint64_t size = maplog_off + PT_HEAP_MAPLOG_ENTRIES * sizeof(pt_heap_map_entry);
+    uint64_t size = maplog_off + PT_MAPLOG_ENTRIES * sizeof(pt_map_entry);
     void *map = pt_runfile_create(pt_heap_cfg.dir, "heap", (uint32_t)getpid(), size, frames_off,
                                   NULL);
     if (map == NULL) return -1;
@@ -64,7 +57,7 @@ int pt_heap_file_create(void) {
     heap->frames_offset = frames_off;
     heap->frames_capacity = frames;
     heap->maplog_offset = maplog_off;
-    heap->maplog_capacity = PT_HEAP_MAPLOG_ENTRIES;
+    heap->maplog_capacity = PT_MAPLOG_ENTRIES;
     pt_heap_bucket *overflow = (pt_heap_bucket *)((unsigned char *)map + buckets_off);
     overflow->bflags = PT_HBUCKET_READY | PT_HBUCKET_OVERFLOW;
     heap->bucket_count = 1;
@@ -75,6 +68,8 @@ int pt_heap_file_create(void) {
     pt_heap_file.index = (uint32_t *)((unsigned char *)map + index_off);
     pt_heap_file.buckets = overflow;
     pt_heap_file.frames = (uint64_t *)((unsigned char *)map + frames_off);
+    pt_heap_file.maplog = (struct pt_maplog){map, hdr, maplog_off, PT_MAPLOG_ENTRIES,
+                                             &heap->maplog_count};
     pt_runfile_publish(hdr); /* the magic last */
     return 0;
 }
@@ -86,32 +81,6 @@ void pt_heap_file_forget(void) {
 }
 
 /* ---- loaded objects ------------------------------------------------------------ */
-
-/* One segment into the map log (under the maps lock).  Not async-signal-safe. */
-static void pt_heap_log_segment(const struct pt_maps_segment *seg, uint32_t event) {
-    pt_heap_header *heap = pt_heap_file.heap;
-    if (heap == NULL) return;
-    uint32_t n = heap->maplog_count;
-    uint64_t off = heap->maplog_offset + (uint64_t)n * sizeof(pt_heap_map_entry);
-    if (n >= heap->maplog_capacity ||
-        pt_runfile_reserve(pt_heap_file.base, off, sizeof(pt_heap_map_entry)) != 0) {
-        if (n < heap->maplog_capacity) pt_runfile_no_space(pt_heap_file.hdr);
-        __atomic_add_fetch(&pt_heap_file.hdr->dropped, 1, __ATOMIC_RELAXED);
-        return;
-    }
-    pt_heap_map_entry *e = (pt_heap_map_entry *)(pt_heap_file.base + off);
-    e->start = seg->start;
-    e->end = seg->end;
-    e->offset = seg->offset;
-    e->base = seg->base;
-    e->event = event; /* PT_MAPS_* == PT_HMAP_* */
-    e->build_id_len = seg->build_id_len;
-    memcpy(e->build_id, seg->build_id, seg->build_id_len);
-    strncpy(e->path, seg->path, sizeof e->path - 1); /* the entry's page was zero */
-    __atomic_store_n(&heap->maplog_count, n + 1, __ATOMIC_RELEASE);
-}
-_Static_assert((int)PT_MAPS_LOAD == (int)PT_HMAP_LOAD && (int)PT_MAPS_UNLOAD == (int)PT_HMAP_UNLOAD,
-               "map events");
 
 /* Refresh the "CFI in use" header flag after a refresh.  Async-signal-safe. */
 static void pt_heap_note_cfi(void) {
@@ -125,7 +94,7 @@ static void pt_heap_note_cfi(void) {
  * live object again.  Called with the caller's busy flag set.  Not
  * async-signal-safe (it waits for a refresh under way). */
 void pt_heap_maps_refresh(int log_all) {
-    pt_maps_refresh(pt_heap_log_segment, pt_heap_cfg.fp_only, log_all);
+    pt_maps_refresh(&pt_heap_file.maplog, pt_heap_cfg.fp_only, log_all);
     pt_heap_note_cfi();
 }
 
@@ -133,7 +102,7 @@ void pt_heap_maps_refresh(int log_all) {
  * -1 without waiting when another refresh holds the lock.  Busy flag set.
  * Async-signal-safe but for glibc's loader lock (pt_maps.h). */
 int pt_heap_maps_try_refresh(void) {
-    if (pt_maps_try_refresh(pt_heap_log_segment, pt_heap_cfg.fp_only) != 0) return -1;
+    if (pt_maps_try_refresh(&pt_heap_file.maplog, pt_heap_cfg.fp_only) != 0) return -1;
     pt_heap_note_cfi();
     return 0;
 }

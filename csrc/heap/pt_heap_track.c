@@ -72,8 +72,6 @@ static int pt_peak_busy;
 #define PT_SIZE_MASK ((1ull << PT_HEAP_SIZE_BITS) - 1)
 #define PT_STRIPE_INITIAL 256 /* entries: one page */
 
-#define pt_mix pt_heap_mix
-
 /* Not async-signal-safe (mmap at start or in a fork child). */
 int pt_heap_track_init(void) {
     pt_table_budget = pt_heap_cfg.buffer_bytes / 2;

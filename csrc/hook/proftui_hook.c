@@ -35,6 +35,14 @@
  * Signals: the fast paths take no guard; slow paths set `busy`, and hooks
  * re-entered meanwhile (an instrumented signal handler) are ignored.
  *
+ * Time (the default) comes from the thread's clock, not from the hooks: its
+ * handler (pt_hook_tick.c) adds a tick to the thread's current node, `cur`.
+ * Every change of the shadow stack's top stores that node once, after it is
+ * valid (pt_set_depth; the fast enter stores its node directly), so a tick
+ * that lands while the hooks work finds the node before or after the change,
+ * never a half-written one; the hooks' own instructions are charged to the
+ * node's [instrumentation] ticks anyway.
+ *
  * Nothing here is compiled with -finstrument-functions; every function is
  * also marked no_instrument_function.
  */
@@ -52,6 +60,7 @@
 #define PT_SLOT_SCAN 64                  /* words above the CFA searched for the return address */
 #define PT_SLOT_SCAN_OWN 8192            /* the same on the thread's own stack (mapped to stk_hi) */
 #define PT_SAME_STACK (64ull << 20)      /* entries further away are on another stack */
+#define PT_FAST_PROBES 16                /* hash slots the fast enter looks at */
 
 /* The process-wide state (options, file, calibration). */
 pt_global pt_g;
@@ -62,11 +71,42 @@ __thread pt_hook_tstate *pt_tls __attribute__((tls_model("initial-exec")));
 
 /* ---- per-thread hash: (parent node, fn) -> node ------------------------------- */
 
-/* Slot index of (fn, parent).  Async-signal-safe. */
-static inline PT_NOINST uint32_t pt_hash(uintptr_t fn, uint32_t parent, uint32_t mask)
+/* The hash of (fn, parent): both halves mixed into every bit.  The slot index
+ * is its high half, the tag its low half.  (The bits 40.. of a single product,
+ * as before, left hot contexts in runs of 3-9 occupied slots.)  Async-signal-safe. */
+static inline PT_NOINST uint64_t pt_hash(uintptr_t fn, uint32_t parent)
 {
-    uint64_t h = ((uint64_t)fn ^ ((uint64_t)parent << 29)) * 0x9E3779B97F4A7C15ull;
-    return (uint32_t)(h >> 40) & mask;
+    return ((uint64_t)fn ^ ((uint64_t)parent * 0x9E3779B97F4A7C15ull)) * 0xBF58476D1CE4E5B9ull;
+}
+
+/* The known node of (fn, parent), looking at no more than `probes` slots of its
+ * probe sequence; NULL if not found there.  Async-signal-safe. */
+static inline PT_NOINST pt_hook_node *pt_find(const pt_hook_tstate *t, uintptr_t fn,
+                                              uint32_t parent, uint32_t probes)
+{
+    uint64_t h = pt_hash(fn, parent);
+    const pt_slot *table = t->hash;
+    uint32_t mask = t->hash_mask, i = (uint32_t)(h >> 32), tag = (uint32_t)h | 1;
+    for (uint32_t k = 0; k < probes; k++) {
+        pt_slot e = table[(i + k) & mask];
+        if (!e.node1)
+            return NULL;
+        if (e.tag == tag) {
+            pt_hook_node *n = &pt_g.nodes[e.node1 - 1];
+            if (n->fn == fn && n->parent == parent)
+                return n;
+        }
+    }
+    return NULL;
+}
+
+/* Put node `node` of key hash `h` into `table` (mask `mask`).  Async-signal-safe. */
+static PT_NOINST void pt_hash_put(pt_slot *table, uint32_t mask, uint64_t h, uint32_t node)
+{
+    uint32_t i = (uint32_t)(h >> 32) & mask;
+    while (table[i].node1)
+        i = (i + 1) & mask;
+    table[i] = (pt_slot){node + 1, (uint32_t)h | 1};
 }
 
 /* mmap a zeroed hash of `n` slots.  Async-signal-safe. */
@@ -88,13 +128,11 @@ static PT_NOINST int pt_hash_grow(pt_hook_tstate *t)
     if (!h)
         return t->hash_count + 1 < t->hash_mask + 1;
     for (uint32_t i = 0; i <= t->hash_mask; i++) {
-        pt_slot *s = &t->hash[i];
-        if (!s->fn)
-            continue;
-        uint32_t j = pt_hash(s->fn, s->parent, n - 1);
-        while (h[j].fn)
-            j = (j + 1) & (n - 1);
-        h[j] = *s;
+        uint32_t node1 = t->hash[i].node1;
+        if (node1) {
+            const pt_hook_node *x = &pt_g.nodes[node1 - 1];
+            pt_hash_put(h, n - 1, pt_hash(x->fn, x->parent), node1 - 1);
+        }
     }
     size_t bytes = (size_t)(t->hash_mask + 1) * sizeof(pt_slot);
     if (t->nretired < sizeof t->retired / sizeof t->retired[0])
@@ -133,7 +171,8 @@ static PT_NOINST uint32_t pt_new_node(pt_hook_tstate *t, uint32_t parent, uintpt
     n->fn = fn;
     n->parent = parent;
     n->module = pt_module_of(fn);
-    n->calls = n->incl = n->self = 0;
+    n->calls = n->incl = n->self = n->ticks = n->hook_ticks = 0;
+    n->off_ = n->reserved_ = 0;
     t->used++;
     __atomic_store_n(&pt_g.chunks[t->chunk].count, t->used, __ATOMIC_RELEASE);
     return index;
@@ -142,44 +181,34 @@ drop:
     return PT_NONE;
 }
 
-/* The hash slot of (parent, fn), creating the node on first sight; NULL when
- * no node can be made (pool or hash full: counted as dropped).  Async-signal-safe. */
-static PT_NOINST pt_slot *pt_lookup_slot(pt_hook_tstate *t, uint32_t parent, uintptr_t fn)
+/* The node of (parent, fn), created on first sight; NULL when no node can be
+ * made (pool or hash full: counted as dropped).  Async-signal-safe. */
+static PT_NOINST pt_hook_node *pt_lookup_node(pt_hook_tstate *t, uint32_t parent, uintptr_t fn)
 {
-    uint32_t i = pt_hash(fn, parent, t->hash_mask);
-    for (;;) {
-        pt_slot *s = &t->hash[i];
-        if (s->fn == fn && s->parent == parent)
-            return s;
-        if (!s->fn)
-            break;
-        i = (i + 1) & t->hash_mask;
-    }
+    pt_hook_node *found = pt_find(t, fn, parent, t->hash_mask + 1);
+    if (found)
+        return found;
     uint64_t t0 = pt_g.timed ? pt_ticks() : 0;
-    pt_slot *made = NULL;
     if (!pt_hash_grow(t)) {
         __atomic_fetch_add(&pt_g.hdr->dropped, 1, __ATOMIC_RELAXED);
     } else {
         uint32_t node = pt_new_node(t, parent, fn);
         if (node != PT_NONE) {
-            i = pt_hash(fn, parent, t->hash_mask);
-            while (t->hash[i].fn)
-                i = (i + 1) & t->hash_mask;
-            t->hash[i] = (pt_slot){fn, parent, node, 0, 0, &pt_g.nodes[node]};
+            pt_hash_put(t->hash, t->hash_mask, pt_hash(fn, parent), node);
             t->hash_count++;
-            made = &t->hash[i];
+            found = &pt_g.nodes[node];
         }
     }
     if (pt_g.timed)
         t->setup += pt_ticks() - t0;
-    return made;
+    return found;
 }
 
 /* The node for `fn` under `parent` (PT_NONE if none can be made).  Async-signal-safe. */
 static PT_NOINST uint32_t pt_lookup(pt_hook_tstate *t, uint32_t parent, uintptr_t fn)
 {
-    const pt_slot *s = pt_lookup_slot(t, parent, fn);
-    return s ? s->node : PT_NONE;
+    const pt_hook_node *n = pt_lookup_node(t, parent, fn);
+    return n ? (uint32_t)(n - pt_g.nodes) : PT_NONE;
 }
 
 /* ---- shadow stack ------------------------------------------------------------- */
@@ -235,7 +264,7 @@ static PT_NOINST void pt_pop_stale(pt_hook_tstate *t, uintptr_t limit, int inclu
         pt_finish(t, e, now);
         d--;
     }
-    t->depth = d;
+    pt_set_depth(t, d);
 }
 
 /* Where the function that called the hook keeps its return address: the first
@@ -299,6 +328,8 @@ static inline PT_NOINST void pt_push(pt_hook_tstate *t, pt_entry *p, uint32_t d,
     e->up = anchor;
     if (PT_LIKELY(node != PT_NONE)) {
         pt_hook_node *n = &pt_g.nodes[node];
+        /* A node is in one thread's tree: one writer, so the relaxed store of the
+         * incremented count loses nothing; readers need it only to grow. */
         __atomic_store_n(&n->calls, n->calls + 1, __ATOMIC_RELAXED);
         e->anchor = d + 1;
         e->anode = node;
@@ -307,7 +338,7 @@ static inline PT_NOINST void pt_push(pt_hook_tstate *t, pt_entry *p, uint32_t d,
         e->anode = p->anode;
         e->flags |= PT_ENTRY_UNRECORDED;
     }
-    t->depth = d + 1;
+    pt_set_depth(t, d + 1);
 }
 
 /* Every enter the fast path does not take: first call of a context, deep
@@ -343,7 +374,7 @@ PT_NOINST void pt_enter_slow(pt_hook_tstate *t, uintptr_t fn, uintptr_t site, ui
             uint64_t now = pt_g.timed ? pt_thread_now(t) : 0;
             while (t->depth >= i) {
                 pt_finish(t, &t->stack[t->depth], now);
-                t->depth--;
+                pt_set_depth(t, t->depth - 1);
             }
             d = t->depth;
             inlined = d && t->stack[d].slot == slot;  /* still inside a live container */
@@ -358,14 +389,12 @@ PT_NOINST void pt_enter_slow(pt_hook_tstate *t, uintptr_t fn, uintptr_t site, ui
     e->site = (uint32_t)site;
     uint32_t node = PT_NONE;
     if (pt_should_record(t, e, p)) {
-        pt_slot *s = pt_lookup_slot(t, p->anode, fn);
-        if (s) {
-            node = s->node;
-            s->off = (uint32_t)(slot - cfa);  /* learned once: the fast path adds it */
-            if (inlined) {
-                s->ira = (uint32_t)ra;
-                __atomic_fetch_or(&s->nptr->module, PT_HOOK_INLINED, __ATOMIC_RELAXED);
-            }
+        pt_hook_node *n = pt_lookup_node(t, p->anode, fn);
+        if (n) {
+            node = (uint32_t)(n - pt_g.nodes);
+            n->off_ = (uint32_t)(slot - cfa);  /* learned once: the fast path adds it */
+            if (inlined)  /* the fast path may push it on an equal slot from now on */
+                __atomic_fetch_or(&n->module, PT_HOOK_INLINED, __ATOMIC_RELAXED);
         }
     }
     pt_push(t, p, d, fn, slot, node);
@@ -394,7 +423,7 @@ static PT_NOINST void pt_exit_slow(pt_hook_tstate *t, uintptr_t fn, uintptr_t cf
         if (t->stack[i].fn == fn) {
             while (t->depth >= i) {
                 pt_finish(t, &t->stack[t->depth], now);
-                t->depth--;
+                pt_set_depth(t, t->depth - 1);
             }
             return;
         }
@@ -412,7 +441,7 @@ PT_NOINST void pt_hook_close_all(pt_hook_tstate *t, uint64_t now)
 {
     while (t->depth) {
         pt_finish(t, &t->stack[t->depth], now);
-        t->depth--;
+        pt_set_depth(t, t->depth - 1);
     }
 }
 
@@ -461,14 +490,21 @@ static __attribute__((noinline)) PT_NOINST void pt_exit_guarded(pt_hook_tstate *
     t->busy = 0;
 }
 
-/* Whether an enter on the top entry `p`'s own slot is a call the slow path
- * already found inlined in that frame (context `s`, from this very hook call
- * instruction `ra`), under an entry from the same call site that another
- * instruction made: the rule of pt_enter_slow, fast.  Async-signal-safe. */
-static inline PT_NOINST int pt_known_inline(const pt_entry *p, const pt_slot *s, uintptr_t slot,
-                                            uint32_t ra, uint32_t site)
+/* Whether an enter on the top entry `p`'s own slot is inlined in that frame
+ * by the rule of pt_enter_slow: the top entry came from the same call site and
+ * no entry on that slot was made by this very hook call instruction `ra`
+ * (the scan stops at the first entry on another slot; the sentinel's slot is
+ * never a stack address).  Only for a context (node `n`) the slow path already
+ * found inlined, so the node's mark is set.  Async-signal-safe. */
+static inline PT_NOINST int pt_known_inline(const pt_entry *p, const pt_hook_node *n,
+                                            uintptr_t slot, uint32_t ra, uint32_t site)
 {
-    return p->slot == slot && s->ira == ra && p->ra != ra && p->site == site;
+    if (p->slot != slot || p->site != site || !(n->module & PT_HOOK_INLINED))
+        return 0;
+    for (const pt_entry *q = p; q->slot == slot; q--)
+        if (q->ra == ra)
+            return 0;
+    return 1;
 }
 
 /*
@@ -479,6 +515,69 @@ static inline PT_NOINST int pt_known_inline(const pt_entry *p, const pt_slot *s,
  * call never overwrites an entry in use (at worst it hangs under a parent
  * whose fields are not written yet).  Both hooks are async-signal-safe.
  */
+/* Push a call of known context `n` on top of entry `p` (index `d`), or hand it
+ * to the slow path when the fast conditions fail: the shared tail of both
+ * fast enters.  Async-signal-safe. */
+static inline __attribute__((always_inline)) PT_NOINST void
+pt_enter_known(pt_hook_tstate *t, pt_entry *p, uint32_t d, pt_hook_node *n, uintptr_t fn,
+               uintptr_t site, uintptr_t cfa, uintptr_t ra)
+{
+    /* Its return-address slot is at the offset learned on the context's first
+     * (slow) call, fixed by the function's prologue. */
+    uintptr_t slot = cfa + n->off_;
+    if (PT_UNLIKELY(p->slot <= slot || p->slot >= t->stk_hi || d + 1 >= t->limit ||
+                    (pt_g.hdr->control & PT_CONTROL_PAUSED))) {
+        if (!(p->slot < t->stk_hi && d + 1 < t->limit &&
+              !(pt_g.hdr->control & PT_CONTROL_PAUSED) &&
+              pt_known_inline(p, n, slot, (uint32_t)ra, (uint32_t)site))) {
+            pt_enter_guarded(t, fn, site, cfa, ra);
+            return;
+        }
+    }
+    uint32_t node = (uint32_t)(n - pt_g.nodes);
+    p->kid = n;
+    pt_entry *e = p + 1;
+    e->slot = slot;
+    e->ra = (uint32_t)ra;
+    e->site = (uint32_t)site;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    t->depth = d + 1;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    e->fn = fn;
+    e->anode = node;  /* flags stay 0 and anchor unwritten: a recorded fast-path entry */
+    __atomic_store_n(&t->cur, node, __ATOMIC_RELEASE);  /* the clock charges it from here */
+    __atomic_store_n(&n->calls, n->calls + 1, __ATOMIC_RELAXED);
+    if (pt_g.timed) {  /* count-only never reads child/up */
+        e->child = 0;
+        e->up = pt_anchor(p, d);
+        e->ts = pt_call_start(t);  /* last: the hook's own work stays outside the call */
+    }
+}
+
+/* The fast enter when the top entry's last child is not this context: the
+ * child before it, else a few slots of the hash's probe sequence (a context
+ * another one displaced from its home slot took the slow path on every call
+ * when only the home slot was looked at: 40 % of Lua's enters).  Out of line,
+ * so the common case keeps few registers live (no saves).  Async-signal-safe. */
+static __attribute__((noinline)) PT_NOINST void pt_enter_other(pt_hook_tstate *t, uintptr_t fn,
+                                                               uintptr_t site, uintptr_t cfa,
+                                                               uintptr_t ra)
+{
+    uint32_t d = t->depth;
+    pt_entry *p = &t->stack[d];
+    uint32_t parent = p->anode;
+    pt_hook_node *last = p->kid;
+    pt_hook_node *n = p->kid2 ? &pt_g.nodes[p->kid2 - 1] : NULL;
+    if (!n || n->fn != fn || n->parent != parent)
+        n = pt_find(t, fn, parent, PT_FAST_PROBES);
+    if (!n) {
+        pt_enter_guarded(t, fn, site, cfa, ra);  /* a new context */
+        return;
+    }
+    p->kid2 = last ? (uint32_t)(last - pt_g.nodes) + 1 : 0;
+    pt_enter_known(t, p, d, n, fn, site, cfa, ra);
+}
+
 PT_EXPORT void __cyg_profile_func_enter(void *fn, void *site)
 {
     uintptr_t cfa = (uintptr_t)__builtin_dwarf_cfa();
@@ -490,41 +589,12 @@ PT_EXPORT void __cyg_profile_func_enter(void *fn, void *site)
     }
     uint32_t d = t->depth;
     pt_entry *p = &t->stack[d];
-    uint32_t parent = p->anode;
-    const pt_slot *s = p->kid;  /* loops call the same child again and again */
-    if (!s || s->fn != (uintptr_t)fn || s->parent != parent)
-        s = &t->hash[pt_hash((uintptr_t)fn, parent, t->hash_mask)];
-    /* A known context: its return-address slot is at the offset learned on its
-     * first (slow) call, fixed by the function's prologue. */
-    uintptr_t slot = cfa + s->off;
-    if (PT_UNLIKELY(s->fn != (uintptr_t)fn || s->parent != parent ||
-                    p->slot <= slot || p->slot >= t->stk_hi || d + 1 >= t->limit ||
-                    (pt_g.hdr->control & PT_CONTROL_PAUSED))) {
-        if (!(s->fn == (uintptr_t)fn && s->parent == parent && p->slot < t->stk_hi &&
-              d + 1 < t->limit && !(pt_g.hdr->control & PT_CONTROL_PAUSED) &&
-              pt_known_inline(p, s, slot, (uint32_t)ra, (uint32_t)(uintptr_t)site))) {
-            pt_enter_guarded(t, (uintptr_t)fn, (uintptr_t)site, cfa, ra);
-            return;
-        }
+    pt_hook_node *n = p->kid;  /* loops call the same child again and again */
+    if (PT_UNLIKELY(!n || n->fn != (uintptr_t)fn || n->parent != p->anode)) {
+        pt_enter_other(t, (uintptr_t)fn, (uintptr_t)site, cfa, ra);
+        return;
     }
-    uint32_t node = s->node;
-    p->kid = s;
-    pt_entry *e = p + 1;
-    e->slot = slot;
-    e->ra = (uint32_t)ra;
-    e->site = (uint32_t)(uintptr_t)site;
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    t->depth = d + 1;
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    e->fn = (uintptr_t)fn;
-    e->anode = node;  /* flags stay 0 and anchor unwritten: a recorded fast-path entry */
-    pt_hook_node *n = s->nptr;
-    __atomic_store_n(&n->calls, n->calls + 1, __ATOMIC_RELAXED);
-    if (pt_g.timed) {  /* count-only never reads child/up */
-        e->child = 0;
-        e->up = pt_anchor(p, d);
-        e->ts = pt_call_start(t);  /* last: the hook's own work stays outside the call */
-    }
+    pt_enter_known(t, p, d, n, (uintptr_t)fn, (uintptr_t)site, cfa, ra);
 }
 
 PT_EXPORT void __cyg_profile_func_exit(void *fn, void *site)
@@ -548,5 +618,5 @@ PT_EXPORT void __cyg_profile_func_exit(void *fn, void *site)
     }
     pt_finish(t, e, now);  /* inline: flags are 0 here, so only the timed update remains */
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    t->depth = d - 1;
+    pt_set_depth(t, d - 1);
 }

@@ -5,11 +5,11 @@
  *
  * Layout after the common pt_file_header (body_offset = 128):
  *
- *   128            256          threads_offset   chunks_offset  modules_offset  nodes_offset
- *   +--------------+------------+----------------+--------------+---------------+-------------
- *   | pt_file_hdr  | pt_hook_hdr| pt_hook_thread | pt_hook_chunk| pt_hook_module| pt_hook_node
- *   |  (128 B)     |  (128 B)   |  x thread_cap  |  x chunk_cap | x module_cap  | x chunk_cap
- *   +--------------+------------+----------------+--------------+---------------+  x chunk_nodes
+ *   0              128          320 = threads_offset   modules_offset  chunks_offset  nodes_offset
+ *   +--------------+------------+----------------+---------------+--------------+-------------
+ *   | pt_file_hdr  | pt_hook_hdr| pt_hook_thread | pt_hook_module| pt_hook_chunk| pt_hook_node
+ *   |  (128 B)     |  (192 B)   |  x thread_cap  | x module_cap  |  x chunk_cap | x chunk_cap
+ *   +--------------+------------+----------------+---------------+--------------+  x chunk_nodes
  *
  * The node pool is cut into chunks of chunk_nodes nodes.  A thread takes a
  * whole chunk with one atomic add on chunk_count and then bump-allocates
@@ -17,7 +17,7 @@
  * chunk * chunk_nodes + index in chunk; a node's parent is such an index, or
  * PT_HOOK_ROOT for a thread's top-level calls.  A node never moves and its
  * fn/parent/module never change after publication, except that the
- * PT_HOOK_INLINED bit of `module` may be set later; calls/incl/self only grow.
+ * PT_HOOK_INLINED bit of `module` may be set later; the counters only grow.
  *
  * Publication (the front end reads while threads write):
  *   - chunk.count is stored with release semantics after the node is filled:
@@ -26,10 +26,28 @@
  *     ready yet;
  *   - thread.tid is stored before the thread creates any node.
  *
- * Times are raw ticks: ns = ticks * ns_per_tick.  Compensation of the hooks'
- * own cost is left to the reader: per node,
- *   self_ns = (self - calls * overhead_inner - child_calls * overhead_outer) * ns_per_tick
- * where child_calls is the sum of the calls of the node's children.
+ * Time comes one of two ways (the common header says which):
+ *  - sampled (the default; period_ns > 0): each thread's clock (csrc/common/
+ *    pt_timer.c) ticks every period_ns of its CPU time (wall time with
+ *    PT_FLAG_WALL_CLOCK); the handler adds the tick's weight to the thread's
+ *    current node, `ticks`, or `hook_ticks` when the interrupted code is the
+ *    hook library's own; with no recorded call open, to the thread entry's
+ *    counters.  self_ns = ticks * period_ns; the hooks read no clock.
+ *    Ticks outside the hook library also count in the thread's pc table,
+ *    per (node, interrupted pc): a node's ticks in code other than its own
+ *    function's (a callee's prologue before its enter hook, an uninstrumented
+ *    libc function, a PLT stub) can be told apart by the reader, as perf tells
+ *    them apart, and give per-line costs.  The table is a few whole chunks of
+ *    the node pool (pt_hook_thread.pcs_chunk), marked PT_HOOK_CHUNK_PCS in
+ *    the chunk table with count 0, open addressing on (pc, node), at most
+ *    PT_HOOK_PC_PROBES probes; ticks that find no slot count in pcs_dropped
+ *    (they are still in the node's ticks).
+ *  - timed (PROFTUI_TIMED=1; flags without PT_FLAG_COUNT_ONLY): two timestamps
+ *    per call, raw ticks in incl/self: ns = ticks * ns_per_tick.  Compensation
+ *    of the hooks' own cost is left to the reader: per node,
+ *      self_ns = (self - calls * overhead_inner - child_calls * overhead_outer) * ns_per_tick
+ *    where child_calls is the sum of the calls of the node's children.
+ * With PT_FLAG_COUNT_ONLY and period_ns 0 the file has call counts only.
  */
 #ifndef PROFTUI_WIRE_HOOK_H
 #define PROFTUI_WIRE_HOOK_H
@@ -42,9 +60,12 @@
 #define PT_HOOK_NAME_MAX 232       /* bytes of a module path, NUL included */
 #define PT_HOOK_INLINED 0x80000000u /* node.module bit: calls of fn inlined into the
                                        parent's function (they ran in its frame) */
+#define PT_HOOK_CHUNK_PCS 0x80000000u /* chunk.thread bit: the chunk is part of that
+                                         thread's pc table, not nodes */
+#define PT_HOOK_PC_PROBES 16u      /* slots a tick looks at in the pc table */
 
 typedef struct pt_hook_header {  /* at body_offset */
-    uint32_t node_size;          /*   0 sizeof(pt_hook_node) = 40 */
+    uint32_t node_size;          /*   0 sizeof(pt_hook_node) = 64 */
     uint32_t chunk_nodes;        /*   4 nodes per chunk */
     uint32_t chunk_capacity;     /*   8 chunks in the pool */
     uint32_t chunk_count;        /*  12 chunks handed out (atomic; clamp to capacity) */
@@ -66,7 +87,18 @@ typedef struct pt_hook_header {  /* at body_offset */
     uint32_t filter_ranges;      /* 112 address ranges the name filters resolved to */
     uint32_t stack_capacity;     /* 116 shadow-stack entries per thread */
     uint64_t filtered_calls;     /* 120 calls not recorded because of filters/depth/pause */
+    uint32_t timer_signal;       /* 128 signal of the clock's ticks (0: no clock) */
+    uint32_t timer_flags;        /* 132 PT_HOOK_TIMER_* (csrc/common/pt_timer.h values) */
+    uint64_t ticks_unplaced;     /* 136 ticks no node could take (a node index out of range) */
+    uint8_t reserved[48];        /* 144 zero */
 } pt_hook_header;
+
+enum pt_hook_timer_flags {       /* pt_hook_header.timer_flags */
+    PT_HOOK_TIMER_PERF = 1u << 0,         /* perf_event task-clock per thread */
+    PT_HOOK_TIMER_POSIX = 1u << 1,        /* timer_create per thread (fallback or wall clock) */
+    PT_HOOK_TIMER_SIGNAL_MOVED = 1u << 2, /* the target owns SIGPROF: another signal is used */
+    PT_HOOK_TIMER_USER_ONLY = 1u << 5,    /* perf may not count kernel time here: user time only */
+};
 
 typedef struct pt_hook_thread {
     uint32_t tid;                /*   0 kernel thread id (0: slot not ready) */
@@ -75,7 +107,18 @@ typedef struct pt_hook_thread {
     uint64_t max_depth;          /*  24 deepest shadow stack seen */
     uint64_t live;               /*  32 address, in the target, of the thread's pt_hook_live
                                         (0: none); read through /proc/<pid>/mem */
-} pt_hook_thread;                /* 40 bytes */
+    uint64_t ticks;              /*  40 clock ticks while no recorded call was open */
+    uint64_t hook_ticks;         /*  48 ... of them in the hook library (its first call) */
+    uint32_t pcs_chunk;          /*  56 first chunk of its pc table (0xffffffff: none) */
+    uint32_t pcs_entries;        /*  60 entries of the table (a power of two; 0: none) */
+    uint64_t pcs_dropped;        /*  64 ticks the table had no slot for */
+} pt_hook_thread;                /* 72 bytes */
+
+typedef struct pt_hook_pc {      /* one entry of a thread's pc table */
+    uint64_t pc;                 /*   0 interrupted address (0: empty); stored last (release) */
+    uint32_t node;               /*   8 the node that was current, or PT_HOOK_ROOT */
+    uint32_t count;              /*  12 ticks (weights) */
+} pt_hook_pc;                    /* 16 bytes */
 
 /*
  * Calls still open.  Finished calls are in the nodes; a call that has not
@@ -113,7 +156,7 @@ typedef struct pt_hook_open_entry {
 } pt_hook_open_entry;            /* 72 bytes */
 
 typedef struct pt_hook_chunk {
-    uint32_t thread;             /* owning thread slot */
+    uint32_t thread;             /* owning thread slot; | PT_HOOK_CHUNK_PCS: pc table */
     uint32_t count;              /* nodes published (release store) */
 } pt_hook_chunk;                 /* 8 bytes */
 
@@ -129,16 +172,22 @@ typedef struct pt_hook_node {
     uint32_t parent;             /*   8 global node index or PT_HOOK_ROOT */
     uint32_t module;             /*  12 module table index + 1, 0 unknown; | PT_HOOK_INLINED */
     uint64_t calls;              /*  16 entries counted */
-    uint64_t incl;               /*  24 inclusive ticks of finished calls */
-    uint64_t self;               /*  32 exclusive ticks of finished calls */
-} pt_hook_node;                  /* 40 bytes */
+    uint64_t incl;               /*  24 timed: inclusive ticks of finished calls */
+    uint64_t self;               /*  32 timed: exclusive ticks of finished calls */
+    uint64_t ticks;              /*  40 sampled: clock ticks while this was the current node */
+    uint64_t hook_ticks;         /*  48 ... of them inside the hook library ([instrumentation]) */
+    uint32_t off_;               /*  56 the runtime's own: the function's return-address slot
+                                        minus the enter hook's CFA (never read by the reader) */
+    uint32_t reserved_;          /*  60 zero */
+} pt_hook_node;                  /* 64 bytes: one cache line, all the enter hook touches */
 
-_Static_assert(sizeof(pt_hook_header) == 128, "pt_hook_header is 128 bytes");
-_Static_assert(sizeof(pt_hook_thread) == 40, "pt_hook_thread is 40 bytes");
+_Static_assert(sizeof(pt_hook_header) == 192, "pt_hook_header is 192 bytes");
+_Static_assert(sizeof(pt_hook_thread) == 72, "pt_hook_thread is 72 bytes");
+_Static_assert(sizeof(pt_hook_pc) == 16, "pt_hook_pc is 16 bytes");
 _Static_assert(sizeof(pt_hook_live) == 32, "pt_hook_live is 32 bytes");
 _Static_assert(sizeof(pt_hook_open_entry) == 72, "pt_hook_open_entry is 72 bytes");
 _Static_assert(sizeof(pt_hook_chunk) == 8, "pt_hook_chunk is 8 bytes");
 _Static_assert(sizeof(pt_hook_module) == 256, "pt_hook_module is 256 bytes");
-_Static_assert(sizeof(pt_hook_node) == 40, "pt_hook_node is 40 bytes");
+_Static_assert(sizeof(pt_hook_node) == 64, "pt_hook_node is 64 bytes");
 
 #endif /* PROFTUI_WIRE_HOOK_H */

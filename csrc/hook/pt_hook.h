@@ -4,6 +4,9 @@
  *   pt_hook_life.c    threads, hook-cost calibration, fork, start-up, clean exit
  *   pt_hook_file.c    options, the shared-memory file, clock, module table
  *   pt_hook_filter.c  PROFTUI_INCLUDE/EXCLUDE: ELF symbols -> address ranges
+ *   pt_hook_tick.c    the per-thread clock's handler: one tick to the current node
+ * and from csrc/common: pt_timer.c + pt_timer_interpose.c (the clocks, shared
+ * with the sampler), pt_runfile.c (the file's creation).
  */
 #ifndef PT_HOOK_H
 #define PT_HOOK_H
@@ -13,6 +16,7 @@
 
 #include "proftui_wire.h"
 #include "proftui_wire_hook.h"
+#include "pt_timer.h"
 
 #define PT_NOINST __attribute__((no_instrument_function))
 #define PT_LIKELY(x) __builtin_expect(!!(x), 1)
@@ -28,7 +32,9 @@ enum { PT_STATE_UNINIT = 0, PT_STATE_BUSY = 1, PT_STATE_READY = 2, PT_STATE_OFF 
 typedef struct pt_options {
     const char *dir;          /* PROFTUI_DIR */
     uint64_t buffer_bytes;    /* PROFTUI_BUFFER_BYTES: file size */
-    int count_only;           /* PROFTUI_COUNT_ONLY=1 */
+    int count_only;           /* PROFTUI_COUNT_ONLY=1: no clock at all */
+    int timed;                /* PROFTUI_TIMED=1: two timestamps per call, no ticking clock */
+    struct pt_timer_config timer; /* PROFTUI_FREQUENCY, PROFTUI_WALL_CLOCK, ... (sampled) */
     int force_monotonic;      /* PROFTUI_CLOCK=monotonic (tests the fallback) */
     uint32_t max_depth;       /* PROFTUI_MAX_DEPTH, 0 unlimited */
     char *include;            /* PROFTUI_INCLUDE: patterns separated by newlines */
@@ -39,7 +45,11 @@ typedef struct pt_options {
 typedef struct pt_global {
     int state;                /* PT_STATE_*, atomic */
     int use_tsc;              /* timestamps from rdtsc rather than clock_gettime */
-    int timed;                /* !count_only */
+    int timed;                /* opt.timed: the hooks take timestamps */
+    int ticking;              /* the per-thread clocks run (the default: neither option) */
+    uintptr_t text_lo;        /* this library's code [text_lo, text_hi): a tick there is */
+    uintptr_t text_hi;        /*   the hooks' own cost ([instrumentation]) */
+    uint32_t node_cap;        /* nodes in the pool (chunk_capacity * chunk_nodes) */
     int filtering;            /* include or exclude patterns given */
     int slow;                 /* filtering or a depth limit: every enter takes the slow path */
     int has_include;
@@ -84,24 +94,21 @@ typedef struct pt_entry {
                            path never writes it: popping an entry resets it to 0) */
     uint32_t ra;        /* low 32 bits of the enter hook's return address: which hook
                            call instruction made this entry (see pt_enter_slow) */
-    const struct pt_slot *kid; /* hash slot of this entry's last child (NULL: none yet):
-                                  repeated calls from one context skip the hash; checked
-                                  against (fn, parent) before use, so a stale one is harmless */
+    pt_hook_node *kid;  /* node of this entry's last child (NULL: none yet): repeated calls
+                           from one context skip the hash; checked against (fn, parent)
+                           before use, so a stale one is harmless (fork clears them: they
+                           point into the parent's file) */
     uint32_t site;      /* low 32 bits of the call site gcc passed (the frame's return
                            address: an inlined body passes its container's) */
-    uint32_t pad;
+    uint32_t kid2;      /* index + 1 of the child node `kid` held before (0: none): a
+                           caller alternating between two callees skips the hash too */
 } pt_entry;
 
+/* A hash slot: (fn, parent) -> node.  The node itself holds fn, parent and the
+ * return-slot offset, so a hit reads the one cache line the call counts in. */
 typedef struct pt_slot {
-    uintptr_t fn;       /* 0: empty */
-    uint32_t parent;
-    uint32_t node;
-    uint32_t off;       /* fn's return-address slot minus the hook's CFA, bytes: fixed by
-                           fn's prologue, so only a context's first call scans for it */
-    uint32_t ira;       /* nonzero: low 32 bits of the hook return address of an enter
-                           found inlined in its parent's frame (equal return slots), so
-                           the fast path may push it on an equal slot too */
-    pt_hook_node *nptr; /* &pt_g.nodes[node]: its address is known one load earlier */
+    uint32_t node1;     /* node index + 1; 0: empty */
+    uint32_t tag;       /* low half of the key's hash, | 1: most misses never read a node */
 } pt_slot;
 
 /* The first four fields are pt_hook_live (proftui_wire_hook.h): the front end
@@ -126,6 +133,13 @@ typedef struct pt_hook_tstate {
     uint64_t setup;
     uint32_t limit;     /* min(max_depth + 1, cap), 0 under filters or a depth limit:
                            deeper enters take the slow path */
+    uint32_t cur;       /* the current node: stack[depth].anode, PT_HOOK_ROOT when no
+                           recorded call is open.  What the clock's handler charges: stored
+                           (release) once the node is valid, in one store, by pt_set_depth
+                           and the fast paths; never read otherwise */
+    int ticking;        /* this thread's clock runs and the handler may charge it */
+    pt_hook_pc *pcs;    /* its pc table in the file (pt_hook_thread.pcs_chunk), NULL none */
+    uint32_t pc_mask;   /* entries - 1 */
     uintptr_t stk_lo;   /* the thread's own stack, [stk_lo, stk_hi): calls outside it */
     uintptr_t stk_hi;   /* run on another stack (sigaltstack); 0, UINTPTR_MAX unknown */
     pt_slot *hash;
@@ -168,6 +182,15 @@ static inline __attribute__((no_instrument_function)) uint32_t pt_anchor(const p
     return e->flags ? e->anchor : index;
 }
 
+/* Set the top of the shadow stack to `d` and publish its node as the current
+ * one for the clock's handler.  Async-signal-safe. */
+static inline __attribute__((no_instrument_function)) void pt_set_depth(pt_hook_tstate *t,
+                                                                        uint32_t d)
+{
+    t->depth = d;
+    __atomic_store_n(&t->cur, t->stack[d].anode, __ATOMIC_RELEASE);
+}
+
 /* The PT_EXPORT hooks (proftui_hook.c); the calibration calls them too. */
 void __cyg_profile_func_enter(void *fn, void *site);
 void __cyg_profile_func_exit(void *fn, void *site);
@@ -202,8 +225,15 @@ void pt_modules_scan_all(void);                         /* record every loaded o
 /* ---- pt_hook_filter.c ---- */
 void pt_filter_init(void);                              /* split the patterns: init only */
 void pt_filter_module(const char *path, uintptr_t bias); /* resolve patterns in one object */
-int pt_filter_verdict(uintptr_t fn);
-void pt_filter_atfork_child(void);                      /* async-signal-safe */                    /* PT_FILTER_* bits; lock-free read */
+int pt_filter_verdict(uintptr_t fn);                    /* PT_FILTER_* bits; lock-free read */
+void pt_filter_atfork_child(void);                      /* async-signal-safe */
+
+/* ---- pt_hook_tick.c ---- */
+int pt_hook_tick_init(void);          /* start-up: choose the clock, install the handler; 0 ok */
+void pt_hook_tick_arm(pt_hook_tstate *t);  /* calling thread's clock (first call, fork child) */
+void pt_hook_tick_disarm(pt_hook_tstate *t); /* thread or process exit */
+void pt_hook_tick_describe(void);     /* clock, signal, flags into the file's headers;
+                                         async-signal-safe */
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <x86intrin.h>

@@ -47,6 +47,8 @@ PT_NOINST void pt_options_read(pt_options *opt)
     if (opt->buffer_bytes > PT_MAX_BUFFER)
         opt->buffer_bytes = PT_MAX_BUFFER;
     opt->count_only = pt_env_u64("PROFTUI_COUNT_ONLY", 0) != 0;
+    opt->timed = pt_env_u64("PROFTUI_TIMED", 0) != 0;
+    pt_timer_config_from_env(&opt->timer);
     const char *clock = getenv("PROFTUI_CLOCK");
     opt->force_monotonic = clock && strcmp(clock, "monotonic") == 0;
     opt->max_depth = (uint32_t)pt_env_u64("PROFTUI_MAX_DEPTH", 0);
@@ -145,7 +147,7 @@ PT_NOINST void pt_clock_refine(void)
 PT_NOINST int pt_hook_file_create(void)
 {
     uint64_t size = pt_g.opt.buffer_bytes;
-    uint64_t threads_off = 256;
+    uint64_t threads_off = 128 + sizeof(pt_hook_header);
     uint64_t modules_off = threads_off + PT_THREAD_CAP * sizeof(pt_hook_thread);
     uint64_t chunks_off = modules_off + PT_MODULE_CAP * sizeof(pt_hook_module);
     uint64_t chunk_bytes = PT_CHUNK_NODES * sizeof(pt_hook_node) + sizeof(pt_hook_chunk);
@@ -173,6 +175,7 @@ PT_NOINST int pt_hook_file_create(void)
     pt_g.modules = (pt_hook_module *)(pt_g.base + modules_off);
     pt_g.chunks = (pt_hook_chunk *)(pt_g.base + chunks_off);
     pt_g.nodes = (pt_hook_node *)(pt_g.base + nodes_off);
+    pt_g.node_cap = (uint32_t)nchunks * PT_CHUNK_NODES;
 
     pt_hook_header *h = pt_g.hook;
     h->node_size = sizeof(pt_hook_node);
@@ -198,6 +201,7 @@ PT_NOINST int pt_hook_file_create(void)
     f->flags = pt_g.timed ? 0 : PT_FLAG_COUNT_ONLY;
     const char *clock = pt_g.timed ? (pt_g.use_tsc ? "tsc" : "CLOCK_MONOTONIC") : "none (count only)";
     strncpy(f->clock, clock, sizeof f->clock - 1);
+    pt_hook_tick_describe();  /* a ticking clock's name, period and signal instead */
     return 0;
 }
 

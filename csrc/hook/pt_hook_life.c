@@ -34,6 +34,37 @@ static PT_NOINST void pt_thread_name(pt_hook_tstate *t)
     memcpy(pt_g.threads[t->slot].name, name, sizeof name);
 }
 
+/* Give a registered thread its pc table (pt_hook_pc): 2^k whole chunks of the
+ * node pool, backed now since the clock's handler may write anywhere in it.
+ * None when the pool is small (under 128 chunks) or cannot back it: the
+ * thread's ticks then stay whole in its nodes.  Async-signal-safe. */
+static PT_NOINST void pt_thread_pcs(pt_hook_tstate *t, pt_hook_thread *th)
+{
+    pt_hook_header *h = pt_g.hook;
+    t->pcs = NULL;
+    th->pcs_chunk = PT_NONE;
+    if (!pt_g.ticking)
+        return;
+    uint32_t k = h->chunk_capacity / 128;
+    k = k >= 8 ? 8 : k >= 4 ? 4 : k >= 2 ? 2 : k;
+    if (!k)
+        return;
+    uint32_t c = __atomic_fetch_add(&h->chunk_count, k, __ATOMIC_RELAXED);
+    size_t bytes = (size_t)k * h->chunk_nodes * sizeof(pt_hook_node);
+    if (c >= h->chunk_capacity || k > h->chunk_capacity - c ||
+        pt_hook_reserve((uint64_t)((uint8_t *)&pt_g.chunks[c] - pt_g.base),
+                        k * sizeof(pt_hook_chunk)) != 0 ||
+        pt_hook_reserve((uint64_t)((uint8_t *)&pt_g.nodes[(size_t)c * h->chunk_nodes] -
+                                   pt_g.base), bytes) != 0)
+        return;  /* the chunks stay handed out, unused: count 0 */
+    for (uint32_t i = 0; i < k; i++)
+        pt_g.chunks[c + i].thread = t->slot | PT_HOOK_CHUNK_PCS;
+    t->pcs = (pt_hook_pc *)(void *)&pt_g.nodes[(size_t)c * h->chunk_nodes];
+    t->pc_mask = (uint32_t)(bytes / sizeof(pt_hook_pc)) - 1;
+    th->pcs_entries = t->pc_mask + 1;
+    __atomic_store_n(&th->pcs_chunk, c, __ATOMIC_RELEASE);
+}
+
 /* Register the calling thread in the file's thread table.  Async-signal-safe. */
 static PT_NOINST void pt_thread_register(pt_hook_tstate *t)
 {
@@ -51,6 +82,7 @@ static PT_NOINST void pt_thread_register(pt_hook_tstate *t)
     pt_thread_name(t);
     th->state = 1;
     th->live = (uint64_t)(uintptr_t)t;
+    pt_thread_pcs(t, th);
     __atomic_store_n(&th->tid, (uint32_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
 }
 
@@ -98,6 +130,7 @@ static PT_NOINST pt_hook_tstate *pt_thread_new(void)
         t->stk_hi = UINTPTR_MAX;
         t->stack[0].slot = UINTPTR_MAX - 1;  /* the sentinel is never stale */
         t->stack[0].anode = PT_HOOK_ROOT;
+        t->cur = PT_HOOK_ROOT;
         t->chunk = PT_NONE;
         return t;
     }
@@ -132,18 +165,21 @@ PT_NOINST pt_hook_tstate *pt_thread_attach(void)
     pt_tls = t;
     pt_thread_stack(t);
     pthread_setspecific(pt_key, t);
+    pt_hook_tick_arm(t);
     t->busy = 0;
     return t;
 }
 
-/* Thread exit (TSD destructor): close open entries, mark the slot exited,
- * unmap.  Async-signal-safe. */
+/* Thread exit (TSD destructor): stop the thread's clock, close open entries,
+ * mark the slot exited, unmap.  Not async-signal-safe (the clock's mutex):
+ * runs from pthread_exit only. */
 static PT_NOINST void pt_thread_detach(void *arg)
 {
     pt_hook_tstate *t = arg;
-    pt_tls = &pt_off_thread;
+    pt_tls = &pt_off_thread;  /* first: a tick from here on charges nothing */
     if (t == &pt_off_thread || t == NULL)
         return;
+    pt_hook_tick_disarm(t);
     if (!t->busy && pt_g.hook) {
         uint64_t now = pt_g.timed ? pt_thread_now(t) : 0;
         pt_hook_close_all(t, now);
@@ -241,8 +277,9 @@ static PT_NOINST void pt_calibrate_overhead(void)
 /* ---- process life --------------------------------------------------------------- */
 
 /* fork child: a file of its own; the forking thread keeps its shadow stack,
- * re-rooted in the new file (open calls get nodes with 0 calls).
- * Async-signal-safe. */
+ * re-rooted in the new file (open calls get nodes with 0 calls), and gets a
+ * clock of its own (the parent's is the parent thread's).  Not
+ * async-signal-safe (the clock's set-up), as pthread_atfork handlers need not be. */
 static PT_NOINST void pt_hook_atfork_child(void)
 {
     if (__atomic_load_n(&pt_g.state, __ATOMIC_ACQUIRE) != PT_STATE_READY)
@@ -252,15 +289,26 @@ static PT_NOINST void pt_hook_atfork_child(void)
     munmap(pt_g.base, pt_g.size);  /* the parent's file: never write it from here */
     pt_g.base = NULL;
     pt_g.hook = NULL;
+    if (t && t != &pt_off_thread) {
+        t->ticking = 0;  /* the parent thread's clock: not this thread's */
+        t->pcs = NULL;   /* in the parent's file */
+    }
     if (pt_hook_file_create() != 0) {
         __atomic_store_n(&pt_g.state, PT_STATE_OFF, __ATOMIC_RELEASE);
         if (t && t != &pt_off_thread)
             t->busy = 1;
+        if (pt_g.ticking)
+            pt_timer_fork_child(0);
         return;
     }
+    if (pt_g.ticking)
+        pt_timer_fork_child(1);  /* the new file already describes the clock */
     if (t && t != &pt_off_thread && !t->busy) {
         memset(t->hash, 0, (size_t)(t->hash_mask + 1) * sizeof(pt_slot));
         t->hash_count = 0;
+        /* Every entry ever pushed may cache a child node of the parent's file. */
+        for (uint32_t i = 0; i <= t->max_depth + 1 && i < t->cap; i++)
+            t->stack[i].kid = NULL, t->stack[i].kid2 = 0;
         t->chunk = PT_NONE;
         t->used = 0;
         t->pool_full = 0;
@@ -279,6 +327,9 @@ static PT_NOINST void pt_hook_atfork_child(void)
             e->anchor = node != PT_NONE ? i : pt_anchor(p, i - 1);
             e->anode = node != PT_NONE ? node : p->anode;
         }
+        pt_set_depth(t, t->depth);
+        if (!t->busy)
+            pt_hook_tick_arm(t);
     }
     pt_runfile_publish(pt_g.hdr);
 }
@@ -300,11 +351,17 @@ static PT_NOINST void pt_hook_init(void)
     }
     ssize_t n = readlink("/proc/self/exe", pt_g.exe, sizeof pt_g.exe - 1);
     pt_g.exe[n > 0 ? n : 0] = '\0';
-    pt_g.timed = !pt_g.opt.count_only;
+    pt_g.timed = pt_g.opt.timed && !pt_g.opt.count_only;
+    pt_g.ticking = !pt_g.opt.timed && !pt_g.opt.count_only;
     pt_g.max_depth = pt_g.opt.max_depth;
     pt_filter_init();
     pt_g.slow = pt_g.filtering || pt_g.max_depth;
-    pt_clock_calibrate();
+    if (pt_g.timed)
+        pt_clock_calibrate();  /* 2 ms: only timestamps need it */
+    else
+        pt_g.ns_per_tick = 1.0;
+    if (pt_g.ticking && pt_hook_tick_init() != 0)
+        pt_g.ticking = 0;  /* no clock can tick here: calls are counted, the notes say so */
     if (pt_hook_file_create() != 0 || pthread_key_create(&pt_key, pt_thread_detach) != 0) {
         __atomic_store_n(&pt_g.state, PT_STATE_OFF, __ATOMIC_RELEASE);
         return;
@@ -322,19 +379,23 @@ static PT_NOINST void pt_hook_init(void)
  * appears on the first call.  Not async-signal-safe (getenv, strdup): load time. */
 __attribute__((constructor)) static PT_NOINST void pt_constructor(void)
 {
+    pt_timer_interpose_resolve();  /* so that close() never resolves in a signal handler */
     if (__atomic_load_n(&pt_g.state, __ATOMIC_ACQUIRE) != PT_STATE_UNINIT)
         return;  /* an instrumented constructor already initialised us */
     pt_options_read(&pt_g.opt);
     __atomic_store_n(&pt_options_done, 1, __ATOMIC_RELEASE);
 }
 
-/* Clean exit: close the exiting thread's open calls, refine the clock, mark
- * the file complete.  Async-signal-safe. */
+/* Clean exit: stop the exiting thread's clock, close its open calls, refine
+ * the clock, mark the file complete.  Not async-signal-safe (the clock's
+ * mutex): exit() only. */
 __attribute__((destructor)) static PT_NOINST void pt_destructor(void)
 {
     if (__atomic_load_n(&pt_g.state, __ATOMIC_ACQUIRE) != PT_STATE_READY)
         return;
     pt_hook_tstate *t = pt_tls;
+    if (pt_g.ticking)
+        pt_hook_tick_disarm(t && t != &pt_off_thread ? t : NULL);
     if (t && t != &pt_off_thread && !t->busy) {
         t->busy = 1;
         uint64_t now = pt_g.timed ? pt_thread_now(t) : 0;

@@ -6,17 +6,13 @@
  * that true for the target's lifetime:
  *   pthread_create  wraps the start routine so each new thread arms its own clock
  *   dlopen/dlclose  log new/unloaded code and republish the unwind tables
- *   sigaction/signal  a target that takes over our signal gets it; we move
  *   fork (atfork)   the child drops the parent's events; own file if followed
- *   close, close_range, closefrom  a target closing "every fd" keeps ours open
- *   execve, execv, execvp, execvpe, execl, execlp, execle, fexecve  clocks stop before
- *                   the exec (a sample landing after it would kill the new image);
- *                   csrc/common/pt_exec.c
+ * and, shared with the hook runtime (csrc/common/pt_timer_interpose.c):
+ * sigaction/signal, close/close_range/closefrom and the exec family.
+ * None of the functions in this file is async-signal-safe.
  * Without follow, the constructor takes the sampler out of LD_PRELOAD and (last
  * runtime) the PROFTUI_* variables out of the environment the target passes on
- * (csrc/common/pt_env.h); the target's own exec gets them back.
- * None of the functions in this file is async-signal-safe except close(),
- * which stays as safe as the libc close() it wraps.
+ * (csrc/common/pt_env.h); the target's own exec gets them back (pt_exec.c).
  *
  * Environment (read once, in the constructor):
  *   PROFTUI_DIR              per-run directory (required; nothing happens without it)
@@ -45,28 +41,22 @@
 #include "pt_env.h"
 #include "pt_exec.h"
 #include "pt_sampler.h"
-
-#ifndef CLOSE_RANGE_CLOEXEC
-#define CLOSE_RANGE_CLOEXEC (1U << 2)
-#endif
+#include "pt_timer.h"
 
 /* Settings from the environment, written once by the constructor. */
 PT_HIDDEN struct pt_sampler_config pt_sampler_cfg;
 /* Per-thread state the handler reads (initial-exec TLS: no lazy allocation). */
 PT_HIDDEN __thread struct pt_sampler_thread pt_sampler_self
-    __attribute__((tls_model("initial-exec"))) = {.reg = -1};
+    __attribute__((tls_model("initial-exec")));
 /* 1 while this process samples; 0 before the constructor, without
  * PROFTUI_DIR, or in a fork child that is not followed. */
-static volatile int pt_active;
+static int pt_active;
 
 /* The real functions we wrap, resolved once (lazily if called before us). */
 static int (*pt_real_pthread_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *),
                                      void *);
 static void *(*pt_real_dlopen)(const char *, int);
 static int (*pt_real_dlclose)(void *);
-static sighandler_t (*pt_real_signal)(int, sighandler_t);
-static int (*pt_real_close)(int);
-static int (*pt_real_close_range)(unsigned, unsigned, int);
 
 static void pt_resolve(void) {
     if (pt_real_pthread_create == NULL)
@@ -75,11 +65,7 @@ static void pt_resolve(void) {
     if (pt_real_dlopen == NULL)
         pt_real_dlopen = (void *(*)(const char *, int))dlsym(RTLD_NEXT, "dlopen");
     if (pt_real_dlclose == NULL) pt_real_dlclose = (int (*)(void *))dlsym(RTLD_NEXT, "dlclose");
-    if (pt_real_signal == NULL)
-        pt_real_signal = (sighandler_t(*)(int, sighandler_t))dlsym(RTLD_NEXT, "signal");
-    if (pt_real_close == NULL) pt_real_close = (int (*)(int))dlsym(RTLD_NEXT, "close");
-    if (pt_real_close_range == NULL)
-        pt_real_close_range = (int (*)(unsigned, unsigned, int))dlsym(RTLD_NEXT, "close_range");
+    pt_timer_interpose_resolve();
 }
 
 static long pt_env_long(const char *name, long fallback) {
@@ -97,13 +83,13 @@ static int pt_env_flag(const char *name) {
 
 /* Fork child (pthread_atfork): never write into the parent's file. */
 static void pt_atfork_child(void) {
-    if (!pt_active) return;
+    if (!PT_GET(pt_active)) return;
     pt_sampler_self.slot = NULL;
     pt_sampler_maps_fork_child();
     pt_sampler_file_forget();
     int keep = pt_sampler_cfg.follow_children && pt_sampler_file_create(getpid()) == 0;
     if (keep) pt_sampler_maps_refresh(1);
-    else pt_active = 0;
+    else PT_SET(pt_active, 0);
     pt_sampler_timer_fork_child(keep);
 }
 
@@ -115,22 +101,19 @@ static int pt_read_settings(void) {
      * exec's) samples; others that inherited LD_PRELOAD anyway stay idle. */
     long frontend = pt_env_long("PROFTUI_FRONTEND_PID", 0);
     if (!pt_sampler_cfg.follow_children && frontend > 0 && getppid() != (pid_t)frontend) return 0;
-    long hz = pt_env_long("PROFTUI_FREQUENCY", PT_DEFAULT_FREQUENCY);
-    if (hz < 1) hz = 1;
-    if (hz > PT_MAX_FREQUENCY) hz = PT_MAX_FREQUENCY;
-    pt_sampler_cfg.period_ns = 1000000000u / (uint64_t)hz;
+    struct pt_timer_config clock; /* PROFTUI_FREQUENCY, _WALL_CLOCK, _SAMPLER_CLOCK, _KERNEL */
+    pt_timer_config_from_env(&clock);
+    pt_sampler_cfg.period_ns = clock.period_ns;
+    pt_sampler_cfg.wall_clock = clock.wall_clock;
+    pt_sampler_cfg.force_timer = clock.force_timer;
+    pt_sampler_cfg.user_only = clock.user_only;
     long buffer = pt_env_long("PROFTUI_BUFFER_BYTES", PT_DEFAULT_BUFFER);
     pt_sampler_cfg.buffer_bytes = buffer > 0 ? (uint64_t)buffer : PT_DEFAULT_BUFFER;
     /* proftui holds the budget to --buffer's range; this is the backstop for an
      * environment set by hand (10^14 made 19 GB rings per thread). */
     if (pt_sampler_cfg.buffer_bytes > PT_MAX_BUFFER) pt_sampler_cfg.buffer_bytes = PT_MAX_BUFFER;
-    pt_sampler_cfg.wall_clock = pt_env_flag("PROFTUI_WALL_CLOCK");
-    const char *clock = getenv("PROFTUI_SAMPLER_CLOCK");
-    pt_sampler_cfg.force_timer = clock != NULL && strcmp(clock, "timer") == 0;
     const char *unwind = getenv("PROFTUI_SAMPLER_UNWIND");
     pt_sampler_cfg.fp_only = unwind != NULL && strcmp(unwind, "fp") == 0;
-    const char *kernel = getenv("PROFTUI_SAMPLER_KERNEL");
-    pt_sampler_cfg.user_only = kernel != NULL && strcmp(kernel, "0") == 0;
     return 1;
 }
 
@@ -147,12 +130,12 @@ __attribute__((constructor)) static void pt_init(void) {
     pt_sampler_maps_refresh(0);
     if (pt_sampler_timer_init() != 0) return; /* the file stays, with no samples */
     pthread_atfork(NULL, NULL, pt_atfork_child);
-    pt_active = 1;
+    PT_SET(pt_active, 1);
     pt_sampler_thread_arm();
 }
 
 __attribute__((destructor)) static void pt_fini(void) {
-    if (!pt_active) return;
+    if (!PT_GET(pt_active)) return;
     pt_sampler_thread_disarm();
     if (pt_sampler_file.hdr != NULL)
         __atomic_store_n(&pt_sampler_file.hdr->state, (uint32_t)PT_STATE_EXITED, __ATOMIC_RELEASE);
@@ -168,7 +151,7 @@ struct pt_start {
 static void *pt_thread_start(void *p) {
     struct pt_start start = *(struct pt_start *)p;
     free(p);
-    if (pt_active) pt_sampler_thread_arm(); /* the key destructor disarms at thread exit */
+    if (PT_GET(pt_active)) pt_sampler_thread_arm(); /* the key destructor disarms at thread exit */
     return start.fn(start.arg);
 }
 
@@ -176,7 +159,7 @@ __attribute__((visibility("default"))) int
 pthread_create(pthread_t *thread, const pthread_attr_t *attr, void *(*fn)(void *), void *arg) {
     pt_resolve();
     if (pt_real_pthread_create == NULL) return EAGAIN;
-    struct pt_start *start = pt_active ? malloc(sizeof *start) : NULL;
+    struct pt_start *start = PT_GET(pt_active) ? malloc(sizeof *start) : NULL;
     if (start == NULL) return pt_real_pthread_create(thread, attr, fn, arg);
     start->fn = fn;
     start->arg = arg;
@@ -239,7 +222,7 @@ __attribute__((visibility("default"))) void *dlopen(const char *file, int mode) 
     void *handle = pt_real_dlopen(file, mode);
     if (handle == NULL && file != NULL && (strchr(file, '/') == NULL || file[0] == '$'))
         handle = pt_dlopen_as(__builtin_return_address(0), file, mode);
-    if (handle != NULL && pt_active) pt_sampler_maps_refresh(0);
+    if (handle != NULL && PT_GET(pt_active)) pt_sampler_maps_refresh(0);
     return handle;
 }
 
@@ -247,99 +230,6 @@ __attribute__((visibility("default"))) int dlclose(void *handle) {
     pt_resolve();
     if (pt_real_dlclose == NULL) return -1;
     int rc = pt_real_dlclose(handle);
-    if (pt_active) pt_sampler_maps_refresh(0);
+    if (PT_GET(pt_active)) pt_sampler_maps_refresh(0);
     return rc;
-}
-
-/* ---- sigaction / signal -------------------------------------------------------- */
-
-/* What a target asking about our signal sees: the default it would have. */
-static void pt_fake_default(struct sigaction *old) {
-    if (old == NULL) return;
-    memset(old, 0, sizeof *old);
-    old->sa_handler = SIG_DFL;
-    sigemptyset(&old->sa_mask);
-}
-
-__attribute__((visibility("default"))) int sigaction(int sig, const struct sigaction *act,
-                                                     struct sigaction *old) {
-    if (!pt_active || sig != pt_sampler_signal) return pt_sampler_real_sigaction(sig, act, old);
-    if (act == NULL) {
-        pt_fake_default(old);
-        return 0;
-    }
-    void *handler =
-        (act->sa_flags & SA_SIGINFO) ? (void *)act->sa_sigaction : (void *)act->sa_handler;
-    if (pt_sampler_timer_is_ours(handler)) return pt_sampler_real_sigaction(sig, act, old);
-    if (handler == (void *)SIG_DFL) { /* "back to the default": it already looks so */
-        pt_fake_default(old);
-        return 0;
-    }
-    pt_sampler_timer_move_signal(); /* the target owns this signal from now on */
-    int rc = pt_sampler_real_sigaction(sig, act, NULL);
-    if (rc == 0) pt_fake_default(old);
-    return rc;
-}
-
-__attribute__((visibility("default"))) sighandler_t signal(int sig, sighandler_t handler) {
-    pt_resolve();
-    if (pt_real_signal == NULL) {
-        errno = ENOSYS;
-        return SIG_ERR;
-    }
-    if (!pt_active || sig != pt_sampler_signal) return pt_real_signal(sig, handler);
-    if (handler == SIG_DFL) return SIG_DFL; /* it already looks like the default */
-    pt_sampler_timer_move_signal();
-    sighandler_t previous = pt_real_signal(sig, handler);
-    return previous == SIG_ERR ? SIG_ERR : SIG_DFL;
-}
-
-/* ---- close / close_range / closefrom ------------------------------------------ */
-
-/* Async-signal-safe, like the close() it wraps (no lock, no allocation). */
-__attribute__((visibility("default"))) int close(int fd) {
-    if (pt_sampler_timer_owns_fd(fd)) return 0; /* pretend: our perf event stays armed */
-    if (pt_real_close == NULL) pt_resolve();
-    if (pt_real_close == NULL) return (int)syscall(SYS_close, fd);
-    return pt_real_close(fd);
-}
-
-static int pt_close_range_raw(unsigned first, unsigned last, int flags) {
-    if (pt_real_close_range != NULL) return pt_real_close_range(first, last, flags);
-    return (int)syscall(SYS_close_range, first, last, flags);
-}
-
-/* Close [first, last] except our perf events.  Not async-signal-safe. */
-__attribute__((visibility("default"))) int close_range(unsigned first, unsigned last, int flags) {
-    pt_resolve();
-    if (flags & CLOSE_RANGE_CLOEXEC) return pt_close_range_raw(first, last, flags);
-    int ours[64];
-    int n = pt_sampler_timer_fds_in(first, last, ours, 64);
-    unsigned from = first;
-    for (int i = 0; i < n; i++) {
-        if ((unsigned)ours[i] > from && pt_close_range_raw(from, (unsigned)ours[i] - 1, flags) != 0)
-            return -1;
-        from = (unsigned)ours[i] + 1;
-    }
-    if (from <= last && (n == 0 || (unsigned)ours[n - 1] < last))
-        return pt_close_range_raw(from, last, flags);
-    return 0;
-}
-
-__attribute__((visibility("default"))) void closefrom(int lowfd) {
-    if (lowfd < 0) lowfd = 0;
-    if (close_range((unsigned)lowfd, ~0u, 0) == 0) return;
-    for (int fd = lowfd; fd < 65536; fd++) close(fd); /* close_range not in this kernel */
-}
-
-/* ---- exec (the wrappers: csrc/common/pt_exec.c) --------------------------------- */
-
-/* Stop every clock before an exec.  Not async-signal-safe. */
-void pt_exec_before(void) {
-    if (pt_active) pt_sampler_timer_pause_all(1);
-}
-
-/* The exec failed: sample again.  Not async-signal-safe. */
-void pt_exec_failed(void) {
-    if (pt_active) pt_sampler_timer_pause_all(0);
 }

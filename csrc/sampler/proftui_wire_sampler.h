@@ -4,10 +4,18 @@
  * Documented in docs/wire-format.md ("Sampler body"); decoded by
  * collectors/runtime/wire_sampler.py.  Change the three together.
  *
- *   0        128                192            slots_offset                maplog_offset
- *   +--------+------------------+--------------+----------+-----+----------+--------------
- *   | common | pt_sampler_header| (padding)    | slot 0   | ... | slot n-1 | map log entries
- *   +--------+------------------+--------------+----------+-----+----------+--------------
+ *   0        128               256           maplog_offset     stacks_offset
+ *   +--------+-----------------+-------------+---------------+------------+------------------
+ *   | common | pt_sampler_     | slot 0 ...  | map log       | stack table (proftui_wire_
+ *   |        | header (128)    | slot n-1    | entries       | stacks.h): every distinct
+ *   |        |                 |             |               | (thread, stack) + counters
+ *   +--------+-----------------+-------------+---------------+------------+------------------
+ *
+ * The handler unwinds, counts the sample in its (thread, stack) entry of the
+ * stack table (the totals: exact, never lost while the table has room) and
+ * writes a two-word record into the thread's ring saying which stack and
+ * when (the order in time: live deltas and the timeline).  A full ring drops
+ * the record, not the sample: its counts are in the table.
  *
  * Each slot is one thread's single-producer / single-consumer ring:
  *
@@ -18,32 +26,25 @@
  * and then publishes head with a release store.  The consumer is the front
  * end: it reads head (acquire), copies records in [tail, head), then stores
  * tail.  A record that does not fit in ring_words - (head - tail) is dropped
- * and counted.  A slot whose thread exited (state 2) and whose ring the front
- * end drained (tail == head) may be reused by a new thread: the runtime bumps
- * `gen` first, so a reader that sees gen change discards what it read.
+ * and counted in the slot's `dropped`.  A slot whose thread exited (state 2)
+ * and whose ring the front end drained (tail == head) may be reused by a new
+ * thread: the runtime bumps `gen` first, so a reader that sees gen change
+ * discards what it read.
  *
- * Record (8-byte words):
- *   word 0   bits 0..15  nframes (1..PT_SAMPLER_MAX_FRAMES)
- *            bits 16..31 PT_SREC_* flags
+ * Record (two 8-byte words):
+ *   word 0   bits 0..31  stack id (entry of the stack table; PT_STACK_NONE:
+ *                        the stack found no room, the sample is dropped)
  *            bits 32..63 weight: periods this sample stands for (>= 1)
- *   word 1.. nframes addresses, innermost first: the interrupted pc, then
- *            return addresses found by unwinding.
+ *   word 1   CLOCK_MONOTONIC of the sample, ns
  *
- * Map log entry (384 bytes), appended when the runtime sees an executable
- * PT_LOAD segment (start, dlopen) or an object going away (dlclose), so code
- * of unloaded libraries still resolves:
- *   +0  u64 start, +8 u64 end       runtime address range of the segment
- *   +16 u64 offset                  file offset mapped at `start`
- *   +24 u64 base                    the object's load bias (dlpi_addr)
- *   +32 u32 event                   PT_MAP_LOAD | PT_MAP_UNLOAD
- *   +36 u32 build_id_len            bytes used in build_id
- *   +40 u8  build_id[32]
- *   +72 char path[312]              NUL-terminated
+ * Map log entries: pt_map_entry (proftui_wire.h).
  */
 #ifndef PROFTUI_WIRE_SAMPLER_H
 #define PROFTUI_WIRE_SAMPLER_H
 
 #include <stdint.h>
+
+#include "proftui_wire_stacks.h"
 
 #define PT_SAMPLER_MAX_FRAMES 128
 
@@ -68,11 +69,6 @@ enum pt_sampler_record_flags {
     PT_SREC_DEPTH = 1u << 2,     /* deeper than PT_SAMPLER_MAX_FRAMES: the outermost are cut */
 };
 
-enum pt_map_event {
-    PT_MAP_LOAD = 1,
-    PT_MAP_UNLOAD = 2,
-};
-
 typedef struct pt_sampler_header {
     uint32_t signal;          /* signal delivering samples (SIGPROF unless moved) */
     uint32_t sflags;          /* PT_SMP_* */
@@ -85,17 +81,25 @@ typedef struct pt_sampler_header {
     uint32_t maplog_count;    /* entries published (release store after writing) */
     uint64_t threads_lost;    /* threads that found no free slot (not sampled) */
     uint64_t requested_ns;    /* period the user asked for; header period_ns is in effect */
+    uint64_t start_mono_ns;   /* CLOCK_MONOTONIC when the file was made (records' clock) */
+    uint64_t stacks_offset;   /* file offset of the stack table's header */
+    uint64_t ring_lost;       /* records a full ring could not take (their samples counted) */
+    uint64_t reserved[5];
 } pt_sampler_header;
 
-_Static_assert(sizeof(pt_sampler_header) == 64, "pt_sampler_header is 64 bytes");
+_Static_assert(sizeof(pt_sampler_header) == 128, "pt_sampler_header is 128 bytes");
+
+#define PT_SAMPLER_SLOTS_OFFSET 256 /* common header + sampler header */
+#define PT_SAMPLER_NSLOTS 128       /* threads sampled at once per process */
+#define PT_SAMPLER_RECORD_WORDS 2
 
 typedef struct pt_sampler_slot {
     uint32_t state;   /* PT_SLOT_*: written by the runtime */
     uint32_t tid;     /* thread writing this slot */
     uint64_t head;    /* words written (runtime, release) */
     uint64_t tail;    /* words consumed (front end) */
-    uint64_t samples; /* records written */
-    uint64_t dropped; /* records lost: ring full */
+    uint64_t samples; /* samples taken (records written or not) */
+    uint64_t dropped; /* records a full ring could not take (samples still counted) */
     uint64_t cpu_ns;  /* thread CPU time when it exited (0 while running) */
     uint32_t gen;     /* bumped when the slot is reused by another thread */
     uint32_t reserved0;
@@ -103,18 +107,5 @@ typedef struct pt_sampler_slot {
 } pt_sampler_slot;
 
 _Static_assert(sizeof(pt_sampler_slot) == 64, "pt_sampler_slot is 64 bytes");
-
-typedef struct pt_map_entry {
-    uint64_t start;
-    uint64_t end;
-    uint64_t offset;
-    uint64_t base;
-    uint32_t event;
-    uint32_t build_id_len;
-    uint8_t build_id[32];
-    char path[312];
-} pt_map_entry;
-
-_Static_assert(sizeof(pt_map_entry) == 384, "pt_map_entry is 384 bytes");
 
 #endif /* PROFTUI_WIRE_SAMPLER_H */

@@ -4,11 +4,15 @@
  *   proftui_sampler.c      constructor (reads PROFTUI_* once), exit, fork, and the
  *                          interposers: pthread_create, dlopen, dlclose, sigaction, signal
  *   pt_sampler_file.c      the shared-memory runtime file: create, slots, map log
- *   pt_sampler_timer.c     signal choice, per-thread perf_event / timer_create arming
- *   pt_sampler_handler.c   the signal handler: unwind, copy into the thread's ring
+ *   pt_sampler_timer.c     arming threads (slot, stack) on the common per-thread clocks
+ *   pt_sampler_handler.c   the signal handler: unwind, count in the stack table, note
+ *                          the stack and the time in the thread's ring
  *   pt_sampler_maps.c      dl_iterate_phdr: map log entries and CFI table publishing
- * and from csrc/common: pt_unwind.c (the walk), pt_cfi.c (.eh_frame -> rows,
- * outside the handler), pt_runfile.c (the file's creation), pt_mem.c.
+ * and from csrc/common: pt_timer.c + pt_timer_interpose.c (the per-thread
+ * clocks, signal choice, and the sigaction/close/exec interposers that keep
+ * them working), pt_unwind.c (the walk), pt_cfi.c (.eh_frame -> rows,
+ * outside the handler), pt_stacktab.c (the stack table), pt_maps.c (objects,
+ * map log), pt_runfile.c (the file's creation), pt_mem.c.
  *
  * Every function says whether it is async-signal-safe.  Only the handler,
  * the unwinder and the ring writer run in signal context.
@@ -25,17 +29,13 @@
 #include "proftui_wire.h"
 #include "proftui_wire_sampler.h"
 #include "pt_common.h"
+#include "pt_maps.h"
+#include "pt_stacktab.h"
 #include "pt_unwind.h"
-#define PT_DEFAULT_FREQUENCY 1000
-#define PT_MAX_FREQUENCY 10000
-#define PT_DEFAULT_BUFFER (32u << 20) /* bytes of rings per process */
+#define PT_DEFAULT_BUFFER (32u << 20) /* bytes of rings per process (16 bytes a sample) */
 #define PT_MAX_BUFFER (64ull << 30)   /* the most: --buffer's limit */
-#define PT_NSLOTS 128                 /* concurrently sampled threads per process */
 #define PT_MIN_RING_WORDS 2048        /* 16 KiB */
 #define PT_TINY_RING_WORDS 512        /* 4 KiB: the floor on a nearly full run directory */
-#define PT_MAPLOG_ENTRIES 1024
-#define PT_MAX_THREADS 4096 /* armed-thread registry (fork, signal moves) */
-#define PT_ALTSTACK_SIZE (64u << 10) /* the handler's signal stack per thread (+ a guard page) */
 
 /* Settings read once from the environment by the constructor. */
 struct pt_sampler_config {
@@ -57,10 +57,6 @@ struct pt_sampler_thread {
     uint64_t mask;      /* ring_words - 1 */
     uintptr_t stack_lo; /* [stack_lo, stack_hi): the thread's stack */
     uintptr_t stack_hi;
-    int reg; /* index in the armed-thread registry, -1 if none */
-    void *altstack;      /* our sigaltstack for the handler (mmap), NULL if the thread
-                            had one of its own or none could be made */
-    size_t altstack_size;
 };
 
 /* The current process's runtime file (zeroed when sampling is off). */
@@ -69,6 +65,8 @@ struct pt_sampler_file {
     pt_sampler_header *smp;
     unsigned char *base;
     size_t size;
+    struct pt_stacktab stacks; /* every distinct (thread, stack) and its counts */
+    struct pt_maplog maplog;   /* the loaded objects' log */
 };
 
 /* Globals, each written only outside signal context (constructor, fork
@@ -77,29 +75,20 @@ extern PT_HIDDEN struct pt_sampler_config pt_sampler_cfg;
 extern PT_HIDDEN struct pt_sampler_file pt_sampler_file;
 extern PT_HIDDEN __thread struct pt_sampler_thread pt_sampler_self
     __attribute__((tls_model("initial-exec")));
-extern PT_HIDDEN volatile int pt_sampler_signal; /* signal in use */
 
 /* pt_sampler_file.c - none async-signal-safe unless stated. */
 PT_HIDDEN int pt_sampler_file_create(pid_t pid); /* 0 or -1 (sampling stays off) */
 PT_HIDDEN void pt_sampler_file_forget(void);     /* fork child: drop the parent's map */
 PT_HIDDEN pt_sampler_slot *pt_sampler_slot_claim(pid_t tid, uint64_t **ring); /* NULL when full */
 PT_HIDDEN void pt_sampler_slot_release(pt_sampler_slot *slot, uint64_t cpu_ns);
-PT_HIDDEN void pt_sampler_maplog_append(const pt_map_entry *entry);
 PT_HIDDEN void pt_sampler_no_space(void); /* PT_FLAG_NO_SPACE; async-signal-safe */
 
-/* pt_sampler_timer.c - none async-signal-safe. */
+/* pt_sampler_timer.c - the sampler's use of csrc/common/pt_timer.c; none
+ * async-signal-safe. */
 PT_HIDDEN int pt_sampler_timer_init(void);            /* choose signal + clock, install handler */
 PT_HIDDEN int pt_sampler_thread_arm(void);            /* calling thread: slot, stack, timer; 0 ok */
 PT_HIDDEN void pt_sampler_thread_disarm(void);        /* calling thread: stop, release slot */
 PT_HIDDEN void pt_sampler_timer_fork_child(int keep); /* drop inherited events; re-arm if keep */
-PT_HIDDEN int pt_sampler_timer_is_ours(void *handler); /* handler pointer is proftui's */
-/* The target claimed pt_sampler_signal: move to another. */
-PT_HIDDEN int pt_sampler_timer_move_signal(void);
-PT_HIDDEN void pt_sampler_timer_pause_all(int pause); /* around exec */
-PT_HIDDEN int pt_sampler_real_sigaction(int sig, const struct sigaction *act,
-                                        struct sigaction *old);
-PT_HIDDEN int pt_sampler_timer_owns_fd(int fd); /* async-signal-safe */
-PT_HIDDEN int pt_sampler_timer_fds_in(unsigned first, unsigned last, int *fds, int max);
 
 /* pt_sampler_handler.c - async-signal-safe: the handler, and the
  * interrupted stack of this thread through the common unwinder
@@ -112,6 +101,5 @@ PT_HIDDEN unsigned pt_sampler_unwind(const void *ucontext, const struct pt_sampl
  * The handler searches the CFI tables common/pt_maps.c publishes (pt_maps_cfi). */
 PT_HIDDEN void pt_sampler_maps_refresh(int log_all); /* log new objects, publish CFI tables */
 PT_HIDDEN void pt_sampler_maps_fork_child(void);     /* reset the lock after fork */
-PT_HIDDEN int pt_sampler_main_uses_mcount(void);     /* the executable was built with -pg */
 
 #endif /* PT_SAMPLER_H */

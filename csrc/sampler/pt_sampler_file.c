@@ -25,17 +25,10 @@ static pthread_mutex_t pt_grow_lock = PTHREAD_MUTEX_INITIALIZER;
  * 0, no ring), every one counted as dropped.  Process memory, not the file. */
 static pt_sampler_slot pt_nospace_slot;
 
-/* Largest power of two <= n (n >= 1).  Async-signal-safe. */
-static uint64_t pt_pow2_floor(uint64_t n) {
-    uint64_t p = 1;
-    while (p <= n / 2) p *= 2;
-    return p;
-}
-
 /* Create and map sampler.<pid>[.<n>].ptw (pt_runfile.h).  0, or -1 leaving
  * pt_sampler_file zero.  Not async-signal-safe. */
 int pt_sampler_file_create(pid_t pid) {
-    uint64_t ring_words = pt_pow2_floor(pt_sampler_cfg.buffer_bytes / 8 / PT_NSLOTS);
+    uint64_t ring_words = pt_pow2_floor(pt_sampler_cfg.buffer_bytes / 8 / PT_SAMPLER_NSLOTS);
     if (ring_words < PT_MIN_RING_WORDS) ring_words = PT_MIN_RING_WORDS;
     /* A nearly full run directory: rings small enough that a few threads'
      * fit in a quarter of the free space (a ring still holds two deepest
@@ -51,11 +44,13 @@ int pt_sampler_file_create(pid_t pid) {
         }
     }
     uint64_t slot_size = sizeof(pt_sampler_slot) + 8 * ring_words;
-    uint64_t slots_offset = 256; /* header 128 + sampler header 64, padded */
-    uint64_t maplog_offset = slots_offset + PT_NSLOTS * slot_size;
-    uint64_t size = maplog_offset + (uint64_t)PT_MAPLOG_ENTRIES * sizeof(pt_map_entry);
+    uint64_t slots_offset = PT_SAMPLER_SLOTS_OFFSET;
+    uint64_t maplog_offset = slots_offset + PT_SAMPLER_NSLOTS * slot_size;
+    uint64_t stacks_offset = maplog_offset + (uint64_t)PT_MAPLOG_ENTRIES * sizeof(pt_map_entry);
+    uint64_t size = stacks_offset + pt_stacktab_size();
     /* Only the headers are backed now; each slot when a thread claims it,
-     * each map log entry when it is appended. */
+     * each map log entry when it is appended, the stack table's heads now
+     * and its entries and frames as they fill. */
     void *map = pt_runfile_create(pt_sampler_cfg.dir, "sampler", (uint32_t)pid, size, slots_offset,
                                   NULL);
     if (map == NULL) return -1;
@@ -70,19 +65,27 @@ int pt_sampler_file_create(pid_t pid) {
     hdr->flags = (pt_sampler_cfg.wall_clock ? PT_FLAG_WALL_CLOCK : 0) |
                  (shrunk ? PT_FLAG_NO_SPACE : 0);
     hdr->period_ns = pt_sampler_cfg.period_ns;
-    smp->nslots = PT_NSLOTS;
+    smp->nslots = PT_SAMPLER_NSLOTS;
     smp->ring_words = (uint32_t)ring_words;
     smp->slots_offset = slots_offset;
     smp->slot_size = slot_size;
     smp->maplog_offset = maplog_offset;
     smp->maplog_capacity = PT_MAPLOG_ENTRIES;
     smp->requested_ns = pt_sampler_cfg.period_ns;
+    smp->stacks_offset = stacks_offset;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    smp->start_mono_ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+    /* No room for the table's heads: the file stays, every sample counts as dropped. */
+    pt_stacktab_init(&pt_sampler_file.stacks, map, hdr, stacks_offset);
     if (pt_sampler_cfg.follow_children) smp->sflags |= PT_SMP_FOLLOW;
     pt_runfile_publish(hdr); /* the magic last: never a half-initialized header */
     pt_sampler_file.hdr = hdr;
     pt_sampler_file.smp = smp;
     pt_sampler_file.base = map;
     pt_sampler_file.size = size;
+    pt_sampler_file.maplog = (struct pt_maplog){map, hdr, maplog_offset, PT_MAPLOG_ENTRIES,
+                                                &smp->maplog_count};
     return 0;
 }
 
@@ -180,23 +183,4 @@ pt_sampler_slot *pt_sampler_slot_claim(pid_t tid, uint64_t **ring) {
 void pt_sampler_slot_release(pt_sampler_slot *slot, uint64_t cpu_ns) {
     slot->cpu_ns = cpu_ns;
     __atomic_store_n(&slot->state, (uint32_t)PT_SLOT_EXITED, __ATOMIC_RELEASE);
-}
-
-/* Append one map log entry (callers serialize under the maps lock).  Not
- * async-signal-safe. */
-void pt_sampler_maplog_append(const pt_map_entry *entry) {
-    pt_sampler_header *smp = pt_sampler_file.smp;
-    if (smp == NULL) return;
-    uint32_t n = smp->maplog_count;
-    uint64_t off = smp->maplog_offset + (uint64_t)n * sizeof(pt_map_entry);
-    int backed = n < smp->maplog_capacity &&
-                 pt_runfile_reserve(pt_sampler_file.base, off, sizeof(pt_map_entry)) == 0;
-    if (!backed) {
-        if (n < smp->maplog_capacity) pt_sampler_no_space();
-        __atomic_add_fetch(&pt_sampler_file.hdr->dropped, 1, __ATOMIC_RELAXED);
-        return;
-    }
-    pt_map_entry *dst = (pt_map_entry *)(pt_sampler_file.base + off);
-    memcpy(dst, entry, sizeof *dst);
-    __atomic_store_n(&smp->maplog_count, n + 1, __ATOMIC_RELEASE);
 }

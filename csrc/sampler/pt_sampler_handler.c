@@ -1,12 +1,15 @@
 /* The sampling signal handler: unwind the interrupted stack into a local
- * array and copy it into this thread's ring.  ~30 lines, no calls besides
- * the unwinder, no locks, no allocation, errno preserved. */
+ * array, count it in the stack table (csrc/common/pt_stacktab.c) and note
+ * which stack and when in this thread's ring.  No locks, no allocation,
+ * errno preserved. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <signal.h>
+#include <time.h>
 
 #include "pt_maps.h"
 #include "pt_sampler.h"
+#include "pt_timer.h"
 
 _Static_assert((unsigned)PT_UNWIND_TRUNCATED == (unsigned)PT_SREC_TRUNCATED &&
                    (unsigned)PT_UNWIND_DEPTH == (unsigned)PT_SREC_DEPTH,
@@ -34,35 +37,38 @@ unsigned pt_sampler_unwind(const void *ucontext, const struct pt_sampler_thread 
     return n;
 }
 
-/* Is this signal one of ours (perf overflow or our POSIX timer), rather than
- * a kill() or a leftover of a signal the target now owns?  Async-signal-safe. */
-static int pt_from_sampler(const siginfo_t *info) {
-    return info->si_code == SI_TIMER || info->si_code == POLL_IN || info->si_code == POLL_HUP;
+/* CLOCK_MONOTONIC in ns (the vDSO: no system call).  Async-signal-safe
+ * (clock_gettime is on POSIX's list). */
+static uint64_t pt_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Copy `n` words into the thread's ring, or count a drop.  Async-signal-safe. */
-static void pt_ring_put(const struct pt_sampler_thread *self, uint64_t word0,
-                        const uint64_t *frames, unsigned n) {
+/* Note the sample's stack id, weight and time in the thread's ring; a full
+ * ring drops the note (the sample is counted in the stack table anyway).
+ * Async-signal-safe. */
+static void pt_ring_put(const struct pt_sampler_thread *self, uint32_t id, uint64_t weight) {
     pt_sampler_slot *slot = self->slot;
     uint64_t head = slot->head; /* only this thread writes head */
     uint64_t tail = __atomic_load_n(&slot->tail, __ATOMIC_ACQUIRE);
-    if (self->mask + 1 - (head - tail) < (uint64_t)n + 1) {
+    __atomic_store_n(&slot->samples, slot->samples + 1, __ATOMIC_RELAXED);
+    if (self->mask + 1 - (head - tail) < PT_SAMPLER_RECORD_WORDS) {
         __atomic_add_fetch(&slot->dropped, 1, __ATOMIC_RELAXED);
-        __atomic_add_fetch(&pt_sampler_file.hdr->dropped, 1, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&pt_sampler_file.smp->ring_lost, 1, __ATOMIC_RELAXED);
         return;
     }
-    self->ring[head & self->mask] = word0;
-    for (unsigned i = 0; i < n; i++) self->ring[(head + 1 + i) & self->mask] = frames[i];
-    __atomic_store_n(&slot->head, head + 1 + n, __ATOMIC_RELEASE);
-    __atomic_store_n(&slot->samples, slot->samples + 1, __ATOMIC_RELAXED);
+    self->ring[head & self->mask] = (uint64_t)id | (weight << 32);
+    self->ring[(head + 1) & self->mask] = pt_now_ns();
+    __atomic_store_n(&slot->head, head + PT_SAMPLER_RECORD_WORDS, __ATOMIC_RELEASE);
 }
 
-/* SA_SIGINFO handler for pt_sampler_signal.  Async-signal-safe. */
+/* SA_SIGINFO handler for the clocks' signal (pt_timer_signal).  Async-signal-safe. */
 void pt_sampler_on_signal(int sig, siginfo_t *info, void *ucontext) {
     (void)sig;
     int saved_errno = errno;
     const struct pt_sampler_thread *self = &pt_sampler_self;
-    if (self->slot != NULL && pt_from_sampler(info) && pt_sampler_file.hdr != NULL &&
+    if (self->slot != NULL && pt_timer_is_tick(info) && pt_sampler_file.hdr != NULL &&
         !(__atomic_load_n(&pt_sampler_file.hdr->control, __ATOMIC_RELAXED) & PT_CONTROL_PAUSED)) {
         if (self->ring == NULL) { /* no space for a ring: count the sample, unwind nothing */
             __atomic_add_fetch(&pt_sampler_file.hdr->dropped, 1, __ATOMIC_RELAXED);
@@ -72,12 +78,12 @@ void pt_sampler_on_signal(int sig, siginfo_t *info, void *ucontext) {
         uint64_t frames[PT_SAMPLER_MAX_FRAMES];
         unsigned flags = 0;
         unsigned n = pt_sampler_unwind(ucontext, self, frames, PT_SAMPLER_MAX_FRAMES, &flags);
-        /* A POSIX CPU timer fires at most once per tick; si_overrun says how
-         * many periods this one sample stands for. */
-        uint64_t weight = 1;
-        if (info->si_code == SI_TIMER && info->si_overrun > 0) weight += (uint64_t)info->si_overrun;
-        if (n > 0)
-            pt_ring_put(self, (uint64_t)n | ((uint64_t)flags << 16) | (weight << 32), frames, n);
+        uint64_t weight = pt_timer_weight(info); /* periods this one sample stands for */
+        if (n > 0) {
+            uint32_t id = pt_stacktab_count(&pt_sampler_file.stacks, self->slot->tid, flags,
+                                            frames, n, weight);
+            pt_ring_put(self, id, weight);
+        }
     }
     errno = saved_errno;
 }

@@ -38,7 +38,10 @@ def record(argv: list[str | Path], **options: Any) -> tuple[Profile, str]:
 
 
 def calls_by_path(profile: Profile, part: str | None = None) -> dict[tuple[str, ...], int]:
-    """Every calling context as a tuple of function names (outermost first) -> calls."""
+    """Every calling context as a tuple of function names (outermost first) -> calls.
+
+    Rows that only carry sampled time (calls unknown: [instrumentation], code a tick
+    landed in outside the node's own function) are not contexts and are left out."""
     tree: CallTree | None = profile.tree if part is None else profile.parts[part]
     assert tree is not None
     out: dict[tuple[str, ...], int] = {}
@@ -46,7 +49,9 @@ def calls_by_path(profile: Profile, part: str | None = None) -> dict[tuple[str, 
              for child in tree.root.children.values()]
     while stack:
         node, path = stack.pop()
-        out[path] = out.get(path, 0) + (node.calls or 0)
+        if node.calls is None:
+            continue
+        out[path] = out.get(path, 0) + node.calls
         stack.extend((c, (*path, profile.frames[c.frame_id].function))
                      for c in node.children.values())
     return out

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from proftui.collectors.attach.collector import AttachCollector
 from proftui.collectors.model.profile import Profile
-from proftui.collectors.runtime.procstat import ProcSampler
+from proftui.collectors.runtime.process_status import ProcSampler
 
 from tests.conftest import build_fixture
 from tests.integration.test_attach import (

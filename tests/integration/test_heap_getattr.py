@@ -74,7 +74,7 @@ def test_getattr_then_malloc_does_not_hang(binary: Path, mode: list[str]) -> Non
 def test_both_preload_orders(binary: Path) -> None:
     """--heap preloads the heap runtime first; the sampler first must work as well."""
     from proftui.collectors.base import CollectorOptions
-    from proftui.collectors.combined import HeapSamplerCollector
+    from proftui.collectors.sampler_heap.collector import HeapSamplerCollector
 
     for order in ("heap-first", "sampler-first"):
         collector = HeapSamplerCollector([str(binary)], CollectorOptions(output="log"))

@@ -1,4 +1,4 @@
-"""`--heap`: CPU sampling and heap tracking in one run (collectors/combined.py).
+"""`--heap`: CPU sampling and heap tracking in one run (collectors/sampler_heap/).
 
 The fixture burns CPU in `burner` and allocates, with a known leak, in
 `allocator` (tests/fixtures/heap_sampler.c).  One `--heap` run must put the CPU
@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pytest
 from proftui.collectors.base import CollectorOptions
-from proftui.collectors.combined import MODE, HeapSamplerCollector
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.formats.export import export_bytes
 from proftui.collectors.formats.export.pprof import sample_columns
@@ -28,6 +27,7 @@ from proftui.collectors.formats.importers import load_any
 from proftui.collectors.model import storage
 from proftui.collectors.model.profile import Profile
 from proftui.collectors.sampler.collector import SamplerCollector
+from proftui.collectors.sampler_heap.collector import MODE, HeapSamplerCollector
 
 from tests.conftest import build_fixture
 from tests.integration.heap_helpers import by_site, run_heap

@@ -1,12 +1,13 @@
 """Instrument mode end to end: exact counts per calling context, output and exit
-status untouched, count-only, clock fallback, deep recursion, threads."""
+status untouched, sampled time (the default), --timed, count-only, clock fallback,
+deep recursion, threads."""
 
 from __future__ import annotations
 
 import subprocess
 
 import pytest
-from proftui.collectors.model.profile import WALL_NS
+from proftui.collectors.model.profile import CPU_NS, SAMPLES
 from proftui.collectors.model.views import flat_profile
 
 from tests.integration.ins_helpers import build, calls_by_path, record
@@ -30,11 +31,16 @@ def test_exact_calls_per_context_and_target_untouched() -> None:
     assert profile.meta.exit_signal is None
     assert calls_by_path(profile) == BASIC
     assert profile.meta.complete and profile.meta.dropped == 0
-    assert profile.metrics == (WALL_NS,)
-    # Times: every caller's total covers its callees.
+    assert profile.metrics == (SAMPLES, CPU_NS)  # the default: time sampled per context
+    # Times: every caller's total covers its callees; the run is main's, the hooks' own
+    # cost and the code before main aside (rows at the root).
     flat = {e.frame.function: e for e in flat_profile(profile)}
     assert flat["run"].total_cost[0] >= flat["leaf_a"].total_cost[0] + flat["leaf_b"].total_cost[0]
-    assert flat["main"].total_cost[0] == pytest.approx(profile.total(), rel=1e-9)
+    assert profile.tree is not None
+    roots = {profile.frames[c.frame_id].function: c.total_cost[0]
+             for c in profile.tree.root.children.values()}
+    assert sum(roots.values()) == pytest.approx(profile.total(), rel=1e-9)
+    assert set(roots) - {"main"} <= {"[instrumentation]", "[uninstrumented code]"}, roots
     # Caller -> callee arcs with exact counts.
     ids = {profile.frames[i].function: i for i in range(len(profile.frames))}
     assert profile.arcs[(ids["run"], ids["leaf_a"])] == 2000
@@ -46,7 +52,7 @@ def test_times_follow_the_work_done() -> None:
     # time on a shared machine can be hit by preemption: one of 3 runs must show it.
     seen = []
     for _ in range(3):
-        profile, _ = record([build("ins_basic.c"), "3000"])
+        profile, _ = record([build("ins_basic.c"), "3000"], timed=True)
         flat = {e.frame.function: e for e in flat_profile(profile)}
         a, b = flat["leaf_a"].self_cost[0] / 9000, flat["leaf_b"].self_cost[0] / 9000
         seen.append((round(a, 1), round(b, 1)))
@@ -72,7 +78,7 @@ def test_a_call_body_is_timed_in_full(clock: str, monkeypatch: pytest.MonkeyPatc
     # twice the truth still catches compensation gone (3.5x).  One of 3 runs must pass.
     seen = []
     for _ in range(3):
-        profile, output = record([binary, "2000000"])
+        profile, output = record([binary, "2000000"], timed=True)
         own = float(output.split("chain_inline ")[1]) * 1e9
         flat = {e.frame.function: e for e in flat_profile(profile)}
         called, inline = flat["chain_call"].total_cost[0], flat["chain_inline"].total_cost[0]
@@ -90,7 +96,7 @@ def test_a_call_body_is_timed_in_full(clock: str, monkeypatch: pytest.MonkeyPatc
 def test_functions_too_short_to_time_are_named_in_the_notes() -> None:
     """20 M calls of a ~1 ns function: the compensation's ~1 ns error per call is a
     large share of the run, and the notes say which function and how much."""
-    profile, output = record([build("ins_tiny.c"), "20000000"])
+    profile, output = record([build("ins_tiny.c"), "20000000"], timed=True)
     assert output.startswith("tiny ")
     notes = [w for w in profile.meta.warnings if "below what the hooks can time" in w]
     assert len(notes) == 1 and notes[0].startswith("tiny averages under 5 ns"), notes
@@ -109,7 +115,7 @@ def test_count_only_has_exact_calls_and_no_time() -> None:
 
 def test_monotonic_clock_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PROFTUI_CLOCK", "monotonic")
-    profile, _ = record([build("ins_basic.c"), "300"])
+    profile, _ = record([build("ins_basic.c"), "300"], timed=True)
     assert profile.meta.clock.startswith("CLOCK_MONOTONIC")
     paths = calls_by_path(profile)
     assert paths[("main", "run", "leaf_b")] == 900

@@ -1,6 +1,7 @@
-"""Instrument mode's calls that have not returned yet (collectors/instrument/open_calls.py):
-their time is on the target's shadow stacks until they return, so live views read it
-there, and a target killed or stopped mid-call keeps what the last look saw."""
+"""Instrument mode's calls that have not returned yet.  Sampled (the default), their time
+is in their nodes' ticks like any other; timed (--timed, collectors/instrument/
+open_calls.py) it is on the target's shadow stacks until they return, so live views
+read it there, and a target killed or stopped mid-call keeps what the last look saw."""
 
 from __future__ import annotations
 
@@ -22,10 +23,10 @@ from proftui.collectors.model.views import FlatEntry, flat_profile
 from tests.integration.ins_helpers import build
 
 
-def started(spin_s: str, loop_s: str) -> InstrumentCollector:
+def started(spin_s: str, loop_s: str, timed: bool = True) -> InstrumentCollector:
     """ins_open.c running: leaf_spin computes `spin_s` seconds, then loop_calls `loop_s`."""
     collector = InstrumentCollector([str(build("ins_open.c")), spin_s, loop_s],
-                                    CollectorOptions(output="log"))
+                                    CollectorOptions(output="log", timed=timed))
     collector.start()
     return collector
 
@@ -104,7 +105,8 @@ def test_record_stopped_by_ctrl_c_keeps_the_open_calls(tmp_path: Path) -> None:
     waits, so Ctrl-C (SIGINT to the terminal's foreground group) during leaf_spin keeps it."""
     out = tmp_path / "open.proftui"
     run = subprocess.Popen([sys.executable, "-m", "proftui.tui.cli", "record", "-o", str(out),
-                            "--mode", "instrument", str(build("ins_open.c")), "30", "1"],
+                            "--mode", "instrument", "--timed", str(build("ins_open.c")), "30",
+                            "1"],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                            start_new_session=True)
     time.sleep(3.0)

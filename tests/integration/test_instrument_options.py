@@ -48,7 +48,7 @@ def test_full_buffer_counts_dropped_calls() -> None:
 def _leaf_against_plain(iterations: int) -> tuple[float, float]:
     """(leaf self ns per call from the profile, uninstrumented ns per call)."""
     binary = build("ins_comp.c", [f"-DITER={iterations}"], output=f"ins_comp{iterations}")
-    profile, output = record([binary, "50000", "20"])
+    profile, output = record([binary, "50000", "20"], timed=True)
     words = output.split()
     plain = float(words[words.index("plain_ns") + 1])
     leaf = {e.frame.function: e for e in flat_profile(profile)}["leaf"]
@@ -115,8 +115,8 @@ def test_failed_calibration_is_said_in_the_notes() -> None:
     collector = InstrumentCollector(["true"], CollectorOptions())
     good = decode_hook(bytes(encode(TREE, chunks=[(0, 3)])))
     failed = decode_hook(bytes(encode(TREE, chunks=[(0, 3)], inner=0.0, outer=0.0)))
-    assert "hook cost compensated (1.0 ns inside" in collector._clock([good])
-    assert "NOT compensated" in collector._clock([failed])
+    assert "hook cost compensated (1.0 ns inside" in collector._clock([good])[0]
+    assert "NOT compensated" in collector._clock([failed])[0]
     _, warnings = collector._completeness([failed], running=False)
     assert any("calibration failed" in w and "not compensated" in w for w in warnings)
     _, warnings = collector._completeness([good], running=False)
@@ -124,6 +124,6 @@ def test_failed_calibration_is_said_in_the_notes() -> None:
 
 
 def test_a_real_run_is_calibrated() -> None:
-    profile, _ = record([build("ins_basic.c"), "100"])
+    profile, _ = record([build("ins_basic.c"), "100"], timed=True)
     assert "hook cost compensated" in profile.meta.clock
     assert not any("calibration" in w for w in profile.meta.warnings)

@@ -14,6 +14,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from proftui.collectors.annotate import annotate
 from proftui.collectors.base import Collector, CollectorOptions
 from proftui.collectors.gprof.collector import GprofCollector
 from proftui.collectors.instrument.collector import InstrumentCollector
@@ -22,7 +23,6 @@ from proftui.collectors.model.profile import Frame, Profile
 from proftui.collectors.model.source import Listing
 from proftui.collectors.model.storage import load, save
 from proftui.collectors.sampler.collector import SamplerCollector
-from proftui.collectors.symbols.disasm import annotate
 
 from tests.conftest import FIXTURES
 
@@ -54,8 +54,9 @@ def build_copy(tmp_path: Path, extra: list[str]) -> tuple[Path, Path]:
     return binary, source
 
 
-def record(kind: type[Collector], binary: Path, units: str = "150") -> Profile:
-    collector = kind([str(binary), units], CollectorOptions(output="log"))
+def record(kind: type[Collector], binary: Path, units: str = "150", **options: object) -> Profile:
+    collector = kind([str(binary), units],
+                     CollectorOptions(output="log", **options))  # type: ignore[arg-type]
     collector.start()
     try:
         profile = collector.wait()
@@ -218,9 +219,30 @@ def test_gprof_line_costs_match_gprof_l_and_survive_the_move(tmp_path: Path) -> 
     assert sum(lines.values()) / 1e9 == pytest.approx(sum(ours.values()), abs=0.006)
 
 
-def test_instrument_line_costs_on_definition_lines(tmp_path: Path) -> None:
+def test_instrument_sampled_line_costs_are_where_ticks_landed(tmp_path: Path) -> None:
+    """Instrument mode's default (sampled) time costs the lines its ticks landed on, as
+    the sampler's samples do: addr2line's lines, HOT the hottest."""
     binary, source = build_copy(tmp_path, ["-finstrument-functions"])
-    profile = record(InstrumentCollector, binary, "100")
+    profile = record(InstrumentCollector, binary, frequency_hz=4000)
+    work = work_of(profile)
+    owned = function_addresses(profile, work)
+    assert sum(c[0] for c in owned.values()) > 50, "too few samples in work()"
+    if shutil.which("addr2line"):
+        reference = addr2line_lines(binary, sorted(owned))
+        for address in owned:
+            site = profile.address_sites[(work.module, address)]
+            assert (Path(site.file or "").name, site.line) == reference[address], hex(address)
+    listing = annotate(profile, work)
+    assert listing.kind == "source" and listing.path == str(source)
+    assert listing.lines[listing.hottest()].number == HOT
+    assert "definition line" not in listing.note
+
+
+def test_instrument_line_costs_on_definition_lines(tmp_path: Path) -> None:
+    """--timed: the hooks see function entries only, so self cost goes on each function's
+    definition line."""
+    binary, source = build_copy(tmp_path, ["-finstrument-functions"])
+    profile = record(InstrumentCollector, binary, "100", timed=True)
     work = work_of(profile)
     assert profile.tree is not None
     work_id = profile.frames.find(work)

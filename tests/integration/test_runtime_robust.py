@@ -155,40 +155,32 @@ def test_target_overwriting_the_run_file_header(tmp_path: Path, mode: str) -> No
 
 def test_sampler_headers_rebuilt_from_the_layout(tmp_path: Path) -> None:
     """A sampler file whose headers were junk before proftui first read it: the
-    layout is rebuilt from its size, its records drain; a size that fits no layout
-    is one error, and a file truncated under the reader is one error too."""
+    layout is rebuilt from its size, its records drain and name their stacks; a size
+    that fits no layout is one error, and a file truncated under the reader is one
+    error too."""
     from proftui.collectors.errors import ProftuiError
-    from proftui.collectors.runtime.wire_sampler import (
-        LAYOUT_MAPLOG_ENTRIES,
-        LAYOUT_NSLOTS,
-        LAYOUT_SLOTS_OFFSET,
-        MAP_ENTRY,
-        SLOT,
-        SamplerFile,
-    )
+    from proftui.collectors.runtime.wire_sampler import SLOTS_OFFSET, SamplerFile
 
-    ring = 512
-    slot_size = SLOT.size + 8 * ring
-    size = LAYOUT_SLOTS_OFFSET + LAYOUT_NSLOTS * slot_size + LAYOUT_MAPLOG_ENTRIES * MAP_ENTRY.size
-    data = bytearray(size)
-    data[:LAYOUT_SLOTS_OFFSET] = bytes(((i * 7) ^ 0x5A) & 0xFF for i in range(LAYOUT_SLOTS_OFFSET))
-    slot = LAYOUT_SLOTS_OFFSET + 3 * slot_size
-    record = [2 | 1 << 32, 0x401000, 0x402000]
-    SLOT.pack_into(data, slot, 1, 4242, len(record), 0, 1, 0, 0, 1)
-    for k, word in enumerate(record):
-        data[slot + SLOT.size + 8 * k:slot + SLOT.size + 8 * k + 8] = word.to_bytes(8, "little")
-    path = tmp_path / "sampler.4242.ptw"
-    path.write_bytes(data)
+    from tests.helpers.sampler_file import SamplerWriter
+
+    w = SamplerWriter(tmp_path / "sampler.4242.ptw", ring_words=512, pid=4242)
+    w.slot(3, 4242)
+    sid = w.sample(3, 4242, [0x401000, 0x402000])
+    w.put(0, bytes(((i * 7) ^ 0x5A) & 0xFF for i in range(SLOTS_OFFSET)))
+    w.close()
+    path = w.path
     with pytest.raises(ProftuiError, match="bad magic"):
         SamplerFile(path)
     sfile = SamplerFile(path, salvage_period_ns=1_000_000)
-    assert sfile.salvaged and sfile.header.pid == 4242 and sfile.sampler.ring_words == ring
-    samples = sfile.drain()
-    assert [(s.tid, s.ips) for s in samples] == [(4242, (0x401000, 0x402000))]
+    assert sfile.salvaged and sfile.header.pid == 4242 and sfile.sampler.ring_words == 512
+    assert [(r.tid, list(r.ids)) for r in sfile.drain()] == [(4242, [sid])]
+    assert [s.ips for s in sfile.new_stacks()] == [(0x401000, 0x402000)]
     sfile.close()
-    (tmp_path / "sampler.7.ptw").write_bytes(data[:size - 8])
+    short = tmp_path / "sampler.7.ptw"
+    with open(short, "wb") as f:
+        f.truncate(w.size - 8)
     with pytest.raises(ProftuiError, match="fits no sampler layout"):
-        SamplerFile(tmp_path / "sampler.7.ptw", salvage_period_ns=1_000_000)
+        SamplerFile(short, salvage_period_ns=1_000_000)
     sfile = SamplerFile(path, salvage_period_ns=1_000_000)
     os.truncate(path, 100_000)  # shorter than the rings: a read past the end
     with pytest.raises(ProftuiError, match="truncated"):

@@ -17,12 +17,12 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from proftui.collectors.annotate import annotate
 from proftui.collectors.base import CollectorOptions
 from proftui.collectors.model.profile import Frame, Profile
 from proftui.collectors.model.storage import load, save
 from proftui.collectors.model.views import flat_profile
 from proftui.collectors.sampler.collector import SamplerCollector
-from proftui.collectors.symbols.disasm import annotate
 
 from tests.conftest import FIXTURES, build_fixture
 

@@ -2,7 +2,7 @@
 
 Before: the sampler's drain thread died on the first such name (samples lost), the
 TUI's process poll crashed the app within a second (killing the target).  Now every
-name is escaped where it is read (collectors/runtime/names.py) and the run goes on.
+name is escaped where it is read (collectors/runtime/thread_names.py) and the run goes on.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import pytest
 from proftui.collectors.model.storage import load
 from proftui.collectors.model.views import flat_profile
 from proftui.collectors.registry import COLLECTORS
-from proftui.collectors.runtime.names import printable_name
-from proftui.collectors.runtime.procstat import ProcStat, ThreadStat
+from proftui.collectors.runtime.process_status import ProcStat, ThreadStat
+from proftui.collectors.runtime.thread_names import printable_name
 from proftui.tui.app import ProfTuiApp
 from proftui.tui.panes.process import ProcPane
 

@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 
 import pytest
+from proftui.collectors.annotate import disassembly_listing
 from proftui.collectors.model import storage
 from proftui.collectors.model.profile import Profile
-from proftui.collectors.symbols.disasm import disassembly_listing
 from proftui.collectors.symbols.elf import ElfFile
 from proftui.collectors.symbols.maps import parse_maps
 from proftui.collectors.symbols.vdso import VDSO, vdso_file

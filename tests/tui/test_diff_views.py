@@ -250,11 +250,11 @@ def test_live_mark_and_since_the_mark(tmp_path: Path) -> None:
 def test_mark_takes_a_fresh_snapshot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`b` marks the profile as it is when pressed, not the last snapshot shown (QA: with
     paced snapshots a mark at 1.2 s held only the first 0.15 s of samples)."""
-    import proftui.tui.app as app_module
+    import proftui.tui.poller as poller_module
     from proftui.collectors.sampler.collector import SamplerCollector
 
     binary = _binary(1, tmp_path / "v1")
-    monkeypatch.setattr(app_module, "POLL_INTERVAL_S", 30.0)  # shown snapshots go stale
+    monkeypatch.setattr(poller_module, "POLL_INTERVAL_S", 30.0)  # shown snapshots go stale
     collector = SamplerCollector([str(binary), "3000", "1"], CollectorOptions(output="log"))
     collector.start()
     try:

@@ -6,6 +6,7 @@ equals one built from scratch out of the same stacks."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from proftui.collectors.base import Collector, CollectorOptions
 from proftui.collectors.model.profile import CallTree, Profile
@@ -112,8 +113,12 @@ def assert_same_profile(live: Profile, whole: Profile) -> None:
         assert tree_costs(live, live.parts[name]) == tree_costs(whole, whole.parts[name])
     assert live.line_costs == whole.line_costs
     assert live.address_costs == whole.address_costs
-    assert [(e.frame.function, e.self_cost) for e in flat_profile(live)] == \
-        [(e.frame.function, e.self_cost) for e in flat_profile(whole)]
+    flat = [(e.frame.function, e.self_cost, e.total_cost) for e in flat_profile(live)]
+    assert flat == [(e.frame.function, e.self_cost, e.total_cost) for e in flat_profile(whole)]
+    # the per-function totals kept as costs changed equal those summed from the tree
+    from_tree = replace(live, functions=None)
+    assert flat == [(e.frame.function, e.self_cost, e.total_cost)
+                    for e in flat_profile(from_tree)]
 
 
 def test_sampler_incremental_profile_equals_a_full_rebuild() -> None:
@@ -130,7 +135,8 @@ def test_sampler_incremental_profile_equals_a_full_rebuild() -> None:
         before = tree_costs(snapshots[0])
         collector.snapshot()
         assert tree_costs(snapshots[0]) == before
-        collector._live.rebuild()  # from every stack again
+        with collector._sym_lock:
+            collector._profile.rebuild()  # from every stack again
         assert_same_profile(final, collector.snapshot())
     finally:
         collector.stop()
@@ -148,7 +154,7 @@ def test_attach_incremental_profile_equals_a_full_rebuild() -> None:
         final = collector.wait()
         assert shown is not None and final.total(0) > 100
         with collector._sym_lock:
-            collector._live.rebuild()
+            collector._profile.rebuild()
         assert_same_profile(final, collector.snapshot())
     finally:
         if collector is not None:

@@ -104,7 +104,7 @@ def test_threads_as_roots_groups_processes_then_threads() -> None:
     worker = next(n for n in tops["process 10 prog"].children.values()
                   if group_part(derived.frames[n.frame_id]) == "pid 10 tid 11")
     leaf = next(iter(next(iter(worker.children.values())).children.values()))
-    assert derived.frames[leaf.frame_id].function == "b" and leaf.parent.parent is worker
+    assert derived.frames[leaf.frame_id].function == "b" and leaf.parent.parent == worker
 
 
 def test_threads_as_roots_of_one_process_and_inverted() -> None:

@@ -233,8 +233,8 @@ def test_attach_terminal_closed_detaches(terminal: list[Terminal], tmp_path: Pat
 def test_terminal_that_stopped_reading(terminal: list[Terminal], tmp_path: Path) -> None:
     """The terminal stops reading (its tmux server is stopped), Textual's writes block
     and its event loop with them: SIGTERM still ends the target, removes the run
-    directory and exits 143 (after cli.STUCK_EXIT_S), instead of hanging forever."""
-    from proftui.tui.cli import STUCK_EXIT_S
+    directory and exits 143 (after terminal.STUCK_EXIT_S), instead of hanging forever."""
+    from proftui.tui.terminal import STUCK_EXIT_S
 
     tmp = tmpdir(tmp_path)
     status = tmp_path / "status"

@@ -221,7 +221,7 @@ def test_listing_falls_back_to_addresses_without_binary(profile: Profile) -> Non
     """Source gone and binary gone (deleted after the run): the costed addresses remain."""
     from dataclasses import replace
 
-    from proftui.collectors.symbols.disasm import annotate
+    from proftui.collectors.annotate import annotate
 
     hot = next(f for f in profile.frames if f.function == "att_hot")
     listing = annotate(profile, hot)

@@ -1,4 +1,4 @@
-"""The layer contract of DESIGN.md section 1, checked in both directions.
+"""The layer contract of docs/architecture.md section 1, checked in both directions.
 
 Every module of the package names the layer it belongs to (its folder); a
 layer may import only the layers listed for it.  `tui -> collectors`, never
@@ -22,6 +22,7 @@ COLLECTOR_PACKAGES = ("gprof", "instrument", "sampler", "attach", "heap")
 # layer -> layers it may import (besides itself).  Layers are module paths under proftui.
 ALLOWED: dict[str, set[str]] = {
     f"{C}.errors": set(),
+    f"{C}.lazy": set(),  # a mapping whose values are imported on first use
     # Writing proftui's own files safely: every writer calls it (model's storage too).
     f"{C}.safefile": {f"{C}.errors"},
     f"{C}.model": {f"{C}.safefile", f"{C}.errors"},
@@ -30,21 +31,34 @@ ALLOWED: dict[str, set[str]] = {
     # The preloaded collectors' launch sequence refuses static binaries (detect).
     f"{C}.runtime.preload": {f"{C}.runtime", f"{C}.detect", f"{C}.errors"},
     f"{C}.detect": {f"{C}.symbols", f"{C}.errors"},
-    f"{C}.base": {f"{C}.runtime", f"{C}.model", f"{C}.errors"},
+    # The source pane's listing: the model's choice given the binary (disasm) and the disk.
+    f"{C}.annotate": {f"{C}.symbols.disasm", f"{C}.model"},
+    # base names the stack tables a collector keeps (the fleet push reads them).
+    f"{C}.base": {f"{C}.runtime", f"{C}.stacktable", f"{C}.model", f"{C}.errors"},
     # The lifecycle of the LD_PRELOAD collectors (sampler, heap), above base.
     f"{C}.preloaded": {f"{C}.base", f"{C}.runtime", f"{C}.runtime.preload", f"{C}.model",
                        f"{C}.errors"},
+    # The stack-table data path: stacks symbolized once, counts applied as changes.
+    f"{C}.stacktable": {f"{C}.symbols", f"{C}.model", f"{C}.errors"},
     **{f"{C}.{name}": {f"{C}.base", f"{C}.preloaded", f"{C}.detect", f"{C}.runtime",
-                       f"{C}.symbols", f"{C}.model", f"{C}.errors"}
+                       f"{C}.stacktable", f"{C}.symbols", f"{C}.model", f"{C}.errors"}
        for name in COLLECTOR_PACKAGES},
-    # Importers read gmon.out through the gprof collector's parser.
+    # Fleet profiles: intervals of a collector's stack tables (or snapshots) pushed to
+    # ClickHouse, queries read back as a Profile; collectors are seen through base only.
+    f"{C}.fleet": {f"{C}.base", f"{C}.stacktable", f"{C}.symbols", f"{C}.model",
+                   f"{C}.errors"},
+    # Importers read gmon.out through the gprof collector's parser, fleet URLs through
+    # the fleet's query.
     # The text report words the exit status as the CLI and TUI do (runtime.launch).
-    f"{C}.formats": {f"{C}.gprof", f"{C}.symbols", f"{C}.model", f"{C}.runtime.launch",
-                     f"{C}.safefile", f"{C}.errors"},
-    f"{C}.registry": {f"{C}.{name}" for name in COLLECTOR_PACKAGES} | {f"{C}.base"},
+    f"{C}.formats": {f"{C}.gprof", f"{C}.fleet", f"{C}.symbols", f"{C}.model",
+                     f"{C}.runtime.launch", f"{C}.lazy", f"{C}.safefile", f"{C}.errors"},
+    # profile.proto's codec reads varints with DWARF's base-128 decoder (one for both).
+    f"{C}.formats.protobuf": {f"{C}.symbols.leb128"},
     # --heap: the sampler and heap collectors side by side over one run (above both).
-    f"{C}.combined": {f"{C}.sampler", f"{C}.heap", f"{C}.base", f"{C}.runtime",
-                      f"{C}.symbols", f"{C}.model", f"{C}.errors"},
+    f"{C}.sampler_heap": {f"{C}.sampler", f"{C}.heap", f"{C}.base", f"{C}.runtime",
+                          f"{C}.stacktable", f"{C}.symbols", f"{C}.model", f"{C}.errors"},
+    f"{C}.registry": {f"{C}.{name}" for name in (*COLLECTOR_PACKAGES, "sampler_heap")}
+    | {f"{C}.base", f"{C}.lazy"},
     f"{C}": set(),
     # The front end: widgets and panes see the model and formatting only.
     "tui.format": {f"{C}.model"},
@@ -54,19 +68,24 @@ ALLOWED: dict[str, set[str]] = {
     "tui.settings": {f"{C}.safefile", f"{C}.errors"},
     "tui.widgets": {"tui.format", "tui.names", f"{C}.model"},
     "tui.screens": {"tui.widgets", "tui.format", f"{C}.formats", f"{C}.model"},
-    # disasm: the source pane's worker asks for a function's disassembly (objdump)
+    # annotate: the source pane's worker asks for a function's listing (objdump, DWARF)
     "tui.panes": {"tui.widgets", "tui.format", "tui.names", "tui.search", f"{C}.model",
-                  f"{C}.symbols.disasm",
-                  f"{C}.runtime.procstat", f"{C}.errors"},
+                  f"{C}.annotate",
+                  f"{C}.runtime.process_status", f"{C}.errors"},
     # The app's diff views state (baseline, live mark): the model's diff and the widgets.
     "tui.diffstate": {"tui.widgets", f"{C}.base", f"{C}.model"},
-    "tui.app": {"tui.diffstate", "tui.panes", "tui.screens", "tui.widgets", "tui.format",
-                "tui.names",
+    # The live update loop: snapshots of the collector, the process sampled, paced.
+    "tui.poller": {"tui.diffstate", f"{C}.base", f"{C}.errors", f"{C}.model",
+                   f"{C}.runtime.launch", f"{C}.runtime.process_status"},
+    "tui.app": {"tui.diffstate", "tui.panes", "tui.poller", "tui.screens", "tui.widgets",
+                "tui.format", "tui.names",
                 "tui.settings", f"{C}.base",
                 f"{C}.formats", f"{C}.model", f"{C}.runtime.launch",
-                f"{C}.runtime.procstat", f"{C}.errors"},
+                f"{C}.runtime.process_status", f"{C}.errors"},
     "tui.demo": {f"{C}.errors", f"{C}.symbols.cachedir"},
-    "tui.cli": {"tui.app", "tui.demo", f"{C}"},
+    # The terminal around the app: the watchdog ends the collector's target itself.
+    "tui.terminal": {f"{C}.base"},
+    "tui.cli": {"tui.app", "tui.demo", "tui.terminal", f"{C}"},
     "tui": set(),
 }
 THIRD_PARTY_FRONT_END = {"textual", "rich"}

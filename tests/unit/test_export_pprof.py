@@ -1,59 +1,41 @@
-"""pprof export: decode the hand-encoded protobuf with an independent mini decoder."""
+"""pprof export: the hand-encoded protobuf, decoded by the importer's protobuf reader.
+
+Field numbers are written out here as profile.proto gives them, so a wrong
+constant in collectors/formats/protobuf.py fails; the integration tests check
+the same bytes with `go tool pprof`.
+"""
 
 from __future__ import annotations
 
 import gzip
 from collections import defaultdict
 
-from proftui.collectors.formats.export.pprof import _varint, encode_profile, export_pprof
+from proftui.collectors.formats.export.pprof import encode_profile, export_pprof
+from proftui.collectors.formats.protobuf import LEN, VARINT, fields, ints, read_varint, varint
 from proftui.collectors.model.profile import CPU_NS, SAMPLES, Frame, Profile, ProfileMeta
 
 from tests.unit.profiles import sample_profile
 
 
-def read_varint(data: bytes, pos: int) -> tuple[int, int]:
-    shift = value = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        shift += 7
-        if byte < 0x80:
-            return value, pos
-
-
 def decode(data: bytes) -> dict[int, list]:
     """field number -> list of values (ints, or bytes for length-delimited fields)."""
-    fields: dict[int, list] = defaultdict(list)
-    pos = 0
-    while pos < len(data):
-        key, pos = read_varint(data, pos)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            value, pos = read_varint(data, pos)
-        elif wire == 2:
-            length, pos = read_varint(data, pos)
-            value, pos = data[pos : pos + length], pos + length
-        else:
-            raise AssertionError(f"unexpected wire type {wire}")
-        fields[number].append(value)
-    return fields
+    grouped: dict[int, list] = defaultdict(list)
+    for number, wire, value in fields(data):
+        assert wire in (VARINT, LEN), f"unexpected wire type {wire}"
+        grouped[number].append(value)
+    return grouped
 
 
 def packed(data: bytes) -> list[int]:
-    out, pos = [], 0
-    while pos < len(data):
-        value, pos = read_varint(data, pos)
-        out.append(value)
-    return out
+    return ints(data)
 
 
 def test_varint_encoding() -> None:
-    assert _varint(0) == b"\x00"
-    assert _varint(1) == b"\x01"
-    assert _varint(300) == b"\xac\x02"
-    assert _varint(-1) == b"\xff" * 9 + b"\x01"  # int64 two's complement, 10 bytes
-    assert read_varint(_varint(2**63 + 5), 0)[0] == 2**63 + 5
+    assert varint(0) == b"\x00"
+    assert varint(1) == b"\x01"
+    assert varint(300) == b"\xac\x02"
+    assert varint(-1) == b"\xff" * 9 + b"\x01"  # int64 two's complement, 10 bytes
+    assert read_varint(varint(2**63 + 5), 0)[0] == 2**63 + 5
 
 
 def test_samples_functions_and_strings_decode() -> None:

@@ -58,7 +58,7 @@ def test_zoom_keeps_the_path_as_full_width_rows() -> None:
     assert layout.zoom_row() == 2
     assert layout.cells_of(layout.rows[3][0]) == (0, 100)
     hidden = Layout(profile.tree, 0, cells=100, zoom=b, show_root=False)
-    assert hidden.zoom_row() == 1 and hidden.row(0)[0].node is b.parent
+    assert hidden.zoom_row() == 1 and hidden.row(0)[0].node == b.parent
 
 
 def test_without_the_root_row_the_first_row_is_the_top_functions() -> None:
@@ -129,7 +129,7 @@ def test_random_layouts_nest_without_overlap() -> None:
                 assert parent.start - 1e-9 <= item.start
                 assert item.start + item.width <= parent.start + parent.width + 1e-6
                 if item.node is not None:
-                    assert item.width >= floor and item.node.parent is parent.node
+                    assert item.width >= floor and item.node.parent == parent.node
             for k, row in enumerate(layout.rows):
                 for left, right in itertools.pairwise(row):
                     assert left.start + left.width <= right.start + 1e-6
@@ -149,6 +149,6 @@ def test_base_nodes_are_the_aligned_counterparts() -> None:
     checked = 0
     for _k, _i, item in layout.items():
         if item.node is not None:
-            assert item.base is counterpart(item.node, base.tree)
+            assert item.base == counterpart(item.node, base.tree)
             checked += item.base is not None
     assert checked > 10

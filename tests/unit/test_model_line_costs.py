@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
-from proftui.collectors.base import subtract_profile
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.model import storage
+from proftui.collectors.model.diff import subtract
 from proftui.collectors.model.lines import (
     add_code_cost,
     function_addresses,
@@ -17,7 +17,7 @@ from proftui.collectors.model.lines import (
     merge_code_costs,
 )
 from proftui.collectors.model.profile import SAMPLES, CodeSite, Frame, Profile, ProfileMeta
-from proftui.collectors.model.source import address_listing, source_listing
+from proftui.collectors.model.source import address_listing, annotate, source_listing
 from proftui.collectors.model.sourcefiles import ORIGINS
 
 MOD = "/opt/app/prog"
@@ -83,7 +83,7 @@ def test_merge_adds_two_profiles() -> None:
 def test_reset_subtracts_costs_and_keeps_sites() -> None:
     now, baseline = profile_with_costs(), profile_with_costs()
     add_code_cost(now, MOD, 0x1004, CodeSite(F.address, SRC, 4), [10.0])
-    subtract_profile(now, baseline)
+    now = subtract(now, baseline)
     assert now.address_costs[(MOD, 0x1004)] == [10.0]
     assert now.line_costs[(SRC, 4)] == [10.0]
     assert now.line_costs[(SRC, 11)] == [0.0]
@@ -158,3 +158,39 @@ def test_address_listing_names_lines() -> None:
     assert listing.lines[0].text == "prog+0x1044  prog.c:11"
     inlined = Frame("h", MOD, HDR, 7, None, "h", inlined=True)
     assert address_listing(profile, inlined).kind == "none"
+
+
+class _NoBinary:
+    """A MachineCode whose binary is gone, or was rebuilt (`rebuilt`)."""
+
+    def __init__(self, rebuilt: bool = False, instructions: list[tuple[int, str]] | None = None
+                 ) -> None:
+        self._rebuilt, self._instructions = rebuilt, instructions or []
+
+    def instructions(self, frame: Frame) -> list[tuple[int, str]]:
+        return self._instructions
+
+    def dwarf_lines(self, frame: Frame, addresses: list[int]) -> dict[int, tuple[str, int]]:
+        return {}
+
+    def inlined_addresses(self, frame: Frame) -> dict[int, list[float]]:
+        return {}
+
+    def rebuilt(self, frame: Frame) -> bool:
+        return self._rebuilt
+
+
+def no_text(path: str) -> list[str] | None:
+    return None
+
+
+def test_annotate_falls_back_from_source_to_disassembly_to_addresses() -> None:
+    """The listing choice is the model's, given what the binary and the disk hold."""
+    profile = profile_with_costs()
+    code = _NoBinary(instructions=[(0x1004, "add"), (0x1008, "mul")])
+    assert annotate(profile, G, "disassembly", code=code, text_of=no_text).kind == "disassembly"
+    shown = annotate(profile, Frame("x", MOD, None, None, 0x2000, "x"), code=code,
+                     text_of=no_text)
+    assert shown.kind == "disassembly" and shown.note == "no source file: disassembly"
+    rebuilt = annotate(profile, G, "disassembly", code=_NoBinary(rebuilt=True), text_of=no_text)
+    assert rebuilt.kind == "addresses" and "rebuilt" in rebuilt.note

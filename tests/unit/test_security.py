@@ -18,7 +18,6 @@ import pytest
 from proftui.collectors import safefile as outfile
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.model.profile import SAMPLES, Frame, Profile, ProfileMeta
-from proftui.collectors.model.source import source_text
 from proftui.collectors.model.sourcefiles import (
     MAX_SOURCE_READ,
     ORIGINS,
@@ -27,6 +26,7 @@ from proftui.collectors.model.sourcefiles import (
     process_reader,
     read_source,
     reader_of,
+    source_text,
 )
 from proftui.collectors.model.storage import gather_sources
 from proftui.collectors.symbols.cachedir import CacheDir

@@ -7,43 +7,60 @@ import struct
 
 import pytest
 from proftui.collectors.errors import ProftuiError
-from proftui.collectors.runtime.wire import KIND_HOOK, FileHeader, encode_header
+from proftui.collectors.runtime.wire import FLAG_COUNT_ONLY, KIND_HOOK, FileHeader, encode_header
 from proftui.collectors.runtime.wire_hook import (
+    CHUNK_PCS,
     INLINED,
     ROOT,
     calibrated,
     compensated_self_ns,
     decode_hook,
     is_published,
+    sampled,
+    timed,
 )
 
 CHUNK_NODES = 4
-THREADS, MODULES, CHUNKS = 2, 2, 3
-THREADS_OFF = 256
-MODULES_OFF = THREADS_OFF + THREADS * 32
+THREADS, MODULES, CHUNKS = 2, 2, 4
+THREADS_OFF = 128 + 192
+MODULES_OFF = THREADS_OFF + THREADS * 72
 CHUNKS_OFF = MODULES_OFF + MODULES * 256
 NODES_OFF = (CHUNKS_OFF + CHUNKS * 8 + 63) & ~63
-SIZE = NODES_OFF + CHUNKS * CHUNK_NODES * 40
+SIZE = NODES_OFF + CHUNKS * CHUNK_NODES * 64
+PC_CHUNK = 3  # the last chunk: main's pc table (4 nodes x 64 bytes = 16 entries)
 
 
-def encode(nodes: list[tuple[int, int, int, int, int, int, int]], *, chunks: list[tuple[int, int]],
-           node_size: int = 40, ns_per_tick: float = 0.5, inner: float = 2.0,
-           outer: float = 1.0, state: int = 1) -> bytearray:
-    """A hook file; nodes are (global index, fn, parent, module, calls, incl, self)."""
+def encode(nodes: list[tuple[int, ...]], *, chunks: list[tuple[int, int]],
+           node_size: int = 64, ns_per_tick: float = 0.5, inner: float = 2.0,
+           outer: float = 1.0, state: int = 1, period_ns: int = 0,
+           thread_ticks: tuple[int, int] = (0, 0),
+           pcs: list[tuple[int, int, int]] | None = None) -> bytearray:
+    """A hook file; nodes are (global index, fn, parent, module, calls, incl, self[,
+    ticks, hook_ticks]).  `period_ns` > 0 makes it a sampled file; `pcs` fills main's
+    pc table (pc, node, ticks) in chunk PC_CHUNK."""
     data = bytearray(SIZE)
-    data[0:128] = encode_header(FileHeader(KIND_HOOK, 77, 1, 0, 0, 0, 128, SIZE, 5, 0, state,
-                                           "tsc"))
-    struct.pack_into("<IIIIIIIIQQQQdddQQIIIIQ", data, 128, node_size, CHUNK_NODES, CHUNKS,
-                     len(chunks), THREADS, 1, MODULES, 2, THREADS_OFF, CHUNKS_OFF, MODULES_OFF,
-                     NODES_OFF, ns_per_tick, inner, outer, 0, 0, 0, 0, 0, 1 << 20, 0)
-    struct.pack_into("<II16sQ", data, THREADS_OFF, 77, 1, b"main", 3)
+    flags = FLAG_COUNT_ONLY if period_ns else 0
+    data[0:128] = encode_header(FileHeader(KIND_HOOK, 77, 1, flags, 0, period_ns, 128, SIZE, 5,
+                                           0, state, "perf task-clock" if period_ns else "tsc"))
+    struct.pack_into("<IIIIIIIIQQQQdddQQIIIIQIIQ48x", data, 128, node_size, CHUNK_NODES, CHUNKS,
+                     len(chunks) + (pcs is not None), THREADS, 1, MODULES, 2, THREADS_OFF,
+                     CHUNKS_OFF, MODULES_OFF, NODES_OFF, ns_per_tick, inner, outer, 0, 0, 0, 0,
+                     0, 1 << 20, 0, 27 if period_ns else 0, 1 if period_ns else 0, 0)
+    table = (PC_CHUNK, CHUNK_NODES * 64 // 16) if pcs is not None else (0xFFFFFFFF, 0)
+    struct.pack_into("<II16sQQQQIIQ", data, THREADS_OFF, 77, 1, b"main", 3, 0, *thread_ticks,
+                     *table, 0)
     struct.pack_into("<QQQ232s", data, MODULES_OFF, 0x400000, 0x401000, 0x3FF000, b"/bin/prog")
     # Module 1 is reserved but not published yet (start 0).
     for i, (owner, count) in enumerate(chunks):
         struct.pack_into("<II", data, CHUNKS_OFF + 8 * i, owner, count)
-    for index, fn, parent, module, calls, incl, self_ticks in nodes:
-        struct.pack_into("<QIIQQQ", data, NODES_OFF + 40 * index, fn, parent, module, calls,
-                         incl, self_ticks)
+    if pcs is not None:
+        struct.pack_into("<II", data, CHUNKS_OFF + 8 * PC_CHUNK, CHUNK_PCS, 0)
+        for k, (pc, node, ticks) in enumerate(pcs):
+            struct.pack_into("<QII", data, NODES_OFF + PC_CHUNK * CHUNK_NODES * 64 + 16 * k, pc,
+                             node, ticks)
+    for index, fn, parent, module, calls, incl, self_ticks, *ticks in nodes:
+        struct.pack_into("<QIIQQQQQ", data, NODES_OFF + 64 * index, fn, parent, module, calls,
+                         incl, self_ticks, *(ticks or (0, 0)))
     return data
 
 
@@ -108,7 +125,7 @@ def test_unpublished_file_is_skipped_not_an_error() -> None:
 
 
 @pytest.mark.parametrize(("damage", "message"), [
-    (lambda raw: struct.pack_into("<I", raw, 128, 48), "node size 48"),
+    (lambda raw: struct.pack_into("<I", raw, 128, 40), "node size 40"),
     (lambda raw: struct.pack_into("<Q", raw, 128 + 56, SIZE), "outside"),
     (lambda raw: struct.pack_into("<d", raw, 128 + 64, 0.0), "ns_per_tick"),
     (lambda raw: struct.pack_into("<I", raw, 8, 99), "version 99"),
@@ -125,3 +142,31 @@ def test_truncated_file_is_a_clear_error() -> None:
     raw = encode(TREE, chunks=[(0, 3)])
     with pytest.raises(ProftuiError, match=r"hook\.77\.ptw"):
         decode_hook(bytes(raw[:SIZE // 2]), "hook.77.ptw")
+
+
+def test_sampled_file_has_ticks_per_node_thread_and_pc() -> None:
+    tree = [(0, 0x400100, ROOT, 1, 1, 0, 0, 30, 5), (1, 0x400200, 0, 1, 10, 0, 0, 60, 40)]
+    pcs = [(0x400210, 1, 50), (0x7F0000001000, 1, 10), (0x400105, 0, 30)]
+    data = decode_hook(bytes(encode(tree, chunks=[(0, 2)], period_ns=250_000,
+                                    thread_ticks=(3, 1), pcs=pcs)))
+    assert sampled(data) and not timed(data)
+    assert data.header.period_ns == 250_000 and data.hook.timer_signal == 27
+    assert data.nodes.ticks == [30, 60] and data.nodes.hook_ticks == [5, 40]
+    assert data.threads[0].ticks == 3 and data.threads[0].hook_ticks == 1
+    assert sorted(data.pcs[0]) == sorted(pcs)
+    assert data.nodes.index == [0, 1]  # the pc table's chunk holds no nodes
+
+
+def test_timed_and_count_only_files_are_told_apart() -> None:
+    timed_file = decode_hook(bytes(encode(TREE, chunks=[(0, 3)])))
+    assert timed(timed_file) and not sampled(timed_file) and timed_file.pcs == {}
+    raw = encode(TREE, chunks=[(0, 3)])
+    struct.pack_into("<I", raw, 28, FLAG_COUNT_ONLY)
+    counted = decode_hook(bytes(raw))
+    assert not timed(counted) and not sampled(counted)
+
+
+def test_pc_table_outside_the_pool_is_ignored() -> None:
+    raw = encode(TREE, chunks=[(0, 3)], period_ns=1_000_000, pcs=[(0x400210, 1, 5)])
+    struct.pack_into("<I", raw, THREADS_OFF + 56, CHUNKS)  # first chunk past the pool
+    assert decode_hook(bytes(raw)).pcs == {0: []}

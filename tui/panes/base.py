@@ -19,7 +19,7 @@ from typing import Any, ClassVar, Literal
 
 from proftui.collectors.model.profile import Frame, Profile
 from proftui.collectors.model.views import FlatEntry
-from proftui.collectors.runtime.procstat import ProcStat
+from proftui.collectors.runtime.process_status import ProcStat
 from textual.message import Message
 from textual.widget import Widget
 

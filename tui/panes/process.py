@@ -15,7 +15,7 @@ from typing import ClassVar
 
 from proftui.collectors.model.profile import Profile, Timeline
 from proftui.collectors.model.views import FlatEntry
-from proftui.collectors.runtime.procstat import HISTORY, ProcStat
+from proftui.collectors.runtime.process_status import HISTORY, ProcStat
 from proftui.tui.format import format_bytes
 from proftui.tui.panes.base import Command, NavState, Pane
 from proftui.tui.widgets.heap_chart import HeapChart
@@ -213,7 +213,7 @@ class ProcPane(Pane, Vertical):
         io = "n/a" if stat.read_bytes is None else (
             f"read {format_bytes(stat.read_bytes)}  write {format_bytes(stat.write_bytes or 0)}")
         # Names are the target's choice: Text() keeps "[...]" from reading as Rich markup
-        # (collectors/runtime/names.py already escaped bytes and control characters).
+        # (collectors/runtime/thread_names.py already escaped bytes and control characters).
         summary.add_row("pid", Text(f"{stat.pid}  {stat.name}"), "state", state)
         summary.add_row("CPU", f"{stat.cpu_percent:.1f}%", "threads", str(stat.num_threads))
         summary.add_row("RSS", format_bytes(stat.rss), "peak RSS", format_bytes(stat.peak_rss))

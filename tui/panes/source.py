@@ -3,7 +3,7 @@
 The listing comes from the model (collectors/model/source.py: the line and
 address costs recorded at collection time, the embedded or on-disk source);
 it is computed in a thread worker because disassembly runs objdump
-(collectors/symbols/disasm.py).  Three modes: the source file (`f` steps
+(collectors/annotate.py).  Three modes: the source file (`f` steps
 through the files of the function's cost: headers it inlined), the
 disassembly (`d`), and both interleaved (`i`: each source line followed by
 its instructions, inline-aware).  `/`, `n`, `N` search the listing.  The
@@ -19,11 +19,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import ClassVar
 
+from proftui.collectors.annotate import annotate
 from proftui.collectors.model.profile import Frame, Profile
-from proftui.collectors.model.source import Listing
+from proftui.collectors.model.source import Listing, Prefer
 from proftui.collectors.model.textsafe import display
 from proftui.collectors.model.views import FlatEntry
-from proftui.collectors.symbols.disasm import Prefer, annotate
 from proftui.tui.format import format_cost, percent
 from proftui.tui.names import fit, shorten
 from proftui.tui.panes.base import Command, NavState, Pane

@@ -394,27 +394,13 @@ class CallTreeView(Pane, Tree[NodeData]):
             return  # the user moved on meanwhile (a newer snapshot of the same view is fine)
         self._derived[need] = (profile, shown or profile, trees, baseline, bases)
         if len(self._derived) > 4:  # a small cache: Escape back to a focus is instant
-            oldest = next(iter(self._derived))
-            dropped = self._derived.pop(oldest)
-            evicted = dropped[2]
-            if oldest[0] != "top-down" or oldest[3]:  # not the profile's own part trees
-                self._release(evicted)
-            if oldest[0] != "top-down":  # the baseline's derived trees (not its own tree)
-                self._release(dropped[4])
+            del self._derived[next(iter(self._derived))]
         if self.freeze_results:
             # Long-lived trees of a saved profile: keep them out of the cyclic GC's
             # full scans (a second-long pause per scan at 200,000 nodes).
             gc.freeze()
         self.pending = False
         self._build_view(shown or profile, trees, state, baseline, bases)
-
-    @work(thread=True, group="release-tree")
-    def _release(self, trees: tuple[CallTree, ...]) -> None:
-        """Break parent links so reference counting frees an evicted tree (even if frozen),
-        here in a worker instead of in a GC pause on the UI thread."""
-        for tree in trees:
-            for node in tree.nodes():
-                node.parent = None
 
     def _build_view(self, profile: Profile, trees: tuple[CallTree, ...],
                     state: tuple[list[tuple[object, ...]], tuple[object, ...] | None] | None,

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from proftui.collectors.model.diff import counterpart
-from proftui.collectors.model.diffviews import change, root_of
+from proftui.collectors.model.diffviews import change
 from proftui.collectors.model.parts import part_total
 from proftui.collectors.model.profile import CallNode, CallTree, Profile
 from proftui.collectors.model.textsafe import display
@@ -45,14 +45,14 @@ class TreeDeltas:
 
     def __init__(self) -> None:
         self.baseline: Profile | None = None
-        self._bases: dict[int, CallTree] = {}  # id(a shown tree's root) -> baseline's tree
+        self._bases: dict[int, CallTree] = {}  # id(a shown tree) -> the baseline's tree
         self.normalise = "shares"
 
     def set(self, baseline: Profile | None, shown: Sequence[CallTree],
             bases: Sequence[CallTree], normalise: str) -> None:
         """Pair the shown trees with the baseline's (same order); empty `bases`: no Δ."""
         self.baseline = baseline if bases else None
-        self._bases = {id(tree.root): base for tree, base in zip(shown, bases, strict=False)}
+        self._bases = {id(tree): base for tree, base in zip(shown, bases, strict=False)}
         self.normalise = normalise
 
     def gone(self, call: CallNode, metric: int) -> list[CallNode]:
@@ -60,7 +60,7 @@ class TreeDeltas:
         first): contexts that vanished.  None without a baseline."""
         if self.baseline is None:
             return []
-        base_tree = self._bases.get(id(root_of(call)))
+        base_tree = self._bases.get(id(call.tree))
         found = counterpart(call, base_tree) if base_tree is not None else None
         if found is None:
             return []
@@ -88,7 +88,7 @@ class TreeDeltas:
         """The row's "Δ+12.3 " text, or None without a baseline."""
         if self.baseline is None:
             return None
-        base_tree = self._bases.get(id(root_of(call)))
+        base_tree = self._bases.get(id(call.tree))
         if base_tree is None:
             return None
         found = counterpart(call, base_tree)

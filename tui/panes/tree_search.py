@@ -111,7 +111,7 @@ class TreeSearch:
             child = None
             while True:
                 child = next((c for c in node.children
-                              if c.data is not None and c.data.call is call), None)
+                              if c.data is not None and c.data.call == call), None)
                 data = node.data
                 if child is not None or data is None or data.call is None \
                         or data.populated >= len(data.call.children):

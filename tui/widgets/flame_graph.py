@@ -185,7 +185,8 @@ class FlameGraph(Widget, can_focus=True):
             return None
         zoom, _ = self._path_nodes(self.zoom_path) if self.zoom_path else (None, 0)
         cells = max(1, self.size.width or self.app.size.width)
-        key = (id(self.call_tree), self.metric, id(zoom), cells, id(self.base), self.show_root)
+        key = (id(self.call_tree), self.metric, None if zoom is None else zoom.index, cells,
+               id(self.base), self.show_root)
         found = self._layouts.get(key)
         if found is None:
             if len(self._layouts) > 8:

@@ -12,21 +12,42 @@ from collections.abc import Callable
 from pathlib import Path
 
 from proftui.collectors.errors import ProftuiError
-from proftui.collectors.formats.export.callgrind import export_callgrind
-from proftui.collectors.formats.export.dot import export_dot
-from proftui.collectors.formats.export.folded import export_folded
-from proftui.collectors.formats.export.pprof import export_pprof
-from proftui.collectors.formats.export.speedscope import export_speedscope
+from proftui.collectors.lazy import LazyMapping
 from proftui.collectors.model.profile import Profile
 from proftui.collectors.safefile import write_output
 
-EXPORTERS: dict[str, Callable[[Profile], bytes]] = {
-    "pprof": export_pprof,
-    "folded": export_folded,
-    "callgrind": export_callgrind,
-    "dot": export_dot,
-    "speedscope": export_speedscope,
-}
+Exporter = Callable[[Profile], bytes]
+
+
+def _pprof() -> Exporter:
+    from proftui.collectors.formats.export.pprof import export_pprof
+    return export_pprof
+
+
+def _folded() -> Exporter:
+    from proftui.collectors.formats.export.folded import export_folded
+    return export_folded
+
+
+def _callgrind() -> Exporter:
+    from proftui.collectors.formats.export.callgrind import export_callgrind
+    return export_callgrind
+
+
+def _dot() -> Exporter:
+    from proftui.collectors.formats.export.dot import export_dot
+    return export_dot
+
+
+def _speedscope() -> Exporter:
+    from proftui.collectors.formats.export.speedscope import export_speedscope
+    return export_speedscope
+
+
+# format -> exporter, each module imported when its format is first used
+EXPORTERS: LazyMapping[Exporter] = LazyMapping(
+    {"pprof": _pprof, "folded": _folded, "callgrind": _callgrind, "dot": _dot,
+     "speedscope": _speedscope})
 
 DESCRIPTIONS = {
     "pprof": "pprof protobuf, gzip (go tool pprof, pprof web UI)",
@@ -37,8 +58,10 @@ DESCRIPTIONS = {
 }
 
 
-def default_output(source: Path, fmt: str) -> Path:
-    """Where `proftui export` writes by default: beside `source`, named by format."""
+def default_output(source: Path | str, fmt: str) -> Path:
+    """Where `proftui export` writes by default: beside `source`, named by format (a
+    fleet query's in the current directory, as fleet.*)."""
+    source = Path("fleet") if isinstance(source, str) else source
     stem = source.name
     for suffix in (".proftui", ".txt", ".prof", ".out", ".data"):
         if stem.endswith(suffix) and len(stem) > len(suffix):

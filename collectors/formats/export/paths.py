@@ -30,7 +30,7 @@ def costed_paths(tree: CallTree, max_depth: int = EXPORT_MAX_DEPTH
     while stack:
         node, depth = stack.pop()
         if any(node.self_cost):
-            yield node, False, node.self_cost
+            yield node, False, list(node.self_cost)
         if not node.children:
             continue
         if depth >= max_depth:

@@ -1,19 +1,7 @@
 """pprof export: the gzip-compressed `profile.proto` that `go tool pprof` reads.
 
-The protobuf is encoded by hand (a few message types, no dependency).  Field
-numbers follow github.com/google/pprof/proto/profile.proto:
-
-    Profile   1 sample_type  2 sample  3 mapping  4 location  5 function
-              6 string_table  9 time_nanos  10 duration_nanos
-              11 period_type  12 period  13 comment  14 default_sample_type
-    ValueType 1 type  2 unit                       (string table indexes)
-    Sample    1 location_id (packed, leaf first)  2 value (packed, per sample_type)
-    Mapping   1 id  2 memory_start  3 memory_limit  4 file_offset  5 filename
-              6 build_id  7 has_functions  8 has_filenames  9 has_line_numbers
-              10 has_inline_frames
-    Location  1 id  2 mapping_id  3 address  4 line
-    Line      1 function_id  2 line
-    Function  1 id  2 name  3 system_name  4 filename  5 start_line
+The protobuf is encoded with collectors/formats/protobuf.py (the importer
+reads with it too), which names profile.proto's field numbers.
 
 Samples come from the call tree's nodes with self cost (paths deeper than
 `paths.EXPORT_MAX_DEPTH` end in one "calls deeper" pseudo function).  A function and the
@@ -39,14 +27,13 @@ from __future__ import annotations
 
 import gzip
 
+from proftui.collectors.formats import protobuf as pb
 from proftui.collectors.formats.export.paths import CUT_LABEL, costed_paths
 from proftui.collectors.model.lines import function_addresses
 from proftui.collectors.model.profile import HEAP_METRICS, LIVE_ALLOCS, CallNode, Profile
 from proftui.collectors.model.textsafe import encode_text
 
 UNITS = {"ns": "nanoseconds", "count": "count", "bytes": "bytes"}
-
-_VARINT, _LEN = 0, 2
 
 # Go's heap sample types, in Go's order: (type, unit, proftui metrics that give it, best first).
 # A profile written at exit without a live count still knows its live blocks: the leaks.
@@ -86,34 +73,6 @@ def sample_columns(profile: Profile) -> tuple[list[tuple[str, str, int]], list[s
     return columns, missing
 
 
-def _varint(value: int) -> bytes:
-    """Base-128 varint; negative int64 values as their 64-bit two's complement."""
-    value &= (1 << 64) - 1
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def _key(field_number: int, wire_type: int) -> bytes:
-    return _varint(field_number << 3 | wire_type)
-
-
-def _int(field_number: int, value: int) -> bytes:
-    """A varint field; zero is the proto3 default and is left out."""
-    return _key(field_number, _VARINT) + _varint(value) if value else b""
-
-
-def _bytes(field_number: int, payload: bytes) -> bytes:
-    return _key(field_number, _LEN) + _varint(len(payload)) + payload
-
-
-def _packed(field_number: int, values: list[int]) -> bytes:
-    return _bytes(field_number, b"".join(_varint(v) for v in values)) if values else b""
-
-
 class _Strings:
     """The profile's string table; index 0 must be the empty string."""
 
@@ -129,6 +88,28 @@ class _Strings:
         return index
 
 
+def _value_type(type_index: int, unit_index: int) -> bytes:
+    """A ValueType message (string table indexes)."""
+    return (pb.int_field(pb.VALUE_TYPE_TYPE, type_index)
+            + pb.int_field(pb.VALUE_TYPE_UNIT, unit_index))
+
+
+def _sample(location_ids: list[int], values: list[int]) -> bytes:
+    """A Profile.sample field: location ids leaf first, one value per sample type."""
+    return pb.len_field(pb.PROFILE_SAMPLE, pb.packed_field(pb.SAMPLE_LOCATION_ID, location_ids)
+                        + pb.packed_field(pb.SAMPLE_VALUE, values))
+
+
+def _function(function_id: int, name: int, system_name: int, filename: int = 0,
+              start_line: int = 0) -> bytes:
+    """A Profile.function field (names as string table indexes)."""
+    return pb.len_field(pb.PROFILE_FUNCTION, pb.int_field(pb.FUNCTION_ID, function_id)
+                        + pb.int_field(pb.FUNCTION_NAME, name)
+                        + pb.int_field(pb.FUNCTION_SYSTEM_NAME, system_name)
+                        + pb.int_field(pb.FUNCTION_FILENAME, filename)
+                        + pb.int_field(pb.FUNCTION_START_LINE, start_line))
+
+
 def encode_profile(profile: Profile) -> bytes:
     """The uncompressed profile.proto message for `profile`."""
     assert profile.tree is not None
@@ -136,7 +117,7 @@ def encode_profile(profile: Profile) -> bytes:
     out = bytearray()
     columns, missing = sample_columns(profile)
     for name, unit, _index in columns:
-        out += _bytes(1, _int(1, strings(name)) + _int(2, strings(unit)))
+        out += pb.len_field(pb.PROFILE_SAMPLE_TYPE, _value_type(strings(name), strings(unit)))
     order = [index for _name, _unit, index in columns]
 
     def pick(values: list[int]) -> list[int]:
@@ -149,11 +130,11 @@ def encode_profile(profile: Profile) -> bytes:
         if cut:  # the calls below a node at the depth limit: one sample under it
             _holder, chain = locations._group(node)
             cut_id = locations._location("cut", "", 0, [(cut_function, None)])
-            out += _bytes(2, _packed(1, [cut_id, locations._group_location(chain), *callers])
-                          + _packed(2, pick([round(v) for v in costs])))
+            out += _sample([cut_id, locations._group_location(chain), *callers],
+                           pick([round(v) for v in costs]))
             continue
         for leaf_id, values in locations.leaf_parts(node):
-            out += _bytes(2, _packed(1, [leaf_id, *callers]) + _packed(2, pick(values)))
+            out += _sample([leaf_id, *callers], pick(values))
 
     mapping_ids: dict[str, int] = {}
     limits: dict[str, int] = {}
@@ -164,44 +145,53 @@ def encode_profile(profile: Profile) -> bytes:
         limits[module] = max(limits.get(module, 0), address + 1)
     build_ids = {f.module: f.build_id for f in profile.frames if f.build_id}
     for module, mapping_id in mapping_ids.items():
-        out += _bytes(3, _int(1, mapping_id) + _int(3, limits[module])
-                      + _int(5, strings(module)) + _int(6, strings(build_ids.get(module, "")))
-                      + _int(7, 1) + _int(8, 1) + _int(9, 1) + _int(10, 1))
+        # already symbolized: pprof must not try to re-symbolize
+        out += pb.len_field(pb.PROFILE_MAPPING, pb.int_field(pb.MAPPING_ID, mapping_id)
+                            + pb.int_field(pb.MAPPING_MEMORY_LIMIT, limits[module])
+                            + pb.int_field(pb.MAPPING_FILENAME, strings(module))
+                            + pb.int_field(pb.MAPPING_BUILD_ID,
+                                           strings(build_ids.get(module, "")))
+                            + pb.int_field(pb.MAPPING_HAS_FUNCTIONS, 1)
+                            + pb.int_field(pb.MAPPING_HAS_FILENAMES, 1)
+                            + pb.int_field(pb.MAPPING_HAS_LINE_NUMBERS, 1)
+                            + pb.int_field(pb.MAPPING_HAS_INLINE_FRAMES, 1))
 
     for location_id, (module, address, lines) in enumerate(locations.table, start=1):
-        encoded = b"".join(_bytes(4, _int(1, function_id) + _int(2, line or 0))
+        encoded = b"".join(pb.len_field(pb.LOCATION_LINE,
+                                        pb.int_field(pb.LINE_FUNCTION_ID, function_id)
+                                        + pb.int_field(pb.LINE_LINE, line or 0))
                            for function_id, line in lines)
-        out += _bytes(4, _int(1, location_id) + _int(2, mapping_ids.get(module, 0))
-                      + _int(3, address) + encoded)
+        out += pb.len_field(pb.PROFILE_LOCATION, pb.int_field(pb.LOCATION_ID, location_id)
+                            + pb.int_field(pb.LOCATION_MAPPING_ID, mapping_ids.get(module, 0))
+                            + pb.int_field(pb.LOCATION_ADDRESS, address) + encoded)
     function_ids = profile.frames.function_ids()
     for fid, frame in enumerate(profile.frames):
         if function_ids[fid] != fid:
             continue  # an inlined copy: its function is the one it stands for
         name = frame.function or f"0x{frame.address or 0:x}"
-        out += _bytes(5, _int(1, fid + 1) + _int(2, strings(name))
-                      + _int(3, strings(frame.raw_name or name))
-                      + _int(4, strings(frame.file or "")) + _int(5, frame.line or 0))
+        out += _function(fid + 1, strings(name), strings(frame.raw_name or name),
+                         strings(frame.file or ""), frame.line or 0)
     if "cut" in locations.by_key:
-        out += _bytes(5, _int(1, cut_function) + _int(2, strings(CUT_LABEL))
-                      + _int(3, strings(CUT_LABEL)))
+        out += _function(cut_function, strings(CUT_LABEL), strings(CUT_LABEL))
 
     meta = profile.meta
     tail = bytearray()
     if meta.start_time is not None:
-        tail += _int(9, int(meta.start_time * 1e9))
+        tail += pb.int_field(pb.PROFILE_TIME_NANOS, int(meta.start_time * 1e9))
         if meta.end_time is not None:
-            tail += _int(10, int((meta.end_time - meta.start_time) * 1e9))
+            tail += pb.int_field(pb.PROFILE_DURATION_NANOS,
+                                 int((meta.end_time - meta.start_time) * 1e9))
     # A CPU profile, or CPU and heap side by side (--heap): its first metric is CPU.
     cpu = bool(profile.metrics) and profile.metrics[0].name not in _HEAP_NAMES
     if meta.period_ns and cpu:  # a CPU sampling period
         first = profile.metrics[0]
-        tail += _bytes(11, _int(1, strings("cpu" if first.name == "samples" else first.name))
-                       + _int(2, strings("nanoseconds")))
-        tail += _int(12, meta.period_ns)
+        kind = strings("cpu" if first.name == "samples" else first.name)
+        tail += pb.len_field(pb.PROFILE_PERIOD_TYPE, _value_type(kind, strings("nanoseconds")))
+        tail += pb.int_field(pb.PROFILE_PERIOD, meta.period_ns)
     comments = [f"proftui {meta.mode} profile: {' '.join(meta.argv)}", *meta.warnings]
     if missing:
         comments.append(f"not in this profile: {', '.join(missing)}")
-    tail += _packed(13, [strings(c) for c in comments])
+    tail += pb.packed_field(pb.PROFILE_COMMENT, [strings(c) for c in comments])
     if columns:  # pprof would otherwise show the last sample type first
         names = [name for name, _unit, _index in columns]
         # CPU first where there is CPU (pprof's own default is the last type); the Go
@@ -209,9 +199,10 @@ def encode_profile(profile: Profile) -> bytes:
         default = profile.metrics[0].name if cpu and profile.metrics[0].name in names else \
             "inuse_space" if "inuse_space" in names else \
             profile.metrics[0].name if profile.metrics[0].name in names else names[0]
-        tail += _int(14, strings(default))
+        tail += pb.int_field(pb.PROFILE_DEFAULT_SAMPLE_TYPE, strings(default))
     # the string table goes last: every string above has been interned by now
-    out += b"".join(_bytes(6, encode_text(s)) for s in strings.table)
+    out += b"".join(pb.len_field(pb.PROFILE_STRING_TABLE, encode_text(s))
+                    for s in strings.table)
     out += tail
     return bytes(out)
 

@@ -9,6 +9,7 @@ and the stack innermost first.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any
 
 from proftui.collectors.model.profile import (
@@ -33,8 +34,9 @@ REACHABILITY_NOTE = ("live at exit, as mtrace counts leaks; reachability not che
                      "blocks still pointed to are counted too")
 
 
-def format_cost(value: float, metric: Metric) -> str:
-    """Seconds for time metrics (gprof's precision), integers for counts."""
+def _gprof_value(value: float, metric: Metric) -> str:
+    """A cost column as gprof prints it: seconds for time metrics (two decimals), integers
+    for counts.  The TUI shows costs in human units instead (tui/format.py format_cost)."""
     if metric.unit == "ns":
         return f"{value / 1e9:.2f}"
     return f"{value:.0f}"
@@ -105,8 +107,8 @@ def render_text(profile: Profile, metric: int = 0, limit: int | None = None) -> 
     for entry in entries[:limit] if limit else entries:
         calls = "" if entry.calls is None else str(entry.calls)
         lines.append(
-            f"{entry.self_percent:6.2f} {format_cost(entry.self_cost[metric], m):>10} "
-            f"{format_cost(entry.total_cost[metric], m):>10} {calls:>10}  {entry.frame.function}"
+            f"{entry.self_percent:6.2f} {_gprof_value(entry.self_cost[metric], m):>10} "
+            f"{_gprof_value(entry.total_cost[metric], m):>10} {calls:>10}  {entry.frame.function}"
         )
     lines += ["", f"Call tree (total {unit}, calls; subtrees under {TREE_CUTOFF_PERCENT}% hidden):",
               ""]
@@ -124,7 +126,7 @@ def render_text(profile: Profile, metric: int = 0, limit: int | None = None) -> 
         frame = profile.frames[node.frame_id]
         name = frame.function + (" [inlined]" if frame.inlined else "")
         lines.append(
-            f"{share:6.2f}% {format_cost(node.total_cost[metric], m):>10}  "
+            f"{share:6.2f}% {_gprof_value(node.total_cost[metric], m):>10}  "
             f"{'  ' * depth}{name}{calls}"
         )
         if depth + 1 >= TEXT_TREE_MAX_DEPTH:
@@ -180,7 +182,7 @@ def leak_summary(profile: Profile, limit: int = LEAK_PATHS) -> list[str]:
     paths = sorted((n for n in profile.tree.nodes() if n.self_cost[leaked] > 0),
                    key=lambda n: -n.self_cost[leaked])
 
-    def amount(node_costs: list[float]) -> str:
+    def amount(node_costs: Sequence[float]) -> str:
         text = f"{node_costs[leaked]:,.0f} bytes"
         if blocks is not None:
             count = node_costs[blocks]
@@ -224,7 +226,7 @@ def _sorted_children(node: CallNode, metric: int, reverse: bool) -> list[CallNod
     return sorted(node.children.values(), key=lambda c: c.total_cost[metric], reverse=reverse)
 
 
-def _costs(profile: Profile, values: list[float] | tuple[float, ...]) -> dict[str, float]:
+def _costs(profile: Profile, values: Sequence[float]) -> dict[str, float]:
     return {m.name: v for m, v in zip(profile.metrics, values, strict=False)}
 
 

@@ -40,10 +40,11 @@ def detect(head: bytes) -> str:
     if heaptrack.sniff(head):  # first: heaptrack's .gz files are gzip like proftui's
         return "heaptrack"
     if head.startswith(_GZIP_MAGIC):
-        # Both proftui (JSON) and pprof (protobuf) files are gzip'd: look inside.
+        # Both proftui (JSON, or its magic line) and pprof (protobuf) files are gzip'd:
+        # look inside.
         inner = pprof.gunzip_head(head)
         return "pprof" if inner and not inner.lstrip().startswith(b"{") \
-            and pprof.sniff(inner) else "proftui"
+            and not inner.startswith(storage.MAGIC) and pprof.sniff(inner) else "proftui"
     if head.startswith(GMON_MAGIC):
         return "gmon"
     if head.startswith(_PERF_DATA_MAGIC):
@@ -59,11 +60,20 @@ def detect(head: bytes) -> str:
     return "unknown"
 
 
-def load_any(path: Path, binary: Path | None = None) -> Profile:
+def load_any(path: Path | str, binary: Path | None = None) -> Profile:
     """Load `path` as whichever supported format its content is (ProftuiError otherwise).
 
-    `binary` is the profiled program, needed only for gmon.out files.
+    `binary` is the profiled program, needed only for gmon.out files.  A fleet URL
+    (`clickhouse://HOST/DATABASE?from=..`, a str) is a query of the fleet's server.
     """
+    if isinstance(path, str):
+        from proftui.collectors.fleet import is_fleet_url
+
+        if is_fleet_url(path):
+            from proftui.collectors.fleet.query import load
+
+            return load(path)
+        path = Path(path)
     try:
         if stat.S_ISFIFO(os.stat(path).st_mode):  # an open would wait for a writer
             raise ProftuiError(f"{path}: is a FIFO, not a profile file")

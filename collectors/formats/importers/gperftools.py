@@ -119,7 +119,15 @@ def load_gperftools(path: Path, data: bytes | None = None) -> Profile:
     )
     profile = Profile(meta, (SAMPLES, CPU_NS))
     assert profile.tree is not None
+    # The same stack comes back in several records (gperftools evicts its table's
+    # buckets as it fills): each distinct stack is symbolized and added once.
+    counts: dict[tuple[int, ...], int] = {}
     for count, pcs in records:
+        key = tuple(pcs)
+        counts[key] = counts.get(key, 0) + count
+    del records
+    for chain, count in counts.items():
+        pcs = list(chain)
         stack = [profile.frames.intern(frame) for frame in frames.stack_frames(pcs)]
         values = [float(count), float(count * period_ns)]
         profile.tree.add_stack(stack, values)

@@ -24,6 +24,7 @@ Only the first event's samples are imported (perf report shows events apart).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from pathlib import Path
 
 from proftui.collectors.errors import ProftuiError
@@ -97,64 +98,92 @@ def _model_frames(frames: list[tuple[str, str, int | None]]) -> list[Frame]:
 
 
 class _Builder:
+    """Samples aggregated by distinct (part, raw frame lines): memory follows the
+    distinct stacks, not the samples; each distinct frame line is parsed once."""
+
     def __init__(self) -> None:
-        self.profile: Profile | None = None
         self.event: str | None = None
+        self.metrics: tuple[Metric, ...] = (SAMPLES,)
         self.skipped = 0  # samples of other events
-        self.parts: dict[str, CallTree] = {}
+        self.samples = 0
+        self.stacks: dict[tuple[str, tuple[str, ...]], list[float]] = {}
         self.pids: dict[int, None] = {}
         self.threads: dict[int, str] = {}
-        self.times: list[float] = []
-        self.periods: list[int] = []
+        self.first: float | None = None
+        self.last: float | None = None
+        self.periods: set[int] = set()
 
-    def add(self, header: re.Match[str], frames: list[tuple[str, str, int | None]]) -> None:
+    def add(self, header: re.Match[str], lines: list[str]) -> None:
         event = header["event"]
         if self.event is None:
             self.event = event
-            metrics: tuple[Metric, ...] = (SAMPLES,)
             if header["period"] is not None and event.split(":")[0] in _CLOCK_EVENTS:
-                metrics = (SAMPLES, CPU_NS)
-            self.profile = Profile(ProfileMeta(mode="import"), metrics)
+                self.metrics = (SAMPLES, CPU_NS)
         elif event != self.event:
             self.skipped += 1
             return
-        profile = self.profile
-        assert profile is not None and profile.tree is not None
+        self.samples += 1
         period = int(header["period"]) if header["period"] is not None else 0
-        values = [1.0, float(period)][: len(profile.metrics)]
-        ids = [profile.frames.intern(frame) for frame in _model_frames(frames)]
-        profile.tree.add_stack(ids, values)
         pid = int(header["pid"])
         tid = int(header["tid"]) if header["tid"] is not None else pid
         self.pids[pid] = None
-        self.threads.setdefault(tid, header["comm"])
-        label = f"pid {pid}"
-        part = self.parts.get(label)
-        if part is None:
-            part = self.parts[label] = CallTree(len(profile.metrics))
-        part.add_stack(ids, values)
-        self.times.append(float(header["time"]))
-        if period:
-            self.periods.append(period)
+        if tid not in self.threads:
+            self.threads[tid] = header["comm"]
+        key = (f"pid {pid}", tuple(lines))
+        slot = self.stacks.get(key)
+        if slot is None:
+            self.stacks[key] = [1.0, float(period)]
+        else:
+            slot[0] += 1.0
+            slot[1] += period
+        time = float(header["time"])
+        self.first = time if self.first is None else min(self.first, time)
+        self.last = time if self.last is None else max(self.last, time)
+        if period and len(self.periods) < 2:
+            self.periods.add(period)
+
+    def profile(self) -> Profile:
+        """The Profile of every distinct stack (not finalized)."""
+        profile = Profile(ProfileMeta(mode="import"), self.metrics)
+        assert profile.tree is not None
+        parsed: dict[str, tuple[str, str, int | None] | None] = {}
+        parts: dict[str, CallTree] = {}
+        n = len(self.metrics)
+        for (label, lines), values in self.stacks.items():
+            frames: list[tuple[str, str, int | None]] = []
+            for line in lines:
+                if line not in parsed:
+                    parsed[line] = _frame(line)
+                frame = parsed[line]
+                if frame is not None:
+                    frames.append(frame)
+            ids = [profile.frames.intern(frame) for frame in _model_frames(frames)]
+            profile.tree.add_stack(ids, values[:n])
+            part = parts.get(label)
+            if part is None:
+                part = parts[label] = CallTree(n)
+            part.add_stack(ids, values[:n])
+        if len(parts) > 1:
+            profile.parts = parts
+        return profile
 
 
-def parse_text(text: str, source: str) -> Profile:
-    """Build a Profile from `perf script` text; ValueError if it is not that."""
+def parse_lines(lines: Iterable[str], source: str) -> Profile:
+    """Build a Profile from `perf script` lines; ValueError if they are not that."""
     builder = _Builder()
     header: re.Match[str] | None = None
-    frames: list[tuple[str, str, int | None]] = []
+    frames: list[str] = []
     unrecognised = 0
-    for line in text.splitlines():
+    for line in lines:
         if not line.strip() or line.startswith("#"):
             continue
         if line[0] in " \t":
-            frame = _frame(line)
-            if frame is not None and header is not None:
-                frames.append(frame)
+            if header is not None and line.rstrip().endswith(")"):
+                frames.append(line.rstrip("\n"))
             elif header is None or not line.strip().startswith(("(", "[")):
                 unrecognised += 1  # srcline/inline annotations start with spaces too
             continue
-        match = _HEADER.match(line)
+        match = _HEADER.match(line.rstrip("\n"))
         if match is None:
             unrecognised += 1
             continue
@@ -162,43 +191,42 @@ def parse_text(text: str, source: str) -> Profile:
             builder.add(header, frames)
         header, frames = match, []
         if match["rest"]:
-            frame = _frame(match["rest"])
-            if frame is not None:
-                frames.append(frame)
+            frames.append(match["rest"])
     if header is not None:
         builder.add(header, frames)
-    profile = builder.profile
-    if profile is None:
+    if builder.event is None:
         raise ValueError("no samples")
-    if unrecognised > max(10, len(builder.times)):
+    if unrecognised > max(10, builder.samples):
         raise ValueError(f"{unrecognised} lines are not perf script samples")
+    profile = builder.profile()
     meta = profile.meta
     meta.pids = list(builder.pids)
     meta.threads = builder.threads
     meta.argv = [next(iter(builder.threads.values()))] if builder.threads else []
     meta.start_time = None  # perf times are since boot, not Unix times
     meta.clock = f"perf {builder.event}"
-    if builder.periods and len(set(builder.periods)) == 1:
-        meta.period_ns = builder.periods[0] if len(profile.metrics) > 1 else None
+    if len(builder.periods) == 1:
+        meta.period_ns = next(iter(builder.periods)) if len(profile.metrics) > 1 else None
     meta.warnings.append(f"imported from `perf script` output {source} (event {builder.event})")
     if builder.skipped:
         meta.warnings.append(f"skipped {builder.skipped} samples of other events")
     if unrecognised:
         meta.warnings.append(f"ignored {unrecognised} unrecognised lines")
-    if len(builder.parts) > 1:
-        profile.parts = builder.parts
     return profile.finalize()
 
 
-def load_perf_script(path: Path, data: bytes | None = None) -> Profile:
-    """Read `perf script` output into a Profile (ProftuiError if malformed)."""
-    if data is None:
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise ProftuiError(f"{path}: cannot read: {exc.strerror}") from None
-    text = data.decode("utf-8", errors="replace")
+def parse_text(text: str, source: str) -> Profile:
+    """`parse_lines` over text held in memory."""
+    return parse_lines(text.splitlines(), source)
+
+
+def load_perf_script(path: Path) -> Profile:
+    """Read `perf script` output into a Profile (ProftuiError if malformed), line by line:
+    memory in proportion to the distinct stacks, whatever the file's size."""
     try:
-        return parse_text(text, str(path))
+        with open(path, encoding="utf-8", errors="replace", newline=None) as f:
+            return parse_lines(f, str(path))
+    except OSError as exc:
+        raise ProftuiError(f"{path}: cannot read: {exc.strerror}") from None
     except ValueError as exc:
         raise ProftuiError(f"{path}: not usable `perf script` output: {exc}") from None

@@ -2,11 +2,8 @@
 
 These are what proftui's own `export -f pprof` writes, what Go's runtime/pprof
 and `go tool pprof -proto` write, and what perf_data_converter makes of a
-perf.data.  The protobuf is decoded by a small hand-written reader (the
-message types are few and flat; the `protobuf` package would add a
-dependency and a generated module for about 100 lines of decoding).  Field
-numbers follow github.com/google/pprof/proto/profile.proto (see the table in
-collectors/formats/export/pprof.py).
+perf.data.  The protobuf is read with collectors/formats/protobuf.py, which
+the exporter writes with too, and which names profile.proto's field numbers.
 
 Mapping into the model: every sample type becomes a metric (the default
 sample type first, so the views open on it; time units scaled to ns, size
@@ -25,10 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from proftui.collectors.errors import ProftuiError
+from proftui.collectors.formats import protobuf as pb
 from proftui.collectors.model.profile import CodeSite, Frame, Metric, Profile, ProfileMeta
 
 MAX_DECOMPRESSED = 1 << 31  # a gzip bomb must not take the machine's memory
-_VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
 
 # pprof unit -> (model unit, factor to it)
 _UNITS = {
@@ -36,88 +33,10 @@ _UNITS = {
     "seconds": ("ns", 1e9), "bytes": ("bytes", 1.0), "kilobytes": ("bytes", 1024.0),
     "megabytes": ("bytes", 1024.0 ** 2), "gigabytes": ("bytes", 1024.0 ** 3),
 }
-# Profile's fields and the wire types they may use (sniffing a raw, uncompressed file)
-_PROFILE_FIELDS = {1: {_LEN}, 2: {_LEN}, 3: {_LEN}, 4: {_LEN}, 5: {_LEN}, 6: {_LEN},
-                   7: {_VARINT}, 8: {_VARINT}, 9: {_VARINT}, 10: {_VARINT}, 11: {_LEN},
-                   12: {_VARINT}, 13: {_VARINT, _LEN}, 14: {_VARINT}}
 
 
-class PprofError(ValueError):
-    """The bytes are not a well-formed profile.proto."""
-
-
-# -- protobuf wire format ----------------------------------------------------------------
-
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    """(value, next position) of the varint at `pos`."""
-    result = shift = 0
-    while True:
-        if pos >= len(data):
-            raise PprofError("truncated varint")
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return result, pos
-        shift += 7
-        if shift >= 70:
-            raise PprofError("varint longer than 10 bytes")
-
-
-def _fields(data: bytes) -> list[tuple[int, int, int | bytes]]:
-    """Every (field number, wire type, value) of one message; LEN values as bytes."""
-    out: list[tuple[int, int, int | bytes]] = []
-    pos = 0
-    while pos < len(data):
-        key, pos = _varint(data, pos)
-        number, wire = key >> 3, key & 7
-        if number == 0:
-            raise PprofError("field number 0")
-        value: int | bytes
-        if wire == _VARINT:
-            value, pos = _varint(data, pos)
-        elif wire == _LEN:
-            size, pos = _varint(data, pos)
-            if pos + size > len(data):
-                raise PprofError("truncated message")
-            value, pos = data[pos:pos + size], pos + size
-        elif wire in (_I64, _I32):
-            size = 8 if wire == _I64 else 4
-            if pos + size > len(data):
-                raise PprofError("truncated message")
-            value, pos = int.from_bytes(data[pos:pos + size], "little"), pos + size
-        else:
-            raise PprofError(f"unsupported wire type {wire}")
-        out.append((number, wire, value))
-    return out
-
-
-def _ints(wire: int, value: int | bytes) -> list[int]:
-    """A repeated integer field's values: packed (LEN) or one varint."""
-    if isinstance(value, int):
-        return [value]
-    values, pos = [], 0
-    while pos < len(value):
-        number, pos = _varint(value, pos)
-        values.append(number)
-    return values
-
-
-def _signed(value: int) -> int:
-    """int64 from its 64-bit two's complement varint."""
-    return value - (1 << 64) if value >= 1 << 63 else value
-
-
-def _int(value: int | bytes) -> int:
-    if not isinstance(value, int):
-        raise PprofError("expected an integer field")
-    return value
-
-
-def _msg(value: int | bytes) -> bytes:
-    if not isinstance(value, bytes):
-        raise PprofError("expected a message field")
-    return value
+class PprofError(pb.ProtobufError):
+    """Well-formed protobuf that is not a well-formed profile.proto."""
 
 
 # -- the messages ------------------------------------------------------------------------
@@ -167,93 +86,80 @@ class Decoded:
         return self.strings[index]
 
 
+def _numbers(data: bytes, *numbers: int) -> list[int]:
+    """The integer fields `numbers` of a flat message, in that order: 0 when absent,
+    the last occurrence when repeated (as protobuf merges a message's fields)."""
+    values = [0] * len(numbers)
+    for number, _wire, value in pb.fields(data):
+        if number in numbers:
+            values[numbers.index(number)] = pb.as_int(value)
+    return values
+
+
 def _value_type(data: bytes) -> tuple[int, int]:
-    kind = unit = 0
-    for number, _wire, value in _fields(data):
-        if number == 1:
-            kind = _int(value)
-        elif number == 2:
-            unit = _int(value)
+    kind, unit = _numbers(data, pb.VALUE_TYPE_TYPE, pb.VALUE_TYPE_UNIT)
     return kind, unit
 
 
 def decode(data: bytes) -> Decoded:
-    """Decode an uncompressed profile.proto (PprofError when malformed)."""
+    """Decode an uncompressed profile.proto (ProtobufError, or its PprofError, when
+    malformed)."""
     out = Decoded()
-    for number, wire, value in _fields(data):
-        if number == 1:
-            out.sample_types.append(_value_type(_msg(value)))
-        elif number == 2:
+    for number, _wire, value in pb.fields(data):
+        if number == pb.PROFILE_SAMPLE_TYPE:
+            out.sample_types.append(_value_type(pb.as_bytes(value)))
+        elif number == pb.PROFILE_SAMPLE:
             locations: list[int] = []
             values: list[int] = []
-            for n, w, v in _fields(_msg(value)):
-                if n == 1:
-                    locations += _ints(w, v)
-                elif n == 2:
-                    values += [_signed(x) for x in _ints(w, v)]
+            for n, _w, v in pb.fields(pb.as_bytes(value)):
+                if n == pb.SAMPLE_LOCATION_ID:
+                    locations += pb.ints(v)
+                elif n == pb.SAMPLE_VALUE:
+                    values += [pb.signed(x) for x in pb.ints(v)]
             out.samples.append((locations, values))
-        elif number == 3:
-            mapping, mapping_id = _Mapping(), 0
-            for n, _w, v in _fields(_msg(value)):
-                if n == 1:
-                    mapping_id = _int(v)
-                elif n == 2:
-                    mapping.memory_start = _int(v)
-                elif n == 5:
-                    mapping.filename = _int(v)
-                elif n == 6:
-                    mapping.build_id = _int(v)
-            out.mappings[mapping_id] = mapping
-        elif number == 4:
+        elif number == pb.PROFILE_MAPPING:
+            mapping_id, start, filename, build_id = _numbers(
+                pb.as_bytes(value), pb.MAPPING_ID, pb.MAPPING_MEMORY_START, pb.MAPPING_FILENAME,
+                pb.MAPPING_BUILD_ID)
+            out.mappings[mapping_id] = _Mapping(start, filename, build_id)
+        elif number == pb.PROFILE_LOCATION:
             location, location_id = _Location(), 0
-            for n, _w, v in _fields(_msg(value)):
-                if n == 1:
-                    location_id = _int(v)
-                elif n == 2:
-                    location.mapping_id = _int(v)
-                elif n == 3:
-                    location.address = _int(v)
-                elif n == 4:
-                    function_id = line = 0
-                    for ln, _lw, lv in _fields(_msg(v)):
-                        if ln == 1:
-                            function_id = _int(lv)
-                        elif ln == 2:
-                            line = _signed(_int(lv))
-                    location.lines.append((function_id, line))
+            for n, _w, v in pb.fields(pb.as_bytes(value)):
+                if n == pb.LOCATION_ID:
+                    location_id = pb.as_int(v)
+                elif n == pb.LOCATION_MAPPING_ID:
+                    location.mapping_id = pb.as_int(v)
+                elif n == pb.LOCATION_ADDRESS:
+                    location.address = pb.as_int(v)
+                elif n == pb.LOCATION_LINE:
+                    function_id, line = _numbers(pb.as_bytes(v), pb.LINE_FUNCTION_ID,
+                                                 pb.LINE_LINE)
+                    location.lines.append((function_id, pb.signed(line)))
             if location_id == 0:
                 raise PprofError("location without an id")
             out.locations[location_id] = location
-        elif number == 5:
-            function, function_id = _Function(), 0
-            for n, _w, v in _fields(_msg(value)):
-                if n == 1:
-                    function_id = _int(v)
-                elif n == 2:
-                    function.name = _int(v)
-                elif n == 3:
-                    function.system_name = _int(v)
-                elif n == 4:
-                    function.filename = _int(v)
-                elif n == 5:
-                    function.start_line = _signed(_int(v))
+        elif number == pb.PROFILE_FUNCTION:
+            function_id, name, system_name, filename, start_line = _numbers(
+                pb.as_bytes(value), pb.FUNCTION_ID, pb.FUNCTION_NAME, pb.FUNCTION_SYSTEM_NAME,
+                pb.FUNCTION_FILENAME, pb.FUNCTION_START_LINE)
             if function_id == 0:
                 raise PprofError("function without an id")
-            out.functions[function_id] = function
-        elif number == 6:
-            out.strings.append(_msg(value).decode("utf-8", errors="surrogateescape"))
-        elif number == 9:
-            out.time_nanos = _signed(_int(value))
-        elif number == 10:
-            out.duration_nanos = _signed(_int(value))
-        elif number == 11:
-            out.period_type = _value_type(_msg(value))
-        elif number == 12:
-            out.period = _signed(_int(value))
-        elif number == 13:
-            out.comments += _ints(wire, value)
-        elif number == 14:
-            out.default_sample_type = _int(value)
+            out.functions[function_id] = _Function(name, system_name, filename,
+                                                   pb.signed(start_line))
+        elif number == pb.PROFILE_STRING_TABLE:
+            out.strings.append(pb.as_bytes(value).decode("utf-8", errors="surrogateescape"))
+        elif number == pb.PROFILE_TIME_NANOS:
+            out.time_nanos = pb.signed(pb.as_int(value))
+        elif number == pb.PROFILE_DURATION_NANOS:
+            out.duration_nanos = pb.signed(pb.as_int(value))
+        elif number == pb.PROFILE_PERIOD_TYPE:
+            out.period_type = _value_type(pb.as_bytes(value))
+        elif number == pb.PROFILE_PERIOD:
+            out.period = pb.signed(pb.as_int(value))
+        elif number == pb.PROFILE_COMMENT:
+            out.comments += pb.ints(value)
+        elif number == pb.PROFILE_DEFAULT_SAMPLE_TYPE:
+            out.default_sample_type = pb.as_int(value)
     if not out.strings or out.strings[0] != "":
         raise PprofError("string table does not start with the empty string")
     return out
@@ -268,21 +174,23 @@ def sniff(head: bytes) -> bool:
     pos, seen = 0, 0
     try:
         while pos < len(head) and seen < 4:
-            key, pos = _varint(head, pos)
-            number, wire = key >> 3, key & 7
-            if wire not in _PROFILE_FIELDS.get(number, set()):
+            field_key, pos = pb.read_varint(head, pos)
+            number, wire = field_key >> 3, field_key & 7
+            if wire not in pb.PROFILE_WIRE_TYPES.get(number, set()):
                 return False
-            if wire == _VARINT:
-                _value, pos = _varint(head, pos)
+            if wire == pb.VARINT:
+                _value, pos = pb.read_varint(head, pos)
             else:
-                size, pos = _varint(head, pos)
-                value_type = number in (1, 11) and pos + size <= len(head)
-                if value_type and any(n not in (1, 2) or w != _VARINT  # two varints
-                                      for n, w, _v in _fields(head[pos:pos + size])):
+                size, pos = pb.read_varint(head, pos)
+                value_type = number in (pb.PROFILE_SAMPLE_TYPE, pb.PROFILE_PERIOD_TYPE) \
+                    and pos + size <= len(head)
+                if value_type and any(  # a ValueType: two varints
+                        n not in (pb.VALUE_TYPE_TYPE, pb.VALUE_TYPE_UNIT) or w != pb.VARINT
+                        for n, w, _v in pb.fields(head[pos:pos + size])):
                     return False
                 pos += size
             seen += 1
-    except PprofError:
+    except pb.ProtobufError:
         return seen > 0 and pos >= len(head)  # cut by the end of head, not malformed
     return seen > 0
 
@@ -440,7 +348,7 @@ def load_pprof(path: Path, data: bytes | None = None) -> Profile:
         data = raw
     try:
         profile = to_profile(decode(data), str(path))
-    except PprofError as exc:
+    except pb.ProtobufError as exc:  # PprofError too
         raise ProftuiError(f"{path}: corrupt or truncated pprof profile: {exc}") from None
     except MemoryError:
         raise ProftuiError(f"{path}: pprof profile too big for memory") from None

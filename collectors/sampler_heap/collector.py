@@ -8,8 +8,8 @@ Frame in both; `collect()` lays the two profiles side by side: the sampler's
 metrics then the heap's over one frame table, one tree, one set of line and
 address costs, with the heap timeline (live bytes and RSS).
 
-This module sits beside the registry, above the collector packages (which never
-import each other).
+The one collector made of two others: it sits above the sampler and heap packages
+(which never import each other) and is registered as mode "sampler+heap".
 """
 
 from __future__ import annotations
@@ -19,14 +19,15 @@ from typing import ClassVar
 
 from proftui.collectors.base import CollectorOptions, LaunchCollector
 from proftui.collectors.heap.collector import HeapCollector
-from proftui.collectors.model.profile import CallNode, CallTree, FrameTable, Profile, ProfileMeta
+from proftui.collectors.model.lines import fold_costs
+from proftui.collectors.model.profile import CallTree, FrameTable, Profile, ProfileMeta
 from proftui.collectors.runtime.preload import launch_preloaded
 from proftui.collectors.sampler.collector import SamplerCollector
+from proftui.collectors.stacktable.builder import StackProfile
 from proftui.collectors.symbols.stacks import ImageSpaces
 
 BOTH_NOTE = ("--heap: CPU sampling and heap tracking in one run; the time the heap "
              "profiler's hooks take is sampled too (frames in libproftui_heap.so)")
-HEAP_MODES = ("sampler",)  # the modes --heap can be added to
 MODE = "sampler+heap"  # Profile.meta.mode: the header and reports say both are on
 
 
@@ -81,6 +82,10 @@ class HeapSamplerCollector(LaunchCollector):
         self.sampler.resume()
         self.heap.resume()
 
+    def stack_tables(self) -> list[StackProfile]:
+        """The sampler's table then the heap's: `collect()`'s metric order."""
+        return [*self.sampler.stack_tables(), *self.heap.stack_tables()]
+
     def collect(self) -> Profile:
         cpu = self.sampler.collect()
         heap = self.heap.collect()
@@ -114,37 +119,23 @@ def side_by_side(first: Profile, second: Profile, meta: ProfileMeta) -> Profile:
     first_ids = list(range(len(first.frames)))
     second_ids = [out.frames.intern(f) for f in second.frames]
     assert out.tree is not None and first.tree is not None and second.tree is not None
-    _add_tree(out.tree, first.tree, first_ids, 0)
-    _add_tree(out.tree, second.tree, second_ids, n_first)
-    for src, ids, offset in ((first, first_ids, 0), (second, second_ids, n_first)):
+    n_second = len(second.metrics)
+    first_map = [*range(n_first), *([None] * n_second)]
+    second_map = [*([None] * n_first), *range(n_second)]
+    for src, ids, metric_map in ((first, first_ids, first_map),
+                                 (second, second_ids, second_map)):
+        assert src.tree is not None
+        out.tree.fold(0, src.tree, frame_map=ids, metric_map=metric_map)
         for label, tree in src.parts.items():
             part = out.parts.get(label)
             if part is None:
                 part = out.parts[label] = CallTree(n)
-            _add_tree(part, tree, ids, offset)
-        for table, theirs in ((out.line_costs, src.line_costs),
-                              (out.address_costs, src.address_costs)):
-            for key, costs in theirs.items():
-                mine = table.get(key)
-                if mine is None:
-                    mine = table[key] = [0.0] * n
-                for i, value in enumerate(costs):
-                    mine[offset + i] += value
+            part.fold(0, tree, frame_map=ids, metric_map=metric_map)
+        fold_costs(out.line_costs, src.line_costs, metric_map=metric_map)
+        fold_costs(out.address_costs, src.address_costs, metric_map=metric_map)
         for key, site in src.address_sites.items():
             out.address_sites.setdefault(key, site)
         for (caller, callee), count in src.arcs.items():
             arc = (ids[caller] if caller >= 0 else caller, ids[callee])
             out.arcs[arc] = out.arcs.get(arc, 0) + count
     return out.finalize()
-
-
-def _add_tree(into: CallTree, tree: CallTree, ids: list[int], offset: int) -> None:
-    """Add `tree`'s self costs into `into` at metric `offset`, frame ids mapped by `ids`."""
-    pairs: list[tuple[CallNode, CallNode]] = [(tree.root, into.root)]
-    while pairs:
-        theirs, mine = pairs.pop()
-        for i, value in enumerate(theirs.self_cost):
-            mine.self_cost[offset + i] += value
-        if theirs.calls is not None and theirs is not tree.root:
-            mine.add_calls(theirs.calls)
-        pairs.extend((child, mine.child(ids[fid])) for fid, child in theirs.children.items())

@@ -1,8 +1,13 @@
-"""psutil snapshots of the target process for the status pane (no widgets here).
+"""The target's process status for the TUI's process pane: psutil snapshots (no widgets).
 
 One `psutil.Process` is kept per pid; `sample()` costs well under a
 millisecond for the light fields and is meant for 1-2 Hz polling from a
 worker thread.  Peak RSS and thread names come from /proc directly.
+
+Its one reader is the process pane (the app polls, the pane draws).  It sits
+in collectors because the TUI reads no files, /proc included, and in runtime
+beside the target's other live state: its threads (tasks.py) and its output
+(output.py, shown in the same pane).
 """
 
 from __future__ import annotations
@@ -12,8 +17,8 @@ from collections import deque
 from dataclasses import dataclass, field
 
 import psutil
-from proftui.collectors.runtime.names import printable_name, read_comm
 from proftui.collectors.runtime.tasks import live_task
+from proftui.collectors.runtime.thread_names import printable_name, read_comm
 
 HISTORY = 120  # samples of history kept for the sparklines
 

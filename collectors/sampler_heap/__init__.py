@@ -1,0 +1,1 @@
+"""--heap: the sampler and the heap profiler preloaded into one run (mode "sampler+heap")."""

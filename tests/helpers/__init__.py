@@ -1,0 +1,1 @@
+"""Helpers the tests share (writers that mirror the C runtimes, reference tools)."""

@@ -1,0 +1,244 @@
+"""Instrument mode's sampled time against perf, and its call counts against uftrace, on
+the same binaries: the Lua interpreter (../shared/programs/lua) and a C++ fixture.
+
+The reference for time is `perf record` of the same instrumented binary run plainly
+(glibc's empty hooks), in the same test.  Both sides leave out the hooks' own cost the
+same way (tests/reference.py: the hook functions, their PLT stubs, and the hook call
+instructions and return addresses samplers charge a call's cost to), then share the
+program's samples out of 100.  Runs alternate between the two tools and each side's
+median share is compared, so a machine whose load changes meanwhile weighs on both.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import shutil
+import statistics
+import subprocess
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests import reference
+from tests.conftest import LUA_SCRIPTS, build_lua
+from tests.integration.ins_helpers import build, calls_by_path, record
+from tests.integration.ins_uftrace import Node, simple_name, uftrace_reason, uftrace_tree
+
+HZ = 4000  # both tools: ~2,500 program samples per Lua run
+ROUNDS = 5  # runs per tool; medians compared
+TOP = 10
+POINTS = 3.0
+# Lua makes a call every ~4 ns; hooks that count it (~5 ns more a call than glibc's empty
+# ones) take ~75 % of the run, and the program beside them runs differently: a memory
+# stall a few instructions after a hook call overlaps the longer hook and leaves the
+# function (luaD_precall: 6.0-6.3 % under perf with empty hooks, 2.1-3.0 % in proftui
+# and in perf watching proftui's run), a slower run lets memory-bound code
+# (internshrstr, luaS_remove) weigh more, and loads right after the hooks' stores may
+# wait on them when their addresses alias (lua_settop: 2.5 % under the empty hooks,
+# 2.2-10.5 % with proftui's, by run, in both proftui's and perf's view of the same
+# run).  A hook of the same cost that touches no memory at all (24 dependent adds)
+# already moves such functions by about 3 points.  So on Lua the attribution is held
+# to 3 points on the same run (test_lua_ticks_agree_with_perf_on_the_same_run), and
+# the cross-run agreement to LUA_POINTS.
+LUA_POINTS = 8.0
+LUA_SCRIPT = LUA_SCRIPTS / "intern_sort.lua"
+# Lua with a fixed string-hash seed: identical runs under any tool (uftrace's counts).
+LUA_FLAGS = ["-finstrument-functions", "-pthread", "-Dluai_makeseed()=0u"]
+# As C++ projects instrument their own code: the STL's templates stay uninstrumented.
+CXX_FLAGS = ["-finstrument-functions-exclude-file-list=/usr/include", "-lstdc++"]
+
+
+def perf_reason(tmp_path: Path) -> str | None:
+    """Why perf cannot sample a process here, or None."""
+    if shutil.which("perf") is None:
+        return "perf is not installed (apt-get install linux-perf)"
+    probe = subprocess.run(["perf", "record", "-q", "-F", str(HZ), "-o",
+                            str(tmp_path / "probe.data"), "--", "true"],
+                           capture_output=True, text=True)
+    if probe.returncode != 0:
+        try:
+            paranoid = Path("/proc/sys/kernel/perf_event_paranoid").read_text().strip()
+        except OSError:
+            paranoid = "?"
+        return (f"perf record cannot sample here (kernel.perf_event_paranoid={paranoid}): "
+                f"{probe.stderr.strip()[:200]}")
+    return None
+
+
+def _skip_without_perf(tmp_path: Path) -> None:
+    reason = perf_reason(tmp_path)
+    if reason:
+        print(f"SKIPPED: {reason}")
+        pytest.skip(reason)
+
+
+def _medians(runs: list[dict[str, float]]) -> dict[str, float]:
+    names = set().union(*runs)
+    return {name: statistics.median(run.get(name, 0.0) for run in runs) for name in names}
+
+
+def _keyed(shares: dict[str, float], key: Callable[[str], str]) -> dict[str, float]:
+    out: Counter[str] = Counter()
+    for name, share in shares.items():
+        out[key(name)] += share
+    return dict(out)
+
+
+def _agreement(argv: list[str | Path], tmp_path: Path,
+               key: Callable[[str], str] = lambda name: name) -> float:
+    """Worst difference, in points, over perf's top functions (medians of ROUNDS
+    alternating runs of each tool); prints the table."""
+    binary = Path(argv[0])
+    perf_runs: list[dict[str, float]] = []
+    our_runs: list[dict[str, float]] = []
+    samples = []
+    for i in range(ROUNDS):
+        data = tmp_path / f"perf{i}.data"
+        subprocess.run(["perf", "record", "-q", "-g", "-F", str(HZ), "-o", str(data), "--",
+                        *map(str, argv)], check=True, capture_output=True, timeout=300)
+        perf_runs.append(_keyed(reference.perf_program_shares(data, binary), key))
+        profile, _ = record(argv, frequency_hz=HZ)
+        assert profile.metrics[0].name == "samples"
+        samples.append(int(profile.total()))
+        our_runs.append(_keyed(reference.proftui_program_shares(profile), key))
+    theirs, ours = _medians(perf_runs), _medians(our_runs)
+    top = sorted(theirs, key=theirs.__getitem__, reverse=True)[:TOP]
+    print(f"{binary.name}: proftui samples per run {samples} at {HZ} Hz")
+    print(f"{'function':<40} {'perf':>7} {'proftui':>8} {'diff':>7}")
+    worst = 0.0
+    for name in top:
+        diff = ours.get(name, 0.0) - theirs[name]
+        worst = max(worst, abs(diff))
+        print(f"{name[:40]:<40} {theirs[name]:7.2f} {ours.get(name, 0.0):8.2f} {diff:+7.2f}")
+    assert min(samples) > 1000, "too few samples to compare shares"
+    return worst
+
+
+@contextlib.contextmanager
+def _no_aslr() -> Iterator[None]:
+    """Programs started meanwhile get the same addresses every run (personality
+    ADDR_NO_RANDOMIZE, inherited across fork and exec): Lua hashes some table keys
+    by address, so its call counts then repeat exactly."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    old = libc.personality(0xFFFFFFFF)
+    if old < 0 or libc.personality(old | 0x0040000) < 0:
+        pytest.skip("cannot turn address randomisation off here (personality refused)")
+    try:
+        yield
+    finally:
+        libc.personality(old)
+
+
+def test_lua_self_shares_agree_with_perf(tmp_path: Path) -> None:
+    """String interning, GC, table.sort and Lua calls in Lua -O2: perf's top 10 within
+    LUA_POINTS (see there why not 3)."""
+    _skip_without_perf(tmp_path)
+    lua = build_lua(LUA_FLAGS)
+    worst = _agreement([lua, LUA_SCRIPT, "30"], tmp_path)
+    assert worst <= LUA_POINTS
+
+
+def test_lua_ticks_agree_with_perf_on_the_same_run(tmp_path: Path) -> None:
+    """perf watching a run under proftui's hooks, and proftui's own ticks of that very
+    run, share the program's time alike: within 3 points over perf's top 10 (the
+    hooks' cost, and the clock's signal trampoline, left out of both)."""
+    _skip_without_perf(tmp_path)
+    from proftui.collectors.instrument.hook_profile import (
+        HookSymbols,
+        add_hook_data,
+        merge_parts,
+        new_profile,
+    )
+    from proftui.collectors.model.profile import ProfileMeta
+    from proftui.collectors.runtime.libraries import runtime_library_path
+    from proftui.collectors.runtime.wire import RuntimeFile
+    from proftui.collectors.runtime.wire_hook import decode_hook
+
+    lua = build_lua(LUA_FLAGS)
+    hook = runtime_library_path("proftui_hook")
+    run_dir = tmp_path / "run"
+    run_dir.mkdir(mode=0o700)
+    data = tmp_path / "same.data"
+    env = {**os.environ, "LD_PRELOAD": hook, "PROFTUI_DIR": str(run_dir),
+           "PROFTUI_FREQUENCY": str(HZ)}
+    subprocess.run(["perf", "record", "-q", "-g", "-F", str(HZ), "-o", str(data), "--",
+                    str(lua), str(LUA_SCRIPT), "30"], check=True, capture_output=True,
+                   env=env, timeout=300)
+    theirs = reference.perf_program_shares(data, lua, hook_library=hook)
+    path = next(run_dir.glob("hook.*.ptw"))
+    file = RuntimeFile(path)
+    try:
+        profile = new_profile(ProfileMeta(mode="instrument"), "cpu")
+        add_hook_data(profile, decode_hook(file, path.name), HookSymbols(), {})
+        merge_parts(profile)
+    finally:
+        file.close()
+    ours = reference.proftui_program_shares(profile)
+    top = sorted(theirs, key=theirs.__getitem__, reverse=True)[:TOP]
+    worst = 0.0
+    for name in top:
+        diff = ours.get(name, 0.0) - theirs[name]
+        worst = max(worst, abs(diff))
+        print(f"{name[:40]:<40} {theirs[name]:7.2f} {ours.get(name, 0.0):8.2f} {diff:+7.2f}")
+    assert profile.total() > 2000
+    assert worst <= POINTS
+
+
+def test_cxx_self_shares_agree_with_perf(tmp_path: Path) -> None:
+    """Templates, inlined functions, exceptions and the STL: perf's top 10 within 3 points
+    (C++ names compared without template arguments and parameters, as perf and proftui
+    spell them differently)."""
+    _skip_without_perf(tmp_path)
+    binary = build("ins_cxx_work.cpp", CXX_FLAGS, compiler="g++")
+    worst = _agreement([binary, "80"], tmp_path, key=simple_name)
+    assert worst <= POINTS
+
+
+def _uftrace_calls(root: Node) -> dict[tuple[str, ...], int]:
+    out: dict[tuple[str, ...], int] = {}
+    stack: list[tuple[Node, tuple[str, ...]]] = [(root, ())]
+    while stack:
+        node, path = stack.pop()
+        for kid in node.children.values():
+            here = (*path, kid.name)
+            out[here] = out.get(here, 0) + kid.calls
+            stack.append((kid, here))
+    return out
+
+
+def test_lua_calls_equal_uftraces(tmp_path: Path) -> None:
+    """Every calling context's count, exactly, on the same binary and input.  The script
+    runs precompiled (Lua's parser keys a table by a heap address, and uftrace's own
+    allocations move the heap), without address randomisation, with a fixed seed."""
+    reason = uftrace_reason()
+    if reason:
+        print(f"SKIPPED: {reason}")
+        pytest.skip(reason)
+    lua = build_lua(LUA_FLAGS)
+    chunk = tmp_path / "intern_sort.luac"
+    subprocess.run([str(lua), "-e", f"local f = assert(io.open({str(chunk)!r}, 'wb')) "
+                    f"f:write(string.dump(assert(loadfile({str(LUA_SCRIPT)!r})), true)) "
+                    "f:close()"], check=True, timeout=60)
+    argv: list[str | Path] = [lua, chunk, "3"]
+    with _no_aslr():
+        profile, _ = record(argv)
+        theirs = _uftrace_calls(uftrace_tree(argv, tmp_path))
+    ours = calls_by_path(profile)
+    assert sum(ours.values()) > 1_000_000
+    differ = {path: (ours.get(path, 0), theirs.get(path, 0)) for path in set(ours) | set(theirs)
+              if ours.get(path, 0) != theirs.get(path, 0)}
+    assert not differ, sorted(differ.items())[:10]
+    print(f"{len(ours)} calling contexts, {sum(ours.values())} calls: equal")
+
+
+def test_cxx_fixture_builds_as_instrumented(tmp_path: Path) -> None:
+    """The C++ fixture calls the hooks from its own templates (not only from main)."""
+    binary = build("ins_cxx_work.cpp", CXX_FLAGS, compiler="g++")
+    profile, output = record([binary, "2"])
+    assert output.startswith("cxx total")
+    names = {simple_name(path[-1]) for path in calls_by_path(profile)}
+    assert {"multiply", "Tally::add", "sort_keys", "parse_all"} <= names

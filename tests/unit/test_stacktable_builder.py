@@ -1,0 +1,125 @@
+"""collectors/stacktable/builder.py on hand-made stacks: each stack added once, count
+changes applied along the path, parts split when a second thread appears, unknown
+addresses resolved later, and the changes of an interval handed out once."""
+
+from __future__ import annotations
+
+from proftui.collectors.model.profile import CPU_NS, SAMPLES, CodeSite, Frame
+from proftui.collectors.model.views import flat_profile
+from proftui.collectors.stacktable.builder import StackProfile
+
+MODULE = "/bin/prog"
+NAMES = {0x10: "main", 0x20: "work", 0x30: "leaf", 0x40: "work"}
+
+
+class FakeSpace:
+    """An address space where 0x10..0x40 are functions; others unknown until `learn`."""
+
+    def __init__(self) -> None:
+        self.known = dict(NAMES)
+        self.lookups = 0
+
+    def frames_at(self, address: int, leaf: bool) -> list[Frame]:
+        self.lookups += 1
+        name = self.known.get(address)
+        if name is None:
+            return [Frame(function=f"0x{address:x}", module="", address=address)]
+        return [Frame(function=name, module=MODULE, address=address)]
+
+    def stack_frames(self, ips: tuple[int, ...]) -> list[Frame]:
+        out: list[Frame] = []
+        for depth in range(len(ips) - 1, -1, -1):
+            out.extend(self.frames_at(ips[depth], depth == 0))
+        return out
+
+    def leaf_site(self, address: int) -> tuple[str, int, CodeSite] | None:
+        return (MODULE, address, CodeSite(address, "prog.c", address)) \
+            if address in self.known else None
+
+    def forget_unresolved(self) -> None:
+        pass
+
+
+def paths(profile_tree, frames) -> dict[tuple[str, ...], tuple[float, float]]:
+    return {tuple(frames[f].function for f in profile_tree.path(i)):
+            (profile_tree.selfs[0][i], profile_tree.totals[0][i])
+            for i in range(1, len(profile_tree))}
+
+
+def test_stacks_added_once_and_counts_applied_along_their_paths() -> None:
+    space = FakeSpace()
+    built = StackProfile((SAMPLES, CPU_NS))
+    a = built.stack(("f", 1), "pid 1 tid 1", space, (0x30, 0x20, 0x10))  # type: ignore[arg-type]
+    b = built.stack(("f", 2), "pid 1 tid 1", space, (0x20, 0x10))  # type: ignore[arg-type]
+    assert built.stack(("f", 1), "pid 1 tid 1", space, (0x30, 0x20, 0x10)) == a  # type: ignore[arg-type]
+    assert space.lookups == 4  # each distinct (address, is the leaf) symbolized once
+    built.add(a, (3, 3000))
+    built.set(b, (2, 2000))
+    built.set(b, (5, 5000))  # counters read whole: only the difference is added
+    profile = built.snapshot(built_meta())
+    got = paths(profile.tree, profile.frames)
+    assert got[("main", "work", "leaf")] == (3, 3)
+    assert got[("main", "work")] == (5, 8) and got[("main",)] == (0, 8)
+    assert profile.parts["pid 1 tid 1"] is profile.tree  # one thread: one tree
+    flat = {e.frame.function: (e.self_cost[0], e.total_cost[0]) for e in flat_profile(profile)}
+    assert flat == {"main": (0, 8), "work": (5, 8), "leaf": (3, 3)}
+    assert profile.line_costs[("prog.c", 0x30)] == [3, 3000]
+
+
+def test_recursion_counts_once_in_function_totals() -> None:
+    space = FakeSpace()
+    built = StackProfile((SAMPLES,))
+    # main -> work -> work(0x40, same name) -> leaf: work's total counts the sample once
+    s = built.stack("r", "pid 1 tid 1", space, (0x30, 0x40, 0x20, 0x10))  # type: ignore[arg-type]
+    built.add(s, (4,))
+    flat = {e.frame.function: e.total_cost[0] for e in flat_profile(built.snapshot(built_meta()))}
+    assert flat == {"main": 4, "work": 4, "leaf": 4}
+
+
+def test_a_second_thread_gets_its_own_tree() -> None:
+    space = FakeSpace()
+    built = StackProfile((SAMPLES,))
+    one = built.stack(1, "pid 1 tid 1", space, (0x20, 0x10))  # type: ignore[arg-type]
+    built.add(one, (2,))
+    two = built.stack(2, "pid 1 tid 2", space, (0x30, 0x10))  # type: ignore[arg-type]
+    built.add(two, (5,))
+    built.add(one, (1,))
+    profile = built.snapshot(built_meta())
+    assert profile.total(0) == 8
+    assert {label: tree.totals[0][0] for label, tree in profile.parts.items()} == {
+        "pid 1 tid 1": 3, "pid 1 tid 2": 5}
+
+
+def test_unknown_addresses_resolve_when_mappings_arrive() -> None:
+    space = FakeSpace()
+    built = StackProfile((SAMPLES,))
+    s = built.stack(1, "pid 1 tid 1", space, (0x99, 0x10))  # type: ignore[arg-type]
+    built.add(s, (6,))
+    assert ("main", "0x99") in paths(built.tree, built.frames)
+    space.known[0x99] = "late"  # a dlopen'd library's map log entry arrived
+    assert built.resymbolize()
+    profile = built.snapshot(built_meta())
+    got = paths(profile.tree, profile.frames)
+    assert got[("main", "late")] == (6, 6) and ("main", "0x99") not in got
+    assert {e.frame.function: e.self_cost[0] for e in flat_profile(profile)}["late"] == 6
+
+
+def test_changes_of_an_interval_are_handed_out_once() -> None:
+    space = FakeSpace()
+    built = StackProfile((SAMPLES,))
+    a = built.stack(1, "pid 1 tid 1", space, (0x20, 0x10))  # type: ignore[arg-type]
+    b = built.stack(2, "pid 1 tid 1", space, (0x30, 0x10))  # type: ignore[arg-type]
+    built.add(a, (2,))
+    built.add(b, (1,))
+    assert built.changes() == [(a, [2.0]), (b, [1.0])]
+    built.add(a, (3,))
+    assert built.changes() == [(a, [3.0])]
+    assert built.changes() == []
+    label, path = built.stack_path(b)
+    assert label == "pid 1 tid 1" and [built.frames[f].function for f in path] == ["main", "leaf"]
+
+
+def built_meta():
+    from proftui.collectors.model.profile import ProfileMeta
+
+    return ProfileMeta(mode="sampler")
