@@ -696,11 +696,11 @@ class ProfTuiApp(DiffViews, App[None]):
     def _export_worker(self, profile: Profile, fmt: str, path: Path) -> None:
         try:
             if fmt == NATIVE:
-                written, note = save_or_fallback(profile, path)
+                written, note = save_or_fallback(profile, path, regular_only=True)
                 self.call_from_thread(self.notify, note or f"profile saved to {written}",
                                       severity="warning" if note else "information")
                 return
-            write_export(profile, fmt, path)
+            write_export(profile, fmt, path, regular_only=True)
         except (ProftuiError, OSError) as exc:
             self.call_from_thread(self.notify, str(exc), severity="error")
             return

@@ -269,7 +269,10 @@ def _report_parser() -> argparse.ArgumentParser:
     _add_range_options(report)
     report.add_argument("--binary", type=Path, metavar="PROG",
                         help="for a gmon.out: the -pg program that wrote it")
-    report.add_argument("--json", action="store_true", help="machine-readable JSON report")
+    form = report.add_mutually_exclusive_group()
+    form.add_argument("--text", action="store_true",
+                      help="the text report (the default; as run and attach take it)")
+    form.add_argument("--json", action="store_true", help="machine-readable JSON report")
     report.add_argument("-n", "--limit", type=int, help="show only the top N functions")
     return report
 
@@ -413,7 +416,7 @@ def options_from(args: argparse.Namespace, output: str) -> CollectorOptions:
 
 def make_collector(args: argparse.Namespace, output: str) -> Collector:
     """Check the program, choose the mode, and build (not start) its collector."""
-    from proftui.collectors.detect import inspect_binary
+    from proftui.collectors.detect import inspect_binary, refuse_foreign
     from proftui.collectors.registry import COLLECTORS
     from proftui.collectors.runtime.launch import resolve_program
 
@@ -434,6 +437,9 @@ def make_collector(args: argparse.Namespace, output: str) -> Collector:
         raise ProftuiError(
             f"--heap adds heap tracking to sampler runs only, not to {mode} mode "
             "(use --mode sampler --heap, or --mode heap for the heap alone)")
+    if mode != "gprof":
+        refuse_foreign(args.program, facts, {"instrument": "the hook library",
+                                             "heap": "the heap profiler"}.get(mode, "the sampler"))
     if mode == "instrument" and facts.mode != "instrument":
         raise ProftuiError(
             f"{args.program} was not built with -finstrument-functions, so instrument mode "
@@ -626,8 +632,20 @@ def run_tui(collector: Collector | None = None, profile: Profile | None = None,
             return 128 + stop.received
     if collector is not None and app.ended:
         say_failed_output(collector, app.exit_info)
-    final = app.final_profile()
-    return exit_status_of(final) if (collector is not None and final is not None) else 0
+    return tui_exit_status(app.final_profile(), app.exit_info if app.ended else None,
+                           collector is not None)
+
+
+def tui_exit_status(final: Profile | None, ended: ExitInfo | None, live: bool) -> int:
+    """What the TUI exits with after a plain `q`: the target's status when it ended on its
+    own (from the final profile, else from the process itself: gprof has no profile when
+    the target left through _exit and wrote no gmon.out), 0 otherwise."""
+    if not live:
+        return 0
+    if final is not None and (final.meta.exit_status is not None
+                              or final.meta.exit_signal is not None):
+        return exit_status_of(final)
+    return ended.shell_status() if ended is not None else 0
 
 
 AFTER_QUIT_LINES = 20  # of a failed target's output, printed once the TUI is gone
@@ -674,8 +692,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_record(args: argparse.Namespace) -> int:
     from proftui.collectors.model import storage
-    from proftui.collectors.model.outfile import check_output
     from proftui.collectors.runtime.launch import StopSignals
+    from proftui.collectors.safefile import check_output
 
     check_output(args.output)  # before the target starts: a bad -o must not cost a run
     collector = make_collector(args, output="inherit")

@@ -61,10 +61,10 @@ from typing import Any
 
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.model import validate
-from proftui.collectors.model.outfile import write_fallback, write_output
 from proftui.collectors.model.profile import CallTree, Profile
 from proftui.collectors.model.slices import Slices
 from proftui.collectors.model.sourcefiles import read_source, reader_of
+from proftui.collectors.safefile import write_fallback, write_output
 
 FORMAT = "proftui-profile"
 VERSION = 2  # written; VERSIONS are read
@@ -218,7 +218,7 @@ def profile_from_dict(doc: Any) -> Profile:
 
 
 def save(profile: Profile, path: Path, *, embed_sources: bool = True) -> Path:
-    """Write `profile` to `path` (gzip JSON) with `outfile.write_output`: atomic,
+    """Write `profile` to `path` (gzip JSON) with `safefile.write_output`: atomic,
     0600 unless replacing a file of ours; returns the file written.
 
     With `embed_sources`, the text of the source files the profile refers to is
@@ -247,16 +247,18 @@ def encode(profile: Profile, *, embed_sources: bool = True) -> bytes:
                          compresslevel=1)
 
 
-def save_or_fallback(profile: Profile, path: Path) -> tuple[Path, str]:
+def save_or_fallback(profile: Profile, path: Path, *,
+                     regular_only: bool = False) -> tuple[Path, str]:
     """`save`, and when `path` cannot be written, a new file in the current or the
-    home directory instead, so a finished run is never lost.
+    home directory instead, so a finished run is never lost.  `regular_only`: a
+    device or FIFO at `path` is refused (safefile.write_output).
 
     Returns (file written, "" or a one-line note saying why it is not `path`);
     ProftuiError only when no file at all could be written.
     """
     data = encode(profile)
     try:
-        return write_output(path, data), ""
+        return write_output(path, data, regular_only=regular_only), ""
     except ProftuiError as exc:
         failure = str(exc)
     fallback = write_fallback(data, _fallback_directories(), f"proftui-{os.getpid()}")

@@ -23,7 +23,9 @@ COLLECTOR_PACKAGES = ("gprof", "instrument", "sampler", "attach", "heap")
 ALLOWED: dict[str, set[str]] = {
     f"{C}.errors": set(),
     f"{C}.lazy": set(),  # a mapping whose values are imported on first use
-    f"{C}.model": {f"{C}.errors"},
+    # Writing proftui's own files safely: every writer calls it (model's storage too).
+    f"{C}.safefile": {f"{C}.errors"},
+    f"{C}.model": {f"{C}.safefile", f"{C}.errors"},
     f"{C}.symbols": {f"{C}.model", f"{C}.errors"},
     f"{C}.runtime": {f"{C}.model", f"{C}.errors"},
     # The preloaded collectors' launch sequence refuses static binaries (detect).
@@ -49,7 +51,7 @@ ALLOWED: dict[str, set[str]] = {
     # the fleet's query.
     # The text report words the exit status as the CLI and TUI do (runtime.launch).
     f"{C}.formats": {f"{C}.gprof", f"{C}.fleet", f"{C}.symbols", f"{C}.model",
-                     f"{C}.runtime.launch", f"{C}.lazy", f"{C}.errors"},
+                     f"{C}.runtime.launch", f"{C}.lazy", f"{C}.safefile", f"{C}.errors"},
     # profile.proto's codec reads varints with DWARF's base-128 decoder (one for both).
     f"{C}.formats.protobuf": {f"{C}.symbols.leb128"},
     # --heap: the sampler and heap collectors side by side over one run (above both).
@@ -63,7 +65,7 @@ ALLOWED: dict[str, set[str]] = {
     # Pure helpers: name shortening, pattern matching, the settings file.
     "tui.names": set(),
     "tui.search": set(),
-    "tui.settings": set(),
+    "tui.settings": {f"{C}.safefile", f"{C}.errors"},
     "tui.widgets": {"tui.format", "tui.names", f"{C}.model"},
     "tui.screens": {"tui.widgets", "tui.format", f"{C}.formats", f"{C}.model"},
     # annotate: the source pane's worker asks for a function's listing (objdump, DWARF)

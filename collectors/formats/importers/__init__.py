@@ -11,6 +11,8 @@ heaptrack_print).
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 from proftui.collectors.errors import ProftuiError
@@ -73,6 +75,8 @@ def load_any(path: Path | str, binary: Path | None = None) -> Profile:
             return load(path)
         path = Path(path)
     try:
+        if stat.S_ISFIFO(os.stat(path).st_mode):  # an open would wait for a writer
+            raise ProftuiError(f"{path}: is a FIFO, not a profile file")
         with open(path, "rb") as f:
             head = f.read(perf_script.SNIFF_BYTES)
     except FileNotFoundError:
