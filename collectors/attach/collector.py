@@ -4,7 +4,9 @@ The helper (csrc/attach/proftui_attach.c) samples every thread of a running proc
 with perf_event or, where that is denied, ptrace, unwinds each sample itself
 (the C runtimes' one CFI unwinder, csrc/common/pt_unwind.c) and streams stacks
 of runtime addresses over a pipe (docs/attach-stream.md).
-A reader thread aggregates them by (tid, stack) and, while the target lives
+The helper aggregates them (each distinct stack announced once, then counts
+of the stacks that moved every tenth of a second); a reader thread keeps
+those counts by (tid, stack) and, while the target lives
 (/proc/PID/root and map_files go with it), symbolizes each new stack once and
 adds it to the live profile (stacktable/builder.py); `collect()` applies the
 counts of the stacks that moved since the last one.  Detaching = closing the
@@ -30,18 +32,20 @@ from proftui.collectors.model.profile import CPU_NS, SAMPLES, Frame, Profile, Pr
 from proftui.collectors.runtime.launch import ExitInfo, stop_signals
 from proftui.collectors.runtime.tasks import live_task
 from proftui.collectors.runtime.wire_attach import (
+    COUNTS_INTERVAL_S,
     FLAG_CFI,
     FLAG_KERNEL_TIME,
-    LOST_STREAM,
+    LOST_TABLE,
     SAMPLE_DEPTH,
     SAMPLE_TRUNCATED,
     Buffers,
+    Counts,
     End,
     Lost,
     MapsChanged,
     Message,
     Record,
-    Sample,
+    Stack,
     StreamDecoder,
     TargetExit,
     ThreadEvent,
@@ -80,10 +84,14 @@ class AttachCollector(Collector):
         # last collect() (their counts go into the live profile then)
         self._stacks: dict[tuple[int, tuple[int, ...]], list[float]] = {}
         self._moved: set[tuple[int, tuple[int, ...]]] = set()
+        self._ids: dict[int, tuple[int, tuple[int, ...]]] = {}  # the helper's stack ids
+        self._cut_ids: set[int] = set()  # of them, stacks without their outer frames
+        # (Unix time, key, samples, ns) of each count since the last collect(): the timeline
+        self._timed: list[tuple[float, tuple[int, tuple[int, ...]], int, int]] = []
         self._threads: dict[int, str] = {}
         self._warnings: list[str] = []
         self._lost = 0
-        self._lost_stream = 0  # of _lost: dropped because proftui read the pipe too late
+        self._lost_table = 0  # of _lost: dropped because the helper's stack table was full
         self._buffers: Buffers | None = None  # the helper's ring and stream buffer sizes
         self._method = ""
         self._period_ns: int | None = None
@@ -243,8 +251,8 @@ class AttachCollector(Collector):
             if any(isinstance(r, MapsChanged) for r in records) and self._space is not None:
                 self._refresh_space()
             for record in records:
-                if isinstance(record, Sample):
-                    self._add_stack(_sample_key(record))
+                if isinstance(record, Stack):
+                    self._add_stack(_stack_key(record))
 
     def _add_stack(self, key: tuple[int, tuple[int, ...]]) -> int:
         """The live profile's index of stack `key`; caller holds _sym_lock."""
@@ -256,17 +264,26 @@ class AttachCollector(Collector):
 
     def _handle(self, record: Record) -> None:
         """Fold one record into the aggregate; caller holds self._data_lock."""
-        if isinstance(record, Sample):
-            key = _sample_key(record)  # the stack words are not part of the key
-            self._cut += record.flags & (SAMPLE_TRUNCATED | SAMPLE_DEPTH) != 0
-            counts = self._stacks.get(key)
-            if counts is None:
-                self._stacks[key] = [1.0, float(record.weight_ns)]
-            else:
-                counts[0] += 1.0
-                counts[1] += record.weight_ns
-            self._moved.add(key)
-            self._samples += 1
+        if isinstance(record, Counts):
+            for sid, samples, weight_ns in record.counts:
+                key = self._ids.get(sid)
+                if key is None:
+                    raise ProftuiError(f"attach helper stream: counts of unknown stack {sid}")
+                self._cut += samples if sid in self._cut_ids else 0
+                counts = self._stacks.get(key)
+                if counts is None:
+                    self._stacks[key] = [float(samples), float(weight_ns)]
+                else:
+                    counts[0] += samples
+                    counts[1] += weight_ns
+                self._moved.add(key)
+                self._samples += samples
+                self._timed.append((record.time - COUNTS_INTERVAL_S / 2, key, samples,
+                                    weight_ns))
+        elif isinstance(record, Stack):
+            self._ids[record.id] = _stack_key(record)
+            if record.flags & (SAMPLE_TRUNCATED | SAMPLE_DEPTH):
+                self._cut_ids.add(record.id)
         elif isinstance(record, ThreadEvent):
             if record.comm:
                 self._threads[record.tid] = record.comm
@@ -277,8 +294,8 @@ class AttachCollector(Collector):
             self._maps_seen += 1
         elif isinstance(record, Lost):
             self._lost += record.count
-            if record.where == LOST_STREAM:
-                self._lost_stream += record.count
+            if record.where == LOST_TABLE:
+                self._lost_table += record.count
         elif isinstance(record, Buffers):
             self._buffers = record
         elif isinstance(record, TargetExit):
@@ -372,6 +389,7 @@ class AttachCollector(Collector):
         with self._data_lock:
             moved = [(key, list(self._stacks[key])) for key in self._moved]
             self._moved = set()
+            timed, self._timed = self._timed, []
             running = self.is_running()
             meta = ProfileMeta(
                 mode="attach", argv=list(self._target_argv), pids=[self.target_pid],
@@ -392,6 +410,10 @@ class AttachCollector(Collector):
                 self._profile.resymbolize()
             for key, counts in moved:
                 self._profile.set(self._add_stack(key), counts)
+            origin = self._start_time or time.time()
+            for when, key, samples, weight_ns in timed:
+                self._profile.add_at(when, self._add_stack(key), (samples, weight_ns), origin)
+            self._profile.close_slices(time.time())
             profile = self._profile.snapshot(meta)
             profile.meta.warnings.extend(w for w in self._symbol_warnings()
                                          if w not in profile.meta.warnings)
@@ -400,17 +422,17 @@ class AttachCollector(Collector):
     def _lost_warnings(self) -> list[str]:
         """Where dropped samples were lost and what helps; caller holds self._data_lock."""
         out = []
-        ring = self._lost - self._lost_stream
+        ring = self._lost - self._lost_table
         if ring:
             size = (f" ({self._buffers.ring_bytes >> 10} KiB per CPU)"
                     if self._buffers is not None and self._buffers.ring_bytes else "")
             out.append(f"{ring:,} samples were lost in the kernel's perf ring buffers{size}: "
                        "they filled before the attach helper emptied them (a busy machine "
                        "delays it); --buffer MB sets their total size")
-        if self._lost_stream:
-            out.append(f"{self._lost_stream:,} samples were dropped because proftui fell "
-                       "behind reading the attach helper's stream (proftui itself lacked CPU "
-                       "time); --buffer does not change this: a lower -F does")
+        if self._lost_table:
+            out.append(f"{self._lost_table:,} samples were dropped because the attach "
+                       "helper's stack table was full (millions of distinct stacks); "
+                       "--buffer does not change this")
         return out
 
     def _rate_warnings(self) -> list[str]:
@@ -481,7 +503,7 @@ def _buffer_warnings(buffers: Buffers | None) -> list[str]:
             "it RLIMIT_MEMLOCK): raise either for bigger rings"]
 
 
-def _sample_key(record: Sample) -> tuple[int, tuple[int, ...]]:
+def _stack_key(record: Stack) -> tuple[int, tuple[int, ...]]:
     """(tid, addresses): a stack without its outer frames ends in a pseudo-address, so
     it hangs under a root that says why instead of at whatever address it reached."""
     if record.flags & SAMPLE_TRUNCATED:

@@ -16,10 +16,11 @@ from proftui.collectors.errors import ProftuiError
 from proftui.collectors.runtime.thread_names import printable_name
 
 MAGIC = b"PTATTACH"
-VERSION = 3
+VERSION = 4
 HEADER = struct.Struct("=8sIIIIQ")  # magic, version, method, pid, flags, period_ns
 RECORD = struct.Struct("=II")  # type, size (whole record, header included)
 MAX_RECORD = 1 << 20
+COUNTS_INTERVAL_S = 0.1  # PT_ATTACH_COUNTS_NS: how often the helper sends counts
 
 METHODS = {1: "perf", 2: "ptrace"}
 FLAG_CFI = 1  # the helper unwinds with .eh_frame CFI (x86-64); else frame pointers only
@@ -28,12 +29,14 @@ SAMPLE_TRUNCATED = 1  # PT_UNWIND_TRUNCATED: the walk stopped before the outermo
 SAMPLE_DEPTH = 4  # PT_UNWIND_DEPTH: deeper than the frame limit
 SAMPLE_CFI = 256  # PT_UNWIND_CFI: at least one step used a CFI row
 SAMPLE_LATE = 1 << 16  # PT_ATTACH_SAMPLE_LATE: outer frames read from the live stack (perf)
-_SAMPLE = struct.Struct("=IIQII")  # tid, nframes, weight_ns, flags, 0
+_STACK = struct.Struct("=IIII")  # id, tid, flags, nframes
+_COUNT = struct.Struct("=IIQ")  # id, samples, weight_ns
 
-REC_SAMPLE, REC_THREAD, REC_MAPS, REC_LOST, REC_EXIT, REC_WARN, REC_ERROR, REC_END = range(1, 9)
-REC_BUFFERS = 9
+# 1 was SAMPLE (one record per sample) up to version 3
+REC_THREAD, REC_MAPS, REC_LOST, REC_EXIT, REC_WARN, REC_ERROR, REC_END = range(2, 9)
+REC_BUFFERS, REC_STACK, REC_COUNTS = 9, 10, 11
 THREAD_NEW, THREAD_GONE = 1, 2
-LOST_RING, LOST_STREAM = 1, 2  # Lost.where: the kernel's perf ring was full; proftui lagged
+LOST_RING, LOST_TABLE = 1, 2  # Lost.where: the kernel's perf ring was full; the helper's table
 
 
 @dataclass(frozen=True)
@@ -45,11 +48,21 @@ class StreamHeader:
 
 
 @dataclass(frozen=True)
-class Sample:
+class Stack:
+    """A distinct stack, announced once before the first counts that name its id."""
+
+    id: int
     tid: int
-    weight_ns: int  # CPU time this sample stands for
     ips: tuple[int, ...]  # innermost first: the pc, then return addresses (unwound by the helper)
     flags: int = 0  # SAMPLE_* bits
+
+
+@dataclass(frozen=True)
+class Counts:
+    """The samples of each stack that moved since the previous Counts."""
+
+    time: float  # Unix seconds when the helper sent them
+    counts: tuple[tuple[int, int, int], ...]  # (stack id, samples, weight_ns)
 
 
 @dataclass(frozen=True)
@@ -101,7 +114,7 @@ class End:
     lost: int
 
 
-Record = Sample | ThreadEvent | MapsChanged | Lost | TargetExit | Message | End | Buffers
+Record = Stack | Counts | ThreadEvent | MapsChanged | Lost | TargetExit | Message | End | Buffers
 
 
 class StreamDecoder:
@@ -136,10 +149,6 @@ class StreamDecoder:
                     raise ProftuiError(f"attach helper stream: corrupt record size {size}")
                 if len(buf) - pos < size:
                     break
-                if rtype == REC_SAMPLE:  # the hot path: decoded in place
-                    yield _sample(buf, pos, size)
-                    pos += size
-                    continue
                 record = decode_record(rtype, bytes(buf[pos + 8 : pos + size]))
                 pos += size
                 if record is not None:
@@ -148,21 +157,18 @@ class StreamDecoder:
             del buf[:pos]
 
 
-def _sample(buf: bytearray, pos: int, size: int) -> Sample:
-    """The SAMPLE record of `size` bytes at buf[pos] (record header included)."""
-    if size < 8 + _SAMPLE.size:
-        raise ProftuiError("attach helper stream: record type 1 too short")
-    tid, n, weight, flags, _ = _SAMPLE.unpack_from(buf, pos + 8)
-    if 8 + _SAMPLE.size + 8 * n > size:
-        raise ProftuiError("attach helper stream: sample record too short")
-    return Sample(tid, weight, struct.unpack_from(f"={n}Q", buf, pos + 8 + _SAMPLE.size), flags)
-
-
 def decode_record(rtype: int, body: bytes) -> Record | None:
     """One record's payload (after type and size); None for unknown types."""
     try:
-        if rtype == REC_SAMPLE:
-            return _sample(bytearray(8) + body, 0, 8 + len(body))
+        if rtype == REC_STACK:
+            sid, tid, flags, n = _STACK.unpack_from(body)
+            if _STACK.size + 8 * n > len(body):
+                raise ProftuiError("attach helper stream: stack record too short")
+            return Stack(sid, tid, struct.unpack_from(f"={n}Q", body, _STACK.size), flags)
+        if rtype == REC_COUNTS:
+            (when,) = struct.unpack_from("=Q", body)
+            end = 8 + (len(body) - 8) // _COUNT.size * _COUNT.size
+            return Counts(when / 1e9, tuple(_COUNT.iter_unpack(body[8:end])))
         if rtype == REC_THREAD:
             tid, flags, comm = struct.unpack_from("=II16s", body)
             return ThreadEvent(tid, flags, printable_name(comm.split(b"\0", 1)[0]))

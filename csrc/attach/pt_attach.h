@@ -16,17 +16,22 @@
  *     +0  uint32_t type        PT_ATTACH_REC_*
  *     +4  uint32_t size        whole record in bytes, header included
  *
- *   PT_ATTACH_REC_SAMPLE  +8 u32 tid, +12 u32 nframes, +16 u64 weight_ns,
- *                  +24 u32 flags (PT_UNWIND_* of csrc/common/pt_unwind.h),
- *                  +28 u32 0, +32 u64 ips[nframes]   innermost first: the
- *                  interrupted user pc, then return addresses, unwound by the
- *                  helper with the common CFI unwinder over a copy of the
- *                  target's stack, continued by the frame-pointer chain.
+ *   PT_ATTACH_REC_STACK   +8 u32 id, +12 u32 tid, +16 u32 flags (PT_UNWIND_* of
+ *                  csrc/common/pt_unwind.h, PT_ATTACH_SAMPLE_LATE), +20 u32 nframes,
+ *                  +24 u64 ips[nframes]   a stack seen for the first time, once:
+ *                  innermost first, the interrupted user pc, then return
+ *                  addresses, unwound by the helper with the common CFI unwinder
+ *                  over a copy of the target's stack, continued by the
+ *                  frame-pointer chain.  Ids count from 0.
+ *   PT_ATTACH_REC_COUNTS  +8 u64 time (CLOCK_REALTIME ns), then per stack that moved:
+ *                  u32 id, u32 samples, u64 weight_ns   the samples taken since the
+ *                  last COUNTS (every PT_ATTACH_COUNTS_NS); a STACK precedes
+ *                  the first COUNTS naming its id.
  *   PT_ATTACH_REC_THREAD  +8 u32 tid, +12 u32 flags (PT_THREAD_*), +16 char comm[16]
  *   PT_ATTACH_REC_MAPS    +8 u64 0   new executable mapping: re-read /proc/PID/maps
  *   PT_ATTACH_REC_LOST    +8 u64 count of samples dropped, +16 u32 where
  *                  (PT_ATTACH_LOST_RING: the kernel's perf ring was full;
- *                  PT_ATTACH_LOST_STREAM: proftui fell behind reading), +20 u32 0
+ *                  PT_ATTACH_LOST_TABLE: the helper's stack table is full), +20 u32 0
  *   PT_ATTACH_REC_EXIT    +8 i32 status, +12 i32 signal (-1 when unknown): target gone
  *   PT_ATTACH_REC_WARN    +8 text, NUL-padded          a warning for meta.warnings
  *   PT_ATTACH_REC_ERROR   +8 text, NUL-padded          fatal; the helper exits 1
@@ -46,13 +51,16 @@
 #include "pt_unwind.h"
 
 #define PT_ATTACH_MAGIC "PTATTACH"
-#define PT_ATTACH_VERSION 3u
+#define PT_ATTACH_VERSION 4u
 #define PT_ATTACH_MAX_FRAMES 127
 /* The most stack one sample's walk reads (a copy read further when it ends too early). */
 #define PT_ATTACH_STACK_MAX (1u << 20)
 /* SAMPLE flag beside PT_UNWIND_*: the outer frames were read from the live stack
  * after the sample, past the end of its copy (perf; the frame at the seam checked). */
 #define PT_ATTACH_SAMPLE_LATE (1u << 16)
+/* How often the counts of the stacks that moved are sent (COUNTS): the
+ * timeline's resolution, and proftui's work stays per stack, not per sample. */
+#define PT_ATTACH_COUNTS_NS 100000000ull
 
 enum { PT_ATTACH_METHOD_PERF = 1, PT_ATTACH_METHOD_PTRACE = 2 };
 
@@ -62,7 +70,7 @@ enum pt_attach_flags {
 };
 
 enum {
-    PT_ATTACH_REC_SAMPLE = 1,
+    /* 1 was SAMPLE (one record per sample) up to version 3 */
     PT_ATTACH_REC_THREAD = 2,
     PT_ATTACH_REC_MAPS = 3,
     PT_ATTACH_REC_LOST = 4,
@@ -71,9 +79,11 @@ enum {
     PT_ATTACH_REC_ERROR = 7,
     PT_ATTACH_REC_END = 8,
     PT_ATTACH_REC_BUFFERS = 9,
+    PT_ATTACH_REC_STACK = 10,
+    PT_ATTACH_REC_COUNTS = 11,
 };
 
-enum { PT_ATTACH_LOST_RING = 1, PT_ATTACH_LOST_STREAM = 2 };
+enum { PT_ATTACH_LOST_RING = 1, PT_ATTACH_LOST_TABLE = 2 };
 
 enum { PT_ATTACH_THREAD_NEW = 1, PT_ATTACH_THREAD_GONE = 2 };
 
@@ -89,6 +99,7 @@ struct pt_attach_config {
 /* Output (pt_attach_out.c).  None of these is async-signal-safe; the helper
  * has no signal handlers (signals arrive through a signalfd). */
 void pt_attach_out_header(uint32_t method, pid_t pid, uint64_t period_ns, uint32_t flags);
+/* Count one sample in the stack table (sent with the next COUNTS). */
 void pt_attach_out_sample(uint32_t tid, uint64_t weight_ns, uint32_t flags, const uint64_t *ips,
                           uint32_t n);
 void pt_attach_out_thread(uint32_t tid, uint32_t flags, pid_t pid);
@@ -103,8 +114,28 @@ void pt_attach_out_exit(int32_t status, int32_t signal);
 void pt_attach_out_text(uint32_t type, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void pt_attach_out_end(uint64_t samples, uint64_t lost);
 void pt_attach_out_defer_warning(const char *text); /* emitted right after the header */
+/* Send the counts when PT_ATTACH_COUNTS_NS passed since the last, then write
+ * what the pipe takes now without waiting. */
 void pt_attach_out_flush(void);
 int pt_attach_out_broken(void); /* 1 once the reader went away (EPIPE) */
+
+/* The stack table (pt_attach_stacks.c): one entry per distinct stack, its
+ * counts pending until the writer takes them. */
+struct pt_attach_stack {
+    uint32_t id, tid, flags, nframes;
+    uint64_t offset;    /* of its frames in the table's arena */
+    uint64_t hash;
+    uint64_t samples;   /* pending: since the counts were last taken */
+    uint64_t weight_ns; /* pending */
+    int announced;      /* its STACK record is out */
+};
+/* Count one sample; 0, or -1 when the table cannot grow (the sample is lost). */
+int pt_attach_stacks_count(uint32_t tid, uint32_t flags, const uint64_t *ips, uint32_t n,
+                           uint64_t weight_ns);
+size_t pt_attach_stacks_moved(void); /* stacks with pending counts */
+struct pt_attach_stack *pt_attach_stacks_moved_at(size_t i); /* in first-moved order */
+const uint64_t *pt_attach_stacks_frames(const struct pt_attach_stack *s);
+void pt_attach_stacks_taken(size_t count); /* the first `count` moved stacks were sent */
 
 /* Helpers shared by both methods (proftui_attach.c). */
 int pt_attach_target_alive(pid_t pid);           /* 0 once every thread is a zombie or gone */

@@ -1,8 +1,10 @@
 /* proftui-attach: buffered writer of the attach stream (format in pt_attach.h).
  *
- * One job: turn samples and events into records on stdout.  Records are
- * buffered and flushed without blocking; if the reader falls behind, samples
- * are dropped and counted (PT_ATTACH_REC_LOST), so it can never delay the target.
+ * One job: turn samples and events into records on stdout.  Samples go into
+ * the stack table (pt_attach_stacks.c); every PT_ATTACH_COUNTS_NS the stacks
+ * that moved are sent, each new one announced once.  Records are buffered
+ * and written without blocking: if the reader falls behind, counts wait in
+ * the table (nothing is lost), so proftui can never delay the target.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -10,6 +12,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "pt_attach.h"
@@ -25,13 +28,18 @@ static unsigned char pt_attach_out_buf[PT_OUT_CAP];
 static size_t pt_attach_out_len;
 /* Set once a write failed with EPIPE/EBADF: the reader is gone, stop writing. */
 static int pt_attach_out_dead;
-/* Samples dropped because the reader fell behind, not yet reported. */
+/* Samples dropped because the stack table could not grow, not yet reported. */
 static uint64_t pt_attach_out_dropped;
+/* CLOCK_MONOTONIC ns when the counts were last sent. */
+static uint64_t pt_attach_out_counts_at;
+
+/* Stacks per COUNTS record: 512 KiB, well under the reader's 1 MiB limit. */
+#define PT_OUT_COUNTS_MAX 32768
 
 /* Write what the pipe takes now; keep the rest.  stdout is non-blocking (set
  * by main), so a stalled reader (proftui suspended with Ctrl-Z) can never
  * stall the helper while a target thread is stopped.  Not async-signal-safe. */
-void pt_attach_out_flush(void) {
+static void pt_attach_out_write(void) {
     size_t done = 0;
     while (done < pt_attach_out_len && !pt_attach_out_dead) {
         ssize_t n = write(STDOUT_FILENO, pt_attach_out_buf + done, pt_attach_out_len - done);
@@ -52,7 +60,7 @@ void pt_attach_out_flush(void) {
 /* Flush, waiting up to `timeout_ms` for the reader.  Not async-signal-safe. */
 static void pt_attach_out_drain(int timeout_ms) {
     for (int waited = 0; !pt_attach_out_dead; waited += 50) {
-        pt_attach_out_flush();
+        pt_attach_out_write();
         if (pt_attach_out_len == 0 || waited >= timeout_ms) break;
         struct pollfd pfd = {STDOUT_FILENO, POLLOUT, 0};
         poll(&pfd, 1, 50);
@@ -61,28 +69,16 @@ static void pt_attach_out_drain(int timeout_ms) {
 
 int pt_attach_out_broken(void) { return pt_attach_out_dead; }
 
-/* Reserve `size` bytes (a multiple of 8) for one record; NULL when a sample
- * must be dropped because the reader is behind.  Not async-signal-safe. */
-static unsigned char *pt_attach_out_reserve(uint32_t type, uint32_t size) {
-    if (pt_attach_out_len + size + 24 > PT_OUT_CAP) pt_attach_out_flush();
-    if (pt_attach_out_len + size + 24 > PT_OUT_CAP) {
-        if (type == PT_ATTACH_REC_SAMPLE) {
-            pt_attach_out_dropped++;
-            return NULL;
-        }
-        pt_attach_out_drain(2000); /* rare, small records: worth a wait */
-        if (pt_attach_out_len + size + 24 > PT_OUT_CAP)
+/* Reserve `size` bytes (a multiple of 8) for one record.  When the reader is
+ * behind: NULL unless `wait`, else wait up to 2 s (small, rare records and the
+ * last counts are worth it).  Not async-signal-safe. */
+static unsigned char *pt_attach_out_reserve(uint32_t type, uint32_t size, int wait) {
+    if (pt_attach_out_len + size > PT_OUT_CAP) pt_attach_out_write();
+    if (pt_attach_out_len + size > PT_OUT_CAP) {
+        if (!wait) return NULL;
+        pt_attach_out_drain(2000);
+        if (pt_attach_out_len + size > PT_OUT_CAP)
             pt_attach_out_len = 0; /* reader gone astray */
-    }
-    if (pt_attach_out_dropped > 0) { /* report drops before anything newer */
-        uint32_t lost_type = PT_ATTACH_REC_LOST, lost_size = 24;
-        uint32_t where[2] = {PT_ATTACH_LOST_STREAM, 0};
-        memcpy(pt_attach_out_buf + pt_attach_out_len, &lost_type, 4);
-        memcpy(pt_attach_out_buf + pt_attach_out_len + 4, &lost_size, 4);
-        memcpy(pt_attach_out_buf + pt_attach_out_len + 8, &pt_attach_out_dropped, 8);
-        memcpy(pt_attach_out_buf + pt_attach_out_len + 16, where, 8);
-        pt_attach_out_len += 24;
-        pt_attach_out_dropped = 0;
     }
     unsigned char *rec = pt_attach_out_buf + pt_attach_out_len;
     memset(rec, 0, size);
@@ -90,6 +86,67 @@ static unsigned char *pt_attach_out_reserve(uint32_t type, uint32_t size) {
     memcpy(rec + 4, &size, 4);
     pt_attach_out_len += size;
     return rec;
+}
+
+static uint64_t pt_attach_out_clock(clockid_t clock) {
+    struct timespec ts;
+    clock_gettime(clock, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Announce the new stacks among those that moved and send their counts, as far
+ * as the buffer takes them (`force`: all of them, waiting for the reader).
+ * What does not fit waits in the table for the next call. */
+static void pt_attach_out_counts(int force) {
+    if (pt_attach_out_dropped > 0) {
+        unsigned char *rec = pt_attach_out_reserve(PT_ATTACH_REC_LOST, 24, force);
+        if (rec != NULL) {
+            uint32_t where = PT_ATTACH_LOST_TABLE;
+            memcpy(rec + 8, &pt_attach_out_dropped, 8);
+            memcpy(rec + 16, &where, 4);
+            pt_attach_out_dropped = 0;
+        }
+    }
+    while (pt_attach_stacks_moved() > 0) {
+        size_t n = pt_attach_stacks_moved(), k = 0;
+        if (n > PT_OUT_COUNTS_MAX) n = PT_OUT_COUNTS_MAX;
+        for (; k < n; k++) {
+            struct pt_attach_stack *s = pt_attach_stacks_moved_at(k);
+            if (s->announced) continue;
+            unsigned char *rec =
+                pt_attach_out_reserve(PT_ATTACH_REC_STACK, 24 + 8 * s->nframes, force);
+            if (rec == NULL) break;
+            memcpy(rec + 8, &s->id, 4);
+            memcpy(rec + 12, &s->tid, 4);
+            memcpy(rec + 16, &s->flags, 4);
+            memcpy(rec + 20, &s->nframes, 4);
+            memcpy(rec + 24, pt_attach_stacks_frames(s), 8 * (size_t)s->nframes);
+            s->announced = 1;
+        }
+        if (k == 0) return;
+        unsigned char *rec = pt_attach_out_reserve(PT_ATTACH_REC_COUNTS, (uint32_t)(16 + 16 * k),
+                                                   force);
+        if (rec == NULL) return;
+        uint64_t now = pt_attach_out_clock(CLOCK_REALTIME);
+        memcpy(rec + 8, &now, 8);
+        for (size_t i = 0; i < k; i++) {
+            const struct pt_attach_stack *s = pt_attach_stacks_moved_at(i);
+            uint32_t samples = s->samples > UINT32_MAX ? UINT32_MAX : (uint32_t)s->samples;
+            memcpy(rec + 16 + 16 * i, &s->id, 4);
+            memcpy(rec + 20 + 16 * i, &samples, 4);
+            memcpy(rec + 24 + 16 * i, &s->weight_ns, 8);
+        }
+        pt_attach_stacks_taken(k);
+    }
+}
+
+void pt_attach_out_flush(void) {
+    uint64_t now = pt_attach_out_clock(CLOCK_MONOTONIC);
+    if (now - pt_attach_out_counts_at >= PT_ATTACH_COUNTS_NS) {
+        pt_attach_out_counts_at = now;
+        pt_attach_out_counts(0);
+    }
+    pt_attach_out_write();
 }
 
 void pt_attach_out_header(uint32_t method, pid_t pid, uint64_t period_ns, uint32_t flags) {
@@ -109,18 +166,12 @@ void pt_attach_out_header(uint32_t method, pid_t pid, uint64_t period_ns, uint32
 void pt_attach_out_sample(uint32_t tid, uint64_t weight_ns, uint32_t flags, const uint64_t *ips,
                           uint32_t n) {
     if (n > PT_ATTACH_MAX_FRAMES) n = PT_ATTACH_MAX_FRAMES;
-    unsigned char *rec = pt_attach_out_reserve(PT_ATTACH_REC_SAMPLE, 32 + 8 * n);
-    if (rec == NULL) return;
-    memcpy(rec + 8, &tid, 4);
-    memcpy(rec + 12, &n, 4);
-    memcpy(rec + 16, &weight_ns, 8);
-    memcpy(rec + 24, &flags, 4);
-    memcpy(rec + 32, ips, 8 * (size_t)n);
+    if (pt_attach_stacks_count(tid, flags, ips, n, weight_ns) != 0) pt_attach_out_dropped++;
 }
 
 /* Announce a thread with its name from /proc (empty if it is already gone). */
 void pt_attach_out_thread(uint32_t tid, uint32_t flags, pid_t pid) {
-    unsigned char *rec = pt_attach_out_reserve(PT_ATTACH_REC_THREAD, 32);
+    unsigned char *rec = pt_attach_out_reserve(PT_ATTACH_REC_THREAD, 32, 1);
     memcpy(rec + 8, &tid, 4);
     memcpy(rec + 12, &flags, 4);
     if (flags & PT_ATTACH_THREAD_GONE) return;
@@ -137,19 +188,19 @@ void pt_attach_out_thread(uint32_t tid, uint32_t flags, pid_t pid) {
 }
 
 void pt_attach_out_u64(uint32_t type, uint64_t value) {
-    unsigned char *rec = pt_attach_out_reserve(type, 16);
+    unsigned char *rec = pt_attach_out_reserve(type, 16, 1);
     memcpy(rec + 8, &value, 8);
 }
 
 void pt_attach_out_lost(uint64_t count, uint32_t where) {
-    unsigned char *rec = pt_attach_out_reserve(PT_ATTACH_REC_LOST, 24);
+    unsigned char *rec = pt_attach_out_reserve(PT_ATTACH_REC_LOST, 24, 1);
     memcpy(rec + 8, &count, 8);
     memcpy(rec + 16, &where, 4);
 }
 
 void pt_attach_out_buffers(uint64_t ring_bytes, uint32_t rings, uint64_t asked,
                            uint32_t stack_bytes) {
-    unsigned char *rec = pt_attach_out_reserve(PT_ATTACH_REC_BUFFERS, 40);
+    unsigned char *rec = pt_attach_out_reserve(PT_ATTACH_REC_BUFFERS, 40, 1);
     uint64_t stream = PT_OUT_CAP;
     memcpy(rec + 8, &ring_bytes, 8);
     memcpy(rec + 16, &rings, 4);
@@ -159,7 +210,8 @@ void pt_attach_out_buffers(uint64_t ring_bytes, uint32_t rings, uint64_t asked,
 }
 
 void pt_attach_out_exit(int32_t status, int32_t signal) {
-    unsigned char *rec = pt_attach_out_reserve(PT_ATTACH_REC_EXIT, 16);
+    pt_attach_out_counts(1); /* every sample before the exit */
+    unsigned char *rec = pt_attach_out_reserve(PT_ATTACH_REC_EXIT, 16, 1);
     memcpy(rec + 8, &status, 4);
     memcpy(rec + 12, &signal, 4);
 }
@@ -173,12 +225,13 @@ void pt_attach_out_text(uint32_t type, const char *fmt, ...) {
     if (n < 0) return;
     size_t len = strlen(text);
     uint32_t size = (uint32_t)(8 + ((len + 1 + 7) & ~(size_t)7));
-    unsigned char *rec = pt_attach_out_reserve(type, size);
+    unsigned char *rec = pt_attach_out_reserve(type, size, 1);
     memcpy(rec + 8, text, len);
 }
 
 void pt_attach_out_end(uint64_t samples, uint64_t lost) {
-    unsigned char *rec = pt_attach_out_reserve(PT_ATTACH_REC_END, 24);
+    pt_attach_out_counts(1);
+    unsigned char *rec = pt_attach_out_reserve(PT_ATTACH_REC_END, 24, 1);
     memcpy(rec + 8, &samples, 8);
     memcpy(rec + 16, &lost, 8);
     pt_attach_out_drain(5000);

@@ -3,6 +3,8 @@ first two seconds, then in phase_b for two more, and reports each phase's CPU ti
 
 from __future__ import annotations
 
+import os
+import subprocess
 import time
 from pathlib import Path
 
@@ -30,3 +32,28 @@ def record_phases(work: Path, seconds: float = 2.0) -> tuple[Profile, dict[str, 
         collector.stop()
     assert profile.meta.exit_status == 0 and profile.meta.start_time is not None
     return profile, fixture_cpu_ns(out), start - profile.meta.start_time
+
+
+def attach_phases(seconds: float = 1.5) -> tuple[Profile, float]:
+    """tl_phases.c sampled by attach mode (500 Hz) from its start to its exit: (the
+    profile, when phase_b began in seconds of the profile's clock)."""
+    from tests.tui.tui_profiles import attach
+
+    binary = build_fixture("tl_phases.c", ["-O2", "-g"])
+    start = time.time()
+    switch = start + seconds
+    target = subprocess.Popen([str(binary), f"{switch:.3f}", f"{switch + seconds:.3f}",
+                               os.devnull])
+    try:
+        collector = attach(target.pid, frequency_hz=500)
+        try:
+            profile = collector.wait()
+        finally:
+            collector.stop()
+        assert target.wait(timeout=30) == 0
+    finally:
+        if target.poll() is None:
+            target.kill()
+            target.wait()
+    assert profile.meta.start_time is not None
+    return profile, switch - profile.meta.start_time

@@ -423,3 +423,45 @@ def test_attach_subcommand_takes_options_after_pid() -> None:
         assert fixture.finish() == (DONE_LINE, 7)
     finally:
         fixture.kill()
+
+
+@pytest.mark.parametrize("method", ["perf", "ptrace"])
+def test_helper_sends_each_stack_once_and_every_sample_counted(method: str) -> None:
+    """The helper aggregates (issue 23): each distinct stack is announced once, before
+    the first counts that name it, and the counts add up to the samples it took."""
+    from proftui.collectors.runtime.libraries import runtime_executable_path
+    from proftui.collectors.runtime.wire_attach import Counts, End, Lost, Stack, StreamDecoder
+
+    fixture = Fixture(1.0)
+    try:
+        # its stdin stays open until it returns: EOF there means "detach now"
+        helper = subprocess.Popen([runtime_executable_path("proftui-attach"), str(fixture.pid),
+                                   "1000", method], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert helper.stdout is not None and helper.stderr is not None and helper.stdin
+        out, err = helper.stdout.read(), helper.stderr.read()  # until the target exits
+        helper.stdin.close()
+        helper.wait(timeout=30)
+        if helper.returncode != 0:
+            pytest.skip(f"{method} sampling is not allowed here: {err.decode()}")
+        assert fixture.finish() == (DONE_LINE, 7)
+    finally:
+        fixture.kill()
+    records = list(StreamDecoder().feed(out))
+    announced: list[int] = []
+    counted = 0
+    times = []
+    for record in records:
+        if isinstance(record, Stack):
+            announced.append(record.id)
+        elif isinstance(record, Counts):
+            assert {sid for sid, _, _ in record.counts} <= set(announced)
+            assert len({sid for sid, _, _ in record.counts}) == len(record.counts)
+            counted += sum(samples for _, samples, _ in record.counts)
+            times.append(record.time)
+    assert announced == list(range(len(announced)))  # each once, numbered in order
+    end = [r for r in records if isinstance(r, End)]
+    assert len(end) == 1 and end[0].samples == counted > 300, (end, counted)
+    assert not any(isinstance(r, Lost) and r.where != 1 for r in records)
+    assert len(announced) < counted / 10  # a spinning loop has few distinct stacks
+    assert times == sorted(times) and len(times) >= 5  # a COUNTS every tenth of a second

@@ -13,7 +13,7 @@ from proftui.collectors.attach.collector import AttachCollector
 from proftui.collectors.base import CollectorOptions
 from proftui.collectors.runtime.wire_attach import (
     LOST_RING,
-    LOST_STREAM,
+    LOST_TABLE,
     REC_BUFFERS,
     REC_LOST,
     Buffers,
@@ -126,17 +126,17 @@ def test_lost_and_buffers_records_decode() -> None:
     stream = (header(method=1)
               + record(REC_BUFFERS, struct.pack("=QIIQQ", 512 << 10, 2, 0, 1 << 20, 0))
               + record(REC_LOST, struct.pack("=QII", 5, LOST_RING, 0))
-              + record(REC_LOST, struct.pack("=QII", 7, LOST_STREAM, 0))
+              + record(REC_LOST, struct.pack("=QII", 7, LOST_TABLE, 0))
               + record(REC_LOST, struct.pack("=Q", 2)))  # an older helper's short form
     assert list(StreamDecoder().feed(stream)) == [
-        Buffers(512 << 10, 2, 1 << 20, 0), Lost(5, LOST_RING), Lost(7, LOST_STREAM),
+        Buffers(512 << 10, 2, 1 << 20, 0), Lost(5, LOST_RING), Lost(7, LOST_TABLE),
         Lost(2, LOST_RING)]
 
 
 def test_drops_are_explained_by_where_they_happened() -> None:
-    """Ring drops point at --buffer; drops of a late front end say --buffer will not help."""
+    """Ring drops point at --buffer; drops of a full stack table say --buffer will not help."""
     collector = AttachCollector([], CollectorOptions(pid=os.getpid()))
-    for rec in (Buffers(256 << 10, 2, 1 << 20, 0), Lost(40, LOST_RING), Lost(9, LOST_STREAM)):
+    for rec in (Buffers(256 << 10, 2, 1 << 20, 0), Lost(40, LOST_RING), Lost(9, LOST_TABLE)):
         collector._handle(rec)
     warnings = collector._lost_warnings()
     assert collector._lost == 49
@@ -144,5 +144,6 @@ def test_drops_are_explained_by_where_they_happened() -> None:
     ring, stream = warnings
     assert ring.startswith("40 samples were lost in the kernel's perf ring buffers (256 KiB "
                            "per CPU)") and "--buffer MB sets their total size" in ring
-    assert stream.startswith("9 samples were dropped because proftui fell behind") and \
+    assert stream.startswith("9 samples were dropped because the attach helper's stack "
+                             "table was full") and \
         "--buffer does not change this" in stream

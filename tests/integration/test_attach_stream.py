@@ -10,21 +10,23 @@ from proftui.collectors.errors import ProftuiError
 from proftui.collectors.runtime.wire_attach import (
     FLAG_CFI,
     FLAG_KERNEL_TIME,
+    REC_COUNTS,
     REC_END,
     REC_ERROR,
     REC_EXIT,
     REC_LOST,
     REC_MAPS,
-    REC_SAMPLE,
+    REC_STACK,
     REC_THREAD,
     REC_WARN,
     SAMPLE_CFI,
     SAMPLE_TRUNCATED,
+    Counts,
     End,
     Lost,
     MapsChanged,
     Message,
-    Sample,
+    Stack,
     StreamDecoder,
     TargetExit,
     ThreadEvent,
@@ -32,7 +34,7 @@ from proftui.collectors.runtime.wire_attach import (
 
 
 def header(method: int = 2, pid: int = 1234, period_ns: int = 10_000_000,
-           version: int = 3, magic: bytes = b"PTATTACH", flags: int = 3) -> bytes:
+           version: int = 4, magic: bytes = b"PTATTACH", flags: int = 3) -> bytes:
     return struct.pack("=8sIIIIQ", magic, version, method, pid, flags, period_ns)
 
 
@@ -41,10 +43,17 @@ def record(rtype: int, payload: bytes) -> bytes:
     return struct.pack("=II", rtype, 8 + len(payload)) + payload
 
 
-def sample(tid: int, weight: int, ips: list[int], flags: int = 0) -> bytes:
-    body = struct.pack("=IIQII", tid, len(ips), weight, flags, 0)
+def stack(sid: int, tid: int, ips: list[int], flags: int = 0) -> bytes:
+    body = struct.pack("=IIII", sid, tid, flags, len(ips))
     body += struct.pack(f"={len(ips)}Q", *ips)
-    return record(REC_SAMPLE, body)
+    return record(REC_STACK, body)
+
+
+def counts(time_ns: int, *entries: tuple[int, int, int]) -> bytes:
+    body = struct.pack("=Q", time_ns)
+    for entry in entries:
+        body += struct.pack("=IIQ", *entry)
+    return record(REC_COUNTS, body)
 
 
 def text(rtype: int, message: str) -> bytes:
@@ -54,8 +63,9 @@ def text(rtype: int, message: str) -> bytes:
 STREAM = (
     header()
     + record(REC_THREAD, struct.pack("=II16s", 1235, 1, b"worker"))
-    + sample(1235, 2_000_000, [0x401000, 0x401234], SAMPLE_CFI)
-    + sample(1235, 1_000_000, [0x401000], SAMPLE_TRUNCATED)
+    + stack(0, 1235, [0x401000, 0x401234], SAMPLE_CFI)
+    + stack(1, 1235, [0x401000], SAMPLE_TRUNCATED)
+    + counts(1_700_000_000_500_000_000, (0, 3, 6_000_000), (1, 1, 1_000_000))
     + record(REC_MAPS, struct.pack("=Q", 0))
     + record(REC_LOST, struct.pack("=Q", 3))
     + text(REC_WARN, "perf_event_open failed; sampling with ptrace instead")
@@ -66,8 +76,9 @@ STREAM = (
 
 EXPECTED = [
     ThreadEvent(1235, 1, "worker"),
-    Sample(1235, 2_000_000, (0x401000, 0x401234), SAMPLE_CFI),
-    Sample(1235, 1_000_000, (0x401000,), SAMPLE_TRUNCATED),
+    Stack(0, 1235, (0x401000, 0x401234), SAMPLE_CFI),
+    Stack(1, 1235, (0x401000,), SAMPLE_TRUNCATED),
+    Counts(1_700_000_000.5, ((0, 3, 6_000_000), (1, 1, 1_000_000))),
     MapsChanged(),
     Lost(3),
     Message(False, "perf_event_open failed; sampling with ptrace instead"),
@@ -106,10 +117,12 @@ def test_error_record_and_unknown_exit() -> None:
 @pytest.mark.parametrize(("data", "message"), [
     (header(magic=b"NOTATTCH"), "bad magic"),
     (header(version=9), "version 9"),
-    (header() + struct.pack("=II", REC_SAMPLE, 12), "corrupt record size 12"),
-    (header() + struct.pack("=II", REC_SAMPLE, 4), "corrupt record size 4"),
-    (header() + record(REC_SAMPLE, struct.pack("=IIQII", 1, 50, 0, 0, 0)), "too short"),
-    (header() + record(REC_SAMPLE, struct.pack("=II", 1, 1)), "too short"),
+    (header(version=3), "version 3"),  # one record per sample: proftui reads 4 only
+    (header() + struct.pack("=II", REC_STACK, 12), "corrupt record size 12"),
+    (header() + struct.pack("=II", REC_STACK, 4), "corrupt record size 4"),
+    (header() + record(REC_STACK, struct.pack("=IIII", 0, 1, 0, 50)), "too short"),
+    (header() + record(REC_STACK, struct.pack("=II", 1, 1)), "too short"),
+    (header() + record(REC_COUNTS, b""), "too short"),
     (header() + record(REC_LOST, b""), "too short"),
 ])
 def test_corrupt_input_is_a_clear_error(data: bytes, message: str) -> None:

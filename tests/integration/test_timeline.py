@@ -15,7 +15,7 @@ from proftui.collectors.model.profile import Profile
 from proftui.collectors.model.slices import range_profile
 from proftui.collectors.model.views import flat_profile
 
-from tests.helpers.phases import record_phases
+from tests.helpers.phases import attach_phases, record_phases
 
 
 def totals(profile: Profile) -> dict[str, float]:
@@ -64,3 +64,16 @@ def test_ranges_survive_saving_and_the_cli(phases: tuple[Profile, dict[str, int]
     bad = subprocess.run([sys.executable, "-m", "proftui.tui.cli", "report", "--from", "3",
                           "--to", "1", str(path)], capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+
+
+def test_attach_counts_land_in_their_phase() -> None:
+    """Attach mode's timeline: the helper sends counts every tenth of a second with
+    their time, so each phase of a program attached from its start is its own range."""
+    profile, edge = attach_phases()
+    assert profile.slices is not None
+    first, second = range_profile(profile, 0.0, edge - 0.3), range_profile(profile, edge + 0.3,
+                                                                            1e9)
+    a, b = totals(first), totals(second)
+    assert a.get("phase_a", 0) > 100 and b.get("phase_b", 0) > 100, (a, b)
+    assert a.get("phase_b", 0) == 0 and b.get("phase_a", 0) == 0, (a, b)
+    assert range_profile(profile, 0.0, 1e9).total(0) == profile.total(0)

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from proftui.collectors.runtime import (
     wire,
+    wire_attach,
     wire_heap,
     wire_hook,
     wire_maplog,
@@ -22,6 +23,7 @@ from proftui.collectors.runtime import (
 ROOT = Path(__file__).resolve().parents[2]
 
 PROBE = r"""
+#define _GNU_SOURCE
 #include <stddef.h>
 #include <stdio.h>
 #include "proftui_wire.h"
@@ -29,6 +31,7 @@ PROBE = r"""
 #include "proftui_wire_sampler.h"
 #include "proftui_wire_heap.h"
 #include "proftui_wire_hook.h"
+#include "pt_attach.h"
 #define SHOW(name, value) printf("%s %llu\n", name, (unsigned long long)(value))
 int main(void) {
     SHOW("version", PT_WIRE_VERSION);
@@ -76,6 +79,13 @@ int main(void) {
     SHOW("hook_node_hook_ticks_at", offsetof(pt_hook_node, hook_ticks));
     SHOW("hook_timer_user_only", PT_HOOK_TIMER_USER_ONLY);
     SHOW("hook_timer_moved", PT_HOOK_TIMER_SIGNAL_MOVED);
+    SHOW("attach_version", PT_ATTACH_VERSION);
+    SHOW("attach_counts_ns", PT_ATTACH_COUNTS_NS);
+    SHOW("attach_rec_stack", PT_ATTACH_REC_STACK);
+    SHOW("attach_rec_counts", PT_ATTACH_REC_COUNTS);
+    SHOW("attach_rec_buffers", PT_ATTACH_REC_BUFFERS);
+    SHOW("attach_lost_table", PT_ATTACH_LOST_TABLE);
+    SHOW("attach_max_frames", PT_ATTACH_MAX_FRAMES);
     return 0;
 }
 """
@@ -88,7 +98,8 @@ def c_side(tmp_path_factory: pytest.TempPathFactory) -> dict[str, int]:
     work = tmp_path_factory.mktemp("wire")
     (work / "probe.c").write_text(PROBE)
     subprocess.run(["gcc", "-std=gnu11", "-o", str(work / "probe"), str(work / "probe.c"),
-                    *(f"-I{ROOT / 'csrc' / d}" for d in ("common", "sampler", "heap", "hook"))],
+                    *(f"-I{ROOT / 'csrc' / d}" for d in ("common", "sampler", "heap", "hook",
+                                                                 "attach"))],
                    check=True)
     out = subprocess.run([str(work / "probe")], capture_output=True, text=True, check=True)
     return {name: int(value) for name, value in (line.split() for line in out.stdout.split("\n")
@@ -153,3 +164,15 @@ def test_hook_layout(c_side: dict[str, int]) -> None:
     assert c_side["hook_timer_user_only"] == clock.TIMER_USER_ONLY == wire_hook.TIMER_USER_ONLY
     assert c_side["hook_timer_moved"] == clock.TIMER_SIGNAL_MOVED
     assert wire_hook.LAYOUT_THREADS_OFFSET == wire.HEADER_SIZE + wire_hook.HOOK_HEADER_SIZE
+
+
+def test_attach_stream(c_side: dict[str, int]) -> None:
+    from proftui.collectors.attach.collector import MAX_FRAMES
+
+    assert c_side["attach_version"] == wire_attach.VERSION
+    assert c_side["attach_counts_ns"] == round(wire_attach.COUNTS_INTERVAL_S * 1e9)
+    assert c_side["attach_rec_stack"] == wire_attach.REC_STACK
+    assert c_side["attach_rec_counts"] == wire_attach.REC_COUNTS
+    assert c_side["attach_rec_buffers"] == wire_attach.REC_BUFFERS
+    assert c_side["attach_lost_table"] == wire_attach.LOST_TABLE
+    assert c_side["attach_max_frames"] == MAX_FRAMES
