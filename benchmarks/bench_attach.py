@@ -19,11 +19,11 @@ shown also as a share of one core at 1000 samples/s.  Goal: <= 10 us.
 Last, dropped samples per rate (issue 15): perf-method attaches to the two-thread
 spinning fixture (tests/fixtures/att_spin.c) for --drop-seconds each, while the
 collector takes snapshots three times a second as the TUI does; samples kept and
-lost (in the kernel's perf rings, or in the helper's stream because proftui read
-late) per rate, with the default rings and with --buffer 0.5 (the former
-default: 256 KiB per CPU on 2 CPUs).  Goal: dropped <= 1% of sampled at 1 kHz on
-an idle machine.  The load average is printed: on a busy machine the helper runs
-late and the smaller rings overflow first.
+lost (in the kernel's perf rings, or because the helper's stack table was full)
+per rate, with the default rings and with --buffer 0.5 (the former default:
+256 KiB per CPU on 2 CPUs).  Goal: dropped <= 1% of sampled at 1 kHz on an idle
+machine.  The load average is printed: on a busy machine the helper runs late
+and the smaller rings overflow first.
 
 Accuracy (issue 26): on tests/fixtures/att_server.c (an epoll server and its client on
 loopback) each method against `perf record -p` attached over the same window: the
@@ -174,7 +174,7 @@ def front_end_cost(method: str) -> tuple[float, float, int] | None:
 
 
 def drops(hz: int, buffer_mib: float | None, seconds: float) -> tuple[int, int, int]:
-    """(samples kept, lost in the perf rings, lost in the stream) of one perf attach to
+    """(samples kept, lost in the perf rings, lost in the helper's table) of one perf attach to
     att_spin at `hz`, snapshotting ~3 times a second meanwhile."""
     binary = ROOT / "build" / "bench" / "att_spin"
     if not binary.exists():
@@ -195,7 +195,7 @@ def drops(hz: int, buffer_mib: float | None, seconds: float) -> tuple[int, int, 
         collector.stop()
         collector.snapshot()
         kept = int(sum(c[0] for c in collector._stacks.values()))
-        return kept, collector._lost - collector._lost_stream, collector._lost_stream
+        return kept, collector._lost - collector._lost_table, collector._lost_table
     finally:
         proc.kill()
         proc.wait()
@@ -235,14 +235,14 @@ def main() -> int:
     print(f"\ndropped samples, perf method, att_spin (2 spinning threads), "
           f"{args.drop_seconds:.0f} s each, load average {os.getloadavg()[0]:.1f} "
           f"on {os.cpu_count()} CPUs")
-    print(f"{'rate, rings':34} {'samples':>8} {'ring lost':>10} {'stream lost':>12} "
+    print(f"{'rate, rings':34} {'samples':>8} {'ring lost':>10} {'table lost':>12} "
           f"{'dropped':>8}  goal")
     for hz in (100, 1000, 4000):
         for buffer_mib, label in ((None, "default rings"), (0.5, "--buffer 0.5")):
-            kept, ring, stream = drops(hz, buffer_mib, args.drop_seconds)
-            share = 100 * (ring + stream) / max(1, kept)
+            kept, ring, table = drops(hz, buffer_mib, args.drop_seconds)
+            share = 100 * (ring + table) / max(1, kept)
             goal = ("<= 1%  " + ("ok" if share <= 1 else "OVER")) if hz == 1000 else ""
-            print(f"{f'-F {hz}, {label}':34} {kept:8} {ring:10} {stream:12} {share:7.2f}%  {goal}")
+            print(f"{f'-F {hz}, {label}':34} {kept:8} {ring:10} {table:12} {share:7.2f}%  {goal}")
     return 0
 
 
