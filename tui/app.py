@@ -64,6 +64,10 @@ from textual.widget import Widget
 from textual.widgets import ContentSwitcher
 
 HEADER_TICK_S = 0.5  # the live header's clock is redrawn this often
+# What the header's "incomplete" means (the notes, `w`, say it).
+INCOMPLETE_NOTE = ("incomplete: this profile was taken before the target's data was all in "
+                   "(saved or detached while it ran, or it was killed while writing): the "
+                   "counts are true for what was recorded, the end of the run is missing")
 
 # The panes, in tab order; the first is shown at start.  A new pane: its module plus one line.
 PANES: list[type[Pane]] = [
@@ -376,7 +380,8 @@ class ProfTuiApp(DiffViews, App[None]):
             state += " (display frozen)"
         self.query_one(HeaderBar).show(self.profile, pid=pid, state=state,
                                        paused=self.paused, error=self._error, part=self.part,
-                                       reset_at=self._reset_at, delta=self._delta_text())
+                                       reset_at=self._reset_at, delta=self._delta_text(),
+                                       running=self.collector is not None and not self.ended)
 
     # -- navigation ------------------------------------------------------------------
 
@@ -616,6 +621,9 @@ class ProfTuiApp(DiffViews, App[None]):
         if profile is not None and profile.meta.dropped:
             notes.insert(0, f"{profile.meta.dropped:,} records dropped by the runtime "
                             "(its tables were full; --buffer raises the budget)")
+        if profile is not None and not profile.meta.complete and (
+                self.collector is None or self.ended):
+            notes.insert(0, INCOMPLETE_NOTE)
         self.push_screen(NotesScreen(notes))
 
     def action_help(self) -> None:

@@ -113,3 +113,11 @@ def screen_ready(app: App, screen_class: type) -> bool:
 def run(coro_fn: Callable[[], object]) -> None:
     """Run an async test body (no pytest-asyncio needed)."""
     asyncio.run(coro_fn())  # type: ignore[arg-type]
+
+
+async def flat_ready(pilot: Pilot, app: App) -> None:
+    """Wait until the app's flat pane shows its first rows (a worker computes them)."""
+    from proftui.tui.panes.flat import FlatPane
+
+    flat = app.query_one(FlatPane)
+    await wait_for(pilot, lambda: bool(flat.shown), what="flat profile")

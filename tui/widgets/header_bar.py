@@ -70,8 +70,11 @@ class HeaderBar(Static):
 
     def show(self, profile: Profile | None, *, pid: int | None, state: str,
              paused: bool = False, error: str = "", part: str | None = None,
-             reset_at: float | None = None, delta: str = "") -> None:
+             reset_at: float | None = None, delta: str = "", running: bool | None = None
+             ) -> None:
         """Redraw from `profile`'s metadata; `state` is e.g. "running", "exited with status 7";
+        `running`: the target still runs (default: `state` is "running"), so a profile
+        short of the end is not "incomplete" yet;
         `part` is the thread or process shown (a `Profile.parts` label; None: all);
         `reset_at`: when the counters were last reset (time.time()), if they were;
         `delta`: what the diff views compare with ("Δ vs base.proftui (shares)")."""
@@ -112,8 +115,8 @@ class HeaderBar(Static):
             add(f"· {value} {_short(metric_label(metric))} ", "", DROP_TOTAL)
         add(f"· {meta.dropped:,} dropped ", "bold red" if meta.dropped else "dim",
             KEEP if meta.dropped else DROP_QUIET)
-        if not meta.complete and state != "running":
-            add("· incomplete ", "bold red", KEEP)
+        if not meta.complete and not (state == "running" if running is None else running):
+            add("· incomplete (w) ", "bold red", KEEP)  # the notes say why
         if error:
             add(f"· {display(error)}", "bold red", KEEP)
         self._draw(segments)
