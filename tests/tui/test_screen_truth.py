@@ -5,15 +5,21 @@ README's 80-column key bar is the one on screen."""
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 
 import pytest
+from proftui.collectors.base import CollectorOptions
+from proftui.collectors.model.profile import Profile
 from proftui.collectors.model.storage import load
+from proftui.collectors.sampler.collector import SamplerCollector
 from proftui.tui.app import ProfTuiApp
 from proftui.tui.screens.export import ExportScreen
 from proftui.tui.screens.notes import NotesScreen
 
+from tests.conftest import build_fixture
 from tests.tui.tui_profiles import (
+    ATT_FLAGS,
     SpinTarget,
     attach,
     flat_ready,
@@ -99,3 +105,46 @@ def test_a_paused_attach_is_not_called_incomplete() -> None:
             collector.stop()
     finally:
         target.kill()
+
+
+def test_the_end_is_on_screen_before_the_final_profile() -> None:
+    """The target exits while its final profile takes long to read (a big run): the
+    header says how it ended at once, not "running" until the profile is in; the
+    Process pane's CPU and RSS figures are the table's, and none is "now" once it ended."""
+    binary = build_fixture("att_spin.c", ATT_FLAGS)
+    collector = SamplerCollector([str(binary), "2.5"], CollectorOptions(output="log"))
+    real_wait = collector.wait
+
+    def slow_wait() -> Profile:
+        time.sleep(8.0)  # as reading a huge final profile does
+        return real_wait()
+
+    collector.wait = slow_wait  # type: ignore[method-assign]
+    collector.start()
+    try:
+        app = ProfTuiApp(collector=collector)
+
+        async def body() -> None:
+            async with app.run_test(size=(150, 45)) as pilot:
+                await pilot.press("4")
+                await wait_for(pilot, lambda: "CPU %  now" in screen_text(app), timeout=20,
+                               what="the process status")
+                table = re.search(r"CPU\s+(\d+)\.\d%", screen_text(app))
+                label = re.search(r"CPU %  now (\d+)%", screen_text(app))
+                assert table and label and abs(int(table[1]) - int(label[1])) <= 1
+                assert collector.process is not None
+                await wait_for(pilot, lambda: collector.process.poll() is not None, timeout=20,
+                               what="the target's exit")
+                await wait_for(pilot, lambda: "exited with status 7"
+                               in screen_text(app).splitlines()[0], timeout=2.5,
+                               what="the exit in the header")
+                assert not app.ended, "the final profile came too soon to test this"
+                await wait_for(pilot, lambda: "- (ended)" in screen_text(app), timeout=3,
+                               what="the ended process's status")
+                text = screen_text(app)
+                assert "now" not in text.split("CPU %")[1].splitlines()[0], text
+                await wait_for(pilot, lambda: app.ended, timeout=20, what="the final profile")
+                assert "reading the final profile" not in screen_text(app).splitlines()[0]
+        run(body)
+    finally:
+        collector.stop()

@@ -215,8 +215,11 @@ class ProcPane(Pane, Vertical):
         # Names are the target's choice: Text() keeps "[...]" from reading as Rich markup
         # (collectors/runtime/thread_names.py already escaped bytes and control characters).
         summary.add_row("pid", Text(f"{stat.pid}  {stat.name}"), "state", state)
-        summary.add_row("CPU", f"{stat.cpu_percent:.1f}%", "threads", str(stat.num_threads))
-        summary.add_row("RSS", format_bytes(stat.rss), "peak RSS", format_bytes(stat.peak_rss))
+        # A process that ended has no CPU share or RSS now: say what was last seen.
+        cpu = f"{stat.cpu_percent:.1f}%" if stat.alive else "- (ended)"
+        rss = format_bytes(stat.rss) if stat.alive else f"{format_bytes(stat.rss)} last seen"
+        summary.add_row("CPU", cpu, "threads", str(stat.num_threads))
+        summary.add_row("RSS", rss, "peak RSS", format_bytes(stat.peak_rss))
         summary.add_row("VMS", format_bytes(stat.vms), "open fds",
                         "n/a" if stat.num_fds is None else str(stat.num_fds))
         summary.add_row("ctx switches", f"{stat.ctx_voluntary:,} voluntary", "",
@@ -227,17 +230,19 @@ class ProcPane(Pane, Vertical):
             spark.display = True
         for label in self.query(".spark-label"):
             label.display = True
-        cpu_now = stat.cpu_history[-1] if stat.cpu_history else 0.0
         peak_cpu = max(stat.cpu_history, default=0.0)
         # Left-pad to the full window: the graph fills from the right at a fixed time
         # scale, and zero is the bottom (Sparkline scales from the data's minimum).
         self.query_one("#cpu-spark", Sparkline).data = _window(stat.cpu_history)
         self.query_one("#rss-spark", Sparkline).data = _window(stat.rss_history)
         labels = list(self.query(".spark-label").results(Static))
-        labels[0].update(f"CPU %  now {cpu_now:.0f}%  peak {peak_cpu:.0f}%  "
-                         f"(last {HISTORY} s)")
-        labels[1].update(f"RSS  now {format_bytes(stat.rss)}  "
-                         f"peak {format_bytes(max(stat.rss_history, default=0))}")
+        # "now" is the table's figure (one truth); once the process ended there is none.
+        now = (f"now {stat.cpu_percent:.0f}%  ", f"now {format_bytes(stat.rss)}  ") \
+            if stat.alive else ("", "")
+        until = f"last {HISTORY} s" if stat.alive else f"its last {HISTORY} s"
+        labels[0].update(f"CPU %  {now[0]}peak {peak_cpu:.0f}%  ({until})")
+        labels[1].update(f"RSS  {now[1]}peak {format_bytes(max(stat.rss_history, default=0))}"
+                         f"  ({until})")
         threads = Table(box=None, padding=(0, 2), header_style="bold")
         threads.add_column("tid", justify="right")
         threads.add_column("name")
