@@ -121,3 +121,15 @@ async def flat_ready(pilot: Pilot, app: App) -> None:
 
     flat = app.query_one(FlatPane)
     await wait_for(pilot, lambda: bool(flat.shown), what="flat profile")
+
+
+def sampled(argv: list[str]) -> Profile:
+    """The sampler's profile of `argv`, run to its exit (output kept in memory)."""
+    from proftui.collectors.sampler.collector import SamplerCollector
+
+    collector = SamplerCollector(argv, CollectorOptions(output="log"))
+    collector.start()
+    try:
+        return collector.wait()
+    finally:
+        collector.stop()

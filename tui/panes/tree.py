@@ -299,10 +299,9 @@ class CallTreeView(Pane, Tree[NodeData]):
         if event.node.data is not None and event.node.data.populated == 0:
             self.populate(event.node)
 
-    def _section(self, label: str, tree: CallTree, key: str, inverted: bool
-                 ) -> TreeNode[NodeData]:
-        m = self.metric
-        whole = tree.root.total_cost[m] if tree.n_metrics else 0.0
+    def _section(self, label: str, tree: CallTree, key: str, inverted: bool,
+                 whole: float) -> TreeNode[NodeData]:
+        """A focus view's section; its rows' percentages are of `whole` (the part's total)."""
         return self.root.add(Text(label, style="bold underline"),
                              NodeData(tree.root, key, whole, inverted=inverted),
                              allow_expand=True)
@@ -373,9 +372,9 @@ class CallTreeView(Pane, Tree[NodeData]):
             trees = (select_tree(profile, part),)
         elif focus is not None:
             frame_id = profile.frames.find(focus)
-            if frame_id is not None:
+            if frame_id is not None:  # and the part's whole tree: "% of total" is of it
                 trees = (callee_tree(profile, frame_id, part),
-                         caller_tree(profile, frame_id, part))
+                         caller_tree(profile, frame_id, part), select_tree(profile, part))
         if baseline is not None and not roots and trees:  # no Δ on thread rows
             focus_id = profile.frames.find(focus) if focus is not None else None
             bases = base_trees(baseline, view, focus_id, part)
@@ -420,9 +419,11 @@ class CallTreeView(Pane, Tree[NodeData]):
                 self.root.add_leaf(Text(f"{name} is not in this profile", style="italic"))
                 self.root.expand()
                 return
-            callees = self._section(f"{name} and what it calls", trees[0], "callees",
-                                    inverted=False)
-            callers = self._section(f"who calls {name}", trees[1], "callers", inverted=True)
+            whole = trees[2].root.total_cost[m] if trees[2].n_metrics else 0.0
+            own = trees[0].root.total_cost[m] if trees[0].n_metrics else 0.0
+            callees = self._section(f"{name} and what it calls ({percent(own, whole):.1f}% "
+                                    "of total)", trees[0], "callees", False, whole)
+            callers = self._section(f"who calls {name}", trees[1], "callers", True, whole)
             self._cut_note(self.root, trees[1])
             self.root.data = None
             if state is None:

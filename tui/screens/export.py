@@ -63,7 +63,7 @@ class ExportScreen(ModalScreen[tuple[str, Path] | None]):
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="export-dialog"):
             yield Label("Save / Export the profile shown  "
-                        "[dim](↑↓ format · Enter save · Tab path · Esc cancel)[/]",
+                        "[dim](↑↓ format · Space pick · Enter save · Tab path · Esc cancel)[/]",
                         id="export-title")
             with FormatList(id="export-format"):
                 for name, description in FORMATS.items():

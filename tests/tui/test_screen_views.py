@@ -1,0 +1,115 @@
+"""What the panes say about the numbers they show (issue 27), on the demo program as a
+user runs it (`proftui demo`): the focus view's percentages are what its label says, and
+`%` changes them; the source pane says it is loading rather than "select a function"."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+from proftui.collectors.model.profile import Profile
+from proftui.tui import demo
+from proftui.tui.app import ProfTuiApp
+from proftui.tui.format import percent
+from proftui.tui.panes import source
+from proftui.tui.panes.tree import CallTreeView
+from proftui.tui.widgets.flat_table import FlatTable
+from textual.pilot import Pilot
+
+from tests.tui.tui_profiles import flat_ready, run, sampled, screen_text, wait_for
+
+SIZE = (150, 45)
+
+
+@pytest.fixture(scope="module")
+def demo_profile() -> Profile:
+    """tui/demo/demo.c, built as `proftui demo` builds it, sampled to its exit."""
+    profile = sampled([str(demo.build_demo("sampler")), "150"])
+    assert profile.total(0) > 300, "too few samples to test with"
+    return profile
+
+
+async def focus_on(pilot: Pilot, app: ProfTuiApp, name: str) -> CallTreeView:
+    """Enter on `name` in the flat profile: the tree focused on it, derived."""
+    await flat_ready(pilot, app)
+    table = app.query_one(FlatTable)
+    table.move_cursor(next(i for i, e in enumerate(table.rows) if e.frame.function == name))
+    await pilot.press("enter")
+    tree = app.query_one(CallTreeView)
+    await wait_for(pilot, lambda: tree.view == "focus" and not tree.pending
+                   and bool(tree.root.children), what=f"the tree focused on {name}")
+    return tree
+
+
+def caller_rows(tree: CallTreeView) -> Iterator[tuple[str, float, float, str]]:
+    """(name, the row's total, its callee's total, the row's text) of the callers shown
+    under the focused function."""
+    section = next(n for n in tree.root.children if n.data and n.data.key == "callers")
+    for focused in section.children:
+        for row in focused.children:
+            if row.data is not None and row.data.call is not None and focused.data is not None:
+                name = tree.view_profile.frames[row.data.call.frame_id].function
+                yield (name, row.data.call.total_cost[0], focused.data.call.total_cost[0],
+                       row.label.plain)
+
+
+def test_focus_percentages_are_what_the_label_says(demo_profile: Profile) -> None:
+    """Enter on spin: "% of total" rows are shares of the whole profile (render showed its
+    share of spin); `%` turns them into shares of the row above, and says so."""
+    app = ProfTuiApp(profile=demo_profile)
+    whole = demo_profile.total(0)
+
+    async def body() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            tree = await focus_on(pilot, app, "spin")
+            assert tree.status_note == "% of total"
+            assert "% of total" in screen_text(app).splitlines()[-2]
+            rows = list(caller_rows(tree))
+            assert {r[0] for r in rows} >= {"render", "physics", "audio"}, rows
+            for name, total, callee, text in rows:
+                assert text.lstrip().startswith(f"{percent(total, whole):.1f}%"), (name, text)
+                assert percent(total, whole) < percent(total, callee)  # they differ
+            head = next(n for n in tree.root.children if n.data and n.data.key == "callees")
+            spin = sum(e.total_cost[0] for e in app.query_one(FlatTable).rows
+                       if e.frame.function == "spin")
+            assert f"({percent(spin, whole):.1f}% of total)" in head.label.plain
+            await pilot.press("percent_sign")
+            await pilot.pause()
+            assert "% of parent" in screen_text(app).splitlines()[-2]
+            for name, total, callee, text in caller_rows(tree):
+                assert text.lstrip().startswith(f"{percent(total, callee):.1f}%"), (name, text)
+    run(body)
+
+
+def test_the_source_pane_says_it_is_loading(demo_profile: Profile,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Enter on a function's tree row while its listing takes long (a big binary's DWARF
+    and objdump): the pane says it is loading that function, never "Select a function"."""
+    gate = threading.Event()
+    real = source.annotate
+
+    def slow_annotate(*args: object, **kwargs: object) -> object:
+        gate.wait(20)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(source, "annotate", slow_annotate)
+    app = ProfTuiApp(profile=demo_profile)
+
+    async def body() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            tree = await focus_on(pilot, app, "spin")
+            assert tree.selected_frame() is not None
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: "source: spin" in screen_text(app), what="source")
+            await pilot.pause(0.3)
+            text = screen_text(app)
+            assert "Select a function" not in text and "loading its source" in text, text
+            gate.set()
+            await wait_for(pilot, lambda: "the hot line" in screen_text(app),
+                           what="the listing")
+            assert "loading" not in screen_text(app)
+            await pilot.press("d")  # disassembly: loading again, then the instructions
+            await wait_for(pilot, lambda: "disassembly:" in screen_text(app),
+                           what="the disassembly")
+    run(body)
