@@ -4,6 +4,7 @@ user runs it (`proftui demo`): the focus view's percentages are what its label s
 
 from __future__ import annotations
 
+import shutil
 import threading
 from collections.abc import Iterator
 
@@ -14,9 +15,10 @@ from proftui.tui.app import ProfTuiApp
 from proftui.tui.format import percent
 from proftui.tui.panes import source
 from proftui.tui.panes.tree import CallTreeView
-from proftui.tui.widgets.flat_table import FlatTable
+from proftui.tui.widgets.flat_table import NAME, FlatTable
 from textual.pilot import Pilot
 
+from tests.conftest import build_fixture
 from tests.tui.tui_profiles import flat_ready, run, sampled, screen_text, wait_for
 
 SIZE = (150, 45)
@@ -112,4 +114,44 @@ def test_the_source_pane_says_it_is_loading(demo_profile: Profile,
             await pilot.press("d")  # disassembly: loading again, then the instructions
             await wait_for(pilot, lambda: "disassembly:" in screen_text(app),
                            what="the disassembly")
+    run(body)
+
+
+def test_two_functions_never_share_a_label_at_80_columns() -> None:
+    """libstdc++ at 80 columns: std::map<…>::lower_bound and std::_Rb_tree<…>::lower_bound
+    both read `std::…::lower_bound(long const&)`; std::__unguarded_partition lost its
+    namespace with no mark.  Every row, scrolled through as a user would, is distinct."""
+    if shutil.which("g++") is None:
+        pytest.skip("g++ is not installed")
+    binary = build_fixture("names_stl.cpp", ["-O1", "-fno-inline", "-g",
+                                             "-fno-omit-frame-pointer"], compiler="g++")
+    profile = sampled([str(binary), "12"])
+    functions = {f.function for f in profile.frames}
+    assert {"lower_bound(long const&)" in f and f.startswith(s) for f in functions
+            for s in ("std::map<", "std::_Rb_tree<")} >= {True}
+    app = ProfTuiApp(profile=profile)
+
+    async def body() -> None:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await flat_ready(pilot, app)
+            table = app.query_one(FlatTable)
+            widths = table._widths(table.scrollable_content_region.width)
+            start = sum(widths[:NAME])
+            cells: dict[int, str] = {}
+            for _ in range(len(table.rows) // 4 + 1):  # down through it all
+                top = table.scroll_offset.y
+                lines = screen_text(app).splitlines()[3:3 + table._page]
+                for i, line in enumerate(lines):
+                    if top + i < len(table.rows):  # the name column, as drawn
+                        cells[top + i] = line[start - 1:start + widths[NAME] - 1].strip()
+                await pilot.press(*["down"] * 4)
+                await pilot.pause()
+            assert len(cells) == len(table.rows)
+            names = {i: table.rows[i].frame.function for i in cells}
+            shown = list(cells.values())
+            shared = {i: (names[i], c) for i, c in cells.items() if shown.count(c) > 1}
+            assert len({names[i] for i in shared}) <= 1, shared  # one function, one label
+            assert sum("::lower_bound(" in n for n in names.values()) >= 2, names
+            partition = next(c for i, c in cells.items() if "__unguarded_partition<" in names[i])
+            assert partition.startswith(("std::", "…")), partition
     run(body)

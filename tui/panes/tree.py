@@ -26,7 +26,7 @@ from proftui.collectors.model.views import (
     threads_as_roots,
 )
 from proftui.tui.format import format_cost, heat_style, percent
-from proftui.tui.names import distinct_labels, fit, shorten
+from proftui.tui.names import Fitter, distinct_labels, shorten
 from proftui.tui.panes.base import Command, NavState, Pane, SelectPart, View, drill
 from proftui.tui.panes.tree_delta import TreeDeltas, base_trees
 from proftui.tui.panes.tree_search import TreeSearch
@@ -105,6 +105,8 @@ class CallTreeView(Pane, Tree[NodeData]):
         self.percent_of_parent = False  # `%`: a row's share of its parent, not of the whole
         self.search = TreeSearch(self)
         self.deltas = TreeDeltas()
+        # room -> the names cut to it: rows cut to the same room never read alike
+        self._fitters: dict[int, Fitter] = {}
 
     # -- pane hooks (tui.panes.base.Pane) --------------------------------------------
 
@@ -186,7 +188,8 @@ class CallTreeView(Pane, Tree[NodeData]):
         if self.name_mode != "full":  # "full" means full: the row scrolls instead
             width = self.size.width or self.app.size.width
             room = width - 2 * depth - len(text) - 6 - (len(" [inlined]") if frame.inlined else 0)
-            shown = fit(shown, max(24, room))
+            room = max(24, room)
+            shown = self._fitters.setdefault(room, Fitter()).get(shown, room)
         text.append(shown, style="bold" if whole and total / whole >= 0.05 else "")
         if frame.inlined:  # as perf and pprof mark them: no call happened here
             text.append(" [inlined]", style="italic dim")
@@ -259,6 +262,7 @@ class CallTreeView(Pane, Tree[NodeData]):
         profile = self.view_profile
         if profile is None:
             return
+        self._fitters.clear()
         stack = [(self.root, 0)]
         while stack:
             node, depth = stack.pop()
@@ -411,6 +415,7 @@ class CallTreeView(Pane, Tree[NodeData]):
         # The matches point into the previous tree; a new view (not a refresh of the
         # same one, which keeps the expanded rows in `state`) also drops the "match k of n".
         self.search.forget(keep_note=state is not None)
+        self._fitters.clear()
         self.clear()
         m = self.metric
         if self.view == "focus" and self.focus_frame is not None:
