@@ -397,7 +397,8 @@ class ProfTuiApp(DiffViews, App[None]):
         self.query_one(HeaderBar).show(self.profile, pid=pid, state=state,
                                        paused=self.paused, error=self._error, part=self.part,
                                        reset_at=self._reset_at, delta=self._delta_text(),
-                                       running=self.collector is not None and not self.ended)
+                                       running=self.collector is not None and not self.ended,
+                                       metric=self.metric)
 
     # -- navigation ------------------------------------------------------------------
 

@@ -65,7 +65,7 @@ def test_focus_percentages_are_what_the_label_says(demo_profile: Profile) -> Non
     async def body() -> None:
         async with app.run_test(size=SIZE) as pilot:
             tree = await focus_on(pilot, app, "spin")
-            assert tree.status_note == "% of total"
+            assert tree.status_note == "samples · % of total"
             assert "% of total" in screen_text(app).splitlines()[-2]
             rows = list(caller_rows(tree))
             assert {r[0] for r in rows} >= {"render", "physics", "audio"}, rows

@@ -65,6 +65,7 @@ class ProcPane(Pane, Vertical):
         self._failed = False
         self._timeline: Timeline | None = None  # the heap chart's data, drawn when shown
         self._drawn_timeline: tuple[int, int] | None = None  # (id, rows) last drawn
+        self._live = False  # a live process: its status (above the chart) has the RSS
 
     def compose(self) -> ComposeResult:
         with Vertical(id="proc-status"):
@@ -82,6 +83,7 @@ class ProcPane(Pane, Vertical):
             yield OutputLog(id="output-log")
 
     def begin(self, live: bool, has_profile: bool) -> None:
+        self._live = live
         if live:
             self.show_message("waiting for the first process sample...")
             self._output_why = ""  # follow_output() comes next
@@ -168,7 +170,7 @@ class ProcPane(Pane, Vertical):
         drawn = None if timeline is None else (id(timeline), len(timeline.times))
         if drawn != self._drawn_timeline or timeline is None:
             self._drawn_timeline = drawn
-            self.query_one(HeapChart).show(timeline)
+            self.query_one(HeapChart).show(timeline, rss_figure=not self._live)
 
     def show_step(self, profile: Profile | None, state: NavState, metric: int) -> None:
         if profile is not None:

@@ -24,7 +24,7 @@ from proftui.collectors.model.profile import Frame, Profile
 from proftui.collectors.model.source import Listing, Prefer
 from proftui.collectors.model.textsafe import display
 from proftui.collectors.model.views import FlatEntry
-from proftui.tui.format import format_cost, percent
+from proftui.tui.format import format_cost, metric_label, percent
 from proftui.tui.names import fit, shorten
 from proftui.tui.panes.base import Command, NavState, Pane
 from proftui.tui.widgets.source_view import SourceView
@@ -172,7 +172,8 @@ class SourcePane(Pane, Vertical):
                fn: float) -> Text:
         title = self._badge(frame)
         title.append(f"  {listing.kind}: {listing.title}", style="bold")
-        title.append(f"  · self in listing {format_cost(fn, unit)}"
+        named = metric_label(profile.metrics[metric]) if metric < len(profile.metrics) else ""
+        title.append(f"  · self {named} in listing {format_cost(fn, unit)}"
                      f" ({percent(fn, profile.total(metric) if profile.metrics else 0):.1f}%"
                      " of all)")
         if listing.kind in ("source", "lines") and len(listing.files) > 1:

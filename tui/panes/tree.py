@@ -25,7 +25,7 @@ from proftui.collectors.model.views import (
     select_tree,
     threads_as_roots,
 )
-from proftui.tui.format import format_cost, heat_style, percent
+from proftui.tui.format import format_cost, heat_style, metric_label, percent
 from proftui.tui.names import Fitter, distinct_labels, shorten
 from proftui.tui.panes.base import Command, NavState, Pane, SelectPart, View, drill
 from proftui.tui.panes.tree_delta import TreeDeltas, base_trees
@@ -146,6 +146,9 @@ class CallTreeView(Pane, Tree[NodeData]):
     def status_note(self) -> str:
         """What the status line says before the selected name: percentages, search."""
         notes = ["% of parent" if self.percent_of_parent else "% of total"]
+        profile = self.view_profile
+        if profile is not None and self.metric < len(profile.metrics):  # what the rows sum
+            notes.insert(0, metric_label(profile.metrics[self.metric]))
         if self.search.note:
             notes.append(self.search.note)
         return " · ".join(notes)

@@ -20,7 +20,7 @@ from proftui.collectors.model.diffviews import GONE, NEW, FunctionChange
 from proftui.collectors.model.profile import Metric
 from proftui.collectors.model.textsafe import display
 from proftui.collectors.model.views import FlatEntry
-from proftui.tui.format import format_cost, heat_style, percent
+from proftui.tui.format import format_cost, heat_style, metric_word, percent
 from proftui.tui.names import Fitter, Labeler
 from rich.style import Style
 from rich.text import Text
@@ -39,6 +39,7 @@ COLUMNS: tuple[tuple[str, str, int], ...] = (
     ("calls", "Calls", 12), ("dself", "ΔSelf", 10), ("dtotal", "ΔTotal", 10),
     ("name", "Function", 0), ("module", "Module", 22),
 )
+COSTS = (1, 3)  # indexes of the Self and Total columns: their titles name the metric
 DSELF, DTOTAL = 5, 6  # indexes of the Δ columns
 NAME = 7  # index of the function column
 MODULE = 8
@@ -97,6 +98,7 @@ class FlatTable(ScrollView, can_focus=True):
         self._fitted_for: tuple[int, int] | None = None  # (id(rows), width) the fitter has
         self.has_calls = True  # no row has a call count: the Calls column is left out
         self.changes: dict[int, FunctionChange] | None = None  # by frame id; None: no Δ
+        self.word = ""  # the metric shown, as the cost columns' titles name it
         self.normalise = "shares"  # collectors.model.diffviews.NORMALISATIONS
 
     def set_rows(self, rows: Sequence[FlatEntry], metric: int, metrics: Sequence[Metric],
@@ -108,6 +110,7 @@ class FlatTable(ScrollView, can_focus=True):
         self.changes, self.normalise = changes, normalise
         self.metric = metric
         self.unit = metrics[metric].unit if metrics else "count"
+        self.word = metric_word(metrics[metric]) if metrics else ""  # named in the titles
         self.whole = whole
         self.sort_key, self.descending = sort_key, descending
         self.has_calls = any(e.calls is not None for e in rows)
@@ -163,6 +166,8 @@ class FlatTable(ScrollView, can_focus=True):
     def _widths(self, width: int) -> list[int]:
         """Column widths for `width` cells: numbers and module give way to the name."""
         widths = [w for _, _, w in COLUMNS]
+        for column in COSTS:  # room for "Total allocated▼"
+            widths[column] = max(widths[column], len(f"{COLUMNS[column][1]} {self.word}") + 2)
         if not self.has_calls:
             widths[4] = 0
         if self.changes is None:
@@ -188,6 +193,10 @@ class FlatTable(ScrollView, can_focus=True):
                 active = key == self.sort_key and label not in ("Self%", "Total%")
                 mark = arrow if active else ""
                 cell = f"{label}{mark}"
+                if label in ("Self", "Total") and self.word:  # the metric, named
+                    cell = f"{label} {self.word}{mark}"
+                    if len(cell) > w - 1:
+                        cell = self.word[:max(0, w - 1 - len(mark))] + mark
                 if key in ("dself", "dtotal") and self.normalise == "shares" \
                         and len(cell) + 3 <= w - 1:
                     cell = f"{label} pt{mark}"  # percentage points of each profile's total
