@@ -13,7 +13,7 @@ from proftui.tui.app import ProfTuiApp
 from proftui.tui.format import format_cost, metric_label, metric_word
 from textual.pilot import Pilot
 
-from tests.tui.tui_profiles import flat_ready, run, screen_text, wait_for
+from tests.tui.tui_profiles import flat_ready, run_live, screen_text, wait_for
 
 SIZE = (150, 50)
 RSS_FIGURE = re.compile(r"(?<!peak )RSS[ :]+(?:now )?([\d.]+(?:[KMG]i)?B)\b")
@@ -42,26 +42,20 @@ async def every_metric_named(pilot: Pilot, app: ProfTuiApp) -> None:
 
 def test_heap_screens_name_the_metric_and_one_rss() -> None:
     binary = demo.build_demo("heap")
-    collector = HeapCollector([str(binary), "25"], CollectorOptions(output="log"))
-    collector.start()
-    try:
-        app = ProfTuiApp(collector=collector)
 
-        async def body() -> None:
-            async with app.run_test(size=SIZE) as pilot:
-                await flat_ready(pilot, app)
-                await pilot.press("4")
-                await wait_for(pilot, lambda: "live heap" in screen_text(app)
-                               and "RSS  now" in screen_text(app), timeout=20,
-                               what="the heap chart and the process status")
-                figures = rss_figures(screen_text(app))
-                assert len(figures) == 1, (figures, screen_text(app))
-                await wait_for(pilot, lambda: app.ended, timeout=60, what="the end")
-                await pilot.pause(1.0)
-                figures = rss_figures(screen_text(app))
-                assert len(figures) == 1, (figures, screen_text(app))
-                await pilot.press("1")
-                await every_metric_named(pilot, app)
-        run(body)
-    finally:
-        collector.stop()
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        await flat_ready(pilot, app)
+        await pilot.press("4")
+        await wait_for(pilot, lambda: "live heap" in screen_text(app)
+                       and "RSS  now" in screen_text(app), timeout=20,
+                       what="the heap chart and the process status")
+        figures = rss_figures(screen_text(app))
+        assert len(figures) == 1, (figures, screen_text(app))
+        await wait_for(pilot, lambda: app.ended, timeout=60, what="the end")
+        await pilot.pause(1.0)
+        figures = rss_figures(screen_text(app))
+        assert len(figures) == 1, (figures, screen_text(app))
+        await pilot.press("1")
+        await every_metric_named(pilot, app)
+
+    run_live(HeapCollector([str(binary), "25"], CollectorOptions(output="log")), body, SIZE)

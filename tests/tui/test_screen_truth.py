@@ -16,6 +16,7 @@ from proftui.collectors.sampler.collector import SamplerCollector
 from proftui.tui.app import ProfTuiApp
 from proftui.tui.screens.export import ExportScreen
 from proftui.tui.screens.notes import NotesScreen
+from textual.pilot import Pilot
 
 from tests.conftest import build_fixture
 from tests.tui.tui_profiles import (
@@ -24,6 +25,7 @@ from tests.tui.tui_profiles import (
     attach,
     flat_ready,
     run,
+    run_live,
     screen_ready,
     screen_text,
     wait_for,
@@ -120,31 +122,27 @@ def test_the_end_is_on_screen_before_the_final_profile() -> None:
         return real_wait()
 
     collector.wait = slow_wait  # type: ignore[method-assign]
-    collector.start()
-    try:
-        app = ProfTuiApp(collector=collector)
 
-        async def body() -> None:
-            async with app.run_test(size=(150, 45)) as pilot:
-                await pilot.press("4")
-                await wait_for(pilot, lambda: "CPU %  now" in screen_text(app), timeout=20,
-                               what="the process status")
-                table = re.search(r"CPU\s+(\d+)\.\d%", screen_text(app))
-                label = re.search(r"CPU %  now (\d+)%", screen_text(app))
-                assert table and label and abs(int(table[1]) - int(label[1])) <= 1
-                assert collector.process is not None
-                await wait_for(pilot, lambda: collector.process.poll() is not None, timeout=20,
-                               what="the target's exit")
-                await wait_for(pilot, lambda: "exited with status 7"
-                               in screen_text(app).splitlines()[0], timeout=2.5,
-                               what="the exit in the header")
-                assert not app.ended, "the final profile came too soon to test this"
-                await wait_for(pilot, lambda: "- (ended)" in screen_text(app), timeout=3,
-                               what="the ended process's status")
-                text = screen_text(app)
-                assert "now" not in text.split("CPU %")[1].splitlines()[0], text
-                await wait_for(pilot, lambda: app.ended, timeout=20, what="the final profile")
-                assert "reading the final profile" not in screen_text(app).splitlines()[0]
-        run(body)
-    finally:
-        collector.stop()
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        await pilot.press("4")
+        await wait_for(pilot, lambda: "CPU %  now" in screen_text(app), timeout=20,
+                       what="the process status")
+        table = re.search(r"CPU\s+(\d+)\.\d%", screen_text(app))
+        label = re.search(r"CPU %  now (\d+)%", screen_text(app))
+        assert table and label and abs(int(table[1]) - int(label[1])) <= 1
+        process = collector.process
+        assert process is not None
+        await wait_for(pilot, lambda: process.poll() is not None, timeout=20,
+                       what="the target's exit")
+        await wait_for(pilot, lambda: "exited with status 7"
+                       in screen_text(app).splitlines()[0], timeout=2.5,
+                       what="the exit in the header")
+        assert not app.ended, "the final profile came too soon to test this"
+        await wait_for(pilot, lambda: "- (ended)" in screen_text(app), timeout=3,
+                       what="the ended process's status")
+        text = screen_text(app)
+        assert "now" not in text.split("CPU %")[1].splitlines()[0], text
+        await wait_for(pilot, lambda: app.ended, timeout=20, what="the final profile")
+        assert "reading the final profile" not in screen_text(app).splitlines()[0]
+
+    run_live(collector, body, (150, 45))

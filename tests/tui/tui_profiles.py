@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import pytest
 from proftui.collectors.attach.collector import AttachCollector
-from proftui.collectors.base import CollectorOptions
+from proftui.collectors.base import Collector, CollectorOptions
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.model.profile import Profile
 from rich.console import Console
@@ -133,3 +134,20 @@ def sampled(argv: list[str]) -> Profile:
         return collector.wait()
     finally:
         collector.stop()
+
+
+def run_live(collector: Collector, body: Callable[[Pilot, App], Awaitable[None]],
+             size: tuple[int, int] = SIZE) -> None:
+    """`body(pilot, app)` on the live TUI of `collector` (started here, stopped at the end)."""
+    from proftui.tui.app import ProfTuiApp
+
+    with contextlib.ExitStack() as cleanup:
+        collector.start()
+        cleanup.callback(collector.stop)
+        app = ProfTuiApp(collector=collector)
+
+        async def session() -> None:
+            async with app.run_test(size=size) as pilot:
+                await body(pilot, app)
+
+        run(session)
