@@ -177,13 +177,18 @@ def gather_sources(profile: Profile) -> dict[str, str]:
 
     Only files collectors/model/sourcefiles.py allows are read: named by debug
     info this process read, under their unit's compile directory, readable by
-    the profiled process's owner, regular, text.  Files bigger than
-    MAX_SOURCE_BYTES are skipped, and so is everything past MAX_SOURCES_BYTES.
+    the profiled process's owner, regular, text; or readable by every user.
+    Files bigger than MAX_SOURCE_BYTES are skipped, and so is everything past
+    MAX_SOURCES_BYTES, which goes to the files with the most line cost first (a
+    C++ program names many headers, most of them cold).
     """
     sources: dict[str, str] = {}
     budget = MAX_SOURCES_BYTES
     reader = reader_of(profile.meta.mode, profile.meta.pids)
-    for path in referenced_sources(profile):
+    cost: dict[str, float] = {}
+    for (path, _line), costs in profile.line_costs.items():
+        cost[path] = cost.get(path, 0.0) + (costs[0] if costs else 0.0)
+    for path in sorted(referenced_sources(profile), key=lambda p: -cost.get(p, 0.0)):
         text = profile.sources.get(path)
         if text is None:
             text = read_source(path, reader)

@@ -7,13 +7,16 @@ from __future__ import annotations
 import shutil
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from proftui.collectors.model import storage
 from proftui.collectors.model.profile import Profile
 from proftui.tui import demo
 from proftui.tui.app import ProfTuiApp
 from proftui.tui.format import percent
 from proftui.tui.panes import source
+from proftui.tui.panes.source import SourceView
 from proftui.tui.panes.tree import CallTreeView
 from proftui.tui.widgets.flat_table import NAME, FlatTable
 from textual.pilot import Pilot
@@ -155,3 +158,48 @@ def test_two_functions_never_share_a_label_at_80_columns() -> None:
             partition = next(c for i, c in cells.items() if "__unguarded_partition<" in names[i])
             assert partition.startswith(("std::", "…")), partition
     run(body)
+
+
+STL_TREE = "/usr/include/c++/12/bits/stl_tree.h"
+
+
+def test_header_source_is_shown_and_saved(tmp_path: Path) -> None:
+    """A C++ template's cost in a system header every user may read: `f` to
+    /usr/include/c++/12/bits/stl_tree.h shows its text (it said "source not available"
+    with bare line numbers), live and in a saved profile, which embeds it."""
+    if shutil.which("g++") is None or not Path(STL_TREE).is_file():
+        pytest.skip(f"g++ with {STL_TREE} is not installed")
+    binary = build_fixture("names_stl.cpp", ["-O2", "-g", "-fno-omit-frame-pointer"],
+                           compiler="g++")
+    profile = sampled([str(binary), "12"])
+    assert any(path == STL_TREE for path, _line in profile.line_costs), "no cost in the header"
+    saved = tmp_path / "stl.proftui"
+    text = Path(STL_TREE).read_text()
+    for step in ("live", "saved"):
+        if step == "saved":  # as `proftui open` reads it: the header's text is embedded
+            storage.save(profile, saved)
+            profile = storage.load(saved)
+            assert STL_TREE in profile.sources
+        app = ProfTuiApp(profile=profile)
+
+        async def body(app: ProfTuiApp = app) -> None:
+            async with app.run_test(size=SIZE) as pilot:
+                await focus_on(pilot, app, "main")
+                await pilot.press("3")
+                await wait_for(pilot, lambda: "source: " in screen_text(app)
+                               and "loading" not in screen_text(app), what="main's source")
+                for _ in range(8):  # the files of main's cost, costliest first
+                    if "stl_tree.h" in screen_text(app).splitlines()[2]:
+                        break
+                    await pilot.press("f")
+                    await wait_for(pilot, lambda: "loading" not in screen_text(app),
+                                   what="the next file")
+                screen = screen_text(app)
+                assert "stl_tree.h" in screen.splitlines()[2], screen
+                assert "not available" not in screen, screen
+                view = app.query_one(SourceView)
+                row = view.listing.lines[view.cursor]  # the hottest line, as shown
+                assert row.number is not None and row.text.strip()
+                assert row.text == text.splitlines()[row.number - 1]
+                assert row.text.strip() in screen
+        run(body)
