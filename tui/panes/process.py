@@ -19,7 +19,7 @@ from proftui.collectors.runtime.process_status import HISTORY, ProcStat
 from proftui.tui.format import format_bytes
 from proftui.tui.panes.base import Command, NavState, Pane
 from proftui.tui.widgets.heap_chart import HeapChart
-from proftui.tui.widgets.output_panel import OutputLog, OutputSource
+from proftui.tui.widgets.output_panel import HEAD_LINES, TAIL_LINES, OutputLog, OutputSource
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -137,9 +137,12 @@ class ProcPane(Pane, Vertical):
         if source is None:
             title.append(f"· {self._output_why or 'none yet'}", style="dim")
         else:
-            model = log.lines_model
-            title.append(f"stdout+stderr · {source.total_bytes:,} bytes · "
-                         f"{model.lines_seen:,} lines")
+            lines = source.total_lines  # all it wrote, whatever the panel keeps
+            title.append(f"stdout+stderr (a terminal) · {source.total_bytes:,} bytes · "
+                         f"{lines:,} line{'' if lines == 1 else 's'}")
+            if lines > HEAD_LINES + TAIL_LINES:
+                title.append(f" (the first {HEAD_LINES:,} and last {TAIL_LINES:,} kept)",
+                             style="dim")
             if log.finished:
                 title.append(" · ended" + (f" ({self._ended_note})" if self._ended_note else ""),
                              style="bold yellow" if self._failed else "")
