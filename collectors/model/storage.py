@@ -39,6 +39,10 @@ it), one JSON object:
     timeline       optional {"names": [...], "times": [...], "values": [[...], ...]}:
                    whole-process quantities over time (Timeline); absent or null
                    when not recorded.
+    leaks          optional [[bytes, blocks, [[function, module, file, line, inlined], ...]],
+                   ...]:
+                   the stacks that leaked, frames innermost first at their call's
+                   line (LeakStack); absent when there are none.
 
 An encoded tree is a pre-order list of nodes `[parent_index, frame, [self...], calls]`
 where parent_index indexes the same list and -1 means the root.  Flat lists keep
@@ -144,6 +148,10 @@ def _document(profile: Profile) -> dict[str, Any]:
         "timeline": None if profile.timeline is None else {
             "names": profile.timeline.names, "times": profile.timeline.times,
             "values": profile.timeline.values},
+        **({"leaks": [[leak.leaked_bytes, leak.blocks,
+                       [[f.function, f.module, f.file, f.line, f.inlined]
+                        for f in leak.frames]]
+                      for leak in profile.leaks]} if profile.leaks else {}),
     }
 
 
