@@ -141,7 +141,7 @@ def test_two_functions_never_share_a_label_at_80_columns() -> None:
             widths = table._widths(table.scrollable_content_region.width)
             start = sum(widths[:NAME])
             cells: dict[int, str] = {}
-            for _ in range(len(table.rows) // 4 + 1):  # down through it all
+            for _ in range(len(table.rows) // 4 + 3):  # down through it all, and read the end
                 top = table.scroll_offset.y
                 lines = screen_text(app).splitlines()[3:3 + table._page]
                 for i, line in enumerate(lines):
