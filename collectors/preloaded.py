@@ -143,6 +143,7 @@ class PreloadedCollector(LaunchCollector, Generic[ReaderT]):
     def begin(self, process: LaunchedProcess) -> None:
         """Read the runtime files of `process`, started with `preload()`'s runtime."""
         self.process = process
+        self._warnings.extend(process.env_warnings)
         self._poller = PollThread(self.poll_thread_name, self.poll, self._ended, self._note,
                                   self.poll_interval_s)
         self._poller.start()

@@ -43,6 +43,7 @@ from proftui.tui.panes.flame import FlamePane
 from proftui.tui.panes.flat import SORTS, FlatPane
 from proftui.tui.panes.process import ProcPane
 from proftui.tui.panes.source import SourcePane
+from proftui.tui.panes.timeline import TimelinePane
 from proftui.tui.panes.tree import CallTreeView
 from proftui.tui.poller import Poller, ProcUpdate, Snapshot, TargetEnded
 from proftui.tui.screens.export import NATIVE, ExportScreen
@@ -76,6 +77,7 @@ PANES: list[type[Pane]] = [
     SourcePane,
     ProcPane,
     FlamePane,
+    TimelinePane,
 ]
 
 
@@ -133,16 +135,25 @@ class ProfTuiApp(DiffViews, App[None]):
 
     def __init__(self, collector: Collector | None = None, profile: Profile | None = None,
                  stop_signals: StopSignals | None = None, base: Profile | None = None,
-                 base_name: str = "base") -> None:
+                 base_name: str = "base", reload: Callable[[], Profile] | None = None,
+                 source: str = "") -> None:
         """`stop_signals`: SIGTERM/SIGHUP caught by the CLI; the app exits on them
         through its normal path, so the terminal is restored.  `base`: a profile to
-        compare with (`open NEW --base BASE`), named `base_name` in the header."""
+        compare with (`open NEW --base BASE`), named `base_name` in the header.
+        `reload`: runs the query `profile` came from again (a fleet URL, named `source`
+        in the header); `r` calls it."""
         super().__init__()
         # The pane keys come from the registry; they lead the key bar, as the tabs do.
         keys = BindingsMap([Binding(p.KEY, f"pane({p.PANE_ID!r})", p.TAB, tooltip=p.TITLE)
                             for p in self.PANES])
-        self._bindings = BindingsMap.from_keys({**keys.key_to_bindings,
-                                                **self._bindings.key_to_bindings})
+        own = dict(self._bindings.key_to_bindings)
+        if reload is not None:  # `r` re-runs the query instead of resetting counters
+            own["r"] = [Binding("r", "reset", "Re-query",
+                                tooltip="Run the fleet query again (a live fleet view)")]
+        self._bindings = BindingsMap.from_keys({**keys.key_to_bindings, **own})
+        self._reload = reload
+        self._source = source
+        self._queried_at = time.time() if reload is not None else None
         self.collector = collector
         self.profile: Profile | None = profile  # as shown (the phase since a mark, if chosen)
         self._whole: Profile | None = profile  # the latest whole profile
@@ -379,6 +390,9 @@ class ProfTuiApp(DiffViews, App[None]):
         self._update_header()
 
     def _state_text(self) -> str:
+        if self.collector is None and self._source:
+            at = time.strftime("%H:%M:%S", time.localtime(self._queried_at or time.time()))
+            return f"{self._source} at {at}"
         if self.collector is None:
             return "saved profile"
         if self.exit_info is not None:
@@ -472,6 +486,8 @@ class ProfTuiApp(DiffViews, App[None]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Hide live-only keys for saved profiles; grey them out once the target ended."""
+        if action == "reset" and self._reload is not None:
+            return True
         if action in ("pause", "reset"):
             if self.collector is None:
                 return False
@@ -608,9 +624,30 @@ class ProfTuiApp(DiffViews, App[None]):
         self._update_header()
 
     def action_reset(self) -> None:
+        if self._reload is not None:
+            self.notify(f"running {display(self._source)}")
+            self._requery()
+            return
         if self.collector is None or self.ended:
             return
         self._reset_worker()
+
+    @work(thread=True, exclusive=True, group="requery")
+    def _requery(self) -> None:
+        """The fleet query again, off the UI thread; its profile replaces the one shown."""
+        assert self._reload is not None
+        try:
+            profile = self._reload()
+        except ProftuiError as exc:
+            self.call_from_thread(self.notify, str(exc), severity="error")
+            return
+        self.call_from_thread(self._requeried, profile)
+
+    def _requeried(self, profile: Profile) -> None:
+        self._queried_at = time.time()
+        self._whole = profile
+        self._prepare(profile, self.part if self.part in profile.parts else None)
+        self.notify("fleet query run again")
 
     @work(thread=True, group="reset")
     def _reset_worker(self) -> None:
@@ -684,11 +721,11 @@ class ProfTuiApp(DiffViews, App[None]):
     def _export_worker(self, profile: Profile, fmt: str, path: Path) -> None:
         try:
             if fmt == NATIVE:
-                written, note = save_or_fallback(profile, path)
+                written, note = save_or_fallback(profile, path, regular_only=True)
                 self.call_from_thread(self.notify, note or f"profile saved to {written}",
                                       severity="warning" if note else "information")
                 return
-            write_export(profile, fmt, path)
+            write_export(profile, fmt, path, regular_only=True)
         except (ProftuiError, OSError) as exc:
             self.call_from_thread(self.notify, str(exc), severity="error")
             return

@@ -21,7 +21,10 @@ from proftui.collectors.errors import ProftuiError
 # Each command imports what it uses when it runs (a `record` never loads Textual, the
 # exporters or the diff code): the fixed cost of every command stays small.
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from proftui.collectors.base import Collector, CollectorOptions
+    from proftui.collectors.fleet.pusher import Pusher
     from proftui.collectors.model.profile import Profile
     from proftui.collectors.runtime.launch import ExitInfo, StopSignals
 
@@ -95,6 +98,18 @@ def _add_profiling_options(parser: argparse.ArgumentParser, with_program: bool =
                         help="attach: stop after S seconds (default: until Ctrl-C or exit)")
     parser.add_argument("--method", choices=("perf", "ptrace"),
                         help="attach: sampling method (default: perf_event, else ptrace)")
+    push = parser.add_argument_group("fleet (pip install 'proftui[fleet]'; docs/fleet.md)")
+    push.add_argument("--push", type=_push_url, metavar="URL",
+                      help="push the profile to ClickHouse while it runs: "
+                           "clickhouse://HOST[:PORT]/DATABASE (credentials in the URL or "
+                           "PROFTUI_CLICKHOUSE_USER/_PASSWORD)")
+    push.add_argument("--every", type=_interval, default=10.0, metavar="S",
+                      help="--push: one interval every S seconds (default 10)")
+    push.add_argument("--label", action="append", default=[], type=_label, metavar="KEY=VALUE",
+                      help="--push: a label of this run (repeatable; overrides the automatic "
+                           "host, program, build, mode and pid)")
+    push.add_argument("--spool-max", type=_megabytes, metavar="MB",
+                      help="--push: disk for intervals waiting for the server (default 64)")
     if with_program:
         parser.add_argument("program", nargs="?", help="the program to profile")
         parser.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
@@ -137,6 +152,53 @@ def _heap_sample(text: str) -> int:
     return int(value)
 
 
+def _push_url(text: str) -> Any:
+    from proftui.collectors.fleet.url import parse
+
+    try:
+        return parse(text, query=False)
+    except ProftuiError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _label(text: str) -> tuple[str, str]:
+    from proftui.collectors.fleet.url import parse_label
+
+    try:
+        return parse_label(text)
+    except ProftuiError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _interval(text: str) -> float:
+    value = float(text)
+    if not 1 <= value <= 86400:
+        raise argparse.ArgumentTypeError("interval must be between 1 and 86400 seconds")
+    return value
+
+
+def _source(text: str) -> Path | str:
+    """A profile file, or a fleet URL (kept as text: Path would fold its //)."""
+    if text.startswith("clickhouse://"):
+        from proftui.collectors.fleet.url import parse
+
+        try:
+            parse(text)  # malformed: the usage error, before anything runs
+        except ProftuiError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        return text
+    return Path(text)
+
+
+def source_name(source: Path | str | None) -> str:
+    """How a profile source is named in reports: a fleet URL without its password."""
+    if isinstance(source, str):
+        from proftui.collectors.fleet.url import parse
+
+        return parse(source).display()
+    return "" if source is None else str(source)
+
+
 def _output_path(text: str) -> Path:
     if not text:  # Path("") would silently mean the current directory
         raise argparse.ArgumentTypeError("empty output file name")
@@ -164,22 +226,66 @@ def _record_parser() -> argparse.ArgumentParser:
     return record
 
 
+def _add_range_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--from", dest="range_from", type=_seconds, metavar="S",
+                        help="only the part of the run from S seconds after its start "
+                             "(sampled CPU profiles keep costs over time)")
+    parser.add_argument("--to", dest="range_to", type=_seconds, metavar="S",
+                        help="only the part of the run up to S seconds after its start")
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 <= value < 1e9:
+        raise argparse.ArgumentTypeError("seconds from the start of the run: 0 or more")
+    return value
+
+
+def _load(path: Path | str, binary: Path | None, args: argparse.Namespace) -> Profile:
+    """A profile file (any format `open` reads), cut to --from/--to when given."""
+    from proftui.collectors.formats.importers import load_any
+
+    profile = load_any(path, binary)
+    start, end = getattr(args, "range_from", None), getattr(args, "range_to", None)
+    if start is None and end is None:
+        return profile
+    from proftui.collectors.model.slices import range_profile
+
+    if end is not None and start is not None and end <= start:
+        raise ProftuiError(f"--to {end:g} is not after --from {start:g}")
+    try:
+        return range_profile(profile, start or 0.0, end if end is not None else 1e9)
+    except ValueError as exc:
+        raise ProftuiError(f"{path}: {exc}") from None
+
+
 def _report_parser() -> argparse.ArgumentParser:
     report = _Parser(prog="proftui report", description="Print a saved profile as text or JSON.")
-    report.add_argument("file", type=Path)
+    report.add_argument("file", type=_source, help="a profile file or a fleet URL "
+                        "(clickhouse://HOST[:PORT]/DATABASE?from=-1h&to=now&LABEL=VALUE)")
+    _add_range_options(report)
     report.add_argument("--binary", type=Path, metavar="PROG",
                         help="for a gmon.out: the -pg program that wrote it")
-    report.add_argument("--json", action="store_true", help="machine-readable JSON report")
+    form = report.add_mutually_exclusive_group()
+    form.add_argument("--text", action="store_true",
+                      help="the text report (the default; as run and attach take it)")
+    form.add_argument("--json", action="store_true", help="machine-readable JSON report")
     report.add_argument("-n", "--limit", type=int, help="show only the top N functions")
     return report
 
 
 def _open_parser() -> argparse.ArgumentParser:
     open_ = _Parser(prog="proftui open", description="Browse a saved profile.")
-    open_.add_argument("file", type=Path)
+    open_.add_argument("file", type=_source, help="a profile file or a fleet URL "
+                       "(clickhouse://HOST[:PORT]/DATABASE?from=-1h&LABEL=VALUE); `r` re-runs "
+                       "a fleet query")
+    _add_range_options(open_)
     open_.add_argument("--binary", type=Path, metavar="PROG",
                        help="for a gmon.out: the -pg program that wrote it")
-    open_.add_argument("--base", type=Path, metavar="BASE",
+    open_.add_argument("--base", type=_source, metavar="BASE",
                        help="compare with this profile: Δ columns in the flat profile and "
                             "the tree (any format `open` reads)")
     return open_
@@ -217,9 +323,10 @@ def _export_parser() -> argparse.ArgumentParser:
     export.add_argument("--format", "-f", required=True, choices=sorted(EXPORTERS))
     export.add_argument("-o", "--output", type=_output_path,
                         help="output file, - for stdout (default: beside FILE, named by format)")
-    export.add_argument("file", type=Path)
+    export.add_argument("file", type=_source, help="a profile file or a fleet URL")
     export.add_argument("--binary", type=Path, metavar="PROG",
                         help="for a gmon.out: the -pg program that wrote it")
+    _add_range_options(export)
     return export
 
 
@@ -232,8 +339,10 @@ def _diff_parser() -> argparse.ArgumentParser:
         "(percentage points) and in absolute units, largest first, then the calling contexts "
         "whose total changed most.  Functions match by name and module base name, so two "
         "builds of one program compare.  Exit status 0 whenever the diff was computed.")
-    diff.add_argument("base", type=Path, metavar="BASE", help="the baseline profile")
-    diff.add_argument("new", type=Path, metavar="NEW", help="the profile to compare with it")
+    diff.add_argument("base", type=_source, metavar="BASE",
+                      help="the baseline profile (a file or a fleet URL)")
+    diff.add_argument("new", type=_source, metavar="NEW",
+                      help="the profile to compare with it (a file or a fleet URL)")
     diff.add_argument("--metric", metavar="NAME",
                       help="the metric to compare (default: NEW's first metric BASE has too)")
     diff.add_argument("--absolute", action="store_true",
@@ -307,7 +416,7 @@ def options_from(args: argparse.Namespace, output: str) -> CollectorOptions:
 
 def make_collector(args: argparse.Namespace, output: str) -> Collector:
     """Check the program, choose the mode, and build (not start) its collector."""
-    from proftui.collectors.detect import inspect_binary
+    from proftui.collectors.detect import inspect_binary, refuse_foreign
     from proftui.collectors.registry import COLLECTORS
     from proftui.collectors.runtime.launch import resolve_program
 
@@ -328,6 +437,9 @@ def make_collector(args: argparse.Namespace, output: str) -> Collector:
         raise ProftuiError(
             f"--heap adds heap tracking to sampler runs only, not to {mode} mode "
             "(use --mode sampler --heap, or --mode heap for the heap alone)")
+    if mode != "gprof":
+        refuse_foreign(args.program, facts, {"instrument": "the hook library",
+                                             "heap": "the heap profiler"}.get(mode, "the sampler"))
     if mode == "instrument" and facts.mode != "instrument":
         raise ProftuiError(
             f"{args.program} was not built with -finstrument-functions, so instrument mode "
@@ -366,15 +478,51 @@ def make_collector(args: argparse.Namespace, output: str) -> Collector:
     return COLLECTORS[mode]([args.program, *args.args], options_from(args, output))
 
 
-def run_headless(collector: Collector, stop: StopSignals | None = None) -> Profile:
-    """Start, wait for the end (a stop signal ends the target or detaches), clean up."""
+def run_headless(collector: Collector, stop: StopSignals | None = None,
+                 pusher: Pusher | None = None) -> Profile:
+    """Start, wait for the end (a stop signal ends the target or detaches), clean up.
+    With a `pusher`, intervals go to the fleet's server meanwhile, the last one at the
+    end (its notes join the profile's)."""
     try:
         collector.start()
+        if pusher is not None:
+            pusher.start(collector, _program_path(collector))
         if stop is not None and stop.received is not None:
             collector.end(stop.received)  # it came while starting: end at once
-        return collector.wait()
+        profile = collector.wait()
+        if pusher is not None:
+            say(f"proftui: {pusher.finish()}")
+            profile.meta.warnings.extend(pusher.notes())
+        return profile
     finally:
         collector.stop()  # also after a failed start: the run directory goes
+
+
+def make_pusher(args: argparse.Namespace) -> Pusher | None:
+    """The fleet pusher of `--push URL`, connected (schema checked or created) before the
+    target starts, so a bad server is one line and no run; None without --push."""
+    if getattr(args, "push", None) is None:
+        return None
+    from proftui.collectors.fleet.pusher import Pusher
+
+    kwargs = {"max_spool_bytes": args.spool_max} if args.spool_max else {}
+    pusher = Pusher(args.push, dict(args.label), every_s=args.every, **kwargs)
+    note = pusher.connect()
+    if note:
+        say(f"proftui: {note}")
+    return pusher
+
+
+def _program_path(collector: Collector) -> str | None:
+    """The launched program's path (for the build label); None for attach."""
+    if collector.mode == "attach" or not collector.argv:
+        return None
+    from proftui.collectors.runtime.launch import resolve_program
+
+    try:
+        return str(resolve_program(collector.argv[0]))
+    except ProftuiError:
+        return None
 
 
 def finish_headless(collector: Collector, profile: Profile, stop: StopSignals) -> int:
@@ -438,7 +586,9 @@ def wants_tui(args: argparse.Namespace) -> bool:
 
 
 def run_tui(collector: Collector | None = None, profile: Profile | None = None,
-            base: Profile | None = None, base_name: str = "") -> int:
+            base: Profile | None = None, base_name: str = "",
+            reload: Callable[[], Profile] | None = None, source: str = "",
+            pusher: Pusher | None = None) -> int:
     """The app on a live collector or a saved profile; the status to exit with.
 
     SIGTERM/SIGHUP/SIGINT make the app exit through its normal path (the terminal is
@@ -454,11 +604,13 @@ def run_tui(collector: Collector | None = None, profile: Profile | None = None,
             # Start before the app takes the screen, so a failure is a one-line error.
             try:
                 collector.start()
+                if pusher is not None:
+                    pusher.start(collector, _program_path(collector))
             except BaseException:
                 collector.stop()
                 raise
         app = ProfTuiApp(collector=collector, profile=profile, stop_signals=stop, base=base,
-                         base_name=base_name or "base")
+                         base_name=base_name or "base", reload=reload, source=source)
         watchdog = StuckExit(collector, signal_name)
         stop.listen(watchdog.arm)
         line = ""
@@ -471,6 +623,8 @@ def run_tui(collector: Collector | None = None, profile: Profile | None = None,
                 if collector is not None:
                     if stop.received is not None:
                         line = collector.end(stop.received)
+                    if pusher is not None:  # the last interval, before the target goes
+                        say(f"proftui: {pusher.finish()}")
                     collector.stop()  # kills a target the user chose to quit on; attach: detaches
         if stop.received is not None:
             if line:
@@ -478,8 +632,20 @@ def run_tui(collector: Collector | None = None, profile: Profile | None = None,
             return 128 + stop.received
     if collector is not None and app.ended:
         say_failed_output(collector, app.exit_info)
-    final = app.final_profile()
-    return exit_status_of(final) if (collector is not None and final is not None) else 0
+    return tui_exit_status(app.final_profile(), app.exit_info if app.ended else None,
+                           collector is not None)
+
+
+def tui_exit_status(final: Profile | None, ended: ExitInfo | None, live: bool) -> int:
+    """What the TUI exits with after a plain `q`: the target's status when it ended on its
+    own (from the final profile, else from the process itself: gprof has no profile when
+    the target left through _exit and wrote no gmon.out), 0 otherwise."""
+    if not live:
+        return 0
+    if final is not None and (final.meta.exit_status is not None
+                              or final.meta.exit_signal is not None):
+        return exit_status_of(final)
+    return ended.shell_status() if ended is not None else 0
 
 
 AFTER_QUIT_LINES = 20  # of a failed target's output, printed once the TUI is gone
@@ -507,10 +673,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     if wants_tui(args):
         collector = make_collector(args, output="log")
-        return run_tui(collector=collector)
+        return run_tui(collector=collector, pusher=make_pusher(args))
     collector = make_collector(args, output="inherit")
+    pusher = make_pusher(args)
     with StopSignals() as stop:
-        profile = run_headless(collector, stop)
+        profile = run_headless(collector, stop, pusher)
         status = finish_headless(collector, profile, stop)
         try:
             print_report(profile, as_json=args.json)
@@ -525,13 +692,14 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_record(args: argparse.Namespace) -> int:
     from proftui.collectors.model import storage
-    from proftui.collectors.model.outfile import check_output
     from proftui.collectors.runtime.launch import StopSignals
+    from proftui.collectors.safefile import check_output
 
     check_output(args.output)  # before the target starts: a bad -o must not cost a run
     collector = make_collector(args, output="inherit")
+    pusher = make_pusher(args)
     with StopSignals() as stop:  # a SIGTERM/SIGHUP while saving must not lose the profile
-        profile = run_headless(collector, stop)
+        profile = run_headless(collector, stop, pusher)
         try:
             _written, note = storage.save_or_fallback(profile, args.output)
         except ProftuiError as exc:  # the run is lost: say so, but report the target's status
@@ -543,16 +711,27 @@ def cmd_record(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from proftui.collectors.formats.importers import load_any
-
-    print_report(load_any(args.file, args.binary), as_json=args.json, limit=args.limit)
+    print_report(_load(args.file, args.binary, args), as_json=args.json, limit=args.limit)
     return 0
+
+
+def _base_name(base: Path | str | None) -> str:
+    if base is None:
+        return ""
+    return source_name(base) if isinstance(base, str) else base.name
 
 
 def cmd_open(args: argparse.Namespace) -> int:
     from proftui.collectors.formats.importers import load_any
 
-    profile = load_any(args.file, args.binary)
+    profile = _load(args.file, args.binary, args)
+    reload = None
+    if isinstance(args.file, str):  # a fleet query: `r` runs it again
+        file = args.file
+
+        def reload() -> Profile:
+            return load_any(file)
+
     base = None
     if args.base is not None:
         try:
@@ -561,7 +740,8 @@ def cmd_open(args: argparse.Namespace) -> int:
             raise ProftuiError(f"--base: {exc}", exc.exit_status) from exc
     if sys.stdout.isatty() and sys.stdin.isatty():
         return run_tui(profile=profile, base=base,
-                       base_name=args.base.name if args.base is not None else "")
+                       base_name=_base_name(args.base), reload=reload,
+                       source=source_name(args.file) if reload is not None else "")
     if base is not None:  # no terminal for the Δ columns: the report of FILE, and a pointer
         say("proftui: --base compares in the TUI; without a terminal, "
             "`proftui diff BASE FILE` prints the changes")
@@ -590,10 +770,9 @@ def cmd_attach(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     from proftui.collectors.formats.export import default_output, write_export
-    from proftui.collectors.formats.importers import load_any
 
     output = args.output or default_output(args.file, args.format)
-    write_export(load_any(args.file, args.binary), args.format, output)
+    write_export(_load(args.file, args.binary, args), args.format, output)
     if str(output) != "-":
         print(f"proftui: {args.format} export written to {output}", file=sys.stderr)
     return 0
@@ -608,7 +787,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     new = load_any(args.new, args.binary)
     diff = diff_profiles(base, new, args.metric)
     options: dict[str, Any] = {
-        "files": (str(args.base), str(args.new)),
+        "files": (source_name(args.base), source_name(args.new)),
         "normalisation": "absolute" if args.absolute else "shares", "by": args.sort,
         "limit": args.limit or None, "paths": args.paths}
     if args.json:

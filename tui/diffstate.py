@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from proftui.collectors.base import Collector
 from proftui.collectors.model.diff import align, subtract
 from proftui.collectors.model.profile import Profile
+from proftui.collectors.model.slices import range_profile
 from proftui.collectors.model.views import FlatEntry, flat_profile
 from proftui.tui.widgets.header_bar import since
 from proftui.tui.widgets.status_line import StatusLine
@@ -33,12 +34,13 @@ if TYPE_CHECKING:
 else:
     _Base = object
 
-ViewKey = tuple[Profile | None, bool]  # (the baseline profile, since the mark?)
+# (the baseline profile, since the mark?, the time range shown: seconds of the run)
+ViewKey = tuple[Profile | None, bool, tuple[float, float] | None]
 
 
 def _same(a: ViewKey, b: ViewKey) -> bool:
-    """One key: the same baseline object (profiles compare by identity) and phase."""
-    return a[0] is b[0] and a[1] == b[1]
+    """One key: the same baseline object (profiles compare by identity), phase and range."""
+    return a[0] is b[0] and a[1] == b[1] and a[2] == b[2]
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,11 @@ class DiffViews(_Base):
         # (read and cleared by that worker: a plain attribute swap is atomic enough)
         self.mark_request: float | None = None
         self.since_mark = False  # `B`: show the phase since the mark
+        # The time range shown (seconds of the run: the timeline's selection), a range
+        # marked as the baseline (`b` with a range shown) and what the header calls it.
+        self.time_range: tuple[float, float] | None = None
+        self._range_mark: Profile | None = None
+        self._range_mark_text = ""
         self._views_cache: tuple[Profile, ViewKey, Profile, Profile | None] | None = None
 
     # -- the views (in workers) ------------------------------------------------------
@@ -93,10 +100,12 @@ class DiffViews(_Base):
     def _view_key(self) -> ViewKey:
         """What the views derive from besides the whole profile."""
         if self._mark is not None and self.since_mark:
-            return self._mark, True
+            return self._mark, True, self.time_range
+        if self._range_mark is not None:
+            return self._range_mark, False, self.time_range
         if self.base_profile is not None and self.show_base:
-            return self.base_profile, False
-        return None, False
+            return self.base_profile, False, self.time_range
+        return None, False, self.time_range
 
     def current_views(self, views: Views) -> bool:
         """`views` were derived for the baseline and phase chosen now."""
@@ -104,12 +113,14 @@ class DiffViews(_Base):
 
     def _views(self, whole: Profile, part: str | None, key: ViewKey) -> Views:
         """The shown profile, baseline and flat profiles of `whole` (a worker calls it)."""
-        base, since_mark = key
+        base, since_mark, span = key
         cached = self._views_cache
         if cached is not None and cached[0] is whole and _same(cached[1], key):
             shown, baseline = cached[2], cached[3]
         else:
-            shown = subtract(whole, base) if since_mark and base is not None else whole
+            shown = range_profile(whole, *span) if span is not None and \
+                whole.slices is not None else whole
+            shown = subtract(shown, base) if since_mark and base is not None else shown
             baseline = align(base, shown) if base is not None else None
             self._views_cache = (whole, key, shown, baseline)
         return Views(shown, flat_profile(shown, part), baseline,
@@ -121,7 +132,18 @@ class DiffViews(_Base):
         self._apply(views.shown, views.entries)
 
     def _delta_text(self) -> str:
-        """The header's word on the diff views: what Δ compares with, and how."""
+        """The header's word on the diff views: the range shown, what Δ compares with."""
+        words = []
+        if self.time_range is not None:
+            words.append(f"range {_seconds(self.time_range)}")
+        if self._range_mark is not None:
+            words.append(f"Δ vs {self._range_mark_text} ({self.normalise})")
+        compared = self._compared_text()
+        return " · ".join([*words, compared] if compared else words)
+
+    def _compared_text(self) -> str:
+        if self._range_mark is not None:
+            return ""
         if self._mark is not None:
             if self.since_mark:
                 return f"since mark at {self._mark_at} · Δ vs before it ({self.normalise})"
@@ -146,8 +168,24 @@ class DiffViews(_Base):
         if self._whole is not None:
             self._prepare(self._whole, self.part)
 
+    def set_time_range(self, span: tuple[float, float] | None) -> None:
+        """Show only `span` (seconds of the run; None: the whole run) in every pane."""
+        self.time_range = span
+        self._views_changed()
+
     def action_mark(self) -> None:
-        """`b`: snapshot the live profile as the baseline (again: re-mark)."""
+        """`b`: snapshot the live profile as the baseline (again: re-mark); with a time
+        range shown, that range becomes the baseline (two phases of one run compare)."""
+        if self.time_range is not None and self._whole is not None:
+            if self._whole.slices is None:
+                self._say("this profile has no timeline: no range to mark")
+                return
+            self._range_mark = range_profile(self._whole, *self.time_range)
+            self._range_mark_text = f"range {_seconds(self.time_range)}"
+            self.notify(f"baseline: {self._range_mark_text}; choose another range in the "
+                        "timeline (6) to compare it with, x forgets it")
+            self._views_changed()
+            return
         if self.collector is None:
             self._say("b marks a baseline during a live run; to compare this saved "
                       "profile, open it with --base OTHER")
@@ -194,7 +232,12 @@ class DiffViews(_Base):
         self._views_changed()
 
     def action_clear_mark(self) -> None:
-        """`x`: forget the live mark."""
+        """`x`: forget the live mark (or the range marked as the baseline)."""
+        if self._range_mark is not None:
+            self._range_mark, self._range_mark_text = None, ""
+            self.notify("range baseline cleared")
+            self._views_changed()
+            return
         if self._mark is None:
             self._say("no baseline mark to clear (b marks one during a live run)")
             return
@@ -218,3 +261,8 @@ class DiffViews(_Base):
         if self.profile is not None and self._entries:
             self._apply(self.profile, self._entries)
         self._update_header()
+
+
+def _seconds(span: tuple[float, float]) -> str:
+    """"1.0-2.5 s" for the header and notes."""
+    return f"{span[0]:.1f}-{span[1]:.1f} s"

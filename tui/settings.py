@@ -2,21 +2,24 @@
 
 They live in `$XDG_CONFIG_HOME/proftui/settings.json` (`~/.config/proftui/...`
 when the variable is unset or not absolute, as the XDG base directory spec
-says), are read once at start and written whenever one changes: atomically
-(a private temporary file renamed over the old one) and readable by the owner
-only (0600, directory 0700).  A file that cannot be read or parsed is ignored
-and reported once; a value of the wrong type or out of range is dropped on its
+says), are read once at start and written whenever one changes, both through
+collectors/safefile.py: written atomically (a private temporary file renamed
+over the old one) and readable by the owner only (0600, directory 0700); read
+without blocking, and only from a regular file (a FIFO there must not stop the
+TUI from drawing).  A file that cannot be read or parsed is ignored and
+reported once; a value of the wrong type or out of range is dropped on its
 own, so one bad entry does not lose the others.  Nothing here raises.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import tempfile
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+
+from proftui.collectors.errors import ProftuiError
+from proftui.collectors.safefile import read_regular, write_output
 
 MAX_BYTES = 64 * 1024  # a settings file is a few hundred bytes; more is not ours
 NAME_MODES = ("full", "templates", "params")
@@ -60,12 +63,11 @@ def load(path: Path | None = None) -> tuple[Settings, str]:
     path = path or config_path()
     settings = Settings()
     try:
-        with open(path, "rb") as handle:
-            data = handle.read(MAX_BYTES + 1)
+        data = read_regular(path, MAX_BYTES)
     except FileNotFoundError:
         return settings, ""
-    except OSError as exc:
-        return settings, f"settings file {path} ignored: {exc.strerror or exc}"
+    except ProftuiError as exc:
+        return settings, f"settings file ignored: {exc}"
     if len(data) > MAX_BYTES:
         return settings, f"settings file {path} ignored: larger than {MAX_BYTES} bytes"
     try:
@@ -84,22 +86,12 @@ def load(path: Path | None = None) -> tuple[Settings, str]:
 def save(settings: Settings, path: Path | None = None) -> str:
     """Write `settings` atomically with mode 0600; "" or why it could not be written."""
     path = path or config_path()
-    tmp = ""
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        # mkstemp creates the file 0600 with O_EXCL: never another user's file or a symlink.
-        fd, tmp = tempfile.mkstemp(prefix=".settings-", suffix=".tmp", dir=path.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(asdict(settings), handle, indent=2, sort_keys=True)
-            handle.write("\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-        tmp = ""
+        text = json.dumps(asdict(settings), indent=2, sort_keys=True) + "\n"
+        write_output(path, text.encode("utf-8"), regular_only=True)
     except OSError as exc:
         return f"settings not saved to {path}: {exc.strerror or exc}"
-    finally:
-        if tmp:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+    except ProftuiError as exc:
+        return f"settings not saved: {exc}"
     return ""

@@ -33,6 +33,8 @@ from proftui.collectors.runtime.wire_attach import (
     FLAG_CFI,
     FLAG_KERNEL_TIME,
     LOST_STREAM,
+    SAMPLE_DEPTH,
+    SAMPLE_TRUNCATED,
     Buffers,
     End,
     Lost,
@@ -45,11 +47,16 @@ from proftui.collectors.runtime.wire_attach import (
     ThreadEvent,
 )
 from proftui.collectors.stacktable.builder import StackProfile
-from proftui.collectors.symbols.stacks import StackFrames, make_symbolizer
+from proftui.collectors.symbols.stacks import (
+    STACK_CUT,
+    STACK_TOO_DEEP,
+    StackFrames,
+    make_symbolizer,
+)
 
 HEADER_TIMEOUT_S = 10.0  # attaching to thousands of threads takes a while
 DETACH_TIMEOUT_S = 5.0
-STACK_COPY_KIB = 4  # stack copied per sample by the helper (PT_ATTACH_STACK_WORDS, pt_attach.h)
+MAX_FRAMES = 127  # frames the helper keeps per sample (PT_ATTACH_MAX_FRAMES, pt_attach.h)
 CLOCKS = {
     "perf": "perf_event task-clock",
     "ptrace": "ptrace interrupts, CPU time from /proc schedstat",
@@ -97,6 +104,7 @@ class AttachCollector(Collector):
         # the reader must never wait that long (the helper drops what the pipe cannot take).
         self._data_lock = threading.RLock()
         self._samples = 0  # samples received (data_version)
+        self._cut = 0  # of them, with their outer frames unknown (STACK_CUT, STACK_TOO_DEEP)
         self._maps_seen = 0  # MAPS records received (data_version)
         # the live profile: each (tid, addresses) stack added once (under _sym_lock)
         self._profile = StackProfile((SAMPLES, CPU_NS))
@@ -236,7 +244,7 @@ class AttachCollector(Collector):
                 self._refresh_space()
             for record in records:
                 if isinstance(record, Sample):
-                    self._add_stack((record.tid, record.ips))
+                    self._add_stack(_sample_key(record))
 
     def _add_stack(self, key: tuple[int, tuple[int, ...]]) -> int:
         """The live profile's index of stack `key`; caller holds _sym_lock."""
@@ -249,7 +257,8 @@ class AttachCollector(Collector):
     def _handle(self, record: Record) -> None:
         """Fold one record into the aggregate; caller holds self._data_lock."""
         if isinstance(record, Sample):
-            key = (record.tid, record.ips)  # the stack words are not part of the key
+            key = _sample_key(record)  # the stack words are not part of the key
+            self._cut += record.flags & (SAMPLE_TRUNCATED | SAMPLE_DEPTH) != 0
             counts = self._stacks.get(key)
             if counts is None:
                 self._stacks[key] = [1.0, float(record.weight_ns)]
@@ -356,6 +365,9 @@ class AttachCollector(Collector):
             return (self._resets, self._samples, self._lost, len(self._warnings),
                     len(self._threads), self._maps_seen, self._ended.is_set())
 
+    def stack_tables(self) -> list[StackProfile]:
+        return [self._profile]
+
     def collect(self) -> Profile:
         with self._data_lock:
             moved = [(key, list(self._stacks[key])) for key in self._moved]
@@ -372,6 +384,7 @@ class AttachCollector(Collector):
             )
             meta.warnings.extend(self._rate_warnings())
             meta.warnings.extend(self._lost_warnings())
+            meta.warnings.extend(_cut_warnings(self._cut, self._samples))
             maps_dirty, self._maps_dirty = self._maps_dirty, False
         with self._sym_lock:
             if maps_dirty and self._space is not None:
@@ -468,12 +481,35 @@ def _buffer_warnings(buffers: Buffers | None) -> list[str]:
             "it RLIMIT_MEMLOCK): raise either for bigger rings"]
 
 
+def _sample_key(record: Sample) -> tuple[int, tuple[int, ...]]:
+    """(tid, addresses): a stack without its outer frames ends in a pseudo-address, so
+    it hangs under a root that says why instead of at whatever address it reached."""
+    if record.flags & SAMPLE_TRUNCATED:
+        return record.tid, (*record.ips, STACK_CUT)
+    if record.flags & SAMPLE_DEPTH:
+        return record.tid, (*record.ips, STACK_TOO_DEEP)
+    return record.tid, record.ips
+
+
+def _cut_warnings(cut: int, samples: int) -> list[str]:
+    """How many stacks lack their outer frames, and where they are in the tree."""
+    if not cut:
+        return []
+    return [f"{cut:,} of {samples:,} samples ({100 * cut / samples:.1f}%) have incomplete "
+            "stacks (no unwind rule or frame pointer past some frame, or more than "
+            f"{MAX_FRAMES} frames): they start at a [stack cut...] or [deeper than...] root"]
+
+
 def _stream_warnings(method: str, flags: int) -> list[str]:
     """What the stream header's flags mean for the user."""
     out = []
     if flags & FLAG_CFI:
-        out.append(f"stacks unwound with DWARF CFI (.eh_frame) over {STACK_COPY_KIB} KiB copied "
-                   "per sample, frame pointers beyond that")
+        copied = ("the user stack each sample copies (8 KiB, grown as deeper stacks are seen, up "
+                  "to 64 KiB; past it, the live stack while the frame at the seam is unchanged)"
+                  if method == "perf" else "as much stack as each walk needs (read while the "
+                  "thread is stopped)")
+        out.append(f"stacks unwound with DWARF CFI (.eh_frame) over {copied}, frame pointers "
+                   "beyond that")
     elif os.environ.get("PROFTUI_ATTACH_UNWIND") == "fp":
         out.append("stacks unwound through frame pointers only (PROFTUI_ATTACH_UNWIND=fp)")
     # Otherwise the helper said why in a WARN record (PT_ARCH_UNWIND_NOTE).

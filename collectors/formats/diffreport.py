@@ -35,6 +35,7 @@ from typing import Any
 
 from proftui.collectors.model.diffviews import (
     EXPLAINED,
+    PATH_FLOOR,
     Change,
     FunctionDelta,
     PathDelta,
@@ -113,7 +114,8 @@ def render_diff_text(diff: ProfileDiff, base: Profile, new: Profile, files: tupl
     ranked = diff.sorted_paths(normalisation)
     lines += ["", f"Calling contexts whose total changed most ({min(paths, len(ranked))} of "
                   f"{len(ranked)}; a context whose change one callee carries "
-                  f"({EXPLAINED:.0%}+) is left out):", "",
+                  f"({EXPLAINED:.0%}+) is left out, and one under {PATH_FLOOR:.3%} of both "
+                  "profiles):", "",
               f"{'total pts':>9}  {'total % BASE -> NEW':>19}  {'total ' + units:>14}  path"]
     for p in ranked[:paths]:
         lines.append(_path_line(p, diff.unit))

@@ -133,6 +133,9 @@ class HeapCollector(PreloadedCollector[HeapFile]):
 
     # -- profile -------------------------------------------------------------------
 
+    def stack_tables(self) -> list[StackProfile]:
+        return [self._profile]
+
     def collect(self) -> Profile:
         with self._files_lock:
             self._open_new_files()

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from proftui.collectors.base import CollectorOptions, LaunchCollector
-from proftui.collectors.detect import inspect_binary
+from proftui.collectors.detect import inspect_binary, refuse_foreign
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.instrument.hook_profile import (
     INSTRUMENTATION,
@@ -100,6 +100,7 @@ def check_instrumented(program: str) -> None:
     """ProftuiError unless `program` calls the -finstrument-functions hooks and is dynamic."""
     path = resolve_program(program)
     facts = inspect_binary(path)
+    refuse_foreign(program, facts, "the hook library")
     if facts.static:
         raise ProftuiError(
             f"{program} is statically linked, so the hook library cannot be preloaded into "

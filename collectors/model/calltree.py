@@ -468,6 +468,53 @@ class CallTree:
         out.cut_depth = self.cut_depth
         return out
 
+    def remapped(self, frame_map: Sequence[int],
+                 metric_map: Sequence[int | None]) -> CallTree:
+        """This tree with frame ids mapped through `frame_map` and metrics through
+        `metric_map` (as `fold` takes them), not finalized.  When no two siblings map
+        to one frame the shape is kept as it is (columns mapped, no walk); else the
+        siblings merge, as `fold` into an empty tree does."""
+        frames = array("q", [ROOT_FRAME]) + array("q", (frame_map[f] for f in self.frames[1:]))
+        parents = self.parents
+        seen: set[int] = set()
+        for i in range(1, len(parents)):
+            key = parents[i] << 32 | frames[i]
+            if key in seen:
+                out = CallTree(len(metric_map))
+                out.fold(0, self, frame_map=frame_map, metric_map=metric_map)
+                return out
+            seen.add(key)
+        n = len(parents)
+        selfs = [array("d", [0.0]) * n if j is None or j >= len(self.selfs)
+                 else array("d", self.selfs[j]) for j in metric_map]
+        calls = array("q", self.calls)
+        calls[0] = NO_CALLS
+        out = CallTree.from_columns(len(metric_map), array("q", parents), frames, selfs, calls)
+        index: dict[int, int] = {}
+        for i in range(1, n):
+            index[parents[i] << 32 | frames[i]] = i
+        out._index = index
+        return out
+
+    def pruned(self) -> CallTree:
+        """A finalized copy without the nodes whose totals are all zero and whose calls
+        are unknown or zero (a time range's tree keeps only what ran in it).  Costs are
+        taken as non-negative: a kept node's parent is kept."""
+        self.finalize()
+        keep = [0]
+        totals, calls = self.totals, self.calls
+        for i in range(1, len(self.parents)):
+            if calls[i] > 0 or any(column[i] for column in totals):
+                keep.append(i)
+        new_of = {old: new for new, old in enumerate(keep)}
+        parents = array("q", [-1] + [new_of[self.parents[i]] for i in keep[1:]])
+        out = CallTree.from_columns(
+            self.n_metrics, parents, array("q", (self.frames[i] for i in keep)),
+            [array("d", (column[i] for i in keep)) for column in self.selfs],
+            array("q", (calls[i] for i in keep)))
+        out.cut_depth = self.cut_depth
+        return out.finalize()
+
     @classmethod
     def from_columns(cls, n_metrics: int, parents: array, frames: array,
                      selfs: list[array], calls: array | None = None) -> CallTree:

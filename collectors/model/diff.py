@@ -86,9 +86,8 @@ def _remap_tree(tree: CallTree, ids: list[int], order: list[int | None]) -> Call
     """`tree` with frame ids mapped through `ids` and costs through `order` (finalized).
 
     Siblings that map to one id merge, as their costs add up in the other profile."""
-    out = CallTree(len(order))
+    out = tree.remapped(ids, order)
     out.cut_depth = tree.cut_depth
-    out.fold(0, tree, frame_map=ids, metric_map=order)
     return out.finalize()
 
 

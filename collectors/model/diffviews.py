@@ -224,48 +224,66 @@ def diff_profiles(base: Profile, new: Profile, metric: str | None = None) -> Pro
     return ProfileDiff(name, unit, base_whole, new_whole, functions, paths)
 
 
+# Contexts holding at most this share of both profiles are noise, not listed, and their
+# callees neither (a callee can never cost more than its caller): on a run of millions
+# of distinct paths the walk stays in the few thousand contexts a report can show.
+PATH_FLOOR = 1e-5
+
+
 def _path_deltas(aligned: Profile, new: Profile, m: int, base_whole: float,
                  new_whole: float) -> list[PathDelta]:
     """Every context of either tree whose change no single child explains, in both
-    normalisations (a context kept in one is listed; `sorted_paths` ranks)."""
-    assert aligned.tree is not None and new.tree is not None
+    normalisations (a context kept in one is listed; `sorted_paths` ranks).  Both trees
+    are walked in lockstep over their columns (node -1: the context is not there)."""
+    bt, nt = aligned.tree, new.tree
+    assert bt is not None and nt is not None
+    b_index, b_frames, n_frames = bt.index(), bt.frames, nt.frames
+    b_total, n_total = bt.totals[m], nt.totals[m]
+    b_self, n_self = bt.selfs[m], nt.selfs[m]
 
-    def moved(b: CallNode | None, n: CallNode | None) -> tuple[float, float]:
-        """(absolute change, change in points) of a context's total: plain floats, as
-        this runs for every node of both trees."""
-        old = b.total_cost[m] if b is not None else 0.0
-        now = n.total_cost[m] if n is not None else 0.0
+    def moved(b: int, n: int) -> tuple[float, float]:
+        """(absolute change, change in points) of a context's total."""
+        old = b_total[b] if b >= 0 else 0.0
+        now = n_total[n] if n >= 0 else 0.0
         return now - old, _share(now, new_whole) - _share(old, base_whole)
 
     out: list[PathDelta] = []
-    # (base node or None, new node or None, its change): one context in both trees.  No
-    # path tuples on the stack: a 100,000-deep chain would make that quadratic.
-    Entry = tuple[CallNode | None, CallNode | None, tuple[float, float]]
-    stack: list[Entry] = [(aligned.tree.root, new.tree.root, (0.0, 0.0))]
+    # (base node, new node, its change): one context in both trees.  No path tuples on
+    # the stack: a 100,000-deep chain would make that quadratic.
+    stack: list[tuple[int, int, tuple[float, float]]] = [(0, 0, (0.0, 0.0))]
+    floor_b = PATH_FLOOR * base_whole
+    floor_n = PATH_FLOOR * new_whole
     while stack:
         b, n, change = stack.pop()
-        kids: list[Entry] = []
-        for fid in set(b.children if b else ()) | set(n.children if n else ()):
-            cb = b.children.get(fid) if b else None
-            cn = n.children.get(fid) if n else None
+        if b != 0 and (b_total[b] if b >= 0 else 0.0) <= floor_b and \
+                (n_total[n] if n >= 0 else 0.0) <= floor_n:
+            continue  # nothing below can change by more than the noise floor either
+        kids: list[tuple[int, int, tuple[float, float]]] = []
+        seen: set[int] = set()
+        for cn in nt.children(n) if n >= 0 else ():
+            fid = n_frames[cn]
+            seen.add(fid)
+            cb = b_index.get(b << 32 | fid, -1) if b >= 0 else -1
             kids.append((cb, cn, moved(cb, cn)))
+        for cb in bt.children(b) if b >= 0 else ():
+            if b_frames[cb] not in seen:
+                kids.append((cb, -1, moved(cb, -1)))
         stack.extend(kids)
-        node = n if n is not None else b
-        assert node is not None
-        if node.parent is None:
+        if b == 0 or n == 0:
             continue  # the root: the whole profile, not a context
         if _explained(change[0], [k[2][0] for k in kids]) and \
                 _explained(change[1], [k[2][1] for k in kids]):
             continue
-        in_base = b is not None and b.total_cost[m] != 0
-        in_new = n is not None and n.total_cost[m] != 0
+        in_base = b >= 0 and b_total[b] != 0
+        in_new = n >= 0 and n_total[n] != 0
         if not (in_base or in_new):
             continue
+        node = CallNode(nt, n) if n >= 0 else CallNode(bt, b)
         out.append(PathDelta(
             node, aligned.frames, _status(in_base, in_new),
-            _change(b.total_cost[m] if b else 0.0, n.total_cost[m] if n else 0.0,
+            _change(b_total[b] if b >= 0 else 0.0, n_total[n] if n >= 0 else 0.0,
                     base_whole, new_whole),
-            _change(b.self_cost[m] if b else 0.0, n.self_cost[m] if n else 0.0,
+            _change(b_self[b] if b >= 0 else 0.0, n_self[n] if n >= 0 else 0.0,
                     base_whole, new_whole)))
     return out
 

@@ -25,6 +25,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from proftui.collectors.model.slices import Slices
 
 # The tree lives in its own module; re-exported so the model keeps one import.
 from proftui.collectors.model.calltree import ROOT_FRAME as ROOT_FRAME
@@ -295,6 +299,9 @@ class Profile:
     # the stacks that leaked, most bytes first, bounded (heap collector at exit); their
     # call sites, which the function-level tree merges, make the leak summary's lines
     leaks: list[LeakStack] = field(default_factory=list)
+    # each stack's costs per time slice (model/slices.py: the timeline, time ranges);
+    # None for profiles not built from timed stacks
+    slices: Slices | None = None
 
     def __post_init__(self) -> None:
         if self.tree is None:

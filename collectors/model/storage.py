@@ -65,9 +65,10 @@ from typing import Any
 
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.model import validate
-from proftui.collectors.model.outfile import write_fallback, write_output
 from proftui.collectors.model.profile import CallTree, Profile
+from proftui.collectors.model.slices import Slices
 from proftui.collectors.model.sourcefiles import read_source, reader_of
+from proftui.collectors.safefile import write_fallback, write_output
 
 FORMAT = "proftui-profile"
 VERSION = 2  # written; VERSIONS are read
@@ -122,6 +123,19 @@ def _tree_columns(tree: CallTree, blobs: _Blobs) -> dict[str, Any]:
             "frames": blobs.add(tree.frames, "i"),
             "selfs": [blobs.add(column, "d") for column in tree.selfs],
             "calls": None if max(calls) < 0 else blobs.add(calls, "q")}
+
+
+def _slices_columns(slices: Slices, blobs: _Blobs) -> dict[str, Any]:
+    """The timeline as version 2 column references (docs/profile-format.md)."""
+    index = slices.index
+    return {"start": slices.start, "width": slices.width,
+            "offsets": blobs.add(slices.offsets, "q"), "stacks": blobs.add(slices.stacks, "q"),
+            "costs": [blobs.add(column, "d") for column in slices.costs],
+            "index": {"labels": index.labels, "stacks": len(index),
+                      "leaf": blobs.add(index.leaf, "q"), "part": blobs.add(index.part, "q"),
+                      "part_leaf": blobs.add(index.part_leaf, "q"),
+                      "code": blobs.add(index.code, "q"),
+                      "code_keys": [[m, a] for m, a in index.code_keys]}}
 
 
 def _document(profile: Profile) -> dict[str, Any]:
@@ -217,7 +231,7 @@ def profile_from_dict(doc: Any) -> Profile:
 
 
 def save(profile: Profile, path: Path, *, embed_sources: bool = True) -> Path:
-    """Write `profile` to `path` (gzip JSON) with `outfile.write_output`: atomic,
+    """Write `profile` to `path` (gzip JSON) with `safefile.write_output`: atomic,
     0600 unless replacing a file of ours; returns the file written.
 
     With `embed_sources`, the text of the source files the profile refers to is
@@ -235,6 +249,8 @@ def encode(profile: Profile, *, embed_sources: bool = True) -> bytes:
     doc["tree"] = _tree_columns(profile.tree, blobs)
     doc["parts"] = {label: "tree" if tree is profile.tree else _tree_columns(tree, blobs)
                     for label, tree in profile.parts.items()}
+    if profile.slices is not None:
+        doc["slices"] = _slices_columns(profile.slices, blobs)
     if embed_sources:
         doc["sources"] = gather_sources(profile)
     text = json.dumps(doc, separators=(",", ":")).encode()
@@ -244,16 +260,18 @@ def encode(profile: Profile, *, embed_sources: bool = True) -> bytes:
                          compresslevel=1)
 
 
-def save_or_fallback(profile: Profile, path: Path) -> tuple[Path, str]:
+def save_or_fallback(profile: Profile, path: Path, *,
+                     regular_only: bool = False) -> tuple[Path, str]:
     """`save`, and when `path` cannot be written, a new file in the current or the
-    home directory instead, so a finished run is never lost.
+    home directory instead, so a finished run is never lost.  `regular_only`: a
+    device or FIFO at `path` is refused (safefile.write_output).
 
     Returns (file written, "" or a one-line note saying why it is not `path`);
     ProftuiError only when no file at all could be written.
     """
     data = encode(profile)
     try:
-        return write_output(path, data), ""
+        return write_output(path, data, regular_only=regular_only), ""
     except ProftuiError as exc:
         failure = str(exc)
     fallback = write_fallback(data, _fallback_directories(), f"proftui-{os.getpid()}")

@@ -14,6 +14,7 @@ empty; meta fields default to `ProfileMeta`'s defaults, except `mode`.
 
 from __future__ import annotations
 
+import itertools
 import math
 import sys
 from array import array
@@ -34,6 +35,7 @@ from proftui.collectors.model.profile import (
     ProfileMeta,
     Timeline,
 )
+from proftui.collectors.model.slices import Slices, StackIndex
 
 T = TypeVar("T")
 
@@ -285,6 +287,56 @@ def decode_tree_columns(value: Any, where: str, blobs: memoryview, n_metrics: in
     return tree.finalize()
 
 
+def decode_slices(value: Any, blobs: memoryview, n_metrics: int, tree: CallTree,
+                  parts: dict[str, CallTree]) -> Slices | None:
+    """The timeline of a version 2 file (None when absent), every index checked."""
+    if value is None:
+        return None
+    doc = _dict(value, "slices")
+    start = _opt_time(doc.get("start"), "slices.start")
+    width = _cost(doc.get("width"), "slices.width")
+    if start is None or not width > 0:
+        raise InvalidProfile("slices", "expected a start time and a width > 0")
+    idoc = _dict(doc.get("index"), "slices.index")
+    n = _int(idoc.get("stacks"), "slices.index.stacks", 0, MAX_NODES)
+    labels = [_str(label, f"slices.index.labels[{i}]")
+              for i, label in enumerate(_list(idoc.get("labels"), "slices.index.labels"))]
+    keys = [(_str(k[0], f"slices.index.code_keys[{i}][0]"),
+             _int(k[1], f"slices.index.code_keys[{i}][1]", 0, MAX_ADDRESS))
+            for i, k in enumerate(_rows(idoc.get("code_keys"), "slices.index.code_keys", 2,
+                                        lambda r, w: r))]
+    leaf = _blob(idoc.get("leaf"), "slices.index.leaf", blobs, "q", n)
+    part = _blob(idoc.get("part"), "slices.index.part", blobs, "q", n)
+    part_leaf = _blob(idoc.get("part_leaf"), "slices.index.part_leaf", blobs, "q", n)
+    code = _blob(idoc.get("code"), "slices.index.code", blobs, "q", n)
+    if n and not (min(leaf) >= 1 and max(leaf) < len(tree)):
+        raise InvalidProfile("slices.index.leaf", "expected nodes of the tree")
+    if n and not (min(part) >= 0 and max(part) < len(labels)):
+        raise InvalidProfile("slices.index.part", "expected indexes of labels")
+    if n and not (min(code) >= -1 and max(code) < len(keys)):
+        raise InvalidProfile("slices.index.code", "expected indexes of code_keys or -1")
+    for s in range(n):
+        owner = parts.get(labels[part[s]], tree)
+        if not 1 <= part_leaf[s] < len(owner):
+            raise InvalidProfile(f"slices.index.part_leaf[{s}]", "expected a node of its part")
+    offsets_ref = _list(doc.get("offsets"), "slices.offsets", 2)
+    count = _int(offsets_ref[1], "slices.offsets[1]", 8, 8 * MAX_NODES) // 8
+    offsets = _blob(offsets_ref, "slices.offsets", blobs, "q", count)
+    entries = offsets[-1]
+    if offsets[0] != 0 or any(b < a for a, b in itertools.pairwise(offsets)):
+        raise InvalidProfile("slices.offsets", "expected growing entry offsets from 0")
+    stacks = _blob(doc.get("stacks"), "slices.stacks", blobs, "q", entries)
+    if entries and not (min(stacks) >= 0 and max(stacks) < n):
+        raise InvalidProfile("slices.stacks", "expected stack numbers of the index")
+    costs = [_blob(ref, f"slices.costs[{m}]", blobs, "d", entries)
+             for m, ref in enumerate(_list(doc.get("costs"), "slices.costs", n_metrics))]
+    for m, column in enumerate(costs):
+        if not math.isfinite(math.fsum(column)):
+            raise InvalidProfile(f"slices.costs[{m}]", "expected finite costs")
+    index = StackIndex(labels, leaf, part, part_leaf, code, keys)
+    return Slices(start, width, index, offsets, stacks, costs)
+
+
 def _sources(value: Any) -> dict[str, str]:
     if value is None:
         return {}
@@ -395,4 +447,6 @@ def profile_from_document(doc: Any, format_name: str, versions: tuple[int, ...],
         address_sites=address_sites,
         timeline=_timeline(doc.get("timeline")),
         leaks=_leaks(doc.get("leaks")),
+        slices=None if blobs is None else decode_slices(doc.get("slices"), blobs, n, tree,
+                                                        parts),
     )

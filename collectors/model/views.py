@@ -253,13 +253,15 @@ def bottom_up_tree(profile: Profile, part: str | None = None,
     """
     tree = select_tree(profile, part)
     inverted = CallTree(tree.n_metrics)
-    for node in tree.nodes():
-        if any(node.self_cost):
-            path = node.callers_up(max_depth + 1)
+    selfs = tree.selfs
+    for i in range(1, len(tree)):
+        values = [column[i] for column in selfs]
+        if any(values):
+            path = tree.callers_up(i, max_depth + 1)
             if len(path) > max_depth:
                 inverted.cut_depth = max_depth
                 del path[max_depth:]
-            inverted.add_stack(path, node.self_cost)
+            inverted.add_self(inverted.walk(path), values)
     return inverted.finalize()
 
 

@@ -30,6 +30,10 @@ from proftui.collectors.runtime.output import OutputLog
 
 ELF_MAGIC = b"\x7fELF"
 GRACE_S = 3.0  # a target still running this long after SIGTERM/SIGHUP gets SIGKILL
+# --buffer's range (tui/cli.py _megabytes), also applied to a PROFTUI_BUFFER_BYTES
+# proftui inherits from its own environment.
+BUFFER_MIN_BYTES = 1 << 16
+BUFFER_MAX_BYTES = 65536 << 20
 OUTPUT_SETTLE_S = 1.0  # after the target's end, wait this long for the rest of its output
 
 
@@ -74,6 +78,24 @@ def describe_exit(status: int | None, signal_number: int | None,
     if status is None:
         return unknown
     return f"exited with status {status}"
+
+
+def inherited_buffer(value: str) -> tuple[str | None, str]:
+    """A PROFTUI_BUFFER_BYTES found in proftui's own environment (not from --buffer),
+    held to --buffer's range: (the value to pass on, None to drop it; a one-line
+    warning, "" when it is fine).  Uncapped, 10^14 made the sampler back 19 GB rings
+    per thread, stalling the target while proftui read gigabytes."""
+    text = value.strip()
+    if not text.isdigit():
+        return None, (f"PROFTUI_BUFFER_BYTES={value[:40]!r} in the environment is not a number "
+                      "of bytes: ignored (the runtime's default budget is used)")
+    asked = int(text)
+    capped = min(max(asked, BUFFER_MIN_BYTES), BUFFER_MAX_BYTES)
+    if capped == asked:
+        return text, ""
+    return str(capped), (f"PROFTUI_BUFFER_BYTES={text[:24]} in the environment is outside "
+                         f"--buffer's range ({BUFFER_MIN_BYTES >> 10} KiB to "
+                         f"{BUFFER_MAX_BYTES >> 30} GiB): {capped:,} bytes used")
 
 
 def resolve_program(program: str) -> Path:
@@ -203,6 +225,13 @@ class LaunchedProcess:
             raise ProftuiError("no program given")
         program = resolve_program(argv[0])
         child_env = dict(os.environ)
+        self.env_warnings: list[str] = []  # about PROFTUI_* proftui inherited (for the notes)
+        if "PROFTUI_BUFFER_BYTES" in child_env and "PROFTUI_BUFFER_BYTES" not in (env or {}):
+            kept, warning = inherited_buffer(child_env.pop("PROFTUI_BUFFER_BYTES"))
+            if kept is not None:
+                child_env["PROFTUI_BUFFER_BYTES"] = kept
+            if warning:
+                self.env_warnings.append(warning)
         child_env.update(env or {})
         child_env["PROFTUI_DIR"] = str(run_dir)
         if preload:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from proftui.collectors.detect import inspect_binary
+from proftui.collectors.detect import inspect_binary, refuse_foreign
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.runtime.launch import LaunchedProcess, resolve_program
 from proftui.collectors.runtime.libraries import runtime_library_path
@@ -41,7 +41,9 @@ def launch_preloaded(argv: Sequence[str], *, run_dir: Path, preloads: Sequence[P
     if not argv:
         raise ProftuiError("no program given")
     program = resolve_program(argv[0])
-    if inspect_binary(program).static:
+    facts = inspect_binary(program)
+    refuse_foreign(argv[0], facts, " and ".join(p.what for p in preloads))
+    if facts.static:
         what = " and ".join(p.what for p in preloads)
         raise ProftuiError(f"{argv[0]}: statically linked, so {what} cannot be preloaded into "
                            f"it; {preloads[0].static_hint}")

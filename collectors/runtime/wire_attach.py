@@ -27,6 +27,7 @@ FLAG_KERNEL_TIME = 2  # samples count kernel time (else user time only)
 SAMPLE_TRUNCATED = 1  # PT_UNWIND_TRUNCATED: the walk stopped before the outermost frame
 SAMPLE_DEPTH = 4  # PT_UNWIND_DEPTH: deeper than the frame limit
 SAMPLE_CFI = 256  # PT_UNWIND_CFI: at least one step used a CFI row
+SAMPLE_LATE = 1 << 16  # PT_ATTACH_SAMPLE_LATE: outer frames read from the live stack (perf)
 _SAMPLE = struct.Struct("=IIQII")  # tid, nframes, weight_ns, flags, 0
 
 REC_SAMPLE, REC_THREAD, REC_MAPS, REC_LOST, REC_EXIT, REC_WARN, REC_ERROR, REC_END = range(1, 9)
@@ -72,12 +73,14 @@ class Lost:
 @dataclass(frozen=True)
 class Buffers:
     """The helper's buffers: `rings` perf rings of `ring_bytes` each (0 under ptrace),
-    its stream buffer, and the ring total asked with --buffer (0: the default)."""
+    its stream buffer, the ring total asked with --buffer (0: the default), and the
+    user stack each perf sample copies (0 under ptrace, which reads what it needs)."""
 
     ring_bytes: int
     rings: int
     stream_bytes: int
     asked_bytes: int
+    stack_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -171,8 +174,8 @@ def decode_record(rtype: int, body: bytes) -> Record | None:
                 return Lost(count, where)
             return Lost(struct.unpack_from("=Q", body)[0])  # the short form: the ring's
         if rtype == REC_BUFFERS:
-            ring, rings, _, stream, asked = struct.unpack_from("=QIIQQ", body)
-            return Buffers(ring, rings, stream, asked)
+            ring, rings, stack, stream, asked = struct.unpack_from("=QIIQQ", body)
+            return Buffers(ring, rings, stream, asked, stack)
         if rtype == REC_EXIT:
             status, sig = struct.unpack_from("=ii", body)
             return TargetExit(None if status < 0 else status, None if sig < 0 else sig)

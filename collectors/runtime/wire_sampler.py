@@ -196,8 +196,6 @@ class SamplerFile:
         for i in range(self.sampler.nslots):
             state, tid, _h, _t, samples, dropped, cpu_ns, _gen = SLOT.unpack(
                 self.file.read(self._slot_offset(i), SLOT.size))
-            if state == SLOT_FREE:
-                break  # slots are claimed lowest first: none after a never-used one
             if state in (SLOT_ACTIVE, SLOT_EXITED):
                 out.append(SlotInfo(i, state, tid, samples, dropped, cpu_ns))
         return out
@@ -222,8 +220,6 @@ class SamplerFile:
         for i in range(self.sampler.nslots):
             off = self._slot_offset(i)
             state, tid, head, tail, _s, _d, _c, gen = SLOT.unpack(read(off, SLOT.size))
-            if state == SLOT_FREE:
-                break  # slots are claimed lowest first: none after a never-used one
             if state not in (SLOT_ACTIVE, SLOT_EXITED) or head == tail:
                 continue
             if head < tail or head - tail > ring_words:

@@ -44,6 +44,7 @@ from proftui.collectors.symbols.stacks import ImageSpaces
 from proftui.collectors.symbols.symbolizer import Symbolizer
 
 DRAIN_INTERVAL_S = 0.5  # a ring holds 16 s of one thread at 1 kHz: ample
+TIMELINE_STEPS = 4  # sample times are kept to a quarter of a second (slices are wider)
 FILE_GLOB = "sampler.*.ptw"
 STATIC_HINT = "use attach mode instead: start it, then run `proftui --pid PID`"
 
@@ -72,6 +73,10 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
         # reading one twice never counts a sample twice.
         self._new_stacks: list[tuple[str, int, RawStack]] = []
         self._counts: dict[tuple[str, int], tuple[int, int]] = {}
+        # the timeline: (file name, stack id, quarter second of the run) -> [samples,
+        # periods], from the rings' record times
+        self._timed: dict[tuple[str, int, int], list[int]] = {}
+        self._clocks: dict[str, tuple[float, int]] = {}  # file -> (Unix s, its monotonic ns)
         self._ring_lost: dict[Path, int] = {}  # each file's ring overflows seen so far
         self._whole_read: set[Path] = set()  # files read whole after the target ended
         # counts a file opened while paused held when it was opened: never shown
@@ -137,9 +142,15 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
                     maps = sfile.new_mappings()
                     records = sfile.drain()
                     stacks = sfile.new_stacks()  # after the rings: every id they name is here
+                    if name not in self._clocks and not sfile.salvaged:
+                        self._clocks[name] = (sfile.header.start_ns / 1e9,
+                                              sfile.sampler.start_mono_ns)
                     lost = sfile.ring_lost()
                     whole = lost != self._ring_lost.get(path, 0) or (
                         ended and path not in self._whole_read)
+                    for raw in stacks:  # before the records are counted: theirs may be new
+                        if raw.flags:
+                            self._flags[(name, raw.id)] = raw.flags
                     moved = self._moved(name, records, stacks)
                     if whole:  # a ring overflowed (stacks it named are unknown), or the end
                         self._ring_lost[path] = lost
@@ -170,11 +181,26 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
 
     def _moved(self, name: str, records: list[Records], stacks: list[RawStack]) -> set[int]:
         """Stack ids the ring records name (plus new stacks: a ring may have dropped the
-        record of their first sample); counts the samples and their stack flags."""
+        record of their first sample); counts the samples and their stack flags, and
+        notes each in its quarter second of the run (the timeline)."""
         moved = {raw.id for raw in stacks}
+        clock = self._clocks.get(name)
+        timed = self._timed
         for rec in records:
             moved.update(rec.ids)
             self._total += len(rec.ids)
+            if clock is not None:
+                unix, mono = clock
+                origin = self._start_time or unix
+                offset = unix - origin - mono / 1e9
+                for sid, weight, t in zip(rec.ids, rec.weights, rec.times, strict=True):
+                    key = (name, sid, int((offset + t / 1e9) * TIMELINE_STEPS))
+                    slot = timed.get(key)
+                    if slot is None:
+                        timed[key] = [1, weight]
+                    else:
+                        slot[0] += 1
+                        slot[1] += weight
             for sid in rec.ids:
                 flags = self._flags.get((name, sid))
                 if flags:
@@ -188,8 +214,6 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
         """Note newly published stacks (caller holds _files_lock)."""
         for raw in stacks:
             self._new_stacks.append((name, pid, raw))
-            if raw.flags:
-                self._flags[(name, raw.id)] = raw.flags
             if (pid, raw.tid) not in self._threads:
                 self._threads[(pid, raw.tid)] = _thread_name(pid, raw.tid)
 
@@ -230,6 +254,9 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
                     len(self._warnings), len(self._whole_read), self._end_time is not None,
                     self.process is not None and self.process.poll() is not None)
 
+    def stack_tables(self) -> list[StackProfile]:
+        return [self._profile]
+
     def collect(self) -> Profile:
         self.poll()
         with self._files_lock:
@@ -237,6 +264,7 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
             pending, self._pending_maps = self._pending_maps, []
             stacks, self._new_stacks = self._new_stacks, []
             counts, self._counts = self._counts, {}
+            timed, self._timed = self._timed, {}
         with self._sym_lock:
             if meta.complete:  # the pids are gone (maybe reused): map logs only from now on
                 self._images.forget_pids()
@@ -252,6 +280,13 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
                 if index is not None:  # else a corrupt entry (never published)
                     updates.append((index, (samples, periods * self._periods.get(key[0], 0))))
             built.set_many(updates)
+            origin = self._start_time or time.time()
+            for (name, sid, step), (samples, periods) in timed.items():
+                index = built.find((name, sid))
+                if index is not None:
+                    built.add_at(origin + (step + 0.5) / TIMELINE_STEPS, index,
+                                 (samples, periods * self._periods.get(name, 0)), origin)
+            built.close_slices(time.time())
             if pending:  # an unknown address of an earlier stack may resolve now
                 built.resymbolize()
             profile = built.snapshot(meta)

@@ -23,6 +23,7 @@ from proftui.collectors.model.lines import fold_costs
 from proftui.collectors.model.profile import CallTree, FrameTable, Profile, ProfileMeta
 from proftui.collectors.runtime.preload import launch_preloaded
 from proftui.collectors.sampler.collector import SamplerCollector
+from proftui.collectors.stacktable.builder import StackProfile
 from proftui.collectors.symbols.stacks import ImageSpaces
 
 BOTH_NOTE = ("--heap: CPU sampling and heap tracking in one run; the time the heap "
@@ -80,6 +81,10 @@ class HeapSamplerCollector(LaunchCollector):
     def resume(self) -> None:
         self.sampler.resume()
         self.heap.resume()
+
+    def stack_tables(self) -> list[StackProfile]:
+        """The sampler's table then the heap's: `collect()`'s metric order."""
+        return [*self.sampler.stack_tables(), *self.heap.stack_tables()]
 
     def collect(self) -> Profile:
         cpu = self.sampler.collect()

@@ -34,6 +34,7 @@ from proftui.collectors.model.profile import (
     Profile,
     ProfileMeta,
 )
+from proftui.collectors.model.slices import SliceRecorder, index_of
 from proftui.collectors.symbols.stacks import StackFrames
 
 # A batch of count changes is folded in by walking up from each stack (a path is about
@@ -88,6 +89,8 @@ class StackProfile:
         # stacks whose costs moved since the last `changes()`, and what it handed out
         self._moved: set[int] = set()
         self._handed = [array("d") for _ in metrics]
+        self._slices: SliceRecorder | None = None  # costs over time, once timed
+        self._generation = 0  # rebuild() count
 
     def __len__(self) -> int:
         """Distinct stacks."""
@@ -336,6 +339,7 @@ class StackProfile:
         `changed[index]`'s frames) and what was added to it.  The trees, code costs and
         function totals come out as the incremental updates left them (tests check it)."""
         changed = changed or {}
+        self._generation += 1
         old_tree, s = self.tree, self._stacks
         paths: list[list[int]] = []
         for index in range(len(s.leaf)):
@@ -368,6 +372,20 @@ class StackProfile:
             if any(values):
                 self.add(index, values)
 
+    def add_at(self, when: float, index: int, values: Sequence[float],
+               origin: float | None = None) -> None:
+        """Note that stack `index` cost `values` at Unix time `when` (the timeline;
+        the totals come from `add`/`set`); slices are counted from `origin` (the run's
+        start), given with the first call."""
+        if self._slices is None:
+            self._slices = SliceRecorder(when if origin is None else origin, len(self.metrics))
+        self._slices.add(when, index, values)
+
+    def close_slices(self, before: float) -> None:
+        """No more costs will come for times well before `before` (Unix seconds)."""
+        if self._slices is not None:
+            self._slices.close_before(before)
+
     def changes(self) -> list[tuple[int, list[float]]]:
         """(stack index, cost change per metric) of every stack whose costs moved since
         the last call: what an interval added (the fleet push sends these), in time
@@ -390,6 +408,14 @@ class StackProfile:
         s = self._stacks
         return self.labels[s.part[index]], self.tree.path(s.leaf[index])
 
+    def stack_site(self, index: int) -> tuple[str, int, CodeSite] | None:
+        """Stack `index`'s leaf code site (module, link-time address, CodeSite), if known."""
+        return self._stacks.site[index]
+
+    def generation(self) -> int:
+        """Changes when `rebuild()` gave stacks new paths (cached paths are then stale)."""
+        return self._generation
+
     def snapshot(self, meta: ProfileMeta) -> Profile:
         """An independent, finalized Profile of everything added so far, carrying `meta`.
 
@@ -400,8 +426,13 @@ class StackProfile:
         else:
             parts = {label: t.copy() for label, t in zip(self.labels, self.part_trees,
                                                           strict=True)}
+        slices = None
+        if self._slices is not None:
+            st = self._stacks
+            slices = self._slices.snapshot(index_of(self.labels, st.leaf, st.part,
+                                                    st.part_leaf, st.site))
         return Profile(meta=meta, metrics=self.metrics, frames=FrameTable(list(self.frames)),
-                       tree=tree, parts=parts, functions=self.functions(),
+                       tree=tree, parts=parts, functions=self.functions(), slices=slices,
                        line_costs={k: list(v) for k, v in self.line_costs.items()},
                        address_costs={k: list(v) for k, v in self.address_costs.items()},
                        address_sites=dict(self.address_sites))

@@ -33,11 +33,13 @@ class Mapping:
 
 def parse_maps(text: str) -> list[Mapping]:
     """Parse /proc/PID/maps text; lines without a file path are skipped, but for the
-    vDSO's ("[vdso]", symbolized from memory: collectors/symbols/vdso.py)."""
+    vDSO's ("[vdso]", symbolized from memory: collectors/symbols/vdso.py), and so are
+    paths with a NUL (never in /proc; an imported file's maps text may hold one)."""
     mappings = []
     for line in text.splitlines():
         parts = line.split(None, 5)
-        if len(parts) < 6 or not (parts[5].startswith("/") or parts[5] == VDSO):
+        if len(parts) < 6 or not (parts[5].startswith("/") or parts[5] == VDSO) \
+                or "\0" in parts[5]:
             continue
         try:
             lo, hi = (int(x, 16) for x in parts[0].split("-"))

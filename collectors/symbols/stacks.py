@@ -18,6 +18,16 @@ from proftui.collectors.model.profile import CodeSite, Frame
 from proftui.collectors.symbols.maps import AddressSpace, Mapping
 from proftui.collectors.symbols.symbolizer import Symbolizer
 
+# Pseudo-addresses a collector appends to a stack whose outermost frames are
+# unknown, so it hangs under a root that says why instead of starting at
+# whatever address the unwinder reached (no user-space address is this high).
+STACK_CUT = 0xFFFF_FFFF_FFFF_FFFF  # the unwinder stopped before the outermost frame
+STACK_TOO_DEEP = 0xFFFF_FFFF_FFFF_FFFE  # frames past the unwinder's limit were not kept
+PSEUDO_ROOTS = {
+    STACK_CUT: "[stack cut: the unwinder stopped here; outer frames unknown]",
+    STACK_TOO_DEEP: "[deeper than the frames kept; outer frames not kept]",
+}
+
 
 class StackFrames:
     """Turns the runtime addresses of one process into function-level Frames (cached)."""
@@ -47,6 +57,9 @@ class StackFrames:
         cached = self.cache.get(key)
         if cached is not None:
             return cached
+        if address in PSEUDO_ROOTS:
+            frames = self.cache[key] = [Frame(function=PSEUDO_ROOTS[address])]
+            return frames
         # A return address points after the call: look up the call itself.
         lookup = address if leaf else address - 1
         resolved = self.resolve(lookup)

@@ -102,6 +102,7 @@ class ModuleSymbols:
         self._entries: dict[int, tuple[str | None, int | None]] = {}
         self._roots_noted = False
         self._inline_names: InlineNames | None = None
+        self._aliases: dict[int, frozenset[str]] | None = None  # _same_function, lazily
         try:
             with ElfFile(self.readable) as elf:
                 self.build_id = elf.build_id()
@@ -178,12 +179,29 @@ class ModuleSymbols:
         names = [demangle(inner.symbol) for inner in found[:-1]]
         if any(_unqualified(inner.lang, inner.symbol) for inner in found[:-1]):
             names = self._qualified_names(vaddr, names)
+        # A function "inlined" into itself (GCC's split-and-reinline of one body: the
+        # call site is its own first line) is one function: when the SymCache names the
+        # out-of-line copy after another of its symbols (glibc's __GI___libc_write in
+        # __GI___write, shown as write), the inlined frame would repeat it under an alias.
         inlined = tuple(
             InlineFrame(name, outer.full_path or None, outer.line or None,
                         inner.full_path or None, inner.symbol)
-            for name, (inner, outer) in zip(names, itertools.pairwise(found), strict=True))
+            for name, (inner, outer) in zip(names, itertools.pairwise(found), strict=True)
+            if not self._same_function(inner, outer))
         self._note_sources(entry.full_path for entry in found)
         return SourceLocation(found[0].full_path or None, found[0].line or None, inlined)
+
+    def _same_function(self, inner: Any, outer: Any) -> bool:
+        """Whether SymCache entry `inner`, inlined into the out-of-line `outer`, is
+        `outer` under another of the names at its address.  The same name twice is
+        left alone: addr2line -i shows it so."""
+        if inner.symbol == outer.symbol or _unqualified(inner.lang, inner.symbol):
+            return False
+        if outer.sym_addr == 0xFFFFFFFF:  # outer is inlined too: it has no address
+            return False
+        if self._aliases is None:
+            self._aliases = _alias_table(self.debug_path or self.readable)
+        return inner.symbol in self._aliases.get(outer.sym_addr + self._load_address, ())
 
     def _qualified_names(self, vaddr: int, names: list[str]) -> list[str]:
         """`names` (inlined frames, innermost first) with the ones the SymCache left
@@ -464,6 +482,21 @@ def _own_file(path: Path) -> bool:
 
 
 Table = tuple[list[int], list[int], list[str]]  # starts, sizes, raw names
+
+
+def _alias_table(path: str) -> dict[int, frozenset[str]]:
+    """Function addresses with more than one name in `path`'s .symtab (or .dynsym),
+    each with all its names."""
+    names: dict[int, set[str]] = {}
+    try:
+        with ElfFile(path) as elf:
+            section = elf.section(".symtab") or elf.section(".dynsym")
+            for value, _size, _binding, name in (elf.function_symbols(section)
+                                                 if section is not None else ()):
+                names.setdefault(value, set()).add(name.split("@", 1)[0])
+    except (OSError, ValueError):
+        return {}
+    return {value: frozenset(found) for value, found in names.items() if len(found) > 1}
 
 
 def _read_function_table(path: str, section_name: str) -> Table:

@@ -32,8 +32,9 @@
  *   PT_ATTACH_REC_ERROR   +8 text, NUL-padded          fatal; the helper exits 1
  *   PT_ATTACH_REC_END     +8 u64 samples, +16 u64 lost  detached cleanly, last record
  *   PT_ATTACH_REC_BUFFERS +8 u64 ring bytes per CPU (0: no ring, ptrace), +16 u32 rings,
- *                  +20 u32 0, +24 u64 stream buffer bytes, +32 u64 ring bytes asked
- *                  (0: the default) — sent once, right after the header
+ *                  +20 u32 stack bytes each perf sample copies (0: ptrace), +24 u64
+ *                  stream buffer bytes, +32 u64 ring bytes asked (0: the default) —
+ *                  right after the header, and again when perf's copies grow
  */
 #ifndef PT_ATTACH_H
 #define PT_ATTACH_H
@@ -47,7 +48,11 @@
 #define PT_ATTACH_MAGIC "PTATTACH"
 #define PT_ATTACH_VERSION 3u
 #define PT_ATTACH_MAX_FRAMES 127
-#define PT_ATTACH_STACK_WORDS 512 /* stack words copied per sample (4 KiB, perf's mlock budget) */
+/* The most stack one sample's walk reads (a copy read further when it ends too early). */
+#define PT_ATTACH_STACK_MAX (1u << 20)
+/* SAMPLE flag beside PT_UNWIND_*: the outer frames were read from the live stack
+ * after the sample, past the end of its copy (perf; the frame at the seam checked). */
+#define PT_ATTACH_SAMPLE_LATE (1u << 16)
 
 enum { PT_ATTACH_METHOD_PERF = 1, PT_ATTACH_METHOD_PTRACE = 2 };
 
@@ -89,8 +94,11 @@ void pt_attach_out_sample(uint32_t tid, uint64_t weight_ns, uint32_t flags, cons
 void pt_attach_out_thread(uint32_t tid, uint32_t flags, pid_t pid);
 void pt_attach_out_u64(uint32_t type, uint64_t value);
 void pt_attach_out_lost(uint64_t count, uint32_t where); /* PT_ATTACH_LOST_* */
-/* The buffers in use: `ring_bytes` per ring (0 without rings), `rings` of them. */
-void pt_attach_out_buffers(uint64_t ring_bytes, uint32_t rings, uint64_t asked);
+/* The buffers in use: `ring_bytes` per ring (0 without rings), `rings` of them,
+ * the bytes of user stack each perf sample copies (0: ptrace, which reads what
+ * each walk needs). */
+void pt_attach_out_buffers(uint64_t ring_bytes, uint32_t rings, uint64_t asked,
+                           uint32_t stack_bytes);
 void pt_attach_out_exit(int32_t status, int32_t signal);
 void pt_attach_out_text(uint32_t type, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void pt_attach_out_end(uint64_t samples, uint64_t lost);
@@ -119,10 +127,26 @@ uint32_t pt_attach_unwind_init(pid_t pid); /* read the maps now; PT_ATTACH_FLAG_
 void pt_attach_unwind_maps_changed(void);  /* new code was mapped: re-read before the next walk */
 /* Unwind one sample and write it: `regs` are the user registers, `stack`
  * the nstack words copied from regs->sp up, `fp_ips` the frame-pointer chain
- * (kernel call chain or the ptrace walk, innermost first). */
-void pt_attach_unwind_sample(uint32_t tid, uint64_t weight_ns, const struct pt_regs *regs,
-                             const uint64_t *stack, uint32_t nstack, const uint64_t *fp_ips,
-                             uint32_t nfp);
+ * (kernel call chain or the ptrace walk, innermost first).  Where the copy
+ * ends before the outermost frame, the stack is read further from the target
+ * (up to PT_ATTACH_STACK_MAX): at once when the thread is stopped (`ran_on`
+ * 0, ptrace), or, when it ran on since the copy (perf), only if the copy's
+ * last words are unchanged.  Returns the bytes of stack above regs->sp the
+ * walk needed (0: it did not reach the outermost frame). */
+uint64_t pt_attach_unwind_sample(uint32_t tid, uint64_t weight_ns, const struct pt_regs *regs,
+                                 const uint64_t *stack, uint32_t nstack, int ran_on,
+                                 const uint64_t *fp_ips, uint32_t nfp);
+/* What the walks met since the last call (counts), for sizing perf's copies
+ * and for the notes. */
+struct pt_attach_unwind_stats {
+    uint64_t samples;      /* walked */
+    uint64_t short_copies; /* whose copy ended before the outermost frame */
+    uint64_t extended;     /* of those, finished by reading further */
+    uint64_t seam_changed; /* not read further: the thread had left the frame at the seam */
+    uint64_t truncated;    /* written without their outermost frames */
+    uint64_t max_need;     /* the most stack bytes a whole walk needed */
+};
+struct pt_attach_unwind_stats pt_attach_unwind_take_stats(void);
 
 /* The two methods: 0 after a clean detach, -1 if attaching failed (errno set,
  * nothing written yet so the caller can fall back). */

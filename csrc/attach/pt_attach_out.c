@@ -147,11 +147,13 @@ void pt_attach_out_lost(uint64_t count, uint32_t where) {
     memcpy(rec + 16, &where, 4);
 }
 
-void pt_attach_out_buffers(uint64_t ring_bytes, uint32_t rings, uint64_t asked) {
+void pt_attach_out_buffers(uint64_t ring_bytes, uint32_t rings, uint64_t asked,
+                           uint32_t stack_bytes) {
     unsigned char *rec = pt_attach_out_reserve(PT_ATTACH_REC_BUFFERS, 40);
     uint64_t stream = PT_OUT_CAP;
     memcpy(rec + 8, &ring_bytes, 8);
     memcpy(rec + 16, &rings, 4);
+    memcpy(rec + 20, &stack_bytes, 4);
     memcpy(rec + 24, &stream, 8);
     memcpy(rec + 32, &asked, 8);
 }

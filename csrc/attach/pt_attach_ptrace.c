@@ -2,13 +2,34 @@
  *
  * Every thread is PTRACE_SEIZEd (PTRACE_O_TRACECLONE follows new threads).
  * At each tick of a timerfd, each thread that is running or runnable (state R
- * in /proc/PID/task/TID/stat) and used CPU since its last sample (schedstat)
+ * in /proc/PID/task/TID/status) and used CPU since its last sample (schedstat)
  * is PTRACE_INTERRUPTed, its registers (arch/pt_arch.h), frame-pointer chain
- * and top 4 KiB of stack are read with process_vm_readv, and it is continued
- * at once; pt_attach_unwind.c walks the copy with CFI.  The
- * sample weighs the CPU time the thread used since its previous sample.
- * Sleeping threads are never interrupted: waking them would itself cost CPU
- * time and make them look busy.
+ * and stack are read with process_vm_readv (as much stack as the walk needs:
+ * the thread is stopped), and it is continued at once; pt_attach_unwind.c
+ * walks the copy with CFI.  Sleeping threads are never interrupted: waking
+ * them would itself cost CPU time and make them look busy.
+ *
+ * Where a sample lands (issue 26): an interrupted thread stops at its next
+ * return to user space, which is where it was only if it was on a CPU when
+ * interrupted.  A thread /proc shows runnable may instead be waiting for a
+ * CPU: after a preemption (it stops where it was preempted) or after a
+ * wakeup (it stops in the system call it slept in, epoll_wait or a blocking
+ * write: a place that used no CPU).  The kernel's counters tell them apart.
+ * Every switch off a CPU is counted as voluntary (a sleep, or our own stop)
+ * or involuntary (a preemption) and is followed by one arrival (schedstat's
+ * third field), so a thread is on a CPU exactly when arrivals = voluntary +
+ * involuntary + 1, and comparing the counters with those of our previous
+ * look says how an off-CPU thread left its CPU.  A thread waiting after a
+ * wakeup (as far as they tell) is not interrupted; one that goes to sleep between our look and its
+ * stop (two voluntary switches) is continued and its sample dropped.  The
+ * CPU time since a thread's previous sample stays with it for its next kept
+ * sample: each kept sample stands for the CPU time since the previous one,
+ * as a perf task-clock sample stands for its period.  The END-time WARN says
+ * how many looks and stops were let go.  What this cannot fix: the helper
+ * looks when it gets a CPU, and on a machine with few CPUs that moment
+ * depends on the target (a thread in the kernel is not preempted until it
+ * returns), so system calls still get more than their share there; perf
+ * samples on the target's own CPU clock and has no such bias.
  *
  * Signals the target receives cause signal-delivery-stops: they are handed
  * back unchanged (PTRACE_CONT with the signal), SIGCHLD wakes us for that.
@@ -42,28 +63,55 @@
 
 #define PT_TRACE_MAX_THREADS 4096
 
-struct pt_attach_thread {
-    pid_t tid;
-    int schedstat_fd; /* /proc/PID/task/TID/schedstat, read each tick */
-    int stat_fd;      /* /proc/PID/task/TID/stat, for the scheduler state */
-    uint64_t cpu_ns;  /* CPU time at the previous sample */
-    int stopped;      /* in a ptrace-stop we caused and have not ended yet */
+/* What /proc says about a thread's scheduling: schedstat, then status. */
+struct pt_sched_view {
+    uint64_t cpu_ns;                /* CPU time */
+    uint64_t arrivals;              /* times put on a CPU (0 without CONFIG_SCHED_INFO) */
+    int64_t voluntary, involuntary; /* context switches off a CPU; -1: unreadable */
+    char state;                     /* 'R', 'S'...; 0: unreadable */
 };
 
-/* Traced threads and counters: the helper is single-threaded. */
-static struct pt_attach_thread pt_threads[PT_TRACE_MAX_THREADS];
-static int pt_nthreads;
-static uint64_t pt_tr_samples;
-/* Time the target's threads spent stopped by us (from the confirmed stop to
- * PTRACE_CONT), and the CPU time sampled. */
-static uint64_t pt_tr_stopped_ns, pt_tr_cpu_ns;
-static int pt_exit_status = -1, pt_exit_signal = -1, pt_target_gone;
-/* The last exit seen of any thread: the group's status when the leader is not
- * traced (it had called pthread_exit before we attached).  In an exit_group
- * every thread reports the group's status. */
-static int pt_last_status = -1, pt_last_signal = -1;
-/* The leader's exit was reaped: the kernel reports it last, the group is empty. */
-static int pt_leader_reaped;
+/* How a thread last left its CPU, as far as our looks could tell. */
+enum { PT_LEFT_UNKNOWN, PT_LEFT_SLEPT, PT_LEFT_PREEMPTED };
+
+struct pt_attach_thread {
+    pid_t tid;
+    int schedstat_fd;         /* /proc/PID/task/TID/schedstat, read each tick */
+    int status_fd;            /* /proc/PID/task/TID/status: state, context switches */
+    uint64_t cpu_ns;          /* CPU time at the previous kept sample */
+    uint64_t need;            /* stack bytes its last whole walk needed: the next copy's size */
+    struct pt_sched_view was; /* at our previous look (or stop) */
+    int left;                 /* PT_LEFT_*: how it left its CPU before that look */
+};
+
+/* Everything the ptrace method keeps: one instance (pt_tr), the helper is
+ * single-threaded. */
+struct pt_ptrace_state {
+    struct pt_attach_thread threads[PT_TRACE_MAX_THREADS]; /* traced threads */
+    int nthreads;
+    uint64_t samples;    /* written */
+    uint64_t looks;      /* at runnable threads with CPU time since their last sample */
+    uint64_t woken;      /* of them, let go: waiting for a CPU after a wakeup */
+    uint64_t stops;      /* of them, stopped */
+    uint64_t slept;      /* of those, dropped: went to sleep before they stopped */
+    /* Time the target's threads spent stopped by us (from the confirmed stop to
+     * PTRACE_CONT), and the CPU time sampled. */
+    uint64_t stopped_ns, cpu_ns;
+    int exit_status, exit_signal, target_gone;
+    /* The last exit seen of any thread: the group's status when the leader is not
+     * traced (it had called pthread_exit before we attached).  In an exit_group
+     * every thread reports the group's status. */
+    int last_status, last_signal;
+    /* The leader's exit was reaped: the kernel reports it last, the group is empty. */
+    int leader_reaped;
+    uint64_t stack[PT_ATTACH_STACK_MAX / 8]; /* the stopped thread's stack copy */
+};
+static struct pt_ptrace_state pt_tr; /* zero-initialized (.bss): the -1s are set at start */
+
+/* The first stack copy of a thread not yet walked whole, and the slack added
+ * to what the last whole walk needed. */
+#define PT_STACK_FIRST 8192u
+#define PT_STACK_SLACK 1024u
 
 /* How long one thread may take to reach the stop we asked for before we give
  * up on it for this tick (its stop, if it comes later, is ended in pt_handle). */
@@ -72,47 +120,67 @@ static int pt_leader_reaped;
 #define PT_REAP_TIMEOUT_NS 1000000000ull
 
 static struct pt_attach_thread *pt_find(pid_t tid) {
-    for (int i = 0; i < pt_nthreads; i++)
-        if (pt_threads[i].tid == tid) return &pt_threads[i];
+    for (int i = 0; i < pt_tr.nthreads; i++)
+        if (pt_tr.threads[i].tid == tid) return &pt_tr.threads[i];
     return NULL;
 }
 
-/* CPU time of a thread in ns, 0 if unreadable.  Not async-signal-safe. */
-static uint64_t pt_cpu_ns(const struct pt_attach_thread *t) {
-    char buf[96];
-    ssize_t n = pread(t->schedstat_fd, buf, sizeof buf - 1, 0);
-    if (n <= 0) return 0;
+/* Read a thread's scheduling counters: schedstat first, then status (so a
+ * switch between the two reads shows it off its CPU, never on it).
+ * Not async-signal-safe. */
+static void pt_sched_read(const struct pt_attach_thread *t, struct pt_sched_view *v) {
+    static const char state_key[] = "\nState:\t", vol_key[] = "\nvoluntary_ctxt_switches:\t",
+                      invol_key[] = "\nnonvoluntary_ctxt_switches:\t";
+    char buf[2048];
+    *v = (struct pt_sched_view){0, 0, -1, -1, 0};
+    ssize_t n = t->schedstat_fd >= 0 ? pread(t->schedstat_fd, buf, 95, 0) : -1;
+    if (n > 0) {
+        buf[n] = '\0';
+        char *end;
+        v->cpu_ns = strtoull(buf, &end, 10);
+        strtoull(end, &end, 10); /* time spent waiting on a runqueue */
+        v->arrivals = strtoull(end, NULL, 10);
+    }
+    n = t->status_fd >= 0 ? pread(t->status_fd, buf, sizeof buf - 1, 0) : -1;
+    if (n <= 0) return;
     buf[n] = '\0';
-    return strtoull(buf, NULL, 10);
+    const char *state = strstr(buf, state_key);
+    const char *vol = strstr(buf, vol_key), *invol = strstr(buf, invol_key);
+    if (state != NULL) v->state = state[sizeof state_key - 1];
+    if (vol != NULL) v->voluntary = strtoll(vol + sizeof vol_key - 1, NULL, 10);
+    if (invol != NULL) v->involuntary = strtoll(invol + sizeof invol_key - 1, NULL, 10);
 }
 
-/* Whether the thread is running or runnable.  Not async-signal-safe. */
-static int pt_runnable(const struct pt_attach_thread *t) {
-    char buf[512];
-    ssize_t n = pread(t->stat_fd, buf, sizeof buf - 1, 0);
-    if (n <= 0) return 1; /* unknown: let the CPU time decide */
-    buf[n] = '\0';
-    const char *end = strrchr(buf, ')');
-    return end != NULL && end[1] == ' ' && end[2] == 'R';
+/* 1 if the counters are all there (schedstat's arrivals need CONFIG_SCHED_INFO). */
+static int pt_sched_known(const struct pt_sched_view *v) {
+    return v->arrivals > 0 && v->voluntary >= 0 && v->involuntary >= 0;
+}
+
+/* 1 if the thread was on a CPU when read: each switch off a CPU is followed
+ * by one arrival (see the file comment). */
+static int pt_sched_on_cpu(const struct pt_sched_view *v) {
+    return v->arrivals == (uint64_t)(v->voluntary + v->involuntary) + 1;
 }
 
 static void pt_close_thread(struct pt_attach_thread *t) {
     if (t->schedstat_fd >= 0) close(t->schedstat_fd);
-    if (t->stat_fd >= 0) close(t->stat_fd);
+    if (t->status_fd >= 0) close(t->status_fd);
 }
 
 static struct pt_attach_thread *pt_add(pid_t pid, pid_t tid) {
     struct pt_attach_thread *t = pt_find(tid);
-    if (t != NULL || pt_nthreads >= PT_TRACE_MAX_THREADS) return t;
-    t = &pt_threads[pt_nthreads++];
+    if (t != NULL || pt_tr.nthreads >= PT_TRACE_MAX_THREADS) return t;
+    t = &pt_tr.threads[pt_tr.nthreads++];
     memset(t, 0, sizeof *t);
     t->tid = tid;
     char path[80];
     snprintf(path, sizeof path, "/proc/%d/task/%d/schedstat", (int)pid, (int)tid);
     t->schedstat_fd = open(path, O_RDONLY | O_CLOEXEC);
-    snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)pid, (int)tid);
-    t->stat_fd = open(path, O_RDONLY | O_CLOEXEC);
-    t->cpu_ns = t->schedstat_fd >= 0 ? pt_cpu_ns(t) : 0;
+    snprintf(path, sizeof path, "/proc/%d/task/%d/status", (int)pid, (int)tid);
+    t->status_fd = open(path, O_RDONLY | O_CLOEXEC);
+    pt_sched_read(t, &t->was);
+    t->cpu_ns = t->was.cpu_ns;
+    t->left = PT_LEFT_UNKNOWN;
     pt_attach_out_thread((uint32_t)tid, PT_ATTACH_THREAD_NEW, pid);
     return t;
 }
@@ -121,19 +189,18 @@ static void pt_remove(pid_t pid, pid_t tid) {
     struct pt_attach_thread *t = pt_find(tid);
     if (t == NULL) return;
     pt_close_thread(t);
-    *t = pt_threads[--pt_nthreads];
+    *t = pt_tr.threads[--pt_tr.nthreads];
     pt_attach_out_thread((uint32_t)tid, PT_ATTACH_THREAD_GONE, pid);
 }
 
 /* Registers, the frame-pointer chain and a copy of the stack of a stopped
- * thread; unwound and written by pt_attach_unwind.c.  Not async-signal-safe. */
-static void pt_sample(struct pt_attach_thread *t, uint64_t weight) {
-    struct pt_regs regs;
-    if (pt_arch_ptrace_regs(t->tid, &regs) != 0) return;
+ * thread; unwound and written by pt_attach_unwind.c, which reads more stack
+ * if the copy ends too early.  `regs` were read already.  Not async-signal-safe. */
+static void pt_sample(struct pt_attach_thread *t, const struct pt_regs *regs, uint64_t weight) {
     uint64_t ips[PT_ATTACH_MAX_FRAMES];
     uint32_t n = 0;
-    ips[n++] = regs.pc;
-    uint64_t fp = regs.fp, sp = regs.sp;
+    ips[n++] = regs->pc;
+    uint64_t fp = regs->fp, sp = regs->sp;
     while (n < PT_ATTACH_MAX_FRAMES) {
         /* A caller's frame lies above ours on a downward-growing stack. */
         if (fp < sp || fp - sp > (64u << 20) || (fp & 7) != 0) break;
@@ -145,24 +212,25 @@ static void pt_sample(struct pt_attach_thread *t, uint64_t weight) {
         sp = fp + 16;
         fp = pair[0];
     }
-    /* The stack from sp up, for the CFI walk.  One iovec per page: a partial
-     * read stops at the first unmapped page, not at zero. */
-    uint64_t stack[PT_ATTACH_STACK_WORDS];
-    struct iovec local = {stack, sizeof stack}, remote[PT_ATTACH_STACK_WORDS * 8 / 4096 + 1];
-    int nremote = 0;
-    uint64_t at = regs.sp, end = regs.sp + sizeof stack;
-    while (at < end && nremote < (int)(sizeof remote / sizeof remote[0])) {
+    /* The stack from sp up, as much as this thread's last whole walk needed.
+     * One iovec per page: a partial read stops at the first unmapped page. */
+    uint64_t want = t->need ? t->need + PT_STACK_SLACK : PT_STACK_FIRST;
+    if (want > sizeof pt_tr.stack) want = sizeof pt_tr.stack;
+    struct iovec local = {pt_tr.stack, (size_t)want}, remote[PT_ATTACH_STACK_MAX / 4096 + 1];
+    unsigned long nremote = 0;
+    uint64_t at = regs->sp, end = regs->sp + want;
+    while (at < end && nremote < sizeof remote / sizeof remote[0]) {
         uint64_t page_end = (at | 4095u) + 1;
         uint64_t stop = page_end < end ? page_end : end;
-        remote[nremote].iov_base = (void *)at;
-        remote[nremote].iov_len = stop - at;
-        nremote++;
+        remote[nremote++] = (struct iovec){(void *)at, (size_t)(stop - at)};
         at = stop;
     }
-    ssize_t got = process_vm_readv(t->tid, &local, 1, remote, (unsigned long)nremote, 0);
+    ssize_t got = process_vm_readv(t->tid, &local, 1, remote, nremote, 0);
     uint32_t nstack = got > 0 ? (uint32_t)(got / 8) : 0;
-    pt_attach_unwind_sample((uint32_t)t->tid, weight, &regs, stack, nstack, ips, n);
-    pt_tr_samples++;
+    uint64_t need = pt_attach_unwind_sample((uint32_t)t->tid, weight, regs, pt_tr.stack, nstack,
+                                            0, ips, n);
+    if (need) t->need = need;
+    pt_tr.samples++;
 }
 
 /* Handle one wait status of a traced thread.  `want_stop` means we interrupted
@@ -171,12 +239,12 @@ static int pt_handle(const struct pt_attach_config *cfg, pid_t tid, int status, 
     if (WIFEXITED(status) || WIFSIGNALED(status)) {
         /* Reaping every thread's exit is what lets the leader's exit reach
          * its parent: the kernel reports a leader only once its group is empty. */
-        pt_last_status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-        pt_last_signal = WIFSIGNALED(status) ? WTERMSIG(status) : -1;
+        pt_tr.last_status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        pt_tr.last_signal = WIFSIGNALED(status) ? WTERMSIG(status) : -1;
         if (tid == cfg->pid) {
-            pt_target_gone = pt_leader_reaped = 1;
-            pt_exit_status = pt_last_status;
-            pt_exit_signal = pt_last_signal;
+            pt_tr.target_gone = pt_tr.leader_reaped = 1;
+            pt_tr.exit_status = pt_tr.last_status;
+            pt_tr.exit_signal = pt_tr.last_signal;
         }
         pt_remove(cfg->pid, tid);
         return 0;
@@ -285,27 +353,70 @@ static void pt_reap_all(const struct pt_attach_config *cfg) {
     for (;;) {
         pt_reap(cfg);
         uint64_t now = pt_mono_ns();
-        if (pt_nthreads == 0 || pt_leader_reaped || now >= deadline) return;
+        if (pt_tr.nthreads == 0 || pt_tr.leader_reaped || now >= deadline) return;
         pt_wait_chld(deadline - now < 10000000ull ? deadline - now : 10000000ull);
     }
 }
 
+/* Whether a runnable thread is worth interrupting now (`now`: just read):
+ * not when it is off its CPU and the only switches since our previous look
+ * were sleeps (it was woken and waits where it slept: see the file comment);
+ * a busy server both sleeps and is preempted between looks, and then which
+ * came last is unknown: yes.  Updates what the thread remembers of our
+ * looks.  Without the counters (an old kernel), yes.  Not async-signal-safe. */
+static int pt_worth_stopping(struct pt_attach_thread *t, const struct pt_sched_view *now) {
+    const struct pt_sched_view *was = &t->was;
+    int known = pt_sched_known(now) && pt_sched_known(was);
+    if (known && now->voluntary > was->voluntary && now->involuntary == was->involuntary)
+        t->left = PT_LEFT_SLEPT;
+    else if (known && now->involuntary > was->involuntary && now->voluntary == was->voluntary)
+        t->left = PT_LEFT_PREEMPTED;
+    else if (!known || now->voluntary != was->voluntary || now->involuntary != was->involuntary)
+        t->left = PT_LEFT_UNKNOWN; /* both kinds since the last look: which came last? */
+    t->was = *now;
+    if (!pt_sched_known(now) || pt_sched_on_cpu(now)) return 1;
+    return t->left != PT_LEFT_SLEPT;
+}
+
 /* One sampling tick over all threads.  Not async-signal-safe. */
 static void pt_tick(const struct pt_attach_config *cfg) {
-    for (int i = 0; i < pt_nthreads; i++) {
-        struct pt_attach_thread *t = &pt_threads[i];
-        uint64_t cpu = pt_cpu_ns(t);
-        if (cpu <= t->cpu_ns || !pt_runnable(t)) continue; /* not on a CPU: nothing to see */
+    for (int i = 0; i < pt_tr.nthreads; i++) {
+        struct pt_attach_thread *t = &pt_tr.threads[i];
+        struct pt_sched_view look;
+        pt_sched_read(t, &look);
+        if (look.cpu_ns <= t->cpu_ns || look.state != 'R') { /* no CPU since, or asleep */
+            pt_worth_stopping(t, &look);
+            continue;
+        }
+        pt_tr.looks++;
+        if (!pt_worth_stopping(t, &look)) {
+            pt_tr.woken++; /* where it waits used no CPU: look again next tick */
+            continue;
+        }
         pid_t tid = t->tid;
         if (pt_stop_thread(cfg, tid, 0) != 0) continue;
         uint64_t stop_at = pt_mono_ns(); /* stopped from here until PTRACE_CONT */
         t = pt_find(tid);                /* the table may have grown while we waited */
         if (t == NULL) continue;
-        pt_sample(t, cpu - t->cpu_ns);
-        pt_tr_cpu_ns += cpu - t->cpu_ns;
-        t->cpu_ns = cpu;
+        /* The registers first: PTRACE_GETREGS returns once the thread is off its
+         * CPU, so its switch into the stop is counted when we read. */
+        struct pt_regs regs;
+        if (pt_arch_ptrace_regs(tid, &regs) == 0) {
+            struct pt_sched_view stopped;
+            pt_sched_read(t, &stopped);
+            pt_tr.stops++;
+            if (pt_sched_known(&stopped) && stopped.voluntary > look.voluntary + 1) {
+                pt_tr.slept++; /* slept, then stopped where it slept: its CPU time waits */
+            } else if (stopped.cpu_ns > t->cpu_ns) {
+                pt_sample(t, &regs, stopped.cpu_ns - t->cpu_ns);
+                pt_tr.cpu_ns += stopped.cpu_ns - t->cpu_ns;
+                t->cpu_ns = stopped.cpu_ns;
+            }
+            t->was = stopped;
+            t->left = PT_LEFT_SLEPT; /* our stop: after PTRACE_CONT it waits like a woken one */
+        }
         ptrace(PTRACE_CONT, tid, NULL, NULL);
-        pt_tr_stopped_ns += pt_mono_ns() - stop_at;
+        pt_tr.stopped_ns += pt_mono_ns() - stop_at;
     }
 }
 
@@ -330,7 +441,7 @@ static int pt_seize_all(const struct pt_attach_config *cfg) {
             if (state == 'Z' || state == 'X') continue;
             if (ptrace(PTRACE_SEIZE, tids[i], NULL, (void *)opts) != 0) {
                 if (first_errno == 0) first_errno = errno;
-                if (pt_nthreads == 0 && errno != ESRCH) return -1;
+                if (pt_tr.nthreads == 0 && errno != ESRCH) return -1;
                 continue;
             }
             pt_add(cfg->pid, tids[i]);
@@ -338,7 +449,7 @@ static int pt_seize_all(const struct pt_attach_config *cfg) {
         }
         if (added == 0) break;
     }
-    if (pt_nthreads == 0) {
+    if (pt_tr.nthreads == 0) {
         errno = first_errno ? first_errno : ESRCH;
         return -1;
     }
@@ -349,8 +460,8 @@ static int pt_seize_all(const struct pt_attach_config *cfg) {
  * stays stopped).  One that cannot be stopped (a zombie leader whose group
  * runs on) is detached by the kernel when the helper exits.  Not async-signal-safe. */
 static void pt_detach_all(const struct pt_attach_config *cfg) {
-    while (pt_nthreads > 0) {
-        pid_t tid = pt_threads[pt_nthreads - 1].tid;
+    while (pt_tr.nthreads > 0) {
+        pid_t tid = pt_tr.threads[pt_tr.nthreads - 1].tid;
         /* A zombie (a leader after pthread_exit) never stops: the kernel lets
          * it go when the helper exits.  A signal in flight was passed on by
          * pt_handle while we waited for the others. */
@@ -360,18 +471,19 @@ static void pt_detach_all(const struct pt_attach_config *cfg) {
         struct pt_attach_thread *t = pt_find(tid);
         if (t != NULL) {
             pt_close_thread(t);
-            *t = pt_threads[--pt_nthreads];
+            *t = pt_tr.threads[--pt_tr.nthreads];
         }
     }
 }
 
 /* The ptrace method: see the file comment.  Not async-signal-safe. */
 int pt_attach_ptrace_run(const struct pt_attach_config *cfg) {
+    pt_tr.exit_status = pt_tr.exit_signal = pt_tr.last_status = pt_tr.last_signal = -1;
     /* schedstat's CPU time includes the kernel's, and a thread in a system
      * call is interrupted at its user-space entry: kernel time is counted. */
     uint32_t flags = pt_attach_unwind_init(cfg->pid) | PT_ATTACH_FLAG_KERNEL_TIME;
     pt_attach_out_header(PT_ATTACH_METHOD_PTRACE, cfg->pid, cfg->period_ns, flags);
-    pt_attach_out_buffers(0, 0, cfg->buffer_bytes); /* no kernel ring: samples are taken in line */
+    pt_attach_out_buffers(0, 0, cfg->buffer_bytes, 0); /* no kernel ring: samples are taken in line */
     if (pt_seize_all(cfg) != 0) {
         /* The header is out, so explain through the stream and on stderr. */
         int saved = errno;
@@ -406,32 +518,44 @@ int pt_attach_ptrace_run(const struct pt_attach_config *cfg) {
         }
         if (++ticks_since_check >= 10 || r == 0) {
             ticks_since_check = 0;
-            if (!pt_attach_target_alive(cfg->pid)) pt_target_gone = 1;
+            if (!pt_attach_target_alive(cfg->pid)) pt_tr.target_gone = 1;
         }
         pt_attach_out_flush();
-        if (stop || pt_target_gone || pt_nthreads == 0 || pt_attach_out_broken()) break;
+        if (stop || pt_tr.target_gone || pt_tr.nthreads == 0 || pt_attach_out_broken()) break;
     }
     close(tfd);
-    if (pt_nthreads == 0) pt_target_gone = 1; /* every thread exited */
-    if (pt_target_gone) {
+    if (pt_tr.nthreads == 0) pt_tr.target_gone = 1; /* every thread exited */
+    if (pt_tr.target_gone) {
         pt_reap_all(cfg);
-        if (pt_exit_status < 0 && pt_exit_signal < 0) { /* the leader was not traced */
-            pt_exit_status = pt_last_status;
-            pt_exit_signal = pt_last_signal;
+        if (pt_tr.exit_status < 0 && pt_tr.exit_signal < 0) { /* the leader was not traced */
+            pt_tr.exit_status = pt_tr.last_status;
+            pt_tr.exit_signal = pt_tr.last_signal;
         }
-        pt_attach_out_exit(pt_exit_status, pt_exit_signal);
+        pt_attach_out_exit(pt_tr.exit_status, pt_tr.exit_signal);
     } else {
         pt_detach_all(cfg);
     }
+    /* Say how many looks and stops did not land in running code (issue 26). */
+    if (pt_tr.woken + pt_tr.slept > 0)
+        pt_attach_out_text(PT_ATTACH_REC_WARN,
+                           "ptrace: of %llu looks at a runnable thread, %llu (%.1f%%) found it "
+                           "waiting for a CPU after a wakeup and %llu (%.1f%%) found it going to "
+                           "sleep (in a system call such as epoll_wait) before it stopped: those "
+                           "places used no CPU, so no sample was kept there; the thread's CPU "
+                           "time went to its next sample",
+                           (unsigned long long)pt_tr.looks, (unsigned long long)pt_tr.woken,
+                           100.0 * (double)pt_tr.woken / (double)pt_tr.looks,
+                           (unsigned long long)pt_tr.slept,
+                           100.0 * (double)pt_tr.slept / (double)pt_tr.looks);
     /* Say what the stops cost the target (issue 13), however small: every ptrace
      * sample stops a thread, and a tracer short of CPU makes fewer, cheaper stops.
      * A lower bound: the stop may begin before our waitpid() returns. */
-    if (pt_tr_cpu_ns > 0 && pt_tr_stopped_ns > 0)
+    if (pt_tr.cpu_ns > 0 && pt_tr.stopped_ns > 0)
         pt_attach_out_text(PT_ATTACH_REC_WARN,
                            "ptrace stopped the target's threads for at least %.1f ms in all "
                            "(%.0f%% of the CPU time sampled): the target ran that much slower",
-                           (double)pt_tr_stopped_ns / 1e6,
-                           100.0 * (double)pt_tr_stopped_ns / (double)pt_tr_cpu_ns);
-    pt_attach_out_end(pt_tr_samples, 0);
+                           (double)pt_tr.stopped_ns / 1e6,
+                           100.0 * (double)pt_tr.stopped_ns / (double)pt_tr.cpu_ns);
+    pt_attach_out_end(pt_tr.samples, 0);
     return 0;
 }

@@ -30,6 +30,8 @@
 
 #define PT_ATTACH_REFRESH_NS 50000000ull /* at most one maps re-read per 50 ms */
 #define PT_ATTACH_MAX_VDSO (1u << 20)
+#define PT_ATTACH_SEAM_BYTES 256   /* copy words checked against the live stack (perf) */
+#define PT_ATTACH_STACK_MARGIN 4096 /* read beyond the word a walk wanted: its callers' frames */
 
 /* One object with CFI rows: identified by its mapping's path, inode and bias. */
 struct pt_attach_object {
@@ -44,17 +46,23 @@ struct pt_attach_range {
     uint64_t start, end;
 };
 
-/* State of the one target (the helper is single-threaded). */
-static pid_t pt_attach_pid;
-static pid_t pt_attach_via;  /* a live thread of it, for /proc and process_vm_readv */
-static int pt_attach_cfi_on; /* PT_ARCH_CFI and not PROFTUI_ATTACH_UNWIND=fp */
-static struct pt_attach_object *pt_attach_objs;
-static size_t pt_attach_nobjs, pt_attach_capobjs;
-static struct pt_attach_range *pt_attach_ranges;
-static size_t pt_attach_nranges, pt_attach_capranges;
-static struct pt_cfi_set *pt_attach_set; /* malloc'd, rebuilt after each read */
-static int pt_attach_dirty;              /* perf saw a new mapping */
-static uint64_t pt_attach_last_read;     /* CLOCK_MONOTONIC ns of the last maps read */
+/* Everything this file keeps about the one target: the helper is
+ * single-threaded, so one static instance (pt_uw) holds it. */
+struct pt_attach_unwind_state {
+    pid_t pid;
+    pid_t via;  /* a live thread of it, for /proc and process_vm_readv */
+    int cfi_on; /* PT_ARCH_CFI and not PROFTUI_ATTACH_UNWIND=fp */
+    struct pt_attach_object *objs;
+    size_t nobjs, capobjs;
+    struct pt_attach_range *ranges;
+    size_t nranges, capranges;
+    struct pt_cfi_set *set; /* malloc'd, rebuilt after each read */
+    int dirty;              /* perf saw a new mapping */
+    uint64_t last_read;     /* CLOCK_MONOTONIC ns of the last maps read */
+    uint64_t *ext;          /* PT_ATTACH_STACK_MAX bytes: a stack copy read further (malloc'd) */
+    struct pt_attach_unwind_stats stats;
+};
+static struct pt_attach_unwind_state pt_uw;
 
 static uint64_t pt_attach_now_ns(void) {
     struct timespec ts;
@@ -108,9 +116,9 @@ static struct pt_cfi_table *pt_attach_file_rows(const char *path, uint64_t start
     size_t len = strlen(path);
     static const char deleted[] = " (deleted)";
     if (len > sizeof deleted - 1 && strcmp(path + len - (sizeof deleted - 1), deleted) == 0)
-        snprintf(where, sizeof where, "/proc/%d/map_files/%lx-%lx", (int)pt_attach_via,
+        snprintf(where, sizeof where, "/proc/%d/map_files/%lx-%lx", (int)pt_uw.via,
                  (unsigned long)start, (unsigned long)end);
-    else snprintf(where, sizeof where, "/proc/%d/root%s", (int)pt_attach_via, path);
+    else snprintf(where, sizeof where, "/proc/%d/root%s", (int)pt_uw.via, path);
     int fd = open(where, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return NULL;
     struct stat st;
@@ -134,7 +142,7 @@ static struct pt_cfi_table *pt_attach_vdso_rows(uint64_t start, uint64_t end, ui
     if (copy == NULL) return NULL;
     struct iovec local = {copy, size}, remote = {(void *)(uintptr_t)start, size};
     struct pt_cfi_table *t = NULL;
-    if (process_vm_readv(pt_attach_via, &local, 1, &remote, 1, 0) == (ssize_t)size)
+    if (process_vm_readv(pt_uw.via, &local, 1, &remote, 1, 0) == (ssize_t)size)
         t = pt_attach_image_rows(copy, size, start, 0, bias);
     free(copy);
     return t;
@@ -150,15 +158,15 @@ static int pt_attach_by_lo(const void *a, const void *b) {
 /* One executable mapping line: remember its range; build rows for a new object. */
 static void pt_attach_mapping(uint64_t start, uint64_t end, uint64_t off, uint64_t ino,
                               const char *path) {
-    struct pt_attach_range *ranges = pt_attach_grow(pt_attach_ranges, &pt_attach_capranges,
-                                                    pt_attach_nranges, sizeof *ranges);
+    struct pt_attach_range *ranges = pt_attach_grow(pt_uw.ranges, &pt_uw.capranges,
+                                                    pt_uw.nranges, sizeof *ranges);
     if (ranges == NULL) return;
-    pt_attach_ranges = ranges;
-    pt_attach_ranges[pt_attach_nranges++] = (struct pt_attach_range){start, end};
+    pt_uw.ranges = ranges;
+    pt_uw.ranges[pt_uw.nranges++] = (struct pt_attach_range){start, end};
     int vdso = strcmp(path, "[vdso]") == 0;
-    if (!pt_attach_cfi_on || (path[0] != '/' && !vdso)) return; /* anonymous (JIT): fp only */
-    for (size_t i = 0; i < pt_attach_nobjs; i++) {
-        struct pt_attach_object *o = &pt_attach_objs[i];
+    if (!pt_uw.cfi_on || (path[0] != '/' && !vdso)) return; /* anonymous (JIT): fp only */
+    for (size_t i = 0; i < pt_uw.nobjs; i++) {
+        struct pt_attach_object *o = &pt_uw.objs[i];
         /* The same object: same file, and this mapping inside the object's code. */
         if (o->ino == ino && strcmp(o->path, path) == 0 &&
             (o->cfi == NULL ? o->bias == start - off
@@ -167,11 +175,11 @@ static void pt_attach_mapping(uint64_t start, uint64_t end, uint64_t off, uint64
             return;
         }
     }
-    struct pt_attach_object *objs = pt_attach_grow(pt_attach_objs, &pt_attach_capobjs,
-                                                   pt_attach_nobjs, sizeof *objs);
+    struct pt_attach_object *objs = pt_attach_grow(pt_uw.objs, &pt_uw.capobjs,
+                                                   pt_uw.nobjs, sizeof *objs);
     if (objs == NULL) return;
-    pt_attach_objs = objs;
-    struct pt_attach_object *o = &pt_attach_objs[pt_attach_nobjs++];
+    pt_uw.objs = objs;
+    struct pt_attach_object *o = &pt_uw.objs[pt_uw.nobjs++];
     memset(o, 0, sizeof *o);
     snprintf(o->path, sizeof o->path, "%s", path);
     o->ino = ino;
@@ -199,12 +207,12 @@ static int pt_attach_any_exec(const char *text) {
  * ones.  A read without executable mappings (the target exited: its maps are
  * empty while samples are still drained) changes nothing. */
 static void pt_attach_read_maps(void) {
-    pt_attach_last_read = pt_attach_now_ns();
-    pt_attach_dirty = 0;
+    pt_uw.last_read = pt_attach_now_ns();
+    pt_uw.dirty = 0;
     /* After the leader's pthread_exit its /proc/PID/maps is empty: read a live thread's. */
-    pt_attach_via = pt_attach_live_task(pt_attach_pid);
+    pt_uw.via = pt_attach_live_task(pt_uw.pid);
     char path[64];
-    snprintf(path, sizeof path, "/proc/%d/maps", (int)pt_attach_via);
+    snprintf(path, sizeof path, "/proc/%d/maps", (int)pt_uw.via);
     FILE *f = fopen(path, "re");
     if (f == NULL) return; /* the target is gone: keep what we had */
     char *text = NULL;
@@ -219,8 +227,8 @@ static void pt_attach_read_maps(void) {
         free(text);
         return;
     }
-    for (size_t i = 0; i < pt_attach_nobjs; i++) pt_attach_objs[i].seen = 0;
-    pt_attach_nranges = 0;
+    for (size_t i = 0; i < pt_uw.nobjs; i++) pt_uw.objs[i].seen = 0;
+    pt_uw.nranges = 0;
     for (char *line = text, *next; line != NULL && *line != '\0'; line = next) {
         next = strchr(line, '\n');
         if (next != NULL) *next++ = '\0';
@@ -235,42 +243,58 @@ static void pt_attach_read_maps(void) {
     }
     free(text);
     size_t kept = 0, with_rows = 0;
-    for (size_t i = 0; i < pt_attach_nobjs; i++) {
-        if (!pt_attach_objs[i].seen) {
-            pt_cfi_free(pt_attach_objs[i].cfi);
+    for (size_t i = 0; i < pt_uw.nobjs; i++) {
+        if (!pt_uw.objs[i].seen) {
+            pt_cfi_free(pt_uw.objs[i].cfi);
             continue;
         }
-        pt_attach_objs[kept++] = pt_attach_objs[i];
-        if (pt_attach_objs[kept - 1].cfi != NULL) with_rows++;
+        pt_uw.objs[kept++] = pt_uw.objs[i];
+        if (pt_uw.objs[kept - 1].cfi != NULL) with_rows++;
     }
-    pt_attach_nobjs = kept;
-    free(pt_attach_set);
-    pt_attach_set = malloc(sizeof *pt_attach_set + (with_rows + 1) * sizeof(void *));
-    if (pt_attach_set == NULL) return;
-    pt_attach_set->n = 0;
-    for (size_t i = 0; i < pt_attach_nobjs; i++)
-        if (pt_attach_objs[i].cfi != NULL)
-            pt_attach_set->tables[pt_attach_set->n++] = pt_attach_objs[i].cfi;
-    qsort(pt_attach_set->tables, pt_attach_set->n, sizeof pt_attach_set->tables[0],
+    pt_uw.nobjs = kept;
+    free(pt_uw.set);
+    pt_uw.set = malloc(sizeof *pt_uw.set + (with_rows + 1) * sizeof(void *));
+    if (pt_uw.set == NULL) return;
+    pt_uw.set->n = 0;
+    for (size_t i = 0; i < pt_uw.nobjs; i++)
+        if (pt_uw.objs[i].cfi != NULL)
+            pt_uw.set->tables[pt_uw.set->n++] = pt_uw.objs[i].cfi;
+    qsort(pt_uw.set->tables, pt_uw.set->n, sizeof pt_uw.set->tables[0],
           pt_attach_by_lo);
 }
 
 /* 1 if `pc` lies in an executable mapping of the last read. */
 static int pt_attach_known(uint64_t pc) {
-    for (size_t i = 0; i < pt_attach_nranges; i++)
-        if (pc >= pt_attach_ranges[i].start && pc < pt_attach_ranges[i].end) return 1;
+    for (size_t i = 0; i < pt_uw.nranges; i++)
+        if (pc >= pt_uw.ranges[i].start && pc < pt_uw.ranges[i].end) return 1;
     return 0;
 }
 
-uint32_t pt_attach_unwind_init(pid_t pid) {
-    pt_attach_pid = pid;
-    const char *mode = getenv("PROFTUI_ATTACH_UNWIND");
-    pt_attach_cfi_on = PT_ARCH_CFI && !(mode != NULL && strcmp(mode, "fp") == 0);
-    pt_attach_read_maps();
-    return pt_attach_cfi_on ? PT_ATTACH_FLAG_CFI : 0;
+/* pt_attach_known, re-reading the maps first (at most every 50 ms) when they
+ * changed or `pc` lies in none of them (a dlopen under ptrace). */
+static int pt_attach_known_now(uint64_t pc) {
+    if ((pt_uw.dirty || !pt_attach_known(pc)) &&
+        pt_attach_now_ns() - pt_uw.last_read >= PT_ATTACH_REFRESH_NS)
+        pt_attach_read_maps();
+    return pt_attach_known(pc);
 }
 
-void pt_attach_unwind_maps_changed(void) { pt_attach_dirty = 1; }
+uint32_t pt_attach_unwind_init(pid_t pid) {
+    pt_uw.pid = pid;
+    const char *mode = getenv("PROFTUI_ATTACH_UNWIND");
+    pt_uw.cfi_on = PT_ARCH_CFI && !(mode != NULL && strcmp(mode, "fp") == 0);
+    pt_uw.ext = malloc(PT_ATTACH_STACK_MAX); /* NULL: copies are never read further */
+    pt_attach_read_maps();
+    return pt_uw.cfi_on ? PT_ATTACH_FLAG_CFI : 0;
+}
+
+void pt_attach_unwind_maps_changed(void) { pt_uw.dirty = 1; }
+
+struct pt_attach_unwind_stats pt_attach_unwind_take_stats(void) {
+    struct pt_attach_unwind_stats out = pt_uw.stats;
+    memset(&pt_uw.stats, 0, sizeof pt_uw.stats);
+    return out;
+}
 
 /* The CFI chain continued by the frame-pointer chain after their last common
  * address (the copied stack ended before the outermost frame).  Returns n. */
@@ -288,28 +312,129 @@ static uint32_t pt_attach_join(uint64_t *ips, uint32_t n, const uint64_t *fp, ui
     return n;
 }
 
-void pt_attach_unwind_sample(uint32_t tid, uint64_t weight_ns, const struct pt_regs *regs,
-                             const uint64_t *stack, uint32_t nstack, const uint64_t *fp_ips,
-                             uint32_t nfp) {
-    uint64_t ips[PT_ATTACH_MAX_FRAMES];
+/* Read [addr, addr + len) of the target into dst, one iovec per page so a
+ * short read stops at the first unmapped page; returns the bytes read. */
+static size_t pt_attach_read(pid_t tid, uint64_t addr, void *dst, size_t len) {
+    struct iovec local = {dst, len}, remote[PT_ATTACH_STACK_MAX / 4096 + 1];
+    unsigned long nremote = 0;
+    uint64_t at = addr, end = addr + len;
+    while (at < end && nremote < sizeof remote / sizeof remote[0]) {
+        uint64_t page_end = (at | 4095u) + 1, stop = page_end < end ? page_end : end;
+        remote[nremote++] = (struct iovec){(void *)(uintptr_t)at, (size_t)(stop - at)};
+        at = stop;
+    }
+    ssize_t got = process_vm_readv(tid, &local, 1, remote, nremote, 0);
+    return got > 0 ? (size_t)got : 0;
+}
+
+/* Read more of the stack, into pt_uw.ext: its first `have` bytes are the
+ * copy so far (at `stack`, which may be pt_uw.ext itself), then the target's
+ * memory up to want + 8 and as much again (the frames after it are likely
+ * as deep), at most PT_ATTACH_STACK_MAX from sp.  Returns the new length in
+ * bytes, 0 if nothing more could be read.  Not async-signal-safe. */
+static size_t pt_attach_extend(pid_t tid, uint64_t sp, const uint64_t *stack, size_t have,
+                               uint64_t want) {
+    if (pt_uw.ext == NULL || want < sp + have || want + 8 - sp > PT_ATTACH_STACK_MAX) return 0;
+    size_t len = 2 * (size_t)(want + 8 - sp) + PT_ATTACH_STACK_MARGIN;
+    if (len > PT_ATTACH_STACK_MAX) len = PT_ATTACH_STACK_MAX;
+    len &= ~(size_t)7;
+    if (stack != pt_uw.ext) memcpy(pt_uw.ext, stack, have);
+    size_t got = pt_attach_read(tid, sp + have, (unsigned char *)pt_uw.ext + have, len - have);
+    return got > 0 ? (have + got) & ~(size_t)7 : 0;
+}
+
+/* 1 if the last bytes of a perf sample's stack copy still hold the same
+ * values in the target: the frame at the seam is the same activation, so the
+ * stack beyond it, read now, is the one the sample had.  Not async-signal-safe. */
+static int pt_attach_seam_holds(pid_t tid, uint64_t sp, const uint64_t *stack, size_t have) {
+    uint64_t seam[PT_ATTACH_SEAM_BYTES / 8];
+    size_t n = have < sizeof seam ? have : sizeof seam;
+    return pt_attach_read(tid, sp + have - n, seam, n) == n &&
+           memcmp(seam, (const unsigned char *)stack + have - n, n) == 0;
+}
+
+/* Walk one sample's copy; where it ends too early, read further (up to
+ * PT_ATTACH_STACK_MAX) and walk again: from a stopped thread (ptrace) at
+ * once, from one that ran on since its copy (perf, `ran_on`) only if the
+ * frame at the seam is still there.  Sets *need to the stack bytes from sp a
+ * whole walk used (0 when it did not finish).  Returns the frame count.
+ * Not async-signal-safe. */
+static uint32_t pt_attach_walk(uint32_t tid, const struct pt_regs *regs, const uint64_t *stack,
+                               uint32_t nstack, int ran_on, uint64_t *ips, unsigned *flags,
+                               uint64_t *need) {
+    struct pt_memory mem = {regs->sp, regs->sp + 8 * (uintptr_t)nstack,
+                            (const unsigned char *)stack, 0};
+    struct pt_unwind_stop stop;
+    unsigned f = 0;
+    uint32_t n = pt_unwind_walk_stop(pt_uw.set, &mem, regs, ips, PT_ATTACH_MAX_FRAMES, &f, &stop);
+    if ((f & PT_UNWIND_TRUNCATED) && stop.want != 0) {
+        pt_uw.stats.short_copies++;
+        pid_t from = ran_on ? pt_uw.via : (pid_t)tid; /* perf: the thread may be gone */
+        if (ran_on && !pt_attach_seam_holds(from, regs->sp, stack, 8 * (size_t)nstack)) {
+            pt_uw.stats.seam_changed++;
+        } else {
+            const uint64_t *copy = stack;
+            size_t have = 8 * (size_t)nstack, len;
+            while ((f & PT_UNWIND_TRUNCATED) && stop.want != 0 &&
+                   (len = pt_attach_extend(from, regs->sp, copy, have, stop.want)) > have) {
+                copy = pt_uw.ext;
+                have = len;
+                struct pt_memory longer = {regs->sp, regs->sp + len,
+                                           (const unsigned char *)pt_uw.ext, 0};
+                f = 0;
+                n = pt_unwind_walk_stop(pt_uw.set, &longer, regs, ips, PT_ATTACH_MAX_FRAMES, &f,
+                                        &stop);
+            }
+            if (!(f & PT_UNWIND_TRUNCATED)) {
+                pt_uw.stats.extended++;
+                if (ran_on) f |= PT_ATTACH_SAMPLE_LATE;
+            }
+        }
+    }
+    *need = (f & PT_UNWIND_TRUNCATED) ? 0 : stop.regs.sp - regs->sp + PT_ATTACH_SEAM_BYTES;
+    *flags = f;
+    return n;
+}
+
+/* Cut the chain at the first return address outside every executable
+ * mapping: garbage from a frame-pointer chain through code without frame
+ * pointers, never a frame.  Returns the new count. */
+static uint32_t pt_attach_valid_prefix(const uint64_t *ips, uint32_t n, unsigned *flags) {
+    for (uint32_t i = 1; i < n; i++)
+        if (!pt_attach_known_now(ips[i])) {
+            *flags |= PT_UNWIND_TRUNCATED;
+            *flags &= ~(unsigned)PT_UNWIND_DEPTH;
+            return i;
+        }
+    return n;
+}
+
+uint64_t pt_attach_unwind_sample(uint32_t tid, uint64_t weight_ns, const struct pt_regs *regs,
+                                 const uint64_t *stack, uint32_t nstack, int ran_on,
+                                 const uint64_t *fp_ips, uint32_t nfp) {
+    uint64_t ips[PT_ATTACH_MAX_FRAMES], need = 0;
     unsigned flags = 0;
     uint32_t n;
+    pt_uw.stats.samples++;
     if (regs->sp == 0 || nstack == 0) { /* no registers or no stack copy: the fp chain */
         n = nfp < PT_ATTACH_MAX_FRAMES ? nfp : PT_ATTACH_MAX_FRAMES;
         memcpy(ips, fp_ips, 8 * (size_t)n);
-        pt_attach_out_sample(tid, weight_ns, PT_UNWIND_TRUNCATED, ips, n);
-        return;
+        flags = PT_UNWIND_TRUNCATED;
+    } else {
+        pt_attach_known_now(regs->pc);
+        n = pt_attach_walk(tid, regs, stack, nstack, ran_on, ips, &flags, &need);
+        if ((flags & PT_UNWIND_TRUNCATED) && nfp > 0) {
+            uint32_t before = n;
+            n = pt_attach_join(ips, n, fp_ips, nfp);
+            /* The frame-pointer chain ends at a zero or a bad link alike: whole
+             * only if it reached code with no caller (_start, clone). */
+            if (n > before && (pt_uw.set == NULL || pt_cfi_outermost(pt_uw.set, ips[n - 1])))
+                flags &= ~(unsigned)PT_UNWIND_TRUNCATED;
+        }
     }
-    if ((pt_attach_dirty || !pt_attach_known(regs->pc)) &&
-        pt_attach_now_ns() - pt_attach_last_read >= PT_ATTACH_REFRESH_NS)
-        pt_attach_read_maps();
-    struct pt_memory mem = {regs->sp, regs->sp + 8 * (uintptr_t)nstack,
-                            (const unsigned char *)stack, 0};
-    n = pt_unwind_walk(pt_attach_set, &mem, regs, ips, PT_ATTACH_MAX_FRAMES, &flags);
-    if ((flags & PT_UNWIND_TRUNCATED) && nfp > 0) {
-        uint32_t before = n;
-        n = pt_attach_join(ips, n, fp_ips, nfp);
-        if (n > before) flags &= ~(unsigned)PT_UNWIND_TRUNCATED;
-    }
+    n = pt_attach_valid_prefix(ips, n, &flags);
+    if (flags & PT_UNWIND_TRUNCATED) pt_uw.stats.truncated++;
+    if (need > pt_uw.stats.max_need) pt_uw.stats.max_need = need;
     pt_attach_out_sample(tid, weight_ns, flags, ips, n);
+    return need;
 }

@@ -3,7 +3,8 @@
  *   sigaction/signal  a target that takes over our signal gets it; we move
  *   close, close_range, closefrom  a target closing "every fd" keeps ours open
  *   execve, execv, execvp, execvpe, execl, execlp, execle, fexecve  clocks stop
- *                   before the exec (a tick landing after it would kill the new image)
+ *                   before the exec (a tick landing after it would kill the new image):
+ *                   pt_exec_before/pt_exec_failed, the hooks of pt_exec.c
  * While pt_timer_on is 0 (no clock in this process) each one is the real call.
  * None of them is async-signal-safe except close(), which stays as safe as the
  * libc close() it wraps.
@@ -17,6 +18,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "pt_exec.h"
 #include "pt_timer.h"
 
 #ifndef CLOSE_RANGE_CLOEXEC
@@ -124,88 +126,15 @@ PT_INTERPOSE void closefrom(int lowfd) {
     for (int fd = lowfd; fd < 65536; fd++) close(fd); /* close_range not in this kernel */
 }
 
-/* ---- exec ----------------------------------------------------------------------- */
+/* ---- exec (the wrappers themselves: pt_exec.c, shared with the heap runtime) ---- */
 
-/* The real exec functions, resolved on first use (dlsym), like the clock
- * pause around them. */
-static void *pt_real(const char *name) { return dlsym(RTLD_NEXT, name); }
-
-/* Pause every clock, run the real exec, restart the clocks if it failed. */
-#define PT_EXEC(call)                                                                          \
-    do {                                                                                       \
-        int pt_on = PT_GET(pt_timer_on);                                                       \
-        if (pt_on) pt_timer_pause_all(1);                                                      \
-        int pt_rc = (call);                                                                    \
-        int pt_err = errno;                                                                    \
-        if (pt_on) pt_timer_pause_all(0);                                                      \
-        errno = pt_err;                                                                        \
-        return pt_rc;                                                                          \
-    } while (0)
-
-typedef int (*pt_execve_fn)(const char *, char *const[], char *const[]);
-typedef int (*pt_execv_fn)(const char *, char *const[]);
-
-PT_INTERPOSE int execve(const char *path, char *const argv[], char *const envp[]) {
-    pt_execve_fn real = (pt_execve_fn)pt_real("execve");
-    if (real == NULL) return errno = ENOSYS, -1;
-    PT_EXEC(real(path, argv, envp));
+/* Pause every clock before an exec: a tick landing after the point of no
+ * return would kill the new image.  Not async-signal-safe. */
+void pt_exec_before(void) {
+    if (PT_GET(pt_timer_on)) pt_timer_pause_all(1);
 }
 
-PT_INTERPOSE int execvpe(const char *file, char *const argv[], char *const envp[]) {
-    pt_execve_fn real = (pt_execve_fn)pt_real("execvpe");
-    if (real == NULL) return errno = ENOSYS, -1;
-    PT_EXEC(real(file, argv, envp));
-}
-
-PT_INTERPOSE int execv(const char *path, char *const argv[]) {
-    pt_execv_fn real = (pt_execv_fn)pt_real("execv");
-    if (real == NULL) return errno = ENOSYS, -1;
-    PT_EXEC(real(path, argv));
-}
-
-PT_INTERPOSE int execvp(const char *file, char *const argv[]) {
-    pt_execv_fn real = (pt_execv_fn)pt_real("execvp");
-    if (real == NULL) return errno = ENOSYS, -1;
-    PT_EXEC(real(file, argv));
-}
-
-PT_INTERPOSE int fexecve(int fd, char *const argv[], char *const envp[]) {
-    int (*real)(int, char *const[], char *const[]) =
-        (int (*)(int, char *const[], char *const[]))pt_real("fexecve");
-    if (real == NULL) return errno = ENOSYS, -1;
-    PT_EXEC(real(fd, argv, envp));
-}
-
-/* execl, execlp, execle: collect the variadic arguments (on the stack, as
- * glibc does) and go through the vector forms above. */
-#define PT_COLLECT_ARGS(first, ap, argv)                                                       \
-    size_t pt_n = 1;                                                                           \
-    va_start(ap, first);                                                                       \
-    while (va_arg(ap, char *) != NULL) pt_n++;                                                 \
-    va_end(ap);                                                                                \
-    char **argv = __builtin_alloca((pt_n + 1) * sizeof(char *));                               \
-    argv[0] = (char *)(first);                                                                 \
-    va_start(ap, first);                                                                       \
-    for (size_t pt_i = 1; pt_i <= pt_n; pt_i++) argv[pt_i] = va_arg(ap, char *)
-
-PT_INTERPOSE int execl(const char *path, const char *arg, ...) {
-    va_list ap;
-    PT_COLLECT_ARGS(arg, ap, argv);
-    va_end(ap);
-    return execv(path, argv);
-}
-
-PT_INTERPOSE int execlp(const char *file, const char *arg, ...) {
-    va_list ap;
-    PT_COLLECT_ARGS(arg, ap, argv);
-    va_end(ap);
-    return execvp(file, argv);
-}
-
-PT_INTERPOSE int execle(const char *path, const char *arg, ...) {
-    va_list ap;
-    PT_COLLECT_ARGS(arg, ap, argv);
-    char *const *envp = va_arg(ap, char *const *);
-    va_end(ap);
-    return execve(path, argv, envp);
+/* The exec failed: the clocks run again.  Not async-signal-safe. */
+void pt_exec_failed(void) {
+    if (PT_GET(pt_timer_on)) pt_timer_pause_all(0);
 }

@@ -152,10 +152,17 @@ static unsigned pt_memo_reuse(struct pt_unwind_memo *memo, const struct pt_unwin
  * Async-signal-safe. */
 static inline __attribute__((always_inline)) unsigned
 pt_walk(const struct pt_cfi_set *set, const struct pt_memory *mem, const struct pt_regs *regs,
-        uint64_t *frames, unsigned max, unsigned *flags, struct pt_unwind_memo *memo) {
+        uint64_t *frames, unsigned max, unsigned *flags, struct pt_unwind_memo *memo,
+        struct pt_unwind_stop *stop) {
     uintptr_t pc = regs->pc, sp = regs->sp, fp = regs->fp;
     unsigned n = 0, end = 0;
+    if (stop != NULL) *stop = (struct pt_unwind_stop){*regs, 0};
     if (max == 0) return 0;
+    /* The address a step wanted beyond the window's end (stop->want). */
+#define PT_WANT(addr)                                                                              \
+    do {                                                                                           \
+        if (stop != NULL && (addr) >= mem->hi - (mem->hi >= 8 ? 8 : 0)) stop->want = (addr);      \
+    } while (0)
     frames[n++] = pc;
 #if !PT_ARCH_CFI
     (void)set;
@@ -185,6 +192,7 @@ pt_walk(const struct pt_cfi_set *set, const struct pt_memory *mem, const struct 
 #endif
     while (n < max) {
         uintptr_t ra = 0, prev_sp = sp;
+        if (stop != NULL) stop->regs = (struct pt_regs){pc, sp, fp, 0};
 #if PT_ARCH_CFI
         if (next != NULL && n - 1 < PT_UNWIND_MEMO_FRAMES) {
             unsigned i = n - 1; /* the frame this step leaves */
@@ -232,12 +240,18 @@ pt_walk(const struct pt_cfi_set *set, const struct pt_memory *mem, const struct 
         if (row != NULL && (row->cfa_reg & PT_CFA_MASK) != PT_CFA_NONE) {
             uintptr_t base = (row->cfa_reg & PT_CFA_MASK) == PT_CFA_SP ? sp : fp;
             uintptr_t cfa = base + 8 * (intptr_t)row->cfa_off8;
-            if (!pt_readable(mem, cfa - 8)) break;
+            if (!pt_readable(mem, cfa - 8)) {
+                PT_WANT(cfa - 8);
+                break;
+            }
             ra = pt_word(mem, cfa - 8);
             PT_MEMO_READ(0, cfa - 8, ra);
             if (row->fp_off8 != 0) {
                 uintptr_t at = cfa + 8 * (intptr_t)row->fp_off8;
-                if (!pt_readable(mem, at)) break;
+                if (!pt_readable(mem, at)) {
+                    PT_WANT(at);
+                    break;
+                }
                 fp = pt_word(mem, at);
                 PT_MEMO_READ(1, at, fp);
             }
@@ -250,6 +264,7 @@ pt_walk(const struct pt_cfi_set *set, const struct pt_memory *mem, const struct 
             uintptr_t frame = fp;
             if (!pt_fp_step(mem, &fp, &sp, &ra)) {
                 if (fp == 0) goto done; /* the outermost frame cleared its frame pointer */
+                if (fp >= sp && (fp & 7) == 0) PT_WANT(fp + 8);
                 break;
             }
 #if PT_ARCH_CFI
@@ -272,6 +287,7 @@ pt_walk(const struct pt_cfi_set *set, const struct pt_memory *mem, const struct 
     end |= n == max ? PT_UNWIND_DEPTH : PT_UNWIND_TRUNCATED;
     *flags |= end & ~(unsigned)PT_UNWIND_CFI;
 done:
+#undef PT_WANT
 #if PT_ARCH_CFI
 #undef PT_MEMO_READ
     if (next != NULL) {
@@ -285,15 +301,34 @@ done:
 }
 
 /* Async-signal-safe. */
+int pt_cfi_outermost(const struct pt_cfi_set *set, uintptr_t ra) {
+#if PT_ARCH_CFI
+    const struct pt_cfi_row *row = set != NULL && ra > 0 ? pt_cfi_find(set, ra - 1) : NULL;
+    return row != NULL && (row->cfa_reg & PT_ROW_OUTERMOST);
+#else
+    (void)set;
+    (void)ra;
+    return 0;
+#endif
+}
+
+/* Async-signal-safe. */
 unsigned pt_unwind_walk(const struct pt_cfi_set *set, const struct pt_memory *mem,
                         const struct pt_regs *regs, uint64_t *frames, unsigned max,
                         unsigned *flags) {
-    return pt_walk(set, mem, regs, frames, max, flags, NULL);
+    return pt_walk(set, mem, regs, frames, max, flags, NULL, NULL);
+}
+
+/* Async-signal-safe. */
+unsigned pt_unwind_walk_stop(const struct pt_cfi_set *set, const struct pt_memory *mem,
+                             const struct pt_regs *regs, uint64_t *frames, unsigned max,
+                             unsigned *flags, struct pt_unwind_stop *stop) {
+    return pt_walk(set, mem, regs, frames, max, flags, NULL, stop);
 }
 
 /* Async-signal-safe. */
 unsigned pt_unwind_walk_memo(const struct pt_cfi_set *set, const struct pt_memory *mem,
                              const struct pt_regs *regs, uint64_t *frames, unsigned max,
                              unsigned *flags, struct pt_unwind_memo *memo) {
-    return pt_walk(set, mem, regs, frames, max, flags, memo);
+    return pt_walk(set, mem, regs, frames, max, flags, memo, NULL);
 }

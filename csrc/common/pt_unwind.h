@@ -68,6 +68,11 @@ PT_HIDDEN void pt_cfi_free(struct pt_cfi_table *table);
 
 /* ---- the walk (pt_unwind.c) ------------------------------------------------- */
 
+/* 1 if the return address `ra` returns into code whose CFI says it has no
+ * caller (_start, a thread's clone): a chain ending there is whole.
+ * Async-signal-safe. */
+PT_HIDDEN int pt_cfi_outermost(const struct pt_cfi_set *set, uintptr_t ra);
+
 /* Bits of *flags, equal to the sampler's PT_SREC_* record flags. */
 enum pt_unwind_flags {
     PT_UNWIND_TRUNCATED = 1u << 0, /* stopped early: garbage, no rule, end of the window */
@@ -94,6 +99,24 @@ struct pt_memory {
 PT_HIDDEN unsigned pt_unwind_walk(const struct pt_cfi_set *set, const struct pt_memory *mem,
                                   const struct pt_regs *regs, uint64_t *frames, unsigned max,
                                   unsigned *flags);
+
+/* Where a walk stopped: the registers of the outermost frame it reached
+ * (for a whole walk, that frame's sp bounds the stack the walk needed), and,
+ * when it stopped because the next step needed a word beyond the window's
+ * end, that word's address (`want`; 0 otherwise: garbage, no rule, the
+ * outermost frame).  A caller whose copy of the stack was too short can read
+ * up to want + 8 and walk again. */
+struct pt_unwind_stop {
+    struct pt_regs regs;
+    uintptr_t want;
+};
+
+/* pt_unwind_walk that also says where it stopped (`stop` filled).
+ * Async-signal-safe. */
+PT_HIDDEN unsigned pt_unwind_walk_stop(const struct pt_cfi_set *set, const struct pt_memory *mem,
+                                       const struct pt_regs *regs, uint64_t *frames,
+                                       unsigned max, unsigned *flags,
+                                       struct pt_unwind_stop *stop);
 
 /* A memo of pc -> CFI row for one caller that walks often from a normal
  * context (the heap runtime: one per thread).  The rows it points to must

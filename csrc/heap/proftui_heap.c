@@ -33,6 +33,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "pt_env.h"
+#include "pt_exec.h"
 #include "pt_heap.h"
 
 PT_HIDDEN struct pt_heap_config pt_heap_cfg;
@@ -135,21 +137,31 @@ static void pt_atfork_child(void) {
     t->busy = was_busy;
 }
 
+/* The exec wrappers' hooks (csrc/common/pt_exec.c): nothing to stop here.
+ * Async-signal-safe. */
+void pt_exec_before(void) {}
+void pt_exec_failed(void) {}
+
 __attribute__((constructor)) static void pt_heap_init(void) {
     pt_resolve();
     const char *dir = getenv("PROFTUI_DIR");
     if (dir == NULL || *dir == '\0' || strlen(dir) >= sizeof pt_heap_cfg.dir) return;
     strcpy(pt_heap_cfg.dir, dir);
     pt_heap_cfg.follow_children = pt_env_is("PROFTUI_FOLLOW_CHILDREN", "1");
-    /* Without follow, an exec'd child still inherits LD_PRELOAD: only the front
-     * end's own child (the target, also after it exec's) profiles. */
+    /* Without follow only the front end's own child (the target, also after it
+     * exec's) profiles; others that inherited LD_PRELOAD anyway stay idle. */
     long frontend = pt_env_long("PROFTUI_FRONTEND_PID", 0);
-    if (!pt_heap_cfg.follow_children && frontend > 0 && getppid() != (pid_t)frontend) return;
+    int stray = !pt_heap_cfg.follow_children && frontend > 0 && getppid() != (pid_t)frontend;
     long buffer = pt_env_long("PROFTUI_BUFFER_BYTES", PT_HEAP_DEFAULT_BUFFER);
     pt_heap_cfg.buffer_bytes = buffer >= (1 << 20) ? (uint64_t)buffer : PT_HEAP_DEFAULT_BUFFER;
+    /* proftui holds the budget to --buffer's range; this is the backstop. */
+    if (pt_heap_cfg.buffer_bytes > PT_HEAP_MAX_BUFFER) pt_heap_cfg.buffer_bytes = PT_HEAP_MAX_BUFFER;
     long sample = pt_env_long("PROFTUI_HEAP_SAMPLE", 0);
     pt_heap_cfg.sample_bytes = sample > 0 ? (uint64_t)sample : 0;
     pt_heap_cfg.fp_only = pt_env_is("PROFTUI_HEAP_UNWIND", "fp");
+    /* Settings read: without follow, nothing the target runs inherits the heap profiler. */
+    if (!pt_heap_cfg.follow_children) pt_env_scrub("proftui_heap");
+    if (stray) return;
     struct pt_heap_thread *t = &pt_heap_self;
     t->busy = 1;
     /* Before tracking starts: the main thread's first tracked allocation may

@@ -30,6 +30,7 @@
 #include "pt_unwind.h"
 
 #define PT_HEAP_DEFAULT_BUFFER (64u << 20) /* bytes: pointer table + buckets + frames */
+#define PT_HEAP_MAX_BUFFER (64ull << 30)   /* the most: --buffer's limit */
 #define PT_HEAP_STRIPES 64                 /* independently locked pointer sub-tables */
 #define PT_HEAP_SIZE_BITS 40 /* a pointer entry's size field: blocks up to 1 TiB */
 

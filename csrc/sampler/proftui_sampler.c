@@ -10,6 +10,9 @@
  * and, shared with the hook runtime (csrc/common/pt_timer_interpose.c):
  * sigaction/signal, close/close_range/closefrom and the exec family.
  * None of the functions in this file is async-signal-safe.
+ * Without follow, the constructor takes the sampler out of LD_PRELOAD and (last
+ * runtime) the PROFTUI_* variables out of the environment the target passes on
+ * (csrc/common/pt_env.h); the target's own exec gets them back (pt_exec.c).
  *
  * Environment (read once, in the constructor):
  *   PROFTUI_DIR              per-run directory (required; nothing happens without it)
@@ -35,6 +38,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "pt_env.h"
+#include "pt_exec.h"
 #include "pt_sampler.h"
 #include "pt_timer.h"
 
@@ -88,16 +93,14 @@ static void pt_atfork_child(void) {
     pt_sampler_timer_fork_child(keep);
 }
 
-__attribute__((constructor)) static void pt_init(void) {
-    pt_resolve();
-    const char *dir = getenv("PROFTUI_DIR");
-    if (dir == NULL || *dir == '\0' || strlen(dir) >= sizeof pt_sampler_cfg.dir) return;
-    strcpy(pt_sampler_cfg.dir, dir);
+/* Read PROFTUI_* into pt_sampler_cfg; 1 if this process is to be sampled.
+ * Not async-signal-safe (constructor only). */
+static int pt_read_settings(void) {
     pt_sampler_cfg.follow_children = pt_env_flag("PROFTUI_FOLLOW_CHILDREN");
-    /* Without follow, a child that exec'd still inherits LD_PRELOAD: only the
-     * front end's own child (the target, also after it exec's) samples. */
+    /* Without follow only the front end's own child (the target, also after it
+     * exec's) samples; others that inherited LD_PRELOAD anyway stay idle. */
     long frontend = pt_env_long("PROFTUI_FRONTEND_PID", 0);
-    if (!pt_sampler_cfg.follow_children && frontend > 0 && getppid() != (pid_t)frontend) return;
+    if (!pt_sampler_cfg.follow_children && frontend > 0 && getppid() != (pid_t)frontend) return 0;
     struct pt_timer_config clock; /* PROFTUI_FREQUENCY, _WALL_CLOCK, _SAMPLER_CLOCK, _KERNEL */
     pt_timer_config_from_env(&clock);
     pt_sampler_cfg.period_ns = clock.period_ns;
@@ -106,9 +109,23 @@ __attribute__((constructor)) static void pt_init(void) {
     pt_sampler_cfg.user_only = clock.user_only;
     long buffer = pt_env_long("PROFTUI_BUFFER_BYTES", PT_DEFAULT_BUFFER);
     pt_sampler_cfg.buffer_bytes = buffer > 0 ? (uint64_t)buffer : PT_DEFAULT_BUFFER;
+    /* proftui holds the budget to --buffer's range; this is the backstop for an
+     * environment set by hand (10^14 made 19 GB rings per thread). */
+    if (pt_sampler_cfg.buffer_bytes > PT_MAX_BUFFER) pt_sampler_cfg.buffer_bytes = PT_MAX_BUFFER;
     const char *unwind = getenv("PROFTUI_SAMPLER_UNWIND");
     pt_sampler_cfg.fp_only = unwind != NULL && strcmp(unwind, "fp") == 0;
+    return 1;
+}
 
+__attribute__((constructor)) static void pt_init(void) {
+    pt_resolve();
+    const char *dir = getenv("PROFTUI_DIR");
+    if (dir == NULL || *dir == '\0' || strlen(dir) >= sizeof pt_sampler_cfg.dir) return;
+    strcpy(pt_sampler_cfg.dir, dir);
+    int sample = pt_read_settings();
+    /* Settings read: without follow, nothing the target runs inherits the sampler. */
+    if (!pt_sampler_cfg.follow_children) pt_env_scrub("proftui_sampler");
+    if (!sample) return;
     if (pt_sampler_file_create(getpid()) != 0) return;
     pt_sampler_maps_refresh(0);
     if (pt_sampler_timer_init() != 0) return; /* the file stays, with no samples */

@@ -33,6 +33,7 @@
 #include "pt_stacktab.h"
 #include "pt_unwind.h"
 #define PT_DEFAULT_BUFFER (32u << 20) /* bytes of rings per process (16 bytes a sample) */
+#define PT_MAX_BUFFER (64ull << 30)   /* the most: --buffer's limit */
 #define PT_MIN_RING_WORDS 2048        /* 16 KiB */
 #define PT_TINY_RING_WORDS 512        /* 4 KiB: the floor on a nearly full run directory */
 

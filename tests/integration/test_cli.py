@@ -93,3 +93,43 @@ def test_unknown_option() -> None:
     assert_one_line_error(result, "--no-such-option")
     assert_one_line_error(proftui("-F", "0", "x"), "between 1 and 10000")
     assert_one_line_error(proftui("report"), "file")
+
+
+def test_report_takes_text_as_run_does(tmp_path: Path) -> None:
+    """Issue 26: `proftui report --text FILE` exited 2 though text is report's default."""
+    from proftui.collectors.model import storage
+
+    from tests.unit.profiles import sample_profile
+
+    saved = tmp_path / "run.proftui"
+    storage.save(sample_profile(), saved)
+    plain, text = proftui("report", str(saved)), proftui("report", "--text", str(saved))
+    assert (text.returncode, text.stdout) == (0, plain.stdout) and plain.returncode == 0
+    assert_one_line_error(proftui("report", "--text", "--json", str(saved)), "not allowed")
+
+
+def elf32(path: Path) -> Path:
+    """A 32-bit x86 ELF executable header asking for /lib/ld-linux.so.2 (never run: the
+    refusal comes first; gcc -m32 needs multilib, absent on most machines)."""
+    import struct
+
+    interp = b"/lib/ld-linux.so.2\0"
+    ident = b"\x7fELF" + bytes([1, 1, 1, 0]) + bytes(8)
+    header = ident + struct.pack("<HHIIIIIHHHHHH", 2, 3, 1, 0x8048000, 52, 0, 0, 52, 32, 1,
+                                 40, 0, 0)
+    program = struct.pack("<IIIIIIII", 3, 84, 0x8048054, 0x8048054, len(interp), len(interp),
+                          4, 1)  # PT_INTERP: dynamically linked
+    path.write_bytes(header + program + interp)
+    path.chmod(0o755)
+    return path
+
+
+@pytest.mark.parametrize("options", [[], ["--mode", "heap"], ["--mode", "instrument"],
+                                     ["--heap"]])
+def test_32bit_programs_are_refused_in_preloaded_modes(tmp_path: Path,
+                                                       options: list[str]) -> None:
+    """Issue 26: the 64-bit runtimes cannot be preloaded into a 32-bit program, which then
+    ran unprofiled: an empty profile and a misleading warning.  Now one line, status 2."""
+    result = proftui("--text", *options, str(elf32(tmp_path / "prog32")))
+    assert result.returncode == 2
+    assert_one_line_error(result, "is a 32-bit x86 program")

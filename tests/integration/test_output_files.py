@@ -256,3 +256,45 @@ def test_plugin_replaced_by_a_fifo_does_not_hang(tmp_path: Path, env, mode: str)
     assert any(f"{copy}: not a readable ELF file (not a regular file)" in w
                for w in profile.meta.warnings), profile.meta.warnings
     assert any(f.function.startswith("libplugin.so+0x") for f in profile.frames)
+
+
+def test_record_to_a_fifo_nobody_reads_does_not_hang(tmp_path: Path, env) -> None:
+    """Issue 26: the save opened the FIFO and waited for a reader forever, SIGTERM
+    included.  Now: one line, the profile in a fallback file, the target's status."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    result = record(env, tmp_path, str(fifo))  # proftui() times out after 120 s
+    assert (result.returncode, result.stdout) == (2, TARGET_OUT)
+    [line] = proftui_lines(result)
+    assert f"{fifo}: a FIFO with no reader" in line and "saved to" in line, line
+    [fallback] = list(tmp_path.glob("proftui-*.proftui"))
+    assert storage.load(fallback).meta.exit_status == 2
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
+
+
+def test_record_refuses_another_users_symlink_in_a_sticky_directory(tmp_path: Path,
+                                                                     env) -> None:
+    """Issue 26: `record -o /tmp/victim.proftui` where another user made victim.proftui a
+    symlink to a file of ours: refused before the target starts, the file untouched."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to give a symlink to another user (lchown)")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    precious = tmp_path / "precious"
+    precious.write_text("keep me\n")
+    link = shared / "victim.proftui"
+    link.symlink_to(precious)
+    os.lchown(link, 65534, 65534)
+    assert_not_started(record(env, tmp_path, str(link)), "refusing to follow a symlink")
+    assert precious.read_text() == "keep me\n"
+
+
+def test_export_to_dev_stdout_when_stdout_is_a_pipe(tmp_path: Path, env) -> None:
+    """Issue 26: /dev/stdout resolved (realpath) to /proc/PID/fd/pipe:[N], no such file."""
+    profile_path = tmp_path / "run.proftui"
+    assert record(env, tmp_path, str(profile_path)).returncode == 2
+    result = proftui(env, tmp_path, "export", "-f", "folded", "-o", "/dev/stdout",
+                     str(profile_path))  # capture_output: stdout is a pipe
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.encode() == export_bytes(storage.load(profile_path), "folded")

@@ -213,3 +213,22 @@ def test_sampling_signal_and_eintr(tmp_path: Path, kernel: str) -> None:
     assert interrupted["read"] == 0  # SA_RESTART
     if kernel == "user-only":
         assert interrupted == {"nanosleep": 0, "poll": 0, "select": 0, "read": 0}
+
+
+@pytest.mark.parametrize("mode", ["sampler", "heap"])
+def test_huge_buffer_from_the_environment_is_capped(tmp_path: Path, mode: str) -> None:
+    """Issue 26: PROFTUI_BUFFER_BYTES=10^14 inherited by proftui made the sampler back a
+    quarter of the free disk per thread ring (32 s for a 0.3 s run, gigabytes read).
+    Now it is held to --buffer's range with one warning; the target is unchanged."""
+    argv = [str(build_fixture("smp_work.c", PLAIN)), "40"]
+    plain = run_plain(argv)
+    out = tmp_path / "run.proftui"
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    result = proftui("record", "-o", str(out), "--mode", mode, *argv,
+                     env={"TMPDIR": str(tmpdir), "PROFTUI_BUFFER_BYTES": "100000000000000"})
+    warnings = assert_recorded(result, plain, out)
+    assert [w for w in warnings if w.startswith("PROFTUI_BUFFER_BYTES=100000000000000 in the "
+                                                "environment is outside --buffer's range")], \
+        warnings
+    assert sum(f.stat().st_size for f in tmpdir.rglob("*")) == 0  # the run directory is gone

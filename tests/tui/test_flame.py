@@ -347,7 +347,7 @@ def test_sandwich_colours_by_the_baseline() -> None:
 
 def test_key_bar_at_80_columns_keeps_the_panes_own_keys() -> None:
     """On an 80x24 terminal the flame pane's key bar still offers zoom, search, icicle
-    and the sandwich (the pane switches fold into `1-5 panes`), with help and quit."""
+    and the sandwich (the pane switches fold into `1-6 panes`), with help and quit."""
     app = ProfTuiApp(profile=build(STACKS))
 
     async def body() -> None:
@@ -356,7 +356,7 @@ def test_key_bar_at_80_columns_keeps_the_panes_own_keys() -> None:
             await pilot.pause()
             bar = screen_text(app).splitlines()[-1]
             for item in ("⏎ Zoom", "esc Unzoom", "/ Search", "i Icicle", "v Sandwich",
-                         "1-5 panes", "? Help", "q Quit"):
+                         "1-6 panes", "? Help", "q Quit"):
                 assert item in bar, bar
 
     run(body)

@@ -3,7 +3,9 @@ the key bar and breadcrumb at 80 columns, the palette, save from the TUI, Ctrl-C
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from pathlib import Path
 
 import pytest
@@ -288,6 +290,35 @@ def test_save_from_the_tui_writes_a_profile_open_reads(tmp_path: Path) -> None:
     back = load(tmp_path / "saved.proftui")
     assert back.total(0) == profile.total(0) == 105
     assert sorted(f.function for f in back.frames) == sorted(f.function for f in profile.frames)
+
+
+def test_saving_to_a_fifo_is_refused_and_q_still_quits(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 26: the save dialog opened a FIFO and its worker waited for a reader, so
+    `q` could not exit.  Now the save is refused in one notification (the profile goes
+    to a fallback file in the current directory, as for any unwritable path)."""
+    monkeypatch.chdir(tmp_path)
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+
+    async def body() -> None:
+        app = ProfTuiApp(profile=sample_profile())
+        async with app.run_test(size=SMALL) as pilot:
+            await started(pilot, app)
+            await pilot.press("e")
+            await wait_for(pilot, lambda: screen_ready(app, ExportScreen), what="dialog")
+            box = app.screen.query_one("#export-path", Input)
+            box.value = str(fifo)
+            box.focus()
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: any("not a regular file" in str(n.message)
+                                              for n in app._notifications),
+                           what="the refusal")
+            await pilot.press("q")
+            await wait_for(pilot, lambda: app._exit, what="exit")
+    run(body)
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
+    assert len(list(tmp_path.glob("proftui-*.proftui"))) == 1
 
 
 def test_default_save_path_never_overwrites(tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -18,7 +18,7 @@ from tests.tui.tui_profiles import SIZE, attach_profile, run, screen_text, wait_
 class CountPane(Pane, Static):
     """A pane no app code knows about: shows the number of functions of the profile."""
 
-    KEY, PANE_ID, TITLE, TAB = "6", "count", "Function count", "Count"
+    KEY, PANE_ID, TITLE, TAB = "7", "count", "Function count", "Count"
     HINT = "How many functions the profile has"
 
     def show_profile(self, profile: Profile, entries: list[FlatEntry], metric: int,
@@ -37,7 +37,7 @@ class CountApp(ProfTuiApp):
 
 
 def test_registry_declares_every_pane_once() -> None:
-    assert [p.KEY for p in PANES] == ["1", "2", "3", "4", "5"]
+    assert [p.KEY for p in PANES] == ["1", "2", "3", "4", "5", "6"]
     assert len({p.PANE_ID for p in PANES}) == len(PANES)
     assert all(p.TITLE and p.TAB and p.HINT for p in PANES)
 
@@ -50,13 +50,13 @@ def test_a_registered_pane_gets_its_key_tab_palette_entry_and_profile() -> None:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(pilot, lambda: bool(app._entries), what="flat profile")
             text = screen_text(app)
-            assert "6 Count" in text.splitlines()[1]  # its breadcrumb tab
-            assert " 6 Count " in text.rstrip("\n").splitlines()[-1]  # its key in the key bar
+            assert "7 Count" in text.splitlines()[1]  # its breadcrumb tab
+            assert " 7 Count " in text.rstrip("\n").splitlines()[-1]  # its key in the key bar
             titles = [c.title for c in app.get_system_commands(app.screen)]
-            assert "Function count (6)" in titles
+            assert "Function count (7)" in titles
             flat_row = app.pane("flat").selected_frame()
             assert isinstance(flat_row, Frame)
-            await pilot.press("6")
+            await pilot.press("7")
             assert app.nav[-1].pane == "count" and app.nav[-1].label == "Function count"
             pane = app.query_one(CountPane)
             assert pane.display and not app.query_one(FlatPane).display

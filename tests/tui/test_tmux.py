@@ -138,6 +138,22 @@ def test_live_gprof_run_shows_exit_status(terminal: list[Terminal], tmp_path: Pa
     term.wait_for("PROFTUI-EXIT=5")  # proftui exits with the target's status
 
 
+@pytest.mark.parametrize(("how", "status", "said"), [("exit", 4, "exited with status 4"),
+                                                     ("abort", 134, "killed by signal 6")])
+def test_gprof_run_without_gmon_out_exits_with_the_targets_status(
+        terminal: list[Terminal], tmp_path: Path, how: str, status: int, said: str) -> None:
+    """Issue 26: a -pg target leaving through _exit(4) (or abort) writes no gmon.out, so
+    the TUI had no final profile and proftui exited 0."""
+    if "gprof" not in COLLECTORS:
+        pytest.skip("gprof mode is not in this build")
+    binary = build_fixture("gp_exit.c", ["-pg", "-g", "-O1"])
+    term = Terminal([str(PROFTUI), str(binary), *([how] if how == "abort" else [])], tmp_path)
+    terminal.append(term)
+    term.wait_for(f"target {said}", timeout=60)
+    term.key("q")
+    term.wait_for(f"PROFTUI-EXIT={status}")
+
+
 def test_attach_target_keeps_output(terminal: list[Terminal], tmp_path: Path) -> None:
     """The target profiled live in the TUI still prints its own line and exits 7."""
     if "attach" not in COLLECTORS:

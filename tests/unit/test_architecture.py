@@ -23,7 +23,9 @@ COLLECTOR_PACKAGES = ("gprof", "instrument", "sampler", "attach", "heap")
 ALLOWED: dict[str, set[str]] = {
     f"{C}.errors": set(),
     f"{C}.lazy": set(),  # a mapping whose values are imported on first use
-    f"{C}.model": {f"{C}.errors"},
+    # Writing proftui's own files safely: every writer calls it (model's storage too).
+    f"{C}.safefile": {f"{C}.errors"},
+    f"{C}.model": {f"{C}.safefile", f"{C}.errors"},
     f"{C}.symbols": {f"{C}.model", f"{C}.errors"},
     f"{C}.runtime": {f"{C}.model", f"{C}.errors"},
     # The preloaded collectors' launch sequence refuses static binaries (detect).
@@ -31,7 +33,8 @@ ALLOWED: dict[str, set[str]] = {
     f"{C}.detect": {f"{C}.symbols", f"{C}.errors"},
     # The source pane's listing: the model's choice given the binary (disasm) and the disk.
     f"{C}.annotate": {f"{C}.symbols.disasm", f"{C}.model"},
-    f"{C}.base": {f"{C}.runtime", f"{C}.model", f"{C}.errors"},
+    # base names the stack tables a collector keeps (the fleet push reads them).
+    f"{C}.base": {f"{C}.runtime", f"{C}.stacktable", f"{C}.model", f"{C}.errors"},
     # The lifecycle of the LD_PRELOAD collectors (sampler, heap), above base.
     f"{C}.preloaded": {f"{C}.base", f"{C}.runtime", f"{C}.runtime.preload", f"{C}.model",
                        f"{C}.errors"},
@@ -40,10 +43,15 @@ ALLOWED: dict[str, set[str]] = {
     **{f"{C}.{name}": {f"{C}.base", f"{C}.preloaded", f"{C}.detect", f"{C}.runtime",
                        f"{C}.stacktable", f"{C}.symbols", f"{C}.model", f"{C}.errors"}
        for name in COLLECTOR_PACKAGES},
-    # Importers read gmon.out through the gprof collector's parser.
+    # Fleet profiles: intervals of a collector's stack tables (or snapshots) pushed to
+    # ClickHouse, queries read back as a Profile; collectors are seen through base only.
+    f"{C}.fleet": {f"{C}.base", f"{C}.stacktable", f"{C}.symbols", f"{C}.model",
+                   f"{C}.errors"},
+    # Importers read gmon.out through the gprof collector's parser, fleet URLs through
+    # the fleet's query.
     # The text report words the exit status as the CLI and TUI do (runtime.launch).
-    f"{C}.formats": {f"{C}.gprof", f"{C}.symbols", f"{C}.model", f"{C}.runtime.launch",
-                     f"{C}.lazy", f"{C}.errors"},
+    f"{C}.formats": {f"{C}.gprof", f"{C}.fleet", f"{C}.symbols", f"{C}.model",
+                     f"{C}.runtime.launch", f"{C}.lazy", f"{C}.safefile", f"{C}.errors"},
     # profile.proto's codec reads varints with DWARF's base-128 decoder (one for both).
     f"{C}.formats.protobuf": {f"{C}.symbols.leb128"},
     # --heap: the sampler and heap collectors side by side over one run (above both).
@@ -57,7 +65,7 @@ ALLOWED: dict[str, set[str]] = {
     # Pure helpers: name shortening, pattern matching, the settings file.
     "tui.names": set(),
     "tui.search": set(),
-    "tui.settings": set(),
+    "tui.settings": {f"{C}.safefile", f"{C}.errors"},
     "tui.widgets": {"tui.format", "tui.names", f"{C}.model"},
     "tui.screens": {"tui.widgets", "tui.format", f"{C}.formats", f"{C}.model"},
     # annotate: the source pane's worker asks for a function's listing (objdump, DWARF)

@@ -2,7 +2,7 @@
 
 The source gate (collectors/model/sourcefiles.py), the symbol cache
 directory checks (collectors/symbols/cachedir.py) and the output writer
-(collectors/model/outfile.py), each on files made here.
+(collectors/safefile.py), each on files made here.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
+from proftui.collectors import safefile as outfile
 from proftui.collectors.errors import ProftuiError
-from proftui.collectors.model import outfile
 from proftui.collectors.model.profile import SAMPLES, Frame, Profile, ProfileMeta
 from proftui.collectors.model.sourcefiles import (
     MAX_SOURCE_READ,

@@ -158,3 +158,16 @@ def test_app_ignores_a_corrupt_file_with_one_notification(
     assert [n for n in notes if "settings" in n] == [
         f"settings file {path} ignored: not valid JSON " + notes[0].split("JSON ", 1)[1]]
     assert app.name_mode == "templates" and app.metric == 0
+
+
+def test_a_fifo_at_settings_json_does_not_stop_the_tui(tmp_path: Path) -> None:
+    """Issue 26: reading settings.json waited for a writer when it was a FIFO, before the
+    TUI drew anything.  Now one notification and the defaults; saving refuses it too."""
+    path = tmp_path / "settings.json"
+    os.mkfifo(path)
+    loaded, note = settings.load(path)
+    assert loaded == settings.Settings()
+    assert note == f"settings file ignored: {path}: not a regular file"
+    assert settings.save(settings.Settings(theme="nord"), path) == \
+        f"settings not saved: {path}: not a regular file"
+    assert stat.S_ISFIFO(path.lstat().st_mode)

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.lazy import LazyMapping
-from proftui.collectors.model.outfile import write_output
 from proftui.collectors.model.profile import Profile
+from proftui.collectors.safefile import write_output
 
 Exporter = Callable[[Profile], bytes]
 
@@ -58,8 +58,10 @@ DESCRIPTIONS = {
 }
 
 
-def default_output(source: Path, fmt: str) -> Path:
-    """Where `proftui export` writes by default: beside `source`, named by format."""
+def default_output(source: Path | str, fmt: str) -> Path:
+    """Where `proftui export` writes by default: beside `source`, named by format (a
+    fleet query's in the current directory, as fleet.*)."""
+    source = Path("fleet") if isinstance(source, str) else source
     stem = source.name
     for suffix in (".proftui", ".txt", ".prof", ".out", ".data"):
         if stem.endswith(suffix) and len(stem) > len(suffix):
@@ -83,13 +85,14 @@ def export_bytes(profile: Profile, fmt: str) -> bytes:
     return exporter(profile)
 
 
-def write_export(profile: Profile, fmt: str, path: Path) -> None:
+def write_export(profile: Profile, fmt: str, path: Path, *, regular_only: bool = False) -> None:
     """Write `profile` as `fmt` to `path` (atomically, 0600 unless replacing a file of
-    ours: collectors/model/outfile.py); "-" means standard output."""
+    ours: collectors/safefile.py; `regular_only` refuses a device or FIFO);
+    "-" means standard output."""
     data = export_bytes(profile, fmt)
     if str(path) == "-":
         sys.stdout.flush()
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()
         return
-    write_output(path, data)
+    write_output(path, data, regular_only=regular_only)

@@ -11,6 +11,8 @@ heaptrack_print).
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 from proftui.collectors.errors import ProftuiError
@@ -58,12 +60,23 @@ def detect(head: bytes) -> str:
     return "unknown"
 
 
-def load_any(path: Path, binary: Path | None = None) -> Profile:
+def load_any(path: Path | str, binary: Path | None = None) -> Profile:
     """Load `path` as whichever supported format its content is (ProftuiError otherwise).
 
-    `binary` is the profiled program, needed only for gmon.out files.
+    `binary` is the profiled program, needed only for gmon.out files.  A fleet URL
+    (`clickhouse://HOST/DATABASE?from=..`, a str) is a query of the fleet's server.
     """
+    if isinstance(path, str):
+        from proftui.collectors.fleet import is_fleet_url
+
+        if is_fleet_url(path):
+            from proftui.collectors.fleet.query import load
+
+            return load(path)
+        path = Path(path)
     try:
+        if stat.S_ISFIFO(os.stat(path).st_mode):  # an open would wait for a writer
+            raise ProftuiError(f"{path}: is a FIFO, not a profile file")
         with open(path, "rb") as f:
             head = f.read(perf_script.SNIFF_BYTES)
     except FileNotFoundError:

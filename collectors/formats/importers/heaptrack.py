@@ -93,7 +93,8 @@ def _run(tool: str, path: Path, cost_type: str, out_dir: str) -> str:
         result = subprocess.run(
             [tool, "-f", str(path), "-F", str(out), "--flamegraph-cost-type", cost_type,
              "-a", "0", "-p", "0", "-T", "0", "-l", "0"],
-            capture_output=True, text=True, timeout=TOOL_TIMEOUT_S, stdin=subprocess.DEVNULL)
+            capture_output=True, encoding="utf-8", errors="replace", timeout=TOOL_TIMEOUT_S,
+            stdin=subprocess.DEVNULL)  # its messages quote the file: any bytes
     except subprocess.TimeoutExpired:
         raise ProftuiError(f"{path}: {TOOL} took over {TOOL_TIMEOUT_S:.0f}s") from None
     except OSError as exc:
@@ -108,7 +109,8 @@ def _command(path: Path, tool: str) -> list[str]:
     """The debuggee command heaptrack_print reports ("Debuggee command was: ...")."""
     try:
         result = subprocess.run([tool, "-f", str(path), "-a", "0", "-p", "0", "-T", "0"],
-                                capture_output=True, text=True, timeout=TOOL_TIMEOUT_S,
+                                capture_output=True, encoding="utf-8", errors="replace",
+                                timeout=TOOL_TIMEOUT_S,
                                 stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired):
         return []

@@ -1,0 +1,305 @@
+"""The push loop: every interval, what the collector added goes to the spool, then to the
+server; the last interval when the run ends.
+
+Runs in the front end, on its own thread, never in the target.  A tick takes the
+collector's lock, folds in what the runtime counted (`collect()`), takes the
+interval's rows (intervals.py) and makes a Batch; writing it to the spool and
+sending happen outside the lock.  Sending goes oldest first and stops at the first
+failure (the server is down: the batches wait; they are retried at the next tick).
+A batch whose earlier attempt may have reached the server (a failure after the
+insert was sent, or one left by an earlier session) is looked up by its id before
+it is sent again, so every interval arrives exactly once.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import threading
+import time
+from array import array
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from proftui.collectors.errors import ProftuiError
+from proftui.collectors.fleet.batch import Batch, metric_spec
+from proftui.collectors.fleet.client import FleetClient
+from proftui.collectors.fleet.intervals import Rows, SnapshotIntervals, TableIntervals
+from proftui.collectors.fleet.spool import DEFAULT_MAX_BYTES, Spool, Spooled, server_key
+from proftui.collectors.fleet.stacks import StackHasher, series_hash
+from proftui.collectors.fleet.url import FleetURL
+
+if TYPE_CHECKING:
+    from proftui.collectors.base import Collector
+
+DEFAULT_EVERY_S = 10.0
+FLUSH_TIMEOUT_S = 10.0  # at the end: how long to keep trying an unreachable server
+MAX_ROWS = 500_000  # per batch: one insert block (the server's is 1,048,576 rows)
+
+
+@dataclass
+class PushStats:
+    """What the session did, for the closing line and the profile's notes."""
+
+    intervals: int = 0
+    sent: int = 0  # batches the server has
+    duplicates_avoided: int = 0  # retried batches found on the server already
+    failures: int = 0  # sends that failed (server unreachable...)
+    last_error: str = ""
+    take_cpu_s: float = 0.0  # CPU of taking intervals into batches and the spool (thread time)
+    send_cpu_s: float = 0.0  # CPU of sending them (thread time)
+    notes: list[str] = field(default_factory=list)
+
+
+def auto_labels(collector: Collector, program: str | None) -> dict[str, str]:
+    """host, program, build, mode and pid of the run."""
+    labels = {"host": socket.gethostname(), "mode": collector.mode}
+    pid = collector.pid
+    if pid is not None:
+        labels["pid"] = str(pid)
+    path = program
+    if path is None and pid is not None:
+        try:
+            path = os.readlink(f"/proc/{pid}/exe")
+        except OSError:
+            path = None
+    if path:
+        labels["program"] = os.path.basename(path)
+        labels["build"] = _build_id(path)
+    return labels
+
+
+def _build_id(path: str) -> str:
+    from proftui.collectors.symbols.elf import ElfFile
+
+    try:
+        with ElfFile(path) as elf:
+            return str(elf.build_id())
+    except (OSError, ProftuiError, ValueError):
+        return ""
+
+
+class Pusher:
+    """Pushes a running collector's intervals to the server of `url`."""
+
+    def __init__(self, url: FleetURL, labels: dict[str, str], *,
+                 every_s: float = DEFAULT_EVERY_S, max_spool_bytes: int = DEFAULT_MAX_BYTES,
+                 spool_root: os.PathLike[str] | None = None,
+                 flush_timeout_s: float = FLUSH_TIMEOUT_S,
+                 clock: Callable[[], float] = time.time) -> None:
+        """`clock`: Unix seconds, for the intervals' times (simulations replay their own)."""
+        self.url = url
+        self.user_labels = dict(labels)
+        self.every_s = every_s
+        self.flush_timeout_s = flush_timeout_s
+        self.clock = clock
+        self.stats = PushStats()
+        self.client = FleetClient(url)
+        self._spool_args = (max_spool_bytes, spool_root)
+        self.spool: Spool | None = None
+        self._collector: Collector | None = None
+        self._source: TableIntervals | SnapshotIntervals | None = None
+        self._hasher = StackHasher()
+        self._confirmed: set[int] = set()  # stack hashes the server has
+        self._maybe_sent: set[str] = set()  # spool files whose insert may have landed
+        self._labels: dict[str, str] = {}
+        self._series = 0
+        self._last = 0.0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._send_lock = threading.Lock()
+
+    # -- setup -------------------------------------------------------------------------
+
+    def connect(self) -> str:
+        """Before the target starts: reach the server and make or check the schema
+        (ProftuiError in one line if that fails).  Returns a note when the database was
+        created, else ""."""
+        self.client.ensure_schema(create=True)
+        if self.client.created_database:
+            return f"created database {self.url.database} on {self.url.host}:{self.url.port}"
+        return ""
+
+    def start(self, collector: Collector, program: str | None = None) -> None:
+        """Begin pushing `collector`'s intervals (it has started: its pid is known)."""
+        self._collector = collector
+        tables = collector.stack_tables()
+        self._source = (TableIntervals(tables, self._hasher) if tables
+                        else SnapshotIntervals(self._hasher))
+        self.client.check_metrics(self._source.metrics)
+        self._labels = {**auto_labels(collector, program), **self.user_labels}
+        # The session's own nonce in the fingerprint: two sessions with equal labels (one
+        # pid attached twice) never share a series, so batch markers never collide.
+        self._series = series_hash({**self._labels, "\0session": secrets.token_hex(8)})
+        max_bytes, root = self._spool_args
+        self.spool = Spool(server_key(self.url.host, self.url.port, self.url.database),
+                           max_bytes, None if root is None else Path(root))
+        self.stats.notes.extend(self.spool.warnings)
+        if self.spool.adopt():  # an earlier session's batches: maybe sent already
+            self._maybe_sent.update(str(item.path) for item in self.spool.items()
+                                    if item.adopted)
+        self._last = self.clock()
+        self._thread = threading.Thread(target=self._loop, name="proftui-push", daemon=True)
+        self._thread.start()
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return dict(self._labels)
+
+    # -- the loop ----------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.every_s):
+            try:
+                self.tick()
+            except Exception as exc:  # a push failure must not end the run
+                self.stats.last_error = str(exc)
+
+    def tick(self) -> None:
+        """Take one interval and send what waits."""
+        self._take()
+        self.send_pending()
+
+    def take(self) -> None:
+        """Take one interval into the spool (the loop's first half; a simulation's step)."""
+        self._take()
+
+    def _take(self) -> None:
+        collector, source, spool = self._collector, self._source, self.spool
+        assert collector is not None and source is not None and spool is not None
+        began = time.thread_time()
+        with collector.lock:
+            profile = collector.collect()
+            rows = source.take(profile)
+        now = self.clock()
+        start, self._last = self._last, now
+        self.stats.intervals += 1
+        if rows.costs:
+            for batch in self._batches(rows, start, now):
+                spool.put(batch)
+        self.stats.take_cpu_s += time.thread_time() - began
+
+    def _batches(self, rows: Rows, start: float, end: float) -> list[Batch]:
+        source = self._source
+        assert source is not None
+        spec = metric_spec(source.metrics, source.has_calls)
+        keys = list(rows.costs)
+        out = []
+        for first in range(0, len(keys), MAX_ROWS):
+            chunk = keys[first:first + MAX_ROWS]
+            threads: dict[str, int] = {}
+            batch = Batch(batch_id=secrets.randbits(63), time=int(start), end=end,
+                          series=self._series, labels=self._labels, spec=spec)
+            costs = batch.costs
+            for thread, stack in chunk:
+                batch.thread.append(threads.setdefault(thread, len(threads)))
+                batch.stack.append(stack)
+                costs.extend(rows.costs[(thread, stack)])
+                if stack not in self._confirmed and stack not in batch.stacks:
+                    batch.stacks[stack] = source.records[stack]
+            if source.has_calls:
+                batch.calls = array("q", (rows.calls.get(k, 0) for k in chunk))
+            batch.threads = list(threads)
+            out.append(batch)
+        return out
+
+    def send_pending(self, deadline: float | None = None) -> bool:
+        """Send spooled batches oldest first until one fails; True when none is left."""
+        spool = self.spool
+        assert spool is not None
+        with self._send_lock:
+            began = time.thread_time()
+            try:
+                while True:
+                    item = spool.oldest()
+                    if item is None:
+                        return True
+                    if deadline is not None and time.monotonic() > deadline:
+                        return False
+                    if not self._send(spool, item):
+                        return False
+            finally:
+                self.stats.send_cpu_s += time.thread_time() - began
+
+    def _send(self, spool: Spool, item: Spooled) -> bool:
+        try:
+            batch = spool.load(item)
+        except (OSError, ProftuiError) as exc:
+            self.stats.notes.append(f"push: a spooled batch could not be read ({exc}); "
+                                    "it was skipped")
+            spool.done(item)
+            return True
+        key = str(item.path)
+        try:
+            if key in self._maybe_sent and self.client.has_batch(batch):
+                self.stats.duplicates_avoided += 1
+            else:
+                self._maybe_sent.add(key)  # from here on an error may hide a landed insert
+                self.client.insert(batch)
+                self.stats.sent += 1
+        except ProftuiError as exc:
+            self.stats.failures += 1
+            self.stats.last_error = str(exc)
+            return False
+        self._confirmed.update(batch.stacks)
+        self._maybe_sent.discard(key)
+        spool.done(item)
+        return True
+
+    # -- the end -----------------------------------------------------------------------
+
+    def finish(self) -> str:
+        """Stop the loop, push the last interval, flush (for up to flush_timeout_s), close
+        the spool.  Returns the one-line summary for stderr."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        if self._collector is None or self.spool is None:
+            return ""
+        try:
+            self._take()
+        except ProftuiError as exc:
+            self.stats.last_error = str(exc)
+        deadline = time.monotonic() + self.flush_timeout_s
+        while not self.send_pending(deadline) and time.monotonic() < deadline:
+            time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+        left = len(self.spool)
+        kept = self.spool.path
+        self.spool.close()
+        self.client.close()
+        return self.summary(left, str(kept))
+
+    def summary(self, left: int = 0, kept: str = "") -> str:
+        spool = self.spool
+        s = self.stats
+        where = self.url.display()
+        line = f"pushed {s.sent} interval batch{'es' if s.sent != 1 else ''} to {where}"
+        if s.failures:
+            line += f" ({s.failures} sends failed and were retried)"
+        if s.duplicates_avoided:
+            line += f" ({s.duplicates_avoided} found there already after a retry)"
+        if spool is not None and spool.dropped_batches:
+            line += (f"; {spool.dropped_batches} dropped ({spool.dropped_weight:,.0f} "
+                     f"{self._first_metric()}): the spool's {spool.max_bytes >> 20} MiB bound "
+                     "was reached while the server was unreachable")
+        if left:
+            line += (f"; {left} not sent ({s.last_error or 'server unreachable'}): kept in "
+                     f"{kept}, sent by the next push to this server")
+        return line
+
+    def notes(self) -> list[str]:
+        """Warnings for the profile's notes: drops and unsent batches."""
+        out = list(self.stats.notes)
+        spool = self.spool
+        if spool is not None and spool.dropped_batches:
+            out.append(f"fleet push: {spool.dropped_batches} intervals "
+                       f"({spool.dropped_weight:,.0f} {self._first_metric()}) were dropped: "
+                       "the spool was full while the server was unreachable")
+        return out
+
+    def _first_metric(self) -> str:
+        source = self._source
+        return source.metrics[0].name if source is not None and source.metrics else "samples"

@@ -1,0 +1,201 @@
+"""A fleet query as a Profile: the server sums each stack's costs over the hosts, labels
+and time range asked for (GROUP BY stack), so what comes back is one row per distinct
+stack however many sample rows matched; the stacks' frames come in a second query.
+
+With `cluster=NAME` both queries read through Distributed tables over the cluster's
+shards: each shard aggregates its own rows, the server asked merges them.  The label
+and stack subqueries name the local tables, so each shard answers them from its own
+data (a host pushes its series, stacks and samples to one node).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from proftui.collectors.errors import ProftuiError
+from proftui.collectors.fleet import schema
+from proftui.collectors.fleet.batch import parse_spec
+from proftui.collectors.fleet.client import FleetClient
+from proftui.collectors.fleet.url import FleetURL, parse
+from proftui.collectors.model.lines import record_code_cost
+from proftui.collectors.model.profile import (
+    CallTree,
+    CodeSite,
+    Frame,
+    FrameTable,
+    Metric,
+    Profile,
+    ProfileMeta,
+)
+
+MODE = "fleet"
+
+
+def _where(url: FleetURL, start: int, end: int) -> tuple[str, dict[str, Any]]:
+    """The samples' WHERE clause for the window and the label filters."""
+    params: dict[str, Any] = {"start": start, "end": end}
+    clauses = ["toStartOfHour(time) >= toStartOfHour(toDateTime(%(start)s))",
+               "time >= toDateTime(%(start)s)", "time < toDateTime(%(end)s)", "batch = 0"]
+    if url.filters:
+        conditions = []
+        for i, (key, values) in enumerate(url.filters):
+            params[f"k{i}"], params[f"v{i}"] = key, tuple(values)
+            conditions.append(f"labels.value[indexOf(labels.key, %(k{i})s)] IN %(v{i})s")
+        clauses.append(f"series IN (SELECT series FROM {url.database}.{schema.SERIES} "
+                       f"WHERE {' AND '.join(conditions)})")
+    return " AND ".join(clauses), params
+
+
+def _table(url: FleetURL, table: str) -> str:
+    name = schema.distributed_name(table, url.cluster) if url.cluster else table
+    return f"{url.database}.{name}"
+
+
+def load(source: str | FleetURL, now: float | None = None) -> Profile:
+    """The profile of fleet URL `source` (ProftuiError in one line on any failure, an
+    empty result included)."""
+    url = parse(source) if isinstance(source, str) else source
+    start, end = url.window(now)
+    # rows are summed per minute: the window widens to whole minutes
+    start, end = schema.bucket(start), -schema.bucket(-end)
+    client = FleetClient(url)
+    try:
+        client.ensure_schema(create=False)
+        if url.cluster:
+            client.ensure_distributed(url.cluster)
+        return _load(client, url, start, end)
+    finally:
+        client.close()
+
+
+def _load(client: FleetClient, url: FleetURL, start: int, end: int) -> Profile:
+    where, params = _where(url, start, end)
+    samples = _table(url, schema.SAMPLES)
+    local_samples = f"{url.database}.{schema.SAMPLES}"
+    began = time.monotonic()
+    sums = ", ".join(f"sum({name})" for name in schema.METRICS)
+    rows = [(spec, stack, _spec_costs(spec, sums_), calls) for spec, stack, calls, *sums_ in
+            client.execute(
+                f"SELECT profile, stack, sum(call_count), {sums} FROM {samples} WHERE {where} "
+                "GROUP BY profile, stack", params, doing="aggregating samples")]
+    if not rows:
+        raise ProftuiError(f"no fleet samples in {url.display()} between "
+                           f"{_iso(start)} and {_iso(end)} (wrong labels or time range?)")
+    stacks: dict[int, tuple] = {}
+    for row in client.execute(
+            f"SELECT stack, functions, modules, build_ids, files, lines, addresses, raw_names, "
+            f"inlined, site_module, site_address, site_function, site_file, site_line "
+            f"FROM {_table(url, schema.STACKS)} WHERE stack IN "
+            f"(SELECT stack FROM {local_samples} WHERE {where})", params,
+            doing="reading stacks"):
+        stacks.setdefault(row[0], row)
+    series = client.execute(
+        f"SELECT DISTINCT labels.key, labels.value FROM {_table(url, schema.SERIES)} WHERE "
+        f"series IN (SELECT series FROM {local_samples} WHERE {where})", params,
+        doing="reading labels")
+    profile = build_profile(rows, stacks)
+    profile.meta = _meta(url, start, end, series, len(rows), time.monotonic() - began)
+    if any(row[1] not in stacks for row in rows):
+        profile.meta.warnings.append("some stacks of the samples were not found in the stacks "
+                                     "table: their costs show under [unknown stack]")
+    return profile
+
+
+def _spec_costs(spec: str, sums: list[float]) -> list[float]:
+    """A row's metric sums in the order of its profile spec."""
+    metrics, _calls = parse_spec(spec)
+    return [sums[_COLUMN[m.name]] for m in metrics if m.name in _COLUMN]
+
+
+_COLUMN = {name: i for i, name in enumerate(schema.METRICS)}
+
+
+def build_profile(rows: list[tuple], stacks: dict[int, tuple]) -> Profile:
+    """A finalized Profile from aggregated rows (profile spec, stack hash, summed costs,
+    summed calls) and stack rows (the stacks table's columns, by hash)."""
+    specs = sorted({row[0] for row in rows})
+    metrics: list[Metric] = []
+    any_calls = False
+    maps: dict[str, tuple[list[int], bool]] = {}
+    for spec in specs:
+        own, calls = parse_spec(spec)
+        any_calls = any_calls or calls
+        index = []
+        for metric in own:
+            if metric not in metrics:
+                metrics.append(metric)
+            index.append(metrics.index(metric))
+        maps[spec] = (index, calls)
+    n = len(metrics)
+    frames = FrameTable()
+    tree = CallTree(n)
+    line_costs: dict = {}
+    address_costs: dict = {}
+    address_sites: dict = {}
+    paths: dict[int, tuple[int, tuple[str, int, CodeSite] | None]] = {}
+    unknown = frames.intern(Frame("[unknown stack]"))
+    for spec, stack, costs, calls in rows:
+        found = paths.get(stack)
+        if found is None:
+            record = stacks.get(stack)
+            if record is None:
+                found = (tree.walk([unknown]), None)
+            else:
+                found = (tree.walk([frames.intern(f) for f in _frames(record)]), _site(record))
+            paths[stack] = found
+        node, site = found
+        index, has_calls = maps[spec]
+        values = [0.0] * n
+        for i, value in zip(index, costs, strict=False):
+            values[i] = value
+        tree.add_self(node, values)
+        if has_calls and calls:
+            tree.add_calls(node, int(calls))
+        if site is not None:
+            module, address, code = site
+            record_code_cost(address_costs, address_sites, line_costs, module, address, code,
+                             values)
+    profile = Profile(meta=ProfileMeta(mode=MODE), metrics=tuple(metrics), frames=frames,
+                      tree=tree, line_costs=line_costs, address_costs=address_costs,
+                      address_sites=address_sites)
+    return profile.finalize()
+
+
+def _frames(row: tuple) -> list[Frame]:
+    _stack, functions, modules, build_ids, files, lines, addresses, raw_names, inlined = row[:9]
+    return [Frame(function=functions[i], module=modules[i], file=files[i] or None,
+                  line=lines[i] or None, address=None if addresses[i] < 0 else addresses[i],
+                  raw_name=raw_names[i], build_id=build_ids[i], inlined=bool(inlined[i]))
+            for i in range(len(functions))]
+
+
+def _site(row: tuple) -> tuple[str, int, CodeSite] | None:
+    module, address, function, file, line = row[9:14]
+    if address < 0:
+        return None
+    return module, address, CodeSite(None if function < 0 else function, file or None,
+                                     line or None)
+
+
+def _meta(url: FleetURL, start: int, end: int, series: list[tuple], stacks: int,
+          seconds: float) -> ProfileMeta:
+    hosts = sorted({_label(keys, values, "host") for keys, values in series} - {""})
+    programs = sorted({_label(keys, values, "program") for keys, values in series} - {""})
+    modes = sorted({_label(keys, values, "mode") for keys, values in series} - {""})
+    shown = ", ".join(hosts[:8]) + (f" and {len(hosts) - 8} more" if len(hosts) > 8 else "")
+    note = (f"fleet query {url.display()}: {_iso(start)} to {_iso(end)}, {len(series)} series "
+            f"from {len(hosts)} host{'s' if len(hosts) != 1 else ''} ({shown}); programs: "
+            f"{', '.join(programs) or '?'}; modes: {', '.join(modes) or '?'}; {stacks:,} "
+            f"distinct stacks, aggregated by the server in {seconds:.2f} s")
+    return ProfileMeta(mode=MODE, argv=[url.display()], start_time=float(start),
+                       end_time=float(min(end, time.time())), complete=True,
+                       warnings=[note], clock="fleet intervals")
+
+
+def _label(keys: list[str], values: list[str], key: str) -> str:
+    return values[keys.index(key)] if key in keys else ""
+
+
+def _iso(when: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(when))

@@ -1,0 +1,250 @@
+"""Costs over time, per stack: what the timeline draws and what a time range selects.
+
+A profile built from stacks (sampler, attach) keeps, beside its trees, where each
+recorded stack landed (`StackIndex`: its leaf in the whole tree and in its part's
+tree, and its costed instruction) and, per time slice, what each stack cost in it
+(`Slices`).  A time range then gives a profile of its own (`range_profile`) with
+the same numbers a recording of only that range would have (at slice
+granularity), and the timeline draws each part's activity per slice.
+
+Bounded: slices are merged in pairs (their width doubles) whenever the entries
+would pass MAX_ENTRIES, so a long run keeps a coarser, never a bigger, timeline.
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+
+from proftui.collectors.model.lines import fold_costs
+from proftui.collectors.model.profile import CallTree, CodeSite, Profile
+
+MAX_ENTRIES = 1_000_000  # (slice, stack) pairs kept; beyond, slices merge in pairs
+MAX_SLICES = 2048  # and never more slices than this
+
+
+@dataclass
+class StackIndex:
+    """Where each recorded stack lands, by stack number (index-aligned columns)."""
+
+    labels: list[str] = field(default_factory=list)  # part labels
+    leaf: array = field(default_factory=lambda: array("q"))  # node of the whole tree
+    part: array = field(default_factory=lambda: array("q"))  # index into labels
+    part_leaf: array = field(default_factory=lambda: array("q"))  # node of its part's tree
+    code: array = field(default_factory=lambda: array("q"))  # index into code_keys, or -1
+    code_keys: list[tuple[str, int]] = field(default_factory=list)  # (module, address)
+
+    def __len__(self) -> int:
+        return len(self.leaf)
+
+
+@dataclass
+class Slices:
+    """Per time slice, the cost of each stack that had any (a slice's entries are
+    `[offsets[k], offsets[k + 1])` of `stacks` and each `costs[m]`)."""
+
+    start: float  # Unix seconds at which slice 0 starts
+    width: float  # seconds per slice
+    index: StackIndex
+    offsets: array = field(default_factory=lambda: array("q", [0]))
+    stacks: array = field(default_factory=lambda: array("q"))
+    costs: list[array] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        """Slices."""
+        return len(self.offsets) - 1
+
+    @property
+    def end(self) -> float:
+        return self.start + self.width * len(self)
+
+    def slice_range(self, t0: float, t1: float) -> tuple[int, int]:
+        """The slices `[first, last)` that overlap `[t0, t1)` (seconds from the start)."""
+        first = max(0, int(t0 // self.width))
+        last = min(len(self), max(first, int(-(-t1 // self.width))))
+        return first, last
+
+    def part_activity(self, metric: int) -> list[list[float]]:
+        """For each part (`index.labels` order), its cost of `metric` in each slice."""
+        rows = [[0.0] * len(self) for _ in self.index.labels]
+        part, column = self.index.part, self.costs[metric]
+        stacks, offsets = self.stacks, self.offsets
+        for k in range(len(self)):
+            for e in range(offsets[k], offsets[k + 1]):
+                rows[part[stacks[e]]][k] += column[e]
+        return rows
+
+    def stack_costs(self, first: int, last: int) -> list[array]:
+        """Per metric, per stack: the cost in slices `[first, last)`."""
+        n = len(self.index)
+        out = [array("d", [0.0]) * n for _ in self.costs]
+        lo, hi = self.offsets[first], self.offsets[last]
+        stacks = self.stacks
+        for m, column in enumerate(self.costs):
+            totals = out[m]
+            for e in range(lo, hi):
+                totals[stacks[e]] += column[e]
+        return out
+
+
+def range_profile(profile: Profile, t0: float, t1: float) -> Profile:
+    """`profile` as if recorded from `t0` to `t1` seconds after its start (widened to
+    whole slices): the same frames and tree shapes, each stack's cost in the range.
+    ValueError when the profile has no timeline."""
+    slices = profile.slices
+    if slices is None:
+        raise ValueError(f"this {profile.meta.mode} profile has no timeline: only sampled "
+                         "CPU profiles (sampler, attach) keep costs over time")
+    first, last = slices.slice_range(t0, t1)
+    per_stack = slices.stack_costs(first, last)
+    index = slices.index
+    assert profile.tree is not None
+    tree = _emptied(profile.tree)
+    parts = {label: tree if part is profile.tree else _emptied(part)
+             for label, part in profile.parts.items()}
+    address_costs: dict[tuple[str, int], list[float]] = {}
+    n_metrics = len(profile.metrics)
+    for s in range(len(index)):
+        values = [column[s] for column in per_stack]
+        if not any(values):
+            continue
+        leaf = index.leaf[s]
+        for m, value in enumerate(values):
+            tree.selfs[m][leaf] += value
+        part = parts.get(index.labels[index.part[s]])
+        if part is not None and part is not tree:
+            for m, value in enumerate(values):
+                part.selfs[m][index.part_leaf[s]] += value
+        code = index.code[s]
+        if code >= 0:
+            fold_costs(address_costs, {index.code_keys[code]: values}, width=n_metrics)
+    line_costs: dict[tuple[str, int], list[float]] = {}
+    for key, values in address_costs.items():
+        site = profile.address_sites.get(key)
+        if site is not None and site.file is not None and site.line is not None:
+            fold_costs(line_costs, {(site.file, site.line): values}, width=n_metrics)
+    pruned = {id(t): t.pruned() for t in (tree, *parts.values())}
+    tree = pruned[id(tree)]
+    parts = {label: pruned[id(part)] for label, part in parts.items()}
+    start = slices.start + first * slices.width
+    meta = replace(profile.meta, start_time=start, end_time=slices.start + last * slices.width,
+                   warnings=[*profile.meta.warnings,
+                             f"time range {first * slices.width:.1f}-"
+                             f"{last * slices.width:.1f} s of the run"])
+    # Its trees are the range's alone (nodes renumbered), so it keeps no timeline.
+    return replace(profile, meta=meta, tree=tree, parts=parts, functions=None,
+                   line_costs=line_costs, address_costs=address_costs,
+                   address_sites=dict(profile.address_sites), slices=None)
+
+
+def _emptied(tree: CallTree) -> CallTree:
+    """`tree`'s shape with every self cost zero (calls dropped: a range has no counts)."""
+    out = tree.copy()
+    for column in out.selfs:
+        for i in range(len(column)):
+            column[i] = 0.0
+    out.calls = array("q", [-1]) * len(out)
+    return out
+
+
+class SliceRecorder:
+    """Builds `Slices` as costs arrive: `add` per (time, stack, costs); slices older
+    than the newest by more than `LATE_S` are closed into the arrays; `snapshot`
+    copies what is there (the open slices folded in)."""
+
+    LATE_S = 2.0  # records of a thread may arrive this late (rings drained in turns)
+
+    def __init__(self, start: float, n_metrics: int, width: float = 0.25) -> None:
+        self.start = start
+        self.width = width
+        self.n_metrics = n_metrics
+        self.offsets = array("q", [0])
+        self.stacks = array("q")
+        self.costs = [array("d") for _ in range(n_metrics)]
+        self._open: dict[int, dict[int, list[float]]] = {}  # slice -> stack -> costs
+
+    def add(self, when: float, stack: int, values: Sequence[float]) -> None:
+        """`values` of stack number `stack` at Unix time `when`."""
+        k = max(0, int((when - self.start) // self.width))
+        while k >= MAX_SLICES:  # a run longer than the slices allow: wider slices
+            self._merge_pairs()
+            k = max(0, int((when - self.start) // self.width))
+        closed = len(self.offsets) - 1
+        k = max(k, closed)  # a record later than its slice's closing joins the next
+        entries = self._open.setdefault(k, {})
+        slot = entries.get(stack)
+        if slot is None:
+            entries[stack] = list(values)
+        else:
+            for m, value in enumerate(values):
+                slot[m] += value
+
+    def close_before(self, when: float) -> None:
+        """Close every slice that ended more than LATE_S before `when`."""
+        limit = int((when - self.LATE_S - self.start) // self.width)
+        while len(self.offsets) - 1 < limit:
+            self._close_next()
+        if len(self.stacks) > MAX_ENTRIES:
+            self._merge_pairs()
+
+    def _close_next(self) -> None:
+        k = len(self.offsets) - 1
+        for stack, values in sorted(self._open.pop(k, {}).items()):
+            self.stacks.append(stack)
+            for m, value in enumerate(values):
+                self.costs[m].append(value)
+        self.offsets.append(len(self.stacks))
+
+    def _merge_pairs(self) -> None:
+        """Halve the slices: each pair becomes one, its stacks' costs added; a new
+        slice is closed when both its halves were."""
+        closed = len(self.offsets) - 1
+        groups: dict[int, dict[int, list[float]]] = {}
+
+        def fold(k: int, stack: int, values: Sequence[float]) -> None:
+            slot = groups.setdefault(k, {}).setdefault(stack, [0.0] * self.n_metrics)
+            for m, value in enumerate(values):
+                slot[m] += value
+
+        for j in range(closed):
+            for e in range(self.offsets[j], self.offsets[j + 1]):
+                fold(j // 2, self.stacks[e], [c[e] for c in self.costs])
+        for k, entries in self._open.items():
+            for stack, values in entries.items():
+                fold(k // 2, stack, values)
+        self.offsets, self.stacks = array("q", [0]), array("q")
+        self.costs = [array("d") for _ in range(self.n_metrics)]
+        self.width *= 2
+        self._open = groups
+        for _ in range(closed // 2):
+            self._close_next()
+
+    def snapshot(self, index: StackIndex) -> Slices:
+        """The slices so far (open ones included), independent of later `add`s."""
+        out = Slices(self.start, self.width, index, array("q", self.offsets),
+                     array("q", self.stacks), [array("d", c) for c in self.costs])
+        last = max(self._open, default=len(self.offsets) - 2)
+        for k in range(len(self.offsets) - 1, last + 1):
+            for stack, values in sorted(self._open.get(k, {}).items()):
+                out.stacks.append(stack)
+                for m, value in enumerate(values):
+                    out.costs[m].append(value)
+            out.offsets.append(len(out.stacks))
+        return out
+
+
+def index_of(labels: Iterable[str], leaf: Sequence[int], part: Sequence[int],
+             part_leaf: Sequence[int], sites: Sequence[tuple[str, int, CodeSite] | None]
+             ) -> StackIndex:
+    """A StackIndex from per-stack columns and each stack's leaf site (or None)."""
+    keys: dict[tuple[str, int], int] = {}
+    code = array("q")
+    for site in sites:
+        if site is None:
+            code.append(-1)
+        else:
+            code.append(keys.setdefault((site[0], site[1]), len(keys)))
+    return StackIndex(list(labels), array("q", leaf), array("q", part),
+                      array("q", part_leaf), code, list(keys))

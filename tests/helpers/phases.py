@@ -1,0 +1,32 @@
+"""A run whose phases are known: tests/fixtures/tl_phases.c computes in phase_a for its
+first two seconds, then in phase_b for two more, and reports each phase's CPU time."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from proftui.collectors.base import CollectorOptions
+from proftui.collectors.model.profile import Profile
+from proftui.collectors.sampler.collector import SamplerCollector
+
+from tests.conftest import build_fixture
+from tests.reference import fixture_cpu_ns
+
+
+def record_phases(work: Path, seconds: float = 2.0) -> tuple[Profile, dict[str, int], float]:
+    """(the profile at 1 kHz, each phase's CPU ns, when the switch happened: seconds of
+    the run minus `seconds`, i.e. how late the run's clock started)."""
+    binary = build_fixture("tl_phases.c", ["-O2", "-g"])
+    out = work / "cpu.txt"
+    start = time.time()
+    collector = SamplerCollector([str(binary), f"{start + seconds:.3f}",
+                                  f"{start + 2 * seconds:.3f}", str(out)],
+                                 CollectorOptions(output="log"))
+    collector.start()
+    try:
+        profile = collector.wait()
+    finally:
+        collector.stop()
+    assert profile.meta.exit_status == 0 and profile.meta.start_time is not None
+    return profile, fixture_cpu_ns(out), start - profile.meta.start_time

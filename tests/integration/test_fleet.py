@@ -1,0 +1,221 @@
+"""Fleet profiles against real ClickHouse servers (Debian's 18.16 here): runs pushed from
+several processes, labelled as different hosts, read back exactly as their local files
+merge; an outage mid-run loses and duplicates nothing; bad input is one line, exit 2."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from proftui.collectors.fleet.query import load
+from proftui.collectors.model.storage import load as load_file
+
+from tests.conftest import build_fixture
+from tests.helpers.clickhouse import Server
+from tests.integration.fleet_helpers import CLI, assert_same, proftui, push_run, servers_or_skip
+
+CPU_FLAGS = ["-O1", "-g", "-fno-omit-frame-pointer"]
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[Server]:
+    for servers in servers_or_skip(1):
+        yield servers[0]
+
+
+def _check_one_line(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("proftui: "), result.stderr
+    assert "Traceback" not in result.stderr
+    return lines[0]
+
+
+def test_cpu_fleet_equals_merged_local_files(server: Server, tmp_path: Path) -> None:
+    binary = build_fixture("smp_work.c", CPU_FLAGS)
+    url = server.url("cpu_exact")
+    runs = []
+    for i, rounds in enumerate((300, 200, 250)):
+        out = tmp_path / f"h{i}.proftui"
+        result = push_run(url, binary, out, str(rounds), labels=(f"host=h{i}", "job=exact"))
+        assert result.returncode == 7, result.stderr  # the fixture's own status
+        assert "pushed" in result.stderr
+        runs.append(load_file(out))
+    fleet = load(url + "?from=-1h&job=exact")
+    assert_same(fleet, runs)
+    assert sum(p.total(0) for p in runs) == fleet.total(0) > 0
+    # A label filter narrows to its hosts; repeating a key accepts either value.
+    assert_same(load(url + "?from=-1h&host=h1"), [runs[1]])
+    assert_same(load(url + "?from=-1h&host=h0&host=h2"), [runs[0], runs[2]])
+    # The automatic labels: program, build-id, mode, pid.
+    assert "program=smp_work" not in fleet.meta.warnings[0]  # named by the binary's name
+    assert load(url + f"?from=-1h&program={binary.name}&mode=sampler").total(0) == \
+        fleet.total(0)
+    # Line costs travel with the stacks' leaf sites.
+    merged_lines: dict = {}
+    for run in runs:
+        for key, values in run.line_costs.items():
+            merged_lines.setdefault(key, [0.0] * len(values))
+            merged_lines[key] = [a + b for a, b in zip(merged_lines[key], values, strict=True)]
+    assert fleet.line_costs == merged_lines
+
+
+def test_heap_fleet_equals_merged_local_files(server: Server, tmp_path: Path) -> None:
+    binary = build_fixture("heap_basic.c", ["-O2", "-g", "-pthread"])
+    url = server.url("heap_exact")
+    runs = []
+    for i in range(2):
+        out = tmp_path / f"heap{i}.proftui"
+        result = push_run(url, binary, out, labels=(f"host=hh{i}",), options=("--mode", "heap"))
+        assert result.returncode == 3, result.stderr
+        runs.append(load_file(out))
+    fleet = load(url + "?from=-1h")
+    assert "leaked_bytes" in [m.name for m in fleet.metrics]
+    assert_same(fleet, runs)
+
+
+def test_outage_mid_run_every_interval_once(server: Server, tmp_path: Path) -> None:
+    """The server stops for a few seconds while the run pushes every second, then comes
+    back while the target still runs (about 9 s): the intervals wait in the spool and
+    arrive once each."""
+    binary = build_fixture("smp_work.c", CPU_FLAGS)
+    url = server.url("outage")
+    out = tmp_path / "outage.proftui"
+    proc = subprocess.Popen(
+        [*CLI, "record",
+         "--push", url, "--every", "1", "--label", "host=flaky", "-o", str(out),
+         str(binary), "9000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(2.5)
+        server.stop()
+        time.sleep(4)
+        server.start()
+        _stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if server.process is None:
+            server.start()
+    assert proc.returncode == 7, stderr
+    assert "sends failed" in stderr, stderr  # the outage was seen, and outlived
+    local = load_file(out)
+    fleet = load(url + "?from=-1h")
+    assert_same(fleet, [local])
+    from clickhouse_driver import Client
+
+    rows = Client("127.0.0.1", port=server.tcp).execute(
+        "SELECT count(), uniqExact(batch) FROM outage.proftui_samples WHERE batch != 0")
+    markers, batches = rows[0]
+    assert markers == batches >= 3, rows  # several intervals, each marked once
+
+
+def test_bad_input_is_one_line_and_status_2(server: Server, tmp_path: Path) -> None:
+    binary = build_fixture("smp_work.c", CPU_FLAGS)
+    dead = f"clickhouse://127.0.0.1:{_closed_port()}/prof"
+    marker = tmp_path / "ran"
+    # unreachable: the query, and a push (the target is not started)
+    assert "cannot reach ClickHouse" in _check_one_line(proftui("report", dead))
+    line = _check_one_line(proftui("record", "--push", dead, "-o", str(tmp_path / "x"),
+                                   "sh", "-c", f"touch {marker}"))
+    assert "cannot reach" in line and not marker.exists()
+    # wrong database; empty result; malformed URLs; another schema version
+    assert "no database" in _check_one_line(proftui("report", server.url("nope")))
+    push_run(server.url("bad_input"), binary, tmp_path / "b.proftui", "50")
+    line = _check_one_line(proftui("report", server.url("bad_input",
+                                                       "from=2001-01-01&to=2001-01-02")))
+    assert "no fleet samples" in line
+    for url in ("clickhouse://", "clickhouse:///prof", "clickhouse://h:99999/prof",
+                server.url("x", "from=yesterday"), server.url("bad-name"),
+                server.url("x", "from=-1h&to=-2h")):
+        _check_one_line(proftui("report", url))
+    _check_one_line(proftui("record", "--push", server.url("x", "host=a"), "true"))
+    from clickhouse_driver import Client
+
+    client = Client("127.0.0.1", port=server.tcp)
+    client.execute("CREATE DATABASE other_schema")
+    client.execute("CREATE TABLE other_schema.proftui_samples (time DateTime, x UInt8) "
+                   "ENGINE = MergeTree ORDER BY time")
+    for result in (proftui("report", server.url("other_schema")),
+                   proftui("record", "--push", server.url("other_schema"), "true")):
+        assert "schema version 1" in _check_one_line(result)
+    client.execute("INSERT INTO bad_input.proftui_schema VALUES", [(2, 0)])
+    assert "version 2" in _check_one_line(proftui("report", server.url("bad_input")))
+    # credentials: a wrong password is refused in one line that does not show it
+    line = _check_one_line(proftui("report", f"clickhouse://{server.user}:wrong-pw@127.0.0.1:"
+                                   f"{server.tcp}/prof"))
+    assert "wrong-pw" not in line and "refused" in line
+
+
+def test_attached_target_unharmed_by_a_dead_server(tmp_path: Path) -> None:
+    binary = build_fixture("smp_work.c", CPU_FLAGS)
+    target = subprocess.Popen([str(binary), "100000"], stdout=subprocess.DEVNULL)
+    try:
+        dead = f"clickhouse://127.0.0.1:{_closed_port()}/prof"
+        _check_one_line(proftui("record", "--pid", str(target.pid), "--push", dead,
+                                "-o", str(tmp_path / "a.proftui")))
+        assert target.poll() is None
+    finally:
+        target.send_signal(signal.SIGKILL)
+        target.wait()
+
+
+def test_credentials_from_the_environment_and_never_printed(server: Server,
+                                                            tmp_path: Path) -> None:
+    binary = build_fixture("smp_work.c", CPU_FLAGS)
+    env = {**os.environ, "PROFTUI_CLICKHOUSE_USER": server.user,
+           "PROFTUI_CLICKHOUSE_PASSWORD": server.password}
+    result = subprocess.run(
+        [*CLI, "record",
+         "--push", server.url("creds"), "-o", str(tmp_path / "c.proftui"), str(binary), "50"],
+        capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 7 and "pushed" in result.stderr, result.stderr
+    assert server.password not in result.stderr
+    report = proftui("report", "--json", server.url("creds", auth=True))
+    assert report.returncode == 0 and server.password not in report.stdout + report.stderr
+
+
+def test_diff_and_export_read_fleet_urls(server: Server, tmp_path: Path) -> None:
+    binary = build_fixture("smp_work.c", CPU_FLAGS)
+    url = server.url("diffs")
+    for build, rounds in (("old", "100"), ("new", "200")):
+        push_run(url, binary, tmp_path / f"{build}.proftui", rounds, labels=(f"build={build}",))
+    result = proftui("diff", "--absolute", url + "?build=old", url + "?build=new")
+    assert result.returncode == 0, result.stderr
+    assert "work_a" in result.stdout
+    pb = tmp_path / "fleet.pb.gz"
+    result = proftui("export", "-f", "pprof", "-o", str(pb), url + "?from=-1h")
+    assert result.returncode == 0 and pb.stat().st_size > 0, result.stderr
+    result = proftui("report", "--json", url + "?build=new")
+    assert result.returncode == 0 and '"flat"' in result.stdout
+
+
+def _closed_port() -> int:
+    from tests.helpers.clickhouse import free_port
+
+    return free_port()  # bound then released: nothing listens there
+
+
+def test_instrument_intervals_are_snapshot_differences_with_calls(server: Server,
+                                                                  tmp_path: Path) -> None:
+    """A collector without a stack table (instrument) pushes snapshot differences: the
+    fleet tree has the same costs and exact call counts as the local file."""
+    binary = build_fixture("ins_basic.c", ["-O2", "-g", "-finstrument-functions", "-pthread"])
+    url = server.url("instr")
+    out = tmp_path / "ins.proftui"
+    result = push_run(url, binary, out, "20000")
+    assert "pushed" in result.stderr, result.stderr
+    local = load_file(out)
+    fleet = load(url + "?from=-1h")
+    assert_same(fleet, [local])
+
+    def calls(profile) -> dict:  # type: ignore[no-untyped-def]
+        tree = profile.tree
+        return {tuple(profile.frames[f] for f in tree.path(n)): tree.calls[n]
+                for n in tree.preorder()}
+
+    assert calls(fleet) == calls(local)

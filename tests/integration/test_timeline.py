@@ -1,0 +1,66 @@
+"""The timeline's data (collectors/model/slices.py) on a run whose phases are known:
+a time range's profile holds what the program did in that range, checked against the
+program's own per-phase CPU clock on the same run, saved and loaded, and through
+`proftui report --from/--to`."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from proftui.collectors.model import storage
+from proftui.collectors.model.profile import Profile
+from proftui.collectors.model.slices import range_profile
+from proftui.collectors.model.views import flat_profile
+
+from tests.helpers.phases import record_phases
+
+
+def totals(profile: Profile) -> dict[str, float]:
+    """Samples under each function (its calls' total, recursion once)."""
+    return {e.frame.function: e.total_cost[0] for e in flat_profile(profile)}
+
+
+@pytest.fixture(scope="module")
+def phases(tmp_path_factory: pytest.TempPathFactory) -> tuple[Profile, dict[str, int], float]:
+    """A 4 s run: phase_a for its first 2 s, phase_b for the next 2 (1 kHz)."""
+    return record_phases(tmp_path_factory.mktemp("tl"))
+
+
+def test_each_phase_is_its_range(phases: tuple[Profile, dict[str, int], float]) -> None:
+    profile, cpu, skew = phases
+    period = profile.meta.period_ns or 1_000_000
+    assert profile.slices is not None and profile.slices.width <= 0.25
+    edge = 2.0 + skew  # the switch, in seconds of the run
+    first = range_profile(profile, 0.0, edge - 0.25)  # whole slices of phase_a only
+    second = range_profile(profile, edge + 0.25, 5.0)
+    a, b = totals(first), totals(second)
+    assert b.get("phase_a", 0.0) == 0 and a.get("phase_b", 0.0) == 0, (a, b)
+    # each range holds its phase's CPU time, but at most the quarter second left out at
+    # the edge (and the start-up before main)
+    for spent, phase in ((a.get("phase_a", 0) * period / 1e9, "phase_a"),
+                         (b.get("phase_b", 0) * period / 1e9, "phase_b")):
+        assert cpu[phase] / 1e9 - 0.35 <= spent <= cpu[phase] / 1e9 + 0.05, (phase, spent, cpu)
+    whole = range_profile(profile, 0.0, 1e9)
+    assert whole.total(0) == profile.total(0)  # every sample is in some slice
+
+
+def test_ranges_survive_saving_and_the_cli(phases: tuple[Profile, dict[str, int], float],
+                                           tmp_path: Path) -> None:
+    profile, _cpu, skew = phases
+    path = tmp_path / "run.proftui"
+    storage.save(profile, path, embed_sources=False)
+    loaded = storage.load(path)
+    assert loaded.slices is not None
+    cut = 2.0 + skew - 0.25
+    assert totals(range_profile(loaded, 0, cut)) == \
+        totals(range_profile(profile, 0, cut))
+    text = subprocess.run([sys.executable, "-m", "proftui.tui.cli", "report", "--from", "0",
+                           "--to", f"{cut:.3f}", str(path)], capture_output=True, text=True,
+                          check=True).stdout
+    assert "phase_a" in text and "phase_b" not in text
+    bad = subprocess.run([sys.executable, "-m", "proftui.tui.cli", "report", "--from", "3",
+                          "--to", "1", str(path)], capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1

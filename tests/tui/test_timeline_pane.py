@@ -1,0 +1,117 @@
+"""The timeline pane (`6`), driven by keys as a user would, on a run whose phases are
+known (tests/helpers/phases.py): a range selected there is what every pane then shows,
+the header names it, Esc brings the whole run back, and `b` on one range makes it the
+baseline another range is compared with."""
+
+from __future__ import annotations
+
+import pytest
+from proftui.collectors.model.profile import CPU_NS, Frame, Profile, ProfileMeta
+from proftui.tui.app import ProfTuiApp
+from proftui.tui.panes.timeline import TimelinePane
+from proftui.tui.widgets.header_bar import HeaderBar
+from proftui.tui.widgets.timeline_chart import TimelineChart
+from textual.pilot import Pilot
+
+from tests.helpers.phases import record_phases
+from tests.tui.tui_profiles import SIZE, run, screen_text, wait_for
+
+
+@pytest.fixture(scope="module")
+def phases(tmp_path_factory: pytest.TempPathFactory) -> tuple[Profile, dict[str, int], float]:
+    return record_phases(tmp_path_factory.mktemp("tlp"))
+
+
+def shown_functions(app: ProfTuiApp) -> dict[str, float]:
+    return {e.frame.function: e.total_cost[0] for e in app._entries}
+
+
+async def select(pilot: Pilot, start_s: float, end_s: float) -> None:
+    """Move the cursor to `start_s`, Enter, move to `end_s`, Enter."""
+    chart = pilot.app.query_one(TimelineChart)
+    seconds = chart.seconds()
+
+    async def move_to(at: float) -> None:
+        target = min(chart.columns - 1, int(at / seconds * chart.columns))
+        while chart.cursor != target:
+            await pilot.press("right" if chart.cursor < target else "left")
+
+    await move_to(start_s)
+    await pilot.press("enter")
+    await move_to(end_s)
+    await pilot.press("enter")
+
+
+def test_a_range_is_what_every_pane_shows(phases: tuple[Profile, dict[str, int], float]
+                                          ) -> None:
+    profile, _cpu, skew = phases
+
+    async def body() -> None:
+        app = ProfTuiApp(profile=profile)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: app._entries, what="the flat profile")
+            assert {"phase_a", "phase_b"} <= set(shown_functions(app))
+            await pilot.press("6")
+            await wait_for(pilot, lambda: app.query_one(TimelineChart).rows is not None,
+                           what="the timeline")
+            await select(pilot, 0.2, 2.0 + skew - 0.4)
+            await wait_for(pilot, lambda: app.time_range is not None
+                           and "phase_b" not in shown_functions(app), what="the range")
+            assert shown_functions(app).get("phase_a", 0) > 0
+            header = str(app.query_one(HeaderBar).render())
+            assert "range 0.0-" in header, header
+            await pilot.press("5")  # the flame graph shows the range too
+            await wait_for(pilot, lambda: "phase_a" in screen_text(app)
+                           and "phase_b" not in screen_text(app), what="the flame range")
+            await pilot.press("6")
+            await pilot.press("escape")  # the range goes: the whole run again
+            await wait_for(pilot, lambda: app.time_range is None
+                           and "phase_b" in shown_functions(app), what="the whole run")
+
+    run(body)
+
+
+def test_a_range_as_the_baseline_of_another(phases: tuple[Profile, dict[str, int], float]
+                                            ) -> None:
+    profile, _cpu, skew = phases
+
+    async def body() -> None:
+        app = ProfTuiApp(profile=profile)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: app._entries, what="the flat profile")
+            await pilot.press("6")
+            await wait_for(pilot, lambda: app.query_one(TimelineChart).rows is not None,
+                           what="the timeline")
+            await select(pilot, 0.2, 2.0 + skew - 0.4)
+            await wait_for(pilot, lambda: "phase_b" not in shown_functions(app),
+                           what="the first range")
+            await pilot.press("b")
+            await wait_for(pilot, lambda: "Δ vs range" in str(app.query_one(HeaderBar)
+                                                                .render()),
+                           what="the range baseline")
+            await select(pilot, 2.0 + skew + 0.4, 3.8)
+            await wait_for(pilot, lambda: "phase_b" in shown_functions(app)
+                           and "phase_a" not in shown_functions(app), what="the second range")
+            assert app.baseline is not None  # Δ columns against the first range
+            base = {e.frame.function for e in app.base_entries or []}
+            assert "phase_a" in base and "phase_b" not in base
+            assert isinstance(app.query_one(TimelinePane), TimelinePane)
+
+    run(body)
+
+
+def test_profiles_without_a_timeline_say_so() -> None:
+    profile = Profile(ProfileMeta(mode="gprof"), (CPU_NS,))
+    assert profile.tree is not None
+    profile.tree.add_stack([profile.frames.intern(Frame("main", "/bin/x"))], [5.0])
+    profile.finalize()
+
+    async def body() -> None:
+        app = ProfTuiApp(profile=profile)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: app._entries, what="the flat profile")
+            await pilot.press("6")
+            await wait_for(pilot, lambda: "No timeline" in screen_text(app),
+                           what="the note")
+
+    run(body)

@@ -1,0 +1,264 @@
+"""Fleet pieces without a server: URLs, stack hashes, batches, the spool's bound and
+privacy, and the push loop's exactly-once rule against a server that fails on purpose."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from proftui.collectors.errors import ProftuiError
+from proftui.collectors.fleet import is_fleet_url
+from proftui.collectors.fleet.batch import Batch, metric_spec, parse_spec
+from proftui.collectors.fleet.intervals import SnapshotIntervals, TableIntervals
+from proftui.collectors.fleet.pusher import Pusher
+from proftui.collectors.fleet.spool import Spool
+from proftui.collectors.fleet.stacks import StackHasher, StackRecord, series_hash
+from proftui.collectors.fleet.url import parse, parse_label, parse_time
+from proftui.collectors.model.profile import CPU_NS, SAMPLES, CodeSite, Frame, Profile, ProfileMeta
+from proftui.collectors.stacktable.builder import StackProfile
+
+MAIN = Frame("main", "/bin/prog", "prog.c", 10, 0x1000, build_id="ab")
+WORK = Frame("work", "/bin/prog", "prog.c", 20, 0x1100, build_id="ab")
+INL = Frame("helper", "/bin/prog", "h.h", 3, None, inlined=True)
+
+
+# -- URLs -------------------------------------------------------------------------------
+
+
+def test_url_parts_window_and_filters() -> None:
+    url = parse("clickhouse://me:pw@db.example:9440/prof?from=-15m&to=now&host=a&host=b&"
+                "build=x1&cluster=c2")
+    assert (url.host, url.port, url.database, url.user, url.password) == (
+        "db.example", 9440, "prof", "me", "pw")
+    assert url.filters == (("host", ("a", "b")), ("build", ("x1",)))
+    assert url.cluster == "c2"
+    start, end = url.window(now=10_000.0)
+    assert (start, end) == (10_000 - 900, 10_001)
+    shown = url.display()
+    assert "pw" not in shown and shown.startswith("clickhouse://me@db.example:9440/prof?from=")
+    assert parse("clickhouse://h/db").port == 9000
+    assert parse("clickhouse://h/db").window(now=7200.0) == (3600, 7201)  # default: last hour
+
+
+def test_times_iso_and_relative() -> None:
+    assert parse_time("2026-01-31T12:00:00Z", 0) == 1769860800
+    assert parse_time("2026-01-31T13:00:00+01:00", 0) == 1769860800
+    assert parse_time("-2h", 10_000) == 10_000 - 7200
+    assert parse_time("-1d", 100_000) == 100_000 - 86400
+    with pytest.raises(ProftuiError, match="not a time"):
+        parse_time("yesterday", 0)
+
+
+@pytest.mark.parametrize("text", [
+    "clickhouse://", "http://h/db", "clickhouse://h", "clickhouse://h/bad-name",
+    "clickhouse://h:70000/db", "clickhouse://h/db?from=-1h&to=-2h", "clickhouse://h/db?x y=1",
+    "clickhouse://h/db#frag",
+])
+def test_malformed_urls_are_one_line_errors(text: str) -> None:
+    with pytest.raises(ProftuiError) as info:
+        parse(text)
+    assert "\n" not in str(info.value)
+
+
+def test_credentials_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PROFTUI_CLICKHOUSE_USER", "envuser")
+    monkeypatch.setenv("PROFTUI_CLICKHOUSE_PASSWORD", "envpw")
+    url = parse("clickhouse://h/db")
+    assert (url.user, url.password) == ("envuser", "envpw")
+    assert "envpw" not in url.display() and "envpw" not in repr(url)
+    assert parse("clickhouse://u:p@h/db").password == "p"  # the URL wins
+
+
+def test_push_urls_and_labels() -> None:
+    with pytest.raises(ProftuiError, match="without a query"):
+        parse("clickhouse://h/db?host=a", query=False)
+    assert parse_label("team=db=x") == ("team", "db=x")
+    for bad in ("novalue", "=x", "from=1", "bad key=1"):
+        with pytest.raises(ProftuiError):
+            parse_label(bad)
+    assert is_fleet_url("clickhouse://h/db") and not is_fleet_url("run.proftui")
+
+
+# -- hashes and batches -----------------------------------------------------------------
+
+
+def test_stack_hashes_are_stable_and_distinguish_sites_and_inlining() -> None:
+    site = ("/bin/prog", 0x1104, CodeSite(0x1100, "prog.c", 22))
+    one, two = StackHasher(), StackHasher()
+    h = one.stack([MAIN, WORK], site)
+    assert h == two.stack([MAIN, WORK], site)  # another process computes the same
+    assert 0 <= h < 1 << 64
+    assert h != one.stack([MAIN, WORK], None)
+    assert h != one.stack([MAIN, WORK, INL], site)
+    assert one.stack([MAIN, WORK], site) != one.stack([WORK, MAIN], site)
+    # the chain a tree walk extends gives the same hash
+    chain = one.extend(one.extend(b"", one.frame_digest(MAIN)), one.frame_digest(WORK))
+    assert one.finish(chain, site) == h
+    assert series_hash({"a": "1", "b": "2"}) == series_hash({"b": "2", "a": "1"})
+
+
+def test_batch_round_trip() -> None:
+    spec = metric_spec((SAMPLES, CPU_NS), calls=True)
+    assert parse_spec(spec) == ((SAMPLES, CPU_NS), True)
+    site = ("/bin/prog", 0x1104, CodeSite(0x1100, "prog.c", 22))
+    batch = Batch(batch_id=7, time=1000, end=1010.5, series=99, labels={"host": "é"},
+                  spec=spec, threads=["pid 1 tid 1", "pid 1 tid 2"])
+    for i, (thread, stack) in enumerate(((0, 5), (1, 2**64 - 1))):
+        batch.thread.append(thread)
+        batch.stack.append(stack)
+        batch.costs.extend([i + 1.0, 1e6 * (i + 1)])
+        batch.calls.append(3 * i)
+    batch.stacks = {5: StackRecord((MAIN, WORK, INL), site), 2**64 - 1: StackRecord((MAIN,))}
+    back = Batch.decode(batch.encode())
+    assert back == batch
+    assert back.weight() == 3.0
+    with pytest.raises(ProftuiError):
+        Batch.decode(batch.encode()[:-3])
+    with pytest.raises(ProftuiError):
+        Batch.decode(b"garbage")
+
+
+# -- intervals --------------------------------------------------------------------------
+
+
+def test_table_intervals_hand_out_each_change_once() -> None:
+    table = StackProfile((SAMPLES, CPU_NS))
+    a = table.stack_of_frames("a", "pid 1 tid 1", [MAIN, WORK])
+    b = table.stack_of_frames("b", "pid 1 tid 2", [MAIN, WORK])
+    source = TableIntervals([table], StackHasher())
+    table.set(a, (3, 3000))
+    table.set(b, (1, 1000))
+    rows = source.take()
+    assert sorted(rows.costs.values()) == [[1.0, 1000.0], [3.0, 3000.0]]
+    assert {k[0] for k in rows.costs} == {"pid 1 tid 1", "pid 1 tid 2"}
+    assert len({k[1] for k in rows.costs}) == 1  # one stack, two threads
+    assert source.take().costs == {}
+    table.set(a, (5, 5000))
+    assert list(source.take().costs.values()) == [[2.0, 2000.0]]
+
+
+def test_snapshot_intervals_are_differences_with_calls() -> None:
+    def profile(work: float, calls: int) -> Profile:
+        p = Profile(meta=ProfileMeta(mode="instrument"), metrics=(CPU_NS,))
+        assert p.tree is not None
+        node = p.tree.add_stack([p.frames.intern(MAIN), p.frames.intern(WORK)], [work],
+                                calls=calls)
+        node.parent.calls = 1  # type: ignore[union-attr]
+        return p.finalize()
+
+    source = SnapshotIntervals(StackHasher())
+    first = source.take(profile(10.0, 2))
+    assert source.has_calls and sorted(first.costs.values()) == [[0.0], [10.0]]
+    second = source.take(profile(25.0, 5))
+    assert list(second.costs.values()) == [[15.0]] and list(second.calls.values()) == [3]
+
+
+# -- the spool --------------------------------------------------------------------------
+
+
+def _batch(n: int, weight: float) -> Batch:
+    batch = Batch(batch_id=n, time=n, end=n + 1.0, series=1, labels={}, spec="samples:count",
+                  threads=["t"])
+    batch.thread.append(0)
+    batch.stack.append(n)
+    batch.costs.append(weight)
+    return batch
+
+
+def test_spool_is_private_bounded_and_counts_drops(tmp_path: Path) -> None:
+    spool = Spool("h:9000/db", max_bytes=600, root=tmp_path)
+    assert stat.S_IMODE(os.stat(spool.path).st_mode) == 0o700
+    for n in range(10):
+        spool.put(_batch(n, 10.0))
+    files = sorted(spool.path.glob("*.batch"))
+    assert files and all(stat.S_IMODE(os.stat(f).st_mode) == 0o600 for f in files)
+    assert spool.pending_bytes <= 600 and spool.dropped_batches == 10 - len(spool)
+    assert spool.dropped_weight == 10.0 * spool.dropped_batches
+    item = spool.oldest()
+    assert item is not None and spool.load(item).batch_id == 10 - len(spool)  # oldest dropped
+    assert not spool.close()  # batches left: the directory stays for the next session
+    later = Spool("h:9000/db", root=tmp_path)
+    assert later.adopt() == len(files) and not spool.path.exists()
+    other = Spool("elsewhere:9000/db", root=tmp_path)
+    assert other.adopt() == 0
+    while (item := later.oldest()) is not None:
+        later.done(item)
+    assert later.close() and other.close()
+
+
+# -- exactly once -----------------------------------------------------------------------
+
+
+class FlakyClient:
+    """Inserts that land but report a failure (the ack lost), or fail outright."""
+
+    def __init__(self) -> None:
+        self.rows: list[int] = []  # batch ids inserted
+        self.mode = "ok"
+
+    def has_batch(self, batch: Batch) -> bool:
+        if self.mode == "down":
+            raise ProftuiError("cannot reach ClickHouse")
+        return batch.batch_id in self.rows
+
+    def insert(self, batch: Batch) -> None:
+        if self.mode == "down":
+            raise ProftuiError("cannot reach ClickHouse")
+        self.rows.append(batch.batch_id)
+        if self.mode == "lost-ack":
+            raise ProftuiError("cannot reach ClickHouse (connection reset)")
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_landed_insert_whose_ack_was_lost_is_not_sent_again(tmp_path: Path,
+                                                               monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr("proftui.collectors.fleet.pusher.FleetClient", lambda url: FlakyClient())
+    pusher = Pusher(parse("clickhouse://h/db", query=False), {})
+    pusher.spool = Spool("h:9000/db", root=tmp_path)
+    client = pusher.client
+    assert isinstance(client, FlakyClient)
+    for n in range(3):
+        pusher.spool.put(_batch(n, 1.0))
+    client.mode = "lost-ack"
+    assert not pusher.send_pending()  # landed, but the pusher cannot know
+    client.mode = "down"
+    assert not pusher.send_pending()
+    client.mode = "ok"
+    assert pusher.send_pending()
+    assert client.rows == [0, 1, 2]  # each once
+    assert pusher.stats.duplicates_avoided == 1 and pusher.stats.sent == 2
+    pusher.spool.close()
+
+
+def test_missing_driver_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    import builtins
+
+    real = builtins.__import__
+
+    def no_driver(name: str, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if name.startswith("clickhouse_driver"):
+            raise ImportError(name)
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_driver)
+    from proftui.collectors.fleet.client import FleetClient
+
+    with pytest.raises(ProftuiError, match=r"pip install 'proftui\[fleet\]'"):
+        FleetClient(parse("clickhouse://h/db"))
+
+
+def test_record_without_push_loads_no_fleet_code() -> None:
+    """`proftui record`'s fixed cost: the ClickHouse client loads only with --push."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from proftui.tui.cli import build_parser; "
+            "build_parser('record').parse_args(['-o', 'x.proftui', 'prog']); "
+            "print(sorted(m for m in sys.modules if 'clickhouse' in m or '.fleet' in m))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "[]"
