@@ -45,7 +45,7 @@ from proftui.tui.panes.process import ProcPane
 from proftui.tui.panes.source import SourcePane
 from proftui.tui.panes.timeline import TimelinePane
 from proftui.tui.panes.tree import CallTreeView
-from proftui.tui.poller import Poller, ProcUpdate, Snapshot
+from proftui.tui.poller import Poller, ProcUpdate, Snapshot, TargetEnded
 from proftui.tui.screens.export import NATIVE, ExportScreen
 from proftui.tui.screens.help import HelpScreen, PaneEntry, app_keys, palette_entries, pane_keys
 from proftui.tui.screens.main import MainScreen
@@ -65,6 +65,10 @@ from textual.widget import Widget
 from textual.widgets import ContentSwitcher
 
 HEADER_TICK_S = 0.5  # the live header's clock is redrawn this often
+# What the header's "incomplete" means (the notes, `w`, say it).
+INCOMPLETE_NOTE = ("incomplete: this profile was taken before the target's data was all in "
+                   "(saved or detached while it ran, or it was killed while writing): the "
+                   "counts are true for what was recorded, the end of the run is missing")
 
 # The panes, in tab order; the first is shown at start.  A new pane: its module plus one line.
 PANES: list[type[Pane]] = [
@@ -169,6 +173,7 @@ class ProfTuiApp(DiffViews, App[None]):
         self.frozen = False  # display frozen (collectors that cannot pause)
         self.exit_info: ExitInfo | None = None
         self.ended = collector is None
+        self.finishing = False  # the target ended, its final profile is being read
         self._final: Profile | None = None
         self._error = ""
         self._proc: ProcStat | None = None
@@ -308,6 +313,7 @@ class ProfTuiApp(DiffViews, App[None]):
         self.exit_info = message.exit
         if message.final:
             self.ended = True
+            self.finishing = False
         if message.profile is not None:
             profile = message.profile
             if message.final and message.exit is not None and profile.meta.exit_status is None \
@@ -340,11 +346,23 @@ class ProfTuiApp(DiffViews, App[None]):
                         severity="warning" if failed else "information")
             self.refresh_bindings()
 
+    def on_target_ended(self, message: TargetEnded) -> None:
+        """The header stops saying "running" at once, before the final profile is in."""
+        if self.ended:
+            return
+        self.exit_info = message.exit
+        self.finishing = True
+        try:
+            self._update_header()
+        except NoMatches:  # posted just before the app closed
+            return
+
     def on_proc_update(self, message: ProcUpdate) -> None:
         if message.stat == self._proc or self._stop.is_set():
             return  # nothing moved (a process that sleeps), or the app is closing
         self._proc = message.stat
-        note = self._state_text() if self.ended else ""
+        note = self._state_text() if self.ended else (
+            self.exit_info.describe() if self.finishing and self.exit_info is not None else "")
         try:
             panes = self.panes()
         except NoMatches:  # posted just before the app closed: its screen is gone
@@ -378,10 +396,12 @@ class ProfTuiApp(DiffViews, App[None]):
         if self.collector is None:
             return "saved profile"
         if self.exit_info is not None:
-            return self.exit_info.describe()
-        if self.ended:
-            return "detached" if self.collector.mode == "attach" else "ended"
-        return "running"
+            state = self.exit_info.describe()
+        elif self.ended or self.finishing:
+            state = "detached" if self.collector.mode == "attach" and self.ended else "ended"
+        else:
+            return "running"
+        return state + (" · reading the final profile…" if self.finishing else "")
 
     def _update_header(self) -> None:
         pid = self.collector.pid if self.collector is not None else None
@@ -390,7 +410,9 @@ class ProfTuiApp(DiffViews, App[None]):
             state += " (display frozen)"
         self.query_one(HeaderBar).show(self.profile, pid=pid, state=state,
                                        paused=self.paused, error=self._error, part=self.part,
-                                       reset_at=self._reset_at, delta=self._delta_text())
+                                       reset_at=self._reset_at, delta=self._delta_text(),
+                                       running=self.collector is not None and not self.ended,
+                                       metric=self.metric)
 
     # -- navigation ------------------------------------------------------------------
 
@@ -653,6 +675,9 @@ class ProfTuiApp(DiffViews, App[None]):
         if profile is not None and profile.meta.dropped:
             notes.insert(0, f"{profile.meta.dropped:,} records dropped by the runtime "
                             "(its tables were full; --buffer raises the budget)")
+        if profile is not None and not profile.meta.complete and (
+                self.collector is None or self.ended):
+            notes.insert(0, INCOMPLETE_NOTE)
         self.push_screen(NotesScreen(notes))
 
     def action_help(self) -> None:

@@ -56,6 +56,16 @@ def metric_label(metric: Metric) -> str:
     return _LABELS.get(metric.name, metric.name)
 
 
+# A metric's name in a column title ("Self live", "Total allocs"): short.
+_WORDS = {"cpu_ns": "CPU", "wall_ns": "wall", "allocs": "allocs", "live_allocs": "live blks",
+          "leaks": "leak blks", "temporary": "temp"}
+
+
+def metric_word(metric: Metric) -> str:
+    """`metric_label`, shortened for a column title."""
+    return _WORDS.get(metric.name, metric_label(metric))
+
+
 def percent(part: float, whole: float) -> float:
     return 100.0 * part / whole if whole > 0 else 0.0
 

@@ -196,9 +196,13 @@ def components(name: str) -> list[str]:
     return parts
 
 
-def fit(name: str, width: int) -> str:
+def fit(name: str, width: int, *, collapse: bool = True) -> str:
     """`name` in at most `width` characters, cut in the middle so the last component
-    stays: `std::_Rb_tree<…>::_M_insert_unique(…)` -> `std::…::_M_insert_unique(…)`."""
+    stays: `std::_Rb_tree<…>::_M_insert_unique(…)` -> `std::…::_M_insert_unique(…)`.
+
+    Leading components that go are marked (`…::`, or `…` where that is all the room
+    left); with `collapse`, a last component too long for the room loses its parameter
+    list (`(…)`) before anything of its name is cut."""
     if width <= 0:
         return ""
     if len(name) <= width:
@@ -207,25 +211,140 @@ def fit(name: str, width: int) -> str:
         return ELLIPSIS
     parts = components(name)
     last = parts[-1]
-    if len(parts) > 1:
-        # Keep the last component, then as many leading ones as fit before "…::".
-        tail = ELLIPSIS + "::" + last
-        if len(tail) <= width:
-            head = ""
-            for part in parts[:-2]:
-                candidate = head + part + "::"
-                if len(candidate) + len(tail) > width:
-                    break
-                head = candidate
-            return head + tail
-        if len(last) < width:  # the last component, marked as cut
-            return ELLIPSIS + last
-        if len(last) == width:
-            return last
-    # The last component alone is too long: its start (the method's name) and its end.
-    keep_end = min(len(last) // 3, (width - 1) // 3)
+    if collapse and len(last) + (3 if len(parts) > 1 else 0) > width:
+        short = _collapse_params(last)
+        if short != last:
+            return fit("::".join([*parts[:-1], short]), width, collapse=False)
+    if len(parts) == 1:
+        return _cut(last, width)
+    # Keep the last component, then as many leading ones as fit before "…::".
+    tail = ELLIPSIS + "::" + last
+    if len(tail) <= width:
+        head = ""
+        for part in parts[:-2]:
+            candidate = head + part + "::"
+            if len(candidate) + len(tail) > width:
+                break
+            head = candidate
+        return head + tail
+    if len(last) < width:  # the last component, marked as cut
+        return ELLIPSIS + last
+    return ELLIPSIS + _cut(last, width - 1)  # its scope went too: say so
+
+
+def _cut(text: str, width: int) -> str:
+    """`text` (one component) in `width` characters: its start (the method's name), "…",
+    and its end."""
+    if len(text) <= width:
+        return text
+    if width <= 1:
+        return ELLIPSIS[:max(0, width)]
+    keep_end = min(len(text) // 3, (width - 1) // 3)
     keep_start = width - 1 - keep_end
-    return last[:keep_start] + ELLIPSIS + (last[len(last) - keep_end:] if keep_end else "")
+    return text[:keep_start] + ELLIPSIS + (text[len(text) - keep_end:] if keep_end else "")
+
+
+def _collapse_params(component: str) -> str:
+    """`component` with its parameter list (its last top-level parentheses, when not
+    empty or `void`) as `(…)`: `lower_bound(long const&) const` -> `lower_bound(…) const`."""
+    groups = [g for g in _groups(component) if component[g[0]] == "("]
+    if not groups:
+        return component
+    start, end = groups[-1]
+    inner = component[start + 1:end].strip()
+    if not inner or inner == "void" or inner == ELLIPSIS:
+        return component
+    return component[:start] + "(" + ELLIPSIS + ")" + component[end + 1:]
+
+
+def fit_distinct(labels: Iterable[str], width: int) -> dict[str, str]:
+    """Each distinct label in at most `width` characters, no two alike (see `Fitter`)."""
+    fitter = Fitter()
+    fitter.add(labels, width)
+    return dict(fitter.fitted)
+
+
+class Fitter:
+    """Labels cut to one width (`fit`), kept distinct from each other as labels arrive.
+
+    A cut can remove what told two labels apart (`std::map<…>::lower_bound(long
+    const&)` and `std::_Rb_tree<…>::lower_bound(long const&)` both become
+    `std::…::lower_bound(long const&)` in 32 columns).  The labels of such a group
+    are then cut differently, the first way that keeps them apart: their parameter
+    lists and templates collapsed, then the components from the first one that
+    differs on; else they are numbered `#1`, `#2` in the order of their full labels
+    (the status line shows the whole name)."""
+
+    def __init__(self) -> None:
+        self.width = -1
+        self.fitted: dict[str, str] = {}  # label -> as shown
+        self._owners: dict[str, set[str]] = {}  # shown -> the labels shown that way
+
+    def add(self, labels: Iterable[str], width: int) -> bool:
+        """Fit the `labels` not seen yet (all of them after a change of `width`); True
+        when a label fitted earlier is now shown differently (redraw it)."""
+        if width != self.width:
+            self.width = width
+            self.fitted.clear()
+            self._owners.clear()
+        changed = False
+        for label in labels:
+            if label in self.fitted:
+                continue
+            shown = fit(label, width)
+            owners = self._owners.get(shown)
+            if owners:
+                changed = self._separate({label, *owners}) or changed
+            else:
+                self._show(label, shown)
+        return changed
+
+    def get(self, label: str, width: int) -> str:
+        """`label` as shown at `width` (added if new)."""
+        if width != self.width or label not in self.fitted:
+            self.add((label,), width)
+        return self.fitted[label]
+
+    def _show(self, label: str, shown: str) -> None:
+        old = self.fitted.get(label)
+        if old is not None:
+            self._owners[old].discard(label)
+        self.fitted[label] = shown
+        self._owners.setdefault(shown, set()).add(label)
+
+    def _separate(self, group: set[str]) -> bool:
+        """Show the labels of `group`, which one cut made alike, distinctly."""
+        ordered = sorted(group)
+        taken = {s for s, owners in self._owners.items() if owners - group}
+        for way in (_collapsed, _from_difference):
+            shown = [way(label, ordered, self.width) for label in ordered]
+            if len(set(shown)) == len(shown) and not taken & set(shown):
+                break
+        else:
+            shown = [fit(label, self.width - len(f" #{k}")) + f" #{k}"
+                     for k, label in enumerate(ordered, 1)]
+        changed = any(label in self.fitted for label in ordered)
+        for label, text in zip(ordered, shown, strict=True):
+            self._show(label, text)
+        return changed
+
+
+def _collapsed(label: str, _group: list[str], width: int) -> str:
+    return fit(shorten(label, "params"), width)
+
+
+def _from_difference(label: str, group: list[str], width: int) -> str:
+    """`label` from its first component that differs within `group` on (the scope that
+    tells them apart), parameters collapsed, marked as cut at the front."""
+    parts = components(shorten(label, "params"))
+    others = [components(shorten(g, "params")) for g in group if g != label]
+    first = 0
+    while first < len(parts) - 1 and all(first < len(o) and o[first] == parts[first]
+                                         for o in others):
+        first += 1
+    rest = "::".join(parts[first:])
+    text = rest if first == 0 else ELLIPSIS + "::" + rest
+    return text if len(text) <= width else _cut(text, width)
 
 
 def distinct_labels(names: Iterable[str], mode: str) -> dict[str, str]:

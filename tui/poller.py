@@ -55,6 +55,13 @@ class ProcUpdate(Message):
     stat: ProcStat
 
 
+@dataclass
+class TargetEnded(Message):
+    """The target has ended; its final profile is being read (seconds on a big run)."""
+
+    exit: ExitInfo | None
+
+
 class PollOwner(Protocol):
     """What the loop needs of the app (called from the worker thread)."""
 
@@ -95,6 +102,10 @@ class Poller:
             last_cpu, last_wall = cpu, started
             info = collector.exit_info()
             ended = info is not None or not collector.is_running()
+            if ended:  # say so now: reading the final profile can take a while
+                owner.post_message(TargetEnded(info))
+                if sampler is not None:
+                    owner.post_message(ProcUpdate(sampler.sample()))
             version = None if ended or owner.frozen else collector.data_version()
             # A `b` mark wants the profile as it is now, not the last one shown (which
             # can be seconds old when snapshots are paced): take one at once.
@@ -118,7 +129,7 @@ class Poller:
                 next_snapshot = started + max(
                     POLL_INTERVAL_S, (time.thread_time() - worker_cpu) / POLL_MAX_DUTY,
                     min(POLL_SLOWEST_S, POLL_INTERVAL_S * share / POLL_CPU_BUDGET))
-            if sampler is not None and (ended or started - last_proc >= PROC_INTERVAL_S):
+            if sampler is not None and not ended and started - last_proc >= PROC_INTERVAL_S:
                 last_proc = started
                 owner.post_message(ProcUpdate(sampler.sample()))
             if ended:

@@ -25,6 +25,8 @@ from proftui.collectors.errors import ProftuiError
 from proftui.collectors.model.profile import (
     HEAP_METRICS,
     Frame,
+    LeakFrame,
+    LeakStack,
     Profile,
     ProfileMeta,
     Timeline,
@@ -42,7 +44,7 @@ from proftui.collectors.runtime.wire_heap import (
 )
 from proftui.collectors.runtime.wire_maplog import loaded_segments
 from proftui.collectors.stacktable.builder import StackProfile
-from proftui.collectors.symbols.stacks import ImageSpaces
+from proftui.collectors.symbols.stacks import ImageSpaces, StackFrames
 from proftui.collectors.symbols.symbolizer import Symbolizer
 
 POLL_INTERVAL_S = 0.1
@@ -51,6 +53,7 @@ FILE_GLOB = "heap.*.ptw"
 LEAK_NOTE = "leaks are blocks live at exit; reachability is not checked (valgrind does that)"
 STATIC_HINT = "relink it dynamically, or use valgrind --tool=massif on it"
 OVERFLOW_FRAME = Frame(function="[stack not recorded: bucket table full]")
+MAX_LEAK_STACKS = 200  # the stacks that leaked most, with each call's line, kept per profile
 
 
 class HeapCollector(PreloadedCollector[HeapFile]):
@@ -152,6 +155,7 @@ class HeapCollector(PreloadedCollector[HeapFile]):
             timeline = Timeline(list(self._timeline.names), list(self._timeline.times),
                                 [list(row) for row in self._timeline.values])
         total_allocs = cut_allocs = 0.0
+        leaking: list[tuple[float, float, StackFrames, tuple[int, ...]]] = []
         with self._sym_lock:
             if meta.complete:  # the pids are gone (maybe reused): map logs only from now on
                 self._images.forget_pids()
@@ -169,6 +173,8 @@ class HeapCollector(PreloadedCollector[HeapFile]):
                     cut_allocs += b.allocs if b.flags & (BUCKET_TRUNCATED | BUCKET_DEPTH) else 0
                     leaked = b.live_bytes if exited else 0.0
                     leaks = b.live_blocks if exited else 0.0
+                    if leaked > 0 and b.ips:
+                        leaking.append((leaked, leaks, frames, tuple(b.ips)))
                     key = (name, b.index)
                     index = built.find(key)
                     if index is None and not b.ips:  # allocations whose stacks found no room
@@ -183,6 +189,7 @@ class HeapCollector(PreloadedCollector[HeapFile]):
                 built.resymbolize()
             profile = built.snapshot(meta)
             profile.timeline = timeline
+            profile.leaks = _leak_stacks(leaking, profile.meta.warnings)
             profile.meta.warnings.extend(w for w in self._images.warnings()
                                          if w not in profile.meta.warnings)
         if total_allocs and cut_allocs > 0.1 * total_allocs:
@@ -253,6 +260,20 @@ class HeapCollector(PreloadedCollector[HeapFile]):
                          clock="exact (every allocation)" if not sampled else
                          f"sampled, mean {_size(sample_bytes)}",
                          lines_note="heap: bytes and blocks allocated by the calls on each line")
+
+
+def _leak_stacks(leaking: list[tuple[float, float, StackFrames, tuple[int, ...]]],
+                 warnings: list[str]) -> list[LeakStack]:
+    """The stacks that leaked most (bytes, blocks, where they were and their addresses
+    innermost first), each frame at the line of its call, as valgrind reports leaks."""
+    leaking.sort(key=lambda leak: -leak[0])
+    if len(leaking) > MAX_LEAK_STACKS:
+        warnings.append(f"the leak summary details the {MAX_LEAK_STACKS} stacks that leaked "
+                        f"most, of {len(leaking):,}")
+    return [LeakStack(leaked, blocks, tuple(
+        LeakFrame(frame.function, frame.module, file, line, frame.inlined)
+        for frame, file, line in space.call_sites(ips, leaf_is_return=True)))
+        for leaked, blocks, space, ips in leaking[:MAX_LEAK_STACKS]]
 
 
 def _rss_bytes(pid: int) -> float:

@@ -132,7 +132,7 @@ def align(base: Profile, onto: Profile) -> Profile:
         line_costs=fold_costs({}, base.line_costs, metric_map=order),
         address_costs=fold_costs({}, base.address_costs, metric_map=order),
         address_sites=dict(base.address_sites), functions=functions,
-        sources=base.sources, timeline=base.timeline)
+        sources=base.sources, timeline=base.timeline, leaks=base.leaks)
 
 
 def counterpart(node: CallNode, tree: CallTree) -> CallNode | None:
@@ -195,7 +195,8 @@ def subtract(current: Profile, mark: Profile) -> Profile:
         line_costs=_subtract_costs(current.line_costs, mark.line_costs, order),
         address_costs=_subtract_costs(current.address_costs, mark.address_costs, order),
         address_sites={**mark.address_sites, **current.address_sites},
-        functions=None, sources=current.sources, timeline=current.timeline)
+        functions=None, sources=current.sources, timeline=current.timeline,
+        leaks=current.leaks)
 
 
 def _program_module(profile: Profile) -> str | None:

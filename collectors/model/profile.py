@@ -214,6 +214,29 @@ class Timeline:
         return [row[index] for row in self.values]
 
 
+@dataclass(frozen=True, slots=True)
+class LeakFrame:
+    """One frame of a leaking allocation's stack, at the line it was at: the allocating
+    call in the innermost frame, the call into the next frame in each caller (as
+    valgrind's "at" and "by" lines give them; `Frame.line` is a definition's line)."""
+
+    function: str
+    module: str = ""
+    file: str | None = None
+    line: int | None = None
+    inlined: bool = False
+
+
+@dataclass(frozen=True)
+class LeakStack:
+    """What one allocation stack still held at exit: `leaked_bytes` in `blocks`, and
+    its frames innermost first."""
+
+    leaked_bytes: float
+    blocks: float
+    frames: tuple[LeakFrame, ...]
+
+
 @dataclass
 class FunctionCost:
     """Per-function aggregate: self and total per metric, exact calls or None."""
@@ -273,6 +296,9 @@ class Profile:
     sources: dict[str, str] = field(default_factory=dict)
     # whole-process quantities over time (heap collector); None when not recorded
     timeline: Timeline | None = None
+    # the stacks that leaked, most bytes first, bounded (heap collector at exit); their
+    # call sites, which the function-level tree merges, make the leak summary's lines
+    leaks: list[LeakStack] = field(default_factory=list)
     # each stack's costs per time slice (model/slices.py: the timeline, time ranges);
     # None for profiles not built from timed stacks
     slices: Slices | None = None

@@ -22,6 +22,15 @@ The source pane also shows files of profiles read from disk, which no
 symbolizer of this process has seen (`need_origin=False`): that is the
 user reading their own files for themselves, so only the regular-file and
 reader checks apply, and only when the reader is proftui's own identity.
+
+A file every user of this machine may read leaks nothing, wherever it lies and
+whoever profiled: C++ template code costs in system headers
+(/usr/include/c++/12/bits/stl_tree.h), libc's sources under /usr/src.  So a
+regular file readable by others, every directory above it searchable by
+others and none of them with an ACL (whose named entries can refuse someone
+what others get), is read and embedded without the checks above.  Kernel
+pseudo-files (/proc, /sys, /dev) are never read: their text is the reading
+process's state, not a source file's.
 """
 
 from __future__ import annotations
@@ -35,6 +44,7 @@ from dataclasses import dataclass
 from proftui.collectors.model.profile import Profile
 
 MAX_SOURCE_READ = 4 << 20  # bytes: a bigger file is not read (generated code)
+PSEUDO = ("/proc/", "/sys/", "/dev/")  # kernel pseudo-files: no source text there
 _ACL_XATTR = "system.posix_acl_access"
 
 
@@ -170,16 +180,15 @@ def _has_acl(target: int | str) -> bool:
     return True
 
 
-def _reader_can_read(real: str, fd: int, st: os.stat_result, reader: Reader) -> bool:
-    if not _may_read(reader, st, 4) or (reader.uid != 0 and _has_acl(fd)):
-        return False
+def _every_directory_above(real: str, allows: Callable[[str, os.stat_result], bool]) -> bool:
+    """Whether `allows(directory, its stat)` holds for every directory above `real`."""
     directory = os.path.dirname(real)
     while True:
         try:
             dst = os.stat(directory)
         except OSError:
             return False
-        if not _may_read(reader, dst, 1) or (reader.uid != 0 and _has_acl(directory)):
+        if not allows(directory, dst):
             return False
         parent = os.path.dirname(directory)
         if parent == directory:
@@ -187,15 +196,34 @@ def _reader_can_read(real: str, fd: int, st: os.stat_result, reader: Reader) -> 
         directory = parent
 
 
+def _reader_can_read(real: str, fd: int, st: os.stat_result, reader: Reader) -> bool:
+    if not _may_read(reader, st, 4) or (reader.uid != 0 and _has_acl(fd)):
+        return False
+    return _every_directory_above(real, lambda directory, dst: _may_read(reader, dst, 1) and (
+        reader.uid == 0 or not _has_acl(directory)))
+
+
+def _public(real: str, fd: int, st: os.stat_result) -> bool:
+    """Whether every user may read the file `real` (open as `fd`): readable by others,
+    every directory above searchable by others, no ACL on any of them."""
+    if not st.st_mode & stat.S_IROTH or _has_acl(fd):
+        return False
+    return _every_directory_above(real, lambda directory, dst: bool(
+        dst.st_mode & stat.S_IXOTH) and not _has_acl(directory))
+
+
 def read_source(path: str, reader: Reader | None, *, need_origin: bool = True) -> str | None:
     """The text of source file `path`, or None when the rules above refuse it."""
-    if reader is None or not os.path.isabs(path):
+    if not os.path.isabs(path):
         return None  # a relative name would be read from proftui's working directory
-    own = reader == own_reader()
-    if (need_origin or not own) and not ORIGINS.named(path):
-        return None
+    own = reader is not None and reader == own_reader()
+    # Origin first: a name no debug info gave is not even opened unless everyone may read
+    # it, and whether they may is known only once it is open.
+    gated = reader is None or ((need_origin or not own) and not ORIGINS.named(path))
     try:
         real = os.path.realpath(path)
+        if real.startswith(PSEUDO) or not stat.S_ISREG(os.stat(real).st_mode):
+            return None  # not a file on disk: never opened (a device may act on open)
         fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY
                      | os.O_CLOEXEC)
     except (OSError, ValueError):
@@ -207,13 +235,16 @@ def read_source(path: str, reader: Reader | None, *, need_origin: bool = True) -
         # The file opened is the one checked: no directory was swapped for a symlink since.
         if os.readlink(f"/proc/self/fd/{fd}") != real:
             return None
-        # Roots last: computing them walks a module's DWARF, worth it only for a real file.
-        roots = ORIGINS.roots(path)
-        if roots is not None and not any(
-                _under(real, os.path.realpath(root)) for root in roots if os.path.isabs(root)):
-            return None
-        if not own and not _reader_can_read(real, fd, st, reader):
-            return None
+        if not _public(real, fd, st):
+            if gated or reader is None:
+                return None
+            # Roots last: computing them walks a module's DWARF, worth it only for a file.
+            roots = ORIGINS.roots(path)
+            if roots is not None and not any(_under(real, os.path.realpath(root))
+                                             for root in roots if os.path.isabs(root)):
+                return None
+            if not own and not _reader_can_read(real, fd, st, reader):
+                return None
         data = os.read(fd, MAX_SOURCE_READ + 1)
     except OSError:
         return None

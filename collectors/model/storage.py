@@ -39,6 +39,10 @@ it), one JSON object:
     timeline       optional {"names": [...], "times": [...], "values": [[...], ...]}:
                    whole-process quantities over time (Timeline); absent or null
                    when not recorded.
+    leaks          optional [[bytes, blocks, [[function, module, file, line, inlined], ...]],
+                   ...]:
+                   the stacks that leaked, frames innermost first at their call's
+                   line (LeakStack); absent when there are none.
 
 An encoded tree is a pre-order list of nodes `[parent_index, frame, [self...], calls]`
 where parent_index indexes the same list and -1 means the root.  Flat lists keep
@@ -158,6 +162,10 @@ def _document(profile: Profile) -> dict[str, Any]:
         "timeline": None if profile.timeline is None else {
             "names": profile.timeline.names, "times": profile.timeline.times,
             "values": profile.timeline.values},
+        **({"leaks": [[leak.leaked_bytes, leak.blocks,
+                       [[f.function, f.module, f.file, f.line, f.inlined]
+                        for f in leak.frames]]
+                      for leak in profile.leaks]} if profile.leaks else {}),
     }
 
 
@@ -191,13 +199,18 @@ def gather_sources(profile: Profile) -> dict[str, str]:
 
     Only files collectors/model/sourcefiles.py allows are read: named by debug
     info this process read, under their unit's compile directory, readable by
-    the profiled process's owner, regular, text.  Files bigger than
-    MAX_SOURCE_BYTES are skipped, and so is everything past MAX_SOURCES_BYTES.
+    the profiled process's owner, regular, text; or readable by every user.
+    Files bigger than MAX_SOURCE_BYTES are skipped, and so is everything past
+    MAX_SOURCES_BYTES, which goes to the files with the most line cost first (a
+    C++ program names many headers, most of them cold).
     """
     sources: dict[str, str] = {}
     budget = MAX_SOURCES_BYTES
     reader = reader_of(profile.meta.mode, profile.meta.pids)
-    for path in referenced_sources(profile):
+    cost: dict[str, float] = {}
+    for (path, _line), costs in profile.line_costs.items():
+        cost[path] = cost.get(path, 0.0) + (costs[0] if costs else 0.0)
+    for path in sorted(referenced_sources(profile), key=lambda p: -cost.get(p, 0.0)):
         text = profile.sources.get(path)
         if text is None:
             text = read_source(path, reader)

@@ -28,6 +28,8 @@ from proftui.collectors.model.profile import (
     Frame,
     FrameTable,
     FunctionCost,
+    LeakFrame,
+    LeakStack,
     Metric,
     Profile,
     ProfileMeta,
@@ -355,6 +357,17 @@ def _timeline(value: Any) -> Timeline | None:
     return Timeline(names, times, values)
 
 
+def _leak_frame(r: list[Any], w: str) -> LeakFrame:
+    return LeakFrame(_str(r[0], f"{w}[0]"), _str(r[1], f"{w}[1]"), _opt_str(r[2], f"{w}[2]"),
+                     _opt_int(r[3], f"{w}[3]", 0, MAX_LINE), _bool(r[4], f"{w}[4]"))
+
+
+def _leaks(value: Any) -> list[LeakStack]:
+    return _rows(value or [], "leaks", 3, lambda r, w: LeakStack(
+        _cost(r[0], f"{w}[0]"), _cost(r[1], f"{w}[1]"),
+        tuple(_rows(r[2], f"{w}[2]", 5, _leak_frame))))
+
+
 def _function_table(value: Any, n: int, nf: int) -> dict[int, FunctionCost] | None:
     if value is None:
         return None
@@ -433,6 +446,7 @@ def profile_from_document(doc: Any, format_name: str, versions: tuple[int, ...],
         sources=_sources(doc.get("sources")),
         address_sites=address_sites,
         timeline=_timeline(doc.get("timeline")),
+        leaks=_leaks(doc.get("leaks")),
         slices=None if blobs is None else decode_slices(doc.get("slices"), blobs, n, tree,
                                                         parts),
     )

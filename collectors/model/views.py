@@ -333,6 +333,6 @@ def threads_as_roots(profile: Profile, part: str | None = None, inverted: bool =
                       parts=profile.parts, arcs=profile.arcs, line_costs=profile.line_costs,
                       address_costs=profile.address_costs, address_sites=profile.address_sites,
                       functions=profile.functions, sources=profile.sources,
-                      timeline=profile.timeline)
+                      timeline=profile.timeline, leaks=profile.leaks)
     grouped.finalize()
     return derived, grouped

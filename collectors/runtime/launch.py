@@ -205,11 +205,11 @@ class LaunchedProcess:
     """The running target.
 
     output="inherit" leaves stdio untouched and keeps the target in our
-    process group, so Ctrl-C reaches it as usual.  output="log" (TUI) sends
-    stdout and stderr to a bounded in-memory log (`output_log`: the first
-    MiB and the last MiBs exactly, the bytes between counted), stdin from
-    /dev/null, and puts the target in its own session so the terminal's keys
-    go to the app.
+    process group, so Ctrl-C reaches it as usual.  output="log" (TUI) gives
+    stdout and stderr a pseudo-terminal of their own, drained into a bounded
+    in-memory log (`output_log`: the first MiB and the last MiBs exactly, the
+    bytes between counted), stdin from /dev/null, and puts the target in its
+    own session so the terminal's keys go to the app.
     """
 
     def __init__(
@@ -320,7 +320,7 @@ class LaunchedProcess:
         if self._grace_timer is not None:
             self._grace_timer.cancel()
         if self.output_log is not None:
-            self.output_log.settle(OUTPUT_SETTLE_S)  # its last words are still in the pipe
+            self.output_log.settle(OUTPUT_SETTLE_S)  # its last words are still to be read
         with self._lock:
             self._exit = ExitInfo.from_returncode(code)
             return self._exit

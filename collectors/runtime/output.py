@@ -1,12 +1,20 @@
-"""The TUI target's stdout and stderr, bounded: a pipe drained into memory by a thread.
+"""The TUI target's stdout and stderr, bounded: a pseudo-terminal drained into memory.
 
 The TUI cannot let the target write on the screen, and a log file in the run
 directory lets a chatty target fill TMPDIR (1 GiB of output = 1 GiB file).
-So the target writes into a pipe that a thread drains as fast as it can,
-keeping the first HEAD_BYTES and the last TAIL_BYTES exactly and counting
-the bytes between them as dropped.  The thread never writes to disk and
-never waits on the rest of proftui, so the target never blocks on a full
-pipe for longer than a thread switch (the pipe is enlarged to absorb that).
+So the target writes to a pseudo-terminal whose other end a thread drains as
+fast as it can, keeping the first HEAD_BYTES and the last TAIL_BYTES exactly
+and counting the bytes (and lines) between them.  The thread never writes to
+disk and never waits on the rest of proftui, so the target never blocks for
+longer than a thread switch.
+
+A terminal, not a pipe, because that is what the target would write to in a
+shell: its stdio line-buffers stdout there, so stdout and stderr (one
+terminal, both) arrive in the order it wrote them; through a pipe stdout is
+block-buffered and stderr lands in the middle of a line.  Output processing is
+off (no "\n" -> "\r\n"): the bytes kept are the bytes written.  The terminal
+is not the target's controlling terminal (it has its own session and opens
+nothing), so closing it never sends SIGHUP.
 """
 
 from __future__ import annotations
@@ -15,6 +23,9 @@ import contextlib
 import fcntl
 import os
 import select
+import shutil
+import struct
+import termios
 import threading
 from collections import deque
 
@@ -22,33 +33,46 @@ from proftui.collectors.model.textsafe import display
 
 HEAD_BYTES = 1 << 20  # the start of the output: banners, the first errors
 TAIL_BYTES = 4 << 20  # the rolling end: what the program says now
-PIPE_BYTES = 1 << 20  # absorbs the drain thread's waits for the GIL
 READ_BYTES = 1 << 20
-F_SETPIPE_SZ = 1031  # fcntl.F_SETPIPE_SZ, missing from Python < 3.10 on some builds
+STOP_BYTES = 1 << 20  # read at most this much more once asked to stop
 POLL_MS = 200  # how often the drain thread checks whether it was asked to stop
 
 
-class OutputLog:
-    """Collects what the target writes to the pipe `write_fd` (give it as stdout/stderr).
+def _terminal() -> tuple[int, int]:
+    """A pseudo-terminal (master, slave), both close-on-exec, output processing off, the
+    size of proftui's own terminal (80x24 without one)."""
+    master, slave = os.openpty()
+    attrs = termios.tcgetattr(slave)
+    attrs[1] &= ~termios.OPOST
+    termios.tcsetattr(slave, termios.TCSANOW, attrs)
+    columns, rows = shutil.get_terminal_size()
+    with contextlib.suppress(OSError):
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
+    return master, slave
 
-    Thread-safe readers: `head()`, `tail(n)`, `total_bytes`, `dropped_bytes`,
-    `read_from(offset, n)` (a reader following the output, the TUI's panel) and
-    `last_lines(n)` (what the CLI prints after the TUI when the target failed).
-    Call `start()` after the child has the write end (it closes ours), and
-    `close()` when done (drains what is left, then stops the thread).
+
+class OutputLog:
+    """Collects what the target writes to the terminal `write_fd` (give it as stdout and
+    stderr).
+
+    Thread-safe readers: `head()`, `tail(n)`, `total_bytes`, `total_lines`,
+    `dropped_bytes`, `read_from(offset, n)` (a reader following the output, the
+    TUI's panel) and `last_lines(n)` (what the CLI prints after the TUI when the
+    target failed).  Call `start()` after the child has the write end (it closes
+    ours), and `close()` when done (drains what is left, then stops the thread).
     """
 
     def __init__(self, head_bytes: int = HEAD_BYTES, tail_bytes: int = TAIL_BYTES) -> None:
         self.head_limit = head_bytes
         self.tail_limit = tail_bytes
-        self._read_fd, self.write_fd = os.pipe2(os.O_CLOEXEC)
-        with contextlib.suppress(OSError):  # EPERM past the per-user pipe budget: keep 64 KiB
-            fcntl.fcntl(self.write_fd, getattr(fcntl, "F_SETPIPE_SZ", F_SETPIPE_SZ), PIPE_BYTES)
+        self._read_fd, self.write_fd = _terminal()
         self._lock = threading.Lock()
         self._head = bytearray()
         self._tail: deque[bytes] = deque()
         self._tail_len = 0
         self._total = 0
+        self._newlines = 0
+        self._last = b"\n"  # the last byte written (a line is open unless it is "\n")
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._drain, name="proftui-target-output",
                                         daemon=True)
@@ -61,14 +85,14 @@ class OutputLog:
 
     def settle(self, timeout: float) -> bool:
         """Wait up to `timeout` s for EOF (the target ended: what it wrote last is still in
-        the pipe); False when a descendant still holds the pipe open."""
+        the terminal); False when a descendant still holds it open."""
         if self._thread.ident is not None:
             self._thread.join(timeout)
         return not self._thread.is_alive()
 
     def close(self) -> None:
-        """Stop draining (idempotent).  Output still buffered in the pipe is read first;
-        descendants that outlive the target and keep the pipe open find it closed."""
+        """Stop draining (idempotent).  Output still buffered is read first; descendants
+        that outlive the target and keep the terminal open find it closed (EIO)."""
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join()
@@ -85,6 +109,12 @@ class OutputLog:
         """Bytes the target wrote so far."""
         with self._lock:
             return self._total
+
+    @property
+    def total_lines(self) -> int:
+        """Lines the target wrote so far (a last one without its newline counts)."""
+        with self._lock:
+            return self._newlines + (self._last != b"\n")
 
     @property
     def dropped_bytes(self) -> int:
@@ -181,11 +211,12 @@ class OutputLog:
             while left != 0:
                 stopping = self._stop.is_set()
                 if stopping and left < 0:
-                    left = PIPE_BYTES  # a writer that keeps writing must not hold us here
+                    left = STOP_BYTES  # a writer that keeps writing must not hold us here
                 if not poller.poll(0 if stopping else POLL_MS):
                     if stopping:
                         return  # asked to stop and nothing left buffered
                     continue
+                # EIO once every copy of the terminal's other end is closed and read
                 data = os.read(fd, READ_BYTES if left < 0 else min(left, READ_BYTES))
                 if not data:
                     return
@@ -201,6 +232,8 @@ class OutputLog:
     def _add(self, data: bytes) -> None:
         with self._lock:
             self._total += len(data)
+            self._newlines += data.count(b"\n")
+            self._last = data[-1:]
             room = self.head_limit - len(self._head)
             if room > 0:
                 self._head += data[:room]

@@ -115,7 +115,7 @@ def side_by_side(first: Profile, second: Profile, meta: ProfileMeta) -> Profile:
     n_first, n = len(first.metrics), len(first.metrics) + len(second.metrics)
     out = Profile(meta=meta, metrics=(*first.metrics, *second.metrics),
                   frames=FrameTable(list(first.frames)), timeline=second.timeline
-                  or first.timeline)
+                  or first.timeline, leaks=second.leaks or first.leaks)
     first_ids = list(range(len(first.frames)))
     second_ids = [out.frames.intern(f) for f in second.frames]
     assert out.tree is not None and first.tree is not None and second.tree is not None

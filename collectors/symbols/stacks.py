@@ -104,6 +104,36 @@ class StackFrames:
         found = self.sites[address] = (module, vaddr, CodeSite(start, file, line))
         return found
 
+    def lines_at(self, address: int, leaf: bool) -> list[tuple[str | None, int | None]]:
+        """The source line each of `frames_at(address, leaf)` is at (same order): the
+        innermost frame's is the instruction's, each outer frame's the call of the
+        function inlined into it; (None, None) where unknown."""
+        frames = self.frames_at(address, leaf)
+        unknown: list[tuple[str | None, int | None]] = [(None, None)] * len(frames)
+        resolved = self.resolve(address if leaf else address - 1)
+        if resolved is None or self.symbolizer is None:
+            return unknown
+        try:
+            location = self.symbolizer.location(*resolved)
+        except ProftuiError:
+            return unknown
+        lines = [(inline.file, inline.line) for inline in reversed(location.inlined)]
+        lines.append((location.file, location.line))
+        return lines if len(lines) == len(frames) else unknown
+
+    def call_sites(self, ips: Sequence[int], leaf_is_return: bool = False
+                   ) -> list[tuple[Frame, str | None, int | None]]:
+        """Every frame of a stack (`ips` innermost first, as `StackProfile.stack` takes
+        them), innermost first, with the line it was at: what valgrind's "at" and "by"
+        lines say, where the tree keeps functions only."""
+        out: list[tuple[Frame, str | None, int | None]] = []
+        for depth, ip in enumerate(ips):
+            address = ip - 1 if depth == 0 and leaf_is_return else ip
+            pairs = zip(self.frames_at(address, depth == 0), self.lines_at(address, depth == 0),
+                        strict=True)
+            out.extend((frame, file, line) for frame, (file, line) in reversed(list(pairs)))
+        return out
+
     def forget_unresolved(self) -> None:
         """Drop cached lookups that found no module (call after new mappings appear)."""
         self.cache = {k: v for k, v in self.cache.items() if v[-1].module}

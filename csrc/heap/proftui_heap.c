@@ -287,7 +287,7 @@ static __attribute__((noinline)) void pt_free_slow(void *p) {
     }
     t->busy = 1;
     int e = errno;
-    pt_heap_on_free(t, p, 1);
+    pt_heap_on_free(t, p);
     errno = e;
     pt_heap_real.free(p);
     t->busy = 0;
@@ -337,14 +337,13 @@ static __attribute__((noinline)) void *pt_realloc_slow(void *p, size_t n, int tr
     if (q == NULL && p != NULL && n != 0) { /* failed: the old block is intact */
         if (had) pt_heap_put_back(p, saved);
     } else {
-        if (had) {
+        if (had) { /* the old block's free: temporary when nothing but this call came since */
             if (!pt_heap_cfg.sample_bytes)
                 __atomic_add_fetch(&pt_heap_file.heap->frees, 1, __ATOMIC_RELAXED);
-            pt_heap_credit_free(t, saved, 0);
+            pt_heap_credit_free(t, saved, pt_heap_end_temporary(t, p, 1));
         } else if (p != NULL && !pt_heap_cfg.sample_bytes) {
             pt_heap_count_untracked_free();
         }
-        if (p != NULL && p == t->last_alloc) t->last_alloc = NULL;
         if (q != NULL && track_new) pt_heap_on_alloc(t, q, n);
     }
     errno = e;

@@ -92,7 +92,7 @@ typedef struct pt_heap_bucket {
     uint64_t live_bytes;    /* bytes allocated here and not freed yet */
     uint64_t live_blocks;   /* blocks (scaled) */
     uint64_t frees;         /* blocks freed (scaled) */
-    uint64_t temporary;     /* freed by the same thread before its next allocation (scaled) */
+    uint64_t temporary;     /* freed right after their allocation, heaptrack's count (scaled) */
     uint64_t peak_bytes;    /* live_bytes when the whole heap last peaked */
     uint64_t peak_blocks;   /* live_blocks then (scaled) */
 } pt_heap_bucket;

@@ -63,7 +63,7 @@ struct pt_heap_thread {
     uintptr_t stack_hi;
     uint64_t nallocs;     /* allocation calls of this thread (fast path included) */
     void *last_alloc;     /* this thread's latest tracked block and the value of */
-    uint64_t last_count;  /* nallocs then: freed while nallocs is unchanged = temporary */
+    uint64_t last_count;  /* nallocs then (pt_heap_end_temporary) */
     int64_t until_sample; /* sampled mode: bytes to go before the next sample */
     uint64_t rng;         /* sampled mode: xorshift state (0: not seeded) */
     uint64_t maps_tick;   /* tracked allocations since the last new-objects check */
@@ -88,11 +88,23 @@ PT_HIDDEN void pt_heap_track_fork_child(void); /* forget the parent's blocks */
  * thread start only, busy flag set.  Not async-signal-safe. */
 PT_HIDDEN void pt_heap_stack_init(struct pt_heap_thread *t);
 PT_HIDDEN void pt_heap_on_alloc(struct pt_heap_thread *t, void *p, size_t size);
-PT_HIDDEN void pt_heap_on_free(struct pt_heap_thread *t, void *p, int may_be_temporary);
+PT_HIDDEN void pt_heap_on_free(struct pt_heap_thread *t, void *p);
 /* realloc: take `p` out of the table into *saved (0: it was not tracked); put it back. */
 PT_HIDDEN int pt_heap_take(void *p, uint64_t *saved);
 PT_HIDDEN void pt_heap_put_back(void *p, uint64_t saved);
 PT_HIDDEN void pt_heap_credit_free(struct pt_heap_thread *t, uint64_t saved, int temporary);
+
+/* A tracked block `p` is being freed: 1 when that ends a temporary allocation as
+ * heaptrack counts them (accumulatedtracedata.cpp: a free is temporary when the last
+ * event was the block's allocation; a realloc is a free then an allocation), i.e. `p`
+ * is this thread's latest tracked block and no allocation call came since but the
+ * `own` ones of the call freeing it (realloc: 1).  Any tracked free ends the run, as
+ * heaptrack forgets its last allocation on every free.  Async-signal-safe. */
+static inline int pt_heap_end_temporary(struct pt_heap_thread *t, const void *p, uint64_t own) {
+    int temporary = p == t->last_alloc && t->nallocs == t->last_count + own;
+    t->last_alloc = NULL;
+    return temporary;
+}
 PT_HIDDEN void pt_heap_count_untracked_free(void);
 PT_HIDDEN void pt_heap_peak_snapshot(int force); /* copy live -> peak if live grew */
 PT_HIDDEN int64_t pt_heap_draw(struct pt_heap_thread *t, uint64_t mean); /* exponential */

@@ -140,7 +140,7 @@ static __attribute__((noinline)) void pt_delete_slow(struct pt_real_op *op, int 
         return;
     }
     t->busy = 1;
-    pt_heap_on_free(t, p, 1);
+    pt_heap_on_free(t, p);
     pt_call_delete(real, kind, p, n, al, nt);
     t->busy = 0;
 }

@@ -603,15 +603,14 @@ void pt_heap_put_back(void *p, uint64_t saved) {
     pt_put((uint64_t)p, saved, &old);
 }
 
-/* `p` is about to be freed (busy flag set).  Async-signal-safe. */
-void pt_heap_on_free(struct pt_heap_thread *t, void *p, int may_be_temporary) {
+/* `p` is about to be freed by free or operator delete (busy flag set).
+ * Async-signal-safe. */
+void pt_heap_on_free(struct pt_heap_thread *t, void *p) {
     uint64_t saved;
-    int temporary = may_be_temporary && p == t->last_alloc && t->nallocs == t->last_count;
-    if (p == t->last_alloc) t->last_alloc = NULL;
     if (pt_heap_take(p, &saved)) {
         if (!pt_heap_cfg.sample_bytes)
             __atomic_add_fetch(&pt_heap_file.heap->frees, 1, __ATOMIC_RELAXED);
-        pt_heap_credit_free(t, saved, temporary);
+        pt_heap_credit_free(t, saved, pt_heap_end_temporary(t, p, 0));
     } else if (!pt_heap_cfg.sample_bytes) {
         pt_heap_count_untracked_free();
     }

@@ -17,10 +17,11 @@ from proftui.collectors.registry import COLLECTORS
 from proftui.tui.app import ProfTuiApp
 from proftui.tui.panes.process import ProcPane
 from proftui.tui.widgets.output_panel import HEAD_LINES, TAIL_LINES, OutputLog
+from textual.pilot import Pilot
 
 from tests.conftest import build_fixture, build_lua
 from tests.tui.test_tmux import PROFTUI, Terminal
-from tests.tui.tui_profiles import SIZE, run, screen_text, wait_for
+from tests.tui.tui_profiles import SIZE, run, run_live, screen_text, wait_for
 
 ERROR_LINE = "out_fail: cannot open 'missing.dat': No such file or directory"
 
@@ -224,3 +225,31 @@ def test_lua_missing_script_error_is_shown(terminal: list[Terminal], tmp_path: P
     screen = term.wait_for("PROFTUI-EXIT=1")
     after = screen[screen.index("proftui: target exited with status 1; its output:"):]
     assert "cannot open missing.lua" in after.splitlines()[1]
+
+
+def test_stdout_and_stderr_in_order_and_counted() -> None:
+    """On a terminal stdout is line-buffered, so its lines and stderr's alternate as
+    written (through a pipe, stdout came in blocks, stderr in between); the title counts
+    every line written, not the ones the panel happened to read."""
+    mode = _launch_mode()
+    flags = {"sampler": [], "instrument": ["-finstrument-functions"], "gprof": ["-pg"]}[mode]
+    binary = build_fixture("out_mixed.c", ["-O2", "-g", *flags], output=f"out_mixed_{mode}")
+    pairs, bulk = 300, 60000
+
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        await pilot.press("4")
+        log = _log(app)
+        await wait_for(pilot, lambda: log.finished, timeout=60, what="the end of output")
+        await pilot.pause(0.5)
+        lines = list(log.lines)
+        expected = ["stdout is a terminal"] + [f"{kind} line {i}" for i in range(1, pairs + 1)
+                                               for kind in ("out", "err")]
+        assert lines[:HEAD_LINES] == expected[:HEAD_LINES]
+        assert lines[-1] == f"bulk line {bulk}"
+        total = 1 + 2 * pairs + bulk
+        title = next(line for line in screen_text(app).splitlines() if "stdout+stderr" in line)
+        assert f" {total:,} lines" in title, title
+        assert f"first {HEAD_LINES:,} and last {TAIL_LINES:,} kept" in title, title
+
+    run_live(COLLECTORS[mode]([str(binary), str(pairs), str(bulk)],
+                              CollectorOptions(output="log")), body)

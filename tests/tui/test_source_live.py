@@ -95,7 +95,7 @@ def test_live_source_first_screen_shows_the_hot_line(terminal: list[Terminal],
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline and len(screens) < 10:
         screen = term.screen()
-        if "source: src_deep.c" in screen and "self in listing 0 " not in screen:
+        if "source: src_deep.c" in screen and "self samples in listing 0 " not in screen:
             screens.append(screen)  # a listing of work with costs is on screen
         time.sleep(0.03)
     assert screens, f"the source of work never showed:\n{term.screen()}"

@@ -189,7 +189,7 @@ def test_export_dialog_writes_folded_stacks(profile: Profile, tmp_path: Path) ->
             await pilot.press("e")
             await pilot.pause()
             assert "Export the profile shown" in screen_text(app)
-            await pilot.press("down", "down", "enter")  # proftui (the default) -> pprof -> folded
+            await pilot.press("down", "down", "space")  # proftui (the default) -> pprof -> folded
             box = app.screen.query_one("#export-path", Input)
             assert box.value.endswith(".folded")
             box.value = str(out)

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import pytest
 from proftui.collectors.attach.collector import AttachCollector
-from proftui.collectors.base import CollectorOptions
+from proftui.collectors.base import Collector, CollectorOptions
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.model.profile import Profile
 from rich.console import Console
@@ -113,3 +114,40 @@ def screen_ready(app: App, screen_class: type) -> bool:
 def run(coro_fn: Callable[[], object]) -> None:
     """Run an async test body (no pytest-asyncio needed)."""
     asyncio.run(coro_fn())  # type: ignore[arg-type]
+
+
+async def flat_ready(pilot: Pilot, app: App) -> None:
+    """Wait until the app's flat pane shows its first rows (a worker computes them)."""
+    from proftui.tui.panes.flat import FlatPane
+
+    flat = app.query_one(FlatPane)
+    await wait_for(pilot, lambda: bool(flat.shown), what="flat profile")
+
+
+def sampled(argv: list[str]) -> Profile:
+    """The sampler's profile of `argv`, run to its exit (output kept in memory)."""
+    from proftui.collectors.sampler.collector import SamplerCollector
+
+    collector = SamplerCollector(argv, CollectorOptions(output="log"))
+    collector.start()
+    try:
+        return collector.wait()
+    finally:
+        collector.stop()
+
+
+def run_live(collector: Collector, body: Callable[[Pilot, App], Awaitable[None]],
+             size: tuple[int, int] = SIZE) -> None:
+    """`body(pilot, app)` on the live TUI of `collector` (started here, stopped at the end)."""
+    from proftui.tui.app import ProfTuiApp
+
+    with contextlib.ExitStack() as cleanup:
+        collector.start()
+        cleanup.callback(collector.stop)
+        app = ProfTuiApp(collector=collector)
+
+        async def session() -> None:
+            async with app.run_test(size=size) as pilot:
+                await body(pilot, app)
+
+        run(session)

@@ -10,10 +10,12 @@ import subprocess
 import pytest
 from proftui.tui.names import (
     ELLIPSIS,
+    Fitter,
     Labeler,
     components,
     distinct_labels,
     fit,
+    fit_distinct,
     next_mode,
     shorten,
 )
@@ -248,3 +250,34 @@ def test_every_libstdcxx_export() -> None:
             specials += 1
             assert shorten(name, "params").startswith(name.split(" ")[0]), name
     assert specials > 50
+
+
+MAP_LB = "std::map<…>::lower_bound(long const&)"
+TREE_LB = "std::_Rb_tree<…>::lower_bound(long const&)"
+
+
+@pytest.mark.parametrize("width", range(12, 44))
+def test_cut_labels_stay_distinct(width: int) -> None:
+    """One cut made both `std::…::lower_bound(long const&)`: cut otherwise, or numbered."""
+    other = "std::…::lower_bound(…)"  # a label already showing what the fallback would be
+    shown = fit_distinct([MAP_LB, TREE_LB, other], width)
+    assert len(set(shown.values())) == 3, shown
+    assert all(len(v) <= width for v in shown.values()), shown
+
+
+def test_fitter_separates_a_label_that_arrives_later() -> None:
+    fitter = Fitter()
+    assert fitter.add([MAP_LB], 32) is False
+    assert fitter.get(MAP_LB, 32) == "std::…::lower_bound(long const&)"
+    assert fitter.add([TREE_LB], 32) is True  # the first label is now cut another way
+    assert fitter.get(MAP_LB, 32) != fitter.get(TREE_LB, 32)
+    assert fitter.get(MAP_LB, 32) == "std::map<…>::lower_bound(…)"
+
+
+def test_a_cut_scope_is_marked() -> None:
+    name = ("std::__unguarded_partition<…>(__gnu_cxx::__normal_iterator<…>, "
+            "__gnu_cxx::__ops::_Iter_less_iter)")
+    assert fit(name, 32) == "std::__unguarded_partition<…>(…)"  # parameters go first
+    for width in range(4, 32):
+        out = fit(name, width)
+        assert out.startswith(ELLIPSIS) and len(out) <= width, out

@@ -30,6 +30,8 @@ from proftui.collectors.model.profile import (
     SAMPLES,
     CodeSite,
     Frame,
+    LeakFrame,
+    LeakStack,
     Profile,
     ProfileMeta,
 )
@@ -64,6 +66,8 @@ def rich_profile() -> Profile:
     profile.address_costs = {("/bin/prog", 0x1024): [60, 6e7]}
     profile.address_sites = {("/bin/prog", 0x1024): CodeSite(0x1020, "/src/p.c", 12)}
     profile.sources = {"/src/p.c": "int main(void) { return 0; }\n"}
+    profile.leaks = [LeakStack(500.0, 5.0, (LeakFrame("leaf", "/bin/prog", "/src/p.c", 12),
+                                            LeakFrame("main", "/bin/prog", None, None, True)))]
     return profile.finalize()
 
 

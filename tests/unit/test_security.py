@@ -113,6 +113,29 @@ def test_owner_permissions_decide(searchable_dir: Path) -> None:
     assert read_source(str(private), own_reader()) == "private\n"
 
 
+def test_a_file_everyone_may_read_is_read_wherever_it_lies(searchable_dir: Path) -> None:
+    """No debug info named it, it lies under no unit's root, the owner is unknown or
+    another user: a file readable by others under directories searchable by others leaks
+    nothing (a system header).  Take one of those bits away and the gate is back."""
+    header = searchable_dir / "include" / "tree.h"
+    header.parent.mkdir(mode=0o755)
+    header.write_text("template <class T> struct tree;\n")
+    header.chmod(0o644)
+    for reader in (own_reader(), NOBODY, None):
+        assert read_source(str(header), reader) == "template <class T> struct tree;\n"
+    header.chmod(0o640)
+    assert read_source(str(header), NOBODY) is None
+    header.chmod(0o644)
+    header.parent.chmod(0o750)  # others cannot reach it
+    try:
+        assert read_source(str(header), NOBODY) is None
+        assert read_source(str(header), None) is None
+    finally:
+        header.parent.chmod(0o755)
+    for pseudo in ("/proc/self/cmdline", "/proc/version", "/sys/kernel/osrelease"):
+        assert read_source(pseudo, own_reader(), need_origin=False) is None, pseudo
+
+
 def test_attach_profiles_use_the_targets_owner(tmp_path: Path) -> None:
     if own_reader().uid == NOBODY.uid:
         pytest.skip("running as uid 65534 itself")

@@ -19,7 +19,7 @@ from proftui.collectors.runtime.process_status import HISTORY, ProcStat
 from proftui.tui.format import format_bytes
 from proftui.tui.panes.base import Command, NavState, Pane
 from proftui.tui.widgets.heap_chart import HeapChart
-from proftui.tui.widgets.output_panel import OutputLog, OutputSource
+from proftui.tui.widgets.output_panel import HEAD_LINES, TAIL_LINES, OutputLog, OutputSource
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -65,6 +65,7 @@ class ProcPane(Pane, Vertical):
         self._failed = False
         self._timeline: Timeline | None = None  # the heap chart's data, drawn when shown
         self._drawn_timeline: tuple[int, int] | None = None  # (id, rows) last drawn
+        self._live = False  # a live process: its status (above the chart) has the RSS
 
     def compose(self) -> ComposeResult:
         with Vertical(id="proc-status"):
@@ -82,6 +83,7 @@ class ProcPane(Pane, Vertical):
             yield OutputLog(id="output-log")
 
     def begin(self, live: bool, has_profile: bool) -> None:
+        self._live = live
         if live:
             self.show_message("waiting for the first process sample...")
             self._output_why = ""  # follow_output() comes next
@@ -135,9 +137,12 @@ class ProcPane(Pane, Vertical):
         if source is None:
             title.append(f"· {self._output_why or 'none yet'}", style="dim")
         else:
-            model = log.lines_model
-            title.append(f"stdout+stderr · {source.total_bytes:,} bytes · "
-                         f"{model.lines_seen:,} lines")
+            lines = source.total_lines  # all it wrote, whatever the panel keeps
+            title.append(f"stdout+stderr (a terminal) · {source.total_bytes:,} bytes · "
+                         f"{lines:,} line{'' if lines == 1 else 's'}")
+            if lines > HEAD_LINES + TAIL_LINES:
+                title.append(f" (the first {HEAD_LINES:,} and last {TAIL_LINES:,} kept)",
+                             style="dim")
             if log.finished:
                 title.append(" · ended" + (f" ({self._ended_note})" if self._ended_note else ""),
                              style="bold yellow" if self._failed else "")
@@ -168,7 +173,7 @@ class ProcPane(Pane, Vertical):
         drawn = None if timeline is None else (id(timeline), len(timeline.times))
         if drawn != self._drawn_timeline or timeline is None:
             self._drawn_timeline = drawn
-            self.query_one(HeapChart).show(timeline)
+            self.query_one(HeapChart).show(timeline, rss_figure=not self._live)
 
     def show_step(self, profile: Profile | None, state: NavState, metric: int) -> None:
         if profile is not None:
@@ -215,8 +220,11 @@ class ProcPane(Pane, Vertical):
         # Names are the target's choice: Text() keeps "[...]" from reading as Rich markup
         # (collectors/runtime/thread_names.py already escaped bytes and control characters).
         summary.add_row("pid", Text(f"{stat.pid}  {stat.name}"), "state", state)
-        summary.add_row("CPU", f"{stat.cpu_percent:.1f}%", "threads", str(stat.num_threads))
-        summary.add_row("RSS", format_bytes(stat.rss), "peak RSS", format_bytes(stat.peak_rss))
+        # A process that ended has no CPU share or RSS now: say what was last seen.
+        cpu = f"{stat.cpu_percent:.1f}%" if stat.alive else "- (ended)"
+        rss = format_bytes(stat.rss) if stat.alive else f"{format_bytes(stat.rss)} last seen"
+        summary.add_row("CPU", cpu, "threads", str(stat.num_threads))
+        summary.add_row("RSS", rss, "peak RSS", format_bytes(stat.peak_rss))
         summary.add_row("VMS", format_bytes(stat.vms), "open fds",
                         "n/a" if stat.num_fds is None else str(stat.num_fds))
         summary.add_row("ctx switches", f"{stat.ctx_voluntary:,} voluntary", "",
@@ -227,17 +235,19 @@ class ProcPane(Pane, Vertical):
             spark.display = True
         for label in self.query(".spark-label"):
             label.display = True
-        cpu_now = stat.cpu_history[-1] if stat.cpu_history else 0.0
         peak_cpu = max(stat.cpu_history, default=0.0)
         # Left-pad to the full window: the graph fills from the right at a fixed time
         # scale, and zero is the bottom (Sparkline scales from the data's minimum).
         self.query_one("#cpu-spark", Sparkline).data = _window(stat.cpu_history)
         self.query_one("#rss-spark", Sparkline).data = _window(stat.rss_history)
         labels = list(self.query(".spark-label").results(Static))
-        labels[0].update(f"CPU %  now {cpu_now:.0f}%  peak {peak_cpu:.0f}%  "
-                         f"(last {HISTORY} s)")
-        labels[1].update(f"RSS  now {format_bytes(stat.rss)}  "
-                         f"peak {format_bytes(max(stat.rss_history, default=0))}")
+        # "now" is the table's figure (one truth); once the process ended there is none.
+        now = (f"now {stat.cpu_percent:.0f}%  ", f"now {format_bytes(stat.rss)}  ") \
+            if stat.alive else ("", "")
+        until = f"last {HISTORY} s" if stat.alive else f"its last {HISTORY} s"
+        labels[0].update(f"CPU %  {now[0]}peak {peak_cpu:.0f}%  ({until})")
+        labels[1].update(f"RSS  {now[1]}peak {format_bytes(max(stat.rss_history, default=0))}"
+                         f"  ({until})")
         threads = Table(box=None, padding=(0, 2), header_style="bold")
         threads.add_column("tid", justify="right")
         threads.add_column("name")

@@ -24,7 +24,7 @@ from proftui.collectors.model.profile import Frame, Profile
 from proftui.collectors.model.source import Listing, Prefer
 from proftui.collectors.model.textsafe import display
 from proftui.collectors.model.views import FlatEntry
-from proftui.tui.format import format_cost, percent
+from proftui.tui.format import format_cost, metric_label, percent
 from proftui.tui.names import fit, shorten
 from proftui.tui.panes.base import Command, NavState, Pane
 from proftui.tui.widgets.source_view import SourceView
@@ -122,9 +122,25 @@ class SourcePane(Pane, Vertical):
         if frame != self.frame:
             self.prefer, self.path = "source", None
             keep_cursor = False
+        loading = frame != self.frame or self.listing is None
         self.profile, self.frame, self.metric = profile, frame, metric
         self.loading_frame = frame
+        if loading:  # the first listing of a function can take seconds (DWARF, objdump)
+            self._show_loading(frame)
         self._load(profile, frame, self.prefer, self.path, metric, keep_cursor)
+
+    def _show_loading(self, frame: Frame) -> None:
+        """Until the worker is done: say what is coming, not a stale listing or the hint."""
+        title = self._badge(frame)
+        title.append(f"  loading its {MODE_NAMES[self.prefer]}…", style="italic")
+        self.query_one("#source-title", Static).update(title)
+        self.query_one(SourceView).clear()
+
+    def _badge(self, frame: Frame) -> Text:
+        """The title's start: the function's name, shortened and cut to half the width
+        (the status line has the whole name)."""
+        name = fit(shorten(display(frame.function), "templates"), max(24, self.size.width // 2))
+        return Text().append(f" {name} ", style="bold reverse")
 
     @work(thread=True, exclusive=True, group="annotate")
     def _load(self, profile: Profile, frame: Frame, prefer: Prefer, path: str | None,
@@ -154,12 +170,10 @@ class SourcePane(Pane, Vertical):
 
     def _title(self, profile: Profile, frame: Frame, listing: Listing, metric: int, unit: str,
                fn: float) -> Text:
-        title = Text()
-        # Shortened and cut to half the width; the status line has the whole name.
-        name = fit(shorten(display(frame.function), "templates"), max(24, self.size.width // 2))
-        title.append(f" {name} ", style="bold reverse")
+        title = self._badge(frame)
         title.append(f"  {listing.kind}: {listing.title}", style="bold")
-        title.append(f"  · self in listing {format_cost(fn, unit)}"
+        named = metric_label(profile.metrics[metric]) if metric < len(profile.metrics) else ""
+        title.append(f"  · self {named} in listing {format_cost(fn, unit)}"
                      f" ({percent(fn, profile.total(metric) if profile.metrics else 0):.1f}%"
                      " of all)")
         if listing.kind in ("source", "lines") and len(listing.files) > 1:
@@ -184,6 +198,7 @@ class SourcePane(Pane, Vertical):
     def _reload(self) -> None:
         if self.profile is not None and self.frame is not None:
             self.loading_frame = self.frame
+            self._show_loading(self.frame)
             self._load(self.profile, self.frame, self.prefer, self.path, self.metric, False)
 
     def action_mode(self, mode: Prefer) -> None:

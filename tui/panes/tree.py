@@ -25,8 +25,8 @@ from proftui.collectors.model.views import (
     select_tree,
     threads_as_roots,
 )
-from proftui.tui.format import format_cost, heat_style, percent
-from proftui.tui.names import distinct_labels, fit, shorten
+from proftui.tui.format import format_cost, heat_style, metric_label, percent
+from proftui.tui.names import Fitter, distinct_labels, shorten
 from proftui.tui.panes.base import Command, NavState, Pane, SelectPart, View, drill
 from proftui.tui.panes.tree_delta import TreeDeltas, base_trees
 from proftui.tui.panes.tree_search import TreeSearch
@@ -105,6 +105,8 @@ class CallTreeView(Pane, Tree[NodeData]):
         self.percent_of_parent = False  # `%`: a row's share of its parent, not of the whole
         self.search = TreeSearch(self)
         self.deltas = TreeDeltas()
+        # room -> the names cut to it: rows cut to the same room never read alike
+        self._fitters: dict[int, Fitter] = {}
 
     # -- pane hooks (tui.panes.base.Pane) --------------------------------------------
 
@@ -144,6 +146,9 @@ class CallTreeView(Pane, Tree[NodeData]):
     def status_note(self) -> str:
         """What the status line says before the selected name: percentages, search."""
         notes = ["% of parent" if self.percent_of_parent else "% of total"]
+        profile = self.view_profile
+        if profile is not None and self.metric < len(profile.metrics):  # what the rows sum
+            notes.insert(0, metric_label(profile.metrics[self.metric]))
         if self.search.note:
             notes.append(self.search.note)
         return " · ".join(notes)
@@ -186,7 +191,8 @@ class CallTreeView(Pane, Tree[NodeData]):
         if self.name_mode != "full":  # "full" means full: the row scrolls instead
             width = self.size.width or self.app.size.width
             room = width - 2 * depth - len(text) - 6 - (len(" [inlined]") if frame.inlined else 0)
-            shown = fit(shown, max(24, room))
+            room = max(24, room)
+            shown = self._fitters.setdefault(room, Fitter()).get(shown, room)
         text.append(shown, style="bold" if whole and total / whole >= 0.05 else "")
         if frame.inlined:  # as perf and pprof mark them: no call happened here
             text.append(" [inlined]", style="italic dim")
@@ -259,6 +265,7 @@ class CallTreeView(Pane, Tree[NodeData]):
         profile = self.view_profile
         if profile is None:
             return
+        self._fitters.clear()
         stack = [(self.root, 0)]
         while stack:
             node, depth = stack.pop()
@@ -299,10 +306,9 @@ class CallTreeView(Pane, Tree[NodeData]):
         if event.node.data is not None and event.node.data.populated == 0:
             self.populate(event.node)
 
-    def _section(self, label: str, tree: CallTree, key: str, inverted: bool
-                 ) -> TreeNode[NodeData]:
-        m = self.metric
-        whole = tree.root.total_cost[m] if tree.n_metrics else 0.0
+    def _section(self, label: str, tree: CallTree, key: str, inverted: bool,
+                 whole: float) -> TreeNode[NodeData]:
+        """A focus view's section; its rows' percentages are of `whole` (the part's total)."""
         return self.root.add(Text(label, style="bold underline"),
                              NodeData(tree.root, key, whole, inverted=inverted),
                              allow_expand=True)
@@ -373,9 +379,9 @@ class CallTreeView(Pane, Tree[NodeData]):
             trees = (select_tree(profile, part),)
         elif focus is not None:
             frame_id = profile.frames.find(focus)
-            if frame_id is not None:
+            if frame_id is not None:  # and the part's whole tree: "% of total" is of it
                 trees = (callee_tree(profile, frame_id, part),
-                         caller_tree(profile, frame_id, part))
+                         caller_tree(profile, frame_id, part), select_tree(profile, part))
         if baseline is not None and not roots and trees:  # no Δ on thread rows
             focus_id = profile.frames.find(focus) if focus is not None else None
             bases = base_trees(baseline, view, focus_id, part)
@@ -412,6 +418,7 @@ class CallTreeView(Pane, Tree[NodeData]):
         # The matches point into the previous tree; a new view (not a refresh of the
         # same one, which keeps the expanded rows in `state`) also drops the "match k of n".
         self.search.forget(keep_note=state is not None)
+        self._fitters.clear()
         self.clear()
         m = self.metric
         if self.view == "focus" and self.focus_frame is not None:
@@ -420,9 +427,11 @@ class CallTreeView(Pane, Tree[NodeData]):
                 self.root.add_leaf(Text(f"{name} is not in this profile", style="italic"))
                 self.root.expand()
                 return
-            callees = self._section(f"{name} and what it calls", trees[0], "callees",
-                                    inverted=False)
-            callers = self._section(f"who calls {name}", trees[1], "callers", inverted=True)
+            whole = trees[2].root.total_cost[m] if trees[2].n_metrics else 0.0
+            own = trees[0].root.total_cost[m] if trees[0].n_metrics else 0.0
+            callees = self._section(f"{name} and what it calls ({percent(own, whole):.1f}% "
+                                    "of total)", trees[0], "callees", False, whole)
+            callers = self._section(f"who calls {name}", trees[1], "callers", True, whole)
             self._cut_note(self.root, trees[1])
             self.root.data = None
             if state is None:

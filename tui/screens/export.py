@@ -7,6 +7,7 @@ others are the exporters of collectors/formats/export.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
@@ -15,6 +16,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
+from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, RadioButton, RadioSet
 
@@ -26,6 +28,25 @@ FORMATS = {NATIVE: "proftui profile, sources included (proftui open, report)",
 def output_path(base: Path, fmt: str) -> Path:
     """The default file for `fmt`: `base` itself (a .proftui name) for the native format."""
     return base if fmt == NATIVE else default_output(base, fmt)
+
+
+class FormatList(RadioSet):
+    """The formats; arrows move, space picks, Enter picks the highlighted one and saves."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("enter", "choose", "Save", show=False)]
+
+    @dataclass
+    class Chosen(Message):
+        """Enter on a format: save in it."""
+
+        name: str
+
+    def action_choose(self) -> None:
+        index = self._selected if self._selected is not None else self.pressed_index
+        buttons = list(self.query(RadioButton))
+        if 0 <= index < len(buttons):
+            buttons[index].value = True
+            self.post_message(self.Chosen(buttons[index].name or NATIVE))
 
 
 class ExportScreen(ModalScreen[tuple[str, Path] | None]):
@@ -41,8 +62,10 @@ class ExportScreen(ModalScreen[tuple[str, Path] | None]):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="export-dialog"):
-            yield Label("Save / Export the profile shown", id="export-title")
-            with RadioSet(id="export-format"):
+            yield Label("Save / Export the profile shown  "
+                        "[dim](↑↓ format · Space pick · Enter save · Tab path · Esc cancel)[/]",
+                        id="export-title")
+            with FormatList(id="export-format"):
                 for name, description in FORMATS.items():
                     yield RadioButton(f"{name:<10} {description}",
                                       value=name == self.fmt, name=name)
@@ -57,8 +80,16 @@ class ExportScreen(ModalScreen[tuple[str, Path] | None]):
 
     @on(RadioSet.Changed)
     def _format_changed(self, event: RadioSet.Changed) -> None:
+        self._set_format(event.pressed.name or self.fmt)
+
+    @on(FormatList.Chosen)
+    def _format_chosen(self, event: FormatList.Chosen) -> None:
+        self._set_format(event.name)
+        self._ok()
+
+    def _set_format(self, fmt: str) -> None:
         old_default = str(output_path(self.base, self.fmt))
-        self.fmt = event.pressed.name or self.fmt
+        self.fmt = fmt
         box = self.query_one("#export-path", Input)
         if box.value == old_default:  # the user has not typed a path of their own
             box.value = str(output_path(self.base, self.fmt))

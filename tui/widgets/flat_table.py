@@ -20,8 +20,8 @@ from proftui.collectors.model.diffviews import GONE, NEW, FunctionChange
 from proftui.collectors.model.profile import Metric
 from proftui.collectors.model.textsafe import display
 from proftui.collectors.model.views import FlatEntry
-from proftui.tui.format import format_cost, heat_style, percent
-from proftui.tui.names import Labeler, fit
+from proftui.tui.format import format_cost, heat_style, metric_word, percent
+from proftui.tui.names import Fitter, Labeler
 from rich.style import Style
 from rich.text import Text
 from textual import events
@@ -39,6 +39,7 @@ COLUMNS: tuple[tuple[str, str, int], ...] = (
     ("calls", "Calls", 12), ("dself", "ΔSelf", 10), ("dtotal", "ΔTotal", 10),
     ("name", "Function", 0), ("module", "Module", 22),
 )
+COSTS = (1, 3)  # indexes of the Self and Total columns: their titles name the metric
 DSELF, DTOTAL = 5, 6  # indexes of the Δ columns
 NAME = 7  # index of the function column
 MODULE = 8
@@ -93,8 +94,11 @@ class FlatTable(ScrollView, can_focus=True):
         self.descending = True
         self.name_mode = "full"  # tui.names.MODES
         self.labeler = Labeler("full", display)  # names -> shown labels, distinct
+        self.fitter = Fitter()  # labels -> cut to the column, still distinct
+        self._fitted_for: tuple[int, int] | None = None  # (id(rows), width) the fitter has
         self.has_calls = True  # no row has a call count: the Calls column is left out
         self.changes: dict[int, FunctionChange] | None = None  # by frame id; None: no Δ
+        self.word = ""  # the metric shown, as the cost columns' titles name it
         self.normalise = "shares"  # collectors.model.diffviews.NORMALISATIONS
 
     def set_rows(self, rows: Sequence[FlatEntry], metric: int, metrics: Sequence[Metric],
@@ -106,6 +110,7 @@ class FlatTable(ScrollView, can_focus=True):
         self.changes, self.normalise = changes, normalise
         self.metric = metric
         self.unit = metrics[metric].unit if metrics else "count"
+        self.word = metric_word(metrics[metric]) if metrics else ""  # named in the titles
         self.whole = whole
         self.sort_key, self.descending = sort_key, descending
         self.has_calls = any(e.calls is not None for e in rows)
@@ -123,8 +128,10 @@ class FlatTable(ScrollView, can_focus=True):
         self.refresh()
 
     def _label_rows(self) -> None:
+        self._fitted_for = None
         if self.labeler.mode != self.name_mode:
             self.labeler = Labeler(self.name_mode, display)
+            self.fitter = Fitter()
         if self.name_mode != "full":  # new names only: a live snapshot repeats the others
             self.labeler.add(e.frame.function for e in self.rows)
 
@@ -159,6 +166,8 @@ class FlatTable(ScrollView, can_focus=True):
     def _widths(self, width: int) -> list[int]:
         """Column widths for `width` cells: numbers and module give way to the name."""
         widths = [w for _, _, w in COLUMNS]
+        for column in COSTS:  # room for "Total allocated▼"
+            widths[column] = max(widths[column], len(f"{COLUMNS[column][1]} {self.word}") + 2)
         if not self.has_calls:
             widths[4] = 0
         if self.changes is None:
@@ -184,6 +193,10 @@ class FlatTable(ScrollView, can_focus=True):
                 active = key == self.sort_key and label not in ("Self%", "Total%")
                 mark = arrow if active else ""
                 cell = f"{label}{mark}"
+                if label in ("Self", "Total") and self.word:  # the metric, named
+                    cell = f"{label} {self.word}{mark}"
+                    if len(cell) > w - 1:
+                        cell = self.word[:max(0, w - 1 - len(mark))] + mark
                 if key in ("dself", "dtotal") and self.normalise == "shares" \
                         and len(cell) + 3 <= w - 1:
                     cell = f"{label} pt{mark}"  # percentage points of each profile's total
@@ -193,6 +206,13 @@ class FlatTable(ScrollView, can_focus=True):
         index = self.scroll_offset.y + y - 1
         if index >= len(self.rows):
             return Strip.blank(width)
+        room = self._name_room(widths)
+        if self._fitted_for != (id(self.rows), room):
+            # Every row's label, not just the visible ones: two rows far apart must not
+            # read the same either (new labels only: a live snapshot repeats the rest).
+            self._fitted_for = (id(self.rows), room)
+            if self.fitter.add((self.label(e) for e in self.rows), room):
+                self.refresh()  # a row drawn already is now cut another way
         text = self._row_text(self.rows[index], widths)
         base = self.get_component_rich_style("flat-table--cursor") if index == self.cursor_row \
             else self.get_component_rich_style("flat-table--zebra") if index % 2 \
@@ -230,13 +250,19 @@ class FlatTable(ScrollView, can_focus=True):
                                 style=GROWN if value > 0 else SHRUNK if value < 0 else "dim")
             tag = TAGS.get(change.status, "") if change is not None else ""
         w = widths[NAME]
-        name = fit(self.label(e), max(1, w - 1 - len(tag)))  # cut in the middle: the method
-        text.append(f" {name}", style="bold" if self_pct >= 1 else "")  # stays visible
+        # cut in the middle (the method stays visible), distinct from every other row
+        name = self.fitter.get(self.label(e), self._name_room(widths))
+        text.append(f" {name}", style="bold" if self_pct >= 1 else "")
         text.append(tag, style="italic green" if tag == TAGS[NEW] else "italic dim")
         text.append(" " * max(0, w - 1 - len(name) - len(tag)))
         if widths[MODULE]:
             text.append(f" {display(e.frame.module_name)}"[: widths[MODULE]], style="dim")
         return text
+
+    def _name_room(self, widths: list[int]) -> int:
+        """Characters a name may take: its column, less a "new"/"gone" tag's room."""
+        return max(1, widths[NAME] - 1 - (max(map(len, TAGS.values())) if self.changes
+                                          is not None else 0))
 
     def delta_cell(self, value: float, width: int) -> str:
         """A change as shown: "+12.3" points, or "+1.20s" in the metric's unit."""

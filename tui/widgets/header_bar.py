@@ -36,11 +36,17 @@ def _elapsed(start: float | None, end: float | None) -> str | None:
     return format_duration(min(max(seconds, 0.0), 1e9))
 
 
-def _part_text(profile: Profile, part: str) -> str:
-    """ "thread 13 worker-2 40.1%": the thread shown and its share of the samples."""
-    info = describe_part(profile, part)
+def _metric_shown(profile: Profile, metric: int | None) -> int:
+    """The metric the header sums: the one shown, else samples, else the first."""
+    if metric is not None and 0 <= metric < len(profile.metrics):
+        return metric
     names = [m.name for m in profile.metrics]
-    index = names.index("samples") if "samples" in names else 0
+    return names.index("samples") if "samples" in names else 0
+
+
+def _part_text(profile: Profile, part: str, index: int) -> str:
+    """ "thread 13 worker-2 40.1%": the thread shown and its share of metric `index`."""
+    info = describe_part(profile, part)
     mine = info.cost[index] if index < len(info.cost) else 0.0
     total = profile.total(index) if profile.metrics and profile.tree is not None else 0.0
     share = f" {100 * mine / total:.1f}%" if total > 0 and math.isfinite(mine / total) else ""
@@ -57,7 +63,7 @@ def since(start: float, end: float | None) -> str:
 
 
 # What goes first when the line is wider than the terminal (lowest first); 0: never.
-DROP_PID, DROP_QUIET, DROP_TIME, DROP_SAVED, DROP_TOTAL, KEEP = 1, 1, 2, 3, 4, 0
+DROP_PID, DROP_QUIET, DROP_TIME, DROP_SAVED, KEEP = 1, 1, 2, 3, 0
 
 
 class HeaderBar(Static):
@@ -70,8 +76,12 @@ class HeaderBar(Static):
 
     def show(self, profile: Profile | None, *, pid: int | None, state: str,
              paused: bool = False, error: str = "", part: str | None = None,
-             reset_at: float | None = None, delta: str = "") -> None:
+             reset_at: float | None = None, delta: str = "", running: bool | None = None,
+             metric: int | None = None) -> None:
         """Redraw from `profile`'s metadata; `state` is e.g. "running", "exited with status 7";
+        `running`: the target still runs (default: `state` is "running"), so a profile
+        short of the end is not "incomplete" yet; `metric`: the metric the panes show,
+        whose total (and name) the header gives;
         `part` is the thread or process shown (a `Profile.parts` label; None: all);
         `reset_at`: when the counters were last reset (time.time()), if they were;
         `delta`: what the diff views compare with ("Δ vs base.proftui (shares)")."""
@@ -90,8 +100,9 @@ class HeaderBar(Static):
             add(f"pid {pid} ", "", DROP_PID)
         elif meta.pids:
             add(f"pid {', '.join(map(str, meta.pids[:3]))} ", "dim", DROP_PID)
+        index = _metric_shown(profile, metric)
         if part is not None:  # first: it changes what every number below the header means
-            add(f"· {_part_text(profile, part)} ", "bold magenta", KEEP)
+            add(f"· {_part_text(profile, part, index)} ", "bold magenta", KEEP)
         style = "bold green" if state == "running" else "bold yellow"
         add(f"· {display(state)} ", style, DROP_SAVED if state == "saved profile" else KEEP)
         if paused:
@@ -104,16 +115,15 @@ class HeaderBar(Static):
         if delta:  # early: it changes what the numbers below mean
             add(f"· {display(delta)} ", "bold cyan", KEEP)
         if profile.metrics:
-            names = [m.name for m in profile.metrics]
-            index = names.index("samples") if "samples" in names else 0
-            metric = profile.metrics[index]
+            shown = profile.metrics[index]
             total = profile.total(index) if profile.tree is not None else 0.0
-            value = format_cost(total, metric.unit) if math.isfinite(total) else "?"
-            add(f"· {value} {_short(metric_label(metric))} ", "", DROP_TOTAL)
+            value = format_cost(total, shown.unit) if math.isfinite(total) else "?"
+            # The metric shown, named (KEEP: what the numbers below mean must stay said).
+            add(f"· {value} {_short(metric_label(shown))} ", "bold", KEEP)
         add(f"· {meta.dropped:,} dropped ", "bold red" if meta.dropped else "dim",
             KEEP if meta.dropped else DROP_QUIET)
-        if not meta.complete and state != "running":
-            add("· incomplete ", "bold red", KEEP)
+        if not meta.complete and not (state == "running" if running is None else running):
+            add("· incomplete (w) ", "bold red", KEEP)  # the notes say why
         if error:
             add(f"· {display(error)}", "bold red", KEEP)
         self._draw(segments)

@@ -62,10 +62,14 @@ class HeapChart(PlotextPlot):
         self.peak: tuple[float, float] | None = None  # (seconds, live bytes) at the peak
         self.summary = "no heap timeline"  # one line: now, peak, RSS (also the plot title)
         self._timeline: Timeline | None = None
+        self._rss_figure = True
 
-    def show(self, timeline: Timeline | None) -> None:
-        """Draw `timeline` (its live_bytes and, when present, rss_bytes columns)."""
+    def show(self, timeline: Timeline | None, rss_figure: bool = True) -> None:
+        """Draw `timeline` (its live_bytes and, when present, rss_bytes columns);
+        `rss_figure`: say the last RSS in the title (not when the process status above
+        says the RSS: one figure, from one look at the process)."""
         self._timeline = timeline
+        self._rss_figure = rss_figure
         self.display = timeline is not None
         self._draw()
 
@@ -105,7 +109,8 @@ class HeapChart(PlotextPlot):
         right = span > 0 and peak_t - times[0] > span / 2
         plt.text(label, peak_t, peak_v, color="red", alignment="right" if right else "left")
         now = f"live {format_bytes(live[-1])} at {times[-1]:.1f}s"
-        self.summary = f"{now}; {label}" + (f"; RSS {format_bytes(rss[-1])}" if rss else "")
+        self.summary = f"{now}; {label}" + (f"; RSS {format_bytes(rss[-1])}"
+                                            if rss and self._rss_figure else "")
         plt.title(self.summary)
         plt.xlabel("seconds")
         plt.ylabel(unit)

@@ -6,7 +6,7 @@ Clicking a key presses it.
 
 When the line is too long for the terminal (80 columns), the bar gives way in
 this order: the palette hint goes, then the app-wide keys from the last, then
-the pane keys become one compact item (`1-4 panes`) and the app-wide keys
+the pane keys become one compact item (`1-6 panes`) and the app-wide keys
 that now fit come back, then the pane's own keys go from the last.  `?` Help
 and `q` Quit always stay: help lists everything that was left out.
 """

@@ -38,6 +38,9 @@ class OutputSource(Protocol):
     @property
     def total_bytes(self) -> int: ...
 
+    @property
+    def total_lines(self) -> int: ...
+
 
 Entry = tuple[str, int]  # (line, bytes not kept: >0 makes it a marker)
 

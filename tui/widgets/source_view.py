@@ -124,6 +124,13 @@ class SourceView(ScrollView, can_focus=True):
             self.center(self.cursor)
         self.refresh()
 
+    def clear(self) -> None:
+        """Show nothing (another function's listing is on its way)."""
+        self.listing = None
+        self.search = None
+        self.virtual_size = Size(0, 0)
+        self.refresh()
+
     @staticmethod
     def _same_text(old: Listing, new: Listing) -> bool:
         return (old.kind == new.kind and old.path == new.path and len(old.lines) == len(new.lines)

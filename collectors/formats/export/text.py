@@ -179,15 +179,17 @@ def leak_summary(profile: Profile, limit: int = LEAK_PATHS) -> list[str]:
         if not profile.meta.complete:  # leaks are known only once the target has exited
             return [*lines, "  none known yet: the target has not exited"]
         return [*lines, "  no leaks: every allocation was freed before exit"]
-    paths = sorted((n for n in profile.tree.nodes() if n.self_cost[leaked] > 0),
-                   key=lambda n: -n.self_cost[leaked])
-
     def amount(node_costs: Sequence[float]) -> str:
         text = f"{node_costs[leaked]:,.0f} bytes"
         if blocks is not None:
             count = node_costs[blocks]
             text += f" in {count:,.0f} block{'' if round(count) == 1 else 's'}"
         return text
+
+    if profile.leaks:  # the stacks themselves, each call at its line
+        return lines + _leak_stacks(profile, amount(profile.tree.root.total_cost), limit)
+    paths = sorted((n for n in profile.tree.nodes() if n.self_cost[leaked] > 0),
+                   key=lambda n: -n.self_cost[leaked])
 
     lines.append(f"  {amount(profile.tree.root.total_cost)} leaked from {len(paths):,} "
                  f"call path{'' if len(paths) == 1 else 's'}"
@@ -218,6 +220,33 @@ def leak_summary(profile: Profile, limit: int = LEAK_PATHS) -> list[str]:
         rest = sum(n.self_cost[leaked] for n in paths[limit:])
         lines += ["", f"  ... and {len(paths) - limit:,} more leaking call paths "
                       f"({rest:,.0f} bytes)"]
+    return lines
+
+
+def _leak_stacks(profile: Profile, total: str, limit: int) -> list[str]:
+    """The leak summary's body from `Profile.leaks`: each stack that leaked, innermost
+    first, `at` the allocating call and `by` each caller's call, as valgrind prints them."""
+    stacks = profile.leaks
+    count = len(stacks)
+    lines = [f"  {total} leaked from {count:,} allocation stack{'' if count == 1 else 's'}",
+             "  (at: the allocating call; by: each caller's call, at its line)"]
+    for rank, leak in enumerate(stacks[:limit], start=1):
+        what = f"{leak.leaked_bytes:,.0f} bytes in {leak.blocks:,.0f} " \
+               f"block{'' if round(leak.blocks) == 1 else 's'}"
+        lines += ["", f"  {what} leaked, stack {rank} of {count:,}:"]
+        for depth, frame in enumerate(leak.frames[:LEAK_FRAMES]):
+            where = os.path.basename(frame.file) if frame.file else \
+                f"in {frame.module or '?'}"
+            if frame.file and frame.line:
+                where += f":{frame.line}"
+            label = frame.function + (" [inlined]" if frame.inlined else "")
+            lines.append(f"    {'at' if depth == 0 else 'by'} {label} ({where})")
+        deeper = len(leak.frames) - LEAK_FRAMES
+        if deeper > 0:
+            lines.append(f"    ... {deeper} outer caller{'' if deeper == 1 else 's'}")
+    if count > limit:
+        rest = sum(leak.leaked_bytes for leak in stacks[limit:])
+        lines += ["", f"  ... and {count - limit:,} more leaking stacks ({rest:,.0f} bytes)"]
     return lines
 
 
