@@ -20,7 +20,7 @@ from typing import Protocol
 from proftui.collectors.errors import ProftuiError
 
 MAGIC = b"PROFTUI\0"
-VERSION = 4
+VERSION = 5
 HEADER_SIZE = 128
 KIND_HOOK = 1
 KIND_SAMPLER = 2

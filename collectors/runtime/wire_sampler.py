@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from proftui.collectors.errors import ProftuiError
+from proftui.collectors.runtime.thread_names import printable_name
 from proftui.collectors.runtime.wire import (
     HEADER_SIZE,
     KIND_SAMPLER,
@@ -43,9 +44,9 @@ from proftui.collectors.runtime.wire_stacks import (
 # maplog_capacity, maplog_count, threads_lost, requested_ns, start_mono_ns,
 # stacks_offset, ring_lost
 SAMPLER_HEADER = struct.Struct("<IIIIQQQIIQQQQQ40x")
-# state, tid, head, tail, samples, dropped, cpu_ns, gen
-SLOT = struct.Struct("<IIQQQQQI12x")
-assert SAMPLER_HEADER.size == 128 and SLOT.size == 64
+# state, tid, head, tail, samples, dropped, cpu_ns, gen, comm (the name at exit)
+SLOT = struct.Struct("<IIQQQQQI12x16s")
+assert SAMPLER_HEADER.size == 128 and SLOT.size == 80
 
 SMP_PERF, SMP_TIMER, SMP_SIGNAL_MOVED, SMP_CFI, SMP_FOLLOW, SMP_USER_ONLY = (
     1 << i for i in range(6))
@@ -103,6 +104,7 @@ class Records:
     ids: array
     weights: array
     times: array
+    name: str = ""  # the thread's name when it exited ("" while it runs)
 
 
 def decode_sampler_header(data: bytes, header: FileHeader, name: str) -> SamplerHeader:
@@ -122,13 +124,13 @@ def decode_sampler_header(data: bytes, header: FileHeader, name: str) -> Sampler
     return smp
 
 
-def decode_records(words: array, tid: int) -> Records:
+def decode_records(words: array, tid: int, name: str = "") -> Records:
     """The records in a copied run of ring words (an odd word at the end is ignored)."""
     n = len(words) // RECORD_WORDS
     first = words[0:2 * n:2]
     ids = array("Q", (w & 0xFFFFFFFF for w in first))
     weights = array("Q", (w >> 32 or 1 for w in first))
-    return Records(tid, ids, weights, words[1:2 * n:2])
+    return Records(tid, ids, weights, words[1:2 * n:2], name)
 
 
 class SamplerFile:
@@ -156,6 +158,7 @@ class SamplerFile:
             self.file.close()
             raise
         self._maps_read = 0
+        self._named: dict[int, int] = {}  # slot -> gen whose exit name was reported
 
     def _rebuilt(self, period_ns: int, damage: str) -> tuple[FileHeader, SamplerHeader]:
         """Headers for a file of this size as pt_sampler_file_create lays it out."""
@@ -194,7 +197,7 @@ class SamplerFile:
         """Counters of every slot ever used."""
         out = []
         for i in range(self.sampler.nslots):
-            state, tid, _h, _t, samples, dropped, cpu_ns, _gen = SLOT.unpack(
+            state, tid, _h, _t, samples, dropped, cpu_ns, _gen, _comm = SLOT.unpack(
                 self.file.read(self._slot_offset(i), SLOT.size))
             if state in (SLOT_ACTIVE, SLOT_EXITED):
                 out.append(SlotInfo(i, state, tid, samples, dropped, cpu_ns))
@@ -219,8 +222,14 @@ class SamplerFile:
         ring_words = self.sampler.ring_words
         for i in range(self.sampler.nslots):
             off = self._slot_offset(i)
-            state, tid, head, tail, _s, _d, _c, gen = SLOT.unpack(read(off, SLOT.size))
+            state, tid, head, tail, _s, _d, _c, gen, comm = SLOT.unpack(read(off, SLOT.size))
+            name = ""
+            if state == SLOT_EXITED and comm[:1] != b"\0" and self._named.get(i) != gen:
+                self._named[i] = gen  # once per thread: the slot is reused only after this
+                name = printable_name(comm.split(b"\0", 1)[0])
             if state not in (SLOT_ACTIVE, SLOT_EXITED) or head == tail:
+                if name:
+                    out.append(Records(tid, array("Q"), array("Q"), array("Q"), name))
                 continue
             if head < tail or head - tail > ring_words:
                 continue  # mid-reuse (or corrupt): look again next time
@@ -234,7 +243,7 @@ class SamplerFile:
                 continue  # the slot was handed to another thread while we copied
             words = array("Q")
             words.frombytes(raw)
-            out.append(decode_records(words, tid))
+            out.append(decode_records(words, tid, name))
             self.file.write(off + TAIL_OFFSET, struct.pack("<Q", head))
         return out
 

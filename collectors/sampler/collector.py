@@ -172,6 +172,9 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
                     self._maps_seen += 1
                 self._periods[name] = sfile.header.period_ns
                 self._take_stacks(name, sfile.header.pid, stacks)
+                for rec in records:  # gone from /proc by now: the runtime kept its name
+                    if rec.name and (sfile.header.pid, rec.tid) in self._threads:
+                        self._threads[(sfile.header.pid, rec.tid)] = rec.name
                 before = self._before_pause
                 for sid, n, p in counts:
                     skip = before.get((name, sid))

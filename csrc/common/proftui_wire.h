@@ -43,8 +43,9 @@
 #include <stdint.h>
 
 #define PT_WIRE_MAGIC "PROFTUI" /* 7 chars + NUL = 8 bytes */
-#define PT_WIRE_VERSION 4u /* 4: hook ticks (64-byte nodes, 72-byte thread entries, pc
-                              tables); 3: sampler stack table; 2: 40-byte hook thread entries */
+#define PT_WIRE_VERSION 5u /* 5: 80-byte sampler slots (the name at exit); 4: hook ticks
+                              (64-byte nodes, 72-byte thread entries, pc tables); 3: sampler
+                              stack table; 2: 40-byte hook thread entries */
 
 enum pt_kind {
     PT_KIND_HOOK = 1,    /* -finstrument-functions runtime (proftui_hook) */

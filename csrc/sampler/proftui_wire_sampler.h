@@ -75,7 +75,7 @@ typedef struct pt_sampler_header {
     uint32_t nslots;          /* thread slots */
     uint32_t ring_words;      /* ring capacity per slot, in 8-byte words (power of 2) */
     uint64_t slots_offset;    /* file offset of slot 0 */
-    uint64_t slot_size;       /* bytes per slot: 64 + 8 * ring_words */
+    uint64_t slot_size;       /* bytes per slot: 80 + 8 * ring_words */
     uint64_t maplog_offset;   /* file offset of map log entry 0 */
     uint32_t maplog_capacity; /* entries that fit */
     uint32_t maplog_count;    /* entries published (release store after writing) */
@@ -104,8 +104,11 @@ typedef struct pt_sampler_slot {
     uint32_t gen;     /* bumped when the slot is reused by another thread */
     uint32_t reserved0;
     uint64_t reserved1;
+    /* The thread's name when it exited (PR_GET_NAME; empty while it runs): a thread
+     * that ends between two drains is gone from /proc before the front end looks. */
+    char comm[16];
 } pt_sampler_slot;
 
-_Static_assert(sizeof(pt_sampler_slot) == 64, "pt_sampler_slot is 64 bytes");
+_Static_assert(sizeof(pt_sampler_slot) == 80, "pt_sampler_slot is 80 bytes");
 
 #endif /* PROFTUI_WIRE_SAMPLER_H */

@@ -80,7 +80,8 @@ extern PT_HIDDEN __thread struct pt_sampler_thread pt_sampler_self
 PT_HIDDEN int pt_sampler_file_create(pid_t pid); /* 0 or -1 (sampling stays off) */
 PT_HIDDEN void pt_sampler_file_forget(void);     /* fork child: drop the parent's map */
 PT_HIDDEN pt_sampler_slot *pt_sampler_slot_claim(pid_t tid, uint64_t **ring); /* NULL when full */
-PT_HIDDEN void pt_sampler_slot_release(pt_sampler_slot *slot, uint64_t cpu_ns);
+PT_HIDDEN void pt_sampler_slot_release(pt_sampler_slot *slot, uint64_t cpu_ns,
+                                       const char *comm);
 PT_HIDDEN void pt_sampler_no_space(void); /* PT_FLAG_NO_SPACE; async-signal-safe */
 
 /* pt_sampler_timer.c - the sampler's use of csrc/common/pt_timer.c; none

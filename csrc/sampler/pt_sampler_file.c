@@ -168,6 +168,7 @@ pt_sampler_slot *pt_sampler_slot_claim(pid_t tid, uint64_t **ring) {
         slot->samples = 0;
         slot->dropped = 0;
         slot->cpu_ns = 0;
+        memset(slot->comm, 0, sizeof slot->comm);
         __atomic_store_n(&slot->tail, 0, __ATOMIC_RELAXED);
         __atomic_store_n(&slot->head, 0, __ATOMIC_RELAXED);
         __atomic_store_n(&slot->state, (uint32_t)PT_SLOT_ACTIVE, __ATOMIC_RELEASE);
@@ -178,9 +179,10 @@ pt_sampler_slot *pt_sampler_slot_claim(pid_t tid, uint64_t **ring) {
     return NULL;
 }
 
-/* The thread owning `slot` ended after `cpu_ns` of CPU time.  Not
- * async-signal-safe. */
-void pt_sampler_slot_release(pt_sampler_slot *slot, uint64_t cpu_ns) {
+/* The thread owning `slot` ended after `cpu_ns` of CPU time, named `comm`
+ * (16 bytes, NUL-padded).  Not async-signal-safe. */
+void pt_sampler_slot_release(pt_sampler_slot *slot, uint64_t cpu_ns, const char *comm) {
+    memcpy(slot->comm, comm, sizeof slot->comm);
     slot->cpu_ns = cpu_ns;
     __atomic_store_n(&slot->state, (uint32_t)PT_SLOT_EXITED, __ATOMIC_RELEASE);
 }

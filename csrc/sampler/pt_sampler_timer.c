@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -76,7 +77,7 @@ int pt_sampler_thread_arm(void) {
     if (rc != 0) {
         pt_sampler_self.slot = NULL;
         __atomic_signal_fence(__ATOMIC_SEQ_CST);
-        pt_sampler_slot_release(slot, 0);
+        pt_sampler_slot_release(slot, 0, (const char[16]){0});
         if (rc == -2) __atomic_add_fetch(&pt_sampler_file.smp->threads_lost, 1, __ATOMIC_RELAXED);
         return -1;
     }
@@ -95,7 +96,9 @@ void pt_sampler_thread_disarm(void) {
     uint64_t cpu_ns = 0;
     if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) == 0)
         cpu_ns = (uint64_t)cpu.tv_sec * 1000000000u + (uint64_t)cpu.tv_nsec;
-    pt_sampler_slot_release(slot, cpu_ns);
+    char comm[16] = {0};
+    prctl(PR_GET_NAME, comm); /* writes at most 16 bytes, NUL included */
+    pt_sampler_slot_release(slot, cpu_ns, comm);
 }
 
 /* Fork child: drop the parent's events; if followed (its new file is open),

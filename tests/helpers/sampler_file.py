@@ -59,9 +59,10 @@ class SamplerWriter:
             self.index, INDEX_CAPACITY, STACK_ENTRY.size, self.entries, ENTRIES_CAPACITY,
             len(self.counts), self.frames, FRAMES_CAPACITY, self.frames_used, dropped))
 
-    def slot(self, i: int, tid: int, state: int = 1, gen: int = 1) -> None:
+    def slot(self, i: int, tid: int, state: int = 1, gen: int = 1, name: bytes = b"") -> None:
+        """Slot `i` as thread `tid` (state 2: it exited, named `name`)."""
         self.put(SLOTS_OFFSET + i * self.slot_size,
-                 SLOT.pack(state, tid, self.heads[i], 0, 0, 0, 0, gen))
+                 SLOT.pack(state, tid, self.heads[i], 0, 0, 0, 0, gen, name))
 
     def stack_id(self, tid: int, ips: list[int], flags: int = 0, ready: bool = True) -> int:
         """The entry of (tid, flags, ips), written on first use (READY unless told)."""
@@ -101,7 +102,8 @@ class SamplerWriter:
         head = self.heads[i]
         assert self.ring_words - (head - tail) >= 2, "the runtime would drop this record"
         for k, word in enumerate([sid | weight << 32, time_ns]):
-            self.put(base + 64 + 8 * ((head + k) % self.ring_words), struct.pack("<Q", word))
+            self.put(base + SLOT.size + 8 * ((head + k) % self.ring_words),
+                     struct.pack("<Q", word))
         self.heads[i] = head + 2
         self.put(base + 8, struct.pack("<Q", self.heads[i]))
 

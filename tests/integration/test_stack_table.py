@@ -72,7 +72,9 @@ def test_thousands_of_stacks_without_a_drop(binary: Path) -> None:
     assert profile.total(0) == taken  # every sample the handlers took is in the table
     assert stacks > 3_000 and len(paths) > 3_000, (stacks, len(paths))
     levels = {f"lvl{k}" for k in range(6)}
-    for path in paths:  # every context is the program's own recursion
+    for path in paths:  # every context is the program's own recursion, or its exit
+        if "exit" in path:  # libc's exit handlers and ld.so's _dl_fini: a sample may land there
+            continue
         inner = [name for name in path if name in levels]
         assert len(inner) <= 6 and path[-1] in levels | {"work", "step", "run"}, path
     # unwound whole down to the entry point, but for the odd sample at an instruction

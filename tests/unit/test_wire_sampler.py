@@ -110,3 +110,18 @@ def test_not_a_sampler_file(tmp_path: Path) -> None:
     with pytest.raises(ProftuiError, match="expected a sampler file"):
         SamplerFile(w.path)
     w.close()
+
+
+def test_an_exited_thread_keeps_its_name(tmp_path: Path) -> None:
+    """A thread that ends between two drains is gone from /proc when the front end
+    looks: the runtime writes its name into the slot at exit, reported once."""
+    w = SamplerWriter(tmp_path / "sampler.42.ptw")
+    w.slot(0, 101)
+    w.sample(0, 101, [0x401000])
+    w.slot(0, 101, state=2, name=b"worker-1")
+    w.slot(1, 102, state=2, name=b"idle\x1b[31m")  # exited with nothing left to read
+    sfile = SamplerFile(w.path)
+    records = sfile.drain()
+    assert [(r.tid, r.name, len(r.ids)) for r in records] == [
+        (101, "worker-1", 1), (102, "idle\\x1b[31m", 0)]
+    assert sfile.drain() == []  # once per thread
