@@ -96,10 +96,16 @@ def test_a_call_body_is_timed_in_full(clock: str, monkeypatch: pytest.MonkeyPatc
 def test_functions_too_short_to_time_are_named_in_the_notes() -> None:
     """20 M calls of a ~1 ns function: the compensation's ~1 ns error per call is a
     large share of the run, and the notes say which function and how much."""
-    profile, output = record([build("ins_tiny.c"), "20000000"], timed=True)
-    assert output.startswith("tiny ")
-    notes = [w for w in profile.meta.warnings if "below what the hooks can time" in w]
-    assert len(notes) == 1 and notes[0].startswith("tiny averages under 5 ns"), notes
+    seen = []
+    for _ in range(3):  # timed mode reads wall time: a run preempted in `tiny` hides it
+        profile, output = record([build("ins_tiny.c"), "20000000"], timed=True)
+        assert output.startswith("tiny ")
+        notes = [w for w in profile.meta.warnings if "below what the hooks can time" in w]
+        if notes:
+            break
+        tiny = next(e for e in flat_profile(profile) if e.frame.function == "tiny")
+        seen.append(f"tiny {tiny.self_cost[0] / 20e6:.1f} ns a call")
+    assert len(notes) == 1 and notes[0].startswith("tiny averages under 5 ns"), seen
     assert "20.0 M calls" in notes[0] and "--mode sampler" in notes[0]
 
 
