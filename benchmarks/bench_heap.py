@@ -12,12 +12,16 @@ anchor measured in the same run (the program alone, plain glibc malloc):
   * peak memory: the largest max RSS of a process of the run (wait4), MiB;
   * agreement: the top-10 allocation call paths by calls of proftui exact vs
     heaptrack's (heaptrack_print -F), and their counts.
-proftui is measured as the target sees it (LD_PRELOAD + PROFTUI_DIR as HeapCollector
-sets them; the front end's reading excluded): exact, and sampled at 512 KiB.
-heaptrack: `heaptrack -o DIR prog` (recording only; analysis excluded).
+proftui is measured end to end as a user runs it (`proftui record --mode heap -o
+FILE prog`: the front end, its start-up, its reading and the saved profile), and as
+the target sees it (LD_PRELOAD + PROFTUI_DIR as HeapCollector sets them; the front
+end's reading excluded): exact, and sampled at 512 KiB.
+heaptrack: `heaptrack -o DIR prog` (recording only), and end to end with
+`heaptrack_print` of its data (what a user runs to read it).
 gperftools: LD_PRELOAD of libtcmalloc.so with HEAPPROFILE (tcmalloc itself is a
 faster allocator than glibc's, so "tcmalloc alone" is shown too).
-Goals: exact at most half of heaptrack's slowdown; sampled <= 5% slowdown.
+Goals: exact at most half of heaptrack's slowdown; sampled <= 5% slowdown; end to
+end, `proftui record` at most half the CPU of heaptrack plus heaptrack_print.
 
 usage: python benchmarks/bench_heap.py [--rounds N] [--lua-n N] [--cxx-n N]
 """
@@ -95,10 +99,18 @@ def configs() -> list[Config]:
             return [], env
         return setup
 
+    out.append(Config("proftui record (e2e)", lambda d: (
+        [sys.executable, "-m", "proftui.tui.cli", "record", "--mode", "heap", "-o",
+         str(d / "run.proftui"), "--"], {})))
     out.append(Config("proftui exact", proftui(None)))
     out.append(Config("proftui sampled 512K", proftui(512 << 10)))
     if shutil.which("heaptrack"):
         out.append(Config("heaptrack", lambda d: (["heaptrack", "-o", str(d / "ht")], {})))
+        if shutil.which("heaptrack_print"):
+            # one shell, so wait4 counts both tools (and heaptrack's own children)
+            out.append(Config("heaptrack + print (e2e)", lambda d: (
+                ["sh", "-c", 'heaptrack -o "$0/ht" "$@" && heaptrack_print -f "$0"/ht.* '
+                 '> /dev/null', str(d)], {})))
     else:
         print("note: heaptrack is not installed")
     tcmalloc = next((p for p in TCMALLOC if p.exists()), None)
@@ -178,6 +190,12 @@ def bench(target: str, argv: list[str], rounds: int) -> None:
         ratios[config.name] = wall_ratio
         print(f"  {config.name:24} {wall_ratio:8.2f}x {cpu_ratio:9.2f}x {max(config.rss):12.1f}")
     exact, sampled = ratios["proftui exact"], ratios["proftui sampled 512K"]
+    if "heaptrack + print (e2e)" in ratios:
+        ours, theirs = (statistics.median(c.cpus) for c in todo
+                        if c.name in ("proftui record (e2e)", "heaptrack + print (e2e)"))
+        print(f"  goal record end to end <= half of heaptrack + heaptrack_print (CPU): "
+              f"{ours:.2f} s vs {theirs:.2f} s = {ours / theirs:.2f}x -> "
+              f"{'met' if ours <= theirs / 2 else 'NOT met'}")
     if "heaptrack" in ratios:
         ht = ratios["heaptrack"]
         print(f"  goal exact <= half heaptrack's slowdown: exact {exact - 1:+.0%} vs heaptrack "

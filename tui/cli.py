@@ -229,7 +229,7 @@ def _record_parser() -> argparse.ArgumentParser:
 def _add_range_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--from", dest="range_from", type=_seconds, metavar="S",
                         help="only the part of the run from S seconds after its start "
-                             "(sampled CPU profiles keep costs over time)")
+                             "(sampler, attach and heap profiles keep costs over time)")
     parser.add_argument("--to", dest="range_to", type=_seconds, metavar="S",
                         help="only the part of the run up to S seconds after its start")
 

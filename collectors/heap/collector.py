@@ -5,8 +5,11 @@ each allocating call stack as a bucket of a shared-memory file per process
 (wire_heap.py) and keeps its counters there: bytes and blocks allocated, live,
 freed, temporary, and what was live at the last whole-heap peak.  A poll
 thread reads the whole-process live bytes and the RSS every POLL_INTERVAL_S
-(the timeline); `collect()` reads every bucket, symbolizes the stacks through
-the mappings the runtime logged (plus /proc/PID/maps while it runs) and builds
+(the heap chart) and, every SLICE_S, what each bucket that moved allocated and
+freed since (the timeline's slices: bytes and blocks allocated, live bytes
+gained or lost, temporary allocations); `collect()` reads every bucket,
+symbolizes the stacks through the mappings the runtime logged (plus
+/proc/PID/maps while it runs) and builds
 a Profile with HEAP_METRICS, line and address costs included, so the source
 pane shows which line allocated the bytes that are still live.
 """
@@ -48,6 +51,7 @@ from proftui.collectors.symbols.stacks import ImageSpaces, StackFrames
 from proftui.collectors.symbols.symbolizer import Symbolizer
 
 POLL_INTERVAL_S = 0.1
+SLICE_S = 0.25  # how often the buckets' changes are noted for the timeline (its slices)
 MAX_TIMELINE_ROWS = 4000  # then every other old row is dropped
 FILE_GLOB = "heap.*.ptw"
 LEAK_NOTE = "leaks are blocks live at exit; reachability is not checked (valgrind does that)"
@@ -80,6 +84,11 @@ class HeapCollector(PreloadedCollector[HeapFile]):
         self._images = images or ImageSpaces()  # file name -> its image's address space
         # The live profile: each bucket's stack added once, its counters set (_sym_lock).
         self._profile = StackProfile(HEAP_METRICS)
+        # The timeline (under _files_lock): each bucket's counters when last noted, and
+        # (Unix time, key, change per metric) noted since the last collect().
+        self._noted: dict[tuple[str, int], tuple[float, float, float, float]] = {}
+        self._pending_slices: list[tuple[float, tuple[str, int], tuple[float, ...]]] = []
+        self._noted_at = 0.0
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -121,8 +130,11 @@ class HeapCollector(PreloadedCollector[HeapFile]):
                 # Every process exited (a zombie's statm reads 0): the chart keeps the
                 # last RSS seen rather than drop to zero at the end.
                 rss = self._timeline.values[-1][1]
+            now = time.time()
+            if now - self._noted_at >= SLICE_S:
+                self._note_slices(now)
             if self._start_time is not None and self._files:
-                self._timeline.append(time.time() - self._start_time, [live, rss])
+                self._timeline.append(now - self._start_time, [live, rss])
                 if len(self._timeline.times) > MAX_TIMELINE_ROWS:
                     keep = len(self._timeline.times) // 2
                     self._timeline.times[:keep] = self._timeline.times[:keep:2]
@@ -130,6 +142,28 @@ class HeapCollector(PreloadedCollector[HeapFile]):
 
     def open_reader(self, path: Path) -> HeapFile:
         return HeapFile(path)
+
+    def _note_slices(self, now: float) -> None:
+        """Note what each bucket that moved since the last note allocated, freed and
+        threw away since (caller holds _files_lock).  Peak and leaked bytes are states,
+        not events: a time range has none of its own."""
+        self._noted_at = now
+        noted, pending = self._noted, self._pending_slices
+        for hfile in self._files.values():
+            name = hfile.path.name
+            try:
+                moved = hfile.moved_buckets()
+            except ProftuiError:
+                continue  # collect() says what became of the file
+            for b in moved:
+                key = (name, b.index)
+                now_counts = (b.alloc_bytes, b.allocs, b.live_bytes, b.temporary)
+                before = noted.get(key, (0.0, 0.0, 0.0, 0.0))
+                noted[key] = now_counts
+                delta = [a - c for a, c in zip(now_counts, before, strict=True)]
+                if any(delta):
+                    pending.append((now, key, (delta[0], delta[1], delta[2], 0.0, 0.0, 0.0,
+                                               delta[3])))
 
     # -- profile -------------------------------------------------------------------
 
@@ -150,6 +184,8 @@ class HeapCollector(PreloadedCollector[HeapFile]):
                     self._bad_files.add(hfile.path)
                     self._files.pop(hfile.path, None)
                     hfile.close()
+            self._note_slices(time.time())  # the timeline holds everything counted so far
+            pending, self._pending_slices = self._pending_slices, []
             meta = self._meta([h for h, _b, _m in snapshot])
             maps_seen = any(maps for _h, _b, maps in snapshot)
             timeline = Timeline(list(self._timeline.names), list(self._timeline.times),
@@ -185,6 +221,12 @@ class HeapCollector(PreloadedCollector[HeapFile]):
                         index = built.stack(key, part, frames, b.ips, leaf_is_return=True)
                     built.set(index, (b.alloc_bytes, b.allocs, b.live_bytes, b.peak_bytes,
                                       leaked, leaks, b.temporary))
+            origin = self._start_time or time.time()
+            for when, key, delta in pending:
+                index = built.find(key)
+                if index is not None:  # else a bucket with nothing allocated nor live
+                    built.add_at(when - SLICE_S / 2, index, delta, origin)
+            built.close_slices(time.time())
             if maps_seen:  # an unknown address of an earlier stack may resolve now
                 built.resymbolize()
             profile = built.snapshot(meta)

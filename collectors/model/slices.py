@@ -96,7 +96,8 @@ def range_profile(profile: Profile, t0: float, t1: float) -> Profile:
     slices = profile.slices
     if slices is None:
         raise ValueError(f"this {profile.meta.mode} profile has no timeline: only sampled "
-                         "CPU profiles (sampler, attach) keep costs over time")
+                         "CPU profiles (sampler, attach) and heap profiles keep costs over "
+                         "time")
     first, last = slices.slice_range(t0, t1)
     per_stack = slices.stack_costs(first, last)
     index = slices.index

@@ -131,6 +131,7 @@ class HeapFile:
         self._maps_read = 0
         self._frames: dict[int, tuple[int, ...]] = {}  # bucket index -> frames (immutable)
         self.corrupt_buckets = 0
+        self._moved_bytes = b""  # the bucket bytes moved_buckets() saw last
 
     def _read_heap_header(self) -> HeapHeader:
         raw = self.file.read(self.header.body_offset, HEAP_HEADER.size)
@@ -144,33 +145,50 @@ class HeapFile:
 
     def buckets(self) -> list[Bucket]:
         """Every published bucket with its counters now (refresh() first for new ones)."""
+        raw = self._bucket_bytes()
+        found = (self._bucket(raw, i) for i in range(len(raw) // BUCKET.size))
+        return [b for b in found if b is not None]
+
+    def moved_buckets(self) -> list[Bucket]:
+        """The buckets whose counters changed since the last call (every one the first
+        time): a byte comparison per bucket, so an interval costs what moved."""
+        raw = self._bucket_bytes()
+        last, self._moved_bytes = self._moved_bytes, raw
+        size, out = BUCKET.size, []
+        for i in range(len(raw) // size):
+            at = i * size
+            if raw[at:at + size] != last[at:at + size]:
+                bucket = self._bucket(raw, i)
+                if bucket is not None:  # not ready: its bytes differ again next time
+                    out.append(bucket)
+        return out
+
+    def _bucket_bytes(self) -> bytes:
         heap = self.heap
         count = min(heap.bucket_count, heap.bucket_capacity)
-        if count == 0:
-            return []
-        raw = self.file.read(heap.buckets_offset, count * BUCKET.size)
+        return self.file.read(heap.buckets_offset, count * BUCKET.size) if count else b""
+
+    def _bucket(self, raw: bytes, i: int) -> Bucket | None:
+        """Bucket `i` of the bucket bytes `raw`; None while it is being filled or corrupt."""
+        heap = self.heap
+        (_h, first, nframes, flags, alloc_bytes, allocs, live_bytes, live_blocks, frees,
+         temporary, peak_bytes, peak_blocks) = BUCKET.unpack_from(raw, i * BUCKET.size)
+        if not flags & BUCKET_READY:
+            return None  # being filled: next time
+        ips = self._frames.get(i)
+        if ips is None:
+            if nframes > heap.max_frames or first + nframes > heap.frames_capacity:
+                self.corrupt_buckets += 1
+                return None
+            words = array("Q")
+            if nframes:
+                words.frombytes(self.file.read(heap.frames_offset + 8 * first, 8 * nframes))
+            ips = self._frames[i] = tuple(words)
         scale = float(heap.count_scale)
-        out: list[Bucket] = []
-        for i in range(count):
-            (_h, first, nframes, flags, alloc_bytes, allocs, live_bytes, live_blocks, frees,
-             temporary, peak_bytes, peak_blocks) = BUCKET.unpack_from(raw, i * BUCKET.size)
-            if not flags & BUCKET_READY:
-                continue  # being filled: next time
-            ips = self._frames.get(i)
-            if ips is None:
-                if nframes > heap.max_frames or first + nframes > heap.frames_capacity:
-                    self.corrupt_buckets += 1
-                    continue
-                words = array("Q")
-                if nframes:
-                    words.frombytes(self.file.read(heap.frames_offset + 8 * first, 8 * nframes))
-                ips = self._frames[i] = tuple(words)
-            out.append(Bucket(i, ips, flags, float(_signed(alloc_bytes)),
-                              _signed(allocs) / scale, float(_signed(live_bytes)),
-                              _signed(live_blocks) / scale, _signed(frees) / scale,
-                              _signed(temporary) / scale, float(_signed(peak_bytes)),
-                              _signed(peak_blocks) / scale))
-        return out
+        return Bucket(i, ips, flags, float(_signed(alloc_bytes)), _signed(allocs) / scale,
+                      float(_signed(live_bytes)), _signed(live_blocks) / scale,
+                      _signed(frees) / scale, _signed(temporary) / scale,
+                      float(_signed(peak_bytes)), _signed(peak_blocks) / scale)
 
     def new_mappings(self) -> list[MapEntry]:
         """Map log entries published since the last call."""

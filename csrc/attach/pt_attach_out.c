@@ -20,18 +20,15 @@
 /* Room for ~1 s of deep stacks at 10 kHz: proftui reads in bursts when busy. */
 #define PT_OUT_CAP (1024 * 1024)
 
-/* A warning held until the header is out (the auto method's fallback reason). */
-static char pt_attach_out_deferred[512];
-
-/* The output buffer and its fill level: the helper is single-threaded. */
-static unsigned char pt_attach_out_buf[PT_OUT_CAP];
-static size_t pt_attach_out_len;
-/* Set once a write failed with EPIPE/EBADF: the reader is gone, stop writing. */
-static int pt_attach_out_dead;
-/* Samples dropped because the stack table could not grow, not yet reported. */
-static uint64_t pt_attach_out_dropped;
-/* CLOCK_MONOTONIC ns when the counts were last sent. */
-static uint64_t pt_attach_out_counts_at;
+/* The writer's state: the helper is single-threaded, so plain fields. */
+static struct {
+    char deferred[512];             /* a warning held until the header is out (auto's fallback) */
+    unsigned char buf[PT_OUT_CAP];  /* records not yet written to the pipe */
+    size_t len;                     /* bytes of buf in use */
+    int dead;                       /* a write failed with EPIPE/EBADF: the reader is gone */
+    uint64_t dropped;               /* samples the stack table had no room for, unreported */
+    uint64_t counts_at;             /* CLOCK_MONOTONIC ns when the counts were last sent */
+} pt_out;
 
 /* Stacks per COUNTS record: 512 KiB, well under the reader's 1 MiB limit. */
 #define PT_OUT_COUNTS_MAX 32768
@@ -41,50 +38,50 @@ static uint64_t pt_attach_out_counts_at;
  * stall the helper while a target thread is stopped.  Not async-signal-safe. */
 static void pt_attach_out_write(void) {
     size_t done = 0;
-    while (done < pt_attach_out_len && !pt_attach_out_dead) {
-        ssize_t n = write(STDOUT_FILENO, pt_attach_out_buf + done, pt_attach_out_len - done);
+    while (done < pt_out.len && !pt_out.dead) {
+        ssize_t n = write(STDOUT_FILENO, pt_out.buf + done, pt_out.len - done);
         if (n < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN) break;
-            pt_attach_out_dead = 1;
-            done = pt_attach_out_len;
+            pt_out.dead = 1;
+            done = pt_out.len;
             break;
         }
         done += (size_t)n;
     }
-    if (pt_attach_out_dead) done = pt_attach_out_len;
-    memmove(pt_attach_out_buf, pt_attach_out_buf + done, pt_attach_out_len - done);
-    pt_attach_out_len -= done;
+    if (pt_out.dead) done = pt_out.len;
+    memmove(pt_out.buf, pt_out.buf + done, pt_out.len - done);
+    pt_out.len -= done;
 }
 
 /* Flush, waiting up to `timeout_ms` for the reader.  Not async-signal-safe. */
 static void pt_attach_out_drain(int timeout_ms) {
-    for (int waited = 0; !pt_attach_out_dead; waited += 50) {
+    for (int waited = 0; !pt_out.dead; waited += 50) {
         pt_attach_out_write();
-        if (pt_attach_out_len == 0 || waited >= timeout_ms) break;
+        if (pt_out.len == 0 || waited >= timeout_ms) break;
         struct pollfd pfd = {STDOUT_FILENO, POLLOUT, 0};
         poll(&pfd, 1, 50);
     }
 }
 
-int pt_attach_out_broken(void) { return pt_attach_out_dead; }
+int pt_attach_out_broken(void) { return pt_out.dead; }
 
 /* Reserve `size` bytes (a multiple of 8) for one record.  When the reader is
  * behind: NULL unless `wait`, else wait up to 2 s (small, rare records and the
  * last counts are worth it).  Not async-signal-safe. */
 static unsigned char *pt_attach_out_reserve(uint32_t type, uint32_t size, int wait) {
-    if (pt_attach_out_len + size > PT_OUT_CAP) pt_attach_out_write();
-    if (pt_attach_out_len + size > PT_OUT_CAP) {
+    if (pt_out.len + size > PT_OUT_CAP) pt_attach_out_write();
+    if (pt_out.len + size > PT_OUT_CAP) {
         if (!wait) return NULL;
         pt_attach_out_drain(2000);
-        if (pt_attach_out_len + size > PT_OUT_CAP)
-            pt_attach_out_len = 0; /* reader gone astray */
+        if (pt_out.len + size > PT_OUT_CAP)
+            pt_out.len = 0; /* reader gone astray */
     }
-    unsigned char *rec = pt_attach_out_buf + pt_attach_out_len;
+    unsigned char *rec = pt_out.buf + pt_out.len;
     memset(rec, 0, size);
     memcpy(rec, &type, 4);
     memcpy(rec + 4, &size, 4);
-    pt_attach_out_len += size;
+    pt_out.len += size;
     return rec;
 }
 
@@ -98,13 +95,13 @@ static uint64_t pt_attach_out_clock(clockid_t clock) {
  * as the buffer takes them (`force`: all of them, waiting for the reader).
  * What does not fit waits in the table for the next call. */
 static void pt_attach_out_counts(int force) {
-    if (pt_attach_out_dropped > 0) {
+    if (pt_out.dropped > 0) {
         unsigned char *rec = pt_attach_out_reserve(PT_ATTACH_REC_LOST, 24, force);
         if (rec != NULL) {
             uint32_t where = PT_ATTACH_LOST_TABLE;
-            memcpy(rec + 8, &pt_attach_out_dropped, 8);
+            memcpy(rec + 8, &pt_out.dropped, 8);
             memcpy(rec + 16, &where, 4);
-            pt_attach_out_dropped = 0;
+            pt_out.dropped = 0;
         }
     }
     while (pt_attach_stacks_moved() > 0) {
@@ -142,15 +139,15 @@ static void pt_attach_out_counts(int force) {
 
 void pt_attach_out_flush(void) {
     uint64_t now = pt_attach_out_clock(CLOCK_MONOTONIC);
-    if (now - pt_attach_out_counts_at >= PT_ATTACH_COUNTS_NS) {
-        pt_attach_out_counts_at = now;
+    if (now - pt_out.counts_at >= PT_ATTACH_COUNTS_NS) {
+        pt_out.counts_at = now;
         pt_attach_out_counts(0);
     }
     pt_attach_out_write();
 }
 
 void pt_attach_out_header(uint32_t method, pid_t pid, uint64_t period_ns, uint32_t flags) {
-    unsigned char *h = pt_attach_out_buf + pt_attach_out_len;
+    unsigned char *h = pt_out.buf + pt_out.len;
     uint32_t version = PT_ATTACH_VERSION, upid = (uint32_t)pid;
     memcpy(h, PT_ATTACH_MAGIC, 8);
     memcpy(h + 8, &version, 4);
@@ -158,15 +155,15 @@ void pt_attach_out_header(uint32_t method, pid_t pid, uint64_t period_ns, uint32
     memcpy(h + 16, &upid, 4);
     memcpy(h + 20, &flags, 4);
     memcpy(h + 24, &period_ns, 8);
-    pt_attach_out_len += 32;
-    if (pt_attach_out_deferred[0] != '\0')
-        pt_attach_out_text(PT_ATTACH_REC_WARN, "%s", pt_attach_out_deferred);
+    pt_out.len += 32;
+    if (pt_out.deferred[0] != '\0')
+        pt_attach_out_text(PT_ATTACH_REC_WARN, "%s", pt_out.deferred);
 }
 
 void pt_attach_out_sample(uint32_t tid, uint64_t weight_ns, uint32_t flags, const uint64_t *ips,
                           uint32_t n) {
     if (n > PT_ATTACH_MAX_FRAMES) n = PT_ATTACH_MAX_FRAMES;
-    if (pt_attach_stacks_count(tid, flags, ips, n, weight_ns) != 0) pt_attach_out_dropped++;
+    if (pt_attach_stacks_count(tid, flags, ips, n, weight_ns) != 0) pt_out.dropped++;
 }
 
 /* Announce a thread with its name from /proc (empty if it is already gone). */
@@ -238,5 +235,5 @@ void pt_attach_out_end(uint64_t samples, uint64_t lost) {
 }
 
 void pt_attach_out_defer_warning(const char *text) {
-    snprintf(pt_attach_out_deferred, sizeof pt_attach_out_deferred, "%s", text);
+    snprintf(pt_out.deferred, sizeof pt_out.deferred, "%s", text);
 }

@@ -57,3 +57,24 @@ def attach_phases(seconds: float = 1.5) -> tuple[Profile, float]:
             target.wait()
     assert profile.meta.start_time is not None
     return profile, switch - profile.meta.start_time
+
+
+def record_heap_phases(work: Path, seconds: float = 1.0) -> tuple[Profile, dict[str, int], float]:
+    """tests/fixtures/tl_heap_phases.c under the heap profiler: (the profile, each phase's
+    block count as the program counted them, when alloc_b began in seconds of the
+    profile's clock)."""
+    from proftui.collectors.heap.collector import HeapCollector
+
+    binary = build_fixture("tl_heap_phases.c", ["-O2", "-g"])
+    out = work / "blocks.txt"
+    start = time.time()
+    collector = HeapCollector([str(binary), f"{start + seconds:.3f}",
+                               f"{start + 2 * seconds:.3f}", str(out)],
+                              CollectorOptions(output="log"))
+    collector.start()
+    try:
+        profile = collector.wait()
+    finally:
+        collector.stop()
+    assert profile.meta.exit_status == 0 and profile.meta.start_time is not None
+    return profile, fixture_cpu_ns(out), start + seconds - profile.meta.start_time

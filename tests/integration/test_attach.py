@@ -461,7 +461,7 @@ def test_helper_sends_each_stack_once_and_every_sample_counted(method: str) -> N
             times.append(record.time)
     assert announced == list(range(len(announced)))  # each once, numbered in order
     end = [r for r in records if isinstance(r, End)]
-    assert len(end) == 1 and end[0].samples == counted > 300, (end, counted)
+    assert len(end) == 1 and end[0].samples == counted > 100, (end, counted)  # ptrace lags
     assert not any(isinstance(r, Lost) and r.where != 1 for r in records)
     assert len(announced) < counted / 10  # a spinning loop has few distinct stacks
     assert times == sorted(times) and len(times) >= 5  # a COUNTS every tenth of a second

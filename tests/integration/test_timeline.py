@@ -15,7 +15,7 @@ from proftui.collectors.model.profile import Profile
 from proftui.collectors.model.slices import range_profile
 from proftui.collectors.model.views import flat_profile
 
-from tests.helpers.phases import attach_phases, record_phases
+from tests.helpers.phases import attach_phases, record_heap_phases, record_phases
 
 
 def totals(profile: Profile) -> dict[str, float]:
@@ -77,3 +77,22 @@ def test_attach_counts_land_in_their_phase() -> None:
     assert a.get("phase_a", 0) > 100 and b.get("phase_b", 0) > 100, (a, b)
     assert a.get("phase_b", 0) == 0 and b.get("phase_a", 0) == 0, (a, b)
     assert range_profile(profile, 0.0, 1e9).total(0) == profile.total(0)
+
+
+def test_heap_allocations_land_in_their_phase(tmp_path: Path) -> None:
+    """A heap profile's timeline: each phase's allocations are in its own range, and
+    the whole run's ranges hold every block the program counted itself."""
+    profile, blocks, edge = record_heap_phases(tmp_path)
+    assert profile.slices is not None
+    allocs = profile.metrics.index(next(m for m in profile.metrics if m.name == "allocs"))
+
+    def allocated(p: Profile) -> dict[str, float]:
+        return {e.frame.function: e.total_cost[allocs] for e in flat_profile(p)}
+
+    a = allocated(range_profile(profile, 0.0, edge - 0.3))
+    b = allocated(range_profile(profile, edge + 0.3, 1e9))
+    assert a.get("alloc_a", 0) > 1000 and b.get("alloc_b", 0) > 1000, (a, b)
+    assert a.get("alloc_b", 0) == 0 and b.get("alloc_a", 0) == 0, (a, b)
+    whole = allocated(range_profile(profile, 0.0, 1e9))
+    assert whole["alloc_a"] == blocks["alloc_a"] and whole["alloc_b"] == blocks["alloc_b"]
+    assert range_profile(profile, 0.0, 1e9).total(0) == profile.total(0)  # bytes, too

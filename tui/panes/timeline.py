@@ -98,8 +98,8 @@ class TimelinePane(Pane, Vertical):
         if whole is None or slices is None or not len(slices):
             self.chart.set_rows(None)
             mode = whole.meta.mode if whole is not None else "this"
-            title.update(f"No timeline: a {mode} profile keeps no costs over time (sampled "
-                         "CPU profiles do: sampler and attach modes)")
+            title.update(f"No timeline: a {mode} profile keeps no costs over time (sampler, "
+                         "attach and heap profiles do)")
             self._info("")
             return
         key = (id(slices), len(slices), self.metric, self.part)
