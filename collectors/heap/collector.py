@@ -88,7 +88,7 @@ class HeapCollector(PreloadedCollector[HeapFile]):
         # (Unix time, key, change per metric) noted since the last collect().
         self._noted: dict[tuple[str, int], tuple[float, float, float, float]] = {}
         self._pending_slices: list[tuple[float, tuple[str, int], tuple[float, ...]]] = []
-        self._noted_at = 0.0
+        self._noted_slice = 0  # slices of the run noted so far
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -131,8 +131,11 @@ class HeapCollector(PreloadedCollector[HeapFile]):
                 # last RSS seen rather than drop to zero at the end.
                 rss = self._timeline.values[-1][1]
             now = time.time()
-            if now - self._noted_at >= SLICE_S:
-                self._note_slices(now)
+            if self._start_time is not None:
+                ended = int((now - self._start_time) / SLICE_S)  # slices wholly past
+                if ended > self._noted_slice:  # the first poll past a slice's end notes it
+                    self._noted_slice = ended
+                    self._note_slices(self._start_time + (ended - 0.5) * SLICE_S)
             if self._start_time is not None and self._files:
                 self._timeline.append(now - self._start_time, [live, rss])
                 if len(self._timeline.times) > MAX_TIMELINE_ROWS:
@@ -143,11 +146,10 @@ class HeapCollector(PreloadedCollector[HeapFile]):
     def open_reader(self, path: Path) -> HeapFile:
         return HeapFile(path)
 
-    def _note_slices(self, now: float) -> None:
-        """Note what each bucket that moved since the last note allocated, freed and
-        threw away since (caller holds _files_lock).  Peak and leaked bytes are states,
-        not events: a time range has none of its own."""
-        self._noted_at = now
+    def _note_slices(self, when: float) -> None:
+        """Note, at Unix time `when`, what each bucket that moved since the last note
+        allocated, freed and threw away (caller holds _files_lock).  Peak and leaked
+        bytes are states, not events: a time range has none of its own."""
         noted, pending = self._noted, self._pending_slices
         for hfile in self._files.values():
             name = hfile.path.name
@@ -162,7 +164,7 @@ class HeapCollector(PreloadedCollector[HeapFile]):
                 noted[key] = now_counts
                 delta = [a - c for a, c in zip(now_counts, before, strict=True)]
                 if any(delta):
-                    pending.append((now, key, (delta[0], delta[1], delta[2], 0.0, 0.0, 0.0,
+                    pending.append((when, key, (delta[0], delta[1], delta[2], 0.0, 0.0, 0.0,
                                                delta[3])))
 
     # -- profile -------------------------------------------------------------------
@@ -225,7 +227,7 @@ class HeapCollector(PreloadedCollector[HeapFile]):
             for when, key, delta in pending:
                 index = built.find(key)
                 if index is not None:  # else a bucket with nothing allocated nor live
-                    built.add_at(when - SLICE_S / 2, index, delta, origin)
+                    built.add_at(when, index, delta, origin)
             built.close_slices(time.time())
             if maps_seen:  # an unknown address of an earlier stack may resolve now
                 built.resymbolize()

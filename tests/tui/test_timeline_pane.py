@@ -5,6 +5,8 @@ baseline another range is compared with."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from proftui.collectors.model.profile import CPU_NS, Frame, Profile, ProfileMeta
 from proftui.tui.app import ProfTuiApp
@@ -13,7 +15,7 @@ from proftui.tui.widgets.header_bar import HeaderBar
 from proftui.tui.widgets.timeline_chart import TimelineChart
 from textual.pilot import Pilot
 
-from tests.helpers.phases import record_phases
+from tests.helpers.phases import record_heap_phases, record_phases
 from tests.tui.tui_profiles import SIZE, run, screen_text, wait_for
 
 
@@ -113,5 +115,32 @@ def test_profiles_without_a_timeline_say_so() -> None:
             await pilot.press("6")
             await wait_for(pilot, lambda: "No timeline" in screen_text(app),
                            what="the note")
+
+    run(body)
+
+
+def test_a_heap_range_shows_that_phase_allocations(tmp_path: Path) -> None:
+    """Heap profiles have a timeline too: one row per process, a range holds the
+    allocations made in it, and a state metric (peak) says it has no time course."""
+    profile, _blocks, edge = record_heap_phases(tmp_path)
+    allocs = next(i for i, m in enumerate(profile.metrics) if m.name == "allocs")
+
+    async def body() -> None:
+        app = ProfTuiApp(profile=profile)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: app._entries, what="the flat profile")
+            await pilot.press("6")
+            await wait_for(pilot, lambda: app.query_one(TimelineChart).rows is not None,
+                           what="the timeline")
+            assert "per process" in screen_text(app)
+            await select(pilot, edge + 0.3, 10.0)
+            await wait_for(pilot, lambda: app.time_range is not None, what="the range")
+            shown = {e.frame.function: e.total_cost[allocs] for e in app._entries}
+            assert shown.get("alloc_b", 0) > 0 and shown.get("alloc_a", 0) == 0, shown
+            while app.metric != next(i for i, m in enumerate(profile.metrics)
+                                     if m.name == "peak_bytes"):
+                await pilot.press("m")
+            await wait_for(pilot, lambda: "No peak_bytes over time" in screen_text(app),
+                           what="the state metric's note")
 
     run(body)

@@ -107,9 +107,16 @@ class TimelinePane(Pane, Vertical):
             self._drawn = key
             self.chart.set_rows(self._rows(whole, slices))
         metric = whole.metrics[self.metric] if self.metric < len(whole.metrics) else None
-        title.update(f"Activity over {slices.width * len(slices):.1f} s "
-                     f"({metric.name if metric else ''} per thread; slices of "
-                     f"{slices.width:g} s)")
+        name = metric.name if metric else ""
+        rows = self.chart.rows
+        if rows is not None and not any(any(row) for row in rows.values):
+            title.update(f"No {name} over time: it is a state, not counted per slice "
+                         "(m picks another metric)")
+        else:
+            per = "thread" if any(" tid " in label for label in slices.index.labels) \
+                else "process"
+            title.update(f"Activity over {slices.width * len(slices):.1f} s ({name} per "
+                         f"{per}; slices of {slices.width:g} s)")
         span = getattr(self.app, "time_range", None)
         chart = self.chart
         chart.applied = None if span is None else (
