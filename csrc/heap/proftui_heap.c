@@ -105,19 +105,6 @@ static inline int pt_need_boot(void) {
 
 /* ---- lifecycle ------------------------------------------------------------------ */
 
-static long pt_env_long(const char *name, long fallback) {
-    const char *v = getenv(name);
-    if (v == NULL || *v == '\0') return fallback;
-    char *end;
-    long n = strtol(v, &end, 10);
-    return *end == '\0' ? n : fallback;
-}
-
-static int pt_env_is(const char *name, const char *value) {
-    const char *v = getenv(name);
-    return v != NULL && strcmp(v, value) == 0;
-}
-
 /* Fork child (pthread_atfork): its own file, or no profiling at all; the
  * parent's blocks are forgotten (their frees here count as untracked). */
 static void pt_atfork_child(void) {
