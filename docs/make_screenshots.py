@@ -153,17 +153,7 @@ async def shoot_heap(app: ProfTuiApp, out: Path) -> list[Path]:
 
 
 LUA_DIR = Path("/work/shared/programs/lua")
-LUA_WORK = """
-local function fib(n) if n < 2 then return n end return fib(n-1) + fib(n-2) end
-for _ = 1, 400 do
-  local t = {}
-  for i = 1, 20000 do t[i] = tostring(i * 7 % 1000) .. "x" end
-  table.sort(t)
-  local parts = {}
-  for w in table.concat(t, ",", 1, 2000):gmatch("[^,]+") do parts[#parts+1] = w:upper() end
-  fib(18)
-end
-"""
+LUA_WORK = ROOT / "benchmarks" / "programs" / "mixed.lua"  # bench_tui.py's workload
 
 
 async def shoot_flame(app: ProfTuiApp, out: Path) -> list[Path]:
@@ -192,9 +182,8 @@ def flame(out: Path) -> None:
         lua = Path(scratch) / "lua"
         subprocess.run(["gcc", "-O2", "-g", "-DLUA_USE_LINUX", str(LUA_DIR / "onelua.c"),
                         "-lm", "-ldl", "-o", str(lua)], check=True)
-        script = Path(scratch) / "work.lua"
-        script.write_text(LUA_WORK)
-        collector = SamplerCollector([str(lua), str(script)], CollectorOptions(output="log"))
+        collector = SamplerCollector([str(lua), str(LUA_WORK), "400"],
+                                     CollectorOptions(output="log"))
         collector.start()
         try:
             for path in asyncio.run(shoot_flame(ProfTuiApp(collector=collector), out)):
