@@ -20,7 +20,7 @@ COMMON_UNWIND = ["csrc/common/pt_unwind.c", "csrc/common/pt_cfi.c", "csrc/common
 COMMON_MAPS = ["csrc/common/pt_maps.c"]
 COMMON_STACKS = ["csrc/common/pt_stacktab.c"]
 # Per-thread profiling clocks, their signal and the interposers that keep them working
-# (sampler and hook runtime).
+# (sampler and hook runtime; their settings are read through pt_env.c, in COMMON_EXEC).
 COMMON_TIMER = ["csrc/common/pt_timer.c", "csrc/common/pt_timer_interpose.c"]
 # The exec wrappers and the environment the target passes on (sampler, hook, heap).
 COMMON_EXEC = ["csrc/common/pt_exec.c", "csrc/common/pt_env.c"]

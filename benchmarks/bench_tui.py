@@ -247,21 +247,10 @@ def pct(values: list[float], q: float) -> float:
 PROFTUI = Path(sys.executable).parent / "proftui"
 LUA_DIR = Path("/work/shared/programs/lua")
 LIVE_GOAL, IDLE_GOAL = 15.0, 5.0  # % of one CPU
-# Runs until killed: strings, tables, sorting, closures and recursion (many functions).
-LUA_SCRIPT = """
-local function fib(n) if n < 2 then return n end return fib(n-1) + fib(n-2) end
-while true do
-  local t = {}
-  for i = 1, 20000 do t[i] = tostring(i * 7 % 1000) .. "x" end
-  table.sort(t)
-  local parts = {}
-  for w in table.concat(t, ",", 1, 2000):gmatch("[^,]+") do parts[#parts+1] = w:upper() end
-  fib(18)
-end
-"""
+LUA_SCRIPT = ROOT / "benchmarks" / "programs" / "mixed.lua"  # runs until killed
 
 
-def observer_target(work: Path) -> tuple[list[str], str]:
+def observer_target() -> tuple[list[str], str]:
     """(argv, description) of a target that runs until killed."""
     out = ROOT / "build" / "bench"
     out.mkdir(parents=True, exist_ok=True)
@@ -270,9 +259,7 @@ def observer_target(work: Path) -> tuple[list[str], str]:
         if not lua.exists():
             subprocess.run(["gcc", "-O2", "-g", "-DLUA_USE_LINUX", str(LUA_DIR / "onelua.c"),
                             "-lm", "-ldl", "-o", str(lua)], check=True)
-        script = work / "work.lua"
-        script.write_text(LUA_SCRIPT)
-        return [str(lua), str(script)], "Lua 5.5 (-O2 -g) running a mixed workload"
+        return [str(lua), str(LUA_SCRIPT)], "Lua 5.5 (-O2 -g) running a mixed workload"
     print(f"({LUA_DIR} is absent: the target is the att_spin fixture instead of Lua)")
     spin = out / "att_spin"
     subprocess.run(["gcc", "-O2", "-g", "-pthread", "-o", str(spin),
@@ -328,7 +315,7 @@ def cpu_share(process: psutil.Process, seconds: float) -> float:
 def observer(window: float) -> list[tuple[str, float, float]]:
     """(state, % of one CPU, goal) per state; see the module docstring."""
     work = Path(tempfile.mkdtemp(prefix="bench-observer-"))
-    argv, what = observer_target(work)
+    argv, what = observer_target()
     print(f"target: {what}; proftui -F 1000 in tmux 160x45; {window:.0f} s per state")
     rows: list[tuple[str, float, float]] = []
     anchor = Tmux(["sleep", "600"], work)

@@ -3,9 +3,11 @@
 Each runs its target with a runtime library preloaded (runtime/preload.py),
 finds the runtime's files in the per-run directory, and reads them on a poll
 thread while the target runs.  Starting, waiting, pausing, stopping and the
-notes gathered on the way are the same for every such runtime; a subclass
-says what to preload (`preload`), what one poll round reads (`poll`) and how
-its files are built into a Profile (`collect`).
+notes gathered on the way are the same for every such runtime, and so are the
+address spaces and symbolizer its stacks are resolved through (one set for both
+collectors of a --heap run: `share_symbols`); a subclass says what to preload
+(`preload`), what one poll round reads (`poll`) and how its files are built
+into a Profile (`collect`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import abc
 import contextlib
 import os
 import threading
+import time
 from pathlib import Path
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
@@ -28,6 +31,8 @@ from proftui.collectors.runtime.preload import (
     launch_preloaded,
 )
 from proftui.collectors.runtime.wire import WireVersionError
+from proftui.collectors.symbols.stacks import ImageSpaces
+from proftui.collectors.symbols.symbolizer import Symbolizer
 
 
 class _Pausable(Protocol):
@@ -65,6 +70,10 @@ class PreloadedCollector(LaunchCollector, Generic[ReaderT]):
         # Guards the open files, the paused flag and the warnings, and what a subclass
         # gathers from them; the poll thread and snapshot() both take it.
         self._files_lock = threading.RLock()
+        # Guards the symbolizer and the address spaces: collect() takes it once done with
+        # _files_lock; the poll thread never does, so it never waits for symbols.
+        self._sym_lock = threading.Lock()
+        self._images = ImageSpaces()  # file name -> its image's address space
 
     @abc.abstractmethod
     def preload(self) -> Preload:
@@ -77,6 +86,19 @@ class PreloadedCollector(LaunchCollector, Generic[ReaderT]):
     @abc.abstractmethod
     def open_reader(self, path: Path) -> ReaderT:
         """A reader of the runtime file `path` (ProftuiError when it cannot be read)."""
+
+    def share_symbols(self, other: PreloadedCollector[Any]) -> None:
+        """Use `other`'s address spaces, symbolizer and their lock: another collector
+        reading the same run (--heap), so that one address gives one frame in both.
+        Call before the run begins."""
+        self._images, self._sym_lock = other._images, other._sym_lock
+
+    def run_begins(self) -> None:
+        """Called by `preload()` once the options are checked: the shared symbolizer is
+        made (once for the collectors that share it) and the start time noted."""
+        if self._images.symbolizer is None:
+            self._images.symbolizer = Symbolizer()
+        self._start_time = time.time()
 
     def salvage(self, path: Path, error: ProftuiError) -> ReaderT | None:
         """A file that failed to open and is as complete as it will get: a reader of

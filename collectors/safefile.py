@@ -59,7 +59,9 @@ def _refused_symlink(path: str) -> str | None:
 
 
 def _kind(path: str) -> tuple[str, os.stat_result | None]:
-    """("new" | "regular" | "symlink" | "special", stat of the name itself)."""
+    """("new" | "regular" | "symlink" | "special", stat of the name itself);
+    ProftuiError for what is never written: a directory, a socket, a symlink the
+    protected_symlinks rule refuses."""
     if not path:
         raise ProftuiError("empty output file name")
     try:
@@ -69,6 +71,9 @@ def _kind(path: str) -> tuple[str, os.stat_result | None]:
     except OSError as exc:
         raise ProftuiError(f"{path}: cannot write: {_reason(exc)}") from None
     if stat.S_ISLNK(st.st_mode):
+        refused = _refused_symlink(path)
+        if refused:
+            raise ProftuiError(refused)
         return "symlink", st
     if stat.S_ISDIR(st.st_mode):
         raise ProftuiError(f"{path}: is a directory")
@@ -128,10 +133,6 @@ def write_output(path: str | os.PathLike[str], data: bytes, *,
     """
     name = os.fspath(path)
     kind, existing = _kind(name)
-    if kind == "symlink":
-        refused = _refused_symlink(name)
-        if refused:
-            raise ProftuiError(refused)
     if kind in ("symlink", "special"):
         with contextlib.suppress(OSError):  # a dangling link: created through it
             if regular_only and not stat.S_ISREG(os.stat(name).st_mode):
@@ -180,9 +181,6 @@ def check_output(path: str | os.PathLike[str]) -> None:
     name = os.fspath(path)
     kind, _ = _kind(name)
     if kind == "symlink":
-        refused = _refused_symlink(name)
-        if refused:
-            raise ProftuiError(refused)
         try:
             os.stat(name)
         except FileNotFoundError:

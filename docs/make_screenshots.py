@@ -19,14 +19,13 @@ import asyncio
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from proftui.collectors.base import CollectorOptions  # noqa: E402
+from proftui.collectors.base import Collector, CollectorOptions  # noqa: E402
 from proftui.collectors.heap.collector import HeapCollector  # noqa: E402
 from proftui.collectors.sampler.collector import SamplerCollector  # noqa: E402
 from proftui.tui.app import ProfTuiApp  # noqa: E402
@@ -37,96 +36,92 @@ from proftui.tui.panes.tree import CallTreeView  # noqa: E402
 from proftui.tui.widgets.flat_table import FlatTable  # noqa: E402
 
 from tests.conftest import build_fixture  # noqa: E402
-from tests.tui.tui_profiles import SpinTarget, attach  # noqa: E402
+from tests.tui.tui_profiles import SpinTarget, attach, wait_for  # noqa: E402
 
 SIZE = (130, 36)
+Shots = Callable[[ProfTuiApp, Path], Awaitable[list[Path]]]  # drives an app, saves screens
+
+
+def save(app: ProfTuiApp, out: Path, name: str) -> Path:
+    """The screen as it is now, saved as `out`/`name`."""
+    app.save_screenshot(filename=name, path=str(out))
+    return out / name
+
+
+def drive(collector: Collector, shots: Shots, out: Path) -> None:
+    """Run the app on the started `collector`, driven by `shots`; print what was saved.
+    The collector is stopped whatever happens."""
+    try:
+        for path in asyncio.run(shots(ProfTuiApp(collector=collector), out)):
+            print(path)
+    finally:
+        collector.stop()
 
 
 async def shoot(app: ProfTuiApp, out: Path) -> list[Path]:
     saved: list[Path] = []
-
-    def save(name: str) -> None:
-        app.save_screenshot(filename=name, path=str(out))
-        saved.append(out / name)
-
     async with app.run_test(size=SIZE) as pilot:
-        async def until(predicate: Callable[[], object], timeout: float = 20.0) -> None:
-            deadline = time.monotonic() + timeout
-            while not predicate():
-                if time.monotonic() > deadline:
-                    raise SystemExit("timed out driving the app")
-                await pilot.pause(0.05)
-
         flat = app.query_one(FlatPane)
-        await until(lambda: app.profile is not None and app.profile.total(0) > 400
-                    and app._proc is not None and len(app._proc.cpu_history) >= 3)
+        await wait_for(pilot, lambda: app.profile is not None and app.profile.total(0) > 400
+                       and app._proc is not None and len(app._proc.cpu_history) >= 3,
+                       20.0, "samples and the process's CPU history")
         await pilot.pause(0.3)
-        save("flat.svg")
+        saved.append(save(app, out, "flat.svg"))
         await pilot.press("2")
         tree = app.query_one(CallTreeView)
         await pilot.pause()
         await pilot.press("h")
         await pilot.pause(0.2)
-        save("tree.svg")
+        saved.append(save(app, out, "tree.svg"))
         await pilot.press("escape")
         names = [e.frame.function for e in flat.shown]
         app.query_one(FlatTable).move_cursor(row=names.index("att_hot"))
         await pilot.press("enter")
-        await until(lambda: not tree.pending)
+        await wait_for(pilot, lambda: not tree.pending, 20.0, "the focused tree")
         await pilot.pause(0.2)
-        save("tree-focus.svg")
+        saved.append(save(app, out, "tree-focus.svg"))
         await pilot.press("enter")
         source = app.query_one(SourcePane)
-        await until(lambda: source.listing is not None)
+        await wait_for(pilot, lambda: source.listing is not None, 20.0, "the source")
         await pilot.pause(0.3)
-        save("source.svg")
+        saved.append(save(app, out, "source.svg"))
         await pilot.press("d")
-        await until(lambda: source.listing is not None and source.listing.kind == "disassembly")
+        await wait_for(pilot, lambda: source.listing is not None
+                       and source.listing.kind == "disassembly", 20.0, "the disassembly")
         await pilot.pause(0.3)
-        save("disassembly.svg")
+        saved.append(save(app, out, "disassembly.svg"))
         await pilot.press("i")
-        await until(lambda: source.listing is not None and source.listing.kind == "interleaved")
+        await wait_for(pilot, lambda: source.listing is not None
+                       and source.listing.kind == "interleaved", 20.0, "the interleaved listing")
         await pilot.pause(0.3)
-        save("interleaved.svg")
+        saved.append(save(app, out, "interleaved.svg"))
         app.exit()
     return saved
 
 
 async def shoot_threads(app: ProfTuiApp, out: Path) -> list[Path]:
     saved: list[Path] = []
-
-    def save(name: str) -> None:
-        app.save_screenshot(filename=name, path=str(out))
-        saved.append(out / name)
-
     async with app.run_test(size=SIZE) as pilot:
-        async def until(predicate: Callable[[], object], timeout: float = 30.0) -> None:
-            deadline = time.monotonic() + timeout
-            while not predicate():
-                if time.monotonic() > deadline:
-                    raise SystemExit("timed out driving the app")
-                await pilot.pause(0.05)
-
-        await until(lambda: app.profile is not None and len(app.profile.parts) >= 5
-                    and app.profile.total(0) > 800)
+        await wait_for(pilot, lambda: app.profile is not None and len(app.profile.parts) >= 5
+                       and app.profile.total(0) > 800, 30.0, "the threads' samples")
         await pilot.press("t")
         await pilot.pause(0.5)
-        save("threads.svg")
+        saved.append(save(app, out, "threads.svg"))
         await pilot.press("escape", "2")
         await pilot.pause(0.3)
         await pilot.press("T")
         tree = app.query_one(CallTreeView)
-        await until(lambda: not tree.pending)
+        await wait_for(pilot, lambda: not tree.pending, 30.0, "the tree of threads")
         await pilot.pause(0.5)
-        save("thread-roots.svg")
+        saved.append(save(app, out, "thread-roots.svg"))
         await pilot.press("question_mark")
         await pilot.pause(0.5)
-        save("help.svg")
+        saved.append(save(app, out, "help.svg"))
         await pilot.press("escape")
-        await until(lambda: app.ended, timeout=60.0)
+        await wait_for(pilot, lambda: app.ended, 60.0, "the target's end")
         await pilot.press("4")
         await pilot.pause(1.0)
-        save("process.svg")
+        saved.append(save(app, out, "process.svg"))
         app.exit()
     return saved
 
@@ -134,53 +129,34 @@ async def shoot_threads(app: ProfTuiApp, out: Path) -> list[Path]:
 async def shoot_heap(app: ProfTuiApp, out: Path) -> list[Path]:
     saved: list[Path] = []
     async with app.run_test(size=SIZE) as pilot:
-        deadline = time.monotonic() + 60.0
-        while not app.ended:
-            if time.monotonic() > deadline:
-                raise SystemExit("timed out waiting for the heap demo")
-            await pilot.pause(0.1)
+        await wait_for(pilot, lambda: app.ended, 60.0, "the heap demo")
         await pilot.pause(0.5)
         await pilot.press("m", "m")  # live bytes at exit: what leaked, by call path
         await pilot.pause(0.5)
-        app.save_screenshot(filename="heap-flat.svg", path=str(out))
-        saved.append(out / "heap-flat.svg")
+        saved.append(save(app, out, "heap-flat.svg"))
         await pilot.press("4")
         await pilot.pause(1.0)
-        app.save_screenshot(filename="heap-chart.svg", path=str(out))
-        saved.append(out / "heap-chart.svg")
+        saved.append(save(app, out, "heap-chart.svg"))
         app.exit()
     return saved
 
 
 LUA_DIR = Path("/work/shared/programs/lua")
-LUA_WORK = """
-local function fib(n) if n < 2 then return n end return fib(n-1) + fib(n-2) end
-for _ = 1, 400 do
-  local t = {}
-  for i = 1, 20000 do t[i] = tostring(i * 7 % 1000) .. "x" end
-  table.sort(t)
-  local parts = {}
-  for w in table.concat(t, ",", 1, 2000):gmatch("[^,]+") do parts[#parts+1] = w:upper() end
-  fib(18)
-end
-"""
+LUA_WORK = ROOT / "benchmarks" / "programs" / "mixed.lua"  # bench_tui.py's workload
 
 
 async def shoot_flame(app: ProfTuiApp, out: Path) -> list[Path]:
     """The flame pane on Lua (a real interpreter: many functions, deep stacks)."""
     async with app.run_test(size=SIZE) as pilot:
-        deadline = time.monotonic() + 60.0
-        while app.profile is None or app.profile.total(0) < 1500:
-            if time.monotonic() > deadline:
-                raise SystemExit("timed out waiting for Lua's samples")
-            await pilot.pause(0.1)
+        await wait_for(pilot, lambda: app.profile is not None and app.profile.total(0) >= 1500,
+                       60.0, "Lua's samples")
         await pilot.press("5")
         await pilot.pause(0.5)
         await pilot.press("up", "up", "up", "up")
         await pilot.pause(0.5)
-        app.save_screenshot(filename="flame.svg", path=str(out))
+        saved = save(app, out, "flame.svg")
         app.exit()
-    return [out / "flame.svg"]
+    return [saved]
 
 
 def flame(out: Path) -> None:
@@ -192,34 +168,27 @@ def flame(out: Path) -> None:
         lua = Path(scratch) / "lua"
         subprocess.run(["gcc", "-O2", "-g", "-DLUA_USE_LINUX", str(LUA_DIR / "onelua.c"),
                         "-lm", "-ldl", "-o", str(lua)], check=True)
-        script = Path(scratch) / "work.lua"
-        script.write_text(LUA_WORK)
-        collector = SamplerCollector([str(lua), str(script)], CollectorOptions(output="log"))
+        collector = SamplerCollector([str(lua), str(LUA_WORK), "400"],
+                                     CollectorOptions(output="log"))
         collector.start()
-        try:
-            for path in asyncio.run(shoot_flame(ProfTuiApp(collector=collector), out)):
-                print(path)
-        finally:
-            collector.stop()
+        drive(collector, shoot_flame, out)
 
 
 async def shoot_diff(app: ProfTuiApp, out: Path) -> list[Path]:
     """The Δ columns of the flat profile and the differential flame graph."""
+    saved: list[Path] = []
     async with app.run_test(size=SIZE) as pilot:
-        deadline = time.monotonic() + 30.0
-        while app.profile is None or app.baseline is None:
-            if time.monotonic() > deadline:
-                raise SystemExit("timed out aligning the baseline")
-            await pilot.pause(0.1)
+        await wait_for(pilot, lambda: app.profile is not None and app.baseline is not None,
+                       30.0, "the baseline aligned")
         await pilot.pause(0.5)
-        app.save_screenshot(filename="diff-flat.svg", path=str(out))
+        saved.append(save(app, out, "diff-flat.svg"))
         await pilot.press("5")
         await pilot.pause(0.5)
         await pilot.press(*["up"] * 5)  # from the root up to dft_a, which grew
         await pilot.pause(0.5)
-        app.save_screenshot(filename="diff-flame.svg", path=str(out))
+        saved.append(save(app, out, "diff-flame.svg"))
         app.exit()
-    return [out / "diff-flat.svg", out / "diff-flame.svg"]
+    return saved
 
 
 def diff(out: Path) -> None:
@@ -260,29 +229,17 @@ def main() -> None:
     diff(out)
     heap = HeapCollector([str(build_demo("heap"))], CollectorOptions(output="log"))
     heap.start()
-    try:
-        for path in asyncio.run(shoot_heap(ProfTuiApp(collector=heap), out)):
-            print(path)
-    finally:
-        heap.stop()
+    drive(heap, shoot_heap, out)
     threads = build_fixture("thr_ratio.c", ["-O2", "-g", "-pthread"])
     with tempfile.TemporaryDirectory() as scratch:
         collector = SamplerCollector([str(threads), str(Path(scratch) / "report.txt"),
                                       "300000000"], CollectorOptions(output="log"))
         collector.start()
-        try:
-            for path in asyncio.run(shoot_threads(ProfTuiApp(collector=collector), out)):
-                print(path)
-        finally:
-            collector.stop()
+        drive(collector, shoot_threads, out)
     target = SpinTarget(30.0)
-    collector = attach(target.pid, frequency_hz=1000)
     try:
-        app = ProfTuiApp(collector=collector)
-        for path in asyncio.run(shoot(app, out)):
-            print(path)
+        drive(attach(target.pid, frequency_hz=1000), shoot, out)
     finally:
-        collector.stop()
         target.kill()
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 import os
-import threading
 import time
 from pathlib import Path
 from typing import ClassVar
@@ -47,8 +46,7 @@ from proftui.collectors.runtime.wire_heap import (
 )
 from proftui.collectors.runtime.wire_maplog import loaded_segments
 from proftui.collectors.stacktable.builder import StackProfile
-from proftui.collectors.symbols.stacks import ImageSpaces, StackFrames
-from proftui.collectors.symbols.symbolizer import Symbolizer
+from proftui.collectors.symbols.stacks import StackFrames
 
 POLL_INTERVAL_S = 0.1
 SLICE_S = 0.25  # how often the buckets' changes are noted for the timeline (its slices)
@@ -71,17 +69,9 @@ class HeapCollector(PreloadedCollector[HeapFile]):
     runtime_name: ClassVar[str] = "the heap profiler"
     unwind_variable: ClassVar[str] = "PROFTUI_HEAP_UNWIND"
 
-    def __init__(self, argv: list[str], options: CollectorOptions | None = None, *,
-                 images: ImageSpaces | None = None,
-                 sym_lock: threading.Lock | None = None) -> None:
-        """`images` and `sym_lock`: address spaces (and the lock guarding them) shared
-        with another collector reading the same run (--heap), so that one address
-        gives one frame in both."""
+    def __init__(self, argv: list[str], options: CollectorOptions | None = None) -> None:
         super().__init__(argv, options)
         self._timeline = Timeline(names=["live_bytes", "rss_bytes"])  # under _files_lock
-        # _sym_lock guards the symbolizer and address spaces (collect only).
-        self._sym_lock = sym_lock or threading.Lock()
-        self._images = images or ImageSpaces()  # file name -> its image's address space
         # The live profile: each bucket's stack added once, its counters set (_sym_lock).
         self._profile = StackProfile(HEAP_METRICS)
         # The timeline (under _files_lock): each bucket's counters when last noted, and
@@ -107,9 +97,7 @@ class HeapCollector(PreloadedCollector[HeapFile]):
             env["PROFTUI_HEAP_SAMPLE"] = str(int(sample))
         if self.options.buffer_bytes:
             env["PROFTUI_BUFFER_BYTES"] = str(max(int(self.options.buffer_bytes), 1 << 20))
-        if self._images.symbolizer is None:
-            self._images.symbolizer = Symbolizer()
-        self._start_time = time.time()
+        self.run_begins()
         return Preload("proftui_heap", "the heap profiler", STATIC_HINT, env)
 
     def poll(self) -> None:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.instrument.hook_calls import HOOK_NAMES, HookCalls
-from proftui.collectors.model.lines import add_code_cost
+from proftui.collectors.model.lines import add_code_cost, add_costs
 from proftui.collectors.model.profile import (
     CALLS,
     CPU_NS,
@@ -183,7 +183,7 @@ def add_hook_data(profile: Profile, data: HookData, symbols: HookSymbols,
         _add_cost(node, self_costs[i])
         if hook_costs is not None and hook_costs[i][0]:
             _add_cost(node.child(instrumentation), hook_costs[i])
-        _add_to(function_self, frame_id, self_costs[i])
+        add_costs(function_self, frame_id, self_costs[i])
         placed[index] = node
         if parent_index != ROOT and calls:
             arc = (parent.frame_id, frame_id)
@@ -275,25 +275,15 @@ def _place_by_pc(profile: Profile, tree: CallTree, placed: dict[int, CallNode],
             _add_cost(target, costs)
         elif not hooks and _same_function(profile.frames[holder.frame_id], frame):
             target = node
-            _add_to(function_self, node.frame_id, [-c for c in costs])
+            add_costs(function_self, node.frame_id, [-c for c in costs])
         else:
             _add_cost(node, [-c for c in costs])
-            _add_to(function_self, node.frame_id, [-c for c in costs])
+            add_costs(function_self, node.frame_id, [-c for c in costs])
             target = node.child(instrumentation if hooks else profile.frames.intern(frame))
             _add_cost(target, costs)
         if target.frame_id != instrumentation:
             add_code_cost(profile, module.path, vaddr, site, costs)
     return outside
-
-
-def _add_to(costs: dict[int, list[float]], key: int, more: list[float]) -> None:
-    """costs[key] += more, per metric."""
-    have = costs.get(key)
-    if have is None:
-        costs[key] = list(more)
-    else:
-        for m, value in enumerate(more):
-            have[m] += value
 
 
 def _add_cost(node: CallNode, costs: list[float]) -> None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
+from operator import attrgetter
 from typing import overload
 
 ROOT_FRAME = -1  # frame id of the synthetic root node of every CallTree
@@ -76,6 +77,23 @@ class Costs(Sequence[float]):
         return repr(list(self))
 
 
+class _CostRow:
+    """A `CallNode` attribute: the node's row of the tree's `selfs` or `totals` columns,
+    read as `Costs` and assigned one value per metric."""
+
+    __slots__ = ("_columns",)
+
+    def __init__(self, columns: str) -> None:
+        self._columns = attrgetter(columns)
+
+    def __get__(self, node: CallNode, owner: type | None = None) -> Costs:
+        return Costs(self._columns(node.tree), node.index)
+
+    def __set__(self, node: CallNode, values: Sequence[float]) -> None:
+        for column, value in zip(self._columns(node.tree), values, strict=True):
+            column[node.index] = value
+
+
 class CallNode:
     """A view of node `index` of `tree`: cheap to make, equal when it names the same node."""
 
@@ -100,23 +118,8 @@ class CallNode:
         tree = self.tree
         return {tree.frames[c]: CallNode(tree, c) for c in tree.children(self.index)}
 
-    @property
-    def self_cost(self) -> Costs:
-        return Costs(self.tree.selfs, self.index)
-
-    @self_cost.setter
-    def self_cost(self, values: Sequence[float]) -> None:
-        for column, value in zip(self.tree.selfs, values, strict=True):
-            column[self.index] = value
-
-    @property
-    def total_cost(self) -> Costs:
-        return Costs(self.tree.totals, self.index)
-
-    @total_cost.setter
-    def total_cost(self, values: Sequence[float]) -> None:
-        for column, value in zip(self.tree.totals, values, strict=True):
-            column[self.index] = value
+    self_cost = _CostRow("selfs")
+    total_cost = _CostRow("totals")
 
     @property
     def calls(self) -> int | None:
@@ -394,6 +397,23 @@ class CallTree:
                     break
                 node = ancestors.pop()
         return outer
+
+    def sums_by(self, keys: Sequence[int], outer: Sequence[int], width: int
+                ) -> tuple[list[list[float]], list[list[float]]]:
+        """Per metric, self and total cost summed by key (`keys[node]`, below `width`):
+        every node but the root counts its self cost; only the nodes `outer` marks
+        (`outermost(keys)`) count their totals, so recursion counts once."""
+        selfs, totals = [], []
+        for m in range(self.n_metrics):
+            own, total = [0.0] * width, [0.0] * width
+            self_column, total_column = self.selfs[m].tolist(), self.totals[m].tolist()
+            for i in range(1, len(keys)):
+                own[keys[i]] += self_column[i]
+                if outer[i]:
+                    total[keys[i]] += total_column[i]
+            selfs.append(own)
+            totals.append(total)
+        return selfs, totals
 
     def preorder(self) -> list[int]:
         """Every node id except the root, parents before children, children in order."""

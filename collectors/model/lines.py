@@ -22,7 +22,8 @@ from typing import Any
 from proftui.collectors.model.profile import CodeSite, Frame, Profile
 
 
-def _add(table: dict, key: object, costs: Sequence[float]) -> None:
+def add_costs(table: dict, key: object, costs: Sequence[float]) -> None:
+    """table[key] += costs, per metric (a new key gets a copy of `costs`)."""
     old = table.get(key)
     if old is None:
         table[key] = list(costs)
@@ -42,16 +43,16 @@ def add_code_cost(profile: Profile, module: str, address: int, site: CodeSite | 
 def record_code_cost(address_costs: dict, address_sites: dict, line_costs: dict, module: str,
                      address: int, site: CodeSite | None, costs: Sequence[float]) -> None:
     """`add_code_cost` into the three tables themselves (a profile being built)."""
-    _add(address_costs, (module, address), costs)
+    add_costs(address_costs, (module, address), costs)
     if site is not None:
         address_sites[(module, address)] = site
         if site.file is not None and site.line is not None:
-            _add(line_costs, (site.file, site.line), costs)
+            add_costs(line_costs, (site.file, site.line), costs)
 
 
 def add_line_cost(profile: Profile, file: str, line: int, costs: Sequence[float]) -> None:
     """Add `costs` to a source line that has no instruction address (e.g. importers)."""
-    _add(profile.line_costs, (file, line), costs)
+    add_costs(profile.line_costs, (file, line), costs)
 
 
 def merge_code_costs(into: Profile, other: Profile) -> Profile:
@@ -142,5 +143,5 @@ def lines_of(profile: Profile, module: str | None, owned: dict[int, list[float]]
     for address, costs in owned.items():
         site = profile.address_sites.get((module or "", address))
         if site is not None and site.file is not None and site.line is not None:
-            _add(lines, (site.file, site.line), costs)
+            add_costs(lines, (site.file, site.line), costs)
     return lines

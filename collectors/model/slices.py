@@ -18,7 +18,7 @@ from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
-from proftui.collectors.model.lines import fold_costs
+from proftui.collectors.model.lines import add_costs, fold_costs
 from proftui.collectors.model.profile import CallTree, CodeSite, Profile
 
 MAX_ENTRIES = 1_000_000  # (slice, stack) pairs kept; beyond, slices merge in pairs
@@ -174,13 +174,7 @@ class SliceRecorder:
             k = max(0, int((when - self.start) // self.width))
         closed = len(self.offsets) - 1
         k = max(k, closed)  # a record later than its slice's closing joins the next
-        entries = self._open.setdefault(k, {})
-        slot = entries.get(stack)
-        if slot is None:
-            entries[stack] = list(values)
-        else:
-            for m, value in enumerate(values):
-                slot[m] += value
+        add_costs(self._open.setdefault(k, {}), stack, values)
 
     def close_before(self, when: float) -> None:
         """Close every slice that ended more than LATE_S before `when`."""
@@ -204,17 +198,13 @@ class SliceRecorder:
         closed = len(self.offsets) - 1
         groups: dict[int, dict[int, list[float]]] = {}
 
-        def fold(k: int, stack: int, values: Sequence[float]) -> None:
-            slot = groups.setdefault(k, {}).setdefault(stack, [0.0] * self.n_metrics)
-            for m, value in enumerate(values):
-                slot[m] += value
-
         for j in range(closed):
             for e in range(self.offsets[j], self.offsets[j + 1]):
-                fold(j // 2, self.stacks[e], [c[e] for c in self.costs])
+                add_costs(groups.setdefault(j // 2, {}), self.stacks[e],
+                          [c[e] for c in self.costs])
         for k, entries in self._open.items():
             for stack, values in entries.items():
-                fold(k // 2, stack, values)
+                add_costs(groups.setdefault(k // 2, {}), stack, values)
         self.offsets, self.stacks = array("q", [0]), array("q")
         self.costs = [array("d") for _ in range(self.n_metrics)]
         self.width *= 2

@@ -93,7 +93,6 @@ def function_costs(tree: CallTree, function_ids: list[int] | None = None
     One pass over the tree's columns; a node's total counts for its function only
     where no ancestor is the same function (`CallTree.outermost`).
     """
-    n_metrics = tree.n_metrics
     frames, calls = tree.frames, tree.calls
     keys = frames.tolist() if function_ids is None else [
         function_ids[f] if 0 <= f < len(function_ids) else f for f in frames]
@@ -103,16 +102,7 @@ def function_costs(tree: CallTree, function_ids: list[int] | None = None
     present = bytearray(width)
     for key in keys[1:]:
         present[key] = 1
-    selfs, totals = [], []
-    for m in range(n_metrics):
-        own, tot = [0.0] * width, [0.0] * width
-        self_column, total_column = tree.selfs[m].tolist(), tree.totals[m].tolist()
-        for i in range(1, len(keys)):
-            own[keys[i]] += self_column[i]
-            if outer[i]:
-                tot[keys[i]] += total_column[i]
-        selfs.append(own)
-        totals.append(tot)
+    selfs, totals = tree.sums_by(keys, outer, width)
     counted: dict[int, int] = {}
     if max(calls) >= 0:
         for i in range(1, len(keys)):

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.runtime.wire import HEADER_SIZE, KIND_HEAP, FileHeader, RuntimeFile
-from proftui.collectors.runtime.wire_maplog import MAP_ENTRY, MapEntry, read_map_log
+from proftui.collectors.runtime.wire_maplog import MAP_ENTRY, MapEntry, MapLogReader
 
 # hflags, max_frames, sample_bytes, count_scale, index_offset, index_capacity,
 # bucket_capacity, buckets_offset, bucket_size, bucket_count, frames_offset,
@@ -128,7 +128,8 @@ class HeapFile:
         except ProftuiError:
             self.file.close()
             raise
-        self._maps_read = 0
+        self.maplog = MapLogReader(self.file, self.header.body_offset + MAPLOG_COUNT_OFFSET,
+                                   self.heap.maplog_offset, self.heap.maplog_capacity)
         self._frames: dict[int, tuple[int, ...]] = {}  # bucket index -> frames (immutable)
         self.corrupt_buckets = 0
         self._moved_bytes = b""  # the bucket bytes moved_buckets() saw last
@@ -192,11 +193,7 @@ class HeapFile:
 
     def new_mappings(self) -> list[MapEntry]:
         """Map log entries published since the last call."""
-        entries = read_map_log(self.file, self.header.body_offset + MAPLOG_COUNT_OFFSET,
-                               self.heap.maplog_offset, self.heap.maplog_capacity,
-                               self._maps_read)
-        self._maps_read += len(entries)
-        return entries
+        return self.maplog.new()
 
     def close(self) -> None:
         self.file.close()

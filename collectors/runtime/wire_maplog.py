@@ -34,22 +34,35 @@ class MapEntry:
     path: str
 
 
-def read_map_log(file: RuntimeFile, count_at: int, table_at: int, capacity: int,
-                 first: int) -> list[MapEntry]:
-    """Entries `first`.. of a runtime's map log; `count_at` is the file offset of its
-    published count, `table_at` of entry 0.  Entries below the published count are
-    complete (a release store)."""
-    count = min(struct.unpack("<I", file.read(count_at, 4))[0], capacity)
-    if count <= first:
-        return []
-    table = file.read(table_at + first * MAP_ENTRY.size, (count - first) * MAP_ENTRY.size)
-    out: list[MapEntry] = []
-    for i in range(count - first):
-        start, end, offset, base, event, bid_len, bid, path = MAP_ENTRY.unpack_from(
-            table, i * MAP_ENTRY.size)
-        out.append(MapEntry(start, end, offset, base, event, bid[: min(bid_len, 32)].hex(),
-                            path.split(b"\0", 1)[0].decode(errors="replace")))
-    return out
+class MapLogReader:
+    """A runtime file's map log, read while the runtime appends to it."""
+
+    def __init__(self, file: RuntimeFile, count_at: int, table_at: int, capacity: int) -> None:
+        """`count_at` is the file offset of the log's published count, `table_at` of
+        entry 0 (both fixed when the runtime created the file)."""
+        self.file = file
+        self.count_at = count_at
+        self.table_at = table_at
+        self.capacity = capacity
+        self.seen = 0  # entries returned so far
+
+    def new(self) -> list[MapEntry]:
+        """The entries published since the last call; those below the published count
+        are complete (a release store)."""
+        file, first = self.file, self.seen
+        count = min(struct.unpack("<I", file.read(self.count_at, 4))[0], self.capacity)
+        if count <= first:
+            return []
+        table = file.read(self.table_at + first * MAP_ENTRY.size,
+                          (count - first) * MAP_ENTRY.size)
+        out: list[MapEntry] = []
+        for i in range(count - first):
+            start, end, offset, base, event, bid_len, bid, path = MAP_ENTRY.unpack_from(
+                table, i * MAP_ENTRY.size)
+            out.append(MapEntry(start, end, offset, base, event, bid[: min(bid_len, 32)].hex(),
+                                path.split(b"\0", 1)[0].decode(errors="replace")))
+        self.seen = count
+        return out
 
 
 def loaded_segments(entries: Sequence[MapEntry]) -> list[tuple[int, int, int, str]]:

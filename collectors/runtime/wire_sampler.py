@@ -31,7 +31,7 @@ from proftui.collectors.runtime.wire_maplog import (
     MAP_ENTRY,
     MAPLOG_ENTRIES,
     MapEntry,
-    read_map_log,
+    MapLogReader,
 )
 from proftui.collectors.runtime.wire_stacks import (
     STACKTAB_HEADER,
@@ -157,7 +157,8 @@ class SamplerFile:
         except ProftuiError:
             self.file.close()
             raise
-        self._maps_read = 0
+        self.maplog = MapLogReader(self.file, self.header.body_offset + MAPLOG_COUNT_OFFSET,
+                                   self.sampler.maplog_offset, self.sampler.maplog_capacity)
         self._named: dict[int, int] = {}  # slot -> gen whose exit name was reported
 
     def _rebuilt(self, period_ns: int, damage: str) -> tuple[FileHeader, SamplerHeader]:
@@ -249,11 +250,7 @@ class SamplerFile:
 
     def new_mappings(self) -> list[MapEntry]:
         """Map log entries published since the last call."""
-        entries = read_map_log(self.file, self.header.body_offset + MAPLOG_COUNT_OFFSET,
-                               self.sampler.maplog_offset, self.sampler.maplog_capacity,
-                               self._maps_read)
-        self._maps_read += len(entries)
-        return entries
+        return self.maplog.new()
 
     def close(self) -> None:
         self.file.close()

@@ -16,7 +16,6 @@ table itself, which never loses a sample while it has room.
 from __future__ import annotations
 
 import os
-import threading
 import time
 from pathlib import Path
 from typing import Any, ClassVar
@@ -40,8 +39,6 @@ from proftui.collectors.runtime.wire_sampler import (
 )
 from proftui.collectors.runtime.wire_stacks import MAX_FRAMES, STACK_NONE, RawStack
 from proftui.collectors.stacktable.builder import StackProfile
-from proftui.collectors.symbols.stacks import ImageSpaces
-from proftui.collectors.symbols.symbolizer import Symbolizer
 
 DRAIN_INTERVAL_S = 0.5  # a ring holds 16 s of one thread at 1 kHz: ample
 TIMELINE_STEPS = 4  # sample times are kept to a quarter of a second (slices are wider)
@@ -59,12 +56,7 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
     runtime_name: ClassVar[str] = "the sampler"
     unwind_variable: ClassVar[str] = "PROFTUI_SAMPLER_UNWIND"
 
-    def __init__(self, argv: list[str], options: CollectorOptions | None = None, *,
-                 images: ImageSpaces | None = None,
-                 sym_lock: threading.Lock | None = None) -> None:
-        """`images` and `sym_lock`: address spaces (and the lock guarding them) shared
-        with another collector reading the same run (--heap), so that one address
-        gives one frame in both."""
+    def __init__(self, argv: list[str], options: CollectorOptions | None = None) -> None:
         super().__init__(argv, options)
         # Read by the drain thread, not yet applied (collect() applies them under
         # _sym_lock): stacks published per file (one file is one process image, one
@@ -87,14 +79,12 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
         self._offstack = 0
         self._too_deep = 0
         self._total = 0
-        # Locks, always taken in this order.  _lock (Collector's) is held by snapshot()
-        # through collect(), symbolizing included, so the drain thread never takes it:
-        # it only needs _files_lock (PreloadedCollector's; here it also guards the
-        # aggregate and pending mappings), never waits for symbols.
-        self._sym_lock = sym_lock or threading.Lock()  # the symbolizer and address spaces
+        # Locks, always taken in this order: _lock, _files_lock, _sym_lock.  _lock
+        # (Collector's) is held by snapshot() through collect(), symbolizing included, so
+        # the drain thread never takes it: it only needs _files_lock (PreloadedCollector's;
+        # here it also guards the aggregate and pending mappings), never waits for symbols.
         self._pending_maps: list[tuple[str, int, list[Any]]] = []
         self._maps_seen = 0  # batches of mappings drained (data_version)
-        self._images = images or ImageSpaces()  # file name -> its image's address space
         # The live profile: each stack added once, count changes applied (under _sym_lock).
         self._profile = StackProfile((SAMPLES, WALL_NS if self.options.wall_clock else CPU_NS))
         self._periods: dict[str, int] = {}  # file name -> its period, ns
@@ -123,9 +113,7 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
         if self.options.wall_clock:
             self._warnings.append("wall-clock sampling: sleeping threads are sampled too, and "
                                   "the signal can cut sleeps short (EINTR) in the target")
-        if self._images.symbolizer is None:
-            self._images.symbolizer = Symbolizer()
-        self._start_time = time.time()
+        self.run_begins()
         return Preload("proftui_sampler", "the sampler", STATIC_HINT, env)
 
     # -- draining ------------------------------------------------------------------

@@ -14,7 +14,6 @@ The one collector made of two others: it sits above the sampler and heap package
 
 from __future__ import annotations
 
-import threading
 from typing import ClassVar
 
 from proftui.collectors.base import CollectorOptions, LaunchCollector
@@ -24,7 +23,6 @@ from proftui.collectors.model.profile import CallTree, FrameTable, Profile, Prof
 from proftui.collectors.runtime.preload import launch_preloaded
 from proftui.collectors.sampler.collector import SamplerCollector
 from proftui.collectors.stacktable.builder import StackProfile
-from proftui.collectors.symbols.stacks import ImageSpaces
 
 BOTH_NOTE = ("--heap: CPU sampling and heap tracking in one run; the time the heap "
              "profiler's hooks take is sampled too (frames in libproftui_heap.so)")
@@ -39,9 +37,9 @@ class HeapSamplerCollector(LaunchCollector):
 
     def __init__(self, argv: list[str], options: CollectorOptions | None = None) -> None:
         super().__init__(argv, options)
-        images, sym_lock = ImageSpaces(), threading.Lock()
-        self.sampler = SamplerCollector(argv, self.options, images=images, sym_lock=sym_lock)
-        self.heap = HeapCollector(argv, self.options, images=images, sym_lock=sym_lock)
+        self.sampler = SamplerCollector(argv, self.options)
+        self.heap = HeapCollector(argv, self.options)
+        self.heap.share_symbols(self.sampler)
         for sub in (self.sampler, self.heap):  # one run directory for both runtimes
             sub.run_dir.path.rmdir()  # created empty by LaunchCollector, never used
             sub.run_dir = self.run_dir

@@ -302,14 +302,7 @@ class StackProfile:
         groups = self.frames.group_count()
         frames, outer = tree.frames.tolist(), self._outer
         keys = [group_of[f] if f >= 0 else 0 for f in frames]
-        for m in range(len(self.metrics)):
-            own, total = [0.0] * groups, [0.0] * groups
-            selfs, totals = tree.selfs[m].tolist(), tree.totals[m].tolist()
-            for i in range(1, len(keys)):
-                own[keys[i]] += selfs[i]
-                if outer[i]:
-                    total[keys[i]] += totals[i]
-            self._fn_self[m], self._fn_total[m] = own, total
+        self._fn_self, self._fn_total = tree.sums_by(keys, outer, groups)
 
     def _add_code(self, site: tuple[str, int, CodeSite], values: Sequence[float]) -> None:
         module, address, code = site

@@ -86,6 +86,10 @@ class AddressSpace:
                 text = f.read()
         except OSError:
             return
+        self.add_maps(text)
+
+    def add_maps(self, text: str) -> None:
+        """Add the executable mappings of /proc/PID/maps `text`."""
         for mapping in parse_maps(text):
             if "x" in mapping.perms:
                 self.add(mapping)

@@ -38,6 +38,14 @@ class StackFrames:
         self.cache: dict[tuple[int, bool], list[Frame]] = {}
         self.sites: dict[int, tuple[str, int, CodeSite]] = {}  # leaf address -> its line
 
+    @classmethod
+    def of_maps(cls, maps_text: str) -> StackFrames:
+        """Frames through the executable mappings of a /proc/PID/maps text that a
+        profile file embeds (no live process), symbolized from this machine's files."""
+        space = AddressSpace(None)
+        space.add_maps(maps_text)
+        return cls(space, Symbolizer())
+
     def resolve(self, address: int) -> tuple[str, int] | None:
         """Runtime address -> (module path, link-time address), or None."""
         if self.space is None:

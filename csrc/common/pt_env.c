@@ -1,5 +1,7 @@
-/* Keeping proftui out of the environment a profiled program passes on: see pt_env.h. */
+/* The runtimes' settings, and keeping proftui out of the environment a profiled
+ * program passes on: see pt_env.h. */
 #define _GNU_SOURCE
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -22,6 +24,21 @@ static struct {
 } pt_env;
 
 static const char pt_preload_key[] = "LD_PRELOAD=";
+
+/* Not async-signal-safe (getenv): constructors only. */
+long pt_env_long(const char *name, long fallback) {
+    const char *v = getenv(name);
+    if (v == NULL || *v == '\0') return fallback;
+    char *end;
+    long n = strtol(v, &end, 10);
+    return *end == '\0' ? n : fallback;
+}
+
+/* Not async-signal-safe (getenv): constructors only. */
+int pt_env_is(const char *name, const char *value) {
+    const char *v = getenv(name);
+    return v != NULL && strcmp(v, value) == 0;
+}
 
 /* 1 if `entry` ("NAME=value") is a PROFTUI_* variable.  Async-signal-safe. */
 static int pt_env_ours(const char *entry) { return strncmp(entry, "PROFTUI_", 8) == 0; }

@@ -1,4 +1,5 @@
-/* Keeping proftui out of the environment a profiled program passes on (issue 26).
+/* The runtimes' environment: reading their PROFTUI_* settings, and keeping
+ * proftui out of the environment a profiled program passes on (issue 26).
  *
  * Without --follow only the target itself is profiled, yet LD_PRELOAD and the
  * PROFTUI_* variables stayed in its environment: every program it ran loaded
@@ -19,6 +20,13 @@
 #include <sys/types.h>
 
 #include "pt_common.h"
+
+/* The decimal value of variable `name`; `fallback` when it is unset, empty or
+ * not a number.  Not async-signal-safe (getenv): constructors only. */
+PT_HIDDEN long pt_env_long(const char *name, long fallback);
+/* 1 if variable `name` is set to exactly `value`.  Not async-signal-safe (getenv):
+ * constructors only. */
+PT_HIDDEN int pt_env_is(const char *name, const char *value);
 
 /* Save LD_PRELOAD and every PROFTUI_* entry (for pt_env_for_exec), then take
  * each LD_PRELOAD entry whose name contains `self` out of it and, when no

@@ -52,20 +52,22 @@ static void *pt_exec_next(const char *name) { return dlsym(RTLD_NEXT, name); }
         use = pt_env_for_exec((envp), pt_out, pt_cap, pt_merged, pt_bytes);                    \
     } while (0)
 
-PT_EXEC_INTERPOSE int execve(const char *path, char *const argv[],
-                                                  char *const envp[]) {
-    pt_execve_fn next = (pt_execve_fn)pt_exec_next("execve");
-    if (next == NULL) return errno = ENOSYS, -1;
-    PT_EXEC_ENV(envp, use);
-    PT_EXEC_CALL(next(path, argv, use));
-}
-
-PT_EXEC_INTERPOSE int execvpe(const char *file, char *const argv[],
-                                                   char *const envp[]) {
-    pt_execve_fn next = (pt_execve_fn)pt_exec_next("execvpe");
+/* execve and execvpe, which differ only in the next definition called: `name`'s
+ * (a path, or a file searched for in PATH). */
+static __attribute__((no_instrument_function)) int
+pt_exec_with_env(const char *name, const char *file, char *const argv[], char *const envp[]) {
+    pt_execve_fn next = (pt_execve_fn)pt_exec_next(name);
     if (next == NULL) return errno = ENOSYS, -1;
     PT_EXEC_ENV(envp, use);
     PT_EXEC_CALL(next(file, argv, use));
+}
+
+PT_EXEC_INTERPOSE int execve(const char *path, char *const argv[], char *const envp[]) {
+    return pt_exec_with_env("execve", path, argv, envp);
+}
+
+PT_EXEC_INTERPOSE int execvpe(const char *file, char *const argv[], char *const envp[]) {
+    return pt_exec_with_env("execvpe", file, argv, envp);
 }
 
 /* execv and execvp pass environ: with saved entries to put back they become

@@ -34,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "pt_env.h"
 #include "pt_timer.h"
 
 #ifndef sigev_notify_thread_id
@@ -85,26 +86,15 @@ PT_HIDDEN int pt_timer_on;
 #define PT_FD_BITS 65536
 static uint8_t pt_fd_ours[PT_FD_BITS / 8];
 
-static long pt_env_long(const char *name, long fallback) {
-    const char *v = getenv(name);
-    if (v == NULL || *v == '\0') return fallback;
-    char *end;
-    long n = strtol(v, &end, 10);
-    return *end == '\0' ? n : fallback;
-}
-
 void pt_timer_config_from_env(struct pt_timer_config *cfg) {
     memset(cfg, 0, sizeof *cfg);
     long hz = pt_env_long("PROFTUI_FREQUENCY", PT_TIMER_DEFAULT_FREQUENCY);
     if (hz < 1) hz = 1;
     if (hz > PT_TIMER_MAX_FREQUENCY) hz = PT_TIMER_MAX_FREQUENCY;
     cfg->period_ns = 1000000000u / (uint64_t)hz;
-    const char *wall = getenv("PROFTUI_WALL_CLOCK");
-    cfg->wall_clock = wall != NULL && strcmp(wall, "1") == 0;
-    const char *clock = getenv("PROFTUI_SAMPLER_CLOCK");
-    cfg->force_timer = clock != NULL && strcmp(clock, "timer") == 0;
-    const char *kernel = getenv("PROFTUI_SAMPLER_KERNEL");
-    cfg->user_only = kernel != NULL && strcmp(kernel, "0") == 0;
+    cfg->wall_clock = pt_env_is("PROFTUI_WALL_CLOCK", "1");
+    cfg->force_timer = pt_env_is("PROFTUI_SAMPLER_CLOCK", "timer");
+    cfg->user_only = pt_env_is("PROFTUI_SAMPLER_KERNEL", "0");
 }
 
 static void pt_fd_mark(int fd, int ours) {

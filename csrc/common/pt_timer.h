@@ -34,6 +34,15 @@ enum pt_timer_flags {
     PT_TIMER_USER_ONLY = 1u << 5,    /* perf may not count kernel time here: user time only */
 };
 
+/* A runtime header's own names for the flags above must have their values: a
+ * compile-time check, one per runtime (a flag added here changes every check). */
+#define PT_TIMER_FLAGS_ARE(perf, posix, signal_moved, user_only, message)                         \
+    _Static_assert((unsigned)(perf) == (unsigned)PT_TIMER_PERF &&                                  \
+                       (unsigned)(posix) == (unsigned)PT_TIMER_POSIX &&                            \
+                       (unsigned)(signal_moved) == (unsigned)PT_TIMER_SIGNAL_MOVED &&              \
+                       (unsigned)(user_only) == (unsigned)PT_TIMER_USER_ONLY,                      \
+                   message)
+
 /* Settings, read once from the environment (pt_timer_config_from_env). */
 struct pt_timer_config {
     uint64_t period_ns; /* PROFTUI_FREQUENCY (default 1000 Hz, at most 10 kHz) */

@@ -105,19 +105,6 @@ static inline int pt_need_boot(void) {
 
 /* ---- lifecycle ------------------------------------------------------------------ */
 
-static long pt_env_long(const char *name, long fallback) {
-    const char *v = getenv(name);
-    if (v == NULL || *v == '\0') return fallback;
-    char *end;
-    long n = strtol(v, &end, 10);
-    return *end == '\0' ? n : fallback;
-}
-
-static int pt_env_is(const char *name, const char *value) {
-    const char *v = getenv(name);
-    return v != NULL && strcmp(v, value) == 0;
-}
-
 /* Fork child (pthread_atfork): its own file, or no profiling at all; the
  * parent's blocks are forgotten (their frees here count as untracked). */
 static void pt_atfork_child(void) {
@@ -410,20 +397,24 @@ PT_EXPORT int posix_memalign(void **out, size_t align, size_t n) {
     return rc;
 }
 
-PT_EXPORT void *aligned_alloc(size_t align, size_t n) {
-    if (pt_pass(&pt_heap_self, n)) return pt_heap_real.aligned_alloc(align, n);
+/* aligned_alloc and memalign, which differ only in the real function: `*real`,
+ * read where it is called (pt_need_boot may resolve it meanwhile).  Inlined into
+ * both.  Async-signal-safe as the real allocator is. */
+static inline __attribute__((always_inline)) void *pt_aligned(void *(*const *real)(size_t, size_t),
+                                                              size_t align, size_t n) {
+    if (pt_pass(&pt_heap_self, n)) return (*real)(align, n);
     if (pt_need_boot()) return pt_boot_alloc(n, align);
     void *p;
-    PT_TRACKED_ALLOC(p = pt_heap_real.aligned_alloc(align, n), n);
+    PT_TRACKED_ALLOC(p = (*real)(align, n), n);
     return p;
 }
 
+PT_EXPORT void *aligned_alloc(size_t align, size_t n) {
+    return pt_aligned(&pt_heap_real.aligned_alloc, align, n);
+}
+
 PT_EXPORT void *memalign(size_t align, size_t n) {
-    if (pt_pass(&pt_heap_self, n)) return pt_heap_real.memalign(align, n);
-    if (pt_need_boot()) return pt_boot_alloc(n, align);
-    void *p;
-    PT_TRACKED_ALLOC(p = pt_heap_real.memalign(align, n), n);
-    return p;
+    return pt_aligned(&pt_heap_real.memalign, align, n);
 }
 
 PT_EXPORT void *valloc(size_t n) {

@@ -21,11 +21,8 @@
 #include "arch/pt_arch.h"
 #include "pt_hook.h"
 
-_Static_assert((unsigned)PT_HOOK_TIMER_PERF == (unsigned)PT_TIMER_PERF &&
-                   (unsigned)PT_HOOK_TIMER_POSIX == (unsigned)PT_TIMER_POSIX &&
-                   (unsigned)PT_HOOK_TIMER_SIGNAL_MOVED == (unsigned)PT_TIMER_SIGNAL_MOVED &&
-                   (unsigned)PT_HOOK_TIMER_USER_ONLY == (unsigned)PT_TIMER_USER_ONLY,
-               "the hook file's timer flags are the common timer's");
+PT_TIMER_FLAGS_ARE(PT_HOOK_TIMER_PERF, PT_HOOK_TIMER_POSIX, PT_HOOK_TIMER_SIGNAL_MOVED,
+                   PT_HOOK_TIMER_USER_ONLY, "the hook file's timer flags are the common timer's");
 
 /* The interrupted program counter, or 0 where this architecture's ucontext
  * cannot be read.  Async-signal-safe. */

@@ -68,19 +68,6 @@ static void pt_resolve(void) {
     pt_timer_interpose_resolve();
 }
 
-static long pt_env_long(const char *name, long fallback) {
-    const char *v = getenv(name);
-    if (v == NULL || *v == '\0') return fallback;
-    char *end;
-    long n = strtol(v, &end, 10);
-    return *end == '\0' ? n : fallback;
-}
-
-static int pt_env_flag(const char *name) {
-    const char *v = getenv(name);
-    return v != NULL && strcmp(v, "1") == 0;
-}
-
 /* Fork child (pthread_atfork): never write into the parent's file. */
 static void pt_atfork_child(void) {
     if (!PT_GET(pt_active)) return;
@@ -96,7 +83,7 @@ static void pt_atfork_child(void) {
 /* Read PROFTUI_* into pt_sampler_cfg; 1 if this process is to be sampled.
  * Not async-signal-safe (constructor only). */
 static int pt_read_settings(void) {
-    pt_sampler_cfg.follow_children = pt_env_flag("PROFTUI_FOLLOW_CHILDREN");
+    pt_sampler_cfg.follow_children = pt_env_is("PROFTUI_FOLLOW_CHILDREN", "1");
     /* Without follow only the front end's own child (the target, also after it
      * exec's) samples; others that inherited LD_PRELOAD anyway stay idle. */
     long frontend = pt_env_long("PROFTUI_FRONTEND_PID", 0);
@@ -112,8 +99,7 @@ static int pt_read_settings(void) {
     /* proftui holds the budget to --buffer's range; this is the backstop for an
      * environment set by hand (10^14 made 19 GB rings per thread). */
     if (pt_sampler_cfg.buffer_bytes > PT_MAX_BUFFER) pt_sampler_cfg.buffer_bytes = PT_MAX_BUFFER;
-    const char *unwind = getenv("PROFTUI_SAMPLER_UNWIND");
-    pt_sampler_cfg.fp_only = unwind != NULL && strcmp(unwind, "fp") == 0;
+    pt_sampler_cfg.fp_only = pt_env_is("PROFTUI_SAMPLER_UNWIND", "fp");
     return 1;
 }
 

@@ -15,11 +15,8 @@
 #include "pt_sampler.h"
 #include "pt_timer.h"
 
-_Static_assert((unsigned)PT_SMP_PERF == (unsigned)PT_TIMER_PERF &&
-                   (unsigned)PT_SMP_TIMER == (unsigned)PT_TIMER_POSIX &&
-                   (unsigned)PT_SMP_SIGNAL_MOVED == (unsigned)PT_TIMER_SIGNAL_MOVED &&
-                   (unsigned)PT_SMP_USER_ONLY == (unsigned)PT_TIMER_USER_ONLY,
-               "the sampler's clock flags are the common timer's");
+PT_TIMER_FLAGS_ARE(PT_SMP_PERF, PT_SMP_TIMER, PT_SMP_SIGNAL_MOVED, PT_SMP_USER_ONLY,
+                   "the sampler's clock flags are the common timer's");
 #define PT_SMP_CLOCK_BITS (PT_SMP_PERF | PT_SMP_TIMER | PT_SMP_SIGNAL_MOVED | PT_SMP_USER_ONLY)
 
 /* The thread-exit hook: a key whose destructor disarms the thread. */

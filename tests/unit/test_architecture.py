@@ -35,9 +35,10 @@ ALLOWED: dict[str, set[str]] = {
     f"{C}.annotate": {f"{C}.symbols.disasm", f"{C}.model"},
     # base names the stack tables a collector keeps (the fleet push reads them).
     f"{C}.base": {f"{C}.runtime", f"{C}.stacktable", f"{C}.model", f"{C}.errors"},
-    # The lifecycle of the LD_PRELOAD collectors (sampler, heap), above base.
-    f"{C}.preloaded": {f"{C}.base", f"{C}.runtime", f"{C}.runtime.preload", f"{C}.model",
-                       f"{C}.errors"},
+    # The lifecycle of the LD_PRELOAD collectors (sampler, heap), above base; their
+    # address spaces and symbolizer, which --heap shares between the two.
+    f"{C}.preloaded": {f"{C}.base", f"{C}.runtime", f"{C}.runtime.preload", f"{C}.symbols",
+                       f"{C}.model", f"{C}.errors"},
     # The stack-table data path: stacks symbolized once, counts applied as changes.
     f"{C}.stacktable": {f"{C}.symbols", f"{C}.model", f"{C}.errors"},
     **{f"{C}.{name}": {f"{C}.base", f"{C}.preloaded", f"{C}.detect", f"{C}.runtime",

@@ -22,6 +22,7 @@ from proftui.collectors.model.textsafe import display
 from proftui.collectors.model.views import FlatEntry
 from proftui.tui.format import format_cost, heat_style, metric_word, percent
 from proftui.tui.names import Fitter, Labeler
+from proftui.tui.widgets.cursor_keys import cursor_bindings
 from rich.style import Style
 from rich.text import Text
 from textual import events
@@ -60,12 +61,7 @@ class FlatTable(ScrollView, can_focus=True):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "drill", "Callers/callees"),
-        Binding("up", "move(-1)", "Up", show=False),
-        Binding("down", "move(1)", "Down", show=False),
-        Binding("pageup", "page(-1)", "Page up", show=False),
-        Binding("pagedown", "page(1)", "Page down", show=False),
-        Binding("home", "move(-1000000000)", "Top", show=False),
-        Binding("end", "move(1000000000)", "End", show=False),
+        *cursor_bindings("page(-1)", "page(1)"),
     ]
 
     # Cursor and zebra colours come from the theme (proftui.tcss).

@@ -15,6 +15,7 @@ from typing import ClassVar
 from proftui.collectors.model.source import Listing, ListingLine
 from proftui.collectors.model.textsafe import display
 from proftui.tui.format import format_cost, percent
+from proftui.tui.widgets.cursor_keys import cursor_bindings
 from proftui.tui.widgets.source_search import Search
 from pygments.lexer import Lexer  # type: ignore[import-untyped]
 from pygments.lexers import get_lexer_by_name, guess_lexer_for_filename  # type: ignore[import-untyped]
@@ -52,12 +53,7 @@ class SourceView(ScrollView, can_focus=True):
     """Scrollable listing with a cursor row, heat colours and search highlights."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("up", "move(-1)", "Up", show=False),
-        Binding("down", "move(1)", "Down", show=False),
-        Binding("pageup", "move(-20)", "Page up", show=False),
-        Binding("pagedown", "move(20)", "Page down", show=False),
-        Binding("home", "move(-1000000000)", "Top", show=False),
-        Binding("end", "move(1000000000)", "End", show=False),
+        *cursor_bindings("move(-20)", "move(20)"),
         Binding("g", "hottest", "Hottest"),
         Binding("tab", "next_hot(1)", "Next hot", show=False),
         Binding("shift+tab", "next_hot(-1)", "Prev hot", show=False),

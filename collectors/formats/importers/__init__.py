@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 from proftui.collectors.errors import ProftuiError
@@ -30,6 +31,12 @@ from proftui.collectors.model.profile import Profile
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _PERF_DATA_MAGIC = (b"PERFILE2", b"2ELIFREP")
+# kind (`detect`) -> the loader of such a file; a gmon.out needs its program too
+_LOADERS: dict[str, Callable[[Path], Profile]] = {
+    "proftui": storage.load, "pprof": pprof.load_pprof, "gperftools": gperftools.load_gperftools,
+    "gperftools-heap": gperftools_heap.load_gperftools_heap,
+    "heaptrack": heaptrack.load_heaptrack, "perf-script": perf_script.load_perf_script,
+}
 READABLE = ("it reads proftui (.proftui), pprof (gzip'd or raw profile.proto), gperftools CPU "
             "and heap profiles, heaptrack files, `perf script` text, gmon.out (with --binary)")
 
@@ -86,18 +93,9 @@ def load_any(path: Path | str, binary: Path | None = None) -> Profile:
     except OSError as exc:
         raise ProftuiError(f"{path}: cannot read: {exc.strerror}") from None
     kind = detect(head)
-    if kind == "proftui":
-        return storage.load(path)
-    if kind == "pprof":
-        return pprof.load_pprof(path)
-    if kind == "gperftools":
-        return gperftools.load_gperftools(path)
-    if kind == "gperftools-heap":
-        return gperftools_heap.load_gperftools_heap(path)
-    if kind == "heaptrack":
-        return heaptrack.load_heaptrack(path)
-    if kind == "perf-script":
-        return perf_script.load_perf_script(path)
+    loader = _LOADERS.get(kind)
+    if loader is not None:
+        return loader(path)
     if kind == "gmon":
         return load_gmon_file(path, binary)
     if kind == "perf-data":

@@ -21,10 +21,9 @@ import struct
 from pathlib import Path
 
 from proftui.collectors.errors import ProftuiError
+from proftui.collectors.formats.importers.files import read_profile
 from proftui.collectors.model.profile import CPU_NS, SAMPLES, Profile, ProfileMeta
-from proftui.collectors.symbols.maps import AddressSpace, parse_maps
 from proftui.collectors.symbols.stacks import StackFrames
-from proftui.collectors.symbols.symbolizer import Symbolizer
 
 MAX_DEPTH = 4096  # gperftools stores at most 64 frames; more means a corrupt file
 _HEADER_WORDS = 5
@@ -75,15 +74,6 @@ def parse(data: bytes) -> tuple[int, list[tuple[int, list[int]]], str]:
     return period_us, records, maps
 
 
-def _frames(maps_text: str) -> StackFrames:
-    """Runtime address -> frames, through the executable mappings the profile embeds."""
-    space = AddressSpace(None)
-    for mapping in parse_maps(maps_text):
-        if "x" in mapping.perms:
-            space.add(mapping)
-    return StackFrames(space, Symbolizer())
-
-
 def _location(frames: StackFrames, pc: int) -> tuple[str, int] | None:
     """Source (file, line) of `pc` when the binary has DWARF lines."""
     where = frames.resolve(pc)
@@ -96,17 +86,14 @@ def _location(frames: StackFrames, pc: int) -> tuple[str, int] | None:
 def load_gperftools(path: Path, data: bytes | None = None) -> Profile:
     """Read a gperftools CPU profile into a Profile (ProftuiError if malformed)."""
     if data is None:
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise ProftuiError(f"{path}: cannot read: {exc.strerror}") from None
+        data = read_profile(path)
     try:
         period_us, records, maps = parse(data)
     except ValueError as exc:
         raise ProftuiError(f"{path}: corrupt gperftools CPU profile: {exc}") from None
     if not records:
         raise ProftuiError(f"{path}: gperftools CPU profile has no samples")
-    frames = _frames(maps)
+    frames = StackFrames.of_maps(maps)
     assert frames.space is not None
     mappings = frames.space.mappings
     period_ns = period_us * 1000

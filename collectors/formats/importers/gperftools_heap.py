@@ -32,6 +32,7 @@ import re
 from pathlib import Path
 
 from proftui.collectors.errors import ProftuiError
+from proftui.collectors.formats.importers.files import read_profile
 from proftui.collectors.model.lines import add_code_cost
 from proftui.collectors.model.profile import (
     ALLOC_BYTES,
@@ -44,9 +45,7 @@ from proftui.collectors.model.profile import (
     Profile,
     ProfileMeta,
 )
-from proftui.collectors.symbols.maps import AddressSpace, parse_maps
 from proftui.collectors.symbols.stacks import StackFrames
-from proftui.collectors.symbols.symbolizer import Symbolizer
 
 MAGIC = b"heap profile:"
 MAX_DEPTH = 4096  # gperftools keeps at most 32 frames; more means a corrupt file
@@ -130,14 +129,6 @@ def written_at_exit(path: Path) -> bool:
     return True
 
 
-def _frames(maps_text: str) -> StackFrames:
-    space = AddressSpace(None)
-    for mapping in parse_maps(maps_text):
-        if "x" in mapping.perms:
-            space.add(mapping)
-    return StackFrames(space, Symbolizer())
-
-
 def load_gperftools_heap(path: Path, data: bytes | None = None,
                          at_exit: bool | None = None) -> Profile:
     """Read a gperftools heap profile into a Profile (ProftuiError if malformed).
@@ -146,17 +137,14 @@ def load_gperftools_heap(path: Path, data: bytes | None = None,
     in-use memory is the leaks); None decides from the file's series.
     """
     if data is None:
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise ProftuiError(f"{path}: cannot read: {exc.strerror}") from None
+        data = read_profile(path)
     try:
         tag, rate, buckets, maps = parse(data.decode("utf-8", errors="replace"))
     except ValueError as exc:
         raise ProftuiError(f"{path}: corrupt gperftools heap profile: {exc}") from None
     if at_exit is None:
         at_exit = written_at_exit(path)
-    frames = _frames(maps)
+    frames = StackFrames.of_maps(maps)
     assert frames.space is not None
     mappings = frames.space.mappings
     metrics: tuple[Metric, ...] = (LIVE_BYTES, LIVE_ALLOCS, ALLOC_BYTES, ALLOCS)

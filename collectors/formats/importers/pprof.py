@@ -23,6 +23,7 @@ from pathlib import Path
 
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.formats import protobuf as pb
+from proftui.collectors.formats.importers.files import read_profile
 from proftui.collectors.model.profile import CodeSite, Frame, Metric, Profile, ProfileMeta
 
 MAX_DECOMPRESSED = 1 << 31  # a gzip bomb must not take the machine's memory
@@ -329,10 +330,7 @@ def load_pprof(path: Path, data: bytes | None = None) -> Profile:
     """Read a pprof profile (gzip'd or raw profile.proto) into a Profile (ProftuiError
     with one line when it is corrupt, truncated or empty)."""
     if data is None:
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise ProftuiError(f"{path}: cannot read: {exc.strerror}") from None
+        data = read_profile(path)
     if data.startswith(b"\x1f\x8b"):
         try:
             inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
