@@ -21,8 +21,8 @@ from proftui.collectors.runtime.wire_attach import (
     StreamDecoder,
 )
 
+from tests.helpers.targets import SpinTarget, attach
 from tests.integration.test_attach_stream import header, record
-from tests.tui.tui_profiles import SpinTarget, attach
 
 PAGE = os.sysconf("SC_PAGESIZE")
 

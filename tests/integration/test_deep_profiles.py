@@ -26,7 +26,7 @@ from proftui.collectors.model import storage
 from proftui.collectors.model.profile import CALLS, CPU_NS, Frame, Profile, ProfileMeta
 from proftui.collectors.model.views import INVERTED_MAX_DEPTH, bottom_up_tree, caller_tree
 
-from tests.integration.ins_helpers import build
+from tests.helpers.instrument import build
 from tests.unit.test_export_pprof import decode, packed
 
 DEPTH = 100_000

@@ -20,7 +20,7 @@ from proftui.collectors.formats.export import write_export
 from proftui.collectors.formats.importers import load_any
 
 from tests.conftest import FIXTURES
-from tests.reference import fixture_cpu_ns, fixture_cpu_shares
+from tests.helpers.reference import fixture_cpu_ns, fixture_cpu_shares
 
 WORK = {"work_a": 1, "work_b": 2, "work_c": 3, "work_d": 4}  # units of work, diff_work.c
 DOUBLED = "work_b"  # -DDOUBLE_B: 4 units

@@ -30,9 +30,9 @@ from proftui.collectors.model.views import flat_profile
 from proftui.collectors.registry import COLLECTORS
 
 from tests.conftest import build_fixture
+from tests.helpers.profiles import sample_profile
 from tests.integration.test_import_libprofiler import record_gperftools
 from tests.integration.test_import_perf_record import record_perf
-from tests.unit.profiles import sample_profile
 
 ROOT = Path(__file__).resolve().parents[2]
 MODE_FLAGS = {"sampler": [], "instrument": ["-finstrument-functions"], "gprof": ["-pg"]}

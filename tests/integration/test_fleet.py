@@ -17,7 +17,7 @@ from proftui.collectors.model.storage import load as load_file
 
 from tests.conftest import build_fixture
 from tests.helpers.clickhouse import Server
-from tests.integration.fleet_helpers import CLI, assert_same, proftui, push_run, servers_or_skip
+from tests.helpers.fleet import CLI, assert_same, proftui, push_run, servers_or_skip
 
 CPU_FLAGS = ["-O1", "-g", "-fno-omit-frame-pointer"]
 

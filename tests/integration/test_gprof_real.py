@@ -15,7 +15,7 @@ from proftui.collectors.gprof.tree import MAX_NODES
 from proftui.collectors.model.views import flat_profile
 
 from tests.conftest import LUA_SCRIPTS, build_fixture, build_lua
-from tests.integration.gprof_agree import (
+from tests.helpers.gprof_agree import (
     assert_agree,
     gprof_rows,
     grouped_rows,

@@ -20,7 +20,7 @@ from proftui.collectors.model.storage import load
 from proftui.collectors.model.views import flat_profile
 
 from tests.conftest import build_fixture
-from tests.integration.gprof_agree import assert_agree, gprof_rows, grouped_rows
+from tests.helpers.gprof_agree import assert_agree, gprof_rows, grouped_rows
 
 pytestmark = pytest.mark.skipif(shutil.which("gprof") is None, reason="gprof (binutils) missing")
 

@@ -13,7 +13,7 @@ import pytest
 from proftui.collectors.heap.collector import LEAK_NOTE
 
 from tests.conftest import build_fixture
-from tests.integration.heap_helpers import by_site, run_heap, stack_of
+from tests.helpers.heap import by_site, run_heap, stack_of
 
 FLAGS = ["-O2", "-g", "-pthread"]
 CLI = [sys.executable, "-m", "proftui.tui.cli"]

@@ -1,6 +1,6 @@
 """gperftools heap profiles and heaptrack files of a fixture with known allocation sites.
 
-Truth is hv_sites.c's (tests/integration/heap_records.py TRUTH); the references are
+Truth is hv_sites.c's (tests/helpers/heap_records.py TRUTH); the references are
 `google-pprof --text` and `heaptrack_print` on the same file.
 """
 
@@ -20,7 +20,7 @@ from proftui.collectors.model import storage
 from proftui.collectors.model.profile import Profile
 from proftui.collectors.model.views import flat_profile
 
-from tests.integration.heap_records import (
+from tests.helpers.heap_records import (
     PEAK_TRUTH,
     TRUTH,
     record_gperftools_heap,

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import build_fixture
-from tests.integration.heap_helpers import by_site, run_heap
+from tests.helpers.heap import by_site, run_heap
 
 FLAGS = ["-O2", "-g", "-pthread"]
 # Sites of heap_basic.c that both tools see (heaptrack 1.4 does not track aligned_alloc).

@@ -30,7 +30,7 @@ from proftui.collectors.sampler.collector import SamplerCollector
 from proftui.collectors.sampler_heap.collector import MODE, HeapSamplerCollector
 
 from tests.conftest import build_fixture
-from tests.integration.heap_helpers import by_site, run_heap
+from tests.helpers.heap import by_site, run_heap
 
 FLAGS = ["-O2", "-g"]
 CLI = [sys.executable, "-m", "proftui.tui.cli"]

@@ -27,7 +27,7 @@ from proftui.collectors.formats.export import export_bytes
 from proftui.collectors.formats.importers import heaptrack, load_any
 from proftui.collectors.model.profile import Profile
 
-from tests.unit.profiles import sample_profile
+from tests.helpers.profiles import sample_profile
 from tests.unit.test_import_gperftools import RECORDS
 from tests.unit.test_import_gperftools import encode as gperftools_encode
 from tests.unit.test_import_perf_script import SCRIPT
@@ -147,7 +147,7 @@ def test_heaptrack_flamegraph_output() -> None:
 def test_heaptrack_files(tmp_path: Path) -> None:
     """Whole heaptrack files through heaptrack_print: fewer rounds (five runs of the
     tool per load), seeded from a real recording, uncompressed so mutations reach it."""
-    from tests.integration.heap_records import record_heaptrack
+    from tests.helpers.heap_records import record_heaptrack
 
     if shutil.which("zstd") is None:
         pytest.skip("zstd is not installed (heaptrack's files are zstd-compressed)")

@@ -10,7 +10,7 @@ import pytest
 from proftui.collectors.model.profile import CPU_NS, SAMPLES
 from proftui.collectors.model.views import flat_profile
 
-from tests.integration.ins_helpers import build, calls_by_path, record
+from tests.helpers.instrument import build, calls_by_path, record
 
 BASIC = {  # ins_basic.c with n = 1000
     ("main",): 1,

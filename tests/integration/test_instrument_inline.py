@@ -15,8 +15,8 @@ import pytest
 from proftui.collectors.model.profile import Profile
 
 from tests.conftest import LUA_SCRIPTS, build_lua
-from tests.integration.ins_helpers import FLAGS, build, calls_by_path, record
-from tests.integration.ins_uftrace import (
+from tests.helpers.instrument import FLAGS, build, calls_by_path, record
+from tests.helpers.uftrace import (
     Shares,
     from_profile,
     shares,

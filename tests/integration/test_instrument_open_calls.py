@@ -20,7 +20,7 @@ from proftui.collectors.model import storage
 from proftui.collectors.model.profile import Profile
 from proftui.collectors.model.views import FlatEntry, flat_profile
 
-from tests.integration.ins_helpers import build
+from tests.helpers.instrument import build
 
 
 def started(spin_s: str, loop_s: str, timed: bool = True) -> InstrumentCollector:

@@ -13,7 +13,7 @@ from proftui.collectors.model.views import flat_profile
 from proftui.collectors.runtime.wire import HEADER_SIZE, VERSION
 
 from tests.conftest import build_fixture
-from tests.integration.ins_helpers import build, calls_by_path, record
+from tests.helpers.instrument import build, calls_by_path, record
 
 
 def test_exclude_drops_the_function_and_its_subtree() -> None:

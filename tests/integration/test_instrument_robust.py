@@ -12,7 +12,7 @@ from proftui.collectors.instrument.collector import InstrumentCollector
 from proftui.collectors.model.profile import Profile
 
 from tests.conftest import build_fixture
-from tests.integration.ins_helpers import (
+from tests.helpers.instrument import (
     FLAGS,
     build,
     build_plugin,

@@ -16,8 +16,8 @@ from proftui.collectors.instrument.collector import TIMED_NOTE, InstrumentCollec
 from proftui.collectors.model.profile import CALLS, SAMPLES, WALL_NS, Profile
 from proftui.collectors.model.views import FlatEntry, flat_profile
 
-from tests import reference
-from tests.integration.ins_helpers import build, calls_by_path, record
+from tests.helpers import reference
+from tests.helpers.instrument import build, calls_by_path, record
 
 NS = 1  # metric index of the time in ns (0 is samples)
 

@@ -148,7 +148,7 @@ def test_target_overwriting_the_run_file_header(tmp_path: Path, mode: str) -> No
     assert {"work_a", "work_b"} <= names, sorted(names)[:20]
     if mode == "instrument":  # calls are exact even without the header's clock
         assert "calls only" in damaged[0]
-        from tests.integration.ins_helpers import function_calls
+        from tests.helpers.instrument import function_calls
         assert function_calls(profile, "work_a") == 200
         assert function_calls(profile, "work_b") == 200
 

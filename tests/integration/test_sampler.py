@@ -19,7 +19,7 @@ from proftui.collectors.registry import COLLECTORS
 from proftui.collectors.sampler.collector import SamplerCollector
 
 from tests.conftest import build_fixture
-from tests.reference import fixture_cpu_shares
+from tests.helpers.reference import fixture_cpu_shares
 
 FP_FLAGS = ["-O2", "-g", "-fno-omit-frame-pointer"]
 NOFP_FLAGS = ["-O2", "-g", "-fomit-frame-pointer"]

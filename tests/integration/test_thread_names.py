@@ -25,8 +25,9 @@ from proftui.tui.app import ProfTuiApp
 from proftui.tui.panes.process import ProcPane
 
 from tests.conftest import build_fixture
+from tests.helpers.targets import attach_profile
+from tests.helpers.tui import SIZE, run, screen_text
 from tests.tui.test_tmux import PROFTUI, Terminal
-from tests.tui.tui_profiles import SIZE, attach_profile, run, screen_text
 
 WORK = "200"  # million iterations per worker thread: about 1 s of CPU in all
 # The sampler at 1 MiB holds about 1,000 samples: 3 s of CPU overflows it unless drained

@@ -16,7 +16,7 @@ from proftui.tui.widgets.flame_graph import FlameGraph
 from proftui.tui.widgets.status_line import StatusLine
 from textual.pilot import Pilot
 
-from tests.tui.tui_profiles import run, screen_text, wait_for
+from tests.helpers.tui import run, screen_text, wait_for
 
 SIZE = (120, 30)
 # Stacks (outermost first) and their self samples: the truth the tests compare with.

@@ -18,8 +18,8 @@ from proftui.tui.app import ProfTuiApp
 from proftui.tui.panes.flame import FlamePane
 from proftui.tui.widgets.flame_graph import FlameGraph
 
+from tests.helpers.tui import SIZE, run, wait_for
 from tests.tui.test_threads import WORKERS, Report, choose, read_report, sampler_run
-from tests.tui.tui_profiles import SIZE, run, wait_for
 
 SHARE_TOLERANCE = 0.04  # sampled share of thr_spin_* vs the workers' measured CPU share
 

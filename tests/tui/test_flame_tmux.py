@@ -12,7 +12,7 @@ import pytest
 from proftui.collectors.registry import COLLECTORS
 
 from tests.conftest import build_fixture
-from tests.reference import fixture_cpu_shares
+from tests.helpers.reference import fixture_cpu_shares
 from tests.tui.test_tmux import PROFTUI, Terminal
 
 UNIT = "60000000"  # loop iterations per unit of work: ~1 s of CPU in all

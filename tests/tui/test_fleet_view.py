@@ -8,7 +8,7 @@ from proftui.collectors.model.profile import SAMPLES, Frame, Profile, ProfileMet
 from proftui.tui.app import ProfTuiApp
 from proftui.tui.widgets.header_bar import HeaderBar
 
-from tests.tui.tui_profiles import run, wait_for
+from tests.helpers.tui import run, wait_for
 
 SOURCE = "clickhouse://db.example/prof?from=-15m&to=now&host=web1"
 

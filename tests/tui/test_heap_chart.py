@@ -6,7 +6,7 @@ from proftui.collectors.model.profile import Timeline
 from proftui.tui.widgets.heap_chart import HeapChart, byte_unit, thin
 from textual.app import App, ComposeResult
 
-from tests.tui.tui_profiles import run, screen_text
+from tests.helpers.tui import run, screen_text
 
 MiB = 1024 * 1024
 

@@ -10,8 +10,8 @@ from proftui.tui.app import ProfTuiApp
 from proftui.tui.format import format_bytes, format_cost, metric_label
 from proftui.tui.panes.flat import FlatPane
 
-from tests.integration.heap_records import record_gperftools_heap
-from tests.tui.tui_profiles import SIZE, run, screen_text, wait_for
+from tests.helpers.heap_records import record_gperftools_heap
+from tests.helpers.tui import SIZE, run, screen_text, wait_for
 
 
 def row(text: str, function: str) -> str:

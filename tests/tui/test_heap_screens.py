@@ -17,8 +17,8 @@ from proftui.tui.panes.flat import FlatPane
 from textual.pilot import Pilot
 
 from tests.conftest import build_fixture
-from tests.integration.heap_records import record_heaptrack
-from tests.tui.tui_profiles import flat_ready, run_live, screen_text, wait_for
+from tests.helpers.heap_records import record_heaptrack
+from tests.helpers.tui import flat_ready, run_live, screen_text, wait_for
 
 SIZE = (150, 50)
 RSS_FIGURE = re.compile(r"(?<!peak )RSS[ :]+(?:now )?([\d.]+(?:[KMG]i)?B)\b")

@@ -24,8 +24,8 @@ from textual.pilot import Pilot
 from textual.widget import Widget
 from textual.widgets import Input
 
-from tests.tui.tui_profiles import run, screen_ready, screen_text, wait_for
-from tests.unit.profiles import sample_profile
+from tests.helpers.profiles import sample_profile
+from tests.helpers.tui import run, screen_ready, screen_text, wait_for
 
 SMALL = (80, 24)
 README = Path(__file__).resolve().parents[2] / "README.md"

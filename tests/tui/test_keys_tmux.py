@@ -11,6 +11,8 @@ import pytest
 from proftui.collectors.model.storage import save
 from proftui.collectors.registry import COLLECTORS
 
+from tests.helpers.profiles import sample_profile
+from tests.helpers.targets import SpinTarget
 from tests.tui.test_tmux import PROFTUI, Terminal
 from tests.tui.test_tmux_signals import (
     assert_no_orphan,
@@ -20,8 +22,6 @@ from tests.tui.test_tmux_signals import (
     wait_for_child,
     wait_gone,
 )
-from tests.tui.tui_profiles import SpinTarget
-from tests.unit.profiles import sample_profile
 
 
 def small(term: Terminal) -> Terminal:

@@ -6,8 +6,8 @@ import re
 
 from proftui.tui.app import ProfTuiApp
 
+from tests.helpers.tui import run, screen_text, wait_for
 from tests.tui.test_tui_live import ReplayCollector
-from tests.tui.tui_profiles import run, screen_text, wait_for
 from tests.unit.test_settings import _profile
 
 

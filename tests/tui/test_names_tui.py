@@ -18,7 +18,7 @@ from proftui.tui.widgets.flat_table import NAME, FlatTable
 from proftui.tui.widgets.status_line import StatusLine
 
 from tests.conftest import build_fixture
-from tests.tui.tui_profiles import run, screen_text, wait_for
+from tests.helpers.tui import run, screen_text, wait_for
 
 NARROW = (80, 24)
 CXX_FLAGS = ["-O2", "-g", "-fno-omit-frame-pointer"]

@@ -16,7 +16,8 @@ from proftui.tui.app import ProfTuiApp
 from textual.pilot import Pilot
 
 from tests.conftest import build_fixture
-from tests.tui.tui_profiles import ATT_FLAGS, SIZE, SpinTarget, attach, run, wait_for
+from tests.helpers.targets import ATT_FLAGS, SpinTarget, attach
+from tests.helpers.tui import SIZE, run, wait_for
 
 
 def spin_sampler(seconds: str) -> SamplerCollector:

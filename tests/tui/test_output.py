@@ -20,8 +20,8 @@ from proftui.tui.widgets.output_panel import HEAD_LINES, TAIL_LINES, OutputLog
 from textual.pilot import Pilot
 
 from tests.conftest import build_fixture, build_lua
+from tests.helpers.tui import SIZE, run, run_live, screen_text, wait_for
 from tests.tui.test_tmux import PROFTUI, Terminal
-from tests.tui.tui_profiles import SIZE, run, run_live, screen_text, wait_for
 
 ERROR_LINE = "out_fail: cannot open 'missing.dat': No such file or directory"
 
@@ -154,7 +154,7 @@ def test_output_shows_while_the_target_runs() -> None:
 
 
 def test_no_output_says_why() -> None:
-    from tests.unit.profiles import sample_profile
+    from tests.helpers.profiles import sample_profile
 
     app = ProfTuiApp(profile=sample_profile())
 

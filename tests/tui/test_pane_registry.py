@@ -12,7 +12,8 @@ from proftui.tui.panes.flat import FlatPane
 from textual.widget import Widget
 from textual.widgets import Static
 
-from tests.tui.tui_profiles import SIZE, attach_profile, run, screen_text, wait_for
+from tests.helpers.targets import attach_profile
+from tests.helpers.tui import SIZE, run, screen_text, wait_for
 
 
 class CountPane(Pane, Static):

@@ -13,6 +13,7 @@ from rich.segment import Segment
 from textual.color import Color
 from textual.widgets import Static
 
+from tests.helpers.tui import SIZE, run, screen_text, wait_for
 from tests.integration.test_source_inline import (
     HDR_HOT,
     HEADER,
@@ -21,7 +22,6 @@ from tests.integration.test_source_inline import (
     record_tmpl,
 )
 from tests.tui.test_source_search import open_crunch
-from tests.tui.tui_profiles import SIZE, run, screen_text, wait_for
 
 
 @pytest.fixture(scope="module")

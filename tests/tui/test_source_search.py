@@ -19,8 +19,8 @@ from textual.app import App, ComposeResult
 from textual.pilot import Pilot
 from textual.widgets import Static
 
+from tests.helpers.tui import SIZE, run, wait_for
 from tests.integration.test_source_inline import HEADER, crunch_of, record_tmpl
-from tests.tui.tui_profiles import SIZE, run, wait_for
 
 LINES = HEADER.read_text().splitlines()
 

@@ -29,7 +29,8 @@ from proftui.tui.screens.threads import ThreadsScreen
 from textual.pilot import Pilot
 
 from tests.conftest import build_fixture
-from tests.tui.tui_profiles import SIZE, attach, run, screen_ready, screen_text, wait_for
+from tests.helpers.targets import attach
+from tests.helpers.tui import SIZE, run, screen_ready, screen_text, wait_for
 
 FLAGS = ["-O2", "-g", "-pthread"]
 WORKERS = ("worker-1", "worker-2", "worker-3", "worker-4")

@@ -14,7 +14,7 @@ from proftui.tui.widgets.timeline_chart import TimelineChart
 from textual.pilot import Pilot
 
 from tests.helpers.phases import record_phases
-from tests.tui.tui_profiles import SIZE, run, screen_text, wait_for
+from tests.helpers.tui import SIZE, run, screen_text, wait_for
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ import pytest
 from proftui.collectors.registry import COLLECTORS
 
 from tests.conftest import build_fixture
-from tests.tui.tui_profiles import ATT_DONE, SpinTarget
+from tests.helpers.targets import ATT_DONE, SpinTarget
 
 PROFTUI = Path(sys.executable).parent / "proftui"
 

@@ -10,8 +10,8 @@ from proftui.tui.panes.tree import CallTreeView
 from textual.widgets.tree import TreeNode
 
 from tests.conftest import build_fixture
-from tests.integration.heap_helpers import run_heap
-from tests.tui.tui_profiles import SIZE, run, screen_text, wait_for
+from tests.helpers.heap import run_heap
+from tests.helpers.tui import SIZE, run, screen_text, wait_for
 
 
 def expanded_names(tree: CallTreeView) -> list[str]:

@@ -20,18 +20,8 @@ from proftui.tui.panes.tree import CallTreeView
 from proftui.tui.screens.quit import QuitScreen
 from proftui.tui.widgets.flat_table import FlatTable
 
-from tests.tui.tui_profiles import (
-    ATT_DONE,
-    SIZE,
-    SpinTarget,
-    attach,
-    attach_profile,
-    gprof_collector,
-    run,
-    screen_ready,
-    screen_text,
-    wait_for,
-)
+from tests.helpers.targets import ATT_DONE, SpinTarget, attach, attach_profile, gprof_collector
+from tests.helpers.tui import SIZE, run, screen_ready, screen_text, wait_for
 
 
 def test_live_attach_status_quit_detaches() -> None:

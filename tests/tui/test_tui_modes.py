@@ -12,7 +12,7 @@ from proftui.tui.panes.tree import CallTreeView
 from proftui.tui.screens.notes import NotesScreen
 
 from tests.conftest import build_fixture
-from tests.tui.tui_profiles import SIZE, run, screen_ready, screen_text, wait_for
+from tests.helpers.tui import SIZE, run, screen_ready, screen_text, wait_for
 
 
 def test_sampler_live_to_exit() -> None:

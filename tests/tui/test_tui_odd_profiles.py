@@ -32,8 +32,8 @@ from proftui.collectors.model.views import INVERTED_MAX_DEPTH
 from proftui.tui.app import ProfTuiApp
 from proftui.tui.panes.tree import MAX_VIEW_DEPTH, CallTreeView
 
+from tests.helpers.tui import run, screen_text, wait_for
 from tests.integration.test_deep_profiles import deep_chain
-from tests.tui.tui_profiles import run, screen_text, wait_for
 from tests.unit.test_profile_fuzz import BASE, MUTATION, PATHS, _mutate
 
 SIZE = (120, 36)

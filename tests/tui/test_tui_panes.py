@@ -17,7 +17,8 @@ from proftui.tui.widgets.flat_table import FlatTable
 from textual.pilot import Pilot
 from textual.widgets import Input
 
-from tests.tui.tui_profiles import SIZE, attach_profile, run, screen_text, wait_for
+from tests.helpers.targets import attach_profile
+from tests.helpers.tui import SIZE, run, screen_text, wait_for
 
 
 @pytest.fixture(scope="module")

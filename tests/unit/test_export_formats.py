@@ -15,7 +15,7 @@ from proftui.collectors.formats.export.folded import export_folded
 from proftui.collectors.formats.export.speedscope import speedscope_document
 from proftui.collectors.model.profile import CPU_NS, SAMPLES, Frame, Profile, ProfileMeta
 
-from tests.unit.profiles import frame_id, sample_profile
+from tests.helpers.profiles import frame_id, sample_profile
 
 
 def test_folded_stacks() -> None:

@@ -14,7 +14,7 @@ from proftui.collectors.formats.export.pprof import encode_profile, export_pprof
 from proftui.collectors.formats.protobuf import LEN, VARINT, fields, ints, read_varint, varint
 from proftui.collectors.model.profile import CPU_NS, SAMPLES, Frame, Profile, ProfileMeta
 
-from tests.unit.profiles import sample_profile
+from tests.helpers.profiles import sample_profile
 
 
 def decode(data: bytes) -> dict[int, list]:

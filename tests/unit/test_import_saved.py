@@ -11,7 +11,7 @@ from proftui.collectors.model import storage
 from proftui.collectors.model.profile import Frame
 from proftui.collectors.model.sourcefiles import ORIGINS
 
-from tests.unit.profiles import sample_profile
+from tests.helpers.profiles import sample_profile
 
 
 def _named_by_debug_info(root: Path, files: list[Path]) -> None:

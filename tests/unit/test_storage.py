@@ -10,7 +10,7 @@ from proftui.collectors.errors import ProftuiError
 from proftui.collectors.formats.export.text import render_json, render_text
 from proftui.collectors.model import storage
 
-from tests.unit.profiles import sample_profile
+from tests.helpers.profiles import sample_profile
 
 
 def test_round_trip_is_identical(tmp_path: Path) -> None:

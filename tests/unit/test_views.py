@@ -10,7 +10,7 @@ from proftui.collectors.model.views import (
     flat_profile,
 )
 
-from tests.unit.profiles import frame_id, sample_profile
+from tests.helpers.profiles import frame_id, sample_profile
 
 
 def names(profile: Profile, ids: list[int]) -> list[str]:

@@ -1,28 +1,19 @@
-"""Real profiles for the TUI tests: compiled fixtures profiled by real collectors."""
+"""Fixture programs as processes, and the profiles real collectors take of them."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import io
 import subprocess
-import time
-from collections.abc import Awaitable, Callable
 
 import pytest
 from proftui.collectors.attach.collector import AttachCollector
-from proftui.collectors.base import Collector, CollectorOptions
+from proftui.collectors.base import CollectorOptions
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.model.profile import Profile
-from rich.console import Console
-from textual.app import App
-from textual.pilot import Pilot
 
 from tests.conftest import build_fixture
 
 ATT_FLAGS = ["-O2", "-g", "-fno-omit-frame-pointer", "-mno-omit-leaf-frame-pointer", "-pthread"]
 ATT_DONE = "att_spin done sink=nonzero usr1=0\n"
-SIZE = (150, 45)
 
 
 class SpinTarget:
@@ -83,47 +74,6 @@ def gprof_collector(units: str = "150", status: str = "3"):
     return GprofCollector([str(binary), units, status], CollectorOptions(output="log"))
 
 
-def screen_text(app: App) -> str:
-    """The whole screen as plain text (what a person would read)."""
-    width, height = app.size
-    console = Console(width=width, height=height, file=io.StringIO(), force_terminal=True,
-                      color_system="truecolor", record=True, legacy_windows=False)
-    console.print(app.screen._compositor.render_update(full=True))
-    return console.export_text()
-
-
-async def wait_for(pilot: Pilot, predicate: Callable[[], object], timeout: float = 15.0,
-                   what: str = "condition") -> None:
-    """Let the app run until `predicate()` is true."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}:\n{screen_text(pilot.app)}")
-        await pilot.pause(0.05)
-
-
-def screen_ready(app: App, screen_class: type) -> bool:
-    """The top screen is a `screen_class`, mounted, and its focus is set. A screen is
-    on the stack before its widgets mount; under load keys sent in between are lost
-    (Pilot's idle check reads a starved process as idle)."""
-    screen = app.screen
-    return (isinstance(screen, screen_class) and screen.is_mounted
-            and (screen.focused is not None or not screen.focus_chain))
-
-
-def run(coro_fn: Callable[[], object]) -> None:
-    """Run an async test body (no pytest-asyncio needed)."""
-    asyncio.run(coro_fn())  # type: ignore[arg-type]
-
-
-async def flat_ready(pilot: Pilot, app: App) -> None:
-    """Wait until the app's flat pane shows its first rows (a worker computes them)."""
-    from proftui.tui.panes.flat import FlatPane
-
-    flat = app.query_one(FlatPane)
-    await wait_for(pilot, lambda: bool(flat.shown), what="flat profile")
-
-
 def sampled(argv: list[str]) -> Profile:
     """The sampler's profile of `argv`, run to its exit (output kept in memory)."""
     from proftui.collectors.sampler.collector import SamplerCollector
@@ -134,20 +84,3 @@ def sampled(argv: list[str]) -> Profile:
         return collector.wait()
     finally:
         collector.stop()
-
-
-def run_live(collector: Collector, body: Callable[[Pilot, App], Awaitable[None]],
-             size: tuple[int, int] = SIZE) -> None:
-    """`body(pilot, app)` on the live TUI of `collector` (started here, stopped at the end)."""
-    from proftui.tui.app import ProfTuiApp
-
-    with contextlib.ExitStack() as cleanup:
-        collector.start()
-        cleanup.callback(collector.stop)
-        app = ProfTuiApp(collector=collector)
-
-        async def session() -> None:
-            async with app.run_test(size=size) as pilot:
-                await body(pilot, app)
-
-        run(session)
