@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 import pytest
 from proftui.collectors.attach.collector import AttachCollector
 from proftui.collectors.base import CollectorOptions
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.model.profile import Profile
+from proftui.collectors.registry import COLLECTORS
 
 from tests.conftest import build_fixture
 
 ATT_FLAGS = ["-O2", "-g", "-fno-omit-frame-pointer", "-mno-omit-leaf-frame-pointer", "-pthread"]
 ATT_DONE = "att_spin done sink=nonzero usr1=0\n"
+SPIN_FLAGS = ["-O1", "-g", "-fno-omit-frame-pointer"]
 
 
 class SpinTarget:
@@ -84,3 +87,11 @@ def sampled(argv: list[str]) -> Profile:
         return collector.wait()
     finally:
         collector.stop()
+
+
+def spin_binary() -> Path:
+    """tests/fixtures/life_spin.c (life_hot in a loop until killed; an argument `ignore`
+    makes it ignore SIGTERM and SIGHUP); skips when sampler mode is not built."""
+    if "sampler" not in COLLECTORS:
+        pytest.skip("sampler mode is not in this build")
+    return build_fixture("life_spin.c", SPIN_FLAGS)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -26,8 +25,8 @@ from proftui.tui.panes.process import ProcPane
 
 from tests.conftest import build_fixture
 from tests.helpers.targets import attach_profile
+from tests.helpers.tmux import PROFTUI, Terminal
 from tests.helpers.tui import SIZE, run, screen_text
-from tests.tui.test_tmux import PROFTUI, Terminal
 
 WORK = "200"  # million iterations per worker thread: about 1 s of CPU in all
 # The sampler at 1 MiB holds about 1,000 samples: 3 s of CPU overflows it unless drained
@@ -98,32 +97,27 @@ def test_odd_names_keep_every_sample(tmp_path: Path, mode: str, flags: list[str]
         assert spin == {"plain": 3, "odd": 3}
 
 
-def test_tui_shows_odd_names_escaped_and_keeps_running(tmp_path: Path) -> None:
-    if shutil.which("tmux") is None:
-        pytest.skip("tmux is not installed")
-    if not PROFTUI.exists():
-        pytest.skip(f"the proftui command is not installed beside {sys.executable}")
+def test_tui_shows_odd_names_escaped_and_keeps_running(terminal: list[Terminal],
+                                                       tmp_path: Path) -> None:
     binary = build_fixture("smp_names.c", ["-O1", "-g", "-pthread"], output="smp_names_sampler")
     tmpdir = tmp_path / "tmpdir"
     tmpdir.mkdir()
     term = Terminal(["env", f"TMPDIR={tmpdir}", str(PROFTUI), "--mode", "sampler", str(binary),
                      "600", "odd"], tmp_path)
-    try:
-        term.wait_for("sampler", "running", timeout=60)
-        term.key("4")
-        screen = term.wait_for(*ODD_SHOWN, timeout=30)  # escaped text, not interpreted
-        time.sleep(2)  # the crash came within a second of the first process poll
-        screen = term.screen()
-        assert "Traceback" not in screen and "Error" not in screen
-        assert "pwn" not in subprocess.run(["tmux", "display", "-p", "-t", term.name,
-                                            "#{pane_title}"], capture_output=True,
-                                           text=True).stdout  # no OSC title change
-        term.wait_for("exited with status 7", timeout=120)  # the target ran to its end
-        term.key("q")
-        term.wait_for("PROFTUI-EXIT=7")
-        assert os.listdir(tmpdir) == []
-    finally:
-        term.close()
+    terminal.append(term)
+    term.wait_for("sampler", "running", timeout=60)
+    term.key("4")
+    screen = term.wait_for(*ODD_SHOWN, timeout=30)  # escaped text, not interpreted
+    time.sleep(2)  # past the first process polls, which read the names
+    screen = term.screen()
+    assert "Traceback" not in screen and "Error" not in screen
+    assert "pwn" not in subprocess.run(["tmux", "display", "-p", "-t", term.name,
+                                        "#{pane_title}"], capture_output=True,
+                                       text=True).stdout  # no OSC title change
+    term.wait_for("exited with status 7", timeout=120)  # the target ran to its end
+    term.key("q")
+    term.wait_for("PROFTUI-EXIT=7")
+    assert os.listdir(tmpdir) == []
 
 
 def test_process_pane_shows_names_as_text_not_markup() -> None:

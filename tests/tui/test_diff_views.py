@@ -30,8 +30,8 @@ from proftui.tui.widgets.status_line import StatusLine
 from textual.widgets.tree import TreeNode
 
 from tests.conftest import build_fixture
+from tests.helpers.tmux import PROFTUI, Terminal
 from tests.helpers.tui import SIZE, run, screen_text, wait_for
-from tests.tui.test_tmux import PROFTUI, Terminal
 
 FLAGS = ["-O2", "-g", "-fno-omit-frame-pointer"]
 ROUNDS = "1500"

@@ -11,17 +11,10 @@ import pytest
 from proftui.collectors.model.storage import save
 from proftui.collectors.registry import COLLECTORS
 
+from tests.helpers.processes import assert_no_orphan, assert_untouched, wait_for_child, wait_gone
 from tests.helpers.profiles import sample_profile
-from tests.helpers.targets import SpinTarget
-from tests.tui.test_tmux import PROFTUI, Terminal
-from tests.tui.test_tmux_signals import (
-    assert_no_orphan,
-    assert_untouched,
-    pane_pid,
-    spin_binary,
-    wait_for_child,
-    wait_gone,
-)
+from tests.helpers.targets import SpinTarget, spin_binary
+from tests.helpers.tmux import PROFTUI, Terminal, pane_pid
 
 
 def small(term: Terminal) -> Terminal:

@@ -20,8 +20,8 @@ from proftui.tui.widgets.output_panel import HEAD_LINES, TAIL_LINES, OutputLog
 from textual.pilot import Pilot
 
 from tests.conftest import build_fixture, build_lua
+from tests.helpers.tmux import PROFTUI, Terminal
 from tests.helpers.tui import SIZE, run, run_live, screen_text, wait_for
-from tests.tui.test_tmux import PROFTUI, Terminal
 
 ERROR_LINE = "out_fail: cannot open 'missing.dat': No such file or directory"
 

@@ -15,8 +15,8 @@ from proftui.tui.panes.source import SourcePane, SourceView
 from proftui.tui.widgets.flat_table import FlatTable
 
 from tests.conftest import FIXTURES, build_fixture
+from tests.helpers.tmux import PROFTUI, Terminal
 from tests.helpers.tui import SIZE, run, screen_text, wait_for
-from tests.tui.test_tmux import PROFTUI, Terminal
 
 TEXT = (FIXTURES / "src_deep.c").read_text().splitlines()
 HOT = next(i + 1 for i, t in enumerate(TEXT) if "/* HOT */" in t)

@@ -19,10 +19,10 @@ import pytest
 from proftui.collectors.registry import COLLECTORS
 from proftui.collectors.runtime.launch import GRACE_S
 
-from tests.conftest import build_fixture
-from tests.tui.test_tmux import PROFTUI, Terminal
+from tests.helpers.processes import assert_no_orphan, assert_untouched, wait_for_child, wait_gone
+from tests.helpers.targets import spin_binary
+from tests.helpers.tmux import PROFTUI, Terminal, pane_pid
 
-SPIN_FLAGS = ["-O1", "-g", "-fno-omit-frame-pointer"]
 # A login shell's part when its terminal closes: pass SIGHUP on to the job, then record
 # the job's status (a plain `sh -c` would die first, taking the status with it).
 HUP_WRAPPER = """\
@@ -36,67 +36,12 @@ os.replace(sys.argv[1] + ".part", sys.argv[1])  # the test polls for the file: w
 """
 
 
-def spin_binary() -> Path:
-    if "sampler" not in COLLECTORS:
-        pytest.skip("sampler mode is not in this build")
-    return build_fixture("life_spin.c", SPIN_FLAGS)
-
-
 def modes(term: Terminal) -> tuple[str, str, str]:
     """(alternate screen on, cursor visible, mouse reporting on) as tmux sees them."""
     out = subprocess.run(["tmux", "display", "-p", "-t", term.name,
                           "#{alternate_on} #{cursor_flag} #{mouse_any_flag}"],
                          capture_output=True, text=True, check=True).stdout.split()
     return out[0], out[1], out[2]
-
-
-def pane_pid(term: Terminal) -> int:
-    return int(subprocess.run(["tmux", "display", "-p", "-t", term.name, "#{pane_pid}"],
-                              capture_output=True, text=True, check=True).stdout)
-
-
-def children(pid: int) -> list[int]:
-    try:
-        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except OSError:
-        return []
-
-
-def wait_for_child(pid: int, timeout: float = 20.0) -> int:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = children(pid)
-        if found:
-            return found[0]
-        time.sleep(0.05)
-    raise AssertionError(f"process {pid} never started a child")
-
-
-def wait_gone(pid: int, timeout: float = 30.0) -> float:
-    """Seconds until `pid` is gone (or a zombie nobody waits for any more)."""
-    started = time.monotonic()
-    while time.monotonic() - started < timeout:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            return time.monotonic() - started
-        if state == "Z":
-            return time.monotonic() - started
-        time.sleep(0.01)
-    raise AssertionError(f"process {pid} still runs after {timeout} s")
-
-
-def assert_no_orphan(pid: int) -> None:
-    """The target is gone, not re-parented to PID 1 (or a subreaper) and left running."""
-    assert not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text(
-    ).rsplit(")", 1)[1].split()[0] == "Z", f"target {pid} outlived proftui"
-
-
-def assert_untouched(pid: int) -> None:
-    status = dict(line.split(":\t", 1) for line in
-                  Path(f"/proc/{pid}/status").read_text().splitlines() if ":\t" in line)
-    assert status["TracerPid"].strip() == "0"
-    assert status["State"][0] not in "tTZ", status["State"]
 
 
 def tmpdir(tmp_path: Path) -> Path:
