@@ -37,7 +37,8 @@ from proftui.tui.panes.tree import CallTreeView  # noqa: E402
 from proftui.tui.widgets.flat_table import FlatTable  # noqa: E402
 
 from tests.conftest import build_fixture  # noqa: E402
-from tests.helpers.targets import SpinTarget, attach  # noqa: E402
+from tests.helpers.collect import attach  # noqa: E402
+from tests.helpers.targets import SpinTarget  # noqa: E402
 
 SIZE = (130, 36)
 

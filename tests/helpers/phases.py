@@ -37,7 +37,7 @@ def record_phases(work: Path, seconds: float = 2.0) -> tuple[Profile, dict[str, 
 def attach_phases(seconds: float = 1.5) -> tuple[Profile, float]:
     """tl_phases.c sampled by attach mode (500 Hz) from its start to its exit: (the
     profile, when phase_b began in seconds of the profile's clock)."""
-    from tests.helpers.targets import attach
+    from tests.helpers.collect import attach
 
     binary = build_fixture("tl_phases.c", ["-O2", "-g"])
     start = time.time()

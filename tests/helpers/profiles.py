@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from proftui.collectors.model.profile import SAMPLES, Frame, Profile, ProfileMeta
+from proftui.collectors.model.profile import SAMPLES, Frame, Metric, Profile, ProfileMeta
 
 
 def sample_profile() -> Profile:
@@ -24,3 +24,17 @@ def frame_id(profile: Profile, name: str) -> int:
         if frame.function == name:
             return i
     raise KeyError(name)
+
+
+def template_profile() -> Profile:
+    """main -> std::vector<int, std::allocator<int> >::push_back(int const&) (3 samples,
+    3 ms of CPU), main (1, 1 ms): a long template name, in samples and CPU time."""
+    metrics = (Metric("samples", "count"), Metric("cpu_ns", "ns"))
+    profile = Profile(ProfileMeta(mode="sampler"), metrics)
+    main = profile.frames.intern(Frame("main", "/bin/x"))
+    work = profile.frames.intern(Frame("std::vector<int, std::allocator<int> >::push_back("
+                                       "int const&)", "/bin/x"))
+    assert profile.tree is not None
+    profile.tree.add_stack([main, work], [3.0, 3e6])
+    profile.tree.add_stack([main], [1.0, 1e6])
+    return profile.finalize()

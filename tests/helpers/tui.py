@@ -1,14 +1,19 @@
-"""Driving the TUI in tests: run an app under Textual's pilot, wait for it, read its screen."""
+"""Driving the TUI in tests: run an app under Textual's pilot, wait for it, read its
+screen; a collector that replays a recorded profile for the live plumbing."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import io
+import threading
 import time
 from collections.abc import Awaitable, Callable
 
 from proftui.collectors.base import Collector
+from proftui.collectors.model import storage
+from proftui.collectors.model.profile import Profile
+from proftui.collectors.runtime.launch import ExitInfo
 from rich.console import Console
 from textual.app import App
 from textual.pilot import Pilot
@@ -72,3 +77,54 @@ def run_live(collector: Collector, body: Callable[[Pilot, App], Awaitable[None]]
                 await body(pilot, app)
 
         run(session)
+
+
+class ReplayCollector(Collector):
+    """Replays a real recorded profile, growing with each snapshot (plumbing tests only)."""
+
+    mode = "sampler"
+    can_pause = True
+
+    def __init__(self, profile: Profile) -> None:
+        super().__init__([])
+        self.recorded = storage.profile_to_dict(profile)
+        self.ticks = 0
+        self.paused = False
+        self.calls: list[str] = []
+        self.ended = threading.Event()
+
+    def start(self) -> None:
+        self.calls.append("start")
+
+    def collect(self) -> Profile:
+        if not self.paused:
+            self.ticks += 1
+        profile = storage.profile_from_dict(self.recorded)
+        assert profile.tree is not None
+        for node in profile.tree.nodes():
+            node.self_cost = [v * self.ticks for v in node.self_cost]
+        profile.meta.complete = False
+        return profile.finalize()
+
+    def pause(self) -> None:
+        self.calls.append("pause")
+        self.paused = True
+
+    def resume(self) -> None:
+        self.calls.append("resume")
+        self.paused = False
+
+    def exit_info(self) -> ExitInfo | None:
+        return ExitInfo(0) if self.ended.is_set() else None
+
+    def is_running(self) -> bool:
+        return not self.ended.is_set()
+
+    @property
+    def pid(self) -> int | None:
+        return None
+
+
+def status_text(app: App) -> str:
+    """The status line's text: the screen's line above the key bar."""
+    return screen_text(app).splitlines()[-2]

@@ -24,8 +24,8 @@ from proftui.collectors.symbols.stacks import PSEUDO_ROOTS
 from proftui.collectors.symbols.symbolizer import Symbolizer
 
 from tests.conftest import build_fixture
+from tests.helpers.collect import attach
 from tests.helpers.reference import normal_name, perf_allowed, perf_user_shares
-from tests.integration.test_attach import attach
 
 NO_FP = ["-O2", "-g", "-fomit-frame-pointer"]
 SECONDS = 2.0

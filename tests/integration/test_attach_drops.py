@@ -21,8 +21,9 @@ from proftui.collectors.runtime.wire_attach import (
     StreamDecoder,
 )
 
-from tests.helpers.targets import SpinTarget, attach
-from tests.integration.test_attach_stream import header, record
+from tests.helpers.attach_stream import header, record
+from tests.helpers.collect import attach
+from tests.helpers.targets import SpinTarget
 
 PAGE = os.sysconf("SC_PAGESIZE")
 

@@ -27,13 +27,9 @@ from proftui.collectors.model.profile import Profile
 from proftui.collectors.runtime.process_status import ProcSampler
 
 from tests.conftest import build_fixture
-from tests.integration.test_attach import (
-    DONE_LINE,
-    Fixture,
-    attach,
-    names_on_paths,
-    self_samples,
-)
+from tests.helpers.collect import attach
+from tests.helpers.costs import names_on_paths, self_costs
+from tests.helpers.targets import ATT_DONE, SpinTarget
 
 FLAGS = ["-O2", "-g", "-fno-omit-frame-pointer", "-pthread"]
 METHODS = ["perf", "ptrace"]
@@ -101,7 +97,7 @@ def helper_gone(collector: AttachCollector) -> None:
 
 
 def hot_share(profile: Profile) -> float:
-    selfs = self_samples(profile)
+    selfs = self_costs(profile)
     hot, cold = selfs.get("att_tx_hot", 0.0), selfs.get("att_tx_cold", 0.0)
     assert hot + cold >= 50, selfs
     return hot / (hot + cold)
@@ -132,7 +128,7 @@ def test_worker_calls_exit(method: str, mode: str) -> None:
         assert info is not None
         if method == "ptrace":  # the tracer reaps the exit status
             assert info.status == 3
-        assert "att_tx_hot" in self_samples(profile)
+        assert "att_tx_hot" in self_costs(profile)
     finally:
         target.kill()
 
@@ -206,7 +202,7 @@ def test_detach_after_leader_pthread_exit(method: str) -> None:
         assert time.monotonic() - started < 1.0
         assert collector.exit_info() is None  # detached, the target runs on
         assert tracers(target.pid) == {0}
-        assert "att_tx_hot" in self_samples(profile)
+        assert "att_tx_hot" in self_costs(profile)
         out, status = target.finish()
         assert status == 0 and re.fullmatch(r"hot_share=[0-9.]+\n", out), out
     finally:
@@ -217,7 +213,7 @@ def test_detach_after_leader_pthread_exit(method: str) -> None:
 def test_stopped_target(method: str) -> None:
     """A target stopped with SIGSTOP: attaching says so, nothing is sampled while
     it is stopped, it stays stopped on detach, and runs normally once continued."""
-    fixture = Fixture(1.0)
+    fixture = SpinTarget(1.0)
     try:
         os.kill(fixture.pid, signal.SIGSTOP)
         deadline = time.monotonic() + 5
@@ -234,7 +230,7 @@ def test_stopped_target(method: str) -> None:
         status = Path(f"/proc/{fixture.pid}/status").read_text()
         assert "T (stopped)" in status and fixture.tracer() == 0, status
         os.kill(fixture.pid, signal.SIGCONT)
-        assert fixture.finish() == (DONE_LINE, 7)
+        assert fixture.finish() == (ATT_DONE, 7)
     finally:
         fixture.kill()
 
@@ -242,7 +238,7 @@ def test_stopped_target(method: str) -> None:
 @pytest.mark.parametrize("method", METHODS)
 def test_target_continued_while_attached(method: str) -> None:
     """Stopped when attached, continued while attached: sampled from then on."""
-    fixture = Fixture(1.0)
+    fixture = SpinTarget(1.0)
     try:
         os.kill(fixture.pid, signal.SIGSTOP)
         time.sleep(0.1)
@@ -252,8 +248,8 @@ def test_target_continued_while_attached(method: str) -> None:
         profile = collector.wait()  # until the target exits
         collector.stop()
         helper_gone(collector)
-        assert fixture.finish() == (DONE_LINE, 7)
-        assert "att_hot" in self_samples(profile)
+        assert fixture.finish() == (ATT_DONE, 7)
+        assert "att_hot" in self_costs(profile)
         assert any("target exited" in w for w in profile.meta.warnings)
     finally:
         fixture.kill()
@@ -278,7 +274,7 @@ def test_target_execs_while_attached(method: str, mode: str) -> None:
         helper_gone(collector)
         assert target.finish() == ("after done\n", 6)
         assert target.exited_at is not None and ended - target.exited_at < 0.5
-        selfs = self_samples(profile)
+        selfs = self_costs(profile)
         first = "att_tx_hot" if mode == "exec" else "att_tx_cold"
         assert selfs.get(first, 0) > 0 and selfs.get("att_tx_cold", 0) > 0, selfs
         assert any(p[-2:] == ["main", "att_tx_cold"] for p in names_on_paths(profile))

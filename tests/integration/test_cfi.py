@@ -17,8 +17,9 @@ import pytest
 from proftui.collectors.model.profile import Profile
 
 from tests.conftest import build_fixture
-from tests.integration.test_attach import NO_FP_FLAGS, attach, names_on_paths
-from tests.integration.test_sampler import run_sampler
+from tests.helpers.collect import attach, run_sampler
+from tests.helpers.costs import names_on_paths
+from tests.helpers.targets import ATT_NO_FP_FLAGS
 
 pytestmark = pytest.mark.skipif(platform.machine() != "x86_64",
                                 reason="CFI unwinding is x86-64 only")
@@ -41,7 +42,7 @@ def profile_of(method: str, fixture: str, cfi: bool, monkeypatch: pytest.MonkeyP
     if not cfi:
         monkeypatch.setenv("PROFTUI_SAMPLER_UNWIND" if method == "sampler" else
                            "PROFTUI_ATTACH_UNWIND", "fp")
-    binary = build_fixture(fixture, NO_FP_FLAGS)
+    binary = build_fixture(fixture, ATT_NO_FP_FLAGS)
     if method == "sampler":
         return run_sampler(binary, seconds, frequency_hz=500)[0]
     proc = subprocess.Popen([str(binary), seconds], stdout=subprocess.PIPE, text=True)

@@ -22,12 +22,13 @@ import pytest
 from proftui.collectors.formats.export import EXPORTERS
 from proftui.collectors.formats.export.paths import CUT_LABEL, EXPORT_MAX_DEPTH
 from proftui.collectors.formats.export.text import render_json, render_text
+from proftui.collectors.formats.protobuf import ints
 from proftui.collectors.model import storage
 from proftui.collectors.model.profile import CALLS, CPU_NS, Frame, Profile, ProfileMeta
 from proftui.collectors.model.views import INVERTED_MAX_DEPTH, bottom_up_tree, caller_tree
 
 from tests.helpers.instrument import build
-from tests.unit.test_export_pprof import decode, packed
+from tests.helpers.protobuf import decode
 
 DEPTH = 100_000
 BUDGET = 60.0  # seconds per operation: generous on a shared 2-core machine (takes ~1 s)
@@ -77,8 +78,8 @@ def check_exports(profile: Profile, total_ns: float, leaf: str) -> None:
     # pprof: samples' location lists bounded, values add up to the whole
     fields = decode(gzip.decompress(outputs["pprof"]))
     sample_fields = [decode(s) for s in fields[2]]
-    assert max(len(packed(s[1][0])) for s in sample_fields) <= EXPORT_MAX_DEPTH + 1
-    assert abs(sum(packed(s[2][0])[0] for s in sample_fields) - total_ns) <= len(sample_fields)
+    assert max(len(ints(s[1][0])) for s in sample_fields) <= EXPORT_MAX_DEPTH + 1
+    assert abs(sum(ints(s[2][0])[0] for s in sample_fields) - total_ns) <= len(sample_fields)
     strings = [s.decode() for s in fields[6]]
     assert CUT_LABEL in strings
     # callgrind and dot are per function: one recursive arc, no per-path blow-up

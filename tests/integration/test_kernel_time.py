@@ -15,8 +15,8 @@ import pytest
 from proftui.collectors.model.profile import Profile
 
 from tests.conftest import build_fixture
-from tests.integration.test_attach import attach
-from tests.integration.test_sampler import run_sampler, total_of
+from tests.helpers.collect import attach, run_sampler
+from tests.helpers.costs import total_of
 
 FLAGS = ["-O2", "-g", "-fno-omit-frame-pointer"]
 SECONDS = "2.5"

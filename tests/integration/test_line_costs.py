@@ -157,7 +157,7 @@ def test_sampler_line_costs_open_without_binary_or_source(tmp_path: Path) -> Non
 
 
 def test_attach_line_costs_open_without_binary_or_source(tmp_path: Path) -> None:
-    from tests.helpers.targets import attach
+    from tests.helpers.collect import attach
 
     binary, source = build_copy(tmp_path, ["-mno-omit-leaf-frame-pointer"])
     target = subprocess.Popen([str(binary), "600"], stdout=subprocess.PIPE, text=True)

@@ -24,7 +24,7 @@ from proftui.tui.app import ProfTuiApp
 from proftui.tui.panes.process import ProcPane
 
 from tests.conftest import build_fixture
-from tests.helpers.targets import attach_profile
+from tests.helpers.collect import attach_profile
 from tests.helpers.tmux import PROFTUI, Terminal
 from tests.helpers.tui import SIZE, run, screen_text
 

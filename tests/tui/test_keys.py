@@ -25,7 +25,7 @@ from textual.widget import Widget
 from textual.widgets import Input
 
 from tests.helpers.profiles import sample_profile
-from tests.helpers.tui import run, screen_ready, screen_text, wait_for
+from tests.helpers.tui import ReplayCollector, run, screen_ready, screen_text, wait_for
 
 SMALL = (80, 24)
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -396,8 +396,6 @@ def test_a_theme_reaches_the_table_tree_and_source_colours() -> None:
 def test_live_quit_dialog_returns_focus_and_keys_fit() -> None:
     """While a target runs: the quit question (q, then n or Esc) on every pane gives the
     focus back to the pane; pause and reset are in the palette; ? and q still fit."""
-    from tests.tui.test_tui_live import ReplayCollector
-
     collector = ReplayCollector(sample_profile())
     app = ProfTuiApp(collector=collector)
 

@@ -6,13 +6,12 @@ import re
 
 from proftui.tui.app import ProfTuiApp
 
-from tests.helpers.tui import run, screen_text, wait_for
-from tests.tui.test_tui_live import ReplayCollector
-from tests.unit.test_settings import _profile
+from tests.helpers.profiles import template_profile
+from tests.helpers.tui import ReplayCollector, run, screen_text, wait_for
 
 
 def test_header_counts_time_since_reset() -> None:
-    collector = ReplayCollector(_profile())
+    collector = ReplayCollector(template_profile())
     app = ProfTuiApp(collector=collector)
 
     def since() -> float | None:

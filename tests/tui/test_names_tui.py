@@ -5,47 +5,16 @@ status line, and overloads that stay distinguishable."""
 
 from __future__ import annotations
 
-import shutil
-
-import pytest
-from proftui.collectors.base import CollectorOptions
 from proftui.collectors.model.profile import Profile
-from proftui.collectors.sampler.collector import SamplerCollector
 from proftui.tui.app import ProfTuiApp
 from proftui.tui.panes.flat import FlatPane
 from proftui.tui.panes.tree import CallTreeView
 from proftui.tui.widgets.flat_table import NAME, FlatTable
 from proftui.tui.widgets.status_line import StatusLine
 
-from tests.conftest import build_fixture
-from tests.helpers.tui import run, screen_text, wait_for
+from tests.helpers.tui import run, screen_text, status_text, wait_for
 
 NARROW = (80, 24)
-CXX_FLAGS = ["-O2", "-g", "-fno-omit-frame-pointer"]
-
-
-@pytest.fixture(scope="module")
-def cxx_profile() -> Profile:
-    """names_cxx.cpp (-O2) sampled by the sampler to its exit."""
-    if shutil.which("g++") is None:
-        pytest.skip("g++ is not installed")
-    binary = build_fixture("names_cxx.cpp", CXX_FLAGS, compiler="g++")
-    collector = SamplerCollector([str(binary), "2000"], CollectorOptions(output="log"))
-    collector.start()
-    try:
-        profile = collector.wait()
-        assert collector.process is not None
-        assert collector.process.output_head().startswith(b"names_cxx checksum ")
-    finally:
-        collector.stop()
-    assert profile.total(0) > 200, "too few samples to test with"
-    names = {f.function for f in profile.frames}
-    assert any(n.startswith("std::_Rb_tree<") for n in names), sorted(names)
-    return profile
-
-
-def status_text(app: ProfTuiApp) -> str:
-    return screen_text(app).splitlines()[-2]  # the line above the key bar
 
 
 def test_flat_names_shortened_at_80_columns(cxx_profile: Profile) -> None:

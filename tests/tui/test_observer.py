@@ -16,7 +16,8 @@ from proftui.tui.app import ProfTuiApp
 from textual.pilot import Pilot
 
 from tests.conftest import build_fixture
-from tests.helpers.targets import ATT_FLAGS, SpinTarget, attach
+from tests.helpers.collect import attach
+from tests.helpers.targets import ATT_FLAGS, SpinTarget
 from tests.helpers.tui import SIZE, run, wait_for
 
 

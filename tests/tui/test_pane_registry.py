@@ -12,7 +12,7 @@ from proftui.tui.panes.flat import FlatPane
 from textual.widget import Widget
 from textual.widgets import Static
 
-from tests.helpers.targets import attach_profile
+from tests.helpers.collect import attach_profile
 from tests.helpers.tui import SIZE, run, screen_text, wait_for
 
 

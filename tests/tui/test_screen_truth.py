@@ -19,8 +19,9 @@ from proftui.tui.screens.notes import NotesScreen
 from textual.pilot import Pilot
 
 from tests.conftest import build_fixture
+from tests.helpers.collect import attach
 from tests.helpers.profiles import sample_profile
-from tests.helpers.targets import ATT_FLAGS, SpinTarget, attach
+from tests.helpers.targets import ATT_FLAGS, SpinTarget
 from tests.helpers.tui import flat_ready, run, run_live, screen_ready, screen_text, wait_for
 
 SMALL = (80, 24)

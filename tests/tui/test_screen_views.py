@@ -22,7 +22,7 @@ from proftui.tui.widgets.flat_table import NAME, FlatTable
 from textual.pilot import Pilot
 
 from tests.conftest import build_fixture
-from tests.helpers.targets import sampled
+from tests.helpers.collect import sampled
 from tests.helpers.tui import flat_ready, run, screen_text, wait_for
 
 SIZE = (150, 45)

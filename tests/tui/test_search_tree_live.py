@@ -9,12 +9,10 @@ from proftui.collectors.model.profile import Profile
 from proftui.tui.app import ProfTuiApp
 from proftui.tui.panes.tree import CallTreeView
 
-from tests.helpers.tui import run, wait_for
-from tests.tui.test_names_tui import cxx_profile, status_text  # noqa: F401 - a fixture
-from tests.tui.test_tui_live import ReplayCollector
+from tests.helpers.tui import ReplayCollector, run, status_text, wait_for
 
 
-def test_search_survives_live_refreshes(cxx_profile: Profile) -> None:  # noqa: F811
+def test_search_survives_live_refreshes(cxx_profile: Profile) -> None:
     collector = ReplayCollector(cxx_profile)
     app = ProfTuiApp(collector=collector)
 

@@ -29,7 +29,7 @@ from proftui.tui.screens.threads import ThreadsScreen
 from textual.pilot import Pilot
 
 from tests.conftest import build_fixture
-from tests.helpers.targets import attach
+from tests.helpers.collect import attach
 from tests.helpers.tui import SIZE, run, screen_ready, screen_text, wait_for
 
 FLAGS = ["-O2", "-g", "-pthread"]

@@ -5,13 +5,8 @@ real recorded profile."""
 from __future__ import annotations
 
 import shutil
-import threading
 
 import pytest
-from proftui.collectors.base import Collector
-from proftui.collectors.model import storage
-from proftui.collectors.model.profile import Profile
-from proftui.collectors.runtime.launch import ExitInfo
 from proftui.tui.app import ProfTuiApp
 from proftui.tui.panes.flat import FlatPane
 from proftui.tui.panes.process import ProcPane
@@ -20,8 +15,9 @@ from proftui.tui.panes.tree import CallTreeView
 from proftui.tui.screens.quit import QuitScreen
 from proftui.tui.widgets.flat_table import FlatTable
 
-from tests.helpers.targets import ATT_DONE, SpinTarget, attach, attach_profile, gprof_collector
-from tests.helpers.tui import SIZE, run, screen_ready, screen_text, wait_for
+from tests.helpers.collect import attach, attach_profile, gprof_collector
+from tests.helpers.targets import ATT_DONE, SpinTarget
+from tests.helpers.tui import SIZE, ReplayCollector, run, screen_ready, screen_text, wait_for
 
 
 def test_live_attach_status_quit_detaches() -> None:
@@ -149,52 +145,6 @@ def test_gprof_run_to_exit_status_and_source_lines() -> None:
         assert final is not None and final.meta.exit_status == 3
     finally:
         collector.stop()
-
-
-class ReplayCollector(Collector):
-    """Replays a real recorded profile, growing with each snapshot (plumbing tests only)."""
-
-    mode = "sampler"
-    can_pause = True
-
-    def __init__(self, profile: Profile) -> None:
-        super().__init__([])
-        self.recorded = storage.profile_to_dict(profile)
-        self.ticks = 0
-        self.paused = False
-        self.calls: list[str] = []
-        self.ended = threading.Event()
-
-    def start(self) -> None:
-        self.calls.append("start")
-
-    def collect(self) -> Profile:
-        if not self.paused:
-            self.ticks += 1
-        profile = storage.profile_from_dict(self.recorded)
-        assert profile.tree is not None
-        for node in profile.tree.nodes():
-            node.self_cost = [v * self.ticks for v in node.self_cost]
-        profile.meta.complete = False
-        return profile.finalize()
-
-    def pause(self) -> None:
-        self.calls.append("pause")
-        self.paused = True
-
-    def resume(self) -> None:
-        self.calls.append("resume")
-        self.paused = False
-
-    def exit_info(self) -> ExitInfo | None:
-        return ExitInfo(0) if self.ended.is_set() else None
-
-    def is_running(self) -> bool:
-        return not self.ended.is_set()
-
-    @property
-    def pid(self) -> int | None:
-        return None
 
 
 def test_pause_reset_and_quit_confirmation() -> None:

@@ -17,7 +17,7 @@ from proftui.tui.widgets.flat_table import FlatTable
 from textual.pilot import Pilot
 from textual.widgets import Input
 
-from tests.helpers.targets import attach_profile
+from tests.helpers.collect import attach_profile
 from tests.helpers.tui import SIZE, run, screen_text, wait_for
 
 

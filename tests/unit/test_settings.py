@@ -10,12 +10,13 @@ import stat
 from pathlib import Path
 
 import pytest
-from proftui.collectors.model.profile import Frame, Metric, Profile, ProfileMeta
 from proftui.tui import settings
 from proftui.tui.app import ProfTuiApp
 from proftui.tui.panes.flat import FlatPane
 from proftui.tui.panes.tree import CallTreeView
 from proftui.tui.widgets.flat_table import FlatTable
+
+from tests.helpers.profiles import template_profile
 
 
 def test_path_follows_xdg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -86,18 +87,6 @@ def test_directory_in_the_way(tmp_path: Path) -> None:
     assert "not saved" in settings.save(settings.Settings(), path)
 
 
-def _profile() -> Profile:
-    metrics = (Metric("samples", "count"), Metric("cpu_ns", "ns"))
-    profile = Profile(ProfileMeta(mode="sampler"), metrics)
-    main = profile.frames.intern(Frame("main", "/bin/x"))
-    work = profile.frames.intern(Frame("std::vector<int, std::allocator<int> >::push_back("
-                                       "int const&)", "/bin/x"))
-    assert profile.tree is not None
-    profile.tree.add_stack([main, work], [3.0, 3e6])
-    profile.tree.add_stack([main], [1.0, 1e6])
-    return profile.finalize()
-
-
 def _run(app: ProfTuiApp, keys: list[str], seen: dict[str, object] | None = None) -> list[str]:
     """Run the app, press `keys`; return the notifications; fill `seen` with pane state."""
     notes: list[str] = []
@@ -126,7 +115,7 @@ def _run(app: ProfTuiApp, keys: list[str], seen: dict[str, object] | None = None
 def test_app_restores_and_saves_choices(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
     path = tmp_path / "proftui" / "settings.json"
-    app = ProfTuiApp(profile=_profile())
+    app = ProfTuiApp(profile=template_profile())
     _run(app, ["s", "m", "c", "2", "percent_sign"])  # sort total, cpu_ns, params, % parent
     saved = json.loads(path.read_text())
     assert saved["sort"] == "total" and saved["descending"] is True
@@ -136,7 +125,7 @@ def test_app_restores_and_saves_choices(tmp_path: Path, monkeypatch: pytest.Monk
     saved["theme"] = "nord"
     path.write_text(json.dumps(saved))
 
-    again = ProfTuiApp(profile=_profile())
+    again = ProfTuiApp(profile=template_profile())
     seen: dict[str, object] = {}
     notes = _run(again, [], seen)
     assert not any("settings" in n for n in notes)
@@ -153,7 +142,7 @@ def test_app_ignores_a_corrupt_file_with_one_notification(
     path = tmp_path / "proftui" / "settings.json"
     path.parent.mkdir()
     path.write_bytes(b"\x00garbage{")
-    app = ProfTuiApp(profile=_profile())
+    app = ProfTuiApp(profile=template_profile())
     notes = _run(app, [])
     assert [n for n in notes if "settings" in n] == [
         f"settings file {path} ignored: not valid JSON " + notes[0].split("JSON ", 1)[1]]
