@@ -27,10 +27,8 @@ from proftui.collectors.formats.export import export_bytes
 from proftui.collectors.formats.importers import heaptrack, load_any
 from proftui.collectors.model.profile import Profile
 
+from tests.helpers.importer_inputs import GPERFTOOLS_RECORDS, PERF_SCRIPT, gperftools_cpu
 from tests.helpers.profiles import sample_profile
-from tests.unit.test_import_gperftools import RECORDS
-from tests.unit.test_import_gperftools import encode as gperftools_encode
-from tests.unit.test_import_perf_script import SCRIPT
 
 ROUNDS = int(os.environ.get("PROFTUI_FUZZ_ROUNDS", "2000"))
 BUDGET_S = float(os.environ.get("PROFTUI_FUZZ_SECONDS", "6"))
@@ -123,7 +121,7 @@ def test_pprof_gzip_and_raw(tmp_path: Path) -> None:
 
 
 def test_gperftools_cpu(tmp_path: Path) -> None:
-    assert fuzz("gperftools", gperftools_encode(RECORDS), load_any, tmp_path) >= 300
+    assert fuzz("gperftools", gperftools_cpu(GPERFTOOLS_RECORDS), load_any, tmp_path) >= 300
 
 
 def test_gperftools_heap(tmp_path: Path) -> None:
@@ -131,7 +129,7 @@ def test_gperftools_heap(tmp_path: Path) -> None:
 
 
 def test_perf_script(tmp_path: Path) -> None:
-    assert fuzz("perf-script", SCRIPT.encode(), load_any, tmp_path) >= 300
+    assert fuzz("perf-script", PERF_SCRIPT.encode(), load_any, tmp_path) >= 300
 
 
 def test_heaptrack_flamegraph_output() -> None:

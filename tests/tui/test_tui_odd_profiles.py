@@ -7,8 +7,6 @@ and the header must show escaped text, never raw escape sequences.
 
 from __future__ import annotations
 
-import gzip
-import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -32,9 +30,9 @@ from proftui.collectors.model.views import INVERTED_MAX_DEPTH
 from proftui.tui.app import ProfTuiApp
 from proftui.tui.panes.tree import MAX_VIEW_DEPTH, CallTreeView
 
+from tests.helpers.hostile import MUTATION, PATHS, write_mutated
 from tests.helpers.tui import run, screen_text, wait_for
 from tests.integration.test_deep_profiles import deep_chain
-from tests.unit.test_profile_fuzz import BASE, MUTATION, PATHS, _mutate
 
 SIZE = (120, 36)
 
@@ -130,14 +128,7 @@ def test_100000_deep_tree_bottom_up_and_quit() -> None:
 def test_fuzzed_loadable_profiles_open(tmp_path: Path, mutations: list[tuple[int, str, Any]]
                                        ) -> None:
     """`proftui open` of mutated files that still load: every pane draws, nothing fails."""
-    doc = json.loads(json.dumps(BASE))
-    for index, action, value in mutations:
-        try:
-            _mutate(doc, PATHS[index], action, value)
-        except (KeyError, IndexError, TypeError):
-            continue
-    path = tmp_path / "fuzzed.proftui"
-    path.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    path = write_mutated(tmp_path / "fuzzed.proftui", mutations)
     try:
         profile = load_any(path)
     except ProftuiError:
