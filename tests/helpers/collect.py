@@ -16,14 +16,14 @@ from tests.conftest import build_fixture
 from tests.helpers.targets import ATT_DONE, SpinTarget
 
 
-def run_to_end(collector_class: type[Collector], binary: Path, *args: str,
+def run_to_end(collector_class: type[Collector], binary: Path | str, *args: str,
                **options: object) -> tuple[Profile, str]:
     """Profile `binary args` with `collector_class` to the end; (profile, the target's
     stdout+stderr)."""
     collector = collector_class([str(binary), *args],
                                 CollectorOptions(output="log", **options))  # type: ignore[arg-type]
-    collector.start()
     try:
+        collector.start()
         profile = collector.wait()
         assert collector.process is not None
         output = collector.process.output_text()

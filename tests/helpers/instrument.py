@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ from proftui.collectors.instrument.collector import InstrumentCollector
 from proftui.collectors.model.profile import CallTree, Profile
 
 from tests.conftest import build_fixture
+from tests.helpers.collect import run_to_end
 
 FLAGS = ["-O2", "-g", "-finstrument-functions", "-pthread"]
 
@@ -26,15 +28,7 @@ def build_plugin(source: str) -> Path:
 
 def record(argv: list[str | Path], **options: Any) -> tuple[Profile, str]:
     """Run to the end under instrument mode; the profile and the target's output."""
-    collector = InstrumentCollector([str(a) for a in argv],
-                                    CollectorOptions(output="log", **options))
-    try:
-        collector.start()
-        profile = collector.wait()
-        assert collector.process is not None
-        return profile, collector.process.output_text()
-    finally:
-        collector.stop()
+    return run_to_end(InstrumentCollector, *map(str, argv), **options)
 
 
 def calls_by_path(profile: Profile, part: str | None = None) -> dict[tuple[str, ...], int]:
@@ -60,3 +54,22 @@ def calls_by_path(profile: Profile, part: str | None = None) -> dict[tuple[str, 
 def function_calls(profile: Profile, name: str) -> int:
     """Calls of `name` over every context."""
     return sum(calls for path, calls in calls_by_path(profile).items() if path[-1] == name)
+
+
+def start_spin(**options: object) -> InstrumentCollector:
+    """ins_spin (main -> spin -> tick, for 20 s) started under instrument mode."""
+    collector = InstrumentCollector([str(build("ins_spin.c")), "20"],
+                                    CollectorOptions(output="log", **options))  # type: ignore[arg-type]
+    collector.start()
+    return collector
+
+
+def wait_for_ticks(collector: InstrumentCollector, at_least: int) -> Profile:
+    """The first live profile in which tick() has been called `at_least` times."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        profile = collector.collect()
+        if function_calls(profile, "tick") >= at_least:
+            return profile
+        time.sleep(0.05)
+    raise AssertionError("the target never called tick()")

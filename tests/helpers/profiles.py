@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from proftui.collectors.model.profile import SAMPLES, Frame, Metric, Profile, ProfileMeta
+from proftui.collectors.model.profile import (
+    CALLS,
+    CPU_NS,
+    SAMPLES,
+    Frame,
+    Metric,
+    Profile,
+    ProfileMeta,
+)
 
 
 def sample_profile() -> Profile:
@@ -37,4 +45,18 @@ def template_profile() -> Profile:
     assert profile.tree is not None
     profile.tree.add_stack([main, work], [3.0, 3e6])
     profile.tree.add_stack([main], [1.0, 1e6])
+    return profile.finalize()
+
+
+def deep_chain(depth: int = 100_000) -> Profile:
+    """main -> rec -> rec ... `depth` levels of rec, each with self cost 100 ns and 1 call."""
+    profile = Profile(ProfileMeta(mode="instrument", argv=["rec"], pids=[1]), (CPU_NS, CALLS))
+    main = profile.frames.intern(Frame("main", "/bin/rec", address=0x1000))
+    rec = profile.frames.intern(Frame("rec", "/bin/rec", address=0x1100))
+    assert profile.tree is not None
+    node = profile.tree.root.child(main)
+    node.self_cost, node.calls = [10.0, 1.0], 1
+    for _ in range(depth):
+        node = node.child(rec)
+        node.self_cost, node.calls = [100.0, 1.0], 1
     return profile.finalize()

@@ -24,28 +24,15 @@ from proftui.collectors.formats.export.paths import CUT_LABEL, EXPORT_MAX_DEPTH
 from proftui.collectors.formats.export.text import render_json, render_text
 from proftui.collectors.formats.protobuf import ints
 from proftui.collectors.model import storage
-from proftui.collectors.model.profile import CALLS, CPU_NS, Frame, Profile, ProfileMeta
+from proftui.collectors.model.profile import Profile
 from proftui.collectors.model.views import INVERTED_MAX_DEPTH, bottom_up_tree, caller_tree
 
 from tests.helpers.instrument import build
+from tests.helpers.profiles import deep_chain
 from tests.helpers.protobuf import decode
 
 DEPTH = 100_000
 BUDGET = 60.0  # seconds per operation: generous on a shared 2-core machine (takes ~1 s)
-
-
-def deep_chain(depth: int = DEPTH) -> Profile:
-    """main -> rec -> rec ... `depth` levels of rec, each with self cost 100 ns and 1 call."""
-    profile = Profile(ProfileMeta(mode="instrument", argv=["rec"], pids=[1]), (CPU_NS, CALLS))
-    main = profile.frames.intern(Frame("main", "/bin/rec", address=0x1000))
-    rec = profile.frames.intern(Frame("rec", "/bin/rec", address=0x1100))
-    assert profile.tree is not None
-    node = profile.tree.root.child(main)
-    node.self_cost, node.calls = [10.0, 1.0], 1
-    for _ in range(depth):
-        node = node.child(rec)
-        node.self_cost, node.calls = [100.0, 1.0], 1
-    return profile.finalize()
 
 
 def timed(what: str, fn, *args):  # type: ignore[no-untyped-def]

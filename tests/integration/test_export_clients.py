@@ -30,9 +30,8 @@ from proftui.collectors.model.views import flat_profile
 from proftui.collectors.registry import COLLECTORS
 
 from tests.conftest import build_fixture
+from tests.helpers.cpu_records import record_gperftools, record_perf
 from tests.helpers.profiles import sample_profile
-from tests.integration.test_import_libprofiler import record_gperftools
-from tests.integration.test_import_perf_record import record_perf
 
 ROOT = Path(__file__).resolve().parents[2]
 MODE_FLAGS = {"sampler": [], "instrument": ["-finstrument-functions"], "gprof": ["-pg"]}

@@ -6,8 +6,6 @@ fixture must show the same flat and cumulative sample counts.
 
 from __future__ import annotations
 
-import ctypes.util
-import os
 import re
 import shutil
 import subprocess
@@ -20,32 +18,9 @@ from proftui.collectors.model import storage
 from proftui.collectors.model.profile import Profile
 from proftui.collectors.model.views import flat_profile
 
-from tests.conftest import build_fixture
+from tests.helpers.cpu_records import record_gperftools
 
 FIXTURE_FUNCTIONS = ("spin", "work_hot", "work_cold", "recurse", "main")
-FLAGS = ("-O0", "-g", "-fno-omit-frame-pointer")
-
-
-def libprofiler() -> str:
-    """The libprofiler shared object to preload, or skip with the reason."""
-    name = ctypes.util.find_library("profiler")
-    if name is None:
-        pytest.skip("libprofiler (Debian google-perftools) is not installed")
-    return name
-
-
-def record_gperftools(directory: Path, units: int = 100) -> tuple[Path, Path]:
-    """Run the exp_work fixture under libprofiler; (binary, CPU profile)."""
-    binary = build_fixture("exp_work.c", FLAGS)
-    prof = directory / "cpu.prof"
-    env = {**os.environ, "CPUPROFILE": str(prof), "CPUPROFILE_FREQUENCY": "1000",
-           "LD_PRELOAD": libprofiler()}
-    result = subprocess.run([str(binary), str(units)], env=env, capture_output=True,
-                            text=True, timeout=60)
-    assert result.returncode == 0 and result.stdout.startswith("done"), result.stderr
-    if not prof.exists():
-        pytest.skip(f"libprofiler wrote no profile: {result.stderr.strip()}")
-    return binary, prof
 
 
 def google_pprof_text(binary: Path, prof: Path) -> dict[str, tuple[int, int]]:

@@ -17,6 +17,7 @@ from textual.pilot import Pilot
 
 from tests.conftest import build_fixture
 from tests.helpers.collect import attach
+from tests.helpers.instrument import start_spin, wait_for_ticks
 from tests.helpers.targets import ATT_FLAGS, SpinTarget
 from tests.helpers.tui import SIZE, run, wait_for
 
@@ -167,11 +168,9 @@ def test_attach_incremental_profile_equals_a_full_rebuild() -> None:
 def test_instrument_paused_app_recomputes_nothing() -> None:
     """Instrument mode cannot tell cheaply whether its in-place counters moved while
     recording, but paused they cannot: the app stops recomputing until resume."""
-    from tests.integration.test_instrument_robust import _start_spin, _wait_for_ticks
-
-    collector = _start_spin()
+    collector = start_spin()
     try:
-        _wait_for_ticks(collector, 1000)
+        wait_for_ticks(collector, 1000)
         assert collector.data_version() is None  # recording: every poll takes a snapshot
         app = ProfTuiApp(collector=collector)
 

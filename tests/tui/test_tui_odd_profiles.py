@@ -31,8 +31,8 @@ from proftui.tui.app import ProfTuiApp
 from proftui.tui.panes.tree import MAX_VIEW_DEPTH, CallTreeView
 
 from tests.helpers.hostile import MUTATION, PATHS, write_mutated
+from tests.helpers.profiles import deep_chain
 from tests.helpers.tui import run, screen_text, wait_for
-from tests.integration.test_deep_profiles import deep_chain
 
 SIZE = (120, 36)
 
