@@ -60,3 +60,27 @@ def deep_chain(depth: int = 100_000) -> Profile:
         node = node.child(rec)
         node.self_cost, node.calls = [100.0, 1.0], 1
     return profile.finalize()
+
+
+def parts_profile(stacks: dict[str, list[tuple[list[str], float]]], threads: dict[int, str],
+          whole_processes: bool = False) -> Profile:
+    """A profile with `stacks` per part label (outermost first), merged into the tree."""
+    profile = Profile(meta=ProfileMeta(mode="sampler", threads=threads), metrics=(SAMPLES,))
+    for label, items in stacks.items():
+        part = profile.parts.setdefault(label, type(profile.tree)(1))
+        for names, cost in items:
+            ids = [profile.frames.intern(Frame(n, module="/bin/x", address=0x1000 + len(n)))
+                   for n in names]
+            part.add_stack(ids, [cost])
+            assert profile.tree is not None
+            profile.tree.add_stack(ids, [cost])
+    return profile.finalize()
+
+
+def two_processes() -> Profile:
+    """Two processes: pid 10 (threads 10 and 11, prog and worker) and pid 20 (child)."""
+    return parts_profile({
+        "pid 10 tid 10": [(["main", "a"], 10.0)],
+        "pid 10 tid 11": [(["start", "b"], 30.0)],
+        "pid 20 tid 20": [(["main", "c"], 60.0)],
+    }, {10: "prog", 11: "worker", 20: "child"})

@@ -12,8 +12,10 @@ from collections.abc import Awaitable, Callable
 
 from proftui.collectors.base import Collector
 from proftui.collectors.model import storage
+from proftui.collectors.model.parts import PartInfo
 from proftui.collectors.model.profile import Profile
 from proftui.collectors.runtime.launch import ExitInfo
+from proftui.tui.screens.threads import ThreadsScreen
 from rich.console import Console
 from textual.app import App
 from textual.pilot import Pilot
@@ -128,3 +130,19 @@ class ReplayCollector(Collector):
 def status_text(app: App) -> str:
     """The status line's text: the screen's line above the key bar."""
     return screen_text(app).splitlines()[-2]
+
+
+async def choose_thread(pilot: Pilot, app: App, name: str | None) -> PartInfo:
+    """Open the picker with `t` and choose the thread called `name` (None: all)."""
+    await pilot.press("t")
+    await wait_for(pilot, lambda: screen_ready(app, ThreadsScreen), what="picker")
+    screen = app.screen
+    assert isinstance(screen, ThreadsScreen)
+    index = next(i for i, c in enumerate(screen.choices)
+                 if (c.name == name if name is not None else c.kind == "all"))
+    start = next((i for i, c in enumerate(screen.choices) if c.label == app.part), 0)
+    for _ in range(abs(index - start)):
+        await pilot.press("down" if index > start else "up")
+    await pilot.press("enter")
+    await wait_for(pilot, lambda: not isinstance(app.screen, ThreadsScreen), what="picked")
+    return screen.choices[index]

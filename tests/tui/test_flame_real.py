@@ -11,38 +11,23 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from proftui.collectors.model import storage
 from proftui.collectors.model.parts import part_total
 from proftui.collectors.model.profile import Profile
 from proftui.tui.app import ProfTuiApp
 from proftui.tui.panes.flame import FlamePane
 from proftui.tui.widgets.flame_graph import FlameGraph
 
-from tests.helpers.tui import SIZE, run, wait_for
-from tests.tui.test_threads import WORKERS, Report, choose, read_report, sampler_run
+from tests.helpers.thr_ratio import WORKERS, Report
+from tests.helpers.tui import SIZE, choose_thread, run, wait_for
 
 SHARE_TOLERANCE = 0.04  # sampled share of thr_spin_* vs the workers' measured CPU share
 
 
-@pytest.fixture(scope="module")
-def sampled(tmp_path_factory: pytest.TempPathFactory) -> tuple[Profile, Report]:
-    """thr_ratio sampled to its end, saved and loaded back."""
-    tmp: Path = tmp_path_factory.mktemp("flame")
-    collector, report_path = sampler_run(tmp, "60000000")
-    collector.start()
-    try:
-        profile = collector.wait()
-    finally:
-        collector.stop()
-    assert profile.meta.exit_status == 0
-    return storage.load(storage.save(profile, tmp / "thr.proftui")), read_report(report_path)
-
-
 def test_flame_search_share_matches_measured_cpu_and_threads(
-        sampled: tuple[Profile, Report], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+        thr_ratio: tuple[Profile, Report], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
-    profile, report = sampled
+    profile, report = thr_ratio
     measured = sum(report.threads[w][1] for w in WORKERS) / sum(
         ns for _tid, ns in report.threads.values())
 
@@ -78,7 +63,7 @@ def test_flame_search_share_matches_measured_cpu_and_threads(
             await pilot.press("escape")  # zooms out
             assert not graph.zoomed and app.nav[-1].pane == "flame"
             # One thread: the graph is that thread's tree.
-            chosen = await choose(pilot, app, "worker-2")
+            chosen = await choose_thread(pilot, app, "worker-2")
             await wait_for(pilot, lambda: graph.call_tree is not None and graph.call_tree
                            is not profile.tree, what="worker-2's graph")
             assert graph.call_tree is not None

@@ -4,7 +4,8 @@ whose time is in templates of src_tmpl.hpp inlined into crunch()."""
 
 from __future__ import annotations
 
-import pytest
+from pathlib import Path
+
 from proftui.collectors.model.profile import Profile
 from proftui.tui.app import ProfTuiApp
 from proftui.tui.panes.source import SourceView
@@ -13,23 +14,12 @@ from rich.segment import Segment
 from textual.color import Color
 from textual.widgets import Static
 
+from tests.helpers.reference import addr2line_innermost
+from tests.helpers.src_tmpl import HDR_HOT, HEADER, SOURCE, open_crunch
 from tests.helpers.tui import SIZE, run, screen_text, wait_for
-from tests.integration.test_source_inline import (
-    HDR_HOT,
-    HEADER,
-    SOURCE,
-    addr2line_innermost,
-    record_tmpl,
-)
-from tests.tui.test_source_search import open_crunch
 
 
-@pytest.fixture(scope="module")
-def tmpl_run() -> tuple[object, Profile]:
-    return record_tmpl("60")
-
-
-def test_interleaved_mode_and_header_files(tmpl_run: tuple[object, Profile]) -> None:
+def test_interleaved_mode_and_header_files(tmpl_run: tuple[Path, Profile]) -> None:
     binary, profile = tmpl_run
 
     async def body() -> None:
@@ -56,7 +46,7 @@ def test_interleaved_mode_and_header_files(tmpl_run: tuple[object, Profile]) -> 
             row = listing.lines[view.cursor]
             assert row.kind == "insn" and row.number is not None
             # the cursor opens on the hottest instruction, which binutils puts on HDR_HOT
-            where = addr2line_innermost(binary, [row.number])  # type: ignore[arg-type]
+            where = addr2line_innermost(binary, [row.number])  # type: ignore[list-item]
             assert where[row.number] == (str(HEADER), HDR_HOT)
             heads = [r for r in listing.lines[:view.cursor] if r.kind == "head"]
             assert heads[-1].file == str(HEADER) and heads[-1].number == HDR_HOT
@@ -69,7 +59,7 @@ def test_interleaved_mode_and_header_files(tmpl_run: tuple[object, Profile]) -> 
     run(body)
 
 
-def test_source_colours_follow_the_theme(tmpl_run: tuple[object, Profile]) -> None:
+def test_source_colours_follow_the_theme(tmpl_run: tuple[Path, Profile]) -> None:
     """Heat is the theme's $error laid over its $background (more of it as the share
     grows), the cursor its $primary: switching themes re-colours the listing."""
     _binary, profile = tmpl_run

@@ -6,43 +6,27 @@ gives the focus back to the listing (and a second Esc goes back, as everywhere).
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 from proftui.collectors.model.profile import Profile
 from proftui.collectors.model.source import Listing, ListingLine
 from proftui.tui.app import ProfTuiApp
-from proftui.tui.panes.flat import FlatPane
-from proftui.tui.panes.source import SearchInput, SourcePane, SourceView
-from proftui.tui.widgets.flat_table import FlatTable
+from proftui.tui.panes.source import SearchInput, SourceView
 from rich.segment import Segment
 from textual.app import App, ComposeResult
 from textual.pilot import Pilot
 from textual.widgets import Static
 
-from tests.helpers.tui import SIZE, run, wait_for
-from tests.integration.test_source_inline import HEADER, crunch_of, record_tmpl
+from tests.helpers.src_tmpl import HEADER, open_crunch
+from tests.helpers.tui import SIZE, run
 
 LINES = HEADER.read_text().splitlines()
 
 
-@pytest.fixture(scope="module")
-def tmpl_profile() -> Profile:
-    return record_tmpl("60")[1]
-
-
-async def open_crunch(pilot: Pilot, app: ProfTuiApp, profile: Profile) -> SourcePane:
-    """The source of crunch() (its header: all its cost is inlined template code)."""
-    flat = app.query_one(FlatPane)
-    await wait_for(pilot, lambda: bool(flat.shown), what="flat profile")
-    crunch = crunch_of(profile)
-    row = next(i for i, e in enumerate(flat.shown) if e.frame == crunch)
-    app.query_one(FlatTable).move_cursor(row=row)
-    await pilot.press("3")
-    pane = app.query_one(SourcePane)
-    await wait_for(pilot, lambda: pane.listing is not None and pane.frame == crunch
-                   and pane.listing.kind == "source", what="crunch's source")
-    assert pane.listing is not None and pane.listing.path == str(HEADER)
-    return pane
+@pytest.fixture
+def tmpl_profile(tmpl_run: tuple[Path, Profile]) -> Profile:
+    return tmpl_run[1]
 
 
 def status(app: ProfTuiApp) -> str:

@@ -11,54 +11,27 @@ Runs: the sampler live in the app and saved then opened, and attach mode.
 from __future__ import annotations
 
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from proftui.collectors.base import CollectorOptions
-from proftui.collectors.model import storage
 from proftui.collectors.model.parts import PartInfo, list_parts
 from proftui.collectors.model.profile import Profile
 from proftui.collectors.model.views import threads_as_roots
-from proftui.collectors.sampler.collector import SamplerCollector
 from proftui.tui.app import ProfTuiApp
 from proftui.tui.panes.flat import FlatPane
 from proftui.tui.panes.source import SourcePane
 from proftui.tui.panes.tree import CallTreeView
 from proftui.tui.screens.threads import ThreadsScreen
-from textual.pilot import Pilot
 
 from tests.conftest import build_fixture
 from tests.helpers.collect import attach
-from tests.helpers.tui import SIZE, run, screen_ready, screen_text, wait_for
+from tests.helpers.profiles import two_processes
+from tests.helpers.thr_ratio import FLAGS, WORKERS, Report, read_report, sampler_run
+from tests.helpers.tui import SIZE, choose_thread, run, screen_ready, screen_text, wait_for
 
-FLAGS = ["-O2", "-g", "-pthread"]
-WORKERS = ("worker-1", "worker-2", "worker-3", "worker-4")
 SPIN = {f"worker-{i}": f"thr_spin_{i}" for i in range(1, 5)}
 SAMPLED_TOLERANCE = 0.03  # sampled share vs measured CPU share, absolute
 NOMINAL_TOLERANCE = 0.08  # measured CPU share vs 1:2:3:4, absolute
-
-
-@dataclass
-class Report:
-    """What the fixture measured: thread name -> (tid, CPU ns)."""
-
-    threads: dict[str, tuple[int, int]]
-
-    def measured_shares(self) -> dict[str, float]:
-        total = sum(self.threads[w][1] for w in WORKERS)
-        return {w: self.threads[w][1] / total for w in WORKERS}
-
-
-def read_report(path: Path) -> Report:
-    lines = path.read_text().splitlines()
-    assert lines and lines[-1] == "done", lines
-    threads = {}
-    for line in lines[:-1]:
-        name, tid, ns = line.split()
-        threads[name] = (int(tid), int(ns))
-    assert set(threads) == {*WORKERS, "main"}, threads
-    return Report(threads)
 
 
 def sampled_shares(costs: dict[int, float], report: Report) -> dict[str, float]:
@@ -81,47 +54,6 @@ def thread_costs(choices: list[PartInfo], metric: int = 0) -> dict[int, float]:
     return {c.tid: c.cost[metric] for c in choices if c.kind == "thread" and c.tid is not None}
 
 
-def sampler_run(tmp_path: Path, unit: str) -> tuple[SamplerCollector, Path]:
-    binary = build_fixture("thr_ratio.c", FLAGS)
-    report = tmp_path / "report.txt"
-    collector = SamplerCollector([str(binary), str(report), unit],
-                                 CollectorOptions(output="log"))
-    return collector, report
-
-
-@pytest.fixture(scope="module")
-def sampled(tmp_path_factory: pytest.TempPathFactory) -> tuple[Profile, Report]:
-    """thr_ratio sampled to its end (about 1.7 s of CPU), saved and loaded back."""
-    tmp = tmp_path_factory.mktemp("thr")
-    collector, report_path = sampler_run(tmp, "100000000")
-    collector.start()
-    try:
-        profile = collector.wait()
-        assert collector.process is not None
-        assert collector.process.output_text() == "thr_ratio done\n"
-    finally:
-        collector.stop()
-    assert profile.meta.exit_status == 0
-    saved = storage.load(storage.save(profile, tmp / "thr.proftui"))
-    return saved, read_report(report_path)
-
-
-async def choose(pilot: Pilot, app: ProfTuiApp, name: str | None) -> PartInfo:
-    """Open the picker with `t` and choose the thread called `name` (None: all)."""
-    await pilot.press("t")
-    await wait_for(pilot, lambda: screen_ready(app, ThreadsScreen), what="picker")
-    screen = app.screen
-    assert isinstance(screen, ThreadsScreen)
-    index = next(i for i, c in enumerate(screen.choices)
-                 if (c.name == name if name is not None else c.kind == "all"))
-    start = next((i for i, c in enumerate(screen.choices) if c.label == app.part), 0)
-    for _ in range(abs(index - start)):
-        await pilot.press("down" if index > start else "up")
-    await pilot.press("enter")
-    await wait_for(pilot, lambda: not isinstance(app.screen, ThreadsScreen), what="picked")
-    return screen.choices[index]
-
-
 def flat_names(app: ProfTuiApp) -> list[str]:
     """The flat profile's functions (as given to the pane, shown or not), costliest first."""
     return [e.frame.function for e in app.query_one(FlatPane).entries]
@@ -139,8 +71,8 @@ def root_rows(tree: CallTreeView) -> list[tuple[str, float]]:
     return rows
 
 
-def test_picker_and_threads_as_roots_on_saved_profile(sampled: tuple[Profile, Report]) -> None:
-    profile, report = sampled
+def test_picker_and_threads_as_roots_on_saved_profile(thr_ratio: tuple[Profile, Report]) -> None:
+    profile, report = thr_ratio
     tids = {name: tid for name, (tid, _ns) in report.threads.items()}
 
     async def body() -> None:
@@ -172,7 +104,7 @@ def test_picker_and_threads_as_roots_on_saved_profile(sampled: tuple[Profile, Re
             assert app.part is None
 
             # One thread: the flat profile, header and tree follow.
-            chosen = await choose(pilot, app, "worker-3")
+            chosen = await choose_thread(pilot, app, "worker-3")
             assert app.part == chosen.label == f"pid {profile.meta.pids[0]} tid {tids['worker-3']}"
             await wait_for(pilot, lambda: flat.shown and flat.shown[0].frame.function
                            == "thr_spin_3", what="worker-3's flat profile")
@@ -211,7 +143,7 @@ def test_picker_and_threads_as_roots_on_saved_profile(sampled: tuple[Profile, Re
                            and tree.view == "top-down", what="top-down again")
 
             # Threads as roots, all threads: one root per thread with its share.
-            await choose(pilot, app, None)
+            await choose_thread(pilot, app, None)
             assert app.part is None
             await wait_for(pilot, lambda: "thr_spin_1" in flat_names(app), what="all threads")
             await pilot.press("T")
@@ -258,8 +190,8 @@ def test_picker_and_threads_as_roots_on_saved_profile(sampled: tuple[Profile, Re
     run(body)
 
 
-def test_model_parts_and_roots_on_sampled_profile(sampled: tuple[Profile, Report]) -> None:
-    profile, report = sampled
+def test_model_parts_and_roots_on_sampled_profile(thr_ratio: tuple[Profile, Report]) -> None:
+    profile, report = thr_ratio
     choices = list_parts(profile)
     check_shares(thread_costs(choices), report)
     derived, tree = threads_as_roots(profile)
@@ -287,7 +219,7 @@ def test_live_sampler_thread_filter_survives_snapshots(tmp_path: Path) -> None:
             async with app.run_test(size=SIZE) as pilot:
                 await wait_for(pilot, lambda: set(WORKERS) <= named_threads(), timeout=30,
                                what="the four workers sampled")
-                chosen = await choose(pilot, app, "worker-4")
+                chosen = await choose_thread(pilot, app, "worker-4")
                 flat = app.query_one(FlatPane)
                 await wait_for(pilot, lambda: flat.shown and flat.shown[0].frame.function
                                == "thr_spin_4", what="worker-4's flat profile")
@@ -349,8 +281,6 @@ def test_attach_thread_shares(tmp_path: Path) -> None:
 def test_process_choice_and_process_roots() -> None:
     """Two processes (a program and its child): a process row in the picker merges its
     threads; threads as roots puts each process first, its threads below."""
-    from tests.tui.test_threads_model import two_processes
-
     profile = two_processes()
 
     async def body() -> None:
@@ -363,7 +293,7 @@ def test_process_choice_and_process_roots() -> None:
             assert "process 10" in screen_text(app) and "child" in screen_text(app)
             await pilot.press("escape")
             await pilot.pause()
-            await choose(pilot, app, "prog")  # the first "prog" row: process 10
+            await choose_thread(pilot, app, "prog")  # the first "prog" row: process 10
             assert app.part == "pid 10"
             await wait_for(pilot, lambda: {e.frame.function for e in flat.entries} == {
                 "main", "a", "start", "b"}, what="process 10's functions")

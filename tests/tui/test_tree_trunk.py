@@ -11,6 +11,7 @@ from textual.widgets.tree import TreeNode
 
 from tests.conftest import build_fixture
 from tests.helpers.heap import run_heap
+from tests.helpers.profiles import two_processes
 from tests.helpers.tui import SIZE, run, screen_text, wait_for
 
 
@@ -71,8 +72,6 @@ def walk(node: TreeNode) -> list[TreeNode]:
 
 def test_several_roots_open_nothing() -> None:
     """Threads as roots (`T`): one row per thread at the top, so no trunk to open."""
-    from tests.tui.test_threads_model import two_processes
-
     profile = two_processes()
 
     async def body() -> None:

@@ -14,8 +14,8 @@ from proftui.tui.panes.source import SourcePane, SourceView
 from proftui.tui.widgets.flat_table import FlatTable
 from textual.pilot import Pilot
 
+from tests.helpers.line_hot import HOT, build_copy, record, save_and_move_away
 from tests.helpers.tui import SIZE, run, screen_text, wait_for
-from tests.integration.test_line_costs import HOT, build_copy, record, save_and_move_away
 
 
 async def open_work_source(pilot: Pilot, app: ProfTuiApp) -> SourcePane:
