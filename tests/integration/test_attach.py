@@ -50,7 +50,7 @@ def check_profile(profile: Profile, pid: int, method: str) -> None:
 
 
 @pytest.mark.parametrize("method", ["perf", "ptrace"])
-def test_attach_samples_hot_chain_and_detaches(method: str) -> None:
+def test_attach_samples_the_hot_chains_of_a_running_target(method: str) -> None:
     fixture = SpinTarget(2.5)
     try:
         collector = attach(fixture.pid, method, frequency_hz=500, duration_s=0.8)
@@ -117,7 +117,7 @@ def test_target_exit_while_attached_keeps_profile(method: str) -> None:
 
 
 @pytest.mark.parametrize("method", ["perf", "ptrace"])
-def test_follows_new_threads_and_dlopened_libraries(method: str) -> None:
+def test_follows_code_that_appears_after_attaching(method: str) -> None:
     lib = build_fixture("att_lib.c", ["-shared", "-fPIC", *ATT_FLAGS[:-1]], output="att_lib")
     binary = build_fixture("att_late.c", ATT_FLAGS)
     proc = subprocess.Popen([str(binary), str(lib), "0.3", "1.2"], stdout=subprocess.PIPE,
@@ -214,7 +214,7 @@ def wait_for_helper(parent: int, timeout: float = 15.0) -> int:
 
 
 @pytest.mark.parametrize("how", ["duration", "sigterm", "sigint"])
-def test_record_cli_detaches_and_saves(tmp_path: Path, how: str) -> None:
+def test_stopped_record_cli_saves_the_profile(tmp_path: Path, how: str) -> None:
     fixture = SpinTarget(3.0)
     out_file = tmp_path / "run.proftui"
     try:
@@ -363,7 +363,7 @@ def test_attach_subcommand_takes_options_after_pid() -> None:
 
 
 @pytest.mark.parametrize("method", ["perf", "ptrace"])
-def test_helper_sends_each_stack_once_and_every_sample_counted(method: str) -> None:
+def test_helper_stream_aggregates_samples_by_stack(method: str) -> None:
     """The helper aggregates (issue 23): each distinct stack is announced once, before
     the first counts that name it, and the counts add up to the samples it took."""
     from proftui.collectors.runtime.libraries import runtime_executable_path

@@ -123,7 +123,7 @@ def test_buffer_under_ptrace_says_it_has_no_effect() -> None:
         target.kill()
 
 
-def test_lost_and_buffers_records_decode() -> None:
+def test_drop_report_records_decode() -> None:
     stream = (header(method=1)
               + record(REC_BUFFERS, struct.pack("=QIIQQ", 512 << 10, 2, 0, 1 << 20, 0))
               + record(REC_LOST, struct.pack("=QII", 5, LOST_RING, 0))

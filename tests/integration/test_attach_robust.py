@@ -106,8 +106,8 @@ def hot_share(profile: Profile) -> float:
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("mode", ["wexit", "wexitspin"])
 def test_worker_calls_exit(method: str, mode: str) -> None:
-    """A worker calls exit(3) while main blocks (wexit) or spins (wexitspin, where
-    ptrace used to stop the leader as it exited and wait for it forever)."""
+    """A worker calls exit(3) while main blocks (wexit) or spins (wexitspin: the leader
+    exits while ptrace stops it, and the attach ends without waiting for it)."""
     target = Target(mode, 0.6)
     try:
         # The duration only bounds a hang; the target's end must end the recording.
@@ -261,7 +261,7 @@ def test_target_execs_while_attached(method: str, mode: str) -> None:
     """The target execs, from its main thread (exec: a spinning worker dies) or
     from a worker (wexec: it takes over the leader's pid, the spinning main
     thread dies): the new image is sampled until it exits, and its end is
-    noticed at once (a former tid left in the table used to delay it 1 s)."""
+    noticed at once (no tid of the old image left in the table delays it)."""
     target = Target(mode, 0.8)
     try:
         collector = attach(target.pid, method, frequency_hz=500, duration_s=15)

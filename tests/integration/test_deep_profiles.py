@@ -149,7 +149,7 @@ def test_recorded_100000_deep_recursion_through_the_cli(
     check_inverted(loaded, down)
 
 
-def test_non_utf8_program_path_records_and_exports(
+def test_non_utf8_program_path_survives_every_output(
         tmp_path: Path, private_tmpdir: dict[str, str]) -> None:
     """argv[0] = b'.../\\xff\\xfeprog': record, report and every export; text stays UTF-8."""
     program = build("ins_basic.c")

@@ -135,7 +135,7 @@ def test_doubled_function_share_change_matches_truth(sampled: tuple[Path, Path])
     assert top["total"]["points"] == pytest.approx(rows[DOUBLED]["total"]["points"], abs=1e-6)
 
 
-def test_text_report_names_units_and_sort(sampled: tuple[Path, Path]) -> None:
+def test_text_report_names_what_it_compares(sampled: tuple[Path, Path]) -> None:
     base, new = sampled
     done = proftui("diff", "-n", "2", str(base), str(new))
     assert done.returncode == 0 and done.stderr == ""

@@ -160,27 +160,30 @@ def test_pprof_format_npm_decodes_same_self_values(profile: Profile, tmp_path: P
             assert round(theirs.get(name, 0)) == value, name
 
 
-def test_callgrind_annotate_and_gprof2dot(profile: Profile, tmp_path: Path) -> None:
+def test_callgrind_annotate_reads_the_export(profile: Profile, tmp_path: Path) -> None:
+    annotate = shutil.which("callgrind_annotate")
+    if annotate is None:
+        pytest.skip("callgrind_annotate (valgrind) is not installed")
     out = tmp_path / "callgrind.out.1"
     write_export(profile, "callgrind", out)
-    annotate = shutil.which("callgrind_annotate")
+    result = run([annotate, str(out)])
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    # one "value (percent)" column per event, then the name
+    total = re.search(r"^([\d,]+)\b.*\s{2}PROGRAM TOTALS$", result.stdout, re.M)
+    assert total, result.stdout
+    assert int(total[1].replace(",", "")) == round(profile.total())
+    first = re.search(r"^\s*[\d,]+ \(\s*[\d.]+%\).*?\s{2}[^\s:]*:(.+?) \[", result.stdout,
+                      re.M)
+    assert first and first[1] == flat_profile(profile)[0].frame.function, result.stdout
+
+
+def test_gprof2dot_reads_the_callgrind_export(profile: Profile, tmp_path: Path) -> None:
     gprof2dot = shutil.which("gprof2dot") or shutil.which(
         "gprof2dot", path=str(Path(sys.executable).parent))
-    if annotate is None and gprof2dot is None:
-        pytest.skip("neither callgrind_annotate (valgrind) nor gprof2dot (PyPI) is installed")
-    if annotate is not None:
-        result = run([annotate, str(out)])
-        assert result.returncode == 0 and result.stderr == "", result.stderr
-        # one "value (percent)" column per event, then the name
-        total = re.search(r"^([\d,]+)\b.*\s{2}PROGRAM TOTALS$", result.stdout, re.M)
-        assert total, result.stdout
-        assert int(total[1].replace(",", "")) == round(profile.total())
-        first = re.search(r"^\s*[\d,]+ \(\s*[\d.]+%\).*?\s{2}[^\s:]*:(.+?) \[", result.stdout,
-                          re.M)
-        assert first and first[1] == flat_profile(profile)[0].frame.function, result.stdout
     if gprof2dot is None:
-        print("gprof2dot (PyPI) is not installed: second callgrind parser skipped")
-        return
+        pytest.skip("gprof2dot (PyPI) is not installed")
+    out = tmp_path / "callgrind.out.1"
+    write_export(profile, "callgrind", out)
     result = run([gprof2dot, "-f", "callgrind", str(out)])
     assert result.returncode == 0 and result.stdout.startswith("digraph"), result.stderr
     assert flat_profile(profile)[0].frame.function in result.stdout

@@ -114,7 +114,7 @@ def test_outage_mid_run_every_interval_once(server: Server, tmp_path: Path) -> N
     assert markers == batches >= 3, rows  # several intervals, each marked once
 
 
-def test_bad_input_is_one_line_and_status_2(server: Server, tmp_path: Path) -> None:
+def test_bad_input_is_refused_in_one_line(server: Server, tmp_path: Path) -> None:
     binary = build_fixture("smp_work.c", CPU_FLAGS)
     dead = f"clickhouse://127.0.0.1:{_closed_port()}/prof"
     marker = tmp_path / "ran"
@@ -164,7 +164,7 @@ def test_attached_target_unharmed_by_a_dead_server(tmp_path: Path) -> None:
         target.wait()
 
 
-def test_credentials_from_the_environment_and_never_printed(server: Server,
+def test_credentials_come_from_the_environment_unprinted(server: Server,
                                                             tmp_path: Path) -> None:
     binary = build_fixture("smp_work.c", CPU_FLAGS)
     env = {**os.environ, "PROFTUI_CLICKHOUSE_USER": server.user,
@@ -179,7 +179,7 @@ def test_credentials_from_the_environment_and_never_printed(server: Server,
     assert report.returncode == 0 and server.password not in report.stdout + report.stderr
 
 
-def test_diff_and_export_read_fleet_urls(server: Server, tmp_path: Path) -> None:
+def test_every_reading_command_takes_fleet_urls(server: Server, tmp_path: Path) -> None:
     binary = build_fixture("smp_work.c", CPU_FLAGS)
     url = server.url("diffs")
     for build, rounds in (("old", "100"), ("new", "200")):

@@ -50,7 +50,7 @@ def plugin_pair() -> tuple[Path, Path]:
     return program, plugin
 
 
-def test_pg_plugin_keeps_status_output_and_main_profile(plugin_pair: tuple[Path, Path],
+def test_pg_plugin_leaves_the_programs_profile(plugin_pair: tuple[Path, Path],
                                                         tmp_path: Path) -> None:
     program, plugin = plugin_pair
     plain_dir = tmp_path / "plain"
@@ -58,8 +58,8 @@ def test_pg_plugin_keeps_status_output_and_main_profile(plugin_pair: tuple[Path,
     plain = direct([str(program), str(plugin), "3"], plain_dir)
     assert plain.returncode == 3, plain.stderr
     gmon = plain_dir / "gmon.out"
-    # The same gmon.out: proftui's flat profile is gprof's (the arcs into the plugin,
-    # which made proftui take the file for another program's, are dropped by both).
+    # The same gmon.out: proftui's flat profile is gprof's (both drop the arcs into the
+    # plugin, and they do not make proftui take the file for another program's).
     ours = grouped_rows(gmon_result(gmon, program), program)
     assert_agree(ours, gprof_rows(program, gmon))
     assert ours["own_work"].calls == 1 and "plugin_spin" not in ours

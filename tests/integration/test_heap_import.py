@@ -50,7 +50,7 @@ def google_pprof_flat(binary: Path, heap: Path, option: str) -> dict[str, int]:
     return rows
 
 
-def test_gperftools_heap_matches_truth_and_google_pprof(tmp_path: Path) -> None:
+def test_gperftools_heap_import_matches_both_references(tmp_path: Path) -> None:
     binary, heap = record_gperftools_heap(tmp_path)
     assert detect(heap.read_bytes()[:4096]) == "gperftools-heap"
     profile = load_any(heap)
@@ -148,7 +148,7 @@ def heaptrack_print_calls(data: Path) -> tuple[dict[str, int], dict[str, str]]:
     return calls, leaked
 
 
-def test_heaptrack_file_matches_truth_and_heaptrack_print(tmp_path: Path) -> None:
+def test_heaptrack_import_matches_both_references(tmp_path: Path) -> None:
     binary, data = record_heaptrack(tmp_path)
     assert detect(data.read_bytes()[:4096]) == "heaptrack"
     profile = load_any(data)

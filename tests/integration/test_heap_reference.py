@@ -61,7 +61,7 @@ def heaptrack_report(binary: Path, tmp: Path) -> tuple[dict[str, int], dict[str,
     return calls, leaks, total
 
 
-def test_heaptrack_agrees_on_sites_counts_and_leaks(tmp_path: Path) -> None:
+def test_heaptrack_agrees_per_site(tmp_path: Path) -> None:
     binary = build_fixture("heap_basic.c", FLAGS)
     calls, leaks, total = heaptrack_report(binary, tmp_path)
     profile, _ = run_heap(binary)
@@ -114,7 +114,7 @@ def test_heaptrack_agrees_on_cxx(tmp_path: Path) -> None:
         assert ours.get(path) == count, (path, ours.get(path), count)
 
 
-def test_gperftools_agrees_on_counts_bytes_and_leaks(tmp_path: Path) -> None:
+def test_gperftools_agrees_per_site(tmp_path: Path) -> None:
     tcmalloc = next((p for p in TCMALLOC if p.exists()), None)
     pprof = shutil.which("google-pprof") or shutil.which("pprof-perl")
     if tcmalloc is None or pprof is None:

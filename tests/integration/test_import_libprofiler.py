@@ -48,7 +48,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return record_gperftools(tmp_path_factory.mktemp("gperf"))
 
 
-def test_same_functions_and_counts_as_google_pprof(recorded: tuple[Path, Path]) -> None:
+def test_counts_match_google_pprof(recorded: tuple[Path, Path]) -> None:
     binary, prof = recorded
     reference = google_pprof_text(binary, prof)
     profile = load_any(prof)

@@ -144,7 +144,7 @@ def test_inlined_names_match_addr2line() -> None:
     assert names and all("::" in n or n in c_names for n in names), names
 
 
-def test_same_short_name_is_two_rows_and_no_row_is_bare() -> None:
+def test_row_names_are_as_qualified_as_the_references() -> None:
     binary = _binary()
     profile = _record(binary)
     _, by_bare = _symbols(binary)

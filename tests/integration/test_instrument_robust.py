@@ -21,7 +21,7 @@ from tests.helpers.instrument import (
 )
 
 
-def test_fork_child_gets_its_own_file_and_tree() -> None:
+def test_fork_child_records_its_own_tree() -> None:
     profile, output = record([build("ins_fork.c")])
     assert sorted(output.splitlines()) == ["child done", "parent done"]
     assert profile.meta.exit_status == 12  # child's 2 + 10: the target is sacred
@@ -98,7 +98,7 @@ def test_sigkill_keeps_data_so_far_marked_incomplete() -> None:
         collector.stop()
 
 
-def test_pause_stops_recording_and_resume_restarts() -> None:
+def test_pause_holds_the_counts_until_resume() -> None:
     collector = start_spin()
     try:
         wait_for_ticks(collector, 1000)

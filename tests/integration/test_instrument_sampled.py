@@ -92,7 +92,7 @@ def test_hook_cost_is_a_row_of_its_own() -> None:
     assert len(notes) == 1 and "% of the samples" in notes[0]
 
 
-def test_code_a_tick_landed_in_names_its_row_and_line() -> None:
+def test_ticks_name_the_code_they_landed_in() -> None:
     """fill() spends its time in libc's memset: a row named by it under fill, as perf
     names it; spin()'s ticks land on its loop's lines, not only its definition line."""
     binary = build("ins_libc.c")
@@ -146,7 +146,7 @@ def test_threads_are_ticked_by_their_own_cpu_time(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("how", ["fork", "exec"])
-def test_children_forked_and_execed_keep_ticking(how: str) -> None:
+def test_child_processes_keep_ticking(how: str) -> None:
     """A fork child re-arms its own clock in its own file; an exec'd image starts its
     own (the clocks stop before exec: a tick after it would kill the new image)."""
     binary = build("smp_robust.c")

@@ -117,7 +117,7 @@ def test_attach_line_costs_open_without_binary_or_source(tmp_path: Path) -> None
 
 
 @pytest.mark.skipif(shutil.which("gprof") is None, reason="gprof (binutils) missing")
-def test_gprof_line_costs_match_gprof_l_and_survive_the_move(tmp_path: Path) -> None:
+def test_gprof_line_costs_match_gprof_l(tmp_path: Path) -> None:
     binary, source = build_copy(tmp_path, ["-pg"])
     collector = GprofCollector([str(binary), "150"], CollectorOptions(output="log"))
     collector.start()

@@ -151,7 +151,7 @@ def test_dev_null_stays_a_device(tmp_path: Path, env) -> None:
     assert stat.S_ISCHR(after.st_mode) and after.st_rdev == before.st_rdev
 
 
-def test_dev_full_reports_enospc_and_keeps_the_profile(tmp_path: Path, env) -> None:
+def test_full_disk_keeps_the_profile_elsewhere(tmp_path: Path, env) -> None:
     if not os.access("/dev/full", os.W_OK):
         pytest.skip("/dev/full is not writable here")
     result = record(env, tmp_path, "/dev/full")

@@ -189,7 +189,7 @@ def test_sampler_headers_rebuilt_from_the_layout(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("kernel", ["default", "user-only"])
-def test_sampling_signal_and_eintr(tmp_path: Path, kernel: str) -> None:
+def test_blocking_calls_under_the_sampling_signal(tmp_path: Path, kernel: str) -> None:
     """What the sampling signal does to the target's blocking calls
     (docs/runtime-safety.md, "EINTR").  The handler is SA_RESTART, so read() is
     never cut short; with user time only (PROFTUI_SAMPLER_KERNEL=0) a sample is

@@ -31,7 +31,7 @@ def sampled_shares(costs: dict[str, float]) -> dict[str, float]:
 
 
 @pytest.mark.parametrize("flags", [FP_FLAGS, NOFP_FLAGS], ids=["frame-pointers", "cfi"])
-def test_work_split_and_call_chain(flags: list[str], tmp_path: Path) -> None:
+def test_smp_work_profile_matches_its_own_clock(flags: list[str], tmp_path: Path) -> None:
     binary = build_fixture("smp_work.c", flags)
     plain = subprocess.run([str(binary), "1000"], capture_output=True, text=True)
     timings = tmp_path / "timings"

@@ -90,7 +90,7 @@ def _node(profile: Profile, *names: str) -> CallNode | None:
     return None
 
 
-def test_open_base_flat_deltas_tree_and_units(saved: tuple[Path, Path]) -> None:
+def test_open_with_a_base_shows_deltas(saved: tuple[Path, Path]) -> None:
     base_path, new_path = saved
     base, new = load_any(base_path), load_any(new_path)
     app = ProfTuiApp(profile=new, base=base, base_name="base.proftui")
@@ -190,7 +190,7 @@ def test_mark_keys_on_a_saved_profile_say_why(saved: tuple[Path, Path]) -> None:
     run(body)
 
 
-def test_live_mark_and_since_the_mark(tmp_path: Path) -> None:
+def test_live_mark_shows_the_phase_since_it(tmp_path: Path) -> None:
     from proftui.collectors.sampler.collector import SamplerCollector
 
     binary = _binary(1, tmp_path / "v1")
@@ -340,7 +340,7 @@ def test_delta_columns_leave_room_for_the_name(width: int) -> None:
     assert widths[MODULE] > 0
 
 
-def test_narrow_terminal_keeps_totals_and_whole_headers(saved: tuple[Path, Path]) -> None:
+def test_narrow_terminal_header_keeps_what_matters(saved: tuple[Path, Path]) -> None:
     """At 80x24 with a baseline: the header drops the pid, elapsed time and a zero drop
     count before the sample count or the Δ mode; no column header is cut mid-word; wider
     again, everything is back."""

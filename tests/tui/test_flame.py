@@ -75,7 +75,7 @@ def graph_lines(app: ProfTuiApp, graph: FlameGraph) -> list[str]:
     return screen_text(app).splitlines()[top:top + graph.region.height]
 
 
-def test_navigate_zoom_and_escape() -> None:
+def test_flame_zoom_keys() -> None:
     async def body() -> None:
         app = ProfTuiApp(profile=build(STACKS))
         async with app.run_test(size=SIZE) as pilot:
@@ -114,7 +114,7 @@ def test_navigate_zoom_and_escape() -> None:
     run(body)
 
 
-def test_search_share_counts_each_path_once_and_n_moves() -> None:
+def test_flame_search_counts_each_path_once() -> None:
     async def body() -> None:
         app = ProfTuiApp(profile=build(STACKS))
         async with app.run_test(size=SIZE) as pilot:

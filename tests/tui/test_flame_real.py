@@ -23,7 +23,7 @@ from tests.helpers.tui import SIZE, choose_thread, run, wait_for
 SHARE_TOLERANCE = 0.04  # sampled share of thr_spin_* vs the workers' measured CPU share
 
 
-def test_flame_search_share_matches_measured_cpu_and_threads(
+def test_flame_search_share_matches_measured_cpu(
         thr_ratio: tuple[Profile, Report], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))

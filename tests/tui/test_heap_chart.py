@@ -55,7 +55,7 @@ def test_chart_marks_and_labels_the_peak() -> None:
     run(body)
 
 
-def test_chart_follows_new_snapshots_and_odd_timelines() -> None:
+def test_chart_follows_each_snapshot() -> None:
     async def body() -> None:
         app = ChartApp()
         async with app.run_test(size=(80, 14)) as pilot:

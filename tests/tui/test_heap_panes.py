@@ -18,7 +18,7 @@ def row(text: str, function: str) -> str:
     return next(line for line in text.splitlines() if f" {function} " in line)
 
 
-def test_heap_metrics_in_flat_tree_source_and_metric_cycling(tmp_path: Path) -> None:
+def test_heap_metrics_in_every_pane(tmp_path: Path) -> None:
     _, heap = record_gperftools_heap(tmp_path)
     profile = load_any(heap)
 

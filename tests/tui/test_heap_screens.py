@@ -45,7 +45,7 @@ async def every_metric_named(pilot: Pilot, app: ProfTuiApp) -> None:
         await pilot.press("m")
 
 
-def test_heap_screens_name_the_metric_and_one_rss() -> None:
+def test_heap_screens_say_what_they_show() -> None:
     binary = demo.build_demo("heap")
 
     async def body(pilot: Pilot, app: ProfTuiApp) -> None:

@@ -100,7 +100,7 @@ def test_every_modal_returns_focus_to_every_pane() -> None:
     run(body)
 
 
-def test_help_lists_every_key_and_escape_returns_to_the_pane() -> None:
+def test_help_screen_lists_every_key() -> None:
     async def body() -> None:
         app = ProfTuiApp(profile=sample_profile())
         async with app.run_test(size=(100, 60)) as pilot:
@@ -216,7 +216,7 @@ def readme_keys() -> list[str]:
     return keys
 
 
-def test_readme_key_table_matches_the_palette_and_the_app() -> None:
+def test_readme_key_table_matches_the_bindings() -> None:
     async def body() -> None:
         app = ProfTuiApp(collector=None, profile=sample_profile())
         async with app.run_test(size=SMALL) as pilot:
@@ -292,11 +292,11 @@ def test_save_from_the_tui_writes_a_profile_open_reads(tmp_path: Path) -> None:
     assert sorted(f.function for f in back.frames) == sorted(f.function for f in profile.frames)
 
 
-def test_saving_to_a_fifo_is_refused_and_q_still_quits(tmp_path: Path,
+def test_saving_to_a_fifo_is_refused_without_blocking(tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 26: the save dialog opened a FIFO and its worker waited for a reader, so
-    `q` could not exit.  Now the save is refused in one notification (the profile goes
-    to a fallback file in the current directory, as for any unwritable path)."""
+    """A FIFO as the save dialog's path: the save is refused in one notification, with
+    no worker waiting for a reader, so `q` still quits (the profile goes to a fallback
+    file in the current directory, as for any unwritable path)."""
     monkeypatch.chdir(tmp_path)
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
@@ -349,7 +349,7 @@ def test_ctrl_c_without_a_cli_quits() -> None:
     run(body)
 
 
-def test_a_theme_reaches_the_table_tree_and_source_colours() -> None:
+def test_a_theme_reaches_every_panes_colours() -> None:
     from proftui.tui.format import heat_background, heat_style
     from proftui.tui.widgets.flat_table import FlatTable
     from textual.color import Color
@@ -393,7 +393,7 @@ def test_a_theme_reaches_the_table_tree_and_source_colours() -> None:
     run(body)
 
 
-def test_live_quit_dialog_returns_focus_and_keys_fit() -> None:
+def test_live_quit_dialog_gives_the_focus_back() -> None:
     """While a target runs: the quit question (q, then n or Esc) on every pane gives the
     focus back to the pane; pause and reset are in the palette; ? and q still fit."""
     collector = ReplayCollector(sample_profile())

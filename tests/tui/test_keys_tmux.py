@@ -29,7 +29,7 @@ def last_line(screen: str) -> str:
     return lines[-1] if lines else ""
 
 
-def test_key_bar_help_and_trap_at_80x24(terminal: list[Terminal], tmp_path: Path) -> None:
+def test_keys_reachable_at_80x24(terminal: list[Terminal], tmp_path: Path) -> None:
     saved = save(sample_profile(), tmp_path / "sample.proftui")
     term = small(Terminal([str(PROFTUI), "open", str(saved)], tmp_path))
     terminal.append(term)

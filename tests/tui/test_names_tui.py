@@ -27,7 +27,7 @@ def test_flat_names_shortened_at_80_columns(cxx_profile: Profile) -> None:
             await pilot.pause()
             table = app.query_one(FlatTable)
             widths = table._widths(table.scrollable_content_region.width)
-            assert widths[NAME] >= 29, widths  # was 16: numbers and module gave way
+            assert widths[NAME] >= 29, widths  # the numbers and the module give way
             lines = screen_text(app).splitlines()
             rows = [line for line in lines[3:-3] if line.strip()]
             assert not any("std::allocator<" in row for row in rows), "\n".join(lines)
@@ -97,7 +97,7 @@ def test_status_line_shows_the_whole_name_when_it_fits(cxx_profile: Profile) -> 
     run(body)
 
 
-def test_tree_shortened_names_search_and_percent_of_parent(cxx_profile: Profile) -> None:
+def test_tree_pane_on_long_cxx_names(cxx_profile: Profile) -> None:
     app = ProfTuiApp(profile=cxx_profile)
 
     async def body() -> None:

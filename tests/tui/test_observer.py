@@ -39,7 +39,7 @@ async def settle(pilot: Pilot, app: ProfTuiApp, collector: Collector) -> None:
     await pilot.pause(0.1)  # its message handled
 
 
-def test_paused_app_recomputes_nothing_and_resumes_on_new_data() -> None:
+def test_paused_app_recomputes_nothing_until_new_data() -> None:
     collector = spin_sampler("30")
     try:
         app = ProfTuiApp(collector=collector)

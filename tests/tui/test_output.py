@@ -227,10 +227,10 @@ def test_lua_missing_script_error_is_shown(terminal: list[Terminal], tmp_path: P
     assert "cannot open missing.lua" in after.splitlines()[1]
 
 
-def test_stdout_and_stderr_in_order_and_counted() -> None:
+def test_stdout_and_stderr_interleave_as_written() -> None:
     """On a terminal stdout is line-buffered, so its lines and stderr's alternate as
-    written (through a pipe, stdout came in blocks, stderr in between); the title counts
-    every line written, not the ones the panel happened to read."""
+    written (a pipe would bring stdout in blocks); the title counts every line written,
+    not the ones the panel happened to read."""
     mode = _launch_mode()
     flags = {"sampler": [], "instrument": ["-finstrument-functions"], "gprof": ["-pg"]}[mode]
     binary = build_fixture("out_mixed.c", ["-O2", "-g", *flags], output=f"out_mixed_{mode}")

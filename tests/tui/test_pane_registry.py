@@ -43,7 +43,7 @@ def test_registry_declares_every_pane_once() -> None:
     assert all(p.TITLE and p.TAB and p.HINT for p in PANES)
 
 
-def test_a_registered_pane_gets_its_key_tab_palette_entry_and_profile() -> None:
+def test_a_registered_pane_is_wired_into_the_app() -> None:
     profile = attach_profile()
 
     async def body() -> None:

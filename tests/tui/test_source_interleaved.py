@@ -19,7 +19,7 @@ from tests.helpers.src_tmpl import HDR_HOT, HEADER, SOURCE, open_crunch
 from tests.helpers.tui import SIZE, run, screen_text, wait_for
 
 
-def test_interleaved_mode_and_header_files(tmpl_run: tuple[Path, Profile]) -> None:
+def test_interleaved_listing_of_inlined_header_code(tmpl_run: tuple[Path, Profile]) -> None:
     binary, profile = tmpl_run
 
     async def body() -> None:

@@ -27,7 +27,7 @@ def visible(view: SourceView) -> range:
     return range(top, top + view.scrollable_content_region.height)
 
 
-def test_live_source_scrolls_to_a_deep_hot_line_and_keeps_the_users_place() -> None:
+def test_live_source_follows_the_hot_line_until_the_user_moves() -> None:
     binary = build_fixture("src_deep.c", ["-O2", "-g", "-fno-omit-frame-pointer"])
     collector = SamplerCollector([str(binary), "4000"], CollectorOptions(output="log"))
     collector.start()
@@ -78,8 +78,8 @@ def test_live_source_scrolls_to_a_deep_hot_line_and_keeps_the_users_place() -> N
 
 def test_live_source_first_screen_shows_the_hot_line(terminal: list[Terminal],
                                                      tmp_path: Path) -> None:
-    """In a real terminal the listing's first screen already shows the HOT line (the
-    view used to be drawn at line 1 until the next snapshot re-centred it)."""
+    """In a real terminal the listing's first screen already shows the HOT line, not
+    line 1 until the next snapshot re-centres it."""
     binary = build_fixture("src_deep.c", ["-O2", "-g", "-fno-omit-frame-pointer"])
     term = Terminal([str(PROFTUI), str(binary), "4000"], tmp_path)
     terminal.append(term)

@@ -44,7 +44,7 @@ async def type_search(pilot: Pilot, text: str) -> None:
                          "\\": "backslash", " ": "space"}.get(c, c) for c in text])
 
 
-def test_search_keys_status_highlight_and_focus(tmpl_profile: Profile) -> None:
+def test_source_search_keys(tmpl_profile: Profile) -> None:
     async def body() -> None:
         app = ProfTuiApp(profile=tmpl_profile)
         async with app.run_test(size=SIZE) as pilot:
@@ -99,7 +99,7 @@ def test_search_keys_status_highlight_and_focus(tmpl_profile: Profile) -> None:
     run(body)
 
 
-def test_tabs_and_control_characters_in_a_source_file() -> None:
+def test_source_text_cannot_drive_the_terminal() -> None:
     """Tabs are expanded (8 columns) and control characters escaped, and search spans
     land on the text as drawn: a source file must not drive the terminal."""
 

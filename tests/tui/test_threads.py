@@ -71,7 +71,7 @@ def root_rows(tree: CallTreeView) -> list[tuple[str, float]]:
     return rows
 
 
-def test_picker_and_threads_as_roots_on_saved_profile(thr_ratio: tuple[Profile, Report]) -> None:
+def test_thread_views_on_a_saved_profile(thr_ratio: tuple[Profile, Report]) -> None:
     profile, report = thr_ratio
     tids = {name: tid for name, (tid, _ns) in report.threads.items()}
 
@@ -190,7 +190,7 @@ def test_picker_and_threads_as_roots_on_saved_profile(thr_ratio: tuple[Profile, 
     run(body)
 
 
-def test_model_parts_and_roots_on_sampled_profile(thr_ratio: tuple[Profile, Report]) -> None:
+def test_part_model_on_a_sampled_profile(thr_ratio: tuple[Profile, Report]) -> None:
     profile, report = thr_ratio
     choices = list_parts(profile)
     check_shares(thread_costs(choices), report)
@@ -278,7 +278,7 @@ def test_attach_thread_shares(tmp_path: Path) -> None:
             proc.wait()
 
 
-def test_process_choice_and_process_roots() -> None:
+def test_two_processes_in_the_thread_views() -> None:
     """Two processes (a program and its child): a process row in the picker merges its
     threads; threads as roots puts each process first, its threads below."""
     profile = two_processes()

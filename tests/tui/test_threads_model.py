@@ -25,13 +25,16 @@ def test_labels_parse() -> None:
     assert parse_label("thread 12") == (None, None)
 
 
-def test_list_parts_orders_by_share_and_names_threads() -> None:
-    profile = two_processes()
-    choices = list_parts(profile)
+def test_list_parts_orders_by_share() -> None:
+    choices = list_parts(two_processes())
     assert [(c.kind, c.label) for c in choices] == [
         ("all", None), ("process", "pid 20"), ("process", "pid 10"),
         ("thread", "pid 20 tid 20"), ("thread", "pid 10 tid 11"), ("thread", "pid 10 tid 10")]
     assert [c.cost[0] for c in choices] == [100.0, 60.0, 40.0, 60.0, 30.0, 10.0]
+
+
+def test_parts_are_titled_by_their_names() -> None:
+    choices = list_parts(two_processes())
     assert choices[4].title() == "thread 11 worker"
     assert choices[2].title() == "process 10 prog"
 
@@ -42,13 +45,17 @@ def test_one_process_has_no_process_row() -> None:
     assert [c.kind for c in list_parts(profile)] == ["all", "thread", "thread"]
 
 
-def test_process_merged_from_threads_and_flat_profile_per_part() -> None:
+def test_process_tree_merges_its_threads() -> None:
     profile = two_processes()
     tree = select_tree(profile, "pid 10")
     assert tree.root.total_cost == [40.0]
     assert select_tree(profile, "pid 10") is tree  # cached for this snapshot
     assert {profile.frames[n.frame_id].function for n in tree.root.children.values()} == {
         "main", "start"}
+
+
+def test_views_of_one_part() -> None:
+    profile = two_processes()
     flat = {e.frame.function: e.self_percent for e in flat_profile(profile, "pid 10")}
     assert flat == {"b": 75.0, "a": 25.0, "main": 0.0, "start": 0.0}
     assert part_total(profile, "pid 10 tid 11") == 30.0
@@ -56,7 +63,7 @@ def test_process_merged_from_threads_and_flat_profile_per_part() -> None:
             ] == [profile.frames.find(Frame("b", module="/bin/x", address=0x1001))]
 
 
-def test_part_missing_from_snapshot_is_empty_and_kept_in_picker() -> None:
+def test_part_missing_from_a_snapshot_stays_an_empty_choice() -> None:
     profile = two_processes()
     gone = "pid 10 tid 99"  # chosen in an earlier snapshot, e.g. before a reset
     assert select_tree(profile, gone).root.total_cost == [0.0]
@@ -86,13 +93,17 @@ def test_threads_as_roots_groups_processes_then_threads() -> None:
     assert derived.frames[leaf.frame_id].function == "b" and leaf.parent.parent == worker
 
 
-def test_threads_as_roots_of_one_process_and_inverted() -> None:
+def test_threads_as_roots_of_one_process_inverted() -> None:
     profile = two_processes()
     derived, tree = threads_as_roots(profile, "pid 10", inverted=True)
     tops = {derived.frames[n.frame_id].function: n for n in tree.root.children.values()}
     assert set(tops) == {"thread 10 prog", "thread 11 worker"}
     leaves = [derived.frames[c].function for c in tops["thread 11 worker"].children]
     assert leaves == ["b"]  # bottom-up: the leaf first
+
+
+def test_threads_as_roots_of_one_thread() -> None:
+    profile = two_processes()
     _derived, one = threads_as_roots(profile, "pid 20 tid 20")
     assert len(one.root.children) == 1 and one.root.total_cost == [60.0]
 

@@ -21,7 +21,7 @@ def gprof_binary() -> Path:
     return build_fixture("gp_split.c", ["-pg", "-g", "-O1", "-fno-inline"])
 
 
-def test_open_saved_profile_drill_down_and_quit(terminal: list[Terminal], tmp_path: Path
+def test_saved_profile_drill_down_in_a_terminal(terminal: list[Terminal], tmp_path: Path
                                                 ) -> None:
     saved = tmp_path / "split.proftui"
     record = subprocess.run([str(PROFTUI), "record", "-o", str(saved), str(gprof_binary()),

@@ -62,7 +62,7 @@ def start(terminal: list[Terminal], tmp_path: Path, tmp: Path, *args: str) -> Te
     ("", signal.SIGHUP, "killed by signal 1 (SIGHUP)"),
     ("", signal.SIGINT, "killed by signal 2 (SIGINT)"),  # `kill -INT`: the keys send none
 ])
-def test_signal_restores_terminal_and_ends_target(terminal: list[Terminal], tmp_path: Path,
+def test_signal_to_the_tui_ends_a_launched_run_cleanly(terminal: list[Terminal], tmp_path: Path,
                                                   how: str, sig: int, said: str) -> None:
     tmp = tmpdir(tmp_path)
     term = start(terminal, tmp_path, tmp, str(spin_binary()), *([how] if how else []))
@@ -127,7 +127,7 @@ def _attached(term: Terminal) -> None:
 
 
 @pytest.mark.parametrize("method", ["perf", "ptrace"])
-def test_attach_sigterm_detaches_and_restores_terminal(terminal: list[Terminal],
+def test_sigterm_to_the_tui_detaches_cleanly(terminal: list[Terminal],
                                                        tmp_path: Path, method: str) -> None:
     target = AttachTarget()
     try:

@@ -104,7 +104,7 @@ def test_target_exit_keeps_final_profile() -> None:
 
 
 @pytest.mark.skipif(shutil.which("gprof") is None, reason="gprof (binutils) missing")
-def test_gprof_run_to_exit_status_and_source_lines() -> None:
+def test_live_gprof_run_to_its_exit() -> None:
     collector = gprof_collector(units="150", status="3")
     collector.start()
     try:
@@ -147,7 +147,7 @@ def test_gprof_run_to_exit_status_and_source_lines() -> None:
         collector.stop()
 
 
-def test_pause_reset_and_quit_confirmation() -> None:
+def test_live_control_keys() -> None:
     collector = ReplayCollector(attach_profile())
     app = ProfTuiApp(collector=collector)
 

@@ -41,7 +41,7 @@ def test_sampler_live_to_exit() -> None:
         collector.stop()
 
 
-def test_instrument_live_to_exit_with_exact_calls_and_notes() -> None:
+def test_live_instrument_run_to_its_exit() -> None:
     binary = build_fixture("ins_basic.c", ["-O1", "-g", "-finstrument-functions"])
     collector = InstrumentCollector([str(binary), "500", "4"], CollectorOptions(output="log"))
     collector.start()

@@ -91,7 +91,7 @@ def test_odd_profiles_open(tmp_path: Path, kind: str) -> None:
     run(body)
 
 
-def test_100000_deep_tree_bottom_up_and_quit() -> None:
+def test_100000_deep_tree_bottom_up_view() -> None:
     """The bottom-up view of a 100,000-deep recursion appears, says it is cut, and `q` quits."""
     profile = deep_chain()
 
@@ -123,7 +123,7 @@ def test_100000_deep_tree_bottom_up_and_quit() -> None:
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
                                  HealthCheck.filter_too_much])
 @given(mutations=st.lists(MUTATION, min_size=1, max_size=3))
-# found by this test: a source path with a lone surrogate made the source pane's open() fail
+# a source path with a lone surrogate: the source pane opens it without failing
 @example(mutations=[(PATHS.index(("frames", 2, 2)), "replace", "\udcff\ud800")])
 def test_fuzzed_loadable_profiles_open(tmp_path: Path, mutations: list[tuple[int, str, Any]]
                                        ) -> None:

@@ -37,7 +37,7 @@ def names(pane: FlatPane) -> list[str]:
     return [e.frame.function for e in pane.shown]
 
 
-def test_flat_pane_sorts_and_filters(profile: Profile) -> None:
+def test_flat_pane_keys(profile: Profile) -> None:
     async def body() -> None:
         app = ProfTuiApp(profile=profile)
         async with app.run_test(size=SIZE) as pilot:
@@ -70,7 +70,7 @@ def test_flat_pane_sorts_and_filters(profile: Profile) -> None:
     run(body)
 
 
-def test_tree_pane_hot_path_and_bottom_up(profile: Profile) -> None:
+def test_tree_pane_keys(profile: Profile) -> None:
     async def body() -> None:
         app = ProfTuiApp(profile=profile)
         async with app.run_test(size=SIZE) as pilot:
@@ -102,7 +102,7 @@ def test_tree_pane_hot_path_and_bottom_up(profile: Profile) -> None:
     run(body)
 
 
-def test_drill_down_flat_tree_source_and_back(profile: Profile) -> None:
+def test_drill_down_trail(profile: Profile) -> None:
     async def body() -> None:
         app = ProfTuiApp(profile=profile)
         async with app.run_test(size=SIZE) as pilot:
@@ -141,7 +141,7 @@ def test_drill_down_flat_tree_source_and_back(profile: Profile) -> None:
     run(body)
 
 
-def test_source_pane_disassembly_and_navigation(profile: Profile) -> None:
+def test_source_pane_keys(profile: Profile) -> None:
     async def body() -> None:
         app = ProfTuiApp(profile=profile)
         async with app.run_test(size=SIZE) as pilot:

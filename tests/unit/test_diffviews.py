@@ -74,7 +74,7 @@ def test_function_deltas_in_shares_and_absolute_units() -> None:
     assert by_total[:2] == ["main", "b"]
 
 
-def test_paths_walk_both_trees_and_skip_explained_contexts() -> None:
+def test_path_deltas_list_the_contexts_that_changed() -> None:
     base, new = _pair()
     diff = diff_profiles(base, new)
     absolute = {tuple(path_names(p)): p for p in diff.sorted_paths("absolute")}
@@ -100,15 +100,24 @@ def test_one_child_explains_its_ancestors() -> None:
     assert paths == [["main", "mid", "hot"]]  # main and mid: hot carries 20 of 21
 
 
-def test_metric_choice_and_errors() -> None:
+def _cpu_pair() -> tuple[Profile, Profile]:
+    """BASE (samples, cpu_ns) and NEW (cpu_ns, samples) of one function f: 2 then 3."""
     frames = [Frame("f", "a.out")]
-    base = _profile(frames, [([0], 2.0)], metrics=(SAMPLES, CPU_NS))
-    new = _profile(frames, [([0], 3.0)], metrics=(CPU_NS, SAMPLES))
-    assert common_metric(base, new) == "cpu_ns"  # NEW's first that BASE has too
+    return (_profile(frames, [([0], 2.0)], metrics=(SAMPLES, CPU_NS)),
+            _profile(frames, [([0], 3.0)], metrics=(CPU_NS, SAMPLES)))
+
+
+def test_metric_is_news_first_that_base_has_or_the_one_asked() -> None:
+    base, new = _cpu_pair()
+    assert common_metric(base, new) == "cpu_ns"
     assert diff_profiles(base, new, "samples").functions[0].self_cost.delta == 1.0
+
+
+def test_a_metric_missing_from_a_side_is_an_error() -> None:
+    base, new = _cpu_pair()
     with pytest.raises(MetricError, match="'bytes' is not in BASE"):
         common_metric(base, new, "bytes")
-    heap = _profile(frames, [([0], 64.0)], metrics=(ALLOC_BYTES,))
+    heap = _profile([Frame("f", "a.out")], [([0], 64.0)], metrics=(ALLOC_BYTES,))
     with pytest.raises(MetricError, match="share no metric"):
         diff_profiles(base, heap)
 

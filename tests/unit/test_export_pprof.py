@@ -26,7 +26,7 @@ def test_varint_encoding() -> None:
     assert read_varint(varint(2**63 + 5), 0)[0] == 2**63 + 5
 
 
-def test_samples_functions_and_strings_decode() -> None:
+def test_pprof_decodes_to_the_profiles_stacks() -> None:
     profile = sample_profile()
     doc = decode(encode_profile(profile))
     strings = [s.decode() for s in doc[6]]
@@ -57,7 +57,7 @@ def test_mappings_say_already_symbolized() -> None:
         assert mapping[flag] == [1]
 
 
-def test_two_metrics_period_and_gzip() -> None:
+def test_pprof_fields_of_a_two_metric_gzipped_profile() -> None:
     profile = Profile(ProfileMeta(mode="sampler", period_ns=1_000_000, start_time=10.0,
                                   end_time=12.5), (SAMPLES, CPU_NS))
     fid = profile.frames.intern(Frame("f", module="/m", file="f.c", line=3, address=0x40))
@@ -79,7 +79,7 @@ def test_two_metrics_period_and_gzip() -> None:
     assert location[3] == [0x40]
 
 
-def test_leaf_cost_goes_to_the_lines_and_inline_chains_it_was_recorded_at() -> None:
+def test_leaf_cost_goes_to_the_locations_it_was_recorded_at() -> None:
     """mid (out of line) holds an inlined leaf; costs split by address keep their lines."""
     from proftui.collectors.model.lines import add_code_cost
     from proftui.collectors.model.profile import CodeSite

@@ -15,14 +15,14 @@ from proftui.collectors.model.views import flat_profile
 from tests.helpers.importer_inputs import PERF_SCRIPT
 
 
-def test_sniff_and_detect() -> None:
+def test_perf_formats_are_recognised() -> None:
     assert sniff(PERF_SCRIPT.encode()) and detect(PERF_SCRIPT.encode()) == "perf-script"
     assert not sniff(b"hello world\nnot perf\n")
     assert not sniff(b"\x00\x01\x02")
     assert detect(b"PERFILE2....") == "perf-data"
 
 
-def test_parse_stacks_threads_and_periods() -> None:
+def test_script_parses_into_a_profile_of_its_samples() -> None:
     profile = parse_text(PERF_SCRIPT, "perf.txt")
     assert [m.name for m in profile.metrics] == ["samples", "cpu_ns"]
     assert profile.meta.mode == "import" and profile.meta.period_ns == 250_000
@@ -49,7 +49,7 @@ def test_parse_stacks_threads_and_periods() -> None:
     assert profile.parts["pid 200"].root.total_cost[0] == 1
 
 
-def test_samples_without_call_chains_and_other_events() -> None:
+def test_only_the_first_event_is_counted_with_or_without_call_chains() -> None:
     text = ("p 7 1.000001: 1000 cycles:u:      401136 spin+0x6 (/tmp/p)\n"
             "p 7 1.000002: 1000 cycles:u:      401136 spin+0x6 (/tmp/p)\n"
             "p 7 1.000003: 3 instructions:u:      401136 spin+0x6 (/tmp/p)\n")

@@ -132,7 +132,7 @@ def test_garbled_imports(tmp_path: Path, data: st.DataObject) -> None:
 
 @pytest.mark.parametrize("command", [["report"], ["report", "--json"], ["export", "-f", "pprof"],
                                      ["export", "-f", "callgrind"], ["open"]])
-def test_cli_gives_one_line_and_a_failure_status(
+def test_cli_refuses_a_bad_profile_in_one_line(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], command: list[str]) -> None:
     from proftui.tui.cli import main
 

@@ -29,7 +29,7 @@ def test_path_follows_xdg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     assert settings.config_path() == tmp_path / "home" / ".config" / "proftui" / "settings.json"
 
 
-def test_round_trip_atomic_and_private(tmp_path: Path) -> None:
+def test_settings_round_trip_through_a_private_file(tmp_path: Path) -> None:
     path = tmp_path / "cfg" / "proftui" / "settings.json"
     assert settings.load(path) == (settings.Settings(), "")  # first run: defaults, no error
     chosen = settings.Settings(theme="nord", sort="total", descending=False, metric="cpu_ns",
@@ -64,14 +64,24 @@ def test_bad_values_are_dropped_one_by_one(tmp_path: Path) -> None:
     assert loaded == settings.Settings(names="params", metric="cpu_ns", descending=False)
 
 
-def test_unreadable_file_and_unwritable_dir(tmp_path: Path) -> None:
+@pytest.fixture
+def saved_settings(tmp_path: Path) -> Path:
+    """Default settings saved, for a user that file permissions hold back (not root)."""
     if os.geteuid() == 0:
         pytest.skip("root reads and writes any file: permissions cannot be tested")
     path = tmp_path / "proftui" / "settings.json"
     assert settings.save(settings.Settings(), path) == ""
-    path.chmod(0)
-    loaded, error = settings.load(path)
+    return path
+
+
+def test_unreadable_file_gives_defaults(saved_settings: Path) -> None:
+    saved_settings.chmod(0)
+    loaded, error = settings.load(saved_settings)
     assert loaded == settings.Settings() and "ignored" in error
+
+
+def test_unwritable_directory_is_said(saved_settings: Path) -> None:
+    path = saved_settings
     path.parent.chmod(0o500)
     try:
         assert "not saved" in settings.save(settings.Settings(), path)
@@ -112,7 +122,7 @@ def _run(app: ProfTuiApp, keys: list[str], seen: dict[str, object] | None = None
     return notes
 
 
-def test_app_restores_and_saves_choices(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_app_remembers_choices(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
     path = tmp_path / "proftui" / "settings.json"
     app = ProfTuiApp(profile=template_profile())

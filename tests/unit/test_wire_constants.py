@@ -106,7 +106,7 @@ def c_side(tmp_path_factory: pytest.TempPathFactory) -> dict[str, int]:
                                                  if line)}
 
 
-def test_common_header_and_map_log(c_side: dict[str, int]) -> None:
+def test_common_wire_constants_match_c(c_side: dict[str, int]) -> None:
     assert c_side["version"] == wire.VERSION
     assert c_side["file_header"] == wire.HEADER_SIZE
     assert c_side["map_entry"] == wire_maplog.MAP_ENTRY.size

@@ -22,7 +22,7 @@ from proftui.collectors.runtime.wire_hook import (
 from tests.helpers.hook_file import CHUNKS, SIZE, THREADS_OFF, TREE, encode
 
 
-def test_decodes_published_nodes_threads_and_modules() -> None:
+def test_decodes_what_is_published() -> None:
     data = decode_hook(bytes(encode(TREE, chunks=[(0, 3), (0, 1)])))
     assert data.header.pid == 77 and data.header.exited and data.header.dropped == 5
     assert data.nodes.index == [0, 1, 2, 4]
