@@ -13,7 +13,7 @@ from proftui.collectors.model.profile import Profile
 from proftui.collectors.sampler.collector import SamplerCollector
 
 from tests.conftest import build_fixture
-from tests.helpers.targets import ATT_DONE, SpinTarget
+from tests.helpers.targets import ATT_DONE, ReadyTarget, SpinTarget
 
 
 def run_to_end(collector_class: type[Collector], binary: Path | str, *args: str,
@@ -59,16 +59,21 @@ def attach(pid: int, method: str | None = None, **options: object) -> AttachColl
     return collector
 
 
+def attached_until_exit(target: ReadyTarget, method: str | None = None,
+                        **options: object) -> Profile:
+    """`target` sampled by attach mode (with `method`, or the default) from now until it
+    exits."""
+    collector = attach(target.pid, method, **options)
+    profile = collector.wait()
+    collector.stop()
+    return profile
+
+
 def attach_profile(seconds: float = 2.0) -> Profile:
     """att_spin (running `seconds`) sampled by attach mode until it exits."""
-    target = SpinTarget(seconds)
-    try:
-        collector = attach(target.pid, frequency_hz=500)
-        profile = collector.wait()
-        collector.stop()
+    with SpinTarget(seconds) as target:
+        profile = attached_until_exit(target, frequency_hz=500)
         assert target.finish() == (ATT_DONE, 7)
-    finally:
-        target.kill()
     assert profile.total(0) > 50, "too few samples to test with"
     return profile
 

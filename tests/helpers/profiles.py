@@ -1,7 +1,12 @@
-"""Hand-built profiles for unit tests (no runtime, no compiler)."""
+"""Profiles for the tests: hand-built ones (no runtime, no compiler), and the check that
+a profile survives saving and loading."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from proftui.collectors.formats.importers import load_any
+from proftui.collectors.model import storage
 from proftui.collectors.model.profile import (
     CALLS,
     CPU_NS,
@@ -84,3 +89,14 @@ def two_processes() -> Profile:
         "pid 10 tid 11": [(["start", "b"], 30.0)],
         "pid 20 tid 20": [(["main", "c"], 60.0)],
     }, {10: "prog", 11: "worker", 20: "child"})
+
+
+def assert_round_trips(profile: Profile, path: Path) -> Profile:
+    """`profile` saved at `path` and loaded back is the same profile, with the sources it
+    names embedded; the loaded one."""
+    storage.save(profile, path)
+    loaded = load_any(path)
+    expected = storage.profile_to_dict(profile)
+    expected["sources"] = storage.gather_sources(profile)
+    assert storage.profile_to_dict(loaded) == expected
+    return loaded

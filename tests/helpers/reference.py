@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -106,8 +107,10 @@ def proftui_program_shares(profile: Profile) -> dict[str, float]:
     return {name: 100.0 * v / total for name, v in shares.items()}
 
 
-def proftui_symbol_shares(profile: Profile) -> dict[str, float]:
-    """Self share per function, an inlined frame's cost going to the function holding it."""
+def proftui_symbol_shares(profile: Profile,
+                          naming: Callable[[str], str] = normal_name) -> dict[str, float]:
+    """Self share per function (named by `naming`), an inlined frame's cost going to the
+    function holding it."""
     assert profile.tree is not None
     counts: Counter[str] = Counter()
     for node in profile.tree.nodes():
@@ -116,7 +119,7 @@ def proftui_symbol_shares(profile: Profile) -> dict[str, float]:
         holder = node
         while profile.frames[holder.frame_id].inlined and holder.parent is not None:
             holder = holder.parent
-        counts[normal_name(profile.frames[holder.frame_id].function)] += node.self_cost[0]
+        counts[naming(profile.frames[holder.frame_id].function)] += node.self_cost[0]
     whole = profile.tree.root.total_cost[0]
     return {name: 100.0 * n / whole for name, n in counts.items()}
 

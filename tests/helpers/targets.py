@@ -4,6 +4,7 @@ outside proftui for attach mode and the terminal tests."""
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -22,22 +23,21 @@ ATT_DONE = "att_spin done sink=nonzero usr1=0\n"
 SPIN_FLAGS = ["-O1", "-g", "-fno-omit-frame-pointer"]
 
 
-class SpinTarget:
-    """tests/fixtures/att_spin.c running as our child but outside proftui (main ->
-    att_outer -> att_middle -> att_hot, and att_thread_main -> att_cold in a second
-    thread) for `seconds`, then it prints ATT_DONE and exits 7."""
+class ReadyTarget:
+    """A fixture program run as our child but outside proftui, as `argv`; it says "ready
+    PID" on stdout first. As a context manager, it is killed at the end if it still runs."""
 
-    def __init__(self, seconds: float, flags: list[str] = ATT_FLAGS) -> None:
-        binary = build_fixture("att_spin.c", flags)
-        self.proc = subprocess.Popen([str(binary), str(seconds)], stdout=subprocess.PIPE,
+    def __init__(self, argv: Sequence[str | Path]) -> None:
+        self.proc = subprocess.Popen([str(a) for a in argv], stdout=subprocess.PIPE,
                                      text=True)
         assert self.proc.stdout is not None
-        assert self.proc.stdout.readline() == f"ready {self.proc.pid}\n"
+        ready = self.proc.stdout.readline()
+        assert ready == f"ready {self.proc.pid}\n", ready
         self.pid = self.proc.pid
 
-    def finish(self) -> tuple[str, int]:
-        """(its output, its exit status), once it has ended."""
-        out, _ = self.proc.communicate(timeout=30)
+    def finish(self, timeout: float = 60) -> tuple[str, int]:
+        """(the rest of its output, its exit status), once it has ended."""
+        out, _ = self.proc.communicate(timeout=timeout)
         return out, self.proc.returncode
 
     def tracer(self) -> int:
@@ -50,7 +50,22 @@ class SpinTarget:
     def kill(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
-            self.proc.wait()
+        self.proc.wait()
+
+    def __enter__(self) -> ReadyTarget:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.kill()
+
+
+class SpinTarget(ReadyTarget):
+    """tests/fixtures/att_spin.c (main -> att_outer -> att_middle -> att_hot, and
+    att_thread_main -> att_cold in a second thread) for `seconds`; then it prints
+    ATT_DONE and exits 7."""
+
+    def __init__(self, seconds: float, flags: list[str] = ATT_FLAGS) -> None:
+        super().__init__([build_fixture("att_spin.c", flags), str(seconds)])
 
 
 def spin_binary() -> Path:

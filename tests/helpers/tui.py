@@ -4,11 +4,11 @@ screen; a collector that replays a recorded profile for the live plumbing."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import io
 import threading
 import time
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from proftui.collectors.base import Collector
 from proftui.collectors.model import storage
@@ -19,6 +19,9 @@ from proftui.tui.screens.threads import ThreadsScreen
 from rich.console import Console
 from textual.app import App
 from textual.pilot import Pilot
+
+if TYPE_CHECKING:
+    from proftui.tui.app import ProfTuiApp
 
 SIZE = (150, 45)
 
@@ -64,21 +67,37 @@ async def flat_ready(pilot: Pilot, app: App) -> None:
     await wait_for(pilot, lambda: bool(flat.shown), what="flat profile")
 
 
+def run_app(app: App, body: Callable[[Pilot, App], Awaitable[None]],
+            size: tuple[int, int] = SIZE) -> None:
+    """`body(pilot, app)` on `app` run headless under Textual's pilot at `size`."""
+
+    async def session() -> None:
+        async with app.run_test(size=size) as pilot:
+            await body(pilot, app)
+
+    run(session)
+
+
 def run_live(collector: Collector, body: Callable[[Pilot, App], Awaitable[None]],
-             size: tuple[int, int] = SIZE) -> None:
-    """`body(pilot, app)` on the live TUI of `collector` (started here, stopped at the end)."""
+             size: tuple[int, int] = SIZE) -> ProfTuiApp:
+    """`body(pilot, app)` on the live TUI of `collector` (started here, stopped at the
+    end); the app, for what it kept."""
     from proftui.tui.app import ProfTuiApp
 
-    with contextlib.ExitStack() as cleanup:
-        collector.start()
-        cleanup.callback(collector.stop)
+    collector.start()
+    try:
         app = ProfTuiApp(collector=collector)
+        run_app(app, body, size)
+    finally:
+        collector.stop()
+    return app
 
-        async def session() -> None:
-            async with app.run_test(size=size) as pilot:
-                await body(pilot, app)
 
-        run(session)
+async def quit_live(pilot: Pilot) -> None:
+    """Quit while the target runs: `q`, then `y` to the question whether to end it."""
+    await pilot.press("q")
+    await pilot.pause()
+    await pilot.press("y")
 
 
 class ReplayCollector(Collector):

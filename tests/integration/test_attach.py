@@ -22,9 +22,9 @@ from proftui.collectors.model import storage
 from proftui.collectors.model.profile import Profile
 
 from tests.conftest import build_fixture
-from tests.helpers.collect import attach
+from tests.helpers.collect import attach, attached_until_exit
 from tests.helpers.costs import names_on_paths, self_costs
-from tests.helpers.targets import ATT_DONE, ATT_FLAGS, ATT_NO_FP_FLAGS, SpinTarget
+from tests.helpers.targets import ATT_DONE, ATT_FLAGS, ATT_NO_FP_FLAGS, ReadyTarget, SpinTarget
 
 
 def check_profile(profile: Profile, pid: int, method: str) -> None:
@@ -120,27 +120,16 @@ def test_target_exit_while_attached_keeps_profile(method: str) -> None:
 def test_follows_code_that_appears_after_attaching(method: str) -> None:
     lib = build_fixture("att_lib.c", ["-shared", "-fPIC", *ATT_FLAGS[:-1]], output="att_lib")
     binary = build_fixture("att_late.c", ATT_FLAGS)
-    proc = subprocess.Popen([str(binary), str(lib), "0.3", "1.2"], stdout=subprocess.PIPE,
-                            text=True)
-    try:
-        assert proc.stdout is not None
-        assert proc.stdout.readline() == f"ready {proc.pid}\n"
-        collector = attach(proc.pid, method, frequency_hz=500)
-        profile = collector.wait()  # until the target exits
-        collector.stop()
-        out, _ = proc.communicate(timeout=20)
-        assert (out, proc.returncode) == ("att_late done\n", 5)
-        selfs = self_costs(profile)
-        assert selfs.get("att_lib_spin", 0) / profile.total(0) > 0.6, selfs
-        assert any(p[-2:] == ["att_late_thread", "att_lib_spin"]
-                   for p in names_on_paths(profile)), names_on_paths(profile)
-        spin = next(f for f in profile.frames if f.function == "att_lib_spin")
-        assert os.path.realpath(spin.module) == os.path.realpath(lib)
-        assert len(profile.meta.threads) >= 2  # the thread born after attaching
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    with ReadyTarget([binary, lib, "0.3", "1.2"]) as target:
+        profile = attached_until_exit(target, method, frequency_hz=500)
+        assert target.finish(timeout=20) == ("att_late done\n", 5)
+    selfs = self_costs(profile)
+    assert selfs.get("att_lib_spin", 0) / profile.total(0) > 0.6, selfs
+    assert any(p[-2:] == ["att_late_thread", "att_lib_spin"]
+               for p in names_on_paths(profile)), names_on_paths(profile)
+    spin = next(f for f in profile.frames if f.function == "att_lib_spin")
+    assert os.path.realpath(spin.module) == os.path.realpath(lib)
+    assert len(profile.meta.threads) >= 2  # the thread born after attaching
 
 
 def test_ptrace_says_when_it_falls_behind() -> None:
@@ -170,21 +159,11 @@ def test_deleted_binary_still_resolves(tmp_path: Path) -> None:
 
     copy = tmp_path / "att_spin_copy"
     shutil.copy(build_fixture("att_spin.c", ATT_FLAGS), copy)
-    proc = subprocess.Popen([str(copy), "1.5"], stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        assert proc.stdout.readline() == f"ready {proc.pid}\n"
+    with ReadyTarget([copy, "1.5"]) as target:
         copy.unlink()
-        collector = attach(proc.pid, "auto", frequency_hz=500, duration_s=0.5)
-        profile = collector.wait()
-        collector.stop()
+        profile = attached_until_exit(target, "auto", frequency_hz=500, duration_s=0.5)
         assert "att_hot" in self_costs(profile)
-        out, _ = proc.communicate(timeout=20)
-        assert (out, proc.returncode) == (ATT_DONE, 7)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        assert target.finish(timeout=20) == (ATT_DONE, 7)
 
 
 def run_cli(*args: str) -> subprocess.Popen[str]:

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 from proftui.collectors.formats.importers import load_any
-from proftui.collectors.model import storage
 from proftui.collectors.model.profile import Profile
 from proftui.collectors.model.views import flat_profile
 
 from tests.helpers.cpu_records import record_gperftools
+from tests.helpers.profiles import assert_round_trips
 
 FIXTURE_FUNCTIONS = ("spin", "work_hot", "work_cold", "recurse", "main")
 
@@ -82,11 +82,6 @@ def test_cli_reads_it_by_content(recorded: tuple[Path, Path], tmp_path: Path) ->
 def test_saved_import_round_trips(recorded: tuple[Path, Path], tmp_path: Path) -> None:
     _binary, prof = recorded
     profile = load_any(prof)
-    path = tmp_path / "run.proftui"
-    storage.save(profile, path)
-    loaded = load_any(path)
-    expected = storage.profile_to_dict(profile)
-    expected["sources"] = storage.gather_sources(profile)
-    assert storage.profile_to_dict(loaded) == expected
+    loaded = assert_round_trips(profile, tmp_path / "run.proftui")
     files = {f.file for f in profile.frames if f.file and Path(f.file).exists()}
     assert files <= set(loaded.sources)

@@ -16,7 +16,7 @@ from proftui.tui.widgets.flame_graph import FlameGraph
 from proftui.tui.widgets.status_line import StatusLine
 from textual.pilot import Pilot
 
-from tests.helpers.tui import run, screen_text, wait_for
+from tests.helpers.tui import run, run_app, screen_text, wait_for
 
 SIZE = (120, 30)
 # Stacks (outermost first) and their self samples: the truth the tests compare with.
@@ -350,13 +350,12 @@ def test_key_bar_at_80_columns_keeps_the_panes_own_keys() -> None:
     and the sandwich (the pane switches fold into `1-6 panes`), with help and quit."""
     app = ProfTuiApp(profile=build(STACKS))
 
-    async def body() -> None:
-        async with app.run_test(size=(80, 24)) as pilot:
-            await open_flame(pilot, app)
-            await pilot.pause()
-            bar = screen_text(app).splitlines()[-1]
-            for item in ("⏎ Zoom", "esc Unzoom", "/ Search", "i Icicle", "v Sandwich",
-                         "1-6 panes", "? Help", "q Quit"):
-                assert item in bar, bar
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        await open_flame(pilot, app)
+        await pilot.pause()
+        bar = screen_text(app).splitlines()[-1]
+        for item in ("⏎ Zoom", "esc Unzoom", "/ Search", "i Icicle", "v Sandwich",
+                     "1-6 panes", "? Help", "q Quit"):
+            assert item in bar, bar
 
-    run(body)
+    run_app(app, body, (80, 24))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -25,7 +26,7 @@ from textual.widget import Widget
 from textual.widgets import Input
 
 from tests.helpers.profiles import sample_profile
-from tests.helpers.tui import ReplayCollector, run, screen_ready, screen_text, wait_for
+from tests.helpers.tui import ReplayCollector, run, run_app, screen_ready, screen_text, wait_for
 
 SMALL = (80, 24)
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -36,6 +37,17 @@ MODALS = {"w": "NotesScreen", "e": "ExportScreen", "ctrl+p": "CommandPalette",
 
 async def started(pilot: Pilot, app: ProfTuiApp) -> None:
     await wait_for(pilot, lambda: bool(app.query_one(FlatPane).shown), what="flat profile")
+
+
+def on_sample(body: Callable[[Pilot, ProfTuiApp], Awaitable[None]],
+              size: tuple[int, int] = SMALL) -> None:
+    """`body(pilot, app)` on the app showing sample_profile(), once its flat profile shows."""
+
+    async def started_body(pilot: Pilot, app: ProfTuiApp) -> None:
+        await started(pilot, app)
+        await body(pilot, app)
+
+    run_app(ProfTuiApp(profile=sample_profile()), started_body, size)  # type: ignore[arg-type]
 
 
 def visible_focus_ok(app: ProfTuiApp) -> None:
@@ -77,77 +89,71 @@ def test_process_pane_trap_sequence() -> None:
 
 
 def test_every_modal_returns_focus_to_every_pane() -> None:
-    async def body() -> None:
-        app = ProfTuiApp(profile=sample_profile())
-        async with app.run_test(size=SMALL) as pilot:
-            await started(pilot, app)
-            for pane in PANES:
-                for opener, screen in MODALS.items():
-                    await pilot.press(pane.KEY)
-                    assert app.nav[-1].pane == pane.PANE_ID
-                    await pilot.press(opener)
-                    await wait_for(pilot, lambda s=screen: type(app.screen).__name__ == s,
-                                   what=f"{screen} on {pane.PANE_ID}")
-                    await pilot.press("escape")
-                    await wait_for(pilot, lambda: app.screen is app.screen_stack[0],
-                                   what=f"{screen} closed on {pane.PANE_ID}")
-                    visible_focus_ok(app)
-                    await pilot.press("tab")  # focus cycling must not reach a hidden widget
-                    focused = app.focused
-                    assert focused is None or focused.display, focused
-                    await pilot.press("escape")  # keep the trail short
-            # The quit dialog (a running target) is covered in test_tmux; Stay returns here.
-    run(body)
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        for pane in PANES:
+            for opener, screen in MODALS.items():
+                await pilot.press(pane.KEY)
+                assert app.nav[-1].pane == pane.PANE_ID
+                await pilot.press(opener)
+                await wait_for(pilot, lambda s=screen: type(app.screen).__name__ == s,
+                               what=f"{screen} on {pane.PANE_ID}")
+                await pilot.press("escape")
+                await wait_for(pilot, lambda: app.screen is app.screen_stack[0],
+                               what=f"{screen} closed on {pane.PANE_ID}")
+                visible_focus_ok(app)
+                await pilot.press("tab")  # focus cycling must not reach a hidden widget
+                focused = app.focused
+                assert focused is None or focused.display, focused
+                await pilot.press("escape")  # keep the trail short
+        # The quit dialog (a running target) is covered in test_tmux; Stay returns here.
+
+    on_sample(body)
 
 
 def test_help_screen_lists_every_key() -> None:
-    async def body() -> None:
-        app = ProfTuiApp(profile=sample_profile())
-        async with app.run_test(size=(100, 60)) as pilot:
-            await started(pilot, app)
-            for pane in PANES:
-                await pilot.press(pane.KEY)
-                await pilot.press("question_mark")
-                await wait_for(pilot, lambda: screen_ready(app, HelpScreen), what="help")
-                text = screen_text(app)
-                assert f"{pane.TITLE} (this pane)" in text and "Everywhere" in text
-                widget = app.pane(pane.PANE_ID)
-                assert isinstance(widget, Widget)
-                for entry in pane_keys(app, widget):  # every key of the pane...
-                    assert entry.key_text in text and entry.description in text, entry
-                for binding in app.BINDINGS:  # ...and of the app (pause: live only)
-                    assert isinstance(binding, Binding)
-                    if app.check_action(binding.action, ()) is not False:
-                        assert binding.description in text, binding
-                for other in PANES:
-                    assert f"{other.KEY}  " in text or f"{other.KEY} " in text
-                for closer in ("escape", "q", "question_mark", "f1"):
-                    if not isinstance(app.screen, HelpScreen):
-                        await pilot.press("question_mark")
-                    await pilot.press(closer)
-                    await wait_for(pilot, lambda: app.screen is app.screen_stack[0],
-                                   what=f"{closer} closes help")
-                    assert not app._exit  # q closed help, not the app
-                    visible_focus_ok(app)
-    run(body)
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        for pane in PANES:
+            await pilot.press(pane.KEY)
+            await pilot.press("question_mark")
+            await wait_for(pilot, lambda: screen_ready(app, HelpScreen), what="help")
+            text = screen_text(app)
+            assert f"{pane.TITLE} (this pane)" in text and "Everywhere" in text
+            widget = app.pane(pane.PANE_ID)
+            assert isinstance(widget, Widget)
+            for entry in pane_keys(app, widget):  # every key of the pane...
+                assert entry.key_text in text and entry.description in text, entry
+            for binding in app.BINDINGS:  # ...and of the app (pause: live only)
+                assert isinstance(binding, Binding)
+                if app.check_action(binding.action, ()) is not False:
+                    assert binding.description in text, binding
+            for other in PANES:
+                assert f"{other.KEY}  " in text or f"{other.KEY} " in text
+            for closer in ("escape", "q", "question_mark", "f1"):
+                if not isinstance(app.screen, HelpScreen):
+                    await pilot.press("question_mark")
+                await pilot.press(closer)
+                await wait_for(pilot, lambda: app.screen is app.screen_stack[0],
+                               what=f"{closer} closes help")
+                assert not app._exit  # q closed help, not the app
+                visible_focus_ok(app)
+
+    on_sample(body, (100, 60))
 
 
 def test_key_bar_keeps_help_and_quit_at_80_columns() -> None:
-    async def body() -> None:
-        app = ProfTuiApp(profile=sample_profile())
-        async with app.run_test(size=SMALL) as pilot:
-            await started(pilot, app)
-            for pane in PANES:
-                await pilot.press(pane.KEY)
-                await pilot.pause()
-                bar = screen_text(app).rstrip("\n").splitlines()[-1]
-                assert " ? Help " in bar and " q Quit " in bar, (pane.PANE_ID, bar)
-                assert not bar.rstrip().endswith("…"), bar
-            await pilot.resize_terminal(160, 30)
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        for pane in PANES:
+            await pilot.press(pane.KEY)
             await pilot.pause()
             bar = screen_text(app).rstrip("\n").splitlines()[-1]
-            assert "1 Flat" in bar and "4 Process" in bar and "m Metric" in bar, bar
-    run(body)
+            assert " ? Help " in bar and " q Quit " in bar, (pane.PANE_ID, bar)
+            assert not bar.rstrip().endswith("…"), bar
+        await pilot.resize_terminal(160, 30)
+        await pilot.pause()
+        bar = screen_text(app).rstrip("\n").splitlines()[-1]
+        assert "1 Flat" in bar and "4 Process" in bar and "m Metric" in bar, bar
+
+    on_sample(body)
 
 
 def test_key_bar_gives_way_in_order() -> None:
@@ -241,26 +247,24 @@ def test_readme_key_table_matches_the_bindings() -> None:
 
 
 def test_palette_runs_a_pane_key_it_generated() -> None:
-    async def body() -> None:
-        app = ProfTuiApp(profile=sample_profile())
-        async with app.run_test(size=SMALL) as pilot:
-            await started(pilot, app)
-            command = next(c for t, _h, c in app.palette_commands() if t == "Reverse sort (S)")
-            flat = app.query_one(FlatPane)
-            before = flat.descending
-            result = command()
-            if result is not None:
-                await result  # type: ignore[misc]
-            await pilot.pause()
-            assert flat.descending is not before
-            await pilot.press("ctrl+p")
-            await wait_for(pilot, lambda: screen_ready(app, CommandPalette), what="palette")
-            await pilot.press(*"Reverse sort")
-            await pilot.pause(0.3)
-            await pilot.press("enter")
-            await wait_for(pilot, lambda: flat.descending is before, what="palette command")
-            visible_focus_ok(app)
-    run(body)
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        command = next(c for t, _h, c in app.palette_commands() if t == "Reverse sort (S)")
+        flat = app.query_one(FlatPane)
+        before = flat.descending
+        result = command()
+        if result is not None:
+            await result  # type: ignore[misc]
+        await pilot.pause()
+        assert flat.descending is not before
+        await pilot.press("ctrl+p")
+        await wait_for(pilot, lambda: screen_ready(app, CommandPalette), what="palette")
+        await pilot.press(*"Reverse sort")
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: flat.descending is before, what="palette command")
+        visible_focus_ok(app)
+
+    on_sample(body)
 
 
 def test_save_from_the_tui_writes_a_profile_open_reads(tmp_path: Path) -> None:
@@ -301,22 +305,20 @@ def test_saving_to_a_fifo_is_refused_without_blocking(tmp_path: Path,
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
 
-    async def body() -> None:
-        app = ProfTuiApp(profile=sample_profile())
-        async with app.run_test(size=SMALL) as pilot:
-            await started(pilot, app)
-            await pilot.press("e")
-            await wait_for(pilot, lambda: screen_ready(app, ExportScreen), what="dialog")
-            box = app.screen.query_one("#export-path", Input)
-            box.value = str(fifo)
-            box.focus()
-            await pilot.press("enter")
-            await wait_for(pilot, lambda: any("not a regular file" in str(n.message)
-                                              for n in app._notifications),
-                           what="the refusal")
-            await pilot.press("q")
-            await wait_for(pilot, lambda: app._exit, what="exit")
-    run(body)
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        await pilot.press("e")
+        await wait_for(pilot, lambda: screen_ready(app, ExportScreen), what="dialog")
+        box = app.screen.query_one("#export-path", Input)
+        box.value = str(fifo)
+        box.focus()
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: any("not a regular file" in str(n.message)
+                                          for n in app._notifications),
+                       what="the refusal")
+        await pilot.press("q")
+        await wait_for(pilot, lambda: app._exit, what="exit")
+
+    on_sample(body)
     assert stat.S_ISFIFO(fifo.lstat().st_mode)
     assert len(list(tmp_path.glob("proftui-*.proftui"))) == 1
 
@@ -326,27 +328,23 @@ def test_default_save_path_never_overwrites(tmp_path: Path, monkeypatch: pytest.
     monkeypatch.chdir(tmp_path)
     (tmp_path / "proftui-sampler.proftui").write_text("earlier")
 
-    async def body() -> None:
-        app = ProfTuiApp(profile=sample_profile())
-        async with app.run_test(size=SMALL) as pilot:
-            await started(pilot, app)
-            await pilot.press("e")
-            await wait_for(pilot, lambda: screen_ready(app, ExportScreen), what="dialog")
-            box = app.screen.query_one("#export-path", Input)
-            assert box.value == str(tmp_path / "proftui-sampler-1.proftui")
-    run(body)
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        await pilot.press("e")
+        await wait_for(pilot, lambda: screen_ready(app, ExportScreen), what="dialog")
+        box = app.screen.query_one("#export-path", Input)
+        assert box.value == str(tmp_path / "proftui-sampler-1.proftui")
+
+    on_sample(body)
 
 
 def test_ctrl_c_without_a_cli_quits() -> None:
-    async def body() -> None:
-        app = ProfTuiApp(profile=sample_profile())
-        async with app.run_test(size=SMALL) as pilot:
-            await started(pilot, app)
-            await pilot.press("slash")  # even from the filter box (priority binding)
-            await pilot.press("ctrl+c")
-            await pilot.pause()
-            assert app._exit
-    run(body)
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        await pilot.press("slash")  # even from the filter box (priority binding)
+        await pilot.press("ctrl+c")
+        await pilot.pause()
+        assert app._exit
+
+    on_sample(body)
 
 
 def test_a_theme_reaches_every_panes_colours() -> None:
@@ -367,30 +365,28 @@ def test_a_theme_reaches_every_panes_colours() -> None:
         return (first.style.bgcolor.get_truecolor().hex, first.style.color.get_truecolor().hex,
                 heat_hex(heat_background(0.5).bgcolor))
 
-    async def body() -> None:
-        app = ProfTuiApp(profile=sample_profile())
-        async with app.run_test(size=SMALL) as pilot:
-            await started(pilot, app)
-            dark = colours(app)
-            assert dark[1] == Color.parse(app.get_css_variables()["error"]).hex.lower()
-            app.theme = "textual-light"
-            await pilot.pause(0.3)
-            light = colours(app)
-            variables = app.get_css_variables()
-            assert light[0] != dark[0] and light[2] != dark[2], (dark, light)
-            # A hot line blends the theme's background towards its error colour.
-            want = Color.parse(variables["background"]).blend(
-                Color.parse(variables["error"]), 0.2 + 0.6 * 0.5 ** 0.5)
-            assert light[2] == want.hex6.lower()
-            assert heat_hex(heat_style(0.3).color) == variables["error"].lower()
-            await pilot.press("2")
-            await pilot.pause(0.3)
-            tree = app.query_one(CallTreeView)
-            label = tree.root.children[0].label  # main: 100% of the whole, the hottest colour
-            colours_used = {heat_hex(span.style.color) for span in label.spans
-                            if not isinstance(span.style, str) and span.style.color}
-            assert variables["error"].lower() in colours_used, label.spans
-    run(body)
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        dark = colours(app)
+        assert dark[1] == Color.parse(app.get_css_variables()["error"]).hex.lower()
+        app.theme = "textual-light"
+        await pilot.pause(0.3)
+        light = colours(app)
+        variables = app.get_css_variables()
+        assert light[0] != dark[0] and light[2] != dark[2], (dark, light)
+        # A hot line blends the theme's background towards its error colour.
+        want = Color.parse(variables["background"]).blend(
+            Color.parse(variables["error"]), 0.2 + 0.6 * 0.5 ** 0.5)
+        assert light[2] == want.hex6.lower()
+        assert heat_hex(heat_style(0.3).color) == variables["error"].lower()
+        await pilot.press("2")
+        await pilot.pause(0.3)
+        tree = app.query_one(CallTreeView)
+        label = tree.root.children[0].label  # main: 100% of the whole, the hottest colour
+        colours_used = {heat_hex(span.style.color) for span in label.spans
+                        if not isinstance(span.style, str) and span.style.color}
+        assert variables["error"].lower() in colours_used, label.spans
+
+    on_sample(body)
 
 
 def test_live_quit_dialog_gives_the_focus_back() -> None:

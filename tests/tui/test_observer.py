@@ -19,7 +19,7 @@ from tests.conftest import build_fixture
 from tests.helpers.collect import attach
 from tests.helpers.instrument import start_spin, wait_for_ticks
 from tests.helpers.targets import ATT_FLAGS, SpinTarget
-from tests.helpers.tui import SIZE, run, wait_for
+from tests.helpers.tui import quit_live, run_app, wait_for
 
 
 def spin_sampler(seconds: str) -> SamplerCollector:
@@ -44,32 +44,29 @@ def test_paused_app_recomputes_nothing_until_new_data() -> None:
     try:
         app = ProfTuiApp(collector=collector)
 
-        async def body() -> None:
-            async with app.run_test(size=SIZE) as pilot:
-                await wait_for(pilot, lambda: app.profile is not None
-                               and app.profile.total(0) > 20, what="live samples")
-                await pilot.press("p")
-                assert app.paused
-                await settle(pilot, app, collector)
-                taken, version = app.snapshots_taken, collector.data_version()
-                shown = app.profile
-                rounds = app.poll_rounds
-                await wait_for(pilot, lambda: app.poll_rounds >= rounds + 3, timeout=20,
-                               what="three more poll rounds")
-                assert collector.data_version() == version  # the runtime recorded nothing
-                assert app.snapshots_taken == taken, "snapshots recomputed while paused"
-                assert app.profile is shown
-                await pilot.press("p")
-                assert not app.paused
-                await wait_for(pilot, lambda: app.snapshots_taken > taken
-                               and app.profile is not shown
-                               and app.profile.total(0) > shown.total(0),
-                               what="a new snapshot once samples arrive again")
-                await pilot.press("q")
-                await pilot.pause()
-                await pilot.press("y")
+        async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+            await wait_for(pilot, lambda: app.profile is not None
+                           and app.profile.total(0) > 20, what="live samples")
+            await pilot.press("p")
+            assert app.paused
+            await settle(pilot, app, collector)
+            taken, version = app.snapshots_taken, collector.data_version()
+            shown = app.profile
+            rounds = app.poll_rounds
+            await wait_for(pilot, lambda: app.poll_rounds >= rounds + 3, timeout=20,
+                           what="three more poll rounds")
+            assert collector.data_version() == version  # the runtime recorded nothing
+            assert app.snapshots_taken == taken, "snapshots recomputed while paused"
+            assert app.profile is shown
+            await pilot.press("p")
+            assert not app.paused
+            await wait_for(pilot, lambda: app.snapshots_taken > taken
+                           and app.profile is not shown
+                           and app.profile.total(0) > shown.total(0),
+                           what="a new snapshot once samples arrive again")
+            await quit_live(pilot)
 
-        run(body)
+        run_app(app, body)
     finally:
         collector.stop()
 
@@ -174,22 +171,19 @@ def test_instrument_paused_app_recomputes_nothing() -> None:
         assert collector.data_version() is None  # recording: every poll takes a snapshot
         app = ProfTuiApp(collector=collector)
 
-        async def body() -> None:
-            async with app.run_test(size=SIZE) as pilot:
-                await wait_for(pilot, lambda: app.profile is not None, what="a snapshot")
-                await pilot.press("p")
-                await settle(pilot, app, collector)
-                taken, rounds = app.snapshots_taken, app.poll_rounds
-                await wait_for(pilot, lambda: app.poll_rounds >= rounds + 3, timeout=20,
-                               what="three more poll rounds")
-                assert app.snapshots_taken == taken, "snapshots recomputed while paused"
-                shown = app.profile
-                await pilot.press("p")
-                await wait_for(pilot, lambda: app.profile is not shown, what="a new snapshot")
-                await pilot.press("q")
-                await pilot.pause()
-                await pilot.press("y")
+        async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+            await wait_for(pilot, lambda: app.profile is not None, what="a snapshot")
+            await pilot.press("p")
+            await settle(pilot, app, collector)
+            taken, rounds = app.snapshots_taken, app.poll_rounds
+            await wait_for(pilot, lambda: app.poll_rounds >= rounds + 3, timeout=20,
+                           what="three more poll rounds")
+            assert app.snapshots_taken == taken, "snapshots recomputed while paused"
+            shown = app.profile
+            await pilot.press("p")
+            await wait_for(pilot, lambda: app.profile is not shown, what="a new snapshot")
+            await quit_live(pilot)
 
-        run(body)
+        run_app(app, body)
     finally:
         collector.stop()

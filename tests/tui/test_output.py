@@ -21,7 +21,7 @@ from textual.pilot import Pilot
 
 from tests.conftest import build_fixture, build_lua
 from tests.helpers.tmux import PROFTUI, Terminal
-from tests.helpers.tui import SIZE, run, run_live, screen_text, wait_for
+from tests.helpers.tui import SIZE, run, run_app, run_live, screen_text, wait_for
 
 ERROR_LINE = "out_fail: cannot open 'missing.dat': No such file or directory"
 
@@ -158,18 +158,17 @@ def test_no_output_says_why() -> None:
 
     app = ProfTuiApp(profile=sample_profile())
 
-    async def body() -> None:
-        async with app.run_test(size=SIZE) as pilot:
-            await pilot.press("4")
-            await pilot.pause()
-            assert "saved profile: the program's output is not part of it" in screen_text(app)
-            pane = app.query_one(ProcPane)
-            pane.follow_output(None, "attach")  # what the app does in attach mode
-            await pilot.pause()
-            assert "attached process: its output goes where it always did" in screen_text(app)
-            assert pane.has_class("-no-output")
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        await pilot.press("4")
+        await pilot.pause()
+        assert "saved profile: the program's output is not part of it" in screen_text(app)
+        pane = app.query_one(ProcPane)
+        pane.follow_output(None, "attach")  # what the app does in attach mode
+        await pilot.pause()
+        assert "attached process: its output goes where it always did" in screen_text(app)
+        assert pane.has_class("-no-output")
 
-    run(body)
+    run_app(app, body)
 
 
 # -- after quitting: the tail on the terminal ---------------------------------------------

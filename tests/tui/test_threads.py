@@ -22,12 +22,13 @@ from proftui.tui.panes.flat import FlatPane
 from proftui.tui.panes.source import SourcePane
 from proftui.tui.panes.tree import CallTreeView
 from proftui.tui.screens.threads import ThreadsScreen
+from textual.pilot import Pilot
 
 from tests.conftest import build_fixture
 from tests.helpers.collect import attach
 from tests.helpers.profiles import two_processes
 from tests.helpers.thr_ratio import FLAGS, WORKERS, Report, read_report, sampler_run
-from tests.helpers.tui import SIZE, choose_thread, run, screen_ready, screen_text, wait_for
+from tests.helpers.tui import SIZE, choose_thread, run, run_app, screen_ready, screen_text, wait_for
 
 SPIN = {f"worker-{i}": f"thr_spin_{i}" for i in range(1, 5)}
 SAMPLED_TOLERANCE = 0.03  # sampled share vs measured CPU share, absolute
@@ -215,36 +216,35 @@ def test_live_sampler_thread_filter_survives_snapshots(tmp_path: Path) -> None:
                 return set()
             return {c.name for c in list_parts(app.profile) if c.kind == "thread"}
 
-        async def body() -> None:
-            async with app.run_test(size=SIZE) as pilot:
-                await wait_for(pilot, lambda: set(WORKERS) <= named_threads(), timeout=30,
-                               what="the four workers sampled")
-                chosen = await choose_thread(pilot, app, "worker-4")
-                flat = app.query_one(FlatPane)
-                await wait_for(pilot, lambda: flat.shown and flat.shown[0].frame.function
-                               == "thr_spin_4", what="worker-4's flat profile")
-                first = app.profile
-                # (or the target ended before the choice: then its final profile is shown)
-                await wait_for(pilot, lambda: app.profile is not first or app.ended,
-                               what="next snapshot")
-                assert app.part == chosen.label
-                assert not {"thr_spin_1", "thr_spin_2", "thr_spin_3"} & set(flat_names(app))
-                await wait_for(pilot, lambda: app.ended, timeout=90, what="target exit")
-                await pilot.pause()
-                assert app.part == chosen.label
-                assert flat_names(app)[0] == "thr_spin_4"
-                header = screen_text(app).splitlines()[0]
-                assert "exited with status 0" in header and "worker-4" in header, header
-                await pilot.press("t")
-                await wait_for(pilot, lambda: screen_ready(app, ThreadsScreen),
-                               what="picker")
-                screen = app.screen
-                assert isinstance(screen, ThreadsScreen)
-                assert {c.name for c in screen.choices} >= set(WORKERS)  # ended, still there
-                check_shares(thread_costs(screen.choices), read_report(report_path))
-                await pilot.press("escape")
+        async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+            await wait_for(pilot, lambda: set(WORKERS) <= named_threads(), timeout=30,
+                           what="the four workers sampled")
+            chosen = await choose_thread(pilot, app, "worker-4")
+            flat = app.query_one(FlatPane)
+            await wait_for(pilot, lambda: flat.shown and flat.shown[0].frame.function
+                           == "thr_spin_4", what="worker-4's flat profile")
+            first = app.profile
+            # (or the target ended before the choice: then its final profile is shown)
+            await wait_for(pilot, lambda: app.profile is not first or app.ended,
+                           what="next snapshot")
+            assert app.part == chosen.label
+            assert not {"thr_spin_1", "thr_spin_2", "thr_spin_3"} & set(flat_names(app))
+            await wait_for(pilot, lambda: app.ended, timeout=90, what="target exit")
+            await pilot.pause()
+            assert app.part == chosen.label
+            assert flat_names(app)[0] == "thr_spin_4"
+            header = screen_text(app).splitlines()[0]
+            assert "exited with status 0" in header and "worker-4" in header, header
+            await pilot.press("t")
+            await wait_for(pilot, lambda: screen_ready(app, ThreadsScreen),
+                           what="picker")
+            screen = app.screen
+            assert isinstance(screen, ThreadsScreen)
+            assert {c.name for c in screen.choices} >= set(WORKERS)  # ended, still there
+            check_shares(thread_costs(screen.choices), read_report(report_path))
+            await pilot.press("escape")
 
-        run(body)
+        run_app(app, body)
     finally:
         collector.stop()
 

@@ -20,7 +20,7 @@ from proftui.collectors.registry import COLLECTORS
 from proftui.collectors.runtime.launch import GRACE_S
 
 from tests.helpers.processes import assert_no_orphan, assert_untouched, wait_for_child, wait_gone
-from tests.helpers.targets import spin_binary
+from tests.helpers.targets import ReadyTarget, spin_binary
 from tests.helpers.tmux import PROFTUI, Terminal, pane_pid
 
 # A login shell's part when its terminal closes: pass SIGHUP on to the job, then record
@@ -104,19 +104,11 @@ def test_closing_the_terminal_ends_target(terminal: list[Terminal], tmp_path: Pa
     print(f"terminal closed to proftui exit, {how or 'default'} target: {took:.2f} s")
 
 
-class AttachTarget:
-    def __init__(self) -> None:
-        if "attach" not in COLLECTORS:
-            pytest.skip("attach mode is not in this build")
-        self.proc = subprocess.Popen([str(spin_binary())], stdout=subprocess.PIPE, text=True)
-        assert self.proc.stdout is not None
-        assert self.proc.stdout.readline() == f"ready {self.proc.pid}\n"
-        self.pid = self.proc.pid
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
+def attach_target() -> ReadyTarget:
+    """life_spin running outside proftui, for it to attach to."""
+    if "attach" not in COLLECTORS:
+        pytest.skip("attach mode is not in this build")
+    return ReadyTarget([spin_binary()])
 
 
 def _attached(term: Terminal) -> None:
@@ -129,7 +121,7 @@ def _attached(term: Terminal) -> None:
 @pytest.mark.parametrize("method", ["perf", "ptrace"])
 def test_sigterm_to_the_tui_detaches_cleanly(terminal: list[Terminal],
                                                        tmp_path: Path, method: str) -> None:
-    target = AttachTarget()
+    target = attach_target()
     try:
         tmp = tmpdir(tmp_path)
         term = start(terminal, tmp_path, tmp, "--pid", str(target.pid), "--method", method)
@@ -151,7 +143,7 @@ def test_sigterm_to_the_tui_detaches_cleanly(terminal: list[Terminal],
 
 
 def test_attach_terminal_closed_detaches(terminal: list[Terminal], tmp_path: Path) -> None:
-    target = AttachTarget()
+    target = attach_target()
     try:
         tmp = tmpdir(tmp_path)
         status = tmp_path / "status"

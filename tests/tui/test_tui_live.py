@@ -14,10 +14,20 @@ from proftui.tui.panes.source import SourcePane
 from proftui.tui.panes.tree import CallTreeView
 from proftui.tui.screens.quit import QuitScreen
 from proftui.tui.widgets.flat_table import FlatTable
+from textual.pilot import Pilot
 
 from tests.helpers.collect import attach, attach_profile, gprof_collector
 from tests.helpers.targets import ATT_DONE, SpinTarget
-from tests.helpers.tui import SIZE, ReplayCollector, run, screen_ready, screen_text, wait_for
+from tests.helpers.tui import (
+    SIZE,
+    ReplayCollector,
+    run,
+    run_app,
+    run_live,
+    screen_ready,
+    screen_text,
+    wait_for,
+)
 
 
 def test_live_attach_status_quit_detaches() -> None:
@@ -81,18 +91,17 @@ def test_target_exit_keeps_final_profile() -> None:
         collector = attach(target.pid, frequency_hz=500)
         app = ProfTuiApp(collector=collector)
 
-        async def body() -> None:
-            async with app.run_test(size=SIZE) as pilot:
-                await wait_for(pilot, lambda: app.ended, timeout=20, what="target exit")
-                await pilot.pause()
-                header = screen_text(app).splitlines()[0]
-                assert "exited" in header or "detached" in header, header
-                assert "running" not in header
-                flat = app.query_one(FlatPane)
-                assert "att_hot" in {e.frame.function for e in flat.shown}
-                await pilot.press("q")  # nothing to kill: quits at once
+        async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+            await wait_for(pilot, lambda: app.ended, timeout=20, what="target exit")
+            await pilot.pause()
+            header = screen_text(app).splitlines()[0]
+            assert "exited" in header or "detached" in header, header
+            assert "running" not in header
+            flat = app.query_one(FlatPane)
+            assert "att_hot" in {e.frame.function for e in flat.shown}
+            await pilot.press("q")  # nothing to kill: quits at once
 
-        run(body)
+        run_app(app, body)
         final = app.final_profile()
         assert final is not None and final.meta.complete
         assert final.total(0) > 0
@@ -106,45 +115,39 @@ def test_target_exit_keeps_final_profile() -> None:
 @pytest.mark.skipif(shutil.which("gprof") is None, reason="gprof (binutils) missing")
 def test_live_gprof_run_to_its_exit() -> None:
     collector = gprof_collector(units="150", status="3")
-    collector.start()
-    try:
-        app = ProfTuiApp(collector=collector)
 
-        async def body() -> None:
-            async with app.run_test(size=SIZE) as pilot:
-                await wait_for(pilot, lambda: app.ended, timeout=60, what="gprof target exit")
-                await pilot.pause()
-                assert "exited with status 3" in screen_text(app).splitlines()[0]
-                flat = app.query_one(FlatPane)
-                names = [e.frame.function for e in flat.shown]
-                assert names[0] == "step", names
-                calls = {e.frame.function: e.calls for e in flat.shown}
-                assert calls["step"] == 150 * 10 and calls["heavy"] == 1
-                app.query_one(FlatTable).move_cursor(row=0)
-                await pilot.press("3")
-                source = app.query_one(SourcePane)
-                await wait_for(pilot, lambda: source.listing is not None, what="listing")
-                listing = source.listing
-                assert listing.kind == "source" and listing.path.endswith("gp_split.c")
-                # The loop is lines 12-13 (for, body). Which of the two a 100 Hz
-                # histogram charges most depends on the CPU's skid after the imul
-                # (CI saw line 12 win), so the test asks for the loop, not a line.
-                hot = listing.lines[listing.hottest()]
-                assert hot.number in (12, 13), hot
-                loop = sum(line.cost[0] for line in listing.lines
-                           if line.number in (12, 13) and line.cost)
-                assert loop >= 0.9 * listing.function_cost[0], (loop, listing.function_cost)
-                assert listing.note == ""  # the model's own line costs, not addr2line
-                await pilot.press("w")  # the notes say the tree is estimated from arcs
-                await wait_for(pilot, lambda: "caller->callee" in screen_text(app),
-                               what="gprof note")
-                await pilot.press("escape")
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        await wait_for(pilot, lambda: app.ended, timeout=60, what="gprof target exit")
+        await pilot.pause()
+        assert "exited with status 3" in screen_text(app).splitlines()[0]
+        flat = app.query_one(FlatPane)
+        names = [e.frame.function for e in flat.shown]
+        assert names[0] == "step", names
+        calls = {e.frame.function: e.calls for e in flat.shown}
+        assert calls["step"] == 150 * 10 and calls["heavy"] == 1
+        app.query_one(FlatTable).move_cursor(row=0)
+        await pilot.press("3")
+        source = app.query_one(SourcePane)
+        await wait_for(pilot, lambda: source.listing is not None, what="listing")
+        listing = source.listing
+        assert listing.kind == "source" and listing.path.endswith("gp_split.c")
+        # The loop is lines 12-13 (for, body). Which of the two a 100 Hz
+        # histogram charges most depends on the CPU's skid after the imul
+        # (CI saw line 12 win), so the test asks for the loop, not a line.
+        hot = listing.lines[listing.hottest()]
+        assert hot.number in (12, 13), hot
+        loop = sum(line.cost[0] for line in listing.lines
+                   if line.number in (12, 13) and line.cost)
+        assert loop >= 0.9 * listing.function_cost[0], (loop, listing.function_cost)
+        assert listing.note == ""  # the model's own line costs, not addr2line
+        await pilot.press("w")  # the notes say the tree is estimated from arcs
+        await wait_for(pilot, lambda: "caller->callee" in screen_text(app),
+                       what="gprof note")
+        await pilot.press("escape")
 
-        run(body)
-        final = app.final_profile()
-        assert final is not None and final.meta.exit_status == 3
-    finally:
-        collector.stop()
+    app = run_live(collector, body)
+    final = app.final_profile()
+    assert final is not None and final.meta.exit_status == 3
 
 
 def test_live_control_keys() -> None:
