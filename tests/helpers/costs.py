@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from proftui.collectors.model.profile import Profile
+from proftui.collectors.model.views import FlatEntry, flat_profile
 
 
 def self_costs(profile: Profile, metric: int = 0) -> dict[str, float]:
@@ -48,3 +49,14 @@ def names_on_paths(profile: Profile) -> list[list[str]]:
         if not node.children:
             paths.append([profile.frames[i].function for i in node.path()])
     return paths
+
+
+def flat_rows(profile: Profile) -> dict[str, FlatEntry]:
+    """The flat profile's rows by function name."""
+    return {e.frame.function: e for e in flat_profile(profile)}
+
+
+def self_of(profile: Profile, function: str, metric: int = 0) -> float:
+    """The flat profile's self cost of `function` in metric `metric` (0 without a row)."""
+    entry = flat_rows(profile).get(function)
+    return entry.self_cost[metric] if entry is not None else 0.0

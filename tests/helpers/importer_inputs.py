@@ -4,6 +4,11 @@
 from __future__ import annotations
 
 import struct
+from pathlib import Path
+
+from proftui.collectors.errors import ProftuiError
+from proftui.collectors.formats.importers import load_any
+from proftui.collectors.model.profile import Profile
 
 # /proc/PID/maps lines a gperftools profile ends with
 MAPS = ("00400000-00401000 r-xp 00000000 08:01 1234 /nonexistent/prog\n"
@@ -57,3 +62,14 @@ other 200  7287.655004:     250000 cpu-clock:ppp:
 \t    7f0012345678 std::vector<int>::push_back(int const&)+0x8 (/usr/lib/libstdc++.so.6)
 \t            123d main+0x21 (/tmp/other)
 """
+
+
+def load_garbled(data: bytes, path: Path) -> Profile | None:
+    """`data` written at `path` and loaded by load_any: the profile, or None when it was
+    refused, which must be in one line."""
+    path.write_bytes(data)
+    try:
+        return load_any(path)
+    except ProftuiError as exc:
+        assert "\n" not in str(exc)
+        return None

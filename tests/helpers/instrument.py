@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -73,3 +74,26 @@ def wait_for_ticks(collector: InstrumentCollector, at_least: int) -> Profile:
             return profile
         time.sleep(0.05)
     raise AssertionError("the target never called tick()")
+
+
+def start_ins_open(spin_s: str, loop_s: str, **options: object) -> InstrumentCollector:
+    """ins_open.c started under instrument mode: leaf_spin computes `spin_s` seconds (no
+    hook runs meanwhile), then loop_calls `loop_s`."""
+    collector = InstrumentCollector([str(build("ins_open.c")), spin_s, loop_s],
+                                    CollectorOptions(output="log", **options))  # type: ignore[arg-type]
+    collector.start()
+    return collector
+
+
+def kill_after_a_look(collector: InstrumentCollector) -> tuple[Profile, Profile]:
+    """(a live profile of `collector`'s target 1.5 s in, its final profile once it has been
+    killed with SIGKILL right after); the collector is stopped."""
+    try:
+        time.sleep(1.5)
+        live = collector.collect()
+        assert collector.process is not None
+        collector.process.send_signal(signal.SIGKILL)
+        collector.process.wait()
+        return live, collector.collect()
+    finally:
+        collector.stop()

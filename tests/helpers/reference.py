@@ -188,6 +188,23 @@ def gprof_line_seconds(binary: Path, gmon: Path) -> tuple[dict[tuple[str, int], 
     return seconds, out
 
 
+def gprof_l_of_a_run(argv: list[str]) -> tuple[Profile, dict[tuple[str, int], float], str]:
+    """`argv` (built -pg) run to its end in gprof mode: (the profile, gprof_line_seconds of
+    the same gmon.out, gprof's text)."""
+    from proftui.collectors.base import CollectorOptions
+    from proftui.collectors.gprof.collector import GprofCollector
+
+    collector = GprofCollector(argv, CollectorOptions(output="log"))
+    collector.start()
+    try:
+        profile = collector.wait()
+        seconds, out = gprof_line_seconds(Path(argv[0]),
+                                          next(collector.run_dir.path.glob("gmon.*")))
+    finally:
+        collector.stop()
+    return profile, seconds, out
+
+
 def proftui_line_seconds(profile: Profile) -> dict[tuple[str, int], float]:
     """Seconds per (file basename, line) of a gprof-mode profile's line costs (ns)."""
     seconds: dict[tuple[str, int], float] = {}

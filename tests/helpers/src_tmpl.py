@@ -11,14 +11,13 @@ import pytest
 from proftui.collectors.model.profile import Frame, Profile
 from proftui.collectors.sampler.collector import SamplerCollector
 from proftui.tui.app import ProfTuiApp
-from proftui.tui.panes.flat import FlatPane
 from proftui.tui.panes.source import SourcePane
 from proftui.tui.widgets.flat_table import FlatTable
 from textual.pilot import Pilot
 
 from tests.conftest import FIXTURES, build_fixture
 from tests.helpers.collect import run_to_end
-from tests.helpers.tui import wait_for
+from tests.helpers.tui import flat_ready, wait_for
 
 HEADER = FIXTURES / "src_tmpl.hpp"
 SOURCE = FIXTURES / "src_tmpl.cpp"
@@ -57,8 +56,7 @@ def crunch_of(profile: Profile) -> Frame:
 
 async def open_crunch(pilot: Pilot, app: ProfTuiApp, profile: Profile) -> SourcePane:
     """The source of crunch() (its header: all its cost is inlined template code)."""
-    flat = app.query_one(FlatPane)
-    await wait_for(pilot, lambda: bool(flat.shown), what="flat profile")
+    flat = await flat_ready(pilot, app)
     crunch = crunch_of(profile)
     row = next(i for i, e in enumerate(flat.shown) if e.frame == crunch)
     app.query_one(FlatTable).move_cursor(row=row)

@@ -68,6 +68,14 @@ class SpinTarget(ReadyTarget):
         super().__init__([build_fixture("att_spin.c", flags), str(seconds)])
 
 
+def static_binary() -> Path:
+    """tests/fixtures/cli_exit.c linked -static; skips where gcc has no static libc."""
+    try:
+        return build_fixture("cli_exit.c", ["-O1", "-static"], output="cli_exit_static")
+    except subprocess.CalledProcessError:
+        pytest.skip("gcc -static does not work here (no static libc)")
+
+
 def spin_binary() -> Path:
     """tests/fixtures/life_spin.c (life_hot in a loop until killed; an argument `ignore`
     makes it ignore SIGTERM and SIGHUP); skips when sampler mode is not built."""

@@ -10,6 +10,8 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
+
 PROFTUI = Path(sys.executable).parent / "proftui"
 
 
@@ -67,3 +69,12 @@ def _quote(arg: str) -> str:
 def pane_pid(term: Terminal) -> int:
     return int(subprocess.run(["tmux", "display", "-p", "-t", term.name, "#{pane_pid}"],
                               capture_output=True, text=True, check=True).stdout)
+
+
+def wait_attached(term: Terminal, *texts: str) -> str:
+    """The screen once `term`'s proftui is attached and running and shows `texts`; skips
+    the test where the machine does not allow attaching (the app's last line says why)."""
+    screen = term.wait_for("attach", "running")
+    if "not allowed" in screen or "denied" in screen:
+        pytest.skip(screen.strip().splitlines()[-1])
+    return term.wait_for(*texts)

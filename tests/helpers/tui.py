@@ -22,6 +22,7 @@ from textual.pilot import Pilot
 
 if TYPE_CHECKING:
     from proftui.tui.app import ProfTuiApp
+    from proftui.tui.panes.flat import FlatPane
 
 SIZE = (150, 45)
 
@@ -59,12 +60,13 @@ def run(coro_fn: Callable[[], object]) -> None:
     asyncio.run(coro_fn())  # type: ignore[arg-type]
 
 
-async def flat_ready(pilot: Pilot, app: App) -> None:
-    """Wait until the app's flat pane shows its first rows (a worker computes them)."""
+async def flat_ready(pilot: Pilot, app: App) -> FlatPane:
+    """The app's flat pane, once it shows its first rows (a worker computes them)."""
     from proftui.tui.panes.flat import FlatPane
 
     flat = app.query_one(FlatPane)
     await wait_for(pilot, lambda: bool(flat.shown), what="flat profile")
+    return flat
 
 
 def run_app(app: App, body: Callable[[Pilot, App], Awaitable[None]],
@@ -140,6 +142,12 @@ class ReplayCollector(Collector):
 
     def is_running(self) -> bool:
         return not self.ended.is_set()
+
+    async def end_and_quit(self, pilot: Pilot, app: App) -> None:
+        """The replayed target ends; once the app says so, quit."""
+        self.ended.set()
+        await wait_for(pilot, lambda: bool(app.ended), what="end")  # type: ignore[attr-defined]
+        await pilot.press("q")
 
     @property
     def pid(self) -> int | None:

@@ -8,13 +8,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from proftui.collectors.heap.collector import LEAK_NOTE
 
 from tests.conftest import build_fixture
 from tests.helpers.heap import by_site, run_heap, stack_of
+from tests.helpers.targets import static_binary
 
 FLAGS = ["-O2", "-g", "-pthread"]
 CLI = [sys.executable, "-m", "proftui.tui.cli"]
@@ -210,15 +210,9 @@ def test_bad_heap_sample_is_refused_in_one_line() -> None:
     assert len(bad.stderr.strip().splitlines()) == 1
 
 
-def test_static_binary_is_refused_in_one_line(tmp_path: Path) -> None:
-    static = tmp_path / "static"
-    src = tmp_path / "s.c"
-    src.write_text("#include <stdlib.h>\nint main(void){return malloc(1)==0;}\n")
-    if subprocess.run(["gcc", "-static", "-o", str(static), str(src)],
-                      capture_output=True).returncode:
-        pytest.skip("gcc -static does not work here (no static libc)")
-    res = subprocess.run([*CLI, "--mode", "heap", "--text", str(static)], capture_output=True,
-                         text=True, timeout=60)
+def test_static_binary_is_refused_in_one_line() -> None:
+    res = subprocess.run([*CLI, "--mode", "heap", "--text", str(static_binary())],
+                         capture_output=True, text=True, timeout=60)
     assert res.returncode != 0 and "Traceback" not in res.stderr
     assert "statically linked" in res.stderr and len(res.stderr.strip().splitlines()) == 1
 

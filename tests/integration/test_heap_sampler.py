@@ -31,6 +31,7 @@ from proftui.collectors.sampler_heap.collector import MODE, HeapSamplerCollector
 
 from tests.conftest import build_fixture
 from tests.helpers.heap import by_site, run_heap
+from tests.helpers.targets import static_binary
 
 FLAGS = ["-O2", "-g"]
 CLI = [sys.executable, "-m", "proftui.tui.cli"]
@@ -238,13 +239,8 @@ def test_live_snapshots_read_both_files() -> None:
         collector.stop()
 
 
-def test_static_binary_refused_in_one_line(tmp_path: Path) -> None:
-    static = tmp_path / "static"
-    src = tmp_path / "s.c"
-    src.write_text("#include <stdlib.h>\nint main(void){return malloc(1)==0;}\n")
-    if subprocess.run(["gcc", "-static", "-o", str(static), str(src)],
-                      capture_output=True).returncode:
-        pytest.skip("gcc -static does not work here (no static libc)")
+def test_static_binary_refused_in_one_line() -> None:
+    static = static_binary()
     res = subprocess.run([*CLI, "--heap", "--text", str(static)], capture_output=True,
                          text=True, timeout=60)
     assert res.returncode != 0 and "Traceback" not in res.stderr

@@ -14,8 +14,6 @@ from pathlib import Path
 
 import pytest
 from proftui.collectors.annotate import annotate
-from proftui.collectors.base import CollectorOptions
-from proftui.collectors.gprof.collector import GprofCollector
 from proftui.collectors.instrument.collector import InstrumentCollector
 from proftui.collectors.model.lines import function_addresses, function_lines
 from proftui.collectors.model.profile import Frame, Profile
@@ -34,7 +32,7 @@ from tests.helpers.line_hot import (
     save_and_move_away,
     work_of,
 )
-from tests.helpers.reference import addr2line_lines, gprof_line_seconds, proftui_line_seconds
+from tests.helpers.reference import addr2line_lines, gprof_l_of_a_run, proftui_line_seconds
 
 
 def by_line(listing: Listing) -> dict[int, float]:
@@ -119,14 +117,8 @@ def test_attach_line_costs_open_without_binary_or_source(tmp_path: Path) -> None
 @pytest.mark.skipif(shutil.which("gprof") is None, reason="gprof (binutils) missing")
 def test_gprof_line_costs_match_gprof_l(tmp_path: Path) -> None:
     binary, source = build_copy(tmp_path, ["-pg"])
-    collector = GprofCollector([str(binary), "150"], CollectorOptions(output="log"))
-    collector.start()
-    try:
-        profile = collector.wait()
-        # GNU gprof's line-by-line flat profile of the same gmon.out: seconds per line.
-        seconds, out = gprof_line_seconds(binary, next(collector.run_dir.path.glob("gmon.*")))
-    finally:
-        collector.stop()
+    # GNU gprof's line-by-line flat profile of the same gmon.out: seconds per line.
+    profile, seconds, out = gprof_l_of_a_run([str(binary), "150"])
     reference = {line: s for (file, line), s in seconds.items() if file == SOURCE}
     ours = {line: s for (file, line), s in proftui_line_seconds(profile).items()
             if file == SOURCE}

@@ -9,11 +9,10 @@ from pathlib import Path
 
 import pytest
 from proftui.collectors.base import CollectorOptions
-from proftui.collectors.gprof.collector import GprofCollector
 from proftui.collectors.sampler.collector import SamplerCollector
 
 from tests.conftest import build_lua
-from tests.helpers.reference import addr2line_lines, gprof_line_seconds, proftui_line_seconds
+from tests.helpers.reference import addr2line_lines, gprof_l_of_a_run, proftui_line_seconds
 
 SCRIPT = """
 local t = {}
@@ -69,13 +68,7 @@ def test_lua_gprof_line_costs_agree_with_gprof_l(tmp_path: Path) -> None:
     lua = build_lua(["-pg"])
     script = tmp_path / "work.lua"
     script.write_text(SCRIPT)
-    collector = GprofCollector([str(lua), str(script)], CollectorOptions(output="log"))
-    collector.start()
-    try:
-        profile = collector.wait()
-        reference, out = gprof_line_seconds(lua, next(collector.run_dir.path.glob("gmon.*")))
-    finally:
-        collector.stop()
+    profile, reference, out = gprof_l_of_a_run([str(lua), str(script)])
     ours = proftui_line_seconds(profile)
     # Both sides read the same gmon.out, so agreement does not depend on how long it ran;
     # the floor only proves the histogram is not empty.  The run takes ~0.6 s, but most of

@@ -32,7 +32,7 @@ from textual.widgets.tree import TreeNode
 
 from tests.conftest import build_fixture
 from tests.helpers.tmux import PROFTUI, Terminal
-from tests.helpers.tui import SIZE, run, run_app, run_live, screen_text, wait_for
+from tests.helpers.tui import SIZE, flat_ready, run, run_app, run_live, screen_text, wait_for
 
 FLAGS = ["-O2", "-g", "-fno-omit-frame-pointer"]
 ROUNDS = "1500"
@@ -335,8 +335,7 @@ def test_narrow_terminal_header_keeps_what_matters(saved: tuple[Path, Path]) -> 
     app = ProfTuiApp(profile=new, base=base, base_name="base.proftui")
 
     async def body(pilot: Pilot, app: ProfTuiApp) -> None:
-        flat = app.query_one(FlatPane)
-        await wait_for(pilot, lambda: bool(flat.shown), what="flat profile")
+        await flat_ready(pilot, app)
         lines = screen_text(app).splitlines()
         header, columns = lines[0], next(line for line in lines if "Self%" in line)
         samples = f"{new.total(0):,.0f} samples"

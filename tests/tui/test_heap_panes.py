@@ -8,10 +8,9 @@ from pathlib import Path
 from proftui.collectors.formats.importers import load_any
 from proftui.tui.app import ProfTuiApp
 from proftui.tui.format import format_bytes, format_cost, metric_label
-from proftui.tui.panes.flat import FlatPane
 
 from tests.helpers.heap_records import record_gperftools_heap
-from tests.helpers.tui import SIZE, run, screen_text, wait_for
+from tests.helpers.tui import SIZE, flat_ready, run, screen_text, wait_for
 
 
 def row(text: str, function: str) -> str:
@@ -25,8 +24,7 @@ def test_heap_metrics_in_every_pane(tmp_path: Path) -> None:
     async def body() -> None:
         app = ProfTuiApp(profile=profile)
         async with app.run_test(size=SIZE) as pilot:
-            flat = app.query_one(FlatPane)
-            await wait_for(pilot, lambda: bool(flat.shown), what="flat profile")
+            await flat_ready(pilot, app)
             text = screen_text(app)
             # live bytes first: 500000 B in site_half (70.9% of 704800 B), 204800 in site_leak
             assert row(text, "site_half").split()[:2] == ["70.9", "488.3KiB"]

@@ -14,7 +14,7 @@ from proftui.collectors.registry import COLLECTORS
 from tests.helpers.processes import assert_no_orphan, assert_untouched, wait_for_child, wait_gone
 from tests.helpers.profiles import sample_profile
 from tests.helpers.targets import SpinTarget, spin_binary
-from tests.helpers.tmux import PROFTUI, Terminal, pane_pid
+from tests.helpers.tmux import PROFTUI, Terminal, pane_pid, wait_attached
 
 
 def small(term: Terminal) -> Terminal:
@@ -82,10 +82,7 @@ def test_ctrl_c_detaches_from_an_attached_process(terminal: list[Terminal], tmp_
     try:
         term = Terminal([str(PROFTUI), "--pid", str(target.pid), "-F", "500"], tmp_path)
         terminal.append(term)
-        screen = term.wait_for("attach", "running")
-        if "not allowed" in screen or "denied" in screen:
-            pytest.skip(screen.strip().splitlines()[-1])
-        term.wait_for("att_hot")
+        wait_attached(term, "att_hot")
         term.key("C-c")
         screen = term.wait_for("PROFTUI-EXIT=130")
         assert f"proftui: SIGINT: detached from pid {target.pid}, which keeps running" \

@@ -13,7 +13,7 @@ from proftui.tui.widgets.flat_table import NAME, FlatTable
 from proftui.tui.widgets.status_line import StatusLine
 from textual.pilot import Pilot
 
-from tests.helpers.tui import run_app, screen_text, status_text, wait_for
+from tests.helpers.tui import flat_ready, run_app, screen_text, status_text, wait_for
 
 NARROW = (80, 24)
 
@@ -22,8 +22,7 @@ def test_flat_names_shortened_at_80_columns(cxx_profile: Profile) -> None:
     app = ProfTuiApp(profile=cxx_profile)
 
     async def body(pilot: Pilot, app: ProfTuiApp) -> None:
-        flat = app.query_one(FlatPane)
-        await wait_for(pilot, lambda: flat.shown, what="the flat profile")
+        flat = await flat_ready(pilot, app)
         await pilot.pause()
         table = app.query_one(FlatTable)
         widths = table._widths(table.scrollable_content_region.width)
@@ -79,8 +78,7 @@ def test_status_line_shows_the_whole_name_when_it_fits(cxx_profile: Profile) -> 
     app = ProfTuiApp(profile=cxx_profile)
 
     async def body(pilot: Pilot, app: ProfTuiApp) -> None:
-        flat = app.query_one(FlatPane)
-        await wait_for(pilot, lambda: flat.shown, what="the flat profile")
+        flat = await flat_ready(pilot, app)
         row = next(i for i, e in enumerate(flat.shown)
                    if "{lambda(int)#1}" in e.frame.function)
         full = flat.shown[row].frame.function
@@ -166,8 +164,7 @@ def test_flat_filter_is_a_regex(cxx_profile: Profile) -> None:
     app = ProfTuiApp(profile=cxx_profile)
 
     async def body(pilot: Pilot, app: ProfTuiApp) -> None:
-        flat = app.query_one(FlatPane)
-        await wait_for(pilot, lambda: flat.shown, what="the flat profile")
+        flat = await flat_ready(pilot, app)
         await pilot.press("slash")
         for key in "::fill\\(std::(map|vector)":
             await pilot.press(key)

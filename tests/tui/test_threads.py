@@ -28,7 +28,16 @@ from tests.conftest import build_fixture
 from tests.helpers.collect import attach
 from tests.helpers.profiles import two_processes
 from tests.helpers.thr_ratio import FLAGS, WORKERS, Report, read_report, sampler_run
-from tests.helpers.tui import SIZE, choose_thread, run, run_app, screen_ready, screen_text, wait_for
+from tests.helpers.tui import (
+    SIZE,
+    choose_thread,
+    flat_ready,
+    run,
+    run_app,
+    screen_ready,
+    screen_text,
+    wait_for,
+)
 
 SPIN = {f"worker-{i}": f"thr_spin_{i}" for i in range(1, 5)}
 SAMPLED_TOLERANCE = 0.03  # sampled share vs measured CPU share, absolute
@@ -79,8 +88,7 @@ def test_thread_views_on_a_saved_profile(thr_ratio: tuple[Profile, Report]) -> N
     async def body() -> None:
         app = ProfTuiApp(profile=profile)
         async with app.run_test(size=SIZE) as pilot:
-            flat = app.query_one(FlatPane)
-            await wait_for(pilot, lambda: bool(flat.shown), what="flat profile")
+            flat = await flat_ready(pilot, app)
             assert set(SPIN.values()) <= set(flat_names(app))
             # The picker: All, then main and the 4 workers by share (one process: no
             # process row), each with its name and tid.
@@ -286,8 +294,7 @@ def test_two_processes_in_the_thread_views() -> None:
     async def body() -> None:
         app = ProfTuiApp(profile=profile)
         async with app.run_test(size=SIZE) as pilot:
-            flat = app.query_one(FlatPane)
-            await wait_for(pilot, lambda: bool(flat.shown), what="flat profile")
+            flat = await flat_ready(pilot, app)
             await pilot.press("t")
             await wait_for(pilot, lambda: screen_ready(app, ThreadsScreen), what="picker")
             assert "process 10" in screen_text(app) and "child" in screen_text(app)

@@ -42,6 +42,14 @@ async def select(pilot: Pilot, start_s: float, end_s: float) -> None:
     await pilot.press("enter")
 
 
+async def open_timeline(pilot: Pilot, app: ProfTuiApp) -> None:
+    """Once the flat profile is there, `6` and wait for the timeline's rows."""
+    await wait_for(pilot, lambda: app._entries, what="the flat profile")
+    await pilot.press("6")
+    await wait_for(pilot, lambda: app.query_one(TimelineChart).rows is not None,
+                   what="the timeline")
+
+
 def test_a_range_is_what_every_pane_shows(phases: tuple[Profile, dict[str, int], float]
                                           ) -> None:
     profile, _cpu, skew = phases
@@ -49,11 +57,8 @@ def test_a_range_is_what_every_pane_shows(phases: tuple[Profile, dict[str, int],
     async def body() -> None:
         app = ProfTuiApp(profile=profile)
         async with app.run_test(size=SIZE) as pilot:
-            await wait_for(pilot, lambda: app._entries, what="the flat profile")
+            await open_timeline(pilot, app)
             assert {"phase_a", "phase_b"} <= set(shown_functions(app))
-            await pilot.press("6")
-            await wait_for(pilot, lambda: app.query_one(TimelineChart).rows is not None,
-                           what="the timeline")
             await select(pilot, 0.2, 2.0 + skew - 0.4)
             await wait_for(pilot, lambda: app.time_range is not None
                            and "phase_b" not in shown_functions(app), what="the range")
@@ -78,10 +83,7 @@ def test_a_range_as_the_baseline_of_another(phases: tuple[Profile, dict[str, int
     async def body() -> None:
         app = ProfTuiApp(profile=profile)
         async with app.run_test(size=SIZE) as pilot:
-            await wait_for(pilot, lambda: app._entries, what="the flat profile")
-            await pilot.press("6")
-            await wait_for(pilot, lambda: app.query_one(TimelineChart).rows is not None,
-                           what="the timeline")
+            await open_timeline(pilot, app)
             await select(pilot, 0.2, 2.0 + skew - 0.4)
             await wait_for(pilot, lambda: "phase_b" not in shown_functions(app),
                            what="the first range")

@@ -21,7 +21,7 @@ from proftui.collectors.runtime.launch import GRACE_S
 
 from tests.helpers.processes import assert_no_orphan, assert_untouched, wait_for_child, wait_gone
 from tests.helpers.targets import ReadyTarget, spin_binary
-from tests.helpers.tmux import PROFTUI, Terminal, pane_pid
+from tests.helpers.tmux import PROFTUI, Terminal, pane_pid, wait_attached
 
 # A login shell's part when its terminal closes: pass SIGHUP on to the job, then record
 # the job's status (a plain `sh -c` would die first, taking the status with it).
@@ -111,13 +111,6 @@ def attach_target() -> ReadyTarget:
     return ReadyTarget([spin_binary()])
 
 
-def _attached(term: Terminal) -> None:
-    screen = term.wait_for("attach", "running")
-    if "not allowed" in screen or "denied" in screen:
-        pytest.skip(screen.strip().splitlines()[-1])
-    term.wait_for("life_hot")
-
-
 @pytest.mark.parametrize("method", ["perf", "ptrace"])
 def test_sigterm_to_the_tui_detaches_cleanly(terminal: list[Terminal],
                                                        tmp_path: Path, method: str) -> None:
@@ -125,7 +118,7 @@ def test_sigterm_to_the_tui_detaches_cleanly(terminal: list[Terminal],
     try:
         tmp = tmpdir(tmp_path)
         term = start(terminal, tmp_path, tmp, "--pid", str(target.pid), "--method", method)
-        _attached(term)
+        wait_attached(term, "life_hot")
         assert modes(term) == ("1", "0", "1")
         app = wait_for_child(pane_pid(term))
         os.kill(app, signal.SIGTERM)
@@ -151,7 +144,7 @@ def test_attach_terminal_closed_detaches(terminal: list[Terminal], tmp_path: Pat
                          f"TMPDIR={tmp}", str(PROFTUI), "--pid", str(target.pid),
                          "--method", "ptrace"], tmp_path)
         terminal.append(term)
-        _attached(term)
+        wait_attached(term, "life_hot")
         app = wait_for_child(wait_for_child(pane_pid(term)))
         term.close()
         wait_gone(app)

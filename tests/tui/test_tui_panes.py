@@ -14,23 +14,15 @@ from proftui.tui.panes.process import ProcPane
 from proftui.tui.panes.source import SourcePane, SourceView
 from proftui.tui.panes.tree import CallTreeView
 from proftui.tui.widgets.flat_table import FlatTable
-from textual.pilot import Pilot
 from textual.widgets import Input
 
 from tests.helpers.collect import attach_profile
-from tests.helpers.tui import SIZE, run, screen_text, wait_for
+from tests.helpers.tui import SIZE, flat_ready, run, screen_text, wait_for
 
 
 @pytest.fixture(scope="module")
 def profile() -> Profile:
     return attach_profile()
-
-
-async def loaded(pilot: Pilot, app: ProfTuiApp) -> FlatPane:
-    """The flat pane once the app has computed the profile's flat view (a worker)."""
-    flat = app.query_one(FlatPane)
-    await wait_for(pilot, lambda: bool(flat.shown), what="flat profile")
-    return flat
 
 
 def names(pane: FlatPane) -> list[str]:
@@ -41,7 +33,7 @@ def test_flat_pane_keys(profile: Profile) -> None:
     async def body() -> None:
         app = ProfTuiApp(profile=profile)
         async with app.run_test(size=SIZE) as pilot:
-            flat = await loaded(pilot, app)
+            flat = await flat_ready(pilot, app)
             # Both spinning leaves take about half the samples each; nothing else has self.
             assert set(names(flat)[:2]) == {"att_hot", "att_cold"}
             top = flat.shown[0]
@@ -74,7 +66,7 @@ def test_tree_pane_keys(profile: Profile) -> None:
     async def body() -> None:
         app = ProfTuiApp(profile=profile)
         async with app.run_test(size=SIZE) as pilot:
-            await loaded(pilot, app)
+            await flat_ready(pilot, app)
             await pilot.press("2")
             tree = app.query_one(CallTreeView)
             assert app.focused is tree and tree.view == "top-down"
@@ -106,7 +98,7 @@ def test_drill_down_trail(profile: Profile) -> None:
     async def body() -> None:
         app = ProfTuiApp(profile=profile)
         async with app.run_test(size=SIZE) as pilot:
-            flat = await loaded(pilot, app)
+            flat = await flat_ready(pilot, app)
             row = names(flat).index("att_hot")
             table = app.query_one(FlatTable)
             table.move_cursor(row=row)
@@ -145,7 +137,7 @@ def test_source_pane_keys(profile: Profile) -> None:
     async def body() -> None:
         app = ProfTuiApp(profile=profile)
         async with app.run_test(size=SIZE) as pilot:
-            flat = await loaded(pilot, app)
+            flat = await flat_ready(pilot, app)
             app.query_one(FlatTable).move_cursor(row=names(flat).index("att_hot"))
             await pilot.press("3")  # the source of the function under the cursor
             source = app.query_one(SourcePane)

@@ -13,7 +13,7 @@ from proftui.collectors.formats.importers import detect, load_any
 from proftui.collectors.formats.importers.gperftools import load_gperftools, parse
 from proftui.collectors.model.views import flat_profile
 
-from tests.helpers.importer_inputs import GPERFTOOLS_RECORDS, MAPS, gperftools_cpu
+from tests.helpers.importer_inputs import GPERFTOOLS_RECORDS, MAPS, gperftools_cpu, load_garbled
 
 
 @pytest.mark.parametrize("fmt", ["<Q", ">Q", "<I", ">I"])
@@ -70,11 +70,5 @@ def test_truncated_or_corrupt_profiles(
     else:  # overwrite a whole word: counts, depths, pcs
         at = (cut // 8) * 8
         data[at : at + 8] = struct.pack("<Q", word)
-    path = tmp_path_factory.mktemp("g") / "cpu.prof"
-    path.write_bytes(bytes(data))
-    try:
-        profile = load_any(path)
-    except ProftuiError as exc:
-        assert "\n" not in str(exc)
-    else:
-        assert profile.total() > 0
+    profile = load_garbled(bytes(data), tmp_path_factory.mktemp("g") / "cpu.prof")
+    assert profile is None or profile.total() > 0
