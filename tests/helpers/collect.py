@@ -59,10 +59,10 @@ def attach(pid: int, method: str | None = None, **options: object) -> AttachColl
     return collector
 
 
-def attached_until_exit(target: ReadyTarget, method: str | None = None,
+def attached_profile(target: ReadyTarget, method: str | None = None,
                         **options: object) -> Profile:
     """`target` sampled by attach mode (with `method`, or the default) from now until it
-    exits."""
+    exits, or for `duration_s` when that is among the options."""
     collector = attach(target.pid, method, **options)
     profile = collector.wait()
     collector.stop()
@@ -72,7 +72,7 @@ def attached_until_exit(target: ReadyTarget, method: str | None = None,
 def attach_profile(seconds: float = 2.0) -> Profile:
     """att_spin (running `seconds`) sampled by attach mode until it exits."""
     with SpinTarget(seconds) as target:
-        profile = attached_until_exit(target, frequency_hz=500)
+        profile = attached_profile(target, frequency_hz=500)
         assert target.finish() == (ATT_DONE, 7)
     assert profile.total(0) > 50, "too few samples to test with"
     return profile

@@ -13,6 +13,7 @@ from proftui.collectors.model.profile import CallTree, Profile
 
 from tests.conftest import build_fixture
 from tests.helpers.collect import run_to_end
+from tests.helpers.costs import flat_rows, self_of
 
 FLAGS = ["-O2", "-g", "-finstrument-functions", "-pthread"]
 
@@ -95,5 +96,26 @@ def kill_after_a_look(collector: InstrumentCollector) -> tuple[Profile, Profile]
         collector.process.send_signal(signal.SIGKILL)
         collector.process.wait()
         return live, collector.collect()
+    finally:
+        collector.stop()
+
+
+def open_call_seen_live(metric: int, **options: object) -> tuple[Profile, Profile]:
+    """ins_open (leaf_spin 3 s without a hook, then loop_calls 1 s) under instrument mode
+    with `options`, looked at 1.5 s in: the live profile has leaf_spin's time so far in
+    metric `metric` (over 0.8 s, at most the time elapsed) within main's total.
+    (the live profile, the final one)."""
+    begun = time.monotonic()
+    collector = start_ins_open("3", "1", **options)
+    try:
+        time.sleep(1.5)
+        live = collector.collect()
+        assert collector.exit_info() is None, "the fixture ended too soon"
+        spun = self_of(live, "leaf_spin", metric)
+        elapsed = time.monotonic() - begun
+        print(f"live: leaf_spin {spun / 1e9:.2f} s after {elapsed:.2f} s")
+        assert 0.8e9 < spun <= elapsed * 1e9
+        assert flat_rows(live)["main"].total_cost[metric] >= spun
+        return live, collector.wait()
     finally:
         collector.stop()

@@ -22,7 +22,7 @@ from proftui.collectors.model import storage
 from proftui.collectors.model.profile import Profile
 
 from tests.conftest import build_fixture
-from tests.helpers.collect import attach, attached_until_exit
+from tests.helpers.collect import attach, attached_profile
 from tests.helpers.costs import names_on_paths, self_costs
 from tests.helpers.targets import ATT_DONE, ATT_FLAGS, ATT_NO_FP_FLAGS, ReadyTarget, SpinTarget
 
@@ -121,7 +121,7 @@ def test_follows_code_that_appears_after_attaching(method: str) -> None:
     lib = build_fixture("att_lib.c", ["-shared", "-fPIC", *ATT_FLAGS[:-1]], output="att_lib")
     binary = build_fixture("att_late.c", ATT_FLAGS)
     with ReadyTarget([binary, lib, "0.3", "1.2"]) as target:
-        profile = attached_until_exit(target, method, frequency_hz=500)
+        profile = attached_profile(target, method, frequency_hz=500)
         assert target.finish(timeout=20) == ("att_late done\n", 5)
     selfs = self_costs(profile)
     assert selfs.get("att_lib_spin", 0) / profile.total(0) > 0.6, selfs
@@ -161,7 +161,7 @@ def test_deleted_binary_still_resolves(tmp_path: Path) -> None:
     shutil.copy(build_fixture("att_spin.c", ATT_FLAGS), copy)
     with ReadyTarget([copy, "1.5"]) as target:
         copy.unlink()
-        profile = attached_until_exit(target, "auto", frequency_hz=500, duration_s=0.5)
+        profile = attached_profile(target, "auto", frequency_hz=500, duration_s=0.5)
         assert "att_hot" in self_costs(profile)
         assert target.finish(timeout=20) == (ATT_DONE, 7)
 

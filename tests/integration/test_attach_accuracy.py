@@ -24,7 +24,7 @@ from proftui.collectors.symbols.stacks import PSEUDO_ROOTS
 from proftui.collectors.symbols.symbolizer import Symbolizer
 
 from tests.conftest import build_fixture
-from tests.helpers.collect import attach
+from tests.helpers.collect import attach, attached_profile
 from tests.helpers.reference import (
     normal_name,
     perf_allowed,
@@ -111,13 +111,8 @@ def test_ptrace_does_not_charge_the_places_a_server_sleeps(tmp_path: Path) -> No
 def test_deep_stacks_stay_under_main(method: str) -> None:
     """26 KiB of stack between main and the leaf, no frame pointers: perf's first 8 KiB
     copies fall short, the walk reads on and the copies grow; ptrace reads what it needs."""
-    target = ReadyTarget([build_fixture("att_deep.c", NO_FP), "8"])
-    try:
-        collector = attach(target.pid, method, frequency_hz=1000, duration_s=SECONDS)
-        profile = collector.wait()
-        collector.stop()
-    finally:
-        target.kill()
+    with ReadyTarget([build_fixture("att_deep.c", NO_FP), "8"]) as target:
+        profile = attached_profile(target, method, frequency_hz=1000, duration_s=SECONDS)
     assert profile.tree is not None
     total = profile.tree.root.total_cost[0]
     assert total >= 100, total
@@ -138,13 +133,8 @@ def test_cut_stacks_start_at_a_root_that_says_why(monkeypatch: pytest.MonkeyPatc
     chains stop early.  No raw address may stand as a root: a cut stack hangs under a
     [stack cut...] root, and the notes say how many."""
     monkeypatch.setenv("PROFTUI_ATTACH_UNWIND", "fp")
-    target = ReadyTarget([build_fixture("att_deep.c", NO_FP), "8"])
-    try:
-        collector = attach(target.pid, "perf", frequency_hz=1000, duration_s=1.0)
-        profile = collector.wait()
-        collector.stop()
-    finally:
-        target.kill()
+    with ReadyTarget([build_fixture("att_deep.c", NO_FP), "8"]) as target:
+        profile = attached_profile(target, "perf", frequency_hz=1000, duration_s=1.0)
     assert profile.tree is not None
     roots = [profile.frames[c.frame_id] for c in profile.tree.root.children.values()]
     assert any(f.function in PSEUDO_ROOTS.values() for f in roots), roots
@@ -162,13 +152,8 @@ def test_glibc_alias_is_not_inlined_into_itself() -> None:
                  if "/libc.so" in line), None)
     if libc is None or Symbolizer(use_cache=False).module(libc).debug_path is None:
         pytest.skip(f"{libc or 'libc'} has no DWARF here: no inline frames to check")
-    target = ReadyTarget([build_fixture("att_write.c", ["-O2", "-g", "-pthread"]), "6"])
-    try:
-        collector = attach(target.pid, "perf", frequency_hz=1000, duration_s=1.0)
-        profile = collector.wait()
-        collector.stop()
-    finally:
-        target.kill()
+    with ReadyTarget([build_fixture("att_write.c", ["-O2", "-g", "-pthread"]), "6"]) as target:
+        profile = attached_profile(target, "perf", frequency_hz=1000, duration_s=1.0)
     assert profile.tree is not None
     writes = [node for node in profile.tree.nodes()
               if profile.frames[node.frame_id].function == "write"]

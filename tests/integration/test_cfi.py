@@ -16,7 +16,7 @@ import pytest
 from proftui.collectors.model.profile import Profile
 
 from tests.conftest import build_fixture
-from tests.helpers.collect import attached_until_exit, run_sampler
+from tests.helpers.collect import attached_profile, run_sampler
 from tests.helpers.costs import names_on_paths
 from tests.helpers.targets import ATT_NO_FP_FLAGS, ReadyTarget
 
@@ -45,7 +45,7 @@ def profile_of(method: str, fixture: str, cfi: bool, monkeypatch: pytest.MonkeyP
     if method == "sampler":
         return run_sampler(binary, seconds, frequency_hz=500)[0]
     with ReadyTarget([binary, seconds]) as target:
-        profile = attached_until_exit(target, method, frequency_hz=500, duration_s=0.7)
+        profile = attached_profile(target, method, frequency_hz=500, duration_s=0.7)
         target.finish(timeout=20)
     return profile
 

@@ -17,26 +17,13 @@ from proftui.collectors.instrument import open_calls
 from proftui.collectors.model import storage
 
 from tests.helpers.costs import flat_rows, self_of
-from tests.helpers.instrument import build, kill_after_a_look, start_ins_open
+from tests.helpers.instrument import build, kill_after_a_look, open_call_seen_live, start_ins_open
 
 
 def test_live_view_counts_calls_that_have_not_returned() -> None:
     """While leaf_spin computes (no hook runs), its time is on the shadow stack only:
     the live profile reads it from the target instead of showing 0."""
-    begun = time.monotonic()
-    collector = start_ins_open("3", "1", timed=True)
-    try:
-        time.sleep(1.5)
-        live = collector.collect()
-        assert collector.exit_info() is None, "the fixture ended too soon"
-        spun = self_of(live, "leaf_spin")
-        elapsed = time.monotonic() - begun
-        print(f"live: leaf_spin {spun / 1e9:.2f} s after {elapsed:.2f} s")
-        assert 0.8e9 < spun <= elapsed * 1e9
-        assert flat_rows(live)["main"].total_cost[0] >= spun
-        final = collector.wait()
-    finally:
-        collector.stop()
+    _live, final = open_call_seen_live(0, timed=True)
     assert self_of(final, "leaf_spin") == pytest.approx(3e9, rel=0.1)
     # 1 s of wall time of which the hooks' cost (two calls an iteration) is taken out
     assert 0.3e9 < flat_rows(final)["loop_calls"].total_cost[0] < 1.05e9

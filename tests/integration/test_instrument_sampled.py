@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,14 @@ from proftui.collectors.model.profile import CALLS, SAMPLES, WALL_NS
 
 from tests.helpers import reference
 from tests.helpers.costs import flat_rows, self_of
-from tests.helpers.instrument import build, calls_by_path, kill_after_a_look, record, start_ins_open
+from tests.helpers.instrument import (
+    build,
+    calls_by_path,
+    kill_after_a_look,
+    open_call_seen_live,
+    record,
+    start_ins_open,
+)
 
 NS = 1  # metric index of the time in ns (0 is samples)
 
@@ -26,20 +32,8 @@ def test_calls_still_open_show_their_time_live() -> None:
     its node while it runs, so the live profile shows them (no reading of the target's
     memory), and main's total covers them.  Wall-clock ticks: the fixture's phases are
     wall time, and a shared machine gives it less CPU than that."""
-    begun = time.monotonic()
-    collector = start_ins_open("3", "1", wall_clock=True)
-    try:
-        time.sleep(1.5)
-        live = collector.collect()
-        assert collector.exit_info() is None, "the fixture ended too soon"
-        spun = self_of(live, "leaf_spin", NS)
-        print(f"live: leaf_spin {spun / 1e9:.2f} s after {time.monotonic() - begun:.2f} s")
-        assert 0.8e9 < spun <= (time.monotonic() - begun) * 1e9
-        assert flat_rows(live)["main"].total_cost[NS] >= spun
-        assert not [w for w in live.meta.warnings if "memory cannot be read" in w]
-        final = collector.wait()
-    finally:
-        collector.stop()
+    live, final = open_call_seen_live(NS, wall_clock=True)
+    assert not [w for w in live.meta.warnings if "memory cannot be read" in w]
     assert final.metrics == (SAMPLES, WALL_NS)
     assert self_of(final, "leaf_spin", NS) == pytest.approx(3e9, rel=0.15)
     assert flat_rows(final)["loop_calls"].total_cost[NS] == pytest.approx(1e9, rel=0.2)

@@ -14,7 +14,7 @@ import pytest
 from proftui.collectors.model.profile import Profile
 
 from tests.conftest import build_fixture
-from tests.helpers.collect import attached_until_exit, run_sampler
+from tests.helpers.collect import attached_profile, run_sampler
 from tests.helpers.costs import total_of
 from tests.helpers.targets import ReadyTarget
 
@@ -66,7 +66,7 @@ def test_sampler_user_time_only_is_said(monkeypatch: pytest.MonkeyPatch) -> None
 def attach_until_exit(method: str) -> tuple[Profile, str]:
     """Attach to smp_syscall until it exits: (profile, the fixture's output)."""
     with ReadyTarget([build_fixture("smp_syscall.c", FLAGS), SECONDS]) as target:
-        profile = attached_until_exit(target, method, frequency_hz=1000)
+        profile = attached_profile(target, method, frequency_hz=1000)
         out, status = target.finish(timeout=20)
     assert status == 0
     return profile, out

@@ -22,11 +22,12 @@ from proftui.collectors.runtime.process_status import ProcStat, ThreadStat
 from proftui.collectors.runtime.thread_names import printable_name
 from proftui.tui.app import ProfTuiApp
 from proftui.tui.panes.process import ProcPane
+from textual.pilot import Pilot
 
 from tests.conftest import build_fixture
 from tests.helpers.collect import attach_profile
 from tests.helpers.tmux import PROFTUI, Terminal
-from tests.helpers.tui import SIZE, run, screen_text
+from tests.helpers.tui import run_app, screen_text
 
 WORK = "200"  # million iterations per worker thread: about 1 s of CPU in all
 # The sampler at 1 MiB holds about 1,000 samples: 3 s of CPU overflows it unless drained
@@ -127,14 +128,13 @@ def test_process_pane_shows_names_as_text_not_markup() -> None:
                     threads=tuple(ThreadStat(100 + i, n, 1.0) for i, n in enumerate(odd)),
                     cpu_history=(1.0,), rss_history=(1.0,))
 
-    async def body() -> None:
-        app = ProfTuiApp(profile=attach_profile())
-        async with app.run_test(size=SIZE) as pilot:
-            await pilot.press("4")
-            app.query_one(ProcPane).show_stat(stat)
-            await pilot.pause()
-            text = screen_text(app)
-            for name in odd:
-                assert name in text, (name, text)
-            assert "\x1b" not in text  # no raw ESC reaches the screen
-    run(body)
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        await pilot.press("4")
+        app.query_one(ProcPane).show_stat(stat)
+        await pilot.pause()
+        text = screen_text(app)
+        for name in odd:
+            assert name in text, (name, text)
+        assert "\x1b" not in text  # no raw ESC reaches the screen
+
+    run_app(ProfTuiApp(profile=attach_profile()), body)

@@ -191,24 +191,23 @@ def long_name_profile() -> Profile:
 
 
 def test_breadcrumb_keeps_the_current_step_at_80_columns() -> None:
-    async def body() -> None:
-        app = ProfTuiApp(profile=long_name_profile())
-        async with app.run_test(size=SMALL) as pilot:
-            await started(pilot, app)
-            await pilot.press("2", "1", "2", "3")  # a trail longer than the line
-            await pilot.pause()
-            line = screen_text(app).splitlines()[1]
-            assert line.rstrip().endswith(app.nav[-1].label), line
-            assert "…" in line  # earlier steps gave way
-            await pilot.press("1", "enter")  # focus the tree on the long name
-            await wait_for(pilot, lambda: app.nav[-1].pane == "tree", what="tree focus")
-            line = screen_text(app).splitlines()[1]
-            label = app.nav[-1].label
-            assert len(label) > 60
-            assert line.rstrip().endswith(label[-30:]), line  # its end (the method) shown
-            bar = app.query_one(Breadcrumb)
-            assert bar.size.width == 80
-    run(body)
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        await started(pilot, app)
+        await pilot.press("2", "1", "2", "3")  # a trail longer than the line
+        await pilot.pause()
+        line = screen_text(app).splitlines()[1]
+        assert line.rstrip().endswith(app.nav[-1].label), line
+        assert "…" in line  # earlier steps gave way
+        await pilot.press("1", "enter")  # focus the tree on the long name
+        await wait_for(pilot, lambda: app.nav[-1].pane == "tree", what="tree focus")
+        line = screen_text(app).splitlines()[1]
+        label = app.nav[-1].label
+        assert len(label) > 60
+        assert line.rstrip().endswith(label[-30:]), line  # its end (the method) shown
+        bar = app.query_one(Breadcrumb)
+        assert bar.size.width == 80
+
+    run_app(ProfTuiApp(profile=long_name_profile()), body, SMALL)
 
 
 def readme_keys() -> list[str]:
@@ -223,27 +222,26 @@ def readme_keys() -> list[str]:
 
 
 def test_readme_key_table_matches_the_bindings() -> None:
-    async def body() -> None:
-        app = ProfTuiApp(collector=None, profile=sample_profile())
-        async with app.run_test(size=SMALL) as pilot:
-            await started(pilot, app)
-            # As while live: pause and reset are offered only then.
-            app.check_action = lambda action, parameters: True  # type: ignore[method-assign]
-            titles = [t for t, _h, _c in app.palette_commands()]
-            spelled = {k.strip().lower() for t in titles
-                       for group in re.findall(r"\(([^()]*)\)$", t) for k in group.split(",")}
-            documented = readme_keys()
-            aliases = {"esc": "escape", "ctrl+p": None}  # the palette itself
-            for key in documented:
-                name = aliases.get(key.lower(), key.lower())
-                if name is not None:
-                    assert name in spelled, (key, sorted(spelled))
-            # The other way: every key the app offers in a key bar or as a letter is listed.
-            lowered = {k.lower() for k in documented}
-            offered = set(spelled) - {"ctrl+q"}  # Textual's own quit key, listed in help
-            for key in offered:
-                assert key in lowered or (key == "escape" and "esc" in lowered), key
-    run(body)
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        await started(pilot, app)
+        # As while live: pause and reset are offered only then.
+        app.check_action = lambda action, parameters: True  # type: ignore[method-assign]
+        titles = [t for t, _h, _c in app.palette_commands()]
+        spelled = {k.strip().lower() for t in titles
+                   for group in re.findall(r"\(([^()]*)\)$", t) for k in group.split(",")}
+        documented = readme_keys()
+        aliases = {"esc": "escape", "ctrl+p": None}  # the palette itself
+        for key in documented:
+            name = aliases.get(key.lower(), key.lower())
+            if name is not None:
+                assert name in spelled, (key, sorted(spelled))
+        # The other way: every key the app offers in a key bar or as a letter is listed.
+        lowered = {k.lower() for k in documented}
+        offered = set(spelled) - {"ctrl+q"}  # Textual's own quit key, listed in help
+        for key in offered:
+            assert key in lowered or (key == "escape" and "esc" in lowered), key
+
+    run_app(ProfTuiApp(collector=None, profile=sample_profile()), body, SMALL)
 
 
 def test_palette_runs_a_pane_key_it_generated() -> None:
@@ -270,27 +268,26 @@ def test_palette_runs_a_pane_key_it_generated() -> None:
 def test_save_from_the_tui_writes_a_profile_open_reads(tmp_path: Path) -> None:
     profile = sample_profile()
 
-    async def body() -> None:
-        app = ProfTuiApp(profile=profile)
-        async with app.run_test(size=SMALL) as pilot:
-            await started(pilot, app)
-            await pilot.press("e")
-            await wait_for(pilot, lambda: screen_ready(app, ExportScreen), what="dialog")
-            dialog = app.screen
-            assert isinstance(dialog, ExportScreen) and dialog.fmt == "proftui"
-            box = dialog.query_one("#export-path", Input)
-            assert box.value.endswith(".proftui")
-            assert box.value in screen_text(app) or Path(box.value).name in screen_text(app)
-            text = screen_text(app)
-            for fmt in ("proftui", "pprof", "folded", "callgrind", "speedscope", "Save"):
-                assert fmt in text, text  # the whole dialog fits 80x24
-            box.value = str(tmp_path / "saved.proftui")
-            box.focus()
-            await pilot.press("enter")
-            await wait_for(pilot, (tmp_path / "saved.proftui").exists, what="saved file")
-            await wait_for(pilot, lambda: app.screen is app.screen_stack[0], what="closed")
-            visible_focus_ok(app)
-    run(body)
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        await started(pilot, app)
+        await pilot.press("e")
+        await wait_for(pilot, lambda: screen_ready(app, ExportScreen), what="dialog")
+        dialog = app.screen
+        assert isinstance(dialog, ExportScreen) and dialog.fmt == "proftui"
+        box = dialog.query_one("#export-path", Input)
+        assert box.value.endswith(".proftui")
+        assert box.value in screen_text(app) or Path(box.value).name in screen_text(app)
+        text = screen_text(app)
+        for fmt in ("proftui", "pprof", "folded", "callgrind", "speedscope", "Save"):
+            assert fmt in text, text  # the whole dialog fits 80x24
+        box.value = str(tmp_path / "saved.proftui")
+        box.focus()
+        await pilot.press("enter")
+        await wait_for(pilot, (tmp_path / "saved.proftui").exists, what="saved file")
+        await wait_for(pilot, lambda: app.screen is app.screen_stack[0], what="closed")
+        visible_focus_ok(app)
+
+    run_app(ProfTuiApp(profile=profile), body, SMALL)
     back = load(tmp_path / "saved.proftui")
     assert back.total(0) == profile.total(0) == 105
     assert sorted(f.function for f in back.frames) == sorted(f.function for f in profile.frames)

@@ -24,7 +24,6 @@ from tests.helpers.profiles import sample_profile
 from tests.helpers.targets import ATT_FLAGS, SpinTarget
 from tests.helpers.tui import (
     flat_ready,
-    run,
     run_app,
     run_live,
     screen_ready,
@@ -65,13 +64,12 @@ def test_readme_names_the_key_bar_shown_at_80_columns() -> None:
     claimed = re.search(r"the pane keys \(as `([^`]+)`\)", text)
     assert claimed, "the README no longer says how the pane keys show at 80 columns"
 
-    async def body() -> None:
-        app = ProfTuiApp(profile=sample_profile())
-        async with app.run_test(size=SMALL) as pilot:
-            await flat_ready(pilot, app)
-            bar = screen_text(app).rstrip("\n").splitlines()[-1]
-            assert f" {claimed.group(1)} " in bar, (claimed.group(1), bar)
-    run(body)
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        await flat_ready(pilot, app)
+        bar = screen_text(app).rstrip("\n").splitlines()[-1]
+        assert f" {claimed.group(1)} " in bar, (claimed.group(1), bar)
+
+    run_app(ProfTuiApp(profile=sample_profile()), body, SMALL)
 
 
 def test_a_paused_attach_is_not_called_incomplete() -> None:

@@ -29,10 +29,8 @@ from tests.helpers.collect import attach
 from tests.helpers.profiles import two_processes
 from tests.helpers.thr_ratio import FLAGS, WORKERS, Report, read_report, sampler_run
 from tests.helpers.tui import (
-    SIZE,
     choose_thread,
     flat_ready,
-    run,
     run_app,
     screen_ready,
     screen_text,
@@ -85,118 +83,116 @@ def test_thread_views_on_a_saved_profile(thr_ratio: tuple[Profile, Report]) -> N
     profile, report = thr_ratio
     tids = {name: tid for name, (tid, _ns) in report.threads.items()}
 
-    async def body() -> None:
-        app = ProfTuiApp(profile=profile)
-        async with app.run_test(size=SIZE) as pilot:
-            flat = await flat_ready(pilot, app)
-            assert set(SPIN.values()) <= set(flat_names(app))
-            # The picker: All, then main and the 4 workers by share (one process: no
-            # process row), each with its name and tid.
-            await pilot.press("t")
-            await wait_for(pilot, lambda: screen_ready(app, ThreadsScreen), what="picker")
-            screen = app.screen
-            assert isinstance(screen, ThreadsScreen)
-            kinds = [c.kind for c in screen.choices]
-            assert kinds[0] == "all" and kinds.count("thread") >= 5, kinds
-            threads = [c for c in screen.choices if c.kind == "thread"]
-            assert {c.tid for c in threads} >= set(tids.values()), (threads, tids)
-            assert [c.name for c in threads[:4]] == list(reversed(WORKERS)), threads
-            costs = [c.cost[0] for c in threads]
-            assert costs == sorted(costs, reverse=True)
-            check_shares(thread_costs(screen.choices), report)
-            text = screen_text(app)
-            for name in WORKERS:
-                assert f"thread {tids[name]}" in text and name in text, text
-            await pilot.press("escape")  # cancel: nothing changes
-            await wait_for(pilot, lambda: not isinstance(app.screen, ThreadsScreen),
-                           what="picker closed")
-            assert app.part is None
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        flat = await flat_ready(pilot, app)
+        assert set(SPIN.values()) <= set(flat_names(app))
+        # The picker: All, then main and the 4 workers by share (one process: no
+        # process row), each with its name and tid.
+        await pilot.press("t")
+        await wait_for(pilot, lambda: screen_ready(app, ThreadsScreen), what="picker")
+        screen = app.screen
+        assert isinstance(screen, ThreadsScreen)
+        kinds = [c.kind for c in screen.choices]
+        assert kinds[0] == "all" and kinds.count("thread") >= 5, kinds
+        threads = [c for c in screen.choices if c.kind == "thread"]
+        assert {c.tid for c in threads} >= set(tids.values()), (threads, tids)
+        assert [c.name for c in threads[:4]] == list(reversed(WORKERS)), threads
+        costs = [c.cost[0] for c in threads]
+        assert costs == sorted(costs, reverse=True)
+        check_shares(thread_costs(screen.choices), report)
+        text = screen_text(app)
+        for name in WORKERS:
+            assert f"thread {tids[name]}" in text and name in text, text
+        await pilot.press("escape")  # cancel: nothing changes
+        await wait_for(pilot, lambda: not isinstance(app.screen, ThreadsScreen),
+                       what="picker closed")
+        assert app.part is None
 
-            # One thread: the flat profile, header and tree follow.
-            chosen = await choose_thread(pilot, app, "worker-3")
-            assert app.part == chosen.label == f"pid {profile.meta.pids[0]} tid {tids['worker-3']}"
-            await wait_for(pilot, lambda: flat.shown and flat.shown[0].frame.function
-                           == "thr_spin_3", what="worker-3's flat profile")
-            names = set(flat_names(app))
-            assert not names & {"thr_spin_1", "thr_spin_2", "thr_spin_4", "thr_main_work"}, names
-            assert flat.shown[0].self_percent > 90
-            header = screen_text(app).splitlines()[0]
-            assert f"thread {tids['worker-3']} worker-3" in header, header
-            assert f"in thread {tids['worker-3']} worker-3" in screen_text(app)
-            await pilot.press("2")
-            tree = app.query_one(CallTreeView)
-            await pilot.press("h")
-            await wait_for(pilot, lambda: "thr_spin_3" in screen_text(app), what="hot path")
-            assert "thr_spin_4" not in screen_text(app)
-            await pilot.press("u")  # bottom-up of the thread: its leaf first
-            await wait_for(pilot, lambda: not tree.pending and tree.view == "bottom-up"
-                           and root_rows(tree)[:1] and root_rows(tree)[0][0] == "thr_spin_3",
-                           what="bottom-up of worker-3")
-            await pilot.press("escape")  # back to top-down; the thread stays chosen
-            await wait_for(pilot, lambda: tree.view == "top-down", what="back")
-            assert app.part == chosen.label
-            # Focus on a function (callers and callees) within the thread.
-            await pilot.press("1")
-            await wait_for(pilot, lambda: flat.shown and flat.shown[0].frame.function
-                           == "thr_spin_3", what="flat pane")
-            await pilot.press("enter")
-            await wait_for(pilot, lambda: tree.view == "focus" and not tree.pending,
-                           what="focus on thr_spin_3")
-            callers = next(n for n in tree.root.children if n.data and n.data.key == "callers")
-            assert callers.data.whole == pytest.approx(chosen.cost[0])  # this thread's only
-            assert callers.children[0].data.key.function == "thr_spin_3"
-            assert "worker" in [c.data.key.function for c in callers.children[0].children
-                                if c.data and c.data.call]  # its caller
-            await pilot.press("escape", "escape")  # back to the top-down tree
-            await wait_for(pilot, lambda: app.nav[-1].pane == "tree"
-                           and tree.view == "top-down", what="top-down again")
+        # One thread: the flat profile, header and tree follow.
+        chosen = await choose_thread(pilot, app, "worker-3")
+        assert app.part == chosen.label == f"pid {profile.meta.pids[0]} tid {tids['worker-3']}"
+        await wait_for(pilot, lambda: flat.shown and flat.shown[0].frame.function
+                       == "thr_spin_3", what="worker-3's flat profile")
+        names = set(flat_names(app))
+        assert not names & {"thr_spin_1", "thr_spin_2", "thr_spin_4", "thr_main_work"}, names
+        assert flat.shown[0].self_percent > 90
+        header = screen_text(app).splitlines()[0]
+        assert f"thread {tids['worker-3']} worker-3" in header, header
+        assert f"in thread {tids['worker-3']} worker-3" in screen_text(app)
+        await pilot.press("2")
+        tree = app.query_one(CallTreeView)
+        await pilot.press("h")
+        await wait_for(pilot, lambda: "thr_spin_3" in screen_text(app), what="hot path")
+        assert "thr_spin_4" not in screen_text(app)
+        await pilot.press("u")  # bottom-up of the thread: its leaf first
+        await wait_for(pilot, lambda: not tree.pending and tree.view == "bottom-up"
+                       and root_rows(tree)[:1] and root_rows(tree)[0][0] == "thr_spin_3",
+                       what="bottom-up of worker-3")
+        await pilot.press("escape")  # back to top-down; the thread stays chosen
+        await wait_for(pilot, lambda: tree.view == "top-down", what="back")
+        assert app.part == chosen.label
+        # Focus on a function (callers and callees) within the thread.
+        await pilot.press("1")
+        await wait_for(pilot, lambda: flat.shown and flat.shown[0].frame.function
+                       == "thr_spin_3", what="flat pane")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: tree.view == "focus" and not tree.pending,
+                       what="focus on thr_spin_3")
+        callers = next(n for n in tree.root.children if n.data and n.data.key == "callers")
+        assert callers.data.whole == pytest.approx(chosen.cost[0])  # this thread's only
+        assert callers.children[0].data.key.function == "thr_spin_3"
+        assert "worker" in [c.data.key.function for c in callers.children[0].children
+                            if c.data and c.data.call]  # its caller
+        await pilot.press("escape", "escape")  # back to the top-down tree
+        await wait_for(pilot, lambda: app.nav[-1].pane == "tree"
+                       and tree.view == "top-down", what="top-down again")
 
-            # Threads as roots, all threads: one root per thread with its share.
-            await choose_thread(pilot, app, None)
-            assert app.part is None
-            await wait_for(pilot, lambda: "thr_spin_1" in flat_names(app), what="all threads")
-            await pilot.press("T")
-            await wait_for(pilot, lambda: not tree.pending and len(root_rows(tree)) >= 5,
-                           what="threads as roots")
-            rows = root_rows(tree)
-            assert all(label.startswith("thread ") for label, _ in rows), rows
-            by_tid = {int(label.split()[1]): share for label, share in rows}
-            check_shares(by_tid, report)
-            assert sum(by_tid.values()) == pytest.approx(1.0)
-            assert f"thread {tids['worker-4']} worker-4" in screen_text(app)
-            # Enter on a thread row shows that thread only.
-            row = next(n for n in tree.root.children if n.data is not None and n.data.call
-                       is not None and tree.view_profile.frames[n.data.call.frame_id].function
-                       == f"thread {tids['worker-2']} worker-2")
-            tree.move_to(row)
-            await pilot.press("enter")
-            await wait_for(pilot, lambda: app.part is not None and app.part.endswith(
-                f"tid {tids['worker-2']}"), what="thread chosen from its row")
-            await wait_for(pilot, lambda: not tree.pending and len(root_rows(tree)) == 1,
-                           what="one root")
-            await pilot.press("T")  # off: the thread's own tree
-            await wait_for(pilot, lambda: not tree.pending and root_rows(tree)
-                           and not root_rows(tree)[0][0].startswith("thread "),
-                           what="thread's tree")
-            # The source pane says its line costs are of all threads.
-            await pilot.press("1")
-            await wait_for(pilot, lambda: flat.shown and flat.shown[0].frame.function
-                           == "thr_spin_2", what="worker-2's flat profile")
-            await pilot.press("3")
-            source = app.query_one(SourcePane)
-            await wait_for(pilot, lambda: source.listing is not None
-                           and "line costs of all threads" in screen_text(app),
-                           what="source note")
-            # Esc walks back the trail with the thread kept; at its start, all threads.
-            while len(app.nav) > 1:
-                await pilot.press("escape")
-                assert app.part is not None and app.part.endswith(f"tid {tids['worker-2']}")
+        # Threads as roots, all threads: one root per thread with its share.
+        await choose_thread(pilot, app, None)
+        assert app.part is None
+        await wait_for(pilot, lambda: "thr_spin_1" in flat_names(app), what="all threads")
+        await pilot.press("T")
+        await wait_for(pilot, lambda: not tree.pending and len(root_rows(tree)) >= 5,
+                       what="threads as roots")
+        rows = root_rows(tree)
+        assert all(label.startswith("thread ") for label, _ in rows), rows
+        by_tid = {int(label.split()[1]): share for label, share in rows}
+        check_shares(by_tid, report)
+        assert sum(by_tid.values()) == pytest.approx(1.0)
+        assert f"thread {tids['worker-4']} worker-4" in screen_text(app)
+        # Enter on a thread row shows that thread only.
+        row = next(n for n in tree.root.children if n.data is not None and n.data.call
+                   is not None and tree.view_profile.frames[n.data.call.frame_id].function
+                   == f"thread {tids['worker-2']} worker-2")
+        tree.move_to(row)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.part is not None and app.part.endswith(
+            f"tid {tids['worker-2']}"), what="thread chosen from its row")
+        await wait_for(pilot, lambda: not tree.pending and len(root_rows(tree)) == 1,
+                       what="one root")
+        await pilot.press("T")  # off: the thread's own tree
+        await wait_for(pilot, lambda: not tree.pending and root_rows(tree)
+                       and not root_rows(tree)[0][0].startswith("thread "),
+                       what="thread's tree")
+        # The source pane says its line costs are of all threads.
+        await pilot.press("1")
+        await wait_for(pilot, lambda: flat.shown and flat.shown[0].frame.function
+                       == "thr_spin_2", what="worker-2's flat profile")
+        await pilot.press("3")
+        source = app.query_one(SourcePane)
+        await wait_for(pilot, lambda: source.listing is not None
+                       and "line costs of all threads" in screen_text(app),
+                       what="source note")
+        # Esc walks back the trail with the thread kept; at its start, all threads.
+        while len(app.nav) > 1:
             await pilot.press("escape")
-            await wait_for(pilot, lambda: app.part is None and "thr_spin_4" in flat_names(app),
-                           what="zoomed out to all threads")
-            assert "worker-2" not in screen_text(app).splitlines()[0]
+            assert app.part is not None and app.part.endswith(f"tid {tids['worker-2']}")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.part is None and "thr_spin_4" in flat_names(app),
+                       what="zoomed out to all threads")
+        assert "worker-2" not in screen_text(app).splitlines()[0]
 
-    run(body)
+    run_app(ProfTuiApp(profile=profile), body)
 
 
 def test_part_model_on_a_sampled_profile(thr_ratio: tuple[Profile, Report]) -> None:
@@ -291,33 +287,31 @@ def test_two_processes_in_the_thread_views() -> None:
     threads; threads as roots puts each process first, its threads below."""
     profile = two_processes()
 
-    async def body() -> None:
-        app = ProfTuiApp(profile=profile)
-        async with app.run_test(size=SIZE) as pilot:
-            flat = await flat_ready(pilot, app)
-            await pilot.press("t")
-            await wait_for(pilot, lambda: screen_ready(app, ThreadsScreen), what="picker")
-            assert "process 10" in screen_text(app) and "child" in screen_text(app)
-            await pilot.press("escape")
-            await pilot.pause()
-            await choose_thread(pilot, app, "prog")  # the first "prog" row: process 10
-            assert app.part == "pid 10"
-            await wait_for(pilot, lambda: {e.frame.function for e in flat.entries} == {
-                "main", "a", "start", "b"}, what="process 10's functions")
-            assert {e.frame.function: e.self_percent for e in flat.entries}["b"] == 75.0
-            assert "process 10 prog 40.0%" in screen_text(app).splitlines()[0]
-            await pilot.press("2")
-            tree = app.query_one(CallTreeView)
-            await wait_for(pilot, lambda: not tree.pending and {r[0] for r in root_rows(tree)}
-                           == {"main", "start"}, what="process 10's merged tree")
-            await pilot.press("escape", "escape")  # trail start: all threads again
-            await wait_for(pilot, lambda: app.part is None, what="all threads")
-            await pilot.press("2", "T")
-            await wait_for(pilot, lambda: not tree.pending and len(root_rows(tree)) == 2
-                           and root_rows(tree)[0][0] == "process 20 child",
-                           what="process roots")
-            assert root_rows(tree)[0][1] == pytest.approx(0.6)
-            await pilot.press("h")  # hot path: process 20 -> its thread -> main -> c
-            await wait_for(pilot, lambda: "thread 20 child" in screen_text(app), what="hot")
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        flat = await flat_ready(pilot, app)
+        await pilot.press("t")
+        await wait_for(pilot, lambda: screen_ready(app, ThreadsScreen), what="picker")
+        assert "process 10" in screen_text(app) and "child" in screen_text(app)
+        await pilot.press("escape")
+        await pilot.pause()
+        await choose_thread(pilot, app, "prog")  # the first "prog" row: process 10
+        assert app.part == "pid 10"
+        await wait_for(pilot, lambda: {e.frame.function for e in flat.entries} == {
+            "main", "a", "start", "b"}, what="process 10's functions")
+        assert {e.frame.function: e.self_percent for e in flat.entries}["b"] == 75.0
+        assert "process 10 prog 40.0%" in screen_text(app).splitlines()[0]
+        await pilot.press("2")
+        tree = app.query_one(CallTreeView)
+        await wait_for(pilot, lambda: not tree.pending and {r[0] for r in root_rows(tree)}
+                       == {"main", "start"}, what="process 10's merged tree")
+        await pilot.press("escape", "escape")  # trail start: all threads again
+        await wait_for(pilot, lambda: app.part is None, what="all threads")
+        await pilot.press("2", "T")
+        await wait_for(pilot, lambda: not tree.pending and len(root_rows(tree)) == 2
+                       and root_rows(tree)[0][0] == "process 20 child",
+                       what="process roots")
+        assert root_rows(tree)[0][1] == pytest.approx(0.6)
+        await pilot.press("h")  # hot path: process 20 -> its thread -> main -> c
+        await wait_for(pilot, lambda: "thread 20 child" in screen_text(app), what="hot")
 
-    run(body)
+    run_app(ProfTuiApp(profile=profile), body)

@@ -15,7 +15,7 @@ from proftui.tui.widgets.flat_table import FlatTable
 from textual.pilot import Pilot
 
 from tests.helpers.line_hot import HOT, build_copy, record, save_and_move_away
-from tests.helpers.tui import SIZE, quit_live, run, run_live, screen_text, wait_for
+from tests.helpers.tui import quit_live, run_app, run_live, screen_text, wait_for
 
 
 async def open_work_source(pilot: Pilot, app: ProfTuiApp) -> SourcePane:
@@ -36,17 +36,16 @@ def test_saved_profile_without_binary_or_source(tmp_path: Path) -> None:
     loaded = save_and_move_away(record(SamplerCollector, binary, "100"), tmp_path,
                                 binary, source)
 
-    async def body() -> None:
-        app = ProfTuiApp(profile=loaded)
-        async with app.run_test(size=SIZE) as pilot:
-            pane = await open_work_source(pilot, app)
-            await pilot.pause()
-            listing = pane.listing
-            assert listing is not None and listing.kind == "source"
-            view = app.query_one(SourceView)
-            assert listing.lines[view.cursor].number == HOT
-            assert "/* HOT */" in screen_text(app)
-    run(body)
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        pane = await open_work_source(pilot, app)
+        await pilot.pause()
+        listing = pane.listing
+        assert listing is not None and listing.kind == "source"
+        view = app.query_one(SourceView)
+        assert listing.lines[view.cursor].number == HOT
+        assert "/* HOT */" in screen_text(app)
+
+    run_app(ProfTuiApp(profile=loaded), body)
 
 
 def test_live_source_opens_at_the_hottest_line(tmp_path: Path) -> None:

@@ -29,10 +29,11 @@ from proftui.collectors.model.textsafe import display
 from proftui.collectors.model.views import INVERTED_MAX_DEPTH
 from proftui.tui.app import ProfTuiApp
 from proftui.tui.panes.tree import MAX_VIEW_DEPTH, CallTreeView
+from textual.pilot import Pilot
 
 from tests.helpers.hostile import MUTATION, PATHS, write_mutated
 from tests.helpers.profiles import deep_chain
-from tests.helpers.tui import run, screen_text, wait_for
+from tests.helpers.tui import run, run_app, screen_text, wait_for
 
 SIZE = (120, 36)
 
@@ -73,22 +74,21 @@ def test_odd_profiles_open(tmp_path: Path, kind: str) -> None:
     storage.save(make(), path, embed_sources=False)
     profile = load_any(path)  # loadable: the validator accepts it
 
-    async def body() -> None:
-        app = ProfTuiApp(profile=profile)
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(pilot, lambda: "saved profile" in screen_text(app), what="header")
-            name = profile.frames[0].function if len(profile.frames) else ""
-            # the flat profile's row, escaped (the table may paint a frame after the header)
-            await wait_for(pilot, lambda: display(name) in screen_text(app), what="flat row")
-            for key in ("2", "h", "u", "1", "3", "4", "2", "u", "f"):
-                await pilot.press(key)
-                await pilot.pause(0.05)
-            await pilot.pause(0.3)
-            header = screen_text(app).splitlines()[0]
-            assert shown in header, header
-            assert "\x1b" not in screen_text(app)
-            await pilot.press("q")
-    run(body)
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        await wait_for(pilot, lambda: "saved profile" in screen_text(app), what="header")
+        name = profile.frames[0].function if len(profile.frames) else ""
+        # the flat profile's row, escaped (the table may paint a frame after the header)
+        await wait_for(pilot, lambda: display(name) in screen_text(app), what="flat row")
+        for key in ("2", "h", "u", "1", "3", "4", "2", "u", "f"):
+            await pilot.press(key)
+            await pilot.pause(0.05)
+        await pilot.pause(0.3)
+        header = screen_text(app).splitlines()[0]
+        assert shown in header, header
+        assert "\x1b" not in screen_text(app)
+        await pilot.press("q")
+
+    run_app(ProfTuiApp(profile=profile), body, SIZE)
 
 
 def test_100000_deep_tree_bottom_up_view() -> None:
@@ -135,12 +135,11 @@ def test_fuzzed_loadable_profiles_open(tmp_path: Path, mutations: list[tuple[int
         assume(False)  # refused files are the unit fuzz test's business
         return
 
-    async def body() -> None:
-        app = ProfTuiApp(profile=profile)
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(pilot, lambda: "saved profile" in screen_text(app), what="header")
-            for key in ("2", "h", "u", "f", "3", "4", "1"):
-                await pilot.press(key)
-                await pilot.pause(0.05)
-            await pilot.press("q")
-    run(body)
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        await wait_for(pilot, lambda: "saved profile" in screen_text(app), what="header")
+        for key in ("2", "h", "u", "f", "3", "4", "1"):
+            await pilot.press(key)
+            await pilot.pause(0.05)
+        await pilot.press("q")
+
+    run_app(ProfTuiApp(profile=profile), body, SIZE)
