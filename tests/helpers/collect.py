@@ -3,6 +3,8 @@ running target."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -37,6 +39,14 @@ def run_sampler(binary: Path, *args: str, **options: object) -> tuple[Profile, s
     return run_to_end(SamplerCollector, binary, *args, **options)
 
 
+def start_sampler(binary: Path, *args: str, **options: object) -> SamplerCollector:
+    """A SamplerCollector started on `binary args` (the output kept in memory)."""
+    collector = SamplerCollector([str(binary), *args],
+                                 CollectorOptions(output="log", **options))  # type: ignore[arg-type]
+    collector.start()
+    return collector
+
+
 def sampled(argv: list[str]) -> Profile:
     """The sampler's profile of `argv`, run to its exit (output kept in memory)."""
     return run_sampler(Path(argv[0]), *argv[1:])[0]
@@ -57,6 +67,17 @@ def attach(pid: int, method: str | None = None, **options: object) -> AttachColl
             pytest.skip(f"{method or 'attach'} sampling is not allowed here: {exc}")
         raise
     return collector
+
+
+@contextlib.contextmanager
+def attached(target: ReadyTarget, method: str | None = None,
+             **options: object) -> Iterator[AttachCollector]:
+    """An AttachCollector started on `target` (attach()), stopped at the end."""
+    collector = attach(target.pid, method, **options)
+    try:
+        yield collector
+    finally:
+        collector.stop()
 
 
 def attached_profile(target: ReadyTarget, method: str | None = None,

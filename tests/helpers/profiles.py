@@ -3,6 +3,7 @@ a profile survives saving and loading."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from proftui.collectors.formats.importers import load_any
@@ -12,6 +13,7 @@ from proftui.collectors.model.profile import (
     CPU_NS,
     SAMPLES,
     Frame,
+    FrameTable,
     Metric,
     Profile,
     ProfileMeta,
@@ -37,6 +39,22 @@ def frame_id(profile: Profile, name: str) -> int:
         if frame.function == name:
             return i
     raise KeyError(name)
+
+
+def stacks_profile(frames: list[Frame], stacks: list[tuple[list[int], float]],
+                   metrics: Sequence[Metric] = (SAMPLES,), argv: Sequence[str] = ("prog",),
+                   part: str | None = None) -> Profile:
+    """A sampler profile of `argv` and `frames` whose tree holds `stacks` (frame indexes,
+    outermost first, with one value for every metric), and part `part` the same if given."""
+    profile = Profile(ProfileMeta("sampler", argv=list(argv)), tuple(metrics),
+                      FrameTable(frames))
+    assert profile.tree is not None
+    for stack, value in stacks:
+        profile.tree.add_stack(stack, [value] * len(metrics))
+        if part is not None:
+            profile.parts.setdefault(part, type(profile.tree)(len(metrics))).add_stack(
+                stack, [value] * len(metrics))
+    return profile.finalize()
 
 
 def template_profile() -> Profile:

@@ -78,3 +78,16 @@ def wait_attached(term: Terminal, *texts: str) -> str:
     if "not allowed" in screen or "denied" in screen:
         pytest.skip(screen.strip().splitlines()[-1])
     return term.wait_for(*texts)
+
+
+def attached_terminal(opened: list[Terminal], cwd: Path, pid: int, *texts: str
+                      ) -> tuple[Terminal, str]:
+    """`proftui --pid PID -F 500` in a new terminal (added to `opened`, the `terminal`
+    fixture's list), and its screen once attached and showing `texts` (wait_attached)."""
+    from proftui.collectors.registry import COLLECTORS
+
+    if "attach" not in COLLECTORS:
+        pytest.skip("attach mode is not in this build")
+    term = Terminal([str(PROFTUI), "--pid", str(pid), "-F", "500"], cwd)
+    opened.append(term)
+    return term, wait_attached(term, *texts)

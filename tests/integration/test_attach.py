@@ -51,8 +51,7 @@ def check_profile(profile: Profile, pid: int, method: str) -> None:
 
 @pytest.mark.parametrize("method", ["perf", "ptrace"])
 def test_attach_samples_the_hot_chains_of_a_running_target(method: str) -> None:
-    fixture = SpinTarget(2.5)
-    try:
+    with SpinTarget(2.5) as fixture:
         collector = attach(fixture.pid, method, frequency_hz=500, duration_s=0.8)
         live = collector.snapshot()  # a live snapshot works while attached
         assert live.meta.complete is False
@@ -64,42 +63,33 @@ def test_attach_samples_the_hot_chains_of_a_running_target(method: str) -> None:
         assert fixture.tracer() == 0  # really detached
         out, status = fixture.finish()
         assert (out, status) == (ATT_DONE, 7)
-    finally:
-        fixture.kill()
 
 
 @pytest.mark.parametrize("method", ["perf", "ptrace"])
 def test_code_without_frame_pointers_unwinds_through_cfi(method: str) -> None:
-    fixture = SpinTarget(2.0, ATT_NO_FP_FLAGS)
-    try:
+    with SpinTarget(2.0, ATT_NO_FP_FLAGS) as fixture:
         collector = attach(fixture.pid, method, frequency_hz=500, duration_s=0.8)
         profile = collector.wait()
         collector.stop()
         check_profile(profile, fixture.pid, method)  # main -> att_outer -> att_middle -> att_hot
         assert fixture.finish() == (ATT_DONE, 7)
-    finally:
-        fixture.kill()
 
 
 @pytest.mark.parametrize("method", ["perf", "ptrace"])
 def test_signals_reach_the_target_while_attached(method: str) -> None:
     """Signals to a traced target are passed on untouched (ptrace signal-delivery-stops)."""
-    fixture = SpinTarget(1.5)
-    try:
+    with SpinTarget(1.5) as fixture:
         collector = attach(fixture.pid, method, frequency_hz=1000)
         for _ in range(5):
             os.kill(fixture.pid, signal.SIGUSR1)
             time.sleep(0.05)
         collector.stop()
         assert fixture.finish() == (ATT_DONE.replace("usr1=0", "usr1=5"), 7)
-    finally:
-        fixture.kill()
 
 
 @pytest.mark.parametrize("method", ["perf", "ptrace"])
 def test_target_exit_while_attached_keeps_profile(method: str) -> None:
-    fixture = SpinTarget(0.8)
-    try:
+    with SpinTarget(0.8) as fixture:
         collector = attach(fixture.pid, method, frequency_hz=500)
         profile = collector.wait()  # no duration: returns when the target exits
         collector.stop()
@@ -112,8 +102,6 @@ def test_target_exit_while_attached_keeps_profile(method: str) -> None:
         assert info is not None
         if method == "ptrace":  # the tracer sees the exit status; perf cannot
             assert info.status == 7
-    finally:
-        fixture.kill()
 
 
 @pytest.mark.parametrize("method", ["perf", "ptrace"])
@@ -136,14 +124,11 @@ def test_ptrace_says_when_it_falls_behind() -> None:
     """Issue 13: ptrace at a high rate on two busy threads costs the target and
     may not reach the asked rate: the stops' cost is reported, and the rate
     warning appears exactly when the achieved rate is below 80% of the asked."""
-    fixture = SpinTarget(2.0)
-    try:
+    with SpinTarget(2.0) as fixture:
         collector = attach(fixture.pid, "ptrace", frequency_hz=4000, duration_s=0.8)
         profile = collector.wait()
         collector.stop()
         assert fixture.finish() == (ATT_DONE, 7)
-    finally:
-        fixture.kill()
     stopped = [w for w in profile.meta.warnings if w.startswith("ptrace stopped the target")]
     assert stopped, profile.meta.warnings
     achieved = profile.total(0) / (profile.total(1) / 1e9)
@@ -222,8 +207,7 @@ def test_proftui_killed_helper_detaches(tmp_path: Path, method: str) -> None:
     """If proftui dies (SIGKILL), its helper notices and detaches: target unharmed."""
     # 6 s: on a loaded machine proftui's start-up alone can take seconds, and the target
     # must still be running when proftui is killed.
-    fixture = SpinTarget(6.0)
-    try:
+    with SpinTarget(6.0) as fixture:
         cli = run_cli("record", "--pid", str(fixture.pid), "--method", method,
                       "-o", str(tmp_path / "x.proftui"))
         if cli.poll() is None:
@@ -245,8 +229,6 @@ def test_proftui_killed_helper_detaches(tmp_path: Path, method: str) -> None:
             time.sleep(0.05)
         assert fixture.tracer() == 0
         assert fixture.finish() == (ATT_DONE, 7)
-    finally:
-        fixture.kill()
 
 
 def test_bad_pids() -> None:
@@ -272,8 +254,7 @@ def test_bad_pids() -> None:
 
 
 def test_second_tracer_is_explained() -> None:
-    fixture = SpinTarget(2.0)
-    try:
+    with SpinTarget(2.0) as fixture:
         first = attach(fixture.pid, "ptrace")
         try:
             with pytest.raises(ProftuiError, match=r"already traced by pid \d+ \(proftui-attach\)"):
@@ -281,8 +262,6 @@ def test_second_tracer_is_explained() -> None:
         finally:
             first.stop()
         assert fixture.finish() == (ATT_DONE, 7)
-    finally:
-        fixture.kill()
 
 
 @pytest.mark.parametrize("method", ["perf", "ptrace", "auto"])
@@ -330,15 +309,12 @@ def test_cli_reports_missing_pid() -> None:
 
 def test_attach_subcommand_takes_options_after_pid() -> None:
     """`proftui attach PID --duration S --text`: options after the pid are options."""
-    fixture = SpinTarget(3.0)
-    try:
+    with SpinTarget(3.0) as fixture:
         cli = run_cli("attach", str(fixture.pid), "--duration", "0.6", "-F", "200", "--text")
         out, err = cli.communicate(timeout=20)
         assert cli.returncode == 0, err
         assert "att_hot" in out
         assert fixture.finish() == (ATT_DONE, 7)
-    finally:
-        fixture.kill()
 
 
 @pytest.mark.parametrize("method", ["perf", "ptrace"])
@@ -348,8 +324,7 @@ def test_helper_stream_aggregates_samples_by_stack(method: str) -> None:
     from proftui.collectors.runtime.libraries import runtime_executable_path
     from proftui.collectors.runtime.wire_attach import Counts, End, Lost, Stack, StreamDecoder
 
-    fixture = SpinTarget(1.0)
-    try:
+    with SpinTarget(1.0) as fixture:
         # its stdin stays open until it returns: EOF there means "detach now"
         helper = subprocess.Popen([runtime_executable_path("proftui-attach"), str(fixture.pid),
                                    "1000", method], stdin=subprocess.PIPE,
@@ -361,8 +336,6 @@ def test_helper_stream_aggregates_samples_by_stack(method: str) -> None:
         if helper.returncode != 0:
             pytest.skip(f"{method} sampling is not allowed here: {err.decode()}")
         assert fixture.finish() == (ATT_DONE, 7)
-    finally:
-        fixture.kill()
     records = list(StreamDecoder().feed(out))
     announced: list[int] = []
     counted = 0

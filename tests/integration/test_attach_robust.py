@@ -103,6 +103,22 @@ def hot_share(profile: Profile) -> float:
     return hot / (hot + cold)
 
 
+def record_to_the_end(target: Target, method: str, frequency_hz: int, settle: float = 0.0
+                      ) -> tuple[Profile, AttachCollector, float]:
+    """Attached to `target` (15 s at most: that only bounds a hang), it is let go after
+    `settle` seconds and recorded until its end must end the recording: (the profile,
+    the stopped collector, when the recording ended)."""
+    collector = attach(target.pid, method, frequency_hz=frequency_hz, duration_s=15)
+    target.reap_in_background()
+    time.sleep(settle)
+    target.go()
+    profile = collector.wait()
+    ended = time.monotonic()
+    collector.stop()
+    helper_gone(collector)
+    return profile, collector, ended
+
+
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("mode", ["wexit", "wexitspin"])
 def test_worker_calls_exit(method: str, mode: str) -> None:
@@ -110,14 +126,7 @@ def test_worker_calls_exit(method: str, mode: str) -> None:
     exits while ptrace stops it, and the attach ends without waiting for it)."""
     target = Target(mode, 0.6)
     try:
-        # The duration only bounds a hang; the target's end must end the recording.
-        collector = attach(target.pid, method, frequency_hz=1000, duration_s=15)
-        target.reap_in_background()
-        target.go()
-        profile = collector.wait()
-        ended = time.monotonic()
-        collector.stop()
-        helper_gone(collector)
+        profile, collector, ended = record_to_the_end(target, method, 1000)
         assert target.finish() == ("", 3)
         assert target.exited_at is not None
         notice = ended - target.exited_at
@@ -213,8 +222,7 @@ def test_detach_after_leader_pthread_exit(method: str) -> None:
 def test_stopped_target(method: str) -> None:
     """A target stopped with SIGSTOP: attaching says so, nothing is sampled while
     it is stopped, it stays stopped on detach, and runs normally once continued."""
-    fixture = SpinTarget(1.0)
-    try:
+    with SpinTarget(1.0) as fixture:
         os.kill(fixture.pid, signal.SIGSTOP)
         deadline = time.monotonic() + 5
         while "T (stopped)" not in Path(f"/proc/{fixture.pid}/status").read_text():
@@ -231,15 +239,12 @@ def test_stopped_target(method: str) -> None:
         assert "T (stopped)" in status and fixture.tracer() == 0, status
         os.kill(fixture.pid, signal.SIGCONT)
         assert fixture.finish() == (ATT_DONE, 7)
-    finally:
-        fixture.kill()
 
 
 @pytest.mark.parametrize("method", METHODS)
 def test_target_continued_while_attached(method: str) -> None:
     """Stopped when attached, continued while attached: sampled from then on."""
-    fixture = SpinTarget(1.0)
-    try:
+    with SpinTarget(1.0) as fixture:
         os.kill(fixture.pid, signal.SIGSTOP)
         time.sleep(0.1)
         collector = attach(fixture.pid, method, frequency_hz=500, duration_s=15)
@@ -251,8 +256,6 @@ def test_target_continued_while_attached(method: str) -> None:
         assert fixture.finish() == (ATT_DONE, 7)
         assert "att_hot" in self_costs(profile)
         assert any("target exited" in w for w in profile.meta.warnings)
-    finally:
-        fixture.kill()
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -264,14 +267,7 @@ def test_target_execs_while_attached(method: str, mode: str) -> None:
     noticed at once (no tid of the old image left in the table delays it)."""
     target = Target(mode, 0.8)
     try:
-        collector = attach(target.pid, method, frequency_hz=500, duration_s=15)
-        target.reap_in_background()
-        time.sleep(0.3)
-        target.go()
-        profile = collector.wait()
-        ended = time.monotonic()
-        collector.stop()
-        helper_gone(collector)
+        profile, collector, ended = record_to_the_end(target, method, 500, settle=0.3)
         assert target.finish() == ("after done\n", 6)
         assert target.exited_at is not None and ended - target.exited_at < 0.5
         selfs = self_costs(profile)

@@ -18,13 +18,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from proftui.collectors.base import CollectorOptions
 from proftui.collectors.model.profile import Profile
 from proftui.collectors.model.views import flat_profile
-from proftui.collectors.sampler.collector import SamplerCollector
 from proftui.collectors.symbols.symbolizer import Symbolizer
 
 from tests.conftest import build_fixture
+from tests.helpers.collect import run_sampler
 
 HOT = "_ZN4work3hotEl"  # work::hot(long)
 
@@ -37,13 +36,7 @@ def _binary() -> Path:
 
 
 def _record(binary: Path) -> Profile:
-    collector = SamplerCollector([str(binary), "4000000"], CollectorOptions(output="log"))
-    collector.start()
-    try:
-        profile = collector.wait()
-    finally:
-        collector.stop()
-    return profile
+    return run_sampler(binary, "4000000")[0]
 
 
 def _symbols(binary: Path) -> tuple[dict[str, tuple[int, int]], dict[str, str]]:

@@ -18,7 +18,7 @@ from proftui.collectors.registry import COLLECTORS
 from proftui.collectors.sampler.collector import SamplerCollector
 
 from tests.conftest import build_fixture
-from tests.helpers.collect import run_sampler
+from tests.helpers.collect import run_sampler, start_sampler
 from tests.helpers.costs import paths_to, self_costs, total_of
 from tests.helpers.reference import fixture_cpu_shares
 from tests.helpers.targets import FP_FLAGS, NOFP_FLAGS
@@ -99,9 +99,7 @@ def test_dlclosed_plugin_resolves_by_name() -> None:
 def test_pause_and_resume() -> None:
     import time
 
-    binary = build_fixture("smp_work.c", FP_FLAGS)
-    collector = SamplerCollector([str(binary), "1500"], CollectorOptions(output="log"))
-    collector.start()
+    collector = start_sampler(build_fixture("smp_work.c", FP_FLAGS), "1500")
     try:
         time.sleep(0.2)
         collector.pause()
@@ -194,9 +192,7 @@ def test_dlopen_by_bare_name_uses_callers_runpath(tmp_path: Path) -> None:
 def test_live_snapshots_grow_while_running() -> None:
     import time
 
-    binary = build_fixture("smp_work.c", NOFP_FLAGS)
-    collector = SamplerCollector([str(binary), "1500"], CollectorOptions(output="log"))
-    collector.start()
+    collector = start_sampler(build_fixture("smp_work.c", NOFP_FLAGS), "1500")
     try:
         time.sleep(0.4)
         first = collector.snapshot()

@@ -392,29 +392,28 @@ def test_live_quit_dialog_gives_the_focus_back() -> None:
     collector = ReplayCollector(sample_profile())
     app = ProfTuiApp(collector=collector)
 
-    async def body() -> None:
-        async with app.run_test(size=SMALL) as pilot:
-            await wait_for(pilot, lambda: collector.ticks >= 2, what="snapshots")
-            await started(pilot, app)
-            titles = [t for t, _h, _c in app.palette_commands()]
-            assert "Pause (p)" in titles and "Reset (r)" in titles, titles
-            for pane in PANES:
-                await pilot.press(pane.KEY)
-                bar = screen_text(app).rstrip("\n").splitlines()[-1]
-                assert " ? Help " in bar and " q Quit " in bar, bar
-                for answer in ("n", "escape"):
-                    await pilot.press("q")
-                    await wait_for(pilot, lambda: type(app.screen).__name__ == "QuitScreen",
-                                   what="quit question")
-                    await pilot.press(answer)
-                    await wait_for(pilot, lambda: app.screen is app.screen_stack[0],
-                                   what="back from the quit question")
-                    visible_focus_ok(app)
-            collector.ended.set()
-            await wait_for(pilot, lambda: app.ended, what="end")
-            assert "Pause (p)" not in [t for t, _h, _c in app.palette_commands()]
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        await wait_for(pilot, lambda: collector.ticks >= 2, what="snapshots")
+        await started(pilot, app)
+        titles = [t for t, _h, _c in app.palette_commands()]
+        assert "Pause (p)" in titles and "Reset (r)" in titles, titles
+        for pane in PANES:
+            await pilot.press(pane.KEY)
+            bar = screen_text(app).rstrip("\n").splitlines()[-1]
+            assert " ? Help " in bar and " q Quit " in bar, bar
+            for answer in ("n", "escape"):
+                await pilot.press("q")
+                await wait_for(pilot, lambda: type(app.screen).__name__ == "QuitScreen",
+                               what="quit question")
+                await pilot.press(answer)
+                await wait_for(pilot, lambda: app.screen is app.screen_stack[0],
+                               what="back from the quit question")
+                visible_focus_ok(app)
+        collector.ended.set()
+        await wait_for(pilot, lambda: app.ended, what="end")
+        assert "Pause (p)" not in [t for t, _h, _c in app.palette_commands()]
 
     try:
-        run(body)
+        run_app(app, body, SMALL)
     finally:
         collector.stop()

@@ -16,7 +16,7 @@ from proftui.tui.app import ProfTuiApp
 from textual.pilot import Pilot
 
 from tests.conftest import build_fixture
-from tests.helpers.collect import attach
+from tests.helpers.collect import attached
 from tests.helpers.instrument import start_spin, wait_for_ticks
 from tests.helpers.targets import ATT_FLAGS, SpinTarget
 from tests.helpers.tui import quit_live, run_app, wait_for
@@ -143,10 +143,7 @@ def test_sampler_incremental_profile_equals_a_full_rebuild() -> None:
 
 
 def test_attach_incremental_profile_equals_a_full_rebuild() -> None:
-    target = SpinTarget(2.0)
-    collector = None
-    try:
-        collector = attach(target.pid, frequency_hz=500)
+    with SpinTarget(2.0) as target, attached(target, frequency_hz=500) as collector:
         shown = None
         while collector.is_running():
             shown = collector.snapshot()
@@ -156,10 +153,6 @@ def test_attach_incremental_profile_equals_a_full_rebuild() -> None:
         with collector._sym_lock:
             collector._profile.rebuild()
         assert_same_profile(final, collector.snapshot())
-    finally:
-        if collector is not None:
-            collector.stop()
-        target.kill()
 
 
 def test_instrument_paused_app_recomputes_nothing() -> None:

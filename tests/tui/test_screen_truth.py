@@ -75,8 +75,7 @@ def test_readme_names_the_key_bar_shown_at_80_columns() -> None:
 def test_a_paused_attach_is_not_called_incomplete() -> None:
     """`p` in attach mode freezes the display: the header says so, and nothing about an
     "incomplete" profile (the target still runs); once it ended, the profile is whole."""
-    target = SpinTarget(4.0)
-    try:
+    with SpinTarget(4.0) as target:
         collector = attach(target.pid, frequency_hz=200)
         try:
             app = ProfTuiApp(collector=collector)
@@ -102,8 +101,6 @@ def test_a_paused_attach_is_not_called_incomplete() -> None:
             run_app(app, body, (150, 40))
         finally:
             collector.stop()
-    finally:
-        target.kill()
 
 
 def test_the_end_is_on_screen_before_the_final_profile() -> None:

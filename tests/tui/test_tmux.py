@@ -12,7 +12,7 @@ from proftui.collectors.registry import COLLECTORS
 
 from tests.conftest import build_fixture
 from tests.helpers.targets import ATT_DONE, SpinTarget
-from tests.helpers.tmux import PROFTUI, Terminal, wait_attached
+from tests.helpers.tmux import PROFTUI, Terminal, attached_terminal
 
 
 def gprof_binary() -> Path:
@@ -49,13 +49,8 @@ def test_saved_profile_drill_down_in_a_terminal(terminal: list[Terminal], tmp_pa
 
 
 def test_live_attach_quit_detaches(terminal: list[Terminal], tmp_path: Path) -> None:
-    if "attach" not in COLLECTORS:
-        pytest.skip("attach mode is not in this build")
-    target = SpinTarget(20.0)
-    try:
-        term = Terminal([str(PROFTUI), "--pid", str(target.pid), "-F", "500"], tmp_path)
-        terminal.append(term)
-        screen = wait_attached(term, "att_hot", "att_cold")
+    with SpinTarget(20.0) as target:
+        term, screen = attached_terminal(terminal, tmp_path, target.pid, "att_hot", "att_cold")
         assert f"pid {target.pid}" in screen.splitlines()[0]
         term.key("4")
         term.wait_for("peak RSS", "threads", str(target.pid))
@@ -67,8 +62,6 @@ def test_live_attach_quit_detaches(terminal: list[Terminal], tmp_path: Path) -> 
         status = Path(f"/proc/{target.pid}/status").read_text()
         assert "TracerPid:\t0" in status
         os.kill(target.pid, 0)
-    finally:
-        target.kill()
 
 
 def test_live_gprof_run_shows_exit_status(terminal: list[Terminal], tmp_path: Path) -> None:
@@ -101,8 +94,7 @@ def test_attach_target_keeps_output(terminal: list[Terminal], tmp_path: Path) ->
     """The target profiled live in the TUI still prints its own line and exits 7."""
     if "attach" not in COLLECTORS:
         pytest.skip("attach mode is not in this build")
-    target = SpinTarget(2.0)
-    try:
+    with SpinTarget(2.0) as target:
         term = Terminal([str(PROFTUI), "--pid", str(target.pid)], tmp_path)
         terminal.append(term)
         term.wait_for("att_hot")
@@ -110,5 +102,3 @@ def test_attach_target_keeps_output(terminal: list[Terminal], tmp_path: Path) ->
         term.key("q")
         term.wait_for("PROFTUI-EXIT=")
         assert target.finish() == (ATT_DONE, 7)
-    finally:
-        target.kill()

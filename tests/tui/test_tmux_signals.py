@@ -114,8 +114,7 @@ def attach_target() -> ReadyTarget:
 @pytest.mark.parametrize("method", ["perf", "ptrace"])
 def test_sigterm_to_the_tui_detaches_cleanly(terminal: list[Terminal],
                                                        tmp_path: Path, method: str) -> None:
-    target = attach_target()
-    try:
+    with attach_target() as target:
         tmp = tmpdir(tmp_path)
         term = start(terminal, tmp_path, tmp, "--pid", str(target.pid), "--method", method)
         wait_attached(term, "life_hot")
@@ -131,13 +130,10 @@ def test_sigterm_to_the_tui_detaches_cleanly(terminal: list[Terminal],
         assert_untouched(target.pid)
         assert list(tmp.iterdir()) == []
         print(f"SIGTERM to proftui exit, attach ({method}): {took:.2f} s")
-    finally:
-        target.kill()
 
 
 def test_attach_terminal_closed_detaches(terminal: list[Terminal], tmp_path: Path) -> None:
-    target = attach_target()
-    try:
+    with attach_target() as target:
         tmp = tmpdir(tmp_path)
         status = tmp_path / "status"
         term = Terminal([sys.executable, "-c", HUP_WRAPPER, str(status), "env",
@@ -156,8 +152,6 @@ def test_attach_terminal_closed_detaches(terminal: list[Terminal], tmp_path: Pat
         assert target.proc.poll() is None
         assert_untouched(target.pid)
         assert list(tmp.iterdir()) == []
-    finally:
-        target.kill()
 
 
 def test_terminal_that_stopped_reading(terminal: list[Terminal], tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from proftui.tui.screens.quit import QuitScreen
 from proftui.tui.widgets.flat_table import FlatTable
 from textual.pilot import Pilot
 
-from tests.helpers.collect import attach, attach_profile, gprof_collector
+from tests.helpers.collect import attach_profile, attached, gprof_collector
 from tests.helpers.targets import ATT_DONE, SpinTarget
 from tests.helpers.tui import (
     SIZE,
@@ -33,10 +33,7 @@ from tests.helpers.tui import (
 def test_live_attach_status_quit_detaches() -> None:
     # 15 s: the quit dialog is read while the target still runs, after two psutil samples
     # and a CPU% above 50, which take seconds on a loaded machine.
-    target = SpinTarget(15.0)
-    collector = None
-    try:
-        collector = attach(target.pid, frequency_hz=500)
+    with SpinTarget(15.0) as target, attached(target, frequency_hz=500) as collector:
         app = ProfTuiApp(collector=collector)
 
         async def body() -> None:
@@ -78,17 +75,10 @@ def test_live_attach_status_quit_detaches() -> None:
         assert target.finish() == (ATT_DONE, 7)
         final = app.final_profile()
         assert final is not None and final.total(0) > 0
-    finally:
-        if collector is not None:
-            collector.stop()
-        target.kill()
 
 
 def test_target_exit_keeps_final_profile() -> None:
-    target = SpinTarget(1.5)
-    collector = None
-    try:
-        collector = attach(target.pid, frequency_hz=500)
+    with SpinTarget(1.5) as target, attached(target, frequency_hz=500) as collector:
         app = ProfTuiApp(collector=collector)
 
         async def body(pilot: Pilot, app: ProfTuiApp) -> None:
@@ -106,10 +96,6 @@ def test_target_exit_keeps_final_profile() -> None:
         assert final is not None and final.meta.complete
         assert final.total(0) > 0
         assert target.finish() == (ATT_DONE, 7)
-    finally:
-        if collector is not None:
-            collector.stop()
-        target.kill()
 
 
 @pytest.mark.skipif(shutil.which("gprof") is None, reason="gprof (binutils) missing")
@@ -154,36 +140,35 @@ def test_live_control_keys() -> None:
     collector = ReplayCollector(attach_profile())
     app = ProfTuiApp(collector=collector)
 
-    async def body() -> None:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(pilot, lambda: collector.ticks >= 3, what="three snapshots")
-            await pilot.press("p")
-            assert collector.calls[-1] == "pause" and app.paused
-            await pilot.pause(0.4)
-            assert "PAUSED" in screen_text(app).splitlines()[0]
-            frozen = collector.ticks
-            await pilot.pause(0.8)
-            assert collector.ticks == frozen  # the replay stopped growing while paused
-            await pilot.press("p")
-            assert collector.calls[-1] == "resume" and not app.paused
-            before = app.profile.total(0)
-            await pilot.press("r")
-            await wait_for(pilot, lambda: collector._baseline is not None, what="reset")
-            await wait_for(pilot, lambda: app.profile.total(0) < before, what="reset totals")
-            await pilot.press("q")
-            await wait_for(pilot, lambda: screen_ready(app, QuitScreen), what="quit dialog")
-            assert "still running" in screen_text(app) and "kill" in screen_text(app)
-            await pilot.press("escape")
-            await wait_for(pilot, lambda: not isinstance(app.screen, QuitScreen),
-                           what="dialog closed")
-            collector.ended.set()
-            await wait_for(pilot, lambda: app.ended, what="end")
-            assert "exited with status 0" in screen_text(app).splitlines()[0]
-            assert app.query_one(ProcPane) is not None
-            await pilot.press("q")  # target gone: no question
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        await wait_for(pilot, lambda: collector.ticks >= 3, what="three snapshots")
+        await pilot.press("p")
+        assert collector.calls[-1] == "pause" and app.paused
+        await pilot.pause(0.4)
+        assert "PAUSED" in screen_text(app).splitlines()[0]
+        frozen = collector.ticks
+        await pilot.pause(0.8)
+        assert collector.ticks == frozen  # the replay stopped growing while paused
+        await pilot.press("p")
+        assert collector.calls[-1] == "resume" and not app.paused
+        before = app.profile.total(0)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: collector._baseline is not None, what="reset")
+        await wait_for(pilot, lambda: app.profile.total(0) < before, what="reset totals")
+        await pilot.press("q")
+        await wait_for(pilot, lambda: screen_ready(app, QuitScreen), what="quit dialog")
+        assert "still running" in screen_text(app) and "kill" in screen_text(app)
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, QuitScreen),
+                       what="dialog closed")
+        collector.ended.set()
+        await wait_for(pilot, lambda: app.ended, what="end")
+        assert "exited with status 0" in screen_text(app).splitlines()[0]
+        assert app.query_one(ProcPane) is not None
+        await pilot.press("q")  # target gone: no question
 
     try:
-        run(body)
+        run_app(app, body)
     finally:
         collector.stop()
     assert app.final_profile() is not None
@@ -195,34 +180,33 @@ def test_live_refresh_keeps_the_focused_tree() -> None:
     collector = ReplayCollector(attach_profile())
     app = ProfTuiApp(collector=collector)
 
-    async def body() -> None:
-        async with app.run_test(size=SIZE) as pilot:
-            flat = app.query_one(FlatPane)
-            await wait_for(pilot, lambda: "att_hot" in [e.frame.function for e in flat.shown],
-                           what="first snapshot")
-            names = [e.frame.function for e in flat.shown]
-            app.query_one(FlatTable).move_cursor(row=names.index("att_hot"))
-            await pilot.press("enter")
-            tree = app.query_one(CallTreeView)
-            await wait_for(pilot, lambda: not tree.pending and tree.view_profile is not None,
-                           what="focused tree")
-            first = tree.view_profile
-            ticks = collector.ticks
-            await wait_for(pilot, lambda: collector.ticks >= ticks + 3
-                           and tree.view_profile is not first and not tree.pending,
-                           what="refreshed focused tree")
-            assert tree.selected_frame() is not None
-            assert tree.selected_frame().function == "att_hot"
-            callers = next(n for n in tree.root.children if n.data.key == "callers")
-            assert callers.is_expanded
-            hot = callers.children[0]
-            assert hot.is_expanded and hot.data.key.function == "att_hot"
-            assert hot.children[0].data.key.function == "att_middle"
-            assert "who calls att_hot" in screen_text(app)
-            collector.ended.set()
-            await wait_for(pilot, lambda: app.ended, what="end")
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        flat = app.query_one(FlatPane)
+        await wait_for(pilot, lambda: "att_hot" in [e.frame.function for e in flat.shown],
+                       what="first snapshot")
+        names = [e.frame.function for e in flat.shown]
+        app.query_one(FlatTable).move_cursor(row=names.index("att_hot"))
+        await pilot.press("enter")
+        tree = app.query_one(CallTreeView)
+        await wait_for(pilot, lambda: not tree.pending and tree.view_profile is not None,
+                       what="focused tree")
+        first = tree.view_profile
+        ticks = collector.ticks
+        await wait_for(pilot, lambda: collector.ticks >= ticks + 3
+                       and tree.view_profile is not first and not tree.pending,
+                       what="refreshed focused tree")
+        assert tree.selected_frame() is not None
+        assert tree.selected_frame().function == "att_hot"
+        callers = next(n for n in tree.root.children if n.data.key == "callers")
+        assert callers.is_expanded
+        hot = callers.children[0]
+        assert hot.is_expanded and hot.data.key.function == "att_hot"
+        assert hot.children[0].data.key.function == "att_middle"
+        assert "who calls att_hot" in screen_text(app)
+        collector.ended.set()
+        await wait_for(pilot, lambda: app.ended, what="end")
 
     try:
-        run(body)
+        run_app(app, body)
     finally:
         collector.stop()
