@@ -165,7 +165,7 @@ def test_attached_target_unharmed_by_a_dead_server(tmp_path: Path) -> None:
 
 
 def test_credentials_come_from_the_environment_unprinted(server: Server,
-                                                            tmp_path: Path) -> None:
+                                                         tmp_path: Path) -> None:
     binary = build_fixture("smp_work.c", CPU_FLAGS)
     env = {**os.environ, "PROFTUI_CLICKHOUSE_USER": server.user,
            "PROFTUI_CLICKHOUSE_PASSWORD": server.password}

@@ -51,7 +51,7 @@ def plugin_pair() -> tuple[Path, Path]:
 
 
 def test_pg_plugin_leaves_the_programs_profile(plugin_pair: tuple[Path, Path],
-                                                        tmp_path: Path) -> None:
+                                               tmp_path: Path) -> None:
     program, plugin = plugin_pair
     plain_dir = tmp_path / "plain"
     plain_dir.mkdir()

@@ -168,7 +168,7 @@ def test_heaptrack_import_matches_both_references(tmp_path: Path) -> None:
 
 
 def test_heaptrack_without_heaptrack_print_is_one_line(tmp_path: Path,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     data = tmp_path / "heaptrack.x.1.gz"
     data.write_bytes(gzip.compress(b"v 10400 3\nX ./x\n"))
     assert detect(data.read_bytes()) == "heaptrack"

@@ -242,7 +242,7 @@ def _cmdline(pid: int) -> str:
 @pytest.mark.parametrize(("sig", "status"), [
     (signal.SIGHUP, 129), (signal.SIGTERM, 143), (signal.SIGINT, 0)])
 def test_stopped_headless_attach_saves_the_profile(tmpdir_env: Path, tmp_path: Path, method: str,
-                                            sig: int, status: int) -> None:
+                                                   sig: int, status: int) -> None:
     """`proftui attach PID -o f` told to stop: it detaches (the target runs on, untraced,
     not stopped), saves the profile and exits 128+N (Ctrl-C is the normal end: 0)."""
     if "attach" not in COLLECTORS:

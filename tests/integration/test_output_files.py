@@ -275,7 +275,7 @@ def test_record_to_a_fifo_nobody_reads_does_not_hang(tmp_path: Path, env) -> Non
 
 
 def test_record_refuses_another_users_symlink_in_a_sticky_directory(tmp_path: Path,
-                                                                     env) -> None:
+                                                                    env) -> None:
     """Issue 26: `record -o /tmp/victim.proftui` where another user made victim.proftui a
     symlink to a file of ours: refused before the target starts, the file untouched."""
     if os.geteuid() != 0:

@@ -99,7 +99,7 @@ def test_odd_names_keep_every_sample(tmp_path: Path, mode: str, flags: list[str]
 
 
 def test_tui_shows_odd_names_escaped(terminal: list[Terminal],
-                                                       tmp_path: Path) -> None:
+                                     tmp_path: Path) -> None:
     binary = build_fixture("smp_names.c", ["-O1", "-g", "-pthread"], output="smp_names_sampler")
     tmpdir = tmp_path / "tmpdir"
     tmpdir.mkdir()

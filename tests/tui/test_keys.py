@@ -294,7 +294,7 @@ def test_save_from_the_tui_writes_a_profile_open_reads(tmp_path: Path) -> None:
 
 
 def test_saving_to_a_fifo_is_refused_without_blocking(tmp_path: Path,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """A FIFO as the save dialog's path: the save is refused in one notification, with
     no worker waiting for a reader, so `q` still quits (the profile goes to a fallback
     file in the current directory, as for any unwritable path)."""

@@ -63,7 +63,7 @@ def start(terminal: list[Terminal], tmp_path: Path, tmp: Path, *args: str) -> Te
     ("", signal.SIGINT, "killed by signal 2 (SIGINT)"),  # `kill -INT`: the keys send none
 ])
 def test_signal_to_the_tui_ends_a_launched_run_cleanly(terminal: list[Terminal], tmp_path: Path,
-                                                  how: str, sig: int, said: str) -> None:
+                                                       how: str, sig: int, said: str) -> None:
     tmp = tmpdir(tmp_path)
     term = start(terminal, tmp_path, tmp, str(spin_binary()), *([how] if how else []))
     term.wait_for("running", "life_hot")
@@ -113,7 +113,7 @@ def attach_target() -> ReadyTarget:
 
 @pytest.mark.parametrize("method", ["perf", "ptrace"])
 def test_sigterm_to_the_tui_detaches_cleanly(terminal: list[Terminal],
-                                                       tmp_path: Path, method: str) -> None:
+                                             tmp_path: Path, method: str) -> None:
     with attach_target() as target:
         tmp = tmpdir(tmp_path)
         term = start(terminal, tmp_path, tmp, "--pid", str(target.pid), "--method", method)
