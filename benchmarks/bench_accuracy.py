@@ -11,7 +11,7 @@ execution with the reference tool (the anchor):
 It prints, for the reference's top-10 functions, the worst absolute
 difference in self share (percentage points) and the function where it
 occurs.  Shares are per ELF symbol (inlined frames fold into their
-container, clone suffixes dropped), see tests/reference.py.
+container, clone suffixes dropped), see tests/helpers/reference.py.
 
 usage: python benchmarks/bench_accuracy.py [--scale N]
 """
@@ -30,8 +30,8 @@ sys.path.insert(0, str(ROOT))
 
 from proftui.collectors.model import storage  # noqa: E402
 
-from tests import reference  # noqa: E402
 from tests.conftest import LUA_SCRIPTS, build_lua  # noqa: E402
+from tests.helpers import reference  # noqa: E402
 
 Row = tuple[str, str, str, float, str, int]  # mode, program, reference, worst, where, n
 
@@ -67,7 +67,7 @@ def gprof_row(work: Path, scale: str) -> Row | None:
     """proftui's gprof mode against `gprof -b` on the same gmon.out (% time per function)."""
     from proftui.collectors.gprof.collector import gmon_result
 
-    from tests.integration.gprof_agree import gprof_rows, grouped_rows
+    from tests.helpers.gprof_agree import gprof_rows, grouped_rows
 
     lua = build_lua(["-pg"])
     subprocess.run([str(lua), str(LUA_SCRIPTS / "cpu.lua"), scale], cwd=work, check=True,
@@ -83,8 +83,8 @@ def gprof_row(work: Path, scale: str) -> Row | None:
 def instrument_row(work: Path, scale: str) -> Row | None:
     """proftui's hook library against uftrace on the same binary and input (two runs:
     both tools instrument, so they cannot share one).  Self share per function."""
-    from tests.integration.ins_helpers import record
-    from tests.integration.ins_uftrace import from_profile, shares, uftrace_reason, uftrace_tree
+    from tests.helpers.instrument import record
+    from tests.helpers.uftrace import from_profile, shares, uftrace_reason, uftrace_tree
 
     reason = uftrace_reason()
     if reason:

@@ -61,7 +61,7 @@ from proftui.collectors.base import CollectorOptions  # noqa: E402
 from proftui.collectors.errors import ProftuiError  # noqa: E402
 from proftui.collectors.runtime.libraries import runtime_executable_path  # noqa: E402
 
-from tests import reference  # noqa: E402
+from tests.helpers import reference  # noqa: E402
 
 FLAGS = ["-O2", "-g", "-fno-omit-frame-pointer"]
 Attacher = Callable[[int], Callable[[], None]]  # attach to pid; returns "detach"

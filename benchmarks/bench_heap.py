@@ -145,17 +145,18 @@ def agreement(argv: list[str]) -> str:
     from proftui.collectors.base import CollectorOptions
     from proftui.collectors.heap.collector import HeapCollector
 
-    from tests.integration.test_heap_reference import _paths
+    from tests.helpers.heap_records import allocation_paths
+
     with tempfile.TemporaryDirectory(prefix="bench-heap-") as tmp:
         subprocess.run(["heaptrack", "-o", f"{tmp}/ht", *argv], capture_output=True, check=True)
         data = next(Path(tmp).glob("ht*"))
         subprocess.run(["heaptrack_print", "-f", str(data), "-F", f"{tmp}/stacks",
                         "--flamegraph-cost-type", "allocations"], capture_output=True, check=True)
-        theirs = _paths(Path(f"{tmp}/stacks").read_text())
+        theirs = allocation_paths(Path(f"{tmp}/stacks").read_text())
     collector = HeapCollector(argv, CollectorOptions(output="log"))
     collector.start()
     try:
-        ours = _paths(collector.wait())
+        ours = allocation_paths(collector.wait())
     finally:
         collector.stop()
     # Paths with a handful of calls tie; rank only those with more than 10.

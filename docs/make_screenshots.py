@@ -36,7 +36,9 @@ from proftui.tui.panes.tree import CallTreeView  # noqa: E402
 from proftui.tui.widgets.flat_table import FlatTable  # noqa: E402
 
 from tests.conftest import build_fixture  # noqa: E402
-from tests.tui.tui_profiles import SpinTarget, attach, wait_for  # noqa: E402
+from tests.helpers.collect import attach  # noqa: E402
+from tests.helpers.targets import SpinTarget  # noqa: E402
+from tests.helpers.tui import wait_for  # noqa: E402
 
 SIZE = (130, 36)
 Shots = Callable[[ProfTuiApp, Path], Awaitable[list[Path]]]  # drives an app, saves screens

@@ -7,11 +7,14 @@ import os
 import shutil
 import stat
 import subprocess
+import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
+
+from tests.helpers.tmux import PROFTUI, Terminal
 
 FIXTURES = Path(__file__).parent / "fixtures"
 _BUILD_CACHE = Path(__file__).parent.parent / "build" / "test-fixtures"
@@ -99,3 +102,16 @@ def _private_config_dir(tmp_path_factory: pytest.TempPathFactory,
     """Every test gets its own XDG_CONFIG_HOME: the app's remembered settings
     (tui/settings.py) never come from, or go to, the user's ~/.config."""
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("config")))
+
+
+@pytest.fixture
+def terminal() -> Iterator[list[Terminal]]:
+    """The tmux sessions a test opens, closed at its end (skips without tmux)."""
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux is not installed")
+    if not PROFTUI.exists():
+        pytest.skip(f"the proftui command is not installed beside {sys.executable}")
+    opened: list[Terminal] = []
+    yield opened
+    for t in opened:
+        t.close()

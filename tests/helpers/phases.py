@@ -13,7 +13,7 @@ from proftui.collectors.model.profile import Profile
 from proftui.collectors.sampler.collector import SamplerCollector
 
 from tests.conftest import build_fixture
-from tests.reference import fixture_cpu_ns
+from tests.helpers.reference import fixture_cpu_ns
 
 
 def record_phases(work: Path, seconds: float = 2.0) -> tuple[Profile, dict[str, int], float]:
@@ -37,7 +37,7 @@ def record_phases(work: Path, seconds: float = 2.0) -> tuple[Profile, dict[str, 
 def attach_phases(seconds: float = 1.5) -> tuple[Profile, float]:
     """tl_phases.c sampled by attach mode (500 Hz) from its start to its exit: (the
     profile, when phase_b began in seconds of the profile's clock)."""
-    from tests.tui.tui_profiles import attach
+    from tests.helpers.collect import attach
 
     binary = build_fixture("tl_phases.c", ["-O2", "-g"])
     start = time.time()

@@ -22,72 +22,9 @@ from proftui.collectors.model import storage
 from proftui.collectors.model.profile import Profile
 
 from tests.conftest import build_fixture
-
-# Frame pointers everywhere (leaf functions too), and none at all (gcc -O2's
-# default, where only DWARF CFI finds the callers).
-FLAGS = ["-O2", "-g", "-fno-omit-frame-pointer", "-mno-omit-leaf-frame-pointer", "-pthread"]
-NO_FP_FLAGS = ["-O2", "-g", "-fomit-frame-pointer", "-pthread"]
-DONE_LINE = "att_spin done sink=nonzero usr1=0\n"
-
-
-class Fixture:
-    """att_spin running as our child but outside proftui."""
-
-    def __init__(self, seconds: float, flags: list[str] = FLAGS) -> None:
-        binary = build_fixture("att_spin.c", flags)
-        self.proc = subprocess.Popen([str(binary), str(seconds)], stdout=subprocess.PIPE,
-                                     text=True)
-        assert self.proc.stdout is not None
-        ready = self.proc.stdout.readline()
-        assert ready == f"ready {self.proc.pid}\n"
-        self.pid = self.proc.pid
-
-    def finish(self) -> tuple[str, int]:
-        out, _ = self.proc.communicate(timeout=30)
-        return out, self.proc.returncode
-
-    def tracer(self) -> int:
-        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-            if line.startswith("TracerPid:"):
-                return int(line.split()[1])
-        return -1
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-
-
-def attach(pid: int, method: str, **kw: object) -> AttachCollector:
-    collector = AttachCollector([], CollectorOptions(pid=pid, method=method, **kw))  # type: ignore[arg-type]
-    try:
-        collector.start()
-    except ProftuiError as exc:
-        collector.stop()
-        if any(w in str(exc) for w in ("denied", "refused", "ptrace_scope", "paranoid",
-                                       "disabled")):
-            pytest.skip(f"{method} sampling is not allowed here: {exc}")
-        raise
-    return collector
-
-
-def names_on_paths(profile: Profile) -> list[list[str]]:
-    """Every root-to-leaf path of function names (outermost first)."""
-    assert profile.tree is not None
-    paths = []
-    for node in profile.tree.nodes():
-        if not node.children:
-            paths.append([profile.frames[i].function for i in node.path()])
-    return paths
-
-
-def self_samples(profile: Profile) -> dict[str, float]:
-    totals: dict[str, float] = {}
-    assert profile.tree is not None
-    for node in profile.tree.nodes():
-        name = profile.frames[node.frame_id].function
-        totals[name] = totals.get(name, 0.0) + node.self_cost[0]
-    return totals
+from tests.helpers.collect import attach, attached_profile
+from tests.helpers.costs import names_on_paths, self_costs
+from tests.helpers.targets import ATT_DONE, ATT_FLAGS, ATT_NO_FP_FLAGS, ReadyTarget, SpinTarget
 
 
 def check_profile(profile: Profile, pid: int, method: str) -> None:
@@ -95,7 +32,7 @@ def check_profile(profile: Profile, pid: int, method: str) -> None:
     assert profile.meta.pids == [pid]
     assert method in profile.meta.clock
     assert any(f"method: {method}" in w for w in profile.meta.warnings)
-    selfs = self_samples(profile)
+    selfs = self_costs(profile)
     total = profile.total(0)
     assert total >= 20, selfs
     # Two spinning threads: att_hot (main thread) and att_cold (second thread)
@@ -113,9 +50,8 @@ def check_profile(profile: Profile, pid: int, method: str) -> None:
 
 
 @pytest.mark.parametrize("method", ["perf", "ptrace"])
-def test_attach_samples_hot_chain_and_detaches(method: str) -> None:
-    fixture = Fixture(2.5)
-    try:
+def test_attach_samples_the_hot_chains_of_a_running_target(method: str) -> None:
+    with SpinTarget(2.5) as fixture:
         collector = attach(fixture.pid, method, frequency_hz=500, duration_s=0.8)
         live = collector.snapshot()  # a live snapshot works while attached
         assert live.meta.complete is False
@@ -126,98 +62,73 @@ def test_attach_samples_hot_chain_and_detaches(method: str) -> None:
         check_profile(profile, fixture.pid, method)
         assert fixture.tracer() == 0  # really detached
         out, status = fixture.finish()
-        assert (out, status) == (DONE_LINE, 7)
-    finally:
-        fixture.kill()
+        assert (out, status) == (ATT_DONE, 7)
 
 
 @pytest.mark.parametrize("method", ["perf", "ptrace"])
 def test_code_without_frame_pointers_unwinds_through_cfi(method: str) -> None:
-    fixture = Fixture(2.0, NO_FP_FLAGS)
-    try:
+    with SpinTarget(2.0, ATT_NO_FP_FLAGS) as fixture:
         collector = attach(fixture.pid, method, frequency_hz=500, duration_s=0.8)
         profile = collector.wait()
         collector.stop()
         check_profile(profile, fixture.pid, method)  # main -> att_outer -> att_middle -> att_hot
-        assert fixture.finish() == (DONE_LINE, 7)
-    finally:
-        fixture.kill()
+        assert fixture.finish() == (ATT_DONE, 7)
 
 
 @pytest.mark.parametrize("method", ["perf", "ptrace"])
 def test_signals_reach_the_target_while_attached(method: str) -> None:
     """Signals to a traced target are passed on untouched (ptrace signal-delivery-stops)."""
-    fixture = Fixture(1.5)
-    try:
+    with SpinTarget(1.5) as fixture:
         collector = attach(fixture.pid, method, frequency_hz=1000)
         for _ in range(5):
             os.kill(fixture.pid, signal.SIGUSR1)
             time.sleep(0.05)
         collector.stop()
-        assert fixture.finish() == (DONE_LINE.replace("usr1=0", "usr1=5"), 7)
-    finally:
-        fixture.kill()
+        assert fixture.finish() == (ATT_DONE.replace("usr1=0", "usr1=5"), 7)
 
 
 @pytest.mark.parametrize("method", ["perf", "ptrace"])
 def test_target_exit_while_attached_keeps_profile(method: str) -> None:
-    fixture = Fixture(0.8)
-    try:
+    with SpinTarget(0.8) as fixture:
         collector = attach(fixture.pid, method, frequency_hz=500)
         profile = collector.wait()  # no duration: returns when the target exits
         collector.stop()
         out, status = fixture.finish()
-        assert (out, status) == (DONE_LINE, 7)
+        assert (out, status) == (ATT_DONE, 7)
         assert profile.total(0) > 0
-        assert "att_hot" in self_samples(profile)
+        assert "att_hot" in self_costs(profile)
         assert any("target exited" in w for w in profile.meta.warnings), profile.meta.warnings
         info = collector.exit_info()
         assert info is not None
         if method == "ptrace":  # the tracer sees the exit status; perf cannot
             assert info.status == 7
-    finally:
-        fixture.kill()
 
 
 @pytest.mark.parametrize("method", ["perf", "ptrace"])
-def test_follows_new_threads_and_dlopened_libraries(method: str) -> None:
-    lib = build_fixture("att_lib.c", ["-shared", "-fPIC", *FLAGS[:-1]], output="att_lib")
-    binary = build_fixture("att_late.c", FLAGS)
-    proc = subprocess.Popen([str(binary), str(lib), "0.3", "1.2"], stdout=subprocess.PIPE,
-                            text=True)
-    try:
-        assert proc.stdout is not None
-        assert proc.stdout.readline() == f"ready {proc.pid}\n"
-        collector = attach(proc.pid, method, frequency_hz=500)
-        profile = collector.wait()  # until the target exits
-        collector.stop()
-        out, _ = proc.communicate(timeout=20)
-        assert (out, proc.returncode) == ("att_late done\n", 5)
-        selfs = self_samples(profile)
-        assert selfs.get("att_lib_spin", 0) / profile.total(0) > 0.6, selfs
-        assert any(p[-2:] == ["att_late_thread", "att_lib_spin"]
-                   for p in names_on_paths(profile)), names_on_paths(profile)
-        spin = next(f for f in profile.frames if f.function == "att_lib_spin")
-        assert os.path.realpath(spin.module) == os.path.realpath(lib)
-        assert len(profile.meta.threads) >= 2  # the thread born after attaching
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+def test_follows_code_that_appears_after_attaching(method: str) -> None:
+    lib = build_fixture("att_lib.c", ["-shared", "-fPIC", *ATT_FLAGS[:-1]], output="att_lib")
+    binary = build_fixture("att_late.c", ATT_FLAGS)
+    with ReadyTarget([binary, lib, "0.3", "1.2"]) as target:
+        profile = attached_profile(target, method, frequency_hz=500)
+        assert target.finish(timeout=20) == ("att_late done\n", 5)
+    selfs = self_costs(profile)
+    assert selfs.get("att_lib_spin", 0) / profile.total(0) > 0.6, selfs
+    assert any(p[-2:] == ["att_late_thread", "att_lib_spin"]
+               for p in names_on_paths(profile)), names_on_paths(profile)
+    spin = next(f for f in profile.frames if f.function == "att_lib_spin")
+    assert os.path.realpath(spin.module) == os.path.realpath(lib)
+    assert len(profile.meta.threads) >= 2  # the thread born after attaching
 
 
 def test_ptrace_says_when_it_falls_behind() -> None:
     """Issue 13: ptrace at a high rate on two busy threads costs the target and
     may not reach the asked rate: the stops' cost is reported, and the rate
     warning appears exactly when the achieved rate is below 80% of the asked."""
-    fixture = Fixture(2.0)
-    try:
+    with SpinTarget(2.0) as fixture:
         collector = attach(fixture.pid, "ptrace", frequency_hz=4000, duration_s=0.8)
         profile = collector.wait()
         collector.stop()
-        assert fixture.finish() == (DONE_LINE, 7)
-    finally:
-        fixture.kill()
+        assert fixture.finish() == (ATT_DONE, 7)
     stopped = [w for w in profile.meta.warnings if w.startswith("ptrace stopped the target")]
     assert stopped, profile.meta.warnings
     achieved = profile.total(0) / (profile.total(1) / 1e9)
@@ -232,22 +143,12 @@ def test_deleted_binary_still_resolves(tmp_path: Path) -> None:
     import shutil
 
     copy = tmp_path / "att_spin_copy"
-    shutil.copy(build_fixture("att_spin.c", FLAGS), copy)
-    proc = subprocess.Popen([str(copy), "1.5"], stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        assert proc.stdout.readline() == f"ready {proc.pid}\n"
+    shutil.copy(build_fixture("att_spin.c", ATT_FLAGS), copy)
+    with ReadyTarget([copy, "1.5"]) as target:
         copy.unlink()
-        collector = attach(proc.pid, "auto", frequency_hz=500, duration_s=0.5)
-        profile = collector.wait()
-        collector.stop()
-        assert "att_hot" in self_samples(profile)
-        out, _ = proc.communicate(timeout=20)
-        assert (out, proc.returncode) == (DONE_LINE, 7)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        profile = attached_profile(target, "auto", frequency_hz=500, duration_s=0.5)
+        assert "att_hot" in self_costs(profile)
+        assert target.finish(timeout=20) == (ATT_DONE, 7)
 
 
 def run_cli(*args: str) -> subprocess.Popen[str]:
@@ -277,8 +178,8 @@ def wait_for_helper(parent: int, timeout: float = 15.0) -> int:
 
 
 @pytest.mark.parametrize("how", ["duration", "sigterm", "sigint"])
-def test_record_cli_detaches_and_saves(tmp_path: Path, how: str) -> None:
-    fixture = Fixture(3.0)
+def test_stopped_record_cli_saves_the_profile(tmp_path: Path, how: str) -> None:
+    fixture = SpinTarget(3.0)
     out_file = tmp_path / "run.proftui"
     try:
         extra = ["--duration", "0.7"] if how == "duration" else []
@@ -294,9 +195,9 @@ def test_record_cli_detaches_and_saves(tmp_path: Path, how: str) -> None:
         assert "saved" in err
         profile = storage.load(out_file)
         assert profile.meta.mode == "attach" and profile.meta.pids == [fixture.pid]
-        assert "att_hot" in self_samples(profile)
+        assert "att_hot" in self_costs(profile)
         assert fixture.tracer() == 0
-        assert fixture.finish() == (DONE_LINE, 7)
+        assert fixture.finish() == (ATT_DONE, 7)
     finally:
         fixture.kill()
 
@@ -306,8 +207,7 @@ def test_proftui_killed_helper_detaches(tmp_path: Path, method: str) -> None:
     """If proftui dies (SIGKILL), its helper notices and detaches: target unharmed."""
     # 6 s: on a loaded machine proftui's start-up alone can take seconds, and the target
     # must still be running when proftui is killed.
-    fixture = Fixture(6.0)
-    try:
+    with SpinTarget(6.0) as fixture:
         cli = run_cli("record", "--pid", str(fixture.pid), "--method", method,
                       "-o", str(tmp_path / "x.proftui"))
         if cli.poll() is None:
@@ -328,9 +228,7 @@ def test_proftui_killed_helper_detaches(tmp_path: Path, method: str) -> None:
         while fixture.tracer() != 0 and time.monotonic() < deadline:
             time.sleep(0.05)
         assert fixture.tracer() == 0
-        assert fixture.finish() == (DONE_LINE, 7)
-    finally:
-        fixture.kill()
+        assert fixture.finish() == (ATT_DONE, 7)
 
 
 def test_bad_pids() -> None:
@@ -356,17 +254,14 @@ def test_bad_pids() -> None:
 
 
 def test_second_tracer_is_explained() -> None:
-    fixture = Fixture(2.0)
-    try:
+    with SpinTarget(2.0) as fixture:
         first = attach(fixture.pid, "ptrace")
         try:
             with pytest.raises(ProftuiError, match=r"already traced by pid \d+ \(proftui-attach\)"):
                 AttachCollector([], CollectorOptions(pid=fixture.pid, method="ptrace")).start()
         finally:
             first.stop()
-        assert fixture.finish() == (DONE_LINE, 7)
-    finally:
-        fixture.kill()
+        assert fixture.finish() == (ATT_DONE, 7)
 
 
 @pytest.mark.parametrize("method", ["perf", "ptrace", "auto"])
@@ -378,7 +273,7 @@ def test_permission_denied_is_explained(method: str) -> None:
 
     if os.geteuid() != 0 or shutil.which("setpriv") is None:
         pytest.skip("needs root and setpriv to act as an unprivileged user")
-    fixture = Fixture(1.5)
+    fixture = SpinTarget(1.5)
     as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
     try:
         helper = subprocess.run(
@@ -398,7 +293,7 @@ def test_permission_denied_is_explained(method: str) -> None:
         assert explain.returncode == 0, explain.stderr
         assert "belongs to uid 0 and you are uid 65534" in explain.stdout, explain.stdout
         assert fixture.tracer() == 0
-        assert fixture.finish() == (DONE_LINE, 7)
+        assert fixture.finish() == (ATT_DONE, 7)
     finally:
         fixture.kill()
 
@@ -414,26 +309,22 @@ def test_cli_reports_missing_pid() -> None:
 
 def test_attach_subcommand_takes_options_after_pid() -> None:
     """`proftui attach PID --duration S --text`: options after the pid are options."""
-    fixture = Fixture(3.0)
-    try:
+    with SpinTarget(3.0) as fixture:
         cli = run_cli("attach", str(fixture.pid), "--duration", "0.6", "-F", "200", "--text")
         out, err = cli.communicate(timeout=20)
         assert cli.returncode == 0, err
         assert "att_hot" in out
-        assert fixture.finish() == (DONE_LINE, 7)
-    finally:
-        fixture.kill()
+        assert fixture.finish() == (ATT_DONE, 7)
 
 
 @pytest.mark.parametrize("method", ["perf", "ptrace"])
-def test_helper_sends_each_stack_once_and_every_sample_counted(method: str) -> None:
+def test_helper_stream_aggregates_samples_by_stack(method: str) -> None:
     """The helper aggregates (issue 23): each distinct stack is announced once, before
     the first counts that name it, and the counts add up to the samples it took."""
     from proftui.collectors.runtime.libraries import runtime_executable_path
     from proftui.collectors.runtime.wire_attach import Counts, End, Lost, Stack, StreamDecoder
 
-    fixture = Fixture(1.0)
-    try:
+    with SpinTarget(1.0) as fixture:
         # its stdin stays open until it returns: EOF there means "detach now"
         helper = subprocess.Popen([runtime_executable_path("proftui-attach"), str(fixture.pid),
                                    "1000", method], stdin=subprocess.PIPE,
@@ -444,9 +335,7 @@ def test_helper_sends_each_stack_once_and_every_sample_counted(method: str) -> N
         helper.wait(timeout=30)
         if helper.returncode != 0:
             pytest.skip(f"{method} sampling is not allowed here: {err.decode()}")
-        assert fixture.finish() == (DONE_LINE, 7)
-    finally:
-        fixture.kill()
+        assert fixture.finish() == (ATT_DONE, 7)
     records = list(StreamDecoder().feed(out))
     announced: list[int] = []
     counted = 0

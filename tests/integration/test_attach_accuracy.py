@@ -24,8 +24,14 @@ from proftui.collectors.symbols.stacks import PSEUDO_ROOTS
 from proftui.collectors.symbols.symbolizer import Symbolizer
 
 from tests.conftest import build_fixture
-from tests.integration.test_attach import attach
-from tests.reference import normal_name, perf_allowed, perf_user_shares
+from tests.helpers.collect import attach, attached_profile
+from tests.helpers.reference import (
+    normal_name,
+    perf_allowed,
+    perf_user_shares,
+    proftui_symbol_shares,
+)
+from tests.helpers.targets import ReadyTarget
 
 NO_FP = ["-O2", "-g", "-fomit-frame-pointer"]
 SECONDS = 2.0
@@ -38,40 +44,7 @@ def alias(name: str) -> str:
     return re.sub(r"^__+", "", re.sub(r"^__libc_", "", name))
 
 
-def shares(profile: Profile) -> dict[str, float]:
-    """Self share per function (inlined frames to their holder), by samples."""
-    assert profile.tree is not None
-    counts: Counter[str] = Counter()
-    for node in profile.tree.nodes():
-        holder = node
-        while profile.frames[holder.frame_id].inlined and holder.parent is not None:
-            holder = holder.parent
-        counts[alias(profile.frames[holder.frame_id].function)] += node.self_cost[0]
-    whole = profile.tree.root.total_cost[0]
-    return {name: 100.0 * n / whole for name, n in counts.items()}
-
-
-class Target:
-    """A fixture printing "ready <pid>", run as our child but outside proftui."""
-
-    def __init__(self, binary: Path, *args: str) -> None:
-        self.proc = subprocess.Popen([str(binary), *args], stdout=subprocess.PIPE, text=True)
-        assert self.proc.stdout is not None
-        ready = self.proc.stdout.readline()
-        assert ready == f"ready {self.proc.pid}\n", ready
-        self.pid = self.proc.pid
-
-    def finish(self) -> tuple[str, int]:
-        out, _ = self.proc.communicate(timeout=60)
-        return out, self.proc.returncode
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-
-
-def with_perf(target: Target, method: str, tmp_path: Path) -> tuple[Profile, dict[str, float]]:
+def with_perf(target: ReadyTarget, method: str, tmp_path: Path) -> tuple[Profile, dict[str, float]]:
     """proftui attached with `method` and `perf record -p` over the same window."""
     if not perf_allowed(tmp_path):
         pytest.skip("perf record cannot sample here (not installed or not permitted): "
@@ -96,38 +69,38 @@ def with_perf(target: Target, method: str, tmp_path: Path) -> tuple[Profile, dic
     return profile, dict(reference)
 
 
-def server() -> Target:
+def server() -> ReadyTarget:
     # One connection, 1 KiB replies: the server sleeps in epoll_wait between requests,
     # as Redis does under redis-benchmark (the case of issue 26).
-    return Target(build_fixture("att_server.c", ["-O2", "-g"]), str(SECONDS + 4), "1", "1")
+    return ReadyTarget([build_fixture("att_server.c", ["-O2", "-g"]), str(SECONDS + 4), "1", "1"])
 
 
-def test_perf_method_agrees_with_perf_on_a_server(tmp_path: Path) -> None:
+def server_shares(method: str, tmp_path: Path
+                  ) -> tuple[Profile, dict[str, float], dict[str, float]]:
+    """The server attached with `method` and recorded by perf over the same window: the
+    profile, its self shares and perf's (glibc's aliases as one name)."""
     target = server()
     try:
-        profile, reference = with_perf(target, "perf", tmp_path)
+        profile, reference = with_perf(target, method, tmp_path)
         out, status = target.finish()
     finally:
         target.kill()
     assert status == 0 and out.startswith("served "), out
-    mine = shares(profile)
+    return profile, proftui_symbol_shares(profile, alias), reference
+
+
+def test_perf_method_agrees_with_perf_on_a_server(tmp_path: Path) -> None:
+    _profile, mine, reference = server_shares("perf", tmp_path)
     assert reference.get("att_parse", 0) > 15 and reference.get("write", 0) > 15, reference
     worst = max(abs(mine.get(n, 0) - reference.get(n, 0)) for n in {*mine, *reference})
     assert worst <= 5, (worst, sorted(mine.items(), key=lambda kv: -kv[1])[:6], reference)
 
 
 def test_ptrace_does_not_charge_the_places_a_server_sleeps(tmp_path: Path) -> None:
-    """The issue's failure: stops that found the server back in epoll_wait carried all
-    the CPU time since the previous sample (epoll_wait 46-61% against perf's 11-12%).
-    Stops that did not land in running code are dropped and the notes say so."""
-    target = server()
-    try:
-        profile, reference = with_perf(target, "ptrace", tmp_path)
-        out, status = target.finish()
-    finally:
-        target.kill()
-    assert status == 0 and out.startswith("served "), out
-    mine = shares(profile)
+    """Stops that find the server back in epoll_wait would carry all the CPU time since
+    the previous sample (epoll_wait 46-61% against perf's 11-12%): stops that do not land
+    in running code are dropped, and the notes say so."""
+    profile, mine, reference = server_shares("ptrace", tmp_path)
     assert mine.get("epoll_wait", 0) <= reference.get("epoll_wait", 0) + 5, (mine, reference)
     assert mine.get("att_parse", 0) > 10, (mine, reference)
     notes = [w for w in profile.meta.warnings if w.startswith("ptrace: of ")]
@@ -138,13 +111,8 @@ def test_ptrace_does_not_charge_the_places_a_server_sleeps(tmp_path: Path) -> No
 def test_deep_stacks_stay_under_main(method: str) -> None:
     """26 KiB of stack between main and the leaf, no frame pointers: perf's first 8 KiB
     copies fall short, the walk reads on and the copies grow; ptrace reads what it needs."""
-    target = Target(build_fixture("att_deep.c", NO_FP), "8")
-    try:
-        collector = attach(target.pid, method, frequency_hz=1000, duration_s=SECONDS)
-        profile = collector.wait()
-        collector.stop()
-    finally:
-        target.kill()
+    with ReadyTarget([build_fixture("att_deep.c", NO_FP), "8"]) as target:
+        profile = attached_profile(target, method, frequency_hz=1000, duration_s=SECONDS)
     assert profile.tree is not None
     total = profile.tree.root.total_cost[0]
     assert total >= 100, total
@@ -165,13 +133,8 @@ def test_cut_stacks_start_at_a_root_that_says_why(monkeypatch: pytest.MonkeyPatc
     chains stop early.  No raw address may stand as a root: a cut stack hangs under a
     [stack cut...] root, and the notes say how many."""
     monkeypatch.setenv("PROFTUI_ATTACH_UNWIND", "fp")
-    target = Target(build_fixture("att_deep.c", NO_FP), "8")
-    try:
-        collector = attach(target.pid, "perf", frequency_hz=1000, duration_s=1.0)
-        profile = collector.wait()
-        collector.stop()
-    finally:
-        target.kill()
+    with ReadyTarget([build_fixture("att_deep.c", NO_FP), "8"]) as target:
+        profile = attached_profile(target, "perf", frequency_hz=1000, duration_s=1.0)
     assert profile.tree is not None
     roots = [profile.frames[c.frame_id] for c in profile.tree.root.children.values()]
     assert any(f.function in PSEUDO_ROOTS.values() for f in roots), roots
@@ -189,13 +152,8 @@ def test_glibc_alias_is_not_inlined_into_itself() -> None:
                  if "/libc.so" in line), None)
     if libc is None or Symbolizer(use_cache=False).module(libc).debug_path is None:
         pytest.skip(f"{libc or 'libc'} has no DWARF here: no inline frames to check")
-    target = Target(build_fixture("att_write.c", ["-O2", "-g", "-pthread"]), "6")
-    try:
-        collector = attach(target.pid, "perf", frequency_hz=1000, duration_s=1.0)
-        profile = collector.wait()
-        collector.stop()
-    finally:
-        target.kill()
+    with ReadyTarget([build_fixture("att_write.c", ["-O2", "-g", "-pthread"]), "6"]) as target:
+        profile = attached_profile(target, "perf", frequency_hz=1000, duration_s=1.0)
     assert profile.tree is not None
     writes = [node for node in profile.tree.nodes()
               if profile.frames[node.frame_id].function == "write"]

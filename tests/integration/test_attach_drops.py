@@ -21,8 +21,9 @@ from proftui.collectors.runtime.wire_attach import (
     StreamDecoder,
 )
 
-from tests.integration.test_attach_stream import header, record
-from tests.tui.tui_profiles import SpinTarget, attach
+from tests.helpers.attach_stream import header, record
+from tests.helpers.collect import attach, attached
+from tests.helpers.targets import SpinTarget
 
 PAGE = os.sysconf("SC_PAGESIZE")
 
@@ -40,10 +41,8 @@ def ring_pages(buffer_bytes: int, cpus: int) -> int:
 
 
 def test_1khz_attach_drops_at_most_one_percent() -> None:
-    target = SpinTarget(30.0)
-    collector = None
-    try:
-        collector = attach(target.pid, frequency_hz=1000, method="perf")
+    with (SpinTarget(30.0) as target,
+          attached(target, frequency_hz=1000, method="perf") as collector):
         deadline = time.monotonic() + 3.0
         while time.monotonic() < deadline:  # the TUI's poll loop, competing with the reader
             collector.snapshot()
@@ -62,45 +61,28 @@ def test_1khz_attach_drops_at_most_one_percent() -> None:
             f"{profile.meta.warnings}")
         if profile.meta.dropped:
             assert any("samples were" in w for w in profile.meta.warnings)
-    finally:
-        if collector is not None:
-            collector.stop()
-        target.kill()
 
 
 @pytest.mark.parametrize("mib", [1, 4])
 def test_buffer_sizes_the_perf_rings(mib: int) -> None:
-    target = SpinTarget(30.0)
-    collector = None
-    try:
-        collector = attach(target.pid, frequency_hz=200, method="perf", buffer_bytes=mib << 20)
+    with (SpinTarget(30.0) as target,
+          attached(target, frequency_hz=200, method="perf", buffer_bytes=mib << 20) as collector):
         note = attach_note(collector)
         rings = int(note.split("perf rings ")[1].split(" x ")[0])
         assert 1 <= rings <= (os.cpu_count() or 1) * 4, note
         cpus = os.sysconf("SC_NPROCESSORS_CONF")
         kib = ring_pages(mib << 20, cpus) * PAGE >> 10
         assert f"perf rings {rings} x {kib} KiB" in note, note
-    finally:
-        if collector is not None:
-            collector.stop()
-        target.kill()
 
 
 def test_default_rings_are_named_in_the_notes() -> None:
-    target = SpinTarget(30.0)
-    collector = None
-    try:
-        collector = attach(target.pid, frequency_hz=200, method="perf")
+    with SpinTarget(30.0) as target, attached(target, frequency_hz=200, method="perf") as collector:
         note = attach_note(collector)
         assert "(method: perf, perf rings " in note and " KiB)" in note, note
         default = attach_note_size(note)
         collector.stop()
         collector = attach(target.pid, frequency_hz=200, method="perf", buffer_bytes=1 << 16)
         assert attach_note_size(attach_note(collector)) < default  # --buffer took effect
-    finally:
-        if collector is not None:
-            collector.stop()
-        target.kill()
 
 
 def attach_note_size(note: str) -> int:
@@ -108,21 +90,15 @@ def attach_note_size(note: str) -> int:
 
 
 def test_buffer_under_ptrace_says_it_has_no_effect() -> None:
-    target = SpinTarget(30.0)
-    collector = None
-    try:
-        collector = attach(target.pid, frequency_hz=100, method="ptrace", buffer_bytes=1 << 20)
+    with (SpinTarget(30.0) as target,
+          attached(target, frequency_hz=100, method="ptrace", buffer_bytes=1 << 20) as collector):
         warnings = collector.snapshot().meta.warnings
         assert "perf rings" not in warnings[0]
         assert any("--buffer has no effect with the ptrace method" in w for w in warnings), \
             warnings
-    finally:
-        if collector is not None:
-            collector.stop()
-        target.kill()
 
 
-def test_lost_and_buffers_records_decode() -> None:
+def test_drop_report_records_decode() -> None:
     stream = (header(method=1)
               + record(REC_BUFFERS, struct.pack("=QIIQQ", 512 << 10, 2, 0, 1 << 20, 0))
               + record(REC_LOST, struct.pack("=QII", 5, LOST_RING, 0))

@@ -27,13 +27,9 @@ from proftui.collectors.model.profile import Profile
 from proftui.collectors.runtime.process_status import ProcSampler
 
 from tests.conftest import build_fixture
-from tests.integration.test_attach import (
-    DONE_LINE,
-    Fixture,
-    attach,
-    names_on_paths,
-    self_samples,
-)
+from tests.helpers.collect import attach
+from tests.helpers.costs import names_on_paths, self_costs
+from tests.helpers.targets import ATT_DONE, SpinTarget
 
 FLAGS = ["-O2", "-g", "-fno-omit-frame-pointer", "-pthread"]
 METHODS = ["perf", "ptrace"]
@@ -101,27 +97,36 @@ def helper_gone(collector: AttachCollector) -> None:
 
 
 def hot_share(profile: Profile) -> float:
-    selfs = self_samples(profile)
+    selfs = self_costs(profile)
     hot, cold = selfs.get("att_tx_hot", 0.0), selfs.get("att_tx_cold", 0.0)
     assert hot + cold >= 50, selfs
     return hot / (hot + cold)
 
 
+def record_to_the_end(target: Target, method: str, frequency_hz: int, settle: float = 0.0
+                      ) -> tuple[Profile, AttachCollector, float]:
+    """Attached to `target` (15 s at most: that only bounds a hang), it is let go after
+    `settle` seconds and recorded until its end must end the recording: (the profile,
+    the stopped collector, when the recording ended)."""
+    collector = attach(target.pid, method, frequency_hz=frequency_hz, duration_s=15)
+    target.reap_in_background()
+    time.sleep(settle)
+    target.go()
+    profile = collector.wait()
+    ended = time.monotonic()
+    collector.stop()
+    helper_gone(collector)
+    return profile, collector, ended
+
+
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("mode", ["wexit", "wexitspin"])
 def test_worker_calls_exit(method: str, mode: str) -> None:
-    """A worker calls exit(3) while main blocks (wexit) or spins (wexitspin, where
-    ptrace used to stop the leader as it exited and wait for it forever)."""
+    """A worker calls exit(3) while main blocks (wexit) or spins (wexitspin: the leader
+    exits while ptrace stops it, and the attach ends without waiting for it)."""
     target = Target(mode, 0.6)
     try:
-        # The duration only bounds a hang; the target's end must end the recording.
-        collector = attach(target.pid, method, frequency_hz=1000, duration_s=15)
-        target.reap_in_background()
-        target.go()
-        profile = collector.wait()
-        ended = time.monotonic()
-        collector.stop()
-        helper_gone(collector)
+        profile, collector, ended = record_to_the_end(target, method, 1000)
         assert target.finish() == ("", 3)
         assert target.exited_at is not None
         notice = ended - target.exited_at
@@ -132,7 +137,7 @@ def test_worker_calls_exit(method: str, mode: str) -> None:
         assert info is not None
         if method == "ptrace":  # the tracer reaps the exit status
             assert info.status == 3
-        assert "att_tx_hot" in self_samples(profile)
+        assert "att_tx_hot" in self_costs(profile)
     finally:
         target.kill()
 
@@ -206,7 +211,7 @@ def test_detach_after_leader_pthread_exit(method: str) -> None:
         assert time.monotonic() - started < 1.0
         assert collector.exit_info() is None  # detached, the target runs on
         assert tracers(target.pid) == {0}
-        assert "att_tx_hot" in self_samples(profile)
+        assert "att_tx_hot" in self_costs(profile)
         out, status = target.finish()
         assert status == 0 and re.fullmatch(r"hot_share=[0-9.]+\n", out), out
     finally:
@@ -217,8 +222,7 @@ def test_detach_after_leader_pthread_exit(method: str) -> None:
 def test_stopped_target(method: str) -> None:
     """A target stopped with SIGSTOP: attaching says so, nothing is sampled while
     it is stopped, it stays stopped on detach, and runs normally once continued."""
-    fixture = Fixture(1.0)
-    try:
+    with SpinTarget(1.0) as fixture:
         os.kill(fixture.pid, signal.SIGSTOP)
         deadline = time.monotonic() + 5
         while "T (stopped)" not in Path(f"/proc/{fixture.pid}/status").read_text():
@@ -234,16 +238,13 @@ def test_stopped_target(method: str) -> None:
         status = Path(f"/proc/{fixture.pid}/status").read_text()
         assert "T (stopped)" in status and fixture.tracer() == 0, status
         os.kill(fixture.pid, signal.SIGCONT)
-        assert fixture.finish() == (DONE_LINE, 7)
-    finally:
-        fixture.kill()
+        assert fixture.finish() == (ATT_DONE, 7)
 
 
 @pytest.mark.parametrize("method", METHODS)
 def test_target_continued_while_attached(method: str) -> None:
     """Stopped when attached, continued while attached: sampled from then on."""
-    fixture = Fixture(1.0)
-    try:
+    with SpinTarget(1.0) as fixture:
         os.kill(fixture.pid, signal.SIGSTOP)
         time.sleep(0.1)
         collector = attach(fixture.pid, method, frequency_hz=500, duration_s=15)
@@ -252,11 +253,9 @@ def test_target_continued_while_attached(method: str) -> None:
         profile = collector.wait()  # until the target exits
         collector.stop()
         helper_gone(collector)
-        assert fixture.finish() == (DONE_LINE, 7)
-        assert "att_hot" in self_samples(profile)
+        assert fixture.finish() == (ATT_DONE, 7)
+        assert "att_hot" in self_costs(profile)
         assert any("target exited" in w for w in profile.meta.warnings)
-    finally:
-        fixture.kill()
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -265,20 +264,13 @@ def test_target_execs_while_attached(method: str, mode: str) -> None:
     """The target execs, from its main thread (exec: a spinning worker dies) or
     from a worker (wexec: it takes over the leader's pid, the spinning main
     thread dies): the new image is sampled until it exits, and its end is
-    noticed at once (a former tid left in the table used to delay it 1 s)."""
+    noticed at once (no tid of the old image left in the table delays it)."""
     target = Target(mode, 0.8)
     try:
-        collector = attach(target.pid, method, frequency_hz=500, duration_s=15)
-        target.reap_in_background()
-        time.sleep(0.3)
-        target.go()
-        profile = collector.wait()
-        ended = time.monotonic()
-        collector.stop()
-        helper_gone(collector)
+        profile, collector, ended = record_to_the_end(target, method, 500, settle=0.3)
         assert target.finish() == ("after done\n", 6)
         assert target.exited_at is not None and ended - target.exited_at < 0.5
-        selfs = self_samples(profile)
+        selfs = self_costs(profile)
         first = "att_tx_hot" if mode == "exec" else "att_tx_cold"
         assert selfs.get(first, 0) > 0 and selfs.get("att_tx_cold", 0) > 0, selfs
         assert any(p[-2:] == ["main", "att_tx_cold"] for p in names_on_paths(profile))

@@ -32,33 +32,7 @@ from proftui.collectors.runtime.wire_attach import (
     ThreadEvent,
 )
 
-
-def header(method: int = 2, pid: int = 1234, period_ns: int = 10_000_000,
-           version: int = 4, magic: bytes = b"PTATTACH", flags: int = 3) -> bytes:
-    return struct.pack("=8sIIIIQ", magic, version, method, pid, flags, period_ns)
-
-
-def record(rtype: int, payload: bytes) -> bytes:
-    payload += b"\0" * (-len(payload) % 8)
-    return struct.pack("=II", rtype, 8 + len(payload)) + payload
-
-
-def stack(sid: int, tid: int, ips: list[int], flags: int = 0) -> bytes:
-    body = struct.pack("=IIII", sid, tid, flags, len(ips))
-    body += struct.pack(f"={len(ips)}Q", *ips)
-    return record(REC_STACK, body)
-
-
-def counts(time_ns: int, *entries: tuple[int, int, int]) -> bytes:
-    body = struct.pack("=Q", time_ns)
-    for entry in entries:
-        body += struct.pack("=IIQ", *entry)
-    return record(REC_COUNTS, body)
-
-
-def text(rtype: int, message: str) -> bytes:
-    return record(rtype, message.encode() + b"\0")
-
+from tests.helpers.attach_stream import counts, header, record, stack, text
 
 STREAM = (
     header()
@@ -105,13 +79,15 @@ def test_split_reads(chunk: int) -> None:
     assert out == EXPECTED
 
 
-def test_error_record_and_unknown_exit() -> None:
+def test_error_record() -> None:
     data = header() + text(REC_ERROR, "ptrace(PTRACE_SEIZE, 5): Operation not permitted")
-    data += record(REC_EXIT, struct.pack("=ii", -1, -1))
     assert list(StreamDecoder().feed(data)) == [
-        Message(True, "ptrace(PTRACE_SEIZE, 5): Operation not permitted"),
-        TargetExit(None, None),
-    ]
+        Message(True, "ptrace(PTRACE_SEIZE, 5): Operation not permitted")]
+
+
+def test_exit_record_of_an_unknown_end() -> None:
+    data = header() + record(REC_EXIT, struct.pack("=ii", -1, -1))
+    assert list(StreamDecoder().feed(data)) == [TargetExit(None, None)]
 
 
 @pytest.mark.parametrize(("data", "message"), [

@@ -11,14 +11,14 @@ libc are right, and must disappear when CFI is switched off
 from __future__ import annotations
 
 import platform
-import subprocess
 
 import pytest
 from proftui.collectors.model.profile import Profile
 
 from tests.conftest import build_fixture
-from tests.integration.test_attach import NO_FP_FLAGS, attach, names_on_paths
-from tests.integration.test_sampler import run_sampler
+from tests.helpers.collect import attached_profile, run_sampler
+from tests.helpers.costs import names_on_paths
+from tests.helpers.targets import ATT_NO_FP_FLAGS, ReadyTarget
 
 pytestmark = pytest.mark.skipif(platform.machine() != "x86_64",
                                 reason="CFI unwinding is x86-64 only")
@@ -41,22 +41,13 @@ def profile_of(method: str, fixture: str, cfi: bool, monkeypatch: pytest.MonkeyP
     if not cfi:
         monkeypatch.setenv("PROFTUI_SAMPLER_UNWIND" if method == "sampler" else
                            "PROFTUI_ATTACH_UNWIND", "fp")
-    binary = build_fixture(fixture, NO_FP_FLAGS)
+    binary = build_fixture(fixture, ATT_NO_FP_FLAGS)
     if method == "sampler":
         return run_sampler(binary, seconds, frequency_hz=500)[0]
-    proc = subprocess.Popen([str(binary), seconds], stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        assert proc.stdout.readline() == f"ready {proc.pid}\n"
-        collector = attach(proc.pid, method, frequency_hz=500, duration_s=0.7)
-        profile = collector.wait()
-        collector.stop()
-        proc.communicate(timeout=20)
-        return profile
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    with ReadyTarget([binary, seconds]) as target:
+        profile = attached_profile(target, method, frequency_hz=500, duration_s=0.7)
+        target.finish(timeout=20)
+    return profile
 
 
 @pytest.mark.parametrize("method", ["sampler", "perf", "ptrace"])

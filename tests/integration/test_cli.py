@@ -99,7 +99,7 @@ def test_report_takes_text_as_run_does(tmp_path: Path) -> None:
     """Issue 26: `proftui report --text FILE` exited 2 though text is report's default."""
     from proftui.collectors.model import storage
 
-    from tests.unit.profiles import sample_profile
+    from tests.helpers.profiles import sample_profile
 
     saved = tmp_path / "run.proftui"
     storage.save(sample_profile(), saved)

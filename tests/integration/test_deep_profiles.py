@@ -22,29 +22,17 @@ import pytest
 from proftui.collectors.formats.export import EXPORTERS
 from proftui.collectors.formats.export.paths import CUT_LABEL, EXPORT_MAX_DEPTH
 from proftui.collectors.formats.export.text import render_json, render_text
+from proftui.collectors.formats.protobuf import ints
 from proftui.collectors.model import storage
-from proftui.collectors.model.profile import CALLS, CPU_NS, Frame, Profile, ProfileMeta
+from proftui.collectors.model.profile import Profile
 from proftui.collectors.model.views import INVERTED_MAX_DEPTH, bottom_up_tree, caller_tree
 
-from tests.integration.ins_helpers import build
-from tests.unit.test_export_pprof import decode, packed
+from tests.helpers.instrument import build
+from tests.helpers.profiles import deep_chain
+from tests.helpers.protobuf import decode
 
 DEPTH = 100_000
 BUDGET = 60.0  # seconds per operation: generous on a shared 2-core machine (takes ~1 s)
-
-
-def deep_chain(depth: int = DEPTH) -> Profile:
-    """main -> rec -> rec ... `depth` levels of rec, each with self cost 100 ns and 1 call."""
-    profile = Profile(ProfileMeta(mode="instrument", argv=["rec"], pids=[1]), (CPU_NS, CALLS))
-    main = profile.frames.intern(Frame("main", "/bin/rec", address=0x1000))
-    rec = profile.frames.intern(Frame("rec", "/bin/rec", address=0x1100))
-    assert profile.tree is not None
-    node = profile.tree.root.child(main)
-    node.self_cost, node.calls = [10.0, 1.0], 1
-    for _ in range(depth):
-        node = node.child(rec)
-        node.self_cost, node.calls = [100.0, 1.0], 1
-    return profile.finalize()
 
 
 def timed(what: str, fn, *args):  # type: ignore[no-untyped-def]
@@ -77,8 +65,8 @@ def check_exports(profile: Profile, total_ns: float, leaf: str) -> None:
     # pprof: samples' location lists bounded, values add up to the whole
     fields = decode(gzip.decompress(outputs["pprof"]))
     sample_fields = [decode(s) for s in fields[2]]
-    assert max(len(packed(s[1][0])) for s in sample_fields) <= EXPORT_MAX_DEPTH + 1
-    assert abs(sum(packed(s[2][0])[0] for s in sample_fields) - total_ns) <= len(sample_fields)
+    assert max(len(ints(s[1][0])) for s in sample_fields) <= EXPORT_MAX_DEPTH + 1
+    assert abs(sum(ints(s[2][0])[0] for s in sample_fields) - total_ns) <= len(sample_fields)
     strings = [s.decode() for s in fields[6]]
     assert CUT_LABEL in strings
     # callgrind and dot are per function: one recursive arc, no per-path blow-up
@@ -161,7 +149,7 @@ def test_recorded_100000_deep_recursion_through_the_cli(
     check_inverted(loaded, down)
 
 
-def test_non_utf8_program_path_records_and_exports(
+def test_non_utf8_program_path_survives_every_output(
         tmp_path: Path, private_tmpdir: dict[str, str]) -> None:
     """argv[0] = b'.../\\xff\\xfeprog': record, report and every export; text stays UTF-8."""
     program = build("ins_basic.c")

@@ -20,7 +20,7 @@ from proftui.collectors.formats.export import write_export
 from proftui.collectors.formats.importers import load_any
 
 from tests.conftest import FIXTURES
-from tests.reference import fixture_cpu_ns, fixture_cpu_shares
+from tests.helpers.reference import fixture_cpu_ns, fixture_cpu_shares
 
 WORK = {"work_a": 1, "work_b": 2, "work_c": 3, "work_d": 4}  # units of work, diff_work.c
 DOUBLED = "work_b"  # -DDOUBLE_B: 4 units
@@ -135,7 +135,7 @@ def test_doubled_function_share_change_matches_truth(sampled: tuple[Path, Path])
     assert top["total"]["points"] == pytest.approx(rows[DOUBLED]["total"]["points"], abs=1e-6)
 
 
-def test_text_report_names_units_and_sort(sampled: tuple[Path, Path]) -> None:
+def test_text_report_names_what_it_compares(sampled: tuple[Path, Path]) -> None:
     base, new = sampled
     done = proftui("diff", "-n", "2", str(base), str(new))
     assert done.returncode == 0 and done.stderr == ""

@@ -30,9 +30,8 @@ from proftui.collectors.model.views import flat_profile
 from proftui.collectors.registry import COLLECTORS
 
 from tests.conftest import build_fixture
-from tests.integration.test_import_libprofiler import record_gperftools
-from tests.integration.test_import_perf_record import record_perf
-from tests.unit.profiles import sample_profile
+from tests.helpers.cpu_records import record_gperftools, record_perf
+from tests.helpers.profiles import assert_round_trips, sample_profile
 
 ROOT = Path(__file__).resolve().parents[2]
 MODE_FLAGS = {"sampler": [], "instrument": ["-finstrument-functions"], "gprof": ["-pg"]}
@@ -83,6 +82,20 @@ def run(argv: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
     return subprocess.run(argv, capture_output=True, text=True, timeout=180, **kw)  # type: ignore[call-overload]
 
 
+def tool(*names: str, why: str) -> str:
+    """The first of `names` on PATH or beside this Python; skips the test with `why`."""
+    for name in names:
+        found = shutil.which(name) or shutil.which(name, path=str(Path(sys.executable).parent))
+        if found:
+            return found
+    pytest.skip(why)
+
+
+def exported(profile: Profile, fmt: str, path: Path) -> Path:
+    write_export(profile, fmt, path)
+    return path
+
+
 def flat_by_name(profile: Profile) -> dict[str, tuple[int, int]]:
     """function -> (self, total) of the primary metric, rounded like the exports."""
     rows: dict[str, tuple[int, int]] = {}
@@ -103,20 +116,12 @@ def top_functions(profile: Profile, n: int = 5) -> list[str]:
 
 
 def test_round_trip_through_storage_is_identical(profile: Profile, tmp_path: Path) -> None:
-    path = tmp_path / "run.proftui"
-    storage.save(profile, path)
-    loaded = load_any(path)
-    expected = storage.profile_to_dict(profile)
-    expected["sources"] = storage.gather_sources(profile)
-    assert storage.profile_to_dict(loaded) == expected
+    assert_round_trips(profile, tmp_path / "run.proftui")
 
 
 def test_pprof_top_matches_flat_profile(profile: Profile, tmp_path: Path) -> None:
-    go = shutil.which("go")
-    if go is None:
-        pytest.skip("go (Debian golang-go, for `go tool pprof`) is not installed")
-    out = tmp_path / "p.pb.gz"
-    write_export(profile, "pprof", out)
+    go = tool("go", why="go (Debian golang-go, for `go tool pprof`) is not installed")
+    out = exported(profile, "pprof", tmp_path / "p.pb.gz")
     env = {**os.environ, "HOME": str(tmp_path), "GOCACHE": str(tmp_path / "gocache"),
            "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local"}
     result = run([go, "tool", "pprof", "-top", "-symbolize=none", "-nodefraction=0", "-unit=ns",
@@ -147,8 +152,7 @@ def test_pprof_format_npm_decodes_same_self_values(profile: Profile, tmp_path: P
     if node is None or not package.is_dir():
         pytest.skip("node or the npm package pprof-format is not installed (install.sh --test "
                     "puts it in build/npm)")
-    out = tmp_path / "p.pb.gz"
-    write_export(profile, "pprof", out)
+    out = exported(profile, "pprof", tmp_path / "p.pb.gz")
     result = run([node, str(Path(__file__).with_name("pprof_format_self.js")), str(package),
                   str(out)])
     assert result.returncode == 0, result.stderr
@@ -161,38 +165,30 @@ def test_pprof_format_npm_decodes_same_self_values(profile: Profile, tmp_path: P
             assert round(theirs.get(name, 0)) == value, name
 
 
-def test_callgrind_annotate_and_gprof2dot(profile: Profile, tmp_path: Path) -> None:
-    out = tmp_path / "callgrind.out.1"
-    write_export(profile, "callgrind", out)
-    annotate = shutil.which("callgrind_annotate")
-    gprof2dot = shutil.which("gprof2dot") or shutil.which(
-        "gprof2dot", path=str(Path(sys.executable).parent))
-    if annotate is None and gprof2dot is None:
-        pytest.skip("neither callgrind_annotate (valgrind) nor gprof2dot (PyPI) is installed")
-    if annotate is not None:
-        result = run([annotate, str(out)])
-        assert result.returncode == 0 and result.stderr == "", result.stderr
-        # one "value (percent)" column per event, then the name
-        total = re.search(r"^([\d,]+)\b.*\s{2}PROGRAM TOTALS$", result.stdout, re.M)
-        assert total, result.stdout
-        assert int(total[1].replace(",", "")) == round(profile.total())
-        first = re.search(r"^\s*[\d,]+ \(\s*[\d.]+%\).*?\s{2}[^\s:]*:(.+?) \[", result.stdout,
-                          re.M)
-        assert first and first[1] == flat_profile(profile)[0].frame.function, result.stdout
-    if gprof2dot is None:
-        print("gprof2dot (PyPI) is not installed: second callgrind parser skipped")
-        return
+def test_callgrind_annotate_reads_the_export(profile: Profile, tmp_path: Path) -> None:
+    annotate = tool("callgrind_annotate", why="callgrind_annotate (valgrind) is not installed")
+    result = run([annotate, str(exported(profile, "callgrind", tmp_path / "callgrind.out.1"))])
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    # one "value (percent)" column per event, then the name
+    total = re.search(r"^([\d,]+)\b.*\s{2}PROGRAM TOTALS$", result.stdout, re.M)
+    assert total, result.stdout
+    assert int(total[1].replace(",", "")) == round(profile.total())
+    first = re.search(r"^\s*[\d,]+ \(\s*[\d.]+%\).*?\s{2}[^\s:]*:(.+?) \[", result.stdout,
+                      re.M)
+    assert first and first[1] == flat_profile(profile)[0].frame.function, result.stdout
+
+
+def test_gprof2dot_reads_the_callgrind_export(profile: Profile, tmp_path: Path) -> None:
+    gprof2dot = tool("gprof2dot", why="gprof2dot (PyPI) is not installed")
+    out = exported(profile, "callgrind", tmp_path / "callgrind.out.1")
     result = run([gprof2dot, "-f", "callgrind", str(out)])
     assert result.returncode == 0 and result.stdout.startswith("digraph"), result.stderr
     assert flat_profile(profile)[0].frame.function in result.stdout
 
 
 def test_dot_renders(profile: Profile, tmp_path: Path) -> None:
-    dot = shutil.which("dot")
-    if dot is None:
-        pytest.skip("dot (Debian graphviz) is not installed")
-    out = tmp_path / "g.dot"
-    write_export(profile, "dot", out)
+    dot = tool("dot", why="dot (Debian graphviz) is not installed")
+    out = exported(profile, "dot", tmp_path / "g.dot")
     result = run([dot, "-Tsvg", str(out), "-o", str(tmp_path / "g.svg")])
     assert result.returncode == 0, result.stderr
     svg = (tmp_path / "g.svg").read_text()
@@ -211,8 +207,7 @@ def flamegraph_pl() -> Path:
 
 def test_flamegraph_renders_folded(profile: Profile, tmp_path: Path) -> None:
     script = flamegraph_pl()
-    out = tmp_path / "p.folded"
-    write_export(profile, "folded", out)
+    out = exported(profile, "folded", tmp_path / "p.folded")
     result = run(["perl", str(script), str(out)])
     assert result.returncode == 0, result.stderr
     assert "Ignored" not in result.stderr and "ERROR" not in result.stdout, result.stderr
@@ -240,8 +235,7 @@ def test_speedscope_validates_against_schema(profile: Profile, tmp_path: Path) -
     except ImportError:
         pytest.skip("jsonschema (PyPI) is not installed")
     schema = json.loads(speedscope_schema().read_text())
-    out = tmp_path / "p.speedscope.json"
-    write_export(profile, "speedscope", out)
+    out = exported(profile, "speedscope", tmp_path / "p.speedscope.json")
     doc = json.loads(out.read_text())
     jsonschema.validate(doc, schema)
     names = [f["name"] for f in doc["shared"]["frames"]]
@@ -288,14 +282,11 @@ def test_cli_bad_input_is_one_line(tmp_path: Path, content: bytes) -> None:
 def test_pprof_list_puts_samples_on_the_recorded_lines(tmp_path: Path) -> None:
     """`go tool pprof -list work` on a sampled line_hot: the HOT line holds most of work's
     flat cost and the WARM line (with mix inlined into it) the rest, as recorded."""
-    go = shutil.which("go")
-    if go is None:
-        pytest.skip("go (Debian golang-go, for `go tool pprof`) is not installed")
+    go = tool("go", why="go (Debian golang-go, for `go tool pprof`) is not installed")
     binary = build_fixture("line_hot.c", ["-O2", "-g"])
     from proftui.tui.cli import run_headless
     profile = run_headless(COLLECTORS["sampler"]([str(binary), "150"], CollectorOptions()))
-    out = tmp_path / "p.pb.gz"
-    write_export(profile, "pprof", out)
+    out = exported(profile, "pprof", tmp_path / "p.pb.gz")
     env = {**os.environ, "HOME": str(tmp_path), "GOCACHE": str(tmp_path / "gocache"),
            "GOTOOLCHAIN": "local"}
     result = run([go, "tool", "pprof", "-list", "^work$", "-symbolize=none",

@@ -17,7 +17,7 @@ from proftui.collectors.model.storage import load as load_file
 
 from tests.conftest import build_fixture
 from tests.helpers.clickhouse import Server
-from tests.integration.fleet_helpers import CLI, assert_same, proftui, push_run, servers_or_skip
+from tests.helpers.fleet import CLI, assert_same, proftui, push_run, servers_or_skip
 
 CPU_FLAGS = ["-O1", "-g", "-fno-omit-frame-pointer"]
 
@@ -114,7 +114,7 @@ def test_outage_mid_run_every_interval_once(server: Server, tmp_path: Path) -> N
     assert markers == batches >= 3, rows  # several intervals, each marked once
 
 
-def test_bad_input_is_one_line_and_status_2(server: Server, tmp_path: Path) -> None:
+def test_bad_input_is_refused_in_one_line(server: Server, tmp_path: Path) -> None:
     binary = build_fixture("smp_work.c", CPU_FLAGS)
     dead = f"clickhouse://127.0.0.1:{_closed_port()}/prof"
     marker = tmp_path / "ran"
@@ -164,8 +164,8 @@ def test_attached_target_unharmed_by_a_dead_server(tmp_path: Path) -> None:
         target.wait()
 
 
-def test_credentials_from_the_environment_and_never_printed(server: Server,
-                                                            tmp_path: Path) -> None:
+def test_credentials_come_from_the_environment_unprinted(server: Server,
+                                                         tmp_path: Path) -> None:
     binary = build_fixture("smp_work.c", CPU_FLAGS)
     env = {**os.environ, "PROFTUI_CLICKHOUSE_USER": server.user,
            "PROFTUI_CLICKHOUSE_PASSWORD": server.password}
@@ -179,7 +179,7 @@ def test_credentials_from_the_environment_and_never_printed(server: Server,
     assert report.returncode == 0 and server.password not in report.stdout + report.stderr
 
 
-def test_diff_and_export_read_fleet_urls(server: Server, tmp_path: Path) -> None:
+def test_every_reading_command_takes_fleet_urls(server: Server, tmp_path: Path) -> None:
     binary = build_fixture("smp_work.c", CPU_FLAGS)
     url = server.url("diffs")
     for build, rounds in (("old", "100"), ("new", "200")):

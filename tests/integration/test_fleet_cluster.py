@@ -11,8 +11,8 @@ from proftui.collectors.fleet.query import load
 from proftui.collectors.model.storage import load as load_file
 
 from tests.conftest import build_fixture
+from tests.helpers import fleet as fh
 from tests.helpers.clickhouse import Server
-from tests.integration import fleet_helpers as fh
 
 
 @pytest.fixture(scope="module")

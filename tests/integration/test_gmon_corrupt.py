@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -37,14 +38,16 @@ def test_truncation_is_reported(real_gmon: tuple[Path, bytes], cut: int) -> None
         parse_gmon(data[:cut])
 
 
-def test_bad_magic_version_and_tag(real_gmon: tuple[Path, bytes]) -> None:
-    _, data = real_gmon
-    with pytest.raises(GmonError, match=r"not a gmon\.out file"):
-        parse_gmon(b"GMON" + data[4:])
-    with pytest.raises(GmonError, match="version 7"):
-        parse_gmon(data[:4] + (7).to_bytes(4, "little") + data[8:])
-    with pytest.raises(GmonError, match="corrupt record tag 9"):
-        parse_gmon(data + b"\x09")
+@pytest.mark.parametrize(("corrupt", "message"), [
+    (lambda data: b"GMON" + data[4:], r"not a gmon\.out file"),
+    (lambda data: data[:4] + (7).to_bytes(4, "little") + data[8:], "version 7"),
+    (lambda data: data + b"\x09", "corrupt record tag 9"),
+], ids=["magic", "version", "tag"])
+def test_bad_header_or_record_tag_is_named(real_gmon: tuple[Path, bytes],
+                                           corrupt: Callable[[bytes], bytes],
+                                           message: str) -> None:
+    with pytest.raises(GmonError, match=message):
+        parse_gmon(corrupt(real_gmon[1]))
 
 
 @settings(max_examples=300, deadline=None,

@@ -88,8 +88,8 @@ def ours(binary: Path, gmon: Path) -> tuple[dict[str, tuple[str, int | None]],
 
 
 @pytest.mark.parametrize("fixture,args", [("gp_split.c", ["1500"]), ("gp_recurse.c", ["30"])])
-def test_flat_profile_and_arcs_agree_with_gprof(compile_c, tmp_path: Path, fixture: str,
-                                                args: list[str]) -> None:
+def test_gprof_mode_agrees_with_gprof_b(compile_c, tmp_path: Path, fixture: str,
+                                        args: list[str]) -> None:
     binary = compile_c(fixture, ["-O1", "-g", "-pg"])
     gmon = run_pg(binary, tmp_path, *args)
     flat, arcs = ours(binary, gmon)

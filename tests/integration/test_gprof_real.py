@@ -15,7 +15,7 @@ from proftui.collectors.gprof.tree import MAX_NODES
 from proftui.collectors.model.views import flat_profile
 
 from tests.conftest import LUA_SCRIPTS, build_fixture, build_lua
-from tests.integration.gprof_agree import (
+from tests.helpers.gprof_agree import (
     assert_agree,
     gprof_rows,
     grouped_rows,
@@ -81,7 +81,7 @@ CLONES = {"constprop": "scaled.constprop.", "isra": "sum_pair.isra.", "part": "c
           "cold": "rare.cold"}
 
 
-def test_clones_keep_their_own_range_and_name(compile_c, tmp_path: Path) -> None:
+def test_clones_are_functions_of_their_own(compile_c, tmp_path: Path) -> None:
     binary = compile_c("gp_clones.c", ["-O2", "-g", "-pg"])
     names = local_functions(binary)
     made = {kind: next((n for n in names if n.startswith(prefix)), None)
@@ -115,18 +115,29 @@ def test_clones_keep_their_own_range_and_name(compile_c, tmp_path: Path) -> None
     assert_agree(grouped_rows(result, binary), gprof_rows(binary, gmon))
 
 
-def test_cxx_program_gmon_accepted_and_agrees(tmp_path: Path) -> None:
+CXX_ROUNDS = 6
+
+
+@pytest.fixture(scope="module")
+def cxx_gmon(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(gp_cxx built -O2 -pg, the gmon.out of its run of CXX_ROUNDS rounds)."""
     binary = build_fixture("gp_cxx.cpp", ["-O2", "-g", "-pg"], compiler="g++")
-    rounds = 6
-    gmon = run_pg(binary, tmp_path, str(rounds))
+    return binary, run_pg(binary, tmp_path_factory.mktemp("cxx"), str(CXX_ROUNDS))
+
+
+def test_cxx_program_gmon_agrees_with_gprof(cxx_gmon: tuple[Path, Path]) -> None:
+    binary, gmon = cxx_gmon
     report = report_json(gmon, binary)  # accepted as the program's own
     rows = {row["function"]: row for row in report["flat"]}
-    assert rows["work::checked(long)"]["calls"] == 20000 * rounds
-    assert rows["work::risky_sum(long)"]["calls"] == rounds
+    assert rows["work::checked(long)"]["calls"] == 20000 * CXX_ROUNDS
+    assert rows["work::risky_sum(long)"]["calls"] == CXX_ROUNDS
     assert any("[clone ." in name for name in rows)
     result = gmon_result(gmon, binary)
     assert_agree(grouped_rows(result, binary), gprof_rows(binary, gmon))
-    # A really foreign gmon.out is still refused.
+
+
+def test_another_programs_gmon_is_refused(cxx_gmon: tuple[Path, Path]) -> None:
+    gmon = cxx_gmon[1]
     other = build_fixture("gp_cycle.c", ["-O2", "-g", "-pg"])
     wrong = subprocess.run([*CLI, "report", "--json", str(gmon), "--binary", str(other)],
                            capture_output=True, text=True, timeout=120)

@@ -20,7 +20,7 @@ from proftui.collectors.model.storage import load
 from proftui.collectors.model.views import flat_profile
 
 from tests.conftest import build_fixture
-from tests.integration.gprof_agree import assert_agree, gprof_rows, grouped_rows
+from tests.helpers.gprof_agree import assert_agree, gprof_rows, grouped_rows
 
 pytestmark = pytest.mark.skipif(shutil.which("gprof") is None, reason="gprof (binutils) missing")
 
@@ -50,16 +50,16 @@ def plugin_pair() -> tuple[Path, Path]:
     return program, plugin
 
 
-def test_pg_plugin_keeps_status_output_and_main_profile(plugin_pair: tuple[Path, Path],
-                                                        tmp_path: Path) -> None:
+def test_pg_plugin_leaves_the_programs_profile(plugin_pair: tuple[Path, Path],
+                                               tmp_path: Path) -> None:
     program, plugin = plugin_pair
     plain_dir = tmp_path / "plain"
     plain_dir.mkdir()
     plain = direct([str(program), str(plugin), "3"], plain_dir)
     assert plain.returncode == 3, plain.stderr
     gmon = plain_dir / "gmon.out"
-    # The same gmon.out: proftui's flat profile is gprof's (the arcs into the plugin,
-    # which made proftui take the file for another program's, are dropped by both).
+    # The same gmon.out: proftui's flat profile is gprof's (both drop the arcs into the
+    # plugin, and they do not make proftui take the file for another program's).
     ours = grouped_rows(gmon_result(gmon, program), program)
     assert_agree(ours, gprof_rows(program, gmon))
     assert ours["own_work"].calls == 1 and "plugin_spin" not in ours

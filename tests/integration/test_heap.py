@@ -13,7 +13,8 @@ import pytest
 from proftui.collectors.heap.collector import LEAK_NOTE
 
 from tests.conftest import build_fixture
-from tests.integration.heap_helpers import by_site, run_heap, stack_of
+from tests.helpers.heap import by_site, run_heap, stack_of
+from tests.helpers.targets import static_binary
 
 FLAGS = ["-O2", "-g", "-pthread"]
 CLI = [sys.executable, "-m", "proftui.tui.cli"]
@@ -27,7 +28,7 @@ def basic() -> tuple:
     return binary, plain, profile, output
 
 
-def test_target_output_and_status_unchanged(basic: tuple) -> None:
+def test_target_runs_untouched(basic: tuple) -> None:
     _binary, plain, profile, output = basic
     assert plain.returncode == 3
     assert output.strip() == plain.stdout.strip()
@@ -35,7 +36,7 @@ def test_target_output_and_status_unchanged(basic: tuple) -> None:
     assert profile.meta.complete and profile.meta.mode == "heap"
 
 
-def test_exact_counts_and_bytes_per_call_site(basic: tuple) -> None:
+def test_exact_allocations_per_call_site(basic: tuple) -> None:
     profile = basic[2]
     alloc = by_site(profile, "alloc_bytes")
     allocs = by_site(profile, "allocs")
@@ -48,7 +49,7 @@ def test_exact_counts_and_bytes_per_call_site(basic: tuple) -> None:
     assert alloc["aligned_temp"] == 128 + 512 + 1000 and allocs["aligned_temp"] == 3
 
 
-def test_leaked_bytes_and_leak_sites(basic: tuple) -> None:
+def test_leaks_are_charged_to_their_sites(basic: tuple) -> None:
     profile = basic[2]
     leaked = by_site(profile, "leaked_bytes")
     leaks = by_site(profile, "leaks")
@@ -67,7 +68,7 @@ def test_leaked_bytes_and_leak_sites(basic: tuple) -> None:
     assert lines and all("malloc(100)" in source[line - 1] for line in lines)
 
 
-def test_peak_and_who_held_it(basic: tuple) -> None:
+def test_peak_is_charged_to_who_held_it(basic: tuple) -> None:
     profile = basic[2]
     peak = by_site(profile, "peak_bytes")
     assert peak["peak_holder"] == 4 << 20
@@ -75,7 +76,7 @@ def test_peak_and_who_held_it(basic: tuple) -> None:
     assert sum(peak.values()) < (4 << 20) + 16384  # the small live blocks of that moment
 
 
-def test_temporary_and_cross_thread_free(basic: tuple) -> None:
+def test_frees_end_blocks_whichever_thread_frees_them(basic: tuple) -> None:
     profile = basic[2]
     temporary = by_site(profile, "temporary")
     assert temporary["temp_site"] == 1000
@@ -108,7 +109,7 @@ def test_call_paths(basic: tuple) -> None:
     assert stack_of(profile, "peak_holder")[-2:] == ["main", "peak_holder"]
 
 
-def test_threads_and_fork() -> None:
+def test_threads_and_a_fork_child_keep_their_own_allocations() -> None:
     binary = build_fixture("heap_threads_fork.c", FLAGS)
     profile, output = run_heap(binary, follow_children=True)
     assert "child done" in output and "parent done, child status 0" in output
@@ -202,19 +203,16 @@ def test_cli_text_json_record(tmp_path) -> None:
     assert by_site(saved, "leaked_bytes")["leak_site"] == 300
 
 
-def test_bad_heap_sample_and_static_binary(tmp_path) -> None:
+def test_bad_heap_sample_is_refused_in_one_line() -> None:
     bad = subprocess.run([*CLI, "--mode", "heap", "--heap-sample", "lots", "--text", "/bin/true"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1
-    static = tmp_path / "static"
-    src = tmp_path / "s.c"
-    src.write_text("#include <stdlib.h>\nint main(void){return malloc(1)==0;}\n")
-    if subprocess.run(["gcc", "-static", "-o", str(static), str(src)],
-                      capture_output=True).returncode:
-        pytest.skip("gcc -static does not work here (no static libc)")
-    res = subprocess.run([*CLI, "--mode", "heap", "--text", str(static)], capture_output=True,
-                         text=True, timeout=60)
+
+
+def test_static_binary_is_refused_in_one_line() -> None:
+    res = subprocess.run([*CLI, "--mode", "heap", "--text", str(static_binary())],
+                         capture_output=True, text=True, timeout=60)
     assert res.returncode != 0 and "Traceback" not in res.stderr
     assert "statically linked" in res.stderr and len(res.stderr.strip().splitlines()) == 1
 

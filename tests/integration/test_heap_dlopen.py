@@ -13,7 +13,7 @@ from __future__ import annotations
 import subprocess
 
 from tests.conftest import build_fixture
-from tests.integration.heap_helpers import by_site, run_heap, stack_of
+from tests.helpers.heap import by_site, run_heap, stack_of
 
 COUNT = 300  # plugin allocations: well under the periodic check's 4096
 

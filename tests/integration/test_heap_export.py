@@ -25,7 +25,7 @@ from proftui.collectors.model.profile import (
 )
 from proftui.collectors.model.views import flat_profile
 
-from tests.integration.heap_records import TRUTH, record_gperftools_heap, record_heaptrack
+from tests.helpers.heap_records import TRUTH, record_gperftools_heap, record_heaptrack
 
 GO_TYPES = {"alloc_objects": "allocs", "alloc_space": "alloc_bytes",
             "inuse_objects": "live_allocs", "inuse_space": "live_bytes"}

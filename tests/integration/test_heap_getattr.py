@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import build_fixture
-from tests.integration.heap_helpers import by_site
+from tests.helpers.heap import by_site
 
 CLI = [sys.executable, "-m", "proftui.tui.cli"]
 TIMEOUT = 60  # seconds; the run itself takes well under one

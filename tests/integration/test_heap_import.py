@@ -1,6 +1,6 @@
 """gperftools heap profiles and heaptrack files of a fixture with known allocation sites.
 
-Truth is hv_sites.c's (tests/integration/heap_records.py TRUTH); the references are
+Truth is hv_sites.c's (tests/helpers/heap_records.py TRUTH); the references are
 `google-pprof --text` and `heaptrack_print` on the same file.
 """
 
@@ -20,7 +20,7 @@ from proftui.collectors.model import storage
 from proftui.collectors.model.profile import Profile
 from proftui.collectors.model.views import flat_profile
 
-from tests.integration.heap_records import (
+from tests.helpers.heap_records import (
     PEAK_TRUTH,
     TRUTH,
     record_gperftools_heap,
@@ -50,7 +50,7 @@ def google_pprof_flat(binary: Path, heap: Path, option: str) -> dict[str, int]:
     return rows
 
 
-def test_gperftools_heap_matches_truth_and_google_pprof(tmp_path: Path) -> None:
+def test_gperftools_heap_import_matches_both_references(tmp_path: Path) -> None:
     binary, heap = record_gperftools_heap(tmp_path)
     assert detect(heap.read_bytes()[:4096]) == "gperftools-heap"
     profile = load_any(heap)
@@ -148,7 +148,7 @@ def heaptrack_print_calls(data: Path) -> tuple[dict[str, int], dict[str, str]]:
     return calls, leaked
 
 
-def test_heaptrack_file_matches_truth_and_heaptrack_print(tmp_path: Path) -> None:
+def test_heaptrack_import_matches_both_references(tmp_path: Path) -> None:
     binary, data = record_heaptrack(tmp_path)
     assert detect(data.read_bytes()[:4096]) == "heaptrack"
     profile = load_any(data)
@@ -168,7 +168,7 @@ def test_heaptrack_file_matches_truth_and_heaptrack_print(tmp_path: Path) -> Non
 
 
 def test_heaptrack_without_heaptrack_print_is_one_line(tmp_path: Path,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     data = tmp_path / "heaptrack.x.1.gz"
     data.write_bytes(gzip.compress(b"v 10400 3\nX ./x\n"))
     assert detect(data.read_bytes()) == "heaptrack"

@@ -16,8 +16,8 @@ from proftui.collectors.model.profile import Profile
 from proftui.collectors.model.views import flat_profile
 
 from tests.conftest import build_lua
-from tests.integration.heap_records import tcmalloc
-from tests.reference import normal_name
+from tests.helpers.heap_records import tcmalloc
+from tests.helpers.reference import normal_name
 
 SCRIPT = """
 local t = {}

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import build_fixture
-from tests.integration.heap_helpers import by_site, run_heap
+from tests.conftest import build_fixture, build_lua
+from tests.helpers.heap import by_site, run_heap
+from tests.helpers.heap_records import allocation_paths, heaptrack_stacks
 
 FLAGS = ["-O2", "-g", "-pthread"]
 # Sites of heap_basic.c that both tools see (heaptrack 1.4 does not track aligned_alloc).
@@ -60,7 +61,7 @@ def heaptrack_report(binary: Path, tmp: Path) -> tuple[dict[str, int], dict[str,
     return calls, leaks, total
 
 
-def test_heaptrack_agrees_on_sites_counts_and_leaks(tmp_path: Path) -> None:
+def test_heaptrack_agrees_per_site(tmp_path: Path) -> None:
     binary = build_fixture("heap_basic.c", FLAGS)
     calls, leaks, total = heaptrack_report(binary, tmp_path)
     profile, _ = run_heap(binary)
@@ -83,68 +84,14 @@ def test_heaptrack_agrees_on_sites_counts_and_leaks(tmp_path: Path) -> None:
     assert abs(sum(ours.values()) - total) <= 3, (sum(ours.values()), total)
 
 
-def _templates(name: str) -> str:
-    """`name` with every template argument list written as <>, as heaptrack writes it."""
-    while True:
-        shorter = re.sub(r"<[^<>]*>", "\x00", name)
-        if shorter == name:
-            return name.replace("\x00", "<>")
-        name = shorter
-
-
-def _paths(profile_or_text: object) -> dict[tuple[str, ...], float]:
-    """Allocations per call path, as the sorted names on it (from main on).
-
-    Sorted, because heaptrack's stacks list the inlined functions of one physical frame
-    innermost first, proftui outermost first; the names on a path are the same.
-    """
-    out: dict[tuple[str, ...], float] = {}
-
-    def add(names: list[str], count: float) -> None:
-        # GCC's clones are one function to heaptrack (luaV_concat [clone .part.0]), and
-        # heaptrack writes template arguments as <>.
-        names = [_templates(re.sub(r" \[clone .*\]$", "", n)) for n in names]
-        # Where a stack starts varies (heaptrack shows _start on some stacks only).
-        key = tuple(sorted(n for n in names if not n.startswith(("_start", "__libc_start"))))
-        out[key] = out.get(key, 0.0) + count
-
-    if isinstance(profile_or_text, str):  # heaptrack_print -F stacks: "a (f);b (f); N"
-        for line in profile_or_text.splitlines():
-            stack, _, count = line.rpartition(" ")
-            add([re.sub(r" \(.*\)$", "", f) for f in stack.split(";") if f], float(count))
-        return out
-    profile = profile_or_text
-    index = profile.metric_index("allocs")  # type: ignore[attr-defined]
-    for node in profile.tree.nodes():  # type: ignore[attr-defined]
-        if node.frame_id < 0 or not node.self_cost[index]:
-            continue
-        names, up = [], node
-        while up is not None and up.frame_id >= 0:
-            names.append(profile.frames[up.frame_id].function)  # type: ignore[attr-defined]
-            up = up.parent
-        add(names[::-1], node.self_cost[index])
-    return out
-
-
 def test_heaptrack_agrees_on_lua(tmp_path: Path) -> None:
     """A real program (Lua, -O2, no frame pointers): the top-10 allocation call paths by
     calls match heaptrack's, and so do their counts."""
-    from tests.conftest import build_lua
     lua = build_lua()
-    if shutil.which("heaptrack") is None or shutil.which("heaptrack_print") is None:
-        pytest.skip("heaptrack / heaptrack_print are not installed")
     script = Path(__file__).parents[1] / "fixtures" / "heap_alloc.lua"
-    subprocess.run(["heaptrack", "-o", str(tmp_path / "ht"), str(lua), str(script), "20000"],
-                   capture_output=True, timeout=600)
-    data = next(tmp_path.glob("ht*"), None)
-    if data is None:
-        pytest.skip("heaptrack could not record here")
-    stacks = tmp_path / "stacks.txt"
-    subprocess.run(["heaptrack_print", "-f", str(data), "-F", str(stacks),
-                    "--flamegraph-cost-type", "allocations"], capture_output=True, timeout=600)
-    theirs = _paths(stacks.read_text())
+    theirs = allocation_paths(heaptrack_stacks([str(lua), str(script), "20000"], tmp_path))
     profile, _ = run_heap(lua, str(script), "20000")
-    ours = _paths(profile)
+    ours = allocation_paths(profile)
     top_theirs = [s for s, _ in sorted(theirs.items(), key=lambda kv: -kv[1])[:10]]
     top_ours = [s for s, _ in sorted(ours.items(), key=lambda kv: -kv[1])[:10]]
     assert len(set(top_ours) & set(top_theirs)) >= 9, (top_ours, top_theirs)
@@ -155,28 +102,19 @@ def test_heaptrack_agrees_on_lua(tmp_path: Path) -> None:
 def test_heaptrack_agrees_on_cxx(tmp_path: Path) -> None:
     """C++ (strings, vectors, map nodes, make_unique through libstdc++'s operator new):
     every call path heaptrack counts more than 10 calls on has the same count here."""
-    if shutil.which("heaptrack") is None or shutil.which("heaptrack_print") is None:
-        pytest.skip("heaptrack / heaptrack_print are not installed")
     if shutil.which("g++") is None:
         pytest.skip("g++ is not installed")
     binary = build_fixture("heap_bench.cpp", ["-O2", "-g"], compiler="g++")
-    subprocess.run(["heaptrack", "-o", str(tmp_path / "ht"), str(binary), "20000"],
-                   capture_output=True, timeout=600)
-    data = next(tmp_path.glob("ht*"), None)
-    if data is None:
-        pytest.skip("heaptrack could not record here")
-    stacks = tmp_path / "stacks.txt"
-    subprocess.run(["heaptrack_print", "-f", str(data), "-F", str(stacks),
-                    "--flamegraph-cost-type", "allocations"], capture_output=True, timeout=600)
-    theirs = {p: c for p, c in _paths(stacks.read_text()).items() if c > 10}
+    stacks = heaptrack_stacks([str(binary), "20000"], tmp_path)
+    theirs = {p: c for p, c in allocation_paths(stacks).items() if c > 10}
     profile, _ = run_heap(binary, "20000")
-    ours = _paths(profile)
+    ours = allocation_paths(profile)
     assert len(theirs) >= 5
     for path, count in theirs.items():
         assert ours.get(path) == count, (path, ours.get(path), count)
 
 
-def test_gperftools_agrees_on_counts_bytes_and_leaks(tmp_path: Path) -> None:
+def test_gperftools_agrees_per_site(tmp_path: Path) -> None:
     tcmalloc = next((p for p in TCMALLOC if p.exists()), None)
     pprof = shutil.which("google-pprof") or shutil.which("pprof-perl")
     if tcmalloc is None or pprof is None:

@@ -30,7 +30,8 @@ from proftui.collectors.sampler.collector import SamplerCollector
 from proftui.collectors.sampler_heap.collector import MODE, HeapSamplerCollector
 
 from tests.conftest import build_fixture
-from tests.integration.heap_helpers import by_site, run_heap
+from tests.helpers.heap import by_site, run_heap
+from tests.helpers.targets import static_binary
 
 FLAGS = ["-O2", "-g"]
 CLI = [sys.executable, "-m", "proftui.tui.cli"]
@@ -69,7 +70,7 @@ def runs() -> dict:
             "heap": heap}
 
 
-def test_target_output_and_status_unchanged(runs: dict) -> None:
+def test_target_runs_untouched(runs: dict) -> None:
     plain, both = runs["plain"], runs["both"]
     assert plain.returncode == 5 and plain.stdout == "heap_sampler done, 7 blocks kept\n"
     assert runs["output"].strip() == plain.stdout.strip()
@@ -109,11 +110,15 @@ def test_exact_heap_counts_land_on_the_allocator_as_in_a_heap_run(runs: dict) ->
         assert by_site(both, metric) == by_site(heap, metric), metric
 
 
-def test_heap_timeline_and_line_costs_of_both(runs: dict) -> None:
+def test_heap_timeline_of_both(runs: dict) -> None:
     both = runs["both"]
     assert both.timeline is not None and both.timeline.names == ["live_bytes", "rss_bytes"]
     assert both.timeline.times and max(both.timeline.column("rss_bytes")) > 0
     assert both.timeline.column("live_bytes")[-1] >= 7000
+
+
+def test_line_costs_of_both(runs: dict) -> None:
+    both = runs["both"]
     source = Path(__file__).parents[1] / "fixtures" / "heap_sampler.c"
     lines = source.read_text().splitlines()
     leak_line = next(i + 1 for i, text in enumerate(lines) if "= malloc(1000)" in text)
@@ -141,7 +146,7 @@ def test_text_report_has_the_leak_summary(runs: dict) -> None:
     assert "\nblocks     blocks     blocks\n" in leaks
 
 
-def test_save_and_open_keep_both(runs: dict, tmp_path: Path) -> None:
+def test_saving_keeps_both_profiles(runs: dict, tmp_path: Path) -> None:
     both = runs["both"]
     path = storage.save(both, tmp_path / "run.proftui")
     loaded = storage.load(path)
@@ -156,7 +161,7 @@ def test_save_and_open_keep_both(runs: dict, tmp_path: Path) -> None:
     assert report.returncode == 0 and "7,000 bytes in 7 blocks leaked" in report.stdout
 
 
-def test_pprof_export_has_cpu_and_the_go_heap_types(runs: dict, tmp_path: Path) -> None:
+def test_pprof_export_has_every_sample_type(runs: dict, tmp_path: Path) -> None:
     both = runs["both"]
     columns, missing = sample_columns(both)
     types = [name for name, _unit, _index in columns]
@@ -174,7 +179,7 @@ def test_pprof_export_has_cpu_and_the_go_heap_types(runs: dict, tmp_path: Path) 
     assert back.total(space) == both.total(both.metric_index("live_bytes"))
 
 
-def test_cli_json_record_and_refusals(runs: dict, tmp_path: Path) -> None:
+def test_cli_json_has_both_profiles(runs: dict) -> None:
     binary = runs["binary"]
     done = subprocess.run([*CLI, "--json", "--heap", str(binary), "0.2"], capture_output=True,
                           text=True, timeout=120)
@@ -187,12 +192,20 @@ def test_cli_json_record_and_refusals(runs: dict, tmp_path: Path) -> None:
     assert flat["allocator"]["self"]["allocs"] == 2007
     assert flat["allocator"]["self"]["leaked_bytes"] == 7000
     assert done.stdout.startswith(runs["plain"].stdout)  # the target's line, untouched
+
+
+def test_record_saves_a_sampled_heap_profile(runs: dict, tmp_path: Path) -> None:
+    binary = runs["binary"]
     out = tmp_path / "r.proftui"
     rec = subprocess.run([*CLI, "record", "-o", str(out), "--mode", "sampler", "--heap",
                           "--heap-sample", "4K", str(binary), "0.1"], capture_output=True,
                          text=True, timeout=120)
     assert rec.returncode == 5 and f"{MODE} profile saved" in rec.stderr
     assert "sampled" in storage.load(out).meta.clock
+
+
+def test_heap_outside_a_launched_sampler_run_is_refused(runs: dict) -> None:
+    binary = runs["binary"]
     for extra in (["--mode", "heap"], ["--mode", "gprof"]):
         bad = subprocess.run([*CLI, "--text", "--heap", *extra, str(binary)],
                              capture_output=True, text=True, timeout=60)
@@ -226,13 +239,8 @@ def test_live_snapshots_read_both_files() -> None:
         collector.stop()
 
 
-def test_static_binary_refused_in_one_line(tmp_path: Path) -> None:
-    static = tmp_path / "static"
-    src = tmp_path / "s.c"
-    src.write_text("#include <stdlib.h>\nint main(void){return malloc(1)==0;}\n")
-    if subprocess.run(["gcc", "-static", "-o", str(static), str(src)],
-                      capture_output=True).returncode:
-        pytest.skip("gcc -static does not work here (no static libc)")
+def test_static_binary_refused_in_one_line() -> None:
+    static = static_binary()
     res = subprocess.run([*CLI, "--heap", "--text", str(static)], capture_output=True,
                          text=True, timeout=60)
     assert res.returncode != 0 and "Traceback" not in res.stderr
@@ -248,7 +256,7 @@ def test_static_binary_refused_in_one_line(tmp_path: Path) -> None:
     assert not collector.run_dir.path.exists()
 
 
-def test_sigterm_ends_the_target_and_cleans_up() -> None:
+def test_sigterm_ends_the_run_cleanly() -> None:
     binary = build_fixture("heap_sampler.c", FLAGS)
     proc = subprocess.Popen([*CLI, "--text", "--heap", str(binary), "30"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

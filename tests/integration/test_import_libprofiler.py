@@ -6,8 +6,6 @@ fixture must show the same flat and cumulative sample counts.
 
 from __future__ import annotations
 
-import ctypes.util
-import os
 import re
 import shutil
 import subprocess
@@ -16,36 +14,13 @@ from pathlib import Path
 
 import pytest
 from proftui.collectors.formats.importers import load_any
-from proftui.collectors.model import storage
 from proftui.collectors.model.profile import Profile
 from proftui.collectors.model.views import flat_profile
 
-from tests.conftest import build_fixture
+from tests.helpers.cpu_records import record_gperftools
+from tests.helpers.profiles import assert_round_trips
 
 FIXTURE_FUNCTIONS = ("spin", "work_hot", "work_cold", "recurse", "main")
-FLAGS = ("-O0", "-g", "-fno-omit-frame-pointer")
-
-
-def libprofiler() -> str:
-    """The libprofiler shared object to preload, or skip with the reason."""
-    name = ctypes.util.find_library("profiler")
-    if name is None:
-        pytest.skip("libprofiler (Debian google-perftools) is not installed")
-    return name
-
-
-def record_gperftools(directory: Path, units: int = 100) -> tuple[Path, Path]:
-    """Run the exp_work fixture under libprofiler; (binary, CPU profile)."""
-    binary = build_fixture("exp_work.c", FLAGS)
-    prof = directory / "cpu.prof"
-    env = {**os.environ, "CPUPROFILE": str(prof), "CPUPROFILE_FREQUENCY": "1000",
-           "LD_PRELOAD": libprofiler()}
-    result = subprocess.run([str(binary), str(units)], env=env, capture_output=True,
-                            text=True, timeout=60)
-    assert result.returncode == 0 and result.stdout.startswith("done"), result.stderr
-    if not prof.exists():
-        pytest.skip(f"libprofiler wrote no profile: {result.stderr.strip()}")
-    return binary, prof
 
 
 def google_pprof_text(binary: Path, prof: Path) -> dict[str, tuple[int, int]]:
@@ -73,7 +48,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return record_gperftools(tmp_path_factory.mktemp("gperf"))
 
 
-def test_same_functions_and_counts_as_google_pprof(recorded: tuple[Path, Path]) -> None:
+def test_counts_match_google_pprof(recorded: tuple[Path, Path]) -> None:
     binary, prof = recorded
     reference = google_pprof_text(binary, prof)
     profile = load_any(prof)
@@ -107,11 +82,6 @@ def test_cli_reads_it_by_content(recorded: tuple[Path, Path], tmp_path: Path) ->
 def test_saved_import_round_trips(recorded: tuple[Path, Path], tmp_path: Path) -> None:
     _binary, prof = recorded
     profile = load_any(prof)
-    path = tmp_path / "run.proftui"
-    storage.save(profile, path)
-    loaded = load_any(path)
-    expected = storage.profile_to_dict(profile)
-    expected["sources"] = storage.gather_sources(profile)
-    assert storage.profile_to_dict(loaded) == expected
+    loaded = assert_round_trips(profile, tmp_path / "run.proftui")
     files = {f.file for f in profile.frames if f.file and Path(f.file).exists()}
     assert files <= set(loaded.sources)

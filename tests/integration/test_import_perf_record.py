@@ -7,7 +7,6 @@ overhead must be proftui's top function too.
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,31 +15,7 @@ import pytest
 from proftui.collectors.formats.importers import load_any
 from proftui.collectors.model.views import callers, flat_profile
 
-from tests.conftest import build_fixture
-
-FLAGS = ("-O0", "-g", "-fno-omit-frame-pointer")
-
-
-def record_perf(directory: Path, units: int = 60) -> tuple[Path, Path]:
-    """`perf record -g` the exp_work fixture; (perf.data, perf script text)."""
-    if shutil.which("perf") is None:
-        pytest.skip("perf is not installed")
-    check = subprocess.run(["perf", "record", "-g", "-o", str(directory / "check.data"),
-                            "true"], capture_output=True, text=True, timeout=60)
-    if check.returncode != 0:
-        lines = check.stderr.strip().splitlines() or ["?"]
-        pytest.skip(f"perf record does not work here: {lines[0]}")
-    binary = build_fixture("exp_work.c", FLAGS)
-    data = directory / "perf.data"
-    result = subprocess.run(["perf", "record", "-g", "-F", "1000", "-o", str(data),
-                             str(binary), str(units)], capture_output=True, text=True,
-                            timeout=120)
-    assert result.returncode == 0, result.stderr
-    script = directory / "perf.txt"
-    with open(script, "w") as out:
-        subprocess.run(["perf", "script", "-i", str(data)], stdout=out, check=True,
-                       stderr=subprocess.DEVNULL, timeout=120)
-    return data, script
+from tests.helpers.cpu_records import record_perf
 
 
 def perf_report_top(data: Path) -> str:

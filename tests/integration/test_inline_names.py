@@ -18,13 +18,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from proftui.collectors.base import CollectorOptions
 from proftui.collectors.model.profile import Profile
 from proftui.collectors.model.views import flat_profile
-from proftui.collectors.sampler.collector import SamplerCollector
 from proftui.collectors.symbols.symbolizer import Symbolizer
 
 from tests.conftest import build_fixture
+from tests.helpers.collect import run_sampler
 
 HOT = "_ZN4work3hotEl"  # work::hot(long)
 
@@ -37,13 +36,7 @@ def _binary() -> Path:
 
 
 def _record(binary: Path) -> Profile:
-    collector = SamplerCollector([str(binary), "4000000"], CollectorOptions(output="log"))
-    collector.start()
-    try:
-        profile = collector.wait()
-    finally:
-        collector.stop()
-    return profile
+    return run_sampler(binary, "4000000")[0]
 
 
 def _symbols(binary: Path) -> tuple[dict[str, tuple[int, int]], dict[str, str]]:
@@ -144,7 +137,7 @@ def test_inlined_names_match_addr2line() -> None:
     assert names and all("::" in n or n in c_names for n in names), names
 
 
-def test_same_short_name_is_two_rows_and_no_row_is_bare() -> None:
+def test_row_names_are_as_qualified_as_the_references() -> None:
     binary = _binary()
     profile = _record(binary)
     _, by_bare = _symbols(binary)

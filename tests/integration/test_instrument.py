@@ -10,7 +10,7 @@ import pytest
 from proftui.collectors.model.profile import CPU_NS, SAMPLES
 from proftui.collectors.model.views import flat_profile
 
-from tests.integration.ins_helpers import build, calls_by_path, record
+from tests.helpers.instrument import build, calls_by_path, record
 
 BASIC = {  # ins_basic.c with n = 1000
     ("main",): 1,
@@ -22,7 +22,7 @@ BASIC = {  # ins_basic.c with n = 1000
 }
 
 
-def test_exact_calls_per_context_and_target_untouched() -> None:
+def test_exact_calls_per_context() -> None:
     binary = build("ins_basic.c")
     plain = subprocess.run([str(binary), "1000", "3"], capture_output=True, text=True)
     profile, output = record([binary, "1000", "3"])
@@ -109,7 +109,7 @@ def test_functions_too_short_to_time_are_named_in_the_notes() -> None:
     assert "20.0 M calls" in notes[0] and "--mode sampler" in notes[0]
 
 
-def test_count_only_has_exact_calls_and_no_time() -> None:
+def test_count_only_counts_calls_without_time() -> None:
     profile, _ = record([build("ins_basic.c"), "1000"], count_only=True)
     assert calls_by_path(profile) == BASIC
     assert [m.name for m in profile.metrics] == ["calls"]

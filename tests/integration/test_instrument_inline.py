@@ -15,8 +15,8 @@ import pytest
 from proftui.collectors.model.profile import Profile
 
 from tests.conftest import LUA_SCRIPTS, build_lua
-from tests.integration.ins_helpers import FLAGS, build, calls_by_path, record
-from tests.integration.ins_uftrace import (
+from tests.helpers.instrument import FLAGS, build, calls_by_path, record
+from tests.helpers.uftrace import (
     Shares,
     from_profile,
     shares,
@@ -176,11 +176,11 @@ def test_lua_vm_loop_keeps_its_inclusive_time_with_errors() -> None:
     roots = [profile.frames[c.frame_id].function for c in profile.tree.root.children.values()]
     assert roots == ["main"]
     assert ours.incl_pct("luaV_execute") >= 90
-    assert ours.self_pct("ccall") < 5  # was 46-48 % when containers were popped
+    assert ours.self_pct("ccall") < 5  # not the 46-48 % of popping its inlined containers
     assert "ccall" in ours.inlined
 
 
-def test_lua_parents_and_shares_agree_with_uftrace(tmp_path: Path) -> None:
+def test_lua_call_tree_agrees_with_uftrace(tmp_path: Path) -> None:
     binary = _lua_binary()
     argv: list[str | Path] = [binary, LUA_SCRIPT, "60"]  # no errors: uftrace loses longjmp
     _, ours, _ = _lua_shares(argv)

@@ -13,52 +13,20 @@ import time
 from pathlib import Path
 
 import pytest
-from proftui.collectors.base import CollectorOptions
 from proftui.collectors.instrument import open_calls
-from proftui.collectors.instrument.collector import InstrumentCollector
 from proftui.collectors.model import storage
-from proftui.collectors.model.profile import Profile
-from proftui.collectors.model.views import FlatEntry, flat_profile
 
-from tests.integration.ins_helpers import build
-
-
-def started(spin_s: str, loop_s: str, timed: bool = True) -> InstrumentCollector:
-    """ins_open.c running: leaf_spin computes `spin_s` seconds, then loop_calls `loop_s`."""
-    collector = InstrumentCollector([str(build("ins_open.c")), spin_s, loop_s],
-                                    CollectorOptions(output="log", timed=timed))
-    collector.start()
-    return collector
-
-
-def flat(profile: Profile) -> dict[str, FlatEntry]:
-    return {e.frame.function: e for e in flat_profile(profile)}
-
-
-def self_ns(profile: Profile, function: str) -> float:
-    return flat(profile)[function].self_cost[0]
+from tests.helpers.costs import flat_rows, self_of
+from tests.helpers.instrument import build, kill_after_a_look, open_call_seen_live, start_ins_open
 
 
 def test_live_view_counts_calls_that_have_not_returned() -> None:
     """While leaf_spin computes (no hook runs), its time is on the shadow stack only:
     the live profile reads it from the target instead of showing 0."""
-    begun = time.monotonic()
-    collector = started("3", "1")
-    try:
-        time.sleep(1.5)
-        live = collector.collect()
-        assert collector.exit_info() is None, "the fixture ended too soon"
-        spun = self_ns(live, "leaf_spin")
-        elapsed = time.monotonic() - begun
-        print(f"live: leaf_spin {spun / 1e9:.2f} s after {elapsed:.2f} s")
-        assert 0.8e9 < spun <= elapsed * 1e9
-        assert flat(live)["main"].total_cost[0] >= spun
-        final = collector.wait()
-    finally:
-        collector.stop()
-    assert self_ns(final, "leaf_spin") == pytest.approx(3e9, rel=0.1)
+    _live, final = open_call_seen_live(0, timed=True)
+    assert self_of(final, "leaf_spin") == pytest.approx(3e9, rel=0.1)
     # 1 s of wall time of which the hooks' cost (two calls an iteration) is taken out
-    assert 0.3e9 < flat(final)["loop_calls"].total_cost[0] < 1.05e9
+    assert 0.3e9 < flat_rows(final)["loop_calls"].total_cost[0] < 1.05e9
 
 
 def test_unreadable_target_memory_is_explained(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -68,7 +36,7 @@ def test_unreadable_target_memory_is_explained(monkeypatch: pytest.MonkeyPatch) 
         raise PermissionError(13, "Permission denied", path)
 
     monkeypatch.setattr(open_calls, "open", refuse, raising=False)
-    collector = started("1.5", "0.2")
+    collector = start_ins_open("1.5", "0.2", timed=True)
     try:
         time.sleep(1.0)
         live = collector.collect()
@@ -77,26 +45,18 @@ def test_unreadable_target_memory_is_explained(monkeypatch: pytest.MonkeyPatch) 
         collector.stop()
     notes = [w for w in live.meta.warnings if "memory cannot be read" in w]
     assert len(notes) == 1 and "/mem: Permission denied" in notes[0], live.meta.warnings
-    assert self_ns(live, "leaf_spin") == 0
-    assert self_ns(final, "leaf_spin") > 1e9
+    assert self_of(live, "leaf_spin") == 0
+    assert self_of(final, "leaf_spin") > 1e9
 
 
 def test_a_killed_target_keeps_the_calls_it_never_returned_from() -> None:
     """Quitting (or a crash) while leaf_spin computes: the final profile keeps the time the
     last live look saw open, and says so, instead of showing nothing."""
-    collector = started("30", "1")
-    try:
-        time.sleep(1.5)
-        spun = self_ns(collector.collect(), "leaf_spin")
-        assert spun > 0.8e9
-        assert collector.process is not None
-        collector.process.send_signal(signal.SIGKILL)
-        collector.process.wait()
-        final = collector.collect()
-    finally:
-        collector.stop()
+    live, final = kill_after_a_look(start_ins_open("30", "1", timed=True))
+    spun = self_of(live, "leaf_spin")
+    assert spun > 0.8e9
     assert final.meta.exit_signal == signal.SIGKILL and not final.meta.complete
-    assert self_ns(final, "leaf_spin") == pytest.approx(spun, rel=0.01)  # its callees grew
+    assert self_of(final, "leaf_spin") == pytest.approx(spun, rel=0.01)  # its callees grew
     assert any("counted up to the last look at them" in w for w in final.meta.warnings)
 
 
@@ -114,5 +74,5 @@ def test_record_stopped_by_ctrl_c_keeps_the_open_calls(tmp_path: Path) -> None:
     _, err = run.communicate(timeout=60)
     assert out.exists(), err
     profile = storage.load(out)
-    assert self_ns(profile, "leaf_spin") > 0.8e9, err
+    assert self_of(profile, "leaf_spin") > 0.8e9, err
     assert any("counted up to the last look at them" in w for w in profile.meta.warnings)

@@ -13,7 +13,8 @@ from proftui.collectors.model.views import flat_profile
 from proftui.collectors.runtime.wire import HEADER_SIZE, VERSION
 
 from tests.conftest import build_fixture
-from tests.integration.ins_helpers import build, calls_by_path, record
+from tests.helpers.hook_file import TREE, encode
+from tests.helpers.instrument import build, calls_by_path, record
 
 
 def test_exclude_drops_the_function_and_its_subtree() -> None:
@@ -109,8 +110,6 @@ def test_static_program_is_explained() -> None:
 
 def test_failed_calibration_is_said_in_the_notes() -> None:
     from proftui.collectors.runtime.wire_hook import decode_hook
-
-    from tests.unit.test_wire_hook import TREE, encode
 
     collector = InstrumentCollector(["true"], CollectorOptions())
     good = decode_hook(bytes(encode(TREE, chunks=[(0, 3)])))

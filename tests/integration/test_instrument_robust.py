@@ -7,22 +7,21 @@ import signal
 import time
 
 import pytest
-from proftui.collectors.base import CollectorOptions
-from proftui.collectors.instrument.collector import InstrumentCollector
-from proftui.collectors.model.profile import Profile
 
 from tests.conftest import build_fixture
-from tests.integration.ins_helpers import (
+from tests.helpers.instrument import (
     FLAGS,
     build,
     build_plugin,
     calls_by_path,
     function_calls,
     record,
+    start_spin,
+    wait_for_ticks,
 )
 
 
-def test_fork_child_gets_its_own_file_and_tree() -> None:
+def test_fork_child_records_its_own_tree() -> None:
     profile, output = record([build("ins_fork.c")])
     assert sorted(output.splitlines()) == ["child done", "parent done"]
     assert profile.meta.exit_status == 12  # child's 2 + 10: the target is sacred
@@ -81,27 +80,10 @@ def test_dlclosed_plugin_still_resolves() -> None:
     assert modules["plugin_helper"].endswith(plugin.name)
 
 
-def _start_spin(**options: object) -> InstrumentCollector:
-    collector = InstrumentCollector([str(build("ins_spin.c")), "20"],
-                                    CollectorOptions(output="log", **options))  # type: ignore[arg-type]
-    collector.start()
-    return collector
-
-
-def _wait_for_ticks(collector: InstrumentCollector, at_least: int) -> Profile:
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        profile = collector.collect()
-        if function_calls(profile, "tick") >= at_least:
-            return profile
-        time.sleep(0.05)
-    raise AssertionError("the target never called tick()")
-
-
 def test_sigkill_keeps_data_so_far_marked_incomplete() -> None:
-    collector = _start_spin()
+    collector = start_spin()
     try:
-        live = _wait_for_ticks(collector, 1000)
+        live = wait_for_ticks(collector, 1000)
         assert not live.meta.complete  # live snapshots are never complete
         assert collector.process is not None
         collector.process.send_signal(signal.SIGKILL)
@@ -116,17 +98,17 @@ def test_sigkill_keeps_data_so_far_marked_incomplete() -> None:
         collector.stop()
 
 
-def test_pause_stops_recording_and_resume_restarts() -> None:
-    collector = _start_spin()
+def test_pause_holds_the_counts_until_resume() -> None:
+    collector = start_spin()
     try:
-        _wait_for_ticks(collector, 1000)
+        wait_for_ticks(collector, 1000)
         collector.pause()
         time.sleep(0.1)  # calls already inside the hooks finish
         paused = function_calls(collector.collect(), "tick")
         time.sleep(0.3)
         assert function_calls(collector.collect(), "tick") == paused
         collector.resume()
-        _wait_for_ticks(collector, paused + 1000)
+        wait_for_ticks(collector, paused + 1000)
     finally:
         collector.stop()
 

@@ -7,28 +7,24 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
-from proftui.collectors.base import CollectorOptions
-from proftui.collectors.instrument.collector import TIMED_NOTE, InstrumentCollector
-from proftui.collectors.model.profile import CALLS, SAMPLES, WALL_NS, Profile
-from proftui.collectors.model.views import FlatEntry, flat_profile
+from proftui.collectors.instrument.collector import TIMED_NOTE
+from proftui.collectors.model.profile import CALLS, SAMPLES, WALL_NS
 
-from tests import reference
-from tests.integration.ins_helpers import build, calls_by_path, record
+from tests.helpers import reference
+from tests.helpers.costs import flat_rows, self_of
+from tests.helpers.instrument import (
+    build,
+    calls_by_path,
+    kill_after_a_look,
+    open_call_seen_live,
+    record,
+    start_ins_open,
+)
 
 NS = 1  # metric index of the time in ns (0 is samples)
-
-
-def flat(profile: Profile) -> dict[str, FlatEntry]:
-    return {e.frame.function: e for e in flat_profile(profile)}
-
-
-def self_ns(profile: Profile, function: str) -> float:
-    entry = flat(profile).get(function)
-    return entry.self_cost[NS] if entry is not None else 0.0
 
 
 def test_calls_still_open_show_their_time_live() -> None:
@@ -36,43 +32,19 @@ def test_calls_still_open_show_their_time_live() -> None:
     its node while it runs, so the live profile shows them (no reading of the target's
     memory), and main's total covers them.  Wall-clock ticks: the fixture's phases are
     wall time, and a shared machine gives it less CPU than that."""
-    collector = InstrumentCollector([str(build("ins_open.c")), "3", "1"],
-                                    CollectorOptions(output="log", wall_clock=True))
-    begun = time.monotonic()
-    collector.start()
-    try:
-        time.sleep(1.5)
-        live = collector.collect()
-        assert collector.exit_info() is None, "the fixture ended too soon"
-        spun = self_ns(live, "leaf_spin")
-        print(f"live: leaf_spin {spun / 1e9:.2f} s after {time.monotonic() - begun:.2f} s")
-        assert 0.8e9 < spun <= (time.monotonic() - begun) * 1e9
-        assert flat(live)["main"].total_cost[NS] >= spun
-        assert not [w for w in live.meta.warnings if "memory cannot be read" in w]
-        final = collector.wait()
-    finally:
-        collector.stop()
+    live, final = open_call_seen_live(NS, wall_clock=True)
+    assert not [w for w in live.meta.warnings if "memory cannot be read" in w]
     assert final.metrics == (SAMPLES, WALL_NS)
-    assert self_ns(final, "leaf_spin") == pytest.approx(3e9, rel=0.15)
-    assert flat(final)["loop_calls"].total_cost[NS] == pytest.approx(1e9, rel=0.2)
+    assert self_of(final, "leaf_spin", NS) == pytest.approx(3e9, rel=0.15)
+    assert flat_rows(final)["loop_calls"].total_cost[NS] == pytest.approx(1e9, rel=0.2)
 
 
 def test_a_killed_target_keeps_its_sampled_time() -> None:
     """Ticks live in the run file: a target killed mid-call keeps what it had."""
-    collector = InstrumentCollector([str(build("ins_open.c")), "30", "1"],
-                                    CollectorOptions(output="log", wall_clock=True))
-    collector.start()
-    try:
-        time.sleep(1.5)
-        spun = self_ns(collector.collect(), "leaf_spin")
-        assert collector.process is not None
-        collector.process.send_signal(signal.SIGKILL)
-        collector.process.wait()
-        final = collector.collect()
-    finally:
-        collector.stop()
+    live, final = kill_after_a_look(start_ins_open("30", "1", wall_clock=True))
+    spun = self_of(live, "leaf_spin", NS)
     assert final.meta.exit_signal == signal.SIGKILL and not final.meta.complete
-    assert self_ns(final, "leaf_spin") >= spun > 0.8e9
+    assert self_of(final, "leaf_spin", NS) >= spun > 0.8e9
 
 
 def test_hook_cost_is_a_row_of_its_own() -> None:
@@ -80,7 +52,7 @@ def test_hook_cost_is_a_row_of_its_own() -> None:
     and a note says how much; the functions keep their exact counts."""
     profile, _ = record([build("ins_basic.c"), "300000"])
     assert calls_by_path(profile)[("main", "run", "leaf_b")] == 900000
-    rows = flat(profile)
+    rows = flat_rows(profile)
     assert rows["[instrumentation]"].self_cost[0] > 0
     assert rows["[instrumentation]"].calls is None  # a cost, not a function that was called
     assert profile.tree is not None
@@ -92,7 +64,7 @@ def test_hook_cost_is_a_row_of_its_own() -> None:
     assert len(notes) == 1 and "% of the samples" in notes[0]
 
 
-def test_code_a_tick_landed_in_names_its_row_and_line() -> None:
+def test_ticks_name_the_code_they_landed_in() -> None:
     """fill() spends its time in libc's memset: a row named by it under fill, as perf
     names it; spin()'s ticks land on its loop's lines, not only its definition line."""
     binary = build("ins_libc.c")
@@ -104,7 +76,7 @@ def test_code_a_tick_landed_in_names_its_row_and_line() -> None:
     assert memset_rows and all(profile.frames[n.parent.frame_id].function == "fill"  # type: ignore[union-attr]
                                for n in memset_rows)
     assert sum(n.self_cost[0] for n in memset_rows) > 10
-    assert flat(profile)["fill"].self_cost[0] < sum(n.self_cost[0] for n in memset_rows)
+    assert flat_rows(profile)["fill"].self_cost[0] < sum(n.self_cost[0] for n in memset_rows)
     source = Path(__file__).parents[1] / "fixtures" / "ins_libc.c"
     spin_line = source.read_text().splitlines().index(
         "__attribute__((noinline)) unsigned long spin(long n)") + 1
@@ -121,13 +93,13 @@ def test_wall_clock_ticks_sleeping_calls_too() -> None:
     wall, _ = record([binary], wall_clock=True)
     assert wall.metrics == (SAMPLES, WALL_NS)
     assert "wall" in wall.meta.clock
-    rows = flat(wall)
+    rows = flat_rows(wall)
     assert rows["sleeper"].total_cost[NS] == pytest.approx(0.4e9, rel=0.25)
     assert any("nanosleep" in name for name in rows), sorted(rows)
     assert rows["spinner"].total_cost[NS] > 0.3e9
     cpu, _ = record([binary])
-    assert flat(cpu)["sleeper"].total_cost[NS] < 0.05e9
-    assert flat(cpu)["spinner"].total_cost[NS] > 0.3e9
+    assert flat_rows(cpu)["sleeper"].total_cost[NS] < 0.05e9
+    assert flat_rows(cpu)["spinner"].total_cost[NS] > 0.3e9
 
 
 def test_threads_are_ticked_by_their_own_cpu_time(tmp_path: Path) -> None:
@@ -146,7 +118,7 @@ def test_threads_are_ticked_by_their_own_cpu_time(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("how", ["fork", "exec"])
-def test_children_forked_and_execed_keep_ticking(how: str) -> None:
+def test_child_processes_keep_ticking(how: str) -> None:
     """A fork child re-arms its own clock in its own file; an exec'd image starts its
     own (the clocks stop before exec: a tick after it would kill the new image)."""
     binary = build("smp_robust.c")
@@ -168,7 +140,7 @@ def test_target_owning_sigprof_keeps_it(how: str) -> None:
     assert "MISSING" not in output
     assert "SIGPROF" not in profile.meta.clock
     assert any("uses SIGPROF itself" in w for w in profile.meta.warnings)
-    assert flat(profile)["busy"].self_cost[0] > 50
+    assert flat_rows(profile)["busy"].self_cost[0] > 50
 
 
 @pytest.mark.parametrize("how", ["closefds", "closerange"])
@@ -176,14 +148,14 @@ def test_target_closing_all_fds_keeps_its_clock(how: str) -> None:
     binary = build("smp_robust.c")
     profile, output = record([binary, how])
     assert (output, profile.meta.exit_status) == ("closefds done\n", 3)
-    assert flat(profile)["busy"].self_cost[0] > 50
+    assert flat_rows(profile)["busy"].self_cost[0] > 50
 
 
 def test_timed_and_count_only_say_what_they_measure() -> None:
     binary = build("ins_basic.c")
     timed, _ = record([binary, "1000"], timed=True)
     assert timed.metrics == (WALL_NS,) and TIMED_NOTE in timed.meta.warnings
-    assert "[instrumentation]" not in flat(timed)
+    assert "[instrumentation]" not in flat_rows(timed)
     counted, _ = record([binary, "1000"], count_only=True)
     assert counted.metrics == (CALLS,) and "count only" in counted.meta.clock
     assert calls_by_path(timed) == calls_by_path(counted)

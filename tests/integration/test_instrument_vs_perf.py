@@ -3,7 +3,7 @@ the same binaries: the Lua interpreter (../shared/programs/lua) and a C++ fixtur
 
 The reference for time is `perf record` of the same instrumented binary run plainly
 (glibc's empty hooks), in the same test.  Both sides leave out the hooks' own cost the
-same way (tests/reference.py: the hook functions, their PLT stubs, and the hook call
+same way (tests/helpers/reference.py: the hook functions, their PLT stubs, and the hook call
 instructions and return addresses samplers charge a call's cost to), then share the
 program's samples out of 100.  Runs alternate between the two tools and each side's
 median share is compared, so a machine whose load changes meanwhile weighs on both.
@@ -23,10 +23,10 @@ from pathlib import Path
 
 import pytest
 
-from tests import reference
 from tests.conftest import LUA_SCRIPTS, build_lua
-from tests.integration.ins_helpers import build, calls_by_path, record
-from tests.integration.ins_uftrace import Node, simple_name, uftrace_reason, uftrace_tree
+from tests.helpers import reference
+from tests.helpers.instrument import build, calls_by_path, record
+from tests.helpers.uftrace import Node, simple_name, uftrace_reason, uftrace_tree
 
 HZ = 4000  # both tools: ~2,500 program samples per Lua run
 ROUNDS = 5  # runs per tool; medians compared

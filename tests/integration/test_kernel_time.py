@@ -9,14 +9,14 @@ the share skips, saying why)."""
 from __future__ import annotations
 
 import re
-import subprocess
 
 import pytest
 from proftui.collectors.model.profile import Profile
 
 from tests.conftest import build_fixture
-from tests.integration.test_attach import attach
-from tests.integration.test_sampler import run_sampler, total_of
+from tests.helpers.collect import attached_profile, run_sampler
+from tests.helpers.costs import total_of
+from tests.helpers.targets import ReadyTarget
 
 FLAGS = ["-O2", "-g", "-fno-omit-frame-pointer"]
 SECONDS = "2.5"
@@ -65,21 +65,11 @@ def test_sampler_user_time_only_is_said(monkeypatch: pytest.MonkeyPatch) -> None
 
 def attach_until_exit(method: str) -> tuple[Profile, str]:
     """Attach to smp_syscall until it exits: (profile, the fixture's output)."""
-    binary = build_fixture("smp_syscall.c", FLAGS)
-    proc = subprocess.Popen([str(binary), SECONDS], stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        assert proc.stdout.readline() == f"ready {proc.pid}\n"
-        collector = attach(proc.pid, method, frequency_hz=1000)
-        profile = collector.wait()  # until the target exits
-        collector.stop()
-        out, _ = proc.communicate(timeout=20)
-        assert proc.returncode == 0
-        return profile, out
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    with ReadyTarget([build_fixture("smp_syscall.c", FLAGS), SECONDS]) as target:
+        profile = attached_profile(target, method, frequency_hz=1000)
+        out, status = target.finish(timeout=20)
+    assert status == 0
+    return profile, out
 
 
 def test_attach_user_time_only_is_said(monkeypatch: pytest.MonkeyPatch) -> None:

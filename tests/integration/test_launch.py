@@ -12,15 +12,19 @@ from proftui.collectors.runtime.launch import ExitInfo, LaunchedProcess
 from proftui.collectors.runtime.rundir import RunDirectory
 
 
-def test_run_directory_is_private_and_removed() -> None:
+def test_run_directory_is_private() -> None:
     with RunDirectory() as run_dir:
-        mode = stat.S_IMODE(run_dir.path.stat().st_mode)
-        assert mode == 0o700
+        assert stat.S_IMODE(run_dir.path.stat().st_mode) == 0o700
         assert run_dir.path.name.startswith("proftui-") and len(run_dir.path.name) > 12
+
+
+def test_run_directory_is_removed_at_the_end() -> None:
+    with RunDirectory() as run_dir:
+        assert run_dir.path.exists()
     assert not run_dir.path.exists()
 
 
-def test_exit_status_and_environment(compile_c) -> None:
+def test_launched_target_passes_through_untouched(compile_c) -> None:
     binary = compile_c("cli_exit.c", ["-O1"])
     with RunDirectory() as run_dir:
         proc = LaunchedProcess([str(binary), "7"], run_dir=run_dir.path, output="log",

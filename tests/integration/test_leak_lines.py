@@ -1,7 +1,7 @@
 """The leak summary against valgrind on the same binaries (issue 27): each stack that
-leaked, with the line of every call on it, as valgrind's loss records give them (the
-summary used to put callers on their definition's line, `main (heap.c:20)`, and merge
-the allocations of one function)."""
+leaked, with the line of every call on it, as valgrind's loss records give them: each
+caller on the line of its call, not of its definition, and each allocation of one
+function a record of its own."""
 
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ def proftui_leaks(binary: Path) -> dict[Stack, tuple[int, int]]:
 
 
 @pytest.mark.parametrize("source", ["leak_lines.c", "hv_sites.c"])
-def test_leak_stacks_and_lines_agree_with_valgrind(source: str) -> None:
+def test_leaks_agree_with_valgrind(source: str) -> None:
     binary = build_fixture(source, FLAGS, output=f"{Path(source).stem}_leaks")
     theirs = valgrind_leaks(binary)
     assert len(theirs) >= 2, theirs

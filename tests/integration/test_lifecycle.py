@@ -84,7 +84,7 @@ def test_output_log_keeps_head_and_tail_exactly() -> None:
     log.close()
 
 
-def test_one_gib_of_output_stays_in_memory_and_exact(tmpdir_env: Path) -> None:
+def test_one_gib_of_output_is_kept_exactly_in_memory(tmpdir_env: Path) -> None:
     """A target writing 1 GiB in the TUI's log mode: nothing under TMPDIR, the first
     MiB and the last MiBs kept byte for byte, the rest counted, the target not blocked."""
     binary = build_fixture("life_flood.c", ["-O2"])
@@ -241,8 +241,8 @@ def _cmdline(pid: int) -> str:
 @pytest.mark.parametrize("method", ["perf", "ptrace"])
 @pytest.mark.parametrize(("sig", "status"), [
     (signal.SIGHUP, 129), (signal.SIGTERM, 143), (signal.SIGINT, 0)])
-def test_headless_attach_detaches_and_saves(tmpdir_env: Path, tmp_path: Path, method: str,
-                                            sig: int, status: int) -> None:
+def test_stopped_headless_attach_saves_the_profile(tmpdir_env: Path, tmp_path: Path, method: str,
+                                                   sig: int, status: int) -> None:
     """`proftui attach PID -o f` told to stop: it detaches (the target runs on, untraced,
     not stopped), saves the profile and exits 128+N (Ctrl-C is the normal end: 0)."""
     if "attach" not in COLLECTORS:

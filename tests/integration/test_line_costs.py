@@ -8,80 +8,31 @@ rest on the WARM line and the line of mix(), inlined into it.
 
 from __future__ import annotations
 
-import re
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 from proftui.collectors.annotate import annotate
-from proftui.collectors.base import Collector, CollectorOptions
-from proftui.collectors.gprof.collector import GprofCollector
 from proftui.collectors.instrument.collector import InstrumentCollector
 from proftui.collectors.model.lines import function_addresses, function_lines
 from proftui.collectors.model.profile import Frame, Profile
 from proftui.collectors.model.source import Listing
-from proftui.collectors.model.storage import load, save
 from proftui.collectors.sampler.collector import SamplerCollector
 
-from tests.conftest import FIXTURES
-
-SOURCE = "line_hot.c"
-TEXT = (FIXTURES / SOURCE).read_text()
-FLAGS = ["-O2", "-g", "-fno-omit-frame-pointer"]
-
-
-def line_of(marker: str) -> int:
-    """The 1-based line of the fixture holding `marker`."""
-    return next(i + 1 for i, text in enumerate(TEXT.splitlines()) if marker in text)
-
-
-HOT, WARM, MIX, WORK = (line_of("/* HOT */"), line_of("/* WARM */"),
-                        line_of("unsigned long mix("), line_of("void work("))
-
-
-def build_copy(tmp_path: Path, extra: list[str]) -> tuple[Path, Path]:
-    """Compile a private copy of the fixture (so both files can be moved away later)."""
-    if shutil.which("gcc") is None:
-        pytest.skip("gcc is not installed")
-    src = tmp_path / "src"
-    src.mkdir()
-    source = src / SOURCE
-    shutil.copy(FIXTURES / SOURCE, source)
-    binary = tmp_path / "line_hot"
-    subprocess.run(["gcc", *FLAGS, *extra, "-o", str(binary), str(source)], check=True,
-                   capture_output=True)
-    return binary, source
-
-
-def record(kind: type[Collector], binary: Path, units: str = "150", **options: object) -> Profile:
-    collector = kind([str(binary), units],
-                     CollectorOptions(output="log", **options))  # type: ignore[arg-type]
-    collector.start()
-    try:
-        profile = collector.wait()
-        assert collector.process is not None
-        assert collector.process.output_head() == b"line_hot 0\n"
-    finally:
-        collector.stop()
-    return profile
-
-
-def save_and_move_away(profile: Profile, tmp_path: Path, *gone: Path,
-                       embed: bool = True) -> Profile:
-    """Save, rename the binary and the source away, load: as on another machine."""
-    path = tmp_path / ("run.proftui" if embed else "bare.proftui")
-    save(profile, path, embed_sources=embed)
-    for p in gone:
-        if p.exists():
-            p.rename(p.with_name(p.name + ".moved"))
-    for p in gone:
-        assert not p.exists()
-    return load(path)
-
-
-def work_of(profile: Profile) -> Frame:
-    return next(f for f in profile.frames if f.function == "work" and not f.inlined)
+from tests.helpers.collect import attach
+from tests.helpers.line_hot import (
+    HOT,
+    MIX,
+    SOURCE,
+    WARM,
+    WORK,
+    build_copy,
+    record,
+    save_and_move_away,
+    work_of,
+)
+from tests.helpers.reference import addr2line_lines, gprof_l_of_a_run, proftui_line_seconds
 
 
 def by_line(listing: Listing) -> dict[int, float]:
@@ -89,38 +40,26 @@ def by_line(listing: Listing) -> dict[int, float]:
             if row.number is not None and row.cost is not None}
 
 
-def addr2line_lines(binary: Path, addresses: list[int]) -> dict[int, tuple[str, int | None]]:
-    """address -> innermost (file basename, line) per `addr2line -i` (the reference);
-    ("", None) where it knows no line ("??:0")."""
-    out = subprocess.run(["addr2line", "-a", "-i", "-e", str(binary),
-                          *(f"0x{a:x}" for a in addresses)],
-                         capture_output=True, text=True, check=True).stdout
-    found: dict[int, tuple[str, int | None]] = {}
-    current: int | None = None
-    for row in out.splitlines():
-        if row.startswith("0x"):
-            current = int(row, 16)
-            continue
-        where = re.match(r"(.*):(\d+)", row)
-        if current is not None and current not in found and where:
-            known = where[1] != "??" and int(where[2]) > 0
-            found[current] = (Path(where[1]).name, int(where[2])) if known else ("", None)
-    return found
+def check_sites(profile: Profile, binary: Path) -> Frame:
+    """work() has more than 50 costed samples, and every costed address of it has as its
+    recorded line addr2line's innermost line in the same binary; work()'s frame."""
+    work = work_of(profile)
+    owned = function_addresses(profile, work)
+    assert sum(c[0] for c in owned.values()) > 50, "too few samples in work()"
+    if shutil.which("addr2line"):
+        reference = addr2line_lines(binary, sorted(owned))
+        for address in owned:
+            site = profile.address_sites[(work.module, address)]
+            assert (Path(site.file or "").name, site.line) == reference[address], hex(address)
+    return work
 
 
 def test_sampler_line_costs_open_without_binary_or_source(tmp_path: Path) -> None:
     binary, source = build_copy(tmp_path, [])
     profile = record(SamplerCollector, binary)
-    work = work_of(profile)
-    owned = function_addresses(profile, work)
-    assert sum(c[0] for c in owned.values()) > 50, "too few samples in work()"
-    # Every costed address's recorded line is addr2line's innermost line (same binary).
-    if shutil.which("addr2line"):
-        reference = addr2line_lines(binary, sorted(owned))
-        for address in owned:
-            site = profile.address_sites[(work.module, address)]
-            assert site.function == work.address
-            assert (Path(site.file or "").name, site.line) == reference[address], hex(address)
+    work = check_sites(profile, binary)
+    assert {profile.address_sites[(work.module, a)].function
+            for a in function_addresses(profile, work)} == {work.address}
 
     loaded = save_and_move_away(profile, tmp_path, binary, source)
     listing = annotate(loaded, work_of(loaded))
@@ -157,8 +96,6 @@ def test_sampler_line_costs_open_without_binary_or_source(tmp_path: Path) -> Non
 
 
 def test_attach_line_costs_open_without_binary_or_source(tmp_path: Path) -> None:
-    from tests.tui.tui_profiles import attach
-
     binary, source = build_copy(tmp_path, ["-mno-omit-leaf-frame-pointer"])
     target = subprocess.Popen([str(binary), "600"], stdout=subprocess.PIPE, text=True)
     try:
@@ -170,14 +107,7 @@ def test_attach_line_costs_open_without_binary_or_source(tmp_path: Path) -> None
         if target.poll() is None:
             target.kill()
             target.wait()
-    work = work_of(profile)
-    owned = function_addresses(profile, work)
-    assert sum(c[0] for c in owned.values()) > 50, "too few samples in work()"
-    if shutil.which("addr2line"):
-        reference = addr2line_lines(binary, sorted(owned))
-        for address in owned:
-            site = profile.address_sites[(work.module, address)]
-            assert (Path(site.file or "").name, site.line) == reference[address], hex(address)
+    check_sites(profile, binary)
     loaded = save_and_move_away(profile, tmp_path, binary, source)
     listing = annotate(loaded, work_of(loaded))
     assert listing.kind == "source"
@@ -185,28 +115,13 @@ def test_attach_line_costs_open_without_binary_or_source(tmp_path: Path) -> None
 
 
 @pytest.mark.skipif(shutil.which("gprof") is None, reason="gprof (binutils) missing")
-def test_gprof_line_costs_match_gprof_l_and_survive_the_move(tmp_path: Path) -> None:
+def test_gprof_line_costs_match_gprof_l(tmp_path: Path) -> None:
     binary, source = build_copy(tmp_path, ["-pg"])
-    collector = GprofCollector([str(binary), "150"], CollectorOptions(output="log"))
-    collector.start()
-    try:
-        profile = collector.wait()
-        gmon = next(collector.run_dir.path.glob("gmon.*"))
-        # GNU gprof's line-by-line flat profile of the same gmon.out: seconds per line.
-        out = subprocess.run(["gprof", "-b", "-l", "-p", str(binary), str(gmon)],
-                             capture_output=True, text=True, check=True).stdout
-    finally:
-        collector.stop()
-    reference: dict[int, float] = {}
-    for row in out.splitlines():
-        found = re.search(r"\((\S+):(\d+) @ [0-9a-f]+\)$", row)
-        if found and found[1] == SOURCE:
-            line = int(found[2])
-            reference[line] = reference.get(line, 0.0) + float(row.split()[2])
-    ours: dict[int, float] = {}
-    for (file, line), cost in profile.line_costs.items():
-        if Path(file).name == SOURCE:
-            ours[line] = ours.get(line, 0.0) + cost[0] / 1e9
+    # GNU gprof's line-by-line flat profile of the same gmon.out: seconds per line.
+    profile, seconds, out = gprof_l_of_a_run([str(binary), "150"])
+    reference = {line: s for (file, line), s in seconds.items() if file == SOURCE}
+    ours = {line: s for (file, line), s in proftui_line_seconds(profile).items()
+            if file == SOURCE}
     assert reference.get(HOT, 0) > 0.1, out
     for line in set(reference) | set(ours):
         assert ours.get(line, 0.0) == pytest.approx(reference.get(line, 0.0), abs=0.006), line
@@ -224,14 +139,7 @@ def test_instrument_sampled_line_costs_are_where_ticks_landed(tmp_path: Path) ->
     the sampler's samples do: addr2line's lines, HOT the hottest."""
     binary, source = build_copy(tmp_path, ["-finstrument-functions"])
     profile = record(InstrumentCollector, binary, frequency_hz=4000)
-    work = work_of(profile)
-    owned = function_addresses(profile, work)
-    assert sum(c[0] for c in owned.values()) > 50, "too few samples in work()"
-    if shutil.which("addr2line"):
-        reference = addr2line_lines(binary, sorted(owned))
-        for address in owned:
-            site = profile.address_sites[(work.module, address)]
-            assert (Path(site.file or "").name, site.line) == reference[address], hex(address)
+    work = check_sites(profile, binary)
     listing = annotate(profile, work)
     assert listing.kind == "source" and listing.path == str(source)
     assert listing.lines[listing.hottest()].number == HOT

@@ -4,21 +4,16 @@ on the same run."""
 
 from __future__ import annotations
 
-import hashlib
-import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 from proftui.collectors.base import CollectorOptions
-from proftui.collectors.gprof.collector import GprofCollector
 from proftui.collectors.sampler.collector import SamplerCollector
 
-from tests.integration.test_line_costs import addr2line_lines
+from tests.conftest import build_lua
+from tests.helpers.reference import addr2line_lines, gprof_l_of_a_run, proftui_line_seconds
 
-LUA = Path(__file__).resolve().parents[3] / "shared" / "programs" / "lua"
-CACHE = Path(__file__).resolve().parents[2] / "build" / "test-fixtures"
 SCRIPT = """
 local t = {}
 for i = 1, 300000 do t[i] = tostring(i * 7 % 1000) end
@@ -32,28 +27,10 @@ print(s, #table.concat(parts, ","))
 OUTPUT = "52020000\t977496\n"
 
 
-def build_lua(flags: list[str]) -> Path:
-    """onelua.c compiled with `flags` (cached under build/test-fixtures)."""
-    if not (LUA / "onelua.c").exists():
-        pytest.skip(f"the Lua source is not at {LUA} (a real-program test)")
-    if shutil.which("gcc") is None:
-        pytest.skip("gcc is not installed")
-    digest = hashlib.sha256(" ".join(flags).encode())
-    digest.update((LUA / "onelua.c").read_bytes())
-    target = CACHE / f"lua-{digest.hexdigest()[:12]}"
-    if not target.exists():
-        CACHE.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_suffix(".tmp")
-        subprocess.run(["gcc", *flags, "-DLUA_USE_LINUX", str(LUA / "onelua.c"), "-lm", "-ldl",
-                        "-o", str(tmp)], check=True, capture_output=True)
-        tmp.rename(target)
-    return target
-
-
 def test_lua_sampler_sites_agree_with_addr2line(tmp_path: Path) -> None:
     if shutil.which("addr2line") is None:
         pytest.skip("addr2line (binutils) is not installed")
-    lua = build_lua(["-O2", "-g", "-fno-omit-frame-pointer"])
+    lua = build_lua(["-fno-omit-frame-pointer"])
     script = tmp_path / "work.lua"
     script.write_text(SCRIPT)
     # 8 kHz: the run is ~0.25 s, and at 1 kHz CI once got 95 distinct addresses
@@ -88,28 +65,11 @@ def test_lua_sampler_sites_agree_with_addr2line(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(shutil.which("gprof") is None, reason="gprof (binutils) missing")
 def test_lua_gprof_line_costs_agree_with_gprof_l(tmp_path: Path) -> None:
-    lua = build_lua(["-O2", "-g", "-pg"])
+    lua = build_lua(["-pg"])
     script = tmp_path / "work.lua"
     script.write_text(SCRIPT)
-    collector = GprofCollector([str(lua), str(script)], CollectorOptions(output="log"))
-    collector.start()
-    try:
-        profile = collector.wait()
-        gmon = next(collector.run_dir.path.glob("gmon.*"))
-        out = subprocess.run(["gprof", "-b", "-l", "-p", str(lua), str(gmon)],
-                             capture_output=True, text=True, check=True).stdout
-    finally:
-        collector.stop()
-    reference: dict[tuple[str, int], float] = {}
-    for row in out.splitlines():
-        found = re.search(r"\((\S+):(\d+) @ [0-9a-f]+\)$", row)
-        if found:
-            key = (Path(found[1]).name, int(found[2]))
-            reference[key] = reference.get(key, 0.0) + float(row.split()[2])
-    ours: dict[tuple[str, int], float] = {}
-    for (file, line), cost in profile.line_costs.items():
-        key = (Path(file).name, line)
-        ours[key] = ours.get(key, 0.0) + cost[0] / 1e9
+    profile, reference, out = gprof_l_of_a_run([str(lua), str(script)])
+    ours = proftui_line_seconds(profile)
     # Both sides read the same gmon.out, so agreement does not depend on how long it ran;
     # the floor only proves the histogram is not empty.  The run takes ~0.6 s, but most of
     # it is mcount and libc, outside the histogram: 0.09-0.17 s of ticks land in lua's own

@@ -109,16 +109,24 @@ def test_read_only_mount_is_refused_before_the_target_starts(tmp_path: Path, env
     assert list(ro.iterdir()) == []
 
 
-def test_output_lost_at_the_end_goes_to_a_fallback_file(tmp_path: Path, env) -> None:
-    """The output directory disappears while the target runs: the profile goes to
-    the current directory, the message says where, the status is the target's."""
+def record_shell(env: dict[str, str], tmp_path: Path, script: str
+                 ) -> tuple[subprocess.CompletedProcess[str], Path, Path]:
+    """(the result, OUT, WORK) of `proftui record -o OUT/run.proftui` run in WORK on
+    `sh -c script`, where the script's {out} and {work} are those directories."""
     out, work = tmp_path / "out", tmp_path / "work"
     out.mkdir()
     work.mkdir()
     sh = shutil.which("sh")
     assert sh is not None
     result = proftui(env, work, "record", "-o", str(out / "run.proftui"), "--mode", "sampler",
-                     sh, "-c", f"rmdir {out}; echo ran; exit 3")
+                     sh, "-c", script.format(out=out, work=work))
+    return result, out, work
+
+
+def test_output_lost_at_the_end_goes_to_a_fallback_file(tmp_path: Path, env) -> None:
+    """The output directory disappears while the target runs: the profile goes to
+    the current directory, the message says where, the status is the target's."""
+    result, out, work = record_shell(env, tmp_path, "rmdir {out}; echo ran; exit 3")
     assert (result.returncode, result.stdout) == (3, "ran\n")
     [line] = proftui_lines(result)
     [fallback] = list(work.glob("proftui-*.proftui"))
@@ -128,13 +136,7 @@ def test_output_lost_at_the_end_goes_to_a_fallback_file(tmp_path: Path, env) -> 
 
 
 def test_fallback_to_home_when_the_working_directory_is_gone(tmp_path: Path, env) -> None:
-    out, work = tmp_path / "out", tmp_path / "work"
-    out.mkdir()
-    work.mkdir()
-    sh = shutil.which("sh")
-    assert sh is not None
-    result = proftui(env, work, "record", "-o", str(out / "run.proftui"), "--mode", "sampler",
-                     sh, "-c", f"rmdir {out} {work}; exit 4")
+    result, _out, _work = record_shell(env, tmp_path, "rmdir {out} {work}; exit 4")
     assert result.returncode == 4
     [line] = proftui_lines(result)
     [fallback] = list(Path(env["HOME"]).glob("proftui-*.proftui"))
@@ -151,7 +153,7 @@ def test_dev_null_stays_a_device(tmp_path: Path, env) -> None:
     assert stat.S_ISCHR(after.st_mode) and after.st_rdev == before.st_rdev
 
 
-def test_dev_full_reports_enospc_and_keeps_the_profile(tmp_path: Path, env) -> None:
+def test_full_disk_keeps_the_profile_elsewhere(tmp_path: Path, env) -> None:
     if not os.access("/dev/full", os.W_OK):
         pytest.skip("/dev/full is not writable here")
     result = record(env, tmp_path, "/dev/full")
@@ -273,7 +275,7 @@ def test_record_to_a_fifo_nobody_reads_does_not_hang(tmp_path: Path, env) -> Non
 
 
 def test_record_refuses_another_users_symlink_in_a_sticky_directory(tmp_path: Path,
-                                                                     env) -> None:
+                                                                    env) -> None:
     """Issue 26: `record -o /tmp/victim.proftui` where another user made victim.proftui a
     symlink to a file of ours: refused before the target starts, the file untouched."""
     if os.geteuid() != 0:

@@ -222,6 +222,6 @@ def test_unknown_format_lists_what_is_read(tmp_path: Path, content: str) -> None
 
 
 def _sample_profile() -> Profile:
-    from tests.unit.profiles import sample_profile
+    from tests.helpers.profiles import sample_profile
 
     return sample_profile()

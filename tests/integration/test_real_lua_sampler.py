@@ -20,7 +20,7 @@ import pytest
 from proftui.collectors.model import storage
 
 from tests.conftest import LUA_SCRIPTS, build_lua
-from tests.reference import perf_allowed, perf_user_shares, proftui_symbol_shares
+from tests.helpers.reference import perf_allowed, perf_user_shares, proftui_symbol_shares
 
 SCALE = "25"  # about 3 s of work on an idle machine
 

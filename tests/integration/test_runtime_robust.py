@@ -148,7 +148,7 @@ def test_target_overwriting_the_run_file_header(tmp_path: Path, mode: str) -> No
     assert {"work_a", "work_b"} <= names, sorted(names)[:20]
     if mode == "instrument":  # calls are exact even without the header's clock
         assert "calls only" in damaged[0]
-        from tests.integration.ins_helpers import function_calls
+        from tests.helpers.instrument import function_calls
         assert function_calls(profile, "work_a") == 200
         assert function_calls(profile, "work_b") == 200
 
@@ -189,7 +189,7 @@ def test_sampler_headers_rebuilt_from_the_layout(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("kernel", ["default", "user-only"])
-def test_sampling_signal_and_eintr(tmp_path: Path, kernel: str) -> None:
+def test_blocking_calls_under_the_sampling_signal(tmp_path: Path, kernel: str) -> None:
     """What the sampling signal does to the target's blocking calls
     (docs/runtime-safety.md, "EINTR").  The handler is SA_RESTART, so read() is
     never cut short; with user time only (PROFTUI_SAMPLER_KERNEL=0) a sample is

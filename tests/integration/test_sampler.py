@@ -14,53 +14,14 @@ from pathlib import Path
 import pytest
 from proftui.collectors.base import CollectorOptions
 from proftui.collectors.errors import ProftuiError
-from proftui.collectors.model.profile import Profile
 from proftui.collectors.registry import COLLECTORS
 from proftui.collectors.sampler.collector import SamplerCollector
 
 from tests.conftest import build_fixture
-from tests.reference import fixture_cpu_shares
-
-FP_FLAGS = ["-O2", "-g", "-fno-omit-frame-pointer"]
-NOFP_FLAGS = ["-O2", "-g", "-fomit-frame-pointer"]
-
-
-def run_sampler(binary: Path, *args: str, **options: object) -> tuple[Profile, str]:
-    """Profile `binary args` to the end; (profile, the target's stdout+stderr)."""
-    collector = SamplerCollector([str(binary), *args],
-                                 CollectorOptions(output="log", **options))  # type: ignore[arg-type]
-    collector.start()
-    try:
-        profile = collector.wait()
-        assert collector.process is not None
-        output = collector.process.output_text()
-    finally:
-        collector.stop()
-    return profile, output
-
-
-def self_costs(profile: Profile, metric: int = 0) -> dict[str, float]:
-    totals: dict[str, float] = {}
-    assert profile.tree is not None
-    for node in profile.tree.nodes():
-        name = profile.frames[node.frame_id].function
-        totals[name] = totals.get(name, 0.0) + node.self_cost[metric]
-    return totals
-
-
-def total_of(profile: Profile, function: str) -> float:
-    """Inclusive samples of `function` (its nodes' totals, recursion not counted twice)."""
-    assert profile.tree is not None
-    total = 0.0
-    for node in profile.tree.nodes():
-        if profile.frames[node.frame_id].function == function:
-            above = node.parent
-            while above is not None and (above.frame_id < 0 or
-                                         profile.frames[above.frame_id].function != function):
-                above = above.parent
-            if above is None:
-                total += node.total_cost[0]
-    return total
+from tests.helpers.collect import run_sampler, start_sampler
+from tests.helpers.costs import paths_to, self_costs, total_of
+from tests.helpers.reference import fixture_cpu_shares
+from tests.helpers.targets import FP_FLAGS, NOFP_FLAGS
 
 
 def sampled_shares(costs: dict[str, float]) -> dict[str, float]:
@@ -69,18 +30,8 @@ def sampled_shares(costs: dict[str, float]) -> dict[str, float]:
     return {name: 100 * cost / sum(work.values()) for name, cost in work.items()}
 
 
-def paths_to(profile: Profile, function: str) -> list[list[str]]:
-    """Call chains (outermost first) of every tree node of `function`."""
-    assert profile.tree is not None
-    out = []
-    for node in profile.tree.nodes():
-        if profile.frames[node.frame_id].function == function:
-            out.append([profile.frames[f].function for f in node.path()])
-    return out
-
-
 @pytest.mark.parametrize("flags", [FP_FLAGS, NOFP_FLAGS], ids=["frame-pointers", "cfi"])
-def test_work_split_and_call_chain(flags: list[str], tmp_path: Path) -> None:
+def test_smp_work_profile_matches_its_own_clock(flags: list[str], tmp_path: Path) -> None:
     binary = build_fixture("smp_work.c", flags)
     plain = subprocess.run([str(binary), "1000"], capture_output=True, text=True)
     timings = tmp_path / "timings"
@@ -148,9 +99,7 @@ def test_dlclosed_plugin_resolves_by_name() -> None:
 def test_pause_and_resume() -> None:
     import time
 
-    binary = build_fixture("smp_work.c", FP_FLAGS)
-    collector = SamplerCollector([str(binary), "1500"], CollectorOptions(output="log"))
-    collector.start()
+    collector = start_sampler(build_fixture("smp_work.c", FP_FLAGS), "1500")
     try:
         time.sleep(0.2)
         collector.pause()
@@ -243,9 +192,7 @@ def test_dlopen_by_bare_name_uses_callers_runpath(tmp_path: Path) -> None:
 def test_live_snapshots_grow_while_running() -> None:
     import time
 
-    binary = build_fixture("smp_work.c", NOFP_FLAGS)
-    collector = SamplerCollector([str(binary), "1500"], CollectorOptions(output="log"))
-    collector.start()
+    collector = start_sampler(build_fixture("smp_work.c", NOFP_FLAGS), "1500")
     try:
         time.sleep(0.4)
         first = collector.snapshot()

@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import build_fixture
-from tests.integration.test_sampler import FP_FLAGS, NOFP_FLAGS, run_sampler, self_costs
+from tests.helpers.collect import run_sampler
+from tests.helpers.costs import self_costs
+from tests.helpers.targets import FP_FLAGS, NOFP_FLAGS
 
 
 def plain_run(binary: Path, *args: str) -> subprocess.CompletedProcess[str]:

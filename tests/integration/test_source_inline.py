@@ -9,8 +9,6 @@ addresses of the same run.
 
 from __future__ import annotations
 
-import hashlib
-import re
 import shutil
 import subprocess
 from collections import defaultdict
@@ -18,49 +16,19 @@ from pathlib import Path
 
 import pytest
 from proftui.collectors.annotate import annotate
-from proftui.collectors.base import CollectorOptions
-from proftui.collectors.model.profile import Frame, Profile
 from proftui.collectors.model.storage import load, save
 from proftui.collectors.model.views import flat_profile
-from proftui.collectors.sampler.collector import SamplerCollector
 
-from tests.conftest import FIXTURES, build_fixture
-
-HEADER = FIXTURES / "src_tmpl.hpp"
-SOURCE = FIXTURES / "src_tmpl.cpp"
-
-
-def line_of(path: Path, marker: str) -> int:
-    return next(i + 1 for i, t in enumerate(path.read_text().splitlines()) if marker in t)
-
-
-HDR_HOT, HDR_WARM = line_of(HEADER, "/* HDR_HOT */"), line_of(HEADER, "/* HDR_WARM */")
-
-
-def tmpl_binary() -> Path:
-    """src_tmpl.cpp built -O2 -g (the header's digest in the flags: edits rebuild it)."""
-    if shutil.which("g++") is None:
-        pytest.skip("g++ is not installed")
-    digest = hashlib.sha256(HEADER.read_bytes()).hexdigest()[:12]
-    return build_fixture("src_tmpl.cpp", ["-O2", "-g", "-fno-omit-frame-pointer",
-                                          f"-DSRC_TMPL_HPP_{digest}"], compiler="g++")
-
-
-def record_tmpl(units: str = "150", binary: Path | None = None) -> tuple[Path, Profile]:
-    binary = binary or tmpl_binary()
-    collector = SamplerCollector([str(binary), units], CollectorOptions(output="log"))
-    collector.start()
-    try:
-        profile = collector.wait()
-        assert collector.process is not None
-        assert collector.process.output_head() in (b"src_tmpl 0\n", b"src_tmpl 1\n")
-    finally:
-        collector.stop()
-    return binary, profile
-
-
-def crunch_of(profile: Profile) -> Frame:
-    return next(f for f in profile.frames if f.function.startswith("crunch(") and not f.inlined)
+from tests.helpers.reference import addr2line_innermost
+from tests.helpers.src_tmpl import (
+    HDR_HOT,
+    HDR_WARM,
+    HEADER,
+    SOURCE,
+    crunch_of,
+    record_tmpl,
+    tmpl_binary,
+)
 
 
 def symbol_range(binary: Path, name: str) -> tuple[int, int]:
@@ -72,25 +40,6 @@ def symbol_range(binary: Path, name: str) -> tuple[int, int]:
         if len(parts) == 4 and parts[3].startswith(name):
             return int(parts[0], 16), int(parts[0], 16) + int(parts[1], 16)
     raise AssertionError(f"{name} not in nm's output")
-
-
-def addr2line_innermost(binary: Path, addresses: list[int]) -> dict[int, tuple[str, int]]:
-    """address -> innermost (file, line) by `addr2line -i` (its first line per address)."""
-    if shutil.which("addr2line") is None:
-        pytest.skip("addr2line (binutils) is not installed")
-    out = subprocess.run(["addr2line", "-i", "-a", "-e", str(binary),
-                          *[f"0x{a:x}" for a in addresses]],
-                         check=True, capture_output=True, text=True).stdout
-    found: dict[int, tuple[str, int]] = {}
-    current: int | None = None
-    for row in out.splitlines():
-        if row.startswith("0x"):
-            current = int(row, 16)
-            continue
-        match = re.match(r"^(.*):(\d+)(?: \(discriminator \d+\))?$", row)
-        if current is not None and current not in found and match and match[2] != "0":
-            found[current] = (match[1], int(match[2]))
-    return found
 
 
 def test_header_templates_annotate_like_addr2line() -> None:

@@ -92,7 +92,7 @@ def test_separate_debug_file_through_debuglink(compile_c, tmp_path: Path) -> Non
     assert symbolizer.warnings == []
 
 
-def test_stripped_binary_gives_offsets_and_a_warning(compile_c, tmp_path: Path) -> None:
+def test_stripped_binary_is_named_by_offsets(compile_c, tmp_path: Path) -> None:
     built = compile_c("sym_lines.c", ["-O2", "-g"])
     binary = tmp_path / "stripped"
     shutil.copy(built, binary)
@@ -130,7 +130,7 @@ def test_pie_load_bias_from_live_maps(compile_c) -> None:
     assert space.resolve(runtime) is not None
 
 
-def test_parse_maps_keeps_deleted_and_vdso_and_skips_anonymous() -> None:
+def test_parse_maps_keeps_the_named_mappings() -> None:
     text = ("55d0-55e0 r-xp 00001000 08:01 12 /usr/bin/prog\n"
             "7f00-7f10 r-xp 00000000 08:01 13 /tmp/lib.so (deleted)\n"
             "7f20-7f30 rw-p 00000000 00:00 0 \n"
@@ -186,7 +186,7 @@ def test_build_id_cache_serves_the_second_run(compile_c, tmp_path: Path) -> None
     assert list(cache.iterdir()) == []  # ...and nothing is written there
 
 
-def test_corrupt_dwarf_gives_names_and_one_warning(compile_c, tmp_path: Path) -> None:
+def test_corrupt_dwarf_falls_back_to_symbol_names(compile_c, tmp_path: Path) -> None:
     from proftui.collectors.symbols.elf import ElfFile
 
     built = compile_c("sym_lines.c", ["-O2", "-g"])

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -23,14 +22,16 @@ from proftui.collectors.runtime.process_status import ProcStat, ThreadStat
 from proftui.collectors.runtime.thread_names import printable_name
 from proftui.tui.app import ProfTuiApp
 from proftui.tui.panes.process import ProcPane
+from textual.pilot import Pilot
 
 from tests.conftest import build_fixture
-from tests.tui.test_tmux import PROFTUI, Terminal
-from tests.tui.tui_profiles import SIZE, attach_profile, run, screen_text
+from tests.helpers.collect import attach_profile
+from tests.helpers.tmux import PROFTUI, Terminal
+from tests.helpers.tui import run_app, screen_text
 
 WORK = "200"  # million iterations per worker thread: about 1 s of CPU in all
 # The sampler at 1 MiB holds about 1,000 samples: 3 s of CPU overflows it unless drained
-# (before the fix the drain thread died and 75% of such a run was dropped).
+# (odd names must not stop the drain thread: without it 75% of such a run is dropped).
 SAMPLER_WORK, SAMPLER_BUFFER = "600", "1"
 ODD_SHOWN = ["\\xff\\xfebad\\xc3(", "\\x1b[31mRED\\x1b[0m", "\\x1b]0;pwn\\x07x\\x7f",
              "\\x1b[2Jclear\\x9b"]  # smp_names.c's names as proftui shows them
@@ -97,49 +98,43 @@ def test_odd_names_keep_every_sample(tmp_path: Path, mode: str, flags: list[str]
         assert spin == {"plain": 3, "odd": 3}
 
 
-def test_tui_shows_odd_names_escaped_and_keeps_running(tmp_path: Path) -> None:
-    if shutil.which("tmux") is None:
-        pytest.skip("tmux is not installed")
-    if not PROFTUI.exists():
-        pytest.skip(f"the proftui command is not installed beside {sys.executable}")
+def test_tui_shows_odd_names_escaped(terminal: list[Terminal],
+                                     tmp_path: Path) -> None:
     binary = build_fixture("smp_names.c", ["-O1", "-g", "-pthread"], output="smp_names_sampler")
     tmpdir = tmp_path / "tmpdir"
     tmpdir.mkdir()
     term = Terminal(["env", f"TMPDIR={tmpdir}", str(PROFTUI), "--mode", "sampler", str(binary),
                      "600", "odd"], tmp_path)
-    try:
-        term.wait_for("sampler", "running", timeout=60)
-        term.key("4")
-        screen = term.wait_for(*ODD_SHOWN, timeout=30)  # escaped text, not interpreted
-        time.sleep(2)  # the crash came within a second of the first process poll
-        screen = term.screen()
-        assert "Traceback" not in screen and "Error" not in screen
-        assert "pwn" not in subprocess.run(["tmux", "display", "-p", "-t", term.name,
-                                            "#{pane_title}"], capture_output=True,
-                                           text=True).stdout  # no OSC title change
-        term.wait_for("exited with status 7", timeout=120)  # the target ran to its end
-        term.key("q")
-        term.wait_for("PROFTUI-EXIT=7")
-        assert os.listdir(tmpdir) == []
-    finally:
-        term.close()
+    terminal.append(term)
+    term.wait_for("sampler", "running", timeout=60)
+    term.key("4")
+    screen = term.wait_for(*ODD_SHOWN, timeout=30)  # escaped text, not interpreted
+    time.sleep(2)  # past the first process polls, which read the names
+    screen = term.screen()
+    assert "Traceback" not in screen and "Error" not in screen
+    assert "pwn" not in subprocess.run(["tmux", "display", "-p", "-t", term.name,
+                                        "#{pane_title}"], capture_output=True,
+                                       text=True).stdout  # no OSC title change
+    term.wait_for("exited with status 7", timeout=120)  # the target ran to its end
+    term.key("q")
+    term.wait_for("PROFTUI-EXIT=7")
+    assert os.listdir(tmpdir) == []
 
 
 def test_process_pane_shows_names_as_text_not_markup() -> None:
-    """Escaped names that look like Rich markup ("[/oops]" raised MarkupError) show as is."""
+    """Escaped names that look like Rich markup ("[/oops]") show as is, not as markup."""
     odd = [printable_name(b"[/oops]\x1b[2J"), "[bold]x[/bold]", *ODD_SHOWN]
     stat = ProcStat(pid=4242, alive=True, state="running", name=odd[0], num_threads=len(odd),
                     threads=tuple(ThreadStat(100 + i, n, 1.0) for i, n in enumerate(odd)),
                     cpu_history=(1.0,), rss_history=(1.0,))
 
-    async def body() -> None:
-        app = ProfTuiApp(profile=attach_profile())
-        async with app.run_test(size=SIZE) as pilot:
-            await pilot.press("4")
-            app.query_one(ProcPane).show_stat(stat)
-            await pilot.pause()
-            text = screen_text(app)
-            for name in odd:
-                assert name in text, (name, text)
-            assert "\x1b" not in text  # no raw ESC reaches the screen
-    run(body)
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        await pilot.press("4")
+        app.query_one(ProcPane).show_stat(stat)
+        await pilot.pause()
+        text = screen_text(app)
+        for name in odd:
+            assert name in text, (name, text)
+        assert "\x1b" not in text  # no raw ESC reaches the screen
+
+    run_app(ProfTuiApp(profile=attach_profile()), body)

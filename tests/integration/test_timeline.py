@@ -47,20 +47,35 @@ def test_each_phase_is_its_range(phases: tuple[Profile, dict[str, int], float]) 
     assert whole.total(0) == profile.total(0)  # every sample is in some slice
 
 
-def test_ranges_survive_saving_and_the_cli(phases: tuple[Profile, dict[str, int], float],
-                                           tmp_path: Path) -> None:
-    profile, _cpu, skew = phases
+@pytest.fixture
+def saved_phases(phases: tuple[Profile, dict[str, int], float], tmp_path: Path) -> Path:
     path = tmp_path / "run.proftui"
-    storage.save(profile, path, embed_sources=False)
-    loaded = storage.load(path)
+    storage.save(phases[0], path, embed_sources=False)
+    return path
+
+
+def test_ranges_survive_saving(phases: tuple[Profile, dict[str, int], float],
+                               saved_phases: Path) -> None:
+    profile, _cpu, skew = phases
+    loaded = storage.load(saved_phases)
     assert loaded.slices is not None
     cut = 2.0 + skew - 0.25
     assert totals(range_profile(loaded, 0, cut)) == \
         totals(range_profile(profile, 0, cut))
+
+
+def test_report_shows_the_range_asked_for(phases: tuple[Profile, dict[str, int], float],
+                                          saved_phases: Path) -> None:
+    cut = 2.0 + phases[2] - 0.25
+    path = saved_phases
     text = subprocess.run([sys.executable, "-m", "proftui.tui.cli", "report", "--from", "0",
                            "--to", f"{cut:.3f}", str(path)], capture_output=True, text=True,
                           check=True).stdout
     assert "phase_a" in text and "phase_b" not in text
+
+
+def test_report_refuses_a_reversed_range(saved_phases: Path) -> None:
+    path = saved_phases
     bad = subprocess.run([sys.executable, "-m", "proftui.tui.cli", "report", "--from", "3",
                           "--to", "1", str(path)], capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1

@@ -22,7 +22,7 @@ from proftui.collectors.symbols.maps import parse_maps
 from proftui.collectors.symbols.vdso import VDSO, vdso_file
 
 from tests.conftest import build_fixture
-from tests.reference import perf_allowed, perf_user_shares, proftui_symbol_shares
+from tests.helpers.reference import perf_allowed, perf_user_shares, proftui_symbol_shares
 
 FLAGS = ["-O2", "-g"]
 VDSO_CLOCK = "__vdso_clock_gettime"  # the name perf gives it too (alias: clock_gettime)

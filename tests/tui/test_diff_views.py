@@ -27,11 +27,12 @@ from proftui.tui.panes.flat import FlatPane
 from proftui.tui.panes.tree import CallTreeView, NodeData
 from proftui.tui.widgets.flat_table import FlatTable
 from proftui.tui.widgets.status_line import StatusLine
+from textual.pilot import Pilot
 from textual.widgets.tree import TreeNode
 
 from tests.conftest import build_fixture
-from tests.tui.test_tmux import PROFTUI, Terminal
-from tests.tui.tui_profiles import SIZE, run, screen_text, wait_for
+from tests.helpers.tmux import PROFTUI, Terminal
+from tests.helpers.tui import SIZE, flat_ready, run, run_app, run_live, screen_text, wait_for
 
 FLAGS = ["-O2", "-g", "-fno-omit-frame-pointer"]
 ROUNDS = "1500"
@@ -90,161 +91,153 @@ def _node(profile: Profile, *names: str) -> CallNode | None:
     return None
 
 
-def test_open_base_flat_deltas_tree_and_units(saved: tuple[Path, Path]) -> None:
+def test_open_with_a_base_shows_deltas(saved: tuple[Path, Path]) -> None:
     base_path, new_path = saved
     base, new = load_any(base_path), load_any(new_path)
     app = ProfTuiApp(profile=new, base=base, base_name="base.proftui")
 
-    async def body() -> None:
-        async with app.run_test(size=SIZE) as pilot:
-            flat = app.query_one(FlatPane)
-            await wait_for(pilot, lambda: flat.changes is not None and flat.shown,
-                           what="Δ columns")
-            m = app.metric
-            header = screen_text(app).splitlines()[0]
-            assert "Δ vs base.proftui (shares)" in header, header
-            # Sorted by |Δself| first: dft_a, which doubled, leads.
-            assert flat.sort_key == "dself" and flat.shown[0].frame.function == "dft_a"
-            new_s, base_s = _shares(new, m), _shares(base, m)
-            by_name = {e.frame.function: e for e in flat.shown}
-            for name in ("dft_a", "dft_b", "dft_c"):
-                change = flat.changes[by_name[name].frame_id]
-                assert change.self_delta == pytest.approx(new_s[name][0] - base_s[name][0])
-                assert change.total_delta == pytest.approx(new_s[name][1] - base_s[name][1])
-                assert change.status == ""
-            # Against the truth of the fixture: dft_a went from 6/11 to 12/17 of the work.
-            grew = flat.changes[by_name["dft_a"].frame_id].self_delta
-            assert abs(grew - (NEW_A - BASE_A)) < 3, grew
-            # dft_old is BASE's only: a row with no cost, "gone"; dft_new is "new".
-            gone, fresh = by_name["dft_old"], by_name["dft_new"]
-            assert gone.total_cost[m] == 0
-            assert flat.changes[gone.frame_id].status == "gone"
-            assert flat.changes[gone.frame_id].self_delta == pytest.approx(-base_s["dft_old"][0])
-            assert flat.changes[fresh.frame_id].status == "new"
-            text = screen_text(app)
-            row = next(line for line in text.splitlines() if " dft_a " in line)
-            assert f"{new_s['dft_a'][0] - base_s['dft_a'][0]:+.1f}" in row, row
-            assert any("dft_old gone" in line for line in text.splitlines()), text
-            table = app.query_one(FlatTable)
-            assert "ΔSelf pt" in text and table.normalise == "shares"
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        flat = app.query_one(FlatPane)
+        await wait_for(pilot, lambda: flat.changes is not None and flat.shown,
+                       what="Δ columns")
+        m = app.metric
+        header = screen_text(app).splitlines()[0]
+        assert "Δ vs base.proftui (shares)" in header, header
+        # Sorted by |Δself| first: dft_a, which doubled, leads.
+        assert flat.sort_key == "dself" and flat.shown[0].frame.function == "dft_a"
+        new_s, base_s = _shares(new, m), _shares(base, m)
+        by_name = {e.frame.function: e for e in flat.shown}
+        for name in ("dft_a", "dft_b", "dft_c"):
+            change = flat.changes[by_name[name].frame_id]
+            assert change.self_delta == pytest.approx(new_s[name][0] - base_s[name][0])
+            assert change.total_delta == pytest.approx(new_s[name][1] - base_s[name][1])
+            assert change.status == ""
+        # Against the truth of the fixture: dft_a went from 6/11 to 12/17 of the work.
+        grew = flat.changes[by_name["dft_a"].frame_id].self_delta
+        assert abs(grew - (NEW_A - BASE_A)) < 3, grew
+        # dft_old is BASE's only: a row with no cost, "gone"; dft_new is "new".
+        gone, fresh = by_name["dft_old"], by_name["dft_new"]
+        assert gone.total_cost[m] == 0
+        assert flat.changes[gone.frame_id].status == "gone"
+        assert flat.changes[gone.frame_id].self_delta == pytest.approx(-base_s["dft_old"][0])
+        assert flat.changes[fresh.frame_id].status == "new"
+        text = screen_text(app)
+        row = next(line for line in text.splitlines() if " dft_a " in line)
+        assert f"{new_s['dft_a'][0] - base_s['dft_a'][0]:+.1f}" in row, row
+        assert any("dft_old gone" in line for line in text.splitlines()), text
+        table = app.query_one(FlatTable)
+        assert "ΔSelf pt" in text and table.normalise == "shares"
 
-            # The tree: main -> dft_a's Δ, on the aligned baseline's same path.
-            await pilot.press("2")
-            tree = app.query_one(CallTreeView)
-            await wait_for(pilot, lambda: not tree.pending and tree.root.children, what="tree")
-            await pilot.press("h")
-            new_node, base_node = _node(new, "main", "dft_a"), _node(base, "main", "dft_a")
-            assert new_node is not None and base_node is not None
-            # (the same float operations as the pane's, so that rounding cannot differ)
-            expected = (100.0 * new_node.total_cost[m] / new.total(m)
-                        - 100.0 * base_node.total_cost[m] / base.total(m))
-            await wait_for(pilot, lambda: f"Δ{expected:+.1f}" in screen_text(app),
-                           what=f"tree Δ{expected:+.1f} of dft_a")
-            # Bottom-up (u): dft_a's root row carries the same change.
-            await pilot.press("u")
-            await wait_for(pilot, lambda: tree.view == "bottom-up" and not tree.pending,
-                           what="bottom-up")
-            line = next(line for line in screen_text(app).splitlines() if " dft_a " in line)
-            assert f"Δ{new_s['dft_a'][1] - base_s['dft_a'][1]:+.1f}" in line, line
+        # The tree: main -> dft_a's Δ, on the aligned baseline's same path.
+        await pilot.press("2")
+        tree = app.query_one(CallTreeView)
+        await wait_for(pilot, lambda: not tree.pending and tree.root.children, what="tree")
+        await pilot.press("h")
+        new_node, base_node = _node(new, "main", "dft_a"), _node(base, "main", "dft_a")
+        assert new_node is not None and base_node is not None
+        # (the same float operations as the pane's, so that rounding cannot differ)
+        expected = (100.0 * new_node.total_cost[m] / new.total(m)
+                    - 100.0 * base_node.total_cost[m] / base.total(m))
+        await wait_for(pilot, lambda: f"Δ{expected:+.1f}" in screen_text(app),
+                       what=f"tree Δ{expected:+.1f} of dft_a")
+        # Bottom-up (u): dft_a's root row carries the same change.
+        await pilot.press("u")
+        await wait_for(pilot, lambda: tree.view == "bottom-up" and not tree.pending,
+                       what="bottom-up")
+        line = next(line for line in screen_text(app).splitlines() if " dft_a " in line)
+        assert f"Δ{new_s['dft_a'][1] - base_s['dft_a'][1]:+.1f}" in line, line
 
-            # `a`: absolute units, in the header, the flat columns and the tree.
-            await pilot.press("a")
-            await wait_for(pilot, lambda: "(absolute)" in screen_text(app).splitlines()[0],
-                           what="absolute header")
-            new_c, base_c = _costs(new, m), _costs(base, m)
-            step = new_c["dft_a"][1] - base_c["dft_a"][1]
-            assert step > 0
-            line = next(line for line in screen_text(app).splitlines() if " dft_a " in line)
-            assert f"Δ+{step:,.0f}" in line, line
-            await pilot.press("1")
-            await wait_for(pilot, lambda: table.normalise == "absolute", what="flat absolute")
-            row = next(line for line in screen_text(app).splitlines() if " dft_a " in line)
-            cells = row.split()
-            assert cells[4] == f"+{new_c['dft_a'][0] - base_c['dft_a'][0]:,.0f}", row
-            assert "ΔSelf pt" not in screen_text(app)
-            # `B` with --base: the Δ columns off, then on again.
-            await pilot.press("B")
-            await wait_for(pilot, lambda: flat.changes is None, what="Δ hidden")
-            assert "hidden (B)" in screen_text(app).splitlines()[0]
-            assert flat.sort_key == "self"  # the sort the Δ sort replaced
-            await pilot.press("B")
-            await wait_for(pilot, lambda: flat.changes is not None, what="Δ shown again")
+        # `a`: absolute units, in the header, the flat columns and the tree.
+        await pilot.press("a")
+        await wait_for(pilot, lambda: "(absolute)" in screen_text(app).splitlines()[0],
+                       what="absolute header")
+        new_c, base_c = _costs(new, m), _costs(base, m)
+        step = new_c["dft_a"][1] - base_c["dft_a"][1]
+        assert step > 0
+        line = next(line for line in screen_text(app).splitlines() if " dft_a " in line)
+        assert f"Δ+{step:,.0f}" in line, line
+        await pilot.press("1")
+        await wait_for(pilot, lambda: table.normalise == "absolute", what="flat absolute")
+        row = next(line for line in screen_text(app).splitlines() if " dft_a " in line)
+        cells = row.split()
+        assert cells[4] == f"+{new_c['dft_a'][0] - base_c['dft_a'][0]:,.0f}", row
+        assert "ΔSelf pt" not in screen_text(app)
+        # `B` with --base: the Δ columns off, then on again.
+        await pilot.press("B")
+        await wait_for(pilot, lambda: flat.changes is None, what="Δ hidden")
+        assert "hidden (B)" in screen_text(app).splitlines()[0]
+        assert flat.sort_key == "self"  # the sort the Δ sort replaced
+        await pilot.press("B")
+        await wait_for(pilot, lambda: flat.changes is not None, what="Δ shown again")
 
-    run(body)
+    run_app(app, body)
 
 
 def test_mark_keys_on_a_saved_profile_say_why(saved: tuple[Path, Path]) -> None:
     app = ProfTuiApp(profile=load_any(saved[1]))
 
-    async def body() -> None:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(pilot, lambda: app.query_one(FlatPane).shown, what="flat rows")
-            await pilot.press("b")
-            await pilot.pause()
-            assert "during a live run" in app.query_one(StatusLine).note
-            await pilot.press("B")
-            await pilot.pause()
-            assert "--base" in app.query_one(StatusLine).note
-            assert app.baseline is None and app.query_one(FlatPane).changes is None
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        await wait_for(pilot, lambda: app.query_one(FlatPane).shown, what="flat rows")
+        await pilot.press("b")
+        await pilot.pause()
+        assert "during a live run" in app.query_one(StatusLine).note
+        await pilot.press("B")
+        await pilot.pause()
+        assert "--base" in app.query_one(StatusLine).note
+        assert app.baseline is None and app.query_one(FlatPane).changes is None
 
-    run(body)
+    run_app(app, body)
 
 
-def test_live_mark_and_since_the_mark(tmp_path: Path) -> None:
+def test_live_mark_shows_the_phase_since_it(tmp_path: Path) -> None:
     from proftui.collectors.sampler.collector import SamplerCollector
 
     binary = _binary(1, tmp_path / "v1")
     # Phase one (6:3:1:1), then a phase as long in which only dft_c runs.
     collector = SamplerCollector([str(binary), "3000", "1"], CollectorOptions(output="log"))
-    collector.start()
-    try:
-        app = ProfTuiApp(collector=collector)
 
-        async def body() -> None:
-            async with app.run_test(size=SIZE) as pilot:
-                # Enough samples that the phase before the mark has dft_c's share of
-                # phase one (~9%), not the noise of a few.
-                await wait_for(pilot, lambda: app.profile is not None
-                               and app.profile.total(app.profile.metric_index("samples"))
-                               > 300, timeout=60, what="samples")
-                await pilot.press("b")
-                await wait_for(pilot, lambda: "mark at" in screen_text(app).splitlines()[0],
-                               what="mark in the header")
-                mark = app._mark
-                assert mark is not None and app.baseline is None  # whole view: no Δ yet
-                await pilot.press("B")
-                await wait_for(pilot, lambda: app.baseline is not None
-                               and app.query_one(FlatPane).changes is not None,
-                               what="since-the-mark views")
-                assert "since mark at" in screen_text(app).splitlines()[0]
-                assert "Δ vs before it (shares)" in screen_text(app).splitlines()[0]
-                await wait_for(pilot, lambda: app.ended, timeout=90, what="target exit")
-                await wait_for(pilot, lambda: app._whole is app.final_profile()
-                               and app.profile is not app._whole, what="final since view")
-                m = app.metric
-                whole, since = app._whole, app.profile
-                assert since.total(m) < whole.total(m)
-                # Counters only grow: the phase since the mark and the mark add up.
-                assert since.total(m) + mark.total(m) == pytest.approx(whole.total(m))
-                flat = app.query_one(FlatPane)
-                changes = {e.frame.function: flat.changes[e.frame_id] for e in flat.shown}
-                # After the mark dft_c dominates (phase two is all dft_c): it grew.
-                assert changes["dft_c"].self_delta > 20, changes["dft_c"]
-                assert changes["dft_a"].self_delta < 0
-                since_s, mark_s = _shares(since, m), _shares(mark, m)
-                assert changes["dft_c"].self_delta == pytest.approx(
-                    since_s["dft_c"][0] - mark_s["dft_c"][0])
-                # `B` back to the whole profile, `x` clears the mark.
-                await pilot.press("B")
-                await wait_for(pilot, lambda: app.profile is app._whole and app.baseline is None,
-                               what="whole profile again")
-                await pilot.press("x")
-                await pilot.pause()
-                assert app._mark is None and "mark" not in screen_text(app).splitlines()[0]
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        # Enough samples that the phase before the mark has dft_c's share of
+        # phase one (~9%), not the noise of a few.
+        await wait_for(pilot, lambda: app.profile is not None
+                       and app.profile.total(app.profile.metric_index("samples"))
+                       > 300, timeout=60, what="samples")
+        await pilot.press("b")
+        await wait_for(pilot, lambda: "mark at" in screen_text(app).splitlines()[0],
+                       what="mark in the header")
+        mark = app._mark
+        assert mark is not None and app.baseline is None  # whole view: no Δ yet
+        await pilot.press("B")
+        await wait_for(pilot, lambda: app.baseline is not None
+                       and app.query_one(FlatPane).changes is not None,
+                       what="since-the-mark views")
+        assert "since mark at" in screen_text(app).splitlines()[0]
+        assert "Δ vs before it (shares)" in screen_text(app).splitlines()[0]
+        await wait_for(pilot, lambda: app.ended, timeout=90, what="target exit")
+        await wait_for(pilot, lambda: app._whole is app.final_profile()
+                       and app.profile is not app._whole, what="final since view")
+        m = app.metric
+        whole, since = app._whole, app.profile
+        assert since.total(m) < whole.total(m)
+        # Counters only grow: the phase since the mark and the mark add up.
+        assert since.total(m) + mark.total(m) == pytest.approx(whole.total(m))
+        flat = app.query_one(FlatPane)
+        changes = {e.frame.function: flat.changes[e.frame_id] for e in flat.shown}
+        # After the mark dft_c dominates (phase two is all dft_c): it grew.
+        assert changes["dft_c"].self_delta > 20, changes["dft_c"]
+        assert changes["dft_a"].self_delta < 0
+        since_s, mark_s = _shares(since, m), _shares(mark, m)
+        assert changes["dft_c"].self_delta == pytest.approx(
+            since_s["dft_c"][0] - mark_s["dft_c"][0])
+        # `B` back to the whole profile, `x` clears the mark.
+        await pilot.press("B")
+        await wait_for(pilot, lambda: app.profile is app._whole and app.baseline is None,
+                       what="whole profile again")
+        await pilot.press("x")
+        await pilot.pause()
+        assert app._mark is None and "mark" not in screen_text(app).splitlines()[0]
 
-        run(body)
-    finally:
-        collector.stop()
+    run_live(collector, body)
 
 
 def test_mark_takes_a_fresh_snapshot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -256,30 +249,24 @@ def test_mark_takes_a_fresh_snapshot(tmp_path: Path, monkeypatch: pytest.MonkeyP
     binary = _binary(1, tmp_path / "v1")
     monkeypatch.setattr(poller_module, "POLL_INTERVAL_S", 30.0)  # shown snapshots go stale
     collector = SamplerCollector([str(binary), "3000", "1"], CollectorOptions(output="log"))
-    collector.start()
-    try:
-        app = ProfTuiApp(collector=collector)
 
-        async def body() -> None:
-            async with app.run_test(size=SIZE) as pilot:
-                await wait_for(pilot, lambda: app.profile is not None, timeout=60,
-                               what="the first snapshot")
-                stale = app.profile
-                assert stale is not None
-                m = stale.metric_index("samples")
-                await pilot.pause(1.5)  # the target runs on; no new snapshot is taken
-                assert app.profile is stale
-                await pilot.press("b")
-                await wait_for(pilot, lambda: app._mark is not None, timeout=30, what="mark")
-                mark = app._mark
-                assert mark is not None
-                # ~1.5 s more of samples than the stale snapshot (1000 Hz default rate)
-                assert mark.total(m) > stale.total(m) + 300, (mark.total(m), stale.total(m))
-                assert "mark at" in screen_text(app).splitlines()[0]
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        await wait_for(pilot, lambda: app.profile is not None, timeout=60,
+                       what="the first snapshot")
+        stale = app.profile
+        assert stale is not None
+        m = stale.metric_index("samples")
+        await pilot.pause(1.5)  # the target runs on; no new snapshot is taken
+        assert app.profile is stale
+        await pilot.press("b")
+        await wait_for(pilot, lambda: app._mark is not None, timeout=30, what="mark")
+        mark = app._mark
+        assert mark is not None
+        # ~1.5 s more of samples than the stale snapshot (1000 Hz default rate)
+        assert mark.total(m) > stale.total(m) + 300, (mark.total(m), stale.total(m))
+        assert "mark at" in screen_text(app).splitlines()[0]
 
-        run(body)
-    finally:
-        collector.stop()
+    run_live(collector, body)
 
 
 def test_open_base_in_a_terminal(terminal: list[Terminal], saved: tuple[Path, Path],
@@ -340,32 +327,30 @@ def test_delta_columns_leave_room_for_the_name(width: int) -> None:
     assert widths[MODULE] > 0
 
 
-def test_narrow_terminal_keeps_totals_and_whole_headers(saved: tuple[Path, Path]) -> None:
+def test_narrow_terminal_header_keeps_what_matters(saved: tuple[Path, Path]) -> None:
     """At 80x24 with a baseline: the header drops the pid, elapsed time and a zero drop
     count before the sample count or the Δ mode; no column header is cut mid-word; wider
     again, everything is back."""
     base, new = (load_any(p) for p in saved)
     app = ProfTuiApp(profile=new, base=base, base_name="base.proftui")
 
-    async def body() -> None:
-        async with app.run_test(size=(80, 24)) as pilot:
-            flat = app.query_one(FlatPane)
-            await wait_for(pilot, lambda: bool(flat.shown), what="flat profile")
-            lines = screen_text(app).splitlines()
-            header, columns = lines[0], next(line for line in lines if "Self%" in line)
-            samples = f"{new.total(0):,.0f} samples"
-            assert "Δ vs base.proftui (shares)" in header and samples in header, header
-            assert "pid" not in header and "dropped" not in header, header
-            words = columns.split()
-            assert words[-1] in ("Module", "Function") and "ΔSelf▼" in words, words
-            await pilot.resize_terminal(160, 24)
-            await wait_for(pilot, lambda: "dropped" in screen_text(app).splitlines()[0],
-                           what="the whole header")
-            header = screen_text(app).splitlines()[0]
-            assert f"pid {new.meta.pids[0]}" in header and samples in header, header
-            assert "ΔSelf pt▼" in screen_text(app)
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        await flat_ready(pilot, app)
+        lines = screen_text(app).splitlines()
+        header, columns = lines[0], next(line for line in lines if "Self%" in line)
+        samples = f"{new.total(0):,.0f} samples"
+        assert "Δ vs base.proftui (shares)" in header and samples in header, header
+        assert "pid" not in header and "dropped" not in header, header
+        words = columns.split()
+        assert words[-1] in ("Module", "Function") and "ΔSelf▼" in words, words
+        await pilot.resize_terminal(160, 24)
+        await wait_for(pilot, lambda: "dropped" in screen_text(app).splitlines()[0],
+                       what="the whole header")
+        header = screen_text(app).splitlines()[0]
+        assert f"pid {new.meta.pids[0]}" in header and samples in header, header
+        assert "ΔSelf pt▼" in screen_text(app)
 
-    run(body)
+    run_app(app, body, (80, 24))
 
 
 def test_tree_shows_gone_call_paths_under_their_caller(saved: tuple[Path, Path]) -> None:

@@ -12,8 +12,8 @@ import pytest
 from proftui.collectors.registry import COLLECTORS
 
 from tests.conftest import build_fixture
-from tests.reference import fixture_cpu_shares
-from tests.tui.test_tmux import PROFTUI, Terminal
+from tests.helpers.reference import fixture_cpu_shares
+from tests.helpers.tmux import PROFTUI, Terminal
 
 UNIT = "60000000"  # loop iterations per unit of work: ~1 s of CPU in all
 WORK = {"work_a": 1, "work_b": 2, "work_c": 3, "work_d": 4}

@@ -7,8 +7,9 @@ from proftui.collectors.errors import ProftuiError
 from proftui.collectors.model.profile import SAMPLES, Frame, Profile, ProfileMeta
 from proftui.tui.app import ProfTuiApp
 from proftui.tui.widgets.header_bar import HeaderBar
+from textual.pilot import Pilot
 
-from tests.tui.tui_profiles import run, wait_for
+from tests.helpers.tui import run_app, wait_for
 
 SOURCE = "clickhouse://db.example/prof?from=-15m&to=now&host=web1"
 
@@ -31,21 +32,19 @@ def test_r_runs_the_fleet_query_again() -> None:
             raise answer
         return answer
 
-    async def body() -> None:
-        app = ProfTuiApp(profile=_fleet(100.0), reload=reload, source=SOURCE)
-        async with app.run_test(size=(140, 30)) as pilot:
-            await wait_for(pilot, lambda: "100 samples" in str(
-                app.query_one(HeaderBar).render()))
-            header = str(app.query_one(HeaderBar).render())
-            assert "fleet" in header and "db.example/prof" in header
-            binding = app.screen.active_bindings["r"]
-            assert binding.binding.description == "Re-query" and binding.enabled
-            await pilot.press("r")
-            await wait_for(pilot, lambda: "250 samples" in str(
-                app.query_one(HeaderBar).render()))
-            await pilot.press("r")  # the server went away: said, the last answer stays
-            await wait_for(pilot, lambda: any("cannot reach" in n.message
-                                              for n in app._notifications))
-            assert "250 samples" in str(app.query_one(HeaderBar).render())
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        await wait_for(pilot, lambda: "100 samples" in str(
+            app.query_one(HeaderBar).render()))
+        header = str(app.query_one(HeaderBar).render())
+        assert "fleet" in header and "db.example/prof" in header
+        binding = app.screen.active_bindings["r"]
+        assert binding.binding.description == "Re-query" and binding.enabled
+        await pilot.press("r")
+        await wait_for(pilot, lambda: "250 samples" in str(
+            app.query_one(HeaderBar).render()))
+        await pilot.press("r")  # the server went away: said, the last answer stays
+        await wait_for(pilot, lambda: any("cannot reach" in n.message
+                                          for n in app._notifications))
+        assert "250 samples" in str(app.query_one(HeaderBar).render())
 
-    run(body)
+    run_app(ProfTuiApp(profile=_fleet(100.0), reload=reload, source=SOURCE), body, (140, 30))

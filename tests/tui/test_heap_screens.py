@@ -17,8 +17,8 @@ from proftui.tui.panes.flat import FlatPane
 from textual.pilot import Pilot
 
 from tests.conftest import build_fixture
-from tests.integration.heap_records import record_heaptrack
-from tests.tui.tui_profiles import flat_ready, run_live, screen_text, wait_for
+from tests.helpers.heap_records import record_heaptrack
+from tests.helpers.tui import flat_ready, run_live, screen_text, wait_for
 
 SIZE = (150, 50)
 RSS_FIGURE = re.compile(r"(?<!peak )RSS[ :]+(?:now )?([\d.]+(?:[KMG]i)?B)\b")
@@ -45,7 +45,7 @@ async def every_metric_named(pilot: Pilot, app: ProfTuiApp) -> None:
         await pilot.press("m")
 
 
-def test_heap_screens_name_the_metric_and_one_rss() -> None:
+def test_heap_screens_say_what_they_show() -> None:
     binary = demo.build_demo("heap")
 
     async def body(pilot: Pilot, app: ProfTuiApp) -> None:

@@ -7,21 +7,12 @@ import subprocess
 import time
 from pathlib import Path
 
-import pytest
 from proftui.collectors.model.storage import save
-from proftui.collectors.registry import COLLECTORS
 
-from tests.tui.test_tmux import PROFTUI, Terminal
-from tests.tui.test_tmux_signals import (
-    assert_no_orphan,
-    assert_untouched,
-    pane_pid,
-    spin_binary,
-    wait_for_child,
-    wait_gone,
-)
-from tests.tui.tui_profiles import SpinTarget
-from tests.unit.profiles import sample_profile
+from tests.helpers.processes import assert_no_orphan, assert_untouched, wait_for_child, wait_gone
+from tests.helpers.profiles import sample_profile
+from tests.helpers.targets import SpinTarget, spin_binary
+from tests.helpers.tmux import PROFTUI, Terminal, attached_terminal, pane_pid
 
 
 def small(term: Terminal) -> Terminal:
@@ -36,7 +27,7 @@ def last_line(screen: str) -> str:
     return lines[-1] if lines else ""
 
 
-def test_key_bar_help_and_trap_at_80x24(terminal: list[Terminal], tmp_path: Path) -> None:
+def test_keys_reachable_at_80x24(terminal: list[Terminal], tmp_path: Path) -> None:
     saved = save(sample_profile(), tmp_path / "sample.proftui")
     term = small(Terminal([str(PROFTUI), "open", str(saved)], tmp_path))
     terminal.append(term)
@@ -83,16 +74,8 @@ def test_ctrl_c_interrupts_a_launched_target(terminal: list[Terminal], tmp_path:
 
 def test_ctrl_c_detaches_from_an_attached_process(terminal: list[Terminal], tmp_path: Path
                                                   ) -> None:
-    if "attach" not in COLLECTORS:
-        pytest.skip("attach mode is not in this build")
-    target = SpinTarget(30.0)
-    try:
-        term = Terminal([str(PROFTUI), "--pid", str(target.pid), "-F", "500"], tmp_path)
-        terminal.append(term)
-        screen = term.wait_for("attach", "running")
-        if "not allowed" in screen or "denied" in screen:
-            pytest.skip(screen.strip().splitlines()[-1])
-        term.wait_for("att_hot")
+    with SpinTarget(30.0) as target:
+        term, _screen = attached_terminal(terminal, tmp_path, target.pid, "att_hot")
         term.key("C-c")
         screen = term.wait_for("PROFTUI-EXIT=130")
         assert f"proftui: SIGINT: detached from pid {target.pid}, which keeps running" \
@@ -100,5 +83,3 @@ def test_ctrl_c_detaches_from_an_attached_process(terminal: list[Terminal], tmp_
         time.sleep(0.2)
         assert target.proc.poll() is None, "Ctrl-C must leave an attached process running"
         assert_untouched(target.pid)
-    finally:
-        target.kill()

@@ -5,227 +5,190 @@ status line, and overloads that stay distinguishable."""
 
 from __future__ import annotations
 
-import shutil
-
-import pytest
-from proftui.collectors.base import CollectorOptions
 from proftui.collectors.model.profile import Profile
-from proftui.collectors.sampler.collector import SamplerCollector
 from proftui.tui.app import ProfTuiApp
 from proftui.tui.panes.flat import FlatPane
 from proftui.tui.panes.tree import CallTreeView
 from proftui.tui.widgets.flat_table import NAME, FlatTable
 from proftui.tui.widgets.status_line import StatusLine
+from textual.pilot import Pilot
 
-from tests.conftest import build_fixture
-from tests.tui.tui_profiles import run, screen_text, wait_for
+from tests.helpers.tui import flat_ready, run_app, screen_text, status_text, wait_for
 
 NARROW = (80, 24)
-CXX_FLAGS = ["-O2", "-g", "-fno-omit-frame-pointer"]
-
-
-@pytest.fixture(scope="module")
-def cxx_profile() -> Profile:
-    """names_cxx.cpp (-O2) sampled by the sampler to its exit."""
-    if shutil.which("g++") is None:
-        pytest.skip("g++ is not installed")
-    binary = build_fixture("names_cxx.cpp", CXX_FLAGS, compiler="g++")
-    collector = SamplerCollector([str(binary), "2000"], CollectorOptions(output="log"))
-    collector.start()
-    try:
-        profile = collector.wait()
-        assert collector.process is not None
-        assert collector.process.output_head().startswith(b"names_cxx checksum ")
-    finally:
-        collector.stop()
-    assert profile.total(0) > 200, "too few samples to test with"
-    names = {f.function for f in profile.frames}
-    assert any(n.startswith("std::_Rb_tree<") for n in names), sorted(names)
-    return profile
-
-
-def status_text(app: ProfTuiApp) -> str:
-    return screen_text(app).splitlines()[-2]  # the line above the key bar
 
 
 def test_flat_names_shortened_at_80_columns(cxx_profile: Profile) -> None:
     app = ProfTuiApp(profile=cxx_profile)
 
-    async def body() -> None:
-        async with app.run_test(size=NARROW) as pilot:
-            flat = app.query_one(FlatPane)
-            await wait_for(pilot, lambda: flat.shown, what="the flat profile")
-            await pilot.pause()
-            table = app.query_one(FlatTable)
-            widths = table._widths(table.scrollable_content_region.width)
-            assert widths[NAME] >= 29, widths  # was 16: numbers and module gave way
-            lines = screen_text(app).splitlines()
-            rows = [line for line in lines[3:-3] if line.strip()]
-            assert not any("std::allocator<" in row for row in rows), "\n".join(lines)
-            # A long libstdc++ name keeps its method: std::_Rb_tree<…>::_M_...(...)
-            long_row = next(i for i, e in enumerate(flat.shown)
-                            if e.frame.function.startswith("std::_Rb_tree<"))
-            full = flat.shown[long_row].frame.function
-            label = table.label(flat.shown[long_row])
-            assert table.name_mode == "templates", (table.name_mode, len(table.labels))
-            method = full.split(">::")[-1].split("(")[0].split("<")[0]
-            assert label.startswith("std::_Rb_tree<…>::") and method in label, label
-            table.move_cursor(long_row)
-            await pilot.pause()
-            shown = screen_text(app)
-            cursor_line = shown.splitlines()[3 + long_row - table.scroll_offset.y]
-            # cut, but not the method (cut as fit() does unless another row's label would
-            # then read the same: tui.names.Fitter)
-            cell = table.fitter.get(label, widths[NAME] - 1)
-            assert cell in cursor_line and "…" in cell, shown
-            # The status line: the whole name (middle cut at 80 columns), and the module.
-            status = status_text(app)
-            assert status.strip().startswith(full[:20]), status
-            assert full.rstrip()[-12:] in status and "names_cxx" in status, status
-            assert app.query_one(StatusLine).frame == flat.shown[long_row].frame
-            # The two Grid::fill overloads never show as identical rows.
-            fills = [e for e in flat.shown if "::fill(" in e.frame.function]
-            assert len(fills) == 2, [e.frame.function for e in flat.shown]
-            await pilot.press("c")  # templates -> templates and parameters
-            await pilot.pause()
-            assert table.name_mode == "params"
-            labels = {table.label(e) for e in fills}
-            assert len(labels) == 2, labels
-            assert all("std::map<…>" in x or "std::vector<…>" in x for x in labels), labels
-            # No two different functions share a label in the view.
-            assert len({table.label(e) for e in flat.shown}) == len(
-                {e.frame.function for e in flat.shown})
-            assert any(table.label(e).endswith("(…)") for e in flat.shown)
-            await pilot.press("c")  # -> full names, as c++filt prints them
-            await pilot.pause()
-            assert table.name_mode == "full"
-            assert table.label(flat.shown[long_row]) == full
-            assert "std::" in screen_text(app) and "<…>" not in screen_text(app).splitlines()[
-                5]
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        flat = await flat_ready(pilot, app)
+        await pilot.pause()
+        table = app.query_one(FlatTable)
+        widths = table._widths(table.scrollable_content_region.width)
+        assert widths[NAME] >= 29, widths  # the numbers and the module give way
+        lines = screen_text(app).splitlines()
+        rows = [line for line in lines[3:-3] if line.strip()]
+        assert not any("std::allocator<" in row for row in rows), "\n".join(lines)
+        # A long libstdc++ name keeps its method: std::_Rb_tree<…>::_M_...(...)
+        long_row = next(i for i, e in enumerate(flat.shown)
+                        if e.frame.function.startswith("std::_Rb_tree<"))
+        full = flat.shown[long_row].frame.function
+        label = table.label(flat.shown[long_row])
+        assert table.name_mode == "templates", (table.name_mode, len(table.labels))
+        method = full.split(">::")[-1].split("(")[0].split("<")[0]
+        assert label.startswith("std::_Rb_tree<…>::") and method in label, label
+        table.move_cursor(long_row)
+        await pilot.pause()
+        shown = screen_text(app)
+        cursor_line = shown.splitlines()[3 + long_row - table.scroll_offset.y]
+        # cut, but not the method (cut as fit() does unless another row's label would
+        # then read the same: tui.names.Fitter)
+        cell = table.fitter.get(label, widths[NAME] - 1)
+        assert cell in cursor_line and "…" in cell, shown
+        # The status line: the whole name (middle cut at 80 columns), and the module.
+        status = status_text(app)
+        assert status.strip().startswith(full[:20]), status
+        assert full.rstrip()[-12:] in status and "names_cxx" in status, status
+        assert app.query_one(StatusLine).frame == flat.shown[long_row].frame
+        # The two Grid::fill overloads never show as identical rows.
+        fills = [e for e in flat.shown if "::fill(" in e.frame.function]
+        assert len(fills) == 2, [e.frame.function for e in flat.shown]
+        await pilot.press("c")  # templates -> templates and parameters
+        await pilot.pause()
+        assert table.name_mode == "params"
+        labels = {table.label(e) for e in fills}
+        assert len(labels) == 2, labels
+        assert all("std::map<…>" in x or "std::vector<…>" in x for x in labels), labels
+        # No two different functions share a label in the view.
+        assert len({table.label(e) for e in flat.shown}) == len(
+            {e.frame.function for e in flat.shown})
+        assert any(table.label(e).endswith("(…)") for e in flat.shown)
+        await pilot.press("c")  # -> full names, as c++filt prints them
+        await pilot.pause()
+        assert table.name_mode == "full"
+        assert table.label(flat.shown[long_row]) == full
+        assert "std::" in screen_text(app) and "<…>" not in screen_text(app).splitlines()[
+            5]
 
-    run(body)
+    run_app(app, body, NARROW)
 
 
 def test_status_line_shows_the_whole_name_when_it_fits(cxx_profile: Profile) -> None:
     app = ProfTuiApp(profile=cxx_profile)
 
-    async def body() -> None:
-        async with app.run_test(size=(200, 30)) as pilot:
-            flat = app.query_one(FlatPane)
-            await wait_for(pilot, lambda: flat.shown, what="the flat profile")
-            row = next(i for i, e in enumerate(flat.shown)
-                       if "{lambda(int)#1}" in e.frame.function)
-            full = flat.shown[row].frame.function
-            app.query_one(FlatTable).move_cursor(row)
-            await pilot.pause()
-            assert full in status_text(app)
-            assert "{lambda(int)#1}::operator()" in screen_text(app)
-            await pilot.press("3")  # the source pane: short title and trail, whole name below
-            await wait_for(pilot, lambda: "source: main::{lambda(…)#1}::operator()(…) const"
-                           in screen_text(app), what="the source pane")
-            assert full in status_text(app)
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        flat = await flat_ready(pilot, app)
+        row = next(i for i, e in enumerate(flat.shown)
+                   if "{lambda(int)#1}" in e.frame.function)
+        full = flat.shown[row].frame.function
+        app.query_one(FlatTable).move_cursor(row)
+        await pilot.pause()
+        assert full in status_text(app)
+        assert "{lambda(int)#1}::operator()" in screen_text(app)
+        await pilot.press("3")  # the source pane: short title and trail, whole name below
+        await wait_for(pilot, lambda: "source: main::{lambda(…)#1}::operator()(…) const"
+                       in screen_text(app), what="the source pane")
+        assert full in status_text(app)
 
-    run(body)
+    run_app(app, body, (200, 30))
 
 
-def test_tree_shortened_names_search_and_percent_of_parent(cxx_profile: Profile) -> None:
+def test_tree_pane_on_long_cxx_names(cxx_profile: Profile) -> None:
     app = ProfTuiApp(profile=cxx_profile)
 
-    async def body() -> None:
-        async with app.run_test(size=NARROW) as pilot:
-            await wait_for(pilot, lambda: app.query_one(FlatPane).shown, what="the profile")
-            await pilot.press("2")
-            tree = app.query_one(CallTreeView)
-            await wait_for(pilot, lambda: tree.root.children, what="the tree")
-            # Search for a function deep in the tree: its ancestors expand.
-            await pilot.press("slash")
-            await pilot.pause()
-            for key in "square_mod|point_work":
-                await pilot.press(key)
-            await pilot.press("enter")
-            await pilot.pause()
-            frame = tree.selected_frame()
-            assert frame is not None and frame.function in ("square_mod(long)",
-                                                            "point_work(int)")
-            total = len(tree.search.matches or [])
-            assert total >= 2, total
-            assert f"match 1 of {total}" in status_text(app)
-            assert frame.function.split("(")[0] in screen_text(app)  # its row is shown
-            await pilot.press("n")
-            await pilot.pause()
-            assert f"match 2 of {total}" in status_text(app)
-            second = tree.cursor_node
-            await pilot.press("N")
-            await pilot.press("N")
-            await pilot.pause()
-            assert f"match {total} of {total}" in status_text(app)  # wraps around
-            await pilot.press("n")
-            await pilot.press("n")
-            await pilot.pause()
-            assert tree.cursor_node is second
-            # Every match is a row whose function matches (regex, across the whole tree).
-            for _top, path in tree.search.matches or []:
-                name = tree.view_profile.frames[path[-1].frame_id].function
-                assert name.startswith(("square_mod", "point_work")), name
-            # % of parent: the selected row's share of its caller.
-            node = tree.cursor_node
-            parent = node.parent.data.call
-            call = node.data.call
-            m = tree.metric
-            of_total = 100 * call.total_cost[m] / node.data.whole
-            of_parent = 100 * call.total_cost[m] / parent.total_cost[m]
-            assert str(node.label).lstrip().startswith(f"{of_total:.1f}%")
-            assert "% of total" in status_text(app)
-            await pilot.press("percent_sign")
-            await pilot.pause()
-            assert str(tree.cursor_node.label).lstrip().startswith(f"{of_parent:.1f}%")
-            assert "% of parent" in status_text(app)
-            await pilot.press("percent_sign")
-            await pilot.pause()
-            assert str(tree.cursor_node.label).lstrip().startswith(f"{of_total:.1f}%")
-            # A search with no match says so.
-            await pilot.press("slash")
-            await pilot.press("ctrl+u")
-            for key in "zzqq":
-                await pilot.press(key)
-            await pilot.press("enter")
-            await pilot.pause()
-            assert "no match" in status_text(app)
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        await wait_for(pilot, lambda: app.query_one(FlatPane).shown, what="the profile")
+        await pilot.press("2")
+        tree = app.query_one(CallTreeView)
+        await wait_for(pilot, lambda: tree.root.children, what="the tree")
+        # Search for a function deep in the tree: its ancestors expand.
+        await pilot.press("slash")
+        await pilot.pause()
+        for key in "square_mod|point_work":
+            await pilot.press(key)
+        await pilot.press("enter")
+        await pilot.pause()
+        frame = tree.selected_frame()
+        assert frame is not None and frame.function in ("square_mod(long)",
+                                                        "point_work(int)")
+        total = len(tree.search.matches or [])
+        assert total >= 2, total
+        assert f"match 1 of {total}" in status_text(app)
+        assert frame.function.split("(")[0] in screen_text(app)  # its row is shown
+        await pilot.press("n")
+        await pilot.pause()
+        assert f"match 2 of {total}" in status_text(app)
+        second = tree.cursor_node
+        await pilot.press("N")
+        await pilot.press("N")
+        await pilot.pause()
+        assert f"match {total} of {total}" in status_text(app)  # wraps around
+        await pilot.press("n")
+        await pilot.press("n")
+        await pilot.pause()
+        assert tree.cursor_node is second
+        # Every match is a row whose function matches (regex, across the whole tree).
+        for _top, path in tree.search.matches or []:
+            name = tree.view_profile.frames[path[-1].frame_id].function
+            assert name.startswith(("square_mod", "point_work")), name
+        # % of parent: the selected row's share of its caller.
+        node = tree.cursor_node
+        parent = node.parent.data.call
+        call = node.data.call
+        m = tree.metric
+        of_total = 100 * call.total_cost[m] / node.data.whole
+        of_parent = 100 * call.total_cost[m] / parent.total_cost[m]
+        assert str(node.label).lstrip().startswith(f"{of_total:.1f}%")
+        assert "% of total" in status_text(app)
+        await pilot.press("percent_sign")
+        await pilot.pause()
+        assert str(tree.cursor_node.label).lstrip().startswith(f"{of_parent:.1f}%")
+        assert "% of parent" in status_text(app)
+        await pilot.press("percent_sign")
+        await pilot.pause()
+        assert str(tree.cursor_node.label).lstrip().startswith(f"{of_total:.1f}%")
+        # A search with no match says so.
+        await pilot.press("slash")
+        await pilot.press("ctrl+u")
+        for key in "zzqq":
+            await pilot.press(key)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert "no match" in status_text(app)
 
-    run(body)
+    run_app(app, body, NARROW)
 
 
 def test_flat_filter_is_a_regex(cxx_profile: Profile) -> None:
     app = ProfTuiApp(profile=cxx_profile)
 
-    async def body() -> None:
-        async with app.run_test(size=NARROW) as pilot:
-            flat = app.query_one(FlatPane)
-            await wait_for(pilot, lambda: flat.shown, what="the flat profile")
-            await pilot.press("slash")
-            for key in "::fill\\(std::(map|vector)":
-                await pilot.press(key)
-            await pilot.pause()
-            assert sorted(e.frame.function.split("::fill(")[1][:8] for e in flat.shown) == [
-                "std::map", "std::vec"]
-            await pilot.press("ctrl+u")
-            for key in "SQUARE_MOD":  # a capital letter: case-sensitive
-                await pilot.press(key)
-            await pilot.pause()
-            assert flat.shown == []
-            await pilot.press("ctrl+u")
-            for key in "square_mod|point_work":
-                await pilot.press(key)
-            await pilot.pause()
-            assert {e.frame.function for e in flat.shown} >= {"square_mod(long)",
-                                                              "point_work(int)"}
-            await pilot.press("ctrl+u")
-            for key in "operator()(":  # invalid regex: a substring, and the status says so
-                await pilot.press(key)
-            await pilot.pause()
-            assert flat.shown and all("operator()(" in e.frame.function for e in flat.shown)
-            assert "invalid regex" in screen_text(app)
-            await pilot.press("enter")
-            await pilot.press("q")
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        flat = await flat_ready(pilot, app)
+        await pilot.press("slash")
+        for key in "::fill\\(std::(map|vector)":
+            await pilot.press(key)
+        await pilot.pause()
+        assert sorted(e.frame.function.split("::fill(")[1][:8] for e in flat.shown) == [
+            "std::map", "std::vec"]
+        await pilot.press("ctrl+u")
+        for key in "SQUARE_MOD":  # a capital letter: case-sensitive
+            await pilot.press(key)
+        await pilot.pause()
+        assert flat.shown == []
+        await pilot.press("ctrl+u")
+        for key in "square_mod|point_work":
+            await pilot.press(key)
+        await pilot.pause()
+        assert {e.frame.function for e in flat.shown} >= {"square_mod(long)",
+                                                          "point_work(int)"}
+        await pilot.press("ctrl+u")
+        for key in "operator()(":  # invalid regex: a substring, and the status says so
+            await pilot.press(key)
+        await pilot.pause()
+        assert flat.shown and all("operator()(" in e.frame.function for e in flat.shown)
+        assert "invalid regex" in screen_text(app)
+        await pilot.press("enter")
+        await pilot.press("q")
 
-    run(body)
+    run_app(app, body, NARROW)

@@ -16,7 +16,10 @@ from proftui.tui.app import ProfTuiApp
 from textual.pilot import Pilot
 
 from tests.conftest import build_fixture
-from tests.tui.tui_profiles import ATT_FLAGS, SIZE, SpinTarget, attach, run, wait_for
+from tests.helpers.collect import attached
+from tests.helpers.instrument import start_spin, wait_for_ticks
+from tests.helpers.targets import ATT_FLAGS, SpinTarget
+from tests.helpers.tui import quit_live, run_app, wait_for
 
 
 def spin_sampler(seconds: str) -> SamplerCollector:
@@ -36,37 +39,34 @@ async def settle(pilot: Pilot, app: ProfTuiApp, collector: Collector) -> None:
     await pilot.pause(0.1)  # its message handled
 
 
-def test_paused_app_recomputes_nothing_and_resumes_on_new_data() -> None:
+def test_paused_app_recomputes_nothing_until_new_data() -> None:
     collector = spin_sampler("30")
     try:
         app = ProfTuiApp(collector=collector)
 
-        async def body() -> None:
-            async with app.run_test(size=SIZE) as pilot:
-                await wait_for(pilot, lambda: app.profile is not None
-                               and app.profile.total(0) > 20, what="live samples")
-                await pilot.press("p")
-                assert app.paused
-                await settle(pilot, app, collector)
-                taken, version = app.snapshots_taken, collector.data_version()
-                shown = app.profile
-                rounds = app.poll_rounds
-                await wait_for(pilot, lambda: app.poll_rounds >= rounds + 3, timeout=20,
-                               what="three more poll rounds")
-                assert collector.data_version() == version  # the runtime recorded nothing
-                assert app.snapshots_taken == taken, "snapshots recomputed while paused"
-                assert app.profile is shown
-                await pilot.press("p")
-                assert not app.paused
-                await wait_for(pilot, lambda: app.snapshots_taken > taken
-                               and app.profile is not shown
-                               and app.profile.total(0) > shown.total(0),
-                               what="a new snapshot once samples arrive again")
-                await pilot.press("q")
-                await pilot.pause()
-                await pilot.press("y")
+        async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+            await wait_for(pilot, lambda: app.profile is not None
+                           and app.profile.total(0) > 20, what="live samples")
+            await pilot.press("p")
+            assert app.paused
+            await settle(pilot, app, collector)
+            taken, version = app.snapshots_taken, collector.data_version()
+            shown = app.profile
+            rounds = app.poll_rounds
+            await wait_for(pilot, lambda: app.poll_rounds >= rounds + 3, timeout=20,
+                           what="three more poll rounds")
+            assert collector.data_version() == version  # the runtime recorded nothing
+            assert app.snapshots_taken == taken, "snapshots recomputed while paused"
+            assert app.profile is shown
+            await pilot.press("p")
+            assert not app.paused
+            await wait_for(pilot, lambda: app.snapshots_taken > taken
+                           and app.profile is not shown
+                           and app.profile.total(0) > shown.total(0),
+                           what="a new snapshot once samples arrive again")
+            await quit_live(pilot)
 
-        run(body)
+        run_app(app, body)
     finally:
         collector.stop()
 
@@ -143,10 +143,7 @@ def test_sampler_incremental_profile_equals_a_full_rebuild() -> None:
 
 
 def test_attach_incremental_profile_equals_a_full_rebuild() -> None:
-    target = SpinTarget(2.0)
-    collector = None
-    try:
-        collector = attach(target.pid, frequency_hz=500)
+    with SpinTarget(2.0) as target, attached(target, frequency_hz=500) as collector:
         shown = None
         while collector.is_running():
             shown = collector.snapshot()
@@ -156,39 +153,30 @@ def test_attach_incremental_profile_equals_a_full_rebuild() -> None:
         with collector._sym_lock:
             collector._profile.rebuild()
         assert_same_profile(final, collector.snapshot())
-    finally:
-        if collector is not None:
-            collector.stop()
-        target.kill()
 
 
 def test_instrument_paused_app_recomputes_nothing() -> None:
     """Instrument mode cannot tell cheaply whether its in-place counters moved while
     recording, but paused they cannot: the app stops recomputing until resume."""
-    from tests.integration.test_instrument_robust import _start_spin, _wait_for_ticks
-
-    collector = _start_spin()
+    collector = start_spin()
     try:
-        _wait_for_ticks(collector, 1000)
+        wait_for_ticks(collector, 1000)
         assert collector.data_version() is None  # recording: every poll takes a snapshot
         app = ProfTuiApp(collector=collector)
 
-        async def body() -> None:
-            async with app.run_test(size=SIZE) as pilot:
-                await wait_for(pilot, lambda: app.profile is not None, what="a snapshot")
-                await pilot.press("p")
-                await settle(pilot, app, collector)
-                taken, rounds = app.snapshots_taken, app.poll_rounds
-                await wait_for(pilot, lambda: app.poll_rounds >= rounds + 3, timeout=20,
-                               what="three more poll rounds")
-                assert app.snapshots_taken == taken, "snapshots recomputed while paused"
-                shown = app.profile
-                await pilot.press("p")
-                await wait_for(pilot, lambda: app.profile is not shown, what="a new snapshot")
-                await pilot.press("q")
-                await pilot.pause()
-                await pilot.press("y")
+        async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+            await wait_for(pilot, lambda: app.profile is not None, what="a snapshot")
+            await pilot.press("p")
+            await settle(pilot, app, collector)
+            taken, rounds = app.snapshots_taken, app.poll_rounds
+            await wait_for(pilot, lambda: app.poll_rounds >= rounds + 3, timeout=20,
+                           what="three more poll rounds")
+            assert app.snapshots_taken == taken, "snapshots recomputed while paused"
+            shown = app.profile
+            await pilot.press("p")
+            await wait_for(pilot, lambda: app.profile is not shown, what="a new snapshot")
+            await quit_live(pilot)
 
-        run(body)
+        run_app(app, body)
     finally:
         collector.stop()

@@ -20,8 +20,8 @@ from proftui.tui.widgets.output_panel import HEAD_LINES, TAIL_LINES, OutputLog
 from textual.pilot import Pilot
 
 from tests.conftest import build_fixture, build_lua
-from tests.tui.test_tmux import PROFTUI, Terminal
-from tests.tui.tui_profiles import SIZE, run, run_live, screen_text, wait_for
+from tests.helpers.tmux import PROFTUI, Terminal
+from tests.helpers.tui import run_app, run_live, screen_text, wait_for
 
 ERROR_LINE = "out_fail: cannot open 'missing.dat': No such file or directory"
 
@@ -37,9 +37,7 @@ def _collector(source: str, *args: str) -> Collector:
     mode = _launch_mode()
     flags = {"sampler": [], "instrument": ["-finstrument-functions"], "gprof": ["-pg"]}[mode]
     binary = build_fixture(source, ["-O2", "-g", *flags], output=f"{Path(source).stem}_{mode}")
-    collector = COLLECTORS[mode]([str(binary), *args], CollectorOptions(output="log"))
-    collector.start()
-    return collector
+    return COLLECTORS[mode]([str(binary), *args], CollectorOptions(output="log"))
 
 
 def _log(app: ProfTuiApp) -> OutputLog:
@@ -48,6 +46,7 @@ def _log(app: ProfTuiApp) -> OutputLog:
 
 def test_failed_target_output_is_shown() -> None:
     collector = _collector("out_fail.c", "40", "300")
+    collector.start()
     app = ProfTuiApp(collector=collector)
     notes: list[str] = []
 
@@ -59,35 +58,34 @@ def test_failed_target_output_is_shown() -> None:
 
     app.notify = spy  # type: ignore[method-assign]
 
-    async def body() -> None:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(pilot, lambda: app.ended, timeout=30, what="the target's end")
-            assert any("exited with status 3" in n and "press 4 for its output" in n
-                       for n in notes), notes
-            await pilot.press("4")
-            log = _log(app)
-            await wait_for(pilot, lambda: log.finished and ERROR_LINE in log.lines,
-                           what="the error line in the panel")
-            pane = app.query_one(ProcPane)
-            assert pane.has_class("-output-only")  # a failure opens the output full height
-            lines = list(log.lines)
-            assert lines[0] == "out_fail line 1" and lines[39] == "out_fail line 40"
-            assert lines[-1] == ERROR_LINE
-            # escape sequences shown as text, never sent; markup shown as typed
-            assert r"colour \x1b[31mRED\x1b[0m and bell \x07 end" in lines
-            assert "[bold red]not markup[/bold red]" in lines
-            assert not any("\x1b" in line or "\x07" in line for line in lines)
-            text = screen_text(app)
-            assert ERROR_LINE in text and "[bold red]not markup[/bold red]" in text
-            assert "exited with status 3" in text
-            await pilot.press("o")  # status and output share the pane again
-            await pilot.pause()
-            assert not pane.has_class("-output-only")
-            assert "peak RSS" in screen_text(app)
-            await pilot.press("q")
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        await wait_for(pilot, lambda: app.ended, timeout=30, what="the target's end")
+        assert any("exited with status 3" in n and "press 4 for its output" in n
+                   for n in notes), notes
+        await pilot.press("4")
+        log = _log(app)
+        await wait_for(pilot, lambda: log.finished and ERROR_LINE in log.lines,
+                       what="the error line in the panel")
+        pane = app.query_one(ProcPane)
+        assert pane.has_class("-output-only")  # a failure opens the output full height
+        lines = list(log.lines)
+        assert lines[0] == "out_fail line 1" and lines[39] == "out_fail line 40"
+        assert lines[-1] == ERROR_LINE
+        # escape sequences shown as text, never sent; markup shown as typed
+        assert r"colour \x1b[31mRED\x1b[0m and bell \x07 end" in lines
+        assert "[bold red]not markup[/bold red]" in lines
+        assert not any("\x1b" in line or "\x07" in line for line in lines)
+        text = screen_text(app)
+        assert ERROR_LINE in text and "[bold red]not markup[/bold red]" in text
+        assert "exited with status 3" in text
+        await pilot.press("o")  # status and output share the pane again
+        await pilot.pause()
+        assert not pane.has_class("-output-only")
+        assert "peak RSS" in screen_text(app)
+        await pilot.press("q")
 
     try:
-        run(body)
+        run_app(app, body)
     finally:
         collector.stop()
 
@@ -95,81 +93,70 @@ def test_failed_target_output_is_shown() -> None:
 def test_flood_is_bounded_with_a_marker() -> None:
     """20 MB of lines: the panel keeps the first and last lines, counts the rest."""
     collector = _collector("out_flood.c", "1200000")
-    app = ProfTuiApp(collector=collector)
 
-    async def body() -> None:
-        async with app.run_test(size=SIZE) as pilot:
-            await pilot.press("4")
-            log = _log(app)
-            await wait_for(pilot, lambda: log.finished, timeout=60, what="the end of output")
-            await pilot.pause()
-            output = collector.output()
-            assert output is not None and output.dropped_bytes > 0
-            lines = list(log.lines)
-            assert len(lines) <= HEAD_LINES + TAIL_LINES + 2
-            assert lines[0] == "flood line 1"
-            assert lines[HEAD_LINES - 1] == f"flood line {HEAD_LINES}"
-            assert lines[-1] == "flood done" and lines[-2] == "flood line 1200000"
-            markers = [line for line in lines if line.startswith("… ")]
-            assert markers and all(m.endswith(" bytes not kept …") for m in markers)
-            # every byte the target wrote is behind a shown line or counted in a marker
-            model = log.lines_model
-            expected = sum(len(f"flood line {i}\n") for i in range(1, 1200001)) + 11
-            assert model.shown_bytes + model.not_kept_bytes == output.total_bytes == expected
-            assert sum(gap for _text, gap in model.entries()) == model.not_kept_bytes
-            pattern = re.compile(r"flood line [1-9][0-9]*|flood done")
-            for i, line in enumerate(lines):  # whole lines, except pieces cut by a gap
-                if not (line in markers or pattern.fullmatch(line)):
-                    assert lines[i - 1] in markers or lines[i + 1] in markers, line
-            assert "bytes not kept" in screen_text(app) or log.scroll_y > 0
-            await pilot.press("q")
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        await pilot.press("4")
+        log = _log(app)
+        await wait_for(pilot, lambda: log.finished, timeout=60, what="the end of output")
+        await pilot.pause()
+        output = collector.output()
+        assert output is not None and output.dropped_bytes > 0
+        lines = list(log.lines)
+        assert len(lines) <= HEAD_LINES + TAIL_LINES + 2
+        assert lines[0] == "flood line 1"
+        assert lines[HEAD_LINES - 1] == f"flood line {HEAD_LINES}"
+        assert lines[-1] == "flood done" and lines[-2] == "flood line 1200000"
+        markers = [line for line in lines if line.startswith("… ")]
+        assert markers and all(m.endswith(" bytes not kept …") for m in markers)
+        # every byte the target wrote is behind a shown line or counted in a marker
+        model = log.lines_model
+        expected = sum(len(f"flood line {i}\n") for i in range(1, 1200001)) + 11
+        assert model.shown_bytes + model.not_kept_bytes == output.total_bytes == expected
+        assert sum(gap for _text, gap in model.entries()) == model.not_kept_bytes
+        pattern = re.compile(r"flood line [1-9][0-9]*|flood done")
+        for i, line in enumerate(lines):  # whole lines, except pieces cut by a gap
+            if not (line in markers or pattern.fullmatch(line)):
+                assert lines[i - 1] in markers or lines[i + 1] in markers, line
+        assert "bytes not kept" in screen_text(app) or log.scroll_y > 0
+        await pilot.press("q")
 
-    try:
-        run(body)
-    finally:
-        collector.stop()
+    run_live(collector, body)
 
 
 def test_output_shows_while_the_target_runs() -> None:
     collector = _collector("out_fail.c", "40", "20000")
-    app = ProfTuiApp(collector=collector)
 
-    async def body() -> None:
-        async with app.run_test(size=SIZE) as pilot:
-            await pilot.press("4")
-            log = _log(app)
-            await wait_for(pilot, lambda: "[bold red]not markup[/bold red]" in log.lines,
-                           what="the output so far")
-            assert collector.is_running() and not log.finished
-            text = screen_text(app)
-            assert "out_fail line 40" in text and "peak RSS" in text  # output below status
-            assert not app.query_one(ProcPane).has_class("-output-only")
-            await pilot.press("q")  # still running: proftui asks first
-            await pilot.press("y")
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        await pilot.press("4")
+        log = _log(app)
+        await wait_for(pilot, lambda: "[bold red]not markup[/bold red]" in log.lines,
+                       what="the output so far")
+        assert collector.is_running() and not log.finished
+        text = screen_text(app)
+        assert "out_fail line 40" in text and "peak RSS" in text  # output below status
+        assert not app.query_one(ProcPane).has_class("-output-only")
+        await pilot.press("q")  # still running: proftui asks first
+        await pilot.press("y")
 
-    try:
-        run(body)
-    finally:
-        collector.stop()
+    run_live(collector, body)
 
 
 def test_no_output_says_why() -> None:
-    from tests.unit.profiles import sample_profile
+    from tests.helpers.profiles import sample_profile
 
     app = ProfTuiApp(profile=sample_profile())
 
-    async def body() -> None:
-        async with app.run_test(size=SIZE) as pilot:
-            await pilot.press("4")
-            await pilot.pause()
-            assert "saved profile: the program's output is not part of it" in screen_text(app)
-            pane = app.query_one(ProcPane)
-            pane.follow_output(None, "attach")  # what the app does in attach mode
-            await pilot.pause()
-            assert "attached process: its output goes where it always did" in screen_text(app)
-            assert pane.has_class("-no-output")
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        await pilot.press("4")
+        await pilot.pause()
+        assert "saved profile: the program's output is not part of it" in screen_text(app)
+        pane = app.query_one(ProcPane)
+        pane.follow_output(None, "attach")  # what the app does in attach mode
+        await pilot.pause()
+        assert "attached process: its output goes where it always did" in screen_text(app)
+        assert pane.has_class("-no-output")
 
-    run(body)
+    run_app(app, body)
 
 
 # -- after quitting: the tail on the terminal ---------------------------------------------
@@ -227,10 +214,10 @@ def test_lua_missing_script_error_is_shown(terminal: list[Terminal], tmp_path: P
     assert "cannot open missing.lua" in after.splitlines()[1]
 
 
-def test_stdout_and_stderr_in_order_and_counted() -> None:
+def test_stdout_and_stderr_interleave_as_written() -> None:
     """On a terminal stdout is line-buffered, so its lines and stderr's alternate as
-    written (through a pipe, stdout came in blocks, stderr in between); the title counts
-    every line written, not the ones the panel happened to read."""
+    written (a pipe would bring stdout in blocks); the title counts every line written,
+    not the ones the panel happened to read."""
     mode = _launch_mode()
     flags = {"sampler": [], "instrument": ["-finstrument-functions"], "gprof": ["-pg"]}[mode]
     binary = build_fixture("out_mixed.c", ["-O2", "-g", *flags], output=f"out_mixed_{mode}")

@@ -60,7 +60,7 @@ def test_read_from_follows_small_output_without_gaps() -> None:
     assert log.read_from(10, 1 << 20) == (0, data[10:], len(data))
 
 
-def test_last_lines_escapes_and_spans_head() -> None:
+def test_last_lines_read_back_escaped() -> None:
     data = b"".join(b"line %d\n" % i for i in range(30)) + b"\x1b[2Jboom\tx\xff\n"
     log = _written(data, head=100, tail=1 << 20)
     lines = log.last_lines(5)
@@ -104,10 +104,13 @@ def test_bulk_feed_equals_line_by_line() -> None:
         single.shown_bytes, single.not_kept_bytes, single.lines_seen)
 
 
-def test_long_line_and_controls() -> None:
+def test_long_line_is_cut_into_pieces_of_8192() -> None:
     model = OutputLines()
     model.feed(0, b"x" * 20_000)
     assert model.entries() and all(len(t) == 8192 for t, _g in model.entries())
-    model.finish()
+
+
+def test_control_sequences_and_markup_show_as_text() -> None:
+    model = OutputLines()
     model.feed(0, b"\x1b]0;title\x07[red]x[/red]\r\n")
     assert model.entries()[-1][0] == r"\x1b]0;title\x07[red]x[/red]"

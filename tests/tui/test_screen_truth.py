@@ -19,18 +19,17 @@ from proftui.tui.screens.notes import NotesScreen
 from textual.pilot import Pilot
 
 from tests.conftest import build_fixture
-from tests.tui.tui_profiles import (
-    ATT_FLAGS,
-    SpinTarget,
-    attach,
+from tests.helpers.collect import attach
+from tests.helpers.profiles import sample_profile
+from tests.helpers.targets import ATT_FLAGS, SpinTarget
+from tests.helpers.tui import (
     flat_ready,
-    run,
+    run_app,
     run_live,
     screen_ready,
     screen_text,
     wait_for,
 )
-from tests.unit.profiles import sample_profile
 
 SMALL = (80, 24)
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -45,17 +44,17 @@ def test_enter_on_the_format_list_saves(tmp_path: Path, monkeypatch: pytest.Monk
     steps = ((("enter",), "proftui-sampler.proftui"),
              (("down", "enter"), "proftui-sampler-1.pb.gz"))
 
-    async def body() -> None:
-        async with app.run_test(size=SMALL) as pilot:
-            await flat_ready(pilot, app)
-            for keys, name in steps:
-                await pilot.press("e")
-                await wait_for(pilot, lambda: screen_ready(app, ExportScreen), what="dialog")
-                assert "Enter save" in screen_text(app)  # the dialog says what Enter does
-                await pilot.press(*keys)
-                await wait_for(pilot, (tmp_path / name).exists, what=f"{name} written by Enter")
-                await wait_for(pilot, lambda: app.screen is app.screen_stack[0], what="closed")
-    run(body)
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        await flat_ready(pilot, app)
+        for keys, name in steps:
+            await pilot.press("e")
+            await wait_for(pilot, lambda: screen_ready(app, ExportScreen), what="dialog")
+            assert "Enter save" in screen_text(app)  # the dialog says what Enter does
+            await pilot.press(*keys)
+            await wait_for(pilot, (tmp_path / name).exists, what=f"{name} written by Enter")
+            await wait_for(pilot, lambda: app.screen is app.screen_stack[0], what="closed")
+
+    run_app(app, body, SMALL)
     assert load(tmp_path / "proftui-sampler.proftui").total(0) == 105
     assert (tmp_path / "proftui-sampler-1.pb.gz").read_bytes()[:2] == b"\x1f\x8b"
 
@@ -65,48 +64,43 @@ def test_readme_names_the_key_bar_shown_at_80_columns() -> None:
     claimed = re.search(r"the pane keys \(as `([^`]+)`\)", text)
     assert claimed, "the README no longer says how the pane keys show at 80 columns"
 
-    async def body() -> None:
-        app = ProfTuiApp(profile=sample_profile())
-        async with app.run_test(size=SMALL) as pilot:
-            await flat_ready(pilot, app)
-            bar = screen_text(app).rstrip("\n").splitlines()[-1]
-            assert f" {claimed.group(1)} " in bar, (claimed.group(1), bar)
-    run(body)
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        await flat_ready(pilot, app)
+        bar = screen_text(app).rstrip("\n").splitlines()[-1]
+        assert f" {claimed.group(1)} " in bar, (claimed.group(1), bar)
+
+    run_app(ProfTuiApp(profile=sample_profile()), body, SMALL)
 
 
 def test_a_paused_attach_is_not_called_incomplete() -> None:
     """`p` in attach mode freezes the display: the header says so, and nothing about an
     "incomplete" profile (the target still runs); once it ended, the profile is whole."""
-    target = SpinTarget(4.0)
-    try:
+    with SpinTarget(4.0) as target:
         collector = attach(target.pid, frequency_hz=200)
         try:
             app = ProfTuiApp(collector=collector)
 
-            async def body() -> None:
-                async with app.run_test(size=(150, 40)) as pilot:
-                    await wait_for(pilot, lambda: app.profile is not None
-                                   and app.profile.total(0) > 0, timeout=20,
-                                   what="samples")
-                    await pilot.press("p")
-                    await wait_for(pilot, lambda: "display frozen" in screen_text(app),
-                                   what="the frozen display")
-                    header = screen_text(app).splitlines()[0]
-                    assert "incomplete" not in header, header
-                    await pilot.press("p")
-                    await wait_for(pilot, lambda: app.ended, timeout=30, what="the end")
-                    await pilot.pause(0.3)
-                    header = screen_text(app).splitlines()[0]
-                    assert "exited" in header and "incomplete" not in header, header
-                    await pilot.press("w")
-                    await wait_for(pilot, lambda: screen_ready(app, NotesScreen), what="notes")
-                    assert "incomplete:" not in screen_text(app)
+            async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+                await wait_for(pilot, lambda: app.profile is not None
+                               and app.profile.total(0) > 0, timeout=20,
+                               what="samples")
+                await pilot.press("p")
+                await wait_for(pilot, lambda: "display frozen" in screen_text(app),
+                               what="the frozen display")
+                header = screen_text(app).splitlines()[0]
+                assert "incomplete" not in header, header
+                await pilot.press("p")
+                await wait_for(pilot, lambda: app.ended, timeout=30, what="the end")
+                await pilot.pause(0.3)
+                header = screen_text(app).splitlines()[0]
+                assert "exited" in header and "incomplete" not in header, header
+                await pilot.press("w")
+                await wait_for(pilot, lambda: screen_ready(app, NotesScreen), what="notes")
+                assert "incomplete:" not in screen_text(app)
 
-            run(body)
+            run_app(app, body, (150, 40))
         finally:
             collector.stop()
-    finally:
-        target.kill()
 
 
 def test_the_end_is_on_screen_before_the_final_profile() -> None:

@@ -22,7 +22,8 @@ from proftui.tui.widgets.flat_table import NAME, FlatTable
 from textual.pilot import Pilot
 
 from tests.conftest import build_fixture
-from tests.tui.tui_profiles import flat_ready, run, sampled, screen_text, wait_for
+from tests.helpers.collect import sampled
+from tests.helpers.tui import flat_ready, run, run_app, screen_text, wait_for
 
 SIZE = (150, 45)
 
@@ -65,26 +66,26 @@ def test_focus_percentages_are_what_the_label_says(demo_profile: Profile) -> Non
     app = ProfTuiApp(profile=demo_profile)
     whole = demo_profile.total(0)
 
-    async def body() -> None:
-        async with app.run_test(size=SIZE) as pilot:
-            tree = await focus_on(pilot, app, "spin")
-            assert tree.status_note == "samples · % of total"
-            assert "% of total" in screen_text(app).splitlines()[-2]
-            rows = list(caller_rows(tree))
-            assert {r[0] for r in rows} >= {"render", "physics", "audio"}, rows
-            for name, total, callee, text in rows:
-                assert text.lstrip().startswith(f"{percent(total, whole):.1f}%"), (name, text)
-                assert percent(total, whole) < percent(total, callee)  # they differ
-            head = next(n for n in tree.root.children if n.data and n.data.key == "callees")
-            spin = sum(e.total_cost[0] for e in app.query_one(FlatTable).rows
-                       if e.frame.function == "spin")
-            assert f"({percent(spin, whole):.1f}% of total)" in head.label.plain
-            await pilot.press("percent_sign")
-            await pilot.pause()
-            assert "% of parent" in screen_text(app).splitlines()[-2]
-            for name, total, callee, text in caller_rows(tree):
-                assert text.lstrip().startswith(f"{percent(total, callee):.1f}%"), (name, text)
-    run(body)
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        tree = await focus_on(pilot, app, "spin")
+        assert tree.status_note == "samples · % of total"
+        assert "% of total" in screen_text(app).splitlines()[-2]
+        rows = list(caller_rows(tree))
+        assert {r[0] for r in rows} >= {"render", "physics", "audio"}, rows
+        for name, total, callee, text in rows:
+            assert text.lstrip().startswith(f"{percent(total, whole):.1f}%"), (name, text)
+            assert percent(total, whole) < percent(total, callee)  # they differ
+        head = next(n for n in tree.root.children if n.data and n.data.key == "callees")
+        spin = sum(e.total_cost[0] for e in app.query_one(FlatTable).rows
+                   if e.frame.function == "spin")
+        assert f"({percent(spin, whole):.1f}% of total)" in head.label.plain
+        await pilot.press("percent_sign")
+        await pilot.pause()
+        assert "% of parent" in screen_text(app).splitlines()[-2]
+        for name, total, callee, text in caller_rows(tree):
+            assert text.lstrip().startswith(f"{percent(total, callee):.1f}%"), (name, text)
+
+    run_app(app, body, SIZE)
 
 
 def test_the_source_pane_says_it_is_loading(demo_profile: Profile,
@@ -101,23 +102,23 @@ def test_the_source_pane_says_it_is_loading(demo_profile: Profile,
     monkeypatch.setattr(source, "annotate", slow_annotate)
     app = ProfTuiApp(profile=demo_profile)
 
-    async def body() -> None:
-        async with app.run_test(size=SIZE) as pilot:
-            tree = await focus_on(pilot, app, "spin")
-            assert tree.selected_frame() is not None
-            await pilot.press("enter")
-            await wait_for(pilot, lambda: "source: spin" in screen_text(app), what="source")
-            await pilot.pause(0.3)
-            text = screen_text(app)
-            assert "Select a function" not in text and "loading its source" in text, text
-            gate.set()
-            await wait_for(pilot, lambda: "the hot line" in screen_text(app),
-                           what="the listing")
-            assert "loading" not in screen_text(app)
-            await pilot.press("d")  # disassembly: loading again, then the instructions
-            await wait_for(pilot, lambda: "disassembly:" in screen_text(app),
-                           what="the disassembly")
-    run(body)
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        tree = await focus_on(pilot, app, "spin")
+        assert tree.selected_frame() is not None
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: "source: spin" in screen_text(app), what="source")
+        await pilot.pause(0.3)
+        text = screen_text(app)
+        assert "Select a function" not in text and "loading its source" in text, text
+        gate.set()
+        await wait_for(pilot, lambda: "the hot line" in screen_text(app),
+                       what="the listing")
+        assert "loading" not in screen_text(app)
+        await pilot.press("d")  # disassembly: loading again, then the instructions
+        await wait_for(pilot, lambda: "disassembly:" in screen_text(app),
+                       what="the disassembly")
+
+    run_app(app, body, SIZE)
 
 
 def test_two_functions_never_share_a_label_at_80_columns() -> None:
@@ -134,39 +135,39 @@ def test_two_functions_never_share_a_label_at_80_columns() -> None:
             for s in ("std::map<", "std::_Rb_tree<")} >= {True}
     app = ProfTuiApp(profile=profile)
 
-    async def body() -> None:
-        async with app.run_test(size=(80, 24)) as pilot:
-            await flat_ready(pilot, app)
-            table = app.query_one(FlatTable)
-            widths = table._widths(table.scrollable_content_region.width)
-            start = sum(widths[:NAME])
-            cells: dict[int, str] = {}
-            for _ in range(len(table.rows) // 4 + 3):  # down through it all, and read the end
-                top = table.scroll_offset.y
-                lines = screen_text(app).splitlines()[3:3 + table._page]
-                for i, line in enumerate(lines):
-                    if top + i < len(table.rows):  # the name column, as drawn
-                        cells[top + i] = line[start - 1:start + widths[NAME] - 1].strip()
-                await pilot.press(*["down"] * 4)
-                await pilot.pause()
-            assert len(cells) == len(table.rows)
-            names = {i: table.rows[i].frame.function for i in cells}
-            shown = list(cells.values())
-            shared = {i: (names[i], c) for i, c in cells.items() if shown.count(c) > 1}
-            assert len({names[i] for i in shared}) <= 1, shared  # one function, one label
-            assert sum("::lower_bound(" in n for n in names.values()) >= 2, names
-            partition = next(c for i, c in cells.items() if "__unguarded_partition<" in names[i])
-            assert partition.startswith(("std::", "…")), partition
-    run(body)
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        await flat_ready(pilot, app)
+        table = app.query_one(FlatTable)
+        widths = table._widths(table.scrollable_content_region.width)
+        start = sum(widths[:NAME])
+        cells: dict[int, str] = {}
+        for _ in range(len(table.rows) // 4 + 3):  # down through it all, and read the end
+            top = table.scroll_offset.y
+            lines = screen_text(app).splitlines()[3:3 + table._page]
+            for i, line in enumerate(lines):
+                if top + i < len(table.rows):  # the name column, as drawn
+                    cells[top + i] = line[start - 1:start + widths[NAME] - 1].strip()
+            await pilot.press(*["down"] * 4)
+            await pilot.pause()
+        assert len(cells) == len(table.rows)
+        names = {i: table.rows[i].frame.function for i in cells}
+        shown = list(cells.values())
+        shared = {i: (names[i], c) for i, c in cells.items() if shown.count(c) > 1}
+        assert len({names[i] for i in shared}) <= 1, shared  # one function, one label
+        assert sum("::lower_bound(" in n for n in names.values()) >= 2, names
+        partition = next(c for i, c in cells.items() if "__unguarded_partition<" in names[i])
+        assert partition.startswith(("std::", "…")), partition
+
+    run_app(app, body, (80, 24))
 
 
 STL_TREE = "/usr/include/c++/12/bits/stl_tree.h"
 
 
-def test_header_source_is_shown_and_saved(tmp_path: Path) -> None:
+def test_system_header_source_is_shown(tmp_path: Path) -> None:
     """A C++ template's cost in a system header every user may read: `f` to
-    /usr/include/c++/12/bits/stl_tree.h shows its text (it said "source not available"
-    with bare line numbers), live and in a saved profile, which embeds it."""
+    /usr/include/c++/12/bits/stl_tree.h shows its text, not bare line numbers, live and
+    in a saved profile, which embeds it."""
     if shutil.which("g++") is None or not Path(STL_TREE).is_file():
         pytest.skip(f"g++ with {STL_TREE} is not installed")
     binary = build_fixture("names_stl.cpp", ["-O2", "-g", "-fno-omit-frame-pointer"],

@@ -13,10 +13,11 @@ from proftui.tui.app import ProfTuiApp
 from proftui.tui.panes.flat import FlatPane
 from proftui.tui.panes.source import SourcePane, SourceView
 from proftui.tui.widgets.flat_table import FlatTable
+from textual.pilot import Pilot
 
 from tests.conftest import FIXTURES, build_fixture
-from tests.tui.test_tmux import PROFTUI, Terminal
-from tests.tui.tui_profiles import SIZE, run, screen_text, wait_for
+from tests.helpers.tmux import PROFTUI, Terminal
+from tests.helpers.tui import quit_live, run_live, screen_text, wait_for
 
 TEXT = (FIXTURES / "src_deep.c").read_text().splitlines()
 HOT = next(i + 1 for i, t in enumerate(TEXT) if "/* HOT */" in t)
@@ -27,59 +28,51 @@ def visible(view: SourceView) -> range:
     return range(top, top + view.scrollable_content_region.height)
 
 
-def test_live_source_scrolls_to_a_deep_hot_line_and_keeps_the_users_place() -> None:
+def test_live_source_follows_the_hot_line_until_the_user_moves() -> None:
     binary = build_fixture("src_deep.c", ["-O2", "-g", "-fno-omit-frame-pointer"])
     collector = SamplerCollector([str(binary), "4000"], CollectorOptions(output="log"))
-    collector.start()
-    try:
-        app = ProfTuiApp(collector=collector)
 
-        async def body() -> None:
-            async with app.run_test(size=SIZE) as pilot:
-                flat = app.query_one(FlatPane)
-                await wait_for(pilot, lambda: bool(flat.shown)
-                               and flat.shown[0].frame.function == "work",
-                               timeout=30, what="work on top of the flat profile")
-                app.query_one(FlatTable).move_cursor(row=0)
-                await pilot.press("3")
-                pane = app.query_one(SourcePane)
-                view = app.query_one(SourceView)
-                await wait_for(pilot, lambda: pane.listing is not None
-                               and pane.listing.kind == "source"
-                               and pane.listing.function_cost[0] > 0,
-                               what="a listing of work with costs")
-                await pilot.pause()
-                assert not app.ended, "the target ended too soon"
-                listing = pane.listing
-                assert listing is not None
-                assert 0 < view.scrollable_content_region.height < HOT  # below the first screen
-                assert listing.lines[view.cursor].number == HOT
-                assert view.cursor in visible(view), (view.scroll_offset, view.cursor)
-                assert "/* HOT */" in screen_text(app)
-                # the user moves: later snapshots keep the cursor and the scroll position
-                await pilot.press("up", "up", "up")
-                place = (view.cursor, view.scroll_offset.y)
-                assert listing.lines[view.cursor].number == HOT - 3
-                for _ in range(2):
-                    seen = app.profile
-                    await wait_for(pilot, lambda seen=seen: app.profile is not seen,
-                                   what="a new snapshot")
-                    await pilot.pause(0.2)
-                    assert (view.cursor, view.scroll_offset.y) == place
-                assert pane.listing is not listing, "the listing was not refreshed"
-                await pilot.press("q")
-                await pilot.pause()
-                await pilot.press("y")
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        flat = app.query_one(FlatPane)
+        await wait_for(pilot, lambda: bool(flat.shown)
+                       and flat.shown[0].frame.function == "work",
+                       timeout=30, what="work on top of the flat profile")
+        app.query_one(FlatTable).move_cursor(row=0)
+        await pilot.press("3")
+        pane = app.query_one(SourcePane)
+        view = app.query_one(SourceView)
+        await wait_for(pilot, lambda: pane.listing is not None
+                       and pane.listing.kind == "source"
+                       and pane.listing.function_cost[0] > 0,
+                       what="a listing of work with costs")
+        await pilot.pause()
+        assert not app.ended, "the target ended too soon"
+        listing = pane.listing
+        assert listing is not None
+        assert 0 < view.scrollable_content_region.height < HOT  # below the first screen
+        assert listing.lines[view.cursor].number == HOT
+        assert view.cursor in visible(view), (view.scroll_offset, view.cursor)
+        assert "/* HOT */" in screen_text(app)
+        # the user moves: later snapshots keep the cursor and the scroll position
+        await pilot.press("up", "up", "up")
+        place = (view.cursor, view.scroll_offset.y)
+        assert listing.lines[view.cursor].number == HOT - 3
+        for _ in range(2):
+            seen = app.profile
+            await wait_for(pilot, lambda seen=seen: app.profile is not seen,
+                           what="a new snapshot")
+            await pilot.pause(0.2)
+            assert (view.cursor, view.scroll_offset.y) == place
+        assert pane.listing is not listing, "the listing was not refreshed"
+        await quit_live(pilot)
 
-        run(body)
-    finally:
-        collector.stop()
+    run_live(collector, body)
 
 
 def test_live_source_first_screen_shows_the_hot_line(terminal: list[Terminal],
                                                      tmp_path: Path) -> None:
-    """In a real terminal the listing's first screen already shows the HOT line (the
-    view used to be drawn at line 1 until the next snapshot re-centred it)."""
+    """In a real terminal the listing's first screen already shows the HOT line, not
+    line 1 until the next snapshot re-centres it."""
     binary = build_fixture("src_deep.c", ["-O2", "-g", "-fno-omit-frame-pointer"])
     term = Terminal([str(PROFTUI), str(binary), "4000"], tmp_path)
     terminal.append(term)

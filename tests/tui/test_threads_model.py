@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 from proftui.collectors.model.parts import describe_part, list_parts, parse_label, part_total
-from proftui.collectors.model.profile import SAMPLES, Frame, Profile, ProfileMeta
+from proftui.collectors.model.profile import Frame
 from proftui.collectors.model.views import (
     bottom_up_tree,
     flat_profile,
@@ -16,28 +16,7 @@ from proftui.collectors.model.views import (
     threads_as_roots,
 )
 
-
-def build(stacks: dict[str, list[tuple[list[str], float]]], threads: dict[int, str],
-          whole_processes: bool = False) -> Profile:
-    """A profile with `stacks` per part label (outermost first), merged into the tree."""
-    profile = Profile(meta=ProfileMeta(mode="sampler", threads=threads), metrics=(SAMPLES,))
-    for label, items in stacks.items():
-        part = profile.parts.setdefault(label, type(profile.tree)(1))
-        for names, cost in items:
-            ids = [profile.frames.intern(Frame(n, module="/bin/x", address=0x1000 + len(n)))
-                   for n in names]
-            part.add_stack(ids, [cost])
-            assert profile.tree is not None
-            profile.tree.add_stack(ids, [cost])
-    return profile.finalize()
-
-
-def two_processes() -> Profile:
-    return build({
-        "pid 10 tid 10": [(["main", "a"], 10.0)],
-        "pid 10 tid 11": [(["start", "b"], 30.0)],
-        "pid 20 tid 20": [(["main", "c"], 60.0)],
-    }, {10: "prog", 11: "worker", 20: "child"})
+from tests.helpers.profiles import parts_profile, two_processes
 
 
 def test_labels_parse() -> None:
@@ -46,30 +25,37 @@ def test_labels_parse() -> None:
     assert parse_label("thread 12") == (None, None)
 
 
-def test_list_parts_orders_by_share_and_names_threads() -> None:
-    profile = two_processes()
-    choices = list_parts(profile)
+def test_list_parts_orders_by_share() -> None:
+    choices = list_parts(two_processes())
     assert [(c.kind, c.label) for c in choices] == [
         ("all", None), ("process", "pid 20"), ("process", "pid 10"),
         ("thread", "pid 20 tid 20"), ("thread", "pid 10 tid 11"), ("thread", "pid 10 tid 10")]
     assert [c.cost[0] for c in choices] == [100.0, 60.0, 40.0, 60.0, 30.0, 10.0]
+
+
+def test_parts_are_titled_by_their_names() -> None:
+    choices = list_parts(two_processes())
     assert choices[4].title() == "thread 11 worker"
     assert choices[2].title() == "process 10 prog"
 
 
 def test_one_process_has_no_process_row() -> None:
-    profile = build({"pid 5 tid 5": [(["main"], 1.0)], "pid 5 tid 6": [(["w"], 3.0)]},
+    profile = parts_profile({"pid 5 tid 5": [(["main"], 1.0)], "pid 5 tid 6": [(["w"], 3.0)]},
                     {5: "p", 6: "w"})
     assert [c.kind for c in list_parts(profile)] == ["all", "thread", "thread"]
 
 
-def test_process_merged_from_threads_and_flat_profile_per_part() -> None:
+def test_process_tree_merges_its_threads() -> None:
     profile = two_processes()
     tree = select_tree(profile, "pid 10")
     assert tree.root.total_cost == [40.0]
     assert select_tree(profile, "pid 10") is tree  # cached for this snapshot
     assert {profile.frames[n.frame_id].function for n in tree.root.children.values()} == {
         "main", "start"}
+
+
+def test_views_of_one_part() -> None:
+    profile = two_processes()
     flat = {e.frame.function: e.self_percent for e in flat_profile(profile, "pid 10")}
     assert flat == {"b": 75.0, "a": 25.0, "main": 0.0, "start": 0.0}
     assert part_total(profile, "pid 10 tid 11") == 30.0
@@ -77,7 +63,7 @@ def test_process_merged_from_threads_and_flat_profile_per_part() -> None:
             ] == [profile.frames.find(Frame("b", module="/bin/x", address=0x1001))]
 
 
-def test_part_missing_from_snapshot_is_empty_and_kept_in_picker() -> None:
+def test_part_missing_from_a_snapshot_stays_an_empty_choice() -> None:
     profile = two_processes()
     gone = "pid 10 tid 99"  # chosen in an earlier snapshot, e.g. before a reset
     assert select_tree(profile, gone).root.total_cost == [0.0]
@@ -107,20 +93,24 @@ def test_threads_as_roots_groups_processes_then_threads() -> None:
     assert derived.frames[leaf.frame_id].function == "b" and leaf.parent.parent == worker
 
 
-def test_threads_as_roots_of_one_process_and_inverted() -> None:
+def test_threads_as_roots_of_one_process_inverted() -> None:
     profile = two_processes()
     derived, tree = threads_as_roots(profile, "pid 10", inverted=True)
     tops = {derived.frames[n.frame_id].function: n for n in tree.root.children.values()}
     assert set(tops) == {"thread 10 prog", "thread 11 worker"}
     leaves = [derived.frames[c].function for c in tops["thread 11 worker"].children]
     assert leaves == ["b"]  # bottom-up: the leaf first
+
+
+def test_threads_as_roots_of_one_thread() -> None:
+    profile = two_processes()
     _derived, one = threads_as_roots(profile, "pid 20 tid 20")
     assert len(one.root.children) == 1 and one.root.total_cost == [60.0]
 
 
 def test_whole_process_parts_are_roots() -> None:
     """gprof and perf script imports record one part per process ("pid P")."""
-    profile = build({"pid 1": [(["main", "x"], 2.0)], "pid 2": [(["main", "y"], 6.0)]},
+    profile = parts_profile({"pid 1": [(["main", "x"], 2.0)], "pid 2": [(["main", "y"], 6.0)]},
                     {})
     choices = list_parts(profile)
     assert [(c.kind, c.label) for c in choices] == [("all", None), ("process", "pid 2"),
@@ -128,7 +118,7 @@ def test_whole_process_parts_are_roots() -> None:
     derived, tree = threads_as_roots(profile)
     assert sorted(derived.frames[n.frame_id].function for n in tree.root.children.values()
                   ) == ["process 1", "process 2"]
-    single = build({"pid 7": [(["main"], 1.0)]}, {7: "prog"})
+    single = parts_profile({"pid 7": [(["main"], 1.0)]}, {7: "prog"})
     derived, tree = threads_as_roots(single)
     assert [derived.frames[n.frame_id].function for n in tree.root.children.values()
             ] == ["process 7 prog"]
@@ -136,7 +126,7 @@ def test_whole_process_parts_are_roots() -> None:
 
 def test_parts_labelled_in_no_known_form() -> None:
     """A saved file may label parts freely: they are listed and become roots too."""
-    profile = build({"pid 5 tid 5": [(["main"], 1.0)], "pid 5 tid 6": [(["w"], 3.0)],
+    profile = parts_profile({"pid 5 tid 5": [(["main"], 1.0)], "pid 5 tid 6": [(["w"], 3.0)],
                      "gpu queue \x1b[31m": [(["kernel"], 2.0)]}, {5: "p", 6: "w"})
     choices = list_parts(profile)
     assert [c.kind for c in choices] == ["all", "thread", "thread", "other"]

@@ -5,6 +5,7 @@ baseline another range is compared with."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from proftui.tui.widgets.timeline_chart import TimelineChart
 from textual.pilot import Pilot
 
 from tests.helpers.phases import record_heap_phases, record_phases
-from tests.tui.tui_profiles import SIZE, run, screen_text, wait_for
+from tests.helpers.tui import run_app, screen_text, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -44,62 +45,65 @@ async def select(pilot: Pilot, start_s: float, end_s: float) -> None:
     await pilot.press("enter")
 
 
+def on_the_timeline(profile: Profile, body: Callable[[Pilot, ProfTuiApp], Awaitable[None]]
+                    ) -> None:
+    """`body(pilot, app)` once the app on `profile` has its flat profile and, after `6`,
+    shows the timeline's rows."""
+
+    async def opened(pilot: Pilot, app: ProfTuiApp) -> None:
+        await wait_for(pilot, lambda: app._entries, what="the flat profile")
+        await pilot.press("6")
+        await wait_for(pilot, lambda: app.query_one(TimelineChart).rows is not None,
+                       what="the timeline")
+        await body(pilot, app)
+
+    run_app(ProfTuiApp(profile=profile), opened)  # type: ignore[arg-type]
+
+
 def test_a_range_is_what_every_pane_shows(phases: tuple[Profile, dict[str, int], float]
                                           ) -> None:
     profile, _cpu, skew = phases
 
-    async def body() -> None:
-        app = ProfTuiApp(profile=profile)
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(pilot, lambda: app._entries, what="the flat profile")
-            assert {"phase_a", "phase_b"} <= set(shown_functions(app))
-            await pilot.press("6")
-            await wait_for(pilot, lambda: app.query_one(TimelineChart).rows is not None,
-                           what="the timeline")
-            await select(pilot, 0.2, 2.0 + skew - 0.4)
-            await wait_for(pilot, lambda: app.time_range is not None
-                           and "phase_b" not in shown_functions(app), what="the range")
-            assert shown_functions(app).get("phase_a", 0) > 0
-            header = str(app.query_one(HeaderBar).render())
-            assert "range 0.0-" in header, header
-            await pilot.press("5")  # the flame graph shows the range too
-            await wait_for(pilot, lambda: "phase_a" in screen_text(app)
-                           and "phase_b" not in screen_text(app), what="the flame range")
-            await pilot.press("6")
-            await pilot.press("escape")  # the range goes: the whole run again
-            await wait_for(pilot, lambda: app.time_range is None
-                           and "phase_b" in shown_functions(app), what="the whole run")
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        assert {"phase_a", "phase_b"} <= set(shown_functions(app))
+        await select(pilot, 0.2, 2.0 + skew - 0.4)
+        await wait_for(pilot, lambda: app.time_range is not None
+                       and "phase_b" not in shown_functions(app), what="the range")
+        assert shown_functions(app).get("phase_a", 0) > 0
+        header = str(app.query_one(HeaderBar).render())
+        assert "range 0.0-" in header, header
+        await pilot.press("5")  # the flame graph shows the range too
+        await wait_for(pilot, lambda: "phase_a" in screen_text(app)
+                       and "phase_b" not in screen_text(app), what="the flame range")
+        await pilot.press("6")
+        await pilot.press("escape")  # the range goes: the whole run again
+        await wait_for(pilot, lambda: app.time_range is None
+                       and "phase_b" in shown_functions(app), what="the whole run")
 
-    run(body)
+    on_the_timeline(profile, body)
 
 
 def test_a_range_as_the_baseline_of_another(phases: tuple[Profile, dict[str, int], float]
                                             ) -> None:
     profile, _cpu, skew = phases
 
-    async def body() -> None:
-        app = ProfTuiApp(profile=profile)
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(pilot, lambda: app._entries, what="the flat profile")
-            await pilot.press("6")
-            await wait_for(pilot, lambda: app.query_one(TimelineChart).rows is not None,
-                           what="the timeline")
-            await select(pilot, 0.2, 2.0 + skew - 0.4)
-            await wait_for(pilot, lambda: "phase_b" not in shown_functions(app),
-                           what="the first range")
-            await pilot.press("b")
-            await wait_for(pilot, lambda: "Δ vs range" in str(app.query_one(HeaderBar)
-                                                                .render()),
-                           what="the range baseline")
-            await select(pilot, 2.0 + skew + 0.4, 3.8)
-            await wait_for(pilot, lambda: "phase_b" in shown_functions(app)
-                           and "phase_a" not in shown_functions(app), what="the second range")
-            assert app.baseline is not None  # Δ columns against the first range
-            base = {e.frame.function for e in app.base_entries or []}
-            assert "phase_a" in base and "phase_b" not in base
-            assert isinstance(app.query_one(TimelinePane), TimelinePane)
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        await select(pilot, 0.2, 2.0 + skew - 0.4)
+        await wait_for(pilot, lambda: "phase_b" not in shown_functions(app),
+                       what="the first range")
+        await pilot.press("b")
+        await wait_for(pilot, lambda: "Δ vs range" in str(app.query_one(HeaderBar)
+                                                            .render()),
+                       what="the range baseline")
+        await select(pilot, 2.0 + skew + 0.4, 3.8)
+        await wait_for(pilot, lambda: "phase_b" in shown_functions(app)
+                       and "phase_a" not in shown_functions(app), what="the second range")
+        assert app.baseline is not None  # Δ columns against the first range
+        base = {e.frame.function for e in app.base_entries or []}
+        assert "phase_a" in base and "phase_b" not in base
+        assert isinstance(app.query_one(TimelinePane), TimelinePane)
 
-    run(body)
+    on_the_timeline(profile, body)
 
 
 def test_profiles_without_a_timeline_say_so() -> None:
@@ -108,15 +112,13 @@ def test_profiles_without_a_timeline_say_so() -> None:
     profile.tree.add_stack([profile.frames.intern(Frame("main", "/bin/x"))], [5.0])
     profile.finalize()
 
-    async def body() -> None:
-        app = ProfTuiApp(profile=profile)
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(pilot, lambda: app._entries, what="the flat profile")
-            await pilot.press("6")
-            await wait_for(pilot, lambda: "No timeline" in screen_text(app),
-                           what="the note")
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        await wait_for(pilot, lambda: app._entries, what="the flat profile")
+        await pilot.press("6")
+        await wait_for(pilot, lambda: "No timeline" in screen_text(app),
+                       what="the note")
 
-    run(body)
+    run_app(ProfTuiApp(profile=profile), body)
 
 
 def test_a_heap_range_shows_that_phase_allocations(tmp_path: Path) -> None:
@@ -124,23 +126,21 @@ def test_a_heap_range_shows_that_phase_allocations(tmp_path: Path) -> None:
     allocations made in it, and a state metric (peak) says it has no time course."""
     profile, _blocks, edge = record_heap_phases(tmp_path)
     allocs = next(i for i, m in enumerate(profile.metrics) if m.name == "allocs")
+    peak = next(i for i, m in enumerate(profile.metrics) if m.name == "peak_bytes")
 
-    async def body() -> None:
-        app = ProfTuiApp(profile=profile)
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(pilot, lambda: app._entries, what="the flat profile")
-            await pilot.press("6")
-            await wait_for(pilot, lambda: app.query_one(TimelineChart).rows is not None,
-                           what="the timeline")
-            assert "per process" in screen_text(app)
-            await select(pilot, edge + 0.3, 10.0)
-            await wait_for(pilot, lambda: app.time_range is not None, what="the range")
-            shown = {e.frame.function: e.total_cost[allocs] for e in app._entries}
-            assert shown.get("alloc_b", 0) > 0 and shown.get("alloc_a", 0) == 0, shown
-            while app.metric != next(i for i, m in enumerate(profile.metrics)
-                                     if m.name == "peak_bytes"):
-                await pilot.press("m")
-            await wait_for(pilot, lambda: "No peak_bytes over time" in screen_text(app),
-                           what="the state metric's note")
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        await wait_for(pilot, lambda: app._entries, what="the flat profile")
+        await pilot.press("6")
+        await wait_for(pilot, lambda: app.query_one(TimelineChart).rows is not None,
+                       what="the timeline")
+        assert "per process" in screen_text(app)
+        await select(pilot, edge + 0.3, 10.0)
+        await wait_for(pilot, lambda: app.time_range is not None, what="the range")
+        shown = {e.frame.function: e.total_cost[allocs] for e in app._entries}
+        assert shown.get("alloc_b", 0) > 0 and shown.get("alloc_a", 0) == 0, shown
+        while app.metric != peak:
+            await pilot.press("m")
+        await wait_for(pilot, lambda: "No peak_bytes over time" in screen_text(app),
+                       what="the state metric's note")
 
-    run(body)
+    run_app(ProfTuiApp(profile=profile), body)

@@ -5,69 +5,14 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
-import time
-import uuid
 from pathlib import Path
 
 import pytest
 from proftui.collectors.registry import COLLECTORS
 
 from tests.conftest import build_fixture
-from tests.tui.tui_profiles import ATT_DONE, SpinTarget
-
-PROFTUI = Path(sys.executable).parent / "proftui"
-
-
-class Terminal:
-    """One detached tmux session (160x50) running a command; the shell line records its status."""
-
-    def __init__(self, command: list[str], cwd: Path) -> None:
-        self.name = f"proftui-test-{uuid.uuid4().hex[:8]}"
-        # COLUMNS/LINES may leak in from the test runner: the app must see the real size.
-        shell = ("unset COLUMNS LINES; " + " ".join(_quote(a) for a in command)
-                 + "; echo PROFTUI-EXIT=$?; sleep 60")
-        # A running tmux server gives new sessions its own environment, not ours: pass the
-        # test's settings directory (conftest) so remembered settings never leak in.
-        config = os.environ.get("XDG_CONFIG_HOME", "")
-        argv = ["tmux", "new-session", "-d", "-s", self.name, "-x", "160", "-y", "50",
-                "-c", str(cwd), "-e", "TERM=xterm-256color", "-e", f"XDG_CONFIG_HOME={config}",
-                shell]
-        # The server exits with its last session: a new session asked for in that moment
-        # fails ("server exited unexpectedly"); the next attempt starts a new server.
-        for attempt in range(3):
-            made = subprocess.run(argv, capture_output=True, text=True)
-            if made.returncode == 0:
-                break
-            if attempt == 2:
-                raise AssertionError(f"tmux new-session failed: {made.stderr.strip()}")
-            time.sleep(0.5)
-
-    def screen(self) -> str:
-        return subprocess.run(["tmux", "capture-pane", "-p", "-t", self.name],
-                              capture_output=True, text=True).stdout
-
-    def wait_for(self, *texts: str, timeout: float = 30.0) -> str:
-        deadline = time.monotonic() + timeout
-        while True:
-            screen = self.screen()
-            if all(t in screen for t in texts):
-                return screen
-            if time.monotonic() > deadline:
-                raise AssertionError(f"never saw {texts!r} on screen:\n{screen}")
-            time.sleep(0.1)
-
-    def key(self, key: str, settle: float = 0.3) -> None:
-        """One key, then a pause (Escape followed too fast by a key reads as Alt+key)."""
-        subprocess.run(["tmux", "send-keys", "-t", self.name, key], check=True)
-        time.sleep(settle)
-
-    def close(self) -> None:
-        subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True)
-
-
-def _quote(arg: str) -> str:
-    return "'" + arg.replace("'", "'\\''") + "'"
+from tests.helpers.targets import ATT_DONE, SpinTarget
+from tests.helpers.tmux import PROFTUI, Terminal, attached_terminal
 
 
 def gprof_binary() -> Path:
@@ -76,7 +21,7 @@ def gprof_binary() -> Path:
     return build_fixture("gp_split.c", ["-pg", "-g", "-O1", "-fno-inline"])
 
 
-def test_open_saved_profile_drill_down_and_quit(terminal: list[Terminal], tmp_path: Path
+def test_saved_profile_drill_down_in_a_terminal(terminal: list[Terminal], tmp_path: Path
                                                 ) -> None:
     saved = tmp_path / "split.proftui"
     record = subprocess.run([str(PROFTUI), "record", "-o", str(saved), str(gprof_binary()),
@@ -104,15 +49,8 @@ def test_open_saved_profile_drill_down_and_quit(terminal: list[Terminal], tmp_pa
 
 
 def test_live_attach_quit_detaches(terminal: list[Terminal], tmp_path: Path) -> None:
-    if "attach" not in COLLECTORS:
-        pytest.skip("attach mode is not in this build")
-    target = SpinTarget(20.0)
-    try:
-        term = Terminal([str(PROFTUI), "--pid", str(target.pid), "-F", "500"], tmp_path)
-        terminal.append(term)
-        screen = term.wait_for("attach", "running", "att_hot", "att_cold")
-        if "not allowed" in screen:
-            pytest.skip(screen.strip().splitlines()[-1])
+    with SpinTarget(20.0) as target:
+        term, screen = attached_terminal(terminal, tmp_path, target.pid, "att_hot", "att_cold")
         assert f"pid {target.pid}" in screen.splitlines()[0]
         term.key("4")
         term.wait_for("peak RSS", "threads", str(target.pid))
@@ -124,8 +62,6 @@ def test_live_attach_quit_detaches(terminal: list[Terminal], tmp_path: Path) -> 
         status = Path(f"/proc/{target.pid}/status").read_text()
         assert "TracerPid:\t0" in status
         os.kill(target.pid, 0)
-    finally:
-        target.kill()
 
 
 def test_live_gprof_run_shows_exit_status(terminal: list[Terminal], tmp_path: Path) -> None:
@@ -158,8 +94,7 @@ def test_attach_target_keeps_output(terminal: list[Terminal], tmp_path: Path) ->
     """The target profiled live in the TUI still prints its own line and exits 7."""
     if "attach" not in COLLECTORS:
         pytest.skip("attach mode is not in this build")
-    target = SpinTarget(2.0)
-    try:
+    with SpinTarget(2.0) as target:
         term = Terminal([str(PROFTUI), "--pid", str(target.pid)], tmp_path)
         terminal.append(term)
         term.wait_for("att_hot")
@@ -167,5 +102,3 @@ def test_attach_target_keeps_output(terminal: list[Terminal], tmp_path: Path) ->
         term.key("q")
         term.wait_for("PROFTUI-EXIT=")
         assert target.finish() == (ATT_DONE, 7)
-    finally:
-        target.kill()

@@ -19,10 +19,10 @@ import pytest
 from proftui.collectors.registry import COLLECTORS
 from proftui.collectors.runtime.launch import GRACE_S
 
-from tests.conftest import build_fixture
-from tests.tui.test_tmux import PROFTUI, Terminal
+from tests.helpers.processes import assert_no_orphan, assert_untouched, wait_for_child, wait_gone
+from tests.helpers.targets import ReadyTarget, spin_binary
+from tests.helpers.tmux import PROFTUI, Terminal, pane_pid, wait_attached
 
-SPIN_FLAGS = ["-O1", "-g", "-fno-omit-frame-pointer"]
 # A login shell's part when its terminal closes: pass SIGHUP on to the job, then record
 # the job's status (a plain `sh -c` would die first, taking the status with it).
 HUP_WRAPPER = """\
@@ -36,67 +36,12 @@ os.replace(sys.argv[1] + ".part", sys.argv[1])  # the test polls for the file: w
 """
 
 
-def spin_binary() -> Path:
-    if "sampler" not in COLLECTORS:
-        pytest.skip("sampler mode is not in this build")
-    return build_fixture("life_spin.c", SPIN_FLAGS)
-
-
 def modes(term: Terminal) -> tuple[str, str, str]:
     """(alternate screen on, cursor visible, mouse reporting on) as tmux sees them."""
     out = subprocess.run(["tmux", "display", "-p", "-t", term.name,
                           "#{alternate_on} #{cursor_flag} #{mouse_any_flag}"],
                          capture_output=True, text=True, check=True).stdout.split()
     return out[0], out[1], out[2]
-
-
-def pane_pid(term: Terminal) -> int:
-    return int(subprocess.run(["tmux", "display", "-p", "-t", term.name, "#{pane_pid}"],
-                              capture_output=True, text=True, check=True).stdout)
-
-
-def children(pid: int) -> list[int]:
-    try:
-        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except OSError:
-        return []
-
-
-def wait_for_child(pid: int, timeout: float = 20.0) -> int:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = children(pid)
-        if found:
-            return found[0]
-        time.sleep(0.05)
-    raise AssertionError(f"process {pid} never started a child")
-
-
-def wait_gone(pid: int, timeout: float = 30.0) -> float:
-    """Seconds until `pid` is gone (or a zombie nobody waits for any more)."""
-    started = time.monotonic()
-    while time.monotonic() - started < timeout:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            return time.monotonic() - started
-        if state == "Z":
-            return time.monotonic() - started
-        time.sleep(0.01)
-    raise AssertionError(f"process {pid} still runs after {timeout} s")
-
-
-def assert_no_orphan(pid: int) -> None:
-    """The target is gone, not re-parented to PID 1 (or a subreaper) and left running."""
-    assert not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text(
-    ).rsplit(")", 1)[1].split()[0] == "Z", f"target {pid} outlived proftui"
-
-
-def assert_untouched(pid: int) -> None:
-    status = dict(line.split(":\t", 1) for line in
-                  Path(f"/proc/{pid}/status").read_text().splitlines() if ":\t" in line)
-    assert status["TracerPid"].strip() == "0"
-    assert status["State"][0] not in "tTZ", status["State"]
 
 
 def tmpdir(tmp_path: Path) -> Path:
@@ -117,8 +62,8 @@ def start(terminal: list[Terminal], tmp_path: Path, tmp: Path, *args: str) -> Te
     ("", signal.SIGHUP, "killed by signal 1 (SIGHUP)"),
     ("", signal.SIGINT, "killed by signal 2 (SIGINT)"),  # `kill -INT`: the keys send none
 ])
-def test_signal_restores_terminal_and_ends_target(terminal: list[Terminal], tmp_path: Path,
-                                                  how: str, sig: int, said: str) -> None:
+def test_signal_to_the_tui_ends_a_launched_run_cleanly(terminal: list[Terminal], tmp_path: Path,
+                                                       how: str, sig: int, said: str) -> None:
     tmp = tmpdir(tmp_path)
     term = start(terminal, tmp_path, tmp, str(spin_binary()), *([how] if how else []))
     term.wait_for("running", "life_hot")
@@ -159,36 +104,20 @@ def test_closing_the_terminal_ends_target(terminal: list[Terminal], tmp_path: Pa
     print(f"terminal closed to proftui exit, {how or 'default'} target: {took:.2f} s")
 
 
-class AttachTarget:
-    def __init__(self) -> None:
-        if "attach" not in COLLECTORS:
-            pytest.skip("attach mode is not in this build")
-        self.proc = subprocess.Popen([str(spin_binary())], stdout=subprocess.PIPE, text=True)
-        assert self.proc.stdout is not None
-        assert self.proc.stdout.readline() == f"ready {self.proc.pid}\n"
-        self.pid = self.proc.pid
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
-
-
-def _attached(term: Terminal) -> None:
-    screen = term.wait_for("attach", "running")
-    if "not allowed" in screen or "denied" in screen:
-        pytest.skip(screen.strip().splitlines()[-1])
-    term.wait_for("life_hot")
+def attach_target() -> ReadyTarget:
+    """life_spin running outside proftui, for it to attach to."""
+    if "attach" not in COLLECTORS:
+        pytest.skip("attach mode is not in this build")
+    return ReadyTarget([spin_binary()])
 
 
 @pytest.mark.parametrize("method", ["perf", "ptrace"])
-def test_attach_sigterm_detaches_and_restores_terminal(terminal: list[Terminal],
-                                                       tmp_path: Path, method: str) -> None:
-    target = AttachTarget()
-    try:
+def test_sigterm_to_the_tui_detaches_cleanly(terminal: list[Terminal],
+                                             tmp_path: Path, method: str) -> None:
+    with attach_target() as target:
         tmp = tmpdir(tmp_path)
         term = start(terminal, tmp_path, tmp, "--pid", str(target.pid), "--method", method)
-        _attached(term)
+        wait_attached(term, "life_hot")
         assert modes(term) == ("1", "0", "1")
         app = wait_for_child(pane_pid(term))
         os.kill(app, signal.SIGTERM)
@@ -201,20 +130,17 @@ def test_attach_sigterm_detaches_and_restores_terminal(terminal: list[Terminal],
         assert_untouched(target.pid)
         assert list(tmp.iterdir()) == []
         print(f"SIGTERM to proftui exit, attach ({method}): {took:.2f} s")
-    finally:
-        target.kill()
 
 
 def test_attach_terminal_closed_detaches(terminal: list[Terminal], tmp_path: Path) -> None:
-    target = AttachTarget()
-    try:
+    with attach_target() as target:
         tmp = tmpdir(tmp_path)
         status = tmp_path / "status"
         term = Terminal([sys.executable, "-c", HUP_WRAPPER, str(status), "env",
                          f"TMPDIR={tmp}", str(PROFTUI), "--pid", str(target.pid),
                          "--method", "ptrace"], tmp_path)
         terminal.append(term)
-        _attached(term)
+        wait_attached(term, "life_hot")
         app = wait_for_child(wait_for_child(pane_pid(term)))
         term.close()
         wait_gone(app)
@@ -226,8 +152,6 @@ def test_attach_terminal_closed_detaches(terminal: list[Terminal], tmp_path: Pat
         assert target.proc.poll() is None
         assert_untouched(target.pid)
         assert list(tmp.iterdir()) == []
-    finally:
-        target.kill()
 
 
 def test_terminal_that_stopped_reading(terminal: list[Terminal], tmp_path: Path) -> None:

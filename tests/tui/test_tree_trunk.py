@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from proftui.tui.app import ProfTuiApp
 from proftui.tui.panes.tree import CallTreeView
+from textual.pilot import Pilot
 from textual.widgets.tree import TreeNode
 
 from tests.conftest import build_fixture
-from tests.integration.heap_helpers import run_heap
-from tests.tui.tui_profiles import SIZE, run, screen_text, wait_for
+from tests.helpers.heap import run_heap
+from tests.helpers.profiles import two_processes
+from tests.helpers.tui import run_app, screen_text, wait_for
 
 
 def expanded_names(tree: CallTreeView) -> list[str]:
@@ -32,32 +34,30 @@ def test_heap_tree_opens_its_trunk_to_main() -> None:
     profile, _output = run_heap(binary)
     assert profile.meta.exit_status == 3
 
-    async def body() -> None:
-        app = ProfTuiApp(profile=profile)
-        async with app.run_test(size=SIZE) as pilot:
-            await pilot.press("2")
-            tree = app.query_one(CallTreeView)
-            await wait_for(pilot, lambda: not tree.pending and tree.view_profile is not None
-                           and bool(tree.root.children), what="the call tree")
-            opened = expanded_names(tree)
-            # The trunk is open down to main, whose callees (the allocation sites) show;
-            # nothing below main opens by itself.
-            assert opened[-1] == "main" and "_start" in opened, opened
-            text = screen_text(app)
-            assert " peak_holder " in text and " later_holder " in text, text
-            # Every opened row but main has exactly one callee.
-            for node in walk(tree.root):
-                if node.is_expanded and node.data is not None and node.data.call is not None:
-                    function = tree.view_profile.frames[node.data.call.frame_id].function
-                    if function != "main":
-                        assert len(node.data.call.children) == 1, function
-            # Bottom-up (several leaf functions at the top) opens nothing.
-            await pilot.press("u")
-            await wait_for(pilot, lambda: not tree.pending and tree.view == "bottom-up",
-                           what="bottom-up")
-            assert len(tree.root.children) > 1 and expanded_names(tree) == []
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        await pilot.press("2")
+        tree = app.query_one(CallTreeView)
+        await wait_for(pilot, lambda: not tree.pending and tree.view_profile is not None
+                       and bool(tree.root.children), what="the call tree")
+        opened = expanded_names(tree)
+        # The trunk is open down to main, whose callees (the allocation sites) show;
+        # nothing below main opens by itself.
+        assert opened[-1] == "main" and "_start" in opened, opened
+        text = screen_text(app)
+        assert " peak_holder " in text and " later_holder " in text, text
+        # Every opened row but main has exactly one callee.
+        for node in walk(tree.root):
+            if node.is_expanded and node.data is not None and node.data.call is not None:
+                function = tree.view_profile.frames[node.data.call.frame_id].function
+                if function != "main":
+                    assert len(node.data.call.children) == 1, function
+        # Bottom-up (several leaf functions at the top) opens nothing.
+        await pilot.press("u")
+        await wait_for(pilot, lambda: not tree.pending and tree.view == "bottom-up",
+                       what="bottom-up")
+        assert len(tree.root.children) > 1 and expanded_names(tree) == []
 
-    run(body)
+    run_app(ProfTuiApp(profile=profile), body)
 
 
 def walk(node: TreeNode) -> list[TreeNode]:
@@ -71,17 +71,13 @@ def walk(node: TreeNode) -> list[TreeNode]:
 
 def test_several_roots_open_nothing() -> None:
     """Threads as roots (`T`): one row per thread at the top, so no trunk to open."""
-    from tests.tui.test_threads_model import two_processes
-
     profile = two_processes()
 
-    async def body() -> None:
-        app = ProfTuiApp(profile=profile)
-        async with app.run_test(size=SIZE) as pilot:
-            await pilot.press("2", "T")
-            tree = app.query_one(CallTreeView)
-            await wait_for(pilot, lambda: not tree.pending and tree.thread_roots
-                           and len(tree.root.children) == 2, what="process roots")
-            assert expanded_names(tree) == []
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        await pilot.press("2", "T")
+        tree = app.query_one(CallTreeView)
+        await wait_for(pilot, lambda: not tree.pending and tree.thread_roots
+                       and len(tree.root.children) == 2, what="process roots")
+        assert expanded_names(tree) == []
 
-    run(body)
+    run_app(ProfTuiApp(profile=profile), body)

@@ -14,8 +14,8 @@ from proftui.tui.panes.source import SourcePane, SourceView
 from proftui.tui.widgets.flat_table import FlatTable
 from textual.pilot import Pilot
 
-from tests.integration.test_line_costs import HOT, build_copy, record, save_and_move_away
-from tests.tui.tui_profiles import SIZE, run, screen_text, wait_for
+from tests.helpers.line_hot import HOT, build_copy, record, save_and_move_away
+from tests.helpers.tui import quit_live, run_app, run_live, screen_text, wait_for
 
 
 async def open_work_source(pilot: Pilot, app: ProfTuiApp) -> SourcePane:
@@ -36,50 +36,41 @@ def test_saved_profile_without_binary_or_source(tmp_path: Path) -> None:
     loaded = save_and_move_away(record(SamplerCollector, binary, "100"), tmp_path,
                                 binary, source)
 
-    async def body() -> None:
-        app = ProfTuiApp(profile=loaded)
-        async with app.run_test(size=SIZE) as pilot:
-            pane = await open_work_source(pilot, app)
-            await pilot.pause()
-            listing = pane.listing
-            assert listing is not None and listing.kind == "source"
-            view = app.query_one(SourceView)
-            assert listing.lines[view.cursor].number == HOT
-            assert "/* HOT */" in screen_text(app)
-    run(body)
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        pane = await open_work_source(pilot, app)
+        await pilot.pause()
+        listing = pane.listing
+        assert listing is not None and listing.kind == "source"
+        view = app.query_one(SourceView)
+        assert listing.lines[view.cursor].number == HOT
+        assert "/* HOT */" in screen_text(app)
+
+    run_app(ProfTuiApp(profile=loaded), body)
 
 
 def test_live_source_opens_at_the_hottest_line(tmp_path: Path) -> None:
     binary, _source = build_copy(tmp_path, [])
     collector = SamplerCollector([str(binary), "1500"], CollectorOptions(output="log"))
-    collector.start()
-    try:
-        app = ProfTuiApp(collector=collector)
 
-        async def body() -> None:
-            async with app.run_test(size=SIZE) as pilot:
-                await wait_for(pilot, lambda: app.profile is not None
-                               and app.profile.total(0) > 100, timeout=30, what="samples")
-                pane = await open_work_source(pilot, app)
-                view = app.query_one(SourceView)
-                assert pane.listing is not None and pane.listing.kind == "source"
-                assert not app.profile.meta.complete, "the target ended too soon"
-                assert pane.listing.lines[view.cursor].number == HOT
-                # later snapshots keep the cursor where it is
-                seen = app.profile
-                await wait_for(pilot, lambda: app.profile is not seen, what="a new snapshot")
-                await pilot.pause()
-                assert pane.listing.lines[view.cursor].number == HOT
-                await pilot.press("up")
-                cursor = view.cursor
-                seen = app.profile
-                await wait_for(pilot, lambda: app.profile is not seen, what="another snapshot")
-                await pilot.pause(0.5)
-                assert view.cursor == cursor  # the user's cursor survives refreshes
-                await pilot.press("q")
-                await pilot.pause()
-                await pilot.press("y")
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        await wait_for(pilot, lambda: app.profile is not None
+                       and app.profile.total(0) > 100, timeout=30, what="samples")
+        pane = await open_work_source(pilot, app)
+        view = app.query_one(SourceView)
+        assert pane.listing is not None and pane.listing.kind == "source"
+        assert not app.profile.meta.complete, "the target ended too soon"
+        assert pane.listing.lines[view.cursor].number == HOT
+        # later snapshots keep the cursor where it is
+        seen = app.profile
+        await wait_for(pilot, lambda: app.profile is not seen, what="a new snapshot")
+        await pilot.pause()
+        assert pane.listing.lines[view.cursor].number == HOT
+        await pilot.press("up")
+        cursor = view.cursor
+        seen = app.profile
+        await wait_for(pilot, lambda: app.profile is not seen, what="another snapshot")
+        await pilot.pause(0.5)
+        assert view.cursor == cursor  # the user's cursor survives refreshes
+        await quit_live(pilot)
 
-        run(body)
-    finally:
-        collector.stop()
+    run_live(collector, body)

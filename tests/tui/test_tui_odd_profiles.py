@@ -7,8 +7,6 @@ and the header must show escaped text, never raw escape sequences.
 
 from __future__ import annotations
 
-import gzip
-import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -31,10 +29,11 @@ from proftui.collectors.model.textsafe import display
 from proftui.collectors.model.views import INVERTED_MAX_DEPTH
 from proftui.tui.app import ProfTuiApp
 from proftui.tui.panes.tree import MAX_VIEW_DEPTH, CallTreeView
+from textual.pilot import Pilot
 
-from tests.integration.test_deep_profiles import deep_chain
-from tests.tui.tui_profiles import run, screen_text, wait_for
-from tests.unit.test_profile_fuzz import BASE, MUTATION, PATHS, _mutate
+from tests.helpers.hostile import MUTATION, PATHS, write_mutated
+from tests.helpers.profiles import deep_chain
+from tests.helpers.tui import run, run_app, screen_text, wait_for
 
 SIZE = (120, 36)
 
@@ -75,25 +74,24 @@ def test_odd_profiles_open(tmp_path: Path, kind: str) -> None:
     storage.save(make(), path, embed_sources=False)
     profile = load_any(path)  # loadable: the validator accepts it
 
-    async def body() -> None:
-        app = ProfTuiApp(profile=profile)
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(pilot, lambda: "saved profile" in screen_text(app), what="header")
-            name = profile.frames[0].function if len(profile.frames) else ""
-            # the flat profile's row, escaped (the table may paint a frame after the header)
-            await wait_for(pilot, lambda: display(name) in screen_text(app), what="flat row")
-            for key in ("2", "h", "u", "1", "3", "4", "2", "u", "f"):
-                await pilot.press(key)
-                await pilot.pause(0.05)
-            await pilot.pause(0.3)
-            header = screen_text(app).splitlines()[0]
-            assert shown in header, header
-            assert "\x1b" not in screen_text(app)
-            await pilot.press("q")
-    run(body)
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        await wait_for(pilot, lambda: "saved profile" in screen_text(app), what="header")
+        name = profile.frames[0].function if len(profile.frames) else ""
+        # the flat profile's row, escaped (the table may paint a frame after the header)
+        await wait_for(pilot, lambda: display(name) in screen_text(app), what="flat row")
+        for key in ("2", "h", "u", "1", "3", "4", "2", "u", "f"):
+            await pilot.press(key)
+            await pilot.pause(0.05)
+        await pilot.pause(0.3)
+        header = screen_text(app).splitlines()[0]
+        assert shown in header, header
+        assert "\x1b" not in screen_text(app)
+        await pilot.press("q")
+
+    run_app(ProfTuiApp(profile=profile), body, SIZE)
 
 
-def test_100000_deep_tree_bottom_up_and_quit() -> None:
+def test_100000_deep_tree_bottom_up_view() -> None:
     """The bottom-up view of a 100,000-deep recursion appears, says it is cut, and `q` quits."""
     profile = deep_chain()
 
@@ -125,31 +123,23 @@ def test_100000_deep_tree_bottom_up_and_quit() -> None:
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
                                  HealthCheck.filter_too_much])
 @given(mutations=st.lists(MUTATION, min_size=1, max_size=3))
-# found by this test: a source path with a lone surrogate made the source pane's open() fail
+# a source path with a lone surrogate: the source pane opens it without failing
 @example(mutations=[(PATHS.index(("frames", 2, 2)), "replace", "\udcff\ud800")])
 def test_fuzzed_loadable_profiles_open(tmp_path: Path, mutations: list[tuple[int, str, Any]]
                                        ) -> None:
     """`proftui open` of mutated files that still load: every pane draws, nothing fails."""
-    doc = json.loads(json.dumps(BASE))
-    for index, action, value in mutations:
-        try:
-            _mutate(doc, PATHS[index], action, value)
-        except (KeyError, IndexError, TypeError):
-            continue
-    path = tmp_path / "fuzzed.proftui"
-    path.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    path = write_mutated(tmp_path / "fuzzed.proftui", mutations)
     try:
         profile = load_any(path)
     except ProftuiError:
         assume(False)  # refused files are the unit fuzz test's business
         return
 
-    async def body() -> None:
-        app = ProfTuiApp(profile=profile)
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(pilot, lambda: "saved profile" in screen_text(app), what="header")
-            for key in ("2", "h", "u", "f", "3", "4", "1"):
-                await pilot.press(key)
-                await pilot.pause(0.05)
-            await pilot.press("q")
-    run(body)
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        await wait_for(pilot, lambda: "saved profile" in screen_text(app), what="header")
+        for key in ("2", "h", "u", "f", "3", "4", "1"):
+            await pilot.press(key)
+            await pilot.pause(0.05)
+        await pilot.press("q")
+
+    run_app(ProfTuiApp(profile=profile), body, SIZE)

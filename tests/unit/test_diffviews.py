@@ -16,20 +16,11 @@ from proftui.collectors.model.profile import (
     CPU_NS,
     SAMPLES,
     Frame,
-    FrameTable,
     FunctionCost,
     Profile,
-    ProfileMeta,
 )
 
-
-def _profile(frames: list[Frame], stacks: list[tuple[list[int], float]],
-             metrics=(SAMPLES,)) -> Profile:
-    profile = Profile(ProfileMeta("sampler", argv=["prog"]), tuple(metrics), FrameTable(frames))
-    assert profile.tree is not None
-    for stack, value in stacks:
-        profile.tree.add_stack(stack, [value] * len(metrics))
-    return profile.finalize()
+from tests.helpers.profiles import stacks_profile
 
 
 def _pair() -> tuple[Profile, Profile]:
@@ -41,8 +32,8 @@ def _pair() -> tuple[Profile, Profile]:
     new = [Frame("b", "/v2/prog", address=0x99), Frame("main", "/v2/prog", address=0x88),
            Frame("fresh", "/v2/prog", address=0x77), Frame("a", "/v2/prog", address=0x66),
            Frame("leaf", "/lib/x86_64-linux-gnu/libm.so.6", address=0x55)]
-    base = _profile(old, [([0, 1], 10.0), ([0, 2], 20.0), ([0, 3], 10.0), ([0, 2, 4], 10.0)])
-    now = _profile(new, [([1, 3], 10.0), ([1, 0], 60.0), ([1, 2], 20.0), ([1, 0, 4], 10.0)])
+    base = stacks_profile(old, [([0, 1], 10.0), ([0, 2], 20.0), ([0, 3], 10.0), ([0, 2, 4], 10.0)])
+    now = stacks_profile(new, [([1, 3], 10.0), ([1, 0], 60.0), ([1, 2], 20.0), ([1, 0, 4], 10.0)])
     return base, now
 
 
@@ -74,7 +65,7 @@ def test_function_deltas_in_shares_and_absolute_units() -> None:
     assert by_total[:2] == ["main", "b"]
 
 
-def test_paths_walk_both_trees_and_skip_explained_contexts() -> None:
+def test_path_deltas_list_the_contexts_that_changed() -> None:
     base, new = _pair()
     diff = diff_profiles(base, new)
     absolute = {tuple(path_names(p)): p for p in diff.sorted_paths("absolute")}
@@ -94,21 +85,30 @@ def test_paths_walk_both_trees_and_skip_explained_contexts() -> None:
 
 def test_one_child_explains_its_ancestors() -> None:
     frames = [Frame("main", "p"), Frame("mid", "p"), Frame("hot", "p"), Frame("cold", "p")]
-    base = _profile(frames, [([0, 1, 2], 10.0), ([0, 3], 10.0)])
-    new = _profile(frames, [([0, 1, 2], 30.0), ([0, 3], 10.0), ([0, 1], 1.0)])
+    base = stacks_profile(frames, [([0, 1, 2], 10.0), ([0, 3], 10.0)])
+    new = stacks_profile(frames, [([0, 1, 2], 30.0), ([0, 3], 10.0), ([0, 1], 1.0)])
     paths = [path_names(p) for p in diff_profiles(base, new).sorted_paths("absolute")]
     assert paths == [["main", "mid", "hot"]]  # main and mid: hot carries 20 of 21
 
 
-def test_metric_choice_and_errors() -> None:
+def _cpu_pair() -> tuple[Profile, Profile]:
+    """BASE (samples, cpu_ns) and NEW (cpu_ns, samples) of one function f: 2 then 3."""
     frames = [Frame("f", "a.out")]
-    base = _profile(frames, [([0], 2.0)], metrics=(SAMPLES, CPU_NS))
-    new = _profile(frames, [([0], 3.0)], metrics=(CPU_NS, SAMPLES))
-    assert common_metric(base, new) == "cpu_ns"  # NEW's first that BASE has too
+    return (stacks_profile(frames, [([0], 2.0)], metrics=(SAMPLES, CPU_NS)),
+            stacks_profile(frames, [([0], 3.0)], metrics=(CPU_NS, SAMPLES)))
+
+
+def test_metric_is_news_first_that_base_has_or_the_one_asked() -> None:
+    base, new = _cpu_pair()
+    assert common_metric(base, new) == "cpu_ns"
     assert diff_profiles(base, new, "samples").functions[0].self_cost.delta == 1.0
+
+
+def test_a_metric_missing_from_a_side_is_an_error() -> None:
+    base, new = _cpu_pair()
     with pytest.raises(MetricError, match="'bytes' is not in BASE"):
         common_metric(base, new, "bytes")
-    heap = _profile(frames, [([0], 64.0)], metrics=(ALLOC_BYTES,))
+    heap = stacks_profile([Frame("f", "a.out")], [([0], 64.0)], metrics=(ALLOC_BYTES,))
     with pytest.raises(MetricError, match="share no metric"):
         diff_profiles(base, heap)
 
@@ -116,8 +116,8 @@ def test_metric_choice_and_errors() -> None:
 def test_collector_function_totals_are_used(tmp_path) -> None:
     """gprof-like profiles carry their own per-function totals (Profile.functions)."""
     frames = [Frame("main", "p"), Frame("f", "p")]
-    base = _profile(frames, [([0, 1], 4.0)])
-    new = _profile(frames, [([0, 1], 6.0)])
+    base = stacks_profile(frames, [([0, 1], 4.0)])
+    new = stacks_profile(frames, [([0, 1], 6.0)])
     new.functions = {0: FunctionCost([0.0], [9.0]), 1: FunctionCost([9.0], [9.0], calls=3)}
     rows = {d.frame.function: d for d in diff_profiles(base, new).functions}
     assert rows["f"].self_cost.delta == 5.0 and rows["f"].new_calls == 3
@@ -126,8 +126,8 @@ def test_collector_function_totals_are_used(tmp_path) -> None:
 def test_deep_tree_is_iterative() -> None:
     depth = 30_000
     frames = [Frame(f"f{i}", "p") for i in range(depth)]
-    base = _profile(frames, [(list(range(depth)), 1.0)])
-    new = _profile(frames, [(list(range(depth)), 3.0)])
+    base = stacks_profile(frames, [(list(range(depth)), 1.0)])
+    new = stacks_profile(frames, [(list(range(depth)), 3.0)])
     diff = diff_profiles(base, new)
     paths = diff.sorted_paths("absolute")
     assert len(paths) == 1 and len(paths[0].frames) == depth
@@ -158,8 +158,8 @@ def test_programs_named_differently_still_match() -> None:
            Frame("memcpy", "/l/libc.so.6")]
     new = [Frame("main", "/n/prog-v2"), Frame("work", "/n/prog-v2"),
            Frame("memcpy", "/x/libc.so.6")]
-    base = _profile(old, [([0, 1], 4.0), ([0, 1, 2], 1.0)])
-    now = _profile(new, [([0, 1], 8.0), ([0, 1, 2], 1.0)])
+    base = stacks_profile(old, [([0, 1], 4.0), ([0, 1, 2], 1.0)])
+    now = stacks_profile(new, [([0, 1], 8.0), ([0, 1, 2], 1.0)])
     base.meta.argv, now.meta.argv = ["./prog-v1"], ["/n/prog-v2", "-x"]
     rows = {d.frame.function: d for d in diff_profiles(base, now).functions}
     assert all(d.status == "both" for d in rows.values()) and len(rows) == 3

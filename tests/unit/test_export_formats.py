@@ -15,7 +15,7 @@ from proftui.collectors.formats.export.folded import export_folded
 from proftui.collectors.formats.export.speedscope import speedscope_document
 from proftui.collectors.model.profile import CPU_NS, SAMPLES, Frame, Profile, ProfileMeta
 
-from tests.unit.profiles import frame_id, sample_profile
+from tests.helpers.profiles import frame_id, sample_profile
 
 
 def test_folded_stacks() -> None:
@@ -24,7 +24,7 @@ def test_folded_stacks() -> None:
         ["main;a;leaf 60", "main;b;leaf 30", "main 10", "main;rec;rec;rec 5"])
 
 
-def test_folded_escapes_and_marks_inlined() -> None:
+def test_folded_lines_follow_flamegraph_pl_conventions() -> None:
     profile = Profile(ProfileMeta(mode="sampler"), (SAMPLES,))
     outer = profile.frames.intern(Frame("ns::f(a;b)", module="/m"))
     inner = profile.frames.intern(Frame("helper", module="/m", inlined=True))
@@ -68,7 +68,7 @@ def parse_callgrind(text: str) -> tuple[dict[str, int], dict[tuple[str, str], tu
     return self_cost, arcs
 
 
-def test_callgrind_self_costs_arcs_and_totals() -> None:
+def test_callgrind_file_carries_the_profile_costs() -> None:
     profile = sample_profile()
     profile.arcs[(frame_id(profile, "main"), frame_id(profile, "a"))] = 3
     text = export_callgrind(profile).decode()
@@ -111,16 +111,25 @@ def test_dot_graph_labels() -> None:
     assert f'f{rec} -> f{rec} [label="4.76% (5)"' in text  # recursion counted once
 
 
-def test_dot_prunes_and_quotes() -> None:
+def _dot_of_big_and_small() -> str:
+    """The dot export (1 % threshold) of `say "hi"`: big"one\\ 999, its callee small 1."""
     profile = Profile(ProfileMeta(mode="sampler", argv=['say "hi"']), (SAMPLES,))
     big = profile.frames.intern(Frame('big"one\\', module="/m"))
     small = profile.frames.intern(Frame("small", module="/m"))
     assert profile.tree is not None
     profile.tree.add_stack([big], [999])
     profile.tree.add_stack([big, small], [1])
-    text = export_dot(profile.finalize(), min_percent=1.0).decode()
-    assert 'label="big\\"one\\\\\\nm' in text
+    return export_dot(profile.finalize(), min_percent=1.0).decode()
+
+
+def test_dot_leaves_out_nodes_under_the_threshold() -> None:
+    text = _dot_of_big_and_small()
     assert "small" not in text and "->" not in text
+
+
+def test_dot_quotes_names_and_the_title() -> None:
+    text = _dot_of_big_and_small()
+    assert 'label="big\\"one\\\\\\nm' in text
     assert 'say \\"hi\\"' in text
 
 
@@ -146,19 +155,25 @@ def test_speedscope_units_per_metric() -> None:
     assert doc["shared"]["frames"] == [{"name": "f", "file": "f.c", "line": 9}]
 
 
-def test_registry_and_writing(tmp_path: Path) -> None:
+def test_every_format_writes_its_bytes(tmp_path: Path) -> None:
     assert set(EXPORTERS) == {"pprof", "folded", "callgrind", "dot", "speedscope"}
     profile = sample_profile()
     for fmt in EXPORTERS:
         out = default_output(tmp_path / "run.proftui", fmt)
         write_export(profile, fmt, out)
         assert out.read_bytes() == export_bytes(profile, fmt)
+
+
+def test_default_output_names() -> None:
     assert default_output(Path("x/run.proftui"), "callgrind") == Path("x/callgrind.out.run")
     assert default_output(Path("perf.txt"), "pprof") == Path("perf.pb.gz")
+
+
+def test_export_errors_are_proftui_errors(tmp_path: Path) -> None:
     with pytest.raises(ProftuiError, match="unknown export format"):
-        export_bytes(profile, "svg")
+        export_bytes(sample_profile(), "svg")
     with pytest.raises(ProftuiError, match="cannot write"):
-        write_export(profile, "folded", tmp_path / "missing-dir" / "out.folded")
+        write_export(sample_profile(), "folded", tmp_path / "missing-dir" / "out.folded")
 
 
 def test_empty_profile_exports() -> None:

@@ -11,23 +11,11 @@ import gzip
 from collections import defaultdict
 
 from proftui.collectors.formats.export.pprof import encode_profile, export_pprof
-from proftui.collectors.formats.protobuf import LEN, VARINT, fields, ints, read_varint, varint
+from proftui.collectors.formats.protobuf import ints, read_varint, varint
 from proftui.collectors.model.profile import CPU_NS, SAMPLES, Frame, Profile, ProfileMeta
 
-from tests.unit.profiles import sample_profile
-
-
-def decode(data: bytes) -> dict[int, list]:
-    """field number -> list of values (ints, or bytes for length-delimited fields)."""
-    grouped: dict[int, list] = defaultdict(list)
-    for number, wire, value in fields(data):
-        assert wire in (VARINT, LEN), f"unexpected wire type {wire}"
-        grouped[number].append(value)
-    return grouped
-
-
-def packed(data: bytes) -> list[int]:
-    return ints(data)
+from tests.helpers.profiles import sample_profile
+from tests.helpers.protobuf import decode
 
 
 def test_varint_encoding() -> None:
@@ -38,7 +26,7 @@ def test_varint_encoding() -> None:
     assert read_varint(varint(2**63 + 5), 0)[0] == 2**63 + 5
 
 
-def test_samples_functions_and_strings_decode() -> None:
+def test_pprof_decodes_to_the_profiles_stacks() -> None:
     profile = sample_profile()
     doc = decode(encode_profile(profile))
     strings = [s.decode() for s in doc[6]]
@@ -54,8 +42,8 @@ def test_samples_functions_and_strings_decode() -> None:
     stacks: dict[str, int] = {}
     for raw in doc[2]:
         sample = decode(raw)
-        names = [locations[i] for i in packed(sample[1][0])]
-        stacks[";".join(reversed(names))] = packed(sample[2][0])[0]
+        names = [locations[i] for i in ints(sample[1][0])]
+        stacks[";".join(reversed(names))] = ints(sample[2][0])[0]
     assert stacks == {"main;a;leaf": 60, "main;b;leaf": 30, "main": 10, "main;rec;rec;rec": 5}
 
 
@@ -69,7 +57,7 @@ def test_mappings_say_already_symbolized() -> None:
         assert mapping[flag] == [1]
 
 
-def test_two_metrics_period_and_gzip() -> None:
+def test_pprof_fields_of_a_two_metric_gzipped_profile() -> None:
     profile = Profile(ProfileMeta(mode="sampler", period_ns=1_000_000, start_time=10.0,
                                   end_time=12.5), (SAMPLES, CPU_NS))
     fid = profile.frames.intern(Frame("f", module="/m", file="f.c", line=3, address=0x40))
@@ -82,7 +70,7 @@ def test_two_metrics_period_and_gzip() -> None:
     strings = [s.decode() for s in doc[6]]
     units = [strings[decode(t)[2][0]] for t in doc[1]]
     assert units == ["count", "nanoseconds"]
-    assert packed(decode(doc[2][0])[2][0]) == [7, 7_000_000]
+    assert ints(decode(doc[2][0])[2][0]) == [7, 7_000_000]
     assert doc[12] == [1_000_000] and doc[10] == [2_500_000_000]
     assert strings[doc[14][0]] == "samples"  # default_sample_type: the primary metric
     function = decode(doc[5][0])
@@ -91,7 +79,7 @@ def test_two_metrics_period_and_gzip() -> None:
     assert location[3] == [0x40]
 
 
-def test_leaf_cost_goes_to_the_lines_and_inline_chains_it_was_recorded_at() -> None:
+def test_leaf_cost_goes_to_the_locations_it_was_recorded_at() -> None:
     """mid (out of line) holds an inlined leaf; costs split by address keep their lines."""
     from proftui.collectors.model.lines import add_code_cost
     from proftui.collectors.model.profile import CodeSite
@@ -120,7 +108,7 @@ def test_leaf_cost_goes_to_the_lines_and_inline_chains_it_was_recorded_at() -> N
     total = 0
     for raw in doc[2]:
         sample = decode(raw)
-        ids, value = packed(sample[1][0]), packed(sample[2][0])[0]
+        ids, value = ints(sample[1][0]), ints(sample[2][0])[0]
         total += value
         address, lines = locations[ids[0]]
         flat[lines[0]] += value

@@ -9,7 +9,7 @@ from proftui.collectors.model.diff import align, counterpart
 from proftui.collectors.model.flame import Layout, matched_share, node_at
 from proftui.collectors.model.profile import SAMPLES, Frame, Profile, ProfileMeta
 
-from tests.unit.profiles import frame_id, sample_profile
+from tests.helpers.profiles import frame_id, sample_profile
 
 
 def rows(layout: Layout, profile: Profile) -> list[list[tuple[str, float, float]]]:

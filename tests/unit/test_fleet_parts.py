@@ -27,19 +27,27 @@ INL = Frame("helper", "/bin/prog", "h.h", 3, None, inlined=True)
 # -- URLs -------------------------------------------------------------------------------
 
 
-def test_url_parts_window_and_filters() -> None:
-    url = parse("clickhouse://me:pw@db.example:9440/prof?from=-15m&to=now&host=a&host=b&"
-                "build=x1&cluster=c2")
+FULL_URL = ("clickhouse://me:pw@db.example:9440/prof?from=-15m&to=now&host=a&host=b&"
+            "build=x1&cluster=c2")
+
+
+def test_url_parts() -> None:
+    url = parse(FULL_URL)
     assert (url.host, url.port, url.database, url.user, url.password) == (
         "db.example", 9440, "prof", "me", "pw")
     assert url.filters == (("host", ("a", "b")), ("build", ("x1",)))
     assert url.cluster == "c2"
-    start, end = url.window(now=10_000.0)
-    assert (start, end) == (10_000 - 900, 10_001)
-    shown = url.display()
-    assert "pw" not in shown and shown.startswith("clickhouse://me@db.example:9440/prof?from=")
     assert parse("clickhouse://h/db").port == 9000
+
+
+def test_url_time_window() -> None:
+    assert parse(FULL_URL).window(now=10_000.0) == (10_000 - 900, 10_001)
     assert parse("clickhouse://h/db").window(now=7200.0) == (3600, 7201)  # default: last hour
+
+
+def test_url_display_hides_the_password() -> None:
+    shown = parse(FULL_URL).display()
+    assert "pw" not in shown and shown.startswith("clickhouse://me@db.example:9440/prof?from=")
 
 
 def test_times_iso_and_relative() -> None:
@@ -71,20 +79,26 @@ def test_credentials_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     assert parse("clickhouse://u:p@h/db").password == "p"  # the URL wins
 
 
-def test_push_urls_and_labels() -> None:
+def test_push_url_takes_no_query() -> None:
     with pytest.raises(ProftuiError, match="without a query"):
         parse("clickhouse://h/db?host=a", query=False)
+
+
+def test_labels_are_key_equals_value() -> None:
     assert parse_label("team=db=x") == ("team", "db=x")
     for bad in ("novalue", "=x", "from=1", "bad key=1"):
         with pytest.raises(ProftuiError):
             parse_label(bad)
+
+
+def test_fleet_urls_are_told_from_files() -> None:
     assert is_fleet_url("clickhouse://h/db") and not is_fleet_url("run.proftui")
 
 
 # -- hashes and batches -----------------------------------------------------------------
 
 
-def test_stack_hashes_are_stable_and_distinguish_sites_and_inlining() -> None:
+def test_stack_hash_is_a_stable_identity() -> None:
     site = ("/bin/prog", 0x1104, CodeSite(0x1100, "prog.c", 22))
     one, two = StackHasher(), StackHasher()
     h = one.stack([MAIN, WORK], site)
@@ -167,17 +181,32 @@ def _batch(n: int, weight: float) -> Batch:
     return batch
 
 
-def test_spool_is_private_bounded_and_counts_drops(tmp_path: Path) -> None:
-    spool = Spool("h:9000/db", max_bytes=600, root=tmp_path)
-    assert stat.S_IMODE(os.stat(spool.path).st_mode) == 0o700
+def _full_spool(root: Path) -> Spool:
+    """A spool of 600 bytes at most, given ten batches of weight 10."""
+    spool = Spool("h:9000/db", max_bytes=600, root=root)
     for n in range(10):
         spool.put(_batch(n, 10.0))
+    return spool
+
+
+def test_spool_files_are_private(tmp_path: Path) -> None:
+    spool = _full_spool(tmp_path)
+    assert stat.S_IMODE(os.stat(spool.path).st_mode) == 0o700
     files = sorted(spool.path.glob("*.batch"))
     assert files and all(stat.S_IMODE(os.stat(f).st_mode) == 0o600 for f in files)
+
+
+def test_spool_over_its_bound_counts_the_oldest_it_drops(tmp_path: Path) -> None:
+    spool = _full_spool(tmp_path)
     assert spool.pending_bytes <= 600 and spool.dropped_batches == 10 - len(spool)
     assert spool.dropped_weight == 10.0 * spool.dropped_batches
     item = spool.oldest()
-    assert item is not None and spool.load(item).batch_id == 10 - len(spool)  # oldest dropped
+    assert item is not None and spool.load(item).batch_id == 10 - len(spool)
+
+
+def test_next_session_adopts_the_batches_left(tmp_path: Path) -> None:
+    spool = _full_spool(tmp_path)
+    files = sorted(spool.path.glob("*.batch"))
     assert not spool.close()  # batches left: the directory stays for the next session
     later = Spool("h:9000/db", root=tmp_path)
     assert later.adopt() == len(files) and not spool.path.exists()

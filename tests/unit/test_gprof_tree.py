@@ -70,7 +70,7 @@ def test_dense_cycle_entered_from_two_places_splits_by_calls() -> None:
     assert m0.total_cost[0] == pytest.approx(0.75 * 60)
 
 
-def test_exponential_paths_stay_bounded_and_keep_every_sample() -> None:
+def test_exponential_paths_fit_a_bounded_tree_with_every_sample() -> None:
     # 40 diamonds in a row: 2**40 paths from main to the last function.
     names = ["main"]
     arcs: dict[tuple[str, str], int] = {}

@@ -13,40 +13,19 @@ from proftui.collectors.formats.importers import detect, load_any
 from proftui.collectors.formats.importers.gperftools import load_gperftools, parse
 from proftui.collectors.model.views import flat_profile
 
-MAPS = ("00400000-00401000 r-xp 00000000 08:01 1234 /nonexistent/prog\n"
-        "7f0000000000-7f0000100000 r-xp 00010000 08:01 99 /nonexistent/libx.so\n")
-
-
-def encode(records: list[tuple[int, list[int]]], period_us: int = 1000, fmt: str = "<Q",
-           maps: str = MAPS, trailer: bool = True) -> bytes:
-    """Mirror of gperftools' ProfileData writer: header, records, trailer, maps."""
-    words = [0, 3, 0, period_us, 0]
-    for count, pcs in records:
-        words += [count, len(pcs), *pcs]
-    if trailer:
-        words += [0, 1, 0]
-    order, code = fmt
-    return struct.pack(f"{order}{len(words)}{code}", *words) + maps.encode()
-
-
-RECORDS = [
-    (5, [0x400100, 0x400201, 0x400301]),  # leaf first: f <- g <- main
-    (2, [0x400200, 0x400301]),
-    (1, [0x7F0000000010, 0x400301]),
-    (1, [0x12345, 0x400301]),  # no mapping
-]
+from tests.helpers.importer_inputs import GPERFTOOLS_RECORDS, MAPS, gperftools_cpu, load_garbled
 
 
 @pytest.mark.parametrize("fmt", ["<Q", ">Q", "<I", ">I"])
 def test_parse_word_sizes_and_byte_orders(fmt: str) -> None:
-    records = [(c, [pc & 0xFFFFFFFF for pc in pcs]) for c, pcs in RECORDS]
-    period, parsed, maps = parse(encode(records, period_us=4000, fmt=fmt))
+    records = [(c, [pc & 0xFFFFFFFF for pc in pcs]) for c, pcs in GPERFTOOLS_RECORDS]
+    period, parsed, maps = parse(gperftools_cpu(records, period_us=4000, fmt=fmt))
     assert period == 4000 and parsed == records and maps == MAPS
 
 
 def test_load_resolves_through_maps(tmp_path: Path) -> None:
     path = tmp_path / "cpu.prof"
-    path.write_bytes(encode(RECORDS))
+    path.write_bytes(gperftools_cpu(GPERFTOOLS_RECORDS))
     assert detect(path.read_bytes()[:64]) == "gperftools"
     profile = load_any(path)
     assert profile.meta.mode == "import" and profile.meta.period_ns == 1_000_000
@@ -66,13 +45,13 @@ def test_load_resolves_through_maps(tmp_path: Path) -> None:
 
 def test_errors_are_one_line(tmp_path: Path) -> None:
     path = tmp_path / "cpu.prof"
-    path.write_bytes(encode(RECORDS, trailer=False, maps=""))
+    path.write_bytes(gperftools_cpu(GPERFTOOLS_RECORDS, trailer=False, maps=""))
     with pytest.raises(ProftuiError, match="no end-of-profile trailer"):
         load_gperftools(path)
-    path.write_bytes(encode([]))
+    path.write_bytes(gperftools_cpu([]))
     with pytest.raises(ProftuiError, match="no samples"):
         load_gperftools(path)
-    path.write_bytes(encode([(1, [])]))
+    path.write_bytes(gperftools_cpu([(1, [])]))
     with pytest.raises(ProftuiError, match="bad record"):
         load_gperftools(path)
 
@@ -82,7 +61,7 @@ def test_errors_are_one_line(tmp_path: Path) -> None:
 def test_truncated_or_corrupt_profiles(
     tmp_path_factory: pytest.TempPathFactory, cut: int, flip: int, word: int
 ) -> None:
-    data = bytearray(encode(RECORDS))
+    data = bytearray(gperftools_cpu(GPERFTOOLS_RECORDS))
     cut %= len(data)
     if flip % 3 == 0:
         del data[cut:]
@@ -91,11 +70,5 @@ def test_truncated_or_corrupt_profiles(
     else:  # overwrite a whole word: counts, depths, pcs
         at = (cut // 8) * 8
         data[at : at + 8] = struct.pack("<Q", word)
-    path = tmp_path_factory.mktemp("g") / "cpu.prof"
-    path.write_bytes(bytes(data))
-    try:
-        profile = load_any(path)
-    except ProftuiError as exc:
-        assert "\n" not in str(exc)
-    else:
-        assert profile.total() > 0
+    profile = load_garbled(bytes(data), tmp_path_factory.mktemp("g") / "cpu.prof")
+    assert profile is None or profile.total() > 0

@@ -11,7 +11,7 @@ from proftui.collectors.model import storage
 from proftui.collectors.model.profile import Frame
 from proftui.collectors.model.sourcefiles import ORIGINS
 
-from tests.unit.profiles import sample_profile
+from tests.helpers.profiles import sample_profile
 
 
 def _named_by_debug_info(root: Path, files: list[Path]) -> None:
@@ -21,7 +21,7 @@ def _named_by_debug_info(root: Path, files: list[Path]) -> None:
         ORIGINS.note_path(str(file), str(root))
 
 
-def test_sources_are_embedded_and_come_back(tmp_path: Path) -> None:
+def test_embedded_sources_come_back_from_the_file(tmp_path: Path) -> None:
     src = tmp_path / "prog.c"
     src.write_text("int main(void)\n{\n    return 0;\n}\n")
     big = tmp_path / "big.c"

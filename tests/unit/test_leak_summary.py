@@ -45,7 +45,7 @@ def heap_profile(with_blocks: bool = True) -> Profile:
     return profile.finalize()
 
 
-def test_summary_totals_paths_and_lines() -> None:
+def test_summary_lists_each_leaking_path_with_its_lines() -> None:
     lines = leak_summary(heap_profile())
     text = "\n".join(lines)
     assert "reachability not checked" in lines[1]
@@ -61,12 +61,14 @@ def test_summary_totals_paths_and_lines() -> None:
     assert "site_freed" not in text and text.count("path ") == 3
 
 
-def test_summary_ends_the_text_report_and_cuts_after_limit() -> None:
-    profile = heap_profile()
-    report = render_text(profile)
+def test_summary_ends_the_text_report() -> None:
+    report = render_text(heap_profile())
     assert report.rstrip().endswith("by main (prog.c:40)")
     assert report.index("Call tree") < report.index("Leak summary")
-    short = leak_summary(profile, limit=1)
+
+
+def test_summary_counts_the_paths_past_its_limit() -> None:
+    short = leak_summary(heap_profile(), limit=1)
     assert short[-1] == "  ... and 2 more leaking call paths (204,900 bytes)"
 
 
@@ -76,7 +78,7 @@ def test_without_block_counts_says_so() -> None:
     assert "  500,000 bytes leaked, path 1 of 3:" in lines
 
 
-def test_no_leaks_and_no_heap() -> None:
+def test_summary_of_a_heap_profile_without_leaks() -> None:
     profile = Profile(ProfileMeta(mode="heap"), (LEAKED_BYTES, LEAKS))
     profile.frames.intern(MAIN)
     assert profile.tree is not None
@@ -85,6 +87,9 @@ def test_no_leaks_and_no_heap() -> None:
     assert lines[-1] == "  no leaks: every allocation was freed before exit"
     profile.meta.complete = False  # still running
     assert leak_summary(profile)[-1] == "  none known yet: the target has not exited"
+
+
+def test_no_summary_without_heap_metrics() -> None:
     cpu = Profile(ProfileMeta(mode="sampler"), (SAMPLES,))
     assert leak_summary(cpu.finalize()) == []
     assert "Leak summary" not in render_text(cpu)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from proftui.collectors.base import Collector
 from proftui.collectors.model.diff import align, counterpart, frame_key, subtract
 from proftui.collectors.model.profile import (
@@ -10,21 +12,17 @@ from proftui.collectors.model.profile import (
     LIVE_BYTES,
     SAMPLES,
     Frame,
-    FrameTable,
+    Metric,
     Profile,
     ProfileMeta,
 )
 
+from tests.helpers.profiles import stacks_profile
+
 
 def _profile(frames: list[Frame], stacks: list[tuple[list[int], float]],
-             metrics=(SAMPLES,)) -> Profile:
-    profile = Profile(ProfileMeta("sampler"), tuple(metrics), FrameTable(frames))
-    assert profile.tree is not None
-    for stack, value in stacks:
-        profile.tree.add_stack(stack, [value] * len(metrics))
-        profile.parts.setdefault("pid 1 tid 1", type(profile.tree)(len(metrics))).add_stack(
-            stack, [value] * len(metrics))
-    return profile.finalize()
+             metrics: Sequence[Metric] = (SAMPLES,)) -> Profile:
+    return stacks_profile(frames, stacks, metrics, part="pid 1 tid 1")
 
 
 def test_frames_match_by_name_and_module_base_name_not_address() -> None:
@@ -43,7 +41,7 @@ def test_frames_match_by_name_and_module_base_name_not_address() -> None:
     assert aligned.parts["pid 1 tid 1"].root.total_cost == [4.0]
 
 
-def test_align_reorders_metrics_by_name_and_zeroes_missing_ones() -> None:
+def test_align_matches_metrics_by_name() -> None:
     frames = [Frame("f", "a.out")]
     base = _profile(frames, [([0], 2.0)], metrics=(SAMPLES,))
     now = _profile(frames, [([0], 7.0)], metrics=(CPU_NS, SAMPLES))

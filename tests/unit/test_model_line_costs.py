@@ -80,7 +80,7 @@ def test_merge_adds_two_profiles() -> None:
         merge_code_costs(a, other_metrics)
 
 
-def test_reset_subtracts_costs_and_keeps_sites() -> None:
+def test_reset_subtracts_costs_but_keeps_sites() -> None:
     now, baseline = profile_with_costs(), profile_with_costs()
     add_code_cost(now, MOD, 0x1004, CodeSite(F.address, SRC, 4), [10.0])
     now = subtract(now, baseline)
@@ -90,7 +90,7 @@ def test_reset_subtracts_costs_and_keeps_sites() -> None:
     assert now.address_sites[(MOD, 0x1044)] == CodeSite(G.address, SRC, 11)
 
 
-def test_save_and_load_keep_sites_and_costs(tmp_path: Path) -> None:
+def test_line_costs_survive_saving(tmp_path: Path) -> None:
     profile = profile_with_costs()
     profile.meta.lines_note = "coarse"
     profile.finalize()
@@ -104,15 +104,19 @@ def test_save_and_load_keep_sites_and_costs(tmp_path: Path) -> None:
     assert function_lines(loaded, F) == function_lines(profile, F)
 
 
-def test_files_without_sites_still_load_and_bad_sites_are_refused(tmp_path: Path) -> None:
+def test_files_without_sites_still_load(tmp_path: Path) -> None:
     profile = profile_with_costs().finalize()
     doc = storage.profile_to_dict(profile)
-    del doc["address_sites"]  # written before sites were saved
+    del doc["address_sites"]  # as a file of a version that saved no sites
     old = tmp_path / "old.proftui"
     old.write_bytes(gzip.compress(json.dumps(doc).encode()))
     loaded = storage.load(old)
     assert loaded.address_sites == {} and loaded.line_costs == profile.line_costs
     assert set(function_addresses(loaded, F)) == {0x1004, 0x1008, 0x100c, 0x1010}
+
+
+def test_bad_sites_are_refused(tmp_path: Path) -> None:
+    doc = storage.profile_to_dict(profile_with_costs().finalize())
     doc["address_sites"] = [[MOD, 0x1004, None, 12, 4]]  # file must be text
     bad = tmp_path / "bad.proftui"
     bad.write_bytes(gzip.compress(json.dumps(doc).encode()))
@@ -131,7 +135,7 @@ def test_sources_of_sites_are_embedded(tmp_path: Path) -> None:
     assert storage.gather_sources(profile) == {str(header): header.read_text()}
 
 
-def test_source_listing_embedded_missing_and_inlined() -> None:
+def test_source_listing_of_an_embedded_source() -> None:
     profile = profile_with_costs()
     profile.sources[SRC] = TEXT
     listing = source_listing(profile, F)
@@ -143,7 +147,9 @@ def test_source_listing_embedded_missing_and_inlined() -> None:
     assert listing.focus == 2  # f's definition line, 0-based
     assert "12% on lines inlined from other files (util.h)" in listing.note
 
-    profile.sources.clear()  # and /src/prog.c does not exist here
+
+def test_source_listing_without_the_source_lists_the_costed_lines() -> None:
+    profile = profile_with_costs()  # no embedded source, and /src/prog.c does not exist here
     listing = source_listing(profile, F)
     assert listing is not None and listing.kind == "lines"
     assert listing.note.startswith(f"source not available: {SRC}")

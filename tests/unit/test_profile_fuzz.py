@@ -24,106 +24,15 @@ from proftui.collectors.errors import ProftuiError
 from proftui.collectors.formats.export import EXPORTERS
 from proftui.collectors.formats.export.text import render_json, render_text
 from proftui.collectors.formats.importers import load_any
-from proftui.collectors.model import storage, views
-from proftui.collectors.model.profile import (
-    CPU_NS,
-    SAMPLES,
-    CodeSite,
-    Frame,
-    LeakFrame,
-    LeakStack,
-    Profile,
-    ProfileMeta,
-)
+from proftui.collectors.model import views
+from proftui.collectors.model.profile import Profile
 
-from tests.unit.test_import_gperftools import RECORDS, encode
-from tests.unit.test_import_perf_script import SCRIPT
+from tests.helpers.hostile import BASE, MUTATION, mutate, write_mutated
+from tests.helpers.importer_inputs import GPERFTOOLS_RECORDS, PERF_SCRIPT, gperftools_cpu
 
-RECORDS32 = [(count, [pc & 0xFFFFFFFF for pc in pcs]) for count, pcs in RECORDS]
+RECORDS32 = [(count, [pc & 0xFFFFFFFF for pc in pcs]) for count, pcs in GPERFTOOLS_RECORDS]
 FUZZ = settings(max_examples=1000, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-
-
-def rich_profile() -> Profile:
-    """A profile with every saved table filled in (as a real instrument+sampler run has)."""
-    meta = ProfileMeta(mode="sampler", argv=["/bin/prog", "-x"], pids=[10], threads={11: "w"},
-                       period_ns=1_000_000, clock="perf task-clock", start_time=1.7e9,
-                       end_time=1.7e9 + 2, exit_status=0, warnings=["w1"], lines_note="n")
-    profile = Profile(meta, (SAMPLES, CPU_NS))
-    ids = [profile.frames.intern(Frame(name, "/bin/prog", "/src/p.c", 10 + i, 0x1000 + 16 * i,
-                                       f"_Z{name}", "ab12", name == "inl"))
-           for i, name in enumerate(("main", "a", "leaf", "inl", "rec"))]
-    main, a, leaf, inl, rec = ids
-    assert profile.tree is not None
-    profile.tree.add_stack([main, a, leaf], [60, 6e7], calls=3)
-    profile.tree.add_stack([main, a, inl], [5, 5e6])
-    profile.tree.add_stack([main, rec, rec, rec], [7, 7e6], calls=1)
-    profile.tree.add_stack([main], [1, 1e6], calls=1)
-    part = profile.parts.setdefault("pid 10 tid 11", type(profile.tree)(2))
-    part.add_stack([main, a], [2, 2e6])
-    profile.arcs = {(main, a): 3, (a, leaf): 3, (rec, rec): 2}
-    profile.line_costs = {("/src/p.c", 12): [60, 6e7], ("/src/p.c", 13): [5, 5e6]}
-    profile.address_costs = {("/bin/prog", 0x1024): [60, 6e7]}
-    profile.address_sites = {("/bin/prog", 0x1024): CodeSite(0x1020, "/src/p.c", 12)}
-    profile.sources = {"/src/p.c": "int main(void) { return 0; }\n"}
-    profile.leaks = [LeakStack(500.0, 5.0, (LeakFrame("leaf", "/bin/prog", "/src/p.c", 12),
-                                            LeakFrame("main", "/bin/prog", None, None, True)))]
-    return profile.finalize()
-
-
-BASE = storage.profile_to_dict(rich_profile())
-
-# Values a broken or hostile writer puts where something else belongs.
-HOSTILE = st.one_of(
-    st.none(), st.booleans(), st.just(""), st.just("\udcff\ud800"), st.text(max_size=8),
-    st.integers(-(2**70), 2**70), st.sampled_from([-1, 0, 1, 2**31, 2**63, 2**64, 10**400]),
-    st.floats(allow_nan=True, allow_infinity=True), st.just([]), st.just({}),
-    st.just([[]]), st.just([None, None, None, None]), st.just({"0": "x"}),
-    st.lists(st.integers(-3, 10), max_size=5),
-)
-
-
-def _paths(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    """Every JSON path in `value` (container items and object keys), iteratively."""
-    out: list[tuple[Any, ...]] = []
-    stack = [(value, path)]
-    while stack:
-        item, at = stack.pop()
-        out.append(at)
-        if isinstance(item, dict):
-            stack.extend((v, (*at, k)) for k, v in item.items())
-        elif isinstance(item, list):
-            stack.extend((v, (*at, i)) for i, v in enumerate(item))
-    return sorted(out, key=repr)
-
-
-PATHS = _paths(BASE)[1:]  # not the document itself
-
-
-def _mutate(doc: Any, path: tuple[Any, ...], action: str, value: Any) -> None:
-    parent = doc
-    for key in path[:-1]:
-        parent = parent[key]
-    key = path[-1]
-    old = parent[key]
-    if action == "drop":
-        del parent[key]
-    elif action == "swap":  # list <-> object, number <-> string, etc.
-        parent[key] = ({str(i): v for i, v in enumerate(old)} if isinstance(old, list)
-                       else list(old.values()) if isinstance(old, dict)
-                       else str(old) if isinstance(old, int | float) and not isinstance(old, bool)
-                       else [old])
-    elif action == "negate" and isinstance(old, int | float) and not isinstance(old, bool):
-        parent[key] = -old - 1
-    elif action == "grow" and isinstance(old, int) and not isinstance(old, bool):
-        parent[key] = old + 10**6  # out-of-range frame ids, parent indexes, metrics...
-    else:
-        parent[key] = value
-
-
-MUTATION = st.tuples(st.sampled_from(range(len(PATHS))),
-                     st.sampled_from(["drop", "swap", "negate", "grow", "replace", "replace"]),
-                     HOSTILE)
 
 
 def exercise(profile: Profile) -> None:
@@ -158,16 +67,7 @@ def check_file(path: Path) -> None:
 @FUZZ
 @given(mutations=st.lists(MUTATION, min_size=1, max_size=3))
 def test_type_confused_profiles(tmp_path: Path, mutations: list[tuple[int, str, Any]]) -> None:
-    doc = json.loads(json.dumps(BASE))
-    for index, action, value in mutations:
-        path = PATHS[index]
-        try:
-            _mutate(doc, path, action, value)
-        except (KeyError, IndexError, TypeError):
-            continue  # an earlier mutation removed or retyped this path
-    target = tmp_path / "fuzzed.proftui"
-    target.write_bytes(gzip.compress(json.dumps(doc).encode()))
-    check_file(target)
+    check_file(write_mutated(tmp_path / "fuzzed.proftui", mutations))
 
 
 @pytest.mark.parametrize(("where", "value", "expected"), [
@@ -191,7 +91,7 @@ def test_bad_fields_are_named(tmp_path: Path, where: tuple[Any, ...], value: Any
                               expected: str) -> None:
     doc = json.loads(json.dumps(BASE))
     doc["functions"] = doc["functions"] or []
-    _mutate(doc, where, "replace", value)
+    mutate(doc, where, "replace", value)
     target = tmp_path / "bad.proftui"
     target.write_bytes(gzip.compress(json.dumps(doc).encode()))
     with pytest.raises(ProftuiError, match=r"bad\.proftui: not a valid proftui profile: "
@@ -217,8 +117,9 @@ def test_json_edge_cases_are_one_line(tmp_path: Path) -> None:
 @FUZZ
 @given(data=st.data())
 def test_garbled_imports(tmp_path: Path, data: st.DataObject) -> None:
-    original = data.draw(st.sampled_from([encode(RECORDS), encode(RECORDS32, fmt="<I"),
-                                          SCRIPT.encode()]))
+    original = data.draw(st.sampled_from([gperftools_cpu(GPERFTOOLS_RECORDS),
+                                          gperftools_cpu(RECORDS32, fmt="<I"),
+                                          PERF_SCRIPT.encode()]))
     raw = bytearray(original)
     for _ in range(data.draw(st.integers(1, 4))):
         at = data.draw(st.integers(0, len(raw)))
@@ -229,10 +130,9 @@ def test_garbled_imports(tmp_path: Path, data: st.DataObject) -> None:
     check_file(target)
 
 
-
 @pytest.mark.parametrize("command", [["report"], ["report", "--json"], ["export", "-f", "pprof"],
                                      ["export", "-f", "callgrind"], ["open"]])
-def test_cli_gives_one_line_and_a_failure_status(
+def test_cli_refuses_a_bad_profile_in_one_line(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], command: list[str]) -> None:
     from proftui.tui.cli import main
 

@@ -67,7 +67,7 @@ def test_only_files_under_the_units_roots(tmp_path: Path) -> None:
     assert read_source(str(ok), None) is None  # owner unknown: nothing
 
 
-def test_fifo_device_and_big_files_are_refused_at_once(tmp_path: Path) -> None:
+def test_sources_that_are_not_plain_files_are_refused_at_once(tmp_path: Path) -> None:
     fifo = tmp_path / "fifo.c"
     os.mkfifo(fifo)
     big = tmp_path / "big.c"

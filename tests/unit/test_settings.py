@@ -10,12 +10,13 @@ import stat
 from pathlib import Path
 
 import pytest
-from proftui.collectors.model.profile import Frame, Metric, Profile, ProfileMeta
 from proftui.tui import settings
 from proftui.tui.app import ProfTuiApp
 from proftui.tui.panes.flat import FlatPane
 from proftui.tui.panes.tree import CallTreeView
 from proftui.tui.widgets.flat_table import FlatTable
+
+from tests.helpers.profiles import template_profile
 
 
 def test_path_follows_xdg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -28,7 +29,7 @@ def test_path_follows_xdg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     assert settings.config_path() == tmp_path / "home" / ".config" / "proftui" / "settings.json"
 
 
-def test_round_trip_atomic_and_private(tmp_path: Path) -> None:
+def test_settings_round_trip_through_a_private_file(tmp_path: Path) -> None:
     path = tmp_path / "cfg" / "proftui" / "settings.json"
     assert settings.load(path) == (settings.Settings(), "")  # first run: defaults, no error
     chosen = settings.Settings(theme="nord", sort="total", descending=False, metric="cpu_ns",
@@ -63,14 +64,24 @@ def test_bad_values_are_dropped_one_by_one(tmp_path: Path) -> None:
     assert loaded == settings.Settings(names="params", metric="cpu_ns", descending=False)
 
 
-def test_unreadable_file_and_unwritable_dir(tmp_path: Path) -> None:
+@pytest.fixture
+def saved_settings(tmp_path: Path) -> Path:
+    """Default settings saved, for a user that file permissions hold back (not root)."""
     if os.geteuid() == 0:
         pytest.skip("root reads and writes any file: permissions cannot be tested")
     path = tmp_path / "proftui" / "settings.json"
     assert settings.save(settings.Settings(), path) == ""
-    path.chmod(0)
-    loaded, error = settings.load(path)
+    return path
+
+
+def test_unreadable_file_gives_defaults(saved_settings: Path) -> None:
+    saved_settings.chmod(0)
+    loaded, error = settings.load(saved_settings)
     assert loaded == settings.Settings() and "ignored" in error
+
+
+def test_unwritable_directory_is_said(saved_settings: Path) -> None:
+    path = saved_settings
     path.parent.chmod(0o500)
     try:
         assert "not saved" in settings.save(settings.Settings(), path)
@@ -84,18 +95,6 @@ def test_directory_in_the_way(tmp_path: Path) -> None:
     loaded, error = settings.load(path)
     assert loaded == settings.Settings() and "ignored" in error
     assert "not saved" in settings.save(settings.Settings(), path)
-
-
-def _profile() -> Profile:
-    metrics = (Metric("samples", "count"), Metric("cpu_ns", "ns"))
-    profile = Profile(ProfileMeta(mode="sampler"), metrics)
-    main = profile.frames.intern(Frame("main", "/bin/x"))
-    work = profile.frames.intern(Frame("std::vector<int, std::allocator<int> >::push_back("
-                                       "int const&)", "/bin/x"))
-    assert profile.tree is not None
-    profile.tree.add_stack([main, work], [3.0, 3e6])
-    profile.tree.add_stack([main], [1.0, 1e6])
-    return profile.finalize()
 
 
 def _run(app: ProfTuiApp, keys: list[str], seen: dict[str, object] | None = None) -> list[str]:
@@ -123,10 +122,10 @@ def _run(app: ProfTuiApp, keys: list[str], seen: dict[str, object] | None = None
     return notes
 
 
-def test_app_restores_and_saves_choices(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_app_remembers_choices(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
     path = tmp_path / "proftui" / "settings.json"
-    app = ProfTuiApp(profile=_profile())
+    app = ProfTuiApp(profile=template_profile())
     _run(app, ["s", "m", "c", "2", "percent_sign"])  # sort total, cpu_ns, params, % parent
     saved = json.loads(path.read_text())
     assert saved["sort"] == "total" and saved["descending"] is True
@@ -136,7 +135,7 @@ def test_app_restores_and_saves_choices(tmp_path: Path, monkeypatch: pytest.Monk
     saved["theme"] = "nord"
     path.write_text(json.dumps(saved))
 
-    again = ProfTuiApp(profile=_profile())
+    again = ProfTuiApp(profile=template_profile())
     seen: dict[str, object] = {}
     notes = _run(again, [], seen)
     assert not any("settings" in n for n in notes)
@@ -153,7 +152,7 @@ def test_app_ignores_a_corrupt_file_with_one_notification(
     path = tmp_path / "proftui" / "settings.json"
     path.parent.mkdir()
     path.write_bytes(b"\x00garbage{")
-    app = ProfTuiApp(profile=_profile())
+    app = ProfTuiApp(profile=template_profile())
     notes = _run(app, [])
     assert [n for n in notes if "settings" in n] == [
         f"settings file {path} ignored: not valid JSON " + notes[0].split("JSON ", 1)[1]]

@@ -46,7 +46,7 @@ def paths(profile_tree, frames) -> dict[tuple[str, ...], tuple[float, float]]:
             for i in range(1, len(profile_tree))}
 
 
-def test_stacks_added_once_and_counts_applied_along_their_paths() -> None:
+def test_builder_symbolizes_each_stack_once() -> None:
     space = FakeSpace()
     built = StackProfile((SAMPLES, CPU_NS))
     a = built.stack(("f", 1), "pid 1 tid 1", space, (0x30, 0x20, 0x10))  # type: ignore[arg-type]

@@ -10,7 +10,7 @@ from proftui.collectors.errors import ProftuiError
 from proftui.collectors.formats.export.text import render_json, render_text
 from proftui.collectors.model import storage
 
-from tests.unit.profiles import sample_profile
+from tests.helpers.profiles import sample_profile
 
 
 def test_round_trip_is_identical(tmp_path: Path) -> None:
@@ -27,17 +27,18 @@ def test_round_trip_is_identical(tmp_path: Path) -> None:
     assert render_json(loaded) == render_json(profile)
 
 
-def test_missing_and_garbage_files(tmp_path: Path) -> None:
-    with pytest.raises(ProftuiError, match="no such file"):
-        storage.load(tmp_path / "nope")
-    junk = tmp_path / "junk"
-    junk.write_bytes(b"hello")
-    with pytest.raises(ProftuiError, match="not gzip"):
-        storage.load(junk)
-    wrong = tmp_path / "wrong"
-    wrong.write_bytes(gzip.compress(b'{"format": "other"}'))
-    with pytest.raises(ProftuiError, match="not a proftui profile"):
-        storage.load(wrong)
+@pytest.mark.parametrize(("content", "message"), [
+    (None, "no such file"),
+    (b"hello", "not gzip"),
+    (gzip.compress(b'{"format": "other"}'), "not a proftui profile"),
+], ids=["missing", "not-gzip", "other-format"])
+def test_files_that_are_not_profiles_are_refused(tmp_path: Path, content: bytes | None,
+                                                 message: str) -> None:
+    path = tmp_path / "file"
+    if content is not None:
+        path.write_bytes(content)
+    with pytest.raises(ProftuiError, match=message):
+        storage.load(path)
 
 
 @settings(max_examples=150, deadline=None)

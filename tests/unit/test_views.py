@@ -10,7 +10,7 @@ from proftui.collectors.model.views import (
     flat_profile,
 )
 
-from tests.unit.profiles import frame_id, sample_profile
+from tests.helpers.profiles import frame_id, sample_profile
 
 
 def names(profile: Profile, ids: list[int]) -> list[str]:
@@ -34,11 +34,15 @@ def test_flat_profile_counts_recursion_once() -> None:
     assert next(e.frame.function for e in flat_profile(profile)) == "leaf"
 
 
-def test_callers_and_callees() -> None:
+def test_callers_with_their_costs() -> None:
     profile = sample_profile()
     leaf = frame_id(profile, "leaf")
     assert [(profile.frames[n.frame_id].function, n.cost) for n in callers(profile, leaf)] == [
         ("a", (60,)), ("b", (30,))]
+
+
+def test_callees() -> None:
+    profile = sample_profile()
     main = frame_id(profile, "main")
     assert names(profile, [n.frame_id for n in callees(profile, main)]) == ["a", "b", "rec"]
 
@@ -71,7 +75,7 @@ def test_deep_tree_is_iterative() -> None:
     assert callee_tree(profile, f).root.total_cost == [1]
 
 
-def test_merge_and_copy() -> None:
+def test_merging_into_a_copy_leaves_the_original() -> None:
     profile = sample_profile()
     doubled = profile.tree.copy().merge(profile.tree).finalize()
     assert doubled.root.total_cost == [210]

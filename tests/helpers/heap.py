@@ -4,23 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from proftui.collectors.base import CollectorOptions
 from proftui.collectors.heap.collector import HeapCollector
 from proftui.collectors.model.profile import Profile
+
+from tests.helpers.collect import run_to_end
 
 
 def run_heap(binary: Path, *args: str, **options: object) -> tuple[Profile, str]:
     """Profile `binary args` to the end; (profile, the target's stdout+stderr)."""
-    collector = HeapCollector([str(binary), *args],
-                              CollectorOptions(output="log", **options))  # type: ignore[arg-type]
-    collector.start()
-    try:
-        profile = collector.wait()
-        assert collector.process is not None
-        output = collector.process.output_text()
-    finally:
-        collector.stop()
-    return profile, output
+    return run_to_end(HeapCollector, binary, *args, **options)
 
 
 def by_site(profile: Profile, metric: str, part: str | None = None) -> dict[str, float]:

@@ -10,8 +10,10 @@ import re
 import shutil
 import subprocess
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from proftui.collectors.model.profile import Profile
 
 _CLONE = re.compile(r"(\.(isra|constprop|part|cold|lto_priv)\.\d+)+$| \[clone [^]]*\]$")
@@ -105,8 +107,10 @@ def proftui_program_shares(profile: Profile) -> dict[str, float]:
     return {name: 100.0 * v / total for name, v in shares.items()}
 
 
-def proftui_symbol_shares(profile: Profile) -> dict[str, float]:
-    """Self share per function, an inlined frame's cost going to the function holding it."""
+def proftui_symbol_shares(profile: Profile,
+                          naming: Callable[[str], str] = normal_name) -> dict[str, float]:
+    """Self share per function (named by `naming`), an inlined frame's cost going to the
+    function holding it."""
     assert profile.tree is not None
     counts: Counter[str] = Counter()
     for node in profile.tree.nodes():
@@ -115,7 +119,7 @@ def proftui_symbol_shares(profile: Profile) -> dict[str, float]:
         holder = node
         while profile.frames[holder.frame_id].inlined and holder.parent is not None:
             holder = holder.parent
-        counts[normal_name(profile.frames[holder.frame_id].function)] += node.self_cost[0]
+        counts[naming(profile.frames[holder.frame_id].function)] += node.self_cost[0]
     whole = profile.tree.root.total_cost[0]
     return {name: 100.0 * n / whole for name, n in counts.items()}
 
@@ -140,3 +144,71 @@ def fixture_cpu_shares(report: Path) -> dict[str, float]:
     spent = fixture_cpu_ns(report)
     total = sum(spent.values())
     return {name: 100.0 * ns / total for name, ns in spent.items()}
+
+
+def addr2line_innermost(binary: Path, addresses: list[int]) -> dict[int, tuple[str, int]]:
+    """address -> innermost (file, line) by `addr2line -i` (its first line per address);
+    addresses it knows no line of ("??:0") are left out."""
+    if shutil.which("addr2line") is None:
+        pytest.skip("addr2line (binutils) is not installed")
+    out = subprocess.run(["addr2line", "-i", "-a", "-e", str(binary),
+                          *[f"0x{a:x}" for a in addresses]],
+                         check=True, capture_output=True, text=True).stdout
+    found: dict[int, tuple[str, int]] = {}
+    current: int | None = None
+    for row in out.splitlines():
+        if row.startswith("0x"):
+            current = int(row, 16)
+            continue
+        match = re.match(r"^(.*):(\d+)(?: \(discriminator \d+\))?$", row)
+        if current is not None and current not in found and match and match[2] != "0":
+            found[current] = (match[1], int(match[2]))
+    return found
+
+
+def addr2line_lines(binary: Path, addresses: list[int]) -> dict[int, tuple[str, int | None]]:
+    """address -> innermost (file basename, line) per `addr2line -i` (the reference);
+    ("", None) where it knows no line ("??:0")."""
+    known = addr2line_innermost(binary, addresses)
+    return {a: (Path(known[a][0]).name, known[a][1]) if a in known else ("", None)
+            for a in addresses}
+
+
+def gprof_line_seconds(binary: Path, gmon: Path) -> tuple[dict[tuple[str, int], float], str]:
+    """(seconds per (file basename, line) from GNU gprof's line-by-line flat profile
+    (`gprof -b -l -p`) of `gmon`, gprof's text): a line may have several rows."""
+    out = subprocess.run(["gprof", "-b", "-l", "-p", str(binary), str(gmon)],
+                         capture_output=True, text=True, check=True).stdout
+    seconds: dict[tuple[str, int], float] = {}
+    for row in out.splitlines():
+        found = re.search(r"\((\S+):(\d+) @ [0-9a-f]+\)$", row)
+        if found:
+            key = (Path(found[1]).name, int(found[2]))
+            seconds[key] = seconds.get(key, 0.0) + float(row.split()[2])
+    return seconds, out
+
+
+def gprof_l_of_a_run(argv: list[str]) -> tuple[Profile, dict[tuple[str, int], float], str]:
+    """`argv` (built -pg) run to its end in gprof mode: (the profile, gprof_line_seconds of
+    the same gmon.out, gprof's text)."""
+    from proftui.collectors.base import CollectorOptions
+    from proftui.collectors.gprof.collector import GprofCollector
+
+    collector = GprofCollector(argv, CollectorOptions(output="log"))
+    collector.start()
+    try:
+        profile = collector.wait()
+        seconds, out = gprof_line_seconds(Path(argv[0]),
+                                          next(collector.run_dir.path.glob("gmon.*")))
+    finally:
+        collector.stop()
+    return profile, seconds, out
+
+
+def proftui_line_seconds(profile: Profile) -> dict[tuple[str, int], float]:
+    """Seconds per (file basename, line) of a gprof-mode profile's line costs (ns)."""
+    seconds: dict[tuple[str, int], float] = {}
+    for (file, line), cost in profile.line_costs.items():
+        key = (Path(file).name, line)
+        seconds[key] = seconds.get(key, 0.0) + cost[0] / 1e9
+    return seconds
