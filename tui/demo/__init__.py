@@ -52,13 +52,17 @@ def cache_dir() -> Path:
 
 
 def build_demo(mode: str) -> Path:
-    """Compile demo.c with `mode`'s flags (once per source and flags); return the binary."""
+    """Compile demo.c with `mode`'s flags (once per source, its path and the flags);
+    return the binary."""
     compiler = shutil.which(os.environ.get("CC", "gcc")) or shutil.which("cc")
     if compiler is None:
         raise ProftuiError("the demo needs a C compiler: install gcc")
     flags = MODE_FLAGS[mode]
     source = HEAP_DEMO_SOURCE if mode == "heap" else DEMO_SOURCE
-    digest = hashlib.sha256(source.read_bytes() + " ".join(flags).encode()).hexdigest()
+    # The binary's debug info names the source by path: a copy of proftui elsewhere
+    # (another checkout, a removed one) must not reuse it, or its source pane is empty.
+    digest = hashlib.sha256(source.read_bytes() + " ".join(flags).encode()
+                            + bytes(source.resolve())).hexdigest()
     target = cache_dir() / f"demo-{mode}-{digest[:10]}"
     if target.exists():
         return target
