@@ -8,37 +8,39 @@ import subprocess
 import time
 from pathlib import Path
 
-from proftui.collectors.base import CollectorOptions
+from proftui.collectors.base import Collector
 from proftui.collectors.model.profile import Profile
 from proftui.collectors.sampler.collector import SamplerCollector
 
 from tests.conftest import build_fixture
+from tests.helpers.collect import attach, run_to_end
 from tests.helpers.reference import fixture_cpu_ns
 
 
-def record_phases(work: Path, seconds: float = 2.0) -> tuple[Profile, dict[str, int], float]:
-    """(the profile at 1 kHz, each phase's CPU ns, when the switch happened: seconds of
-    the run minus `seconds`, i.e. how late the run's clock started)."""
-    binary = build_fixture("tl_phases.c", ["-O2", "-g"])
-    out = work / "cpu.txt"
+def _two_phases(collector_class: type[Collector], fixture: str, work: Path,
+                seconds: float) -> tuple[Profile, dict[str, int], float]:
+    """`fixture` (first phase for `seconds`, then the second for as long) profiled to
+    its end: (the profile, what the program counted per phase, when the second phase
+    began in seconds of the profile's clock)."""
+    binary = build_fixture(fixture, ["-O2", "-g"])
+    out = work / "phases.txt"
     start = time.time()
-    collector = SamplerCollector([str(binary), f"{start + seconds:.3f}",
-                                  f"{start + 2 * seconds:.3f}", str(out)],
-                                 CollectorOptions(output="log"))
-    collector.start()
-    try:
-        profile = collector.wait()
-    finally:
-        collector.stop()
+    profile, _output = run_to_end(collector_class, binary, f"{start + seconds:.3f}",
+                                  f"{start + 2 * seconds:.3f}", str(out))
     assert profile.meta.exit_status == 0 and profile.meta.start_time is not None
-    return profile, fixture_cpu_ns(out), start - profile.meta.start_time
+    return profile, fixture_cpu_ns(out), start + seconds - profile.meta.start_time
+
+
+def record_phases(work: Path, seconds: float = 2.0) -> tuple[Profile, dict[str, int], float]:
+    """tl_phases.c sampled at 1 kHz: (the profile, each phase's CPU ns, how late the
+    run's clock started: when the switch happened minus `seconds`)."""
+    profile, cpu, switch = _two_phases(SamplerCollector, "tl_phases.c", work, seconds)
+    return profile, cpu, switch - seconds
 
 
 def attach_phases(seconds: float = 1.5) -> tuple[Profile, float]:
     """tl_phases.c sampled by attach mode (500 Hz) from its start to its exit: (the
     profile, when phase_b began in seconds of the profile's clock)."""
-    from tests.helpers.collect import attach
-
     binary = build_fixture("tl_phases.c", ["-O2", "-g"])
     start = time.time()
     switch = start + seconds
@@ -65,16 +67,4 @@ def record_heap_phases(work: Path, seconds: float = 1.0) -> tuple[Profile, dict[
     profile's clock)."""
     from proftui.collectors.heap.collector import HeapCollector
 
-    binary = build_fixture("tl_heap_phases.c", ["-O2", "-g"])
-    out = work / "blocks.txt"
-    start = time.time()
-    collector = HeapCollector([str(binary), f"{start + seconds:.3f}",
-                               f"{start + 2 * seconds:.3f}", str(out)],
-                              CollectorOptions(output="log"))
-    collector.start()
-    try:
-        profile = collector.wait()
-    finally:
-        collector.stop()
-    assert profile.meta.exit_status == 0 and profile.meta.start_time is not None
-    return profile, fixture_cpu_ns(out), start + seconds - profile.meta.start_time
+    return _two_phases(HeapCollector, "tl_heap_phases.c", work, seconds)
