@@ -31,6 +31,8 @@ largest difference of any function's self share, in points (goal <= 5), with the
 server's one connection and 1 KiB replies (it sleeps in epoll_wait between requests)
 and with 2 connections and 4 KiB replies; then the share of samples under main on
 tests/fixtures/att_deep.c (26 KiB of stack below main, no frame pointers; goal >= 99%).
+The ptrace method is measured twice: on the target's own CPU timer (its default) and
+polling (PROFTUI_ATTACH_POLL=1, what it falls back to).
 Each figure is the median of --accuracy-rounds runs, with the range.
 
 usage: python benchmarks/bench_attach.py [--rounds N] [--seconds S] [--drop-seconds S]
@@ -328,16 +330,19 @@ def accuracy(rounds: int) -> None:
         return
     print(f"accuracy against perf record -p, same window, median of {rounds} "
           f"(range), load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
-    print(f"{'method':10} {'server 1x1 KiB pts':>20} {'server 2x4 KiB pts':>20} "
+    print(f"{'method':11} {'server 1x1 KiB pts':>20} {'server 2x4 KiB pts':>20} "
           f"{'deep: % under main':>20}")
-    for method in ("perf", "ptrace"):
+    for label, method, poll in (("perf", "perf", ""), ("ptrace", "ptrace", ""),
+                                ("ptrace-poll", "ptrace", "1")):
+        os.environ["PROFTUI_ATTACH_POLL"] = poll  # read by the helper (pt_attach_ptrace.c)
         cells = []
         for run in (lambda m=method: server_points(m, 1, 1),
                     lambda m=method: server_points(m, 2, 4),
                     lambda m=method: deep_under_main(m)):
             values = sorted(run() for _ in range(rounds))
             cells.append(f"{statistics.median(values):5.1f} ({values[0]:.1f}-{values[-1]:.1f})")
-        print(f"{method:10} {cells[0]:>20} {cells[1]:>20} {cells[2]:>20}")
+        print(f"{label:11} {cells[0]:>20} {cells[1]:>20} {cells[2]:>20}")
+    os.environ.pop("PROFTUI_ATTACH_POLL", None)
     print("goals: <= 5 points from perf; >= 99% under main")
     print()
 

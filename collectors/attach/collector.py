@@ -35,6 +35,7 @@ from proftui.collectors.runtime.wire_attach import (
     COUNTS_INTERVAL_S,
     FLAG_CFI,
     FLAG_KERNEL_TIME,
+    FLAG_TARGET_TIMER,
     LOST_TABLE,
     SAMPLE_DEPTH,
     SAMPLE_TRUNCATED,
@@ -445,10 +446,12 @@ class AttachCollector(Collector):
         asked = 1e9 / self._period_ns
         if cpu_s < 0.2 or samples / cpu_s >= 0.8 * asked:
             return []
+        why = ("the target's CPU timer (ITIMER_PROF) is checked once per kernel tick, so a "
+               "sample can stand for a whole tick" if self._header_flags & FLAG_TARGET_TIMER
+               else "it falls behind on busy threads (each sample stops a thread)")
         return [f"ptrace sampled {samples / cpu_s:.0f} times per second of CPU time, not the "
-                f"{asked:.0f} asked: it falls behind on busy threads (each sample stops a "
-                "thread; samples are weighted by the CPU time they stand for); --method perf "
-                "keeps the rate where allowed"]
+                f"{asked:.0f} asked: {why}; samples are weighted by the CPU time they stand "
+                "for; --method perf keeps the rate where allowed"]
 
     def _refresh_space(self) -> None:
         """Re-read the maps through a live thread (the one used before may have

@@ -25,6 +25,7 @@ COUNTS_INTERVAL_S = 0.1  # PT_ATTACH_COUNTS_NS: how often the helper sends count
 METHODS = {1: "perf", 2: "ptrace"}
 FLAG_CFI = 1  # the helper unwinds with .eh_frame CFI (x86-64); else frame pointers only
 FLAG_KERNEL_TIME = 2  # samples count kernel time (else user time only)
+FLAG_TARGET_TIMER = 4  # ptrace: the target's own ITIMER_PROF picked the samples
 SAMPLE_TRUNCATED = 1  # PT_UNWIND_TRUNCATED: the walk stopped before the outermost frame
 SAMPLE_DEPTH = 4  # PT_UNWIND_DEPTH: deeper than the frame limit
 SAMPLE_CFI = 256  # PT_UNWIND_CFI: at least one step used a CFI row

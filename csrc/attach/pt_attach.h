@@ -67,6 +67,7 @@ enum { PT_ATTACH_METHOD_PERF = 1, PT_ATTACH_METHOD_PTRACE = 2 };
 enum pt_attach_flags {
     PT_ATTACH_FLAG_CFI = 1u << 0,         /* stacks are unwound with .eh_frame CFI (x86-64) */
     PT_ATTACH_FLAG_KERNEL_TIME = 1u << 1, /* samples count kernel time too */
+    PT_ATTACH_FLAG_TARGET_TIMER = 1u << 2, /* ptrace: the target's ITIMER_PROF picks the samples */
 };
 
 enum {
@@ -178,6 +179,23 @@ struct pt_attach_unwind_stats {
     uint64_t max_need;     /* the most stack bytes a whole walk needed */
 };
 struct pt_attach_unwind_stats pt_attach_unwind_take_stats(void);
+
+/* The ptrace method's clock (pt_attach_timer.c): ITIMER_PROF run in the
+ * target, SIGPROF ignored there meanwhile.  Each call runs system calls in
+ * the ptrace-stopped thread `tid` and leaves it stopped; `out` says what to
+ * do with it next. */
+struct pt_attach_inject_out {
+    int pending_sig; /* a signal that arrived meanwhile: give it with PTRACE_CONT */
+    int gone;        /* the thread exited: `status` is its wait status */
+    int status;
+};
+/* 0 once the timer runs; -1 with `why` (a clause) and the target untouched. */
+int pt_attach_timer_arm(pid_t pid, pid_t tid, uint64_t period_ns, char *why, size_t why_len,
+                        struct pt_attach_inject_out *out);
+/* Stop the timer, take a SIGPROF still pending, restore the target's action. */
+int pt_attach_timer_disarm(pid_t tid, struct pt_attach_inject_out *out);
+/* 1 if the SIGPROF `tid` is stopped for came from the kernel (a timer). */
+int pt_attach_timer_signal(pid_t tid);
 
 /* The two methods: 0 after a clean detach, -1 if attaching failed (errno set,
  * nothing written yet so the caller can fall back). */

@@ -1,7 +1,13 @@
 /* proftui-attach, ptrace method: for machines where perf_event_open is denied.
  *
  * Every thread is PTRACE_SEIZEd (PTRACE_O_TRACECLONE follows new threads).
- * At each tick of a timerfd, each thread that is running or runnable (state R
+ *
+ * Where it can, the target's own CPU-time timer picks the samples
+ * (pt_attach_timer.c): ITIMER_PROF's SIGPROF stops the thread that was
+ * running, where it ran; it is sampled there and the signal suppressed.  Each
+ * sample stands for the thread's CPU time since its previous one (schedstat).
+ * Otherwise (the file comment of pt_attach_timer.c says when) the helper polls:
+ * at each tick of a timerfd, each thread that is running or runnable (state R
  * in /proc/PID/task/TID/status) and used CPU since its last sample (schedstat)
  * is PTRACE_INTERRUPTed, its registers (arch/pt_arch.h), frame-pointer chain
  * and stack are read with process_vm_readv (as much stack as the walk needs:
@@ -104,6 +110,10 @@ struct pt_ptrace_state {
     int last_status, last_signal;
     /* The leader's exit was reaped: the kernel reports it last, the group is empty. */
     int leader_reaped;
+    int timer;              /* 1: the target's ITIMER_PROF picks the samples (no polling) */
+    uint64_t timer_signals; /* SIGPROF stops for us */
+    uint64_t timer_idle;    /* of them, at a thread that had used no CPU since its last */
+    int announced;          /* the header is out: new threads are reported as they come */
     uint64_t stack[PT_ATTACH_STACK_MAX / 8]; /* the stopped thread's stack copy */
 };
 static struct pt_ptrace_state pt_tr; /* zero-initialized (.bss): the -1s are set at start */
@@ -181,7 +191,7 @@ static struct pt_attach_thread *pt_add(pid_t pid, pid_t tid) {
     pt_sched_read(t, &t->was);
     t->cpu_ns = t->was.cpu_ns;
     t->left = PT_LEFT_UNKNOWN;
-    pt_attach_out_thread((uint32_t)tid, PT_ATTACH_THREAD_NEW, pid);
+    if (pt_tr.announced) pt_attach_out_thread((uint32_t)tid, PT_ATTACH_THREAD_NEW, pid);
     return t;
 }
 
@@ -231,6 +241,32 @@ static void pt_sample(struct pt_attach_thread *t, const struct pt_regs *regs, ui
                                             0, ips, n);
     if (need) t->need = need;
     pt_tr.samples++;
+}
+
+static uint64_t pt_mono_ns(void);
+
+/* A thread stopped by the target's timer: sample it where it ran, for the
+ * CPU time since its previous sample.  The timer signals the thread that was
+ * running, unless it blocks SIGPROF: a thread that used no CPU since its
+ * last sample was not running, and is not sampled.  Not async-signal-safe. */
+static void pt_timer_sample(struct pt_attach_thread *t) {
+    uint64_t stop_at = pt_mono_ns();
+    pt_tr.timer_signals++;
+    char buf[96];
+    ssize_t n = t->schedstat_fd >= 0 ? pread(t->schedstat_fd, buf, sizeof buf - 1, 0) : -1;
+    if (n <= 0) return;
+    buf[n] = '\0';
+    uint64_t cpu_ns = strtoull(buf, NULL, 10);
+    struct pt_regs regs;
+    if (cpu_ns <= t->cpu_ns || pt_arch_ptrace_regs(t->tid, &regs) != 0) {
+        pt_tr.timer_idle++;
+        return;
+    }
+    pt_sample(t, &regs, cpu_ns - t->cpu_ns);
+    pt_tr.cpu_ns += cpu_ns - t->cpu_ns;
+    t->cpu_ns = cpu_ns;
+    pt_tr.stops++;
+    pt_tr.stopped_ns += pt_mono_ns() - stop_at;
 }
 
 /* Handle one wait status of a traced thread.  `want_stop` means we interrupted
@@ -288,7 +324,13 @@ static int pt_handle(const struct pt_attach_config *cfg, pid_t tid, int status, 
         ptrace(PTRACE_CONT, tid, NULL, NULL);
         return 0;
     }
-    /* Signal-delivery-stop: pass the signal on untouched. */
+    /* Signal-delivery-stop: our timer's SIGPROF is sampled and suppressed,
+     * anything else passed on untouched. */
+    if (sig == SIGPROF && pt_tr.timer && pt_attach_timer_signal(tid)) {
+        pt_timer_sample(t);
+        ptrace(PTRACE_CONT, tid, NULL, NULL);
+        return 0;
+    }
     ptrace(PTRACE_CONT, tid, NULL, (void *)(long)sig);
     return 0;
 }
@@ -476,15 +518,57 @@ static void pt_detach_all(const struct pt_attach_config *cfg) {
     }
 }
 
+/* Continue a thread an injection left stopped, or account for its exit. */
+static void pt_after_inject(const struct pt_attach_config *cfg, pid_t tid,
+                            const struct pt_attach_inject_out *out) {
+    if (out->gone)
+        pt_handle(cfg, tid, out->status, 0);
+    else
+        ptrace(PTRACE_CONT, tid, NULL, (void *)(long)out->pending_sig);
+}
+
+/* Start the target's CPU timer through one of its threads (unless
+ * PROFTUI_ATTACH_POLL is set: benchmarks compare the two clocks).  0, or -1
+ * with `why`.  Not async-signal-safe. */
+static int pt_timer_start(const struct pt_attach_config *cfg, char *why, size_t why_len) {
+    const char *poll_env = getenv("PROFTUI_ATTACH_POLL");
+    if (poll_env != NULL && poll_env[0] != '\0' && strcmp(poll_env, "0") != 0) {
+        snprintf(why, why_len, "PROFTUI_ATTACH_POLL is set");
+        return -1;
+    }
+    pid_t tid = pt_tr.threads[0].tid;
+    if (pt_stop_thread(cfg, tid, 0) != 0) {
+        snprintf(why, why_len, "thread %d did not stop", (int)tid);
+        return -1;
+    }
+    struct pt_attach_inject_out out = {0, 0, 0};
+    int rc = pt_attach_timer_arm(cfg->pid, tid, cfg->period_ns, why, why_len, &out);
+    pt_after_inject(cfg, tid, &out);
+    return rc;
+}
+
+/* Remove the target's CPU timer before detaching.  0, or -1.  Not async-signal-safe. */
+static int pt_timer_stop(const struct pt_attach_config *cfg) {
+    for (int i = 0; i < pt_tr.nthreads; i++) {
+        pid_t tid = pt_tr.threads[i].tid;
+        char state = pt_attach_task_state(cfg->pid, tid);
+        if (state == 'Z' || state == 'X' || pt_stop_thread(cfg, tid, 0) != 0) continue;
+        struct pt_attach_inject_out out = {0, 0, 0};
+        int rc = pt_attach_timer_disarm(tid, &out);
+        pt_after_inject(cfg, tid, &out);
+        if (rc == 0) return 0;
+    }
+    return -1;
+}
+
 /* The ptrace method: see the file comment.  Not async-signal-safe. */
 int pt_attach_ptrace_run(const struct pt_attach_config *cfg) {
     pt_tr.exit_status = pt_tr.exit_signal = pt_tr.last_status = pt_tr.last_signal = -1;
     /* schedstat's CPU time includes the kernel's, and a thread in a system
      * call is interrupted at its user-space entry: kernel time is counted. */
     uint32_t flags = pt_attach_unwind_init(cfg->pid) | PT_ATTACH_FLAG_KERNEL_TIME;
-    pt_attach_out_header(PT_ATTACH_METHOD_PTRACE, cfg->pid, cfg->period_ns, flags);
-    pt_attach_out_buffers(0, 0, cfg->buffer_bytes, 0); /* no kernel ring: samples are taken in line */
     if (pt_seize_all(cfg) != 0) {
+        pt_attach_out_header(PT_ATTACH_METHOD_PTRACE, cfg->pid, cfg->period_ns, flags);
         /* The header is out, so explain through the stream and on stderr. */
         int saved = errno;
         pt_attach_out_text(PT_ATTACH_REC_ERROR, "ptrace(PTRACE_SEIZE, %d): %s", (int)cfg->pid,
@@ -494,6 +578,20 @@ int pt_attach_ptrace_run(const struct pt_attach_config *cfg) {
         errno = saved;
         return -1;
     }
+    char why[160] = "";
+    pt_tr.timer = pt_timer_start(cfg, why, sizeof why) == 0;
+    if (pt_tr.timer) flags |= PT_ATTACH_FLAG_TARGET_TIMER;
+    pt_attach_out_header(PT_ATTACH_METHOD_PTRACE, cfg->pid, cfg->period_ns, flags);
+    pt_attach_out_buffers(0, 0, cfg->buffer_bytes, 0); /* no kernel ring: samples are taken in line */
+    pt_tr.announced = 1;
+    for (int i = 0; i < pt_tr.nthreads; i++)
+        pt_attach_out_thread((uint32_t)pt_tr.threads[i].tid, PT_ATTACH_THREAD_NEW, cfg->pid);
+    if (!pt_tr.timer)
+        pt_attach_out_text(PT_ATTACH_REC_WARN,
+                           "ptrace: sampling by looking at the threads %.0f times a second, "
+                           "not on the target's own CPU clock (%s): system calls may get more "
+                           "than their share on a busy machine",
+                           1e9 / (double)cfg->period_ns, why);
     pt_attach_out_flush();
     int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
     struct itimerspec its = {
@@ -502,7 +600,7 @@ int pt_attach_ptrace_run(const struct pt_attach_config *cfg) {
         .it_value = {(time_t)(cfg->period_ns / 1000000000ull),
                      (long)(cfg->period_ns % 1000000000ull)},
     };
-    timerfd_settime(tfd, 0, &its, NULL);
+    if (!pt_tr.timer) timerfd_settime(tfd, 0, &its, NULL); /* the timer needs no ticks */
     int ticks_since_check = 0;
     for (;;) {
         struct pollfd pfd[3] = {
@@ -533,6 +631,10 @@ int pt_attach_ptrace_run(const struct pt_attach_config *cfg) {
         }
         pt_attach_out_exit(pt_tr.exit_status, pt_tr.exit_signal);
     } else {
+        if (pt_tr.timer && pt_timer_stop(cfg) != 0)
+            pt_attach_out_text(PT_ATTACH_REC_WARN,
+                               "ptrace: the CPU timer set in the target could not be removed: "
+                               "it keeps running and SIGPROF stays ignored there");
         pt_detach_all(cfg);
     }
     /* Say how many looks and stops did not land in running code (issue 26). */
@@ -547,6 +649,14 @@ int pt_attach_ptrace_run(const struct pt_attach_config *cfg) {
                            100.0 * (double)pt_tr.woken / (double)pt_tr.looks,
                            (unsigned long long)pt_tr.slept,
                            100.0 * (double)pt_tr.slept / (double)pt_tr.looks);
+    if (pt_tr.timer)
+        pt_attach_out_text(PT_ATTACH_REC_WARN,
+                           "ptrace: samples were taken where the target's own CPU timer "
+                           "(ITIMER_PROF, set for the attach and removed at detach; SIGPROF was "
+                           "ignored meanwhile) stopped a thread: %llu signals, %llu of them at a "
+                           "thread that had not run since its last sample (not kept)",
+                           (unsigned long long)pt_tr.timer_signals,
+                           (unsigned long long)pt_tr.timer_idle);
     /* Say what the stops cost the target (issue 13), however small: every ptrace
      * sample stops a thread, and a tracer short of CPU makes fewer, cheaper stops.
      * A lower bound: the stop may begin before our waitpid() returns. */

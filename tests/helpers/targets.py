@@ -27,9 +27,9 @@ class ReadyTarget:
     """A fixture program run as our child but outside proftui, as `argv`; it says "ready
     PID" on stdout first. As a context manager, it is killed at the end if it still runs."""
 
-    def __init__(self, argv: Sequence[str | Path]) -> None:
-        self.proc = subprocess.Popen([str(a) for a in argv], stdout=subprocess.PIPE,
-                                     text=True)
+    def __init__(self, argv: Sequence[str | Path], stdin: int | None = None) -> None:
+        self.proc = subprocess.Popen([str(a) for a in argv], stdin=stdin,
+                                     stdout=subprocess.PIPE, text=True)
         assert self.proc.stdout is not None
         ready = self.proc.stdout.readline()
         assert ready == f"ready {self.proc.pid}\n", ready

@@ -103,3 +103,5 @@ def test_attach_stream(c_side: dict[str, int]) -> None:
           round(a.COUNTS_INTERVAL_S * 1e9), MAX_FRAMES)
     agree(c_side, "attach_rec_stack attach_rec_counts attach_rec_buffers attach_lost_table",
           a.REC_STACK, a.REC_COUNTS, a.REC_BUFFERS, a.LOST_TABLE)
+    agree(c_side, "attach_flag_kernel_time attach_flag_target_timer", a.FLAG_KERNEL_TIME,
+          a.FLAG_TARGET_TIMER)

@@ -11,6 +11,9 @@
  *   PT_ARCH_PERF_REGS     sample_regs_user mask (0: none), and
  *   pt_arch_perf_regs(words, n, regs)   decode them (ascending register order)
  *   pt_arch_ptrace_regs(tid, regs)    0, or -1 (errno set)
+ *   PT_ARCH_INJECT        1 if a stopped thread can be made to run a system call
+ *                         (then pt_arch_user_regs, PT_ARCH_SYSCALL_INSN and the
+ *                         pt_arch_*_user_regs / pt_arch_syscall_* helpers)
  *
  * CFI unwinding is x86-64 only; elsewhere the runtimes build and sample with
  * frame pointers, and say so through PT_ARCH_UNWIND_NOTE.

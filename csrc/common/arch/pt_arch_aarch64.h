@@ -54,4 +54,7 @@ static inline int pt_arch_ptrace_regs(pid_t tid, struct pt_regs *r) {
     return 0;
 }
 
+/* No system call injection here: attach's ptrace method polls (pt_attach_timer.c). */
+#define PT_ARCH_INJECT 0
+
 #endif /* PT_ARCH_AARCH64_H */

@@ -62,4 +62,38 @@ static inline int pt_arch_ptrace_regs(pid_t tid, struct pt_regs *r) {
     return 0;
 }
 
+/* System call injection into a ptrace-stopped thread (the attach helper's
+ * CPU timer, csrc/attach/pt_attach_timer.c): the whole register set, and a
+ * `syscall` instruction to point it at.  orig_rax -1 keeps the kernel from
+ * restarting, on the way out of the stop, a system call the thread was
+ * stopped in; restoring the saved set restarts it as it would have been. */
+#define PT_ARCH_INJECT 1
+#define PT_ARCH_SYSCALL_INSN "\x0f\x05"
+typedef struct user_regs_struct pt_arch_user_regs;
+
+static inline int pt_arch_get_user_regs(pid_t tid, pt_arch_user_regs *r) {
+    return ptrace(PTRACE_GETREGS, tid, NULL, r) == 0 ? 0 : -1;
+}
+
+static inline int pt_arch_set_user_regs(pid_t tid, const pt_arch_user_regs *r) {
+    return ptrace(PTRACE_SETREGS, tid, NULL, r) == 0 ? 0 : -1;
+}
+
+static inline uint64_t pt_arch_user_sp(const pt_arch_user_regs *r) { return r->rsp; }
+static inline uint64_t pt_arch_user_pc(const pt_arch_user_regs *r) { return r->rip; }
+
+/* Point `r` at the instruction `pc` to run system call `nr` with `args`. */
+static inline void pt_arch_syscall_regs(pt_arch_user_regs *r, uint64_t pc, long nr,
+                                        const uint64_t args[4]) {
+    r->rip = pc;
+    r->rax = (unsigned long long)nr;
+    r->orig_rax = (unsigned long long)-1;
+    r->rdi = args[0];
+    r->rsi = args[1];
+    r->rdx = args[2];
+    r->r10 = args[3];
+}
+
+static inline long pt_arch_syscall_result(const pt_arch_user_regs *r) { return (long)r->rax; }
+
 #endif /* PT_ARCH_X86_64_H */

@@ -1,0 +1,304 @@
+/* proftui-attach, ptrace method: the target's own CPU-time timer decides
+ * when and where samples are taken (issue 26).
+ *
+ * Polling /proc from the helper samples a thread when the helper gets a CPU,
+ * which on a small machine depends on what the target is doing: system calls
+ * got more than their share.  Instead, for the attach, the target is given
+ * the clock gperftools' libprofiler uses: ITIMER_PROF, which the kernel
+ * checks against the process's CPU time at each tick and signals to the
+ * thread that is running.  That thread stops for us (a traced thread's
+ * signal-delivery-stop) exactly where it ran, is sampled, and the signal is
+ * suppressed.  SIGPROF is set to SIG_IGN for the attach: a traced thread
+ * still stops for an ignored signal, and if the helper dies the signals are
+ * harmless instead of fatal.
+ *
+ * Both settings are made by running a system call in a stopped thread of the
+ * target, as a debugger calls a function in its inferior: the thread's
+ * registers are saved, the call's memory arguments written below its stack
+ * pointer (past the red zone), the registers pointed at a `syscall`
+ * instruction in the target's own code (the vDSO or libc), one
+ * PTRACE_SINGLESTEP runs it, the results are read back and the registers
+ * restored.  A system call the thread was stopped in restarts when it is
+ * continued, as it would have after any ptrace-stop.  At detach: the timer
+ * is stopped, a SIGPROF still pending is taken (rt_sigtimedwait, zero
+ * timeout), and the target's own action for SIGPROF put back.
+ *
+ * Not used (the caller polls instead, saying why): where the target handles
+ * SIGPROF itself or already runs ITIMER_PROF, runs under a seccomp filter (an
+ * unexpected system call could kill it), or on architectures without
+ * PT_ARCH_INJECT.  None of this is async-signal-safe.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "pt_attach.h"
+
+#if PT_ARCH_INJECT
+
+/* Bytes below the stack pointer left alone: the ABI's red zone, and some. */
+#define PT_INJECT_BELOW_SP 256u
+/* How long a thread may take to finish one injected system call. */
+#define PT_INJECT_TIMEOUT_NS 5000000000ull
+
+/* The kernel's struct sigaction for rt_sigaction (x86-64 layout). */
+struct pt_kernel_sigaction {
+    uint64_t handler, flags, restorer, mask;
+};
+
+/* The argument area written below the thread's stack pointer. */
+struct pt_inject_area {
+    struct itimerval timer_new, timer_old;
+    struct pt_kernel_sigaction action_new, action_old;
+    uint64_t sigset;
+    struct timespec zero;
+};
+
+/* The helper's state for the timer: one instance, the helper is single-threaded. */
+static struct {
+    uint64_t syscall_pc;                   /* a `syscall` instruction in the target */
+    struct pt_kernel_sigaction old_action; /* the target's SIGPROF action before ours */
+} pt_timer;
+
+static uint64_t pt_timer_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* A hex mask field ("SigCgt:", "Seccomp:") of /proc/PID/status; -1 if absent. */
+static long long pt_status_field(pid_t pid, const char *key, int base) {
+    char path[64], buf[4096];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return -1;
+    buf[n] = '\0';
+    const char *at = strstr(buf, key);
+    return at != NULL ? strtoll(at + strlen(key), NULL, base) : -1;
+}
+
+static int pt_copy(pid_t tid, uint64_t remote_addr, void *local_buf, size_t len, int write) {
+    struct iovec local = {local_buf, len}, remote = {(void *)remote_addr, len};
+    ssize_t done = write ? process_vm_writev(tid, &local, 1, &remote, 1, 0)
+                         : process_vm_readv(tid, &local, 1, &remote, 1, 0);
+    return done == (ssize_t)len ? 0 : -1;
+}
+
+/* Find a `syscall` instruction in the target's executable mappings, the vDSO
+ * first.  0, or -1. */
+static int pt_find_syscall(pid_t pid) {
+    char path[64], line[512];
+    snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
+    for (int pass = 0; pass < 2; pass++) {
+        FILE *maps = fopen(path, "re");
+        if (maps == NULL) return -1;
+        while (fgets(line, sizeof line, maps) != NULL) {
+            unsigned long long lo, hi;
+            char perms[8];
+            if (sscanf(line, "%llx-%llx %7s", &lo, &hi, perms) != 3 || perms[2] != 'x') continue;
+            if ((strstr(line, "[vdso]") != NULL) != (pass == 0)) continue;
+            static unsigned char chunk[65536];
+            for (uint64_t at = lo; at < hi && at < lo + (4u << 20); at += sizeof chunk - 1) {
+                size_t len = hi - at < sizeof chunk ? (size_t)(hi - at) : sizeof chunk;
+                if (pt_copy(pid, at, chunk, len, 0) != 0) break;
+                const unsigned char *hit = memmem(chunk, len, PT_ARCH_SYSCALL_INSN, 2);
+                if (hit != NULL) {
+                    pt_timer.syscall_pc = at + (uint64_t)(hit - chunk);
+                    fclose(maps);
+                    return 0;
+                }
+            }
+        }
+        fclose(maps);
+    }
+    return -1;
+}
+
+/* Wait for `tid`'s next report only (other threads' reports stay queued for
+ * the main loop), up to PT_INJECT_TIMEOUT_NS.  0, or -1. */
+static int pt_wait_tid(pid_t tid, int *status) {
+    uint64_t deadline = pt_timer_now_ns() + PT_INJECT_TIMEOUT_NS;
+    for (unsigned spins = 0;; spins++) {
+        pid_t r = waitpid(tid, status, __WALL | WNOHANG);
+        if (r == tid) return 0;
+        if (r < 0 && errno != EINTR) return -1;
+        if (pt_timer_now_ns() >= deadline) return -1;
+        if (spins < 100) {
+            sched_yield();
+        } else {
+            struct timespec ts = {0, 200000};
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
+/* Run system call `nr` in the ptrace-stopped thread `tid`.  `area` is copied
+ * below its stack pointer first and back after; the args whose bit is set in
+ * `area_args` are offsets into it, passed as addresses.  The thread is left
+ * stopped with its registers restored.  0 with *result set, or -1 (*out says
+ * whether the thread exited or has a signal to be given when continued). */
+static int pt_inject(pid_t tid, long nr, const uint64_t args[4], unsigned area_args,
+                     struct pt_inject_area *area, long *result, struct pt_attach_inject_out *out) {
+    pt_arch_user_regs saved, regs;
+    if (pt_arch_get_user_regs(tid, &saved) != 0) return -1;
+    uint64_t base = (pt_arch_user_sp(&saved) - PT_INJECT_BELOW_SP - sizeof *area) & ~15ull;
+    if (pt_copy(tid, base, area, sizeof *area, 1) != 0) return -1;
+    uint64_t real_args[4];
+    for (int i = 0; i < 4; i++) real_args[i] = (area_args >> i & 1) ? base + args[i] : args[i];
+    regs = saved;
+    pt_arch_syscall_regs(&regs, pt_timer.syscall_pc, nr, real_args);
+    if (pt_arch_set_user_regs(tid, &regs) != 0) return -1;
+    for (int tries = 0;; tries++) {
+        int status;
+        if (ptrace(PTRACE_SINGLESTEP, tid, NULL, NULL) != 0 || pt_wait_tid(tid, &status) != 0)
+            return -1; /* the thread is gone or wedged: nothing left to restore */
+        if (WIFEXITED(status) || WIFSIGNALED(status)) {
+            out->gone = 1;
+            out->status = status;
+            return -1;
+        }
+        if (!WIFSTOPPED(status)) continue;
+        int sig = WSTOPSIG(status), event = status >> 16;
+        if (pt_arch_get_user_regs(tid, &regs) != 0) return -1;
+        if (event == 0 && sig == SIGTRAP && pt_arch_user_pc(&regs) == pt_timer.syscall_pc + 2) break;
+        /* Stopped before the instruction ran: a signal to hand back later (our
+         * own timer's SIGPROF is dropped), or an event stop. */
+        if (event == 0 && sig != SIGPROF) out->pending_sig = sig;
+        if (tries >= 16) {
+            pt_arch_set_user_regs(tid, &saved);
+            return -1;
+        }
+    }
+    *result = pt_arch_syscall_result(&regs);
+    int copied = pt_copy(tid, base, area, sizeof *area, 0);
+    if (pt_arch_set_user_regs(tid, &saved) != 0) return -1;
+    return copied;
+}
+
+int pt_attach_timer_arm(pid_t pid, pid_t tid, uint64_t period_ns, char *why, size_t why_len,
+                        struct pt_attach_inject_out *out) {
+    long long caught = pt_status_field(pid, "\nSigCgt:\t", 16);
+    long long seccomp = pt_status_field(pid, "\nSeccomp:\t", 10);
+    if (caught > 0 && (caught >> (SIGPROF - 1) & 1)) {
+        snprintf(why, why_len, "the target handles SIGPROF itself");
+        return -1;
+    }
+    if (seccomp > 0) {
+        snprintf(why, why_len, "the target runs under a seccomp filter");
+        return -1;
+    }
+    if (pt_timer.syscall_pc == 0 && pt_find_syscall(pid) != 0) {
+        snprintf(why, why_len, "no system call instruction was found in the target's code");
+        return -1;
+    }
+    struct pt_inject_area area;
+    memset(&area, 0, sizeof area);
+    area.action_new.handler = (uint64_t)(uintptr_t)SIG_IGN;
+    long rc = -1;
+    uint64_t act[4] = {SIGPROF, offsetof(struct pt_inject_area, action_new),
+                       offsetof(struct pt_inject_area, action_old), 8};
+    if (pt_inject(tid, SYS_rt_sigaction, act, 6, &area, &rc, out) != 0 || rc != 0) {
+        snprintf(why, why_len, "a system call could not be run in the target (rt_sigaction: %s)",
+                 rc < 0 && rc > -4096 ? strerror((int)-rc) : "the thread did not complete it");
+        return -1;
+    }
+    pt_timer.old_action = area.action_old;
+    uint64_t old_handler = area.action_old.handler;
+    if (old_handler != (uint64_t)(uintptr_t)SIG_DFL && old_handler != (uint64_t)(uintptr_t)SIG_IGN) {
+        uint64_t put_back[4] = {SIGPROF, offsetof(struct pt_inject_area, action_old), 0, 8};
+        pt_inject(tid, SYS_rt_sigaction, put_back, 2, &area, &rc, out);
+        snprintf(why, why_len, "the target handles SIGPROF itself");
+        return -1;
+    }
+    struct timeval period = {(time_t)(period_ns / 1000000000ull),
+                             (suseconds_t)(period_ns % 1000000000ull / 1000)};
+    if (period.tv_sec == 0 && period.tv_usec == 0) period.tv_usec = 1;
+    area.timer_new = (struct itimerval){period, period};
+    uint64_t set[4] = {ITIMER_PROF, offsetof(struct pt_inject_area, timer_new),
+                       offsetof(struct pt_inject_area, timer_old), 0};
+    int set_failed = pt_inject(tid, SYS_setitimer, set, 6, &area, &rc, out) != 0 || rc != 0;
+    int theirs = !set_failed && (area.timer_old.it_value.tv_sec || area.timer_old.it_value.tv_usec);
+    if (set_failed || theirs) {
+        if (theirs) { /* the target's own profiling timer: give it back untouched */
+            uint64_t put_timer[4] = {ITIMER_PROF, offsetof(struct pt_inject_area, timer_old), 0, 0};
+            pt_inject(tid, SYS_setitimer, put_timer, 2, &area, &rc, out);
+        }
+        uint64_t put_back[4] = {SIGPROF, offsetof(struct pt_inject_area, action_old), 0, 8};
+        area.action_old = pt_timer.old_action;
+        pt_inject(tid, SYS_rt_sigaction, put_back, 2, &area, &rc, out);
+        snprintf(why, why_len, theirs ? "the target runs its own ITIMER_PROF"
+                                      : "setitimer could not be run in the target");
+        return -1;
+    }
+    return 0;
+}
+
+int pt_attach_timer_disarm(pid_t tid, struct pt_attach_inject_out *out) {
+    /* Look again: the target may have exec'd a new image since the arm. */
+    pt_timer.syscall_pc = 0;
+    if (pt_find_syscall(tid) != 0) return -1;
+    struct pt_inject_area area;
+    memset(&area, 0, sizeof area);
+    long rc = -1;
+    uint64_t off[4] = {ITIMER_PROF, offsetof(struct pt_inject_area, timer_new), 0, 0};
+    if (pt_inject(tid, SYS_setitimer, off, 2, &area, &rc, out) != 0 || rc != 0) return -1;
+    /* A SIGPROF the timer queued before it stopped would, once SIGPROF is no
+     * longer ignored, end the target: take it now. */
+    area.sigset = 1ull << (SIGPROF - 1);
+    uint64_t take[4] = {offsetof(struct pt_inject_area, sigset), 0,
+                        offsetof(struct pt_inject_area, zero), 8};
+    if (pt_inject(tid, SYS_rt_sigtimedwait, take, 5, &area, &rc, out) != 0) return -1;
+    area.action_new = pt_timer.old_action;
+    uint64_t put_back[4] = {SIGPROF, offsetof(struct pt_inject_area, action_new),
+                            offsetof(struct pt_inject_area, action_old), 8};
+    if (pt_inject(tid, SYS_rt_sigaction, put_back, 6, &area, &rc, out) != 0 || rc != 0) return -1;
+    if (area.action_old.handler != (uint64_t)(uintptr_t)SIG_IGN) {
+        /* The target set its own action meanwhile (an exec'd program, say): keep it. */
+        area.action_new = area.action_old;
+        uint64_t keep[4] = {SIGPROF, offsetof(struct pt_inject_area, action_new), 0, 8};
+        pt_inject(tid, SYS_rt_sigaction, keep, 2, &area, &rc, out);
+    }
+    return 0;
+}
+
+int pt_attach_timer_signal(pid_t tid) {
+    siginfo_t info;
+    return ptrace(PTRACE_GETSIGINFO, tid, NULL, &info) == 0 && info.si_code == SI_KERNEL;
+}
+
+#else /* !PT_ARCH_INJECT */
+
+int pt_attach_timer_arm(pid_t pid, pid_t tid, uint64_t period_ns, char *why, size_t why_len,
+                        struct pt_attach_inject_out *out) {
+    (void)pid, (void)tid, (void)period_ns, (void)out;
+    snprintf(why, why_len, "system calls cannot be run in the target on %s", PT_ARCH_NAME);
+    return -1;
+}
+
+int pt_attach_timer_disarm(pid_t tid, struct pt_attach_inject_out *out) {
+    (void)tid, (void)out;
+    return -1;
+}
+
+int pt_attach_timer_signal(pid_t tid) {
+    (void)tid;
+    return 0;
+}
+
+#endif
