@@ -86,6 +86,7 @@ struct pt_attach_thread {
     int status_fd;            /* /proc/PID/task/TID/status: state, context switches */
     uint64_t cpu_ns;          /* CPU time at the previous kept sample */
     uint64_t need;            /* stack bytes its last whole walk needed: the next copy's size */
+    uint64_t mask_cpu_ns;     /* CPU time at the previous look at its signal mask (timer) */
     struct pt_sched_view was; /* at our previous look (or stop) */
     int left;                 /* PT_LEFT_*: how it left its CPU before that look */
 };
@@ -111,6 +112,7 @@ struct pt_ptrace_state {
     /* The leader's exit was reaped: the kernel reports it last, the group is empty. */
     int leader_reaped;
     int timer;              /* 1: the target's ITIMER_PROF picks the samples (no polling) */
+    int timer_used;         /* it did for some of the attach */
     uint64_t timer_signals; /* SIGPROF stops for us */
     uint64_t timer_idle;    /* of them, at a thread that had used no CPU since its last */
     int announced;          /* the header is out: new threads are reported as they come */
@@ -126,6 +128,9 @@ static struct pt_ptrace_state pt_tr; /* zero-initialized (.bss): the -1s are set
 /* How long one thread may take to reach the stop we asked for before we give
  * up on it for this tick (its stop, if it comes later, is ended in pt_handle). */
 #define PT_STOP_TIMEOUT_NS 200000000ull
+/* How often the target's liveness (and, on the timer, its threads' signal
+ * masks) are looked at. */
+#define PT_CHECK_NS 100000000ull
 /* How long to wait for the last threads' exit reports once the group is dead. */
 #define PT_REAP_TIMEOUT_NS 1000000000ull
 
@@ -518,6 +523,34 @@ static void pt_detach_all(const struct pt_attach_config *cfg) {
     }
 }
 
+/* 1 if the thread blocks SIGPROF (its SigBlk), so the timer cannot sample it
+ * where it runs and would signal some other thread instead.  Not async-signal-safe. */
+static int pt_blocks_sigprof(const struct pt_attach_thread *t) {
+    static const char key[] = "\nSigBlk:\t";
+    char buf[2048];
+    ssize_t n = t->status_fd >= 0 ? pread(t->status_fd, buf, sizeof buf - 1, 0) : -1;
+    if (n <= 0) return 0;
+    buf[n] = '\0';
+    const char *at = strstr(buf, key);
+    return at != NULL && (strtoull(at + sizeof key - 1, NULL, 16) >> (SIGPROF - 1) & 1);
+}
+
+/* A thread that blocks SIGPROF: any at all (`ran_only` 0, before arming), or
+ * one that used CPU since the previous look (a new thread blocks every signal
+ * for a moment while glibc starts it).  NULL if none.  Not async-signal-safe. */
+static struct pt_attach_thread *pt_thread_blocking_sigprof(int ran_only) {
+    for (int i = 0; i < pt_tr.nthreads; i++) {
+        struct pt_attach_thread *t = &pt_tr.threads[i];
+        char buf[96];
+        ssize_t n = t->schedstat_fd >= 0 ? pread(t->schedstat_fd, buf, sizeof buf - 1, 0) : -1;
+        uint64_t cpu_ns = n > 0 ? (buf[n] = '\0', strtoull(buf, NULL, 10)) : 0;
+        int ran = cpu_ns > t->mask_cpu_ns;
+        t->mask_cpu_ns = cpu_ns;
+        if ((ran || !ran_only) && pt_blocks_sigprof(t)) return t;
+    }
+    return NULL;
+}
+
 /* Continue a thread an injection left stopped, or account for its exit. */
 static void pt_after_inject(const struct pt_attach_config *cfg, pid_t tid,
                             const struct pt_attach_inject_out *out) {
@@ -534,6 +567,11 @@ static int pt_timer_start(const struct pt_attach_config *cfg, char *why, size_t 
     const char *poll_env = getenv("PROFTUI_ATTACH_POLL");
     if (poll_env != NULL && poll_env[0] != '\0' && strcmp(poll_env, "0") != 0) {
         snprintf(why, why_len, "PROFTUI_ATTACH_POLL is set");
+        return -1;
+    }
+    const struct pt_attach_thread *blocking = pt_thread_blocking_sigprof(0);
+    if (blocking != NULL) {
+        snprintf(why, why_len, "thread %d blocks SIGPROF", (int)blocking->tid);
         return -1;
     }
     pid_t tid = pt_tr.threads[0].tid;
@@ -561,6 +599,24 @@ static int pt_timer_stop(const struct pt_attach_config *cfg) {
     return -1;
 }
 
+/* Poll from now on when a thread that blocks SIGPROF runs: the timer would
+ * signal (and wake) another thread instead.  Not async-signal-safe. */
+static void pt_timer_check_masks(const struct pt_attach_config *cfg, int tfd,
+                                 const struct itimerspec *ticks) {
+    const struct pt_attach_thread *blocking = pt_thread_blocking_sigprof(1);
+    if (blocking == NULL) return;
+    pid_t tid = blocking->tid;
+    int removed = pt_timer_stop(cfg) == 0;
+    pt_tr.timer = 0;
+    timerfd_settime(tfd, 0, ticks, NULL);
+    pt_attach_out_text(PT_ATTACH_REC_WARN,
+                       "ptrace: thread %d blocks SIGPROF while it runs, so the target's CPU "
+                       "timer cannot sample it: sampling by looking at the threads from here "
+                       "on%s",
+                       (int)tid, removed ? "" : " (the timer could not be removed: it keeps "
+                                                "running and SIGPROF stays ignored there)");
+}
+
 /* The ptrace method: see the file comment.  Not async-signal-safe. */
 int pt_attach_ptrace_run(const struct pt_attach_config *cfg) {
     pt_tr.exit_status = pt_tr.exit_signal = pt_tr.last_status = pt_tr.last_signal = -1;
@@ -579,7 +635,7 @@ int pt_attach_ptrace_run(const struct pt_attach_config *cfg) {
         return -1;
     }
     char why[160] = "";
-    pt_tr.timer = pt_timer_start(cfg, why, sizeof why) == 0;
+    pt_tr.timer = pt_tr.timer_used = pt_timer_start(cfg, why, sizeof why) == 0;
     if (pt_tr.timer) flags |= PT_ATTACH_FLAG_TARGET_TIMER;
     pt_attach_out_header(PT_ATTACH_METHOD_PTRACE, cfg->pid, cfg->period_ns, flags);
     pt_attach_out_buffers(0, 0, cfg->buffer_bytes, 0); /* no kernel ring: samples are taken in line */
@@ -601,7 +657,7 @@ int pt_attach_ptrace_run(const struct pt_attach_config *cfg) {
                      (long)(cfg->period_ns % 1000000000ull)},
     };
     if (!pt_tr.timer) timerfd_settime(tfd, 0, &its, NULL); /* the timer needs no ticks */
-    int ticks_since_check = 0;
+    uint64_t next_check = pt_mono_ns() + PT_CHECK_NS;
     for (;;) {
         struct pollfd pfd[3] = {
             {cfg->control_fd, POLLIN, 0}, {cfg->signal_fd, POLLIN, 0}, {tfd, POLLIN, 0}};
@@ -614,9 +670,10 @@ int pt_attach_ptrace_run(const struct pt_attach_config *cfg) {
             if (read(tfd, &expirations, sizeof expirations) > 0) pt_tick(cfg);
             pt_reap(cfg);
         }
-        if (++ticks_since_check >= 10 || r == 0) {
-            ticks_since_check = 0;
+        if (pt_mono_ns() >= next_check) {
+            next_check = pt_mono_ns() + PT_CHECK_NS;
             if (!pt_attach_target_alive(cfg->pid)) pt_tr.target_gone = 1;
+            if (pt_tr.timer && !pt_tr.target_gone) pt_timer_check_masks(cfg, tfd, &its);
         }
         pt_attach_out_flush();
         if (stop || pt_tr.target_gone || pt_tr.nthreads == 0 || pt_attach_out_broken()) break;
@@ -649,7 +706,7 @@ int pt_attach_ptrace_run(const struct pt_attach_config *cfg) {
                            100.0 * (double)pt_tr.woken / (double)pt_tr.looks,
                            (unsigned long long)pt_tr.slept,
                            100.0 * (double)pt_tr.slept / (double)pt_tr.looks);
-    if (pt_tr.timer)
+    if (pt_tr.timer_used)
         pt_attach_out_text(PT_ATTACH_REC_WARN,
                            "ptrace: samples were taken where the target's own CPU timer "
                            "(ITIMER_PROF, set for the attach and removed at detach; SIGPROF was "

@@ -17,7 +17,7 @@ from proftui.collectors.runtime.libraries import runtime_executable_path
 
 from tests.conftest import build_fixture
 from tests.helpers.collect import attach
-from tests.helpers.costs import self_costs
+from tests.helpers.costs import names_on_paths, self_costs
 from tests.helpers.targets import ATT_DONE, ReadyTarget, SpinTarget
 
 TIMER_NOTE = "ptrace: samples were taken where the target's own CPU timer"
@@ -33,7 +33,7 @@ def ignored_signals(pid: int) -> int:
 
 
 def sigprof_fixture() -> Path:
-    return build_fixture("att_sigprof.c", ["-O2", "-g"])
+    return build_fixture("att_sigprof.c", ["-O2", "-g", "-pthread"])
 
 
 def test_the_timer_is_set_for_the_attach_only() -> None:
@@ -101,3 +101,21 @@ def test_a_system_call_the_target_was_blocked_in_goes_on() -> None:
     assert any(w.startswith(TIMER_NOTE) for w in profile.meta.warnings), profile.meta.warnings
     assert "sp_spin" in self_costs(profile)
 
+
+
+@pytest.mark.parametrize("when", ["early", "late"])
+def test_a_thread_that_blocks_sigprof_is_polled(when: str) -> None:
+    """The timer's signal goes to a thread that does not block it: a running thread that
+    blocks SIGPROF would go unsampled and wake others, so proftui polls, from the start
+    (`early`) or from when the thread shows up (`late`), and still samples that thread."""
+    with ReadyTarget([sigprof_fixture(), "blocked", "1.0", when]) as target:
+        collector = attach(target.pid, "ptrace", frequency_hz=500)
+        profile = collector.wait()  # until the target exits
+        collector.stop()
+        assert target.finish() == ("blocked done\n", 0)
+    said = {"early": "ptrace: sampling by looking at the threads",
+            "late": "ptrace: thread "}[when]
+    notes = [w for w in profile.meta.warnings if "blocks SIGPROF" in w]
+    assert len(notes) == 1 and notes[0].startswith(said), profile.meta.warnings
+    paths = names_on_paths(profile)
+    assert any(p[-2:] == ["sp_blocked_spin", "sp_spin"] for p in paths), paths
