@@ -32,7 +32,9 @@ server's one connection and 1 KiB replies (it sleeps in epoll_wait between reque
 and with 2 connections and 4 KiB replies; then the share of samples under main on
 tests/fixtures/att_deep.c (26 KiB of stack below main, no frame pointers; goal >= 99%).
 The ptrace method is measured twice: on the target's own CPU timer (its default) and
-polling (PROFTUI_ATTACH_POLL=1, what it falls back to).
+polling (PROFTUI_ATTACH_POLL=1, what it falls back to).  The last row is that CPU timer
+itself, without proftui: ITIMER_PROF sampling inside the server (benchmarks/
+itimer_preload.c, gperftools' clock) against perf over the same run.
 Each figure is the median of --accuracy-rounds runs, with the range.
 
 usage: python benchmarks/bench_attach.py [--rounds N] [--seconds S] [--drop-seconds S]
@@ -295,6 +297,58 @@ def server_points(method: str, conns: int, reply_kib: int, seconds: float = 2.0)
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _itimer_name(line: str, symbols: dict[str, list[tuple[int, str]]]) -> str:
+    """The function of one itimer_preload.c line: dladdr's name, else the object's."""
+    pc, base, name, path = line.split(" ", 3)
+    if name != "?":
+        return name
+    if path not in symbols:
+        nm = subprocess.run(["nm", "-n", path], capture_output=True, text=True).stdout
+        symbols[path] = [(int(f[0], 16), f[2]) for f in map(str.split, nm.splitlines())
+                         if len(f) == 3 and f[1] in "tTwW"]
+    offset = int(pc, 16) - int(base, 16)
+    below = [sym for start, sym in symbols[path] if start <= offset]
+    return below[-1] if below else "?"
+
+
+def itimer_points(conns: int, reply_kib: int, seconds: float = 2.0) -> float:
+    """Largest self-share difference (points) between ITIMER_PROF sampling inside the
+    server (no proftui) and perf -p over the same run."""
+    src = ROOT / "tests/fixtures/att_server.c"
+    binary = ROOT / "build" / "bench" / "att_server"
+    shim = ROOT / "build" / "bench" / "itimer_preload.so"
+    binary.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["gcc", "-O2", "-g", "-o", str(binary), str(src)], check=True)
+    subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-o", str(shim),
+                    str(ROOT / "benchmarks/itimer_preload.c")], check=True)
+    tmp = Path(tempfile.mkdtemp(prefix="bench-attach-itimer-"))
+    env = {**os.environ, "LD_PRELOAD": str(shim), "ITIMER_OUT": str(tmp / "pcs")}
+    proc = subprocess.Popen([str(binary), str(seconds + 0.3), str(conns), str(reply_kib)],
+                            stdout=subprocess.PIPE, text=True, env=env)
+    assert proc.stdout is not None
+    proc.stdout.readline()
+    try:
+        perf = subprocess.run(["perf", "record", "-q", "-e", "task-clock", "-F", "1000", "-g",
+                               "-p", str(proc.pid), "-o", str(tmp / "perf.data")],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        assert perf.returncode in (0, -signal.SIGINT, 130)
+        proc.wait()
+        symbols: dict[str, list[tuple[int, str]]] = {}
+        counts: dict[str, int] = {}
+        for line in (tmp / "pcs").read_text().splitlines():
+            name = _itimer_name(line, symbols)
+            counts[name] = counts.get(name, 0) + 1
+        total = sum(counts.values())
+        mine = _folded({name: 100.0 * n / total for name, n in counts.items()})
+        theirs = _folded(reference.perf_user_shares(tmp / "perf.data", binary.name[:15]))
+        return max(abs(mine.get(n, 0.0) - theirs.get(n, 0.0)) for n in {*mine, *theirs})
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def deep_under_main(method: str, seconds: float = 2.0) -> float:
     """Percent of samples whose stack reaches main, on att_deep (no frame pointers)."""
     src = ROOT / "tests/fixtures/att_deep.c"
@@ -343,6 +397,11 @@ def accuracy(rounds: int) -> None:
             cells.append(f"{statistics.median(values):5.1f} ({values[0]:.1f}-{values[-1]:.1f})")
         print(f"{label:11} {cells[0]:>20} {cells[1]:>20} {cells[2]:>20}")
     os.environ.pop("PROFTUI_ATTACH_POLL", None)
+    cells = []
+    for run in (lambda: itimer_points(1, 1), lambda: itimer_points(2, 4)):
+        values = sorted(run() for _ in range(rounds))
+        cells.append(f"{statistics.median(values):5.1f} ({values[0]:.1f}-{values[-1]:.1f})")
+    print(f"{'ITIMER_PROF':11} {cells[0]:>20} {cells[1]:>20} {'':>20}  (in-process, no proftui)")
     print("goals: <= 5 points from perf; >= 99% under main")
     print()
 
