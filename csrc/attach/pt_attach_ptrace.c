@@ -87,6 +87,7 @@ struct pt_attach_thread {
     uint64_t cpu_ns;          /* CPU time at the previous kept sample */
     uint64_t need;            /* stack bytes its last whole walk needed: the next copy's size */
     uint64_t mask_cpu_ns;     /* CPU time at the previous look at its signal mask (timer) */
+    int blocked_looks;        /* looks in a row that found it running with SIGPROF blocked */
     struct pt_sched_view was; /* at our previous look (or stop) */
     int left;                 /* PT_LEFT_*: how it left its CPU before that look */
 };
@@ -535,10 +536,10 @@ static int pt_blocks_sigprof(const struct pt_attach_thread *t) {
     return at != NULL && (strtoull(at + sizeof key - 1, NULL, 16) >> (SIGPROF - 1) & 1);
 }
 
-/* A thread that blocks SIGPROF: any at all (`ran_only` 0, before arming), or
- * one that used CPU since the previous look (a new thread blocks every signal
- * for a moment while glibc starts it).  NULL if none.  Not async-signal-safe. */
-static struct pt_attach_thread *pt_thread_blocking_sigprof(int ran_only) {
+/* A thread found blocking SIGPROF and using CPU at two looks in a row (a new
+ * thread blocks every signal for a moment while glibc starts it, and a look
+ * may fall in that moment).  NULL if none.  Not async-signal-safe. */
+static struct pt_attach_thread *pt_thread_blocking_sigprof(void) {
     for (int i = 0; i < pt_tr.nthreads; i++) {
         struct pt_attach_thread *t = &pt_tr.threads[i];
         char buf[96];
@@ -546,7 +547,8 @@ static struct pt_attach_thread *pt_thread_blocking_sigprof(int ran_only) {
         uint64_t cpu_ns = n > 0 ? (buf[n] = '\0', strtoull(buf, NULL, 10)) : 0;
         int ran = cpu_ns > t->mask_cpu_ns;
         t->mask_cpu_ns = cpu_ns;
-        if ((ran || !ran_only) && pt_blocks_sigprof(t)) return t;
+        t->blocked_looks = ran && pt_blocks_sigprof(t) ? t->blocked_looks + 1 : 0;
+        if (t->blocked_looks >= 2) return t;
     }
     return NULL;
 }
@@ -567,11 +569,6 @@ static int pt_timer_start(const struct pt_attach_config *cfg, char *why, size_t 
     const char *poll_env = getenv("PROFTUI_ATTACH_POLL");
     if (poll_env != NULL && poll_env[0] != '\0' && strcmp(poll_env, "0") != 0) {
         snprintf(why, why_len, "PROFTUI_ATTACH_POLL is set");
-        return -1;
-    }
-    const struct pt_attach_thread *blocking = pt_thread_blocking_sigprof(0);
-    if (blocking != NULL) {
-        snprintf(why, why_len, "thread %d blocks SIGPROF", (int)blocking->tid);
         return -1;
     }
     pid_t tid = pt_tr.threads[0].tid;
@@ -603,7 +600,7 @@ static int pt_timer_stop(const struct pt_attach_config *cfg) {
  * signal (and wake) another thread instead.  Not async-signal-safe. */
 static void pt_timer_check_masks(const struct pt_attach_config *cfg, int tfd,
                                  const struct itimerspec *ticks) {
-    const struct pt_attach_thread *blocking = pt_thread_blocking_sigprof(1);
+    const struct pt_attach_thread *blocking = pt_thread_blocking_sigprof();
     if (blocking == NULL) return;
     pid_t tid = blocking->tid;
     int removed = pt_timer_stop(cfg) == 0;

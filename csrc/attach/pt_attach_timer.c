@@ -26,7 +26,8 @@
  * Not used (the caller polls instead, saying why): where the target handles
  * SIGPROF itself or already runs ITIMER_PROF, runs under a seccomp filter (an
  * unexpected system call could kill it), or on architectures without
- * PT_ARCH_INJECT.  None of this is async-signal-safe.
+ * PT_ARCH_INJECT; and from when a thread runs with SIGPROF blocked
+ * (pt_attach_ptrace.c looks every 100 ms).  None of this is async-signal-safe.
  */
 #define _GNU_SOURCE
 #include <errno.h>

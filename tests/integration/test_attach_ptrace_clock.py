@@ -106,16 +106,14 @@ def test_a_system_call_the_target_was_blocked_in_goes_on() -> None:
 @pytest.mark.parametrize("when", ["early", "late"])
 def test_a_thread_that_blocks_sigprof_is_polled(when: str) -> None:
     """The timer's signal goes to a thread that does not block it: a running thread that
-    blocks SIGPROF would go unsampled and wake others, so proftui polls, from the start
-    (`early`) or from when the thread shows up (`late`), and still samples that thread."""
+    blocks SIGPROF (one started before the attach, or after) would go unsampled and wake
+    others, so proftui polls from when it sees one, and still samples that thread."""
     with ReadyTarget([sigprof_fixture(), "blocked", "1.0", when]) as target:
         collector = attach(target.pid, "ptrace", frequency_hz=500)
         profile = collector.wait()  # until the target exits
         collector.stop()
         assert target.finish() == ("blocked done\n", 0)
-    said = {"early": "ptrace: sampling by looking at the threads",
-            "late": "ptrace: thread "}[when]
     notes = [w for w in profile.meta.warnings if "blocks SIGPROF" in w]
-    assert len(notes) == 1 and notes[0].startswith(said), profile.meta.warnings
+    assert len(notes) == 1 and notes[0].startswith("ptrace: thread "), profile.meta.warnings
     paths = names_on_paths(profile)
-    assert any(p[-2:] == ["sp_blocked_spin", "sp_spin"] for p in paths), paths
+    assert any("sp_blocked_spin" in p for p in paths), paths
