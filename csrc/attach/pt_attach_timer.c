@@ -72,6 +72,7 @@ struct pt_inject_area {
 static struct {
     uint64_t syscall_pc;                   /* a `syscall` instruction in the target */
     struct pt_kernel_sigaction old_action; /* the target's SIGPROF action before ours */
+    int running;                           /* our ITIMER_PROF runs in the target */
 } pt_timer;
 
 static uint64_t pt_timer_now_ns(void) {
@@ -178,9 +179,16 @@ static int pt_inject(pid_t tid, long nr, const uint64_t args[4], unsigned area_a
         int sig = WSTOPSIG(status), event = status >> 16;
         if (pt_arch_get_user_regs(tid, &regs) != 0) return -1;
         if (event == 0 && sig == SIGTRAP && pt_arch_user_pc(&regs) == pt_timer.syscall_pc + 2) break;
-        /* Stopped before the instruction ran: a signal to hand back later (our
-         * own timer's SIGPROF is dropped), or an event stop. */
-        if (event == 0 && sig != SIGPROF) out->pending_sig = sig;
+        /* Stopped before the instruction ran: at an event, or for a signal.  Our
+         * timer's SIGPROF is dropped, as always; any other signal is handed back
+         * when the thread is continued, or (a second one meanwhile) sent again. */
+        int ours = sig == SIGPROF && pt_timer.running && pt_attach_timer_signal(tid);
+        if (event == 0 && !ours) {
+            if (out->pending_sig == 0)
+                out->pending_sig = sig;
+            else
+                syscall(SYS_tkill, tid, sig);
+        }
         if (tries >= 16) {
             pt_arch_set_user_regs(tid, &saved);
             return -1;
@@ -247,6 +255,7 @@ int pt_attach_timer_arm(pid_t pid, pid_t tid, uint64_t period_ns, char *why, siz
                                       : "setitimer could not be run in the target");
         return -1;
     }
+    pt_timer.running = 1;
     return 0;
 }
 
@@ -275,6 +284,7 @@ int pt_attach_timer_disarm(pid_t tid, struct pt_attach_inject_out *out) {
         uint64_t keep[4] = {SIGPROF, offsetof(struct pt_inject_area, action_new), 0, 8};
         pt_inject(tid, SYS_rt_sigaction, keep, 2, &area, &rc, out);
     }
+    pt_timer.running = 0;
     return 0;
 }
 

@@ -7,8 +7,10 @@ action for SIGPROF afterwards, a system call it was blocked in.
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -117,3 +119,31 @@ def test_a_thread_that_blocks_sigprof_is_polled(when: str) -> None:
     assert len(notes) == 1 and notes[0].startswith("ptrace: thread "), profile.meta.warnings
     paths = names_on_paths(profile)
     assert any("sp_blocked_spin" in p for p in paths), paths
+
+
+def test_signals_sent_while_the_timer_is_set_and_removed_all_arrive() -> None:
+    """Queued signals sent all through the attach (while system calls run in the target
+    at its start and end) are each delivered once: none lost, none doubled."""
+    with ReadyTarget([sigprof_fixture(), "rt", "3.5"]) as target:
+        sent = 0
+        done = threading.Event()
+
+        def send() -> None:
+            nonlocal sent
+            while not done.is_set():
+                os.kill(target.pid, signal.SIGRTMIN)
+                sent += 1
+                time.sleep(0.0005)
+
+        sender = threading.Thread(target=send)
+        sender.start()
+        try:
+            for _ in range(3):  # three attaches: three arms and three removals
+                collector = attach(target.pid, "ptrace", frequency_hz=1000, duration_s=0.2)
+                profile = collector.wait()
+                collector.stop()
+                assert any(w.startswith(TIMER_NOTE) for w in profile.meta.warnings)
+        finally:
+            done.set()
+            sender.join()
+        assert target.finish() == (f"rt {sent}\n", 0)
