@@ -251,6 +251,15 @@ static void pt_sample(struct pt_attach_thread *t, const struct pt_regs *regs, ui
 
 static uint64_t pt_mono_ns(void);
 
+/* A thread's CPU time from its schedstat (0 if unreadable).  Not async-signal-safe. */
+static uint64_t pt_sched_cpu(const struct pt_attach_thread *t) {
+    char buf[96];
+    ssize_t n = t->schedstat_fd >= 0 ? pread(t->schedstat_fd, buf, sizeof buf - 1, 0) : -1;
+    if (n <= 0) return 0;
+    buf[n] = '\0';
+    return strtoull(buf, NULL, 10);
+}
+
 /* A thread stopped by the target's timer: sample it where it ran, for the
  * CPU time since its previous sample.  The timer signals the thread that was
  * running, unless it blocks SIGPROF: a thread that used no CPU since its
@@ -258,11 +267,8 @@ static uint64_t pt_mono_ns(void);
 static void pt_timer_sample(struct pt_attach_thread *t) {
     uint64_t stop_at = pt_mono_ns();
     pt_tr.timer_signals++;
-    char buf[96];
-    ssize_t n = t->schedstat_fd >= 0 ? pread(t->schedstat_fd, buf, sizeof buf - 1, 0) : -1;
-    if (n <= 0) return;
-    buf[n] = '\0';
-    uint64_t cpu_ns = strtoull(buf, NULL, 10);
+    uint64_t cpu_ns = pt_sched_cpu(t);
+    if (cpu_ns == 0) return;
     struct pt_regs regs;
     if (cpu_ns <= t->cpu_ns || pt_arch_ptrace_regs(t->tid, &regs) != 0) {
         pt_tr.timer_idle++;
@@ -542,9 +548,7 @@ static int pt_blocks_sigprof(const struct pt_attach_thread *t) {
 static struct pt_attach_thread *pt_thread_blocking_sigprof(void) {
     for (int i = 0; i < pt_tr.nthreads; i++) {
         struct pt_attach_thread *t = &pt_tr.threads[i];
-        char buf[96];
-        ssize_t n = t->schedstat_fd >= 0 ? pread(t->schedstat_fd, buf, sizeof buf - 1, 0) : -1;
-        uint64_t cpu_ns = n > 0 ? (buf[n] = '\0', strtoull(buf, NULL, 10)) : 0;
+        uint64_t cpu_ns = pt_sched_cpu(t);
         int ran = cpu_ns > t->mask_cpu_ns;
         t->mask_cpu_ns = cpu_ns;
         t->blocked_looks = ran && pt_blocks_sigprof(t) ? t->blocked_looks + 1 : 0;

@@ -200,6 +200,43 @@ static int pt_inject(pid_t tid, long nr, const uint64_t args[4], unsigned area_a
     return copied;
 }
 
+/* The result of a call that could not be run (the thread did not complete it). */
+#define PT_NOT_RUN (-4096L)
+
+/* rt_sigaction(SIGPROF, action, old) in the stopped thread `tid` (`old` may be
+ * NULL): 0, -errno, or PT_NOT_RUN. */
+static long pt_sigprof_action(pid_t tid, const struct pt_kernel_sigaction *action,
+                              struct pt_kernel_sigaction *old, struct pt_attach_inject_out *out) {
+    struct pt_inject_area area;
+    memset(&area, 0, sizeof area);
+    area.action_new = *action;
+    long rc = PT_NOT_RUN;
+    uint64_t args[4] = {SIGPROF, offsetof(struct pt_inject_area, action_new),
+                        offsetof(struct pt_inject_area, action_old), 8};
+    if (old == NULL) args[2] = 0;
+    if (pt_inject(tid, SYS_rt_sigaction, args, old != NULL ? 6 : 2, &area, &rc, out) != 0)
+        return PT_NOT_RUN;
+    if (old != NULL) *old = area.action_old;
+    return rc;
+}
+
+/* setitimer(ITIMER_PROF, value, old) in the stopped thread `tid` (`old` may be
+ * NULL): 0, -errno, or PT_NOT_RUN. */
+static long pt_prof_timer(pid_t tid, const struct itimerval *value, struct itimerval *old,
+                          struct pt_attach_inject_out *out) {
+    struct pt_inject_area area;
+    memset(&area, 0, sizeof area);
+    area.timer_new = *value;
+    long rc = PT_NOT_RUN;
+    uint64_t args[4] = {ITIMER_PROF, offsetof(struct pt_inject_area, timer_new),
+                        offsetof(struct pt_inject_area, timer_old), 0};
+    if (old == NULL) args[2] = 0;
+    if (pt_inject(tid, SYS_setitimer, args, old != NULL ? 6 : 2, &area, &rc, out) != 0)
+        return PT_NOT_RUN;
+    if (old != NULL) *old = area.timer_old;
+    return rc;
+}
+
 int pt_attach_timer_arm(pid_t pid, pid_t tid, uint64_t period_ns, char *why, size_t why_len,
                         struct pt_attach_inject_out *out) {
     long long caught = pt_status_field(pid, "\nSigCgt:\t", 16);
@@ -216,41 +253,30 @@ int pt_attach_timer_arm(pid_t pid, pid_t tid, uint64_t period_ns, char *why, siz
         snprintf(why, why_len, "no system call instruction was found in the target's code");
         return -1;
     }
-    struct pt_inject_area area;
-    memset(&area, 0, sizeof area);
-    area.action_new.handler = (uint64_t)(uintptr_t)SIG_IGN;
-    long rc = -1;
-    uint64_t act[4] = {SIGPROF, offsetof(struct pt_inject_area, action_new),
-                       offsetof(struct pt_inject_area, action_old), 8};
-    if (pt_inject(tid, SYS_rt_sigaction, act, 6, &area, &rc, out) != 0 || rc != 0) {
+    const struct pt_kernel_sigaction ignore = {(uint64_t)(uintptr_t)SIG_IGN, 0, 0, 0};
+    long rc = pt_sigprof_action(tid, &ignore, &pt_timer.old_action, out);
+    if (rc != 0) {
         snprintf(why, why_len, "a system call could not be run in the target (rt_sigaction: %s)",
-                 rc < 0 && rc > -4096 ? strerror((int)-rc) : "the thread did not complete it");
+                 rc > PT_NOT_RUN ? strerror((int)-rc) : "the thread did not complete it");
         return -1;
     }
-    pt_timer.old_action = area.action_old;
-    uint64_t old_handler = area.action_old.handler;
+    uint64_t old_handler = pt_timer.old_action.handler;
     if (old_handler != (uint64_t)(uintptr_t)SIG_DFL && old_handler != (uint64_t)(uintptr_t)SIG_IGN) {
-        uint64_t put_back[4] = {SIGPROF, offsetof(struct pt_inject_area, action_old), 0, 8};
-        pt_inject(tid, SYS_rt_sigaction, put_back, 2, &area, &rc, out);
+        pt_sigprof_action(tid, &pt_timer.old_action, NULL, out);
         snprintf(why, why_len, "the target handles SIGPROF itself");
         return -1;
     }
     struct timeval period = {(time_t)(period_ns / 1000000000ull),
                              (suseconds_t)(period_ns % 1000000000ull / 1000)};
     if (period.tv_sec == 0 && period.tv_usec == 0) period.tv_usec = 1;
-    area.timer_new = (struct itimerval){period, period};
-    uint64_t set[4] = {ITIMER_PROF, offsetof(struct pt_inject_area, timer_new),
-                       offsetof(struct pt_inject_area, timer_old), 0};
-    int set_failed = pt_inject(tid, SYS_setitimer, set, 6, &area, &rc, out) != 0 || rc != 0;
-    int theirs = !set_failed && (area.timer_old.it_value.tv_sec || area.timer_old.it_value.tv_usec);
+    const struct itimerval every = {period, period};
+    struct itimerval before;
+    memset(&before, 0, sizeof before);
+    int set_failed = pt_prof_timer(tid, &every, &before, out) != 0;
+    int theirs = !set_failed && (before.it_value.tv_sec || before.it_value.tv_usec);
     if (set_failed || theirs) {
-        if (theirs) { /* the target's own profiling timer: give it back untouched */
-            uint64_t put_timer[4] = {ITIMER_PROF, offsetof(struct pt_inject_area, timer_old), 0, 0};
-            pt_inject(tid, SYS_setitimer, put_timer, 2, &area, &rc, out);
-        }
-        uint64_t put_back[4] = {SIGPROF, offsetof(struct pt_inject_area, action_old), 0, 8};
-        area.action_old = pt_timer.old_action;
-        pt_inject(tid, SYS_rt_sigaction, put_back, 2, &area, &rc, out);
+        if (theirs) pt_prof_timer(tid, &before, NULL, out); /* the target's own: give it back */
+        pt_sigprof_action(tid, &pt_timer.old_action, NULL, out);
         snprintf(why, why_len, theirs ? "the target runs its own ITIMER_PROF"
                                       : "setitimer could not be run in the target");
         return -1;
@@ -263,27 +289,21 @@ int pt_attach_timer_disarm(pid_t tid, struct pt_attach_inject_out *out) {
     /* Look again: the target may have exec'd a new image since the arm. */
     pt_timer.syscall_pc = 0;
     if (pt_find_syscall(tid) != 0) return -1;
-    struct pt_inject_area area;
-    memset(&area, 0, sizeof area);
-    long rc = -1;
-    uint64_t off[4] = {ITIMER_PROF, offsetof(struct pt_inject_area, timer_new), 0, 0};
-    if (pt_inject(tid, SYS_setitimer, off, 2, &area, &rc, out) != 0 || rc != 0) return -1;
+    const struct itimerval off = {{0, 0}, {0, 0}};
+    if (pt_prof_timer(tid, &off, NULL, out) != 0) return -1;
     /* A SIGPROF the timer queued before it stopped would, once SIGPROF is no
      * longer ignored, end the target: take it now. */
+    struct pt_inject_area area;
+    memset(&area, 0, sizeof area);
     area.sigset = 1ull << (SIGPROF - 1);
+    long rc = PT_NOT_RUN;
     uint64_t take[4] = {offsetof(struct pt_inject_area, sigset), 0,
                         offsetof(struct pt_inject_area, zero), 8};
     if (pt_inject(tid, SYS_rt_sigtimedwait, take, 5, &area, &rc, out) != 0) return -1;
-    area.action_new = pt_timer.old_action;
-    uint64_t put_back[4] = {SIGPROF, offsetof(struct pt_inject_area, action_new),
-                            offsetof(struct pt_inject_area, action_old), 8};
-    if (pt_inject(tid, SYS_rt_sigaction, put_back, 6, &area, &rc, out) != 0 || rc != 0) return -1;
-    if (area.action_old.handler != (uint64_t)(uintptr_t)SIG_IGN) {
-        /* The target set its own action meanwhile (an exec'd program, say): keep it. */
-        area.action_new = area.action_old;
-        uint64_t keep[4] = {SIGPROF, offsetof(struct pt_inject_area, action_new), 0, 8};
-        pt_inject(tid, SYS_rt_sigaction, keep, 2, &area, &rc, out);
-    }
+    struct pt_kernel_sigaction current;
+    if (pt_sigprof_action(tid, &pt_timer.old_action, &current, out) != 0) return -1;
+    if (current.handler != (uint64_t)(uintptr_t)SIG_IGN) /* set by the target meanwhile */
+        pt_sigprof_action(tid, &current, NULL, out);     /* (an exec'd program, say): keep it */
     pt_timer.running = 0;
     return 0;
 }
