@@ -150,6 +150,10 @@ static int pt_wait_tid(pid_t tid, int *status) {
     }
 }
 
+static void pt_send_again(pid_t tid, const int *sigs, int n) {
+    for (int i = 0; i < n; i++) syscall(SYS_tkill, tid, sigs[i]);
+}
+
 /* Run system call `nr` in the ptrace-stopped thread `tid`.  `area` is copied
  * below its stack pointer first and back after; the args whose bit is set in
  * `area_args` are offsets into it, passed as addresses.  The thread is left
@@ -166,6 +170,9 @@ static int pt_inject(pid_t tid, long nr, const uint64_t args[4], unsigned area_a
     regs = saved;
     pt_arch_syscall_regs(&regs, pt_timer.syscall_pc, nr, real_args);
     if (pt_arch_set_user_regs(tid, &regs) != 0) return -1;
+    /* Signals beyond the first that arrive meanwhile, sent again once the
+     * registers are back (sent at once, each would stop the next step again). */
+    int again[16], nagain = 0;
     for (int tries = 0;; tries++) {
         int status;
         if (ptrace(PTRACE_SINGLESTEP, tid, NULL, NULL) != 0 || pt_wait_tid(tid, &status) != 0)
@@ -187,17 +194,19 @@ static int pt_inject(pid_t tid, long nr, const uint64_t args[4], unsigned area_a
             if (out->pending_sig == 0)
                 out->pending_sig = sig;
             else
-                syscall(SYS_tkill, tid, sig);
+                again[nagain++] = sig;
         }
-        if (tries >= 16) {
+        if (tries >= 15) { /* 16 steps at most: `again` has room for each */
             pt_arch_set_user_regs(tid, &saved);
+            pt_send_again(tid, again, nagain);
             return -1;
         }
     }
     *result = pt_arch_syscall_result(&regs);
     int copied = pt_copy(tid, base, area, sizeof *area, 0);
-    if (pt_arch_set_user_regs(tid, &saved) != 0) return -1;
-    return copied;
+    int restored = pt_arch_set_user_regs(tid, &saved);
+    pt_send_again(tid, again, nagain);
+    return restored != 0 ? -1 : copied;
 }
 
 /* The result of a call that could not be run (the thread did not complete it). */
