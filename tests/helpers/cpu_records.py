@@ -28,7 +28,7 @@ def libprofiler() -> str:
     return name
 
 
-def record_gperftools(directory: Path, units: int = 100) -> tuple[Path, Path]:
+def record_gperftools(directory: Path, units: int = 250) -> tuple[Path, Path]:
     """Run the exp_work fixture under libprofiler; (binary, CPU profile)."""
     binary = build_fixture("exp_work.c", FLAGS)
     prof = directory / "cpu.prof"

@@ -41,9 +41,10 @@ POINTS = 3.0
 # wait on them when their addresses alias (lua_settop: 2.5 % under the empty hooks,
 # 2.2-10.5 % with proftui's, by run, in both proftui's and perf's view of the same
 # run).  A hook of the same cost that touches no memory at all (24 dependent adds)
-# already moves such functions by about 3 points.  So on Lua the attribution is held
-# to 3 points on the same run (test_lua_ticks_agree_with_perf_on_the_same_run), and
-# the cross-run agreement to LUA_POINTS.
+# already moves such functions by about 3 points, and how far depends on the CPU (one
+# CI machine ran sort_comp at 16 % beside the hooks against 7.5 % plainly).  So on Lua
+# the attribution is held to 3 points of perf watching the same runs, and the
+# agreement with plain runs to LUA_POINTS where perf does not see the shift as well.
 LUA_POINTS = 8.0
 LUA_SCRIPT = LUA_SCRIPTS / "intern_sort.lua"
 # Lua with a fixed string-hash seed: identical runs under any tool (uftrace's counts).
@@ -133,20 +134,10 @@ def _no_aslr() -> Iterator[None]:
         libc.personality(old)
 
 
-def test_lua_self_shares_agree_with_perf(tmp_path: Path) -> None:
-    """String interning, GC, table.sort and Lua calls in Lua -O2: perf's top 10 within
-    LUA_POINTS (see there why not 3)."""
-    _skip_without_perf(tmp_path)
-    lua = build_lua(LUA_FLAGS)
-    worst = _agreement([lua, LUA_SCRIPT, "30"], tmp_path)
-    assert worst <= LUA_POINTS
-
-
-def test_lua_ticks_agree_with_perf_on_the_same_run(tmp_path: Path) -> None:
-    """perf watching a run under proftui's hooks, and proftui's own ticks of that very
-    run, share the program's time alike: within 3 points over perf's top 10 (the
-    hooks' cost, and the clock's signal trampoline, left out of both)."""
-    _skip_without_perf(tmp_path)
+def _hooked_run(lua: Path, run_dir: Path, data: Path) -> tuple[dict[str, float],
+                                                                 dict[str, float], str]:
+    """One Lua run under proftui's hooks, watched by perf: (proftui's program shares from
+    its own file, perf's program shares of the same run, what the pc tables did)."""
     from proftui.collectors.instrument.hook_profile import (
         HookSymbols,
         add_hook_data,
@@ -158,11 +149,8 @@ def test_lua_ticks_agree_with_perf_on_the_same_run(tmp_path: Path) -> None:
     from proftui.collectors.runtime.wire import RuntimeFile
     from proftui.collectors.runtime.wire_hook import decode_hook
 
-    lua = build_lua(LUA_FLAGS)
     hook = runtime_library_path("proftui_hook")
-    run_dir = tmp_path / "run"
     run_dir.mkdir(mode=0o700)
-    data = tmp_path / "same.data"
     env = {**os.environ, "LD_PRELOAD": hook, "PROFTUI_DIR": str(run_dir),
            "PROFTUI_FREQUENCY": str(HZ)}
     subprocess.run(["perf", "record", "-q", "-g", "-F", str(HZ), "-o", str(data), "--",
@@ -172,20 +160,67 @@ def test_lua_ticks_agree_with_perf_on_the_same_run(tmp_path: Path) -> None:
     path = next(run_dir.glob("hook.*.ptw"))
     file = RuntimeFile(path)
     try:
+        decoded = decode_hook(file, path.name)
         profile = new_profile(ProfileMeta(mode="instrument"), "cpu")
-        add_hook_data(profile, decode_hook(file, path.name), HookSymbols(), {})
+        add_hook_data(profile, decoded, HookSymbols(), {})
         merge_parts(profile)
     finally:
         file.close()
-    ours = reference.proftui_program_shares(profile)
-    top = sorted(theirs, key=theirs.__getitem__, reverse=True)[:TOP]
-    worst = 0.0
+    assert profile.total() > 2000, "too few samples to compare shares"
+    tables = ", ".join(f"tid {t.tid}: {t.pcs_entries} entries, {t.pcs_dropped} dropped"
+                       for t in decoded.threads.values())
+    return reference.proftui_program_shares(profile), theirs, f"pc tables {tables}"
+
+
+def _table(title: str, reference_shares: dict[str, float], ours: dict[str, float],
+           explained: dict[str, float] | None = None) -> dict[str, float]:
+    """Print perf's top functions beside proftui's; name -> difference in points."""
+    top = sorted(reference_shares, key=reference_shares.__getitem__, reverse=True)[:TOP]
+    print(title)
+    print(f"{'function':<40} {'perf':>7} {'proftui':>8} {'diff':>7}"
+          + (f" {'perf/hooks':>10}" if explained is not None else ""))
+    diffs = {}
     for name in top:
-        diff = ours.get(name, 0.0) - theirs[name]
-        worst = max(worst, abs(diff))
-        print(f"{name[:40]:<40} {theirs[name]:7.2f} {ours.get(name, 0.0):8.2f} {diff:+7.2f}")
-    assert profile.total() > 2000
-    assert worst <= POINTS
+        diffs[name] = ours.get(name, 0.0) - reference_shares[name]
+        extra = f" {explained.get(name, 0.0):10.2f}" if explained is not None else ""
+        print(f"{name[:40]:<40} {reference_shares[name]:7.2f} {ours.get(name, 0.0):8.2f} "
+              f"{diffs[name]:+7.2f}{extra}")
+    return diffs
+
+
+def test_lua_self_shares_agree_with_perf(tmp_path: Path) -> None:
+    """String interning, GC, table.sort and Lua calls in Lua -O2, runs alternating
+    between perf on the plain binary (glibc's empty hooks) and perf watching a run under
+    proftui's hooks, medians compared.  proftui's own ticks of the hooked runs share the
+    program's time as perf's view of those same runs does, within 3 points over perf's
+    top 10 (the hooks' cost, and the clock's signal trampoline, left out of both).
+    Against the plain runs, perf's top 10 are within LUA_POINTS, or, where the function
+    ran differently beside the hooks, perf's view of the hooked runs shows the same
+    share (see LUA_POINTS: how much depends on the CPU)."""
+    _skip_without_perf(tmp_path)
+    lua = build_lua(LUA_FLAGS)
+    plain: list[dict[str, float]] = []
+    hooked: list[dict[str, float]] = []
+    ours: list[dict[str, float]] = []
+    for i in range(ROUNDS):
+        data = tmp_path / f"plain{i}.data"
+        subprocess.run(["perf", "record", "-q", "-g", "-F", str(HZ), "-o", str(data), "--",
+                        str(lua), str(LUA_SCRIPT), "30"], check=True, capture_output=True,
+                       timeout=300)
+        plain.append(reference.perf_program_shares(data, lua))
+        mine, theirs, tables = _hooked_run(lua, tmp_path / f"run{i}", tmp_path / f"hooked{i}.data")
+        print(tables)
+        ours.append(mine)
+        hooked.append(theirs)
+    mine, same, other = _medians(ours), _medians(hooked), _medians(plain)
+    same_run = _table("proftui against perf on the same (hooked) runs:", same, mine)
+    cross = _table("proftui against perf on plain runs:", other, mine, explained=same)
+    assert max(map(abs, same_run.values())) <= POINTS
+    for name, diff in cross.items():
+        seen_by_perf = abs(mine.get(name, 0.0) - same.get(name, 0.0)) <= POINTS
+        assert abs(diff) <= LUA_POINTS or seen_by_perf, (
+            f"{name}: {diff:+.2f} points from perf's plain runs, and perf's view of the "
+            f"hooked runs does not show it")
 
 
 def test_cxx_self_shares_agree_with_perf(tmp_path: Path) -> None:
