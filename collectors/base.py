@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import abc
+import contextlib
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Literal
 
@@ -15,6 +17,8 @@ from proftui.collectors.runtime.rundir import RunDirectory
 
 if TYPE_CHECKING:
     from proftui.collectors.stacktable.builder import StackProfile
+
+FOLD_EVERY_S = 1.0  # headless runs fold drained data into the profile this often
 
 
 @dataclass
@@ -140,6 +144,30 @@ class Collector(abc.ABC):
         subtracts snapshots."""
         return []
 
+    def fold(self) -> None:  # noqa: B027 - optional: most collectors keep nothing raw
+        """Apply what the collector has drained but not yet folded into its live profile,
+        without making a snapshot.  Headless runs call it every FOLD_EVERY_S (`folding`),
+        so raw data (new stacks, per-interval counts) never piles up until the end of a
+        long run; the TUI's snapshots do the same work.  Takes `self._lock`."""
+
+    @contextlib.contextmanager
+    def folding(self) -> Iterator[None]:
+        """While the body runs (a headless wait), a thread calls `fold()` every
+        FOLD_EVERY_S, so the body's thread stays free to forward signals to the target."""
+        done = threading.Event()
+
+        def loop() -> None:
+            while not done.wait(FOLD_EVERY_S):
+                self.fold()
+
+        thread = threading.Thread(target=loop, name="proftui-fold", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            done.set()
+            thread.join()
+
     def snapshot(self) -> Profile:
         """`collect()` minus the counters at the last `reset()` (the model's one
         subtraction, `diff.subtract`: a `b` mark taken at the same moment gives the
@@ -192,7 +220,8 @@ class LaunchCollector(Collector):
 
     def wait(self) -> Profile:
         if self.process is not None:
-            self.process.wait()
+            with self.folding():
+                self.process.wait()
         return self.snapshot()
 
     def output(self) -> OutputLog | None:

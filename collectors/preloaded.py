@@ -184,7 +184,8 @@ class PreloadedCollector(LaunchCollector, Generic[ReaderT]):
 
     def wait(self) -> Profile:
         if self.process is not None:
-            self.process.wait()
+            with self.folding():
+                self.process.wait()
         self.join_poll()
         return self.snapshot()
 

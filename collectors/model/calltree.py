@@ -30,6 +30,7 @@ from typing import overload
 
 ROOT_FRAME = -1  # frame id of the synthetic root node of every CallTree
 NO_CALLS = -1  # `calls` column value: the call count is unknown
+SLICE_NODES = 65536  # whole-tree passes copy columns to lists this many nodes at a time
 
 
 def _column(n: int, value: float = 0.0) -> array:
@@ -406,11 +407,18 @@ class CallTree:
         selfs, totals = [], []
         for m in range(self.n_metrics):
             own, total = [0.0] * width, [0.0] * width
-            self_column, total_column = self.selfs[m].tolist(), self.totals[m].tolist()
-            for i in range(1, len(keys)):
-                own[keys[i]] += self_column[i]
-                if outer[i]:
-                    total[keys[i]] += total_column[i]
+            # In slices: lists are fast to index, and a slice's lists stay small beside
+            # a tree of millions of nodes.
+            for start in range(1, len(keys), SLICE_NODES):
+                end = min(len(keys), start + SLICE_NODES)
+                self_column = self.selfs[m][start:end].tolist()
+                total_column = self.totals[m][start:end].tolist()
+                for key, is_outer, own_cost, total_cost in zip(
+                        keys[start:end], outer[start:end], self_column, total_column,
+                        strict=True):
+                    own[key] += own_cost
+                    if is_outer:
+                        total[key] += total_cost
             selfs.append(own)
             totals.append(total)
         return selfs, totals

@@ -255,9 +255,13 @@ def encode(profile: Profile, *, embed_sources: bool = True) -> bytes:
         doc["sources"] = gather_sources(profile)
     text = json.dumps(doc, separators=(",", ":")).encode()
     # Level 1: the columns are mostly small integers; a higher level costs seconds on
-    # big profiles for a few percent of size.
-    return gzip.compress(b"".join((MAGIC, _LENGTH.pack(len(text)), text, *blobs.chunks)),
-                         compresslevel=1)
+    # big profiles for a few percent of size.  Compressed part by part (wbits 31: a
+    # gzip stream), so the parts are never joined into one more copy of the profile.
+    compressor = zlib.compressobj(1, zlib.DEFLATED, 31)
+    out = [compressor.compress(part)
+           for part in (MAGIC, _LENGTH.pack(len(text)), text, *blobs.chunks)]
+    out.append(compressor.flush())
+    return b"".join(out)
 
 
 def save_or_fallback(profile: Profile, path: Path, *,

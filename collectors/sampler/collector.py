@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import os
 import time
+from array import array
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -46,6 +48,16 @@ FILE_GLOB = "sampler.*.ptw"
 STATIC_HINT = "use attach mode instead: start it, then run `proftui --pid PID`"
 
 
+@dataclass
+class _Drained:
+    """What the drain thread gathered between two folds (SamplerCollector's fields)."""
+
+    maps: list[tuple[str, int, list[Any]]]
+    stacks: list[tuple[str, int, RawStack]]
+    counts: dict[tuple[str, int], tuple[int, int]]
+    timed: dict[tuple[str, int, int], list[int]]
+
+
 class SamplerCollector(PreloadedCollector[SamplerFile]):
     """Runs the target with the preloaded stack sampler and drains it live."""
 
@@ -70,6 +82,7 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
         self._timed: dict[tuple[str, int, int], list[int]] = {}
         self._clocks: dict[str, tuple[float, int]] = {}  # file -> (Unix s, its monotonic ns)
         self._ring_lost: dict[Path, int] = {}  # each file's ring overflows seen so far
+        self._read_counts: dict[Path, array] = {}  # each file's stack samples as last read
         self._whole_read: set[Path] = set()  # files read whole after the target ended
         # counts a file opened while paused held when it was opened: never shown
         self._before_pause: dict[tuple[str, int], tuple[int, int]] = {}
@@ -145,10 +158,14 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
                         if ended:
                             self._whole_read.add(path)
                         samples, periods = sfile.stacks.counts()
-                        counts = [(sid, n, p) for sid, (n, p) in
-                                  enumerate(zip(samples, periods, strict=True)) if n]
+                        last = self._read_counts.setdefault(path, array("Q"))
+                        last.frombytes(bytes(8 * max(0, len(samples) - len(last))))
+                        counts = [(sid, n, p) for sid, (n, p, seen) in
+                                  enumerate(zip(samples, periods, last, strict=False))
+                                  if n != seen]
                     else:
                         counts = sfile.stacks.counts_of(sorted(moved))
+                    self._note_read(path, counts)
                 except ProftuiError as exc:  # truncated under us: keep what was drained
                     self._warnings.append(f"{exc}; samples after this point are lost")
                     self._bad_files.add(path)
@@ -169,6 +186,15 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
                     if skip is not None:
                         n, p = n - skip[0], p - skip[1]
                     self._counts[(name, sid)] = (n, p)
+
+    def _note_read(self, path: Path, counts: list[tuple[int, int, int]]) -> None:
+        """Remember each stack's sample count as read, so a whole-table read passes on
+        only the stacks that changed (caller holds _files_lock)."""
+        last = self._read_counts.setdefault(path, array("Q"))
+        for sid, n, _p in counts:
+            if sid >= len(last):
+                last.frombytes(bytes(8 * (sid + 1 - len(last))))
+            last[sid] = n
 
     def _moved(self, name: str, records: list[Records], stacks: list[RawStack]) -> set[int]:
         """Stack ids the ring records name (plus new stacks: a ring may have dropped the
@@ -248,42 +274,57 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
     def stack_tables(self) -> list[StackProfile]:
         return [self._profile]
 
+    def fold(self) -> None:
+        with self._lock:
+            with self._files_lock:
+                drained = self._take_drained()
+            with self._sym_lock:
+                self._apply(drained)
+
     def collect(self) -> Profile:
         self.poll()
         with self._files_lock:
             meta = self._meta()
-            pending, self._pending_maps = self._pending_maps, []
-            stacks, self._new_stacks = self._new_stacks, []
-            counts, self._counts = self._counts, {}
-            timed, self._timed = self._timed, {}
+            drained = self._take_drained()
         with self._sym_lock:
             if meta.complete:  # the pids are gone (maybe reused): map logs only from now on
                 self._images.forget_pids()
-            for name, pid, maps in pending:
-                self._images.add_loads(name, pid, loaded_segments(maps))
-            built = self._profile
-            for name, pid, raw in stacks:
-                built.stack((name, raw.id), f"pid {pid} tid {raw.tid}",
-                            self._images.frames_for(name, pid), raw.ips)
-            updates = []
-            for key, (samples, periods) in counts.items():
-                index = built.find(key)
-                if index is not None:  # else a corrupt entry (never published)
-                    updates.append((index, (samples, periods * self._periods.get(key[0], 0))))
-            built.set_many(updates)
-            origin = self._start_time or time.time()
-            for (name, sid, step), (samples, periods) in timed.items():
-                index = built.find((name, sid))
-                if index is not None:
-                    built.add_at(origin + (step + 0.5) / TIMELINE_STEPS, index,
-                                 (samples, periods * self._periods.get(name, 0)), origin)
-            built.close_slices(time.time())
-            if pending:  # an unknown address of an earlier stack may resolve now
-                built.resymbolize()
-            profile = built.snapshot(meta)
+            self._apply(drained)
+            profile = self._profile.snapshot(meta)
             profile.meta.warnings.extend(w for w in self._images.warnings()
                                          if w not in profile.meta.warnings)
         return profile
+
+    def _take_drained(self) -> _Drained:
+        """What the drain thread gathered since the last call (caller holds _files_lock)."""
+        drained = _Drained(self._pending_maps, self._new_stacks, self._counts, self._timed)
+        self._pending_maps, self._new_stacks, self._counts, self._timed = [], [], {}, {}
+        return drained
+
+    def _apply(self, drained: _Drained) -> None:
+        """Fold drained mappings, stacks, counts and timeline steps into the live profile
+        (caller holds _sym_lock)."""
+        for name, pid, maps in drained.maps:
+            self._images.add_loads(name, pid, loaded_segments(maps))
+        built = self._profile
+        for name, pid, raw in drained.stacks:
+            built.stack((name, raw.id), f"pid {pid} tid {raw.tid}",
+                        self._images.frames_for(name, pid), raw.ips)
+        updates = []
+        for key, (samples, periods) in drained.counts.items():
+            index = built.find(key)
+            if index is not None:  # else a corrupt entry (never published)
+                updates.append((index, (samples, periods * self._periods.get(key[0], 0))))
+        built.set_many(updates)
+        origin = self._start_time or time.time()
+        for (name, sid, step), (samples, periods) in drained.timed.items():
+            index = built.find((name, sid))
+            if index is not None:
+                built.add_at(origin + (step + 0.5) / TIMELINE_STEPS, index,
+                             (samples, periods * self._periods.get(name, 0)), origin)
+        built.close_slices(time.time())
+        if drained.maps:  # an unknown address of an earlier stack may resolve now
+            built.resymbolize()
 
     def _meta(self) -> ProfileMeta:
         """Metadata from the process and the runtime headers; caller holds _files_lock."""

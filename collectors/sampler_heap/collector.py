@@ -62,7 +62,8 @@ class HeapSamplerCollector(LaunchCollector):
 
     def wait(self) -> Profile:
         if self.process is not None:
-            self.process.wait()
+            with self.folding():
+                self.process.wait()
         self.sampler.join_poll()
         self.heap.join_poll()
         return self.snapshot()
@@ -83,6 +84,10 @@ class HeapSamplerCollector(LaunchCollector):
     def stack_tables(self) -> list[StackProfile]:
         """The sampler's table then the heap's: `collect()`'s metric order."""
         return [*self.sampler.stack_tables(), *self.heap.stack_tables()]
+
+    def fold(self) -> None:
+        self.sampler.fold()
+        self.heap.fold()
 
     def collect(self) -> Profile:
         cpu = self.sampler.collect()
