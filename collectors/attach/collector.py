@@ -26,7 +26,7 @@ import time
 from typing import Any, ClassVar
 
 from proftui.collectors.attach import checks as attach_checks
-from proftui.collectors.base import Collector, CollectorOptions
+from proftui.collectors.base import FOLD_EVERY_S, Collector, CollectorOptions
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.model.profile import CPU_NS, SAMPLES, Frame, Profile, ProfileMeta
 from proftui.collectors.runtime.launch import ExitInfo, stop_signals
@@ -331,12 +331,16 @@ class AttachCollector(Collector):
         if threading.current_thread() is threading.main_thread():
             for sig in stop_signals():  # SIGTERM, SIGHUP: detach and keep the profile
                 old_handlers[sig] = signal.signal(sig, on_signal)
+        folded = time.monotonic()
         try:
             while not self._ended.is_set() and not stop.is_set():
                 remaining = 0.2 if deadline is None else min(0.2, deadline - time.monotonic())
                 if remaining <= 0:
                     break
                 self._ended.wait(remaining)
+                if time.monotonic() - folded >= FOLD_EVERY_S:
+                    self.fold()
+                    folded = time.monotonic()
         except KeyboardInterrupt:
             pass  # Ctrl-C ends the recording; the profile is still saved
         finally:
@@ -386,11 +390,16 @@ class AttachCollector(Collector):
     def stack_tables(self) -> list[StackProfile]:
         return [self._profile]
 
+    def fold(self) -> None:
+        with self._lock:
+            with self._data_lock:
+                moved, timed, maps_dirty = self._take_drained()
+            with self._sym_lock:
+                self._apply(moved, timed, maps_dirty)
+
     def collect(self) -> Profile:
         with self._data_lock:
-            moved = [(key, list(self._stacks[key])) for key in self._moved]
-            self._moved = set()
-            timed, self._timed = self._timed, []
+            moved, timed, maps_dirty = self._take_drained()
             running = self.is_running()
             meta = ProfileMeta(
                 mode="attach", argv=list(self._target_argv), pids=[self.target_pid],
@@ -404,21 +413,34 @@ class AttachCollector(Collector):
             meta.warnings.extend(self._rate_warnings())
             meta.warnings.extend(self._lost_warnings())
             meta.warnings.extend(_cut_warnings(self._cut, self._samples))
-            maps_dirty, self._maps_dirty = self._maps_dirty, False
         with self._sym_lock:
-            if maps_dirty and self._space is not None:
-                self._refresh_space()
-                self._profile.resymbolize()
-            for key, counts in moved:
-                self._profile.set(self._add_stack(key), counts)
-            origin = self._start_time or time.time()
-            for when, key, samples, weight_ns in timed:
-                self._profile.add_at(when, self._add_stack(key), (samples, weight_ns), origin)
-            self._profile.close_slices(time.time())
+            self._apply(moved, timed, maps_dirty)
             profile = self._profile.snapshot(meta)
             profile.meta.warnings.extend(w for w in self._symbol_warnings()
                                          if w not in profile.meta.warnings)
             return profile
+
+    def _take_drained(self) -> tuple[list[tuple[Any, list[float]]], list[Any], bool]:
+        """Stacks whose counts moved, timeline steps and whether mappings changed, since
+        the last call (caller holds _data_lock)."""
+        moved = [(key, list(self._stacks[key])) for key in self._moved]
+        self._moved = set()
+        timed, self._timed = self._timed, []
+        maps_dirty, self._maps_dirty = self._maps_dirty, False
+        return moved, timed, maps_dirty
+
+    def _apply(self, moved: list[tuple[Any, list[float]]], timed: list[Any],
+               maps_dirty: bool) -> None:
+        """Fold what `_take_drained` gave into the live profile (caller holds _sym_lock)."""
+        if maps_dirty and self._space is not None:
+            self._refresh_space()
+            self._profile.resymbolize()
+        for key, counts in moved:
+            self._profile.set(self._add_stack(key), counts)
+        origin = self._start_time or time.time()
+        for when, key, samples, weight_ns in timed:
+            self._profile.add_at(when, self._add_stack(key), (samples, weight_ns), origin)
+        self._profile.close_slices(time.time())
 
     def _lost_warnings(self) -> list[str]:
         """Where dropped samples were lost and what helps; caller holds self._data_lock."""
