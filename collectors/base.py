@@ -158,7 +158,10 @@ class Collector(abc.ABC):
 
         def loop() -> None:
             while not done.wait(FOLD_EVERY_S):
-                self.fold()
+                try:
+                    self.fold()
+                except Exception:  # the final collect() meets it again and says it
+                    return
 
         thread = threading.Thread(target=loop, name="proftui-fold", daemon=True)
         thread.start()
