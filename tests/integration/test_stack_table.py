@@ -96,6 +96,28 @@ def test_live_snapshots_only_add_up_to_the_final_profile(binary: Path) -> None:
     assert final.total(0) == taken
 
 
+def test_a_headless_wait_folds_stacks_in_while_the_target_runs(binary: Path) -> None:
+    """Stacks reach the profile every FOLD_EVERY_S before any snapshot, and the folded
+    profile still holds every sample the handlers took."""
+    collector = SamplerCollector([str(binary), "600000"],
+                                 CollectorOptions(output="log", frequency_hz=10_000,
+                                                  keep_run_dir=True))
+    collector.start()
+    seen = []
+    try:
+        with collector.folding():
+            while collector.is_running():
+                seen.append(len(collector.stack_tables()[0]))
+                time.sleep(0.05)
+        profile = collector.wait()
+    finally:
+        collector.stop()
+        taken, _stacks = handler_counts(collector.run_dir.path)
+        shutil.rmtree(collector.run_dir.path, ignore_errors=True)
+    assert max(seen) > 0, f"nothing folded in {len(seen) * 0.05:.1f} s of running"
+    assert profile.total(0) == taken
+
+
 @pytest.mark.parametrize("how", ["fork", "threads"])
 def test_each_process_and_thread_counts_its_own(binary: Path, how: str) -> None:
     profile, (taken, _stacks) = record([str(binary), "200000", how], follow=how == "fork")
