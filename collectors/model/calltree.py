@@ -246,6 +246,18 @@ class CallTree:
         self.last_child[node] = new
         return new
 
+    def node_map(self, into: CallTree, frame_map: Sequence[int] | None = None) -> array:
+        """For each node of this tree, the node of `into` at the same path (frame ids
+        mapped through `frame_map`), -1 where `into` has none: where `fold` put it."""
+        out = array("q", [0]) * len(self)
+        lookup, parents, frames = into._lookup(), self.parents, self.frames
+        for i in range(1, len(parents)):
+            up = out[parents[i]]
+            frame = frames[i] if frame_map is None else frame_map[frames[i]]
+            found = lookup.get(up << 32 | frame) if up >= 0 else None
+            out[i] = -1 if found is None else found
+        return out
+
     def children(self, node: int) -> list[int]:
         """Child nodes of `node`, in insertion order."""
         out = []

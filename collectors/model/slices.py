@@ -15,7 +15,7 @@ Pure: no I/O.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from proftui.collectors.model.lines import add_costs, fold_costs
@@ -224,6 +224,62 @@ class SliceRecorder:
                     out.costs[m].append(value)
             out.offsets.append(len(out.stacks))
         return out
+
+
+@dataclass(frozen=True)
+class SliceSource:
+    """One profile's slices as they enter a profile laid side by side with others
+    (`combine`): where its trees' nodes went and where its metrics start."""
+
+    slices: Slices
+    leaf_map: Sequence[int]  # its whole tree's node -> the joined tree's
+    part_maps: Mapping[str, Sequence[int]]  # per part label: its part's node -> joined part's
+    first_metric: int  # its metric 0 among the joined metrics
+
+
+def combine(sources: Sequence[SliceSource], n_metrics: int) -> Slices:
+    """The slices of profiles laid side by side (the sampler's and the heap profiler's
+    of one run): one stack index (each source's stacks numbered after the previous
+    source's), one grid as wide as the widest source's slices, each entry's costs in
+    its source's metric columns."""
+    start = min(src.slices.start for src in sources)
+    width = max(src.slices.width for src in sources)
+    index = StackIndex()
+    label_ids: dict[str, int] = {}
+    code_ids: dict[tuple[str, int], int] = {}
+    grid: dict[int, dict[int, list[float]]] = {}
+    for src in sources:
+        base, own = len(index), src.slices.index
+        for s in range(len(own)):
+            label = own.labels[own.part[s]]
+            part = label_ids.setdefault(label, len(label_ids))
+            if part == len(index.labels):
+                index.labels.append(label)
+            part_map = src.part_maps.get(label)
+            index.leaf.append(src.leaf_map[own.leaf[s]])
+            index.part.append(part)
+            index.part_leaf.append(-1 if part_map is None else part_map[own.part_leaf[s]])
+            code = own.code[s]
+            index.code.append(-1 if code < 0 else
+                              code_ids.setdefault(own.code_keys[code], len(code_ids)))
+        slices = src.slices
+        for k in range(len(slices)):
+            middle = slices.start + (k + 0.5) * slices.width
+            slot = grid.setdefault(int((middle - start) // width), {})
+            for e in range(slices.offsets[k], slices.offsets[k + 1]):
+                values = [0.0] * n_metrics
+                for m, column in enumerate(slices.costs):
+                    values[src.first_metric + m] = column[e]
+                add_costs(slot, base + slices.stacks[e], values)
+    index.code_keys = list(code_ids)
+    out = Slices(start, width, index, costs=[array("d") for _ in range(n_metrics)])
+    for k in range(max(grid, default=-1) + 1):
+        for stack, values in sorted(grid.get(k, {}).items()):
+            out.stacks.append(stack)
+            for m, value in enumerate(values):
+                out.costs[m].append(value)
+        out.offsets.append(len(out.stacks))
+    return out
 
 
 def index_of(labels: Iterable[str], leaf: Sequence[int], part: Sequence[int],

@@ -6,7 +6,8 @@ as they always do, on their own poll threads.  They share one set of address
 spaces and one symbolizer (symbols.stacks.ImageSpaces), so an address is one
 Frame in both; `collect()` lays the two profiles side by side: the sampler's
 metrics then the heap's over one frame table, one tree, one set of line and
-address costs, with the heap timeline (live bytes and RSS).
+address costs, with the heap timeline (live bytes and RSS) and both runtimes' costs
+over time (the Time pane, time ranges).
 
 The one collector made of two others: it sits above the sampler and heap packages
 (which never import each other) and is registered as mode "sampler+heap".
@@ -20,6 +21,7 @@ from proftui.collectors.base import CollectorOptions, LaunchCollector
 from proftui.collectors.heap.collector import HeapCollector
 from proftui.collectors.model.lines import fold_costs
 from proftui.collectors.model.profile import CallTree, FrameTable, Profile, ProfileMeta
+from proftui.collectors.model.slices import SliceSource, combine
 from proftui.collectors.runtime.preload import launch_preloaded
 from proftui.collectors.sampler.collector import SamplerCollector
 from proftui.collectors.stacktable.builder import StackProfile
@@ -125,8 +127,9 @@ def side_by_side(first: Profile, second: Profile, meta: ProfileMeta) -> Profile:
     n_second = len(second.metrics)
     first_map = [*range(n_first), *([None] * n_second)]
     second_map = [*([None] * n_first), *range(n_second)]
-    for src, ids, metric_map in ((first, first_ids, first_map),
-                                 (second, second_ids, second_map)):
+    sources: list[SliceSource] = []
+    for src, ids, metric_map, offset in ((first, first_ids, first_map, 0),
+                                         (second, second_ids, second_map, n_first)):
         assert src.tree is not None
         out.tree.fold(0, src.tree, frame_map=ids, metric_map=metric_map)
         for label, tree in src.parts.items():
@@ -134,6 +137,11 @@ def side_by_side(first: Profile, second: Profile, meta: ProfileMeta) -> Profile:
             if part is None:
                 part = out.parts[label] = CallTree(n)
             part.fold(0, tree, frame_map=ids, metric_map=metric_map)
+        if src.slices is not None:
+            sources.append(SliceSource(
+                src.slices, src.tree.node_map(out.tree, ids),
+                {label: tree.node_map(out.parts[label], ids)
+                 for label, tree in src.parts.items()}, offset))
         fold_costs(out.line_costs, src.line_costs, metric_map=metric_map)
         fold_costs(out.address_costs, src.address_costs, metric_map=metric_map)
         for key, site in src.address_sites.items():
@@ -141,4 +149,6 @@ def side_by_side(first: Profile, second: Profile, meta: ProfileMeta) -> Profile:
         for (caller, callee), count in src.arcs.items():
             arc = (ids[caller] if caller >= 0 else caller, ids[callee])
             out.arcs[arc] = out.arcs.get(arc, 0) + count
+    if sources:  # the timeline: both runtimes' costs over time, over the joined trees
+        out.slices = combine(sources, n)
     return out.finalize()

@@ -26,6 +26,7 @@ from proftui.collectors.formats.export.text import render_text
 from proftui.collectors.formats.importers import load_any
 from proftui.collectors.model import storage
 from proftui.collectors.model.profile import Profile
+from proftui.collectors.model.slices import range_profile
 from proftui.collectors.sampler.collector import SamplerCollector
 from proftui.collectors.sampler_heap.collector import MODE, HeapSamplerCollector
 
@@ -268,3 +269,21 @@ def test_sigterm_ends_the_run_cleanly() -> None:
     assert "Traceback" not in err
     assert f"proftui {MODE} profile of" in out  # the report of what was collected
     assert "samples" in out
+
+
+def test_the_whole_run_as_a_time_range_is_the_whole_profile(runs: dict) -> None:
+    """Both runtimes' costs over time sit on the joined trees: the range of every slice
+    gives each function (in the whole tree and in each part) the cost the profile has,
+    for the sampler's metrics and the heap's counted ones alike."""
+    both = runs["both"]
+    slices = both.slices
+    assert slices is not None and len(slices) > 0
+    whole = range_profile(both, 0.0, slices.width * len(slices))
+    for metric in ("samples", "cpu_ns", "allocs", "alloc_bytes", "temporary"):
+        assert by_site(whole, metric) == pytest.approx(by_site(both, metric)), metric
+        for label in both.parts:
+            assert by_site(whole, metric, label) == pytest.approx(
+                by_site(both, metric, label)), (metric, label)
+    for metric in ("samples", "allocs"):  # the Time pane's rows: each metric in its column
+        activity = slices.part_activity(both.metric_index(metric))
+        assert sum(map(sum, activity)) == both.total(both.metric_index(metric)), metric

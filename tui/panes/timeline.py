@@ -113,8 +113,10 @@ class TimelinePane(Pane, Vertical):
             title.update(f"No {name} over time: it is a state, not counted per slice "
                          "(m picks another metric)")
         else:
-            per = "thread" if any(" tid " in label for label in slices.index.labels) \
-                else "process"
+            threads = {" tid " in label for label in slices.index.labels}
+            # --heap: the sampler's rows are threads, the heap profiler's processes
+            per = "thread or process" if len(threads) > 1 else \
+                "thread" if True in threads else "process"
             title.update(f"Activity over {slices.width * len(slices):.1f} s ({name} per "
                          f"{per}; slices of {slices.width:g} s)")
         span = getattr(self.app, "time_range", None)
