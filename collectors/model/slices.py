@@ -241,13 +241,15 @@ def combine(sources: Sequence[SliceSource], n_metrics: int) -> Slices:
     """The slices of profiles laid side by side (the sampler's and the heap profiler's
     of one run): one stack index (each source's stacks numbered after the previous
     source's), one grid as wide as the widest source's slices, each entry's costs in
-    its source's metric columns."""
+    its source's metric columns (zero in the others).  Entries are copied by runs,
+    not merged: a stack may have two entries in a slice where two source slices fall
+    into one, and every reader sums entries."""
     start = min(src.slices.start for src in sources)
     width = max(src.slices.width for src in sources)
     index = StackIndex()
     label_ids: dict[str, int] = {}
     code_ids: dict[tuple[str, int], int] = {}
-    grid: dict[int, dict[int, list[float]]] = {}
+    runs: dict[int, list[tuple[SliceSource, int, int, int]]] = {}  # slice -> entry runs
     for src in sources:
         base, own = len(index), src.slices.index
         for s in range(len(own)):
@@ -264,20 +266,22 @@ def combine(sources: Sequence[SliceSource], n_metrics: int) -> Slices:
                               code_ids.setdefault(own.code_keys[code], len(code_ids)))
         slices = src.slices
         for k in range(len(slices)):
-            middle = slices.start + (k + 0.5) * slices.width
-            slot = grid.setdefault(int((middle - start) // width), {})
-            for e in range(slices.offsets[k], slices.offsets[k + 1]):
-                values = [0.0] * n_metrics
-                for m, column in enumerate(slices.costs):
-                    values[src.first_metric + m] = column[e]
-                add_costs(slot, base + slices.stacks[e], values)
+            lo, hi = slices.offsets[k], slices.offsets[k + 1]
+            if lo < hi:
+                middle = slices.start + (k + 0.5) * slices.width
+                runs.setdefault(int((middle - start) // width), []).append((src, base, lo, hi))
     index.code_keys = list(code_ids)
     out = Slices(start, width, index, costs=[array("d") for _ in range(n_metrics)])
-    for k in range(max(grid, default=-1) + 1):
-        for stack, values in sorted(grid.get(k, {}).items()):
-            out.stacks.append(stack)
-            for m, value in enumerate(values):
-                out.costs[m].append(value)
+    for k in range(max(runs, default=-1) + 1):
+        for src, base, lo, hi in runs.get(k, ()):
+            own_costs = src.slices.costs
+            out.stacks.extend([stack + base for stack in src.slices.stacks[lo:hi]])
+            for m, column in enumerate(out.costs):
+                j = m - src.first_metric
+                if 0 <= j < len(own_costs):
+                    column.extend(own_costs[j][lo:hi])
+                else:
+                    column.frombytes(bytes(8 * (hi - lo)))
         out.offsets.append(len(out.stacks))
     return out
 
