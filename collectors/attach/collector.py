@@ -395,7 +395,7 @@ class AttachCollector(Collector):
             with self._data_lock:
                 moved, timed, maps_dirty = self._take_drained()
             with self._sym_lock:
-                self._apply(moved, timed, maps_dirty)
+                self._apply(moved, timed, maps_dirty, defer_totals=True)
 
     def collect(self) -> Profile:
         with self._data_lock:
@@ -430,13 +430,14 @@ class AttachCollector(Collector):
         return moved, timed, maps_dirty
 
     def _apply(self, moved: list[tuple[Any, list[float]]], timed: list[Any],
-               maps_dirty: bool) -> None:
-        """Fold what `_take_drained` gave into the live profile (caller holds _sym_lock)."""
+               maps_dirty: bool, defer_totals: bool = False) -> None:
+        """Fold what `_take_drained` gave into the live profile (caller holds _sym_lock);
+        `defer_totals`: leave the totals to the next snapshot."""
         if maps_dirty and self._space is not None:
             self._refresh_space()
             self._profile.resymbolize()
-        for key, counts in moved:
-            self._profile.set(self._add_stack(key), counts)
+        self._profile.set_many([(self._add_stack(key), counts) for key, counts in moved],
+                               defer_totals)
         origin = self._start_time or time.time()
         for when, key, samples, weight_ns in timed:
             self._profile.add_at(when, self._add_stack(key), (samples, weight_ns), origin)

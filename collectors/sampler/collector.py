@@ -279,7 +279,7 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
             with self._files_lock:
                 drained = self._take_drained()
             with self._sym_lock:
-                self._apply(drained)
+                self._apply(drained, defer_totals=True)
 
     def collect(self) -> Profile:
         self.poll()
@@ -301,9 +301,9 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
         self._pending_maps, self._new_stacks, self._counts, self._timed = [], [], {}, {}
         return drained
 
-    def _apply(self, drained: _Drained) -> None:
+    def _apply(self, drained: _Drained, defer_totals: bool = False) -> None:
         """Fold drained mappings, stacks, counts and timeline steps into the live profile
-        (caller holds _sym_lock)."""
+        (caller holds _sym_lock); `defer_totals`: leave the totals to the next snapshot."""
         for name, pid, maps in drained.maps:
             self._images.add_loads(name, pid, loaded_segments(maps))
         built = self._profile
@@ -315,7 +315,7 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
             index = built.find(key)
             if index is not None:  # else a corrupt entry (never published)
                 updates.append((index, (samples, periods * self._periods.get(key[0], 0))))
-        built.set_many(updates)
+        built.set_many(updates, defer_totals)
         origin = self._start_time or time.time()
         for (name, sid, step), (samples, periods) in drained.timed.items():
             index = built.find((name, sid))

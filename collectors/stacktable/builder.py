@@ -91,6 +91,10 @@ class StackProfile:
         self._handed = [array("d") for _ in metrics]
         self._slices: SliceRecorder | None = None  # costs over time, once timed
         self._generation = 0  # rebuild() count
+        # Self costs changed without their totals (set_many): the merged tree, the
+        # function totals and these parts are summed again before they are read.
+        self._stale = False
+        self._stale_parts: set[int] = set()
 
     def __len__(self) -> int:
         """Distinct stacks."""
@@ -234,6 +238,7 @@ class StackProfile:
     def functions(self) -> dict[int, FunctionCost]:
         """Per function (its representative frame id): self and total of the whole
         profile, as `views.function_costs` would compute them from the tree."""
+        self._refresh_totals()
         out: dict[int, FunctionCost] = {}
         frames, selfs, totals = self.frames, self._fn_self, self._fn_total
         for group in range(frames.group_count()):
@@ -263,12 +268,15 @@ class StackProfile:
         if any(delta):
             self.add(index, delta)
 
-    def set_many(self, updates: Sequence[tuple[int, Sequence[float]]]) -> None:
+    def set_many(self, updates: Sequence[tuple[int, Sequence[float]]],
+                 defer_totals: bool = False) -> None:
         """`set` for a batch.  A batch that touches many stacks compared with the size of
         the tree (the end of a recording, the first look at a big table) is applied to
         the self costs alone, then every total is summed again in one pass over the
-        tree: cheaper than walking up from each stack."""
-        if len(updates) * BATCH_DEPTH <= len(self.tree):
+        tree: cheaper than walking up from each stack.  With `defer_totals` (a headless
+        run folding every second) that pass waits for the next snapshot, however many
+        batches come before it."""
+        if not defer_totals and len(updates) * BATCH_DEPTH <= len(self.tree):
             for index, values in updates:
                 self.set(index, values)
             return
@@ -291,10 +299,21 @@ class StackProfile:
             site = s.site[index]
             if site is not None:
                 self._add_code(site, delta)
+        self._stale_parts |= touched_parts
+        self._stale = True
+        if not defer_totals:
+            self._refresh_totals()
+
+    def _refresh_totals(self) -> None:
+        """Sum every total again where self costs changed without them (`set_many`)."""
+        if not self._stale:
+            return
         self.tree.finalize()
-        for part in touched_parts:
-            self.part_trees[part].finalize()
+        for part in self._stale_parts:
+            if self.part_trees[part] is not self.tree:
+                self.part_trees[part].finalize()
         self._sum_functions()
+        self._stale, self._stale_parts = False, set()
 
     def _sum_functions(self) -> None:
         """The per-function totals again from the merged tree's columns (one pass)."""
@@ -333,6 +352,7 @@ class StackProfile:
         function totals come out as the incremental updates left them (tests check it)."""
         changed = changed or {}
         self._generation += 1
+        self._stale, self._stale_parts = False, set()  # every total is added up again
         old_tree, s = self.tree, self._stacks
         paths: list[list[int]] = []
         for index in range(len(s.leaf)):
@@ -413,6 +433,7 @@ class StackProfile:
         """An independent, finalized Profile of everything added so far, carrying `meta`.
 
         With one part, the part's tree is the whole profile's (the same object)."""
+        self._refresh_totals()
         tree = self.tree.copy()
         if len(self.labels) == 1:
             parts = {self.labels[0]: tree}

@@ -119,6 +119,33 @@ def test_changes_of_an_interval_are_handed_out_once() -> None:
     assert label == "pid 1 tid 1" and [built.frames[f].function for f in path] == ["main", "leaf"]
 
 
+def test_deferred_totals_are_summed_before_a_snapshot() -> None:
+    """Batches folded with deferred totals, then one added along its path, give the
+    same trees, parts and function totals as the same counts applied one by one."""
+    def fill(defer: bool) -> StackProfile:
+        space = FakeSpace()
+        built = StackProfile((SAMPLES,))
+        a = built.stack(1, "pid 1 tid 1", space, (0x30, 0x40, 0x20, 0x10))  # type: ignore[arg-type]
+        b = built.stack(2, "pid 1 tid 2", space, (0x20, 0x10))  # type: ignore[arg-type]
+        c = built.stack(3, "pid 1 tid 1", space, (0x30, 0x10))  # type: ignore[arg-type]
+        if defer:
+            built.set_many([(a, (4,)), (b, (2,))], defer_totals=True)
+            built.set_many([(b, (5,)), (c, (1,))], defer_totals=True)
+            built.add(a, (1,))  # incremental on stale totals: summed again anyway
+        else:
+            for index, values in ((a, (5,)), (b, (5,)), (c, (1,))):
+                built.set(index, values)
+        return built
+
+    deferred, direct = fill(True).snapshot(built_meta()), fill(False).snapshot(built_meta())
+    assert paths(deferred.tree, deferred.frames) == paths(direct.tree, direct.frames)
+    for label, tree in direct.parts.items():
+        assert paths(deferred.parts[label], deferred.frames) == paths(tree, direct.frames)
+    flat = [{e.frame.function: (e.self_cost[0], e.total_cost[0]) for e in flat_profile(p)}
+            for p in (deferred, direct)]
+    assert flat[0] == flat[1] == {"main": (0, 11), "work": (5, 10), "leaf": (6, 6)}
+
+
 def built_meta():
     from proftui.collectors.model.profile import ProfileMeta
 
