@@ -265,15 +265,23 @@ def _place_by_pc(profile: Profile, tree: CallTree, placed: dict[int, CallNode],
         if node is None or where is None:
             continue  # node not published yet, or code without a symbol: stays where it is
         module, frame, vaddr, site, hooks = where
-        costs = [float(count), float(count * period)]
         holder = node
         while holder.parent is not None and profile.frames[holder.frame_id].inlined:
             holder = holder.parent
+        own = not hooks and _same_function(profile.frames[holder.frame_id], frame)
+        if node is not tree.root and not own:
+            # A node gives away no more ticks than it holds.  Its pc entries should
+            # never outrun its count, but one CI run saved a negative self cost here
+            # (rt_deep at the stack limit; not reproduced in 40 runs under load).
+            count = min(count, max(0, int(node.self_cost[0])))
+            if not count:
+                continue
+        costs = [float(count), float(count * period)]
         if node is tree.root:
             outside += count
             target = node.child(instrumentation if hooks else profile.frames.intern(frame))
             _add_cost(target, costs)
-        elif not hooks and _same_function(profile.frames[holder.frame_id], frame):
+        elif own:
             target = node
             add_costs(function_self, node.frame_id, [-c for c in costs])
         else:

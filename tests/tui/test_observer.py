@@ -32,10 +32,19 @@ def spin_sampler(seconds: str) -> SamplerCollector:
 
 
 async def settle(pilot: Pilot, app: ProfTuiApp, collector: Collector) -> None:
-    """Until the app took the snapshot of the paused data (the one pausing caused)."""
-    await wait_for(pilot, lambda: app.shown_version is not None
-                   and app.shown_version == collector.data_version()
-                   and app.snapshots_taken > 0, timeout=20, what="the paused snapshot")
+    """Until the paused data stopped moving (records written before the pause may still
+    be drained: two of the app's poll rounds with no change) and the app shows it."""
+    seen: dict[str, object] = {"version": None, "round": 0}
+
+    def settled() -> bool:
+        version = collector.data_version()
+        if version != seen["version"]:
+            seen["version"], seen["round"] = version, app.poll_rounds
+            return False
+        return (app.poll_rounds >= int(seen["round"]) + 2  # type: ignore[call-overload]
+                and app.shown_version == version and app.snapshots_taken > 0)
+
+    await wait_for(pilot, settled, timeout=20, what="the paused snapshot")
     await pilot.pause(0.1)  # its message handled
 
 
