@@ -1,9 +1,11 @@
 """The sampler on a real program (Lua 5.5, -O2, no frame pointers) against perf on the same run.
 
 perf records the very execution proftui samples (`perf record -- proftui
-record ...`), so both see the same work.  Both are statistical: with ~3,000
-samples per tool a share's standard error is under 1 point, and the test allows
-3 points (the issue's acceptance bound).  Shares are compared per ELF symbol,
+record ...`), so both see the same work.  Both are statistical: at 1 kHz
+(~2,500 samples per tool) the difference of two tools' shares of a 15% function
+has a standard error of 1 point, and one CI run missed the 3-point bound (the
+issue's acceptance bound) by 0.3; at 4 kHz (~10,000 samples each) it is 0.5
+points, and the bound stays 3.  Shares are compared per ELF symbol,
 as `perf report --sort sym` counts them: proftui's inlined frames fold into the
 function they were inlined into, clone suffixes are dropped on both sides, and
 samples taken in the kernel count for the user-space function that entered it
@@ -23,6 +25,7 @@ from tests.conftest import LUA_SCRIPTS, build_lua
 from tests.helpers.reference import perf_allowed, perf_user_shares, proftui_symbol_shares
 
 SCALE = "25"  # about 3 s of work on an idle machine
+HZ = "4000"  # ~10,000 samples per tool: the difference of two shares has a standard error under 0.5 points
 
 
 def test_lua_sampler_top10_agrees_with_perf_on_the_same_run(tmp_path: Path) -> None:
@@ -31,9 +34,9 @@ def test_lua_sampler_top10_agrees_with_perf_on_the_same_run(tmp_path: Path) -> N
         pytest.skip("perf is not installed or not permitted here (perf_event_paranoid)")
     out, perf_data = tmp_path / "lua.proftui", tmp_path / "perf.data"
     run = subprocess.run(
-        ["perf", "record", "-q", "-F", "1000", "-g", "-o", str(perf_data), "--",
+        ["perf", "record", "-q", "-F", HZ, "-g", "-o", str(perf_data), "--",
          sys.executable, "-m", "proftui.tui.cli", "record", "-o", str(out), "--mode", "sampler",
-         "-F", "1000", str(lua), str(LUA_SCRIPTS / "cpu.lua"), SCALE],
+         "-F", HZ, str(lua), str(LUA_SCRIPTS / "cpu.lua"), SCALE],
         capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr
     profile = storage.load(out)
