@@ -34,16 +34,23 @@ def normal_name(name: str) -> str:
         name = shorter
 
 
-def perf_user_shares(perf_data: Path, comm: str) -> dict[str, float]:
-    """Self share per user-space function, kernel samples charged to the user caller."""
+def perf_user_shares(perf_data: Path, comm: str,
+                     window: tuple[float, float] | None = None) -> dict[str, float]:
+    """Self share per user-space function, kernel samples charged to the user caller;
+    `window`: only the samples taken between these Unix times (perf record -k realtime)."""
+    fields = "ip,sym,dso" if window is None else "time,ip,sym,dso"
     script = subprocess.run(
-        ["perf", "script", "-i", str(perf_data), "--comm", comm, "-F", "ip,sym,dso",
+        ["perf", "script", "-i", str(perf_data), "--comm", comm, "-F", fields,
          "--no-inline"], capture_output=True, text=True, timeout=300)
     assert script.returncode == 0, script.stderr
     counts: Counter[str] = Counter()
     total = 0
     for block in script.stdout.split("\n\n"):
         frames = [line.strip() for line in block.splitlines() if line.strip()]
+        if window is not None and frames:
+            when = float(frames.pop(0).rstrip(":"))
+            if not window[0] <= when < window[1]:
+                continue
         if not frames:
             continue
         total += 1
