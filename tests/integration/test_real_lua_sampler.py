@@ -25,7 +25,7 @@ from tests.conftest import LUA_SCRIPTS, build_lua
 from tests.helpers.reference import perf_allowed, perf_user_shares, proftui_symbol_shares
 
 SCALE = "25"  # about 3 s of work on an idle machine
-HZ = "4000"  # ~10,000 samples per tool: the difference of two shares has a standard error under 0.5 points
+HZ = "4000"  # ~10,000 samples per tool: two shares differ by chance under 0.5 points
 
 
 def test_lua_sampler_top10_agrees_with_perf_on_the_same_run(tmp_path: Path) -> None:
