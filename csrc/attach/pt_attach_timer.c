@@ -170,8 +170,18 @@ static int pt_inject(pid_t tid, long nr, const uint64_t args[4], unsigned area_a
     regs = saved;
     pt_arch_syscall_regs(&regs, pt_timer.syscall_pc, nr, real_args);
     if (pt_arch_set_user_regs(tid, &regs) != 0) return -1;
-    /* Signals beyond the first that arrive meanwhile, sent again once the
-     * registers are back (sent at once, each would stop the next step again). */
+    /* Block the thread's signals for the step (not SIGTRAP: the kernel would
+     * unblock it and reset its action to deliver the step's trap).  A signal
+     * that arrives meanwhile stays queued, with its siginfo, for when the
+     * thread's own mask is back; unblocked, each queued one (a flood of
+     * real-time signals on a loaded machine) stops the step before the
+     * instruction runs. */
+    uint64_t own_mask = 0, step_mask = ~(1ull << (SIGTRAP - 1));
+    int masked = ptrace(PTRACE_GETSIGMASK, tid, (void *)sizeof own_mask, &own_mask) == 0 &&
+                 ptrace(PTRACE_SETSIGMASK, tid, (void *)sizeof step_mask, &step_mask) == 0;
+    /* Signals beyond the first that arrive meanwhile (unmasked: a kernel
+     * without PTRACE_SETSIGMASK), sent again once the registers are back (sent
+     * at once, each would stop the next step again). */
     int again[16], nagain = 0;
     for (int tries = 0;; tries++) {
         int status;
@@ -198,6 +208,7 @@ static int pt_inject(pid_t tid, long nr, const uint64_t args[4], unsigned area_a
         }
         if (tries >= 15) { /* 16 steps at most: `again` has room for each */
             pt_arch_set_user_regs(tid, &saved);
+            if (masked) ptrace(PTRACE_SETSIGMASK, tid, (void *)sizeof own_mask, &own_mask);
             pt_send_again(tid, again, nagain);
             return -1;
         }
@@ -205,6 +216,8 @@ static int pt_inject(pid_t tid, long nr, const uint64_t args[4], unsigned area_a
     *result = pt_arch_syscall_result(&regs);
     int copied = pt_copy(tid, base, area, sizeof *area, 0);
     int restored = pt_arch_set_user_regs(tid, &saved);
+    if (masked && ptrace(PTRACE_SETSIGMASK, tid, (void *)sizeof own_mask, &own_mask) != 0)
+        restored = -1;
     pt_send_again(tid, again, nagain);
     return restored != 0 ? -1 : copied;
 }

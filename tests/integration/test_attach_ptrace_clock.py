@@ -142,7 +142,8 @@ def test_signals_sent_while_the_timer_is_set_and_removed_all_arrive() -> None:
                 collector = attach(target.pid, "ptrace", frequency_hz=1000, duration_s=0.2)
                 profile = collector.wait()
                 collector.stop()
-                assert any(w.startswith(TIMER_NOTE) for w in profile.meta.warnings)
+                assert any(w.startswith(TIMER_NOTE) for w in profile.meta.warnings), \
+                    profile.meta.warnings
         finally:
             done.set()
             sender.join()
