@@ -26,7 +26,7 @@ import time
 from typing import Any, ClassVar
 
 from proftui.collectors.attach import checks as attach_checks
-from proftui.collectors.base import FOLD_EVERY_S, Collector, CollectorOptions
+from proftui.collectors.base import Collector, CollectorOptions
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.model.profile import CPU_NS, SAMPLES, Frame, Profile, ProfileMeta
 from proftui.collectors.runtime.launch import ExitInfo, stop_signals
@@ -331,16 +331,14 @@ class AttachCollector(Collector):
         if threading.current_thread() is threading.main_thread():
             for sig in stop_signals():  # SIGTERM, SIGHUP: detach and keep the profile
                 old_handlers[sig] = signal.signal(sig, on_signal)
-        folded = time.monotonic()
         try:
-            while not self._ended.is_set() and not stop.is_set():
-                remaining = 0.2 if deadline is None else min(0.2, deadline - time.monotonic())
-                if remaining <= 0:
-                    break
-                self._ended.wait(remaining)
-                if time.monotonic() - folded >= FOLD_EVERY_S:
-                    self.fold()
-                    folded = time.monotonic()
+            with self.folding():
+                while not self._ended.is_set() and not stop.is_set():
+                    remaining = 0.2 if deadline is None else min(0.2,
+                                                                 deadline - time.monotonic())
+                    if remaining <= 0:
+                        break
+                    self._ended.wait(remaining)
         except KeyboardInterrupt:
             pass  # Ctrl-C ends the recording; the profile is still saved
         finally:
