@@ -17,7 +17,8 @@
  * registers are saved, the call's memory arguments written below its stack
  * pointer (past the red zone), the registers pointed at a `syscall`
  * instruction in the target's own code (the vDSO or libc), one
- * PTRACE_SINGLESTEP runs it, the results are read back and the registers
+ * PTRACE_SINGLESTEP runs it with the thread's signals blocked
+ * (PTRACE_SETSIGMASK), the results are read back and the registers and mask
  * restored.  A system call the thread was stopped in restarts when it is
  * continued, as it would have after any ptrace-stop.  At detach: the timer
  * is stopped, a SIGPROF still pending is taken (rt_sigtimedwait, zero
