@@ -7,7 +7,8 @@ freed, temporary, and what was live at the last whole-heap peak.  A poll
 thread reads the whole-process live bytes and the RSS every POLL_INTERVAL_S
 (the heap chart) and, every SLICE_S, what each bucket that moved allocated and
 freed since (the timeline's slices: bytes and blocks allocated, live bytes
-gained or lost, temporary allocations); `collect()` reads every bucket,
+gained or lost, temporary allocations), which `fold()` adds to the live profile
+every second of a headless run; `collect()` reads every bucket,
 symbolizes the stacks through the mappings the runtime logged (plus
 /proc/PID/maps while it runs) and builds
 a Profile with HEAP_METRICS, line and address costs included, so the source
@@ -79,6 +80,11 @@ class HeapCollector(PreloadedCollector[HeapFile]):
         self._noted: dict[tuple[str, int], tuple[float, float, float, float]] = {}
         self._pending_slices: list[tuple[float, tuple[str, int], tuple[float, ...]]] = []
         self._noted_slice = 0  # slices of the run noted so far
+        # Buckets with timeline entries since the last fold or collect (under
+        # _files_lock): key -> (pid, return addresses), so fold() can add the stacks
+        # the live profile lacks.
+        self._unbuilt: dict[tuple[str, int], tuple[int, tuple[int, ...]]] = {}
+        self._maps_folded = False  # fold() applied new mappings: resymbolize (_sym_lock)
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -152,6 +158,8 @@ class HeapCollector(PreloadedCollector[HeapFile]):
                 noted[key] = now_counts
                 delta = [a - c for a, c in zip(now_counts, before, strict=True)]
                 if any(delta):
+                    # fold() gives it a stack if it has none (a dict update: cheap)
+                    self._unbuilt[key] = (hfile.header.pid, b.ips)
                     pending.append((when, key, (delta[0], delta[1], delta[2], 0.0, 0.0, 0.0,
                                                delta[3])))
 
@@ -159,6 +167,54 @@ class HeapCollector(PreloadedCollector[HeapFile]):
 
     def stack_tables(self) -> list[StackProfile]:
         return [self._profile]
+
+    def fold(self) -> None:
+        """Add the stacks of buckets first noted and the timeline entries noted since
+        the last fold or collect to the live profile: a long headless run keeps slices
+        of stacks, not a list of raw entries that grows by every moving bucket four
+        times a second.  Counters are set by `collect()`, from one read of every bucket."""
+        with self._lock:
+            with self._files_lock:
+                maps = []
+                for hfile in self._files.values():
+                    try:
+                        maps.append((hfile.path.name, hfile.header.pid, hfile.new_mappings()))
+                    except ProftuiError:
+                        continue  # collect() says what became of the file
+                unbuilt, self._unbuilt = self._unbuilt, {}
+                pending, self._pending_slices = self._pending_slices, []
+            with self._sym_lock:
+                for name, pid, entries in maps:
+                    self._images.add_loads(name, pid, loaded_segments(entries))
+                    self._maps_folded = self._maps_folded or bool(entries)
+                self._add_stacks(unbuilt)
+                self._add_slices(pending)
+
+    def _add_stacks(self, unbuilt: dict[tuple[str, int], tuple[int, tuple[int, ...]]]) -> None:
+        """Give each bucket of `unbuilt` its stack in the live profile (caller holds
+        _sym_lock and has added the mappings its addresses need)."""
+        built = self._profile
+        for key, (pid, ips) in unbuilt.items():
+            if built.find(key) is not None:
+                continue
+            if not ips:  # allocations whose stacks found no room
+                built.stack_of_frames(key, f"pid {pid}", [OVERFLOW_FRAME])
+            else:
+                # The innermost address is a return address into the allocating
+                # function: one byte back is inside the call, on the calling line.
+                built.stack(key, f"pid {pid}", self._images.frames_for(key[0], pid), ips,
+                            leaf_is_return=True)
+
+    def _add_slices(self, pending: list[tuple[float, tuple[str, int], tuple[float, ...]]]
+                    ) -> None:
+        """Add timeline entries to the slices of their stacks (caller holds _sym_lock)."""
+        built = self._profile
+        origin = self._start_time or time.time()
+        for when, key, delta in pending:
+            index = built.find(key)
+            if index is not None:  # else a bucket with nothing allocated nor live
+                built.add_at(when, index, delta, origin)
+        built.close_slices(time.time())
 
     def collect(self) -> Profile:
         with self._files_lock:
@@ -175,6 +231,7 @@ class HeapCollector(PreloadedCollector[HeapFile]):
                     self._files.pop(hfile.path, None)
                     hfile.close()
             self._note_slices(time.time())  # the timeline holds everything counted so far
+            unbuilt, self._unbuilt = self._unbuilt, {}
             pending, self._pending_slices = self._pending_slices, []
             meta = self._meta([h for h, _b, _m in snapshot])
             maps_seen = any(maps for _h, _b, maps in snapshot)
@@ -191,7 +248,6 @@ class HeapCollector(PreloadedCollector[HeapFile]):
                 self._images.add_loads(name, pid, loaded_segments(maps))
                 frames = self._images.frames_for(name, pid)
                 exited = hfile.header.exited
-                part = f"pid {pid}"
                 for b in buckets:
                     if not b.allocs and not b.live_bytes:
                         continue
@@ -201,23 +257,23 @@ class HeapCollector(PreloadedCollector[HeapFile]):
                     leaks = b.live_blocks if exited else 0.0
                     if leaked > 0 and b.ips:
                         leaking.append((leaked, leaks, frames, tuple(b.ips)))
-                    key = (name, b.index)
-                    index = built.find(key)
-                    if index is None and not b.ips:  # allocations whose stacks found no room
-                        index = built.stack_of_frames(key, part, [OVERFLOW_FRAME])
-                    elif index is None:
-                        # The innermost address is a return address into the allocating
-                        # function: one byte back is inside the call, on the calling line.
-                        index = built.stack(key, part, frames, b.ips, leaf_is_return=True)
+                    unbuilt[(name, b.index)] = (pid, b.ips)
+            # Noted buckets the read above missed (published since) get their stacks too,
+            # so none of their timeline entries is lost.
+            self._add_stacks(unbuilt)
+            for hfile, buckets, _maps in snapshot:
+                name, exited = hfile.path.name, hfile.header.exited
+                for b in buckets:
+                    if not b.allocs and not b.live_bytes:
+                        continue
+                    index = built.find((name, b.index))
+                    assert index is not None  # _add_stacks gave it one
                     built.set(index, (b.alloc_bytes, b.allocs, b.live_bytes, b.peak_bytes,
-                                      leaked, leaks, b.temporary))
-            origin = self._start_time or time.time()
-            for when, key, delta in pending:
-                index = built.find(key)
-                if index is not None:  # else a bucket with nothing allocated nor live
-                    built.add_at(when, index, delta, origin)
-            built.close_slices(time.time())
-            if maps_seen:  # an unknown address of an earlier stack may resolve now
+                                      b.live_bytes if exited else 0.0,
+                                      b.live_blocks if exited else 0.0, b.temporary))
+            self._add_slices(pending)
+            if maps_seen or self._maps_folded:  # an unknown address may resolve now
+                self._maps_folded = False
                 built.resymbolize()
             profile = built.snapshot(meta)
             profile.timeline = timeline

@@ -93,4 +93,5 @@ def assert_same(fleet: Profile, local: list[Profile]) -> None:
     """A fleet query's metrics, tree and flat profile equal those of the local files merged."""
     assert [m.name for m in fleet.metrics] == [m.name for m in local[0].metrics]
     assert tree_paths(fleet) == merged_paths(local)
-    assert flat_by_name(fleet) == merged_flat(local)
+    a, b = flat_by_name(fleet), merged_flat(local)
+    assert a == b, {k: (a.get(k), b.get(k)) for k in {*a, *b} if a.get(k) != b.get(k)}

@@ -7,15 +7,19 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+from proftui.collectors.base import CollectorOptions
 from proftui.collectors.model import storage
 from proftui.collectors.model.profile import Profile
 from proftui.collectors.model.slices import range_profile
 from proftui.collectors.model.views import flat_profile
 
+from tests.conftest import build_fixture
 from tests.helpers.phases import attach_phases, record_heap_phases, record_phases
+from tests.helpers.reference import fixture_cpu_ns
 
 
 def totals(profile: Profile) -> dict[str, float]:
@@ -111,3 +115,33 @@ def test_heap_allocations_land_in_their_phase(tmp_path: Path) -> None:
     whole = allocated(range_profile(profile, 0.0, 1e9))
     assert whole["alloc_a"] == blocks["alloc_a"] and whole["alloc_b"] == blocks["alloc_b"]
     assert range_profile(profile, 0.0, 1e9).total(0) == profile.total(0)  # bytes, too
+
+
+def test_a_headless_heap_wait_folds_stacks_and_slices_in(tmp_path: Path) -> None:
+    """The heap's headless wait folds every second: stacks reach the live profile
+    before any snapshot (the timeline's entries become slices of them, not a list that
+    grows with the run), and the whole run's range still holds every block the program
+    counted.  With fold() a no-op no stack exists until the end."""
+    from proftui.collectors.heap.collector import HeapCollector
+
+    binary = build_fixture("tl_heap_phases.c", ["-O2", "-g"])
+    start, out = time.time(), tmp_path / "phases.txt"
+    collector = HeapCollector([str(binary), f"{start + 1.2:.3f}", f"{start + 2.4:.3f}",
+                               str(out)], CollectorOptions(output="log"))
+    collector.start()
+    seen = []
+    try:
+        with collector.folding():
+            while collector.is_running():
+                seen.append(len(collector.stack_tables()[0]))
+                time.sleep(0.05)
+        profile = collector.wait()
+    finally:
+        collector.stop()
+    assert max(seen) > 0, f"nothing folded in {len(seen) * 0.05:.1f} s of running"
+    allocs = [m.name for m in profile.metrics].index("allocs")
+    whole = range_profile(profile, 0.0, 1e9)
+    counted = {e.frame.function: e.total_cost[allocs] for e in flat_profile(whole)}
+    blocks = fixture_cpu_ns(out)  # "NAME COUNT" lines: blocks, here
+    assert counted["alloc_a"] == blocks["alloc_a"] and counted["alloc_b"] == blocks["alloc_b"]
+    assert whole.total(0) == profile.total(0)
