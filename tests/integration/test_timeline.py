@@ -39,14 +39,18 @@ def test_each_phase_is_its_range(phases: tuple[Profile, dict[str, int], float]) 
     assert profile.slices is not None and profile.slices.width <= 0.25
     edge = 2.0 + skew  # the switch, in seconds of the run
     first = range_profile(profile, 0.0, edge - 0.25)  # whole slices of phase_a only
-    second = range_profile(profile, edge + 0.25, 5.0)
+    # A sample is stamped when its signal handler runs, which a loaded machine delays
+    # after the tick that took it: the second range starts a whole slice past the edge
+    # (edge + 0.25 widened down to its slice may start a millisecond after it).
+    second = range_profile(profile, edge + 0.5, 5.0)
     a, b = totals(first), totals(second)
     assert b.get("phase_a", 0.0) == 0 and a.get("phase_b", 0.0) == 0, (a, b)
-    # each range holds its phase's CPU time, but at most the quarter second left out at
-    # the edge (and the start-up before main)
-    for spent, phase in ((a.get("phase_a", 0) * period / 1e9, "phase_a"),
-                         (b.get("phase_b", 0) * period / 1e9, "phase_b")):
-        assert cpu[phase] / 1e9 - 0.35 <= spent <= cpu[phase] / 1e9 + 0.05, (phase, spent, cpu)
+    # each range holds its phase's CPU time, but at most what is left out at the edge
+    # (and the start-up before main)
+    for spent, phase, left_out in ((a.get("phase_a", 0) * period / 1e9, "phase_a", 0.35),
+                                   (b.get("phase_b", 0) * period / 1e9, "phase_b", 0.6)):
+        assert cpu[phase] / 1e9 - left_out <= spent <= cpu[phase] / 1e9 + 0.05, \
+            (phase, spent, cpu)
     whole = range_profile(profile, 0.0, 1e9)
     assert whole.total(0) == profile.total(0)  # every sample is in some slice
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.model.profile import SAMPLES, Frame, Profile, ProfileMeta
 from proftui.tui.app import ProfTuiApp
+from proftui.tui.screens.main import MainScreen
 from proftui.tui.widgets.header_bar import HeaderBar
 from textual.pilot import Pilot
 
-from tests.helpers.tui import run_app, wait_for
+from tests.helpers.tui import run_app, screen_ready, wait_for
 
 SOURCE = "clickhouse://db.example/prof?from=-15m&to=now&host=web1"
 
@@ -35,6 +36,8 @@ def test_r_runs_the_fleet_query_again() -> None:
     async def body(pilot: Pilot, app: ProfTuiApp) -> None:
         await wait_for(pilot, lambda: "100 samples" in str(
             app.query_one(HeaderBar).render()))
+        # a key sent before the screen has its focus is lost (one suite run lost this `r`)
+        await wait_for(pilot, lambda: screen_ready(app, MainScreen), what="main screen")
         header = str(app.query_one(HeaderBar).render())
         assert "fleet" in header and "db.example/prof" in header
         binding = app.screen.active_bindings["r"]
