@@ -4,6 +4,7 @@ running target."""
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,6 +33,22 @@ def run_to_end(collector_class: type[Collector], binary: Path | str, *args: str,
     finally:
         collector.stop()
     return profile, output
+
+
+def wait_folding(collector: Collector) -> tuple[Profile, list[int]]:
+    """Start `collector` and wait for its target as a headless `record` does (folding
+    every second); stops it.  (The final profile, the stacks its live profile held at
+    each look every 50 ms while the target ran.)"""
+    collector.start()
+    seen = []
+    try:
+        with collector.folding():
+            while collector.is_running():
+                seen.append(len(collector.stack_tables()[0]))
+                time.sleep(0.05)
+        return collector.wait(), seen
+    finally:
+        collector.stop()
 
 
 def run_sampler(binary: Path, *args: str, **options: object) -> tuple[Profile, str]:

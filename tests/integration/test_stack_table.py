@@ -17,6 +17,7 @@ from proftui.collectors.runtime.wire_sampler import SamplerFile
 from proftui.collectors.sampler.collector import SamplerCollector
 
 from tests.conftest import build_fixture
+from tests.helpers.collect import wait_folding
 
 FLAGS = ["-O2", "-g", "-pthread"]
 
@@ -102,16 +103,9 @@ def test_a_headless_wait_folds_stacks_in_while_the_target_runs(binary: Path) -> 
     collector = SamplerCollector([str(binary), "600000"],
                                  CollectorOptions(output="log", frequency_hz=10_000,
                                                   keep_run_dir=True))
-    collector.start()
-    seen = []
     try:
-        with collector.folding():
-            while collector.is_running():
-                seen.append(len(collector.stack_tables()[0]))
-                time.sleep(0.05)
-        profile = collector.wait()
+        profile, seen = wait_folding(collector)
     finally:
-        collector.stop()
         taken, _stacks = handler_counts(collector.run_dir.path)
         shutil.rmtree(collector.run_dir.path, ignore_errors=True)
     assert max(seen) > 0, f"nothing folded in {len(seen) * 0.05:.1f} s of running"

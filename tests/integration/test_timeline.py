@@ -18,6 +18,7 @@ from proftui.collectors.model.slices import range_profile
 from proftui.collectors.model.views import flat_profile
 
 from tests.conftest import build_fixture
+from tests.helpers.collect import wait_folding
 from tests.helpers.phases import attach_phases, record_heap_phases, record_phases
 from tests.helpers.reference import fixture_cpu_ns
 
@@ -130,18 +131,9 @@ def test_a_headless_heap_wait_folds_stacks_and_slices_in(tmp_path: Path) -> None
 
     binary = build_fixture("tl_heap_phases.c", ["-O2", "-g"])
     start, out = time.time(), tmp_path / "phases.txt"
-    collector = HeapCollector([str(binary), f"{start + 1.2:.3f}", f"{start + 2.4:.3f}",
-                               str(out)], CollectorOptions(output="log"))
-    collector.start()
-    seen = []
-    try:
-        with collector.folding():
-            while collector.is_running():
-                seen.append(len(collector.stack_tables()[0]))
-                time.sleep(0.05)
-        profile = collector.wait()
-    finally:
-        collector.stop()
+    profile, seen = wait_folding(HeapCollector(
+        [str(binary), f"{start + 1.2:.3f}", f"{start + 2.4:.3f}", str(out)],
+        CollectorOptions(output="log")))
     assert max(seen) > 0, f"nothing folded in {len(seen) * 0.05:.1f} s of running"
     allocs = [m.name for m in profile.metrics].index("allocs")
     whole = range_profile(profile, 0.0, 1e9)
