@@ -193,17 +193,21 @@ class HeapCollector(PreloadedCollector[HeapFile]):
     def _add_stacks(self, unbuilt: dict[tuple[str, int], tuple[int, tuple[int, ...]]]) -> None:
         """Give each bucket of `unbuilt` its stack in the live profile (caller holds
         _sym_lock and has added the mappings its addresses need)."""
-        built = self._profile
         for key, (pid, ips) in unbuilt.items():
-            if built.find(key) is not None:
-                continue
-            if not ips:  # allocations whose stacks found no room
-                built.stack_of_frames(key, f"pid {pid}", [OVERFLOW_FRAME])
-            else:
-                # The innermost address is a return address into the allocating
-                # function: one byte back is inside the call, on the calling line.
-                built.stack(key, f"pid {pid}", self._images.frames_for(key[0], pid), ips,
-                            leaf_is_return=True)
+            self._stack_index(key, pid, ips)
+
+    def _stack_index(self, key: tuple[str, int], pid: int, ips: tuple[int, ...]) -> int:
+        """The live profile's stack of bucket `key`, added if new (caller holds _sym_lock)."""
+        built = self._profile
+        index = built.find(key)
+        if index is not None:
+            return index
+        if not ips:  # allocations whose stacks found no room
+            return built.stack_of_frames(key, f"pid {pid}", [OVERFLOW_FRAME])
+        # The innermost address is a return address into the allocating function:
+        # one byte back is inside the call, on the calling line.
+        return built.stack(key, f"pid {pid}", self._images.frames_for(key[0], pid), ips,
+                           leaf_is_return=True)
 
     def _add_slices(self, pending: list[tuple[float, tuple[str, int], tuple[float, ...]]]
                     ) -> None:
@@ -257,20 +261,12 @@ class HeapCollector(PreloadedCollector[HeapFile]):
                     leaks = b.live_blocks if exited else 0.0
                     if leaked > 0 and b.ips:
                         leaking.append((leaked, leaks, frames, tuple(b.ips)))
-                    unbuilt[(name, b.index)] = (pid, b.ips)
+                    index = self._stack_index((name, b.index), pid, b.ips)
+                    built.set(index, (b.alloc_bytes, b.allocs, b.live_bytes, b.peak_bytes,
+                                      leaked, leaks, b.temporary))
             # Noted buckets the read above missed (published since) get their stacks too,
             # so none of their timeline entries is lost.
             self._add_stacks(unbuilt)
-            for hfile, buckets, _maps in snapshot:
-                name, exited = hfile.path.name, hfile.header.exited
-                for b in buckets:
-                    if not b.allocs and not b.live_bytes:
-                        continue
-                    index = built.find((name, b.index))
-                    assert index is not None  # _add_stacks gave it one
-                    built.set(index, (b.alloc_bytes, b.allocs, b.live_bytes, b.peak_bytes,
-                                      b.live_bytes if exited else 0.0,
-                                      b.live_blocks if exited else 0.0, b.temporary))
             self._add_slices(pending)
             if maps_seen or self._maps_folded:  # an unknown address may resolve now
                 self._maps_folded = False
