@@ -320,7 +320,10 @@ class HeapCollector(PreloadedCollector[HeapFile]):
                 f"sampled heap profile (one sample per {_size(sample_bytes)} on average, "
                 f"Poisson on bytes): every figure is an unbiased estimate; a path that "
                 f"allocated B bytes is off by about sqrt({_size(sample_bytes)}/B) relative "
-                f"(1 standard deviation; {100 * rel:.1f}% for the whole run)")
+                f"(1 standard deviation; {100 * rel:.1f}% for the whole run); 'at peak' is "
+                f"taken when the sampled estimate of live bytes peaked, and the largest of "
+                f"many noisy estimates runs high: it overstates the true peak by up to a few "
+                f"times sqrt({_size(sample_bytes)} x peak)")
         if peak_short:
             warnings.append("the heap peak, and what each path held: the per-path peak_bytes "
                             "are copied each time the heap grows 1% past the last copy, so "

@@ -222,6 +222,7 @@ static __attribute__((noinline)) void *pt_malloc_slow(size_t n) {
  * counted the allocation: a new distance, and track it.  Async-signal-safe
  * as the real allocator is. */
 static __attribute__((noinline)) void *pt_malloc_sampled(struct pt_heap_thread *t, size_t n) {
+    if (!pt_heap_due(t, n)) return pt_heap_real.malloc(n);
     t->until_sample = pt_heap_draw(t, pt_heap_cfg.sample_bytes);
     void *p;
     PT_TRACKED_ALLOC(p = pt_heap_real.malloc(n), n);
@@ -258,8 +259,12 @@ PT_EXPORT void *calloc(size_t n, size_t m) {
     struct pt_heap_thread *t = &pt_heap_self;
     int fast = pt_heap_fast(t, size);
     if (__builtin_expect(fast > 0, 1)) return pt_heap_real.calloc(n, m);
-    if (fast == 0) t->until_sample = pt_heap_draw(t, pt_heap_cfg.sample_bytes);
-    else if (pt_pass(t, size)) return pt_heap_real.calloc(n, m);
+    if (fast == 0) {
+        if (!pt_heap_due(t, size)) return pt_heap_real.calloc(n, m);
+        t->until_sample = pt_heap_draw(t, pt_heap_cfg.sample_bytes);
+    } else if (pt_pass(t, size)) {
+        return pt_heap_real.calloc(n, m);
+    }
     return pt_calloc_slow(n, m, size);
 }
 
@@ -345,8 +350,13 @@ static __attribute__((noinline)) void *pt_realloc_slow(void *p, size_t n, int tr
 static __attribute__((noinline)) void *pt_realloc_counted(void *p, size_t n, int pass) {
     if (!pass) {
         struct pt_heap_thread *t = &pt_heap_self;
-        t->until_sample = pt_heap_draw(t, pt_heap_cfg.sample_bytes);
+        if (pt_heap_due(t, n))
+            t->until_sample = pt_heap_draw(t, pt_heap_cfg.sample_bytes);
+        else
+            pass = 1;
     }
+    if (pass && (p == NULL || (!pt_heap_maybe_sampled(p) && !pt_heap_boot_owns(p))))
+        return pt_heap_real.realloc(p, n);
     return pt_realloc_slow(p, n, !pass);
 }
 

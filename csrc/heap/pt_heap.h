@@ -147,10 +147,27 @@ static inline int pt_heap_maybe_sampled(const void *p) {
 /* Sampled mode's fast path: 1 when an allocation of `n` bytes is not sampled
  * (the countdown is still above zero); 0 when it must be tracked (exact
  * mode, or the countdown ran out: a new distance is drawn).  Async-signal-safe. */
+static inline int pt_heap_skip(struct pt_heap_thread *t, size_t n);
+
+/* Sampled mode, this thread's countdown reached zero on an allocation of `n`
+ * bytes (already subtracted): 1 when the allocation is sampled, 0 when it is
+ * not.  A thread that never drew a distance (rng still 0) starts with a
+ * countdown of 0, which would sample every thread's first allocation (and
+ * weigh it as 1/P): its first distance is drawn here, and only an allocation
+ * that reaches it is sampled.  The caller draws the next distance when this
+ * returns 1.  Async-signal-safe. */
+static inline int pt_heap_due(struct pt_heap_thread *t, size_t n) {
+    (void)n;
+    if (__builtin_expect(t->rng != 0, 1)) return 1;
+    t->until_sample += pt_heap_draw(t, pt_heap_cfg.sample_bytes);
+    return t->until_sample <= 0;
+}
+
 static inline int pt_heap_skip(struct pt_heap_thread *t, size_t n) {
     if (!pt_heap_cfg.sample_bytes) return 0;
     t->until_sample -= (int64_t)n;
     if (__builtin_expect(t->until_sample > 0, 1)) return 1;
+    if (!pt_heap_due(t, n)) return 1;
     t->until_sample = pt_heap_draw(t, pt_heap_cfg.sample_bytes);
     return 0;
 }

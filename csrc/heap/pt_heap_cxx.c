@@ -108,7 +108,7 @@ static __attribute__((noinline)) void *pt_new_slow(struct pt_real_op *op, int ki
             if (q != NULL) return q; /* else the real one: new_handler, bad_alloc */
         }
     } else {
-        track = state == 0;
+        track = state == 0 && pt_heap_due(t, n);
         if (track) t->until_sample = pt_heap_draw(t, pt_heap_cfg.sample_bytes);
     }
     t->busy = 1;
