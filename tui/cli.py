@@ -199,6 +199,16 @@ def source_name(source: Path | str | None) -> str:
     return "" if source is None else str(source)
 
 
+def _version() -> str:
+    """The installed package's version (importlib.metadata), or "unknown"."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("proftui")
+    except PackageNotFoundError:
+        return "unknown"
+
+
 def _output_path(text: str) -> Path:
     if not text:  # Path("") would silently mean the current directory
         raise argparse.ArgumentTypeError("empty output file name")
@@ -210,6 +220,7 @@ def _run_parser() -> argparse.ArgumentParser:
         prog="proftui", description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    run.add_argument("--version", action="version", version=f"proftui {_version()}")
     out = run.add_mutually_exclusive_group()
     out.add_argument("--text", action="store_true", help="no TUI: print the text report at exit")
     out.add_argument("--json", action="store_true", help="no TUI: print the JSON report at exit")

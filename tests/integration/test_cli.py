@@ -30,6 +30,13 @@ def test_help_explains_modes() -> None:
         assert word in result.stdout
 
 
+def test_version_is_printed() -> None:
+    from importlib.metadata import version
+
+    result = proftui("--version")
+    assert result.returncode == 0 and result.stdout.strip() == f"proftui {version('proftui')}"
+
+
 def test_missing_program() -> None:
     assert_one_line_error(proftui("./definitely-not-here"), "no such file")
     assert_one_line_error(proftui("definitely-not-a-command-xyz"), "command not found")

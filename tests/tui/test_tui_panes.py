@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from proftui.collectors.model.profile import Profile
 from proftui.tui.app import ProfTuiApp
-from proftui.tui.panes.flat import FlatPane
+from proftui.tui.panes.flat import FilterInput, FlatPane
 from proftui.tui.panes.process import ProcPane
 from proftui.tui.panes.source import SourcePane, SourceView
 from proftui.tui.panes.tree import CallTreeView
@@ -57,7 +57,12 @@ def test_flat_pane_keys(profile: Profile) -> None:
         assert "matching 'att_mid'" in screen_text(app)
         await pilot.press("escape")  # closes the filter box, keeps the filter
         assert app.focused is app.query_one(FlatTable)
-        assert len(app.nav) == 1
+        assert len(app.nav) == 1 and names(flat) == ["att_middle"]
+        await pilot.press("escape")  # on the table: clears the applied filter
+        await pilot.pause()
+        assert flat.filter_text == "" and len(names(flat)) > 1
+        assert "matching" not in screen_text(app)
+        assert not app.query_one(FilterInput).display
 
     run_app(ProfTuiApp(profile=profile), body)
 

@@ -38,7 +38,8 @@ SORT_NAMES = {"self": "self", "total": "total", "calls": "calls", "name": "funct
 
 
 class FilterInput(Input):
-    """The `/` filter box; Enter or Escape return to the table."""
+    """The `/` filter box; Enter or Escape return to the table, keeping the filter (Escape
+    on the table then clears it)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "done", "Close filter", show=True)]
 
@@ -58,6 +59,8 @@ class FlatPane(Pane, Vertical):
         Binding("slash", "filter", "Filter"),
         Binding("s", "sort", "Sort column"),
         Binding("S", "reverse", "Reverse sort", show=False),
+        Binding("escape", "clear_filter", "Clear filter", show=False,
+                tooltip="Clear the name filter (without one: back, as everywhere)"),
     ]
 
     def __init__(self, **kwargs: object) -> None:
@@ -270,6 +273,21 @@ class FlatPane(Pane, Vertical):
         if not box.value:
             box.display = False
         self.query_one(FlatTable).focus()
+
+    def clear_filter(self) -> None:
+        """Drop the name filter and go back to the table."""
+        box = self.query_one(FilterInput)
+        box.value = ""
+        self.filter_text = ""
+        box.display = False
+        self.refresh_rows()
+        self.query_one(FlatTable).focus()
+
+    async def action_clear_filter(self) -> None:
+        if self.filter_text:
+            self.clear_filter()
+        else:
+            await self.app.run_action("back")
 
     @on(Input.Changed, "#flat-filter")
     def _filter_changed(self, event: Input.Changed) -> None:
