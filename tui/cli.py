@@ -263,12 +263,12 @@ def _load(path: Path | str, binary: Path | None, args: argparse.Namespace) -> Pr
     start, end = getattr(args, "range_from", None), getattr(args, "range_to", None)
     if start is None and end is None:
         return profile
-    from proftui.collectors.model.slices import range_profile
+    from proftui.collectors.model.slices import END_OF_RUN, range_profile
 
     if end is not None and start is not None and end <= start:
         raise ProftuiError(f"--to {end:g} is not after --from {start:g}")
     try:
-        return range_profile(profile, start or 0.0, end if end is not None else 1e9)
+        return range_profile(profile, start or 0.0, end if end is not None else END_OF_RUN)
     except ValueError as exc:
         raise ProftuiError(f"{path}: {exc}") from None
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from proftui.collectors.base import Collector
 from proftui.collectors.model.diff import align, subtract
 from proftui.collectors.model.profile import Profile
-from proftui.collectors.model.slices import range_profile
+from proftui.collectors.model.slices import range_profile, span_text
 from proftui.collectors.model.views import FlatEntry, flat_profile
 from proftui.tui.widgets.header_bar import since
 from proftui.tui.widgets.status_line import StatusLine
@@ -135,7 +135,7 @@ class DiffViews(_Base):
         """The header's word on the diff views: the range shown, what Δ compares with."""
         words = []
         if self.time_range is not None:
-            words.append(f"range {_seconds(self.time_range)}")
+            words.append(f"range {span_text(self.time_range)}")
         if self._range_mark is not None:
             words.append(f"Δ vs {self._range_mark_text} ({self.normalise})")
         compared = self._compared_text()
@@ -181,7 +181,7 @@ class DiffViews(_Base):
                 self._say("this profile has no timeline: no range to mark")
                 return
             self._range_mark = range_profile(self._whole, *self.time_range)
-            self._range_mark_text = f"range {_seconds(self.time_range)}"
+            self._range_mark_text = f"range {span_text(self.time_range)}"
             self.notify(f"baseline: {self._range_mark_text}; choose another range in the "
                         "timeline (6) to compare it with, x forgets it")
             self._views_changed()
@@ -262,7 +262,3 @@ class DiffViews(_Base):
             self._apply(self.profile, self._entries)
         self._update_header()
 
-
-def _seconds(span: tuple[float, float]) -> str:
-    """"1.0-2.5 s" for the header and notes."""
-    return f"{span[0]:.1f}-{span[1]:.1f} s"

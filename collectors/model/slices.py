@@ -23,6 +23,7 @@ from proftui.collectors.model.profile import CallTree, CodeSite, Profile
 
 MAX_ENTRIES = 1_000_000  # (slice, stack) pairs kept; beyond, slices merge in pairs
 MAX_SLICES = 2048  # and never more slices than this
+END_OF_RUN = 1e9  # a range's end when none is given: the end of the run
 
 
 @dataclass
@@ -62,9 +63,14 @@ class Slices:
 
     def slice_range(self, t0: float, t1: float) -> tuple[int, int]:
         """The slices `[first, last)` that overlap `[t0, t1)` (seconds from the start)."""
-        first = max(0, int(t0 // self.width))
+        first = min(len(self), max(0, int(t0 // self.width)))
         last = min(len(self), max(first, int(-(-t1 // self.width))))
         return first, last
+
+    def used_span(self, t0: float, t1: float) -> tuple[float, float]:
+        """The seconds `[t0, t1)` covers once widened to whole slices and cut to the run."""
+        first, last = self.slice_range(t0, t1)
+        return first * self.width, last * self.width
 
     def part_activity(self, metric: int) -> list[list[float]]:
         """For each part (`index.labels` order), its cost of `metric` in each slice."""
@@ -99,6 +105,9 @@ def range_profile(profile: Profile, t0: float, t1: float) -> Profile:
                          "CPU profiles (sampler, attach) and heap profiles keep costs over "
                          "time")
     first, last = slices.slice_range(t0, t1)
+    if t1 <= t0 or first >= last:
+        raise ValueError(f"no part of the run lies in {t0:g}-{t1:g} s (the run's timeline "
+                         f"covers 0-{slices.width * len(slices):.2f} s)")
     per_stack = slices.stack_costs(first, last)
     index = slices.index
     assert profile.tree is not None
@@ -131,13 +140,34 @@ def range_profile(profile: Profile, t0: float, t1: float) -> Profile:
     parts = {label: pruned[id(part)] for label, part in parts.items()}
     start = slices.start + first * slices.width
     meta = replace(profile.meta, start_time=start, end_time=slices.start + last * slices.width,
-                   warnings=[*profile.meta.warnings,
-                             f"time range {first * slices.width:.1f}-"
-                             f"{last * slices.width:.1f} s of the run"])
+                   warnings=[*profile.meta.warnings, range_note(slices, t0, t1)])
     # Its trees are the range's alone (nodes renumbered), so it keeps no timeline.
     return replace(profile, meta=meta, tree=tree, parts=parts, functions=None,
                    line_costs=line_costs, address_costs=address_costs,
                    address_sites=dict(profile.address_sites), slices=None)
+
+
+def span_text(span: tuple[float, float]) -> str:
+    """"2.25-4.25 s": seconds of the run, to the hundredth (slices are 0.25 s or wider)."""
+    return f"{span[0]:.2f}-{span[1]:.2f} s"
+
+
+def range_note(slices: Slices, t0: float, t1: float) -> str:
+    """The profile's note on the range it shows: the seconds used, and why they differ
+    from those asked (widened to whole slices; cut at the run's end)."""
+    run_end = slices.width * len(slices)
+    used = slices.used_span(t0, t1)
+    note = f"time range {span_text(used)} of the run"
+    why = []
+    if abs(used[0] - t0) > 1e-9 or abs(used[1] - min(t1, run_end)) > 1e-9:
+        why.append(f"costs are kept per {slices.width:g} s slice, so it is widened to whole "
+                   "slices")
+    if run_end < t1 < END_OF_RUN:
+        why.append(f"the run's timeline ends at {run_end:.2f} s")
+    if why:
+        asked = "end" if t1 >= END_OF_RUN else f"{t1:g}"
+        note += f" (asked {t0:g}-{asked} s; {'; '.join(why)})"
+    return note
 
 
 def _emptied(tree: CallTree) -> CallTree:

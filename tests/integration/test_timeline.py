@@ -90,6 +90,32 @@ def test_report_refuses_a_reversed_range(saved_phases: Path) -> None:
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
 
 
+@pytest.mark.parametrize("command", ["report", "export", "open"])
+def test_ranges_outside_the_run_are_one_line(saved_phases: Path, command: str) -> None:
+    """A range past the run's end, or empty, is one line and exit status 2 (an IndexError
+    traceback and exit 1 before) for every command that takes --from/--to."""
+    extra = ["-f", "folded", "-o", "/dev/null"] if command == "export" else []
+    for bad in (["--from", "100"], ["--from", "1e8"], ["--to", "0"], ["--from", "4.5", "--to", "99"]):
+        result = subprocess.run([sys.executable, "-m", "proftui.tui.cli", command, *extra, *bad,
+                                 str(saved_phases)], capture_output=True, text=True, timeout=60,
+                                stdin=subprocess.DEVNULL)
+        lines = result.stderr.strip().splitlines()
+        assert result.returncode == 2 and len(lines) == 1, (bad, result.stderr)
+        assert "Traceback" not in result.stderr and "no part of the run" in lines[0], lines
+
+
+def test_a_range_says_the_seconds_it_used(phases: tuple[Profile, dict[str, int], float]) -> None:
+    """A range is widened to whole slices: its note gives the seconds actually used, to
+    the hundredth, and says it was widened (\"2.2-4.2\" for 2.25-4.25 s before)."""
+    profile = phases[0]
+    assert profile.slices is not None and profile.slices.width == 0.25
+    note = range_profile(profile, 2.3, 3.2).meta.warnings[-1]
+    assert note.startswith("time range 2.25-3.25 s of the run (asked 2.3-3.2 s;"), note
+    assert "widened to whole slices" in note
+    exact = range_profile(profile, 0.5, 1.5).meta.warnings[-1]
+    assert exact == "time range 0.50-1.50 s of the run", exact
+
+
 def test_attach_counts_land_in_their_phase() -> None:
     """Attach mode's timeline: the helper sends counts every tenth of a second with
     their time, so each phase of a program attached from its start is its own range."""
