@@ -95,7 +95,8 @@ def test_ranges_outside_the_run_are_one_line(saved_phases: Path, command: str) -
     """A range past the run's end, or empty, is one line and exit status 2 (an IndexError
     traceback and exit 1 before) for every command that takes --from/--to."""
     extra = ["-f", "folded", "-o", "/dev/null"] if command == "export" else []
-    for bad in (["--from", "100"], ["--from", "1e8"], ["--to", "0"], ["--from", "4.5", "--to", "99"]):
+    for bad in (["--from", "100"], ["--from", "1e8"], ["--to", "0"],
+                ["--from", "4.5", "--to", "99"]):
         result = subprocess.run([sys.executable, "-m", "proftui.tui.cli", command, *extra, *bad,
                                  str(saved_phases)], capture_output=True, text=True, timeout=60,
                                 stdin=subprocess.DEVNULL)
