@@ -625,6 +625,7 @@ def run_tui(collector: Collector | None = None, profile: Profile | None = None,
         watchdog = StuckExit(collector, signal_name)
         stop.listen(watchdog.arm)
         line = ""
+        ended = None  # how the target ended on its own, if it did before the app returned
         try:
             if stop.received is None:
                 app.run()
@@ -632,6 +633,9 @@ def run_tui(collector: Collector | None = None, profile: Profile | None = None,
             watchdog.app_returned.set()
             with watchdog.finishing:
                 if collector is not None:
+                    # Quit in the moment between the target's end and its final profile
+                    # (the header already says how it ended): its status still counts.
+                    ended = app.exit_info if app.ended else collector.exit_info()
                     if stop.received is not None:
                         line = collector.end(stop.received)
                     if pusher is not None:  # the last interval, before the target goes
@@ -641,10 +645,9 @@ def run_tui(collector: Collector | None = None, profile: Profile | None = None,
             if line:
                 say(f"proftui: {signal_name(stop.received)}: {line}")
             return 128 + stop.received
-    if collector is not None and app.ended:
-        say_failed_output(collector, app.exit_info)
-    return tui_exit_status(app.final_profile(), app.exit_info if app.ended else None,
-                           collector is not None)
+    if collector is not None and ended is not None:
+        say_failed_output(collector, ended)
+    return tui_exit_status(app.final_profile(), ended, collector is not None)
 
 
 def tui_exit_status(final: Profile | None, ended: ExitInfo | None, live: bool) -> int:
