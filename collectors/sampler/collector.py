@@ -99,7 +99,13 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
         self._pending_maps: list[tuple[str, int, list[Any]]] = []
         self._maps_seen = 0  # batches of mappings drained (data_version)
         # The live profile: each stack added once, count changes applied (under _sym_lock).
-        self._profile = StackProfile((SAMPLES, WALL_NS if self.options.wall_clock else CPU_NS))
+        # --wall shows wall time first: a timer that fires while the thread waits for a
+        # CPU (or in an uninterruptible call) delivers one signal for several periods, so
+        # the sample count under-counts exactly that time; the ns metric adds the overruns.
+        # (CPU clocks are read in the same order as ever: samples, then CPU time.)
+        self._wall_first = self.options.wall_clock
+        self._profile = StackProfile((WALL_NS, SAMPLES) if self._wall_first
+                                     else (SAMPLES, CPU_NS))
         self._periods: dict[str, int] = {}  # file name -> its period, ns
 
     # -- lifecycle -----------------------------------------------------------------
@@ -314,17 +320,22 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
         for key, (samples, periods) in drained.counts.items():
             index = built.find(key)
             if index is not None:  # else a corrupt entry (never published)
-                updates.append((index, (samples, periods * self._periods.get(key[0], 0))))
+                updates.append((index, self._costs(samples,
+                                                   periods * self._periods.get(key[0], 0))))
         built.set_many(updates, defer_totals)
         origin = self._start_time or time.time()
         for (name, sid, step), (samples, periods) in drained.timed.items():
             index = built.find((name, sid))
             if index is not None:
                 built.add_at(origin + (step + 0.5) / TIMELINE_STEPS, index,
-                             (samples, periods * self._periods.get(name, 0)), origin)
+                             self._costs(samples, periods * self._periods.get(name, 0)), origin)
         built.close_slices(time.time())
         if drained.maps:  # an unknown address of an earlier stack may resolve now
             built.resymbolize()
+
+    def _costs(self, samples: float, ns: float) -> tuple[float, float]:
+        """A stack's costs in the profile's metric order."""
+        return (ns, samples) if self._wall_first else (samples, ns)
 
     def _meta(self) -> ProfileMeta:
         """Metadata from the process and the runtime headers; caller holds _files_lock."""
