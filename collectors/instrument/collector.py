@@ -264,6 +264,10 @@ class InstrumentCollector(LaunchCollector):
             meta.warnings[:0] = damage
             clock_wanted = not (self.options.count_only or self.options.timed)
             meta.warnings += clock_notes + _timing_notes(profile, timing, datas, clock_wanted)
+            if exit_info is not None and timing == "cpu" and self.process is not None:
+                missed = _unsampled_cpu_note(profile, self.process.cpu_s)
+                if missed:
+                    meta.warnings.append(missed)
             short = short_call_warning(profile) if exit_info is not None else None
             if short:  # at the end only: a live view's calls are still growing
                 meta.warnings.append(short)
@@ -435,6 +439,21 @@ TIMED_NOTE = ("--timed: call durations from two clock reads per call, the hooks'
               "taken out by a calibrated average; self times of functions whose calls last "
               "tens of ns are biased by that average's error (as uftrace's are). The default "
               "samples each calling context's time instead, unbiased")
+
+
+def _unsampled_cpu_note(profile: Profile, cpu_s: float | None) -> str | None:
+    """A warning when the clock's ticks stand for under half the CPU time the target
+    used (its rusage at exit): the target blocked or took over the sampling signal, so
+    every time shown is too small."""
+    tree = profile.tree
+    if cpu_s is None or cpu_s < 0.05 or tree is None:
+        return None
+    sampled_s = tree.root.total_cost[profile.metric_index("cpu_ns")] / 1e9
+    if sampled_s >= 0.5 * cpu_s:
+        return None
+    return (f"only {100 * sampled_s / cpu_s:.0f}% of the target's {cpu_s:.2f} s of CPU time "
+            "was sampled (did the target block the sampling signal?): the times shown are "
+            "too small; the call counts are exact")
 
 
 def _timing_notes(profile: Profile, timing: str, datas: list[HookData],

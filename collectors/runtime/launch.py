@@ -243,6 +243,9 @@ class LaunchedProcess:
         self.killed_after_s: float | None = None  # set when the grace ran out: SIGKILL sent
         self._lock = threading.Lock()
         self._exit: ExitInfo | None = None
+        # CPU seconds (user + system) of the target and the children it waited for, from
+        # its rusage once reaped; None while it runs or when another reaper took it.
+        self.cpu_s: float | None = None
         self._grace_timer: threading.Timer | None = None
         stdio: dict[str, object] = {}
         if output == "log":
@@ -293,10 +296,25 @@ class LaunchedProcess:
         """The exit information once the target has ended, else None."""
         with self._lock:
             if self._exit is None:
-                code = self._popen.poll()
+                code = self._reap(os.WNOHANG)
                 if code is not None:
                     self._exit = ExitInfo.from_returncode(code)
             return self._exit
+
+    def _reap(self, options: int) -> int | None:
+        """Reap the target with wait4 (keeping its rusage in cpu_s): its return code as
+        Popen gives it, or None while it runs (WNOHANG).  Caller holds _lock."""
+        if self._popen.returncode is not None:
+            return self._popen.returncode
+        try:
+            pid, status, usage = os.wait4(self.pid, options)
+        except ChildProcessError:  # reaped elsewhere: Popen knows or learns the code
+            return self._popen.poll()
+        if pid == 0:
+            return None
+        self.cpu_s = usage.ru_utime + usage.ru_stime
+        self._popen.returncode = os.waitstatus_to_exitcode(status)
+        return self._popen.returncode
 
     def wait(self, timeout: float | None = None) -> ExitInfo:
         """Wait for the target to end (subprocess.TimeoutExpired on timeout).
@@ -313,7 +331,7 @@ class LaunchedProcess:
             for sig in (signal.SIGINT, *stop_signals()):
                 previous[sig] = signal.signal(sig, self._forward)
         try:
-            code = self._popen.wait(timeout)
+            code = self._wait_reaping(timeout)
         finally:
             for number, handler in previous.items():
                 signal.signal(number, handler)  # type: ignore[arg-type]
@@ -324,6 +342,25 @@ class LaunchedProcess:
         with self._lock:
             self._exit = ExitInfo.from_returncode(code)
             return self._exit
+
+    def _wait_reaping(self, timeout: float | None) -> int:
+        """Block until the target ends (subprocess.TimeoutExpired after `timeout` s).
+
+        Every reap happens under _lock (poll() may run in another thread meanwhile): the
+        blocking wait only waits for the end (waitid WNOWAIT), then reaps under the lock."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            if deadline is None:
+                with contextlib.suppress(ChildProcessError):
+                    os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOWAIT)
+            with self._lock:
+                code = self._reap(os.WNOHANG)
+            if code is not None:
+                return code
+            if deadline is not None:
+                if time.monotonic() >= deadline:
+                    raise subprocess.TimeoutExpired(self._popen.args, timeout or 0.0)
+                time.sleep(0.01)
 
     def _forward(self, signum: int, _frame: object) -> None:
         if signum == signal.SIGINT and self.output == "inherit":

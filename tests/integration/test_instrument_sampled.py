@@ -143,6 +143,19 @@ def test_target_owning_sigprof_keeps_it(how: str) -> None:
     assert flat_rows(profile)["busy"].self_cost[0] > 50
 
 
+def test_target_blocking_the_clock_is_said() -> None:
+    """A target that blocks SIGPROF gets no ticks: the profile says that only a part of
+    its CPU time was sampled, as the sampler does (0 everywhere and no word before)."""
+    binary = build("smp_signals.c")
+    profile, output = record([binary, "block"])
+    assert (output, profile.meta.exit_status) == ("block: done\n", 4)
+    if "SIGPROF" not in profile.meta.clock:
+        pytest.skip(f"the clock does not use SIGPROF here: {profile.meta.clock}")
+    assert flat_rows(profile)["busy"].calls == 1
+    assert any(w.startswith("only ") and "block the sampling signal" in w
+               for w in profile.meta.warnings), profile.meta.warnings
+
+
 @pytest.mark.parametrize("how", ["closefds", "closerange"])
 def test_target_closing_all_fds_keeps_its_clock(how: str) -> None:
     binary = build("smp_robust.c")
