@@ -20,6 +20,18 @@ FIXTURES = Path(__file__).parent / "fixtures"
 _BUILD_CACHE = Path(__file__).parent.parent / "build" / "test-fixtures"
 
 
+def _private_temp(target: Path) -> Path:
+    """A temporary name beside `target` that no other test worker uses (the suite runs in
+    parallel, and two workers may build the same fixture at once: each renames its own)."""
+    return target.with_name(f"{target.name}.{os.getpid()}.tmp")
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto`: one worker per core, at most 4 (the heavier tests run several processes
+    each; more workers would only load the machine)."""
+    return max(1, min(4, len(os.sched_getaffinity(0))))
+
+
 def build_fixture(
     source: str | Sequence[str], flags: Sequence[str] = (), output: str | None = None,
     compiler: str = "gcc",
@@ -41,7 +53,7 @@ def build_fixture(
     target = _BUILD_CACHE / f"{name}-{digest.hexdigest()[:12]}"
     if not target.exists():
         _BUILD_CACHE.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_suffix(".tmp")
+        tmp = _private_temp(target)
         subprocess.run(
             [compiler, *flags, "-o", str(tmp), *map(str, paths)],
             check=True, capture_output=True, text=True,
@@ -76,7 +88,7 @@ def build_lua(flags: Sequence[str] = ()) -> Path:
     target = _BUILD_CACHE / f"lua-{digest}"
     if not target.exists():
         _BUILD_CACHE.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_suffix(".tmp")
+        tmp = _private_temp(target)
         subprocess.run(["gcc", *options, "-o", str(tmp), str(onelua), "-lm", "-ldl"],
                        check=True, capture_output=True, text=True)
         tmp.rename(target)
