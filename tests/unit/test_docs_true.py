@@ -11,7 +11,8 @@ ARCHITECTURE = ROOT / "docs" / "architecture.md"
 README = ROOT / "README.md"
 # A path as the docs write one: words joined by slashes, ending in a known file suffix or
 # a slash (a folder).  `runtime/native/` is built by the install, not kept in git.
-PATH = re.compile(r"(?<![\w./-])((?:[\w.-]+/)*[\w.-]+(?:\.(?:py|c|h|md|tcss|sh|toml)\b|/(?![\w.])))")
+PATH = re.compile(r"(?<![\w./-])((?:[\w.-]+/)*[\w.-]+"
+                  r"(?:\.(?:py|c|h|md|tcss|sh|toml)\b|/(?![\w.])))")
 BUILT = {"native/"}
 
 
