@@ -203,7 +203,7 @@ class CallTree:
         return len(self.parents)
 
     def index(self) -> dict[int, int]:
-        """`parent << 32 | frame` -> child node: the lookup `find_child` and `child` use
+        """`parent << 32 | frame` -> child node: the lookup `child` and `walk` use
         (read-only for callers; made on first use)."""
         return self._lookup()
 
@@ -214,10 +214,6 @@ class CallTree:
             index = {parents[i] << 32 | frames[i]: i for i in range(1, len(parents))}
             self._index = index
         return index
-
-    def find_child(self, node: int, frame_id: int) -> int | None:
-        """The child of `node` for `frame_id`, or None."""
-        return self._lookup().get(node << 32 | frame_id)
 
     def child(self, node: int, frame_id: int) -> int:
         """The child of `node` for `frame_id`, created (zero cost) if absent."""
@@ -266,9 +262,6 @@ class CallTree:
             out.append(child)
             child = sibling[child]
         return out
-
-    def has_children(self, node: int) -> bool:
-        return self.first_child[node] >= 0
 
     def walk(self, frame_path: Iterable[int], at: int = 0) -> int:
         """The node at `frame_path` (outermost first) below `at`, created as needed."""

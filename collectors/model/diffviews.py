@@ -74,10 +74,6 @@ class Change:
     def ratio(self) -> float | None:
         return _ratio(self.new, self.base)
 
-    @property
-    def share_ratio(self) -> float | None:
-        return _ratio(self.new_share, self.base_share)
-
     def change(self, normalisation: str) -> float:
         """The change that sorting uses: points for "shares", delta for "absolute"."""
         return self.points if normalisation == "shares" else self.delta

@@ -50,11 +50,6 @@ def record_code_cost(address_costs: dict, address_sites: dict, line_costs: dict,
             add_costs(line_costs, (site.file, site.line), costs)
 
 
-def add_line_cost(profile: Profile, file: str, line: int, costs: Sequence[float]) -> None:
-    """Add `costs` to a source line that has no instruction address (e.g. importers)."""
-    add_costs(profile.line_costs, (file, line), costs)
-
-
 def merge_code_costs(into: Profile, other: Profile) -> Profile:
     """Add `other`'s line and address costs (same metrics) into `into`; returns `into`."""
     if len(into.metrics) != len(other.metrics):

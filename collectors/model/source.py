@@ -12,8 +12,8 @@ line, per instruction): the model keeps no call-site lines, so inclusive
 per-line cost is not available.
 
 A function's costs may lie in several files (code inlined from headers: C++
-templates, static inline helpers); `function_files` lists them and
-`source_listing(..., path=...)` shows any one of them.
+templates, static inline helpers); `source_listing(..., path=...)` shows any
+one of them.
 
 The interleaved listing (source lines, each followed by its instructions, as
 `perf annotate` shows them) attributes every instruction to its innermost
@@ -149,12 +149,6 @@ def _files_by_cost(lines: dict[tuple[str, int], list[float]], first: str | None)
         # header code): lead with the costliest file, keep its own file reachable
         return [f for f in ranked if f != first] + [first]
     return [first] + [f for f in ranked if f != first]
-
-
-def function_files(profile: Profile, frame: Frame) -> list[str]:
-    """The files holding `frame`'s function's cost: its own file first (unless none of
-    the cost is there), then the others (headers it inlined) costliest first."""
-    return _files_by_cost(function_lines(profile, frame)[0], frame.file)
 
 
 def source_listing(profile: Profile, frame: Frame, path: str | None = None,

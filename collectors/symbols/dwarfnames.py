@@ -253,9 +253,6 @@ class InlineNames:
             return out
         return []
 
-    def _holds(self, die: Any, vaddr: int) -> bool:
-        return any(lo <= vaddr < hi for lo, hi in self._ranges(die))
-
 
 def _text(value: Any) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
