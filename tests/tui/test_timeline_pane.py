@@ -71,7 +71,7 @@ def test_a_range_is_what_every_pane_shows(phases: tuple[Profile, dict[str, int],
                        and "phase_b" not in shown_functions(app), what="the range")
         assert shown_functions(app).get("phase_a", 0) > 0
         header = str(app.query_one(HeaderBar).render())
-        assert "range 0.0-" in header, header
+        assert "range 0.00-" in header, header
         await pilot.press("5")  # the flame graph shows the range too
         await wait_for(pilot, lambda: "phase_a" in screen_text(app)
                        and "phase_b" not in screen_text(app), what="the flame range")
