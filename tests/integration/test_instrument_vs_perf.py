@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import LUA_SCRIPTS, build_lua
+from tests.conftest import LUA_SCRIPTS, build_fixture, build_lua
 from tests.helpers import reference
 from tests.helpers.instrument import build, calls_by_path, record
 from tests.helpers.uftrace import Node, simple_name, uftrace_reason, uftrace_tree
@@ -90,11 +90,18 @@ def _keyed(shares: dict[str, float], key: Callable[[str], str]) -> dict[str, flo
 
 
 def _agreement(argv: list[str | Path], tmp_path: Path,
-               key: Callable[[str], str] = lambda name: name) -> float:
+               key: Callable[[str], str] = lambda name: name,
+               plain: Path | None = None) -> float:
     """Worst difference, in points, over perf's top functions (medians of ROUNDS
-    alternating runs of each tool); prints the table."""
+    alternating runs of each tool); prints the table.  With `plain` (the same program
+    built without -finstrument-functions), a function also agrees when it is within
+    POINTS of perf's share in the plain build: glibc's empty hooks are not free, and a
+    function that makes many instrumented inline calls carries their calls' cost in the
+    instrumented binary (ins_cxx_work's make_keys, 8 M inlined mix() calls: 4.1% with
+    empty hooks, 0.9% without instrumentation, 0.9% by proftui, which takes hooks out)."""
     binary = Path(argv[0])
     perf_runs: list[dict[str, float]] = []
+    plain_runs: list[dict[str, float]] = []
     our_runs: list[dict[str, float]] = []
     samples = []
     for i in range(ROUNDS):
@@ -102,19 +109,28 @@ def _agreement(argv: list[str | Path], tmp_path: Path,
         subprocess.run(["perf", "record", "-q", "-g", "-F", str(HZ), "-o", str(data), "--",
                         *map(str, argv)], check=True, capture_output=True, timeout=300)
         perf_runs.append(_keyed(reference.perf_program_shares(data, binary), key))
+        if plain is not None:
+            data = tmp_path / f"plain{i}.data"
+            subprocess.run(["perf", "record", "-q", "-g", "-F", str(HZ), "-o", str(data),
+                            "--", str(plain), *map(str, argv[1:])], check=True,
+                           capture_output=True, timeout=300)
+            plain_runs.append(_keyed(reference.perf_program_shares(data, plain), key))
         profile, _ = record(argv, frequency_hz=HZ)
         assert profile.metrics[0].name == "samples"
         samples.append(int(profile.total()))
         our_runs.append(_keyed(reference.proftui_program_shares(profile), key))
     theirs, ours = _medians(perf_runs), _medians(our_runs)
+    unhooked = _medians(plain_runs) if plain_runs else {}
     top = sorted(theirs, key=theirs.__getitem__, reverse=True)[:TOP]
     print(f"{binary.name}: proftui samples per run {samples} at {HZ} Hz")
-    print(f"{'function':<40} {'perf':>7} {'proftui':>8} {'diff':>7}")
+    print(f"{'function':<40} {'perf':>7} {'proftui':>8} {'diff':>7} {'plain':>7}")
     worst = 0.0
     for name in top:
         diff = ours.get(name, 0.0) - theirs[name]
-        worst = max(worst, abs(diff))
-        print(f"{name[:40]:<40} {theirs[name]:7.2f} {ours.get(name, 0.0):8.2f} {diff:+7.2f}")
+        plain_diff = (ours.get(name, 0.0) - unhooked[name]) if name in unhooked else diff
+        worst = max(worst, min(abs(diff), abs(plain_diff)))
+        print(f"{name[:40]:<40} {theirs[name]:7.2f} {ours.get(name, 0.0):8.2f} {diff:+7.2f}"
+              f" {unhooked.get(name, float('nan')):7.2f}")
     assert min(samples) > 1000, "too few samples to compare shares"
     return worst
 
@@ -225,11 +241,14 @@ def test_lua_self_shares_agree_with_perf(tmp_path: Path) -> None:
 
 def test_cxx_self_shares_agree_with_perf(tmp_path: Path) -> None:
     """Templates, inlined functions, exceptions and the STL: perf's top 10 within 3 points
-    (C++ names compared without template arguments and parameters, as perf and proftui
-    spell them differently)."""
+    of perf on the same binary, or on the program built without instrumentation (see
+    _agreement; C++ names compared without template arguments and parameters, as perf
+    and proftui spell them differently)."""
     _skip_without_perf(tmp_path)
     binary = build("ins_cxx_work.cpp", CXX_FLAGS, compiler="g++")
-    worst = _agreement([binary, "80"], tmp_path, key=simple_name)
+    plain = build_fixture("ins_cxx_work.cpp", ["-O2", "-g", "-pthread", "-lstdc++"], compiler="g++",
+                          output="ins_cxx_work_plain")
+    worst = _agreement([binary, "50"], tmp_path, key=simple_name, plain=plain)
     assert worst <= POINTS
 
 
