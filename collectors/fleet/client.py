@@ -1,29 +1,42 @@
 """The one place that talks to ClickHouse: connect, check or create the schema, insert a
 batch exactly once, run the reads.  Every failure becomes a one-line ProftuiError
-(exit status 2) that names the server, never the password.
+(exit status 2) that names the server, never the password: an unreachable server,
+a refusal, an answer that never completes by its deadline, a malformed one.
 
 The client library is clickhouse-driver (native protocol, port 9000): it speaks to
 Debian's clickhouse-server 18.16 and to current releases, inserts columns without
 text formatting, and sends external tables.  It is an optional dependency
-(`pip install proftui[fleet]`), imported only when a fleet URL is used.
+(`pip install proftui[fleet]`), imported only when a fleet URL is used.  guard.py
+bounds what a server can make it wait for or allocate.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.fleet import schema
 from proftui.collectors.fleet.batch import Batch, parse_spec
+from proftui.collectors.fleet.guard import (
+    CONNECT_TIMEOUT_S,
+    ENV,
+    Deadline,
+    DeadlinePassed,
+    MalformedAnswer,
+    install,
+    timeout_s,
+)
 from proftui.collectors.fleet.url import FleetURL
 from proftui.collectors.model.profile import Metric
 
 MISSING = "the fleet needs the ClickHouse client: pip install 'proftui[fleet]' (clickhouse-driver)"
-CONNECT_TIMEOUT_S = 5.0
-IO_TIMEOUT_S = 60.0
+IO_TIMEOUT_S = 60.0  # the longest silence within an operation (its deadline comes first)
+MAX_MESSAGE = 300  # characters of a server's message shown
 # Server error codes worth their own words (ClickHouse's ErrorCodes).
 UNKNOWN_TABLE, UNKNOWN_DATABASE = 60, 81
 AUTH_CODES = {192, 193, 194, 516}  # unknown user, wrong password, required password, auth
@@ -45,16 +58,31 @@ def _driver() -> Any:
 
 
 def server_message(exc: BaseException) -> str:
-    """The first line of a server exception, without "Code: N." or a stack trace."""
+    """The first line of a server exception, without "Code: N." or a stack trace, its
+    control characters shown as "?" (a server's text never breaks proftui's line)."""
     text = getattr(exc, "message", None) or str(exc)
     text = re.sub(r"^Code: \d+\.\s*", "", text.strip())
     text = text.removeprefix("DB::Exception: ")
     text = text.split("Stack trace:")[0].split("\n")[0].strip()
+    text = "".join(c if c.isprintable() else "?" for c in text)
+    if len(text) > MAX_MESSAGE:
+        text = text[:MAX_MESSAGE] + "..."
     return text.rstrip(".") or type(exc).__name__
 
 
+def _malformed(exc: BaseException) -> str:
+    """Why an answer could not be read, in words."""
+    if isinstance(exc, MemoryError):
+        return "it announces more data than this host's memory holds"
+    if isinstance(exc, UnicodeDecodeError):
+        return f"text that is not UTF-8 (byte 0x{exc.object[exc.start]:02x})"
+    return server_message(exc) if isinstance(exc, MalformedAnswer) else \
+        f"{type(exc).__name__}: {server_message(exc)}"
+
+
 class FleetClient:
-    """A connection to the server of `url` (opened on first use, reopened after errors)."""
+    """A connection to the server of `url` (opened on first use, reopened after errors).
+    Operations run inside `within` or `until` end by that deadline."""
 
     def __init__(self, url: FleetURL, *, io_timeout_s: float = IO_TIMEOUT_S) -> None:
         self.url = url
@@ -64,18 +92,46 @@ class FleetClient:
             url.host, port=url.port, user=url.user, password=url.password,
             connect_timeout=CONNECT_TIMEOUT_S, send_receive_timeout=io_timeout_s,
             sync_request_timeout=io_timeout_s, client_name="proftui")
+        self.deadline = Deadline()
+        install(self._client, self.deadline)
         self.db = url.database
         self.created_database = False
         self._series_sent: set[int] = set()
 
     def close(self) -> None:
-        self._client.disconnect()
+        self._disconnect()
+
+    def _disconnect(self) -> None:
+        with contextlib.suppress(Exception):  # a broken connection is dropped all the same
+            self._client.disconnect()
+
+    # -- deadlines ---------------------------------------------------------------------
+
+    @contextmanager
+    def within(self, seconds: float | None = None) -> Iterator[None]:
+        """Operations inside end within `seconds` (default: timeout_s(), the
+        PROFTUI_FLEET_TIMEOUT a user may raise for slow queries)."""
+        budget = timeout_s() if seconds is None else seconds
+        with self.deadline.until(self.deadline.clock() + budget,
+                                 f"no complete answer within {budget:g} s ({ENV}=SECONDS "
+                                 "allows longer)"):
+            yield
+
+    def until(self, end: float, why: str) -> Any:
+        """Operations inside end by monotonic time `end`."""
+        return self.deadline.until(end, why)
+
+    def limit(self, end: float, why: str) -> None:
+        """Nothing ends after `end`, the operation in flight in another thread included."""
+        self.deadline.limit(end, why)
 
     # -- errors ------------------------------------------------------------------------
 
     def fail(self, exc: BaseException, doing: str) -> ProftuiError:
         """`exc` as one line: what failed, on which server, why."""
         where = f"{self.url.host}:{self.url.port}"
+        if isinstance(exc, DeadlinePassed) or self.deadline.passed():
+            return ProftuiError(f"ClickHouse at {where}: {doing}: {self.deadline.why()}")
         code = getattr(exc, "code", None)
         if isinstance(exc, self._errors.ServerException) and code is not None:
             if code in AUTH_CODES:
@@ -92,14 +148,17 @@ class FleetClient:
         if isinstance(exc, self._errors.Error | OSError | EOFError):
             reason = server_message(exc)
             return ProftuiError(f"cannot reach ClickHouse at {where} ({reason})")
-        return ProftuiError(f"ClickHouse at {where}: {doing}: {exc}")
+        return ProftuiError(f"ClickHouse at {where}: {doing}: malformed answer: "
+                            f"{_malformed(exc)}")
 
     def execute(self, sql: str, params: Any = None, *,
                 doing: str = "query", **kwargs: Any) -> Any:
+        if self.deadline.passed():
+            raise self.fail(DeadlinePassed(), doing)
         try:
             return self._client.execute(sql, params, **kwargs)
-        except (self._errors.Error, OSError, EOFError) as exc:
-            self._client.disconnect()
+        except Exception as exc:  # any answer, however malformed: one line
+            self._disconnect()
             raise self.fail(exc, doing) from None
 
     # -- schema ------------------------------------------------------------------------

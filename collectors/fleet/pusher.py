@@ -9,6 +9,10 @@ failure (the server is down: the batches wait; they are retried at the next tick
 A batch whose earlier attempt may have reached the server (a failure after the
 insert was sent, or one left by an earlier session) is looked up by its id before
 it is sent again, so every interval arrives exactly once.
+
+Every wait on the server has a deadline (guard.py): the start, timeout_s(); each
+tick's sending, the same; at the end, FLUSH_S (10 s) from the target's end for
+everything, the send in flight included: what is left stays in the spool, said.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from typing import TYPE_CHECKING
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.fleet.batch import Batch, metric_spec
 from proftui.collectors.fleet.client import FleetClient
+from proftui.collectors.fleet.guard import FLUSH_S, SLICE_S
 from proftui.collectors.fleet.intervals import Rows, SnapshotIntervals, TableIntervals
 from proftui.collectors.fleet.spool import DEFAULT_MAX_BYTES, Spool, Spooled, server_key
 from proftui.collectors.fleet.stacks import StackHasher, series_hash
@@ -36,7 +41,7 @@ if TYPE_CHECKING:
     from proftui.collectors.base import Collector
 
 DEFAULT_EVERY_S = 10.0
-FLUSH_TIMEOUT_S = 10.0  # at the end: how long to keep trying an unreachable server
+FLUSH_TIMEOUT_S = FLUSH_S  # after the target ends: how long sending may still take
 MAX_ROWS = 500_000  # per batch: one insert block (the server's is 1,048,576 rows)
 
 
@@ -111,14 +116,16 @@ class Pusher:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._send_lock = threading.Lock()
+        self._unsent = ""  # after finish(): what stayed in the spool, and why
 
     # -- setup -------------------------------------------------------------------------
 
     def connect(self) -> str:
         """Before the target starts: reach the server and make or check the schema
-        (ProftuiError in one line if that fails).  Returns a note when the database was
-        created, else ""."""
-        self.client.ensure_schema(create=True)
+        (ProftuiError in one line if that fails, or if the server has not answered within
+        timeout_s()).  Returns a note when the database was created, else ""."""
+        with self.client.within():
+            self.client.ensure_schema(create=True)
         if self.client.created_database:
             return f"created database {self.url.database} on {self.url.host}:{self.url.port}"
         return ""
@@ -207,10 +214,13 @@ class Pusher:
         return out
 
     def send_pending(self, deadline: float | None = None) -> bool:
-        """Send spooled batches oldest first until one fails; True when none is left."""
+        """Send spooled batches oldest first until one fails; True when none is left.
+        Every operation ends by `deadline` (monotonic; default timeout_s() from now)."""
         spool = self.spool
         assert spool is not None
-        with self._send_lock:
+        client = self.client
+        with self._send_lock, (client.within() if deadline is None else
+                               client.until(deadline, "no complete answer in time")):
             began = time.thread_time()
             try:
                 while True:
@@ -252,27 +262,44 @@ class Pusher:
     # -- the end -----------------------------------------------------------------------
 
     def finish(self) -> str:
-        """Stop the loop, push the last interval, flush (for up to flush_timeout_s), close
-        the spool.  Returns the one-line summary for stderr."""
+        """Stop the loop, push the last interval, flush, close the spool: all within
+        flush_timeout_s, the loop's send in flight included (what is left stays in the
+        spool).  Returns the one-line summary for stderr."""
+        deadline = time.monotonic() + self.flush_timeout_s
+        self.client.limit(deadline, f"no complete answer in the {self.flush_timeout_s:g} s "
+                                    "allowed after the run")
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-        if self._collector is None or self.spool is None:
+        thread = self._thread
+        if thread is not None:  # its send ends by the deadline, noticed within SLICE_S
+            thread.join(max(0.0, deadline - time.monotonic()) + 2 * SLICE_S)
+        spool = self.spool
+        if self._collector is None or spool is None:
+            self.client.close()
             return ""
+        if thread is not None and thread.is_alive():  # the spool is still its: leave both
+            self.stats.last_error = "the push thread did not stop in time"
+            self._unsent = self._unsent_line(len(spool), str(spool.path))
+            return self.summary()
         try:
             self._take()
         except ProftuiError as exc:
             self.stats.last_error = str(exc)
-        deadline = time.monotonic() + self.flush_timeout_s
         while not self.send_pending(deadline) and time.monotonic() < deadline:
             time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
-        left = len(self.spool)
-        kept = self.spool.path
-        self.spool.close()
+        self._unsent = self._unsent_line(len(spool), str(spool.path))
+        spool.close()
         self.client.close()
-        return self.summary(left, str(kept))
+        return self.summary()
 
-    def summary(self, left: int = 0, kept: str = "") -> str:
+    def _unsent_line(self, left: int, kept: str) -> str:
+        if not left:
+            return ""
+        return (f"{left} interval batch{'es' if left != 1 else ''} not sent "
+                f"({self.stats.last_error or 'server unreachable'}): kept in {kept}, sent by "
+                "the next push to this server")
+
+    def summary(self) -> str:
+        """The closing line: what was sent, dropped, and (after finish) left unsent."""
         spool = self.spool
         s = self.stats
         where = self.url.display()
@@ -285,9 +312,8 @@ class Pusher:
             line += (f"; {spool.dropped_batches} dropped ({spool.dropped_weight:,.0f} "
                      f"{self._first_metric()}): the spool's {spool.max_bytes >> 20} MiB bound "
                      "was reached while the server was unreachable")
-        if left:
-            line += (f"; {left} not sent ({s.last_error or 'server unreachable'}): kept in "
-                     f"{kept}, sent by the next push to this server")
+        if self._unsent:
+            line += f"; {self._unsent}"
         return line
 
     def notes(self) -> list[str]:
@@ -298,6 +324,8 @@ class Pusher:
             out.append(f"fleet push: {spool.dropped_batches} intervals "
                        f"({spool.dropped_weight:,.0f} {self._first_metric()}) were dropped: "
                        "the spool was full while the server was unreachable")
+        if self._unsent:
+            out.append(f"fleet push: {self._unsent}")
         return out
 
     def _first_metric(self) -> str:

@@ -54,17 +54,18 @@ def _table(url: FleetURL, table: str) -> str:
 
 def load(source: str | FleetURL, now: float | None = None) -> Profile:
     """The profile of fleet URL `source` (ProftuiError in one line on any failure, an
-    empty result included)."""
+    empty result and a server that has not answered within timeout_s() included)."""
     url = parse(source) if isinstance(source, str) else source
     start, end = url.window(now)
     # rows are summed per minute: the window widens to whole minutes
     start, end = schema.bucket(start), -schema.bucket(-end)
     client = FleetClient(url)
     try:
-        client.ensure_schema(create=False)
-        if url.cluster:
-            client.ensure_distributed(url.cluster)
-        return _load(client, url, start, end)
+        with client.within():  # the whole query: PROFTUI_FLEET_TIMEOUT, 25 s by default
+            client.ensure_schema(create=False)
+            if url.cluster:
+                client.ensure_distributed(url.cluster)
+            return _load(client, url, start, end)
     finally:
         client.close()
 

@@ -3,6 +3,7 @@ privacy, and the push loop's exactly-once rule against a server that fails on pu
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 from pathlib import Path
@@ -241,6 +242,12 @@ class FlakyClient:
 
     def close(self) -> None:
         pass
+
+    def within(self, seconds: float | None = None) -> contextlib.AbstractContextManager:
+        return contextlib.nullcontext()
+
+    def until(self, end: float, why: str) -> contextlib.AbstractContextManager:
+        return contextlib.nullcontext()
 
 
 def test_a_landed_insert_whose_ack_was_lost_is_not_sent_again(tmp_path: Path,
