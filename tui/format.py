@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from proftui.collectors.model.profile import Metric
+from proftui.collectors.model.units import format_bytes
 from rich.style import Style
 from textual.color import Color, ColorParseError
 
@@ -23,15 +24,6 @@ def format_cost(value: float, unit: str) -> str:
     if unit == "bytes":
         return format_bytes(value)
     return f"{value:,.0f}"
-
-
-def format_bytes(value: float) -> str:
-    """Bytes as B, KiB, MiB, GiB."""
-    for suffix in ("B", "KiB", "MiB", "GiB"):
-        if abs(value) < 1024 or suffix == "GiB":
-            return f"{value:.0f}{suffix}" if suffix == "B" else f"{value:.1f}{suffix}"
-        value /= 1024
-    return f"{value:.1f}TiB"  # unreachable; keeps type checkers calm
 
 
 def format_duration(seconds: float) -> str:

@@ -34,6 +34,7 @@ from proftui.collectors.model.profile import (
     ProfileMeta,
     Timeline,
 )
+from proftui.collectors.model.units import format_bytes
 from proftui.collectors.preloaded import PreloadedCollector
 from proftui.collectors.runtime.preload import Preload
 from proftui.collectors.runtime.wire import FLAG_NO_SPACE
@@ -309,21 +310,21 @@ class HeapCollector(PreloadedCollector[HeapFile]):
             if not running and not header.exited:
                 not_exited.append(header.pid)
             if heap.peak_snapshot and heap.peak_bytes > heap.peak_snapshot:
-                peak_short.append(f"pid {header.pid}: {_size(heap.peak_bytes)} "
-                                  f"(per-path column taken at {_size(heap.peak_snapshot)})")
+                peak_short.append(f"pid {header.pid}: {format_bytes(heap.peak_bytes)} "
+                                  f"(per-path column taken at {format_bytes(heap.peak_snapshot)})")
         warnings.append(LEAK_NOTE)
         if sampled:
             for hfile in files:
                 alloc_total += sum(b.alloc_bytes for b in hfile.buckets())
             rel = math.sqrt(sample_bytes / alloc_total) if alloc_total else 1.0
             warnings.append(
-                f"sampled heap profile (one sample per {_size(sample_bytes)} on average, "
+                f"sampled heap profile (one sample per {format_bytes(sample_bytes)} on average, "
                 f"Poisson on bytes): every figure is an unbiased estimate; a path that "
-                f"allocated B bytes is off by about sqrt({_size(sample_bytes)}/B) relative "
+                f"allocated B bytes is off by about sqrt({format_bytes(sample_bytes)}/B) relative "
                 f"(1 standard deviation; {100 * rel:.1f}% for the whole run); 'at peak' is "
                 f"taken when the sampled estimate of live bytes peaked, and the largest of "
                 f"many noisy estimates runs high: it overstates the true peak by up to a few "
-                f"times sqrt({_size(sample_bytes)} x peak)")
+                f"times sqrt({format_bytes(sample_bytes)} x peak)")
         if peak_short:
             warnings.append("the heap peak, and what each path held: the per-path peak_bytes "
                             "are copied each time the heap grows 1% past the last copy, so "
@@ -345,7 +346,7 @@ class HeapCollector(PreloadedCollector[HeapFile]):
         warnings.extend(self.runtime_notes(len(files), no_space, no_cfi, "some stacks"))
         return self.meta("heap", pids, dropped, warnings,
                          clock="exact (every allocation)" if not sampled else
-                         f"sampled, mean {_size(sample_bytes)}",
+                         f"sampled, mean {format_bytes(sample_bytes)}",
                          lines_note="heap: bytes and blocks allocated by the calls on each line")
 
 
@@ -370,13 +371,3 @@ def _rss_bytes(pid: int) -> float:
             return float(int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE"))
     except (OSError, ValueError, IndexError):
         return 0.0
-
-
-def _size(n: float) -> str:
-    """Bytes for people: 512 B, 4.0 KiB, 1.5 MiB."""
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GiB"
-
