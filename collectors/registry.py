@@ -32,9 +32,9 @@ def _instrument() -> type[Collector]:
     return InstrumentCollector
 
 
-def _sampler_heap() -> type[Collector]:
-    from proftui.collectors.sampler_heap.collector import HeapSamplerCollector
-    return HeapSamplerCollector
+def _sampler_and_heap() -> type[Collector]:
+    from proftui.collectors.sampler_and_heap.collector import SamplerAndHeapCollector
+    return SamplerAndHeapCollector
 
 
 def _sampler() -> type[Collector]:
@@ -44,4 +44,4 @@ def _sampler() -> type[Collector]:
 
 COLLECTORS: Mapping[str, type[Collector]] = LazyMapping(
     {"attach": _attach, "gprof": _gprof, "heap": _heap, "instrument": _instrument,
-     "sampler": _sampler, "sampler+heap": _sampler_heap})
+     "sampler": _sampler, "sampler+heap": _sampler_and_heap})

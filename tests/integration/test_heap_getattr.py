@@ -74,10 +74,10 @@ def test_getattr_then_malloc_does_not_hang(binary: Path, mode: list[str]) -> Non
 def test_both_preload_orders(binary: Path) -> None:
     """--heap preloads the heap runtime first; the sampler first must work as well."""
     from proftui.collectors.base import CollectorOptions
-    from proftui.collectors.sampler_heap.collector import HeapSamplerCollector
+    from proftui.collectors.sampler_and_heap.collector import SamplerAndHeapCollector
 
     for order in ("heap-first", "sampler-first"):
-        collector = HeapSamplerCollector([str(binary)], CollectorOptions(output="log"))
+        collector = SamplerAndHeapCollector([str(binary)], CollectorOptions(output="log"))
         if order == "sampler-first":
             heap_preload, sampler_preload = collector.heap.preload, collector.sampler.preload
             collector.heap.preload = sampler_preload  # type: ignore[method-assign]

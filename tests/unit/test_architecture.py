@@ -56,9 +56,9 @@ ALLOWED: dict[str, set[str]] = {
     # profile.proto's codec reads varints with DWARF's base-128 decoder (one for both).
     f"{C}.formats.protobuf": {f"{C}.symbols.leb128"},
     # --heap: the sampler and heap collectors side by side over one run (above both).
-    f"{C}.sampler_heap": {f"{C}.sampler", f"{C}.heap", f"{C}.base", f"{C}.runtime",
+    f"{C}.sampler_and_heap": {f"{C}.sampler", f"{C}.heap", f"{C}.base", f"{C}.runtime",
                           f"{C}.stacktable", f"{C}.symbols", f"{C}.model", f"{C}.errors"},
-    f"{C}.registry": {f"{C}.{name}" for name in (*COLLECTOR_PACKAGES, "sampler_heap")}
+    f"{C}.registry": {f"{C}.{name}" for name in (*COLLECTOR_PACKAGES, "sampler_and_heap")}
     | {f"{C}.base", f"{C}.lazy"},
     f"{C}": set(),
     # The front end: widgets and panes see the model and formatting only.

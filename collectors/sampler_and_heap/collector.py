@@ -31,7 +31,7 @@ BOTH_NOTE = ("--heap: CPU sampling and heap tracking in one run; the time the he
 MODE = "sampler+heap"  # Profile.meta.mode: the header and reports say both are on
 
 
-class HeapSamplerCollector(LaunchCollector):
+class SamplerAndHeapCollector(LaunchCollector):
     """The sampler and the heap profiler preloaded into one run of the target."""
 
     mode: ClassVar[str] = MODE

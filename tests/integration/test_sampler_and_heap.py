@@ -1,4 +1,4 @@
-"""`--heap`: CPU sampling and heap tracking in one run (collectors/sampler_heap/).
+"""`--heap`: CPU sampling and heap tracking in one run (collectors/sampler_and_heap/).
 
 The fixture burns CPU in `burner` and allocates, with a known leak, in
 `allocator` (tests/fixtures/heap_sampler.c).  One `--heap` run must put the CPU
@@ -28,7 +28,7 @@ from proftui.collectors.model import storage
 from proftui.collectors.model.profile import Profile
 from proftui.collectors.model.slices import range_profile
 from proftui.collectors.sampler.collector import SamplerCollector
-from proftui.collectors.sampler_heap.collector import MODE, HeapSamplerCollector
+from proftui.collectors.sampler_and_heap.collector import MODE, SamplerAndHeapCollector
 
 from tests.conftest import build_fixture
 from tests.helpers.heap import by_site, run_heap
@@ -44,7 +44,7 @@ ALLOCATOR = {"allocs": 2007, "alloc_bytes": 2000 * 48 + 7 * 1000, "leaked_bytes"
              "leaks": 7, "temporary": 2000}
 
 
-def _run(collector: HeapSamplerCollector | SamplerCollector) -> tuple[Profile, str]:
+def _run(collector: SamplerAndHeapCollector | SamplerCollector) -> tuple[Profile, str]:
     collector.start()
     try:
         profile = collector.wait()
@@ -63,7 +63,7 @@ def _share(profile: Profile, function: str) -> float:
 def runs() -> dict:
     binary = build_fixture("heap_sampler.c", FLAGS)
     plain = subprocess.run([str(binary), SECONDS], capture_output=True, text=True, timeout=60)
-    both, output = _run(HeapSamplerCollector([str(binary), SECONDS],
+    both, output = _run(SamplerAndHeapCollector([str(binary), SECONDS],
                                              CollectorOptions(output="log")))
     cpu, _ = _run(SamplerCollector([str(binary), SECONDS], CollectorOptions(output="log")))
     heap, _ = run_heap(binary, SECONDS)
@@ -221,7 +221,7 @@ def test_heap_outside_a_launched_sampler_run_is_refused(runs: dict) -> None:
 
 def test_live_snapshots_read_both_files() -> None:
     binary = build_fixture("heap_sampler.c", FLAGS)
-    collector = HeapSamplerCollector([str(binary), "5"], CollectorOptions(output="log"))
+    collector = SamplerAndHeapCollector([str(binary), "5"], CollectorOptions(output="log"))
     collector.start()
     try:
         deadline = time.monotonic() + 30
@@ -247,7 +247,7 @@ def test_static_binary_refused_in_one_line() -> None:
     assert res.returncode != 0 and "Traceback" not in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
     assert "statically linked" in res.stderr and "heap profiler" in res.stderr
-    collector = HeapSamplerCollector([str(static)], CollectorOptions())
+    collector = SamplerAndHeapCollector([str(static)], CollectorOptions())
     try:
         with pytest.raises(ProftuiError, match="the heap profiler and the sampler cannot be "
                                                "preloaded"):
