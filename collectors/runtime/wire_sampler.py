@@ -134,7 +134,7 @@ def decode_records(words: array, tid: int, name: str = "") -> Records:
 
 
 class SamplerFile:
-    """One process's sampler file, mapped; drain it repeatedly while the target runs."""
+    """One process's sampler file, read with pread; drain it repeatedly while the target runs."""
 
     def __init__(self, path: Path, salvage_period_ns: int | None = None) -> None:
         """Map `path`; with `salvage_period_ns`, headers that do not validate (the
