@@ -417,7 +417,7 @@ def latency(repeat: int) -> None:
     built = time.perf_counter() - started
     rss_profile = me.memory_info().rss
     assert big.tree is not None
-    print(f"big profile: {len(big.frames):,} functions, {big.tree.node_count():,} tree nodes, "
+    print(f"big profile: {len(big.frames):,} functions, {len(big.tree) - 1:,} tree nodes, "
           f"built in {built:.1f} s, {(rss_profile - rss0) / 2**20:.0f} MiB")
     started = time.perf_counter()
     anchor, anchor_done = asyncio.run(measure(small, repeat))

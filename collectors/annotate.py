@@ -44,6 +44,7 @@ def annotate(profile: Profile, frame: Frame, prefer: Prefer = "source",
 
 
 def disassembly_listing(profile: Profile, frame: Frame) -> Listing | None:
-    """`frame`'s instructions with their self costs, or None without a binary or symbol."""
+    """`frame`'s instructions with their self costs, or None without a binary or symbol.
+    Test seam: the source pane reaches the same listing through `annotate`."""
     instructions = disasm.function_instructions(profile, frame)
     return source.instruction_listing(profile, frame, instructions) if instructions else None

@@ -291,6 +291,7 @@ class ProfTuiApp(DiffViews, App[None]):
 
     @property
     def poll_rounds(self) -> int:
+        """Snapshots the poller made.  Test seam (the observer tests)."""
         return self.poller.rounds if self.poller is not None else 0
 
     @property

@@ -70,8 +70,6 @@ class HeatColors:
     warm: str = "bright_red"  # >= 10%
     mild: str = "yellow"  # >= 3%
     cool: str = "green"  # >= 0.5%
-    background: str | None = None  # hot source lines blend from this...
-    error: str | None = None  # ...to this (None: a fixed dark-red ramp)
 
 
 _heat = HeatColors()  # module state: set once per theme change, from the UI thread
@@ -79,8 +77,8 @@ _heat = HeatColors()  # module state: set once per theme change, from the UI thr
 
 def use_theme(variables: Mapping[str, str]) -> None:
     """Take the heat colours from a Textual theme's CSS variables ($error, $warning,
-    $success, $background), so a theme picked in the palette reaches the tables and
-    the source; the defaults stay for what a variable does not give."""
+    $success), so a theme picked in the palette reaches the tables (the source view
+    makes its own from the theme); the defaults stay for what a variable does not give."""
     global _heat
 
     def color(name: str) -> str | None:
@@ -91,8 +89,7 @@ def use_theme(variables: Mapping[str, str]) -> None:
 
     error, warning, success = color("error"), color("warning"), color("success")
     _heat = HeatColors(hot=error or "red", warm=error or "bright_red",
-                       mild=warning or "yellow", cool=success or "green",
-                       background=color("background"), error=error)
+                       mild=warning or "yellow", cool=success or "green")
 
 
 def heat_style(fraction: float) -> Style:
@@ -106,15 +103,3 @@ def heat_style(fraction: float) -> Style:
     if fraction >= 0.005:
         return Style(color=_heat.cool)
     return Style(dim=True)
-
-
-def heat_background(fraction: float) -> Style:
-    """Background for a hot source line: stronger red as the share grows (0..1)."""
-    if fraction <= 0:
-        return Style()
-    level = min(1.0, fraction ** 0.5)  # sqrt so that 1-5% lines still show
-    if _heat.background is not None and _heat.error is not None:
-        mixed = Color.parse(_heat.background).blend(Color.parse(_heat.error), 0.2 + 0.6 * level)
-        return Style(bgcolor=mixed.hex6)
-    red = 50 + int(150 * level)
-    return Style(bgcolor=f"rgb({red},{30 + int(20 * (1 - level))},{30})")

@@ -258,7 +258,8 @@ def _collapse_params(component: str) -> str:
 
 
 def fit_distinct(labels: Iterable[str], width: int) -> dict[str, str]:
-    """Each distinct label in at most `width` characters, no two alike (see `Fitter`)."""
+    """Each distinct label in at most `width` characters, no two alike (see `Fitter`).
+    Test seam: the panes use a `Fitter` they keep."""
     fitter = Fitter()
     fitter.add(labels, width)
     return dict(fitter.fitted)

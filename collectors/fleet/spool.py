@@ -76,6 +76,7 @@ class Spool:
 
     @property
     def pending_bytes(self) -> int:
+        """Bytes of batches waiting.  Test seam."""
         return self._bytes
 
     def put(self, batch: Batch) -> None:

@@ -291,7 +291,7 @@ def _fits(data: GmonData, table: GprofSymbolTable) -> bool:
 
 
 def gmon_result(path: Path, program: Path) -> GprofResult:
-    """Analyze an existing gmon.out of `program` (tests and tools)."""
+    """Analyze an existing gmon.out of `program`.  Test seam (tests and benchmarks)."""
     table = read_symbol_table(program)
     data = read_gmon(path, table.pointer_size, table.little_endian)
     return analyze(data, table)

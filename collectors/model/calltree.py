@@ -452,10 +452,6 @@ class CallTree:
                 node = ancestors.pop()
         return out
 
-    def node_count(self) -> int:
-        """Nodes except the root."""
-        return len(self.parents) - 1
-
     def max_depth(self) -> int:
         """Depth of the deepest node (0 for an empty tree)."""
         depths = [0] * len(self.parents)

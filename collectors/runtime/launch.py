@@ -266,7 +266,7 @@ class LaunchedProcess:
             self.output_log.start()
         self.pid = self._popen.pid
 
-    # -- the target's output (TUI) ---------------------------------------------------
+    # -- the target's output: test seams (the TUI reads `output_log` itself) ----------
 
     def output_head(self) -> bytes:
         """The first MiB the target wrote (stdout and stderr interleaved; log mode)."""

@@ -130,7 +130,8 @@ def decode_header(data: bytes | bytearray | memoryview, name: str = "runtime fil
 
 
 def encode_header(header: FileHeader) -> bytes:
-    """Bytes of `header` exactly as the C runtime writes them (tests mirror the writer)."""
+    """Bytes of `header` exactly as the C runtime writes them.  Test seam (tests write
+    runtime files with it)."""
     return _HEADER.pack(MAGIC, VERSION, header.kind, HEADER_SIZE, header.pid, header.ppid,
                         header.flags, header.start_ns, header.period_ns, header.body_offset,
                         header.file_size, header.dropped, header.control, header.state,

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.formats.importers import detect, load_any
-from proftui.collectors.formats.importers.perf_script import parse_text, sniff
+from proftui.collectors.formats.importers.perf_script import parse_lines, sniff
 from proftui.collectors.model.views import flat_profile
 
 from tests.helpers.importer_inputs import PERF_SCRIPT, load_garbled
@@ -23,7 +23,7 @@ def test_perf_formats_are_recognised() -> None:
 
 
 def test_script_parses_into_a_profile_of_its_samples() -> None:
-    profile = parse_text(PERF_SCRIPT, "perf.txt")
+    profile = parse_lines(PERF_SCRIPT.splitlines(), "perf.txt")
     assert [m.name for m in profile.metrics] == ["samples", "cpu_ns"]
     assert profile.meta.mode == "import" and profile.meta.period_ns == 250_000
     assert profile.meta.pids == [100, 200]
@@ -53,7 +53,7 @@ def test_only_the_first_event_is_counted_with_or_without_call_chains() -> None:
     text = ("p 7 1.000001: 1000 cycles:u:      401136 spin+0x6 (/tmp/p)\n"
             "p 7 1.000002: 1000 cycles:u:      401136 spin+0x6 (/tmp/p)\n"
             "p 7 1.000003: 3 instructions:u:      401136 spin+0x6 (/tmp/p)\n")
-    profile = parse_text(text, "x")
+    profile = parse_lines(text.splitlines(), "x")
     assert [m.name for m in profile.metrics] == ["samples"]
     assert profile.total() == 2
     assert any("skipped 1 samples" in w for w in profile.meta.warnings)
@@ -109,7 +109,7 @@ prog 100  7287.654757:     250000 cpu-clock:ppp:
 
 def test_inlined_frames_belong_to_their_container_module() -> None:
     """perf's `(inlined)` is a marker, not a module: the frame is inlined into mid."""
-    profile = parse_text(INLINED, "perf.txt")
+    profile = parse_lines(INLINED.splitlines(), "perf.txt")
     frames = list(profile.frames)
     assert all(f.module != "inlined" for f in frames)
     inlined = [f for f in frames if f.inlined]

@@ -215,11 +215,6 @@ def parse_lines(lines: Iterable[str], source: str) -> Profile:
     return profile.finalize()
 
 
-def parse_text(text: str, source: str) -> Profile:
-    """`parse_lines` over text held in memory."""
-    return parse_lines(text.splitlines(), source)
-
-
 def load_perf_script(path: Path) -> Profile:
     """Read `perf script` output into a Profile (ProftuiError if malformed), line by line:
     memory in proportion to the distinct stacks, whatever the file's size."""
