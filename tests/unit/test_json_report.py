@@ -84,9 +84,9 @@ def test_deep_tree_cut_is_said_and_counted() -> None:
 
 
 def test_json_of_deep_distinct_stacks_grows_with_the_nodes() -> None:
-    """2,000 distinct 128-frame stacks: the text is a bounded number of bytes per node (with
-    indentation it was about 5 KB a node at this depth) and every node is there."""
-    profile = distinct_deep_stacks(count=2000, depth=128)
+    """500 distinct 128-frame stacks: the text is a bounded number of bytes per node (with
+    indentation it was about 2 KB a node at this depth) and every node is there."""
+    profile = distinct_deep_stacks(count=500, depth=128)
     assert profile.tree is not None
     nodes = len(profile.tree) - 1
     out = io.StringIO()
