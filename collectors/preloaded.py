@@ -160,7 +160,8 @@ class PreloadedCollector(LaunchCollector, Generic[ReaderT]):
 
     def start(self) -> None:
         self.begin(launch_preloaded(self.argv, run_dir=self.run_dir.path,
-                                    preloads=[self.preload()], output=self.options.output))
+                                    preloads=[self.preload()], output=self.options.output,
+                                    follow=self.options.follow_children))
 
     def begin(self, process: LaunchedProcess) -> None:
         """Read the runtime files of `process`, started with `preload()`'s runtime."""

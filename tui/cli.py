@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from proftui.collectors.base import Collector, CollectorOptions
+    from proftui.collectors.detect import BinaryFacts
     from proftui.collectors.fleet.pusher import Pusher
     from proftui.collectors.model.profile import Profile
     from proftui.collectors.runtime.launch import ExitInfo, StopSignals
@@ -224,6 +225,7 @@ def _run_parser() -> argparse.ArgumentParser:
     out = run.add_mutually_exclusive_group()
     out.add_argument("--text", action="store_true", help="no TUI: print the text report at exit")
     out.add_argument("--json", action="store_true", help="no TUI: print the JSON report at exit")
+    _add_by_option(run)
     _add_profiling_options(run)
     return run
 
@@ -235,6 +237,13 @@ def _record_parser() -> argparse.ArgumentParser:
                         help="where to save the profile (default: run.proftui)")
     _add_profiling_options(record)
     return record
+
+
+def _add_by_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--by", choices=("all", "process"), default="all",
+                        help="all: every process merged (the default); process: the processes "
+                             "of a --follow run (or a forking one) kept apart: a pid on each "
+                             "flat-profile row, one call-tree root per process")
 
 
 def _add_range_options(parser: argparse.ArgumentParser) -> None:
@@ -285,6 +294,7 @@ def _report_parser() -> argparse.ArgumentParser:
                       help="the text report (the default; as run and attach take it)")
     form.add_argument("--json", action="store_true", help="machine-readable JSON report")
     report.add_argument("-n", "--limit", type=int, help="show only the top N functions")
+    _add_by_option(report)
     return report
 
 
@@ -319,6 +329,7 @@ def _attach_parser() -> argparse.ArgumentParser:
     attach.add_argument("attach_pid", type=int, metavar="PID")
     attach.add_argument("--text", action="store_true", help="no TUI: print the text report")
     attach.add_argument("--json", action="store_true", help="no TUI: print the JSON report")
+    _add_by_option(attach)
     attach.add_argument("-o", "--output", type=_output_path,
                         help="headless: save the profile to this file instead of printing")
     _add_profiling_options(attach, with_program=False)
@@ -338,6 +349,7 @@ def _export_parser() -> argparse.ArgumentParser:
     export.add_argument("--binary", type=Path, metavar="PROG",
                         help="for a gmon.out: the -pg program that wrote it")
     _add_range_options(export)
+    _add_by_option(export)
     return export
 
 
@@ -427,9 +439,9 @@ def options_from(args: argparse.Namespace, output: str) -> CollectorOptions:
 
 def make_collector(args: argparse.Namespace, output: str) -> Collector:
     """Check the program, choose the mode, and build (not start) its collector."""
-    from proftui.collectors.detect import inspect_binary, refuse_foreign
+    from proftui.collectors.detect import inspect_binary
     from proftui.collectors.registry import COLLECTORS
-    from proftui.collectors.runtime.launch import resolve_program
+    from proftui.collectors.runtime.launch import resolve_program, script_interpreter
 
     if args.pid is not None:
         if args.program is not None:
@@ -440,14 +452,44 @@ def make_collector(args: argparse.Namespace, output: str) -> Collector:
         return COLLECTORS["attach"]([], options_from(args, output))
     if args.program is None:
         raise ProftuiError("no program given (see proftui --help)")
-    program = resolve_program(args.program)
-    facts = inspect_binary(program)
-    mode = args.mode or facts.mode
+    program = resolve_program(args.program, scripts=args.follow)
+    interpreter = script_interpreter(program)
     heap = getattr(args, "heap", False)
+    facts = inspect_binary(program) if interpreter is None else None
+    mode = args.mode or (facts.mode if facts is not None else "sampler")
     if heap and mode != "sampler":  # the one mode --heap can be added to
         raise ProftuiError(
             f"--heap adds heap tracking to sampler runs only, not to {mode} mode "
             "(use --mode sampler --heap, or --mode heap for the heap alone)")
+    if facts is not None:
+        _check_binary(args, facts, mode, heap)
+    elif mode not in ("sampler", "heap"):  # --follow ./script (the launch checks its
+        raise ProftuiError(  # interpreter): the interpreter and what it runs, preloaded
+            f"{args.program} is a script (run by {interpreter}): --follow runs scripts in "
+            f"sampler or heap mode, not {mode} mode; run the -pg or -finstrument-functions "
+            "program itself")
+    if args.timed and args.count_only:
+        raise ProftuiError("--timed and --count-only exclude each other: --timed times every "
+                           "call, --count-only reads no clock")
+    if args.timed and args.wall:
+        raise ProftuiError("--timed already measures wall time per call; --wall samples it "
+                           "(drop one)")
+    if args.timed and mode != "instrument":
+        raise ProftuiError(f"--timed applies to instrument mode only, not to {mode} mode "
+                           "(programs built with -finstrument-functions)")
+    if args.heap_sample is not None and mode != "heap" and not heap:
+        raise ProftuiError("--heap-sample applies to heap mode only (add --mode heap, "
+                           "or --heap to a sampler run)")
+    if heap:
+        return COLLECTORS["sampler+heap"]([args.program, *args.args], options_from(args, output))
+    return COLLECTORS[mode]([args.program, *args.args], options_from(args, output))
+
+
+def _check_binary(args: argparse.Namespace, facts: BinaryFacts, mode: str, heap: bool) -> None:
+    """ProftuiError when the program cannot be profiled in `mode` (foreign, static, not
+    built for it)."""
+    from proftui.collectors.detect import refuse_foreign
+
     if mode != "gprof":
         refuse_foreign(args.program, facts, {"instrument": "the hook library",
                                              "heap": "the heap profiler"}.get(mode, "the sampler"))
@@ -472,21 +514,6 @@ def make_collector(args: argparse.Namespace, output: str) -> Collector:
         raise ProftuiError(
             f"{args.program} is statically linked, so the heap profiler cannot be preloaded into "
             "it; relink it dynamically, or run it under valgrind --tool=massif")
-    if args.timed and args.count_only:
-        raise ProftuiError("--timed and --count-only exclude each other: --timed times every "
-                           "call, --count-only reads no clock")
-    if args.timed and args.wall:
-        raise ProftuiError("--timed already measures wall time per call; --wall samples it "
-                           "(drop one)")
-    if args.timed and mode != "instrument":
-        raise ProftuiError(f"--timed applies to instrument mode only, not to {mode} mode "
-                           "(programs built with -finstrument-functions)")
-    if args.heap_sample is not None and mode != "heap" and not heap:
-        raise ProftuiError("--heap-sample applies to heap mode only (add --mode heap, "
-                           "or --heap to a sampler run)")
-    if heap:
-        return COLLECTORS["sampler+heap"]([args.program, *args.args], options_from(args, output))
-    return COLLECTORS[mode]([args.program, *args.args], options_from(args, output))
 
 
 def run_headless(collector: Collector, stop: StopSignals | None = None,
@@ -571,14 +598,16 @@ def exit_status_of(profile: Profile) -> int:
     return shell_status(profile.meta.exit_status, profile.meta.exit_signal)
 
 
-def print_report(profile: Profile, as_json: bool, limit: int | None = None) -> None:
-    from proftui.collectors.formats.export.text import render_json, render_text
+def print_report(profile: Profile, as_json: bool, limit: int | None = None,
+                 by: str = "all") -> None:
+    if as_json:  # written as it is made: a big tree is never one string
+        from proftui.collectors.formats.export.json_report import write_json
 
-    if as_json:
-        json.dump(render_json(profile), sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        write_json(profile, sys.stdout, by=by)
     else:
-        sys.stdout.write(render_text(profile, limit=limit))
+        from proftui.collectors.formats.export.text import render_text
+
+        sys.stdout.write(render_text(profile, limit=limit, by=by))
     sys.stdout.flush()
 
 
@@ -694,7 +723,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         profile = run_headless(collector, stop, pusher)
         status = finish_headless(collector, profile, stop)
         try:
-            print_report(profile, as_json=args.json)
+            print_report(profile, as_json=args.json, by=getattr(args, "by", "all"))
         except BrokenPipeError:
             # `proftui --text prog | head`: prog's own status is what matters (a SIGPIPE
             # death shows as 141); the report has nowhere to go, so say so and keep it.
@@ -725,7 +754,8 @@ def cmd_record(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    print_report(_load(args.file, args.binary, args), as_json=args.json, limit=args.limit)
+    print_report(_load(args.file, args.binary, args), as_json=args.json, limit=args.limit,
+                 by=args.by)
     return 0
 
 
@@ -786,7 +816,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from proftui.collectors.formats.export import default_output, write_export
 
     output = args.output or default_output(args.file, args.format)
-    write_export(_load(args.file, args.binary, args), args.format, output)
+    write_export(_load(args.file, args.binary, args), args.format, output, by=args.by)
     if str(output) != "-":
         print(f"proftui: {args.format} export written to {output}", file=sys.stderr)
     return 0

@@ -7,13 +7,16 @@ function frame under its parent path.  Columns, one entry per node:
   walk over ids visits children before parents and totals need no recursion;
 * `frames[i]` - the frame id (`ROOT_FRAME` for the root);
 * `selfs[m][i]`, `totals[m][i]` - self and total cost of metric `m`;
-* `calls[i]` - exact call count, or -1 when the collector cannot know it;
-* `first_child`, `last_child`, `next_sibling` - children in insertion order.
+* `calls[i]` - exact call count, or -1 when the collector cannot know it (a column
+  of unknowns is int8 until the first count is set: `UNKNOWN_CALLS`);
+* `first_child`, `next_sibling` - children in insertion order (which is id order: a
+  child is always appended); `last_child`, kept only while a tree grows (None in a
+  copy or a tree made from columns until a child is added: rebuilt from `parents`).
 
 One Python object per tree, not per node: a 500,000-node tree is a few
-arrays (about 70 bytes a node with two metrics), copies are memcpy, and a
-snapshot can share the structure columns of the tree it came from (nodes are
-only ever appended; a snapshot reads its first `size` nodes).
+arrays (about 60 bytes a node with two metrics, 53 when no call is counted),
+copies are memcpy, and a snapshot can share the structure columns of the tree it
+came from (nodes are only ever appended; a snapshot reads its first `size` nodes).
 
 `CallNode` is a light view `(tree, index)` made on demand for code that walks
 a few nodes at a time (the TUI's rows, the flame graph's visible frames).
@@ -25,74 +28,24 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
-from operator import attrgetter
-from typing import overload
+
+from proftui.collectors.model.costrows import CostRow
+from proftui.collectors.model.costrows import Costs as Costs
 
 ROOT_FRAME = -1  # frame id of the synthetic root node of every CallTree
 NO_CALLS = -1  # `calls` column value: the call count is unknown
+COUNTS = "q"  # typecode of a calls column holding counts
+# Typecode of a calls column of unknowns only (a loaded sampler tree): 1 byte a node, not 8;
+# `CallTree.set_calls`/`add_calls` widen it to COUNTS on the first count.
+UNKNOWN_CALLS = "b"
+# Node ids, parent ids, frame ids and child links: 32-bit (a tree of 2^31 nodes would be
+# hundreds of GB of columns); call counts and costs stay 64-bit.
+IDS = "i"
 SLICE_NODES = 65536  # whole-tree passes copy columns to lists this many nodes at a time
 
 
 def _column(n: int, value: float = 0.0) -> array:
     return array("d", [value]) * n
-
-
-class Costs(Sequence[float]):
-    """One node's costs across metrics, read and written through the tree's columns."""
-
-    __slots__ = ("_columns", "_index")
-
-    def __init__(self, columns: list[array], index: int) -> None:
-        self._columns = columns
-        self._index = index
-
-    def __len__(self) -> int:
-        return len(self._columns)
-
-    @overload
-    def __getitem__(self, i: int) -> float: ...
-    @overload
-    def __getitem__(self, i: slice) -> list[float]: ...
-
-    def __getitem__(self, i: int | slice) -> float | list[float]:
-        if isinstance(i, slice):
-            return [c[self._index] for c in self._columns[i]]
-        return self._columns[i][self._index]
-
-    def __setitem__(self, i: int, value: float) -> None:
-        self._columns[i][self._index] = value
-
-    def __iter__(self) -> Iterator[float]:
-        index = self._index
-        return (c[index] for c in self._columns)
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Sequence):
-            return list(self) == list(other)
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(tuple(self))
-
-    def __repr__(self) -> str:
-        return repr(list(self))
-
-
-class _CostRow:
-    """A `CallNode` attribute: the node's row of the tree's `selfs` or `totals` columns,
-    read as `Costs` and assigned one value per metric."""
-
-    __slots__ = ("_columns",)
-
-    def __init__(self, columns: str) -> None:
-        self._columns = attrgetter(columns)
-
-    def __get__(self, node: CallNode, owner: type | None = None) -> Costs:
-        return Costs(self._columns(node.tree), node.index)
-
-    def __set__(self, node: CallNode, values: Sequence[float]) -> None:
-        for column, value in zip(self._columns(node.tree), values, strict=True):
-            column[node.index] = value
 
 
 class CallNode:
@@ -119,8 +72,8 @@ class CallNode:
         tree = self.tree
         return {tree.frames[c]: CallNode(tree, c) for c in tree.children(self.index)}
 
-    self_cost = _CostRow("selfs")
-    total_cost = _CostRow("totals")
+    self_cost = CostRow("selfs")
+    total_cost = CostRow("totals")
 
     @property
     def calls(self) -> int | None:
@@ -129,7 +82,7 @@ class CallNode:
 
     @calls.setter
     def calls(self, value: int | None) -> None:
-        self.tree.calls[self.index] = NO_CALLS if value is None else value
+        self.tree.set_calls(self.index, NO_CALLS if value is None else value)
 
     def add_calls(self, count: int) -> None:
         self.tree.add_calls(self.index, count)
@@ -174,14 +127,14 @@ class CallTree:
 
     def __init__(self, n_metrics: int) -> None:
         self.n_metrics = n_metrics
-        self.parents = array("q", [-1])
-        self.frames = array("q", [ROOT_FRAME])
+        self.parents = array(IDS, [-1])
+        self.frames = array(IDS, [ROOT_FRAME])
         self.selfs = [_column(1) for _ in range(n_metrics)]
         self.totals = [_column(1) for _ in range(n_metrics)]
         self.calls = array("q", [NO_CALLS])
-        self.first_child = array("q", [-1])
-        self.last_child = array("q", [-1])
-        self.next_sibling = array("q", [-1])
+        self.first_child = array(IDS, [-1])
+        self.last_child: array | None = array(IDS, [-1])
+        self.next_sibling = array(IDS, [-1])
         # (parent << 32 | frame) -> child; built on first use (copies and loaded trees
         # never need it unless something adds to them).
         self._index: dict[int, int] | None = {}
@@ -222,6 +175,7 @@ class CallTree:
         found = index.get(key)
         if found is not None:
             return found
+        tails = self.last_child if self.last_child is not None else self._tails()
         new = len(self.parents)
         index[key] = new
         self.parents.append(node)
@@ -232,15 +186,25 @@ class CallTree:
             column.append(0.0)
         self.calls.append(NO_CALLS)
         self.first_child.append(-1)
-        self.last_child.append(-1)
+        tails.append(-1)
         self.next_sibling.append(-1)
-        last = self.last_child[node]
+        last = tails[node]
         if last < 0:
             self.first_child[node] = new
         else:
             self.next_sibling[last] = new
-        self.last_child[node] = new
+        tails[node] = new
         return new
+
+    def _tails(self) -> array:
+        """`last_child` rebuilt: siblings are in id order, so a node's last child is
+        the child with the highest id."""
+        parents = self.parents
+        tails = array(IDS, [-1]) * len(parents)
+        for i in range(1, len(parents)):
+            tails[parents[i]] = i
+        self.last_child = tails
+        return tails
 
     def node_map(self, into: CallTree, frame_map: Sequence[int] | None = None) -> array:
         """For each node of this tree, the node of `into` at the same path (frame ids
@@ -303,7 +267,14 @@ class CallTree:
 
     def add_calls(self, node: int, count: int) -> None:
         current = self.calls[node]
-        self.calls[node] = count if current < 0 else current + count
+        self.set_calls(node, count if current < 0 else current + count)
+
+    def set_calls(self, node: int, value: int) -> None:
+        """Set `node`'s call count (NO_CALLS: unknown), widening an int8 column of
+        unknowns first."""
+        if value != NO_CALLS and self.calls.typecode != COUNTS:
+            self.calls = array(COUNTS, self.calls)
+        self.calls[node] = value
 
     def add_along(self, node: int, values: Sequence[float]) -> None:
         """Add `values` to `node`'s self cost and to its and every ancestor's total
@@ -473,7 +444,10 @@ class CallTree:
                 value = total[i]
                 if value:
                     total[parents[i]] += value
-            self.totals[m] = total
+            if m < len(self.totals):
+                self.totals[m] = total
+            else:  # from_columns(finalized=True): no columns yet
+                self.totals.append(total)
         return self
 
     def merge(self, other: CallTree) -> CallTree:
@@ -485,14 +459,14 @@ class CallTree:
         """An independent copy (snapshots handed to views must not change under them)."""
         out = CallTree.__new__(CallTree)
         out.n_metrics = self.n_metrics
-        out.parents = array("q", self.parents)
-        out.frames = array("q", self.frames)
+        out.parents = array(IDS, self.parents)
+        out.frames = array(IDS, self.frames)
         out.selfs = [array("d", c) for c in self.selfs]
         out.totals = [array("d", c) for c in self.totals]
-        out.calls = array("q", self.calls)
-        out.first_child = array("q", self.first_child)
-        out.last_child = array("q", self.last_child)
-        out.next_sibling = array("q", self.next_sibling)
+        out.calls = array(self.calls.typecode, self.calls)
+        out.first_child = array(IDS, self.first_child)
+        out.last_child = None  # rebuilt if the copy grows (snapshots seldom do)
+        out.next_sibling = array(IDS, self.next_sibling)
         out._index = None
         out.cut_depth = self.cut_depth
         return out
@@ -503,7 +477,7 @@ class CallTree:
         `metric_map` (as `fold` takes them), not finalized.  When no two siblings map
         to one frame the shape is kept as it is (columns mapped, no walk); else the
         siblings merge, as `fold` into an empty tree does."""
-        frames = array("q", [ROOT_FRAME]) + array("q", (frame_map[f] for f in self.frames[1:]))
+        frames = array(IDS, [ROOT_FRAME]) + array(IDS, (frame_map[f] for f in self.frames[1:]))
         parents = self.parents
         seen: set[int] = set()
         for i in range(1, len(parents)):
@@ -516,9 +490,9 @@ class CallTree:
         n = len(parents)
         selfs = [array("d", [0.0]) * n if j is None or j >= len(self.selfs)
                  else array("d", self.selfs[j]) for j in metric_map]
-        calls = array("q", self.calls)
+        calls = array(self.calls.typecode, self.calls)
         calls[0] = NO_CALLS
-        out = CallTree.from_columns(len(metric_map), array("q", parents), frames, selfs, calls)
+        out = CallTree.from_columns(len(metric_map), array(IDS, parents), frames, selfs, calls)
         index: dict[int, int] = {}
         for i in range(1, n):
             index[parents[i] << 32 | frames[i]] = i
@@ -536,9 +510,9 @@ class CallTree:
             if calls[i] > 0 or any(column[i] for column in totals):
                 keep.append(i)
         new_of = {old: new for new, old in enumerate(keep)}
-        parents = array("q", [-1] + [new_of[self.parents[i]] for i in keep[1:]])
+        parents = array(IDS, [-1] + [new_of[self.parents[i]] for i in keep[1:]])
         out = CallTree.from_columns(
-            self.n_metrics, parents, array("q", (self.frames[i] for i in keep)),
+            self.n_metrics, parents, array(IDS, (self.frames[i] for i in keep)),
             [array("d", (column[i] for i in keep)) for column in self.selfs],
             array("q", (calls[i] for i in keep)))
         out.cut_depth = self.cut_depth
@@ -546,22 +520,25 @@ class CallTree:
 
     @classmethod
     def from_columns(cls, n_metrics: int, parents: array, frames: array,
-                     selfs: list[array], calls: array | None = None) -> CallTree:
+                     selfs: list[array], calls: array | None = None, *,
+                     finalized: bool = False) -> CallTree:
         """A tree from node columns (node 0 the root, each parent before its children);
-        not finalized."""
+        finalized (totals computed) only when `finalized` is set."""
         n = len(parents)
         if n == 0 or parents[0] != -1:
             raise ValueError("node 0 must be the root")
         tree = cls.__new__(cls)
         tree.n_metrics = n_metrics
-        tree.parents = parents
-        tree.frames = frames
+        tree.parents = parents if parents.typecode == IDS else array(IDS, parents)
+        tree.frames = frames if frames.typecode == IDS else array(IDS, frames)
         tree.selfs = selfs
-        tree.totals = [_column(n) for _ in range(n_metrics)]
-        tree.calls = calls if calls is not None else array("q", [NO_CALLS]) * n
-        first = array("q", [-1]) * n
-        last = array("q", [-1]) * n
-        sibling = array("q", [-1]) * n
+        # Zeros until finalize() fills them; with `finalized`, none: finalize() makes them
+        # one metric at a time (a big tree never holds a column of zeros beside them).
+        tree.totals = [] if finalized else [_column(n) for _ in range(n_metrics)]
+        tree.calls = calls if calls is not None else array(UNKNOWN_CALLS, [NO_CALLS]) * n
+        first = array(IDS, [-1]) * n
+        last = array(IDS, [-1]) * n
+        sibling = array(IDS, [-1]) * n
         for i in range(1, n):
             p = parents[i]
             if not 0 <= p < i:
@@ -572,7 +549,8 @@ class CallTree:
             else:
                 sibling[tail] = i
             last[p] = i
-        tree.first_child, tree.last_child, tree.next_sibling = first, last, sibling
+        tree.first_child, tree.next_sibling = first, sibling
+        tree.last_child = None  # rebuilt if the tree grows (loaded trees seldom do)
         tree._index = None
         tree.cut_depth = None
-        return tree
+        return tree.finalize() if finalized else tree

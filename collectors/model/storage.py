@@ -59,6 +59,7 @@ import struct
 import sys
 import zlib
 from array import array
+from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -75,6 +76,8 @@ VERSION = 2  # written; VERSIONS are read
 VERSIONS = (1, 2)
 MAGIC = b"PROFTUI-PROFILE\x02\n"
 _LENGTH = struct.Struct("<Q")
+_PIECE = 1 << 20  # bytes of a column read at a time (a multiple of every item size)
+MAX_DOCUMENT_BYTES = 1 << 32  # the JSON part of a version 2 file: a bigger length is corrupt
 MAX_SOURCE_BYTES = 1 << 20  # a bigger file is not embedded (generated code, amalgamations)
 MAX_SOURCES_BYTES = 8 << 20  # all embedded sources together
 
@@ -126,16 +129,18 @@ def _tree_columns(tree: CallTree, blobs: _Blobs) -> dict[str, Any]:
 
 
 def _slices_columns(slices: Slices, blobs: _Blobs) -> dict[str, Any]:
-    """The timeline as version 2 column references (docs/profile-format.md)."""
+    """The timeline as version 2 column references (docs/profile-format.md); the index
+    first, as `validate.decode_slices` reads it (the load reads the stream once)."""
     index = slices.index
+    index_doc = {"labels": index.labels, "stacks": len(index),
+                 "leaf": blobs.add(index.leaf, "q"), "part": blobs.add(index.part, "q"),
+                 "part_leaf": blobs.add(index.part_leaf, "q"),
+                 "code": blobs.add(index.code, "q"),
+                 "code_keys": [[m, a] for m, a in index.code_keys]}
     return {"start": slices.start, "width": slices.width,
             "offsets": blobs.add(slices.offsets, "q"), "stacks": blobs.add(slices.stacks, "q"),
             "costs": [blobs.add(column, "d") for column in slices.costs],
-            "index": {"labels": index.labels, "stacks": len(index),
-                      "leaf": blobs.add(index.leaf, "q"), "part": blobs.add(index.part, "q"),
-                      "part_leaf": blobs.add(index.part_leaf, "q"),
-                      "code": blobs.add(index.code, "q"),
-                      "code_keys": [[m, a] for m, a in index.code_keys]}}
+            "index": index_doc}
 
 
 def _document(profile: Profile) -> dict[str, Any]:
@@ -305,20 +310,9 @@ def _shown(path: Path) -> str:
 def load(path: Path) -> Profile:
     """Read a profile written by `save` (ProftuiError on any problem, in one line)."""
     name = _shown(path)
-    blobs: memoryview | None = None
     try:
         with gzip.open(path, "rb") as f:
-            data = f.read()
-        if data.startswith(MAGIC):
-            length = _LENGTH.unpack_from(data, len(MAGIC))[0] if len(data) >= len(MAGIC) + 8 \
-                else -1
-            start = len(MAGIC) + 8
-            if not 0 <= length <= len(data) - start:
-                raise ProftuiError(f"{name}: truncated or corrupt profile file")
-            doc = json.loads(data[start:start + length])
-            blobs = memoryview(data)[start + length:]
-        else:
-            doc = json.loads(data)
+            return _read(f, name)
     except FileNotFoundError:
         raise ProftuiError(f"{name}: no such file") from None
     except OSError as exc:
@@ -336,6 +330,44 @@ def load(path: Path) -> Profile:
         raise ProftuiError(f"{name}: not a valid proftui profile: {exc}") from None
     except MemoryError:
         raise ProftuiError(f"{name}: profile file too big for memory") from None
+
+
+class _StreamBlobs:
+    """The blob area of a version 2 file, read from the gzip stream a column at a
+    time as the columns are decoded (in the order `encode` wrote them, so the stream
+    is decompressed once): the whole decompressed file is never in memory at once."""
+
+    def __init__(self, stream: gzip.GzipFile, start: int) -> None:
+        self._stream = stream
+        self._start = start
+
+    def read(self, offset: int, length: int) -> Iterator[bytes]:
+        """The `length` bytes at `offset` of the blob area, in pieces of whole items
+        (fewer in all at its end)."""
+        self._stream.seek(self._start + offset)  # forward: skips; backward: rewinds
+        while length > 0:
+            piece = self._stream.read(min(length, _PIECE))
+            if not piece:
+                return
+            length -= len(piece)
+            yield piece
+
+
+def _read(f: gzip.GzipFile, name: str) -> Profile:
+    head = f.read(len(MAGIC) + _LENGTH.size)
+    blobs: _StreamBlobs | None = None
+    if head.startswith(MAGIC):
+        if len(head) < len(MAGIC) + _LENGTH.size:
+            raise ProftuiError(f"{name}: truncated or corrupt profile file")
+        length = _LENGTH.unpack_from(head, len(MAGIC))[0]
+        text = f.read(length) if length <= MAX_DOCUMENT_BYTES else b""
+        if len(text) != length:
+            raise ProftuiError(f"{name}: truncated or corrupt profile file")
+        doc = json.loads(text)
+        del text
+        blobs = _StreamBlobs(f, len(head) + length)
+    else:
+        doc = json.loads(head + f.read())
     try:
         return validate.profile_from_document(doc, FORMAT, VERSIONS, blobs)
     except validate.NotAProfile as exc:

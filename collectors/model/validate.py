@@ -18,8 +18,8 @@ import itertools
 import math
 import sys
 from array import array
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol, TypeVar
 
 from proftui.collectors.model.profile import (
     CallNode,
@@ -238,22 +238,42 @@ def decode_tree(value: Any, where: str, n_metrics: int, n_frames: int) -> CallTr
     return tree.finalize()
 
 
-def _blob(value: Any, where: str, blobs: memoryview, typecode: str, count: int) -> array:
+class Blobs(Protocol):
+    """The binary area after a version 2 document: `read(offset, length)` gives the
+    bytes there in pieces of whole items (fewer in all when the area ends first)."""
+
+    def read(self, offset: int, length: int) -> Iterator[bytes]: ...
+
+
+MAX_BLOB_OFFSET = 2**62  # references beyond this are corrupt whatever the file's size
+
+
+def _blob(value: Any, where: str, blobs: Blobs, typecode: str, count: int) -> array:
     """The array a column reference `[offset, length]` names in the blob area: `count`
-    items of `typecode` (little-endian on the wire)."""
-    offset, length = (_int(v, f"{where}[{i}]", 0, len(blobs))
+    items of `typecode` (little-endian on the wire), read in pieces (a column is never
+    in memory twice)."""
+    offset, length = (_int(v, f"{where}[{i}]", 0, MAX_BLOB_OFFSET)
                       for i, v in enumerate(_list(value, where, 2)))
     column = array(typecode)
-    if length != count * column.itemsize or offset + length > len(blobs):
+    if length != count * column.itemsize:
         raise InvalidProfile(where, f"expected {count} items in the blob area, got "
-                                    f"{length} bytes at {offset} of {len(blobs)}")
-    column.frombytes(blobs[offset:offset + length])
+                                    f"{length} bytes at {offset}")
+    got = 0
+    for piece in blobs.read(offset, length):
+        whole = len(piece) - len(piece) % column.itemsize  # short only where the area ends
+        column.frombytes(piece[:whole] if whole < len(piece) else piece)
+        got += len(piece)
+        if whole < len(piece) or got >= length:
+            break
+    if got != length:
+        raise InvalidProfile(where, f"expected {count} items in the blob area, got "
+                                    f"{got} of {length} bytes at {offset}: the area ends")
     if sys.byteorder == "big":
         column.byteswap()
     return column
 
 
-def decode_tree_columns(value: Any, where: str, blobs: memoryview, n_metrics: int,
+def decode_tree_columns(value: Any, where: str, blobs: Blobs, n_metrics: int,
                         n_frames: int) -> CallTree:
     """A CallTree from a version 2 column description: `nodes` (the root included),
     `parents`, `frames`, `selfs` (one per metric) and `calls` (or null) as references
@@ -280,14 +300,13 @@ def decode_tree_columns(value: Any, where: str, blobs: memoryview, n_metrics: in
         if min(calls) < -1:
             raise InvalidProfile(f"{where}.calls", "expected counts >= 0 (-1: unknown)")
     try:
-        tree = CallTree.from_columns(n_metrics, array("q", parents), array("q", frames),
-                                     selfs, calls)
+        tree = CallTree.from_columns(n_metrics, parents, frames, selfs, calls, finalized=True)
     except ValueError as exc:
         raise InvalidProfile(f"{where}.parents", str(exc)) from None
-    return tree.finalize()
+    return tree
 
 
-def decode_slices(value: Any, blobs: memoryview, n_metrics: int, tree: CallTree,
+def decode_slices(value: Any, blobs: Blobs, n_metrics: int, tree: CallTree,
                   parts: dict[str, CallTree]) -> Slices | None:
     """The timeline of a version 2 file (None when absent), every index checked."""
     if value is None:
@@ -380,7 +399,7 @@ def _function_table(value: Any, n: int, nf: int) -> dict[int, FunctionCost] | No
 
 
 def profile_from_document(doc: Any, format_name: str, versions: tuple[int, ...],
-                          blobs: memoryview | None = None) -> Profile:
+                          blobs: Blobs | None = None) -> Profile:
     """The Profile a saved document describes (InvalidProfile if anything is malformed).
 
     Version 1 documents hold trees as node lists; version 2 as column references into

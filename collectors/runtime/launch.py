@@ -98,12 +98,17 @@ def inherited_buffer(value: str) -> tuple[str | None, str]:
                          f"{BUFFER_MAX_BYTES >> 30} GiB): {capped:,} bytes used")
 
 
-def resolve_program(program: str) -> Path:
+SCRIPT_HINT = ("run the binary itself, or add --follow to profile the script's "
+               "interpreter and every program it runs")
+
+
+def resolve_program(program: str, *, scripts: bool = False) -> Path:
     """Find `program` like a shell would and check it can be profiled.
 
-    Raises ProftuiError when it is missing, not executable, not an ELF file,
-    or setuid/setgid (profiling those is refused: LD_PRELOAD would be ignored
-    and the run directory would leak to a privileged process).
+    Raises ProftuiError when it is missing, not executable, not an ELF file (a `#!`
+    script is accepted when `scripts`: the kernel runs its interpreter, see
+    `script_interpreter`), or setuid/setgid (profiling those is refused: LD_PRELOAD
+    would be ignored and the run directory would leak to a privileged process).
     """
     if "/" in program:
         path = Path(program)
@@ -125,15 +130,48 @@ def resolve_program(program: str) -> Path:
             magic = f.read(4)
     except OSError as exc:
         raise ProftuiError(f"{program}: cannot read: {exc.strerror}") from None
-    if magic != ELF_MAGIC:
-        kind = "a script" if magic[:2] == b"#!" else "not an ELF executable"
+    if magic[:2] == b"#!" and not scripts:
+        raise ProftuiError(f"{program}: a script; proftui profiles compiled programs "
+                           f"({SCRIPT_HINT})")
+    if magic != ELF_MAGIC and magic[:2] != b"#!":
         raise ProftuiError(
-            f"{program}: {kind}; proftui profiles compiled programs (run the binary itself)"
-        )
+            f"{program}: not an ELF executable; proftui profiles compiled programs "
+            "(run the binary itself)")
     mode = path.stat().st_mode
     if mode & (stat.S_ISUID | stat.S_ISGID):
         raise ProftuiError(f"{program}: is setuid/setgid; proftui refuses to profile it")
     return path.resolve()
+
+
+SHEBANG_MAX = 256  # bytes of a #! line the kernel reads (BINPRM_BUF_SIZE)
+
+
+def script_interpreter(path: Path) -> Path | None:
+    """The program the kernel runs for the `#!` script `path` (`/usr/bin/env NAME`:
+    NAME found on PATH, as env will), or None when `path` is not a script.
+    ProftuiError when the interpreter cannot be found (the kernel would refuse too)."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(SHEBANG_MAX)
+    except OSError as exc:
+        raise ProftuiError(f"{path}: cannot read: {exc.strerror}") from None
+    if not head.startswith(b"#!"):
+        return None
+    line = head[2:].split(b"\n", 1)[0].decode("utf-8", "surrogateescape")
+    words = line.split()
+    if not words:
+        raise ProftuiError(f"{path}: a script with no interpreter on its #! line")
+    interpreter = words[0]
+    if Path(interpreter).name == "env":
+        names = [w for w in words[1:] if not w.startswith("-") and "=" not in w]
+        found = shutil.which(names[0]) if names else None
+        if found is None:
+            raise ProftuiError(f"{path}: its #! line runs {line.strip()!r}, and "
+                               "that program is not on PATH")
+        return Path(found).resolve()
+    if not Path(interpreter).is_file():
+        raise ProftuiError(f"{path}: its interpreter {interpreter} does not exist")
+    return Path(interpreter).resolve()
 
 
 def signal_name(signum: int) -> str:
@@ -220,10 +258,11 @@ class LaunchedProcess:
         env: dict[str, str] | None = None,
         preload: Sequence[str] = (),
         output: Literal["inherit", "log"] = "inherit",
+        scripts: bool = False,
     ) -> None:
         if not argv:
             raise ProftuiError("no program given")
-        program = resolve_program(argv[0])
+        program = resolve_program(argv[0], scripts=scripts)
         child_env = dict(os.environ)
         self.env_warnings: list[str] = []  # about PROFTUI_* proftui inherited (for the notes)
         if "PROFTUI_BUFFER_BYTES" in child_env and "PROFTUI_BUFFER_BYTES" not in (env or {}):

@@ -17,7 +17,11 @@ from typing import Literal
 
 from proftui.collectors.detect import inspect_binary, refuse_foreign
 from proftui.collectors.errors import ProftuiError
-from proftui.collectors.runtime.launch import LaunchedProcess, resolve_program
+from proftui.collectors.runtime.launch import (
+    LaunchedProcess,
+    resolve_program,
+    script_interpreter,
+)
 from proftui.collectors.runtime.libraries import runtime_library_path
 
 YOUNG_FILE_S = 2.0  # a runtime file this new may still lack its header (being created)
@@ -35,24 +39,35 @@ class Preload:
 
 
 def launch_preloaded(argv: Sequence[str], *, run_dir: Path, preloads: Sequence[Preload],
-                     output: Literal["inherit", "log"]) -> LaunchedProcess:
+                     output: Literal["inherit", "log"], follow: bool = False) -> LaunchedProcess:
     """Start `argv` with every runtime of `preloads` in LD_PRELOAD (in that order) and
-    their environments merged; ProftuiError in one line when it cannot be."""
+    their environments merged; ProftuiError in one line when it cannot be.
+
+    With `follow` (the runtimes follow fork and exec), a `#!` script is run too, as
+    perf does: its interpreter is profiled, and every program it runs inherits the
+    preload.  A static interpreter cannot take the preload (the programs it runs
+    still do): said in the run's notes (`LaunchedProcess.env_warnings`)."""
     if not argv:
         raise ProftuiError("no program given")
-    program = resolve_program(argv[0])
-    facts = inspect_binary(program)
-    refuse_foreign(argv[0], facts, " and ".join(p.what for p in preloads))
-    if facts.static:
-        what = " and ".join(p.what for p in preloads)
+    program = resolve_program(argv[0], scripts=follow)
+    interpreter = script_interpreter(program) if follow else None
+    facts = inspect_binary(interpreter or program)
+    what = " and ".join(p.what for p in preloads)
+    refuse_foreign(str(interpreter) if interpreter else argv[0], facts, what)
+    if facts.static and interpreter is None:
         raise ProftuiError(f"{argv[0]}: statically linked, so {what} cannot be preloaded into "
                            f"it; {preloads[0].static_hint}")
     env: dict[str, str] = {}
     for p in preloads:
         env.update(p.env)
     libraries = [runtime_library_path(p.library) for p in preloads]
-    return LaunchedProcess(list(argv), run_dir=run_dir, env=env, preload=libraries,
-                           output=output)
+    process = LaunchedProcess(list(argv), run_dir=run_dir, env=env, preload=libraries,
+                              output=output, scripts=follow)
+    if interpreter is not None and facts.static:
+        process.env_warnings.append(
+            f"{argv[0]} runs under {interpreter}, which is statically linked: {what} could not "
+            "be preloaded into it (it is not profiled); the programs it runs are")
+    return process
 
 
 class PollThread:

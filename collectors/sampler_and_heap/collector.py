@@ -58,7 +58,8 @@ class SamplerAndHeapCollector(LaunchCollector):
             for p in preloads:
                 p.env["PROFTUI_BUFFER_BYTES"] = str(max(budgets))
         self.process = launch_preloaded(self.argv, run_dir=self.run_dir.path,
-                                        preloads=preloads, output=self.options.output)
+                                        preloads=preloads, output=self.options.output,
+                                        follow=self.options.follow_children)
         self.sampler.begin(self.process)
         self.heap.begin(self.process)
 

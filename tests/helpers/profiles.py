@@ -3,6 +3,7 @@ a profile survives saving and loading."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -82,6 +83,24 @@ def deep_chain(depth: int = 100_000) -> Profile:
     for _ in range(depth):
         node = node.child(rec)
         node.self_cost, node.calls = [100.0, 1.0], 1
+    return profile.finalize()
+
+
+def distinct_deep_stacks(count: int = 2000, depth: int = 128, seed: int = 7) -> Profile:
+    """`count` samples whose stacks are `depth` frames deep and nearly all distinct, as a
+    recursion that takes one of two functions at each level makes them: main, then
+    `left` or `right` drawn at every level (about `depth` tree nodes a sample), 2
+    metrics (samples and cpu_ns), one thread."""
+    rng = random.Random(seed)
+    profile = Profile(ProfileMeta(mode="sampler", argv=["deep"], pids=[1]), (SAMPLES, CPU_NS))
+    main = profile.frames.intern(Frame("main", "/bin/deep", address=0x1000))
+    sides = [profile.frames.intern(Frame(name, "/bin/deep", address=0x1100 + 0x100 * i))
+             for i, name in enumerate(("left", "right"))]
+    assert profile.tree is not None
+    for _ in range(count):
+        stack = [main, *(sides[rng.getrandbits(1)] for _ in range(depth - 1))]
+        profile.tree.add_stack(stack, [1.0, 1e6])
+    profile.parts["pid 1 tid 1"] = profile.tree
     return profile.finalize()
 
 

@@ -15,20 +15,22 @@ import shutil
 import subprocess
 import sys
 import time
+import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from proftui.collectors.formats.export import EXPORTERS
+from proftui.collectors.formats.export.json_report import render_json
 from proftui.collectors.formats.export.paths import CUT_LABEL, EXPORT_MAX_DEPTH
-from proftui.collectors.formats.export.text import render_json, render_text
+from proftui.collectors.formats.export.text import render_text
 from proftui.collectors.formats.protobuf import ints
 from proftui.collectors.model import storage
-from proftui.collectors.model.profile import Profile
+from proftui.collectors.model.profile import Frame, Profile
 from proftui.collectors.model.views import INVERTED_MAX_DEPTH, bottom_up_tree, caller_tree
 
 from tests.helpers.instrument import build
-from tests.helpers.profiles import deep_chain
+from tests.helpers.profiles import deep_chain, distinct_deep_stacks
 from tests.helpers.protobuf import decode
 
 DEPTH = 100_000
@@ -187,3 +189,87 @@ def test_non_utf8_program_path_survives_every_output(
         svg = subprocess.run(["dot", "-Tsvg", str(tmp_path / "odd.dot")], capture_output=True,
                              timeout=60)
         assert svg.returncode == 0, svg.stderr
+
+
+JSON_BYTES_PER_NODE = 250  # the report is killed past this (measured: about 165)
+# The CLI, then its peak resident memory on stderr.  VmHWM, not the rusage's maxrss: a
+# child forked from this (big) test process would inherit the parent's high-water mark.
+WITH_PEAK = """
+import sys
+from proftui.tui.cli import main
+try:
+    status = main(sys.argv[1:])
+finally:
+    with open("/proc/self/status") as f:
+        sys.stderr.write(next(line for line in f if line.startswith("VmHWM:")))
+sys.exit(status)
+"""
+
+
+def test_json_report_of_distinct_deep_stacks(tmp_path: Path) -> None:
+    """`proftui report --json` on 2,000 distinct 128-frame stacks (234,000 nodes): the text
+    grows with the nodes (with indentation it grew with nodes x depth, gigabytes on a
+    real run of that shape), takes seconds of CPU and memory bounded by the tree's."""
+    profile = distinct_deep_stacks(count=2000, depth=128)
+    assert profile.tree is not None
+    nodes = len(profile.tree) - 1
+    saved = tmp_path / "deep.proftui"
+    storage.save(profile, saved)
+    limit = JSON_BYTES_PER_NODE * nodes
+    with (tmp_path / "stderr").open("wb") as err:
+        proc = subprocess.Popen([sys.executable, "-c", WITH_PEAK, "report", "--json",
+                                 str(saved)], stdout=subprocess.PIPE, stderr=err,
+                                stdin=subprocess.DEVNULL)
+    assert proc.stdout is not None
+    chunks, written, deadline = [], 0, time.monotonic() + BUDGET
+    while data := proc.stdout.read(1 << 20):
+        chunks.append(data)
+        written += len(data)
+        if written > limit or time.monotonic() > deadline:
+            proc.kill()  # the old report: gigabytes, never ending
+            break
+    proc.stdout.close()
+    _pid, status, usage = os.wait4(proc.pid, 0)
+    assert written <= limit, f"more than {JSON_BYTES_PER_NODE} bytes a node"
+    stderr = (tmp_path / "stderr").read_text()
+    assert os.waitstatus_to_exitcode(status) == 0, stderr
+    cpu = usage.ru_utime + usage.ru_stime
+    assert cpu < 20, f"{cpu:.1f} s of CPU (measured: about 1.5)"
+    peak_kib = int(stderr.split("VmHWM:")[1].split()[0])
+    assert peak_kib < 100 * 1024, f"peak {peak_kib >> 10} MiB (measured: 45)"
+    doc = json.loads(b"".join(chunks))
+    assert doc["meta"]["tree_nodes_left_out"] == 0
+    count, stack = 0, list(doc["tree"])
+    while stack:
+        node = stack.pop()
+        count += 1
+        stack.extend(node["children"])
+    assert count == nodes
+
+
+def test_saved_deep_distinct_stacks_load_in_bounded_memory(tmp_path: Path) -> None:
+    """Loading keeps about 53 bytes a node (int32 ids, int8 unknown calls, no last-child
+    column) and never the whole decompressed file: the peak stays under 75 bytes a node
+    (it was about 130: 64-bit columns, beside the decompressed file)."""
+    profile = distinct_deep_stacks(count=1000, depth=128)
+    saved = tmp_path / "deep.proftui"
+    storage.save(profile, saved)
+    tracemalloc.start()
+    try:
+        loaded = storage.load(saved)
+        _current, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert loaded.tree is not None
+    assert peak < 75 * len(loaded.tree), f"{peak / len(loaded.tree):.0f} bytes a node"
+    assert profile.tree is not None and len(loaded.tree) == len(profile.tree)
+    assert loaded.tree.totals == profile.tree.totals and loaded.tree.frames == profile.tree.frames
+    # A loaded tree still grows: a new child goes last among its siblings, and a count
+    # of calls beyond int8 (or int32) is kept whole.
+    fresh = loaded.frames.intern(Frame("fresh", "/bin/deep"))
+    parent = loaded.tree.walk([0, 1])
+    before = loaded.tree.children(parent)
+    node = loaded.tree.walk([0, 1, fresh])
+    assert loaded.tree.children(parent) == [*before, node]
+    loaded.tree.add_calls(node, 3_000_000_000)
+    assert loaded.tree.node(node).calls == 3_000_000_000

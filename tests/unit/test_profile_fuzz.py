@@ -22,7 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.formats.export import EXPORTERS
-from proftui.collectors.formats.export.text import render_json, render_text
+from proftui.collectors.formats.export.json_report import render_json
+from proftui.collectors.formats.export.text import render_text
 from proftui.collectors.formats.importers import load_any
 from proftui.collectors.model import views
 from proftui.collectors.model.profile import Profile

@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from proftui.collectors.errors import ProftuiError
-from proftui.collectors.formats.export.text import render_json, render_text
+from proftui.collectors.formats.export.json_report import render_json
+from proftui.collectors.formats.export.text import render_text
 from proftui.collectors.model import storage
 
 from tests.helpers.profiles import sample_profile

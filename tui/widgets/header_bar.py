@@ -62,6 +62,19 @@ def since(start: float, end: float | None) -> str:
     return f"{seconds:.1f} s" if seconds < 60 else format_duration(seconds)
 
 
+PIDS_SHOWN = 4  # processes the header names; more are counted ("and 3 more")
+
+
+def pid_list(pids: list[int]) -> str:
+    """ "pid 12", "pids 12, 13, 14", or "pids 12, 13, 14, 15 and 3 more": every process
+    of the profile is named or counted."""
+    if len(pids) == 1:
+        return f"pid {pids[0]}"
+    shown = ", ".join(map(str, pids[:PIDS_SHOWN]))
+    rest = len(pids) - PIDS_SHOWN
+    return f"pids {shown}" + (f" and {rest} more" if rest > 0 else "")
+
+
 # What goes first when the line is wider than the terminal (lowest first); 0: never.
 DROP_PID, DROP_QUIET, DROP_TIME, DROP_SAVED, KEEP = 1, 1, 2, 3, 0
 
@@ -96,10 +109,10 @@ class HeaderBar(Static):
             return
         meta = profile.meta
         add(f" {_short(str(meta.mode))} ", "bold", KEEP)
-        if pid is not None:
+        if pid is not None and len(meta.pids) <= 1:
             add(f"pid {pid} ", "", DROP_PID)
-        elif meta.pids:
-            add(f"pid {', '.join(map(str, meta.pids[:3]))} ", "dim", DROP_PID)
+        elif meta.pids:  # every process of a --follow run, or how many are not shown
+            add(f"{pid_list(meta.pids)} ", "" if pid is not None else "dim", DROP_PID)
         index = _metric_shown(profile, metric)
         if part is not None:  # first: it changes what every number below the header means
             add(f"· {_part_text(profile, part, index)} ", "bold magenta", KEEP)

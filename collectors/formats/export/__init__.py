@@ -77,19 +77,26 @@ def default_output(source: Path | str, fmt: str) -> Path:
     return source.with_name(name)
 
 
-def export_bytes(profile: Profile, fmt: str) -> bytes:
-    """The file contents of `profile` in format `fmt` (ProftuiError if unknown)."""
+def export_bytes(profile: Profile, fmt: str, by: str = "all") -> bytes:
+    """The file contents of `profile` in format `fmt` (ProftuiError if unknown).  `by`
+    "process": one root frame per process above its call paths ("process 1234 prog",
+    model/byprocess.py), so a --follow run's programs stay apart in every format."""
     exporter = EXPORTERS.get(fmt)
     if exporter is None:
         raise ProftuiError(f"unknown export format {fmt!r} (choose from {', '.join(EXPORTERS)})")
+    if by == "process":
+        from proftui.collectors.model.byprocess import grouped_profile
+
+        profile = grouped_profile(profile)
     return exporter(profile)
 
 
-def write_export(profile: Profile, fmt: str, path: Path, *, regular_only: bool = False) -> None:
+def write_export(profile: Profile, fmt: str, path: Path, *, regular_only: bool = False,
+                 by: str = "all") -> None:
     """Write `profile` as `fmt` to `path` (atomically, 0600 unless replacing a file of
     ours: collectors/safefile.py; `regular_only` refuses a device or FIFO);
-    "-" means standard output."""
-    data = export_bytes(profile, fmt)
+    "-" means standard output.  `by`: as `export_bytes`."""
+    data = export_bytes(profile, fmt, by)
     if str(path) == "-":
         sys.stdout.flush()
         sys.stdout.buffer.write(data)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any
 
+from proftui.collectors.model.byprocess import ProcessTree, grouped_profile, processes
 from proftui.collectors.model.profile import (
     HEAP_METRICS,
     LIVE_ALLOCS,
@@ -21,12 +21,11 @@ from proftui.collectors.model.profile import (
     Profile,
 )
 from proftui.collectors.model.textsafe import clean
-from proftui.collectors.model.views import flat_profile
+from proftui.collectors.model.views import FlatEntry, flat_profile, function_costs
 from proftui.collectors.runtime import launch
 
 TREE_CUTOFF_PERCENT = 0.5  # text tree: hide subtrees below this share of the whole
 TEXT_TREE_MAX_DEPTH = 64
-JSON_TREE_MAX_DEPTH = 200  # deeper nodes are cut (nested JSON hits recursion limits)
 _HEAP_NAMES = {m.name for m in (*HEAP_METRICS, LIVE_ALLOCS)}
 LEAK_PATHS = 10  # leak summary: call paths shown
 LEAK_FRAMES = 16  # leak summary: frames shown per path, innermost first
@@ -84,8 +83,11 @@ def describe_exit(profile: Profile) -> str:
                                 unknown="running" if not meta.complete else "unknown")
 
 
-def render_text(profile: Profile, metric: int = 0, limit: int | None = None) -> str:
-    """Flat profile then call tree, as plain text for terminals and scripts."""
+def render_text(profile: Profile, metric: int = 0, limit: int | None = None,
+                by: str = "all") -> str:
+    """Flat profile then call tree, as plain text for terminals and scripts.  `by`:
+    "all" merges the processes; "process" keeps them apart (a pid column in the flat
+    profile, one root per process in the tree: `model/byprocess.py`)."""
     meta = profile.meta
     lines = [
         f"proftui {meta.mode} profile of: {' '.join(meta.argv)}",
@@ -98,24 +100,40 @@ def render_text(profile: Profile, metric: int = 0, limit: int | None = None) -> 
     if not profile.metrics:
         lines.append("no data")
         return clean("\n".join(lines) + "\n")
+    groups = processes(profile, metric)
+    if by == "process":
+        lines.append(f"by process: {len(groups)} process{'es' if len(groups) != 1 else ''}, "
+                     "each its own rows (pid column) and call tree root")
+    elif sum(1 for g in groups if g.pid is not None) > 1:
+        lines.append(f"{len(groups)} processes merged; `--by process` keeps them apart")
     m = profile.metrics[metric]
     unit = _unit_header(m)
+    names = display_names(profile)
+    pid_head = f"{'pid':>8}  " if by == "process" else ""
     lines += ["", _flat_title(m), "",
-              f"{'%':>6} {'self':>10} {'total':>10} {'calls':>10}  name",
+              f"{'%':>6} {'self':>10} {'total':>10} {'calls':>10}  {pid_head}name",
               f"{_share_header(m):>6} {unit:>10} {unit:>10}"]
-    entries = flat_profile(profile, metric=metric)
-    for entry in entries[:limit] if limit else entries:
+    if by == "process":
+        rows = flat_by_process(profile, groups, metric)
+    else:
+        rows = [(None, e) for e in flat_profile(profile, metric=metric)]
+    for pid, entry in rows[:limit] if limit else rows:
         calls = "" if entry.calls is None else str(entry.calls)
+        owner = "" if by != "process" else f"{'-' if pid is None else pid:>8}  "
         lines.append(
             f"{entry.self_percent:6.2f} {_gprof_value(entry.self_cost[metric], m):>10} "
-            f"{_gprof_value(entry.total_cost[metric], m):>10} {calls:>10}  {entry.frame.function}"
+            f"{_gprof_value(entry.total_cost[metric], m):>10} {calls:>10}  "
+            f"{owner}{names[entry.frame_id]}"
         )
     lines += ["", f"Call tree (total {unit}, calls; subtrees under {TREE_CUTOFF_PERCENT}% hidden):",
               ""]
-    assert profile.tree is not None
-    whole = profile.tree.root.total_cost[metric]
+    shown = grouped_profile(profile, metric) if by == "process" else profile
+    if shown is not profile:
+        names += [f.function for f in list(shown.frames)[len(names):]]  # the process rows
+    assert shown.tree is not None
+    whole = shown.tree.root.total_cost[metric]
     stack: list[tuple[CallNode, int]] = [
-        (c, 0) for c in _sorted_children(profile.tree.root, metric, reverse=False)
+        (c, 0) for c in _sorted_children(shown.tree.root, metric, reverse=False)
     ]
     while stack:
         node, depth = stack.pop()
@@ -123,11 +141,9 @@ def render_text(profile: Profile, metric: int = 0, limit: int | None = None) -> 
         if share < TREE_CUTOFF_PERCENT and whole:
             continue
         calls = "" if node.calls is None else f"  [{node.calls} calls]"
-        frame = profile.frames[node.frame_id]
-        name = frame.function + (" [inlined]" if frame.inlined else "")
         lines.append(
             f"{share:6.2f}% {_gprof_value(node.total_cost[metric], m):>10}  "
-            f"{'  ' * depth}{name}{calls}"
+            f"{'  ' * depth}{names[node.frame_id]}{calls}"
         )
         if depth + 1 >= TEXT_TREE_MAX_DEPTH:
             if node.children:
@@ -136,6 +152,37 @@ def render_text(profile: Profile, metric: int = 0, limit: int | None = None) -> 
         stack.extend((c, depth + 1) for c in _sorted_children(node, metric, reverse=False))
     lines += leak_summary(profile)
     return clean("\n".join(lines) + "\n")
+
+
+def display_names(profile: Profile) -> list[str]:
+    """Each frame's name as the text report shows it: `[inlined]` marked, and a name
+    that several modules define (two programs' `main` in a --follow run, a static
+    helper in two libraries) followed by its module, `main (in prog)`."""
+    modules: dict[str, set[str]] = {}
+    for frame in profile.frames:
+        modules.setdefault(frame.function, set()).add(frame.module_name)
+    return [frame.function + (f" (in {frame.module_name or '?'})"
+                              if len(modules[frame.function]) > 1 else "")
+            + (" [inlined]" if frame.inlined else "") for frame in profile.frames]
+
+
+def flat_by_process(profile: Profile, groups: list[ProcessTree], metric: int = 0
+                    ) -> list[tuple[int | None, FlatEntry]]:
+    """The flat profile per process: (pid, row) for each function of each process, the
+    shares of the whole profile, by self cost in `metric` (the text and JSON reports'
+    `--by process`)."""
+    whole = profile.total(metric)
+    ids = profile.frames.function_ids()
+    rows = []
+    for group in groups:
+        for fid, cost in function_costs(group.tree, ids).items():
+            rows.append((group.pid, FlatEntry(
+                fid, profile.frames[fid], tuple(cost.self_cost), tuple(cost.total_cost),
+                cost.calls, 100.0 * cost.self_cost[metric] / whole if whole else 0.0,
+                100.0 * cost.total_cost[metric] / whole if whole else 0.0)))
+    rows.sort(key=lambda r: (-r[1].self_cost[metric], -r[1].total_cost[metric],
+                             r[1].frame.function, r[0] or 0))
+    return rows
 
 
 def _metric(profile: Profile, name: str) -> int | None:
@@ -253,68 +300,3 @@ def _leak_stacks(profile: Profile, total: str, limit: int) -> list[str]:
 def _sorted_children(node: CallNode, metric: int, reverse: bool) -> list[CallNode]:
     # Ascending, so that popping from a stack visits the costliest child first.
     return sorted(node.children.values(), key=lambda c: c.total_cost[metric], reverse=reverse)
-
-
-def _costs(profile: Profile, values: Sequence[float]) -> dict[str, float]:
-    return {m.name: v for m, v in zip(profile.metrics, values, strict=False)}
-
-
-def render_json(profile: Profile) -> dict[str, Any]:
-    """The machine-readable report documented in the README."""
-    meta = profile.meta
-    flat = [
-        {
-            "function": e.frame.function,
-            "module": e.frame.module,
-            "file": e.frame.file,
-            "line": e.frame.line,
-            "calls": e.calls,
-            "self": _costs(profile, e.self_cost),
-            "total": _costs(profile, e.total_cost),
-            "self_percent": round(e.self_percent, 4),
-            "total_percent": round(e.total_percent, 4),
-        }
-        for e in flat_profile(profile)
-    ]
-    return {
-        "meta": {
-            "mode": meta.mode,
-            "argv": meta.argv,
-            "pids": meta.pids,
-            "exit_status": meta.exit_status,
-            "exit_signal": meta.exit_signal,
-            "complete": meta.complete,
-            "sample_period_ns": meta.period_ns,
-            "clock": meta.clock,
-            "metrics": {m.name: m.unit for m in profile.metrics},
-            "dropped": meta.dropped,
-            "warnings": meta.warnings,
-        },
-        "flat": flat,
-        "tree": _json_tree(profile),
-    }
-
-
-def _json_tree(profile: Profile) -> list[dict[str, Any]]:
-    assert profile.tree is not None
-    top: list[dict[str, Any]] = []
-    stack: list[tuple[CallNode, list[dict[str, Any]], int]] = [
-        (c, top, 0) for c in profile.tree.root.children.values()
-    ]
-    while stack:
-        node, siblings, depth = stack.pop()
-        entry: dict[str, Any] = {
-            "function": profile.frames[node.frame_id].function,
-            "self": _costs(profile, node.self_cost),
-            "total": _costs(profile, node.total_cost),
-            "calls": node.calls,
-            "children": [],
-        }
-        if profile.frames[node.frame_id].inlined:
-            entry["inlined"] = True
-        siblings.append(entry)
-        if depth + 1 >= JSON_TREE_MAX_DEPTH and node.children:
-            entry["truncated"] = True
-            continue
-        stack.extend((c, entry["children"], depth + 1) for c in node.children.values())
-    return top

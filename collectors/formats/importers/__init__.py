@@ -24,7 +24,6 @@ from proftui.collectors.formats.importers import (
     perf_script,
     pprof,
 )
-from proftui.collectors.gprof.collector import load_gmon_file
 from proftui.collectors.gprof.gmon import MAGIC as GMON_MAGIC
 from proftui.collectors.model import storage
 from proftui.collectors.model.profile import Profile
@@ -97,6 +96,10 @@ def load_any(path: Path | str, binary: Path | None = None) -> Profile:
     if loader is not None:
         return loader(path)
     if kind == "gmon":
+        # Loaded for gmon.out only: it brings the symbolizer and ELF/DWARF readers,
+        # which a saved profile's report never needs.
+        from proftui.collectors.gprof.collector import load_gmon_file
+
         return load_gmon_file(path, binary)
     if kind == "perf-data":
         raise ProftuiError(f"{path}: is perf.data; convert it with `perf script -i {path} > "

@@ -19,11 +19,14 @@ from __future__ import annotations
 
 import struct
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.formats.importers.files import read_profile
 from proftui.collectors.model.profile import CPU_NS, SAMPLES, Profile, ProfileMeta
-from proftui.collectors.symbols.stacks import StackFrames
+
+if TYPE_CHECKING:
+    from proftui.collectors.symbols.stacks import StackFrames
 
 MAX_DEPTH = 4096  # gperftools stores at most 64 frames; more means a corrupt file
 _HEADER_WORDS = 5
@@ -93,6 +96,9 @@ def load_gperftools(path: Path, data: bytes | None = None) -> Profile:
         raise ProftuiError(f"{path}: corrupt gperftools CPU profile: {exc}") from None
     if not records:
         raise ProftuiError(f"{path}: gperftools CPU profile has no samples")
+    # Here, not at import: the symbolizer loads only when such a file is opened.
+    from proftui.collectors.symbols.stacks import StackFrames
+
     frames = StackFrames.of_maps(maps)
     assert frames.space is not None
     mappings = frames.space.mappings

@@ -45,7 +45,6 @@ from proftui.collectors.model.profile import (
     Profile,
     ProfileMeta,
 )
-from proftui.collectors.symbols.stacks import StackFrames
 
 MAGIC = b"heap profile:"
 MAX_DEPTH = 4096  # gperftools keeps at most 32 frames; more means a corrupt file
@@ -144,6 +143,9 @@ def load_gperftools_heap(path: Path, data: bytes | None = None,
         raise ProftuiError(f"{path}: corrupt gperftools heap profile: {exc}") from None
     if at_exit is None:
         at_exit = written_at_exit(path)
+    # Here, not at import: the symbolizer loads only when such a file is opened.
+    from proftui.collectors.symbols.stacks import StackFrames
+
     frames = StackFrames.of_maps(maps)
     assert frames.space is not None
     mappings = frames.space.mappings
