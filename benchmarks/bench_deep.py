@@ -1,7 +1,8 @@
 """Deep distinct stacks end to end: proftui record + report against perf on the same program.
 
-The target is benchmarks/programs/deep_paths.c: a recursion DEPTH levels deep (two
-frames a level) that picks one of four functions at each level, so nearly every
+The target is benchmarks/programs/deep_paths.c: a recursion DEPTH levels deep (one
+frame a level at -O2: `step` reaches the next level by a tail call) that picks one of
+four functions at each level, so nearly every
 sample is a call path never seen before; built -O2 -g with frame pointers so that
 `perf record -g` walks it too (both keep the innermost ~128 frames).  Every command
 is what a user types; each line gives wall time, CPU time (user+sys of the process
@@ -15,7 +16,7 @@ own (a plain run's), so it is what profiling cost:
 Goals (issue 33): record + report extra CPU <= perf record -g + perf report's;
 record peak memory <= 4x perf record's (floor 100 MB); report --json < 10 s.
 
-usage: python benchmarks/bench_deep.py [--seconds 1.5] [--hz 10000] [--depth 250]
+usage: python benchmarks/bench_deep.py [--seconds 1.5] [--hz 10000] [--depth 500]
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--seconds", type=float, default=1.5, help="target CPU seconds")
     parser.add_argument("--hz", type=int, default=10000)
-    parser.add_argument("--depth", type=int, default=250, help="levels (2 frames each)")
+    parser.add_argument("--depth", type=int, default=500, help="levels (a frame each)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-deep-") as tmp:
         work = Path(tmp)
