@@ -80,7 +80,9 @@ def record(args: list[str], out: Path) -> tuple[float, float, str]:
 
 def real_stacks(lua: Path, seconds: float, hz: int) -> tuple[list, list[float], int]:
     """The stack table of a real run: (frames, site) per stack, its samples, period ns."""
-    from proftui.tui.cli import build_parser, make_collector, run_headless
+    from proftui.tui.arguments import build_parser
+    from proftui.tui.headless import run_headless
+    from proftui.tui.modes import make_collector
 
     args = build_parser("record").parse_args(["-F", str(hz), *lua_args(lua, seconds)])
     collector = make_collector(args, output="log")  # the script's output is not shown

@@ -41,7 +41,7 @@ def _recorded(directory: Path) -> Profile:
     """A profile from a proftui collector: a launching mode if built, else attach."""
     for mode, flags in MODE_FLAGS.items():
         if mode in COLLECTORS:
-            from proftui.tui.cli import run_headless
+            from proftui.tui.headless import run_headless
 
             binary = build_fixture("exp_work.c", ["-O0", "-g", "-fno-omit-frame-pointer",
                                                   *flags], output=f"exp_work_{mode}")
@@ -284,7 +284,7 @@ def test_pprof_list_puts_samples_on_the_recorded_lines(tmp_path: Path) -> None:
     flat cost and the WARM line (with mix inlined into it) the rest, as recorded."""
     go = tool("go", why="go (Debian golang-go, for `go tool pprof`) is not installed")
     binary = build_fixture("line_hot.c", ["-O2", "-g"])
-    from proftui.tui.cli import run_headless
+    from proftui.tui.headless import run_headless
     profile = run_headless(COLLECTORS["sampler"]([str(binary), "150"], CollectorOptions()))
     out = exported(profile, "pprof", tmp_path / "p.pb.gz")
     env = {**os.environ, "HOME": str(tmp_path), "GOCACHE": str(tmp_path / "gocache"),

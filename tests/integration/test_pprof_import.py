@@ -39,7 +39,7 @@ def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str
 def _sampled() -> Profile:
     if "sampler" not in COLLECTORS:
         pytest.skip("the sampler runtime is not built")
-    from proftui.tui.cli import run_headless
+    from proftui.tui.headless import run_headless
 
     binary = build_fixture("smp_work.c", ["-O2", "-g"], output="smp_work_O2")
     return run_headless(COLLECTORS["sampler"]([str(binary), "300"], CollectorOptions()))

@@ -86,7 +86,13 @@ ALLOWED: dict[str, set[str]] = {
     "tui.demo": {f"{C}.errors", f"{C}.symbols.cachedir"},
     # The terminal around the app: the watchdog ends the collector's target itself.
     "tui.terminal": {f"{C}.base"},
-    "tui.cli": {"tui.app", "tui.demo", "tui.terminal", f"{C}"},
+    # The command line: its words (arguments), the collector a command asks for (modes),
+    # the commands without a TUI (headless), and the entry point (cli) above them.
+    "tui.arguments": {f"{C}"},
+    "tui.modes": {"tui.arguments", f"{C}"},
+    "tui.headless": {"tui.arguments", "tui.modes", f"{C}"},
+    "tui.cli": {"tui.app", "tui.demo", "tui.terminal", "tui.arguments", "tui.modes",
+                "tui.headless", f"{C}"},
     "tui": set(),
 }
 THIRD_PARTY_FRONT_END = {"textual", "rich"}

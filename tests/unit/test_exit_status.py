@@ -7,7 +7,7 @@ import signal
 from proftui.collectors.formats.export.text import describe_exit as report_exit
 from proftui.collectors.model.profile import SAMPLES, Profile, ProfileMeta
 from proftui.collectors.runtime.launch import ExitInfo, describe_exit, shell_status
-from proftui.tui.cli import exit_status_of
+from proftui.tui.headless import exit_status_of
 
 
 def ended(status: int | None, sig: int | None, complete: bool = True) -> Profile:

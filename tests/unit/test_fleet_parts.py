@@ -292,7 +292,7 @@ def test_record_without_push_loads_no_fleet_code() -> None:
     import subprocess
     import sys
 
-    code = ("import sys; from proftui.tui.cli import build_parser; "
+    code = ("import sys; from proftui.tui.arguments import build_parser; "
             "build_parser('record').parse_args(['-o', 'x.proftui', 'prog']); "
             "print(sorted(m for m in sys.modules if 'clickhouse' in m or '.fleet' in m))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
