@@ -34,28 +34,14 @@ def format_duration(seconds: float) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
-_LABELS = {
-    "samples": "samples", "cpu_ns": "CPU time", "wall_ns": "wall time", "calls": "calls",
-    # heap metrics: what a heaptrack or memray user calls them
-    "alloc_bytes": "allocated", "allocs": "allocations", "live_bytes": "live",
-    "live_allocs": "live blocks", "peak_bytes": "at peak", "leaked_bytes": "leaked",
-    "leaks": "leaked blocks", "temporary": "temporary allocs",
-}
-
-
 def metric_label(metric: Metric) -> str:
     """A metric's name as panes and the header show it ("leaked", "CPU time"...)."""
-    return _LABELS.get(metric.name, metric.name)
-
-
-# A metric's name in a column title ("Self live", "Total allocs"): short.
-_WORDS = {"cpu_ns": "CPU", "wall_ns": "wall", "allocs": "allocs", "live_allocs": "live blks",
-          "leaks": "leak blks", "temporary": "temp"}
+    return metric.shown
 
 
 def metric_word(metric: Metric) -> str:
     """`metric_label`, shortened for a column title."""
-    return _WORDS.get(metric.name, metric_label(metric))
+    return metric.column
 
 
 def percent(part: float, whole: float) -> float:

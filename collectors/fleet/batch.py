@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.fleet.stacks import StackRecord
-from proftui.collectors.model.profile import CodeSite, Frame, Metric
+from proftui.collectors.model.profile import CodeSite, Frame, Metric, metric_named
 
 MAGIC = b"PTFLEET1"
 _LITTLE = sys.byteorder == "little"
@@ -39,7 +39,7 @@ def parse_spec(spec: str) -> tuple[tuple[Metric, ...], bool]:
     metrics = []
     for item in body.split(",") if body else []:
         name, _sep, unit = item.partition(":")
-        metrics.append(Metric(name, unit or "count"))
+        metrics.append(metric_named(name, unit or "count"))
     return tuple(metrics), calls
 
 

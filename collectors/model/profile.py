@@ -38,30 +38,66 @@ from proftui.collectors.model.calltree import CallTree as CallTree
 
 @dataclass(frozen=True, slots=True)
 class Metric:
-    """A named cost: `samples`, `calls` (count), `cpu_ns`, `wall_ns` (ns), `alloc_bytes`."""
+    """A named cost: `samples`, `calls` (count), `cpu_ns`, `wall_ns` (ns), `alloc_bytes`.
+
+    A metric is its name and unit (equality, storage); the rest are its facts, said once
+    here for every view: `label` as panes, the header and reports name it ("CPU time"),
+    `word` in a column title ("Self CPU"), `meaning` what it counts (report titles), and
+    `heap` whether it is one of the heap family (bytes and blocks, not time)."""
 
     name: str
     unit: str  # "count", "ns" or "bytes"
+    label: str = field(default="", compare=False)  # "": the name
+    word: str = field(default="", compare=False)  # "": the label
+    meaning: str = field(default="", compare=False)
+    heap: bool = field(default=False, compare=False)
+
+    @property
+    def shown(self) -> str:
+        """The label, or the name when the metric has none (an imported one)."""
+        return self.label or self.name
+
+    @property
+    def column(self) -> str:
+        """The word for a column title: short."""
+        return self.word or self.shown
 
 
-SAMPLES = Metric("samples", "count")
-CPU_NS = Metric("cpu_ns", "ns")
-WALL_NS = Metric("wall_ns", "ns")
-CALLS = Metric("calls", "count")  # exact call counts as the cost (hook library, count-only)
+SAMPLES = Metric("samples", "count", "samples")
+CPU_NS = Metric("cpu_ns", "ns", "CPU time", "CPU")
+WALL_NS = Metric("wall_ns", "ns", "wall time", "wall")
+CALLS = Metric("calls", "count", "calls")  # exact call counts as the cost (count-only)
 
 # Heap metrics (the heap collector; gperftools .heap and heaptrack imports).  Bytes and
 # counts of allocations made, still live (now or at exit), held when the whole heap
 # peaked, never freed (live at exit, as mtrace counts leaks), and freed by the same
 # thread before its next allocation (heaptrack's "temporary").
-ALLOC_BYTES = Metric("alloc_bytes", "bytes")
-ALLOCS = Metric("allocs", "count")
-LIVE_BYTES = Metric("live_bytes", "bytes")
-LIVE_ALLOCS = Metric("live_allocs", "count")  # blocks behind live_bytes (pprof inuse_objects)
-PEAK_BYTES = Metric("peak_bytes", "bytes")
-LEAKED_BYTES = Metric("leaked_bytes", "bytes")
-LEAKS = Metric("leaks", "count")
-TEMPORARY = Metric("temporary", "count")
+# Their labels are what a heaptrack or memray user calls them.
+ALLOC_BYTES = Metric("alloc_bytes", "bytes", "allocated", meaning="bytes allocated",
+                     heap=True)
+ALLOCS = Metric("allocs", "count", "allocations", "allocs", "blocks allocated", heap=True)
+LIVE_BYTES = Metric("live_bytes", "bytes", "live",
+                    meaning="bytes still allocated (now, or at exit)", heap=True)
+# blocks behind live_bytes (pprof inuse_objects)
+LIVE_ALLOCS = Metric("live_allocs", "count", "live blocks", "live blks",
+                     "blocks still allocated (now, or at exit)", heap=True)
+PEAK_BYTES = Metric("peak_bytes", "bytes", "at peak",
+                    meaning="bytes held when the whole heap peaked", heap=True)
+LEAKED_BYTES = Metric("leaked_bytes", "bytes", "leaked", meaning="bytes live at exit",
+                      heap=True)
+LEAKS = Metric("leaks", "count", "leaked blocks", "leak blks", "blocks live at exit",
+               heap=True)
+TEMPORARY = Metric("temporary", "count", "temporary allocs", "temp",
+                   "allocations freed by the same thread before its next one", heap=True)
 HEAP_METRICS = (ALLOC_BYTES, ALLOCS, LIVE_BYTES, PEAK_BYTES, LEAKED_BYTES, LEAKS, TEMPORARY)
+_KNOWN = {m.name: m for m in (SAMPLES, CPU_NS, WALL_NS, CALLS, LIVE_ALLOCS, *HEAP_METRICS)}
+
+
+def metric_named(name: str, unit: str) -> Metric:
+    """The metric `name` in `unit` with its facts when proftui knows it (a file read back,
+    an import, a fleet query), else a plain one."""
+    known = _KNOWN.get(name)
+    return known if known is not None and known.unit == unit else Metric(name, unit)
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,6 +34,7 @@ from proftui.collectors.model.profile import (
     Profile,
     ProfileMeta,
     Timeline,
+    metric_named,
 )
 from proftui.collectors.model.slices import Slices, StackIndex
 
@@ -197,7 +198,7 @@ def _metric(row: list[Any], where: str) -> Metric:
     unit = _str(row[1], f"{where}[1]")
     if unit not in UNITS:
         raise _fail(f"{where}[1]", f"a unit ({', '.join(UNITS)})", unit)
-    return Metric(name, unit)
+    return metric_named(name, unit)
 
 
 def _frame(row: list[Any], where: str) -> Frame:

@@ -71,3 +71,24 @@ def test_json_report_shape() -> None:
     assert first["function"] == "leaf" and first["self"] == {"samples": 90.0}
     assert doc["tree"][0]["function"] == "main"
     assert doc["meta"]["metrics"] == {"samples": "count"}
+
+
+def test_metrics_read_back_keep_their_facts(tmp_path: Path) -> None:
+    """A metric is its name and unit; its label, column word and family are said once on
+    the model's constants and come back with a saved profile (issue 37)."""
+    from proftui.collectors.model.profile import CPU_NS, LEAKS, Frame, Metric, metric_named
+
+    from tests.helpers.profiles import stacks_profile
+
+    profile = stacks_profile([Frame("main", "/bin/prog")], [([0], 1.0)],
+                             metrics=(CPU_NS, LEAKS))
+    path = tmp_path / "m.proftui"
+    storage.save(profile, path, embed_sources=False)
+    loaded = storage.load(path).metrics
+    assert loaded == (CPU_NS, LEAKS)
+    assert [(m.shown, m.column, m.heap) for m in loaded] == [
+        ("CPU time", "CPU", False), ("leaked blocks", "leak blks", True)]
+    assert loaded[1].meaning == "blocks live at exit"
+    foreign = metric_named("inuse_space", "bytes")  # an imported pprof type: its own name
+    assert foreign == Metric("inuse_space", "bytes") and foreign.shown == "inuse_space"
+    assert metric_named("cpu_ns", "count").shown == "cpu_ns"  # a name in another unit

@@ -8,7 +8,7 @@ profiles drop functions below `min_percent` of the whole so `dot` stays fast.
 
 from __future__ import annotations
 
-from proftui.collectors.model.profile import ROOT_FRAME, CallNode, Metric, Profile
+from proftui.collectors.model.profile import ROOT_FRAME, SAMPLES, CallNode, Metric, Profile
 from proftui.collectors.model.textsafe import clean, encode_text
 from proftui.collectors.model.views import function_costs
 
@@ -71,7 +71,7 @@ def export_dot(profile: Profile, metric: int = 0, min_percent: float | None = No
     assert profile.tree is not None
     costs = profile.functions if profile.functions is not None else function_costs(profile.tree)
     n = len(profile.metrics)
-    m = profile.metrics[metric] if profile.metrics else Metric("samples", "count")
+    m = profile.metrics[metric] if profile.metrics else SAMPLES
     whole = profile.total(metric) if n else 0.0
     if min_percent is None:
         min_percent = AUTO_MIN_PERCENT if len(costs) > AUTO_PRUNE_FUNCTIONS else 0.0

@@ -30,7 +30,7 @@ import gzip
 from proftui.collectors.formats import protobuf as pb
 from proftui.collectors.formats.export.paths import CUT_LABEL, costed_paths
 from proftui.collectors.model.lines import function_addresses
-from proftui.collectors.model.profile import HEAP_METRICS, LIVE_ALLOCS, CallNode, Profile
+from proftui.collectors.model.profile import CallNode, Profile
 from proftui.collectors.model.textsafe import encode_text
 
 UNITS = {"ns": "nanoseconds", "count": "count", "bytes": "bytes"}
@@ -43,14 +43,13 @@ HEAP_SAMPLE_TYPES = (
     ("inuse_objects", "count", ("live_allocs", "leaks")),
     ("inuse_space", "bytes", ("live_bytes", "leaked_bytes")),
 )
-_HEAP_NAMES = {m.name for m in HEAP_METRICS} | {LIVE_ALLOCS.name}
 
 
 def sample_columns(profile: Profile) -> tuple[list[tuple[str, str, int]], list[str]]:
     """The pprof sample types of `profile` as (type, unit, metric index), and the Go
     heap sample types it cannot fill.  Non-heap profiles: one type per metric."""
     names = [m.name for m in profile.metrics]
-    if not any(name in _HEAP_NAMES for name in names):
+    if not any(m.heap for m in profile.metrics):
         return [(m.name, UNITS.get(m.unit, m.unit), i) for i, m in enumerate(profile.metrics)], []
     columns: list[tuple[str, str, int]] = []
     missing: list[str] = []
@@ -182,7 +181,7 @@ def encode_profile(profile: Profile) -> bytes:
             tail += pb.int_field(pb.PROFILE_DURATION_NANOS,
                                  int((meta.end_time - meta.start_time) * 1e9))
     # A CPU profile, or CPU and heap side by side (--heap): its first metric is CPU.
-    cpu = bool(profile.metrics) and profile.metrics[0].name not in _HEAP_NAMES
+    cpu = bool(profile.metrics) and not profile.metrics[0].heap
     if meta.period_ns and cpu:  # a CPU sampling period
         first = profile.metrics[0]
         kind = strings("cpu" if first.name == "samples" else first.name)

@@ -13,8 +13,6 @@ from collections.abc import Sequence
 
 from proftui.collectors.model.byprocess import ProcessTree, grouped_profile, processes
 from proftui.collectors.model.profile import (
-    HEAP_METRICS,
-    LIVE_ALLOCS,
     CallNode,
     Frame,
     Metric,
@@ -26,7 +24,6 @@ from proftui.collectors.runtime import launch
 
 TREE_CUTOFF_PERCENT = 0.5  # text tree: hide subtrees below this share of the whole
 TEXT_TREE_MAX_DEPTH = 64
-_HEAP_NAMES = {m.name for m in (*HEAP_METRICS, LIVE_ALLOCS)}
 LEAK_PATHS = 10  # leak summary: call paths shown
 LEAK_FRAMES = 16  # leak summary: frames shown per path, innermost first
 REACHABILITY_NOTE = ("live at exit, as mtrace counts leaks; reachability not checked: "
@@ -41,38 +38,24 @@ def _gprof_value(value: float, metric: Metric) -> str:
     return f"{value:.0f}"
 
 
-# What each heap metric counts, for the flat profile's title (its columns say the unit).
-HEAP_MEANINGS = {
-    "alloc_bytes": "bytes allocated",
-    "allocs": "blocks allocated",
-    "live_bytes": "bytes still allocated (now, or at exit)",
-    "live_allocs": "blocks still allocated (now, or at exit)",
-    "peak_bytes": "bytes held when the whole heap peaked",
-    "leaked_bytes": "bytes live at exit",
-    "leaks": "blocks live at exit",
-    "temporary": "allocations freed by the same thread before its next one",
-}
-
-
 def _unit_header(metric: Metric) -> str:
     """The unit row of the cost columns: seconds, bytes or blocks; else the metric's name
     (samples, calls), which is its own unit."""
     if metric.unit == "ns":
         return "seconds"
-    if metric.name in _HEAP_NAMES:
+    if metric.heap:
         return "bytes" if metric.unit == "bytes" else "blocks"
     return metric.name
 
 
 def _flat_title(metric: Metric) -> str:
     """"Flat profile:", naming the metric where the unit row alone cannot (heap ones)."""
-    meaning = HEAP_MEANINGS.get(metric.name)
-    return f"Flat profile: {metric.name}, {meaning}" if meaning else "Flat profile:"
+    return f"Flat profile: {metric.name}, {metric.meaning}" if metric.meaning else "Flat profile:"
 
 
 def _share_header(metric: Metric) -> str:
     """What the % column is a share of: time for CPU metrics, bytes or blocks for heap ones."""
-    if metric.name in _HEAP_NAMES:
+    if metric.heap:
         return "bytes" if metric.unit == "bytes" else "blocks"
     return "time"
 

@@ -24,7 +24,14 @@ from pathlib import Path
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.formats import protobuf as pb
 from proftui.collectors.formats.importers.files import read_profile
-from proftui.collectors.model.profile import CodeSite, Frame, Metric, Profile, ProfileMeta
+from proftui.collectors.model.profile import (
+    CodeSite,
+    Frame,
+    Metric,
+    Profile,
+    ProfileMeta,
+    metric_named,
+)
 
 MAX_DECOMPRESSED = 1 << 31  # a gzip bomb must not take the machine's memory
 
@@ -224,7 +231,7 @@ def _metrics(decoded: Decoded) -> tuple[list[Metric], list[float], list[int]]:
         if default in names:
             first = names.index(default)
             order = [first, *[i for i in order if i != first]]
-    metrics = [Metric(names[i], units[i][0]) for i in order]
+    metrics = [metric_named(names[i], units[i][0]) for i in order]
     return metrics, [units[i][1] for i in order], order
 
 
