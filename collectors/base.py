@@ -61,6 +61,16 @@ class Collector(abc.ABC):
 
     mode: ClassVar[str]
     can_pause: ClassVar[bool] = False
+    # The CollectorOptions fields this mode honours (besides output and keep_run_dir): a
+    # command line that sets any other is refused (tui/modes.py), never ignored.
+    options_honoured: ClassVar[frozenset[str]] = frozenset()
+
+    @classmethod
+    def refuse(cls, program: str, options: CollectorOptions) -> None:
+        """ProftuiError, in one line, when this mode cannot profile `program` with
+        `options` (not built for it, statically linked, options that exclude each
+        other); called before anything starts.  The default refuses nothing."""
+        return None
 
     def __init__(self, argv: list[str], options: CollectorOptions | None = None) -> None:
         self.argv = list(argv)

@@ -27,6 +27,7 @@ from proftui.collectors.runtime.launch import LaunchedProcess
 from proftui.collectors.runtime.preload import (
     PollThread,
     Preload,
+    check_preloadable,
     file_too_young,
     launch_preloaded,
 )
@@ -58,6 +59,13 @@ class PreloadedCollector(LaunchCollector, Generic[ReaderT]):
     poll_thread_name: ClassVar[str]  # e.g. "proftui-sampler-drain"
     poll_interval_s: ClassVar[float]
     can_pause: ClassVar[bool] = True
+    runtime_what: ClassVar[str]  # "the sampler": the runtime, as refusals name it
+    static_hint: ClassVar[str]  # what to use on a statically linked program instead
+
+    @classmethod
+    def refuse(cls, program: str, options: CollectorOptions) -> None:
+        """A program the runtime cannot be preloaded into (another ELF kind, static)."""
+        check_preloadable(program, cls.runtime_what, cls.static_hint, options.follow_children)
 
     def __init__(self, argv: list[str], options: CollectorOptions | None = None) -> None:
         super().__init__(argv, options)

@@ -55,7 +55,7 @@ Modes (chosen from the binary, --mode overrides):
 
 def _add_profiling_options(parser: argparse.ArgumentParser, with_program: bool = True) -> None:
     parser.add_argument("--mode", choices=MODES, help="force a profiling mode (default: detect)")
-    parser.add_argument("-F", "--frequency", type=_frequency, default=1000, metavar="HZ",
+    parser.add_argument("-F", "--frequency", type=_frequency, metavar="HZ",
                         help="sampling frequency in Hz, 1-10000 (sampler, attach, instrument; "
                              "default 1000)")
     parser.add_argument("--timed", action="store_true",
@@ -395,7 +395,7 @@ def options_from(args: argparse.Namespace, output: str) -> CollectorOptions:
 
     return CollectorOptions(
         output=output,  # type: ignore[arg-type]
-        frequency_hz=args.frequency,
+        frequency_hz=args.frequency or CollectorOptions.frequency_hz,
         count_only=args.count_only,
         timed=args.timed,
         include=args.include,

@@ -72,6 +72,7 @@ class AttachCollector(Collector):
     """Samples a running process it did not start; detaches on stop()."""
 
     mode: ClassVar[str] = "attach"
+    options_honoured = frozenset({"frequency_hz", "buffer_bytes", "duration_s", "method", "pid"})
 
     def __init__(self, argv: list[str], options: CollectorOptions | None = None) -> None:
         super().__init__(argv, options)

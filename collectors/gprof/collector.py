@@ -12,7 +12,8 @@ import re
 import time
 from pathlib import Path
 
-from proftui.collectors.base import LaunchCollector
+from proftui.collectors.base import CollectorOptions, LaunchCollector
+from proftui.collectors.detect import inspect_binary
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.gprof.analysis import (
     UNIT,
@@ -57,6 +58,14 @@ class GprofCollector(LaunchCollector):
 
     mode = "gprof"
     _watch: TargetWatch | None = None  # set by start(); polled until the target ends
+
+    @classmethod
+    def refuse(cls, program: str, options: CollectorOptions) -> None:
+        """A program not built with -pg writes no gmon.out."""
+        if inspect_binary(resolve_program(program)).mode != "gprof":
+            raise ProftuiError(
+                f"{program} was not built with -pg, so it writes no gmon.out; rebuild with "
+                "`gcc -pg`, or drop --mode to sample instead")
 
     def start(self) -> None:
         self.program = resolve_program(self.argv[0])

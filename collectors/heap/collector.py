@@ -64,6 +64,9 @@ class HeapCollector(PreloadedCollector[HeapFile]):
     """Runs the target with the preloaded heap profiler and reads its buckets live."""
 
     mode: ClassVar[str] = "heap"
+    options_honoured = frozenset({"buffer_bytes", "follow_children", "heap_sample_bytes"})
+    runtime_what = "the heap profiler"
+    static_hint = STATIC_HINT
     poll_thread_name: ClassVar[str] = "proftui-heap-poll"
     poll_interval_s: ClassVar[float] = POLL_INTERVAL_S
     file_glob: ClassVar[str] = FILE_GLOB
@@ -105,7 +108,7 @@ class HeapCollector(PreloadedCollector[HeapFile]):
         if self.options.buffer_bytes:
             env["PROFTUI_BUFFER_BYTES"] = str(max(int(self.options.buffer_bytes), 1 << 20))
         self.run_begins()
-        return Preload("proftui_heap", "the heap profiler", STATIC_HINT, env)
+        return Preload("proftui_heap", self.runtime_what, STATIC_HINT, env)
 
     def poll(self) -> None:
         """Open new files and append one timeline row (thread-safe)."""

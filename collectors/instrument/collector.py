@@ -130,6 +130,20 @@ class InstrumentCollector(LaunchCollector):
     """Launches an instrumented program with the hook runtime and reads its trees live."""
 
     mode: ClassVar[str] = "instrument"
+    options_honoured = frozenset({"frequency_hz", "count_only", "timed", "include", "exclude",
+                                  "max_depth", "buffer_bytes", "wall_clock"})
+
+    @classmethod
+    def refuse(cls, program: str, options: CollectorOptions) -> None:
+        """A program that does not call the hooks or is static; clocks that exclude each
+        other."""
+        if options.timed and options.count_only:
+            raise ProftuiError("--timed and --count-only exclude each other: --timed times "
+                               "every call, --count-only reads no clock")
+        if options.timed and options.wall_clock:
+            raise ProftuiError("--timed already measures wall time per call; --wall samples "
+                               "it (drop one)")
+        check_instrumented(program)
     can_pause: ClassVar[bool] = True
 
     def __init__(self, argv: list[str], options: CollectorOptions | None = None) -> None:

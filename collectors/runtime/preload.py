@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from proftui.collectors.detect import inspect_binary, refuse_foreign
+from proftui.collectors.detect import BinaryFacts, inspect_binary, refuse_foreign
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.runtime.launch import (
     LaunchedProcess,
@@ -38,6 +38,22 @@ class Preload:
     env: dict[str, str] = field(default_factory=dict)
 
 
+def check_preloadable(program: str, what: str, static_hint: str,
+                      follow: bool) -> tuple[Path | None, BinaryFacts]:
+    """ProftuiError in one line unless `what` (the runtimes, "the sampler") can be
+    preloaded into `program` (or, with `follow`, the interpreter of a `#!` script): not
+    a program of another ELF kind, not statically linked (`static_hint`: what to use
+    instead).  (The script's interpreter or None, the facts of what gets the preload.)"""
+    path = resolve_program(program, scripts=follow)
+    interpreter = script_interpreter(path) if follow else None
+    facts = inspect_binary(interpreter or path)
+    refuse_foreign(str(interpreter) if interpreter else program, facts, what)
+    if facts.static and interpreter is None:
+        raise ProftuiError(f"{program} is statically linked, so {what} cannot be preloaded "
+                           f"into it; {static_hint}")
+    return interpreter, facts
+
+
 def launch_preloaded(argv: Sequence[str], *, run_dir: Path, preloads: Sequence[Preload],
                      output: Literal["inherit", "log"], follow: bool = False) -> LaunchedProcess:
     """Start `argv` with every runtime of `preloads` in LD_PRELOAD (in that order) and
@@ -49,14 +65,8 @@ def launch_preloaded(argv: Sequence[str], *, run_dir: Path, preloads: Sequence[P
     still do): said in the run's notes (`LaunchedProcess.env_warnings`)."""
     if not argv:
         raise ProftuiError("no program given")
-    program = resolve_program(argv[0], scripts=follow)
-    interpreter = script_interpreter(program) if follow else None
-    facts = inspect_binary(interpreter or program)
     what = " and ".join(p.what for p in preloads)
-    refuse_foreign(str(interpreter) if interpreter else argv[0], facts, what)
-    if facts.static and interpreter is None:
-        raise ProftuiError(f"{argv[0]}: statically linked, so {what} cannot be preloaded into "
-                           f"it; {preloads[0].static_hint}")
+    interpreter, facts = check_preloadable(argv[0], what, preloads[0].static_hint, follow)
     env: dict[str, str] = {}
     for p in preloads:
         env.update(p.env)

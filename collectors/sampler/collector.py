@@ -62,6 +62,10 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
     """Runs the target with the preloaded stack sampler and drains it live."""
 
     mode: ClassVar[str] = "sampler"
+    options_honoured = frozenset({"frequency_hz", "buffer_bytes", "wall_clock",
+                                  "follow_children"})
+    runtime_what = "the sampler"
+    static_hint = STATIC_HINT
     poll_thread_name: ClassVar[str] = "proftui-sampler-drain"
     poll_interval_s: ClassVar[float] = DRAIN_INTERVAL_S
     file_glob: ClassVar[str] = FILE_GLOB
@@ -133,7 +137,7 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
             self._warnings.append("wall-clock sampling: sleeping threads are sampled too, and "
                                   "the signal can cut sleeps short (EINTR) in the target")
         self.run_begins()
-        return Preload("proftui_sampler", "the sampler", STATIC_HINT, env)
+        return Preload("proftui_sampler", self.runtime_what, STATIC_HINT, env)
 
     # -- draining ------------------------------------------------------------------
 

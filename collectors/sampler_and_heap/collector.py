@@ -22,7 +22,7 @@ from proftui.collectors.heap.collector import HeapCollector
 from proftui.collectors.model.lines import fold_costs
 from proftui.collectors.model.profile import CallTree, FrameTable, Profile, ProfileMeta
 from proftui.collectors.model.slices import SliceSource, combine
-from proftui.collectors.runtime.preload import launch_preloaded
+from proftui.collectors.runtime.preload import check_preloadable, launch_preloaded
 from proftui.collectors.sampler.collector import SamplerCollector
 from proftui.collectors.stacktable.builder import StackProfile
 
@@ -36,6 +36,14 @@ class SamplerAndHeapCollector(LaunchCollector):
 
     mode: ClassVar[str] = MODE
     can_pause: ClassVar[bool] = True
+    options_honoured = SamplerCollector.options_honoured | HeapCollector.options_honoured
+
+    @classmethod
+    def refuse(cls, program: str, options: CollectorOptions) -> None:
+        """What the heap profiler refuses, worded for both (it is preloaded first)."""
+        check_preloadable(program, "the sampler and the heap profiler",
+                          "relink it dynamically (attach mode, `proftui --pid PID`, samples "
+                          "its CPU without the heap)", options.follow_children)
 
     def __init__(self, argv: list[str], options: CollectorOptions | None = None) -> None:
         super().__init__(argv, options)

@@ -86,6 +86,24 @@ def test_forced_mode_mismatch(compile_c) -> None:
                           "-finstrument-functions")
 
 
+def test_options_a_mode_does_not_honour_are_refused(compile_c) -> None:
+    """Each mode declares the options it honours (Collector.options_honoured); any other
+    one set on the command line is one line, not silently ignored, and nothing runs."""
+    binary = str(compile_c("cli_exit.c", ["-O1"]))
+    pg = str(compile_c("cli_exit.c", ["-O1", "-pg"], output="cli_exit_pg"))
+    for argv, flag, mode in (
+            (["--mode", "heap", "--wall", binary], "--wall", "heap"),
+            (["--mode", "sampler", "-N", "main", binary], "-N", "sampler"),
+            (["--duration", "1", binary], "--duration", "sampler"),
+            (["-F", "4000", pg], "-F", "gprof"),
+            (["--method", "perf", binary], "--method", "sampler"),
+            (["--timed", binary], "--timed", "sampler")):
+        assert_one_line_error(proftui("--text", *argv, "0"),
+                              f"{flag} does not apply to {mode} mode")
+    assert_one_line_error(proftui("--mode", "instrument", "--timed", "--count-only", binary),
+                          "exclude each other")
+
+
 def test_static_binary_in_sampler_mode(compile_c) -> None:
     try:
         binary = compile_c("cli_exit.c", ["-O1", "-static"], output="cli_exit_static")
