@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import signal
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -25,33 +24,26 @@ from pathlib import Path
 from typing import Any, ClassVar, cast
 
 from proftui.collectors.base import Collector
-from proftui.collectors.errors import ProftuiError
-from proftui.collectors.formats.export import write_export
-from proftui.collectors.model.parts import describe_part, list_parts
 from proftui.collectors.model.profile import Profile
-from proftui.collectors.model.storage import save_or_fallback
-from proftui.collectors.model.textsafe import display
 from proftui.collectors.model.views import FlatEntry
 from proftui.collectors.runtime.launch import ExitInfo, StopSignals
 from proftui.collectors.runtime.process_status import ProcStat
 from proftui.tui import settings as settings_file
 from proftui.tui.diffstate import DiffViews, Views
 from proftui.tui.format import metric_label, use_theme
-from proftui.tui.names import MODE_TITLES, next_mode
 from proftui.tui.panes.base import Command, Drill, NavState, Pane, SelectPart, step_to
 from proftui.tui.panes.flame import FlamePane
-from proftui.tui.panes.flat import SORTS, FlatPane
+from proftui.tui.panes.flat import FlatPane
 from proftui.tui.panes.process import ProcPane
 from proftui.tui.panes.source import SourcePane
 from proftui.tui.panes.timeline import TimelinePane
 from proftui.tui.panes.tree import CallTreeView
 from proftui.tui.poller import Poller, ProcUpdate, Snapshot, TargetEnded
-from proftui.tui.screens.export import NATIVE, ExportScreen
+from proftui.tui.run_controls import RunControls
 from proftui.tui.screens.help import HelpScreen, PaneEntry, app_keys, palette_entries, pane_keys
 from proftui.tui.screens.main import MainScreen
 from proftui.tui.screens.notes import NotesScreen
-from proftui.tui.screens.quit import QuitScreen
-from proftui.tui.screens.threads import ALL, ThreadsScreen
+from proftui.tui.view_choices import ViewChoices
 from proftui.tui.widgets.breadcrumb import Breadcrumb
 from proftui.tui.widgets.header_bar import HeaderBar
 from proftui.tui.widgets.key_bar import KeyBar
@@ -93,7 +85,7 @@ def _shown_within(widget: Widget, pane: Widget) -> bool:
     return False
 
 
-class ProfTuiApp(DiffViews, App[None]):
+class ProfTuiApp(ViewChoices, RunControls, DiffViews, App[None]):
     """Browse a saved profile, or watch a collector's live one."""
 
     CSS_PATH = Path(__file__).with_name("proftui.tcss")  # absolute: subclasses live elsewhere
@@ -506,92 +498,13 @@ class ProfTuiApp(DiffViews, App[None]):
         self._save_settings()
         self.notify(f"showing {metric_label(self.profile.metrics[self.metric])}")
 
-    def action_threads(self) -> None:
-        """The thread picker: all threads, one process or one thread, by share."""
-        profile = self.profile
-        if profile is None:
-            self.notify("no profile yet", severity="warning")
-            return
-        choices = list_parts(profile, self.metric, keep=(self.part,))
-        if len(choices) < 2 and self.part is None:
-            self.notify("this profile has no per-thread data (one thread, or a collector "
-                        "that does not record threads)")
-            return
-        self.push_screen(ThreadsScreen(choices, self.metric, profile.metrics, self.part),
-                         self._threads_chosen)
-
-    def _threads_chosen(self, choice: str | None) -> None:
-        if choice is not None:
-            self.select_part(None if choice == ALL else choice)
-
     @on(SelectPart)
     def _select_part_message(self, message: SelectPart) -> None:
         self.select_part(message.part)
 
-    def select_part(self, part: str | None) -> None:
-        """Show only thread or process `part` (None: all) in every pane and the header."""
-        if part == self.part:
-            return
-        self.part = part
-        for pane in self.panes():
-            pane.part = part
-        self._update_header()
-        self.refresh_bindings()  # Esc may now zoom out
-        if self._whole is not None:
-            self._prepare(self._whole, part)  # the part's flat profile, then every pane
-        self.notify(f"showing {display(self._part_title())}")
-
-    def _part_title(self) -> str:
-        if self.part is None or self.profile is None:
-            return "all threads"
-        return describe_part(self.profile, self.part).title()
-
-    def action_names(self) -> None:
-        """Cycle the names: full, templates shortened, templates and parameters shortened."""
-        self._set_name_mode(next_mode(self.name_mode))
-        self.notify(f"names: {MODE_TITLES[self.name_mode]}")
-        self._save_settings()
-
-    def _set_name_mode(self, mode: str) -> None:
-        self.name_mode = mode
-        for pane in self.panes():
-            setter = getattr(pane, "set_name_mode", None)  # panes that show names
-            if setter is not None:
-                setter(mode)
-
-    def _restore_settings(self) -> None:
-        """Apply the remembered choices at mount; later changes save them."""
-        s = self.settings
-        if self._settings_error:
-            self.notify(self._settings_error, severity="warning", timeout=8)
-        if s.theme is not None and s.theme in self.available_themes:
-            self.theme = s.theme
-        for pane in self.panes():
-            if isinstance(pane, FlatPane) and s.sort is not None:
-                pane.sort_key = s.sort
-                pane.descending = s.descending if s.descending is not None else s.sort != "name"
-            if isinstance(pane, CallTreeView):
-                pane.percent_of_parent = s.percent_of_parent
-        self._set_name_mode(self.name_mode)
-        self.theme_changed_signal.subscribe(self, lambda _theme: self._save_settings())
-
     @on(SettingChanged)
-    def _save_settings(self) -> None:
-        """Write the current choices (one warning if the file cannot be written)."""
-        s = self.settings
-        s.theme, s.names = self.theme, self.name_mode
-        if self._metric_restored and self.profile is not None \
-                and self.metric < len(self.profile.metrics):
-            s.metric = self.profile.metrics[self.metric].name
-        for pane in self.panes():
-            if isinstance(pane, FlatPane) and pane.sort_key in SORTS:  # not a Δ sort
-                s.sort, s.descending = pane.sort_key, pane.descending
-            if isinstance(pane, CallTreeView):
-                s.percent_of_parent = pane.percent_of_parent
-        error = settings_file.save(s)
-        if error and error != self._settings_error:
-            self._settings_error = error
-            self.notify(error, severity="warning", timeout=8)
+    def _setting_changed(self) -> None:
+        self._save_settings()
 
     @on(NameSelected)
     def _name_selected(self, message: NameSelected) -> None:
@@ -603,71 +516,6 @@ class ProfTuiApp(DiffViews, App[None]):
         except NoMatches:
             return  # posted while the app closes: its screen is gone
         line.show(message.frame, message.note)
-
-    def action_pause(self) -> None:
-        collector = self.collector
-        if collector is None or self.ended:
-            return
-        try:
-            if collector.can_pause:
-                if self.paused:
-                    collector.resume()
-                else:
-                    collector.pause()
-                self.paused = not self.paused
-                self.notify("collection paused" if self.paused else "collection resumed")
-            else:
-                self.frozen = not self.frozen
-                self.notify(f"{collector.mode} mode cannot pause collection: display "
-                            + ("frozen" if self.frozen else "live again"))
-        except (ProftuiError, OSError, NotImplementedError) as exc:
-            self.notify(str(exc), severity="error")
-        self._update_header()
-
-    def action_reset(self) -> None:
-        if self._reload is not None:
-            self.notify(f"running {display(self._source)}")
-            self._requery()
-            return
-        if self.collector is None or self.ended:
-            return
-        self._reset_worker()
-
-    @work(thread=True, exclusive=True, group="requery")
-    def _requery(self) -> None:
-        """The fleet query again, off the UI thread; its profile replaces the one shown."""
-        assert self._reload is not None
-        try:
-            profile = self._reload()
-        except ProftuiError as exc:
-            self.call_from_thread(self.notify, str(exc), severity="error")
-            return
-        self.call_from_thread(self._requeried, profile)
-
-    def _requeried(self, profile: Profile) -> None:
-        self._queried_at = time.time()
-        self._whole = profile
-        self._prepare(profile, self.part if self.part in profile.parts else None)
-        self.notify("fleet query run again")
-
-    @work(thread=True, group="reset")
-    def _reset_worker(self) -> None:
-        assert self.collector is not None
-        try:
-            self.collector.reset()
-        except (ProftuiError, OSError, NotImplementedError) as exc:
-            self.call_from_thread(self.notify, str(exc), severity="error")
-            return
-        self.call_from_thread(self._was_reset, time.time())
-
-    def _was_reset(self, when: float) -> None:
-        self._reset_at = when
-        if self._mark is not None:  # counts below the mark: the phase since it means nothing
-            self.clear_mark()
-            self.notify("counters reset: the baseline mark is cleared")
-        else:
-            self.notify("counters reset")
-        self._update_header()
 
     def action_notes(self) -> None:
         """Every warning of the profile shown (e.g. gprof's estimated tree, dropped records)."""
@@ -693,57 +541,6 @@ class ProfTuiApp(DiffViews, App[None]):
                                      ("Everywhere", app_keys(self)),
                                      (f"Moving around in {current.TITLE}",
                                       [k for k in keys if k not in main])]))
-
-    def action_interrupt(self) -> None:
-        """Ctrl-C, as in a shell: the CLI's SIGINT path ends a launched target (SIGINT,
-        then SIGKILL if it lingers) or detaches from an attached one, and exits 130."""
-        if self._stop_signals is not None:
-            signal.raise_signal(signal.SIGINT)  # StopSignals catches it: see tui/cli.py
-        else:  # no CLI around it (tests, embedding): just leave; the caller stops the collector
-            self.exit()
-
-    def action_export(self) -> None:
-        profile = self.profile
-        if profile is None:
-            self.notify("nothing to export yet", severity="warning")
-            return
-        pid = self.collector.pid if self.collector is not None else None
-        stem = f"proftui-{profile.meta.mode}" + (f"-{pid}" if pid else "")
-        base, n = Path.cwd() / f"{stem}.proftui", 1
-        while base.exists():  # the default never overwrites an earlier save
-            base, n = Path.cwd() / f"{stem}-{n}.proftui", n + 1
-        self.push_screen(ExportScreen(base), lambda choice: self._export(profile, choice))
-
-    def _export(self, profile: Profile, choice: tuple[str, Path] | None) -> None:
-        if choice is not None:
-            self._export_worker(profile, *choice)
-
-    @work(thread=True, group="export")
-    def _export_worker(self, profile: Profile, fmt: str, path: Path) -> None:
-        try:
-            if fmt == NATIVE:
-                written, note = save_or_fallback(profile, path, regular_only=True)
-                self.call_from_thread(self.notify, note or f"profile saved to {written}",
-                                      severity="warning" if note else "information")
-                return
-            write_export(profile, fmt, path, regular_only=True)
-        except (ProftuiError, OSError) as exc:
-            self.call_from_thread(self.notify, str(exc), severity="error")
-            return
-        self.call_from_thread(self.notify, f"{fmt} export written to {path}")
-
-    async def action_quit(self) -> None:
-        collector = self.collector
-        if collector is None or self.ended or not collector.is_running():
-            self.exit()
-            return
-        if collector.mode == "attach":
-            message = (f"Detach from pid {collector.pid} and quit?\n"
-                       "The process keeps running.")
-        else:
-            message = (f"The target (pid {collector.pid}) is still running.\n"
-                       "Quit and kill it?")
-        self.push_screen(QuitScreen(message), lambda yes: self.exit() if yes else None)
 
     def final_profile(self) -> Profile | None:
         """The last profile shown: after the target exited, its final one (with exit status)."""

@@ -94,11 +94,13 @@ def test_attach_target_keeps_output(terminal: list[Terminal], tmp_path: Path) ->
     """The target profiled live in the TUI still prints its own line and exits 7."""
     if "attach" not in COLLECTORS:
         pytest.skip("attach mode is not in this build")
-    with SpinTarget(2.0) as target:
+    # 8 s: the TUI's start (Textual's import, the attach) takes seconds on a loaded
+    # machine, and a target that ended first cannot be attached to (a 2 s one once was not).
+    with SpinTarget(8.0) as target:
         term = Terminal([str(PROFTUI), "--pid", str(target.pid)], tmp_path)
         terminal.append(term)
-        term.wait_for("att_hot")
-        term.wait_for("exited", timeout=30)
+        term.wait_for("att_hot", timeout=60)
+        term.wait_for("exited", timeout=60)
         term.key("q")
         term.wait_for("PROFTUI-EXIT=")
         assert target.finish() == (ATT_DONE, 7)

@@ -78,8 +78,13 @@ ALLOWED: dict[str, set[str]] = {
     # The live update loop: snapshots of the collector, the process sampled, paced.
     "tui.poller": {"tui.diffstate", f"{C}.base", f"{C}.errors", f"{C}.model",
                    f"{C}.runtime.launch", f"{C}.runtime.process_status"},
-    "tui.app": {"tui.diffstate", "tui.panes", "tui.poller", "tui.screens", "tui.widgets",
-                "tui.format", "tui.names",
+    # ProfTuiApp's mixins: what acts on the run and the profile; the choices it remembers.
+    "tui.run_controls": {"tui.screens", f"{C}.base", f"{C}.errors", f"{C}.formats",
+                         f"{C}.model", f"{C}.runtime.launch"},
+    "tui.view_choices": {"tui.settings", "tui.names", "tui.panes", "tui.screens",
+                         f"{C}.model"},
+    "tui.app": {"tui.diffstate", "tui.run_controls", "tui.view_choices", "tui.panes",
+                "tui.poller", "tui.screens", "tui.widgets", "tui.format", "tui.names",
                 "tui.settings", f"{C}.base",
                 f"{C}.formats", f"{C}.model", f"{C}.runtime.launch",
                 f"{C}.runtime.process_status", f"{C}.errors"},
