@@ -30,6 +30,7 @@ from proftui.tui.names import Fitter, distinct_labels, shorten
 from proftui.tui.panes.base import Command, NavState, Pane, SelectPart, View, drill
 from proftui.tui.panes.tree_delta import TreeDeltas, base_trees
 from proftui.tui.panes.tree_search import TreeSearch
+from proftui.tui.panes.tree_state import restore_state, save_state
 from proftui.tui.widgets.search_prompt import SearchScreen
 from proftui.tui.widgets.status_line import NameSelected, SettingChanged
 from rich.text import Text
@@ -328,7 +329,7 @@ class CallTreeView(Pane, Tree[NodeData]):
             self.metric = metric
         if same and self.pending:
             return  # a live refresh while deriving: show that result first, then refresh
-        state = self._save_state() if same and self.view_profile is not None else None
+        state = save_state(self) if same and self.view_profile is not None else None
         self.profile = profile
         if view is not None:
             self.view = view
@@ -451,7 +452,7 @@ class CallTreeView(Pane, Tree[NodeData]):
             self._cut_note(self.root, tree)
         self.root.expand()
         if state is not None:
-            self._restore_state(*state)
+            restore_state(self, *state)
         else:
             if self.view == "top-down":
                 self._open_trunk()
@@ -469,47 +470,6 @@ class CallTreeView(Pane, Tree[NodeData]):
             node = rows[0]
             self.populate(node)
             node.expand()
-
-    def _path_key(self, node: TreeNode[NodeData]) -> tuple[object, ...]:
-        keys: list[object] = []
-        current: TreeNode[NodeData] | None = node
-        while current is not None and current is not self.root:
-            keys.append(current.data.key if current.data is not None else None)
-            current = current.parent
-        return tuple(reversed(keys))
-
-    def _save_state(self) -> tuple[list[tuple[object, ...]], tuple[object, ...] | None]:
-        expanded: list[tuple[object, ...]] = []
-        stack = list(self.root.children)
-        while stack:
-            node = stack.pop()
-            if node.is_expanded:
-                expanded.append(self._path_key(node))
-                stack.extend(node.children)
-        cursor = self.cursor_node
-        return expanded, (self._path_key(cursor) if cursor is not None else None)
-
-    def _find(self, path: tuple[object, ...], populate: bool = False) -> TreeNode[NodeData] | None:
-        node: TreeNode[NodeData] | None = self.root
-        for key in path:
-            assert node is not None
-            if populate and node.data is not None and node.data.populated == 0:
-                self.populate(node)
-            node = next((c for c in node.children if c.data is not None and c.data.key == key),
-                        None)
-            if node is None:
-                return None
-        return node
-
-    def _restore_state(self, expanded: list[tuple[object, ...]],
-                       cursor: tuple[object, ...] | None) -> None:
-        for path in sorted(expanded, key=len):
-            node = self._find(path, populate=True)
-            if node is not None:
-                self.populate(node)
-                node.expand()
-        target = self._find(cursor) if cursor is not None else None
-        self.move_to(target or (self.root.children[0] if self.root.children else None))
 
     def move_to(self, node: TreeNode[NodeData] | None) -> None:
         """Put the cursor on `node` now (the line table is rebuilt first)."""
