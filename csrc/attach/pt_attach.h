@@ -190,11 +190,19 @@ struct pt_attach_inject_out {
     int status;
 };
 /* 0 once the timer runs; -1 with `why` (a clause) and the target untouched. */
-int pt_attach_timer_arm(pid_t pid, pid_t tid, uint64_t period_ns, char *why, size_t why_len,
+int pt_attach_timer_arm(pid_t tid, uint64_t period_ns, char *why, size_t why_len,
                         struct pt_attach_inject_out *out);
-/* Stop the timer, take a SIGPROF still pending, restore the target's action. */
+/* Stop the timer for the rest of the attach; SIGPROF stays ignored (a signal
+ * already on its way must not be fatal) until the disarm.  0, or -1. */
+int pt_attach_timer_pause(pid_t tid, struct pt_attach_inject_out *out);
+/* Stop the timer (if it still runs), take a SIGPROF still pending, restore the
+ * target's action.  0 (also when nothing was set), or -1; may be tried again
+ * through another thread, each step done once. */
 int pt_attach_timer_disarm(pid_t tid, struct pt_attach_inject_out *out);
-/* 1 if the SIGPROF `tid` is stopped for came from the kernel (a timer). */
+/* 1 if the SIGPROF `tid` is stopped for came from the kernel after our timer
+ * was set in this attach: ours, to be dropped, even after the timer stopped
+ * (a thread may have taken it just before).  The arm made sure the target
+ * runs no ITIMER_PROF of its own. */
 int pt_attach_timer_signal(pid_t tid);
 
 /* The two methods: 0 after a clean detach, -1 if attaching failed (errno set,

@@ -28,6 +28,9 @@ static struct {
     int dead;                       /* a write failed with EPIPE/EBADF: the reader is gone */
     uint64_t dropped;               /* samples the stack table had no room for, unreported */
     uint64_t counts_at;             /* CLOCK_MONOTONIC ns when the counts were last sent */
+    int header_out;                 /* the header is in buf: bytes may go to the pipe */
+    uint64_t discarded;             /* records written into scratch: the reader was stuck */
+    unsigned char scratch[1024];    /* where they went (a record waited for is small) */
 } pt_out;
 
 /* Stacks per COUNTS record: 512 KiB, well under the reader's 1 MiB limit. */
@@ -37,6 +40,7 @@ static struct {
  * by main), so a stalled reader (proftui suspended with Ctrl-Z) can never
  * stall the helper while a target thread is stopped.  Not async-signal-safe. */
 static void pt_attach_out_write(void) {
+    if (!pt_out.header_out) return; /* the stream starts with its header, always */
     size_t done = 0;
     while (done < pt_out.len && !pt_out.dead) {
         ssize_t n = write(STDOUT_FILENO, pt_out.buf + done, pt_out.len - done);
@@ -74,8 +78,16 @@ static unsigned char *pt_attach_out_reserve(uint32_t type, uint32_t size, int wa
     if (pt_out.len + size > PT_OUT_CAP) {
         if (!wait) return NULL;
         pt_attach_out_drain(2000);
-        if (pt_out.len + size > PT_OUT_CAP)
-            pt_out.len = 0; /* reader gone astray */
+        if (pt_out.len + size > PT_OUT_CAP) {
+            /* The reader took nothing for 2 s: this record is lost, never cut off
+             * (the buffer may start with the rest of a record half written).
+             * Counts and stacks stay in the table instead, for a later try. */
+            if (type == PT_ATTACH_REC_STACK || type == PT_ATTACH_REC_COUNTS ||
+                size > sizeof pt_out.scratch)
+                return NULL;
+            pt_out.discarded++;
+            return memset(pt_out.scratch, 0, sizeof pt_out.scratch);
+        }
     }
     unsigned char *rec = pt_out.buf + pt_out.len;
     memset(rec, 0, size);
@@ -146,8 +158,13 @@ void pt_attach_out_flush(void) {
     pt_attach_out_write();
 }
 
+/* The header goes first in the stream even when records were made before it
+ * (a thread that exited while the helper attached): they follow it. */
 void pt_attach_out_header(uint32_t method, pid_t pid, uint64_t period_ns, uint32_t flags) {
-    unsigned char *h = pt_out.buf + pt_out.len;
+    if (pt_out.header_out) return;
+    if (pt_out.len + 32 > PT_OUT_CAP) pt_out.len = PT_OUT_CAP - 32; /* cannot happen: tiny */
+    memmove(pt_out.buf + 32, pt_out.buf, pt_out.len);
+    unsigned char *h = pt_out.buf;
     uint32_t version = PT_ATTACH_VERSION, upid = (uint32_t)pid;
     memcpy(h, PT_ATTACH_MAGIC, 8);
     memcpy(h + 8, &version, 4);
@@ -156,6 +173,7 @@ void pt_attach_out_header(uint32_t method, pid_t pid, uint64_t period_ns, uint32
     memcpy(h + 20, &flags, 4);
     memcpy(h + 24, &period_ns, 8);
     pt_out.len += 32;
+    pt_out.header_out = 1;
     if (pt_out.deferred[0] != '\0')
         pt_attach_out_text(PT_ATTACH_REC_WARN, "%s", pt_out.deferred);
 }
@@ -228,6 +246,11 @@ void pt_attach_out_text(uint32_t type, const char *fmt, ...) {
 
 void pt_attach_out_end(uint64_t samples, uint64_t lost) {
     pt_attach_out_counts(1);
+    if (pt_out.discarded > 0)
+        pt_attach_out_text(PT_ATTACH_REC_WARN,
+                           "%llu records of the attach stream (thread names, notes) were "
+                           "discarded: proftui read nothing from the helper for 2 s",
+                           (unsigned long long)pt_out.discarded);
     unsigned char *rec = pt_attach_out_reserve(PT_ATTACH_REC_END, 24, 1);
     memcpy(rec + 8, &samples, 8);
     memcpy(rec + 16, &lost, 8);

@@ -86,8 +86,6 @@ struct pt_attach_thread {
     int status_fd;            /* /proc/PID/task/TID/status: state, context switches */
     uint64_t cpu_ns;          /* CPU time at the previous kept sample */
     uint64_t need;            /* stack bytes its last whole walk needed: the next copy's size */
-    uint64_t mask_cpu_ns;     /* CPU time at the previous look at its signal mask (timer) */
-    int blocked_looks;        /* looks in a row that found it running with SIGPROF blocked */
     struct pt_sched_view was; /* at our previous look (or stop) */
     int left;                 /* PT_LEFT_*: how it left its CPU before that look */
 };
@@ -132,6 +130,11 @@ static struct pt_ptrace_state pt_tr; /* zero-initialized (.bss): the -1s are set
 /* How often the target's liveness (and, on the timer, its threads' signal
  * masks) are looked at. */
 #define PT_CHECK_NS 100000000ull
+/* The CPU time a thread found running with SIGPROF blocked must have used
+ * since the timer last sampled it before the timer gives way to polling:
+ * this many periods, and at least PT_BLOCKED_MIN_NS. */
+#define PT_BLOCKED_PERIODS 50u
+#define PT_BLOCKED_MIN_NS 200000000ull
 /* How long to wait for the last threads' exit reports once the group is dead. */
 #define PT_REAP_TIMEOUT_NS 1000000000ull
 
@@ -206,7 +209,8 @@ static void pt_remove(pid_t pid, pid_t tid) {
     if (t == NULL) return;
     pt_close_thread(t);
     *t = pt_tr.threads[--pt_tr.nthreads];
-    pt_attach_out_thread((uint32_t)tid, PT_ATTACH_THREAD_GONE, pid);
+    /* Before the header no thread was announced (pt_add), so none is said gone. */
+    if (pt_tr.announced) pt_attach_out_thread((uint32_t)tid, PT_ATTACH_THREAD_GONE, pid);
 }
 
 /* Registers, the frame-pointer chain and a copy of the stack of a stopped
@@ -282,7 +286,8 @@ static void pt_timer_sample(struct pt_attach_thread *t) {
 }
 
 /* Handle one wait status of a traced thread.  `want_stop` means we interrupted
- * it and want it left stopped (returns 1 then).  Not async-signal-safe. */
+ * it and want it left stopped in the stop that causes (returns 1 then; every
+ * other stop is handled and continued).  Not async-signal-safe. */
 static int pt_handle(const struct pt_attach_config *cfg, pid_t tid, int status, int want_stop) {
     if (WIFEXITED(status) || WIFSIGNALED(status)) {
         /* Reaping every thread's exit is what lets the leader's exit reach
@@ -301,10 +306,14 @@ static int pt_handle(const struct pt_attach_config *cfg, pid_t tid, int status, 
     int sig = WSTOPSIG(status), event = status >> 16;
     struct pt_attach_thread *t = pt_find(tid);
     if (t == NULL) t = pt_add(cfg->pid, tid); /* a new thread's first stop can come first */
+    /* A clone or exec event stops the thread inside that system call, which
+     * finishes (and sets its result register) when the thread goes on: never
+     * the stop asked for, whose registers must be the thread's own at its
+     * return to user space (a system call run there by pt_attach_timer.c would
+     * get clone's result for its number).  pt_stop_thread asks again. */
     if (event == PTRACE_EVENT_CLONE) {
         unsigned long child = 0;
         if (ptrace(PTRACE_GETEVENTMSG, tid, NULL, &child) == 0) pt_add(cfg->pid, (pid_t)child);
-        if (want_stop) return 1;
         ptrace(PTRACE_CONT, tid, NULL, NULL);
         return 0;
     }
@@ -319,7 +328,6 @@ static int pt_handle(const struct pt_attach_config *cfg, pid_t tid, int status, 
         pt_add(cfg->pid, tid);
         pt_attach_unwind_maps_changed();
         pt_attach_out_u64(PT_ATTACH_REC_MAPS, 0);
-        if (want_stop) return 1;
         ptrace(PTRACE_CONT, tid, NULL, NULL);
         return 0;
     }
@@ -338,8 +346,8 @@ static int pt_handle(const struct pt_attach_config *cfg, pid_t tid, int status, 
     }
     /* Signal-delivery-stop: our timer's SIGPROF is sampled and suppressed,
      * anything else passed on untouched. */
-    if (sig == SIGPROF && pt_tr.timer && pt_attach_timer_signal(tid)) {
-        pt_timer_sample(t);
+    if (sig == SIGPROF && pt_attach_timer_signal(tid)) {
+        if (pt_tr.timer) pt_timer_sample(t); /* else one in flight when the timer stopped */
         ptrace(PTRACE_CONT, tid, NULL, NULL);
         return 0;
     }
@@ -371,13 +379,15 @@ static void pt_wait_chld(uint64_t ns) {
     sigtimedwait(&set, NULL, &ts);
 }
 
-/* Interrupt `tid` and wait until it is in a ptrace-stop, handling every other
- * thread's state changes meanwhile.  Never a blocking waitpid() on one tid:
- * when the group exits, the leader's report waits until every other thread
- * has been reaped, by us, so that wait would deadlock (issue 14).  0 once
- * stopped; -1 if it exited, sits in a group-stop (unless `detaching`: a
- * detach may start from there and leaves it stopped), or did not stop within
- * PT_STOP_TIMEOUT_NS.  Not async-signal-safe. */
+/* Interrupt `tid` and wait until it is in the stop that causes, at its
+ * return to user space, handling every other thread's state changes
+ * meanwhile (a clone or exec event of `tid` is handled and `tid` interrupted
+ * again).  Never a blocking waitpid() on one tid: when the group exits, the
+ * leader's report waits until every other thread has been reaped, by us, so
+ * that wait would deadlock (issue 14).  0 once stopped; -1 if it exited, sits
+ * in a group-stop (unless `detaching`: a detach may start from there and
+ * leaves it stopped), or did not stop within PT_STOP_TIMEOUT_NS.  Not
+ * async-signal-safe. */
 static int pt_stop_thread(const struct pt_attach_config *cfg, pid_t tid, int detaching) {
     if (ptrace(PTRACE_INTERRUPT, tid, NULL, NULL) != 0) return -1;
     uint64_t deadline = pt_mono_ns() + PT_STOP_TIMEOUT_NS;
@@ -388,10 +398,15 @@ static int pt_stop_thread(const struct pt_attach_config *cfg, pid_t tid, int det
         if (r < 0) return -1; /* ECHILD: nothing is traced any more */
         if (r > 0) {
             int mine = r == tid;
-            int event_stop = WIFSTOPPED(status) && (status >> 16) == PTRACE_EVENT_STOP;
+            int event = WIFSTOPPED(status) ? status >> 16 : 0;
+            int event_stop = event == PTRACE_EVENT_STOP;
             if (mine && detaching && event_stop) return 0;
             if (pt_handle(cfg, r, status, mine)) return 0;
             if (mine && (pt_find(tid) == NULL || event_stop)) return -1; /* exited, group-stop */
+            /* A clone or exec stop may have taken the place of our interrupt's:
+             * ask again (a second stop, if both come, is continued by pt_handle). */
+            if (mine && (event == PTRACE_EVENT_CLONE || event == PTRACE_EVENT_EXEC))
+                ptrace(PTRACE_INTERRUPT, tid, NULL, NULL);
             continue;
         }
         uint64_t now = pt_mono_ns();
@@ -530,29 +545,38 @@ static void pt_detach_all(const struct pt_attach_config *cfg) {
     }
 }
 
-/* 1 if the thread blocks SIGPROF (its SigBlk), so the timer cannot sample it
- * where it runs and would signal some other thread instead.  Not async-signal-safe. */
-static int pt_blocks_sigprof(const struct pt_attach_thread *t) {
-    static const char key[] = "\nSigBlk:\t";
+/* 1 if the thread runs (State R) with SIGPROF blocked (SigBlk), one read of
+ * its status: the timer cannot sample it where it runs and would signal some
+ * other thread instead.  Not async-signal-safe. */
+static int pt_runs_blocking_sigprof(const struct pt_attach_thread *t) {
+    static const char state_key[] = "\nState:\t", key[] = "\nSigBlk:\t";
     char buf[2048];
     ssize_t n = t->status_fd >= 0 ? pread(t->status_fd, buf, sizeof buf - 1, 0) : -1;
     if (n <= 0) return 0;
     buf[n] = '\0';
-    const char *at = strstr(buf, key);
+    const char *state = strstr(buf, state_key), *at = strstr(buf, key);
+    if (state == NULL || state[sizeof state_key - 1] != 'R') return 0;
     return at != NULL && (strtoull(at + sizeof key - 1, NULL, 16) >> (SIGPROF - 1) & 1);
 }
 
-/* A thread found blocking SIGPROF and using CPU at two looks in a row (a new
- * thread blocks every signal for a moment while glibc starts it, and a look
- * may fall in that moment).  NULL if none.  Not async-signal-safe. */
-static struct pt_attach_thread *pt_thread_blocking_sigprof(void) {
+/* A thread that ran with SIGPROF blocked for a while: found running (State R)
+ * with SIGPROF blocked, having used at least PT_BLOCKED_PERIODS sampling
+ * periods (and PT_BLOCKED_MIN_NS) of CPU time since the timer last sampled it
+ * (a thread that lets the signal in gets one for about every period of its
+ * CPU time).  The mask alone says little: glibc's pthread_create blocks every
+ * signal around clone(), and under ptrace a thread that starts threads in a
+ * loop is found blocking at most looks, yet it is sampled between (measured
+ * on 200 pthread_create in a row: at most 65 ms of CPU time unsampled, beside
+ * two busy loops on 2 CPUs).  NULL if none.  Not async-signal-safe. */
+static struct pt_attach_thread *pt_thread_blocking_sigprof(uint64_t period_ns) {
+    uint64_t enough = PT_BLOCKED_PERIODS * period_ns;
+    if (enough < PT_BLOCKED_MIN_NS) enough = PT_BLOCKED_MIN_NS;
     for (int i = 0; i < pt_tr.nthreads; i++) {
         struct pt_attach_thread *t = &pt_tr.threads[i];
         uint64_t cpu_ns = pt_sched_cpu(t);
-        int ran = cpu_ns > t->mask_cpu_ns;
-        t->mask_cpu_ns = cpu_ns;
-        t->blocked_looks = ran && pt_blocks_sigprof(t) ? t->blocked_looks + 1 : 0;
-        if (t->blocked_looks >= 2) return t;
+        if (cpu_ns >= t->cpu_ns + enough && pt_runs_blocking_sigprof(t)) {
+            return t;
+        }
     }
     return NULL;
 }
@@ -581,41 +605,51 @@ static int pt_timer_start(const struct pt_attach_config *cfg, char *why, size_t 
         return -1;
     }
     struct pt_attach_inject_out out = {0, 0, 0};
-    int rc = pt_attach_timer_arm(cfg->pid, tid, cfg->period_ns, why, why_len, &out);
+    int rc = pt_attach_timer_arm(tid, cfg->period_ns, why, why_len, &out);
     pt_after_inject(cfg, tid, &out);
     return rc;
 }
 
-/* Remove the target's CPU timer before detaching.  0, or -1.  Not async-signal-safe. */
-static int pt_timer_stop(const struct pt_attach_config *cfg) {
+/* Run `change` (pt_attach_timer_pause or _disarm) through the first thread
+ * that stops and completes it.  0, or -1.  Not async-signal-safe. */
+static int pt_timer_change(const struct pt_attach_config *cfg,
+                           int (*change)(pid_t, struct pt_attach_inject_out *)) {
     for (int i = 0; i < pt_tr.nthreads; i++) {
         pid_t tid = pt_tr.threads[i].tid;
         char state = pt_attach_task_state(cfg->pid, tid);
         if (state == 'Z' || state == 'X' || pt_stop_thread(cfg, tid, 0) != 0) continue;
         struct pt_attach_inject_out out = {0, 0, 0};
-        int rc = pt_attach_timer_disarm(tid, &out);
+        int rc = change(tid, &out);
         pt_after_inject(cfg, tid, &out);
         if (rc == 0) return 0;
     }
     return -1;
 }
 
+/* Remove the target's CPU timer and put its SIGPROF action back before
+ * detaching.  0, or -1.  Not async-signal-safe. */
+static int pt_timer_stop(const struct pt_attach_config *cfg) {
+    return pt_timer_change(cfg, pt_attach_timer_disarm);
+}
+
 /* Poll from now on when a thread that blocks SIGPROF runs: the timer would
- * signal (and wake) another thread instead.  Not async-signal-safe. */
+ * signal (and wake) another thread instead.  The timer is stopped but SIGPROF
+ * stays ignored until the detach: a signal a thread took just before is then
+ * harmless even if it slipped past us.  Not async-signal-safe. */
 static void pt_timer_check_masks(const struct pt_attach_config *cfg, int tfd,
                                  const struct itimerspec *ticks) {
-    const struct pt_attach_thread *blocking = pt_thread_blocking_sigprof();
+    const struct pt_attach_thread *blocking = pt_thread_blocking_sigprof(cfg->period_ns);
     if (blocking == NULL) return;
     pid_t tid = blocking->tid;
-    int removed = pt_timer_stop(cfg) == 0;
+    int removed = pt_timer_change(cfg, pt_attach_timer_pause) == 0;
     pt_tr.timer = 0;
     timerfd_settime(tfd, 0, ticks, NULL);
     pt_attach_out_text(PT_ATTACH_REC_WARN,
                        "ptrace: thread %d blocks SIGPROF while it runs, so the target's CPU "
                        "timer cannot sample it: sampling by looking at the threads from here "
                        "on%s",
-                       (int)tid, removed ? "" : " (the timer could not be removed: it keeps "
-                                                "running and SIGPROF stays ignored there)");
+                       (int)tid, removed ? "" : " (the timer could not be stopped: its "
+                                                "signals are dropped until the detach)");
 }
 
 /* The ptrace method: see the file comment.  Not async-signal-safe. */
@@ -689,7 +723,7 @@ int pt_attach_ptrace_run(const struct pt_attach_config *cfg) {
         }
         pt_attach_out_exit(pt_tr.exit_status, pt_tr.exit_signal);
     } else {
-        if (pt_tr.timer && pt_timer_stop(cfg) != 0)
+        if (pt_tr.timer_used && pt_timer_stop(cfg) != 0)
             pt_attach_out_text(PT_ATTACH_REC_WARN,
                                "ptrace: the CPU timer set in the target could not be removed: "
                                "it keeps running and SIGPROF stays ignored there");

@@ -20,9 +20,14 @@
  * PTRACE_SINGLESTEP runs it with the thread's signals blocked
  * (PTRACE_SETSIGMASK), the results are read back and the registers and mask
  * restored.  A system call the thread was stopped in restarts when it is
- * continued, as it would have after any ptrace-stop.  At detach: the timer
- * is stopped, a SIGPROF still pending is taken (rt_sigtimedwait, zero
- * timeout), and the target's own action for SIGPROF put back.
+ * continued, as it would have after any ptrace-stop.  Only from a stop at the
+ * thread's return to user space (the helper's interrupt, or a previous step's
+ * trap): an event stop inside clone() or execve() is refused (pt_inject).  At
+ * detach: the timer is stopped, a SIGPROF still pending is taken
+ * (rt_sigtimedwait, zero timeout), and the target's own action for SIGPROF put
+ * back.  When the helper turns to polling mid-attach the timer is only
+ * stopped (pt_attach_timer_pause): SIGPROF stays ignored until the detach, so
+ * a signal some thread already took cannot end the target.
  *
  * Not used (the caller polls instead, saying why): where the target handles
  * SIGPROF itself or already runs ITIMER_PROF, runs under a seccomp filter (an
@@ -74,6 +79,10 @@ static struct {
     uint64_t syscall_pc;                   /* a `syscall` instruction in the target */
     struct pt_kernel_sigaction old_action; /* the target's SIGPROF action before ours */
     int running;                           /* our ITIMER_PROF runs in the target */
+    int ignoring;                          /* SIGPROF is SIG_IGN, set by us, not yet put back */
+    /* Armed during this attach: a SIGPROF from the kernel is ours, even after the
+     * timer stopped (one a thread took just before is reported later). */
+    int armed;
 } pt_timer;
 
 static uint64_t pt_timer_now_ns(void) {
@@ -82,10 +91,10 @@ static uint64_t pt_timer_now_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* A hex mask field ("SigCgt:", "Seccomp:") of /proc/PID/status; -1 if absent. */
-static long long pt_status_field(pid_t pid, const char *key, int base) {
+/* A field ("SigCgt:", "Seccomp:") of /proc/TID/status in `base`; -1 if absent. */
+static long long pt_status_field(pid_t tid, const char *key, int base) {
     char path[64], buf[4096];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    snprintf(path, sizeof path, "/proc/%d/status", (int)tid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return -1;
     ssize_t n = read(fd, buf, sizeof buf - 1);
@@ -155,6 +164,13 @@ static void pt_send_again(pid_t tid, const int *sigs, int n) {
     for (int i = 0; i < n; i++) syscall(SYS_tkill, tid, sigs[i]);
 }
 
+/* 1 if the signal `tid` is stopped for was raised by the kernel (a trap, a
+ * timer), not sent by a process. */
+static int pt_kernel_signal(pid_t tid) {
+    siginfo_t info;
+    return ptrace(PTRACE_GETSIGINFO, tid, NULL, &info) == 0 && info.si_code > 0;
+}
+
 /* Run system call `nr` in the ptrace-stopped thread `tid`.  `area` is copied
  * below its stack pointer first and back after; the args whose bit is set in
  * `area_args` are offsets into it, passed as addresses.  The thread is left
@@ -162,6 +178,12 @@ static void pt_send_again(pid_t tid, const int *sigs, int n) {
  * whether the thread exited or has a signal to be given when continued). */
 static int pt_inject(pid_t tid, long nr, const uint64_t args[4], unsigned area_args,
                      struct pt_inject_area *area, long *result, struct pt_attach_inject_out *out) {
+    /* Only from a stop at the thread's return to user space (our interrupt's, or
+     * the trap of a previous step): an event stop inside clone or execve would
+     * finish that call on the way out and overwrite the number we set. */
+    siginfo_t stop_info;
+    if (ptrace(PTRACE_GETSIGINFO, tid, NULL, &stop_info) != 0) return -1;
+    if (stop_info.si_code > 0xff && stop_info.si_code >> 8 != PTRACE_EVENT_STOP) return -1;
     pt_arch_user_regs saved, regs;
     if (pt_arch_get_user_regs(tid, &saved) != 0) return -1;
     uint64_t base = (pt_arch_user_sp(&saved) - PT_INJECT_BELOW_SP - sizeof *area) & ~15ull;
@@ -196,11 +218,22 @@ static int pt_inject(pid_t tid, long nr, const uint64_t args[4], unsigned area_a
         if (!WIFSTOPPED(status)) continue;
         int sig = WSTOPSIG(status), event = status >> 16;
         if (pt_arch_get_user_regs(tid, &regs) != 0) return -1;
-        if (event == 0 && sig == SIGTRAP && pt_arch_user_pc(&regs) == pt_timer.syscall_pc + 2) break;
-        /* Stopped before the instruction ran: at an event, or for a signal.  Our
-         * timer's SIGPROF is dropped, as always; any other signal is handed back
-         * when the thread is continued, or (a second one meanwhile) sent again. */
-        int ours = sig == SIGPROF && pt_timer.running && pt_attach_timer_signal(tid);
+        /* The step's own trap (the kernel's SIGTRAP) is never handed to the
+         * target, whose default action for it is to dump core. */
+        int trap = event == 0 && sig == SIGTRAP && pt_kernel_signal(tid);
+        uint64_t pc = pt_arch_user_pc(&regs);
+        if (trap && pc == pt_timer.syscall_pc + 2) break;
+        if (trap && pc != pt_timer.syscall_pc) { /* not where we put it: give up, restore */
+            pt_arch_set_user_regs(tid, &saved);
+            if (masked) ptrace(PTRACE_SETSIGMASK, tid, (void *)sizeof own_mask, &own_mask);
+            pt_send_again(tid, again, nagain);
+            return -1;
+        }
+        /* Stopped before the instruction ran: at an event, a trap reported before
+         * it, or for a signal.  Our timer's SIGPROF is dropped, as always; any
+         * other signal is handed back when the thread is continued, or (a second
+         * one meanwhile) sent again. */
+        int ours = trap || (sig == SIGPROF && pt_attach_timer_signal(tid));
         if (event == 0 && !ours) {
             if (out->pending_sig == 0)
                 out->pending_sig = sig;
@@ -260,10 +293,12 @@ static long pt_prof_timer(pid_t tid, const struct itimerval *value, struct itime
     return rc;
 }
 
-int pt_attach_timer_arm(pid_t pid, pid_t tid, uint64_t period_ns, char *why, size_t why_len,
+int pt_attach_timer_arm(pid_t tid, uint64_t period_ns, char *why, size_t why_len,
                         struct pt_attach_inject_out *out) {
-    long long caught = pt_status_field(pid, "\nSigCgt:\t", 16);
-    long long seccomp = pt_status_field(pid, "\nSeccomp:\t", 10);
+    /* `tid`'s /proc entries, not the leader's: a leader that called pthread_exit
+     * is a zombie whose maps are empty. */
+    long long caught = pt_status_field(tid, "\nSigCgt:\t", 16);
+    long long seccomp = pt_status_field(tid, "\nSeccomp:\t", 10);
     if (caught > 0 && (caught >> (SIGPROF - 1) & 1)) {
         snprintf(why, why_len, "the target handles SIGPROF itself");
         return -1;
@@ -272,12 +307,14 @@ int pt_attach_timer_arm(pid_t pid, pid_t tid, uint64_t period_ns, char *why, siz
         snprintf(why, why_len, "the target runs under a seccomp filter");
         return -1;
     }
-    if (pt_timer.syscall_pc == 0 && pt_find_syscall(pid) != 0) {
+    if (pt_timer.syscall_pc == 0 && pt_find_syscall(tid) != 0) {
         snprintf(why, why_len, "no system call instruction was found in the target's code");
         return -1;
     }
     const struct pt_kernel_sigaction ignore = {(uint64_t)(uintptr_t)SIG_IGN, 0, 0, 0};
-    long rc = pt_sigprof_action(tid, &ignore, &pt_timer.old_action, out);
+    struct pt_kernel_sigaction old_action;
+    long rc = pt_sigprof_action(tid, &ignore, &old_action, out);
+    if (rc == 0) pt_timer.old_action = old_action;
     if (rc != 0) {
         snprintf(why, why_len, "a system call could not be run in the target (rt_sigaction: %s)",
                  rc > PT_NOT_RUN ? strerror((int)-rc) : "the thread did not complete it");
@@ -304,18 +341,37 @@ int pt_attach_timer_arm(pid_t pid, pid_t tid, uint64_t period_ns, char *why, siz
                                       : "setitimer could not be run in the target");
         return -1;
     }
-    pt_timer.running = 1;
+    pt_timer.running = pt_timer.ignoring = pt_timer.armed = 1;
     return 0;
 }
 
-int pt_attach_timer_disarm(pid_t tid, struct pt_attach_inject_out *out) {
-    /* Look again: the target may have exec'd a new image since the arm. */
+/* Look for a `syscall` instruction again: the target may have exec'd a new
+ * image since the arm.  0, or -1. */
+static int pt_refind_syscall(pid_t tid) {
     pt_timer.syscall_pc = 0;
-    if (pt_find_syscall(tid) != 0) return -1;
+    return pt_find_syscall(tid);
+}
+
+/* Stop our ITIMER_PROF (syscall_pc found).  0, or -1. */
+static int pt_timer_off(pid_t tid, struct pt_attach_inject_out *out) {
     const struct itimerval off = {{0, 0}, {0, 0}};
-    if (pt_prof_timer(tid, &off, NULL, out) != 0) return -1;
+    if (pt_timer.running && pt_prof_timer(tid, &off, NULL, out) != 0) return -1;
+    pt_timer.running = 0;
+    return 0;
+}
+
+int pt_attach_timer_pause(pid_t tid, struct pt_attach_inject_out *out) {
+    if (!pt_timer.running) return 0;
+    if (pt_refind_syscall(tid) != 0) return -1;
+    return pt_timer_off(tid, out);
+}
+
+int pt_attach_timer_disarm(pid_t tid, struct pt_attach_inject_out *out) {
+    if (!pt_timer.running && !pt_timer.ignoring) return 0;
+    if (pt_refind_syscall(tid) != 0 || pt_timer_off(tid, out) != 0) return -1;
     /* A SIGPROF the timer queued before it stopped would, once SIGPROF is no
-     * longer ignored, end the target: take it now. */
+     * longer ignored, end the target: take it now.  (One another thread took
+     * already is reported to the helper, which drops it: pt_attach_timer_signal.) */
     struct pt_inject_area area;
     memset(&area, 0, sizeof area);
     area.sigset = 1ull << (SIGPROF - 1);
@@ -325,23 +381,29 @@ int pt_attach_timer_disarm(pid_t tid, struct pt_attach_inject_out *out) {
     if (pt_inject(tid, SYS_rt_sigtimedwait, take, 5, &area, &rc, out) != 0) return -1;
     struct pt_kernel_sigaction current;
     if (pt_sigprof_action(tid, &pt_timer.old_action, &current, out) != 0) return -1;
+    pt_timer.ignoring = 0;
     if (current.handler != (uint64_t)(uintptr_t)SIG_IGN) /* set by the target meanwhile */
         pt_sigprof_action(tid, &current, NULL, out);     /* (an exec'd program, say): keep it */
-    pt_timer.running = 0;
     return 0;
 }
 
 int pt_attach_timer_signal(pid_t tid) {
     siginfo_t info;
-    return ptrace(PTRACE_GETSIGINFO, tid, NULL, &info) == 0 && info.si_code == SI_KERNEL;
+    return pt_timer.armed && ptrace(PTRACE_GETSIGINFO, tid, NULL, &info) == 0 &&
+           info.si_code == SI_KERNEL;
 }
 
 #else /* !PT_ARCH_INJECT */
 
-int pt_attach_timer_arm(pid_t pid, pid_t tid, uint64_t period_ns, char *why, size_t why_len,
+int pt_attach_timer_arm(pid_t tid, uint64_t period_ns, char *why, size_t why_len,
                         struct pt_attach_inject_out *out) {
-    (void)pid, (void)tid, (void)period_ns, (void)out;
+    (void)tid, (void)period_ns, (void)out;
     snprintf(why, why_len, "system calls cannot be run in the target on %s", PT_ARCH_NAME);
+    return -1;
+}
+
+int pt_attach_timer_pause(pid_t tid, struct pt_attach_inject_out *out) {
+    (void)tid, (void)out;
     return -1;
 }
 
