@@ -95,13 +95,14 @@ def finish_headless(collector: Collector, profile: Profile, stop: StopSignals) -
 
     A launched target got the signal too, so its own status stands (128+N when it
     died of it).  An attached one keeps running, so proftui reports for itself, as a
-    shell would: 128+N.
+    shell would: 128+N.  An attached target is not proftui's child: its exit status,
+    when ptrace saw it, is in the profile, and proftui's own is 0.
     """
     from proftui.collectors.runtime.launch import signal_name
 
     signum = collector.signalled() or stop.received
     if signum is None:
-        return exit_status_of(profile)
+        return 0 if collector.mode == "attach" else exit_status_of(profile)
     say(f"proftui: {signal_name(signum)}: {collector.end(signum)}")
     return 128 + signum if collector.mode == "attach" else exit_status_of(profile)
 

@@ -168,3 +168,19 @@ def explain_failure(pid: int, method: str, helper_text: str) -> str:
         prefix = "perf_event_open was denied and " if method == "auto" else ""
         return f"cannot attach to process {pid}: {prefix}{ptrace_denied_reason(pid)}"
     return f"cannot attach to process {pid}: {text}"
+
+
+def perf_permission_note() -> str:
+    """What `--method perf` needs to count time in system calls, and how this machine
+    stands, as one clause for the notes of a ptrace profile."""
+    paranoid = _sysctl("kernel.perf_event_paranoid")
+    if _has_cap(CAP_PERFMON) or _has_cap(CAP_SYS_ADMIN):
+        here = "proftui has CAP_PERFMON here"
+    elif paranoid is not None and paranoid.lstrip("-").isdigit() and int(paranoid) <= 1:
+        here = f"allowed here: kernel.perf_event_paranoid={paranoid}"
+    else:
+        here = (f"here kernel.perf_event_paranoid={paranoid} and proftui lacks CAP_PERFMON: "
+                "perf would count user time only")
+    return ("--method perf samples each thread's own clock, system calls included, where "
+            "perf may count kernel time: kernel.perf_event_paranoid <= 1, or CAP_PERFMON "
+            f"(root) ({here})")

@@ -26,6 +26,7 @@ import time
 from typing import Any, ClassVar
 
 from proftui.collectors.attach import checks as attach_checks
+from proftui.collectors.attach import notes as attach_notes
 from proftui.collectors.base import Collector, CollectorOptions
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.model.profile import CPU_NS, SAMPLES, Frame, Profile, ProfileMeta
@@ -33,9 +34,7 @@ from proftui.collectors.runtime.launch import ExitInfo, stop_signals
 from proftui.collectors.runtime.tasks import live_task
 from proftui.collectors.runtime.wire_attach import (
     COUNTS_INTERVAL_S,
-    FLAG_CFI,
     FLAG_KERNEL_TIME,
-    FLAG_TARGET_TIMER,
     LOST_TABLE,
     SAMPLE_DEPTH,
     SAMPLE_TRUNCATED,
@@ -61,7 +60,6 @@ from proftui.collectors.symbols.stacks import (
 
 HEADER_TIMEOUT_S = 10.0  # attaching to thousands of threads takes a while
 DETACH_TIMEOUT_S = 5.0
-MAX_FRAMES = 127  # frames the helper keeps per sample (PT_ATTACH_MAX_FRAMES, pt_attach.h)
 CLOCKS = {
     "perf": "perf_event task-clock",
     "ptrace": "ptrace interrupts, CPU time from /proc schedstat",
@@ -191,9 +189,11 @@ class AttachCollector(Collector):
         self._period_ns = header.period_ns
         self._header_flags = header.flags
         self._warnings.insert(0, f"attached to running process {self.target_pid} "
-                                 f"(method: {header.method}{_buffer_text(self._buffers)})")
-        self._warnings.extend(_buffer_warnings(self._buffers))
-        self._warnings.extend(_stream_warnings(header.method, header.flags))
+                                 f"(method: {header.method}"
+                                 f"{attach_notes.buffer_text(self._buffers)})")
+        self._warnings.extend(attach_notes.buffer_warnings(self._buffers))
+        self._warnings.extend(attach_notes.stream_warnings(header.method, header.flags))
+        self._warnings.extend(attach_notes.clock_notes(header.method, header.flags))
         if self._stopped_note:
             self._warnings.append(self._stopped_note)
 
@@ -400,6 +400,7 @@ class AttachCollector(Collector):
         with self._data_lock:
             moved, timed, maps_dirty = self._take_drained()
             running = self.is_running()
+            ended = self._target_exit  # ptrace reaps the target's status; perf cannot
             meta = ProfileMeta(
                 mode="attach", argv=list(self._target_argv), pids=[self.target_pid],
                 threads=dict(self._threads), period_ns=self._period_ns,
@@ -407,11 +408,13 @@ class AttachCollector(Collector):
                     "" if self._header_flags & FLAG_KERNEL_TIME else ", user time only"),
                 start_time=self._start_time,
                 end_time=None if running else self._end_time, complete=not running,
+                exit_status=ended.status if ended is not None else None,
+                exit_signal=ended.signal if ended is not None else None,
                 dropped=self._lost, warnings=list(self._warnings),
             )
             meta.warnings.extend(self._rate_warnings())
             meta.warnings.extend(self._lost_warnings())
-            meta.warnings.extend(_cut_warnings(self._cut, self._samples))
+            meta.warnings.extend(attach_notes.cut_warnings(self._cut, self._samples))
         with self._sym_lock:
             self._apply(moved, timed, maps_dirty)
             profile = self._profile.snapshot(meta)
@@ -444,36 +447,14 @@ class AttachCollector(Collector):
 
     def _lost_warnings(self) -> list[str]:
         """Where dropped samples were lost and what helps; caller holds self._data_lock."""
-        out = []
-        ring = self._lost - self._lost_table
-        if ring:
-            size = (f" ({self._buffers.ring_bytes >> 10} KiB per CPU)"
-                    if self._buffers is not None and self._buffers.ring_bytes else "")
-            out.append(f"{ring:,} samples were lost in the kernel's perf ring buffers{size}: "
-                       "they filled before the attach helper emptied them (a busy machine "
-                       "delays it); --buffer MB sets their total size")
-        if self._lost_table:
-            out.append(f"{self._lost_table:,} samples were dropped because the attach "
-                       "helper's stack table was full (millions of distinct stacks); "
-                       "--buffer does not change this")
-        return out
+        return attach_notes.lost_warnings(self._lost, self._lost_table, self._buffers)
 
     def _rate_warnings(self) -> list[str]:
-        """ptrace falls behind the asked rate on busy targets: say so, with the
-        rate achieved per second of sampled CPU time.  Caller holds self._lock."""
-        if self._method != "ptrace" or not self._period_ns:
-            return []
+        """The rate ptrace reached, when below the asked one; caller holds _data_lock."""
         samples = sum(c[0] for c in self._stacks.values())
         cpu_s = sum(c[1] for c in self._stacks.values()) / 1e9
-        asked = 1e9 / self._period_ns
-        if cpu_s < 0.2 or samples / cpu_s >= 0.8 * asked:
-            return []
-        why = ("the target's CPU timer (ITIMER_PROF) is checked once per kernel tick, so a "
-               "sample can stand for a whole tick" if self._header_flags & FLAG_TARGET_TIMER
-               else "it falls behind on busy threads (each sample stops a thread)")
-        return [f"ptrace sampled {samples / cpu_s:.0f} times per second of CPU time, not the "
-                f"{asked:.0f} asked: {why}; samples are weighted by the CPU time they stand "
-                "for; --method perf keeps the rate where allowed"]
+        return attach_notes.rate_warnings(self._method, self._period_ns, self._header_flags,
+                                          samples, cpu_s)
 
     def _refresh_space(self) -> None:
         """Re-read the maps through a live thread (the one used before may have
@@ -500,34 +481,6 @@ def _cmdline(pid: int) -> list[str]:
     return [a.decode(errors="replace") for a in raw.split(b"\0") if a]
 
 
-def _buffer_text(buffers: Buffers | None) -> str:
-    """", perf rings 2 x 512 KiB" for the attach note (nothing under ptrace)."""
-    if buffers is None or not buffers.ring_bytes:
-        return ""
-    return f", perf rings {buffers.rings} x {buffers.ring_bytes >> 10} KiB"
-
-
-def _buffer_warnings(buffers: Buffers | None) -> list[str]:
-    """What became of --buffer: ignored under ptrace, or cut down by the kernel."""
-    if buffers is None or not buffers.asked_bytes:
-        return []
-    asked_kib = buffers.asked_bytes >> 10
-    if not buffers.ring_bytes:
-        return [f"--buffer has no effect with the ptrace method: samples are taken "
-                f"synchronously, with no kernel ring to size ({asked_kib:,} KiB asked)"]
-    got = buffers.ring_bytes * max(1, buffers.rings)
-    if 2 * got >= buffers.asked_bytes:  # rounded down to a power of two per CPU
-        return []
-    try:
-        with open("/proc/sys/kernel/perf_event_mlock_kb") as f:
-            limit = f"kernel.perf_event_mlock_kb={f.read().strip()}"
-    except OSError:
-        limit = "kernel.perf_event_mlock_kb"
-    return [f"--buffer asked {asked_kib:,} KiB of perf ring buffers; the kernel let the helper "
-            f"lock {got >> 10:,} KiB ({limit} per CPU for users without CAP_IPC_LOCK, beyond "
-            "it RLIMIT_MEMLOCK): raise either for bigger rings"]
-
-
 def _stack_key(record: Stack) -> tuple[int, tuple[int, ...]]:
     """(tid, addresses): a stack without its outer frames ends in a pseudo-address, so
     it hangs under a root that says why instead of at whatever address it reached."""
@@ -536,31 +489,3 @@ def _stack_key(record: Stack) -> tuple[int, tuple[int, ...]]:
     if record.flags & SAMPLE_DEPTH:
         return record.tid, (*record.ips, STACK_TOO_DEEP)
     return record.tid, record.ips
-
-
-def _cut_warnings(cut: int, samples: int) -> list[str]:
-    """How many stacks lack their outer frames, and where they are in the tree."""
-    if not cut:
-        return []
-    return [f"{cut:,} of {samples:,} samples ({100 * cut / samples:.1f}%) have incomplete "
-            "stacks (no unwind rule or frame pointer past some frame, or more than "
-            f"{MAX_FRAMES} frames): they start at a [stack cut...] or [deeper than...] root"]
-
-
-def _stream_warnings(method: str, flags: int) -> list[str]:
-    """What the stream header's flags mean for the user."""
-    out = []
-    if flags & FLAG_CFI:
-        copied = ("the user stack each sample copies (8 KiB, grown as deeper stacks are seen, up "
-                  "to 64 KiB; past it, the live stack while the frame at the seam is unchanged)"
-                  if method == "perf" else "as much stack as each walk needs (read while the "
-                  "thread is stopped)")
-        out.append(f"stacks unwound with DWARF CFI (.eh_frame) over {copied}, frame pointers "
-                   "beyond that")
-    elif os.environ.get("PROFTUI_ATTACH_UNWIND") == "fp":
-        out.append("stacks unwound through frame pointers only (PROFTUI_ATTACH_UNWIND=fp)")
-    # Otherwise the helper said why in a WARN record (PT_ARCH_UNWIND_NOTE).
-    if not flags & FLAG_KERNEL_TIME:
-        out.append(f"user time only: {attach_checks.kernel_time_denied_reason()}; time spent in "
-                   "system calls is not sampled")
-    return out

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 from proftui.collectors.attach.collector import AttachCollector
 from proftui.collectors.model.profile import Profile
+from proftui.collectors.model.storage import load as load_profile
 from proftui.collectors.runtime.process_status import ProcSampler
 
 from tests.conftest import build_fixture
@@ -135,8 +136,11 @@ def test_worker_calls_exit(method: str, mode: str) -> None:
         assert any("target exited" in w for w in profile.meta.warnings), profile.meta.warnings
         info = collector.exit_info()
         assert info is not None
-        if method == "ptrace":  # the tracer reaps the exit status
+        if method == "ptrace":  # the tracer reaps the exit status, and the profile keeps it
             assert info.status == 3
+            assert (profile.meta.exit_status, profile.meta.exit_signal) == (3, None)
+        else:  # perf is not told
+            assert (profile.meta.exit_status, profile.meta.exit_signal) == (None, None)
         assert "att_tx_hot" in self_costs(profile)
     finally:
         target.kill()
@@ -341,9 +345,14 @@ def test_target_exits_during_attach(method: str, tmp_path: Path) -> None:
                 proc.kill()
                 proc.wait()
         assert "Traceback" not in result.stderr
-        if result.returncode == 0:
+        if result.returncode == 0:  # proftui's own status: the target is not its child
             seen.add("profile")
             assert "saved" in result.stderr
+            # ptrace saw the exit: the saved profile keeps the status, and says it
+            report = cli("report", str(out_file))
+            if method == "ptrace":
+                assert load_profile(out_file).meta.exit_status == 6
+                assert "exited with status 6" in report.stdout, report.stdout
         else:
             seen.add("refused")
             line = one_line_error(result)

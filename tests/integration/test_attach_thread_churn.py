@@ -9,7 +9,7 @@ thread had already taken the timer's last signal, which was then passed on (kill
 SIGPROF, "Profiling timer expired"); and a thread that exited while the helper attached
 was reported before the stream's header ("attach helper stream: bad magic", no
 profile).  Each test attaches several times: the target must end as it would have,
-and every attach must keep a profile.
+and every attach must keep a profile with the target's exit status.
 """
 
 from __future__ import annotations
@@ -61,6 +61,8 @@ def profile_wrong(profile: Profile, exited: bool) -> list[str]:
     if said != exited:
         wrong.append(f"the profile {'does not say' if exited else 'says'} the target "
                      f"exited: {profile.meta.warnings}")
+    if profile.meta.exit_status != (0 if exited else None):
+        wrong.append(f"meta.exit_status {profile.meta.exit_status}")
     broken = [w for w in profile.meta.warnings if "attach helper" in w]
     if broken:
         wrong.append(f"helper trouble: {broken}")

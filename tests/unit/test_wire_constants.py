@@ -96,7 +96,7 @@ def test_hook_layout(c_side: dict[str, int]) -> None:
 
 
 def test_attach_stream(c_side: dict[str, int]) -> None:
-    from proftui.collectors.attach.collector import MAX_FRAMES
+    from proftui.collectors.attach.notes import MAX_FRAMES
 
     a = wire_attach
     agree(c_side, "attach_version attach_counts_ns attach_max_frames", a.VERSION,
