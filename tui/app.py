@@ -42,7 +42,7 @@ from proftui.tui.poller import Poller, ProcUpdate, Snapshot, TargetEnded
 from proftui.tui.run_controls import RunControls
 from proftui.tui.screens.help import HelpScreen, PaneEntry, app_keys, palette_entries, pane_keys
 from proftui.tui.screens.main import MainScreen
-from proftui.tui.screens.notes import NotesScreen
+from proftui.tui.screens.notes import NotesScreen, profile_notes
 from proftui.tui.view_choices import ViewChoices
 from proftui.tui.widgets.breadcrumb import Breadcrumb
 from proftui.tui.widgets.header_bar import HeaderBar
@@ -520,14 +520,10 @@ class ProfTuiApp(ViewChoices, RunControls, DiffViews, App[None]):
     def action_notes(self) -> None:
         """Every warning of the profile shown (e.g. gprof's estimated tree, dropped records)."""
         profile = self.profile
-        notes = list(profile.meta.warnings) if profile is not None else []
-        if profile is not None and profile.meta.dropped:
-            notes.insert(0, f"{profile.meta.dropped:,} records dropped by the runtime "
-                            "(its tables were full; --buffer raises the budget)")
-        if profile is not None and not profile.meta.complete and (
-                self.collector is None or self.ended):
-            notes.insert(0, INCOMPLETE_NOTE)
-        self.push_screen(NotesScreen(notes))
+        incomplete = profile is not None and not profile.meta.complete and (
+            self.collector is None or self.ended)
+        self.push_screen(NotesScreen(profile_notes(profile,
+                                                   INCOMPLETE_NOTE if incomplete else None)))
 
     def action_help(self) -> None:
         """Every key of the current pane, then the app's (tui/screens/help.py)."""

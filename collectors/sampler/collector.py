@@ -383,6 +383,9 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
                     cpu_ns += slot.cpu_ns
         warnings.extend(self.runtime_notes(len(self._files), no_space, no_cfi,
                                            f"{dropped} samples"))
+        if dropped and not no_space:  # each drop named once, with its cause
+            warnings.append(f"{dropped:,} samples were dropped by the sampler runtime: its "
+                            "stack table was full (--buffer MB raises the per-process budget)")
         if cpu_ns > 50_000_000 and sampled_ns < 0.5 * cpu_ns and not self.options.wall_clock:
             warnings.append(f"only {100 * sampled_ns / cpu_ns:.0f}% of the threads' CPU time was "
                             f"sampled (did the target block the sampling signal?)")
