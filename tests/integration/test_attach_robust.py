@@ -11,6 +11,7 @@ TMPDIR.  Methods the machine forbids are skipped with proftui's reason.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import re
 import signal
@@ -97,11 +98,15 @@ def helper_gone(collector: AttachCollector) -> None:
     assert helper.wait(timeout=5) == 0
 
 
-def hot_share(profile: Profile) -> float:
+def hot_share(profile: Profile) -> tuple[float, float]:
+    """The sampled share of att_tx_hot in the worker's two functions, and its standard
+    error from the number of samples (each stands for about the same CPU time: a perf
+    period, or under ptrace a kernel tick of the target's CPU timer)."""
     selfs = self_costs(profile)
     hot, cold = selfs.get("att_tx_hot", 0.0), selfs.get("att_tx_cold", 0.0)
     assert hot + cold >= 50, selfs
-    return hot / (hot + cold)
+    share = hot / (hot + cold)
+    return share, math.sqrt(share * (1 - share) / (hot + cold))
 
 
 def record_to_the_end(target: Target, method: str, frequency_hz: int, settle: float = 0.0
@@ -153,10 +158,11 @@ def test_main_thread_pthread_exit(method: str, mode: str) -> None:
     (mlate) or before (mearly, where the leader is already a zombie).  The
     worker is sampled to its end, its hot function's share matching what it
     measured of itself with its thread CPU clock."""
-    target = Target(mode, 2.5)
+    target = Target(mode, 2.0)  # seconds of the worker's CPU time
     try:
         # A rate incommensurate with the worker's hot/cold cycle (a few ms): no aliasing.
-        collector = attach(target.pid, method, frequency_hz=997, duration_s=15)
+        # The duration only bounds a hang: a loaded machine stretches the worker's run.
+        collector = attach(target.pid, method, frequency_hz=997, duration_s=50)
         target.reap_in_background()
         if mode == "mlate":
             target.go()  # the leader's pthread_exit; the worker has 2.5 s from its start
@@ -171,13 +177,16 @@ def test_main_thread_pthread_exit(method: str, mode: str) -> None:
         assert -0.5 < ended - target.exited_at < NOTICE_S, ended - target.exited_at
         match = re.fullmatch(r"hot_share=([0-9.]+)\n", out)
         assert match, out
-        measured, sampled = float(match[1]), hot_share(profile)
-        print(f"{method} {mode}: hot share sampled {sampled:.3f}, measured {measured:.3f}; "
-              f"proftui ended {(ended - target.exited_at) * 1000:.0f} ms after the target")
-        # ptrace's samples, weighted by the CPU time since the previous one, scatter
-        # more (seen: 0.03 off on an idle machine); perf's kernel timer less.
-        tolerance = 0.05 if method == "perf" else 0.07
-        assert abs(sampled - measured) <= tolerance, (sampled, measured)
+        measured = float(match[1])
+        sampled, error = hot_share(profile)
+        print(f"{method} {mode}: hot share sampled {sampled:.3f} (standard error "
+              f"{error:.3f}), measured {measured:.3f}; proftui ended "
+              f"{(ended - target.exited_at) * 1000:.0f} ms after the target")
+        # Five standard errors: ptrace's clock ticks at the kernel's rate (250 Hz here, not
+        # the 997 asked), so it has a quarter of perf's samples and twice the scatter.  The
+        # worker's calls have random lengths: with fixed ones, its 4 ms cycle matched
+        # those ticks and ptrace sampled 0.58 against a measured 0.749.
+        assert abs(sampled - measured) <= 5 * error, (sampled, measured, error)
         # The worker's stacks unwind through its /proc entries, not the zombie leader's.
         assert any(p[-2:] == ["worker", "att_tx_hot"] for p in names_on_paths(profile)), \
             names_on_paths(profile)
@@ -216,7 +225,7 @@ def test_detach_after_leader_pthread_exit(method: str) -> None:
         assert collector.exit_info() is None  # detached, the target runs on
         assert tracers(target.pid) == {0}
         assert "att_tx_hot" in self_costs(profile)
-        out, status = target.finish()
+        out, status = target.finish(timeout=50)  # the worker's 2.5 s of CPU time
         assert status == 0 and re.fullmatch(r"hot_share=[0-9.]+\n", out), out
     finally:
         target.kill()
