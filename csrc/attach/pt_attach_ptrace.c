@@ -134,7 +134,7 @@ static struct pt_ptrace_state pt_tr; /* zero-initialized (.bss): the -1s are set
  * since the timer last sampled it before the timer gives way to polling:
  * this many periods, and at least PT_BLOCKED_MIN_NS. */
 #define PT_BLOCKED_PERIODS 50u
-#define PT_BLOCKED_MIN_NS 200000000ull
+#define PT_BLOCKED_MIN_NS 100000000ull
 /* How long to wait for the last threads' exit reports once the group is dead. */
 #define PT_REAP_TIMEOUT_NS 1000000000ull
 
