@@ -129,6 +129,14 @@ void pt_runfile_unmap(struct pt_runfile *rf) {
     rf->hdr = NULL;
 }
 
+/* Not in a handler. */
+void pt_runfile_discard(struct pt_runfile *rf, uint64_t bytes, int err) {
+    pt_runfile_unmap(rf);
+    if (rf->path[0] != '\0') unlink(rf->path);
+    rf->path[0] = '\0';
+    pt_note_map_failure(PT_NOTE_FILE, bytes, err);
+}
+
 /* Async-signal-safe (one madvise). */
 int pt_runfile_reserve(void *addr, uint64_t len) {
     if (len == 0) return 0;
@@ -202,7 +210,7 @@ static unsigned char *pt_region_map(struct pt_region *r, unsigned k) {
     size_t map_len = 0;
     unsigned char *w = pt_runfile_map(r->rf, r->offset + first * r->elem, bytes, &map, &map_len);
     if (w == NULL) {
-        pt_note_map_failure(r->what, bytes, errno);
+        if (!r->quiet) pt_note_map_failure(r->what, bytes, errno);
         __atomic_store_n(&r->failed, 1, __ATOMIC_RELAXED);
         return NULL;
     }
@@ -210,6 +218,7 @@ static unsigned char *pt_region_map(struct pt_region *r, unsigned k) {
         munmap(map, map_len);
         pt_runfile_no_space(r->rf->hdr);
         __atomic_store_n(&r->failed, 1, __ATOMIC_RELAXED);
+        errno = ENOSPC;
         return NULL;
     }
     unsigned char *expect = NULL;

@@ -88,6 +88,11 @@ PT_HIDDEN unsigned char *pt_runfile_map(const struct pt_runfile *rf, uint64_t of
 /* Unmap the head (regions unmap their own windows first).  Not in a handler. */
 PT_HIDDEN void pt_runfile_unmap(struct pt_runfile *rf);
 
+/* A file whose start-up parts could not all be mapped: unmap its head,
+ * remove it, and note that the run file (`bytes` at start) could not be
+ * mapped for `err`: the runtime stays off, said in one line.  Not in a handler. */
+PT_HIDDEN void pt_runfile_discard(struct pt_runfile *rf, uint64_t bytes, int err);
+
 /* Back the pages of [addr, addr + len) of a run file's mapping before their
  * first touch (madvise MADV_POPULATE_WRITE: an error instead of a SIGBUS
  * when the file system is full).  0, or -1 when they cannot be backed (the
@@ -126,6 +131,7 @@ struct pt_region {
     uint32_t shift;
     enum pt_note_what what; /* named in the note when a window cannot be mapped */
     int populate;           /* back each window whole when it is mapped */
+    int quiet;              /* a failure is not noted (the caller says it another way) */
     int failed;             /* a window could not be mapped: none is tried again */
     unsigned char *win[PT_REGION_WINDOWS]; /* address of the window's first element */
     void *map[PT_REGION_WINDOWS];          /* what to munmap, and its length */

@@ -36,10 +36,7 @@ int pt_stacktab_init(struct pt_stacktab *t, const struct pt_runfile *rf, uint64_
     void *map = NULL;
     size_t map_len = 0;
     unsigned char *p = pt_runfile_map(rf, offset, head_bytes, &map, &map_len);
-    if (p == NULL) {
-        pt_note_map_failure(PT_NOTE_STACKS, head_bytes, errno);
-        return -1;
-    }
+    if (p == NULL) return -2;
     if (pt_runfile_reserve(p, head_bytes) != 0) {
         munmap(map, map_len);
         pt_runfile_no_space(rf->hdr);

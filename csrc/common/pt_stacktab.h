@@ -59,9 +59,10 @@ PT_HIDDEN uint32_t pt_stacktab_index(uint32_t entries);
 PT_HIDDEN uint64_t pt_stacktab_size(uint32_t entries, uint64_t frames);
 
 /* Lay the table out at file offset `offset` of run file `rf` and map and
- * back its header and heads; 0, or -1 when they cannot be mapped (noted) or
- * backed (no table: every sample counts as dropped).  Async-signal-safe
- * (mmap, madvise), so a fork child may call it. */
+ * back its header and heads; 0, -1 when they cannot be backed (no table:
+ * every sample counts as dropped, PT_FLAG_NO_SPACE), or -2 with errno set
+ * when they cannot be mapped (not noted: the caller says so).
+ * Async-signal-safe (mmap, madvise), so a fork child may call it. */
 PT_HIDDEN int pt_stacktab_init(struct pt_stacktab *t, const struct pt_runfile *rf,
                                uint64_t offset, uint32_t entries, uint64_t frames);
 

@@ -5,6 +5,7 @@
  * csrc/common/pt_maps.c, shared with the sampler).  Nothing here runs in an allocation
  * fast path except pt_heap_maps_try_refresh (after a load, never waiting). */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -66,9 +67,14 @@ int pt_heap_file_create(void) {
     f->buckets.populate = 1;
     pt_region_init(&f->frames, &f->rf, frames_off, 8, 13, frames, PT_HEAP_MAX_FRAMES,
                    PT_NOTE_BUCKETS);
+    f->buckets.quiet = 1; /* no overflow bucket: the file goes, one note says why */
     pt_heap_bucket *overflow = pt_region_at(&f->buckets, 0);
+    f->buckets.quiet = 0;
     if (overflow == NULL) {
-        pt_heap_file_forget();
+        int err = errno;
+        pt_region_unmap(&f->buckets);
+        pt_runfile_discard(&f->rf, buckets_off + 1024 * sizeof(pt_heap_bucket), err);
+        memset(f, 0, sizeof *f);
         return -1;
     }
     pt_runfile_header_init(hdr, PT_KIND_HEAP, size);

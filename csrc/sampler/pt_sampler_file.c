@@ -3,6 +3,7 @@
  * it dies.  Layout in proftui_wire_sampler.h.  Nothing here runs in signal
  * context. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <pthread.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -101,8 +102,13 @@ int pt_sampler_file_create(pid_t pid) {
     f->ring_words = (uint32_t)ring_words;
     pt_region_init(&f->slots, &f->rf, slots_offset, (uint32_t)slot_size, 0, PT_SAMPLER_NSLOTS, 0,
                    PT_NOTE_RING);
-    /* No room for the table's heads: the file stays, every sample counts as dropped. */
-    pt_stacktab_init(&f->stacks, &f->rf, stacks_offset, entries, frames);
+    /* No room for the table's heads: the file stays, every sample counts as
+     * dropped.  No address space for them: the sampler stays off, one note. */
+    if (pt_stacktab_init(&f->stacks, &f->rf, stacks_offset, entries, frames) == -2) {
+        pt_runfile_discard(&f->rf, slots_offset + pt_stacktab_index(entries) * 4ull + 64, errno);
+        memset(f, 0, sizeof *f);
+        return -1;
+    }
     pt_maplog_init(&f->maplog, &f->rf, maplog_offset, &smp->maplog_count);
     if (pt_sampler_cfg.follow_children) smp->sflags |= PT_SMP_FOLLOW;
     pt_runfile_publish(hdr); /* the magic last: never a half-initialized header */
