@@ -224,15 +224,17 @@ static PT_NOINST uint32_t pt_lookup(pt_hook_tstate *t, uint32_t parent, uintptr_
 
 /* ---- shadow stack ------------------------------------------------------------- */
 
-/* Keep a mapping that may still be read (an enter interrupted by a signal
- * whose handler's calls replaced it) until the thread exits; unmapped at
- * once when there is no room to remember it.  Async-signal-safe. */
+/* Keep a mapping that may still be used (an enter interrupted by a signal
+ * whose handler's calls replaced it) until the thread exits, its pages given
+ * back now: a late read finds zeros (an empty hash slot, an entry the exit
+ * hook resynchronises), a late write lands in a page of its own.  With no
+ * room left to remember it, it stays mapped for good (never unmapped under
+ * a reader).  Async-signal-safe. */
 static PT_NOINST void pt_retire(pt_hook_tstate *t, void *p, size_t bytes)
 {
     if (t->nretired < sizeof t->retired / sizeof t->retired[0])
         t->retired[t->nretired++] = (__typeof__(t->retired[0])){p, bytes};
-    else
-        munmap(p, bytes);
+    madvise(p, bytes, MADV_DONTNEED);
 }
 
 /* Make the shadow stack 4 times deeper (up to PT_STACK_CAP): a new mapping,
