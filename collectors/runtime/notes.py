@@ -26,7 +26,7 @@ _FIELD = re.compile(r"([a-z]+)=([0-9]+|inf|[a-z]+)")
 
 # What each runtime loses when a region cannot be mapped: said after the cause.
 _LOST = {
-    "file": "the process ran unprofiled",
+    "file": "the process ran unprofiled from then on",
     "ring": "the samples of the threads that needed it were dropped (counted as dropped)",
     "stacks": "samples on stacks first seen after that were dropped (counted as dropped)",
     "maplog": "code loaded after that may not be symbolized once the process is gone",
