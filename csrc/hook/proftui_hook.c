@@ -269,8 +269,8 @@ PT_NOINST int pt_stack_grow(pt_hook_tstate *t)
  * entry it is charged to.  Async-signal-safe. */
 static inline PT_NOINST void pt_finish(pt_hook_tstate *t, pt_entry *e, uint64_t now)
 {
-    if (!(e->flags & PT_ENTRY_UNRECORDED) && pt_g.timed) {
-        pt_hook_node *n = pt_node(e->anode);
+    pt_hook_node *n;
+    if (!(e->flags & PT_ENTRY_UNRECORDED) && pt_g.timed && (n = pt_node(e->anode)) != NULL) {
         uint64_t dur = (int64_t)(now - e->ts) > 0 ? now - e->ts : 0;
         __atomic_store_n(&n->incl, n->incl + dur, __ATOMIC_RELAXED);
         __atomic_store_n(&n->self, n->self + (dur > e->child ? dur - e->child : 0),

@@ -208,21 +208,24 @@ static inline __attribute__((no_instrument_function)) void pt_set_depth(pt_hook_
 void __cyg_profile_func_enter(void *fn, void *site);
 void __cyg_profile_func_exit(void *fn, void *site);
 
-/* Node i of the pool, an index the runtime made (its window is mapped).
- * Async-signal-safe. */
+/* Node i of the pool (i < node_cap), or NULL when its window is not mapped
+ * (only an index the target overwrote can name such a node: callers that
+ * may hold one check).  Async-signal-safe. */
 static inline __attribute__((no_instrument_function)) pt_hook_node *pt_node(uint32_t i)
 {
     return (pt_hook_node *)pt_region_peek(&pt_g.nodes, i);
 }
 
-/* The index of node `n` (an address pt_node gave): its own record, checked
- * against the pool, or PT_NONE when the target overwrote it.
- * Async-signal-safe. */
+/* The index of node `n` (an address pt_node gave): its own record, read from
+ * the cache line the enter hook touches anyway, or PT_NONE when the target
+ * overwrote it with one outside the pool.  One inside the pool but wrong
+ * only misplaces that node's counts (the target destroyed it already); every
+ * use of an index checks pt_node's NULL.  Async-signal-safe. */
 static inline __attribute__((no_instrument_function)) uint32_t pt_node_index(
     const pt_hook_node *n)
 {
     uint32_t i = __atomic_load_n(&n->self_, __ATOMIC_RELAXED);
-    return i < pt_g.node_cap && pt_node(i) == n ? i : PT_NONE;
+    return i < pt_g.node_cap ? i : PT_NONE;
 }
 
 /* This thread's state (proftui_hook.c); initial-exec: one instruction to read. */
