@@ -409,7 +409,7 @@ class InstrumentCollector(LaunchCollector):
         dropped = sum(d.header.dropped for d in datas)
         mapped = read_notes(self.run_dir.path, "hook", "the hook library")
         warnings.extend(note.text for note in mapped)
-        unmapped = any(note.what in ("nodes", "shadow") for note in mapped)
+        unmapped = any(note.what in ("nodes", "shadow", "hash") for note in mapped)
         if any(d.header.flags & FLAG_NO_SPACE for d in datas):
             warnings.append(f"the run directory's file system ({self.run_dir.path.parent}) is "
                             f"full: {dropped} calls not recorded, the profile is partial; "

@@ -36,8 +36,9 @@ _LOST = {
                 "stack limit could overflow it)",
     "nodes": "calls in calling contexts first seen after that were not recorded (counted as "
              "dropped)",
-    "shadow": "calls deeper than its shadow stack, or in contexts its tables could not hold, "
-              "were not recorded (counted as dropped)",
+    "shadow": "calls deeper than its shadow stack were not recorded (counted as dropped)",
+    "hash": "calls in calling contexts first seen after that were not recorded (counted as "
+            "dropped)",
     "buckets": "allocations from stacks first seen after that are counted under the "
                "overflow bucket",
     "pointers": "allocations after that were counted but not tracked as live",
@@ -51,6 +52,7 @@ _WHAT = {
     "altstack": "an alternate signal stack",
     "nodes": "its node pool",
     "shadow": "a thread's shadow stack",
+    "hash": "a thread's calling-context table",
     "buckets": "its bucket table",
     "pointers": "its pointer table",
 }

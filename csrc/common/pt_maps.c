@@ -265,7 +265,9 @@ void pt_maplog_append(struct pt_maplog *log, const struct pt_maps_segment *seg,
                       uint32_t event) {
     if (log->hdr == NULL) return;
     uint32_t n = log->used;
+    int saved_errno = errno; /* after a dlopen: the target's errno stays */
     pt_map_entry *e = n < PT_MAPLOG_ENTRIES ? pt_region_at(&log->entries, n) : NULL;
+    errno = saved_errno;
     if (e == NULL || pt_runfile_reserve(e, sizeof *e) != 0) {
         if (e != NULL) pt_runfile_no_space(log->hdr);
         __atomic_add_fetch(&log->hdr->dropped, 1, __ATOMIC_RELAXED);

@@ -54,8 +54,8 @@ static char *pt_note_limit(char *p, const char *key, int resource, uint64_t unit
 }
 
 static const char *const pt_note_names[PT_NOTE_COUNT] = {
-    "file", "ring", "stacks", "maplog", "unwind", "altstack", "nodes", "shadow", "buckets",
-    "pointers"};
+    "file", "ring", "stacks", "maplog", "unwind", "altstack", "nodes", "shadow", "hash",
+    "buckets", "pointers"};
 
 /* Append `line` (len bytes) to <dir>/<kind>.<pid>.note.  Async-signal-safe. */
 static void pt_note_write(const char *line, size_t len) {

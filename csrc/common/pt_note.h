@@ -37,7 +37,8 @@ enum pt_note_what {
     PT_NOTE_UNWIND,       /* sampler, heap: DWARF CFI unwind tables */
     PT_NOTE_ALTSTACK,     /* sampler, hook clock: an alternate signal stack */
     PT_NOTE_NODES,        /* hook: the node pool */
-    PT_NOTE_SHADOW,       /* hook: a thread's shadow stack or hash */
+    PT_NOTE_SHADOW,       /* hook: a thread's shadow stack */
+    PT_NOTE_HASH,         /* hook: a thread's calling-context hash */
     PT_NOTE_BUCKETS,      /* heap: the bucket table or frame pool */
     PT_NOTE_POINTERS,     /* heap: the pointer table */
     PT_NOTE_COUNT

@@ -121,7 +121,7 @@ PT_NOINST pt_slot *pt_hash_alloc(uint32_t n)
     void *p = mmap(NULL, (size_t)n * sizeof(pt_slot), PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) {
-        pt_note_map_failure(PT_NOTE_SHADOW, (uint64_t)n * sizeof(pt_slot), errno);
+        pt_note_map_failure(PT_NOTE_HASH, (uint64_t)n * sizeof(pt_slot), errno);
         return NULL;
     }
     return p;
@@ -506,20 +506,23 @@ static __attribute__((noinline)) PT_NOINST void pt_enter_cold(pt_hook_tstate *t,
                                                               uintptr_t site, uintptr_t cfa,
                                                               uintptr_t ra)
 {
+    int saved_errno = errno;  /* the slow paths map memory: the target's errno stays */
     if (t) {
         if (!t->busy) {  /* overflow: the slow path counts it */
             t->busy = 1;
             pt_enter_slow(t, fn, site, cfa, ra);
             t->busy = 0;
         }
+        errno = saved_errno;
         return;  /* busy: a signal handler's code re-entering, ignored */
     }
     t = pt_thread_attach();
-    if (!t)
-        return;
-    t->busy = 1;
-    pt_enter_slow(t, fn, site, cfa, ra);
-    t->busy = 0;
+    if (t) {
+        t->busy = 1;
+        pt_enter_slow(t, fn, site, cfa, ra);
+        t->busy = 0;
+    }
+    errno = saved_errno;
 }
 
 /* The slow enter under the re-entry guard.  Async-signal-safe (see pt_should_record). */
@@ -527,9 +530,11 @@ static __attribute__((noinline)) PT_NOINST void pt_enter_guarded(pt_hook_tstate 
                                                                  uintptr_t site, uintptr_t cfa,
                                                                  uintptr_t ra)
 {
+    int saved_errno = errno;  /* a new node may map a window: the target's errno stays */
     t->busy = 1;
     pt_enter_slow(t, fn, site, cfa, ra);
     t->busy = 0;
+    errno = saved_errno;
 }
 
 /* The slow exit under the re-entry guard.  Async-signal-safe. */

@@ -140,7 +140,9 @@ struct pt_start {
 static void *pt_thread_start(void *p) {
     struct pt_start start = *(struct pt_start *)p;
     free(p);
+    int saved_errno = errno; /* arming maps memory: the thread starts with its own errno */
     if (PT_GET(pt_active)) pt_sampler_thread_arm(); /* the key destructor disarms at thread exit */
+    errno = saved_errno;
     return start.fn(start.arg);
 }
 

@@ -130,3 +130,20 @@ def test_file_size_limit(tmp_path: Path, mode: str) -> None:
     warnings = same_as_plain(proftui(out, mode, argv, tmp_path), want, out)
     said = [w for w in warnings if "RLIMIT_FSIZE" in w]
     assert len(said) == 1 and "4,096 kB" in said[0], warnings
+
+
+def test_errno_survives_a_mapping_that_fails(tmp_path: Path) -> None:
+    """Hooks that map memory (a new calling context's hash, a deeper shadow stack, a
+    new window of the node pool) run inside the target's code, between its setting of
+    errno and its reading of it.  With no address space left they fail: the target's
+    errno must stay what it was (before: ENOMEM in 2,957 of 5,000 calls), and the
+    profile says what could not be mapped and that calls were dropped."""
+    binary = fixture("instrument")
+    argv = [str(binary), "errno", "5000"]
+    want = plain(argv)
+    assert (want.stdout, want.returncode) == ("5000 levels, errno changed 0 times\n", 0)
+    out = tmp_path / "run.proftui"
+    warnings = same_as_plain(proftui(out, "instrument", argv, tmp_path), want, out)
+    said = [w for w in warnings if "RLIMIT_AS" in w]
+    assert said and all("could not map" in w for w in said), warnings
+    assert [w for w in warnings if "calls not recorded (the note above" in w], warnings
