@@ -198,9 +198,9 @@ void pt_region_init(struct pt_region *r, const struct pt_runfile *rf, uint64_t o
     r->what = what;
 }
 
-/* Map window k (its elements and the overlap, clamped to the capacity); its
- * address or NULL.  Two threads may map it at once: the second unmaps its
- * own and takes the first's.  Async-signal-safe. */
+/* Map window k (its elements and the overlap, clamped to the capacity); the
+ * address of its first element or NULL.  Two threads may map it at once:
+ * the second unmaps its own and takes the first's.  Async-signal-safe. */
 static unsigned char *pt_region_map(struct pt_region *r, unsigned k) {
     if (__atomic_load_n(&r->failed, __ATOMIC_RELAXED)) return NULL;
     uint64_t first = pt_region_first(r, k), end = pt_region_first(r, k + 1) + r->overlap;
@@ -221,8 +221,8 @@ static unsigned char *pt_region_map(struct pt_region *r, unsigned k) {
         errno = ENOSPC;
         return NULL;
     }
-    unsigned char *expect = NULL;
-    if (__atomic_compare_exchange_n(&r->win[k], &expect, w, 0, __ATOMIC_RELEASE,
+    uintptr_t expect = 0, bias = (uintptr_t)w - (uintptr_t)(first * r->elem);
+    if (__atomic_compare_exchange_n(&r->bias[k], &expect, bias, 0, __ATOMIC_RELEASE,
                                     __ATOMIC_ACQUIRE)) {
         /* Only the winner writes these (pt_region_mapped, pt_region_unmap). */
         __atomic_store_n(&r->map_len[k], map_len, __ATOMIC_RELAXED);
@@ -230,7 +230,7 @@ static unsigned char *pt_region_map(struct pt_region *r, unsigned k) {
         return w;
     }
     munmap(map, map_len); /* another thread mapped it first */
-    return expect;
+    return (unsigned char *)(expect + (uintptr_t)(first * r->elem));
 }
 
 /* Async-signal-safe. */
@@ -264,7 +264,7 @@ int pt_region_back(struct pt_region *r, uint64_t from, uint64_t to) {
 uint64_t pt_region_mapped(const struct pt_region *r) {
     uint64_t total = 0;
     for (unsigned k = 0; k < PT_REGION_WINDOWS; k++)
-        if (__atomic_load_n(&r->win[k], __ATOMIC_ACQUIRE) != NULL)
+        if (__atomic_load_n(&r->bias[k], __ATOMIC_ACQUIRE) != 0)
             total += __atomic_load_n(&r->map_len[k], __ATOMIC_RELAXED);
     return total;
 }
@@ -272,8 +272,8 @@ uint64_t pt_region_mapped(const struct pt_region *r) {
 /* Not in a handler. */
 void pt_region_unmap(struct pt_region *r) {
     for (unsigned k = 0; k < PT_REGION_WINDOWS; k++) {
-        if (r->win[k] != NULL && r->map[k] != NULL) munmap(r->map[k], r->map_len[k]);
-        r->win[k] = NULL;
+        if (r->bias[k] != 0 && r->map[k] != NULL) munmap(r->map[k], r->map_len[k]);
+        r->bias[k] = 0;
         r->map[k] = NULL;
     }
 }

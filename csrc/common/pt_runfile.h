@@ -133,7 +133,10 @@ struct pt_region {
     int populate;           /* back each window whole when it is mapped */
     int quiet;              /* a failure is not noted (the caller says it another way) */
     int failed;             /* a window could not be mapped: none is tried again */
-    unsigned char *win[PT_REGION_WINDOWS]; /* address of the window's first element */
+    /* Per window, the address element 0 would have if the whole region were
+     * mapped like it: element i of window k is at bias[k] + i * elem (one
+     * load and an add on the hot paths); 0: not mapped.  Published last. */
+    uintptr_t bias[PT_REGION_WINDOWS];
     void *map[PT_REGION_WINDOWS];          /* what to munmap, and its length */
     size_t map_len[PT_REGION_WINDOWS];
 };
@@ -151,9 +154,8 @@ static inline unsigned pt_region_window(const struct pt_region *r, uint64_t i) {
 /* Element i's address if its window is mapped, else NULL (i < capacity).
  * Async-signal-safe. */
 static inline void *pt_region_peek(const struct pt_region *r, uint64_t i) {
-    unsigned k = pt_region_window(r, i);
-    unsigned char *w = __atomic_load_n(&r->win[k], __ATOMIC_ACQUIRE);
-    return w == NULL ? NULL : w + (i - (((1ull << k) - 1) << r->shift)) * r->elem;
+    uintptr_t b = __atomic_load_n(&r->bias[pt_region_window(r, i)], __ATOMIC_ACQUIRE);
+    return b == 0 ? NULL : (void *)(b + (uintptr_t)i * r->elem);
 }
 
 /* Element i's address, its window mapped (and with `populate` backed) first:

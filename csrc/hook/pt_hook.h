@@ -28,6 +28,7 @@
 #define PT_THREAD_CAP 4096u       /* thread table entries */
 #define PT_MODULE_CAP 1024u       /* module table entries */
 #define PT_STACK_CAP (1u << 20)   /* shadow-stack entries per thread at most */
+#define PT_NODES_SHIFT 12         /* the pool's first window: 4096 nodes (8 chunks), then x2 */
 #define PT_STACK_INITIAL 4096u    /* ... at first (288 KiB), then x4 as calls go deeper */
 
 enum { PT_FILTER_INCLUDE = 1, PT_FILTER_EXCLUDE = 2 };
@@ -213,8 +214,12 @@ void __cyg_profile_func_exit(void *fn, void *site);
  * may hold one check).  Async-signal-safe. */
 static inline __attribute__((no_instrument_function)) pt_hook_node *pt_node(uint32_t i)
 {
-    return (pt_hook_node *)pt_region_peek(&pt_g.nodes, i);
+    /* pt_region_peek with the pool's constants: on every timed exit. */
+    unsigned k = 63u - (unsigned)__builtin_clzll(((uint64_t)i >> PT_NODES_SHIFT) + 1);
+    uintptr_t b = __atomic_load_n(&pt_g.nodes.bias[k], __ATOMIC_ACQUIRE);
+    return b == 0 ? NULL : (pt_hook_node *)(b + ((uintptr_t)i << 6));
 }
+_Static_assert(sizeof(pt_hook_node) == 64, "pt_node shifts by 6");
 
 /* The index of node `n` (an address pt_node gave): its own record, read from
  * the cache line the enter hook touches anyway, or PT_NONE when the target

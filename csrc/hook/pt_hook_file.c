@@ -19,7 +19,6 @@
 #define PT_DEFAULT_BUFFER (64ull << 20)
 #define PT_MIN_BUFFER (1ull << 20)
 #define PT_MAX_BUFFER (16ull << 30)
-#define PT_NODES_SHIFT 12 /* the pool's first window: 4096 nodes (8 chunks, 256 KiB) */
 
 /* Parse a decimal environment value; `fallback` if absent or bad.  Constructor only. */
 static PT_NOINST uint64_t pt_env_u64(const char *name, uint64_t fallback)
