@@ -14,8 +14,10 @@ import sysconfig
 from setuptools import Distribution, Extension, find_packages, setup
 from setuptools.command.build_ext import build_ext
 
-# The one stack unwinder and the run-file creation, shared by the runtimes.
+# The one stack unwinder, shared by the runtimes.
 COMMON_UNWIND = ["csrc/common/pt_unwind.c", "csrc/common/pt_cfi.c", "csrc/common/pt_mem.c"]
+# Run files (windows mapped as they fill) and the notes that say what could not be mapped.
+COMMON_RUNFILE = ["csrc/common/pt_runfile.c", "csrc/common/pt_note.c"]
 # The loaded-object table of the preloaded runtimes (dl_iterate_phdr: not for attach).
 COMMON_MAPS = ["csrc/common/pt_maps.c"]
 COMMON_STACKS = ["csrc/common/pt_stacktab.c"]
@@ -30,18 +32,18 @@ COMMON_EXEC = ["csrc/common/pt_exec.c", "csrc/common/pt_env.c"]
 RUNTIME_LIBRARIES: dict[str, tuple[list[str], list[str]]] = {
     "proftui_sampler": (["csrc/sampler/proftui_sampler.c", "csrc/sampler/pt_sampler_file.c",
                          "csrc/sampler/pt_sampler_timer.c", "csrc/sampler/pt_sampler_handler.c",
-                         "csrc/sampler/pt_sampler_maps.c", "csrc/common/pt_runfile.c",
+                         "csrc/sampler/pt_sampler_maps.c", *COMMON_RUNFILE,
                          *COMMON_UNWIND, *COMMON_MAPS, *COMMON_STACKS, *COMMON_TIMER,
                          *COMMON_EXEC],
                         ["csrc/common", "csrc/sampler"]),
     "proftui_hook": (["csrc/hook/proftui_hook.c", "csrc/hook/pt_hook_life.c",
                       "csrc/hook/pt_hook_file.c", "csrc/hook/pt_hook_filter.c",
-                      "csrc/hook/pt_hook_tick.c", "csrc/common/pt_runfile.c", *COMMON_TIMER,
+                      "csrc/hook/pt_hook_tick.c", *COMMON_RUNFILE, *COMMON_TIMER,
                       *COMMON_EXEC],
                      ["csrc/common", "csrc/hook"]),
     "proftui_heap": (["csrc/heap/proftui_heap.c", "csrc/heap/pt_heap_cxx.c",
                       "csrc/heap/pt_heap_track.c",
-                      "csrc/heap/pt_heap_file.c", "csrc/common/pt_runfile.c", *COMMON_UNWIND,
+                      "csrc/heap/pt_heap_file.c", *COMMON_RUNFILE, *COMMON_UNWIND,
                       *COMMON_MAPS, *COMMON_EXEC],
                      ["csrc/common", "csrc/heap"]),
 }

@@ -24,6 +24,7 @@ from proftui.collectors.base import CollectorOptions, LaunchCollector
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.model.profile import Profile, ProfileMeta
 from proftui.collectors.runtime.launch import LaunchedProcess
+from proftui.collectors.runtime.notes import read_notes
 from proftui.collectors.runtime.preload import (
     PollThread,
     Preload,
@@ -116,6 +117,7 @@ class PreloadedCollector(LaunchCollector, Generic[ReaderT]):
 
     lost_note: ClassVar[str] = "its data is lost"  # said of a file that cannot be read
     runtime_name: ClassVar[str]  # "the sampler", "the heap profiler": said in the notes
+    note_kind: ClassVar[str]  # its files' kind, "sampler" or "heap" (<kind>.<pid>.note)
     unwind_variable: ClassVar[str]  # PROFTUI_*_UNWIND: "fp" means frame pointers on purpose
 
     def meta(self, mode: str, pids: list[int], dropped: int, warnings: list[str],
@@ -134,19 +136,24 @@ class PreloadedCollector(LaunchCollector, Generic[ReaderT]):
             complete=not running, dropped=dropped, warnings=warnings, **fields)
 
     def runtime_notes(self, files: int, no_space: bool, no_cfi: bool, dropped: str) -> list[str]:
-        """The notes every preloaded runtime may need: the run directory was full (what
-        was `dropped` because of it), no CFI unwind tables, or no runtime file at all
-        once the target ended."""
-        notes = []
+        """The notes every preloaded runtime may need: what it could not map (its own
+        words, runtime/notes.py), the run directory was full (what was `dropped`
+        because of it), no CFI unwind tables, or no runtime file at all once the target
+        ended."""
+        mapped = read_notes(self.run_dir.path, self.note_kind, self.runtime_name)
+        notes = [note.text for note in mapped]
         if no_space:
             notes.append(f"the run directory's file system ({self.run_dir.path.parent}) is "
                          f"full or nearly full: {dropped} could not be stored (dropped); "
                          "point TMPDIR at a file system with more space")
-        if no_cfi and files and os.environ.get(self.unwind_variable) != "fp":
+        if no_cfi and files and os.environ.get(self.unwind_variable) != "fp" and \
+                not any(note.what == "unwind" for note in mapped):
             notes.append("no DWARF CFI unwind tables were built (CFI unwinding is x86-64 "
                          "only): stacks are walked through frame pointers")
         ended = self.process is not None and self.process.poll() is not None
-        if ended and not files:
+        # A file that was found but could not be read has its own warning.
+        if ended and not files and not self._bad_files and \
+                not any(note.what == "file" for note in mapped):
             notes.append(self._no_file_note())
         return notes
 

@@ -72,6 +72,7 @@ class HeapCollector(PreloadedCollector[HeapFile]):
     file_glob: ClassVar[str] = FILE_GLOB
     lost_note: ClassVar[str] = "its allocations are lost"
     runtime_name: ClassVar[str] = "the heap profiler"
+    note_kind: ClassVar[str] = "heap"
     unwind_variable: ClassVar[str] = "PROFTUI_HEAP_UNWIND"
 
     def __init__(self, argv: list[str], options: CollectorOptions | None = None) -> None:

@@ -40,6 +40,7 @@ from proftui.collectors.model.profile import Profile, ProfileMeta
 from proftui.collectors.runtime.clock import MAX_FREQUENCY, describe_clock
 from proftui.collectors.runtime.launch import LaunchedProcess, resolve_program
 from proftui.collectors.runtime.libraries import runtime_library_path
+from proftui.collectors.runtime.notes import read_notes
 from proftui.collectors.runtime.thread_names import read_comm
 from proftui.collectors.runtime.wire import (
     FLAG_COUNT_ONLY,
@@ -276,7 +277,8 @@ class InstrumentCollector(LaunchCollector):
             self._refresh_thread_names(datas, meta.threads, running=exit_info is None)
             meta.complete, meta.warnings = self._completeness(datas, exit_info is None)
             meta.warnings[:0] = damage
-            clock_wanted = not (self.options.count_only or self.options.timed)
+            # A salvaged file lost its clock with its header (the damage warning says so).
+            clock_wanted = not (self.options.count_only or self.options.timed or damage)
             meta.warnings += clock_notes + _timing_notes(profile, timing, datas, clock_wanted)
             if exit_info is not None and timing == "cpu" and self.process is not None:
                 missed = _unsampled_cpu_note(profile, self.process.cpu_s)
@@ -405,15 +407,21 @@ class InstrumentCollector(LaunchCollector):
         if exit_info is not None and exit_info.signal is not None:
             complete = False
         dropped = sum(d.header.dropped for d in datas)
+        mapped = read_notes(self.run_dir.path, "hook", "the hook library")
+        warnings.extend(note.text for note in mapped)
+        unmapped = any(note.what in ("nodes", "shadow", "hash") for note in mapped)
         if any(d.header.flags & FLAG_NO_SPACE for d in datas):
             warnings.append(f"the run directory's file system ({self.run_dir.path.parent}) is "
                             f"full: {dropped} calls not recorded, the profile is partial; "
                             "point TMPDIR at a file system with more space")
+        elif dropped and unmapped:
+            warnings.append(f"{dropped} calls not recorded (the note above says what could "
+                            "not be mapped)")
         elif dropped:
             budget = self.options.buffer_bytes or DEFAULT_BUFFER_BYTES
             warnings.append(f"{dropped} calls not recorded: the {budget >> 20} MiB per-process "
                             "buffer is full or the call depth exceeded the shadow stack")
-        if not datas and not running:
+        if not datas and not running and not any(note.what == "file" for note in mapped):
             warnings.append("no instrumented function was called (is the code built with "
                             "-finstrument-functions?)")
         if any(timed(d) and not calibrated(d) for d in datas):

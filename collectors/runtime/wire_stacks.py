@@ -96,9 +96,20 @@ class StackTableReader:
         return header
 
     def entry_count(self) -> int:
-        """Entries claimed so far (the last ones may not be READY yet)."""
-        raw = struct.unpack("<I", self.file.read(self.offset + ENTRY_COUNT_OFFSET, 4))[0]
-        return min(raw, self.header.entries_capacity)
+        """Entries claimed so far (the last ones may not be READY yet).  The table's
+        layout never changes once made: a header whose layout differs from the one
+        read first was overwritten (by the target), and its counts mean nothing, so
+        ProftuiError (reading millions of entries that a junk count names would take
+        the reader minutes)."""
+        now = StackTableHeader(*STACKTAB_HEADER.unpack(
+            self.file.read(self.offset, STACKTAB_HEADER.size)))
+        h = self.header
+        if (now.index_offset, now.index_capacity, now.entry_size, now.entries_offset,
+                now.entries_capacity, now.frames_offset, now.frames_capacity) != (
+                h.index_offset, h.index_capacity, h.entry_size, h.entries_offset,
+                h.entries_capacity, h.frames_offset, h.frames_capacity):
+            raise ProftuiError(f"{self.name}: stack table header overwritten (by the target)")
+        return min(now.entry_count, h.entries_capacity)
 
     def dropped(self) -> int:
         """Samples whose stack found no room in the table."""

@@ -70,6 +70,7 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
     poll_interval_s: ClassVar[float] = DRAIN_INTERVAL_S
     file_glob: ClassVar[str] = FILE_GLOB
     runtime_name: ClassVar[str] = "the sampler"
+    note_kind: ClassVar[str] = "sampler"
     unwind_variable: ClassVar[str] = "PROFTUI_SAMPLER_UNWIND"
 
     def __init__(self, argv: list[str], options: CollectorOptions | None = None) -> None:
@@ -253,7 +254,7 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
             sfile = SamplerFile(path, salvage_period_ns=int(
                 1e9 / min(self.options.frequency_hz, MAX_FREQUENCY)))
         except ProftuiError as exc:
-            self._warnings.append(str(exc))
+            self._warnings.append(f"{exc}: the target overwrote its run file; {self.lost_note}")
             return None
         self._warnings.append(
             f"{sfile.salvaged}: the target overwrote the file's header; its samples "
@@ -370,7 +371,9 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
             no_space = no_space or bool(header.flags & FLAG_NO_SPACE)
             period_ns = period_ns or header.period_ns
             if not clock:
-                no_cfi = not smp.sflags & SMP_CFI
+                # Flags of a header the target overwrote (or read before they were all
+                # set) say nothing about the unwind tables.
+                no_cfi = not smp.sflags & SMP_CFI and not sfile.salvaged
                 clock, notes = describe_clock(header.clock, header.period_ns, smp.signal,
                                               smp.sflags, self.options.wall_clock)
                 warnings.extend(notes)

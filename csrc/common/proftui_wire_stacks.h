@@ -23,20 +23,24 @@
  *
  * The heads (u32: entry id + 1, 0 = empty) and each entry's `next` are the
  * runtime's chained hash index, of no use to a reader.  Entries and frames are
- * backed (pt_runfile_reserve) in PT_STACKTAB_CHUNK pieces as they fill: the
- * table grows with what it holds; only a full run directory or the
- * capacities below drop a sample, counted in `dropped`.
+ * backed (pt_runfile_reserve) in PT_STACKTAB_CHUNK pieces as they fill, and
+ * mapped into the target in windows of doubling size: the table grows with
+ * what it holds; only a full run directory, a window the target's address
+ * space cannot take, or the capacities drop a sample, counted in `dropped`.
+ * The capacities are the constants below unless the target's RLIMIT_FSIZE
+ * is lower (the table header says what they are).
  */
 #ifndef PROFTUI_WIRE_STACKS_H
 #define PROFTUI_WIRE_STACKS_H
 
 #include <stdint.h>
 
-#define PT_STACKTAB_INDEX (1u << 18)      /* bucket heads: 1 MiB, backed at creation */
+#define PT_STACKTAB_INDEX (1u << 18)      /* bucket heads at most: 1 MiB, backed at creation */
 #define PT_STACKTAB_ENTRIES (1u << 22)    /* distinct (thread, stack) pairs */
 #define PT_STACKTAB_FRAMES (1ull << 27)   /* frame pool words (1 GiB, sparse) */
 #define PT_STACKTAB_CHUNK (64u << 10)     /* entries and frames are backed 64 KiB at a time */
 #define PT_STACK_NONE 0xffffffffu         /* "no stack" id: the sample found no room */
+#define PT_STACKTAB_MAX_FRAMES 128        /* frames of one entry at most */
 
 enum pt_stack_flags {
     /* bits 0..2: the sample record's PT_SREC_* (truncated, off-stack, too deep) */
@@ -63,7 +67,7 @@ typedef struct pt_stack_entry {
     uint64_t frames_at; /* first word in the frame pool */
     uint32_t next;      /* runtime's chain: next entry id + 1 in this bucket, 0 = end */
     uint32_t tid;       /* the thread whose samples these are */
-    uint16_t nframes;   /* 1..PT_SAMPLER_MAX_FRAMES, innermost first */
+    uint16_t nframes;   /* 1..PT_STACKTAB_MAX_FRAMES, innermost first */
     uint16_t flags;     /* PT_SREC_* | PT_STACK_READY */
     uint32_t reserved;
     uint64_t samples;   /* signals that landed on this stack */

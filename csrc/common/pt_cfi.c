@@ -19,6 +19,11 @@
 
 #include "pt_unwind.h"
 
+/* Bytes of the last table memory pt_cfi_build could not get (0: none since
+ * the caller reset it), so a runtime can say why an object has no rows.
+ * Written outside handlers only, like every table. */
+PT_HIDDEN uint64_t pt_cfi_failed_bytes;
+
 /* Give a table back.  Not async-signal-safe. */
 void pt_cfi_free(struct pt_cfi_table *table) {
     if (table == NULL) return;
@@ -381,7 +386,10 @@ struct pt_cfi_table *pt_cfi_build(const struct pt_cfi_source *src, uint64_t lo, 
         bound += len + 2;
     }
     struct pt_rows out = {pt_alloc(bound * sizeof(struct pt_cfi_row)), 0, bound, lo};
-    if (out.rows == NULL) return NULL;
+    if (out.rows == NULL) {
+        pt_cfi_failed_bytes = bound * sizeof(struct pt_cfi_row);
+        return NULL;
+    }
     for (uint64_t i = 0; i < count; i++) {
         int32_t pc_off, fde_off;
         memcpy(&pc_off, table + 8 * i, 4);
@@ -395,6 +403,7 @@ struct pt_cfi_table *pt_cfi_build(const struct pt_cfi_source *src, uint64_t lo, 
     size_t reserved = (bound * sizeof *out.rows + page - 1) / page * page;
     if (reserved > used) pt_free((char *)out.rows + used, reserved - used);
     struct pt_cfi_table *t = out.n > 0 ? pt_alloc(sizeof *t) : NULL;
+    if (t == NULL && out.n > 0) pt_cfi_failed_bytes = sizeof *t;
     if (t == NULL) {
         if (used > 0) pt_free(out.rows, used);
         return NULL;

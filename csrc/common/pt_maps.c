@@ -1,6 +1,7 @@
 /* The loaded objects, their map log entries and CFI tables (see pt_maps.h). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <errno.h>
 #include <elf.h>
 #include <link.h>
 #include <pthread.h>
@@ -43,14 +44,14 @@ static char pt_exe_path[312];
 
 /* What one refresh's dl_iterate_phdr callback needs. */
 struct pt_refresh {
-    const struct pt_maplog *log;
+    struct pt_maplog *log;
     int fp_only;
     int changed;
 };
 
 /* Log every executable segment of `o`: objects with a path, and the vDSO as
  * "[vdso]" (its name in /proc/PID/maps; the reader symbolizes it from memory). */
-static void pt_log_object(const struct pt_maplog *log, const struct pt_object *o,
+static void pt_log_object(struct pt_maplog *log, const struct pt_object *o,
                           uint32_t event) {
     if (o->name[0] != '/' && strcmp(o->name, PT_VDSO_NAME) != 0) return;
     for (int i = 0; i < o->nsegs; i++) {
@@ -130,7 +131,9 @@ static int pt_on_object(struct dl_phdr_info *info, size_t size, void *data) {
         /* The object's own mapped memory: no bound is narrower than "all of it". */
         struct pt_cfi_source src = {eh_hdr, (uint64_t)(uintptr_t)eh_hdr, (const unsigned char *)0,
                                     (const unsigned char *)UINTPTR_MAX};
+        pt_cfi_failed_bytes = 0;
         o->cfi = pt_cfi_build(&src, lo, hi);
+        if (pt_cfi_failed_bytes) pt_note_map_failure(PT_NOTE_UNWIND, pt_cfi_failed_bytes, ENOMEM);
     }
     r->changed = 1;
     return 0;
@@ -144,7 +147,10 @@ static void pt_publish(void) {
     for (int i = 0; i < pt_nobjects; i++)
         if (pt_objects[i].alive && pt_objects[i].cfi != NULL) n++;
     struct pt_cfi_set *set = pt_alloc(sizeof *set + n * sizeof set->tables[0]);
-    if (set == NULL) return;
+    if (set == NULL) {
+        pt_note_map_failure(PT_NOTE_UNWIND, sizeof *set + n * sizeof set->tables[0], ENOMEM);
+        return;
+    }
     set->n = 0;
     for (int i = 0; i < pt_nobjects; i++)
         if (pt_objects[i].alive && pt_objects[i].cfi != NULL)
@@ -159,13 +165,16 @@ static void pt_publish(void) {
 }
 
 /* The refresh, pt_maps_lock held. */
-static void pt_refresh_locked(const struct pt_maplog *log, int fp_only, int log_all) {
+static void pt_refresh_locked(struct pt_maplog *log, int fp_only, int log_all) {
     if (pt_objects == NULL) {
         pt_objects = pt_alloc(PT_MAX_OBJECTS * sizeof *pt_objects);
         ssize_t len = readlink("/proc/self/exe", pt_exe_path, sizeof pt_exe_path - 1);
         pt_exe_path[len > 0 ? len : 0] = '\0';
     }
-    if (pt_objects == NULL) return;
+    if (pt_objects == NULL) {
+        pt_note_map_failure(PT_NOTE_UNWIND, PT_MAX_OBJECTS * sizeof *pt_objects, ENOMEM);
+        return;
+    }
     static unsigned char was_alive[PT_MAX_OBJECTS]; /* under pt_maps_lock */
     int known = pt_nobjects;
     for (int i = 0; i < known; i++) {
@@ -184,7 +193,7 @@ static void pt_refresh_locked(const struct pt_maplog *log, int fp_only, int log_
 }
 
 /* See pt_maps.h.  Not async-signal-safe. */
-void pt_maps_refresh(const struct pt_maplog *log, int fp_only, int log_all) {
+void pt_maps_refresh(struct pt_maplog *log, int fp_only, int log_all) {
     pthread_mutex_lock(&pt_maps_lock);
     pt_refresh_locked(log, fp_only, log_all);
     pthread_mutex_unlock(&pt_maps_lock);
@@ -192,7 +201,7 @@ void pt_maps_refresh(const struct pt_maplog *log, int fp_only, int log_all) {
 
 /* See pt_maps.h.  glibc's trylock of a normal mutex is one compare-and-swap:
  * it never waits.  Async-signal-safe but for dl_iterate_phdr's lock. */
-int pt_maps_try_refresh(const struct pt_maplog *log, int fp_only) {
+int pt_maps_try_refresh(struct pt_maplog *log, int fp_only) {
     if (pthread_mutex_trylock(&pt_maps_lock) != 0) return -1;
     pt_refresh_locked(log, fp_only, 0);
     pthread_mutex_unlock(&pt_maps_lock);
@@ -240,18 +249,30 @@ int pt_maps_unknown(const uint64_t *pcs, unsigned n) {
 /* See pt_maps.h.  Not async-signal-safe. */
 void pt_maps_fork_child(void) { pthread_mutex_init(&pt_maps_lock, NULL); }
 
+/* Async-signal-safe. */
+void pt_maplog_init(struct pt_maplog *log, const struct pt_runfile *rf, uint64_t offset,
+                    uint32_t *count) {
+    log->hdr = rf->hdr;
+    log->used = 0;
+    log->count = count;
+    /* Windows of 16, 32, ... entries: a program's few dozen segments take two pages. */
+    pt_region_init(&log->entries, rf, offset, sizeof(pt_map_entry), 4, PT_MAPLOG_ENTRIES, 0,
+                   PT_NOTE_MAPLOG);
+}
+
 /* Not async-signal-safe (see pt_maps.h). */
-void pt_maplog_append(const struct pt_maplog *log, const struct pt_maps_segment *seg,
+void pt_maplog_append(struct pt_maplog *log, const struct pt_maps_segment *seg,
                       uint32_t event) {
-    if (log->base == NULL) return;
-    uint32_t n = *log->count;
-    uint64_t off = log->offset + (uint64_t)n * sizeof(pt_map_entry);
-    if (n >= log->capacity || pt_runfile_reserve(log->base, off, sizeof(pt_map_entry)) != 0) {
-        if (n < log->capacity) pt_runfile_no_space(log->hdr);
+    if (log->hdr == NULL) return;
+    uint32_t n = log->used;
+    int saved_errno = errno; /* after a dlopen: the target's errno stays */
+    pt_map_entry *e = n < PT_MAPLOG_ENTRIES ? pt_region_at(&log->entries, n) : NULL;
+    errno = saved_errno;
+    if (e == NULL || pt_runfile_reserve(e, sizeof *e) != 0) {
+        if (e != NULL) pt_runfile_no_space(log->hdr);
         __atomic_add_fetch(&log->hdr->dropped, 1, __ATOMIC_RELAXED);
         return;
     }
-    pt_map_entry *e = (pt_map_entry *)(log->base + off);
     e->start = seg->start;
     e->end = seg->end;
     e->offset = seg->offset;
@@ -260,5 +281,6 @@ void pt_maplog_append(const struct pt_maplog *log, const struct pt_maps_segment 
     e->build_id_len = seg->build_id_len;
     memcpy(e->build_id, seg->build_id, seg->build_id_len);
     strncpy(e->path, seg->path, sizeof e->path - 1); /* the entry's page was zero */
+    log->used = n + 1;
     __atomic_store_n(log->count, n + 1, __ATOMIC_RELEASE);
 }

@@ -18,6 +18,7 @@
 
 #include "proftui_wire.h"
 #include "pt_common.h"
+#include "pt_runfile.h"
 #include "pt_unwind.h"
 
 /* One executable segment of an object, as the map logs record it. */
@@ -30,19 +31,24 @@ struct pt_maps_segment {
     const char *path;      /* absolute path (NUL-terminated, < 312 bytes) */
 };
 
-/* Where a runtime's map log lives in its run file (proftui_wire.h: pt_map_entry). */
+/* Where a runtime's map log lives in its run file (proftui_wire.h: pt_map_entry).
+ * Process memory but for `count`, which is only published there. */
 struct pt_maplog {
-    unsigned char *base;  /* the run file's mapping */
-    pt_file_header *hdr;  /* its common header: dropped, PT_FLAG_NO_SPACE */
-    uint64_t offset;      /* file offset of entry 0 */
-    uint32_t capacity;    /* entries that fit */
-    uint32_t *count;      /* the runtime header's published count */
+    pt_file_header *hdr;       /* the file's common header: dropped, PT_FLAG_NO_SPACE */
+    struct pt_region entries;  /* PT_MAPLOG_ENTRIES of them, mapped as they are appended */
+    uint32_t used;             /* entries appended (under the maps lock) */
+    uint32_t *count;           /* the runtime header's published count (for the reader) */
 };
 
-/* Append one segment to `log`: its page is backed first (pt_runfile_reserve);
- * an entry that does not fit or cannot be backed is counted in `dropped`.
- * Callers serialize (the maps lock).  Not async-signal-safe. */
-PT_HIDDEN void pt_maplog_append(const struct pt_maplog *log, const struct pt_maps_segment *seg,
+/* Lay out a map log of PT_MAPLOG_ENTRIES at file offset `offset` of `rf`,
+ * published through `count` (nothing is mapped yet).  Async-signal-safe. */
+PT_HIDDEN void pt_maplog_init(struct pt_maplog *log, const struct pt_runfile *rf,
+                              uint64_t offset, uint32_t *count);
+
+/* Append one segment to `log`: its page is mapped and backed first; an entry
+ * that does not fit, cannot be mapped or cannot be backed is counted in
+ * `dropped`.  Callers serialize (the maps lock).  Not async-signal-safe. */
+PT_HIDDEN void pt_maplog_append(struct pt_maplog *log, const struct pt_maps_segment *seg,
                                 uint32_t event);
 
 /* The live objects' CFI tables, replaced whole (atomic pointer swap, read
@@ -58,14 +64,14 @@ extern PT_HIDDEN uintptr_t pt_maps_self_lo, pt_maps_self_hi;
  * CFI rows (none with fp_only) and publish the live set; log_all (a new file
  * in a fork child) logs every live object again.  Serialized by a mutex.
  * Not async-signal-safe. */
-PT_HIDDEN void pt_maps_refresh(const struct pt_maplog *log, int fp_only, int log_all);
+PT_HIDDEN void pt_maps_refresh(struct pt_maplog *log, int fp_only, int log_all);
 
 /* pt_maps_refresh (not log_all) unless another refresh holds the lock: then
  * nothing is done and -1 returned (the caller tries again later).  Never
  * waits on our lock and never allocates with malloc, so it may run in a
  * signal handler; dl_iterate_phdr still takes glibc's (recursive) loader
  * lock for the walk.  0 when it ran. */
-PT_HIDDEN int pt_maps_try_refresh(const struct pt_maplog *log, int fp_only);
+PT_HIDDEN int pt_maps_try_refresh(struct pt_maplog *log, int fp_only);
 
 /* 1 if one of the code addresses pcs[0..n) (pcs[0] a pc, the rest return
  * addresses) lies in no object the last refresh saw, but in a loaded object

@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "pt_env.h"
+#include "pt_note.h"
 #include "pt_timer.h"
 
 #ifndef sigev_notify_thread_id
@@ -328,7 +329,10 @@ static void pt_altstack_on(void) {
     if (min > 0 && (size_t)min * 4 > size) size = ((size_t)min * 4 + 4095) & ~(size_t)4095;
     unsigned char *p = mmap(NULL, size + 4096, PROT_READ | PROT_WRITE,
                             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
-    if (p == MAP_FAILED) return;
+    if (p == MAP_FAILED) { /* the handler runs on the thread's own stack, as before */
+        pt_note_map_failure(PT_NOTE_ALTSTACK, size + 4096, errno);
+        return;
+    }
     mprotect(p, 4096, PROT_NONE); /* an overflow faults instead of writing below */
     stack_t ss = {.ss_sp = p + 4096, .ss_flags = 0, .ss_size = size};
     if (sigaltstack(&ss, NULL) != 0) {

@@ -56,6 +56,10 @@ struct pt_cfi_source {
     const unsigned char *bound_lo, *bound_hi;
 };
 
+/* Bytes of the last allocation pt_cfi_build could not make (out of address
+ * space: the object gets no rows); 0 when none.  The caller resets it. */
+extern PT_HIDDEN uint64_t pt_cfi_failed_bytes;
+
 /* Rows of one object whose executable code spans runtime [lo, hi); NULL when
  * it has no table we can read (or on a non-CFI architecture).  Not
  * async-signal-safe. */

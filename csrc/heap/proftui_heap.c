@@ -36,6 +36,7 @@
 #include "pt_env.h"
 #include "pt_exec.h"
 #include "pt_heap.h"
+#include "pt_note.h"
 
 PT_HIDDEN struct pt_heap_config pt_heap_cfg;
 PT_HIDDEN __thread struct pt_heap_thread pt_heap_self __attribute__((tls_model("initial-exec")));
@@ -112,6 +113,7 @@ static void pt_atfork_child(void) {
     struct pt_heap_thread *t = &pt_heap_self;
     int was_busy = t->busy;
     t->busy = 1;
+    pt_note_fork_child();
     pt_maps_fork_child();
     pt_heap_file_forget();
     if (pt_heap_cfg.follow_children && pt_heap_file_create() == 0) {
@@ -134,6 +136,7 @@ __attribute__((constructor)) static void pt_heap_init(void) {
     const char *dir = getenv("PROFTUI_DIR");
     if (dir == NULL || *dir == '\0' || strlen(dir) >= sizeof pt_heap_cfg.dir) return;
     strcpy(pt_heap_cfg.dir, dir);
+    pt_note_init(pt_heap_cfg.dir, "heap"); /* what cannot be mapped is said there */
     pt_heap_cfg.follow_children = pt_env_is("PROFTUI_FOLLOW_CHILDREN", "1");
     /* Without follow only the front end's own child (the target, also after it
      * exec's) profiles; others that inherited LD_PRELOAD anyway stay idle. */

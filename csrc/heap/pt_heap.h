@@ -27,6 +27,7 @@
 #include "proftui_wire_heap.h"
 #include "pt_common.h"
 #include "pt_maps.h"
+#include "pt_runfile.h"
 #include "pt_unwind.h"
 
 #define PT_HEAP_DEFAULT_BUFFER (64u << 20) /* bytes: pointer table + buckets + frames */
@@ -43,16 +44,22 @@ struct pt_heap_config {
     char dir[4096];        /* PROFTUI_DIR */
 };
 
-/* The current process's run file (zeroed when profiling is off). */
+/* The current process's run file (zeroed when profiling is off).  The
+ * layout's numbers and the counts are kept here: the target may overwrite
+ * the file's headers, and nothing is addressed through what they say. */
 struct pt_heap_file {
+    struct pt_runfile rf;     /* the file; its head maps the headers and the index */
     pt_file_header *hdr;
     pt_heap_header *heap;
-    unsigned char *base;
-    size_t size;
-    uint32_t *index;         /* bucket hash index */
-    pt_heap_bucket *buckets; /* bucket 0 is the overflow bucket */
-    uint64_t *frames;        /* frame pool */
-    struct pt_maplog maplog; /* the loaded objects' log (csrc/common/pt_maps.h) */
+    uint32_t *index;          /* bucket hash index (in the head) */
+    uint32_t index_mask;      /* index slots - 1 */
+    uint32_t bucket_cap;      /* buckets that fit */
+    uint64_t frames_cap;      /* frame pool words */
+    uint32_t bucket_count;    /* buckets claimed (atomic; may pass bucket_cap) */
+    uint64_t frames_used;     /* words claimed (atomic) */
+    struct pt_region buckets; /* bucket 0 is the overflow bucket; windows backed whole */
+    struct pt_region frames;  /* u64 words; a stack's run is contiguous (overlap) */
+    struct pt_maplog maplog;  /* the loaded objects' log (csrc/common/pt_maps.h) */
 };
 
 /* Per-thread state, initial-exec TLS (reached without calling anything). */

@@ -29,6 +29,7 @@
  * (pt_heap_stack_init).
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
@@ -78,7 +79,10 @@ int pt_heap_track_init(void) {
     pt_table_bytes = 0;
     for (int i = 0; i < PT_HEAP_STRIPES; i++) {
         struct pt_entry *e = pt_alloc(PT_STRIPE_INITIAL * sizeof *e);
-        if (e == NULL) return -1;
+        if (e == NULL) {
+            pt_note_map_failure(PT_NOTE_POINTERS, PT_STRIPE_INITIAL * sizeof *e, errno);
+            return -1;
+        }
         pt_stripes[i].lock = 0;
         pt_stripes[i].count = 0;
         pt_stripes[i].mask = PT_STRIPE_INITIAL - 1;
@@ -137,7 +141,8 @@ static int pt_grow(struct pt_stripe *s) {
         return -1;
     }
     struct pt_entry *e = pt_alloc(bytes);
-    if (e == NULL) {
+    if (e == NULL) { /* not the budget: the address space (noted) */
+        pt_note_map_failure(PT_NOTE_POINTERS, bytes, errno);
         __atomic_sub_fetch(&pt_table_bytes, bytes, __ATOMIC_RELAXED);
         return -1;
     }
@@ -388,49 +393,65 @@ static __attribute__((noinline)) unsigned pt_backtrace(struct pt_heap_thread *t,
     return m;
 }
 
+/* Frames [at, at + n) of the pool if they were claimed (so mapped and
+ * backed), else NULL: a position read from the file is followed only this
+ * far.  Async-signal-safe. */
+static inline const uint64_t *pt_frames_at(uint64_t at, unsigned n) {
+    uint64_t used = __atomic_load_n(&pt_heap_file.frames_used, __ATOMIC_ACQUIRE);
+    if (used > pt_heap_file.frames_cap) used = pt_heap_file.frames_cap;
+    if (at > used || n > used - at) return NULL;
+    return pt_region_peek(&pt_heap_file.frames, at);
+}
+
 /* The bucket of a stack: found in the index, or appended.  0 (the overflow
- * bucket) when there is no room.  Async-signal-safe (lock-free). */
+ * bucket) when there is no room.  Capacities and counts are the runtime's
+ * own; an index slot, and a bucket's frames position, are followed only
+ * when they point at something claimed.  Async-signal-safe (lock-free; mmap
+ * when a window of buckets or frames is first needed). */
 static uint32_t pt_bucket_for(const uint64_t *frames, unsigned n, unsigned flags) {
-    pt_heap_header *heap = pt_heap_file.heap;
+    struct pt_heap_file *f = &pt_heap_file;
     /* Products of independent terms, xor'ed: no multiply chain through the
      * frames (deep stacks), position-dependent through `+ i`; one mix at the
      * end.  Collisions only cost a compare: a hit checks every frame. */
     uint64_t h = 0x9e3779b97f4a7c15ull ^ n;
     for (unsigned i = 0; i < n; i++) h ^= (frames[i] + i) * 0xc2b2ae3d27d4eb4full;
     h = pt_mix(h) | 1;
-    uint32_t mask = heap->index_capacity - 1, slot = (uint32_t)h & mask;
+    uint32_t mask = f->index_mask, slot = (uint32_t)h & mask;
     for (unsigned probe = 0; probe < 128; probe++, slot = (slot + 1) & mask) {
-        uint32_t v = __atomic_load_n(&pt_heap_file.index[slot], __ATOMIC_ACQUIRE);
+        uint32_t v = __atomic_load_n(&f->index[slot], __ATOMIC_ACQUIRE);
         if (v != 0) {
-            const pt_heap_bucket *b = &pt_heap_file.buckets[v - 1];
-            if (b->hash == h && b->nframes == n &&
-                memcmp(&pt_heap_file.frames[b->frames_index], frames, n * sizeof *frames) == 0)
+            uint32_t claimed = __atomic_load_n(&f->bucket_count, __ATOMIC_ACQUIRE);
+            const pt_heap_bucket *b = v - 1 < claimed && v - 1 < f->bucket_cap
+                                          ? pt_region_peek(&f->buckets, v - 1) : NULL;
+            const uint64_t *bf;
+            if (b != NULL && b->hash == h && b->nframes == n &&
+                (bf = pt_frames_at(b->frames_index, n)) != NULL &&
+                memcmp(bf, frames, n * sizeof *frames) == 0)
                 return v - 1;
             continue;
         }
         /* A new bucket: frames first, then the bucket, then the index. */
-        uint64_t at = __atomic_fetch_add(&heap->frames_used, n, __ATOMIC_RELAXED);
-        if (at + n > heap->frames_capacity) break;
-        uint32_t b = __atomic_fetch_add(&heap->bucket_count, 1, __ATOMIC_RELAXED);
-        if (b >= heap->bucket_capacity) break;
-        /* The buckets were backed at creation; the frame pool is backed as it fills. */
-        if (pt_runfile_reserve(pt_heap_file.base, heap->frames_offset + 8 * at, 8 * (uint64_t)n)) {
-            pt_runfile_no_space(pt_heap_file.hdr);
-            break;
-        }
-        memcpy(&pt_heap_file.frames[at], frames, n * sizeof *frames);
-        pt_heap_bucket *nb = &pt_heap_file.buckets[b];
+        uint64_t at = __atomic_fetch_add(&f->frames_used, n, __ATOMIC_RELAXED);
+        if (at + n > f->frames_cap) break;
+        uint32_t b = __atomic_fetch_add(&f->bucket_count, 1, __ATOMIC_RELAXED);
+        if (b >= f->bucket_cap) break;
+        /* The bucket's window is backed when mapped; the frame pool as it fills. */
+        pt_heap_bucket *nb = pt_region_at(&f->buckets, b);
+        if (nb == NULL || pt_region_back(&f->frames, at, at + n) != 0) break;
+        pt_publish_max32(&f->heap->bucket_count, b + 1);
+        pt_publish_max64(&f->heap->frames_used, at + n);
+        memcpy(pt_region_peek(&f->frames, at), frames, n * sizeof *frames);
         nb->hash = h;
         nb->frames_index = (uint32_t)at;
         nb->nframes = (uint16_t)n;
         __atomic_store_n(&nb->bflags, (uint16_t)(flags | PT_HBUCKET_READY), __ATOMIC_RELEASE);
         uint32_t expect = 0;
         /* Lost the slot to another thread: ours still counts, unindexed. */
-        __atomic_compare_exchange_n(&pt_heap_file.index[slot], &expect, b + 1, 0,
+        __atomic_compare_exchange_n(&f->index[slot], &expect, b + 1, 0,
                                     __ATOMIC_RELEASE, __ATOMIC_RELAXED);
         return b;
     }
-    __atomic_add_fetch(&heap->stack_dropped, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&f->heap->stack_dropped, 1, __ATOMIC_RELAXED);
     return 0;
 }
 
@@ -449,11 +470,12 @@ void pt_heap_peak_snapshot(int force) {
     if (!__atomic_compare_exchange_n(&pt_peak_busy, &expect, 1, 0, __ATOMIC_ACQUIRE,
                                      __ATOMIC_RELAXED))
         return;
-    uint32_t n = __atomic_load_n(&heap->bucket_count, __ATOMIC_ACQUIRE);
-    if (n > heap->bucket_capacity) n = heap->bucket_capacity;
+    uint32_t n = __atomic_load_n(&pt_heap_file.bucket_count, __ATOMIC_ACQUIRE);
+    if (n > pt_heap_file.bucket_cap) n = pt_heap_file.bucket_cap;
     for (uint32_t i = 0; i < n; i++) {
-        pt_heap_bucket *b = &pt_heap_file.buckets[i];
-        if (!(__atomic_load_n(&b->bflags, __ATOMIC_ACQUIRE) & PT_HBUCKET_READY)) continue;
+        pt_heap_bucket *b = pt_region_peek(&pt_heap_file.buckets, i);
+        if (b == NULL || !(__atomic_load_n(&b->bflags, __ATOMIC_ACQUIRE) & PT_HBUCKET_READY))
+            continue;  /* its window not mapped yet (nothing counted there), or being written */
         __atomic_store_n(&b->peak_bytes, __atomic_load_n(&b->live_bytes, __ATOMIC_RELAXED),
                          __ATOMIC_RELAXED);
         __atomic_store_n(&b->peak_blocks, __atomic_load_n(&b->live_blocks, __ATOMIC_RELAXED),
@@ -551,7 +573,7 @@ void pt_heap_on_alloc(struct pt_heap_thread *t, void *p, size_t size) {
     pt_weight(size, &bytes, &blocks);
     uint64_t sz = (size >= PT_SIZE_MASK ? PT_SIZE_MASK - 1 : size) + 1;
     uint64_t old;
-    pt_heap_bucket *bk = &pt_heap_file.buckets[b];
+    pt_heap_bucket *bk = pt_region_peek(&pt_heap_file.buckets, b); /* b's window: mapped */
     __atomic_add_fetch(&bk->alloc_bytes, bytes, __ATOMIC_RELAXED);
     __atomic_add_fetch(&bk->allocs, blocks, __ATOMIC_RELAXED);
     if (pt_put((uint64_t)p, ((uint64_t)b << PT_HEAP_SIZE_BITS) | sz, &old) != 0) {
@@ -571,10 +593,11 @@ void pt_heap_credit_free(struct pt_heap_thread *t, uint64_t saved, int temporary
     (void)t;
     pt_heap_header *heap = pt_heap_file.heap;
     uint32_t b = (uint32_t)(saved >> PT_HEAP_SIZE_BITS);
-    if (heap == NULL || b >= heap->bucket_capacity) return;
+    pt_heap_bucket *bk = heap != NULL && b < pt_heap_file.bucket_cap
+                             ? pt_region_peek(&pt_heap_file.buckets, b) : NULL;
+    if (bk == NULL) return;
     uint64_t bytes, blocks;
     pt_weight((saved & PT_SIZE_MASK) - 1, &bytes, &blocks);
-    pt_heap_bucket *bk = &pt_heap_file.buckets[b];
     __atomic_sub_fetch(&bk->live_bytes, bytes, __ATOMIC_RELAXED);
     __atomic_sub_fetch(&bk->live_blocks, blocks, __ATOMIC_RELAXED);
     __atomic_add_fetch(&bk->frees, blocks, __ATOMIC_RELAXED);

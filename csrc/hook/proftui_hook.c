@@ -47,6 +47,7 @@
  * also marked no_instrument_function.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <pthread.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -61,6 +62,8 @@
 #define PT_SLOT_SCAN_OWN 8192            /* the same on the thread's own stack (mapped to stk_hi) */
 #define PT_SAME_STACK (64ull << 20)      /* entries further away are on another stack */
 #define PT_FAST_PROBES 16                /* hash slots the fast enter looks at */
+
+static PT_NOINST void pt_retire(pt_hook_tstate *t, void *p, size_t bytes);
 
 /* The process-wide state (options, file, calibration). */
 pt_global pt_g;
@@ -80,9 +83,10 @@ static inline PT_NOINST uint64_t pt_hash(uintptr_t fn, uint32_t parent)
 }
 
 /* The known node of (fn, parent), looking at no more than `probes` slots of its
- * probe sequence; NULL if not found there.  Async-signal-safe. */
+ * probe sequence, and its index in *index; NULL if not found there.
+ * Async-signal-safe. */
 static inline PT_NOINST pt_hook_node *pt_find(const pt_hook_tstate *t, uintptr_t fn,
-                                              uint32_t parent, uint32_t probes)
+                                              uint32_t parent, uint32_t probes, uint32_t *index)
 {
     uint64_t h = pt_hash(fn, parent);
     const pt_slot *table = t->hash;
@@ -92,9 +96,11 @@ static inline PT_NOINST pt_hook_node *pt_find(const pt_hook_tstate *t, uintptr_t
         if (!e.node1)
             return NULL;
         if (e.tag == tag) {
-            pt_hook_node *n = &pt_g.nodes[e.node1 - 1];
-            if (n->fn == fn && n->parent == parent)
+            pt_hook_node *n = pt_node(e.node1 - 1);
+            if (n->fn == fn && n->parent == parent) {
+                *index = e.node1 - 1;
                 return n;
+            }
         }
     }
     return NULL;
@@ -114,7 +120,11 @@ PT_NOINST pt_slot *pt_hash_alloc(uint32_t n)
 {
     void *p = mmap(NULL, (size_t)n * sizeof(pt_slot), PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    return p == MAP_FAILED ? NULL : p;
+    if (p == MAP_FAILED) {
+        pt_note_map_failure(PT_NOTE_HASH, (uint64_t)n * sizeof(pt_slot), errno);
+        return NULL;
+    }
+    return p;
 }
 
 /* Double the hash when half full.  Returns 0 if it cannot take one more key.
@@ -130,35 +140,32 @@ static PT_NOINST int pt_hash_grow(pt_hook_tstate *t)
     for (uint32_t i = 0; i <= t->hash_mask; i++) {
         uint32_t node1 = t->hash[i].node1;
         if (node1) {
-            const pt_hook_node *x = &pt_g.nodes[node1 - 1];
+            const pt_hook_node *x = pt_node(node1 - 1);
             pt_hash_put(h, n - 1, pt_hash(x->fn, x->parent), node1 - 1);
         }
     }
-    size_t bytes = (size_t)(t->hash_mask + 1) * sizeof(pt_slot);
-    if (t->nretired < sizeof t->retired / sizeof t->retired[0])
-        t->retired[t->nretired++] = (__typeof__(t->retired[0])){t->hash, bytes};
+    pt_retire(t, t->hash, (size_t)(t->hash_mask + 1) * sizeof(pt_slot));
     t->hash = h;
     t->hash_mask = n - 1;
     return 1;
 }
 
 /* A new node in this thread's chunk; PT_NONE (counted as dropped) when the
- * pool is full.  Async-signal-safe. */
+ * pool is full (or its next window cannot be mapped: noted).  The chunk
+ * size, the pool's capacity and the counts are the runtime's own, never the
+ * header's.  Async-signal-safe. */
 static PT_NOINST uint32_t pt_new_node(pt_hook_tstate *t, uint32_t parent, uintptr_t fn)
 {
-    pt_hook_header *h = pt_g.hook;
     if (t->pool_full)
         goto drop;
-    if (t->chunk == PT_NONE || t->used == h->chunk_nodes) {
-        uint32_t c = __atomic_fetch_add(&h->chunk_count, 1, __ATOMIC_RELAXED);
-        /* Back the chunk's nodes and table entry before touching them: a full
-         * file system then ends this thread's recording, never the process. */
-        if (c >= h->chunk_capacity ||
-            pt_hook_reserve((uint64_t)((uint8_t *)&pt_g.chunks[c] - pt_g.base),
-                            sizeof(pt_hook_chunk)) != 0 ||
-            pt_hook_reserve((uint64_t)((uint8_t *)&pt_g.nodes[(size_t)c * h->chunk_nodes] -
-                                       pt_g.base),
-                            (uint64_t)h->chunk_nodes * sizeof(pt_hook_node)) != 0) {
+    if (t->chunk == PT_NONE || t->used >= PT_CHUNK_NODES) {
+        uint32_t c = pt_hook_chunks_claim(1);
+        /* Map and back the chunk's nodes and table entry before touching them:
+         * a full file system or address space then ends this thread's
+         * recording, never the process. */
+        if (c == PT_NONE || pt_hook_reserve(&pt_g.chunks[c], sizeof(pt_hook_chunk)) != 0 ||
+            pt_region_back(&pt_g.nodes, (uint64_t)c * PT_CHUNK_NODES,
+                           (uint64_t)(c + 1) * PT_CHUNK_NODES) != 0) {
             t->pool_full = 1;
             goto drop;
         }
@@ -166,13 +173,14 @@ static PT_NOINST uint32_t pt_new_node(pt_hook_tstate *t, uint32_t parent, uintpt
         t->chunk = c;
         t->used = 0;
     }
-    uint32_t index = t->chunk * h->chunk_nodes + t->used;
-    pt_hook_node *n = &pt_g.nodes[index];
+    uint32_t index = t->chunk * PT_CHUNK_NODES + t->used;
+    pt_hook_node *n = pt_node(index);
     n->fn = fn;
     n->parent = parent;
     n->module = pt_module_of(fn);
     n->calls = n->incl = n->self = n->ticks = n->hook_ticks = 0;
-    n->off_ = n->reserved_ = 0;
+    n->off_ = 0;
+    n->self_ = index;
     t->used++;
     __atomic_store_n(&pt_g.chunks[t->chunk].count, t->used, __ATOMIC_RELEASE);
     return index;
@@ -181,11 +189,13 @@ drop:
     return PT_NONE;
 }
 
-/* The node of (parent, fn), created on first sight; NULL when no node can be
- * made (pool or hash full: counted as dropped).  Async-signal-safe. */
-static PT_NOINST pt_hook_node *pt_lookup_node(pt_hook_tstate *t, uint32_t parent, uintptr_t fn)
+/* The node of (parent, fn), created on first sight, and its index in *index;
+ * NULL when no node can be made (pool or hash full: counted as dropped).
+ * Async-signal-safe. */
+static PT_NOINST pt_hook_node *pt_lookup_node(pt_hook_tstate *t, uint32_t parent, uintptr_t fn,
+                                              uint32_t *index)
 {
-    pt_hook_node *found = pt_find(t, fn, parent, t->hash_mask + 1);
+    pt_hook_node *found = pt_find(t, fn, parent, t->hash_mask + 1, index);
     if (found)
         return found;
     uint64_t t0 = pt_g.timed ? pt_ticks() : 0;
@@ -196,7 +206,8 @@ static PT_NOINST pt_hook_node *pt_lookup_node(pt_hook_tstate *t, uint32_t parent
         if (node != PT_NONE) {
             pt_hash_put(t->hash, t->hash_mask, pt_hash(fn, parent), node);
             t->hash_count++;
-            found = &pt_g.nodes[node];
+            found = pt_node(node);
+            *index = node;
         }
     }
     if (pt_g.timed)
@@ -207,18 +218,59 @@ static PT_NOINST pt_hook_node *pt_lookup_node(pt_hook_tstate *t, uint32_t parent
 /* The node for `fn` under `parent` (PT_NONE if none can be made).  Async-signal-safe. */
 static PT_NOINST uint32_t pt_lookup(pt_hook_tstate *t, uint32_t parent, uintptr_t fn)
 {
-    const pt_hook_node *n = pt_lookup_node(t, parent, fn);
-    return n ? (uint32_t)(n - pt_g.nodes) : PT_NONE;
+    uint32_t index = PT_NONE;
+    return pt_lookup_node(t, parent, fn, &index) ? index : PT_NONE;
 }
 
 /* ---- shadow stack ------------------------------------------------------------- */
+
+/* Keep a mapping that may still be used (an enter interrupted by a signal
+ * whose handler's calls replaced it) until the thread exits, its pages given
+ * back now: a late read finds zeros (an empty hash slot, an entry the exit
+ * hook resynchronises), a late write lands in a page of its own.  With no
+ * room left to remember it, it stays mapped for good (never unmapped under
+ * a reader).  Async-signal-safe. */
+static PT_NOINST void pt_retire(pt_hook_tstate *t, void *p, size_t bytes)
+{
+    if (t->nretired < sizeof t->retired / sizeof t->retired[0])
+        t->retired[t->nretired++] = (__typeof__(t->retired[0])){p, bytes};
+    madvise(p, bytes, MADV_DONTNEED);
+}
+
+/* Make the shadow stack 4 times deeper (up to PT_STACK_CAP): a new mapping,
+ * the entries copied, the old one retired.  A thread's stack starts small
+ * (PT_STACK_INITIAL) so that its address space follows its depth.  0, or -1
+ * when it may not grow or no memory is left (noted; deeper calls are then
+ * dropped).  Called by the slow enter under `busy`.  Async-signal-safe (mmap). */
+PT_NOINST int pt_stack_grow(pt_hook_tstate *t)
+{
+    if (t->cap >= PT_STACK_CAP)
+        return -1;
+    uint32_t cap = t->cap * 4 < PT_STACK_CAP ? t->cap * 4 : PT_STACK_CAP;
+    size_t bytes = (size_t)cap * sizeof(pt_entry);
+    pt_entry *stack = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (stack == MAP_FAILED) {
+        pt_note_map_failure(PT_NOTE_SHADOW, bytes, errno);
+        return -1;
+    }
+    uint32_t used = t->max_depth + 2 < t->cap ? t->max_depth + 2 : t->cap;
+    memcpy(stack, t->stack, (size_t)used * sizeof(pt_entry));
+    pt_entry *old = t->stack;
+    size_t old_bytes = t->stack_bytes;
+    __atomic_store_n(&t->stack, stack, __ATOMIC_RELEASE);  /* the front end reads both */
+    __atomic_store_n(&t->cap, cap, __ATOMIC_RELEASE);
+    t->stack_bytes = bytes;
+    pt_retire(t, old, old_bytes);
+    return 0;
+}
 
 /* Close entry `e` at `now`: add its times to its node and its duration to the
  * entry it is charged to.  Async-signal-safe. */
 static inline PT_NOINST void pt_finish(pt_hook_tstate *t, pt_entry *e, uint64_t now)
 {
-    if (!(e->flags & PT_ENTRY_UNRECORDED) && pt_g.timed) {
-        pt_hook_node *n = &pt_g.nodes[e->anode];
+    pt_hook_node *n;
+    if (!(e->flags & PT_ENTRY_UNRECORDED) && pt_g.timed && (n = pt_node(e->anode)) != NULL) {
         uint64_t dur = (int64_t)(now - e->ts) > 0 ? now - e->ts : 0;
         __atomic_store_n(&n->incl, n->incl + dur, __ATOMIC_RELAXED);
         __atomic_store_n(&n->self, n->self + (dur > e->child ? dur - e->child : 0),
@@ -327,7 +379,7 @@ static inline PT_NOINST void pt_push(pt_hook_tstate *t, pt_entry *p, uint32_t d,
     uint32_t anchor = pt_anchor(p, d);
     e->up = anchor;
     if (PT_LIKELY(node != PT_NONE)) {
-        pt_hook_node *n = &pt_g.nodes[node];
+        pt_hook_node *n = pt_node(node);
         /* A node is in one thread's tree: one writer, so the relaxed store of the
          * incremented count loses nothing; readers need it only to grow. */
         __atomic_store_n(&n->calls, n->calls + 1, __ATOMIC_RELAXED);
@@ -348,7 +400,7 @@ PT_NOINST void pt_enter_slow(pt_hook_tstate *t, uintptr_t fn, uintptr_t site, ui
                              uintptr_t ra)
 {
     uint32_t d = t->depth;
-    if (d + 1 >= t->cap) {
+    if (d + 1 >= t->cap && pt_stack_grow(t) != 0) {
         t->overflow++;
         __atomic_fetch_add(&pt_g.hdr->dropped, 1, __ATOMIC_RELAXED);
         return;
@@ -389,9 +441,8 @@ PT_NOINST void pt_enter_slow(pt_hook_tstate *t, uintptr_t fn, uintptr_t site, ui
     e->site = (uint32_t)site;
     uint32_t node = PT_NONE;
     if (pt_should_record(t, e, p)) {
-        pt_hook_node *n = pt_lookup_node(t, p->anode, fn);
+        pt_hook_node *n = pt_lookup_node(t, p->anode, fn, &node);
         if (n) {
-            node = (uint32_t)(n - pt_g.nodes);
             n->off_ = (uint32_t)(slot - cfa);  /* learned once: the fast path adds it */
             if (inlined)  /* the fast path may push it on an equal slot from now on */
                 __atomic_fetch_or(&n->module, PT_HOOK_INLINED, __ATOMIC_RELAXED);
@@ -455,20 +506,23 @@ static __attribute__((noinline)) PT_NOINST void pt_enter_cold(pt_hook_tstate *t,
                                                               uintptr_t site, uintptr_t cfa,
                                                               uintptr_t ra)
 {
+    int saved_errno = errno;  /* the slow paths map memory: the target's errno stays */
     if (t) {
         if (!t->busy) {  /* overflow: the slow path counts it */
             t->busy = 1;
             pt_enter_slow(t, fn, site, cfa, ra);
             t->busy = 0;
         }
+        errno = saved_errno;
         return;  /* busy: a signal handler's code re-entering, ignored */
     }
     t = pt_thread_attach();
-    if (!t)
-        return;
-    t->busy = 1;
-    pt_enter_slow(t, fn, site, cfa, ra);
-    t->busy = 0;
+    if (t) {
+        t->busy = 1;
+        pt_enter_slow(t, fn, site, cfa, ra);
+        t->busy = 0;
+    }
+    errno = saved_errno;
 }
 
 /* The slow enter under the re-entry guard.  Async-signal-safe (see pt_should_record). */
@@ -476,9 +530,11 @@ static __attribute__((noinline)) PT_NOINST void pt_enter_guarded(pt_hook_tstate 
                                                                  uintptr_t site, uintptr_t cfa,
                                                                  uintptr_t ra)
 {
+    int saved_errno = errno;  /* a new node may map a window: the target's errno stays */
     t->busy = 1;
     pt_enter_slow(t, fn, site, cfa, ra);
     t->busy = 0;
+    errno = saved_errno;
 }
 
 /* The slow exit under the re-entry guard.  Async-signal-safe. */
@@ -525,16 +581,16 @@ pt_enter_known(pt_hook_tstate *t, pt_entry *p, uint32_t d, pt_hook_node *n, uint
     /* Its return-address slot is at the offset learned on the context's first
      * (slow) call, fixed by the function's prologue. */
     uintptr_t slot = cfa + n->off_;
+    uint32_t node = pt_node_index(n);  /* PT_NONE: the target overwrote it, look it up */
     if (PT_UNLIKELY(p->slot <= slot || p->slot >= t->stk_hi || d + 1 >= t->limit ||
-                    (pt_g.hdr->control & PT_CONTROL_PAUSED))) {
-        if (!(p->slot < t->stk_hi && d + 1 < t->limit &&
+                    node == PT_NONE || (pt_g.hdr->control & PT_CONTROL_PAUSED))) {
+        if (!(p->slot < t->stk_hi && d + 1 < t->limit && node != PT_NONE &&
               !(pt_g.hdr->control & PT_CONTROL_PAUSED) &&
               pt_known_inline(p, n, slot, (uint32_t)ra, (uint32_t)site))) {
             pt_enter_guarded(t, fn, site, cfa, ra);
             return;
         }
     }
-    uint32_t node = (uint32_t)(n - pt_g.nodes);
     p->kid = n;
     pt_entry *e = p + 1;
     e->slot = slot;
@@ -567,14 +623,16 @@ static __attribute__((noinline)) PT_NOINST void pt_enter_other(pt_hook_tstate *t
     pt_entry *p = &t->stack[d];
     uint32_t parent = p->anode;
     pt_hook_node *last = p->kid;
-    pt_hook_node *n = p->kid2 ? &pt_g.nodes[p->kid2 - 1] : NULL;
+    uint32_t index;
+    pt_hook_node *n = p->kid2 ? pt_node(p->kid2 - 1) : NULL;
     if (!n || n->fn != fn || n->parent != parent)
-        n = pt_find(t, fn, parent, PT_FAST_PROBES);
+        n = pt_find(t, fn, parent, PT_FAST_PROBES, &index);
     if (!n) {
         pt_enter_guarded(t, fn, site, cfa, ra);  /* a new context */
         return;
     }
-    p->kid2 = last ? (uint32_t)(last - pt_g.nodes) + 1 : 0;
+    index = last ? pt_node_index(last) : PT_NONE;
+    p->kid2 = index != PT_NONE ? index + 1 : 0;
     pt_enter_known(t, p, d, n, fn, site, cfa, ra);
 }
 

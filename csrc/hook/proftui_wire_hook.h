@@ -178,7 +178,8 @@ typedef struct pt_hook_node {
     uint64_t hook_ticks;         /*  48 ... of them inside the hook library ([instrumentation]) */
     uint32_t off_;               /*  56 the runtime's own: the function's return-address slot
                                         minus the enter hook's CFA (never read by the reader) */
-    uint32_t reserved_;          /*  60 zero */
+    uint32_t self_;              /*  60 the runtime's own: this node's index (checked before
+                                        use: the target may overwrite it) */
 } pt_hook_node;                  /* 64 bytes: one cache line, all the enter hook touches */
 
 _Static_assert(sizeof(pt_hook_header) == 192, "pt_hook_header is 192 bytes");

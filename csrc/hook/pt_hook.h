@@ -16,6 +16,7 @@
 
 #include "proftui_wire.h"
 #include "proftui_wire_hook.h"
+#include "pt_runfile.h"
 #include "pt_timer.h"
 
 #define PT_NOINST __attribute__((no_instrument_function))
@@ -23,6 +24,12 @@
 #define PT_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define PT_NONE 0xffffffffu
 #define PT_FCACHE 256u            /* per-thread filter verdict cache entries */
+#define PT_CHUNK_NODES 512u       /* nodes per chunk of the pool */
+#define PT_THREAD_CAP 4096u       /* thread table entries */
+#define PT_MODULE_CAP 1024u       /* module table entries */
+#define PT_STACK_CAP (1u << 20)   /* shadow-stack entries per thread at most */
+#define PT_NODES_SHIFT 12         /* the pool's first window: 4096 nodes (8 chunks), then x2 */
+#define PT_STACK_INITIAL 4096u    /* ... at first (288 KiB), then x4 as calls go deeper */
 
 enum { PT_FILTER_INCLUDE = 1, PT_FILTER_EXCLUDE = 2 };
 #define PT_ENTRY_UNRECORDED 0x80000000u  /* pt_entry.flags: the call has no node */
@@ -41,7 +48,9 @@ typedef struct pt_options {
     char *exclude;            /* PROFTUI_EXCLUDE */
 } pt_options;
 
-/* The process-wide state.  One instance, pt_g (proftui_hook.c). */
+/* The process-wide state.  One instance, pt_g (proftui_hook.c).  The file's
+ * layout and counts are kept here: the target may overwrite the headers,
+ * and nothing is addressed through what they say. */
 typedef struct pt_global {
     int state;                /* PT_STATE_*, atomic */
     int use_tsc;              /* timestamps from rdtsc rather than clock_gettime */
@@ -55,14 +64,17 @@ typedef struct pt_global {
     int has_include;
     uint32_t max_depth;       /* 0 unlimited */
     pt_options opt;
-    uint8_t *base;            /* the mapped file */
-    size_t size;
+    struct pt_runfile rf;     /* the file; its head maps the headers and the tables */
     pt_file_header *hdr;
     pt_hook_header *hook;
     pt_hook_thread *threads;
     pt_hook_chunk *chunks;
     pt_hook_module *modules;
-    pt_hook_node *nodes;
+    struct pt_region nodes;   /* the node pool, mapped in windows as chunks are taken */
+    uint32_t chunk_cap;       /* chunks in the pool */
+    uint32_t chunk_next;      /* chunks handed out (atomic; may pass chunk_cap) */
+    uint32_t thread_next;     /* thread entries handed out (atomic) */
+    uint32_t module_next;     /* module entries handed out (atomic) */
     char exe[PT_HOOK_NAME_MAX];   /* /proc/self/exe, for the main program's module */
     /* Clock and overhead calibration, kept here so a fork child's new file gets them. */
     double ns_per_tick;
@@ -152,9 +164,11 @@ typedef struct pt_hook_tstate {
     uint32_t excl;      /* active entries matching an exclude pattern */
     int pool_full;
     uint32_t max_depth;
-    size_t region;      /* bytes of this mapping (struct + stack) */
-    /* Outgrown hash tables, unmapped only at thread exit: an enter interrupted
-     * by a signal whose handler grows the hash may still be reading one. */
+    size_t region;      /* bytes of this mapping (the struct) */
+    size_t stack_bytes; /* bytes of the shadow stack's mapping (cap entries) */
+    /* Outgrown hash tables and shadow stacks, unmapped only at thread exit: an
+     * enter interrupted by a signal whose handler grows one may still be
+     * reading it. */
     struct { pt_slot *table; size_t bytes; } retired[32];
     uint32_t nretired;
     struct { uintptr_t fn; int verdict; } fcache[PT_FCACHE];
@@ -195,6 +209,30 @@ static inline __attribute__((no_instrument_function)) void pt_set_depth(pt_hook_
 void __cyg_profile_func_enter(void *fn, void *site);
 void __cyg_profile_func_exit(void *fn, void *site);
 
+/* Node i of the pool (i < node_cap), or NULL when its window is not mapped
+ * (only an index the target overwrote can name such a node: callers that
+ * may hold one check).  Async-signal-safe. */
+static inline __attribute__((no_instrument_function)) pt_hook_node *pt_node(uint32_t i)
+{
+    /* pt_region_peek with the pool's constants: on every timed exit. */
+    unsigned k = 63u - (unsigned)__builtin_clzll(((uint64_t)i >> PT_NODES_SHIFT) + 1);
+    uintptr_t b = __atomic_load_n(&pt_g.nodes.bias[k], __ATOMIC_ACQUIRE);
+    return b == 0 ? NULL : (pt_hook_node *)(b + ((uintptr_t)i << 6));
+}
+_Static_assert(sizeof(pt_hook_node) == 64, "pt_node shifts by 6");
+
+/* The index of node `n` (an address pt_node gave): its own record, read from
+ * the cache line the enter hook touches anyway, or PT_NONE when the target
+ * overwrote it with one outside the pool.  One inside the pool but wrong
+ * only misplaces that node's counts (the target destroyed it already); every
+ * use of an index checks pt_node's NULL.  Async-signal-safe. */
+static inline __attribute__((no_instrument_function)) uint32_t pt_node_index(
+    const pt_hook_node *n)
+{
+    uint32_t i = __atomic_load_n(&n->self_, __ATOMIC_RELAXED);
+    return i < pt_g.node_cap ? i : PT_NONE;
+}
+
 /* This thread's state (proftui_hook.c); initial-exec: one instruction to read. */
 extern __thread pt_hook_tstate *pt_tls __attribute__((tls_model("initial-exec")));
 /* Threads that must not record (table full, exited, fork failure) point here. */
@@ -202,6 +240,7 @@ extern pt_hook_tstate pt_off_thread;
 
 /* ---- proftui_hook.c ---- */
 pt_slot *pt_hash_alloc(uint32_t n);                       /* async-signal-safe */
+int pt_stack_grow(pt_hook_tstate *t);                     /* async-signal-safe */
 uint32_t pt_node_for(pt_hook_tstate *t, uint32_t parent, uintptr_t fn); /* async-signal-safe */
 void pt_hook_close_all(pt_hook_tstate *t, uint64_t now);           /* async-signal-safe */
 void pt_enter_slow(pt_hook_tstate *t, uintptr_t fn, uintptr_t site, uintptr_t cfa,
@@ -213,7 +252,10 @@ pt_hook_tstate *pt_thread_attach(void);                       /* first call of a
 /* ---- pt_hook_file.c ---- */
 void pt_options_read(pt_options *opt);                  /* constructor only */
 int pt_hook_file_create(void);                          /* 0 ok; async-signal-safe (fork child) */
-int pt_hook_reserve(uint64_t offset, uint64_t len);     /* back a region; async-signal-safe */
+int pt_hook_reserve(void *addr, uint64_t len);          /* back a region; async-signal-safe */
+uint32_t pt_hook_chunks_claim(uint32_t k);              /* k chunks aligned to k, or PT_NONE;
+                                                           async-signal-safe */
+void pt_hook_file_forget(void);                         /* fork child: unmap the parent's */
 uint64_t pt_ticks_slow(void);                           /* async-signal-safe */
 void pt_clock_calibrate(void);                          /* constructor only: ~2 ms */
 void pt_clock_refine(void);                             /* exit path; async-signal-safe */

@@ -19,10 +19,6 @@
 #define PT_DEFAULT_BUFFER (64ull << 20)
 #define PT_MIN_BUFFER (1ull << 20)
 #define PT_MAX_BUFFER (16ull << 30)
-#define PT_CHUNK_NODES 512u
-#define PT_THREAD_CAP 4096u
-#define PT_MODULE_CAP 1024u
-#define PT_STACK_CAP (1u << 20)
 
 /* Parse a decimal environment value; `fallback` if absent or bad.  Constructor only. */
 static PT_NOINST uint64_t pt_env_u64(const char *name, uint64_t fallback)
@@ -142,7 +138,9 @@ PT_NOINST void pt_clock_refine(void)
 }
 
 /* Create, size, map and initialise this process's file; publish the magic
- * last so a reader never sees a half-written header.  Returns 0 on success.
+ * last so a reader never sees a half-written header.  Returns 0 on success
+ * (-1: a note says why).  Only the head (headers, thread, module and chunk
+ * tables) is mapped here; the node pool in windows as chunks are taken.
  * Async-signal-safe (used by the fork child handler). */
 PT_NOINST int pt_hook_file_create(void)
 {
@@ -151,8 +149,13 @@ PT_NOINST int pt_hook_file_create(void)
     uint64_t modules_off = threads_off + PT_THREAD_CAP * sizeof(pt_hook_thread);
     uint64_t chunks_off = modules_off + PT_MODULE_CAP * sizeof(pt_hook_module);
     uint64_t chunk_bytes = PT_CHUNK_NODES * sizeof(pt_hook_node) + sizeof(pt_hook_chunk);
+    /* RLIMIT_FSIZE: a longer file would kill the target (SIGXFSZ): a smaller
+     * pool, said in a note. */
+    uint64_t limit = pt_note_fsize_limit(), wanted = size;
+    if (size > limit)
+        size = limit;
     if (size < chunks_off + 4 * chunk_bytes + 64)
-        return -1;
+        size = chunks_off + 4 * chunk_bytes + 64;  /* over a tiny limit: refused below */
     uint64_t nchunks = (size - chunks_off - 64) / chunk_bytes;
     if (nchunks > (PT_NONE - 1) / PT_CHUNK_NODES)
         nchunks = (PT_NONE - 1) / PT_CHUNK_NODES;
@@ -161,21 +164,23 @@ PT_NOINST int pt_hook_file_create(void)
 
     /* hook.<pid>[.<n>].ptw, created like every runtime file (pt_runfile.h);
      * only the headers are backed now, tables and chunks when first used. */
-    void *base = pt_runfile_create(pt_g.opt.dir, "hook", (uint32_t)getpid(), size, threads_off,
-                                   &pt_g.generation);
-    if (!base)
+    if (pt_runfile_create(&pt_g.rf, pt_g.opt.dir, "hook", (uint32_t)getpid(), size, nodes_off,
+                          threads_off, &pt_g.generation) != 0)
         return -1;
+    if (size < wanted && wanted > limit)
+        pt_note_fsize_cap(size);
     pt_g.module_limit = PT_MODULE_CAP;
-
-    pt_g.base = base;
-    pt_g.size = size;
-    pt_g.hdr = (pt_file_header *)base;
-    pt_g.hook = (pt_hook_header *)(pt_g.base + 128);
-    pt_g.threads = (pt_hook_thread *)(pt_g.base + threads_off);
-    pt_g.modules = (pt_hook_module *)(pt_g.base + modules_off);
-    pt_g.chunks = (pt_hook_chunk *)(pt_g.base + chunks_off);
-    pt_g.nodes = (pt_hook_node *)(pt_g.base + nodes_off);
+    uint8_t *base = pt_g.rf.head;
+    pt_g.hdr = pt_g.rf.hdr;
+    pt_g.hook = (pt_hook_header *)(base + 128);
+    pt_g.threads = (pt_hook_thread *)(base + threads_off);
+    pt_g.modules = (pt_hook_module *)(base + modules_off);
+    pt_g.chunks = (pt_hook_chunk *)(base + chunks_off);
+    pt_region_init(&pt_g.nodes, &pt_g.rf, nodes_off, sizeof(pt_hook_node), PT_NODES_SHIFT,
+                   nchunks * PT_CHUNK_NODES, 0, PT_NOTE_NODES);
+    pt_g.chunk_cap = (uint32_t)nchunks;
     pt_g.node_cap = (uint32_t)nchunks * PT_CHUNK_NODES;
+    pt_g.chunk_next = pt_g.thread_next = pt_g.module_next = 0;
 
     pt_hook_header *h = pt_g.hook;
     h->node_size = sizeof(pt_hook_node);
@@ -205,15 +210,44 @@ PT_NOINST int pt_hook_file_create(void)
     return 0;
 }
 
-/* Back [offset, offset + len) of the file before its first touch; on failure
- * say so in the header (PT_FLAG_NO_SPACE) and return -1: the caller drops
- * what would have gone there.  Async-signal-safe. */
-PT_NOINST int pt_hook_reserve(uint64_t offset, uint64_t len)
+/* Fork child: unmap the parent's file (its node windows, then its head).
+ * Nothing of this thread may use them any more.  Not in a handler. */
+PT_NOINST void pt_hook_file_forget(void)
 {
-    if (pt_runfile_reserve(pt_g.base, offset, len) == 0)
+    pt_region_unmap(&pt_g.nodes);
+    pt_runfile_unmap(&pt_g.rf);
+    pt_g.hdr = NULL;
+    pt_g.hook = NULL;
+    pt_g.node_cap = 0;
+}
+
+/* Back [addr, addr + len) of the file's mapping before its first touch; on
+ * failure say so in the header (PT_FLAG_NO_SPACE) and return -1: the caller
+ * drops what would have gone there.  Async-signal-safe. */
+PT_NOINST int pt_hook_reserve(void *addr, uint64_t len)
+{
+    if (pt_runfile_reserve(addr, len) == 0)
         return 0;
     pt_runfile_no_space(pt_g.hdr);
     return -1;
+}
+
+/* Hand out `k` (a power of two <= 8) consecutive chunks starting at a
+ * multiple of k, so they lie in one window of the pool (whose windows start
+ * at multiples of 8 chunks); chunks skipped for the alignment stay unused
+ * (count 0).  The first one, or PT_NONE when the pool is full.  The count the
+ * reader sees is published after.  Async-signal-safe. */
+PT_NOINST uint32_t pt_hook_chunks_claim(uint32_t k)
+{
+    uint32_t cur = __atomic_load_n(&pt_g.chunk_next, __ATOMIC_RELAXED), start;
+    do {
+        start = (cur + k - 1) & ~(k - 1);
+        if (start >= pt_g.chunk_cap || k > pt_g.chunk_cap - start)
+            return PT_NONE;
+    } while (!__atomic_compare_exchange_n(&pt_g.chunk_next, &cur, start + k, 1,
+                                          __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+    pt_publish_max32(&pt_g.hook->chunk_count, start + k);
+    return start;
 }
 
 /* ---- module table ----------------------------------------------------------- */
@@ -227,12 +261,11 @@ struct pt_hook_find {
  * Async-signal-safe. */
 static PT_NOINST uint32_t pt_module_add(struct dl_phdr_info *info, uintptr_t lo, uintptr_t hi)
 {
-    pt_hook_header *h = pt_g.hook;
-    uint32_t i = __atomic_fetch_add(&h->module_count, 1, __ATOMIC_RELAXED);
+    uint32_t i = __atomic_fetch_add(&pt_g.module_next, 1, __ATOMIC_RELAXED);
     if (i >= __atomic_load_n(&pt_g.module_limit, __ATOMIC_RELAXED))
         return 0;
-    if (pt_hook_reserve((uint64_t)((uint8_t *)&pt_g.modules[i] - pt_g.base),
-                        sizeof(pt_hook_module)) != 0) {
+    pt_publish_max32(&pt_g.hook->module_count, i + 1);
+    if (pt_hook_reserve(&pt_g.modules[i], sizeof(pt_hook_module)) != 0) {
         /* Entries from i on are never touched (a full tmpfs allocates even on a read). */
         uint32_t limit = __atomic_load_n(&pt_g.module_limit, __ATOMIC_RELAXED);
         while (i < limit && !__atomic_compare_exchange_n(&pt_g.module_limit, &limit, i, 0,
@@ -292,8 +325,7 @@ static PT_NOINST int pt_find_cb(struct dl_phdr_info *info, size_t size, void *da
  * lock and does not allocate. */
 PT_NOINST uint32_t pt_module_of(uintptr_t address)
 {
-    pt_hook_header *h = pt_g.hook;
-    uint32_t n = __atomic_load_n(&h->module_count, __ATOMIC_ACQUIRE);
+    uint32_t n = __atomic_load_n(&pt_g.module_next, __ATOMIC_ACQUIRE);
     uint32_t limit = __atomic_load_n(&pt_g.module_limit, __ATOMIC_RELAXED);
     if (n > limit)
         n = limit;

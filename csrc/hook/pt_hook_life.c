@@ -4,6 +4,7 @@
  * and clean exit.  The hooks themselves are in proftui_hook.c.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <pthread.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -40,26 +41,24 @@ static PT_NOINST void pt_thread_name(pt_hook_tstate *t)
  * thread's ticks then stay whole in its nodes.  Async-signal-safe. */
 static PT_NOINST void pt_thread_pcs(pt_hook_tstate *t, pt_hook_thread *th)
 {
-    pt_hook_header *h = pt_g.hook;
     t->pcs = NULL;
     th->pcs_chunk = PT_NONE;
     if (!pt_g.ticking)
         return;
-    uint32_t k = h->chunk_capacity / 128;
+    uint32_t k = pt_g.chunk_cap / 128;
     k = k >= 8 ? 8 : k >= 4 ? 4 : k >= 2 ? 2 : k;
     if (!k)
         return;
-    uint32_t c = __atomic_fetch_add(&h->chunk_count, k, __ATOMIC_RELAXED);
-    size_t bytes = (size_t)k * h->chunk_nodes * sizeof(pt_hook_node);
-    if (c >= h->chunk_capacity || k > h->chunk_capacity - c ||
-        pt_hook_reserve((uint64_t)((uint8_t *)&pt_g.chunks[c] - pt_g.base),
-                        k * sizeof(pt_hook_chunk)) != 0 ||
-        pt_hook_reserve((uint64_t)((uint8_t *)&pt_g.nodes[(size_t)c * h->chunk_nodes] -
-                                   pt_g.base), bytes) != 0)
+    /* Aligned to k: the k chunks lie in one window of the pool (contiguous). */
+    uint32_t c = pt_hook_chunks_claim(k);
+    size_t bytes = (size_t)k * PT_CHUNK_NODES * sizeof(pt_hook_node);
+    if (c == PT_NONE || pt_hook_reserve(&pt_g.chunks[c], k * sizeof(pt_hook_chunk)) != 0 ||
+        pt_region_back(&pt_g.nodes, (uint64_t)c * PT_CHUNK_NODES,
+                       (uint64_t)(c + k) * PT_CHUNK_NODES) != 0)
         return;  /* the chunks stay handed out, unused: count 0 */
     for (uint32_t i = 0; i < k; i++)
         pt_g.chunks[c + i].thread = t->slot | PT_HOOK_CHUNK_PCS;
-    t->pcs = (pt_hook_pc *)(void *)&pt_g.nodes[(size_t)c * h->chunk_nodes];
+    t->pcs = (pt_hook_pc *)(void *)pt_node(c * PT_CHUNK_NODES);
     t->pc_mask = (uint32_t)(bytes / sizeof(pt_hook_pc)) - 1;
     th->pcs_entries = t->pc_mask + 1;
     __atomic_store_n(&th->pcs_chunk, c, __ATOMIC_RELEASE);
@@ -68,11 +67,10 @@ static PT_NOINST void pt_thread_pcs(pt_hook_tstate *t, pt_hook_thread *th)
 /* Register the calling thread in the file's thread table.  Async-signal-safe. */
 static PT_NOINST void pt_thread_register(pt_hook_tstate *t)
 {
-    pt_hook_header *h = pt_g.hook;
-    uint32_t slot = __atomic_fetch_add(&h->thread_count, 1, __ATOMIC_RELAXED);
-    if (slot >= h->thread_capacity ||
-        pt_hook_reserve((uint64_t)((uint8_t *)&pt_g.threads[slot] - pt_g.base),
-                        sizeof(pt_hook_thread)) != 0) {
+    uint32_t slot = __atomic_fetch_add(&pt_g.thread_next, 1, __ATOMIC_RELAXED);
+    if (slot < PT_THREAD_CAP)
+        pt_publish_max32(&pt_g.hook->thread_count, slot + 1);
+    if (slot >= PT_THREAD_CAP || pt_hook_reserve(&pt_g.threads[slot], sizeof(pt_hook_thread)) != 0) {
         t->busy = 1;  /* table full (or no space for its entry): this thread records nothing */
         __atomic_fetch_add(&pt_g.hdr->dropped, 1, __ATOMIC_RELAXED);
         return;
@@ -105,28 +103,38 @@ static PT_NOINST void pt_thread_stack(pt_hook_tstate *t)
     pthread_attr_destroy(&attr);
 }
 
-/* Map a thread's state + shadow stack; NULL if memory is refused.
+/* Map a thread's state and a small shadow stack (PT_STACK_INITIAL entries,
+ * grown as calls go deeper: pt_stack_grow); NULL if memory is refused (noted).
  * Async-signal-safe (mmap). */
 static PT_NOINST pt_hook_tstate *pt_thread_new(void)
 {
     size_t head = (sizeof(pt_hook_tstate) + 4095) & ~(size_t)4095;
-    for (uint32_t cap = pt_g.hook->stack_capacity; cap >= 1024; cap /= 4) {
-        size_t size = head + (size_t)cap * sizeof(pt_entry);
-        void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
+    for (uint32_t cap = PT_STACK_INITIAL; cap >= 1024; cap /= 4) {
+        size_t bytes = (size_t)cap * sizeof(pt_entry);
+        void *p = mmap(NULL, head, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        if (p == MAP_FAILED)
+        void *s = p == MAP_FAILED ? MAP_FAILED
+                                  : mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (s == MAP_FAILED) {
+            pt_note_map_failure(PT_NOTE_SHADOW, head + bytes, errno);
+            if (p != MAP_FAILED)
+                munmap(p, head);
             continue;
+        }
         pt_hook_tstate *t = p;
         t->hash = pt_hash_alloc(PT_HASH_INITIAL);
         if (!t->hash) {
-            munmap(p, size);
+            munmap(s, bytes);
+            munmap(p, head);
             return NULL;
         }
         t->hash_mask = PT_HASH_INITIAL - 1;
-        t->region = size;
+        t->region = head;
+        t->stack_bytes = bytes;
         t->cap = cap;
         t->limit = 1;
-        t->stack = (pt_entry *)((uint8_t *)p + head);
+        t->stack = s;
         t->stk_hi = UINTPTR_MAX;
         t->stack[0].slot = UINTPTR_MAX - 1;  /* the sentinel is never stale */
         t->stack[0].anode = PT_HOOK_ROOT;
@@ -189,6 +197,7 @@ static PT_NOINST void pt_thread_detach(void *arg)
     munmap(t->hash, (size_t)(t->hash_mask + 1) * sizeof(pt_slot));
     for (uint32_t i = 0; i < t->nretired; i++)
         munmap(t->retired[i].table, t->retired[i].bytes);
+    munmap(t->stack, t->stack_bytes);
     munmap(t, t->region);
 }
 
@@ -238,12 +247,12 @@ static PT_NOINST void pt_calibrate_overhead(void)
         for (int i = 0; i < N; i++)
             pt_calib_empty();
         uint64_t t1 = pt_ticks();
-        uint64_t incl0 = t->chunk == PT_NONE ? 0 : pt_g.nodes[0].incl;
+        uint64_t incl0 = t->chunk == PT_NONE ? 0 : pt_node(0)->incl;
         for (int i = 0; i < N; i++)
             pt_calib_fn();
         uint64_t t2 = pt_ticks();
         double empty = (double)(t1 - t0) / N, hooked = (double)(t2 - t1) / N;
-        double inner = (double)(pt_g.nodes[0].incl - incl0) / N;
+        double inner = (double)((t->chunk == PT_NONE ? 0 : pt_node(0)->incl) - incl0) / N;
         best_empty = empty < best_empty ? empty : best_empty;
         best_hooked = hooked < best_hooked ? hooked : best_hooked;
         best_inner = inner < best_inner ? inner : best_inner;
@@ -260,10 +269,11 @@ static PT_NOINST void pt_calibrate_overhead(void)
     pt_hook_header *h = pt_g.hook;
     if (t->chunk != PT_NONE) {
         memset(&pt_g.chunks[t->chunk], 0, sizeof(pt_hook_chunk));
-        memset(&pt_g.nodes[(size_t)t->chunk * h->chunk_nodes], 0,
-               (size_t)h->chunk_nodes * sizeof(pt_hook_node));
+        memset(pt_node(t->chunk * PT_CHUNK_NODES), 0, PT_CHUNK_NODES * sizeof(pt_hook_node));
     }
-    uint32_t modules = h->module_count < pt_g.module_limit ? h->module_count : pt_g.module_limit;
+    uint32_t modules = pt_g.module_next < pt_g.module_limit ? pt_g.module_next : pt_g.module_limit;
+    pt_g.chunk_next = 0;
+    pt_g.module_next = 0;
     h->chunk_count = 0;
     h->module_count = 0;
     memset(&pt_g.threads[0], 0, sizeof(pt_hook_thread));
@@ -271,6 +281,9 @@ static PT_NOINST void pt_calibrate_overhead(void)
     h->overhead_inner = pt_g.overhead_inner;
     h->overhead_outer = pt_g.overhead_outer;
     munmap(t->hash, (size_t)(t->hash_mask + 1) * sizeof(pt_slot));
+    for (uint32_t i = 0; i < t->nretired; i++)
+        munmap(t->retired[i].table, t->retired[i].bytes);
+    munmap(t->stack, t->stack_bytes);
     munmap(t, t->region);
 }
 
@@ -286,9 +299,8 @@ static PT_NOINST void pt_hook_atfork_child(void)
         return;
     pt_hook_tstate *t = pt_tls;
     pt_filter_atfork_child();
-    munmap(pt_g.base, pt_g.size);  /* the parent's file: never write it from here */
-    pt_g.base = NULL;
-    pt_g.hook = NULL;
+    pt_note_fork_child();
+    pt_hook_file_forget();  /* the parent's file: never write it from here */
     if (t && t != &pt_off_thread) {
         t->ticking = 0;  /* the parent thread's clock: not this thread's */
         t->pcs = NULL;   /* in the parent's file */
@@ -349,6 +361,7 @@ static PT_NOINST void pt_hook_init(void)
         __atomic_store_n(&pt_g.state, PT_STATE_OFF, __ATOMIC_RELEASE);
         return;
     }
+    pt_note_init(pt_g.opt.dir, "hook");  /* what cannot be mapped is said there */
     ssize_t n = readlink("/proc/self/exe", pt_g.exe, sizeof pt_g.exe - 1);
     pt_g.exe[n > 0 ? n : 0] = '\0';
     pt_g.timed = pt_g.opt.timed && !pt_g.opt.count_only;

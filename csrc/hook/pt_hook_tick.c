@@ -85,8 +85,8 @@ static PT_NOINST void pt_hook_on_tick(int sig, siginfo_t *info, void *ucontext)
         if (node == PT_HOOK_ROOT) {
             pt_hook_thread *th = &pt_g.threads[t->slot];
             pt_tick_add(hook ? &th->hook_ticks : &th->ticks, w);
-        } else if (node < pt_g.node_cap) {
-            pt_hook_node *n = &pt_g.nodes[node];
+        } else if (node < pt_g.node_cap && pt_node(node) != NULL) {
+            pt_hook_node *n = pt_node(node);
             pt_tick_add(hook ? &n->hook_ticks : &n->ticks, w);
         } else {
             __atomic_fetch_add(&pt_g.hook->ticks_unplaced, w, __ATOMIC_RELAXED);

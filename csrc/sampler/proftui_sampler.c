@@ -40,6 +40,7 @@
 
 #include "pt_env.h"
 #include "pt_exec.h"
+#include "pt_note.h"
 #include "pt_sampler.h"
 #include "pt_timer.h"
 
@@ -72,6 +73,7 @@ static void pt_resolve(void) {
 static void pt_atfork_child(void) {
     if (!PT_GET(pt_active)) return;
     pt_sampler_self.slot = NULL;
+    pt_note_fork_child();
     pt_sampler_maps_fork_child();
     pt_sampler_file_forget();
     int keep = pt_sampler_cfg.follow_children && pt_sampler_file_create(getpid()) == 0;
@@ -108,6 +110,7 @@ __attribute__((constructor)) static void pt_init(void) {
     const char *dir = getenv("PROFTUI_DIR");
     if (dir == NULL || *dir == '\0' || strlen(dir) >= sizeof pt_sampler_cfg.dir) return;
     strcpy(pt_sampler_cfg.dir, dir);
+    pt_note_init(pt_sampler_cfg.dir, "sampler"); /* what cannot be mapped is said there */
     int sample = pt_read_settings();
     /* Settings read: without follow, nothing the target runs inherits the sampler. */
     if (!pt_sampler_cfg.follow_children) pt_env_scrub("proftui_sampler");
@@ -137,7 +140,9 @@ struct pt_start {
 static void *pt_thread_start(void *p) {
     struct pt_start start = *(struct pt_start *)p;
     free(p);
+    int saved_errno = errno; /* arming maps memory: the thread starts with its own errno */
     if (PT_GET(pt_active)) pt_sampler_thread_arm(); /* the key destructor disarms at thread exit */
+    errno = saved_errno;
     return start.fn(start.arg);
 }
 

@@ -55,16 +55,21 @@ struct pt_sampler_thread {
     pt_sampler_slot *slot; /* NULL: this thread is not sampled (handler returns) */
     uint64_t *ring;
     uint64_t mask;      /* ring_words - 1 */
+    uint32_t tid;       /* the stack table's key (never read back from the slot) */
     uintptr_t stack_lo; /* [stack_lo, stack_hi): the thread's stack */
     uintptr_t stack_hi;
 };
 
-/* The current process's runtime file (zeroed when sampling is off). */
+/* The current process's runtime file (zeroed when sampling is off).  The
+ * layout's numbers are kept here: the target may overwrite the file's
+ * headers, and nothing is ever addressed through what they say. */
 struct pt_sampler_file {
+    struct pt_runfile rf;      /* the file and its head (the two headers) */
     pt_file_header *hdr;
     pt_sampler_header *smp;
-    unsigned char *base;
-    size_t size;
+    uint32_t nslots;           /* PT_SAMPLER_NSLOTS */
+    uint32_t ring_words;       /* per slot, a power of two */
+    struct pt_region slots;    /* pt_sampler_slot + ring, mapped as threads claim them */
     struct pt_stacktab stacks; /* every distinct (thread, stack) and its counts */
     struct pt_maplog maplog;   /* the loaded objects' log */
 };

@@ -3,6 +3,7 @@
  * it dies.  Layout in proftui_wire_sampler.h.  Nothing here runs in signal
  * context. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <pthread.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -25,8 +26,16 @@ static pthread_mutex_t pt_grow_lock = PTHREAD_MUTEX_INITIALIZER;
  * 0, no ring), every one counted as dropped.  Process memory, not the file. */
 static pt_sampler_slot pt_nospace_slot;
 
+/* File bytes for rings of `ring_words` and a stack table of `entries` /
+ * `frames`.  Async-signal-safe. */
+static uint64_t pt_file_size(uint64_t ring_words, uint32_t entries, uint64_t frames) {
+    uint64_t slot_size = sizeof(pt_sampler_slot) + 8 * ring_words;
+    return PT_SAMPLER_SLOTS_OFFSET + PT_SAMPLER_NSLOTS * slot_size +
+           (uint64_t)PT_MAPLOG_ENTRIES * sizeof(pt_map_entry) + pt_stacktab_size(entries, frames);
+}
+
 /* Create and map sampler.<pid>[.<n>].ptw (pt_runfile.h).  0, or -1 leaving
- * pt_sampler_file zero.  Not async-signal-safe. */
+ * pt_sampler_file zero (a note says why).  Not async-signal-safe. */
 int pt_sampler_file_create(pid_t pid) {
     uint64_t ring_words = pt_pow2_floor(pt_sampler_cfg.buffer_bytes / 8 / PT_SAMPLER_NSLOTS);
     if (ring_words < PT_MIN_RING_WORDS) ring_words = PT_MIN_RING_WORDS;
@@ -43,24 +52,37 @@ int pt_sampler_file_create(pid_t pid) {
             shrunk = 1;
         }
     }
+    /* RLIMIT_FSIZE: a longer file would kill the target (SIGXFSZ).  A smaller
+     * stack table first, then smaller rings; said in a note. */
+    uint32_t entries = PT_STACKTAB_ENTRIES;
+    uint64_t frames = PT_STACKTAB_FRAMES, limit = pt_note_fsize_limit();
+    uint64_t wanted = pt_file_size(ring_words, entries, frames);
+    while (pt_file_size(ring_words, entries, frames) > limit &&
+           (entries > 4096 || ring_words > PT_TINY_RING_WORDS)) {
+        if (entries > 4096) {
+            entries /= 2;
+            frames /= 2;
+        } else {
+            ring_words /= 2;
+        }
+    }
     uint64_t slot_size = sizeof(pt_sampler_slot) + 8 * ring_words;
     uint64_t slots_offset = PT_SAMPLER_SLOTS_OFFSET;
     uint64_t maplog_offset = slots_offset + PT_SAMPLER_NSLOTS * slot_size;
     uint64_t stacks_offset = maplog_offset + (uint64_t)PT_MAPLOG_ENTRIES * sizeof(pt_map_entry);
-    uint64_t size = stacks_offset + pt_stacktab_size();
-    /* Only the headers are backed now; each slot when a thread claims it,
-     * each map log entry when it is appended, the stack table's heads now
-     * and its entries and frames as they fill. */
-    void *map = pt_runfile_create(pt_sampler_cfg.dir, "sampler", (uint32_t)pid, size, slots_offset,
-                                  NULL);
-    if (map == NULL) return -1;
+    uint64_t size = stacks_offset + pt_stacktab_size(entries, frames);
+    /* Only the headers are mapped and backed now; each slot when a thread
+     * claims it, each map log entry when it is appended, the stack table's
+     * heads now and its entries and frames as they fill. */
+    struct pt_sampler_file *f = &pt_sampler_file;
+    if (pt_runfile_create(&f->rf, pt_sampler_cfg.dir, "sampler", (uint32_t)pid, size,
+                          slots_offset, slots_offset, NULL) != 0)
+        return -1;
+    if (size < wanted) pt_note_fsize_cap(size);
     pt_slots_ready = 0;
     pthread_mutex_init(&pt_grow_lock, NULL); /* a fork child: another thread may have held it */
-    /* On a disk-backed run directory, read-ahead would zero-fill many pages of
-     * the sparse file at each first touch: fault one page at a time instead. */
-    madvise(map, size, MADV_RANDOM);
-    pt_file_header *hdr = map;
-    pt_sampler_header *smp = (pt_sampler_header *)((unsigned char *)map + sizeof *hdr);
+    pt_file_header *hdr = f->rf.hdr;
+    pt_sampler_header *smp = (pt_sampler_header *)(f->rf.head + sizeof *hdr);
     pt_runfile_header_init(hdr, PT_KIND_SAMPLER, size);
     hdr->flags = (pt_sampler_cfg.wall_clock ? PT_FLAG_WALL_CLOCK : 0) |
                  (shrunk ? PT_FLAG_NO_SPACE : 0);
@@ -76,29 +98,40 @@ int pt_sampler_file_create(pid_t pid) {
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
     smp->start_mono_ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
-    /* No room for the table's heads: the file stays, every sample counts as dropped. */
-    pt_stacktab_init(&pt_sampler_file.stacks, map, hdr, stacks_offset);
+    f->nslots = PT_SAMPLER_NSLOTS;
+    f->ring_words = (uint32_t)ring_words;
+    pt_region_init(&f->slots, &f->rf, slots_offset, (uint32_t)slot_size, 0, PT_SAMPLER_NSLOTS, 0,
+                   PT_NOTE_RING);
+    /* No room for the table's heads: the file stays, every sample counts as
+     * dropped.  No address space for them: the sampler stays off, one note. */
+    if (pt_stacktab_init(&f->stacks, &f->rf, stacks_offset, entries, frames) == -2) {
+        pt_runfile_discard(&f->rf, slots_offset + pt_stacktab_index(entries) * 4ull + 64, errno);
+        memset(f, 0, sizeof *f);
+        return -1;
+    }
+    pt_maplog_init(&f->maplog, &f->rf, maplog_offset, &smp->maplog_count);
     if (pt_sampler_cfg.follow_children) smp->sflags |= PT_SMP_FOLLOW;
     pt_runfile_publish(hdr); /* the magic last: never a half-initialized header */
-    pt_sampler_file.hdr = hdr;
-    pt_sampler_file.smp = smp;
-    pt_sampler_file.base = map;
-    pt_sampler_file.size = size;
-    pt_sampler_file.maplog = (struct pt_maplog){map, hdr, maplog_offset, PT_MAPLOG_ENTRIES,
-                                                &smp->maplog_count};
+    f->smp = smp;
+    __atomic_store_n(&f->hdr, hdr, __ATOMIC_RELEASE);
     return 0;
 }
 
 /* Fork child: forget (unmap) the parent's file so nothing writes into it.
  * Not async-signal-safe. */
 void pt_sampler_file_forget(void) {
-    if (pt_sampler_file.base != NULL) munmap(pt_sampler_file.base, pt_sampler_file.size);
-    memset(&pt_sampler_file, 0, sizeof pt_sampler_file);
+    struct pt_sampler_file *f = &pt_sampler_file;
+    pt_stacktab_unmap(&f->stacks);
+    pt_region_unmap(&f->slots);
+    pt_region_unmap(&f->maplog.entries);
+    pt_runfile_unmap(&f->rf);
+    memset(f, 0, sizeof *f);
 }
 
+/* Slot i (below pt_slots_ready: mapped and backed).  Not async-signal-safe
+ * in name only. */
 static pt_sampler_slot *pt_slot_at(uint32_t i) {
-    return (pt_sampler_slot *)(pt_sampler_file.base + pt_sampler_file.smp->slots_offset +
-                               (uint64_t)i * pt_sampler_file.smp->slot_size);
+    return pt_region_peek(&pt_sampler_file.slots, i);
 }
 
 /* Say in the header that the file system could not back part of the file.
@@ -107,22 +140,19 @@ void pt_sampler_no_space(void) {
     pt_runfile_no_space(pt_sampler_file.hdr);
 }
 
-/* Back one more slot (the next never-used one) so claims may look at it;
- * 0, or -1 when all are backed or the file system is full.  Not
+/* Map and back one more slot (the next never-used one) so claims may look
+ * at it; 0, -1 when all are, or -2 when it cannot be (the file system is
+ * full, or the target's address space).  Not
  * async-signal-safe (a mutex). */
 static int pt_slot_grow(uint32_t seen) {
     int rc = 0;
     pthread_mutex_lock(&pt_grow_lock);
     uint32_t ready = __atomic_load_n(&pt_slots_ready, __ATOMIC_ACQUIRE);
     if (ready == seen) { /* nobody grew it meanwhile */
-        if (ready >= pt_sampler_file.smp->nslots) {
+        if (ready >= pt_sampler_file.nslots) {
             rc = -1;
-        } else if (pt_runfile_reserve(pt_sampler_file.base,
-                                      pt_sampler_file.smp->slots_offset +
-                                          (uint64_t)ready * pt_sampler_file.smp->slot_size,
-                                      pt_sampler_file.smp->slot_size) != 0) {
-            pt_sampler_no_space();
-            rc = -2;
+        } else if (pt_region_back(&pt_sampler_file.slots, ready, ready + 1) != 0) {
+            rc = -2; /* file system full (PT_FLAG_NO_SPACE) or no address space (noted) */
         } else {
             __atomic_store_n(&pt_slots_ready, ready + 1, __ATOMIC_RELEASE);
         }
@@ -133,7 +163,7 @@ static int pt_slot_grow(uint32_t seen) {
 
 /* Claim a slot for thread `tid`: a never-used one, or one whose thread exited
  * and whose ring the front end drained.  NULL (and threads_lost++) when none;
- * when the file system cannot back another slot, the no-space slot (no ring:
+ * when another slot cannot be mapped or backed, the no-space slot (no ring:
  * the thread's samples are counted as dropped).  Not async-signal-safe (slots
  * are claimed with CAS, backed under a mutex). */
 pt_sampler_slot *pt_sampler_slot_claim(pid_t tid, uint64_t **ring) {

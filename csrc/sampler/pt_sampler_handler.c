@@ -80,7 +80,7 @@ void pt_sampler_on_signal(int sig, siginfo_t *info, void *ucontext) {
         unsigned n = pt_sampler_unwind(ucontext, self, frames, PT_SAMPLER_MAX_FRAMES, &flags);
         uint64_t weight = pt_timer_weight(info); /* periods this one sample stands for */
         if (n > 0) {
-            uint32_t id = pt_stacktab_count(&pt_sampler_file.stacks, self->slot->tid, flags,
+            uint32_t id = pt_stacktab_count(&pt_sampler_file.stacks, self->tid, flags,
                                             frames, n, weight);
             pt_ring_put(self, id, weight);
         }

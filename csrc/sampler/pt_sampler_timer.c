@@ -64,7 +64,8 @@ int pt_sampler_thread_arm(void) {
     if (slot == NULL) return -1;
     pt_sampler_self.ring = ring;
     /* No ring (the file system is full): mask 0 makes every record a drop. */
-    pt_sampler_self.mask = ring != NULL ? pt_sampler_file.smp->ring_words - 1 : 0;
+    pt_sampler_self.mask = ring != NULL ? pt_sampler_file.ring_words - 1 : 0;
+    pt_sampler_self.tid = (uint32_t)tid;
     pt_sampler_self.stack_lo = (uintptr_t)stack_addr;
     pt_sampler_self.stack_hi = (uintptr_t)stack_addr + stack_size;
     __atomic_signal_fence(__ATOMIC_SEQ_CST);

@@ -1,5 +1,6 @@
-"""The preloaded runtimes (csrc/sampler, csrc/hook) against a hostile environment:
-a nearly full TMPDIR, recursion to the edge of the stack limit.  The target's
+"""The preloaded runtimes (csrc/sampler, csrc/hook, csrc/heap) against a hostile
+environment: a nearly full TMPDIR, recursion to the edge of the stack limit, a target
+that overwrites its own run file (resource limits: test_runtime_limits.py).  The target's
 output and exit status stay what they are without proftui, a profile comes
 back (or one line says why not), no traceback, nothing is left in TMPDIR.
 """
@@ -125,15 +126,22 @@ def test_hook_stack_use_is_small(tmp_path: Path) -> None:
     assert used["first"] <= 8192, used  # start-up: clock, calibration, /proc reads
 
 
-@pytest.mark.parametrize("mode", ["sampler", "instrument"])
-def test_target_overwriting_the_run_file_header(tmp_path: Path, mode: str) -> None:
-    """The target scribbles over the headers of its own run file: what the tables
-    still hold is salvaged and one warning says what was lost."""
+@pytest.mark.parametrize("tables", [False, True])
+@pytest.mark.parametrize("mode", ["sampler", "instrument", "heap"])
+def test_target_overwriting_the_run_file_header(tmp_path: Path, mode: str, tables: bool) -> None:
+    """The target scribbles over the headers of its own run file (with `tables`, over
+    the start of every table they point to as well), then meets new calling contexts,
+    new stacks, a new thread and new allocation paths: the runtime must take its
+    bounds from its own memory, never from the header (the hook library wrote outside
+    the file and died in pt_new_node; the sampler and the heap profiler as soon as a
+    thread or a stack came after the damage).  The target's output and status are
+    unchanged, what the tables still hold is salvaged and one warning says what was
+    lost."""
     flags = INSTRUMENT if mode == "instrument" else PLAIN
     binary = build_fixture("rt_scribble.c", flags,
                            output=f"rt_scribble_{'ins' if mode == 'instrument' else 'plain'}")
-    kind = "hook" if mode == "instrument" else "sampler"
-    argv = [str(binary), kind, "256"]
+    kind = {"instrument": "hook", "sampler": "sampler", "heap": "heap"}[mode]
+    argv = [str(binary), kind, "256", *(["tables"] if tables else [])]
     plain = run_plain(argv)
     assert (plain.stdout, plain.returncode) == ("scribbled\n", 3)
     out = tmp_path / "run.proftui"
@@ -141,16 +149,22 @@ def test_target_overwriting_the_run_file_header(tmp_path: Path, mode: str) -> No
                      env={"TMPDIR": str(tmp_path)})
     warnings = assert_recorded(result, plain, out)
     assert [p.name for p in tmp_path.iterdir()] == ["run.proftui"]
-    damaged = [w for w in warnings if "overwrote the file's header" in w]
+    damaged = [w for w in warnings if f"{kind}." in w and ".ptw" in w]  # names the file
     assert len(damaged) == 1, warnings
+    assert not [w for w in warnings if "did not start" in w or "no clock could tick" in w], \
+        warnings
+    if tables or mode == "heap":  # the tables' own data is gone (heap: no salvage)
+        return
+    assert "overwrote the file's header" in damaged[0]
     profile = load_profile(out)
     names = {f.function for f in profile.frames}
-    assert {"work_a", "work_b"} <= names, sorted(names)[:20]
+    assert {"work_a", "work_b", "work_c"} <= names, sorted(names)[:20]
     if mode == "instrument":  # calls are exact even without the header's clock
         assert "calls only" in damaged[0]
         from tests.helpers.instrument import function_calls
-        assert function_calls(profile, "work_a") == 200
-        assert function_calls(profile, "work_b") == 200
+        assert function_calls(profile, "work_a") == 200 + 1
+        assert function_calls(profile, "work_b") == 200 + 20
+        assert function_calls(profile, "work_c") == 20 + 1
 
 
 def test_sampler_headers_rebuilt_from_the_layout(tmp_path: Path) -> None:

@@ -125,3 +125,22 @@ def test_an_exited_thread_keeps_its_name(tmp_path: Path) -> None:
     assert [(r.tid, r.name, len(r.ids)) for r in records] == [
         (101, "worker-1", 1), (102, "idle\\x1b[31m", 0)]
     assert sfile.drain() == []  # once per thread
+
+
+def test_stack_table_header_overwritten_after_opening(tmp_path: Path) -> None:
+    """The target overwrites the stack table's header once the reader has it: a junk
+    count (0x5a5a5a5a, clamped to 4 M entries) had the reader read and keep pending
+    millions of entries at every drain (20 s for a 0.3 s target).  The layout never
+    changes, so a header whose layout moved is one error, at once."""
+    w = SamplerWriter(tmp_path / "sampler.42.ptw")
+    w.slot(0, 100)
+    a = w.sample(0, 100, [0x10, 0x20])
+    f = SamplerFile(w.path)
+    assert [s.id for s in f.new_stacks()] == [a]
+    w.put(w.stacks, bytes([0x5A]) * 64)
+    with pytest.raises(ProftuiError, match="stack table header overwritten"):
+        f.new_stacks()
+    with pytest.raises(ProftuiError, match="stack table header overwritten"):
+        f.stacks.counts()
+    f.close()
+    w.close()
