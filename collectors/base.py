@@ -18,7 +18,7 @@ from proftui.collectors.runtime.rundir import RunDirectory
 if TYPE_CHECKING:
     from proftui.collectors.stacktable.builder import StackProfile
 
-FOLD_EVERY_S = 1.0  # headless runs fold drained data into the profile this often
+APPLY_EVERY_S = 1.0  # headless runs apply drained data to the profile this often
 
 
 @dataclass
@@ -154,26 +154,27 @@ class Collector(abc.ABC):
         subtracts snapshots."""
         return []
 
-    def fold(self) -> None:  # noqa: B027 - optional: most collectors keep nothing raw
-        """Apply what the collector has drained but not yet folded into its live profile,
-        without making a snapshot.  Headless runs call it every FOLD_EVERY_S (`folding`),
-        so raw data (new stacks, per-interval counts) never piles up until the end of a
-        long run; the TUI's snapshots do the same work.  Takes `self._lock`."""
+    def apply_drained(self) -> None:  # noqa: B027 - optional: most collectors keep nothing raw
+        """Apply what the collector has drained but not yet applied to its live profile,
+        without making a snapshot.  Headless runs call it every APPLY_EVERY_S
+        (`applying_drained`), so raw data (new stacks, per-interval counts) never piles
+        up until the end of a long run; the TUI's snapshots do the same work.  Takes
+        `self._lock`."""
 
     @contextlib.contextmanager
-    def folding(self) -> Iterator[None]:
-        """While the body runs (a headless wait), a thread calls `fold()` every
-        FOLD_EVERY_S, so the body's thread stays free to forward signals to the target."""
+    def applying_drained(self) -> Iterator[None]:
+        """While the body runs (a headless wait), a thread calls `apply_drained()` every
+        APPLY_EVERY_S, so the body's thread stays free to forward signals to the target."""
         done = threading.Event()
 
         def loop() -> None:
-            while not done.wait(FOLD_EVERY_S):
+            while not done.wait(APPLY_EVERY_S):
                 try:
-                    self.fold()
+                    self.apply_drained()
                 except Exception:  # the final collect() meets it again and says it
                     return
 
-        thread = threading.Thread(target=loop, name="proftui-fold", daemon=True)
+        thread = threading.Thread(target=loop, name="proftui-apply-drained", daemon=True)
         thread.start()
         try:
             yield
@@ -233,7 +234,7 @@ class LaunchCollector(Collector):
 
     def wait(self) -> Profile:
         if self.process is not None:
-            with self.folding():
+            with self.applying_drained():
                 self.process.wait()
         return self.snapshot()
 

@@ -200,7 +200,7 @@ class PreloadedCollector(LaunchCollector, Generic[ReaderT]):
 
     def wait(self) -> Profile:
         if self.process is not None:
-            with self.folding():
+            with self.applying_drained():
                 self.process.wait()
         self.join_poll()
         return self.snapshot()

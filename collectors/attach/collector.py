@@ -333,7 +333,7 @@ class AttachCollector(Collector):
             for sig in stop_signals():  # SIGTERM, SIGHUP: detach and keep the profile
                 old_handlers[sig] = signal.signal(sig, on_signal)
         try:
-            with self.folding():
+            with self.applying_drained():
                 while not self._ended.is_set() and not stop.is_set():
                     remaining = 0.2 if deadline is None else min(0.2,
                                                                  deadline - time.monotonic())
@@ -389,7 +389,7 @@ class AttachCollector(Collector):
     def stack_tables(self) -> list[StackProfile]:
         return [self._profile]
 
-    def fold(self) -> None:
+    def apply_drained(self) -> None:
         with self._lock:
             with self._data_lock:
                 moved, timed, maps_dirty = self._take_drained()

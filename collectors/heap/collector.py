@@ -7,7 +7,7 @@ freed, temporary, and what was live at the last whole-heap peak.  A poll
 thread reads the whole-process live bytes and the RSS every POLL_INTERVAL_S
 (the heap chart) and, every SLICE_S, what each bucket that moved allocated and
 freed since (the timeline's slices: bytes and blocks allocated, live bytes
-gained or lost, temporary allocations), which `fold()` adds to the live profile
+gained or lost, temporary allocations), which `apply_drained()` adds to the live profile
 every second of a headless run; `collect()` reads every bucket,
 symbolizes the stacks through the mappings the runtime logged (plus
 /proc/PID/maps while it runs) and builds
@@ -86,10 +86,10 @@ class HeapCollector(PreloadedCollector[HeapFile]):
         self._pending_slices: list[tuple[float, tuple[str, int], tuple[float, ...]]] = []
         self._noted_slice = 0  # slices of the run noted so far
         # Buckets with timeline entries since the last fold or collect (under
-        # _files_lock): key -> (pid, return addresses), so fold() can add the stacks
+        # _files_lock): key -> (pid, return addresses), so apply_drained() can add the stacks
         # the live profile lacks.
         self._unbuilt: dict[tuple[str, int], tuple[int, tuple[int, ...]]] = {}
-        self._maps_folded = False  # fold() applied new mappings: resymbolize (_sym_lock)
+        self._maps_folded = False  # apply_drained() applied new mappings: resymbolize (_sym_lock)
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -163,7 +163,7 @@ class HeapCollector(PreloadedCollector[HeapFile]):
                 noted[key] = now_counts
                 delta = [a - c for a, c in zip(now_counts, before, strict=True)]
                 if any(delta):
-                    # fold() gives it a stack if it has none (a dict update: cheap)
+                    # apply_drained() gives it a stack if it has none (a dict update: cheap)
                     self._unbuilt[key] = (hfile.header.pid, b.ips)
                     pending.append((when, key, (delta[0], delta[1], delta[2], 0.0, 0.0, 0.0,
                                                delta[3])))
@@ -173,7 +173,7 @@ class HeapCollector(PreloadedCollector[HeapFile]):
     def stack_tables(self) -> list[StackProfile]:
         return [self._profile]
 
-    def fold(self) -> None:
+    def apply_drained(self) -> None:
         """Add the stacks of buckets first noted and the timeline entries noted since
         the last fold or collect to the live profile: a long headless run keeps slices
         of stacks, not a list of raw entries that grows by every moving bucket four

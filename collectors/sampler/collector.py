@@ -285,7 +285,7 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
     def stack_tables(self) -> list[StackProfile]:
         return [self._profile]
 
-    def fold(self) -> None:
+    def apply_drained(self) -> None:
         with self._lock:
             with self._files_lock:
                 drained = self._take_drained()

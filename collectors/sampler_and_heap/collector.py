@@ -73,7 +73,7 @@ class SamplerAndHeapCollector(LaunchCollector):
 
     def wait(self) -> Profile:
         if self.process is not None:
-            with self.folding():
+            with self.applying_drained():
                 self.process.wait()
         self.sampler.join_poll()
         self.heap.join_poll()
@@ -96,9 +96,9 @@ class SamplerAndHeapCollector(LaunchCollector):
         """The sampler's table then the heap's: `collect()`'s metric order."""
         return [*self.sampler.stack_tables(), *self.heap.stack_tables()]
 
-    def fold(self) -> None:
-        self.sampler.fold()
-        self.heap.fold()
+    def apply_drained(self) -> None:
+        self.sampler.apply_drained()
+        self.heap.apply_drained()
 
     def collect(self) -> Profile:
         cpu = self.sampler.collect()

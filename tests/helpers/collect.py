@@ -35,14 +35,14 @@ def run_to_end(collector_class: type[Collector], binary: Path | str, *args: str,
     return profile, output
 
 
-def wait_folding(collector: Collector) -> tuple[Profile, list[int]]:
-    """Start `collector` and wait for its target as a headless `record` does (folding
-    every second); stops it.  (The final profile, the stacks its live profile held at
-    each look every 50 ms while the target ran.)"""
+def wait_applying_drained(collector: Collector) -> tuple[Profile, list[int]]:
+    """Start `collector` and wait for its target as a headless `record` does (applying
+    what was drained every second); stops it.  (The final profile, the stacks its live
+    profile held at each look every 50 ms while the target ran.)"""
     collector.start()
     seen = []
     try:
-        with collector.folding():
+        with collector.applying_drained():
             while collector.is_running():
                 seen.append(len(collector.stack_tables()[0]))
                 time.sleep(0.05)

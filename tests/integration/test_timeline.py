@@ -18,7 +18,7 @@ from proftui.collectors.model.slices import range_profile
 from proftui.collectors.model.views import flat_profile
 
 from tests.conftest import build_fixture
-from tests.helpers.collect import wait_folding
+from tests.helpers.collect import wait_applying_drained
 from tests.helpers.phases import attach_phases, record_heap_phases, record_phases
 from tests.helpers.reference import fixture_cpu_ns
 
@@ -153,12 +153,12 @@ def test_a_headless_heap_wait_folds_stacks_and_slices_in(tmp_path: Path) -> None
     """The heap's headless wait folds every second: stacks reach the live profile
     before any snapshot (the timeline's entries become slices of them, not a list that
     grows with the run), and the whole run's range still holds every block the program
-    counted.  With fold() a no-op no stack exists until the end."""
+    counted.  With apply_drained() a no-op no stack exists until the end."""
     from proftui.collectors.heap.collector import HeapCollector
 
     binary = build_fixture("tl_heap_phases.c", ["-O2", "-g"])
     start, out = time.time(), tmp_path / "phases.txt"
-    profile, seen = wait_folding(HeapCollector(
+    profile, seen = wait_applying_drained(HeapCollector(
         [str(binary), f"{start + 1.2:.3f}", f"{start + 2.4:.3f}", str(out)],
         CollectorOptions(output="log")))
     assert max(seen) > 0, f"nothing folded in {len(seen) * 0.05:.1f} s of running"
