@@ -61,7 +61,7 @@ def run_tui(collector: Collector | None = None, profile: Profile | None = None,
     """
     from proftui.collectors.runtime.launch import StopSignals, signal_name
     from proftui.tui.app import ProfTuiApp  # Textual loads only when a TUI is wanted
-    from proftui.tui.terminal import StuckExit
+    from proftui.tui.terminal import StuckExit, end_threads
 
     with StopSignals(interrupt=True) as stop:
         if collector is not None:
@@ -97,10 +97,10 @@ def run_tui(collector: Collector | None = None, profile: Profile | None = None,
         if stop.received is not None:
             if line:
                 say(f"proftui: {signal_name(stop.received)}: {line}")
-            return 128 + stop.received
+            return end_threads(128 + stop.received)
     if collector is not None and ended is not None:
         say_failed_output(collector, ended)
-    return tui_exit_status(app.final_profile(), ended, collector is not None)
+    return end_threads(tui_exit_status(app.final_profile(), ended, collector is not None))
 
 
 def tui_exit_status(final: Profile | None, ended: ExitInfo | None, live: bool) -> int:

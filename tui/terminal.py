@@ -19,6 +19,26 @@ from proftui.collectors.base import Collector
 
 STUCK_EXIT_S = 5.0  # the app's normal shutdown takes well under a second
 STUCK_EXIT_HUP_S = 1.5  # after SIGHUP the terminal is most likely gone: no screen to restore
+THREADS_END_S = 2.0  # after the app returned, its library threads end well within this
+
+
+def end_threads(status: int) -> int:
+    """`status`, once every other non-daemon thread has ended; if one has not within
+    THREADS_END_S, the process ends here with `status` (stdio flushed).  Textual's input
+    thread reads a hung-up terminal's end of file in a loop that never stops once the
+    app's shutdown could not reach the terminal: the interpreter would wait for it at
+    exit forever, at 50% of a CPU (seen after a test's tmux session was killed)."""
+    deadline = time.monotonic() + THREADS_END_S
+    for thread in threading.enumerate():
+        if thread is threading.current_thread() or thread.daemon:
+            continue
+        thread.join(max(0.0, deadline - time.monotonic()))
+        if thread.is_alive():
+            for stream in (sys.stdout, sys.stderr):
+                with contextlib.suppress(OSError, ValueError):
+                    stream.flush()
+            os._exit(status)
+    return status
 
 
 class StuckExit:
