@@ -26,7 +26,7 @@ void pt_note_init(const char *dir, const char *kind) {
 void pt_note_fork_child(void) { __atomic_store_n(&pt_note_done, 0, __ATOMIC_RELAXED); }
 
 /* Append decimal `v` at `p`; returns the end.  Async-signal-safe. */
-static char *pt_note_u64(char *p, uint64_t v) {
+char *pt_decimal(char *p, uint64_t v) {
     char tmp[24];
     int n = 0;
     do {
@@ -50,7 +50,7 @@ static char *pt_note_limit(char *p, const char *key, int resource, uint64_t unit
     p = pt_note_str(p, key);
     if (getrlimit(resource, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
         return pt_note_str(p, "inf");
-    return pt_note_u64(p, (uint64_t)rl.rlim_cur / unit);
+    return pt_decimal(p, (uint64_t)rl.rlim_cur / unit);
 }
 
 static const char *const pt_note_names[PT_NOTE_COUNT] = {
@@ -65,7 +65,7 @@ static void pt_note_write(const char *line, size_t len) {
     *p++ = '/';
     p = pt_note_str(p, pt_note_kind);
     *p++ = '.';
-    p = pt_note_u64(p, (uint64_t)getpid());
+    p = pt_decimal(p, (uint64_t)getpid());
     memcpy(p, ".note", 6);
     int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) return; /* no descriptor left, no directory: nothing more can be said */
@@ -84,9 +84,9 @@ void pt_note_map_failure(enum pt_note_what what, uint64_t bytes, int err) {
     char *p = pt_note_str(line, "map what=");
     p = pt_note_str(p, pt_note_names[what]);
     p = pt_note_str(p, " bytes=");
-    p = pt_note_u64(p, bytes);
+    p = pt_decimal(p, bytes);
     p = pt_note_str(p, " errno=");
-    p = pt_note_u64(p, (uint64_t)(err > 0 ? err : 0));
+    p = pt_decimal(p, (uint64_t)(err > 0 ? err : 0));
     p = pt_note_limit(p, " as=", RLIMIT_AS, 1024);
     p = pt_note_limit(p, " fsize=", RLIMIT_FSIZE, 1024);
     p = pt_note_limit(p, " nofile=", RLIMIT_NOFILE, 1);
@@ -100,7 +100,7 @@ void pt_note_fsize_cap(uint64_t bytes) {
     int saved = errno;
     char line[128];
     char *p = pt_note_str(line, "fsize what=file bytes=");
-    p = pt_note_u64(p, bytes);
+    p = pt_decimal(p, bytes);
     p = pt_note_limit(p, " fsize=", RLIMIT_FSIZE, 1024);
     *p++ = '\n';
     pt_note_write(line, (size_t)(p - line));

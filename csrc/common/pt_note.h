@@ -66,4 +66,8 @@ PT_HIDDEN uint64_t pt_note_fsize_limit(void);
 /* Fork child: a new process, whose failures are noted again.  Async-signal-safe. */
 PT_HIDDEN void pt_note_fork_child(void);
 
+/* Append decimal `v` at `p` (up to 20 characters, no NUL); returns the end.
+ * For the runtimes' file names and notes.  Async-signal-safe. */
+PT_HIDDEN char *pt_decimal(char *p, uint64_t v);
+
 #endif /* PT_NOTE_H */

@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "pt_note.h"
 #include "pt_runfile.h"
 
 #ifndef MADV_POPULATE_WRITE
@@ -15,17 +16,6 @@
 #endif
 #define PT_PAGE 4096ull
 
-/* Append decimal `v` at `p`; returns the end.  Async-signal-safe. */
-static char *pt_runfile_u32(char *p, uint32_t v) {
-    char tmp[12];
-    int n = 0;
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    while (n) *p++ = tmp[--n];
-    return p;
-}
 
 /* Async-signal-safe. */
 int pt_runfile_create(struct pt_runfile *rf, const char *dir, const char *kind, uint32_t pid,
@@ -47,10 +37,10 @@ int pt_runfile_create(struct pt_runfile *rf, const char *dir, const char *kind, 
         memcpy(p, kind, klen);
         p += klen;
         *p++ = '.';
-        p = pt_runfile_u32(p, pid);
+        p = pt_decimal(p, pid);
         if (gen) {
             *p++ = '.';
-            p = pt_runfile_u32(p, gen);
+            p = pt_decimal(p, gen);
         }
         memcpy(p, ".ptw", 5);
         int fd = open(rf->path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
