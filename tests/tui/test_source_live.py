@@ -75,12 +75,13 @@ def _drawn_whole(screen: str) -> bool:
     rows are still arriving (on a loaded machine the listing once stopped at line 84,
     blank rows below it), and the HOT line is judged on whole frames only."""
     rows = screen.splitlines()
-    numbered = [i for i, row in enumerate(rows) if re.match(r"\s*\d+ │", row)]
+    numbered = [(i, int(m[1])) for i, row in enumerate(rows)
+                if (m := re.search(r"(\d+) │", row))]
     if not numbered:
         return False
-    last = int(rows[numbered[-1]].split()[0])
-    below = rows[numbered[-1] + 1:numbered[-1] + 2]
-    return last == len(TEXT) or not below or (bool(below[0].strip()) and "│" not in below[0])
+    at, last = numbered[-1]
+    below = rows[at + 1:at + 2]
+    return last == len(TEXT) or not below or bool(below[0].strip())
 
 
 def test_live_source_first_screen_shows_the_hot_line(terminal: list[Terminal],
