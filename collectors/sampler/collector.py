@@ -293,6 +293,8 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
                 self._apply(drained, defer_totals=True)
 
     def collect(self) -> Profile:
+        # One more drain, besides the poll thread's: a snapshot holds everything the
+        # handlers counted up to now (after pause(), all that came before it).
         self.poll()
         with self._files_lock:
             meta = self._meta()
