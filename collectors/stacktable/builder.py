@@ -316,8 +316,8 @@ class StackProfile:
         """`set` for a batch.  A batch that touches many stacks compared with the size of
         the tree (the end of a recording, the first look at a big table) is applied to
         the self costs alone, and every total is summed again when next read: cheaper
-        than walking up from each stack.  With `defer_totals` (a headless run folding
-        every second) that holds for any batch."""
+        than walking up from each stack.  With `defer_totals` (a headless run applying
+        what it drained every second) that holds for any batch."""
         self._flush()
         if not defer_totals and len(updates) * BATCH_DEPTH <= len(self._tree):
             for index, values in updates:
