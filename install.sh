@@ -20,6 +20,10 @@ need gprof binutils
 need addr2line binutils
 need objdump binutils
 "$PYTHON" -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv)
+# The model's native core (csrc/core/) is a CPython extension: it needs Python.h.
+"$PYTHON" -c 'import os, sys, sysconfig
+sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
+    2>/dev/null || missing+=(python3-dev)
 (( want_test )) && need tmux tmux
 if (( want_test )); then
     # Real clients that read proftui's exports and write the formats it imports.

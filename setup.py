@@ -1,8 +1,12 @@
-"""Build the C runtime libraries of proftui into the `proftui.collectors.runtime.native` package.
+"""Build the C parts of proftui: the runtime libraries into the
+`proftui.collectors.runtime.native` package, and the model's native core
+`proftui.collectors.model._core`.
 
 Each runtime library is a plain shared object (LD_PRELOADed into targets, never
-imported by Python).  setuptools' Extension machinery is used only because it
-compiles into the package for `pip install .` and editable installs alike.
+imported by Python); setuptools' Extension machinery is used for them only because
+it compiles into the package for `pip install .` and editable installs alike.  The
+core (csrc/core/) is a real CPython extension module, required: the data model's
+per-node work runs in it (docs/architecture.md section 4).
 """
 
 from __future__ import annotations
@@ -65,6 +69,15 @@ RUNTIME_EXECUTABLES: dict[str, tuple[list[str], list[str]]] = {
 
 COMMON_FLAGS = ["-std=gnu11", "-O2", "-g", "-fPIC", "-fvisibility=hidden", "-Wall", "-Wextra"]
 
+# The model's native core: a CPython extension (stable ABI 3.11), its interface in
+# collectors/model/core.py.  -ffp-contract=off: sums must round as the Python model's did
+# (no fused multiply-add), so results are bit-identical to it.
+CORE_SOURCES = [f"csrc/core/{name}.c" for name in (
+    "pt_core", "pt_index", "pt_build", "pt_invert", "pt_sums", "pt_walks", "pt_reshape",
+    "pt_columns", "pt_addr")]
+CORE_FLAGS = ["-std=gnu11", "-O2", "-g", "-fvisibility=hidden", "-Wall", "-Wextra",
+              "-Wno-missing-field-initializers", "-ffp-contract=off"]
+
 
 class BuildRuntime(build_ext):
     """build_ext that fails early and clearly without a C compiler."""
@@ -102,8 +115,8 @@ class BuildRuntime(build_ext):
             compiler.link_executable(objects, name, output_dir=out_dir)
 
     def get_export_symbols(self, ext: Extension) -> list[str]:
-        # These are not Python modules: there is no PyInit_ symbol to export.
-        return []
+        # The runtimes are not Python modules: they have no PyInit_ symbol to export.
+        return super().get_export_symbols(ext) if ext.name == CORE_MODULE else []
 
 
 class RuntimeDistribution(Distribution):
@@ -126,6 +139,15 @@ def runtime_extension(name: str, sources: list[str], include_dirs: list[str]) ->
     )
 
 
+CORE_MODULE = "proftui.collectors.model._core"
+
+
+def core_extension() -> Extension:
+    return Extension(CORE_MODULE, sources=CORE_SOURCES, include_dirs=["csrc/core"],
+                     extra_compile_args=CORE_FLAGS, py_limited_api=True,
+                     define_macros=[("Py_LIMITED_API", "0x030B0000")])
+
+
 def proftui_packages() -> list[str]:
     """collectors/ and tui/ with their subpackages, under the one import root `proftui`."""
     return [f"proftui.{top}{sub[len(top):]}" for top in ("collectors", "tui")
@@ -134,7 +156,8 @@ def proftui_packages() -> list[str]:
 
 setup(
     packages=proftui_packages(),
-    ext_modules=[runtime_extension(n, s, i) for n, (s, i) in RUNTIME_LIBRARIES.items()],
+    ext_modules=[*(runtime_extension(n, s, i) for n, (s, i) in RUNTIME_LIBRARIES.items()),
+                 core_extension()],
     cmdclass={"build_ext": BuildRuntime},
     distclass=RuntimeDistribution,
 )

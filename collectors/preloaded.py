@@ -34,7 +34,6 @@ from proftui.collectors.runtime.preload import (
 )
 from proftui.collectors.runtime.wire import WireVersionError
 from proftui.collectors.symbols.stacks import ImageSpaces
-from proftui.collectors.symbols.symbolizer import Symbolizer
 
 
 class _Pausable(Protocol):
@@ -104,9 +103,9 @@ class PreloadedCollector(LaunchCollector, Generic[ReaderT]):
 
     def run_begins(self) -> None:
         """Called by `preload()` once the options are checked: the shared symbolizer is
-        made (once for the collectors that share it) and the start time noted."""
-        if self._images.symbolizer is None:
-            self._images.symbolizer = Symbolizer()
+        asked for (made on first use, once for the collectors that share it) and the
+        start time noted."""
+        self._images.want_symbols()
         self._start_time = time.time()
 
     def salvage(self, path: Path, error: ProftuiError) -> ReaderT | None:

@@ -7,21 +7,24 @@ function frame under its parent path.  Columns, one entry per node:
   walk over ids visits children before parents and totals need no recursion;
 * `frames[i]` - the frame id (`ROOT_FRAME` for the root);
 * `selfs[m][i]`, `totals[m][i]` - self and total cost of metric `m`;
-* `calls[i]` - exact call count, or -1 when the collector cannot know it (a column
-  of unknowns is int8 until the first count is set: `UNKNOWN_CALLS`);
-* `first_child`, `next_sibling` - children in insertion order (which is id order: a
-  child is always appended); `last_child`, kept only while a tree grows (None in a
-  copy or a tree made from columns until a child is added: rebuilt from `parents`).
+* `calls[i]` - exact call count, or -1 when the collector cannot know it;
+* `first_child`, `last_child`, `next_sibling` - children in insertion order.
 
-One Python object per tree, not per node: a 500,000-node tree is a few
-arrays (about 60 bytes a node with two metrics, 53 when no call is counted),
-copies are memcpy, and a snapshot can share the structure columns of the tree it
-came from (nodes are only ever appended; a snapshot reads its first `size` nodes).
+Structure columns are array('i') (node and frame ids are int32, as on disk),
+`calls` array('q'), costs array('d'): one Python object per tree, not per
+node; a 500,000-node tree is a few arrays (about 60 bytes a node with two
+metrics), copies are memcpy.  Three kinds of columns are held only once read:
+the children links (made from `parents`), `calls` (all unknown until a count
+is added) and the totals (summed again when read after `invalidate_totals`).
+A tree built and saved by a headless `record` is then `parents`, `frames` and
+`selfs` alone: 24 bytes a node with two metrics.
 
-`CallNode` is a light view `(tree, index)` made on demand for code that walks
-a few nodes at a time (the TUI's rows, the flame graph's visible frames).
-Whole-tree walks use the columns directly.  Everything is iterative: trees can
-be 100,000 levels deep.
+The per-node work (finding and making children, folding trees, totals,
+per-function sums, the pre-order) runs in the native core, `core.py`
+(csrc/core/), over these same columns; `CallNode` is a light view
+`(tree, index)` for code that walks a few nodes at a time (the TUI's rows, the
+flame graph's visible frames).  Everything is iterative: trees can be 100,000
+levels deep.
 """
 
 from __future__ import annotations
@@ -29,23 +32,24 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
 
+from proftui.collectors.model import core
 from proftui.collectors.model.costrows import CostRow
 from proftui.collectors.model.costrows import Costs as Costs
 
 ROOT_FRAME = -1  # frame id of the synthetic root node of every CallTree
 NO_CALLS = -1  # `calls` column value: the call count is unknown
-COUNTS = "q"  # typecode of a calls column holding counts
-# Typecode of a calls column of unknowns only (a loaded sampler tree): 1 byte a node, not 8;
-# `CallTree.set_calls`/`add_calls` widen it to COUNTS on the first count.
-UNKNOWN_CALLS = "b"
 # Node ids, parent ids, frame ids and child links: 32-bit (a tree of 2^31 nodes would be
 # hundreds of GB of columns); call counts and costs stay 64-bit.
 IDS = "i"
-SLICE_NODES = 65536  # whole-tree passes copy columns to lists this many nodes at a time
 
 
 def _column(n: int, value: float = 0.0) -> array:
     return array("d", [value]) * n
+
+
+def _ids(values: Iterable[int]) -> array:
+    """An int32 id column (node or frame ids)."""
+    return values if isinstance(values, array) and values.typecode == IDS else array(IDS, values)
 
 
 class CallNode:
@@ -77,8 +81,7 @@ class CallNode:
 
     @property
     def calls(self) -> int | None:
-        value = self.tree.calls[self.index]
-        return None if value < 0 else value
+        return self.tree.calls_at(self.index)
 
     @calls.setter
     def calls(self, value: int | None) -> None:
@@ -120,24 +123,24 @@ class CallNode:
 
 
 class CallTree:
-    """Calling-context tree in columns; totals come from `finalize` (or `add_along`)."""
+    """Calling-context tree in columns; totals come from `finalize` (or `add_along`), or
+    are summed when first read after `invalidate_totals`."""
 
-    __slots__ = ("_index", "calls", "cut_depth", "first_child", "frames", "last_child",
-                 "n_metrics", "next_sibling", "parents", "selfs", "totals")
+    __slots__ = ("_calls", "_index", "_links", "_totals", "cut_depth", "frames", "n_metrics",
+                 "parents", "selfs")
 
     def __init__(self, n_metrics: int) -> None:
         self.n_metrics = n_metrics
-        self.parents = array(IDS, [-1])
-        self.frames = array(IDS, [ROOT_FRAME])
+        self.parents = array("i", [-1])
+        self.frames = array("i", [ROOT_FRAME])
         self.selfs = [_column(1) for _ in range(n_metrics)]
-        self.totals = [_column(1) for _ in range(n_metrics)]
-        self.calls = array("q", [NO_CALLS])
-        self.first_child = array(IDS, [-1])
-        self.last_child: array | None = array(IDS, [-1])
-        self.next_sibling = array(IDS, [-1])
-        # (parent << 32 | frame) -> child; built on first use (copies and loaded trees
-        # never need it unless something adds to them).
-        self._index: dict[int, int] | None = {}
+        self._totals: list[array] | None = [_column(1) for _ in range(n_metrics)]
+        # Held once read (see the module docstring): None until then.
+        self._calls: array | None = None
+        self._links: tuple[array, array, array] | None = None
+        # The (parent, frame) -> child index of the native core (core.Index), made on
+        # first use: copies and loaded trees never need it unless something adds to them.
+        self._index: core.Index | None = None
         # Set by views that build the tree from paths cut at this depth (bottom-up,
         # callers): deeper callers are left out and views say so.  None: nothing cut.
         self.cut_depth: int | None = None
@@ -155,73 +158,78 @@ class CallTree:
         """Nodes, the root included."""
         return len(self.parents)
 
-    def index(self) -> dict[int, int]:
-        """`parent << 32 | frame` -> child node: the lookup `child` and `walk` use
-        (read-only for callers; made on first use)."""
-        return self._lookup()
+    def _links_now(self) -> tuple[array, array, array]:
+        """(first_child, last_child, next_sibling), made from `parents` if not held."""
+        links = self._links
+        if links is None:
+            links = self._links = core.link(self.parents)
+        return links
 
-    def _lookup(self) -> dict[int, int]:
-        index = self._index
-        if index is None:
-            frames, parents = self.frames, self.parents
-            index = {parents[i] << 32 | frames[i]: i for i in range(1, len(parents))}
-            self._index = index
-        return index
+    @property
+    def first_child(self) -> array:
+        return self._links_now()[0]
+
+    @property
+    def last_child(self) -> array:
+        return self._links_now()[1]
+
+    @property
+    def next_sibling(self) -> array:
+        return self._links_now()[2]
+
+    @property
+    def calls(self) -> array:
+        """Each node's call count (-1: unknown); held from the first read."""
+        calls = self._calls
+        if calls is None:
+            calls = self._calls = array("q", [NO_CALLS]) * len(self.parents)
+        return calls
+
+    @calls.setter
+    def calls(self, column: array) -> None:
+        self._calls = column
+
+    def calls_at(self, node: int) -> int | None:
+        """`node`'s call count, or None when unknown."""
+        calls = self._calls
+        if calls is None:
+            return None
+        value = calls[node]
+        return None if value < 0 else value
+
+    def has_known_calls(self) -> bool:
+        """Whether any node's call count is known."""
+        return self._calls is not None and core.check(self._calls, -(2**63), -1, 0) >= 0
+
+    def index(self) -> core.Index:
+        """The `parent << 32 | frame` -> child lookup (`.get(key, default)`), as `child`
+        and `walk` use it (read-only for callers)."""
+        core.find(self, 0, ROOT_FRAME)  # makes it, indexed up to date
+        assert self._index is not None
+        return self._index
+
+    def drop_index(self) -> None:
+        """Free the child index (made again, from the columns, when next needed)."""
+        self._index = None
+
+    def find(self, node: int, frame_id: int) -> int:
+        """The child of `node` for `frame_id`, or -1."""
+        return core.find(self, node, frame_id)
 
     def child(self, node: int, frame_id: int) -> int:
         """The child of `node` for `frame_id`, created (zero cost) if absent."""
-        index = self._lookup()
-        key = node << 32 | frame_id
-        found = index.get(key)
-        if found is not None:
-            return found
-        tails = self.last_child if self.last_child is not None else self._tails()
-        new = len(self.parents)
-        index[key] = new
-        self.parents.append(node)
-        self.frames.append(frame_id)
-        for column in self.selfs:
-            column.append(0.0)
-        for column in self.totals:
-            column.append(0.0)
-        self.calls.append(NO_CALLS)
-        self.first_child.append(-1)
-        tails.append(-1)
-        self.next_sibling.append(-1)
-        last = tails[node]
-        if last < 0:
-            self.first_child[node] = new
-        else:
-            self.next_sibling[last] = new
-        tails[node] = new
-        return new
-
-    def _tails(self) -> array:
-        """`last_child` rebuilt: siblings are in id order, so a node's last child is
-        the child with the highest id."""
-        parents = self.parents
-        tails = array(IDS, [-1]) * len(parents)
-        for i in range(1, len(parents)):
-            tails[parents[i]] = i
-        self.last_child = tails
-        return tails
+        return core.child(self, node, frame_id)
 
     def node_map(self, into: CallTree, frame_map: Sequence[int] | None = None) -> array:
         """For each node of this tree, the node of `into` at the same path (frame ids
         mapped through `frame_map`), -1 where `into` has none: where `fold` put it."""
-        out = array("q", [0]) * len(self)
-        lookup, parents, frames = into._lookup(), self.parents, self.frames
-        for i in range(1, len(parents)):
-            up = out[parents[i]]
-            frame = frames[i] if frame_map is None else frame_map[frames[i]]
-            found = lookup.get(up << 32 | frame) if up >= 0 else None
-            out[i] = -1 if found is None else found
-        return out
+        return core.node_map(self, into, frame_map)
 
     def children(self, node: int) -> list[int]:
         """Child nodes of `node`, in insertion order."""
         out = []
-        child, sibling = self.first_child[node], self.next_sibling
+        first, _last, sibling = self._links_now()
+        child = first[node]
         while child >= 0:
             out.append(child)
             child = sibling[child]
@@ -229,12 +237,8 @@ class CallTree:
 
     def walk(self, frame_path: Iterable[int], at: int = 0) -> int:
         """The node at `frame_path` (outermost first) below `at`, created as needed."""
-        node = at
-        index = self._lookup()
-        for frame_id in frame_path:
-            found = index.get(node << 32 | frame_id)
-            node = self.child(node, frame_id) if found is None else found
-        return node
+        return core.walk(self, frame_path if isinstance(frame_path, (array, list, tuple))
+                         else list(frame_path), at)
 
     def path(self, node: int) -> list[int]:
         """Frame ids from the outermost caller down to `node` (root excluded)."""
@@ -261,34 +265,44 @@ class CallTree:
 
     # -- costs -----------------------------------------------------------------------
 
+    @property
+    def totals(self) -> list[array]:
+        """Per metric, each node's total cost (summed now if not known)."""
+        totals = self._totals
+        if totals is None:
+            totals = self._totals = core.totals(self)
+        return totals
+
+    @totals.setter
+    def totals(self, columns: list[array]) -> None:
+        self._totals = columns
+
+    def has_totals(self) -> bool:
+        """Whether the totals are held (else they are summed when first read)."""
+        return self._totals is not None
+
+    def invalidate_totals(self) -> None:
+        """Self costs changed without the totals: sum them again when next read."""
+        self._totals = None
+
     def add_self(self, node: int, values: Sequence[float]) -> None:
         for column, value in zip(self.selfs, values, strict=False):
             column[node] += value
 
     def add_calls(self, node: int, count: int) -> None:
         current = self.calls[node]
-        self.set_calls(node, count if current < 0 else current + count)
+        self.calls[node] = count if current < 0 else current + count
 
     def set_calls(self, node: int, value: int) -> None:
-        """Set `node`'s call count (NO_CALLS: unknown), widening an int8 column of
-        unknowns first."""
-        if value != NO_CALLS and self.calls.typecode != COUNTS:
-            self.calls = array(COUNTS, self.calls)
-        self.calls[node] = value
+        """Set `node`'s call count (NO_CALLS: unknown); a tree of unknowns holds no
+        calls column until a count is set."""
+        if value != NO_CALLS or self._calls is not None:
+            self.calls[node] = value
 
     def add_along(self, node: int, values: Sequence[float]) -> None:
         """Add `values` to `node`'s self cost and to its and every ancestor's total
         (keeps a finalized tree finalized: the incremental path of live profiles)."""
-        parents = self.parents
-        for m, value in enumerate(values):
-            if not value:
-                continue
-            self.selfs[m][node] += value
-            total = self.totals[m]
-            at = node
-            while at >= 0:
-                total[at] += value
-                at = parents[at]
+        core.add_along(self, node, values, None, None, None, None)
 
     def add_stack(self, stack: Sequence[int], values: Sequence[float],
                   calls: int | None = None) -> CallNode:
@@ -309,31 +323,19 @@ class CallTree:
         """Add `sign` times `other`'s subtree at `other_node` into this tree at `node`:
         the one tree arithmetic of the model (merging, remapping, subtracting).
 
-        Walks `other` in lockstep, creating the nodes this tree lacks.  `frame_map`
-        maps `other`'s frame ids to this tree's (siblings that map to one id fold into
-        one node); `metric_map[i]` is the metric of `other` that is this tree's metric
-        `i` (None: none, nothing added).  Calls: a count of `other` is added where
-        this node's is known or, when adding, unknown; the roots' counts are left
-        alone.  Totals are left to `finalize`.
+        Walks `other` in lockstep (a stack of node pairs: the last child first),
+        creating the nodes this tree lacks.  `frame_map` maps `other`'s frame ids to
+        this tree's (siblings that map to one id fold into one node); `metric_map[i]` is
+        the metric of `other` that is this tree's metric `i` (None: none, nothing
+        added).  Calls: a count of `other` is added where this node's is known or, when
+        adding, unknown; the roots' counts are left alone.  Totals are left to
+        `finalize`.
         """
-        columns = [(self.selfs[i], other.selfs[j]) for i, j in enumerate(
+        pairs = [(i, j) for i, j in enumerate(
             metric_map if metric_map is not None else range(len(self.selfs)))
             if j is not None and i < len(self.selfs) and j < len(other.selfs)]
-        ocalls, oframes = other.calls, other.frames
-        pairs = [(node, other_node)]
-        while pairs:
-            mine, theirs = pairs.pop()
-            for column, ocolumn in columns:
-                value = ocolumn[theirs]
-                if value:
-                    column[mine] += sign * value
-            count = ocalls[theirs]
-            if count >= 0 and theirs and (sign > 0 or self.calls[mine] >= 0):
-                self.add_calls(mine, int(sign * count))
-            for c in other.children(theirs):
-                fid = oframes[c]
-                pairs.append((self.child(mine, fid if frame_map is None else frame_map[fid]),
-                              c))
+        core.fold(self, node, other.copy() if other is self else other, (other_node,),
+                  float(sign), frame_map, pairs)
 
     # -- whole tree ------------------------------------------------------------------
 
@@ -342,112 +344,31 @@ class CallTree:
         for i in self.preorder():
             yield CallNode(self, i)
 
-    def outermost(self, keys: Sequence[int]) -> bytearray:
-        """For each node, 1 when no ancestor has its key (`keys[node]`, e.g. its function):
-        summing totals over those nodes counts recursion once.  One pre-order pass
-        (first child, then next sibling, climbing back through a stack of ancestors)
-        counting the keys on the current path."""
-        outer = bytearray(len(self.parents))
-        first, sibling = self.first_child.tolist(), self.next_sibling.tolist()
-        on_path: dict[int, int] = {}
-        ancestors: list[int] = []
-        node = first[0]
-        while node >= 0:
-            key = keys[node]
-            seen = on_path.get(key, 0)
-            if not seen:
-                outer[node] = 1
-            on_path[key] = seen + 1
-            child = first[node]
-            if child >= 0:
-                ancestors.append(node)
-                node = child
-                continue
-            while True:  # leave `node`; go to its next sibling, or climb
-                on_path[keys[node]] -= 1
-                following = sibling[node]
-                if following >= 0:
-                    node = following
-                    break
-                if not ancestors:
-                    node = -1
-                    break
-                node = ancestors.pop()
-        return outer
+    def function_sums(self, keymap: Sequence[int] | None = None, width: int = -1,
+                      outer: bytearray | None = None) -> FunctionSums:
+        """Per-function sums in one pass over the columns: each node's key is
+        `keymap[frame]` (the frame id itself when None or past its end); per metric, self
+        costs summed by key over every node but the root, totals only over the nodes
+        whose key no ancestor has (`outer`, computed when None), so recursion counts
+        once; which keys occur; and the known call counts per key.  `width`: how many
+        keys (< 0: the largest + 1)."""
+        return FunctionSums(*core.function_sums(self, keymap, width, outer))
 
-    def sums_by(self, keys: Sequence[int], outer: Sequence[int], width: int
-                ) -> tuple[list[list[float]], list[list[float]]]:
-        """Per metric, self and total cost summed by key (`keys[node]`, below `width`):
-        every node but the root counts its self cost; only the nodes `outer` marks
-        (`outermost(keys)`) count their totals, so recursion counts once."""
-        selfs, totals = [], []
-        for m in range(self.n_metrics):
-            own, total = [0.0] * width, [0.0] * width
-            # In slices: lists are fast to index, and a slice's lists stay small beside
-            # a tree of millions of nodes.
-            for start in range(1, len(keys), SLICE_NODES):
-                end = min(len(keys), start + SLICE_NODES)
-                self_column = self.selfs[m][start:end].tolist()
-                total_column = self.totals[m][start:end].tolist()
-                for key, is_outer, own_cost, total_cost in zip(
-                        keys[start:end], outer[start:end], self_column, total_column,
-                        strict=True):
-                    own[key] += own_cost
-                    if is_outer:
-                        total[key] += total_cost
-            selfs.append(own)
-            totals.append(total)
-        return selfs, totals
-
-    def preorder(self) -> list[int]:
+    def preorder(self) -> array:
         """Every node id except the root, parents before children, children in order."""
-        out: list[int] = []
-        first, sibling = self.first_child.tolist(), self.next_sibling.tolist()
-        ancestors: list[int] = []
-        node = first[0]
-        while node >= 0:
-            out.append(node)
-            child = first[node]
-            if child >= 0:
-                ancestors.append(node)
-                node = child
-                continue
-            while True:
-                following = sibling[node]
-                if following >= 0:
-                    node = following
-                    break
-                if not ancestors:
-                    node = -1
-                    break
-                node = ancestors.pop()
-        return out
+        return core.preorder(self)
+
+    def node_count(self) -> int:
+        """Nodes except the root."""
+        return len(self.parents) - 1
 
     def max_depth(self) -> int:
         """Depth of the deepest node (0 for an empty tree)."""
-        depths = [0] * len(self.parents)
-        parents = self.parents
-        deepest = 0
-        for i in range(1, len(parents)):
-            d = depths[i] = depths[parents[i]] + 1
-            if d > deepest:
-                deepest = d
-        return deepest
+        return core.max_depth(self)
 
     def finalize(self) -> CallTree:
         """Compute every node's total cost as self plus the children's totals."""
-        parents = self.parents
-        n = len(parents)
-        for m in range(self.n_metrics):
-            total = array("d", self.selfs[m])
-            for i in range(n - 1, 0, -1):
-                value = total[i]
-                if value:
-                    total[parents[i]] += value
-            if m < len(self.totals):
-                self.totals[m] = total
-            else:  # from_columns(finalized=True): no columns yet
-                self.totals.append(total)
+        self._totals = core.totals(self)
         return self
 
     def merge(self, other: CallTree) -> CallTree:
@@ -455,19 +376,23 @@ class CallTree:
         self.absorb(0, other, 0)
         return self
 
-    def copy(self) -> CallTree:
-        """An independent copy (snapshots handed to views must not change under them)."""
+    def copy(self, take_index: bool = False) -> CallTree:
+        """An independent copy (snapshots handed to views must not change under them).
+        `take_index`: the copy takes this tree's child index over (this tree is not added
+        to any more: a snapshot handed out), so it need not be built again."""
         out = CallTree.__new__(CallTree)
         out.n_metrics = self.n_metrics
-        out.parents = array(IDS, self.parents)
-        out.frames = array(IDS, self.frames)
+        out.parents = array("i", self.parents)
+        out.frames = array("i", self.frames)
         out.selfs = [array("d", c) for c in self.selfs]
-        out.totals = [array("d", c) for c in self.totals]
-        out.calls = array(self.calls.typecode, self.calls)
-        out.first_child = array(IDS, self.first_child)
-        out.last_child = None  # rebuilt if the copy grows (snapshots seldom do)
-        out.next_sibling = array(IDS, self.next_sibling)
+        out._totals = None if self._totals is None else [array("d", c) for c in self._totals]
+        out._calls = None if self._calls is None else array("q", self._calls)
+        out._links = None if self._links is None else (
+            array("i", self._links[0]), array("i", self._links[1]), array("i", self._links[2]))
         out._index = None
+        if take_index and self._index is not None:
+            out._index, self._index = self._index, None
+            out._index.rebind(out.parents, out.frames)
         out.cut_depth = self.cut_depth
         return out
 
@@ -477,44 +402,27 @@ class CallTree:
         `metric_map` (as `fold` takes them), not finalized.  When no two siblings map
         to one frame the shape is kept as it is (columns mapped, no walk); else the
         siblings merge, as `fold` into an empty tree does."""
-        frames = array(IDS, [ROOT_FRAME]) + array(IDS, (frame_map[f] for f in self.frames[1:]))
-        parents = self.parents
-        seen: set[int] = set()
-        for i in range(1, len(parents)):
-            key = parents[i] << 32 | frames[i]
-            if key in seen:
-                out = CallTree(len(metric_map))
-                out.fold(0, self, frame_map=frame_map, metric_map=metric_map)
-                return out
-            seen.add(key)
-        n = len(parents)
-        selfs = [array("d", [0.0]) * n if j is None or j >= len(self.selfs)
+        frames, merges = core.remap_frames(self, frame_map)
+        if merges:
+            out = CallTree(len(metric_map))
+            out.fold(0, self, frame_map=frame_map, metric_map=metric_map)
+            return out
+        n = len(self.parents)
+        selfs = [array("d", bytes(8 * n)) if j is None or j >= len(self.selfs)
                  else array("d", self.selfs[j]) for j in metric_map]
-        calls = array(self.calls.typecode, self.calls)
-        calls[0] = NO_CALLS
-        out = CallTree.from_columns(len(metric_map), array(IDS, parents), frames, selfs, calls)
-        index: dict[int, int] = {}
-        for i in range(1, n):
-            index[parents[i] << 32 | frames[i]] = i
-        out._index = index
-        return out
+        calls = None
+        if self._calls is not None:
+            calls = array("q", self._calls)
+            calls[0] = NO_CALLS
+        return CallTree.from_columns(len(metric_map), array("i", self.parents), frames, selfs,
+                                     calls)
 
     def pruned(self) -> CallTree:
         """A finalized copy without the nodes whose totals are all zero and whose calls
-        are unknown or zero (a time range's tree keeps only what ran in it).  Costs are
-        taken as non-negative: a kept node's parent is kept."""
-        self.finalize()
-        keep = [0]
-        totals, calls = self.totals, self.calls
-        for i in range(1, len(self.parents)):
-            if calls[i] > 0 or any(column[i] for column in totals):
-                keep.append(i)
-        new_of = {old: new for new, old in enumerate(keep)}
-        parents = array(IDS, [-1] + [new_of[self.parents[i]] for i in keep[1:]])
-        out = CallTree.from_columns(
-            self.n_metrics, parents, array(IDS, (self.frames[i] for i in keep)),
-            [array("d", (column[i] for i in keep)) for column in self.selfs],
-            array("q", (calls[i] for i in keep)))
+        are unknown or zero (a time range's tree keeps only what ran in it); a kept
+        node's ancestors are kept."""
+        parents, frames, selfs, calls = core.pruned(self, self.totals)
+        out = CallTree.from_columns(self.n_metrics, parents, frames, selfs, calls)
         out.cut_depth = self.cut_depth
         return out.finalize()
 
@@ -523,34 +431,46 @@ class CallTree:
                      selfs: list[array], calls: array | None = None, *,
                      finalized: bool = False) -> CallTree:
         """A tree from node columns (node 0 the root, each parent before its children);
-        finalized (totals computed) only when `finalized` is set."""
+        its totals are summed when first read (now, with `finalized`).  `calls` None:
+        every count unknown.  ValueError when the columns are not a tree."""
         n = len(parents)
         if n == 0 or parents[0] != -1:
             raise ValueError("node 0 must be the root")
+        parents, frames = _ids(parents), _ids(frames)
+        if len(frames) != n or len(selfs) != n_metrics or any(len(c) != n for c in selfs) \
+                or (calls is not None and len(calls) != n):
+            raise ValueError("columns of different lengths")
         tree = cls.__new__(cls)
         tree.n_metrics = n_metrics
-        tree.parents = parents if parents.typecode == IDS else array(IDS, parents)
-        tree.frames = frames if frames.typecode == IDS else array(IDS, frames)
+        tree.parents = parents
+        tree.frames = frames
         tree.selfs = selfs
-        # Zeros until finalize() fills them; with `finalized`, none: finalize() makes them
-        # one metric at a time (a big tree never holds a column of zeros beside them).
-        tree.totals = [] if finalized else [_column(n) for _ in range(n_metrics)]
-        tree.calls = calls if calls is not None else array(UNKNOWN_CALLS, [NO_CALLS]) * n
-        first = array(IDS, [-1]) * n
-        last = array(IDS, [-1]) * n
-        sibling = array(IDS, [-1]) * n
-        for i in range(1, n):
-            p = parents[i]
-            if not 0 <= p < i:
-                raise ValueError(f"node {i}: parent {p} is not an earlier node")
-            tail = last[p]
-            if tail < 0:
-                first[p] = i
-            else:
-                sibling[tail] = i
-            last[p] = i
-        tree.first_child, tree.next_sibling = first, sibling
-        tree.last_child = None  # rebuilt if the tree grows (loaded trees seldom do)
+        tree._totals = None
+        tree._calls = calls
+        tree._links = core.link(parents)  # checks that the columns are a tree
         tree._index = None
         tree.cut_depth = None
         return tree.finalize() if finalized else tree
+
+
+class FunctionSums:
+    """What `CallTree.function_sums` gives: per metric, self and total cost by key
+    (array('d') each), which keys occur, the known call counts by key (None when no node
+    knows its calls), and the outermost flags it used (one per node)."""
+
+    __slots__ = ("calls", "outer", "present", "selfs", "totals")
+
+    def __init__(self, selfs: list[array], totals: list[array], present: bytearray,
+                 calls: array | None, outer: bytearray) -> None:
+        self.selfs = selfs
+        self.totals = totals
+        self.present = present
+        self.calls = calls
+        self.outer = outer
+
+    def calls_of(self, key: int) -> int | None:
+        """The summed known call count of `key`, or None."""
+        if self.calls is None:
+            return None
+        value = self.calls[key]
+        return None if value < 0 else value

@@ -18,9 +18,11 @@ ancestor is inside the ancestor's total already (pprof's and speedscope's
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
+from proftui.collectors.model import core
 from proftui.collectors.model.profile import CallNode, CallTree
 
 
@@ -200,35 +202,29 @@ class Layout:
 
 class ShareWalk:
     """`matched_share` in steps: `run(n)` visits at most `n` more nodes, so a caller can
-    walk a 200,000-node tree in slices between other work (a UI's key presses)."""
+    walk a 200,000-node tree in slices between other work (a UI's key presses).  The
+    walk itself is native (core.share_walk): a stack of node ids, the last child first."""
 
     def __init__(self, tree: CallTree, metric: int, matches: Sequence[bool],
                  under: CallNode | None = None) -> None:
+        self.tree = tree
         self.metric = metric
-        self.matches = matches
+        self.matches = bytes(matches)
         self.total = 0.0
         top = under if under is not None else tree.root
-        self.stack: list[CallNode] = []
+        self.stack = array("i")
         if any(matches[n.frame_id] for n in ancestors(top)[1:]):
             self.total = cost_of(top, metric)  # a match above covers the whole subtree
         else:
-            self.stack.extend(top.children.values())
+            self.stack.extend(tree.children(top.index))
 
     def run(self, budget: int) -> bool:
         """Visit up to `budget` nodes; True once the walk is over (`total` is final)."""
-        stack, matches, metric = self.stack, self.matches, self.metric
-        pop, extend = stack.pop, stack.extend
-        total = 0.0
-        while stack and budget > 0:
-            budget -= 1
-            node = pop()
-            if matches[node.frame_id]:
-                value = node.total_cost[metric]
-                total += value if value > 0 else 0.0
-            else:
-                extend(node.children.values())
-        self.total += total
-        return not stack
+        if self.stack:
+            found, self.stack = core.share_walk(self.tree, self.tree.totals, self.metric,
+                                                self.matches, self.stack, budget)
+            self.total += found
+        return not self.stack
 
 
 def matched_share(tree: CallTree, metric: int, matches: Callable[[int], bool] | Sequence[bool],

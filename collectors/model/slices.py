@@ -18,6 +18,7 @@ from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from proftui.collectors.model import core
 from proftui.collectors.model.lines import add_costs, fold_costs
 from proftui.collectors.model.profile import CallTree, CodeSite, Profile
 
@@ -74,24 +75,16 @@ class Slices:
 
     def part_activity(self, metric: int) -> list[list[float]]:
         """For each part (`index.labels` order), its cost of `metric` in each slice."""
-        rows = [[0.0] * len(self) for _ in self.index.labels]
-        part, column = self.index.part, self.costs[metric]
-        stacks, offsets = self.stacks, self.offsets
-        for k in range(len(self)):
-            for e in range(offsets[k], offsets[k + 1]):
-                rows[part[stacks[e]]][k] += column[e]
-        return rows
+        return core.slice_parts(self.offsets, self.stacks, self.index.part, self.costs[metric],
+                                len(self.index.labels))
 
     def stack_costs(self, first: int, last: int) -> list[array]:
         """Per metric, per stack: the cost in slices `[first, last)`."""
         n = len(self.index)
-        out = [array("d", [0.0]) * n for _ in self.costs]
+        out = [array("d", bytes(8 * n)) for _ in self.costs]
         lo, hi = self.offsets[first], self.offsets[last]
-        stacks = self.stacks
-        for m, column in enumerate(self.costs):
-            totals = out[m]
-            for e in range(lo, hi):
-                totals[stacks[e]] += column[e]
+        for column, totals in zip(self.costs, out, strict=True):
+            core.scatter_add(totals, self.stacks, column, lo, hi)
         return out
 
 
@@ -114,22 +107,16 @@ def range_profile(profile: Profile, t0: float, t1: float) -> Profile:
     tree = _emptied(profile.tree)
     parts = {label: tree if part is profile.tree else _emptied(part)
              for label, part in profile.parts.items()}
-    address_costs: dict[tuple[str, int], list[float]] = {}
-    n_metrics = len(profile.metrics)
-    for s in range(len(index)):
-        values = [column[s] for column in per_stack]
-        if not any(values):
-            continue
-        leaf = index.leaf[s]
-        for m, value in enumerate(values):
-            tree.selfs[m][leaf] += value
-        part = parts.get(index.labels[index.part[s]])
+    core.add_stacks(tree.selfs, index.leaf, per_stack, None, 0)
+    for p, label in enumerate(index.labels):
+        part = parts.get(label)
         if part is not None and part is not tree:
-            for m, value in enumerate(values):
-                part.selfs[m][index.part_leaf[s]] += value
-        code = index.code[s]
-        if code >= 0:
-            fold_costs(address_costs, {index.code_keys[code]: values}, width=n_metrics)
+            core.add_stacks(part.selfs, index.part_leaf, per_stack, index.part, p)
+    n_metrics = len(profile.metrics)
+    sums, keys = core.group_sums(per_stack, index.code, len(index.code_keys))
+    pad = [0.0] * (n_metrics - len(sums))
+    address_costs = {index.code_keys[k]: [*(column[k] for column in sums), *pad]
+                     for k in keys}
     line_costs: dict[tuple[str, int], list[float]] = {}
     for key, values in address_costs.items():
         site = profile.address_sites.get(key)
@@ -172,11 +159,12 @@ def range_note(slices: Slices, t0: float, t1: float) -> str:
 
 def _emptied(tree: CallTree) -> CallTree:
     """`tree`'s shape with every self cost zero (calls dropped: a range has no counts)."""
-    out = tree.copy()
-    for column in out.selfs:
-        for i in range(len(column)):
-            column[i] = 0.0
-    out.calls = array("q", [-1]) * len(out)
+    n = len(tree)
+    out = CallTree.from_columns(tree.n_metrics, array("i", tree.parents),
+                                array("i", tree.frames),
+                                [array("d", bytes(8 * n)) for _ in tree.selfs],
+                                array("q", [-1]) * n)
+    out.cut_depth = tree.cut_depth
     return out
 
 

@@ -65,7 +65,6 @@ from pathlib import Path
 from typing import Any
 
 from proftui.collectors.errors import ProftuiError
-from proftui.collectors.model import validate
 from proftui.collectors.model.profile import CallTree, Profile
 from proftui.collectors.model.slices import Slices
 from proftui.collectors.model.sourcefiles import read_source, reader_of
@@ -97,14 +96,18 @@ def encode_tree(tree: CallTree) -> list[list[Any]]:
 
 def decode_tree(rows: Any, n_metrics: int, n_frames: int) -> CallTree:
     """A CallTree from `encode_tree` rows (InvalidProfile if malformed)."""
+    from proftui.collectors.model import validate  # reading only: `record` never loads it
+
     return validate.decode_tree(rows, "tree", n_metrics, n_frames)
 
 
 class _Blobs:
-    """The blob area being written: columns appended, each named by [offset, length]."""
+    """The blob area being written: columns appended, each named by [offset, length].
+    A column already of the wire's type and byte order is kept as a view of itself, not
+    copied (the profile is not changed while it is encoded)."""
 
     def __init__(self) -> None:
-        self.chunks: list[bytes] = []
+        self.chunks: list[bytes | memoryview] = []
         self.size = 0
 
     def add(self, column: array, typecode: str) -> list[int]:
@@ -112,7 +115,7 @@ class _Blobs:
         if sys.byteorder == "big":
             data = array(typecode, data)
             data.byteswap()
-        raw = data.tobytes()
+        raw = memoryview(data).cast("B")
         ref = [self.size, len(raw)]
         self.chunks.append(raw)
         self.size += len(raw)
@@ -121,11 +124,10 @@ class _Blobs:
 
 def _tree_columns(tree: CallTree, blobs: _Blobs) -> dict[str, Any]:
     """A tree as version 2 column references (totals are recomputed on load)."""
-    calls = tree.calls
     return {"nodes": len(tree), "parents": blobs.add(tree.parents, "i"),
             "frames": blobs.add(tree.frames, "i"),
             "selfs": [blobs.add(column, "d") for column in tree.selfs],
-            "calls": None if max(calls) < 0 else blobs.add(calls, "q")}
+            "calls": blobs.add(tree.calls, "q") if tree.has_known_calls() else None}
 
 
 def _slices_columns(slices: Slices, blobs: _Blobs) -> dict[str, Any]:
@@ -232,6 +234,8 @@ def gather_sources(profile: Profile) -> dict[str, str]:
 def profile_from_dict(doc: Any) -> Profile:
     """Rebuild a Profile from a version 1 document, checking every field
     (validate.InvalidProfile if malformed)."""
+    from proftui.collectors.model import validate
+
     return validate.profile_from_document(doc, FORMAT, (1,))
 
 
@@ -266,6 +270,9 @@ def encode(profile: Profile, *, embed_sources: bool = True) -> bytes:
     out = [compressor.compress(part)
            for part in (MAGIC, _LENGTH.pack(len(text)), text, *blobs.chunks)]
     out.append(compressor.flush())
+    for chunk in blobs.chunks:  # the columns' exports end here (they may grow again)
+        if isinstance(chunk, memoryview):
+            chunk.release()
     return b"".join(out)
 
 
@@ -354,6 +361,8 @@ class _StreamBlobs:
 
 
 def _read(f: gzip.GzipFile, name: str) -> Profile:
+    from proftui.collectors.model import validate  # reading only: `record` never loads it
+
     head = f.read(len(MAGIC) + _LENGTH.size)
     blobs: _StreamBlobs | None = None
     if head.startswith(MAGIC):

@@ -15,12 +15,12 @@ empty; meta fields default to `ProfileMeta`'s defaults, except `mode`.
 from __future__ import annotations
 
 import itertools
-import math
 import sys
 from array import array
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol, TypeVar
 
+from proftui.collectors.model import core
 from proftui.collectors.model.profile import (
     CallNode,
     CallTree,
@@ -285,20 +285,18 @@ def decode_tree_columns(value: Any, where: str, blobs: Blobs, n_metrics: int,
     frames = _blob(doc.get("frames"), f"{where}.frames", blobs, "i", n)
     if parents[0] != -1 or frames[0] != -1:
         raise InvalidProfile(f"{where}.parents[0]", "node 0 must be the root (-1, -1)")
-    if n > 1 and not (min(frames[1:]) >= 0 and max(frames[1:]) < n_frames):
+    if core.check(frames, 0, n_frames - 1, 1) >= 0:
         raise InvalidProfile(f"{where}.frames", f"expected frame ids in 0..{n_frames - 1}")
     selfs = []
     for m, ref in enumerate(_list(doc.get("selfs"), f"{where}.selfs", n_metrics)):
         column = _blob(ref, f"{where}.selfs[{m}]", blobs, "d", n)
-        total = math.fsum(column)
-        # fsum is NaN or infinite when any value is; then the bounds.
-        if not math.isfinite(total) or min(column) < 0 or max(column) > MAX_COST:
+        if core.check(column, 0.0, MAX_COST, 0) >= 0:  # NaN and infinities fail too
             raise InvalidProfile(f"{where}.selfs[{m}]", "expected finite costs >= 0")
         selfs.append(column)
     calls = None
     if doc.get("calls") is not None:
         calls = _blob(doc.get("calls"), f"{where}.calls", blobs, "q", n)
-        if min(calls) < -1:
+        if core.check(calls, -1, 2**63 - 1, 0) >= 0:
             raise InvalidProfile(f"{where}.calls", "expected counts >= 0 (-1: unknown)")
     try:
         tree = CallTree.from_columns(n_metrics, parents, frames, selfs, calls, finalized=True)
@@ -346,12 +344,12 @@ def decode_slices(value: Any, blobs: Blobs, n_metrics: int, tree: CallTree,
     if offsets[0] != 0 or any(b < a for a, b in itertools.pairwise(offsets)):
         raise InvalidProfile("slices.offsets", "expected growing entry offsets from 0")
     stacks = _blob(doc.get("stacks"), "slices.stacks", blobs, "q", entries)
-    if entries and not (min(stacks) >= 0 and max(stacks) < n):
+    if core.check(stacks, 0, n - 1, 0) >= 0:
         raise InvalidProfile("slices.stacks", "expected stack numbers of the index")
     costs = [_blob(ref, f"slices.costs[{m}]", blobs, "d", entries)
              for m, ref in enumerate(_list(doc.get("costs"), "slices.costs", n_metrics))]
     for m, column in enumerate(costs):
-        if not math.isfinite(math.fsum(column)):
+        if core.check(column, -sys.float_info.max, sys.float_info.max, 0) >= 0:
             raise InvalidProfile(f"slices.costs[{m}]", "expected finite costs")
     index = StackIndex(labels, leaf, part, part_leaf, code, keys)
     return Slices(start, width, index, offsets, stacks, costs)

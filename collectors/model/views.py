@@ -10,15 +10,15 @@ finalized (`Profile.finalize`) so node totals are filled in.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from proftui.collectors.model import core
 from proftui.collectors.model.parts import PartInfo, list_parts, part_total, part_tree
 from proftui.collectors.model.parts import describe_part as describe
 from proftui.collectors.model.parts import parse_label as _parse
 from proftui.collectors.model.profile import (
-    ROOT_FRAME,
     CallNode,
     CallTree,
     Frame,
@@ -63,26 +63,19 @@ def outermost_nodes(tree: CallTree, frame_id: int,
     Summing totals over these counts recursive time once.  With
     `function_ids` (FrameTable.function_ids), inlined copies count as the function.
     """
-    same = _same_function(frame_id, function_ids)
-    frames, first, sibling = tree.frames, tree.first_child, tree.next_sibling
-    stack = tree.children(0)
-    while stack:
-        node = stack.pop()
-        if same(frames[node]):
-            yield CallNode(tree, node)
-            continue
-        child = first[node]
-        while child >= 0:
-            stack.append(child)
-            child = sibling[child]
+    for node in core.outermost_of(tree, function_mask(frame_id, function_ids)):
+        yield CallNode(tree, node)
 
 
-def _same_function(frame_id: int, function_ids: list[int] | None) -> Callable[[int], bool]:
-    """A test `frame id -> bool`: is it `frame_id`'s function?"""
+def function_mask(frame_id: int, function_ids: list[int] | None) -> bytes:
+    """Per frame id, 1 where the frame is `frame_id`'s function (its inlined copies and
+    body, with `function_ids`; else `frame_id` alone)."""
     if function_ids is None or frame_id >= len(function_ids):
-        return frame_id.__eq__
+        mask = bytearray(frame_id + 1)
+        mask[frame_id] = 1
+        return bytes(mask)
     wanted = function_ids[frame_id]
-    return lambda fid: fid < len(function_ids) and function_ids[fid] == wanted
+    return bytes(fid == wanted for fid in function_ids)
 
 
 def function_costs(tree: CallTree, function_ids: list[int] | None = None
@@ -90,27 +83,14 @@ def function_costs(tree: CallTree, function_ids: list[int] | None = None
     """Aggregate self, total (recursion counted once) and calls per function.
 
     Keys are frame ids, or with `function_ids` the ids standing for functions.
-    One pass over the tree's columns; a node's total counts for its function only
-    where no ancestor is the same function (`CallTree.outermost`).
+    One pass over the tree's columns (`CallTree.function_sums`); a node's total counts
+    for its function only where no ancestor is the same function.
     """
-    frames, calls = tree.frames, tree.calls
-    keys = frames.tolist() if function_ids is None else [
-        function_ids[f] if 0 <= f < len(function_ids) else f for f in frames]
-    keys[0] = 0  # the root is never a function; outermost() and the sums skip it
-    outer = tree.outermost(keys)
-    width = max(keys) + 1 if len(keys) > 1 else 1
-    present = bytearray(width)
-    for key in keys[1:]:
-        present[key] = 1
-    selfs, totals = tree.sums_by(keys, outer, width)
-    counted: dict[int, int] = {}
-    if max(calls) >= 0:
-        for i in range(1, len(keys)):
-            if calls[i] >= 0:
-                counted[keys[i]] = counted.get(keys[i], 0) + calls[i]
+    sums = tree.function_sums(function_ids)
+    selfs, totals = sums.selfs, sums.totals
     return {key: FunctionCost([column[key] for column in selfs],
-                              [column[key] for column in totals], counted.get(key))
-            for key in range(width) if present[key]}
+                              [column[key] for column in totals], sums.calls_of(key))
+            for key, here in enumerate(sums.present) if here}
 
 
 def flat_profile(
@@ -144,56 +124,38 @@ def flat_profile(
     return entries
 
 
-def _accumulate(into: dict[int, list], fid: int, cost: Sequence[float],
-                calls: int | None) -> None:
-    slot = into.get(fid)
-    if slot is None:
-        into[fid] = [list(cost), calls]
-        return
-    for i, value in enumerate(cost):
-        slot[0][i] += value
-    if calls is not None:
-        slot[1] = calls if slot[1] is None else slot[1] + calls
-
-
-def _neighbours(table: dict[int, list], metric: int) -> list[Neighbour]:
-    rows = [Neighbour(fid, tuple(cost), calls) for fid, (cost, calls) in table.items()]
+def _neighbours(tree: CallTree, mask: bytes, callees: bool, metric: int,
+                arcs: dict[tuple[int, int], int], arc_of: Callable[[int], tuple[int, int]]
+                ) -> list[Neighbour]:
+    """Callers or callees of the nodes of the frames `mask` flags (core.neighbours), their
+    costs summed per frame; exact arc counts, when the profile has them, replace calls."""
+    keys, sums, calls = core.neighbours(tree, tree.totals, mask, callees)
+    rows = []
+    for k, fid in enumerate(keys):
+        count = calls[k] if calls[k] >= 0 else None
+        if arcs:
+            count = arcs.get(arc_of(fid), count)
+        rows.append(Neighbour(fid, tuple(column[k] for column in sums), count))
     rows.sort(key=lambda r: -r.cost[metric] if r.cost else 0.0)
     return rows
-
-
-def _nodes_of(profile: Profile, tree: CallTree, frame_id: int) -> Iterator[CallNode]:
-    same = _same_function(frame_id, profile.frames.function_ids())
-    return (node for node in tree.nodes() if same(node.frame_id))
 
 
 def callers(
     profile: Profile, frame_id: int, part: str | None = None, metric: int = 0
 ) -> list[Neighbour]:
     """Who calls `frame_id`: cost is the callee's total under that caller."""
-    table: dict[int, list] = {}
-    for node in _nodes_of(profile, select_tree(profile, part), frame_id):
-        parent = node.parent
-        parent_id = parent.frame_id if parent is not None else ROOT_FRAME
-        _accumulate(table, parent_id, node.total_cost, node.calls)
-    if profile.arcs:
-        for fid, slot in table.items():
-            slot[1] = profile.arcs.get((fid, frame_id), slot[1])
-    return _neighbours(table, metric)
+    mask = function_mask(frame_id, profile.frames.function_ids())
+    return _neighbours(select_tree(profile, part), mask, False, metric, profile.arcs,
+                       lambda fid: (fid, frame_id))
 
 
 def callees(
     profile: Profile, frame_id: int, part: str | None = None, metric: int = 0
 ) -> list[Neighbour]:
     """What `frame_id` calls: cost is each callee's total under it."""
-    table: dict[int, list] = {}
-    for node in _nodes_of(profile, select_tree(profile, part), frame_id):
-        for child in node.children.values():
-            _accumulate(table, child.frame_id, child.total_cost, child.calls)
-    if profile.arcs:
-        for fid, slot in table.items():
-            slot[1] = profile.arcs.get((frame_id, fid), slot[1])
-    return _neighbours(table, metric)
+    mask = function_mask(frame_id, profile.frames.function_ids())
+    return _neighbours(select_tree(profile, part), mask, True, metric, profile.arcs,
+                       lambda fid: (frame_id, fid))
 
 
 def callee_tree(profile: Profile, frame_id: int, part: str | None = None) -> CallTree:
@@ -201,8 +163,10 @@ def callee_tree(profile: Profile, frame_id: int, part: str | None = None) -> Cal
     tree = select_tree(profile, part)
     focused = CallTree(tree.n_metrics)
     function_ids = profile.frames.function_ids()
-    for node in outermost_nodes(tree, frame_id, function_ids):
-        focused.root.child(function_ids[frame_id]).absorb(node)
+    nodes = core.outermost_of(tree, function_mask(frame_id, function_ids))
+    if nodes:  # all of them folded under one root, in order
+        top = focused.child(0, function_ids[frame_id])
+        core.fold(focused, top, tree, nodes, 1.0, None, [(m, m) for m in range(tree.n_metrics)])
     return focused.finalize()
 
 
@@ -225,13 +189,10 @@ def caller_tree(profile: Profile, frame_id: int, part: str | None = None,
     tree = select_tree(profile, part)
     inverted = CallTree(tree.n_metrics)
     function_ids = profile.frames.function_ids()
-    for node in outermost_nodes(tree, frame_id, function_ids):
-        path = node.callers_up(max_depth + 1)
-        if len(path) > max_depth:
-            inverted.cut_depth = max_depth
-            del path[max_depth:]
-        path[0] = function_ids[frame_id]  # inlined copies and the body are one root
-        inverted.add_stack(path, node.total_cost, node.calls)
+    nodes = core.outermost_of(tree, function_mask(frame_id, function_ids))
+    # inlined copies and the body are one root
+    if core.callers(tree, tree.totals, inverted, nodes, function_ids[frame_id], max_depth):
+        inverted.cut_depth = max_depth
     return inverted.finalize()
 
 
@@ -243,15 +204,8 @@ def bottom_up_tree(profile: Profile, part: str | None = None,
     """
     tree = select_tree(profile, part)
     inverted = CallTree(tree.n_metrics)
-    selfs = tree.selfs
-    for i in range(1, len(tree)):
-        values = [column[i] for column in selfs]
-        if any(values):
-            path = tree.callers_up(i, max_depth + 1)
-            if len(path) > max_depth:
-                inverted.cut_depth = max_depth
-                del path[max_depth:]
-            inverted.add_self(inverted.walk(path), values)
+    if core.invert(tree, inverted, max_depth):
+        inverted.cut_depth = max_depth
     return inverted.finalize()
 
 

@@ -43,14 +43,16 @@ def stacktab_size() -> int:
             + 8 * FRAMES_CAPACITY)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class RawStack:
-    """One (thread, stack) entry: addresses innermost first, PT_SREC_* flags."""
+    """One (thread, stack) entry: addresses innermost first (array('Q'): 8 bytes a frame,
+    where a tuple of ints took 40; a table's new stacks can be many thousands of 128
+    frames), PT_SREC_* flags."""
 
     id: int
     tid: int
     flags: int
-    ips: tuple[int, ...]
+    ips: array
 
 
 @dataclass(frozen=True)
@@ -157,7 +159,7 @@ class StackTableReader:
             return []
         words = array("Q")
         words.frombytes(self.file.read(h.frames_offset + 8 * lo, 8 * (hi - lo)))
-        return [RawStack(sid, tid, flags, tuple(words[at - lo:at - lo + n]))
+        return [RawStack(sid, tid, flags, words[at - lo:at - lo + n])
                 for sid, tid, flags, at, n in rows]
 
     def counts_of(self, ids: list[int]) -> list[tuple[int, int, int]]:

@@ -14,6 +14,14 @@ a dlopen was logged) is kept with its addresses; when new mappings arrive,
 trees from every stack's path (rare: the tree path of a resolved stack is
 read back from the old tree, nothing is symbolized twice).
 
+The per-frame work is native (collectors/model/core.py): a stack's addresses become
+frame ids in one call (`AddressCache`: each distinct address symbolized once), new
+stacks wait as paths until something reads the trees and are then inserted in one
+call, and a count change is added along its path in one call.  A snapshot shares
+the trees it hands out (copy on write: the next change copies them first), so a
+headless run that ends with one snapshot never copies its tree, and its totals are
+summed only if something reads them (storage saves self costs alone).
+
 Not thread-safe: collectors call it under their symbol lock.
 """
 
@@ -23,6 +31,7 @@ from array import array
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
+from proftui.collectors.model import core
 from proftui.collectors.model.lines import record_code_cost
 from proftui.collectors.model.profile import (
     CallTree,
@@ -66,7 +75,7 @@ class StackProfile:
     def __init__(self, metrics: tuple[Metric, ...]) -> None:
         self.metrics = metrics
         self.frames = FrameTable()
-        self.tree = CallTree(len(metrics))
+        self._tree = CallTree(len(metrics))
         self.labels: list[str] = []  # part labels, by part index
         self.part_trees: list[CallTree] = []
         self._label_index: dict[str, int] = {}
@@ -81,11 +90,20 @@ class StackProfile:
         # the whole profile, kept as costs change, so the flat profile of a snapshot
         # costs the number of functions, not of nodes.  `_outer[node]`: no ancestor of
         # the merged tree's `node` is the same function.
-        self._fn_self: list[list[float]] = [[] for _ in metrics]
-        self._fn_total: list[list[float]] = [[] for _ in metrics]
+        self._fn_self: list[array] = [array("d") for _ in metrics]
+        self._fn_total: list[array] = [array("d") for _ in metrics]
         self._outer = bytearray(1)
-        # id(space) -> (address, is the leaf) -> frame ids: each address interned once
-        self._address_ids: dict[int, dict[tuple[int, bool], tuple[int, ...]]] = {}
+        self._groups = array("i")  # FrameTable.group_ids(), as _group_ids() keeps it
+        # id(space) -> its (address, is the leaf) -> frame ids: each address interned once
+        self._address_ids: dict[int, core.AddressCache] = {}
+        # Stacks added since the trees last took them: their paths, waiting to be
+        # inserted together (`_flush`); stack `_pending_from + i` is path i.
+        self._pending = array("i")
+        self._pending_offsets = array("q", [0])
+        self._pending_from = 0
+        # Trees handed out by the last snapshot: copied before they change again.
+        self._shared_tree = False
+        self._shared_parts: set[int] = set()
         # stacks whose costs moved since the last `changes()`, and what it handed out
         self._moved: set[int] = set()
         self._handed = [array("d") for _ in metrics]
@@ -100,6 +118,12 @@ class StackProfile:
         """Distinct stacks."""
         return len(self._stacks.leaf)
 
+    @property
+    def tree(self) -> CallTree:
+        """The whole profile's tree, every stack added so far inserted."""
+        self._flush()
+        return self._tree
+
     def find(self, key: Hashable) -> int | None:
         """The index of the stack added under `key`, or None."""
         return self._keys.get(key)
@@ -113,32 +137,36 @@ class StackProfile:
         found = self._keys.get(key)
         if found is not None:
             return found
-        ips = tuple(ips)
         if leaf_is_return and ips:
             ips = (ips[0] - 1, *ips[1:])
         path, known = self._path(space, ips)
         index = self._add_stack(key, part, path, space.leaf_site(ips[0]) if ips else None)
         if not known:
-            self._unresolved[index] = _Unresolved(space, ips)
+            self._unresolved[index] = _Unresolved(space, tuple(ips))
         return index
 
-    def _path(self, space: StackFrames, ips: tuple[int, ...]) -> tuple[list[int], bool]:
+    def _path(self, space: StackFrames, ips: Sequence[int]) -> tuple[array, bool]:
         """Frame ids of `ips` (outermost first) and whether every address resolved; each
-        distinct address of a space is symbolized and interned once."""
-        cache = self._address_ids.setdefault(id(space), {})
-        path: list[int] = []
+        distinct address of a space is symbolized and interned once (one that found no
+        module is asked again each time: mappings may have arrived since)."""
+        cache = self._address_ids.get(id(space))
+        if cache is None:
+            cache = self._address_ids[id(space)] = core.AddressCache()
+        path, missing = cache.path(ips)
+        if path is not None:
+            return path, True
         known = True
-        last = len(ips) - 1
-        for depth in range(last, -1, -1):
-            key = (ips[depth], depth == 0)
-            ids = cache.get(key)
-            if ids is None:
-                frames = space.frames_at(*key)
-                ids = cache[key] = tuple(self.frames.intern(f) for f in frames)
-                if not all(f.module for f in frames):
-                    del cache[key]  # may resolve once new mappings arrive
-                    known = False
-            path.extend(ids)
+        extra: dict[tuple[int, bool], list[int]] = {}
+        for address, leaf in missing:
+            frames = space.frames_at(address, leaf)
+            ids = [self.frames.intern(f) for f in frames]
+            if all(f.module for f in frames):
+                cache.put(address, leaf, ids)
+            else:
+                extra[(address, leaf)] = ids
+                known = False
+        path, missing = cache.path(ips, extra)
+        assert path is not None and not missing
         return path, known
 
     def stack_of_frames(self, key: Hashable, part: str, frames: Sequence[Frame],
@@ -148,96 +176,109 @@ class StackProfile:
         found = self._keys.get(key)
         if found is not None:
             return found
-        return self._add_stack(key, part, [self.frames.intern(f) for f in frames], site)
+        return self._add_stack(key, part, array("i", [self.frames.intern(f) for f in frames]),
+                               site)
 
-    def _add_stack(self, key: Hashable, part: str, path: list[int],
+    def _add_stack(self, key: Hashable, part: str, path: array,
                    site: tuple[str, int, CodeSite] | None) -> int:
         index = len(self._stacks.leaf)
-        self._keys[key] = index
         part_index = self._label_index.get(part)
         if part_index is None:
-            part_index = self._label_index[part] = len(self.labels)
-            self.labels.append(part)
             # While there is one part its tree is the whole profile's; a second part
             # gives the first its own copy (same node ids), then each grows apart.
-            if part_index == 1:
-                self.part_trees[0] = self.tree.copy()
-            self.part_trees.append(self.tree if part_index == 0 else
+            if len(self.labels) == 1:
+                self._flush()
+                self._own_tree()
+                self.part_trees[0] = self._tree.copy()
+            part_index = self._label_index[part] = len(self.labels)
+            self.labels.append(part)
+            self.part_trees.append(self._tree if part_index == 0 else
                                    CallTree(len(self.metrics)))
+        self._keys[key] = index
         s = self._stacks
-        leaf = self._walk(path)
-        s.leaf.append(leaf)
-        s.part_leaf.append(leaf if len(self.labels) == 1 else
-                           self.part_trees[part_index].walk(path))
+        s.leaf.append(-1)  # set when the trees take the stack (_flush)
+        s.part_leaf.append(-1)
         s.part.append(part_index)
         s.site.append(site)
         for column in self.costs:
             column.append(0.0)
+        self._pending.extend(path)
+        self._pending_offsets.append(len(self._pending))
         return index
 
-    def _walk(self, path: list[int]) -> int:
-        """The merged tree's node at `path`; new nodes get their `_outer` flag.  The
-        known prefix is followed through the tree's index alone; the functions above
-        are looked at only when a node is created."""
-        tree = self.tree
-        index = tree.index()
-        node = 0
-        depth = 0
-        for frame_id in path:
-            found = index.get(node << 32 | frame_id)
-            if found is None:
-                break
-            node = found
-            depth += 1
-        else:
-            return node
-        group_of, frames, parents = self.frames.group_ids(), tree.frames, tree.parents
-        groups = set()
-        above = node
-        while above > 0:
-            groups.add(group_of[frames[above]])
-            above = parents[above]
-        outer = self._outer
-        for frame_id in path[depth:]:
-            group = group_of[frame_id]
-            node = tree.child(node, frame_id)
-            outer.append(group not in groups)
-            groups.add(group)
+    def _own_tree(self) -> None:
+        """The merged tree is about to change: copy it first if a snapshot holds it."""
+        if self._shared_tree:
+            shared = self._tree
+            self._tree = shared.copy(take_index=True)
+            if self.part_trees and self.part_trees[0] is shared:
+                self.part_trees[0] = self._tree
+            self._shared_tree = False
+
+    def _own_part(self, part: int) -> CallTree:
+        """Part `part`'s tree, copied first if a snapshot holds it."""
+        tree = self.part_trees[part]
+        if tree is self._tree:
+            self._own_tree()
+            return self._tree
+        if part in self._shared_parts:
+            tree = self.part_trees[part] = tree.copy(take_index=True)
+            self._shared_parts.discard(part)
+        return tree
+
+    def _flush(self) -> None:
+        """Insert the stacks added since the last call into the trees, in order (each
+        tree's nodes are made in the order its stacks came)."""
+        first = self._pending_from
+        count = len(self._stacks.leaf) - first
+        if count == 0:
+            return
+        self._own_tree()
+        paths, offsets = self._pending, self._pending_offsets
+        leaves = core.insert_paths(self._tree, paths, offsets, self._outer,
+                                   self._group_ids(), self.frames.group_count())
         groups_now = self.frames.group_count()
         for column in (*self._fn_self, *self._fn_total):
-            column.extend([0.0] * (groups_now - len(column)))
-        return node
+            column.frombytes(bytes(8 * (groups_now - len(column))))
+        s = self._stacks
+        s.leaf[first:] = array("q", leaves)
+        if len(self.labels) == 1:
+            s.part_leaf[first:] = array("q", leaves)
+        else:
+            by_part: dict[int, list[int]] = {}
+            for i in range(count):
+                by_part.setdefault(s.part[first + i], []).append(i)
+            for part, members in by_part.items():
+                tree = self._own_part(part)
+                sub, sub_offsets = array("i"), array("q", [0])
+                for i in members:
+                    sub.extend(paths[offsets[i]:offsets[i + 1]])
+                    sub_offsets.append(len(sub))
+                part_leaves = core.insert_paths(tree, sub, sub_offsets, None, None, 0)
+                for i, leaf in zip(members, part_leaves, strict=True):
+                    s.part_leaf[first + i] = leaf
+        self._pending = array("i")
+        self._pending_offsets = array("q", [0])
+        self._pending_from = len(s.leaf)
 
     def _add_along(self, leaf: int, values: Sequence[float]) -> None:
         """`values` into the merged tree's `leaf` (self, and total up to the root) and
         into the functions: the leaf's self cost, every function on the path's total
-        once (at its outermost node).  One walk up."""
-        tree, outer = self.tree, self._outer
-        group_of, node_frames, parents = self.frames.group_ids(), tree.frames, tree.parents
-        path, groups = [], []
-        node = leaf
-        while node >= 0:
-            path.append(node)
-            if node and outer[node]:
-                groups.append(group_of[node_frames[node]])
-            node = parents[node]
-        leaf_group = group_of[node_frames[leaf]] if leaf else None
-        for m, value in enumerate(values):
-            if not value:
-                continue
-            tree.selfs[m][leaf] += value
-            total = tree.totals[m]
-            for node in path:
-                total[node] += value
-            if leaf_group is not None:
-                self._fn_self[m][leaf_group] += value
-            fn_total = self._fn_total[m]
-            for g in groups:
-                fn_total[g] += value
+        once (at its outermost node).  One walk up, in the native core."""
+        core.add_along(self._tree, leaf, values, self._outer, self._group_ids(),
+                       self._fn_self, self._fn_total)
+
+    def _group_ids(self) -> array:
+        """FrameTable.group_ids as an int32 column, extended as frames are interned."""
+        groups, have = self.frames.group_ids(), self._groups
+        if len(have) < len(groups):
+            have.extend(groups[len(have):])
+        return have
 
     def functions(self) -> dict[int, FunctionCost]:
         """Per function (its representative frame id): self and total of the whole
         profile, as `views.function_costs` would compute them from the tree."""
+        self._flush()
         self._refresh_totals()
         out: dict[int, FunctionCost] = {}
         frames, selfs, totals = self.frames, self._fn_self, self._fn_total
@@ -250,11 +291,13 @@ class StackProfile:
 
     def add(self, index: int, values: Sequence[float]) -> None:
         """Add `values` (per metric; may be negative) to stack `index`'s costs."""
+        self._flush()
+        self._own_tree()
         s = self._stacks
         self._add_along(s.leaf[index], values)
-        part = self.part_trees[s.part[index]]
-        if part is not self.tree:
-            part.add_along(s.part_leaf[index], values)
+        part_index = s.part[index]
+        if self.part_trees[part_index] is not self._tree:
+            self._own_part(part_index).add_along(s.part_leaf[index], values)
         for column, value in zip(self.costs, values, strict=False):
             column[index] += value
         self._moved.add(index)
@@ -272,11 +315,11 @@ class StackProfile:
                  defer_totals: bool = False) -> None:
         """`set` for a batch.  A batch that touches many stacks compared with the size of
         the tree (the end of a recording, the first look at a big table) is applied to
-        the self costs alone, then every total is summed again in one pass over the
-        tree: cheaper than walking up from each stack.  With `defer_totals` (a headless
-        run folding every second) that pass waits for the next snapshot, however many
-        batches come before it."""
-        if not defer_totals and len(updates) * BATCH_DEPTH <= len(self.tree):
+        the self costs alone, and every total is summed again when next read: cheaper
+        than walking up from each stack.  With `defer_totals` (a headless run applying
+        what it drained every second) that holds for any batch."""
+        self._flush()
+        if not defer_totals and len(updates) * BATCH_DEPTH <= len(self._tree):
             for index, values in updates:
                 self.set(index, values)
             return
@@ -287,41 +330,47 @@ class StackProfile:
             delta = [v - column[index] for v, column in zip(values, self.costs, strict=False)]
             if not any(delta):
                 continue
+            self._own_tree()
             leaf, part = s.leaf[index], s.part[index]
+            part_tree = None if shared else self._own_part(part)
             for m, value in enumerate(delta):
-                self.tree.selfs[m][leaf] += value
+                self._tree.selfs[m][leaf] += value
                 self.costs[m][index] += value
-                if not shared:
-                    self.part_trees[part].selfs[m][s.part_leaf[index]] += value
+                if part_tree is not None:
+                    part_tree.selfs[m][s.part_leaf[index]] += value
             if not shared:
                 touched_parts.add(part)
             self._moved.add(index)
             site = s.site[index]
             if site is not None:
                 self._add_code(site, delta)
+        if updates:  # the trees' totals are summed again when read: none kept meanwhile
+            self._tree.invalidate_totals()
+            for part in touched_parts:
+                self.part_trees[part].invalidate_totals()
+            self._stale = True
         self._stale_parts |= touched_parts
-        self._stale = True
         if not defer_totals:
             self._refresh_totals()
 
     def _refresh_totals(self) -> None:
-        """Sum every total again where self costs changed without them (`set_many`)."""
+        """Where self costs changed without their totals (`set_many`): the trees' totals
+        are summed again when read, the function totals now."""
         if not self._stale:
             return
-        self.tree.finalize()
+        self._own_tree()
+        self._tree.invalidate_totals()
         for part in self._stale_parts:
-            if self.part_trees[part] is not self.tree:
-                self.part_trees[part].finalize()
+            if self.part_trees[part] is not self._tree:
+                self._own_part(part).invalidate_totals()
         self._sum_functions()
         self._stale, self._stale_parts = False, set()
 
     def _sum_functions(self) -> None:
         """The per-function totals again from the merged tree's columns (one pass)."""
-        tree, group_of = self.tree, self.frames.group_ids()
-        groups = self.frames.group_count()
-        frames, outer = tree.frames.tolist(), self._outer
-        keys = [group_of[f] if f >= 0 else 0 for f in frames]
-        self._fn_self, self._fn_total = tree.sums_by(keys, outer, groups)
+        sums = self._tree.function_sums(self._group_ids(), self.frames.group_count(),
+                                        self._outer)
+        self._fn_self, self._fn_total = sums.selfs, sums.totals
 
     def _add_code(self, site: tuple[str, int, CodeSite], values: Sequence[float]) -> None:
         module, address, code = site
@@ -351,36 +400,38 @@ class StackProfile:
         `changed[index]`'s frames) and what was added to it.  The trees, code costs and
         function totals come out as the incremental updates left them (tests check it)."""
         changed = changed or {}
+        self._flush()
         self._generation += 1
         self._stale, self._stale_parts = False, set()  # every total is added up again
-        old_tree, s = self.tree, self._stacks
-        paths: list[list[int]] = []
+        s = self._stacks
+        flat, offsets = core.paths_of(self._tree, s.leaf)
+        paths, path_offsets = array("i"), array("q", [0])
         for index in range(len(s.leaf)):
             frames = changed.get(index)
             if frames is None:
-                paths.append(old_tree.path(s.leaf[index]))
-                continue
-            paths.append([self.frames.intern(f) for f in frames])
-            item = self._unresolved[index]
-            if item.ips:
-                s.site[index] = item.space.leaf_site(item.ips[0])
-            if all(f.module for f in frames):
-                del self._unresolved[index]
-        self.tree = CallTree(len(self.metrics))
-        self.part_trees = [self.tree] if len(self.labels) == 1 else [
+                paths.extend(flat[offsets[index]:offsets[index + 1]])
+            else:
+                paths.extend([self.frames.intern(f) for f in frames])
+                item = self._unresolved[index]
+                if item.ips:
+                    s.site[index] = item.space.leaf_site(item.ips[0])
+                if all(f.module for f in frames):
+                    del self._unresolved[index]
+            path_offsets.append(len(paths))
+        self._tree = CallTree(len(self.metrics))
+        self.part_trees = [self._tree] if len(self.labels) == 1 else [
             CallTree(len(self.metrics)) for _ in self.labels]
+        self._shared_tree, self._shared_parts = False, set()
         self.line_costs, self.address_costs, self.address_sites = {}, {}, {}
         self._outer = bytearray(1)
-        self._fn_self = [[] for _ in self.metrics]
-        self._fn_total = [[] for _ in self.metrics]
+        self._fn_self = [array("d") for _ in self.metrics]
+        self._fn_total = [array("d") for _ in self.metrics]
         totals = [array("d", column) for column in self.costs]
         for column in self.costs:
-            for i in range(len(column)):
-                column[i] = 0.0
-        for index, path in enumerate(paths):
-            s.leaf[index] = self._walk(path)
-            part = self.part_trees[s.part[index]]
-            s.part_leaf[index] = s.leaf[index] if part is self.tree else part.walk(path)
+            column[:] = array("d", bytes(8 * len(column)))
+        self._pending, self._pending_offsets, self._pending_from = paths, path_offsets, 0
+        self._flush()
+        for index in range(len(s.leaf)):
             values = [column[index] for column in totals]
             if any(values):
                 self.add(index, values)
@@ -419,7 +470,8 @@ class StackProfile:
     def stack_path(self, index: int) -> tuple[str, list[int]]:
         """Stack `index`'s part label and frame ids (outermost first, ids of `frames`)."""
         s = self._stacks
-        return self.labels[s.part[index]], self.tree.path(s.leaf[index])
+        tree = self.tree  # every stack inserted
+        return self.labels[s.part[index]], tree.path(s.leaf[index])
 
     def stack_site(self, index: int) -> tuple[str, int, CodeSite] | None:
         """Stack `index`'s leaf code site (module, link-time address, CodeSite), if known."""
@@ -431,15 +483,21 @@ class StackProfile:
 
     def snapshot(self, meta: ProfileMeta) -> Profile:
         """An independent, finalized Profile of everything added so far, carrying `meta`.
+        Its trees are this builder's own, which copies them before it changes them again.
 
         With one part, the part's tree is the whole profile's (the same object)."""
+        self._flush()
+        if meta.complete:  # nothing more comes: the child indexes are not needed now
+            for done in (self._tree, *self.part_trees):
+                done.drop_index()
         self._refresh_totals()
-        tree = self.tree.copy()
+        tree = self._tree
+        self._shared_tree = True
         if len(self.labels) == 1:
             parts = {self.labels[0]: tree}
         else:
-            parts = {label: t.copy() for label, t in zip(self.labels, self.part_trees,
-                                                          strict=True)}
+            parts = dict(zip(self.labels, self.part_trees, strict=True))
+            self._shared_parts = set(range(len(self.labels)))
         slices = None
         if self._slices is not None:
             st = self._stacks

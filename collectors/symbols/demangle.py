@@ -7,8 +7,6 @@ cannot be loaded.  Results are memoized: profiles repeat names a lot.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import functools
 import shutil
 import subprocess
@@ -18,6 +16,9 @@ _Demangler = Callable[[str], str | None]
 
 
 def _cxa_demangler() -> _Demangler | None:
+    import ctypes
+    import ctypes.util
+
     libname = ctypes.util.find_library("stdc++")
     if libname is None:
         return None
@@ -61,7 +62,11 @@ def _cxxfilt_demangler() -> _Demangler | None:
     return demangle_one
 
 
-_DEMANGLER: _Demangler | None = _cxa_demangler() or _cxxfilt_demangler()
+@functools.cache
+def _demangler() -> _Demangler | None:
+    """The demangler, found on the first mangled name: finding libstdc++ runs ldconfig,
+    which a run without C++ names (or a `record` of nothing) should not pay for."""
+    return _cxa_demangler() or _cxxfilt_demangler()
 
 
 def _clone_suffixes(name: str) -> tuple[str, list[str]] | None:
@@ -100,15 +105,16 @@ def demangle(name: str) -> str:
     """
     base, at, version = name.partition("@")
     tail = at + version if at else ""
-    if not base.startswith("_Z") or _DEMANGLER is None:
+    demangler = _demangler() if base.startswith("_Z") else None
+    if demangler is None:
         split = _clone_suffixes(base)
         if split is None or base.startswith("_Z"):
             return name
         return split[0] + "".join(f" [clone {c}]" for c in split[1]) + tail
-    result = _DEMANGLER(base)
+    result = demangler(base)
     if result is None:
         split = _clone_suffixes(base)
-        inner = _DEMANGLER(split[0]) if split is not None else None
+        inner = demangler(split[0]) if split is not None else None
         if split is None or inner is None:
             return name
         result = inner + "".join(f" [clone {c}]" for c in split[1])

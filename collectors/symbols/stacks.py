@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.model.profile import CodeSite, Frame
 from proftui.collectors.symbols.maps import AddressSpace, Mapping
-from proftui.collectors.symbols.symbolizer import Symbolizer
+
+if TYPE_CHECKING:  # imported when first made: a run that symbolizes nothing never loads it
+    from proftui.collectors.symbols.symbolizer import Symbolizer
 
 # Pseudo-addresses a collector appends to a stack whose outermost frames are
 # unknown, so it hangs under a root that says why instead of starting at
@@ -32,16 +35,28 @@ PSEUDO_ROOTS = {
 class StackFrames:
     """Turns the runtime addresses of one process into function-level Frames (cached)."""
 
-    def __init__(self, space: AddressSpace | None, symbolizer: Symbolizer | None) -> None:
+    def __init__(self, space: AddressSpace | None, symbolizer: Symbolizer | None,
+                 images: ImageSpaces | None = None) -> None:
         self.space = space  # collectors.maps.AddressSpace (or the attach fallback)
-        self.symbolizer = symbolizer  # collectors.symbols.Symbolizer (or fallback)
+        # collectors.symbols.Symbolizer (or fallback); with `images`, theirs, made when
+        # first needed
+        self._symbolizer = symbolizer
+        self._images = images
         self.cache: dict[tuple[int, bool], list[Frame]] = {}
         self.sites: dict[int, tuple[str, int, CodeSite]] = {}  # leaf address -> its line
+
+    @property
+    def symbolizer(self) -> Symbolizer | None:
+        if self._symbolizer is None and self._images is not None:
+            self._symbolizer = self._images.symbolizer
+        return self._symbolizer
 
     @classmethod
     def of_maps(cls, maps_text: str) -> StackFrames:
         """Frames through the executable mappings of a /proc/PID/maps text that a
         profile file embeds (no live process), symbolized from this machine's files."""
+        from proftui.collectors.symbols.symbolizer import Symbolizer
+
         space = AddressSpace(None)
         space.add_maps(maps_text)
         return cls(space, Symbolizer())
@@ -157,9 +172,27 @@ class ImageSpaces:
     not thread-safe: the collector's symbol lock guards it."""
 
     def __init__(self) -> None:
-        self.symbolizer: Symbolizer | None = None  # set when the collector starts
+        self._symbolizer: Symbolizer | None = None
+        self._wanted = False  # want_symbols(): the symbolizer is made on first use
         self._frames: dict[str, StackFrames] = {}
         self._pids_gone = False  # forget_pids(): no /proc/PID/maps for later images either
+
+    def want_symbols(self) -> None:
+        """The collector starts: a symbolizer is made when the first frame needs one
+        (a run that symbolizes nothing never loads the ELF/DWARF readers)."""
+        self._wanted = True
+
+    @property
+    def symbolizer(self) -> Symbolizer | None:
+        if self._symbolizer is None and self._wanted:
+            from proftui.collectors.symbols.symbolizer import Symbolizer
+
+            self._symbolizer = Symbolizer()
+        return self._symbolizer
+
+    @symbolizer.setter
+    def symbolizer(self, symbolizer: Symbolizer | None) -> None:
+        self._symbolizer = symbolizer
 
     def frames_for(self, name: str, pid: int) -> StackFrames:
         """The address space of the image that wrote file `name`.
@@ -171,7 +204,7 @@ class ImageSpaces:
         frames = self._frames.get(name)
         if frames is None:
             space = AddressSpace(None)  # plain paths: the target shares our mount namespace
-            frames = self._frames[name] = StackFrames(space, self.symbolizer)
+            frames = self._frames[name] = StackFrames(space, None, self)
             for other, other_frames in self._frames.items():
                 if other != name and other_frames.space is not None \
                         and other_frames.space.pid == pid:
@@ -198,7 +231,7 @@ class ImageSpaces:
 
     def warnings(self) -> list[str]:
         """The shared symbolizer's warnings (once, not once per image)."""
-        return list(self.symbolizer.warnings) if self.symbolizer is not None else []
+        return list(self._symbolizer.warnings) if self._symbolizer is not None else []
 
 
 def make_symbolizer(pid: int | None, root: str | None = None) -> tuple[AddressSpace, Symbolizer]:
@@ -206,6 +239,8 @@ def make_symbolizer(pid: int | None, root: str | None = None) -> tuple[AddressSp
 
     `root` defaults to /proc/PID/root (a running process in another mount namespace).
     """
+    from proftui.collectors.symbols.symbolizer import Symbolizer
+
     if root is None:
         root = f"/proc/{pid}/root" if pid is not None else "/"
     return AddressSpace(pid, root=root), Symbolizer()

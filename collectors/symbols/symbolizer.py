@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import bisect
 import functools
-import hashlib
 import itertools
 import os
 import stat
@@ -294,6 +293,8 @@ class ModuleSymbols:
                 st = os.stat(self.debug_path or self.readable)
             except OSError:
                 return None
+            import hashlib  # rarely needed: not at every start
+
             key = "nobuildid-" + hashlib.sha256(
                 f"{os.path.realpath(self.debug_path or self.readable)}\0{st.st_size}\0"
                 f"{st.st_mtime_ns}".encode()).hexdigest()[:32]

@@ -188,7 +188,7 @@ def test_sampler_headers_rebuilt_from_the_layout(tmp_path: Path) -> None:
     sfile = SamplerFile(path, salvage_period_ns=1_000_000)
     assert sfile.salvaged and sfile.header.pid == 4242 and sfile.sampler.ring_words == 512
     assert [(r.tid, list(r.ids)) for r in sfile.drain()] == [(4242, [sid])]
-    assert [s.ips for s in sfile.new_stacks()] == [(0x401000, 0x402000)]
+    assert [tuple(s.ips) for s in sfile.new_stacks()] == [(0x401000, 0x402000)]
     sfile.close()
     short = tmp_path / "sampler.7.ptw"
     with open(short, "wb") as f:

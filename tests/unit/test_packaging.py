@@ -59,3 +59,5 @@ def test_wheel_carries_the_runtimes_in_the_native_package(wheel: zipfile.ZipFile
     for name in RUNTIME_FILES:
         assert wheel.read(NATIVE + name)[:4] == b"\x7fELF"
     assert "proftui/tui/proftui.tcss" in names and "proftui/tui/demo/demo.c" in names
+    # the model's native core: a real extension module, in its package
+    assert wheel.read("proftui/collectors/model/_core.abi3.so")[:4] == b"\x7fELF"

@@ -30,7 +30,7 @@ def test_records_name_stacks_and_their_time(tmp_path: Path) -> None:
     f = SamplerFile(w.path)
     got = [(r.tid, list(r.ids), list(r.weights), list(r.times)) for r in f.drain()]
     assert got == [(100, [a, a], [1, 1], [7, 8]), (101, [b], [4], [9])]
-    stacks = {s.id: (s.tid, s.flags, s.ips) for s in f.new_stacks()}
+    stacks = {s.id: (s.tid, s.flags, tuple(s.ips)) for s in f.new_stacks()}
     assert stacks == {a: (100, 0, (0x10, 0x20, 0x30)), b: (101, SREC_TRUNCATED, (0x40,))}
     assert f.new_stacks() == []  # each stack is read once
     assert f.stacks.counts_of([a, b]) == [(a, 2, 2), (b, 1, 4)]
@@ -65,10 +65,10 @@ def test_a_stack_not_ready_is_read_later(tmp_path: Path) -> None:
     late = w.stack_id(100, [0x20], ready=False)  # claimed, fields still being written
     w.stack_id(100, [0x30])
     f = SamplerFile(w.path)
-    assert [s.ips for s in f.new_stacks()] == [(0x10,), (0x30,)]
+    assert [tuple(s.ips) for s in f.new_stacks()] == [(0x10,), (0x30,)]
     entry = w.entries + late * 48 + 26  # its flags
     w.put(entry, struct.pack("<H", 1 << 15))  # READY now
-    assert [(s.id, s.ips) for s in f.new_stacks()] == [(late, (0x20,))]
+    assert [(s.id, tuple(s.ips)) for s in f.new_stacks()] == [(late, (0x20,))]
     f.close()
     w.close()
 

@@ -13,29 +13,54 @@ from __future__ import annotations
 
 import os
 import stat
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 
 from proftui.collectors.errors import ProftuiError
-from proftui.collectors.formats.importers import (
-    gperftools,
-    gperftools_heap,
-    heaptrack,
-    perf_script,
-    pprof,
-)
-from proftui.collectors.gprof.gmon import MAGIC as GMON_MAGIC
 from proftui.collectors.model import storage
 from proftui.collectors.model.profile import Profile
 
+# The importers are imported when a file of theirs is met, not for every file: a
+# .proftui is read without loading the others (and pyelftools behind them).
 _GZIP_MAGIC = b"\x1f\x8b"
 _PERF_DATA_MAGIC = (b"PERFILE2", b"2ELIFREP")
-# kind (`detect`) -> the loader of such a file; a gmon.out needs its program too
-_LOADERS: dict[str, Callable[[Path], Profile]] = {
-    "proftui": storage.load, "pprof": pprof.load_pprof, "gperftools": gperftools.load_gperftools,
-    "gperftools-heap": gperftools_heap.load_gperftools_heap,
-    "heaptrack": heaptrack.load_heaptrack, "perf-script": perf_script.load_perf_script,
-}
+SNIFF_BYTES = 64 * 1024  # what `load_any` reads to detect a file (perf_script.SNIFF_BYTES)
+
+
+def _loader(kind: str) -> Callable[[Path], Profile] | None:
+    """The loader of a file of `kind` (`detect`), or None (a gmon.out needs its program)."""
+    if kind == "proftui":
+        return storage.load
+    if kind == "pprof":
+        from proftui.collectors.formats.importers import pprof
+        return pprof.load_pprof
+    if kind == "gperftools":
+        from proftui.collectors.formats.importers import gperftools
+        return gperftools.load_gperftools
+    if kind == "gperftools-heap":
+        from proftui.collectors.formats.importers import gperftools_heap
+        return gperftools_heap.load_gperftools_heap
+    if kind == "heaptrack":
+        from proftui.collectors.formats.importers import heaptrack
+        return heaptrack.load_heaptrack
+    if kind == "perf-script":
+        from proftui.collectors.formats.importers import perf_script
+        return perf_script.load_perf_script
+    return None
+
+
+def _is_proftui(head: bytes) -> bool:
+    """A file proftui saved (version 2): gzip data starting with storage.MAGIC."""
+    if not head.startswith(_GZIP_MAGIC):
+        return False
+    try:
+        inner = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(head, len(storage.MAGIC))
+    except zlib.error:
+        return False
+    return inner == storage.MAGIC
+
+
 READABLE = ("it reads proftui (.proftui), pprof (gzip'd or raw profile.proto), gperftools CPU "
             "and heap profiles, heaptrack files, `perf script` text, gmon.out (with --binary)")
 
@@ -43,6 +68,17 @@ READABLE = ("it reads proftui (.proftui), pprof (gzip'd or raw profile.proto), g
 def detect(head: bytes) -> str:
     """The kind of file whose first bytes are `head`: "proftui", "pprof", "gperftools",
     "gperftools-heap", "heaptrack", "perf-script", "perf-data", "gmon" or "unknown"."""
+    if _is_proftui(head):  # the common case, told by its magic line without the importers
+        return "proftui"
+    from proftui.collectors.formats.importers import (
+        gperftools,
+        gperftools_heap,
+        heaptrack,
+        perf_script,
+        pprof,
+    )
+    from proftui.collectors.gprof.gmon import MAGIC as GMON_MAGIC
+
     if heaptrack.sniff(head):  # first: heaptrack's .gz files are gzip like proftui's
         return "heaptrack"
     if head.startswith(_GZIP_MAGIC):
@@ -84,7 +120,7 @@ def load_any(path: Path | str, binary: Path | None = None) -> Profile:
         if stat.S_ISFIFO(os.stat(path).st_mode):  # an open would wait for a writer
             raise ProftuiError(f"{path}: is a FIFO, not a profile file")
         with open(path, "rb") as f:
-            head = f.read(perf_script.SNIFF_BYTES)
+            head = f.read(SNIFF_BYTES)
     except FileNotFoundError:
         raise ProftuiError(f"{path}: no such file") from None
     except IsADirectoryError:
@@ -92,12 +128,10 @@ def load_any(path: Path | str, binary: Path | None = None) -> Profile:
     except OSError as exc:
         raise ProftuiError(f"{path}: cannot read: {exc.strerror}") from None
     kind = detect(head)
-    loader = _LOADERS.get(kind)
+    loader = _loader(kind)
     if loader is not None:
         return loader(path)
     if kind == "gmon":
-        # Loaded for gmon.out only: it brings the symbolizer and ELF/DWARF readers,
-        # which a saved profile's report never needs.
         from proftui.collectors.gprof.collector import load_gmon_file
 
         return load_gmon_file(path, binary)
