@@ -324,7 +324,7 @@ def merge_parts(profile: Profile) -> Profile:
     else:
         assert profile.tree is not None
         for part in profile.parts.values():
-            profile.tree.merge(part)
+            profile.tree.add_tree(0, part)
     return profile.finalize()
 
 

@@ -88,7 +88,7 @@ def _unattributed(profile: Profile, trees: list[CallTree]) -> CallTree | None:
         return None
     rest = profile.tree.copy()
     for tree in trees:
-        rest.fold(0, tree, sign=-1.0)
+        rest.add_tree(0, tree, sign=-1.0)
     for column in rest.selfs:  # what subtraction leaves of equal costs is rounding
         for i in range(len(column)):
             if column[i] < 1e-9 * max(1.0, abs(whole[0])):
@@ -105,7 +105,7 @@ def grouped_profile(profile: Profile, metric: int = 0) -> Profile:
     for proc in processes(profile, metric):
         raw = f"[process] pid {proc.pid}" if proc.pid is not None else f"[process] {proc.label}"
         node = grouped.child(0, frames.intern(Frame(proc.label, raw_name=raw)))
-        grouped.fold(node, proc.tree)
+        grouped.add_tree(node, proc.tree)
     grouped.finalize()
     return Profile(meta=profile.meta, metrics=profile.metrics, frames=frames, tree=grouped,
                    parts=profile.parts, arcs=profile.arcs, line_costs=profile.line_costs,

@@ -19,7 +19,7 @@ is added) and the totals (summed again when read after `invalidate_totals`).
 A tree built and saved by a headless `record` is then `parents`, `frames` and
 `selfs` alone: 24 bytes a node with two metrics.
 
-The per-node work (finding and making children, folding trees, totals,
+The per-node work (finding and making children, adding trees, totals,
 per-function sums, the pre-order) runs in the native core, `core.py`
 (csrc/core/), over these same columns; `CallNode` is a light view
 `(tree, index)` for code that walks a few nodes at a time (the TUI's rows, the
@@ -94,9 +94,9 @@ class CallNode:
         """The child for `frame_id`, created empty if absent."""
         return CallNode(self.tree, self.tree.child(self.index, frame_id))
 
-    def absorb(self, other: CallNode) -> None:
+    def add_tree(self, other: CallNode) -> None:
         """Add `other`'s self costs, calls and subtree into this node."""
-        self.tree.absorb(self.index, other.tree, other.index)
+        self.tree.add_tree(self.index, other.tree, other.index)
 
     def path(self) -> list[int]:
         """Frame ids from the outermost caller down to this node (root excluded)."""
@@ -222,7 +222,7 @@ class CallTree:
 
     def node_map(self, into: CallTree, frame_map: Sequence[int] | None = None) -> array:
         """For each node of this tree, the node of `into` at the same path (frame ids
-        mapped through `frame_map`), -1 where `into` has none: where `fold` put it."""
+        mapped through `frame_map`), -1 where `into` has none: where `add_tree` put it."""
         return core.node_map(self, into, frame_map)
 
     def children(self, node: int) -> list[int]:
@@ -313,13 +313,9 @@ class CallTree:
             self.add_calls(node, calls)
         return CallNode(self, node)
 
-    def absorb(self, node: int, other: CallTree, other_node: int) -> None:
-        """Add `other`'s subtree at `other_node` (self costs, calls) into `node`."""
-        self.fold(node, other, other_node)
-
-    def fold(self, node: int, other: CallTree, other_node: int = 0, *, sign: float = 1.0,
-             frame_map: Sequence[int] | None = None,
-             metric_map: Sequence[int | None] | None = None) -> None:
+    def add_tree(self, node: int, other: CallTree, other_node: int = 0, *,
+                 sign: float = 1.0, frame_map: Sequence[int] | None = None,
+                 metric_map: Sequence[int | None] | None = None) -> None:
         """Add `sign` times `other`'s subtree at `other_node` into this tree at `node`:
         the one tree arithmetic of the model (merging, remapping, subtracting).
 
@@ -358,10 +354,6 @@ class CallTree:
         """Every node id except the root, parents before children, children in order."""
         return core.preorder(self)
 
-    def node_count(self) -> int:
-        """Nodes except the root."""
-        return len(self.parents) - 1
-
     def max_depth(self) -> int:
         """Depth of the deepest node (0 for an empty tree)."""
         return core.max_depth(self)
@@ -369,11 +361,6 @@ class CallTree:
     def finalize(self) -> CallTree:
         """Compute every node's total cost as self plus the children's totals."""
         self._totals = core.totals(self)
-        return self
-
-    def merge(self, other: CallTree) -> CallTree:
-        """Add `other`'s costs and calls into this tree (same frame table)."""
-        self.absorb(0, other, 0)
         return self
 
     def copy(self, take_index: bool = False) -> CallTree:
@@ -399,13 +386,13 @@ class CallTree:
     def remapped(self, frame_map: Sequence[int],
                  metric_map: Sequence[int | None]) -> CallTree:
         """This tree with frame ids mapped through `frame_map` and metrics through
-        `metric_map` (as `fold` takes them), not finalized.  When no two siblings map
+        `metric_map` (as `add_tree` takes them), not finalized.  When no two siblings map
         to one frame the shape is kept as it is (columns mapped, no walk); else the
-        siblings merge, as `fold` into an empty tree does."""
+        siblings merge, as `add_tree` into an empty tree does."""
         frames, merges = core.remap_frames(self, frame_map)
         if merges:
             out = CallTree(len(metric_map))
-            out.fold(0, self, frame_map=frame_map, metric_map=metric_map)
+            out.add_tree(0, self, frame_map=frame_map, metric_map=metric_map)
             return out
         n = len(self.parents)
         selfs = [array("d", bytes(8 * n)) if j is None or j >= len(self.selfs)

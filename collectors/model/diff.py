@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from proftui.collectors.model.lines import fold_costs
+from proftui.collectors.model.lines import add_cost_tables
 from proftui.collectors.model.profile import (
     ROOT_FRAME,
     CallNode,
@@ -129,8 +129,8 @@ def align(base: Profile, onto: Profile) -> Profile:
         meta=base.meta, metrics=onto.metrics, frames=matcher.frames,
         tree=tree, parts=parts,
         arcs=arcs,
-        line_costs=fold_costs({}, base.line_costs, metric_map=order),
-        address_costs=fold_costs({}, base.address_costs, metric_map=order),
+        line_costs=add_cost_tables({}, base.line_costs, metric_map=order),
+        address_costs=add_cost_tables({}, base.address_costs, metric_map=order),
         address_sites=dict(base.address_sites), functions=functions,
         sources=base.sources, timeline=base.timeline, leaks=base.leaks)
 
@@ -151,13 +151,13 @@ def _subtract_tree(current: CallTree, mark: CallTree, ids: list[int],
     (`align`'s mapping): a copy of `current` with the mark folded in negatively (siblings
     that map to one id subtract from one node, as they merge in `align`)."""
     out = current.copy()
-    out.fold(0, mark, sign=-1.0, frame_map=ids, metric_map=order)
+    out.add_tree(0, mark, sign=-1.0, frame_map=ids, metric_map=order)
     return out.finalize()
 
 
 def _subtract_costs(current: dict, mark: dict, order: list[int | None]) -> dict:
     out = {k: list(v) for k, v in current.items()}
-    fold_costs(out, mark, sign=-1.0, metric_map=order)
+    add_cost_tables(out, mark, sign=-1.0, metric_map=order)
     return out
 
 

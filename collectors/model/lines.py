@@ -54,18 +54,18 @@ def merge_code_costs(into: Profile, other: Profile) -> Profile:
     """Add `other`'s line and address costs (same metrics) into `into`; returns `into`."""
     if len(into.metrics) != len(other.metrics):
         raise ValueError("profiles with different metrics")
-    fold_costs(into.address_costs, other.address_costs)
+    add_cost_tables(into.address_costs, other.address_costs)
     for key, site in other.address_sites.items():
         into.address_sites.setdefault(key, site)
-    fold_costs(into.line_costs, other.line_costs)
+    add_cost_tables(into.line_costs, other.line_costs)
     return into
 
 
-def fold_costs(into: dict[Any, list[float]], table: Mapping[Any, Sequence[float]],
+def add_cost_tables(into: dict[Any, list[float]], table: Mapping[Any, Sequence[float]],
                sign: float = 1.0, metric_map: Sequence[int | None] | None = None,
                width: int | None = None) -> dict[Any, list[float]]:
     """Add `sign` times each cost list of `table` into `into` (keys: a line or an
-    address), as `CallTree.fold` does for trees: `metric_map[i]` is the metric of
+    address), as `CallTree.add_tree` does for trees: `metric_map[i]` is the metric of
     `table` that is `into`'s metric `i` (None: nothing).  Returns `into`."""
     for key, values in table.items():
         n = width if width is not None else (

@@ -98,7 +98,7 @@ def part_tree(profile: Profile, part: str | None) -> CallTree:
             return cached[1]
     merged = CallTree(len(profile.metrics))
     for label in labels:
-        merged.merge(profile.parts[label])
+        merged.add_tree(0, profile.parts[label])
     merged.finalize()
     with _merged_lock:
         _merged[key] = (weakref.ref(profile), merged)

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from proftui.collectors.model import core
-from proftui.collectors.model.lines import add_costs, fold_costs
+from proftui.collectors.model.lines import add_cost_tables, add_costs
 from proftui.collectors.model.profile import CallTree, CodeSite, Profile
 
 MAX_ENTRIES = 1_000_000  # (slice, stack) pairs kept; beyond, slices merge in pairs
@@ -121,7 +121,7 @@ def range_profile(profile: Profile, t0: float, t1: float) -> Profile:
     for key, values in address_costs.items():
         site = profile.address_sites.get(key)
         if site is not None and site.file is not None and site.line is not None:
-            fold_costs(line_costs, {(site.file, site.line): values}, width=n_metrics)
+            add_cost_tables(line_costs, {(site.file, site.line): values}, width=n_metrics)
     pruned = {id(t): t.pruned() for t in (tree, *parts.values())}
     tree = pruned[id(tree)]
     parts = {label: pruned[id(part)] for label, part in parts.items()}

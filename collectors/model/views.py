@@ -272,7 +272,7 @@ def threads_as_roots(profile: Profile, part: str | None = None, inverted: bool =
                     else part_tree(profile, info.label))
             if tree.cut_depth is not None:
                 grouped.cut_depth = tree.cut_depth
-            parent.child(frames.intern(_group_frame(info))).absorb(tree.root)
+            parent.child(frames.intern(_group_frame(info))).add_tree(tree.root)
     derived = Profile(meta=profile.meta, metrics=profile.metrics, frames=frames, tree=grouped,
                       parts=profile.parts, arcs=profile.arcs, line_costs=profile.line_costs,
                       address_costs=profile.address_costs, address_sites=profile.address_sites,

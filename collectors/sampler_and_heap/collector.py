@@ -19,7 +19,7 @@ from typing import ClassVar
 
 from proftui.collectors.base import CollectorOptions, LaunchCollector
 from proftui.collectors.heap.collector import HeapCollector
-from proftui.collectors.model.lines import fold_costs
+from proftui.collectors.model.lines import add_cost_tables
 from proftui.collectors.model.profile import CallTree, FrameTable, Profile, ProfileMeta
 from proftui.collectors.model.slices import SliceSource, combine
 from proftui.collectors.runtime.preload import check_preloadable, launch_preloaded
@@ -140,19 +140,19 @@ def side_by_side(first: Profile, second: Profile, meta: ProfileMeta) -> Profile:
     for src, ids, metric_map, offset in ((first, first_ids, first_map, 0),
                                          (second, second_ids, second_map, n_first)):
         assert src.tree is not None
-        out.tree.fold(0, src.tree, frame_map=ids, metric_map=metric_map)
+        out.tree.add_tree(0, src.tree, frame_map=ids, metric_map=metric_map)
         for label, tree in src.parts.items():
             part = out.parts.get(label)
             if part is None:
                 part = out.parts[label] = CallTree(n)
-            part.fold(0, tree, frame_map=ids, metric_map=metric_map)
+            part.add_tree(0, tree, frame_map=ids, metric_map=metric_map)
         if src.slices is not None:
             sources.append(SliceSource(
                 src.slices, src.tree.node_map(out.tree, ids),
                 {label: tree.node_map(out.parts[label], ids)
                  for label, tree in src.parts.items()}, offset))
-        fold_costs(out.line_costs, src.line_costs, metric_map=metric_map)
-        fold_costs(out.address_costs, src.address_costs, metric_map=metric_map)
+        add_cost_tables(out.line_costs, src.line_costs, metric_map=metric_map)
+        add_cost_tables(out.address_costs, src.address_costs, metric_map=metric_map)
         for key, site in src.address_sites.items():
             out.address_sites.setdefault(key, site)
         for (caller, callee), count in src.arcs.items():

@@ -84,7 +84,7 @@ def merged_flat(profiles: list[Profile]) -> dict[tuple[str, str], tuple[list[flo
     for profile in profiles:
         assert profile.tree is not None and profile.metrics == metrics
         ids = [frames.intern(f) for f in profile.frames]
-        tree.fold(0, profile.tree, frame_map=ids)
+        tree.add_tree(0, profile.tree, frame_map=ids)
     merged = Profile(meta=profiles[0].meta, metrics=metrics, frames=frames, tree=tree)
     return flat_by_name(merged.finalize())
 

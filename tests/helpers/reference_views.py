@@ -7,7 +7,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Callable, Sequence
 
-from proftui.collectors.model.lines import fold_costs
+from proftui.collectors.model.lines import add_cost_tables
 from proftui.collectors.model.profile import FunctionCost
 from proftui.collectors.model.slices import Slices
 
@@ -156,7 +156,7 @@ def range_tree(tree: CallTree, leaves: Sequence[int], per_stack: list[array],
         for m, value in enumerate(values):
             out.selfs[m][leaves[s]] += value
         if index_code[s] >= 0:
-            fold_costs(address_costs, {code_keys[index_code[s]]: values}, width=n_metrics)
+            add_cost_tables(address_costs, {code_keys[index_code[s]]: values}, width=n_metrics)
     return out.pruned(), address_costs
 
 

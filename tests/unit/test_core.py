@@ -86,13 +86,13 @@ def test_folds_merge_and_subtract_alike(seed: int) -> None:
     frame_map = [rng.randrange(6) for _ in range(12)]  # siblings merge
     metric_map: list[int | None] = [2, None]
     old_a.fold(0, old_b, sign=-1.0, frame_map=frame_map, metric_map=metric_map)
-    new_a.fold(0, new_b, sign=-1.0, frame_map=frame_map, metric_map=metric_map)
+    new_a.add_tree(0, new_b, sign=-1.0, frame_map=frame_map, metric_map=metric_map)
     same_tree(old_a, new_a)
     old_a.fold(3, old_b, 2)  # into a node, from a node
-    new_a.fold(3, new_b, 2)
+    new_a.add_tree(3, new_b, 2)
     same_tree(old_a, new_a)
     assert list(old_b.node_map(old_a, frame_map)) == list(new_b.node_map(new_a, frame_map))
-    new_a.merge(new_a)  # a tree folded into itself: a copy of it, doubled
+    new_a.add_tree(0, new_a)  # a tree added to itself: a copy of it, doubled
     old_copy = old_a.copy()
     old_a.merge(old_copy)
     same_tree(old_a, new_a)
@@ -303,7 +303,7 @@ def test_bad_input_is_an_exception() -> None:
     with pytest.raises(TypeError, match="'i' items"):
         core.link(array("q", [-1, 0]))
     with pytest.raises(IndexError):
-        tree.fold(0, tree.copy(), frame_map=[0])  # frame 1 has no mapping
+        tree.add_tree(0, tree.copy(), frame_map=[0])  # frame 1 has no mapping
     with pytest.raises(IndexError):
         core.add_stacks(tree.selfs, array("q", [9]), [array("d", [1.0])], None, 0)
     assert core.check(array("d", [1.0, float("nan")]), 0.0, 2.0, 0) == 1

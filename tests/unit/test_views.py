@@ -77,7 +77,9 @@ def test_deep_tree_is_iterative() -> None:
 
 def test_merging_into_a_copy_leaves_the_original() -> None:
     profile = sample_profile()
-    doubled = profile.tree.copy().merge(profile.tree).finalize()
+    doubled = profile.tree.copy()
+    doubled.add_tree(0, profile.tree)
+    doubled.finalize()
     assert doubled.root.total_cost == [210]
     assert isinstance(doubled, CallTree) and profile.total() == 105
 
