@@ -378,7 +378,6 @@ def deep_under_main(method: str, seconds: float = 2.0) -> float:
     finally:
         proc.kill()
         proc.wait()
-    assert profile.tree is not None
     total = profile.tree.root.total_cost[0]
     under = sum(node.total_cost[0] for node in profile.tree.nodes()
                 if profile.frames[node.frame_id].function == "main"

@@ -100,7 +100,6 @@ def main() -> None:
         from proftui.collectors.model import storage
 
         profile = storage.load(work / "deep.proftui")
-        assert profile.tree is not None
         print(f"profile: {profile.total(0):,.0f} samples, {len(profile.tree):,} tree nodes, "
               f"depth {profile.tree.max_depth()}, {len(profile.meta.warnings)} notes, "
               f"{(work / 'deep.proftui').stat().st_size / 2**20:.1f} MiB on disk", flush=True)

@@ -157,7 +157,6 @@ def record_and_report(work: Path, prog: Path, seconds: float, hz: int) -> tuple[
     from proftui.collectors.model import storage
 
     profile = storage.load(work / "a.proftui")
-    assert profile.tree is not None
     leaves = sum(1 for i in range(1, len(profile.tree))
                  if profile.tree.selfs[0][i])
     print(f"  distinct call paths with samples: {leaves:,}; tree nodes {len(profile.tree):,}; "

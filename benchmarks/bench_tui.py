@@ -71,7 +71,6 @@ def synthetic_profile(functions: int, nodes: int, seed: int = 1) -> Profile:
     ids = [profile.frames.intern(Frame(f"fn_{i:05d}_{'x' * (i % 17)}", module="/bin/synthetic",
                                        address=0x1000 + 64 * i, raw_name=f"fn_{i}"))
            for i in range(functions)]
-    assert profile.tree is not None
     kids: dict[int, list[CallNode]] = {0: []}
     created = 0
     while created < nodes:
@@ -103,7 +102,6 @@ def perturbed(functions: int, nodes: int, seed: int = 1) -> Profile:
     """The profile `synthetic_profile` builds, a third of its nodes' costs changed (a
     baseline for it: most paths match, some grew or shrank, some are absent)."""
     profile = synthetic_profile(functions, nodes, seed)
-    assert profile.tree is not None
     rng = random.Random(seed + 100)
     for node in profile.tree.nodes():
         if node.self_cost[0] and rng.random() < 0.33:
@@ -416,7 +414,6 @@ def latency(repeat: int) -> None:
     big = synthetic_profile(50_000, 200_000)
     built = time.perf_counter() - started
     rss_profile = me.memory_info().rss
-    assert big.tree is not None
     print(f"big profile: {len(big.frames):,} functions, {len(big.tree) - 1:,} tree nodes, "
           f"built in {built:.1f} s, {(rss_profile - rss0) / 2**20:.0f} MiB")
     started = time.perf_counter()

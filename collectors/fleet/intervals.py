@@ -97,7 +97,7 @@ class SnapshotIntervals:
 
     def take(self, profile: Profile | None) -> Rows:
         rows = Rows()
-        if profile is None or profile.tree is None:
+        if profile is None:
             return rows
         if not self.metrics:
             self.metrics = profile.metrics
@@ -106,11 +106,9 @@ class SnapshotIntervals:
         self._last = profile
         order = {m.name: i for i, m in enumerate(delta.metrics)}
         index = [order.get(m.name) for m in self.metrics]
-        assert delta.tree is not None
         parts: dict[str, CallTree] = delta.parts or {"": delta.tree}
         width = len(self.metrics)
         for thread, tree in parts.items():
-            assert tree is not None
             chain: dict[int, bytes] = {0: b""}
             parents, frames, calls = tree.parents, tree.frames, tree.calls
             digest, extend = self._hasher.frame_digest, self._hasher.extend

@@ -467,10 +467,9 @@ def _unsampled_cpu_note(profile: Profile, cpu_s: float | None) -> str | None:
     """A warning when the clock's ticks stand for under half the CPU time the target
     used (its rusage at exit): the target blocked or took over the sampling signal, so
     every time shown is too small."""
-    tree = profile.tree
-    if cpu_s is None or cpu_s < 0.05 or tree is None:
+    if cpu_s is None or cpu_s < 0.05:
         return None
-    sampled_s = tree.root.total_cost[profile.metric_index("cpu_ns")] / 1e9
+    sampled_s = profile.tree.root.total_cost[profile.metric_index("cpu_ns")] / 1e9
     if sampled_s >= 0.5 * cpu_s:
         return None
     return (f"only {100 * sampled_s / cpu_s:.0f}% of the target's {cpu_s:.2f} s of CPU time "
@@ -489,9 +488,9 @@ def _timing_notes(profile: Profile, timing: str, datas: list[HookData],
                 "calls are counted, time is not"] if clock_wanted and datas else []
     notes = []
     tree = profile.tree
-    samples = tree.root.total_cost[0] if tree is not None else 0.0
+    samples = tree.root.total_cost[0]
     own = profile.frames.find(INSTRUMENTATION)
-    if tree is not None and samples and own is not None:
+    if samples and own is not None:
         share = 100.0 * sum(n.self_cost[0] for n in tree.nodes() if n.frame_id == own) / samples
         notes.append(f"calls exact, time sampled per calling context; the hook library's own "
                      f"code took {share:.1f}% of the samples, shown as [instrumentation] under "

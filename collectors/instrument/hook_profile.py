@@ -322,7 +322,6 @@ def merge_parts(profile: Profile) -> Profile:
     if len(profile.parts) == 1:
         profile.tree = profile.parts.popitem()[1]
     else:
-        assert profile.tree is not None
         for part in profile.parts.values():
             profile.tree.add_tree(0, part)
     return profile.finalize()
@@ -340,7 +339,7 @@ def short_call_warning(profile: Profile) -> str | None:
     out: a 1 ns function's share then swings between 0 and several times its
     true value from run to run (40 M calls x 1 ns = 40 ms).
     """
-    if profile.metrics[0] != WALL_NS or profile.tree is None:
+    if profile.metrics[0] != WALL_NS:
         return None
     total = profile.tree.root.total_cost[0]
     if total <= 0:

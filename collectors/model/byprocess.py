@@ -41,7 +41,6 @@ def processes(profile: Profile, metric: int = 0) -> list[ProcessTree]:
     pid when the profile names exactly one).  Cost the parts do not account for (a
     collector that kept parts for some threads only) is one more group, "not
     attributed to a process", so the groups always add up to the whole."""
-    assert profile.tree is not None
     pids: dict[int, None] = {}
     others: list[str] = []
     for label in profile.parts:
@@ -78,7 +77,6 @@ def _title(pid: int | None, name: str, info: PartInfo | None) -> str:
 def _unattributed(profile: Profile, trees: list[CallTree]) -> CallTree | None:
     """The whole tree minus `trees`, or None when they account for all of it (within
     rounding): parts normally partition the profile."""
-    assert profile.tree is not None
     whole = profile.tree.root.total_cost
     for m in range(len(profile.metrics)):
         parts = math.fsum(t.root.total_cost[m] for t in trees)

@@ -105,7 +105,6 @@ def align(base: Profile, onto: Profile) -> Profile:
     matcher = FrameMatcher(onto.frames)
     ids = [matcher.match(frame) for frame in base.frames]
     order = _metric_map(base.metrics, onto.metrics)
-    assert base.tree is not None
     functions: dict[int, FunctionCost] | None = None
     if base.functions is not None:
         functions = {}
@@ -175,7 +174,6 @@ def subtract(current: Profile, mark: Profile) -> Profile:
     matcher = FrameMatcher(current.frames)
     ids = [matcher.match(frame) for frame in mark.frames]
     order = _metric_map(mark.metrics, current.metrics)
-    assert current.tree is not None and mark.tree is not None
     tree = _subtract_tree(current.tree, mark.tree, ids, order)
     empty = CallTree(len(order))
     parts = {label: tree if part is current.tree and mark.parts.get(label) is mark.tree

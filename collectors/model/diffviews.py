@@ -171,7 +171,6 @@ def common_metric(base: Profile, new: Profile, name: str | None = None) -> str:
 def _per_function(profile: Profile, function_ids: list[int]) -> dict[int, FunctionCost]:
     """Function id -> cost; the collector's own totals (gprof) when it gave them."""
     if profile.functions is None:
-        assert profile.tree is not None
         return function_costs(profile.tree, function_ids)
     out: dict[int, FunctionCost] = {}
     for fid, cost in profile.functions.items():
@@ -215,7 +214,6 @@ def diff_profiles(base: Profile, new: Profile, metric: str | None = None) -> Pro
             total_cost=_change(b.total_cost[m] if b else 0.0, n.total_cost[m] if n else 0.0,
                                base_whole, new_whole),
             base_calls=b.calls if b else None, new_calls=n.calls if n else None))
-    assert aligned.tree is not None and new.tree is not None
     paths = _path_deltas(aligned, new, m, base_whole, new_whole)
     return ProfileDiff(name, unit, base_whole, new_whole, functions, paths)
 

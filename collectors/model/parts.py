@@ -80,7 +80,6 @@ def part_tree(profile: Profile, part: str | None) -> CallTree:
     threads ("pid P" when only "pid P tid T" parts exist).  A part this snapshot does not
     have (e.g. counters were reset since it was chosen) is an empty tree."""
     if part is None:
-        assert profile.tree is not None
         return profile.tree
     tree = profile.parts.get(part)
     if tree is not None:
@@ -126,7 +125,6 @@ def list_parts(profile: Profile, metric: int = 0, keep: tuple[str | None, ...] =
     first.  Labels in `keep` that this snapshot lacks are listed with zero cost."""
     names = profile.meta.threads
     zero = tuple(0.0 for _ in profile.metrics)
-    assert profile.tree is not None
     choices = [PartInfo(None, "all", None, None, "", _cost(profile.tree) or zero)]
     pids = sorted({pid for pid, _ in map(parse_label, profile.parts) if pid is not None})
     labels = set(profile.parts)
@@ -166,7 +164,6 @@ def list_parts(profile: Profile, metric: int = 0, keep: tuple[str | None, ...] =
 def describe_part(profile: Profile, part: str | None) -> PartInfo:
     """The `PartInfo` of one label (for the header), whether or not the snapshot has it."""
     if part is None:
-        assert profile.tree is not None
         return PartInfo(None, "all", None, None, "", _cost(profile.tree))
     pid, tid = parse_label(part)
     cost = _cost(part_tree(profile, part))

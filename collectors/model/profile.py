@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:
     from proftui.collectors.model.slices import Slices
@@ -316,7 +316,7 @@ class Profile:
     meta: ProfileMeta
     metrics: tuple[Metric, ...]
     frames: FrameTable = field(default_factory=FrameTable)
-    tree: CallTree | None = None
+    tree: CallTree = field(default=cast(CallTree, None))  # None given: an empty one
     parts: dict[str, CallTree] = field(default_factory=dict)
     arcs: dict[tuple[int, int], int] = field(default_factory=dict)
     # (source file, line) -> self cost per metric
@@ -347,13 +347,12 @@ class Profile:
         # A summary: the dataclass's own repr would spell out every dict, and Textual
         # builds each worker's description from its arguments' reprs (160 ms on the
         # event loop for a 500,000-node profile, at every key that derives a tree).
-        nodes = len(self.tree) if self.tree is not None else 0
+        nodes = len(self.tree)
         return (f"<Profile {self.meta.mode} {len(self.frames)} frames, {nodes} nodes, "
                 f"{len(self.parts)} parts>")
 
     def finalize(self) -> Profile:
         """Compute totals of the merged tree and every part; returns self."""
-        assert self.tree is not None
         self.tree.finalize()
         for part in self.parts.values():
             part.finalize()
@@ -368,5 +367,4 @@ class Profile:
 
     def total(self, metric: int = 0) -> float:
         """Whole-profile cost for `metric` (the root's total)."""
-        assert self.tree is not None
         return self.tree.root.total_cost[metric] if self.metrics else 0.0

@@ -103,7 +103,6 @@ def range_profile(profile: Profile, t0: float, t1: float) -> Profile:
                          f"covers 0-{slices.width * len(slices):.2f} s)")
     per_stack = slices.stack_costs(first, last)
     index = slices.index
-    assert profile.tree is not None
     tree = _emptied(profile.tree)
     parts = {label: tree if part is profile.tree else _emptied(part)
              for label, part in profile.parts.items()}

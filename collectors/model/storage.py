@@ -179,7 +179,6 @@ def _document(profile: Profile) -> dict[str, Any]:
 def profile_to_dict(profile: Profile) -> dict[str, Any]:
     """The version 1 document for `profile`: all JSON, trees as node lists (tests
     compare profiles by it; `profile_from_dict` reads it back)."""
-    assert profile.tree is not None
     doc = _document(profile)
     doc["version"] = 1
     doc["tree"] = encode_tree(profile.tree)
@@ -251,7 +250,6 @@ def save(profile: Profile, path: Path, *, embed_sources: bool = True) -> Path:
 
 def encode(profile: Profile, *, embed_sources: bool = True) -> bytes:
     """The bytes `save` writes: version 2, gzip-compressed."""
-    assert profile.tree is not None
     doc = _document(profile)
     doc["version"] = VERSION
     blobs = _Blobs()

@@ -132,14 +132,12 @@ def side_by_side(first: Profile, second: Profile, meta: ProfileMeta) -> Profile:
                   or first.timeline, leaks=second.leaks or first.leaks)
     first_ids = list(range(len(first.frames)))
     second_ids = [out.frames.intern(f) for f in second.frames]
-    assert out.tree is not None and first.tree is not None and second.tree is not None
     n_second = len(second.metrics)
     first_map = [*range(n_first), *([None] * n_second)]
     second_map = [*([None] * n_first), *range(n_second)]
     sources: list[SliceSource] = []
     for src, ids, metric_map, offset in ((first, first_ids, first_map, 0),
                                          (second, second_ids, second_map, n_first)):
-        assert src.tree is not None
         out.tree.add_tree(0, src.tree, frame_map=ids, metric_map=metric_map)
         for label, tree in src.parts.items():
             part = out.parts.get(label)

@@ -9,7 +9,6 @@ from proftui.collectors.model.views import FlatEntry, flat_profile
 def self_costs(profile: Profile, metric: int = 0) -> dict[str, float]:
     """Self cost of metric `metric` per function name, summed over its nodes."""
     totals: dict[str, float] = {}
-    assert profile.tree is not None
     for node in profile.tree.nodes():
         name = profile.frames[node.frame_id].function
         totals[name] = totals.get(name, 0.0) + node.self_cost[metric]
@@ -18,7 +17,6 @@ def self_costs(profile: Profile, metric: int = 0) -> dict[str, float]:
 
 def total_of(profile: Profile, function: str) -> float:
     """Inclusive samples of `function` (its nodes' totals, recursion not counted twice)."""
-    assert profile.tree is not None
     total = 0.0
     for node in profile.tree.nodes():
         if profile.frames[node.frame_id].function == function:
@@ -33,7 +31,6 @@ def total_of(profile: Profile, function: str) -> float:
 
 def paths_to(profile: Profile, function: str) -> list[list[str]]:
     """Call chains (outermost first) of every tree node of `function`."""
-    assert profile.tree is not None
     out = []
     for node in profile.tree.nodes():
         if profile.frames[node.frame_id].function == function:
@@ -43,7 +40,6 @@ def paths_to(profile: Profile, function: str) -> list[list[str]]:
 
 def names_on_paths(profile: Profile) -> list[list[str]]:
     """Every root-to-leaf path of function names (outermost first)."""
-    assert profile.tree is not None
     paths = []
     for node in profile.tree.nodes():
         if not node.children:

@@ -31,7 +31,6 @@ def by_site(profile: Profile, metric: str, part: str | None = None) -> dict[str,
 
 def stack_of(profile: Profile, leaf: str) -> list[str]:
     """Function names from the root to the first node of `leaf` with self cost."""
-    assert profile.tree is not None
     for node in profile.tree.nodes():
         if node.frame_id >= 0 and profile.frames[node.frame_id].function == leaf \
                 and any(node.self_cost):

@@ -34,7 +34,6 @@ def rich_profile() -> Profile:
                                        f"_Z{name}", "ab12", name == "inl"))
            for i, name in enumerate(("main", "a", "leaf", "inl", "rec"))]
     main, a, leaf, inl, rec = ids
-    assert profile.tree is not None
     profile.tree.add_stack([main, a, leaf], [60, 6e7], calls=3)
     profile.tree.add_stack([main, a, inl], [5, 5e6])
     profile.tree.add_stack([main, rec, rec, rec], [7, 7e6], calls=1)

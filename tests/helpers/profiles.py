@@ -49,7 +49,6 @@ def stacks_profile(frames: list[Frame], stacks: list[tuple[list[int], float]],
     outermost first, with one value for every metric), and part `part` the same if given."""
     profile = Profile(ProfileMeta("sampler", argv=list(argv)), tuple(metrics),
                       FrameTable(frames))
-    assert profile.tree is not None
     for stack, value in stacks:
         profile.tree.add_stack(stack, [value] * len(metrics))
         if part is not None:
@@ -66,7 +65,6 @@ def template_profile() -> Profile:
     main = profile.frames.intern(Frame("main", "/bin/x"))
     work = profile.frames.intern(Frame("std::vector<int, std::allocator<int> >::push_back("
                                        "int const&)", "/bin/x"))
-    assert profile.tree is not None
     profile.tree.add_stack([main, work], [3.0, 3e6])
     profile.tree.add_stack([main], [1.0, 1e6])
     return profile.finalize()
@@ -77,7 +75,6 @@ def deep_chain(depth: int = 100_000) -> Profile:
     profile = Profile(ProfileMeta(mode="instrument", argv=["rec"], pids=[1]), (CPU_NS, CALLS))
     main = profile.frames.intern(Frame("main", "/bin/rec", address=0x1000))
     rec = profile.frames.intern(Frame("rec", "/bin/rec", address=0x1100))
-    assert profile.tree is not None
     node = profile.tree.root.child(main)
     node.self_cost, node.calls = [10.0, 1.0], 1
     for _ in range(depth):
@@ -96,7 +93,6 @@ def distinct_deep_stacks(count: int = 2000, depth: int = 128, seed: int = 7) -> 
     main = profile.frames.intern(Frame("main", "/bin/deep", address=0x1000))
     sides = [profile.frames.intern(Frame(name, "/bin/deep", address=0x1100 + 0x100 * i))
              for i, name in enumerate(("left", "right"))]
-    assert profile.tree is not None
     for _ in range(count):
         stack = [main, *(sides[rng.getrandbits(1)] for _ in range(depth - 1))]
         profile.tree.add_stack(stack, [1.0, 1e6])
@@ -114,7 +110,6 @@ def parts_profile(stacks: dict[str, list[tuple[list[str], float]]], threads: dic
             ids = [profile.frames.intern(Frame(n, module="/bin/x", address=0x1000 + len(n)))
                    for n in names]
             part.add_stack(ids, [cost])
-            assert profile.tree is not None
             profile.tree.add_stack(ids, [cost])
     return profile.finalize()
 

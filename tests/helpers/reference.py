@@ -118,7 +118,6 @@ def proftui_symbol_shares(profile: Profile,
                           naming: Callable[[str], str] = normal_name) -> dict[str, float]:
     """Self share per function (named by `naming`), an inlined frame's cost going to the
     function holding it."""
-    assert profile.tree is not None
     counts: Counter[str] = Counter()
     for node in profile.tree.nodes():
         if not node.self_cost[0]:

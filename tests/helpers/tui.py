@@ -123,7 +123,6 @@ class ReplayCollector(Collector):
         if not self.paused:
             self.ticks += 1
         profile = storage.profile_from_dict(self.recorded)
-        assert profile.tree is not None
         for node in profile.tree.nodes():
             node.self_cost = [v * self.ticks for v in node.self_cost]
         profile.meta.complete = False

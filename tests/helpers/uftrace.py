@@ -71,7 +71,6 @@ def simple_name(name: str) -> str:
 def from_profile(profile: Profile, simple: bool = False) -> Node:
     """The profile's merged tree (metric 0) as a Node tree rooted at an unnamed root;
     `simple` shortens C++ names as uftrace does."""
-    assert profile.tree is not None
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))
 
     def convert(src: object, name: str, inlined: bool) -> Node:

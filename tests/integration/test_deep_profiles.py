@@ -211,7 +211,6 @@ def test_json_report_of_distinct_deep_stacks(tmp_path: Path) -> None:
     grows with the nodes (with indentation it grew with nodes x depth, gigabytes on a
     real run of that shape), takes seconds of CPU and memory bounded by the tree's."""
     profile = distinct_deep_stacks(count=2000, depth=128)
-    assert profile.tree is not None
     nodes = len(profile.tree) - 1
     saved = tmp_path / "deep.proftui"
     storage.save(profile, saved)
@@ -260,7 +259,6 @@ def test_saved_deep_distinct_stacks_load_in_bounded_memory(tmp_path: Path) -> No
         _current, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert loaded.tree is not None
     assert peak < 75 * len(loaded.tree), f"{peak / len(loaded.tree):.0f} bytes a node"
     assert profile.tree is not None and len(loaded.tree) == len(profile.tree)
     assert loaded.tree.totals == profile.tree.totals and loaded.tree.frames == profile.tree.frames

@@ -135,7 +135,6 @@ def test_folded_speedscope_callgrind_in_bytes(tmp_path: Path) -> None:
 def test_leaks_are_inuse_objects_only_when_everything_live_leaked() -> None:
     profile = Profile(ProfileMeta(mode="heap"), (LIVE_BYTES, LEAKED_BYTES, LEAKS))
     profile.frames.intern(Frame("main"))
-    assert profile.tree is not None
     profile.tree.add_stack([0], [4096, 4096, 1])
     columns, missing = sample_columns(profile.finalize())
     assert [c[0] for c in columns] == ["inuse_objects", "inuse_space", "leaked_bytes"]

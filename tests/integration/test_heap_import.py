@@ -67,7 +67,6 @@ def test_gperftools_heap_import_matches_both_references(tmp_path: Path) -> None:
         assert (leaks[function], leaked[function]) == (n_leak, leak), function
         assert live[function] == leak, function
     # the call path: main -> leak_outer -> site_leak
-    assert profile.tree is not None
     paths = {tuple(profile.frames[f].function for f in node.path())[-3:]
              for node in profile.tree.nodes() if node.self_cost[0] > 0}
     assert ("main", "leak_outer", "site_leak") in paths

@@ -97,7 +97,6 @@ def containers_self(profile: Profile, metric: str) -> dict[str, float]:
     """Self cost per function, an inlined frame's going to the function it was inlined in."""
     index = profile.metric_index(metric)
     out: dict[str, float] = {}
-    assert profile.tree is not None
     for node in profile.tree.nodes():
         if not node.self_cost[index]:
             continue

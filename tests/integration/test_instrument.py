@@ -38,7 +38,6 @@ def test_exact_calls_per_context() -> None:
     # cost and the code before main aside (rows at the root).
     flat = {e.frame.function: e for e in flat_profile(profile)}
     assert flat["run"].total_cost[0] >= flat["leaf_a"].total_cost[0] + flat["leaf_b"].total_cost[0]
-    assert profile.tree is not None
     roots = {profile.frames[c.frame_id].function: c.total_cost[0]
              for c in profile.tree.root.children.values()}
     assert sum(roots.values()) == pytest.approx(profile.total(), rel=1e-9)
@@ -157,7 +156,6 @@ def test_monotonic_clock_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_recursion_100000_deep() -> None:
     profile, output = record([build("ins_recurse.c"), "100000"])
     assert output == "levels 100000 even 1\n"
-    assert profile.tree is not None
     main = next(iter(profile.tree.root.children.values()))
     assert profile.frames[main.frame_id].function == "main"
     # Follow the chain of `down` without recursion in Python.

@@ -67,7 +67,6 @@ def test_tree_pane_marks_inlined_frames() -> None:
     from proftui.tui.panes.tree import CallTreeView
 
     profile, _ = record([build("ins_inline.c")])
-    assert profile.tree is not None
     main = next(iter(profile.tree.root.children.values()))
     mid = next(iter(main.children.values()))
     view = CallTreeView()
@@ -172,7 +171,6 @@ def test_lua_vm_loop_keeps_its_inclusive_time_with_errors() -> None:
     """pcall/error longjmp through inlined frames: the VM loop still holds the run."""
     profile, ours, output = _lua_shares([_lua_binary(), LUA_SCRIPT, "150", "errors"])
     assert output.startswith("lua total")
-    assert profile.tree is not None
     roots = [profile.frames[c.frame_id].function for c in profile.tree.root.children.values()]
     assert roots == ["main"]
     assert ours.incl_pct("luaV_execute") >= 90

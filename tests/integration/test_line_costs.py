@@ -72,7 +72,6 @@ def test_sampler_line_costs_open_without_binary_or_source(tmp_path: Path) -> Non
     assert lines[HOT] + lines.get(WARM, 0) + lines.get(MIX, 0) >= 0.9 * total
     assert listing.function_cost[0] == pytest.approx(total)
     # The costs equal the samples the call tree gives work() as self cost.
-    assert loaded.tree is not None
     work_id = loaded.frames.find(work_of(loaded))
     inlined_ids = {i for i, f in enumerate(loaded.frames) if f.inlined}
     tree_self = sum(n.self_cost[0] for n in loaded.tree.nodes()
@@ -152,7 +151,6 @@ def test_instrument_line_costs_on_definition_lines(tmp_path: Path) -> None:
     binary, source = build_copy(tmp_path, ["-finstrument-functions"])
     profile = record(InstrumentCollector, binary, "100", timed=True)
     work = work_of(profile)
-    assert profile.tree is not None
     work_id = profile.frames.find(work)
     tree_self = sum(n.self_cost[0] for n in profile.tree.nodes() if n.frame_id == work_id)
     lines, exact = function_lines(profile, work)

@@ -83,7 +83,6 @@ def _costs(profile: Profile, metric: int = 0) -> dict[str, tuple[float, float]]:
 
 def _node(profile: Profile, *names: str) -> CallNode | None:
     """The node at the end of the first path through `names` (a suffix of the stack)."""
-    assert profile.tree is not None
     for node in profile.tree.nodes():
         path = [profile.frames[f].function for f in node.path()]
         if path[-len(names):] == list(names):

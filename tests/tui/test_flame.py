@@ -31,7 +31,6 @@ def build(stacks: list[tuple[tuple[str, ...], int]], order: tuple[str, ...] = ()
     profile = Profile(ProfileMeta(mode="sampler", argv=["prog"], pids=[1]), (SAMPLES,))
     for name in order:
         profile.frames.intern(Frame(name, module="/bin/prog"))
-    assert profile.tree is not None
     for stack, cost in stacks:
         ids = [profile.frames.intern(Frame(n, module="/bin/prog" if n != "memcpy" else
                                            "/lib/libc.so.6")) for n in stack]
@@ -279,7 +278,6 @@ def test_metric_change_redraws_widths_by_the_new_metric() -> None:
 
     profile = Profile(ProfileMeta(mode="heap", argv=["prog"], pids=[1]), (SAMPLES, ALLOC_BYTES))
     ids = {n: profile.frames.intern(Frame(n, module="/bin/prog")) for n in ("main", "a", "b")}
-    assert profile.tree is not None
     profile.tree.add_stack([ids["main"], ids["a"]], [90, 1_000])
     profile.tree.add_stack([ids["main"], ids["b"]], [10, 3_000])
     profile.finalize()

@@ -17,7 +17,6 @@ SOURCE = "clickhouse://db.example/prof?from=-15m&to=now&host=web1"
 
 def _fleet(cost: float) -> Profile:
     profile = Profile(ProfileMeta(mode="fleet", argv=[SOURCE]), (SAMPLES,))
-    assert profile.tree is not None
     main = profile.frames.intern(Frame("main", "/bin/srv"))
     work = profile.frames.intern(Frame("serve_request", "/bin/srv"))
     profile.tree.add_stack([main, work], [cost])

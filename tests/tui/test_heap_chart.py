@@ -109,7 +109,6 @@ def test_process_pane_shows_the_chart_of_a_heap_profile_only() -> None:
     def heap_profile(timeline: Timeline | None) -> Profile:
         profile = Profile(ProfileMeta(mode="heap", argv=["prog"], pids=[1]), HEAP_METRICS)
         main = profile.frames.intern(Frame("main", module="/bin/prog"))
-        assert profile.tree is not None
         profile.tree.add_stack([main], [4 * MiB, 1, 0, 4 * MiB, 0, 0, 0])
         profile.timeline = timeline
         return profile.finalize()

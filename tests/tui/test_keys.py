@@ -184,7 +184,6 @@ def long_name_profile() -> Profile:
     profile = Profile(ProfileMeta(mode="sampler", argv=["prog"], pids=[1]), (SAMPLES,))
     main = profile.frames.intern(Frame("main", module="/bin/prog"))
     hot = profile.frames.intern(Frame(name, module="/bin/prog"))
-    assert profile.tree is not None
     profile.tree.add_stack([main, hot], [90])
     profile.tree.add_stack([main], [10])
     return profile.finalize()

@@ -108,7 +108,6 @@ def test_a_range_as_the_baseline_of_another(phases: tuple[Profile, dict[str, int
 
 def test_profiles_without_a_timeline_say_so() -> None:
     profile = Profile(ProfileMeta(mode="gprof"), (CPU_NS,))
-    assert profile.tree is not None
     profile.tree.add_stack([profile.frames.intern(Frame("main", "/bin/x"))], [5.0])
     profile.finalize()
 

@@ -42,7 +42,6 @@ def _profile(meta: ProfileMeta, metrics: tuple[Metric, ...] = (SAMPLES,),
              name: str = "main", cost: float = 5.0, module: str = "/bin/x") -> Profile:
     profile = Profile(meta, metrics)
     frame = profile.frames.intern(Frame(name, module, "/src/x.c", 3))
-    assert profile.tree is not None
     profile.tree.add_stack([frame, frame], [cost] * len(metrics))
     return profile.finalize()
 

@@ -28,7 +28,6 @@ def test_folded_lines_follow_flamegraph_pl_conventions() -> None:
     profile = Profile(ProfileMeta(mode="sampler"), (SAMPLES,))
     outer = profile.frames.intern(Frame("ns::f(a;b)", module="/m"))
     inner = profile.frames.intern(Frame("helper", module="/m", inlined=True))
-    assert profile.tree is not None
     profile.tree.add_stack([outer, inner], [3])
     profile.tree.add_stack([outer], [0.4])  # rounds to 0: left out
     assert export_folded(profile.finalize()) == b"ns::f(a:b);helper_[i] 3\n"
@@ -87,7 +86,6 @@ def test_callgrind_exact_node_calls() -> None:
     profile = Profile(ProfileMeta(mode="instrument"), (CPU_NS,))
     main = profile.frames.intern(Frame("main", module="/p", file="p.c", line=5))
     f = profile.frames.intern(Frame("f", module="/p", file="p.c", line=1))
-    assert profile.tree is not None
     profile.tree.add_stack([main], [100], calls=1)
     profile.tree.add_stack([main, f], [250], calls=7)
     text = export_callgrind(profile.finalize()).decode()
@@ -116,7 +114,6 @@ def _dot_of_big_and_small() -> str:
     profile = Profile(ProfileMeta(mode="sampler", argv=['say "hi"']), (SAMPLES,))
     big = profile.frames.intern(Frame('big"one\\', module="/m"))
     small = profile.frames.intern(Frame("small", module="/m"))
-    assert profile.tree is not None
     profile.tree.add_stack([big], [999])
     profile.tree.add_stack([big, small], [1])
     return export_dot(profile.finalize(), min_percent=1.0).decode()
@@ -148,7 +145,6 @@ def test_speedscope_document() -> None:
 def test_speedscope_units_per_metric() -> None:
     profile = Profile(ProfileMeta(mode="sampler"), (SAMPLES, CPU_NS))
     fid = profile.frames.intern(Frame("f", file="f.c", line=9))
-    assert profile.tree is not None
     profile.tree.add_stack([fid], [2, 2e6])
     doc = json.loads(EXPORTERS["speedscope"](profile.finalize()))
     assert [p["unit"] for p in doc["profiles"]] == ["none", "nanoseconds"]

@@ -61,7 +61,6 @@ def test_pprof_fields_of_a_two_metric_gzipped_profile() -> None:
     profile = Profile(ProfileMeta(mode="sampler", period_ns=1_000_000, start_time=10.0,
                                   end_time=12.5), (SAMPLES, CPU_NS))
     fid = profile.frames.intern(Frame("f", module="/m", file="f.c", line=3, address=0x40))
-    assert profile.tree is not None
     profile.tree.add_stack([fid], [7, 7_000_000])
     profile.finalize()
     raw = export_pprof(profile)
@@ -88,7 +87,6 @@ def test_leaf_cost_goes_to_the_locations_it_was_recorded_at() -> None:
     main = profile.frames.intern(Frame("main", "/m", "p.c", 1, address=0x10))
     mid = profile.frames.intern(Frame("mid", "/m", "p.c", 10, address=0x100))
     leaf = profile.frames.intern(Frame("leaf", "/m", "leaf.h", 3, inlined=True))
-    assert profile.tree is not None
     profile.tree.add_stack([main, mid], [4])
     profile.tree.add_stack([main, mid, leaf], [6])
     add_code_cost(profile, "/m", 0x104, CodeSite(0x100, "p.c", 12), [3])

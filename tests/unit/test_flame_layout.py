@@ -24,7 +24,6 @@ def rows(layout: Layout, profile: Profile) -> list[list[tuple[str, float, float]
 
 def test_rows_are_children_left_heavy_within_their_parent() -> None:
     profile = sample_profile()
-    assert profile.tree is not None
     layout = Layout(profile.tree, 0, cells=1000)
     list(layout.items())
     assert rows(layout, profile) == [
@@ -39,7 +38,6 @@ def test_rows_are_children_left_heavy_within_their_parent() -> None:
 
 def test_narrow_children_merge_into_one_sliver_per_parent() -> None:
     profile = sample_profile()
-    assert profile.tree is not None
     layout = Layout(profile.tree, 0, cells=20)  # a cell is 5.25 samples: rec (5) is narrower
     list(layout.items())
     assert rows(layout, profile)[2] == [("a", 0, 60), ("b", 60, 30), ("~1", 90, 5)]
@@ -49,7 +47,6 @@ def test_narrow_children_merge_into_one_sliver_per_parent() -> None:
 
 def test_zoom_keeps_the_path_as_full_width_rows() -> None:
     profile = sample_profile()
-    assert profile.tree is not None
     b, _ = node_at(profile.tree, (frame_id(profile, "main"), frame_id(profile, "b")))
     layout = Layout(profile.tree, 0, cells=100, zoom=b)
     list(layout.items())
@@ -63,7 +60,6 @@ def test_zoom_keeps_the_path_as_full_width_rows() -> None:
 
 def test_without_the_root_row_the_first_row_is_the_top_functions() -> None:
     profile = sample_profile()
-    assert profile.tree is not None
     layout = Layout(profile.tree, 0, cells=100, show_root=False)
     assert [(profile.frames[i.node.frame_id].function, i.parent) for i in layout.row(0)
             if i.node is not None] == [("main", -1)]
@@ -76,7 +72,6 @@ def random_profile(seed: int, names: int = 12, stacks: int = 400
     profile = Profile(ProfileMeta(mode="sampler"), (SAMPLES,))
     pool = [f"f{i}" for i in range(names)]
     added = []
-    assert profile.tree is not None
     for _ in range(stacks):
         stack = [rng.choice(pool[:3])] + [rng.choice(pool) for _ in range(rng.randint(0, 7))]
         cost = float(rng.randint(1, 9))
@@ -88,14 +83,12 @@ def random_profile(seed: int, names: int = 12, stacks: int = 400
 
 def test_search_share_counts_each_path_once() -> None:
     profile = sample_profile()
-    assert profile.tree is not None
     rec = frame_id(profile, "rec")
     assert matched_share(profile.tree, 0, lambda f: f == rec) == 5  # rec > rec > rec: once
     leafy = {frame_id(profile, "leaf"), rec, frame_id(profile, "main")}
     assert matched_share(profile.tree, 0, leafy.__contains__) == 105  # main holds them all
     for seed in range(20):
         profile, added = random_profile(seed)
-        assert profile.tree is not None
         wanted = {f"f{seed % 12}", f"f{(seed * 7 + 3) % 12}"}
         truth = sum(cost for stack, cost in added if wanted & set(stack))
         ids = {i for i, f in enumerate(profile.frames) if f.function in wanted}
@@ -104,7 +97,6 @@ def test_search_share_counts_each_path_once() -> None:
 
 def test_search_share_under_a_zoom() -> None:
     profile = sample_profile()
-    assert profile.tree is not None
     main, a = frame_id(profile, "main"), frame_id(profile, "a")
     node, _ = node_at(profile.tree, (main, a))
     leaf = frame_id(profile, "leaf")
@@ -115,7 +107,6 @@ def test_search_share_under_a_zoom() -> None:
 def test_random_layouts_nest_without_overlap() -> None:
     for seed in range(10):
         profile, _ = random_profile(seed, stacks=300)
-        assert profile.tree is not None
         for cells in (7, 40, 200):
             layout = Layout(profile.tree, 0, cells=cells)
             items = list(layout.items())

@@ -157,7 +157,6 @@ def test_table_intervals_hand_out_each_change_once() -> None:
 def test_snapshot_intervals_are_differences_with_calls() -> None:
     def profile(work: float, calls: int) -> Profile:
         p = Profile(meta=ProfileMeta(mode="instrument"), metrics=(CPU_NS,))
-        assert p.tree is not None
         node = p.tree.add_stack([p.frames.intern(MAIN), p.frames.intern(WORK)], [work],
                                 calls=calls)
         node.parent.calls = 1  # type: ignore[union-attr]

@@ -114,7 +114,6 @@ def test_inlined_frames_belong_to_their_container_module() -> None:
     assert all(f.module != "inlined" for f in frames)
     inlined = [f for f in frames if f.inlined]
     assert [(f.function, f.module) for f in inlined] == [("leaf", "/tmp/prog")]
-    assert profile.tree is not None
     paths = sorted(tuple(profile.frames[i].function for i in n.path())
                    for n in profile.tree.nodes() if any(n.self_cost))
     assert paths == [("main", "leaf"), ("main", "mid"), ("main", "mid", "leaf")]

@@ -60,7 +60,6 @@ def test_deep_tree_cut_is_said_and_counted() -> None:
     in a warning; each node at level 200 with calls below is marked "truncated" and its
     total keeps their cost."""
     profile = distinct_deep_stacks(count=60, depth=260)
-    assert profile.tree is not None
     depths = _depths(profile.tree)
     deeper = sum(1 for d in depths if d > JSON_TREE_MAX_DEPTH)
     doc = render_json(profile)
@@ -87,7 +86,6 @@ def test_json_of_deep_distinct_stacks_grows_with_the_nodes() -> None:
     """500 distinct 128-frame stacks: the text is a bounded number of bytes per node (with
     indentation it was about 2 KB a node at this depth) and every node is there."""
     profile = distinct_deep_stacks(count=500, depth=128)
-    assert profile.tree is not None
     nodes = len(profile.tree) - 1
     out = io.StringIO()
     write_json(profile, out)
@@ -128,7 +126,6 @@ def test_by_process_rows_and_roots() -> None:
 def test_same_name_in_two_modules_is_told_apart() -> None:
     """Two programs' `main` (a --follow run, merged): the text report names their modules."""
     profile = Profile(ProfileMeta(mode="sampler"), (SAMPLES,))
-    assert profile.tree is not None
     for program, cost in (("/bin/alpha", 3.0), ("/usr/bin/beta", 1.0)):
         main = profile.frames.intern(Frame("main", program, address=0x1000))
         work = profile.frames.intern(Frame(f"{program[-4:]}_work", program, address=0x1100))

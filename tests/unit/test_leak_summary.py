@@ -28,7 +28,6 @@ def heap_profile(with_blocks: bool = True) -> Profile:
         (LIVE_BYTES, LEAKED_BYTES, ALLOCS)
     profile = Profile(ProfileMeta(mode="heap"), metrics)
     ids = {f.function: profile.frames.intern(f) for f in (MAIN, OUTER, LEAF, HALF, INL)}
-    assert profile.tree is not None
 
     def add(path: list[str], live: float, blocks: float, allocs: float) -> list[float]:
         values = [live, live, blocks, allocs] if with_blocks else [live, live, allocs]
@@ -81,7 +80,6 @@ def test_without_block_counts_says_so() -> None:
 def test_summary_of_a_heap_profile_without_leaks() -> None:
     profile = Profile(ProfileMeta(mode="heap"), (LEAKED_BYTES, LEAKS))
     profile.frames.intern(MAIN)
-    assert profile.tree is not None
     profile.tree.add_stack([0], [0, 0])
     lines = leak_summary(profile.finalize())
     assert lines[-1] == "  no leaks: every allocation was freed before exit"
@@ -98,7 +96,6 @@ def test_no_summary_without_heap_metrics() -> None:
 def test_deep_paths_are_cut() -> None:
     profile = Profile(ProfileMeta(mode="heap"), (LEAKED_BYTES,))
     ids = [profile.frames.intern(Frame(f"f{i}", "/bin/p")) for i in range(40)]
-    assert profile.tree is not None
     profile.tree.add_stack(ids, [64])
     lines = leak_summary(profile.finalize())
     assert lines[-1] == "    ... 24 outer callers"

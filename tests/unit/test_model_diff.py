@@ -96,7 +96,6 @@ def _phase_profiles() -> tuple[Profile, Profile]:
         main = profile.frames.intern(Frame("main", "/bin/prog", "m.c", 1, 0x100))
         one = profile.frames.intern(Frame("helper", "/bin/prog", "a.c", 3, 0x200))
         two = profile.frames.intern(Frame("helper", "/bin/prog", "b.c", 9, 0x300))
-        assert profile.tree is not None
         profile.tree.add_stack([main, one], [a, live])
         profile.tree.add_stack([main, two], [b, 0.0])
         return profile.finalize()
@@ -111,7 +110,6 @@ def test_reset_and_mark_give_the_same_numbers_for_a_phase() -> None:
     reset = collector.snapshot()
     marked = subtract(later, mark)  # `b`: the phase since the mark
     for phase in (reset, marked):
-        assert phase.tree is not None
         by_file = {phase.frames[n.frame_id].file: tuple(n.self_cost)
                    for n in phase.tree.nodes() if phase.frames[n.frame_id].function == "helper"}
         # each static helper keeps its own numbers; live bytes freed since are negative
@@ -120,6 +118,5 @@ def test_reset_and_mark_give_the_same_numbers_for_a_phase() -> None:
 
 
 def tree_costs(profile: Profile) -> list[tuple[tuple[str, ...], tuple[float, ...]]]:
-    assert profile.tree is not None
     return sorted((tuple(profile.frames[f].file or "" for f in n.path()), tuple(n.total_cost))
                   for n in profile.tree.nodes())

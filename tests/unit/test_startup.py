@@ -24,7 +24,6 @@ def imported_after(code: str) -> set[str]:
 
 def small_profile(path: Path) -> Path:
     profile = Profile(meta=ProfileMeta(mode="sampler"), metrics=(SAMPLES,))
-    assert profile.tree is not None
     main = profile.frames.intern(Frame("main", "/bin/p"))
     profile.tree.add_stack([main], [3.0])
     return storage.save(profile.finalize(), path)

@@ -91,7 +91,6 @@ def test_inlined_and_out_of_line_copies_are_one_function() -> None:
     other = profile.frames.intern(Frame("other", "/bin/p", address=0x40))
     mid_inlined = profile.frames.intern(Frame("mid", "/bin/p", inlined=True))
     mid = profile.frames.intern(Frame("mid", "/bin/p", address=0x80))
-    assert profile.tree is not None
     profile.tree.add_stack([main, other, mid_inlined], [3.0])
     profile.tree.add_stack([main, mid], [5.0])
     profile.tree.add_stack([main, mid, other, mid_inlined], [2.0])  # recursion through other

@@ -339,7 +339,6 @@ class CallTreeView(Pane, Tree[NodeData]):
         if self.view == "top-down" and not self.thread_roots and (
                 self.part is None or self.part in profile.parts):
             tree = profile.tree if self.part is None else profile.parts[self.part]
-            assert tree is not None
             baseline = self._baseline()
             bases = base_trees(baseline, "top-down", None, self.part) if baseline else ()
             self._build_view(profile, (tree,), state, baseline, bases)

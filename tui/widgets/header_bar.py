@@ -48,7 +48,7 @@ def _part_text(profile: Profile, part: str, index: int) -> str:
     """ "thread 13 worker-2 40.1%": the thread shown and its share of metric `index`."""
     info = describe_part(profile, part)
     mine = info.cost[index] if index < len(info.cost) else 0.0
-    total = profile.total(index) if profile.metrics and profile.tree is not None else 0.0
+    total = profile.total(index) if profile.metrics else 0.0
     share = f" {100 * mine / total:.1f}%" if total > 0 and math.isfinite(mine / total) else ""
     return f"{_short(info.title())}{share}"
 
@@ -129,7 +129,7 @@ class HeaderBar(Static):
             add(f"· {display(delta)} ", "bold cyan", KEEP)
         if profile.metrics:
             shown = profile.metrics[index]
-            total = profile.total(index) if profile.tree is not None else 0.0
+            total = profile.total(index)
             value = format_cost(total, shown.unit) if math.isfinite(total) else "?"
             # The metric shown, named (KEEP: what the numbers below mean must stay said).
             add(f"· {value} {_short(metric_label(shown))} ", "bold", KEEP)

@@ -48,7 +48,6 @@ def _function_key(frame: Frame) -> tuple[str, str, str]:
 
 def export_callgrind(profile: Profile) -> bytes:
     """The callgrind text (UTF-8) of `profile`'s merged tree, every metric an event."""
-    assert profile.tree is not None
     n = len(profile.metrics)
     keys = [_function_key(f) for f in profile.frames]
     lines_of = [f.line or 0 for f in profile.frames]

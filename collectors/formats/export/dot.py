@@ -41,7 +41,6 @@ def _edges(profile: Profile, metric: int) -> dict[tuple[int, int], list]:
     An arc nested under the same arc (recursion) adds its calls but not its cost
     again, so a recursive arc never shows more than the whole.
     """
-    assert profile.tree is not None
     edges: dict[tuple[int, int], list] = {}
     on_path: dict[tuple[int, int], int] = {}
     events: list[tuple[CallNode, bool]] = [(c, True) for c in profile.tree.root.children.values()]
@@ -68,7 +67,6 @@ def _edges(profile: Profile, metric: int) -> dict[tuple[int, int], list]:
 
 def export_dot(profile: Profile, metric: int = 0, min_percent: float | None = None) -> bytes:
     """The DOT text (UTF-8) for `metric`; `min_percent=None` prunes only big profiles."""
-    assert profile.tree is not None
     costs = profile.functions if profile.functions is not None else function_costs(profile.tree)
     n = len(profile.metrics)
     m = profile.metrics[metric] if profile.metrics else SAMPLES

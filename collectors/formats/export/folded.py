@@ -22,7 +22,6 @@ def frame_label(frame: Frame) -> str:
 
 def export_folded(profile: Profile, metric: int = 0) -> bytes:
     """The folded-stacks text (UTF-8) of the merged call tree for `metric`."""
-    assert profile.tree is not None
     if not profile.metrics:
         return b""
     labels = [frame_label(f) for f in profile.frames]

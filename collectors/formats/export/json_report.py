@@ -95,9 +95,7 @@ def write_json(profile: Profile, out: TextIO, by: str = "all") -> None:
     """Write the JSON report of `profile` to `out` as it is made (README: "The JSON
     report").  `by`: "all" merges every process; "process" puts one root per process
     at the top of the tree and the pid on every flat row."""
-    assert profile.tree is not None
     shown = grouped_profile(profile) if by == "process" else profile
-    assert shown.tree is not None
     left_out = depth_cut(shown.tree, JSON_TREE_MAX_DEPTH)
     meta = json.dumps(_meta(profile, by, left_out), indent=1).replace("\n", "\n ")
     out.write('{\n "meta": ' + meta + ',\n "flat": [')
@@ -175,7 +173,6 @@ def _write_tree(profile: Profile, out: TextIO, process_roots: bool) -> None:
     the line of its last node.  Formatting goes a chunk of nodes at a time through C
     loops (itemgetter, map, comprehensions), not node by node."""
     tree = profile.tree
-    assert tree is not None
     names = [json.dumps(f.function) + ', "module": ' + json.dumps(f.module)
              + (', "inlined": true' if f.inlined else "") for f in profile.frames]
     keys = [json.dumps(m.name) + ": " for m in profile.metrics]
@@ -233,7 +230,6 @@ def _numbers(values: Sequence[float]) -> Iterable[str]:
 def _root_pids(profile: Profile) -> dict[int, int]:
     """The process roots of a `grouped_profile` tree -> their pids (where known)."""
     tree = profile.tree
-    assert tree is not None
     out = {}
     for node in tree.children(0):
         raw = profile.frames[tree.frames[node]].raw_name

@@ -111,7 +111,6 @@ def _function(function_id: int, name: int, system_name: int, filename: int = 0,
 
 def encode_profile(profile: Profile) -> bytes:
     """The uncompressed profile.proto message for `profile`."""
-    assert profile.tree is not None
     strings = _Strings()
     out = bytearray()
     columns, missing = sample_columns(profile)

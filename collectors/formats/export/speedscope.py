@@ -20,7 +20,6 @@ UNITS = {"ns": "nanoseconds", "bytes": "bytes"}  # anything else is "none"
 
 def speedscope_document(profile: Profile) -> dict[str, Any]:
     """The speedscope file as a JSON-ready dict."""
-    assert profile.tree is not None
     frames: list[dict[str, Any]] = []
     for frame in profile.frames:
         entry: dict[str, Any] = {"name": frame.function or f"0x{frame.address or 0:x}"}

@@ -113,7 +113,6 @@ def render_text(profile: Profile, metric: int = 0, limit: int | None = None,
     shown = grouped_profile(profile, metric) if by == "process" else profile
     if shown is not profile:
         names += [f.function for f in list(shown.frames)[len(names):]]  # the process rows
-    assert shown.tree is not None
     whole = shown.tree.root.total_cost[metric]
     stack: list[tuple[CallNode, int]] = [
         (c, 0) for c in _sorted_children(shown.tree.root, metric, reverse=False)
@@ -200,7 +199,7 @@ def _where(frame: Frame) -> str:
 def leak_summary(profile: Profile, limit: int = LEAK_PATHS) -> list[str]:
     """The mtrace/valgrind-style leak summary lines (none unless there is `leaked_bytes`)."""
     leaked = _metric(profile, "leaked_bytes")
-    if leaked is None or profile.tree is None:
+    if leaked is None:
         return []
     blocks = _metric(profile, "leaks")
     total = profile.total(leaked)

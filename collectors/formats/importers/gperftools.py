@@ -111,7 +111,6 @@ def load_gperftools(path: Path, data: bytes | None = None) -> Profile:
         warnings=[f"imported from gperftools CPU profile {path}"],
     )
     profile = Profile(meta, (SAMPLES, CPU_NS))
-    assert profile.tree is not None
     # The same stack comes back in several records (gperftools evicts its table's
     # buckets as it fills): each distinct stack is symbolized and added once.
     counts: dict[tuple[int, ...], int] = {}

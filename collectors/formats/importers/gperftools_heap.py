@@ -167,7 +167,6 @@ def load_gperftools_heap(path: Path, data: bytes | None = None,
     meta = ProfileMeta(mode="import", argv=[mappings[0].path] if mappings else [],
                        clock=f"gperftools heap profile ({tag})", warnings=warnings)
     profile = Profile(meta, metrics)
-    assert profile.tree is not None
     for inuse_n, inuse_b, alloc_n, alloc_b, pcs in buckets:
         values = [inuse_b, inuse_n, alloc_b, alloc_n]
         if at_exit:

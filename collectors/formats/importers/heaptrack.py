@@ -153,7 +153,6 @@ def load_heaptrack(path: Path, tool: str | None = None) -> Profile:
         "leaked = never freed before exit (live_bytes the same); reachability not checked",
     ])
     profile = Profile(meta, metrics)
-    assert profile.tree is not None
     stacks = dict.fromkeys(s for costs in per_type for s in costs)
     for stack in stacks:
         values = [float(costs.get(stack, 0)) for costs in per_type]

@@ -145,7 +145,6 @@ class _Builder:
     def profile(self) -> Profile:
         """The Profile of every distinct stack (not finalized)."""
         profile = Profile(ProfileMeta(mode="import"), self.metrics)
-        assert profile.tree is not None
         parsed: dict[str, tuple[str, str, int | None] | None] = {}
         parts: dict[str, CallTree] = {}
         n = len(self.metrics)

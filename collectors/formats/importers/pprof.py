@@ -258,7 +258,6 @@ def to_profile(decoded: Decoded, source: str) -> Profile:
     meta = ProfileMeta(mode="import", argv=argv, period_ns=period_ns, start_time=start,
                        end_time=end, clock="pprof", warnings=warnings)
     profile = Profile(meta, tuple(metrics))
-    assert profile.tree is not None
     n_types = len(decoded.sample_types)
 
     modules = {mid: (decoded.string(m.filename), decoded.string(m.build_id))
