@@ -401,11 +401,13 @@ class ProfTuiApp(ViewChoices, RunControls, DiffViews, App[None]):
         state = self._state_text()
         if self.frozen:
             state += " (display frozen)"
-        self.query_one(HeaderBar).show(self.profile, pid=pid, state=state,
-                                       paused=self.paused, error=self._error, part=self.part,
-                                       reset_at=self._reset_at, delta=self._delta_text(),
-                                       running=self.collector is not None and not self.ended,
-                                       metric=self.metric)
+        try:
+            header = self.query_one(HeaderBar)
+        except NoMatches:
+            return  # a timer or worker's late call while the app closes: its screen is gone
+        header.show(self.profile, pid=pid, state=state, paused=self.paused, error=self._error,
+                    part=self.part, reset_at=self._reset_at, delta=self._delta_text(),
+                    running=self.collector is not None and not self.ended, metric=self.metric)
 
     # -- navigation ------------------------------------------------------------------
 
