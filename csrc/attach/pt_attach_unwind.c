@@ -3,7 +3,9 @@
  * The helper reads the target's /proc/PID/maps; for each executable mapping
  * it opens the file (through /proc/PID/root, or /proc/PID/map_files when the
  * file was deleted) or copies the vDSO out of the target, finds
- * .eh_frame_hdr through the program headers and builds the object's CFI rows
+ * .eh_frame_hdr through the program headers (or, when there is none, as in a
+ * `gcc -static` link, .eh_frame through the section headers) and builds the
+ * object's CFI rows
  * (csrc/common/pt_cfi.c) from a read-only mapping of the file, which is then
  * unmapped.  A sample is walked over the copy of the target's stack it
  * carries (struct pt_memory), and where the copy ends the frame-pointer chain
@@ -37,7 +39,7 @@
 struct pt_attach_object {
     char path[512];
     uint64_t ino, bias;
-    struct pt_cfi_table *cfi; /* NULL: no usable .eh_frame_hdr (frame pointers there) */
+    struct pt_cfi_table *cfi; /* NULL: no usable .eh_frame (frame pointers there) */
     int seen;                 /* present in the latest maps read */
 };
 
@@ -71,6 +73,35 @@ static uint64_t pt_attach_now_ns(void) {
 }
 
 #if PT_ARCH_CFI
+/* Find the .eh_frame section of the ELF image img[0, size) through the
+ * section headers: its link-time address, file offset and size.  0, or -1
+ * when there is none (or a header lies outside the image). */
+static int pt_attach_eh_frame_section(const unsigned char *img, size_t size, const Elf64_Ehdr *eh,
+                                      uint64_t *addr, uint64_t *off, uint64_t *len) {
+    if (eh->e_shentsize != sizeof(Elf64_Shdr) || eh->e_shoff == 0 || eh->e_shoff > size ||
+        eh->e_shnum == 0 || eh->e_shstrndx >= eh->e_shnum ||
+        (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr) > size - eh->e_shoff)
+        return -1;
+    Elf64_Shdr names;
+    memcpy(&names, img + eh->e_shoff + (uint64_t)eh->e_shstrndx * sizeof names, sizeof names);
+    if (names.sh_offset > size || names.sh_size > size - names.sh_offset) return -1;
+    static const char want[] = ".eh_frame";
+    for (unsigned i = 0; i < eh->e_shnum; i++) {
+        Elf64_Shdr sh;
+        memcpy(&sh, img + eh->e_shoff + (uint64_t)i * sizeof sh, sizeof sh);
+        if (sh.sh_type != SHT_PROGBITS || !(sh.sh_flags & SHF_ALLOC) ||
+            sh.sh_name >= names.sh_size || names.sh_size - sh.sh_name < sizeof want ||
+            memcmp(img + names.sh_offset + sh.sh_name, want, sizeof want) != 0)
+            continue;
+        if (sh.sh_offset > size || sh.sh_size > size - sh.sh_offset || sh.sh_size < 4) return -1;
+        *addr = sh.sh_addr;
+        *off = sh.sh_offset;
+        *len = sh.sh_size;
+        return 0;
+    }
+    return -1;
+}
+
 /* Rows of the ELF image img[0, size) whose mapping of file offset `off` sits
  * at runtime `start`; NULL if it has none.  Every header read is bounds-checked. */
 static struct pt_cfi_table *pt_attach_image_rows(const unsigned char *img, size_t size,
@@ -95,18 +126,28 @@ static struct pt_cfi_table *pt_attach_image_rows(const unsigned char *img, size_
     }
     if (mapped == NULL) return NULL;
     *bias = start - (mapped->p_vaddr + (off - mapped->p_offset));
-    if (eh_frame == NULL || eh_frame->p_offset >= size) return NULL;
     uint64_t lo = UINT64_MAX, hi = 0;
     for (unsigned i = 0; i < n; i++) {
         if (ph[i].p_type != PT_LOAD || !(ph[i].p_flags & PF_X)) continue;
         if (*bias + ph[i].p_vaddr < lo) lo = *bias + ph[i].p_vaddr;
         if (*bias + ph[i].p_vaddr + ph[i].p_memsz > hi) hi = *bias + ph[i].p_vaddr + ph[i].p_memsz;
     }
+    if (lo >= hi) return NULL;
     /* .eh_frame_hdr and .eh_frame share a read-only PT_LOAD: file offsets
      * and addresses differ by the same amount for both. */
-    struct pt_cfi_source src = {img + eh_frame->p_offset, *bias + eh_frame->p_vaddr, img,
-                                img + size};
-    return lo < hi ? pt_cfi_build(&src, lo, hi) : NULL;
+    struct pt_cfi_source src = {NULL, 0, img, img + size, 0};
+    uint64_t sec_off;
+    if (eh_frame != NULL && eh_frame->p_offset < size) {
+        src.hdr = img + eh_frame->p_offset;
+        src.hdr_addr = *bias + eh_frame->p_vaddr;
+    } else if (pt_attach_eh_frame_section(img, size, &eh, &src.hdr_addr, &sec_off,
+                                          &src.eh_frame_len) == 0) {
+        src.hdr = img + sec_off; /* no search table (gcc -static): walk .eh_frame */
+        src.hdr_addr += *bias;
+    } else {
+        return NULL;
+    }
+    return pt_cfi_build(&src, lo, hi);
 }
 
 /* Rows of the file behind one mapping line.  NULL if unreadable or no CFI. */

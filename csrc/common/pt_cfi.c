@@ -2,8 +2,9 @@
  * at start and after dlopen, from the loaded object's own memory; attach:
  * from a read-only mapping of the object's file) so a walk only
  * binary-searches (as async-profiler does).  For each FDE listed in
- * .eh_frame_hdr's search table we run the CFA program and emit one row per
- * address range:
+ * .eh_frame_hdr's search table (or, for an object without one, such as a
+ * `gcc -static` link, found by walking .eh_frame and sorted) we run the CFA
+ * program and emit one row per address range:
  *     { pc, CFA = sp|fp + off, caller's fp at CFA + off (or unchanged) }
  * which covers what gcc and clang emit for x86-64 code: push/pop prologues,
  * rbp frames, stack adjustments, remember/restore_state around early returns.
@@ -360,44 +361,172 @@ static void pt_fde_rows(const struct pt_cfi_source *src, const uint8_t *fde, uin
     pt_emit(out, pc_begin + range, &none); /* past the function: no rule */
 }
 
-/* Build the rows of one object from its .eh_frame_hdr search table.
- * NULL when the object has none we can read.  Not async-signal-safe. */
-struct pt_cfi_table *pt_cfi_build(const struct pt_cfi_source *src, uint64_t lo, uint64_t hi) {
+/* One FDE of an object: the runtime address of its function's start and
+ * where its bytes are here. */
+struct pt_fde_ent {
+    uint64_t pc;
+    const uint8_t *fde;
+};
+
+/* An object's FDEs in pc order: .eh_frame_hdr's search table read in place
+ * (`table`), or the entries a walk of .eh_frame collected (`ents`). */
+struct pt_fde_index {
+    const uint8_t *table; /* count (pc, fde) pairs, datarel sdata4 from src->hdr */
+    struct pt_fde_ent *ents;
+    size_t ents_bytes; /* pt_alloc'd for ents */
+    uint64_t count;
+};
+
+/* The i-th FDE of `ix`.  Not async-signal-safe (never called from a handler). */
+static void pt_fde_at(const struct pt_cfi_source *src, const struct pt_fde_index *ix, uint64_t i,
+                      uint64_t *pc, const uint8_t **fde) {
+    if (ix->ents != NULL) {
+        *pc = ix->ents[i].pc;
+        *fde = ix->ents[i].fde;
+        return;
+    }
+    int32_t pc_off, fde_off;
+    memcpy(&pc_off, ix->table + 8 * i, 4);
+    memcpy(&fde_off, ix->table + 8 * i + 4, 4);
+    *pc = src->hdr_addr + (uint64_t)(int64_t)pc_off;
+    *fde = src->hdr + fde_off;
+}
+
+/* Sift ents[at] down the max-heap ents[0, n) (by pc).  Not async-signal-safe. */
+static void pt_fde_sift(struct pt_fde_ent *ents, size_t at, size_t n) {
+    for (;;) {
+        size_t big = at, l = 2 * at + 1, r = l + 1;
+        if (l < n && ents[l].pc > ents[big].pc) big = l;
+        if (r < n && ents[r].pc > ents[big].pc) big = r;
+        if (big == at) return;
+        struct pt_fde_ent t = ents[at];
+        ents[at] = ents[big];
+        ents[big] = t;
+        at = big;
+    }
+}
+
+/* Sort by pc in place: heapsort, since qsort may malloc and the heap
+ * runtime builds tables inside its own malloc's callers.  Not async-signal-safe. */
+static void pt_fde_sort(struct pt_fde_ent *ents, size_t n) {
+    for (size_t i = n / 2; i-- > 0;) pt_fde_sift(ents, i, n);
+    for (size_t end = n; end-- > 1;) {
+        struct pt_fde_ent t = ents[0];
+        ents[0] = ents[end];
+        ents[end] = t;
+        pt_fde_sift(ents, 0, end);
+    }
+}
+
+/* Walk .eh_frame (src->hdr, src->eh_frame_len bytes): count its FDEs, and
+ * with `out` (room for that count) store each one's start and place.  A
+ * 64-bit or malformed entry ends the walk; CIEs are skipped.  Returns the
+ * number of FDEs.  Not async-signal-safe. */
+static uint64_t pt_fde_walk(const struct pt_cfi_source *src, struct pt_fde_ent *out) {
+    const uint8_t *p = src->hdr, *end = src->hdr + src->eh_frame_len;
+    int64_t delta = (int64_t)(src->hdr_addr - (uint64_t)(uintptr_t)src->hdr);
+    const uint8_t *cie_at = NULL; /* the CIE `cie` holds (FDEs share a few) */
+    struct pt_cie cie;
+    uint64_t n = 0;
+    while (end - p >= 4) {
+        uint32_t len, id;
+        memcpy(&len, p, 4);
+        if (len == 0) { /* a terminator (a static link may hold several) */
+            p += 4;
+            continue;
+        }
+        if (len < 4 || len == 0xffffffffu || len > (uint64_t)(end - p) - 4) break;
+        memcpy(&id, p + 4, 4);
+        if (id != 0 && id <= (uint64_t)(p + 4 - src->hdr)) { /* an FDE whose CIE is in the section */
+            if (out == NULL) {
+                n++;
+            } else if (p + 4 - id == cie_at || pt_parse_cie(src, p + 4 - id, &cie) == 0) {
+                cie_at = p + 4 - id;
+                struct pt_rd r = {p + 8, p + 4 + len, 0, delta};
+                uint64_t pc = pt_encoded(&r, cie.fde_enc);
+                if (!r.bad) out[n++] = (struct pt_fde_ent){pc, p};
+            } else {
+                cie_at = NULL;
+            }
+        }
+        p += 4 + (uint64_t)len;
+    }
+    return n;
+}
+
+/* The FDE index of `src`: .eh_frame_hdr's table, or (eh_frame_len) entries
+ * collected from .eh_frame and sorted, in pt_alloc'd memory the caller frees
+ * with pt_fde_index_free.  0, or -1 when there is none (or no memory).  Not
+ * async-signal-safe. */
+static int pt_fde_index(const struct pt_cfi_source *src, struct pt_fde_index *ix) {
+    memset(ix, 0, sizeof *ix);
     const uint8_t *hdr = src->hdr;
-    if (!pt_inside(src, hdr, 4 + 16) || hdr[0] != 1) return NULL;
+    if (src->eh_frame_len != 0) {
+        if (!pt_inside(src, hdr, src->eh_frame_len)) return -1;
+        uint64_t count = pt_fde_walk(src, NULL);
+        if (count == 0 || count > (1u << 24)) return -1;
+        ix->ents_bytes = count * sizeof *ix->ents;
+        ix->ents = pt_alloc(ix->ents_bytes);
+        if (ix->ents == NULL) {
+            pt_cfi_failed_bytes = ix->ents_bytes;
+            return -1;
+        }
+        ix->count = pt_fde_walk(src, ix->ents);
+        pt_fde_sort(ix->ents, ix->count);
+        return 0;
+    }
+    if (!pt_inside(src, hdr, 4 + 16) || hdr[0] != 1) return -1;
     uint8_t ptr_enc = hdr[1], count_enc = hdr[2], table_enc = hdr[3];
     int64_t delta = (int64_t)(src->hdr_addr - (uint64_t)(uintptr_t)hdr);
     struct pt_rd r = {hdr + 4, hdr + 4 + 16, 0, delta};
     pt_encoded(&r, ptr_enc);
     uint64_t count = pt_encoded(&r, count_enc);
     /* DW_EH_PE_datarel|sdata4, what every linker writes; anything else: no table. */
-    if (r.bad || table_enc != 0x3b || count == 0 || count > (1u << 24) || hi <= lo ||
-        hi - lo > UINT32_MAX || !pt_inside(src, r.p, count * 8))
-        return NULL;
-    const uint8_t *table = r.p;
+    if (r.bad || table_enc != 0x3b || count == 0 || count > (1u << 24) ||
+        !pt_inside(src, r.p, count * 8))
+        return -1;
+    ix->table = r.p;
+    ix->count = count;
+    return 0;
+}
+
+/* Give back what pt_fde_index allocated.  Not async-signal-safe. */
+static void pt_fde_index_free(struct pt_fde_index *ix) {
+    pt_free(ix->ents, ix->ents_bytes);
+    ix->ents = NULL;
+}
+
+/* Build the rows of one object from its FDE index (.eh_frame_hdr's search
+ * table, or a walk of .eh_frame).  NULL when the object has none we can
+ * read.  Not async-signal-safe. */
+struct pt_cfi_table *pt_cfi_build(const struct pt_cfi_source *src, uint64_t lo, uint64_t hi) {
+    struct pt_fde_index ix;
+    if (hi <= lo || hi - lo > UINT32_MAX || pt_fde_index(src, &ix) != 0) return NULL;
     /* Upper bound: a row per advance instruction (>= 1 byte) plus two per FDE. */
     size_t bound = 0;
-    for (uint64_t i = 0; i < count; i++) {
-        int32_t fde_off;
+    for (uint64_t i = 0; i < ix.count; i++) {
+        uint64_t pc;
+        const uint8_t *fde;
         uint32_t len = 0;
-        memcpy(&fde_off, table + 8 * i + 4, 4);
-        if (pt_inside(src, hdr + fde_off, 4)) memcpy(&len, hdr + fde_off, 4);
-        if (!pt_inside(src, hdr + fde_off, 4 + (uint64_t)len)) len = 0; /* skipped later */
+        pt_fde_at(src, &ix, i, &pc, &fde);
+        if (pt_inside(src, fde, 4)) memcpy(&len, fde, 4);
+        if (!pt_inside(src, fde, 4 + (uint64_t)len)) len = 0; /* skipped later */
         bound += len + 2;
     }
     struct pt_rows out = {pt_alloc(bound * sizeof(struct pt_cfi_row)), 0, bound, lo};
     if (out.rows == NULL) {
         pt_cfi_failed_bytes = bound * sizeof(struct pt_cfi_row);
+        pt_fde_index_free(&ix);
         return NULL;
     }
-    for (uint64_t i = 0; i < count; i++) {
-        int32_t pc_off, fde_off;
-        memcpy(&pc_off, table + 8 * i, 4);
-        memcpy(&fde_off, table + 8 * i + 4, 4);
-        uint64_t pc = src->hdr_addr + (uint64_t)(int64_t)pc_off;
+    for (uint64_t i = 0; i < ix.count; i++) {
+        uint64_t pc;
+        const uint8_t *fde;
+        pt_fde_at(src, &ix, i, &pc, &fde);
         if (pc < lo || pc >= hi) continue;
-        pt_fde_rows(src, hdr + fde_off, pc, &out);
+        pt_fde_rows(src, fde, pc, &out);
     }
+    pt_fde_index_free(&ix);
     /* Give back the pages the rows did not reach (they were never touched). */
     size_t page = 4096, used = (out.n * sizeof *out.rows + page - 1) / page * page;
     size_t reserved = (bound * sizeof *out.rows + page - 1) / page * page;

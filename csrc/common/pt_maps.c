@@ -130,7 +130,7 @@ static int pt_on_object(struct dl_phdr_info *info, size_t size, void *data) {
     if (eh_hdr != NULL && lo < hi && !r->fp_only) {
         /* The object's own mapped memory: no bound is narrower than "all of it". */
         struct pt_cfi_source src = {eh_hdr, (uint64_t)(uintptr_t)eh_hdr, (const unsigned char *)0,
-                                    (const unsigned char *)UINTPTR_MAX};
+                                    (const unsigned char *)UINTPTR_MAX, 0};
         pt_cfi_failed_bytes = 0;
         o->cfi = pt_cfi_build(&src, lo, hi);
         if (pt_cfi_failed_bytes) pt_note_map_failure(PT_NOTE_UNWIND, pt_cfi_failed_bytes, ENOMEM);

@@ -1,6 +1,7 @@
 /* The one stack unwinder of proftui's C runtimes (csrc/common).
  *
- *   pt_cfi_build   .eh_frame_hdr + .eh_frame -> compact rows for one object
+ *   pt_cfi_build   .eh_frame (found through .eh_frame_hdr, or walked whole when
+ *                  there is none) -> compact rows for one object
  *                  (outside signal handlers: sampler start/dlopen, attach maps)
  *   pt_unwind_walk the walk: CFI rows where they cover the pc (x86-64),
  *                  frame pointers elsewhere; async-signal-safe
@@ -49,11 +50,15 @@ struct pt_cfi_set {
 /* Where an object's unwind sections are: `hdr` is .eh_frame_hdr as readable
  * here (the live object, or a read-only mapping of its file), `hdr_addr` its
  * runtime address in the target; [bound_lo, bound_hi) is the readable memory
- * around it (a file mapping's extent; any FDE outside is ignored). */
+ * around it (a file mapping's extent; any FDE outside is ignored).  With
+ * eh_frame_len != 0, `hdr` and `hdr_addr` are .eh_frame itself, that many
+ * bytes, and its FDEs are found by walking it (a `gcc -static` link has
+ * .eh_frame but no .eh_frame_hdr, so no search table). */
 struct pt_cfi_source {
     const unsigned char *hdr;
     uint64_t hdr_addr;
     const unsigned char *bound_lo, *bound_hi;
+    uint64_t eh_frame_len;
 };
 
 /* Bytes of the last allocation pt_cfi_build could not make (out of address
