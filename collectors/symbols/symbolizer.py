@@ -6,8 +6,10 @@ a SymCache built by `symbolic` (Sentry's Rust symbolication library) from
 the DWARF: building one for a 24 MB binary takes a few tenths of a second
 and a lookup with its inline chain microseconds, where decoding the DWARF
 in Python took seconds.  SymCaches are kept per build-id in a private cache
-directory and mmapped on the next run.  A stripped binary yields
-"module+0xoffset" frames and a warning, never an exception.
+directory and mmapped on the next run.  A stripped binary's functions are
+named from .gnu_debugdata (MiniDebugInfo) where present, else one per
+.eh_frame FDE, "module+0xSTART" (stripped.py), with a warning, never an
+exception.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from proftui.collectors.symbols.demangle import demangle
 from proftui.collectors.symbols.dwarfnames import InlineNames
 from proftui.collectors.symbols.elf import PT_LOAD, SHT_NOBITS, ElfFile, open_regular
 from proftui.collectors.symbols.maps import AddressSpace
+from proftui.collectors.symbols.stripped import debugdata_elf, fde_ranges
 from proftui.collectors.symbols.vdso import VDSO
 
 if TYPE_CHECKING:
@@ -121,13 +124,17 @@ class ModuleSymbols:
             self.debug_path = self._find_debug_file(debuglink)
         if not table[0] and self.debug_path and self.debug_path != self.readable:
             table = _read_function_table(self.debug_path, ".symtab")
+        minidebug = False
+        fdes: list[tuple[int, int]] = []
         if not table[0]:
-            table = _read_function_table(self.readable, ".dynsym")
-        table = _with_plt(table, plt)
+            table, minidebug, fdes = _stripped_table(self.readable)
+        table = _plus(table, plt)
+        if fdes:  # after the PLT stubs: an FDE spanning .plt does not hide them
+            table = _with_fdes(table, fdes, os.path.basename(path) or "?")
         # Parallel sorted columns; FunctionSymbols (and demangled names) are made on demand.
         self._starts, self._sizes, self._raw_names = table
         self._symbols: dict[int, FunctionSymbol] = {}
-        self.stripped = not has_symtab and self.debug_path is None
+        self.stripped = not has_symtab and self.debug_path is None and not minidebug
 
     # -- functions -------------------------------------------------------
 
@@ -375,7 +382,9 @@ class Symbolizer:
                 pass  # the kernel's image: exported names only, no debug file, as expected
             elif found.stripped:
                 self.warnings.append(f"stripped: {path} has no symbol table or debug file "
-                                     "(only exported functions have names)")
+                                     "(only exported functions have names; the others are "
+                                     f"named {os.path.basename(path)}+0xSTART from their "
+                                     ".eh_frame entries)")
             elif found.debug_path is None:
                 self.warnings.append(f"no debug info: {path} shows functions without source lines")
         return found
@@ -508,14 +517,56 @@ def _read_function_table(path: str, section_name: str) -> Table:
         return [], [], []
 
 
-def _with_plt(table: Table, plt: list[tuple[int, int, str]]) -> Table:
-    """`table` plus the PLT stubs at addresses no symbol names (a real symbol wins)."""
+def _plus(table: Table, more: Iterable[tuple[int, int, str]]) -> Table:
+    """`table` plus the (start, size, name) entries of `more` (PLT stubs, MiniDebugInfo
+    symbols) at addresses no symbol of `table` names (its symbol wins)."""
     have = set(table[0])
-    extra = [stub for stub in plt if stub[0] not in have]
+    extra = [entry for entry in more if entry[0] not in have]
     if not extra:
         return table
     rows = sorted([*zip(*table, strict=True), *extra])
     return [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
+
+
+def _stripped_table(path: str) -> tuple[Table, bool, list[tuple[int, int]]]:
+    """The functions of a file without .symtab: .dynsym's and MiniDebugInfo's; whether
+    MiniDebugInfo named any; and the (start, size) of its .eh_frame FDEs (stripped.py)."""
+    try:
+        with ElfFile(path) as elf:
+            table = _function_table(elf, ".dynsym")
+            inner = debugdata_elf(elf)
+            mini: Table = ([], [], [])
+            if inner is not None:
+                with inner:
+                    mini = _function_table(inner, ".symtab")
+            fdes = fde_ranges(elf)
+    except (OSError, ValueError):
+        return ([], [], []), False, []
+    return _plus(table, zip(*mini, strict=True)), bool(mini[0]), fdes
+
+
+def _with_fdes(table: Table, fdes: list[tuple[int, int]], base: str) -> Table:
+    """`table` plus one function per FDE (sorted) whose start no symbol covers, named
+    `base+0xSTART`: a stripped object's code grouped by function, not by address.
+    One merge of the two sorted lists (a big library has 100,000 FDEs)."""
+    starts, sizes, names = table
+    out: Table = ([], [], [])
+    i, n, cover = 0, len(starts), -1  # cover: the end of the last symbol passed
+    for start, size in fdes:
+        while i < n and starts[i] <= start:
+            out[0].append(starts[i])
+            out[1].append(sizes[i])
+            out[2].append(names[i])
+            cover = starts[i] + max(sizes[i], 1)
+            i += 1
+        if start >= cover:  # not inside a named function (nor at its start)
+            out[0].append(start)
+            out[1].append(size)
+            out[2].append(f"{base}+0x{start:x}")
+    out[0].extend(starts[i:])
+    out[1].extend(sizes[i:])
+    out[2].extend(names[i:])
+    return out
 
 
 def _function_table(elf: ElfFile, section_name: str) -> Table:
