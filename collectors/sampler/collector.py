@@ -337,7 +337,9 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
                 built.add_at(origin + (step + 0.5) / TIMELINE_STEPS, index,
                              self._costs(samples, periods * self._periods.get(name, 0)), origin)
         built.close_slices(time.time())
-        if drained.maps:  # an unknown address of an earlier stack may resolve now
+        # An unknown address of an earlier stack may resolve now: new objects loaded, or
+        # a JIT named more code in its perf map.
+        if drained.maps or self._images.jit_grew():
             built.resymbolize()
 
     def _costs(self, samples: float, ns: float) -> tuple[float, float]:

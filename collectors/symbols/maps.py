@@ -153,6 +153,12 @@ class AddressSpace:
         """Every module path seen, in address order."""
         return list(dict.fromkeys(m.path for m in self._ordered()))
 
+    def overlaps(self, start: int, end: int) -> bool:
+        """Whether [start, end) touches an executable mapping of a file."""
+        ordered = self._ordered()
+        i = bisect.bisect_left(self._starts, end)
+        return any(m.end > start for m in ordered[max(0, i - 16):i])
+
     def resolve(self, address: int) -> tuple[str, int] | None:
         """Runtime `address` -> (module path, link-time address), or None if unmapped.
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.model.profile import CodeSite, Frame
 from proftui.collectors.symbols.maps import AddressSpace, Mapping
+from proftui.collectors.symbols.perfmap import PerfMap, process_uid
 
 if TYPE_CHECKING:  # imported when first made: a run that symbolizes nothing never loads it
     from proftui.collectors.symbols.symbolizer import Symbolizer
@@ -26,6 +27,7 @@ if TYPE_CHECKING:  # imported when first made: a run that symbolizes nothing nev
 # whatever address the unwinder reached (no user-space address is this high).
 STACK_CUT = 0xFFFF_FFFF_FFFF_FFFF  # the unwinder stopped before the outermost frame
 STACK_TOO_DEEP = 0xFFFF_FFFF_FFFF_FFFE  # frames past the unwinder's limit were not kept
+JIT_MODULE = "[jit]"  # the module of code a perf map names (collectors/symbols/perfmap.py)
 PSEUDO_ROOTS = {
     STACK_CUT: "[stack cut: the unwinder stopped here; outer frames unknown]",
     STACK_TOO_DEEP: "[deeper than the frames kept; outer frames not kept]",
@@ -44,6 +46,7 @@ class StackFrames:
         self._images = images
         self.cache: dict[tuple[int, bool], list[Frame]] = {}
         self.sites: dict[int, tuple[str, int, CodeSite]] = {}  # leaf address -> its line
+        self.jit: PerfMap | None = None  # names of code outside every ELF mapping
 
     @property
     def symbolizer(self) -> Symbolizer | None:
@@ -89,7 +92,11 @@ class StackFrames:
         if resolved is None and self.space is not None:
             self.space.refresh()  # a library loaded since the last look
             resolved = self.resolve(lookup)
-        if resolved is None or self.symbolizer is None:
+        jitted = self.jit.lookup(lookup) if resolved is None and self.jit is not None else None
+        if jitted is not None:
+            frames = [Frame(function=jitted[1], module=JIT_MODULE, address=jitted[0],
+                            raw_name=jitted[1])]
+        elif resolved is None or self.symbolizer is None:
             frames = [Frame(function=f"0x{address:x}", module="", address=address)]
         else:
             module, vaddr = resolved
@@ -210,7 +217,15 @@ class ImageSpaces:
                         and other_frames.space.pid == pid:
                     other_frames.space.pid = None  # that image exec'd: this one is newer
             space.pid = None if self._pids_gone else pid
+            # The map outlives the process: read after its end too, expecting our own
+            # uid then (we launched it; a reused pid's /proc would name another's).
+            uid = os.geteuid() if self._pids_gone else process_uid(pid)
+            frames.jit = PerfMap(pid, uid, space.overlaps)
         return frames
+
+    def jit_grew(self) -> bool:
+        """Whether a perf map has entries not read yet (stacks may name more now)."""
+        return any(f.jit is not None and f.jit.grew() for f in self._frames.values())
 
     def add_loads(self, name: str, pid: int,
                   loads: Sequence[tuple[int, int, int, str]]) -> None:
@@ -231,7 +246,9 @@ class ImageSpaces:
 
     def warnings(self) -> list[str]:
         """The shared symbolizer's warnings (once, not once per image)."""
-        return list(self._symbolizer.warnings) if self._symbolizer is not None else []
+        found = list(self._symbolizer.warnings) if self._symbolizer is not None else []
+        jit = (f.jit.warning() for f in self._frames.values() if f.jit is not None)
+        return found + [w for w in jit if w is not None]
 
 
 def make_symbolizer(pid: int | None, root: str | None = None) -> tuple[AddressSpace, Symbolizer]:

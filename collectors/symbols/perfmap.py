@@ -1,0 +1,176 @@
+"""perf map files: names a JIT or interpreter gives the code it generates.
+
+CPython 3.12+ (`-X perf`), Node (`--perf-basic-prof`), JVM agents and .NET write
+`/tmp/perf-PID.map`, one line per piece of generated code: `START SIZE name` (hex
+START and SIZE).  An address no ELF mapping covers is looked up there and shown
+as the runtime named it, in module `[jit]`.
+
+The file lives in /tmp, so anyone could have planted it: it is opened with
+O_NOFOLLOW, and used only if it is a regular file owned by the target's user and
+not writable by group or others.  Its lines are data, never trusted over the
+ELF symbols: an entry whose range overlaps a file-backed mapping is ignored.
+Whatever is wrong with a file (owner, mode, a symlink, malformed lines, entries
+over real code, its size) is said in one warning per file, never raised.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import stat
+import time
+from collections.abc import Callable
+
+PERF_MAP = "/tmp/perf-{pid}.map"
+MAX_BYTES = 64 << 20  # a map larger than this is read this far
+MAX_NAME = 512  # longer names are cut
+RECHECK_S = 0.1  # a miss re-reads a growing file at most this often
+_CONTROL = dict.fromkeys(range(32), "?")  # control characters in names (str.translate)
+
+
+class PerfMap:
+    """The perf map of one process, read incrementally as it grows.
+
+    `uid`: the user the target runs as (the file's owner must be that user);
+    `overlaps(start, end)`: whether a range touches a file-backed mapping (such
+    entries are ignored).
+    """
+
+    def __init__(self, pid: int, uid: int, overlaps: Callable[[int, int], bool]) -> None:
+        self.path = PERF_MAP.format(pid=pid)
+        self._uid, self._overlaps = uid, overlaps
+        self._offset = 0  # bytes read so far (whole lines only)
+        self._entries: dict[int, tuple[int, str]] = {}  # start -> (size, name); last wins
+        self._starts: list[int] = []
+        self._stale = False
+        self._checked = 0.0  # monotonic time of the last look at the file
+        self._size = -1  # the file's size at that look
+        self._refused = ""  # why the file is not to be trusted ("": it is); never read again
+        self._bad = self._over = 0  # malformed lines, entries over file-backed code
+        self._cut = False  # larger than MAX_BYTES
+
+    def lookup(self, address: int) -> tuple[int, str] | None:
+        """(start, name) of the entry holding runtime `address`, or None."""
+        found = self._find(address)
+        if found is None and self._update():
+            found = self._find(address)
+        return found
+
+    def grew(self) -> bool:
+        """Whether the file changed size since it was last read (a cheap lstat)."""
+        if self._refused:
+            return False
+        try:
+            size = os.stat(self.path, follow_symlinks=False).st_size
+        except OSError:
+            return False
+        return size != self._size and size > self._offset
+
+    def _find(self, address: int) -> tuple[int, str] | None:
+        if self._stale:
+            self._starts = sorted(self._entries)
+            self._stale = False
+        i = bisect.bisect_right(self._starts, address) - 1
+        for j in range(i, max(i - 16, -1), -1):  # a few back: entries may nest or overlap
+            start = self._starts[j]
+            size, name = self._entries[start]
+            if address < start + size:
+                if self._overlaps(start, start + size):  # a mapping added since it was read
+                    del self._entries[start]
+                    self._stale = True
+                    self._over += 1
+                    return None
+                return start, name
+        return None
+
+    def _update(self) -> bool:
+        """Read what was added since the last read; True if entries were added."""
+        now = time.monotonic()
+        if self._refused or now - self._checked < RECHECK_S:
+            return False
+        self._checked = now
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+                         | os.O_NOCTTY)
+        except FileNotFoundError:
+            return False
+        except OSError as exc:  # ELOOP: a symlink someone planted
+            self._refuse(f"cannot be opened safely ({exc.strerror})")
+            return False
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                self._refuse("is not a regular file")
+                return False
+            if st.st_uid != self._uid:
+                self._refuse(f"is owned by uid {st.st_uid}, not the target's ({self._uid})")
+                return False
+            if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+                self._refuse(f"is writable by others (mode {stat.S_IMODE(st.st_mode):o})")
+                return False
+            if st.st_size <= self._offset or st.st_size == self._size:
+                return False
+            self._size = st.st_size
+            end = min(st.st_size, MAX_BYTES)
+            self._cut = st.st_size > MAX_BYTES
+            data = os.pread(fd, max(0, end - self._offset), self._offset)
+        except OSError:
+            return False
+        finally:
+            os.close(fd)
+        whole = data.rfind(b"\n") + 1  # a line still being written waits for the next read
+        self._offset += whole
+        return self._parse(data[:whole])
+
+    def _parse(self, data: bytes) -> bool:
+        added = False
+        for line in data.split(b"\n"):
+            if not line:
+                continue
+            parts = line.split(None, 2)
+            try:
+                start, size = int(parts[0], 16), int(parts[1], 16)
+                name = parts[2].decode("utf-8", "replace").strip().translate(_CONTROL)
+            except (IndexError, ValueError):
+                self._bad += 1
+                continue
+            if size <= 0 or start <= 0 or start + size >= 1 << 64 or not name:
+                self._bad += 1
+            elif self._overlaps(start, start + size):
+                self._over += 1
+            else:
+                self._entries[start] = (size, name[:MAX_NAME])
+                added = True
+        self._stale = self._stale or added
+        return added
+
+    def _refuse(self, why: str) -> None:
+        self._refused = why
+        self._entries.clear()
+        self._stale = True
+
+    def warning(self) -> str | None:
+        """What was wrong with the file, in one line; None when nothing was."""
+        if self._refused:
+            return f"perf map {self.path} {self._refused}: not used (JIT code stays unnamed)"
+        problems = []
+        if self._bad:
+            problems.append(f"{self._bad} malformed line{'s' * (self._bad > 1)} ignored")
+        if self._over:
+            problems.append(f"{self._over} entr{'ies' if self._over > 1 else 'y'} over "
+                            "file-backed code ignored (the ELF symbols name it)")
+        if self._cut:
+            problems.append(f"only its first {MAX_BYTES >> 20} MiB read")
+        return f"perf map {self.path}: {'; '.join(problems)}" if problems else None
+
+
+def process_uid(pid: int) -> int:
+    """The effective uid `pid` runs as (ours when /proc cannot say: we launched it)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("Uid:"):
+                    return int(line.split()[2])
+    except (OSError, ValueError, IndexError):
+        pass
+    return os.geteuid()

@@ -1,0 +1,121 @@
+"""perf map files (/tmp/perf-PID.map) under the launched sampler: code a JIT generates
+in anonymous memory is shown with the name the runtime wrote, in module `[jit]`; a
+map file that is not the target's own (another owner, group/world writable, a
+symlink) or that holds garbage is ignored with one warning, and never names code an
+ELF file maps (collectors/symbols/perfmap.py).
+
+tests/fixtures/smp_jit.c copies a countdown loop with a frame-pointer prologue into
+anonymous executable memory, writes the map in the way its first argument says, and
+spins in main -> run_jit -> jit_spin.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from proftui.collectors.model.profile import Profile
+from proftui.collectors.model.views import flat_profile
+
+from tests.conftest import build_fixture
+from tests.helpers.collect import run_sampler, start_sampler
+from tests.helpers.costs import paths_to
+
+pytestmark = pytest.mark.skipif(platform.machine() != "x86_64",
+                                reason="the fixture generates x86-64 code")
+
+
+@pytest.fixture
+def jit_run() -> Iterator[object]:
+    """Runs smp_jit MODE under the sampler: (profile, its perf map warnings); removes
+    the map files it wrote afterwards."""
+    written: list[Path] = []
+
+    def run(mode: str) -> tuple[Profile, list[str]]:
+        binary = build_fixture("smp_jit.c", ["-O2", "-g"])
+        profile, output = run_sampler(binary, mode, "0.5", frequency_hz=500)
+        found = re.search(r"jit pid (\d+) done\n", output)
+        assert found, output
+        written.extend(Path(f"/tmp/perf-{found[1]}.map{tail}") for tail in ("", ".real"))
+        assert profile.meta.exit_status == 0
+        return profile, [w for w in profile.meta.warnings if "perf map" in w]
+
+    yield run
+    for path in written:
+        if path.is_symlink() or path.exists():
+            path.unlink()
+
+
+def jit_rows(profile: Profile) -> list[str]:
+    return [e.frame.function for e in flat_profile(profile) if e.frame.module == "[jit]"]
+
+
+def test_jit_code_is_named_from_the_perf_map(jit_run) -> None:
+    profile, warnings = jit_run("good")
+    assert warnings == []
+    rows = {e.frame.function: e for e in flat_profile(profile)}
+    assert "jit_spin" in rows and rows["jit_spin"].frame.module == "[jit]", list(rows)
+    whole = profile.total(0)
+    assert whole >= 50, f"too few samples: {whole}"
+    # The loop is all the fixture does: nearly every sample is in it.
+    assert rows["jit_spin"].self_cost[0] >= 0.8 * whole, (rows["jit_spin"], whole)
+    # Unwound through the JIT frame by its frame pointer, back into the C callers.
+    paths = paths_to(profile, "jit_spin")
+    through = sum(1 for p in paths if p[-3:] == ["main", "run_jit", "jit_spin"])
+    assert through == len(paths), paths
+
+
+@pytest.mark.parametrize("mode, why", [
+    ("writable", "writable by others"),
+    ("symlink", "cannot be opened safely"),
+    ("foreign", "owned by uid 65534"),
+])
+def test_untrusted_map_is_ignored_with_one_warning(jit_run, mode: str, why: str) -> None:
+    if mode == "foreign" and os.geteuid() != 0:
+        pytest.skip("only root can make a file another user owns")
+    profile, warnings = jit_run(mode)
+    assert len(warnings) == 1 and why in warnings[0], warnings
+    assert jit_rows(profile) == []
+    assert not any(e.frame.function == "jit_spin" for e in flat_profile(profile))
+
+
+def test_hostile_map_lines_are_ignored_never_trusted_over_elf(jit_run) -> None:
+    profile, warnings = jit_run("hostile")
+    assert len(warnings) == 1, warnings
+    assert "4 malformed lines" in warnings[0] and "file-backed" in warnings[0], warnings
+    names = {e.frame.function for e in flat_profile(profile)}
+    assert "jit_spin" in names and "main" in names and "evil_main" not in names, names
+    assert jit_rows(profile) == ["jit_spin"]
+
+
+def test_entries_written_later_name_samples_taken_before(jit_run) -> None:
+    """Live: the JIT names its code only after it ran a while (SIGUSR1); the samples
+    shown unnamed until then are named in the end (the map is re-read as it grows and
+    the unresolved stacks looked at again)."""
+    binary = build_fixture("smp_jit.c", ["-O2", "-g"])
+    collector = start_sampler(binary, "late", "0.3", frequency_hz=500)
+    assert collector.process is not None
+    pid = collector.process.pid
+    try:
+        deadline = time.monotonic() + 30
+        unnamed = 0.0
+        while unnamed < 20 and time.monotonic() < deadline:
+            time.sleep(0.05)  # polling a live profile, not waiting for an event
+            unnamed = sum(e.self_cost[0] for e in flat_profile(collector.snapshot())
+                          if e.frame.function.startswith("0x"))
+        assert unnamed >= 20, "no unnamed JIT samples seen in 30 s"
+        collector.process.send_signal(signal.SIGUSR1)
+        profile = collector.wait()
+    finally:
+        collector.stop()
+        for tail in ("", ".real"):
+            Path(f"/tmp/perf-{pid}.map{tail}").unlink(missing_ok=True)
+    rows = {e.frame.function: e for e in flat_profile(profile)}
+    assert not [name for name in rows if name.startswith("0x")], list(rows)
+    assert rows["jit_spin"].self_cost[0] >= unnamed
