@@ -134,7 +134,9 @@ def test_ptrace_says_when_it_falls_behind() -> None:
     assert stopped, profile.meta.warnings
     achieved = profile.total(0) / (profile.total(1) / 1e9)
     behind = [w for w in profile.meta.warnings if w.startswith("ptrace sampled ")]
-    assert bool(behind) == (achieved < 0.8 * 4000), (achieved, profile.meta.warnings)
+    # Under 0.2 s of CPU time sampled (a loaded machine) the rate is not judged.
+    judged = profile.total(1) / 1e9 >= 0.2
+    assert bool(behind) == (judged and achieved < 0.8 * 4000), (achieved, profile.meta.warnings)
     if behind:
         assert behind[0].startswith(f"ptrace sampled {achieved:.0f} times per second")
         timer = any(w.startswith("ptrace: samples were taken where the target's own CPU timer")
@@ -183,7 +185,8 @@ def wait_for_helper(parent: int, timeout: float = 15.0) -> int:
 
 @pytest.mark.parametrize("how", ["duration", "sigterm", "sigint"])
 def test_stopped_record_cli_saves_the_profile(tmp_path: Path, how: str) -> None:
-    fixture = SpinTarget(3.0)
+    # 8 s: proftui's start-up under load takes seconds, and the target must outlive it.
+    fixture = SpinTarget(8.0)
     out_file = tmp_path / "run.proftui"
     try:
         extra = ["--duration", "0.7"] if how == "duration" else []
@@ -328,7 +331,7 @@ def test_helper_stream_aggregates_samples_by_stack(method: str) -> None:
     from proftui.collectors.runtime.libraries import runtime_executable_path
     from proftui.collectors.runtime.wire_attach import Counts, End, Lost, Stack, StreamDecoder
 
-    with SpinTarget(1.0) as fixture:
+    with SpinTarget(2.0) as fixture:
         # its stdin stays open until it returns: EOF there means "detach now"
         helper = subprocess.Popen([runtime_executable_path("proftui-attach"), str(fixture.pid),
                                    "1000", method], stdin=subprocess.PIPE,

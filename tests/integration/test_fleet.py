@@ -79,6 +79,23 @@ def test_heap_fleet_equals_merged_local_files(server: Server, tmp_path: Path) ->
     assert_same(fleet, runs)
 
 
+def first_push(server: Server, database: str, proc: subprocess.Popen[str]) -> None:
+    """Wait until the run has pushed its first interval into `database`."""
+    from clickhouse_driver import Client
+    from clickhouse_driver.errors import Error
+
+    client = Client("127.0.0.1", port=server.tcp)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            if client.execute(f"SELECT count() FROM {database}.proftui_samples")[0][0]:
+                return
+        except Error:  # the table does not exist before the first push
+            pass
+        time.sleep(0.1)
+    raise AssertionError(f"no interval pushed (proftui exit status {proc.poll()})")
+
+
 def test_outage_mid_run_every_interval_once(server: Server, tmp_path: Path) -> None:
     """The server stops for a few seconds while the run pushes every second, then comes
     back while the target still runs (about 9 s): the intervals wait in the spool and
@@ -91,7 +108,7 @@ def test_outage_mid_run_every_interval_once(server: Server, tmp_path: Path) -> N
          "--push", url, "--every", "1", "--label", "host=flaky", "-o", str(out),
          str(binary), "9000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        time.sleep(2.5)
+        first_push(server, "outage", proc)  # not a fixed sleep: start-up is slow under load
         server.stop()
         time.sleep(4)
         server.start()

@@ -108,7 +108,9 @@ def test_the_end_is_on_screen_before_the_final_profile() -> None:
     header says how it ended at once, not "running" until the profile is in; the
     Process pane's CPU and RSS figures are the table's, and none is "now" once it ended."""
     binary = build_fixture("att_spin.c", ATT_FLAGS)
-    collector = SamplerCollector([str(binary), "2.5"], CollectorOptions(output="log"))
+    # 6 s: the Process pane must show the running target first, and the app's start-up
+    # takes seconds on a loaded machine.
+    collector = SamplerCollector([str(binary), "6"], CollectorOptions(output="log"))
     real_wait = collector.wait
 
     def slow_wait() -> Profile:
