@@ -10,8 +10,8 @@
  * at each tick of a timerfd, each thread that is running or runnable (state R
  * in /proc/PID/task/TID/status) and used CPU since its last sample (schedstat)
  * is PTRACE_INTERRUPTed, its registers (arch/pt_arch.h), frame-pointer chain
- * and stack are read with process_vm_readv (as much stack as the walk needs:
- * the thread is stopped), and it is continued at once; pt_attach_unwind.c
+ * and stack are read with process_vm_readv (pt_attach_tasks.c; as much stack
+ * as the walk needs: the thread is stopped), and it is continued at once; pt_attach_unwind.c
  * walks the copy with CFI.  Sleeping threads are never interrupted: waking
  * them would itself cost CPU time and make them look busy.
  *
@@ -52,7 +52,6 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -60,35 +59,15 @@
 #include <string.h>
 #include <sys/ptrace.h>
 #include <sys/timerfd.h>
-#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "pt_attach.h"
+#include "pt_attach_tasks.h"
 
 #define PT_TRACE_MAX_THREADS 4096
 
-/* What /proc says about a thread's scheduling: schedstat, then status. */
-struct pt_sched_view {
-    uint64_t cpu_ns;                /* CPU time */
-    uint64_t arrivals;              /* times put on a CPU (0 without CONFIG_SCHED_INFO) */
-    int64_t voluntary, involuntary; /* context switches off a CPU; -1: unreadable */
-    char state;                     /* 'R', 'S'...; 0: unreadable */
-};
-
-/* How a thread last left its CPU, as far as our looks could tell. */
-enum { PT_LEFT_UNKNOWN, PT_LEFT_SLEPT, PT_LEFT_PREEMPTED };
-
-struct pt_attach_thread {
-    pid_t tid;
-    int schedstat_fd;         /* /proc/PID/task/TID/schedstat, read each tick */
-    int status_fd;            /* /proc/PID/task/TID/status: state, context switches */
-    uint64_t cpu_ns;          /* CPU time at the previous kept sample */
-    uint64_t need;            /* stack bytes its last whole walk needed: the next copy's size */
-    struct pt_sched_view was; /* at our previous look (or stop) */
-    int left;                 /* PT_LEFT_*: how it left its CPU before that look */
-};
 
 /* Everything the ptrace method keeps: one instance (pt_tr), the helper is
  * single-threaded. */
@@ -119,10 +98,6 @@ struct pt_ptrace_state {
 };
 static struct pt_ptrace_state pt_tr; /* zero-initialized (.bss): the -1s are set at start */
 
-/* The first stack copy of a thread not yet walked whole, and the slack added
- * to what the last whole walk needed. */
-#define PT_STACK_FIRST 8192u
-#define PT_STACK_SLACK 1024u
 
 /* How long one thread may take to reach the stop we asked for before we give
  * up on it for this tick (its stop, if it comes later, is ended in pt_handle). */
@@ -130,11 +105,6 @@ static struct pt_ptrace_state pt_tr; /* zero-initialized (.bss): the -1s are set
 /* How often the target's liveness (and, on the timer, its threads' signal
  * masks) are looked at. */
 #define PT_CHECK_NS 100000000ull
-/* The CPU time a thread found running with SIGPROF blocked must have used
- * since the timer last sampled it before the timer gives way to polling:
- * this many periods, and at least PT_BLOCKED_MIN_NS. */
-#define PT_BLOCKED_PERIODS 50u
-#define PT_BLOCKED_MIN_NS 100000000ull
 /* How long to wait for the last threads' exit reports once the group is dead. */
 #define PT_REAP_TIMEOUT_NS 1000000000ull
 
@@ -144,62 +114,12 @@ static struct pt_attach_thread *pt_find(pid_t tid) {
     return NULL;
 }
 
-/* Read a thread's scheduling counters: schedstat first, then status (so a
- * switch between the two reads shows it off its CPU, never on it).
- * Not async-signal-safe. */
-static void pt_sched_read(const struct pt_attach_thread *t, struct pt_sched_view *v) {
-    static const char state_key[] = "\nState:\t", vol_key[] = "\nvoluntary_ctxt_switches:\t",
-                      invol_key[] = "\nnonvoluntary_ctxt_switches:\t";
-    char buf[2048];
-    *v = (struct pt_sched_view){0, 0, -1, -1, 0};
-    ssize_t n = t->schedstat_fd >= 0 ? pread(t->schedstat_fd, buf, 95, 0) : -1;
-    if (n > 0) {
-        buf[n] = '\0';
-        char *end;
-        v->cpu_ns = strtoull(buf, &end, 10);
-        strtoull(end, &end, 10); /* time spent waiting on a runqueue */
-        v->arrivals = strtoull(end, NULL, 10);
-    }
-    n = t->status_fd >= 0 ? pread(t->status_fd, buf, sizeof buf - 1, 0) : -1;
-    if (n <= 0) return;
-    buf[n] = '\0';
-    const char *state = strstr(buf, state_key);
-    const char *vol = strstr(buf, vol_key), *invol = strstr(buf, invol_key);
-    if (state != NULL) v->state = state[sizeof state_key - 1];
-    if (vol != NULL) v->voluntary = strtoll(vol + sizeof vol_key - 1, NULL, 10);
-    if (invol != NULL) v->involuntary = strtoll(invol + sizeof invol_key - 1, NULL, 10);
-}
-
-/* 1 if the counters are all there (schedstat's arrivals need CONFIG_SCHED_INFO). */
-static int pt_sched_known(const struct pt_sched_view *v) {
-    return v->arrivals > 0 && v->voluntary >= 0 && v->involuntary >= 0;
-}
-
-/* 1 if the thread was on a CPU when read: each switch off a CPU is followed
- * by one arrival (see the file comment). */
-static int pt_sched_on_cpu(const struct pt_sched_view *v) {
-    return v->arrivals == (uint64_t)(v->voluntary + v->involuntary) + 1;
-}
-
-static void pt_close_thread(struct pt_attach_thread *t) {
-    if (t->schedstat_fd >= 0) close(t->schedstat_fd);
-    if (t->status_fd >= 0) close(t->status_fd);
-}
 
 static struct pt_attach_thread *pt_add(pid_t pid, pid_t tid) {
     struct pt_attach_thread *t = pt_find(tid);
     if (t != NULL || pt_tr.nthreads >= PT_TRACE_MAX_THREADS) return t;
     t = &pt_tr.threads[pt_tr.nthreads++];
-    memset(t, 0, sizeof *t);
-    t->tid = tid;
-    char path[80];
-    snprintf(path, sizeof path, "/proc/%d/task/%d/schedstat", (int)pid, (int)tid);
-    t->schedstat_fd = open(path, O_RDONLY | O_CLOEXEC);
-    snprintf(path, sizeof path, "/proc/%d/task/%d/status", (int)pid, (int)tid);
-    t->status_fd = open(path, O_RDONLY | O_CLOEXEC);
-    pt_sched_read(t, &t->was);
-    t->cpu_ns = t->was.cpu_ns;
-    t->left = PT_LEFT_UNKNOWN;
+    pt_task_open(t, pid, tid);
     if (pt_tr.announced) pt_attach_out_thread((uint32_t)tid, PT_ATTACH_THREAD_NEW, pid);
     return t;
 }
@@ -207,62 +127,21 @@ static struct pt_attach_thread *pt_add(pid_t pid, pid_t tid) {
 static void pt_remove(pid_t pid, pid_t tid) {
     struct pt_attach_thread *t = pt_find(tid);
     if (t == NULL) return;
-    pt_close_thread(t);
+    pt_task_close(t);
     *t = pt_tr.threads[--pt_tr.nthreads];
     /* Before the header no thread was announced (pt_add), so none is said gone. */
     if (pt_tr.announced) pt_attach_out_thread((uint32_t)tid, PT_ATTACH_THREAD_GONE, pid);
 }
 
-/* Registers, the frame-pointer chain and a copy of the stack of a stopped
- * thread; unwound and written by pt_attach_unwind.c, which reads more stack
- * if the copy ends too early.  `regs` were read already.  Not async-signal-safe. */
+/* Sample a stopped thread (pt_task_sample) into the one stack buffer.  Not
+ * async-signal-safe. */
 static void pt_sample(struct pt_attach_thread *t, const struct pt_regs *regs, uint64_t weight) {
-    uint64_t ips[PT_ATTACH_MAX_FRAMES];
-    uint32_t n = 0;
-    ips[n++] = regs->pc;
-    uint64_t fp = regs->fp, sp = regs->sp;
-    while (n < PT_ATTACH_MAX_FRAMES) {
-        /* A caller's frame lies above ours on a downward-growing stack. */
-        if (fp < sp || fp - sp > (64u << 20) || (fp & 7) != 0) break;
-        uint64_t pair[2];
-        struct iovec local = {pair, sizeof pair}, remote = {(void *)fp, sizeof pair};
-        if (process_vm_readv(t->tid, &local, 1, &remote, 1, 0) != (ssize_t)sizeof pair) break;
-        if (pair[1] < 4096) break;
-        ips[n++] = pair[1];
-        sp = fp + 16;
-        fp = pair[0];
-    }
-    /* The stack from sp up, as much as this thread's last whole walk needed.
-     * One iovec per page: a partial read stops at the first unmapped page. */
-    uint64_t want = t->need ? t->need + PT_STACK_SLACK : PT_STACK_FIRST;
-    if (want > sizeof pt_tr.stack) want = sizeof pt_tr.stack;
-    struct iovec local = {pt_tr.stack, (size_t)want}, remote[PT_ATTACH_STACK_MAX / 4096 + 1];
-    unsigned long nremote = 0;
-    uint64_t at = regs->sp, end = regs->sp + want;
-    while (at < end && nremote < sizeof remote / sizeof remote[0]) {
-        uint64_t page_end = (at | 4095u) + 1;
-        uint64_t stop = page_end < end ? page_end : end;
-        remote[nremote++] = (struct iovec){(void *)at, (size_t)(stop - at)};
-        at = stop;
-    }
-    ssize_t got = process_vm_readv(t->tid, &local, 1, remote, nremote, 0);
-    uint32_t nstack = got > 0 ? (uint32_t)(got / 8) : 0;
-    uint64_t need = pt_attach_unwind_sample((uint32_t)t->tid, weight, regs, pt_tr.stack, nstack,
-                                            0, ips, n);
-    if (need) t->need = need;
+    pt_task_sample(t, regs, weight, pt_tr.stack, sizeof pt_tr.stack);
     pt_tr.samples++;
 }
 
 static uint64_t pt_mono_ns(void);
 
-/* A thread's CPU time from its schedstat (0 if unreadable).  Not async-signal-safe. */
-static uint64_t pt_sched_cpu(const struct pt_attach_thread *t) {
-    char buf[96];
-    ssize_t n = t->schedstat_fd >= 0 ? pread(t->schedstat_fd, buf, sizeof buf - 1, 0) : -1;
-    if (n <= 0) return 0;
-    buf[n] = '\0';
-    return strtoull(buf, NULL, 10);
-}
 
 /* A thread stopped by the target's timer: sample it where it ran, for the
  * CPU time since its previous sample.  The timer signals the thread that was
@@ -539,47 +418,12 @@ static void pt_detach_all(const struct pt_attach_config *cfg) {
             ptrace(PTRACE_DETACH, tid, NULL, NULL);
         struct pt_attach_thread *t = pt_find(tid);
         if (t != NULL) {
-            pt_close_thread(t);
+            pt_task_close(t);
             *t = pt_tr.threads[--pt_tr.nthreads];
         }
     }
 }
 
-/* 1 if the thread runs (State R) with SIGPROF blocked (SigBlk), one read of
- * its status: the timer cannot sample it where it runs and would signal some
- * other thread instead.  Not async-signal-safe. */
-static int pt_runs_blocking_sigprof(const struct pt_attach_thread *t) {
-    static const char state_key[] = "\nState:\t", key[] = "\nSigBlk:\t";
-    char buf[2048];
-    ssize_t n = t->status_fd >= 0 ? pread(t->status_fd, buf, sizeof buf - 1, 0) : -1;
-    if (n <= 0) return 0;
-    buf[n] = '\0';
-    const char *state = strstr(buf, state_key), *at = strstr(buf, key);
-    if (state == NULL || state[sizeof state_key - 1] != 'R') return 0;
-    return at != NULL && (strtoull(at + sizeof key - 1, NULL, 16) >> (SIGPROF - 1) & 1);
-}
-
-/* A thread that ran with SIGPROF blocked for a while: found running (State R)
- * with SIGPROF blocked, having used at least PT_BLOCKED_PERIODS sampling
- * periods (and PT_BLOCKED_MIN_NS) of CPU time since the timer last sampled it
- * (a thread that lets the signal in gets one for about every period of its
- * CPU time).  The mask alone says little: glibc's pthread_create blocks every
- * signal around clone(), and under ptrace a thread that starts threads in a
- * loop is found blocking at most looks, yet it is sampled between (measured
- * on 200 pthread_create in a row: at most 65 ms of CPU time unsampled, beside
- * two busy loops on 2 CPUs).  NULL if none.  Not async-signal-safe. */
-static struct pt_attach_thread *pt_thread_blocking_sigprof(uint64_t period_ns) {
-    uint64_t enough = PT_BLOCKED_PERIODS * period_ns;
-    if (enough < PT_BLOCKED_MIN_NS) enough = PT_BLOCKED_MIN_NS;
-    for (int i = 0; i < pt_tr.nthreads; i++) {
-        struct pt_attach_thread *t = &pt_tr.threads[i];
-        uint64_t cpu_ns = pt_sched_cpu(t);
-        if (cpu_ns >= t->cpu_ns + enough && pt_runs_blocking_sigprof(t)) {
-            return t;
-        }
-    }
-    return NULL;
-}
 
 /* Continue a thread an injection left stopped, or account for its exit. */
 static void pt_after_inject(const struct pt_attach_config *cfg, pid_t tid,
@@ -638,7 +482,8 @@ static int pt_timer_stop(const struct pt_attach_config *cfg) {
  * harmless even if it slipped past us.  Not async-signal-safe. */
 static void pt_timer_check_masks(const struct pt_attach_config *cfg, int tfd,
                                  const struct itimerspec *ticks) {
-    const struct pt_attach_thread *blocking = pt_thread_blocking_sigprof(cfg->period_ns);
+    const struct pt_attach_thread *blocking =
+        pt_task_blocking_sigprof(pt_tr.threads, pt_tr.nthreads, cfg->period_ns);
     if (blocking == NULL) return;
     pid_t tid = blocking->tid;
     int removed = pt_timer_change(cfg, pt_attach_timer_pause) == 0;
