@@ -459,8 +459,11 @@ class InstrumentCollector(LaunchCollector):
 
 TIMED_NOTE = ("--timed: call durations from two clock reads per call, the hooks' own cost "
               "taken out by a calibrated average; self times of functions whose calls last "
-              "tens of ns are biased by that average's error (as uftrace's are). The default "
-              "samples each calling context's time instead, unbiased")
+              "tens of ns are biased by that average's error (as uftrace's are). The clock "
+              "is wall time: time the thread was pre-empted or blocked counts in the call "
+              "that was open; uninstrumented code (libc) has no row, its time is in its "
+              "caller's self time. The default samples each calling context's CPU time "
+              "instead, unbiased, and names the code a tick lands in")
 
 
 def _unsampled_cpu_note(profile: Profile, cpu_s: float | None) -> str | None:
