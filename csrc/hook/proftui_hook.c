@@ -352,6 +352,15 @@ PT_NOINST int pt_stack_grow(pt_hook_tstate *t)
     return 0;
 }
 
+/* Set the depth below which enters may take the fast path: the deepest depth
+ * seen plus one (a new depth takes the slow path), 0 under include patterns or
+ * a depth limit, and 0 inside an excluded call, whose callees are not recorded
+ * while the current node is still its caller's.  Async-signal-safe. */
+static inline PT_NOINST void pt_set_limit(pt_hook_tstate *t)
+{
+    t->limit = pt_g.slow || t->excl ? 0 : t->max_depth + 1 < t->cap ? t->max_depth + 1 : t->cap;
+}
+
 /* Close entry `e` at `now`: add its times to its node and its duration to the
  * entry it is charged to.  Async-signal-safe. */
 static inline PT_NOINST void pt_finish(pt_hook_tstate *t, pt_entry *e, uint64_t now)
@@ -365,7 +374,8 @@ static inline PT_NOINST void pt_finish(pt_hook_tstate *t, pt_entry *e, uint64_t 
         t->stack[e->up].child += dur;
     }
     if (PT_UNLIKELY(e->flags)) {
-        t->excl -= (e->flags & PT_FILTER_EXCLUDE) != 0;
+        if (e->flags & PT_FILTER_EXCLUDE && --t->excl == 0)
+            pt_set_limit(t);  /* out of the excluded call: the fast path again */
         t->incl -= (e->flags & PT_FILTER_INCLUDE) != 0;
         e->flags = 0;  /* the next fast-path entry here relies on it */
     }
@@ -443,7 +453,8 @@ static PT_NOINST int pt_should_record(pt_hook_tstate *t, pt_entry *e, const pt_e
             t->fcache[c].verdict = verdict;
         }
         e->flags = (uint32_t)verdict;
-        t->excl += (verdict & PT_FILTER_EXCLUDE) != 0;
+        if (verdict & PT_FILTER_EXCLUDE && t->excl++ == 0)
+            t->limit = 0;  /* its callees: the slow path, until it returns */
         t->incl += (verdict & PT_FILTER_INCLUDE) != 0;
     }
     if ((pt_g.hdr->control & PT_CONTROL_PAUSED) || t->excl ||
@@ -546,7 +557,7 @@ PT_NOINST void pt_enter_slow(pt_hook_tstate *t, uintptr_t fn, uintptr_t site, ui
     e->rdepth = p->rdepth + (node != PT_NONE);
     if (d + 1 > t->max_depth) {
         t->max_depth = d + 1;
-        t->limit = pt_g.slow ? 0 : d + 2 < t->cap ? d + 2 : t->cap;
+        pt_set_limit(t);
         pt_g.threads[t->slot].max_depth = d + 1;
     }
     if (pt_g.timed)

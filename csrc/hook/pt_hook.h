@@ -60,7 +60,8 @@ typedef struct pt_global {
     uintptr_t text_hi;        /*   the hooks' own cost ([instrumentation]) */
     uint32_t node_cap;        /* nodes in the pool (chunk_capacity * chunk_nodes) */
     int filtering;            /* include or exclude patterns given */
-    int slow;                 /* filtering or a depth limit: every enter takes the slow path */
+    int slow;                 /* include patterns or a depth limit: every enter takes the
+                                 slow path (exclude patterns: only inside an excluded call) */
     int has_include;
     uint32_t max_depth;       /* 0 unlimited */
     pt_options opt;
@@ -169,8 +170,9 @@ typedef struct pt_hook_tstate {
                            recorded call is open.  What the clock's handler charges: stored
                            (release) once the node is valid, in one store, by pt_set_depth
                            and the fast paths; never read otherwise */
-    uint32_t limit;     /* min(max_depth + 1, cap), 0 under filters or a depth limit:
-                           deeper enters take the slow path */
+    uint32_t limit;     /* min(max_depth + 1, cap), 0 under include patterns, a depth
+                           limit or inside an excluded call (pt_set_limit): deeper enters
+                           take the slow path */
     uintptr_t stk_hi;   /* the thread's own stack, [stk_lo, stk_hi): calls outside it */
     pt_bucket *hash;    /* the (fn, parent) -> node table: hash_mask + 1 buckets */
     uint32_t hash_mask;

@@ -366,7 +366,9 @@ static PT_NOINST void pt_hook_init(void)
     pt_g.ticking = !pt_g.opt.timed && !pt_g.opt.count_only;
     pt_g.max_depth = pt_g.opt.max_depth;
     pt_filter_init();
-    pt_g.slow = pt_g.filtering || pt_g.max_depth;
+    /* Exclude patterns alone keep the fast path outside excluded calls
+     * (pt_set_limit): -N on a short function must not slow every call. */
+    pt_g.slow = pt_g.has_include || pt_g.max_depth;
     if (pt_g.timed)
         pt_clock_calibrate();  /* 2 ms: only timestamps need it */
     else
