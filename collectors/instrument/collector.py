@@ -36,6 +36,7 @@ from proftui.collectors.instrument.hook_profile import (
     short_call_warning,
 )
 from proftui.collectors.instrument.open_calls import OpenCallsUnreadable, open_self_ticks
+from proftui.collectors.instrument.short_calls import short_functions_note
 from proftui.collectors.model.profile import Profile, ProfileMeta
 from proftui.collectors.runtime.clock import MAX_FREQUENCY, describe_clock
 from proftui.collectors.runtime.launch import LaunchedProcess, resolve_program
@@ -498,6 +499,9 @@ def _timing_notes(profile: Profile, timing: str, datas: list[HookData],
         notes.append(f"calls exact, time sampled per calling context; the hook library's own "
                      f"code took {share:.1f}% of the samples, shown as [instrumentation] under "
                      "the call it ran for (shares are of the whole run, hooks included)")
+        short = short_functions_note(profile, own)
+        if short:
+            notes.append(short)
     unplaced = sum(d.hook.ticks_unplaced for d in datas)
     if unplaced:
         notes.append(f"{unplaced} clock ticks found no valid calling context and were left out")
