@@ -61,10 +61,14 @@ def _add_profiling_options(parser: argparse.ArgumentParser, with_program: bool =
     parser.add_argument("--timed", action="store_true",
                         help="instrument mode: time every call with two clock reads (call "
                              "durations, as uftrace; biased on short functions) instead of "
-                             "sampling each calling context")
+                             "sampling each calling context. The clock is wall time: time "
+                             "the thread was pre-empted or blocked counts in the open call; "
+                             "uninstrumented code it runs (libc) has no time of its own, it "
+                             "is in its caller's self time")
     parser.add_argument("--count-only", action="store_true",
-                        help="instrument mode: count calls only, no clock at all (lowest "
-                             "overhead)")
+                        help="instrument mode: count calls only, no clock and no signal "
+                             "(costs about what the default costs: the hooks, not the "
+                             "clock, are the overhead)")
     parser.add_argument("-N", "--exclude", action="append", default=[], metavar="PATTERN",
                         help="instrument mode: ignore functions matching PATTERN (repeatable)")
     parser.add_argument("-I", "--include", action="append", default=[], metavar="PATTERN",

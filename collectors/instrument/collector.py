@@ -36,6 +36,7 @@ from proftui.collectors.instrument.hook_profile import (
     short_call_warning,
 )
 from proftui.collectors.instrument.open_calls import OpenCallsUnreadable, open_self_ticks
+from proftui.collectors.instrument.short_calls import short_functions_note
 from proftui.collectors.model.profile import Profile, ProfileMeta
 from proftui.collectors.runtime.clock import MAX_FREQUENCY, describe_clock
 from proftui.collectors.runtime.launch import LaunchedProcess, resolve_program
@@ -459,8 +460,11 @@ class InstrumentCollector(LaunchCollector):
 
 TIMED_NOTE = ("--timed: call durations from two clock reads per call, the hooks' own cost "
               "taken out by a calibrated average; self times of functions whose calls last "
-              "tens of ns are biased by that average's error (as uftrace's are). The default "
-              "samples each calling context's time instead, unbiased")
+              "tens of ns are biased by that average's error (as uftrace's are). The clock "
+              "is wall time: time the thread was pre-empted or blocked counts in the call "
+              "that was open; uninstrumented code (libc) has no row, its time is in its "
+              "caller's self time. The default samples each calling context's CPU time "
+              "instead, unbiased, and names the code a tick lands in")
 
 
 def _unsampled_cpu_note(profile: Profile, cpu_s: float | None) -> str | None:
@@ -495,6 +499,9 @@ def _timing_notes(profile: Profile, timing: str, datas: list[HookData],
         notes.append(f"calls exact, time sampled per calling context; the hook library's own "
                      f"code took {share:.1f}% of the samples, shown as [instrumentation] under "
                      "the call it ran for (shares are of the whole run, hooks included)")
+        short = short_functions_note(profile, own)
+        if short:
+            notes.append(short)
     unplaced = sum(d.hook.ticks_unplaced for d in datas)
     if unplaced:
         notes.append(f"{unplaced} clock ticks found no valid calling context and were left out")

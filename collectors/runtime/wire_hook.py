@@ -64,10 +64,10 @@ assert _MODULE.size == MODULE_SIZE and _PC.size == PC_SIZE and NODE_SIZE == 8 * 
 
 # Calls still open, read from the target's memory (docs/wire-format.md; open_calls.py):
 LIVE = struct.Struct("<QIIQQ")  # pt_hook_live: guard, depth, cap, stack, setup
-OPEN_ENTRY = struct.Struct("<Q8xQQI4xI4xI20x")  # pt_hook_open_entry: fn, ts, child, up,
+OPEN_ENTRY = struct.Struct("<Q8xQQI4xI4xI12x")  # pt_hook_open_entry: fn, ts, child, up,
 #                                                 anode, flags
 OPEN_UNRECORDED = 0x80000000  # open entry flags: no node, its time stays in its caller's
-assert LIVE.size == 32 and OPEN_ENTRY.size == 72
+assert LIVE.size == 32 and OPEN_ENTRY.size == 64
 
 
 @dataclass(frozen=True)

@@ -58,10 +58,10 @@
 #include "pt_hook.h"
 
 #define PT_EXPORT __attribute__((visibility("default"), no_instrument_function))
+
 #define PT_SLOT_SCAN 64                  /* words above the CFA searched for the return address */
 #define PT_SLOT_SCAN_OWN 8192            /* the same on the thread's own stack (mapped to stk_hi) */
 #define PT_SAME_STACK (64ull << 20)      /* entries further away are on another stack */
-#define PT_FAST_PROBES 16                /* hash slots the fast enter looks at */
 
 static PT_NOINST void pt_retire(pt_hook_tstate *t, void *p, size_t bytes);
 
@@ -74,79 +74,172 @@ __thread pt_hook_tstate *pt_tls __attribute__((tls_model("initial-exec")));
 
 /* ---- per-thread hash: (parent node, fn) -> node ------------------------------- */
 
-/* The hash of (fn, parent): both halves mixed into every bit.  The slot index
- * is its high half, the tag its low half.  (The bits 40.. of a single product,
- * as before, left hot contexts in runs of 3-9 occupied slots.)  Async-signal-safe. */
-static inline PT_NOINST uint64_t pt_hash(uintptr_t fn, uint32_t parent)
+/* The hash of (fn, parent) from the fields a bucket keeps (the low half of fn
+ * and the parent), so a table grows from its own lanes: nothing is read back
+ * from the run file.  A key's bucket is the product's top bits.
+ * Async-signal-safe. */
+static inline PT_NOINST uint64_t pt_hash(uint32_t fnlo, uint32_t parent)
 {
-    return ((uint64_t)fn ^ ((uint64_t)parent * 0x9E3779B97F4A7C15ull)) * 0xBF58476D1CE4E5B9ull;
+    return (((uint64_t)parent << 32) | fnlo) * 0x9E3779B97F4A7C15ull;
 }
 
-/* The known node of (fn, parent), looking at no more than `probes` slots of its
- * probe sequence, and its index in *index; NULL if not found there.
- * Async-signal-safe. */
-static inline PT_NOINST pt_hook_node *pt_find(const pt_hook_tstate *t, uintptr_t fn,
-                                              uint32_t parent, uint32_t probes, uint32_t *index)
+/* The lanes of bucket `b` keyed (fnlo, parent), as a bit mask.  Branch-free:
+ * the common path of every enter.  Async-signal-safe. */
+static inline PT_NOINST unsigned pt_bucket_match(const pt_bucket *b, uint32_t fnlo,
+                                                 uint32_t parent)
 {
-    uint64_t h = pt_hash(fn, parent);
-    const pt_slot *table = t->hash;
-    uint32_t mask = t->hash_mask, i = (uint32_t)(h >> 32), tag = (uint32_t)h | 1;
-    for (uint32_t k = 0; k < probes; k++) {
-        pt_slot e = table[(i + k) & mask];
-        if (!e.node1)
-            return NULL;
-        if (e.tag == tag) {
-            pt_hook_node *n = pt_node(e.node1 - 1);
-            if (n->fn == fn && n->parent == parent) {
-                *index = e.node1 - 1;
-                return n;
+#if defined(__SSE2__)
+    __m128i lo = _mm_cmpeq_epi32(_mm_load_si128((const __m128i *)(const void *)b->fnlo),
+                                 _mm_set1_epi32((int)fnlo));
+    __m128i pa = _mm_cmpeq_epi32(_mm_load_si128((const __m128i *)(const void *)b->parent2),
+                                 _mm_set1_epi32((int)(parent + 2)));
+    return (unsigned)_mm_movemask_ps(_mm_castsi128_ps(_mm_and_si128(lo, pa)));
+#else
+    unsigned m = 0;
+    for (unsigned i = 0; i < PT_BUCKET_SLOTS; i++)
+        m |= (unsigned)((b->fnlo[i] == fnlo) & (b->parent2[i] == parent + 2)) << i;
+    return m;
+#endif
+}
+
+/* The high half of fn as a lane keeps it (PT_LANE_FNHI when it does not fit:
+ * such lanes are PT_LANE_SHARED).  Async-signal-safe. */
+static inline PT_NOINST uint32_t pt_lane_fnhi(uintptr_t fn)
+{
+    uint64_t hi = (uint64_t)fn >> 32;
+    return hi < PT_LANE_FNHI ? (uint32_t)hi : PT_LANE_FNHI;
+}
+
+/* A lane's word for fn with offset `off` (PT_LANE_OFF when unknown or too
+ * large for the fast path), the inlined mark and `shared`.  Async-signal-safe. */
+static inline PT_NOINST uint32_t pt_lane_word(uintptr_t fn, uintptr_t off, int inlined,
+                                              int shared)
+{
+    uint32_t hi = pt_lane_fnhi(fn);
+    shared |= hi == PT_LANE_FNHI;
+    return (off < PT_LANE_OFF && !shared ? (uint32_t)off : PT_LANE_OFF) |
+           (inlined ? PT_LANE_INLINED : 0) | (hi << PT_LANE_FNHI_SHIFT) |
+           (shared ? PT_LANE_SHARED : 0);
+}
+
+/* The lane of (fn, parent): its bucket, then the buckets after it while each
+ * is full (keys that found their bucket full went on to the next; none is
+ * ever removed).  *lane receives its index in the bucket; NULL: not in the
+ * table.  Async-signal-safe. */
+static PT_NOINST pt_bucket *pt_find(const pt_hook_tstate *t, uintptr_t fn, uint32_t parent,
+                                    unsigned *lane)
+{
+    uint32_t mask = t->hash_mask, fnhi = pt_lane_fnhi(fn);
+    uint32_t i = (uint32_t)(pt_hash((uint32_t)fn, parent) >> t->hash_shift);
+    for (uint32_t k = 0; k <= mask; k++) {
+        pt_bucket *b = &t->hash[(i + k) & mask];
+        for (unsigned m = pt_bucket_match(b, (uint32_t)fn, parent); m; m &= m - 1) {
+            unsigned j = (unsigned)__builtin_ctz(m);
+            /* A function above 2^47 (PT_LANE_FNHI): its node's fn decides. */
+            if ((b->word[j] >> PT_LANE_FNHI_SHIFT & PT_LANE_FNHI) == fnhi &&
+                (fnhi != PT_LANE_FNHI || pt_node_own(b->node[j])->fn == fn)) {
+                *lane = j;
+                return b;
             }
         }
+        if (b->parent2[PT_BUCKET_SLOTS - 1] == 0)
+            return NULL;  /* a bucket with room: the key would be here */
     }
     return NULL;
 }
 
-/* Put node `node` of key hash `h` into `table` (mask `mask`).  Async-signal-safe. */
-static PT_NOINST void pt_hash_put(pt_slot *table, uint32_t mask, uint64_t h, uint32_t node)
+/* Mark PT_LANE_SHARED every lane of (fn's low half, parent): another function
+ * with that low half is about to join them.  Whether there was one.
+ * Async-signal-safe. */
+static PT_NOINST int pt_mark_shared(pt_hook_tstate *t, uintptr_t fn, uint32_t parent)
 {
-    uint32_t i = (uint32_t)(h >> 32) & mask;
-    while (table[i].node1)
-        i = (i + 1) & mask;
-    table[i] = (pt_slot){node + 1, (uint32_t)h | 1};
+    uint32_t mask = t->hash_mask;
+    uint32_t i = (uint32_t)(pt_hash((uint32_t)fn, parent) >> t->hash_shift);
+    int found = 0;
+    for (uint32_t k = 0; k <= mask; k++) {
+        pt_bucket *b = &t->hash[(i + k) & mask];
+        for (unsigned m = pt_bucket_match(b, (uint32_t)fn, parent); m; m &= m - 1) {
+            unsigned j = (unsigned)__builtin_ctz(m);
+            b->word[j] |= PT_LANE_SHARED | PT_LANE_OFF;
+            found = 1;
+        }
+        if (b->parent2[PT_BUCKET_SLOTS - 1] == 0)
+            break;
+    }
+    return found;
 }
 
-/* mmap a zeroed hash of `n` slots.  Async-signal-safe. */
-PT_NOINST pt_slot *pt_hash_alloc(uint32_t n)
+/* Put (fnlo, parent) -> node (`word` its lane's word) into `table` (mask
+ * `mask`, shift `shift`): the first free lane from its bucket on.  The other
+ * fields go in before `parent2`, which makes the lane visible.
+ * Async-signal-safe. */
+static PT_NOINST void pt_hash_put(pt_bucket *table, uint32_t mask, uint32_t shift,
+                                  uint32_t fnlo, uint32_t parent, uint32_t node, uint32_t word)
 {
-    void *p = mmap(NULL, (size_t)n * sizeof(pt_slot), PROT_READ | PROT_WRITE,
+    uint32_t i = (uint32_t)(pt_hash(fnlo, parent) >> shift);
+    for (;; i = (i + 1) & mask) {
+        pt_bucket *b = &table[i & mask];
+        for (unsigned k = 0; k < PT_BUCKET_SLOTS; k++) {
+            if (b->parent2[k] == 0) {
+                b->fnlo[k] = fnlo;
+                b->node[k] = node;
+                b->word[k] = word;
+                __atomic_signal_fence(__ATOMIC_SEQ_CST);
+                __atomic_store_n(&b->parent2[k], parent + 2, __ATOMIC_RELAXED);
+                return;
+            }
+        }
+    }
+}
+
+/* mmap a zeroed table of `buckets` buckets.  Async-signal-safe. */
+PT_NOINST pt_bucket *pt_hash_alloc(uint32_t buckets)
+{
+    size_t bytes = (size_t)buckets * sizeof(pt_bucket);
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) {
-        pt_note_map_failure(PT_NOTE_HASH, (uint64_t)n * sizeof(pt_slot), errno);
+        pt_note_map_failure(PT_NOTE_HASH, bytes, errno);
         return NULL;
     }
     return p;
 }
 
-/* Double the hash when half full.  Returns 0 if it cannot take one more key.
- * Async-signal-safe (mmap/munmap). */
+/* Bytes of the thread's table.  Async-signal-safe. */
+PT_NOINST size_t pt_hash_bytes(const pt_hook_tstate *t)
+{
+    return (size_t)(t->hash_mask + 1) * sizeof(pt_bucket);
+}
+
+/* Double the table when a third of its lanes are used (few keys then find
+ * their bucket full).  Returns 0 if it cannot take one more key.  The old
+ * table is retired whole, not emptied: an enter interrupted by the signal
+ * handler whose hooks grew it may still be searching it.  Async-signal-safe
+ * (mmap). */
 static PT_NOINST int pt_hash_grow(pt_hook_tstate *t)
 {
-    if ((t->hash_count + 1) * 2 <= t->hash_mask + 1)
+    uint64_t lanes = (uint64_t)(t->hash_mask + 1) * PT_BUCKET_SLOTS;
+    if ((uint64_t)(t->hash_count + 1) * 3 <= lanes)
         return 1;
     uint32_t n = (t->hash_mask + 1) * 2;
-    pt_slot *h = n ? pt_hash_alloc(n) : NULL;
+    pt_bucket *h = n && t->nretired < sizeof t->retired / sizeof t->retired[0]
+                       ? pt_hash_alloc(n) : NULL;
     if (!h)
-        return t->hash_count + 1 < t->hash_mask + 1;
+        return (uint64_t)t->hash_count + 1 < lanes;
+    uint32_t shift = t->hash_shift - 1;
     for (uint32_t i = 0; i <= t->hash_mask; i++) {
-        uint32_t node1 = t->hash[i].node1;
-        if (node1) {
-            const pt_hook_node *x = pt_node(node1 - 1);
-            pt_hash_put(h, n - 1, pt_hash(x->fn, x->parent), node1 - 1);
-        }
+        const pt_bucket *b = &t->hash[i];
+        for (unsigned k = 0; k < PT_BUCKET_SLOTS; k++)
+            if (b->parent2[k])
+                pt_hash_put(h, n - 1, shift, b->fnlo[k], b->parent2[k] - 2, b->node[k],
+                            b->word[k]);
     }
-    pt_retire(t, t->hash, (size_t)(t->hash_mask + 1) * sizeof(pt_slot));
-    t->hash = h;
+    t->retired[t->nretired++] = (__typeof__(t->retired[0])){t->hash, pt_hash_bytes(t)};
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    t->hash = h;  /* mask and shift after it: a reader of the old table with */
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);  /* the new mask would read past it */
     t->hash_mask = n - 1;
+    t->hash_shift = shift;
     return 1;
 }
 
@@ -189,37 +282,31 @@ drop:
     return PT_NONE;
 }
 
-/* The node of (parent, fn), created on first sight, and its index in *index;
- * NULL when no node can be made (pool or hash full: counted as dropped).
- * Async-signal-safe. */
-static PT_NOINST pt_hook_node *pt_lookup_node(pt_hook_tstate *t, uint32_t parent, uintptr_t fn,
-                                              uint32_t *index)
+/* The lane of (parent, fn), its node created on first sight; NULL when no
+ * node can be made (pool or table full: counted as dropped).  *lane receives
+ * the lane's index in the returned bucket.  Async-signal-safe. */
+static PT_NOINST pt_bucket *pt_lookup(pt_hook_tstate *t, uint32_t parent, uintptr_t fn,
+                                      unsigned *lane)
 {
-    pt_hook_node *found = pt_find(t, fn, parent, t->hash_mask + 1, index);
-    if (found)
-        return found;
+    pt_bucket *b = pt_find(t, fn, parent, lane);
+    if (b)
+        return b;
     uint64_t t0 = pt_g.timed ? pt_ticks() : 0;
     if (!pt_hash_grow(t)) {
         __atomic_fetch_add(&pt_g.hdr->dropped, 1, __ATOMIC_RELAXED);
     } else {
         uint32_t node = pt_new_node(t, parent, fn);
         if (node != PT_NONE) {
-            pt_hash_put(t->hash, t->hash_mask, pt_hash(fn, parent), node);
+            int shared = pt_mark_shared(t, fn, parent);
+            pt_hash_put(t->hash, t->hash_mask, t->hash_shift, (uint32_t)fn, parent, node,
+                        pt_lane_word(fn, PT_LANE_OFF, 0, shared));
             t->hash_count++;
-            found = pt_node(node);
-            *index = node;
+            b = pt_find(t, fn, parent, lane);
         }
     }
     if (pt_g.timed)
         t->setup += pt_ticks() - t0;
-    return found;
-}
-
-/* The node for `fn` under `parent` (PT_NONE if none can be made).  Async-signal-safe. */
-static PT_NOINST uint32_t pt_lookup(pt_hook_tstate *t, uint32_t parent, uintptr_t fn)
-{
-    uint32_t index = PT_NONE;
-    return pt_lookup_node(t, parent, fn, &index) ? index : PT_NONE;
+    return b;
 }
 
 /* ---- shadow stack ------------------------------------------------------------- */
@@ -265,6 +352,15 @@ PT_NOINST int pt_stack_grow(pt_hook_tstate *t)
     return 0;
 }
 
+/* Set the depth below which enters may take the fast path: the deepest depth
+ * seen plus one (a new depth takes the slow path), 0 under include patterns or
+ * a depth limit, and 0 inside an excluded call, whose callees are not recorded
+ * while the current node is still its caller's.  Async-signal-safe. */
+static inline PT_NOINST void pt_set_limit(pt_hook_tstate *t)
+{
+    t->limit = pt_g.slow || t->excl ? 0 : t->max_depth + 1 < t->cap ? t->max_depth + 1 : t->cap;
+}
+
 /* Close entry `e` at `now`: add its times to its node and its duration to the
  * entry it is charged to.  Async-signal-safe. */
 static inline PT_NOINST void pt_finish(pt_hook_tstate *t, pt_entry *e, uint64_t now)
@@ -278,7 +374,8 @@ static inline PT_NOINST void pt_finish(pt_hook_tstate *t, pt_entry *e, uint64_t 
         t->stack[e->up].child += dur;
     }
     if (PT_UNLIKELY(e->flags)) {
-        t->excl -= (e->flags & PT_FILTER_EXCLUDE) != 0;
+        if (e->flags & PT_FILTER_EXCLUDE && --t->excl == 0)
+            pt_set_limit(t);  /* out of the excluded call: the fast path again */
         t->incl -= (e->flags & PT_FILTER_INCLUDE) != 0;
         e->flags = 0;  /* the next fast-path entry here relies on it */
     }
@@ -356,7 +453,8 @@ static PT_NOINST int pt_should_record(pt_hook_tstate *t, pt_entry *e, const pt_e
             t->fcache[c].verdict = verdict;
         }
         e->flags = (uint32_t)verdict;
-        t->excl += (verdict & PT_FILTER_EXCLUDE) != 0;
+        if (verdict & PT_FILTER_EXCLUDE && t->excl++ == 0)
+            t->limit = 0;  /* its callees: the slow path, until it returns */
         t->incl += (verdict & PT_FILTER_INCLUDE) != 0;
     }
     if ((pt_g.hdr->control & PT_CONTROL_PAUSED) || t->excl ||
@@ -441,18 +539,25 @@ PT_NOINST void pt_enter_slow(pt_hook_tstate *t, uintptr_t fn, uintptr_t site, ui
     e->site = (uint32_t)site;
     uint32_t node = PT_NONE;
     if (pt_should_record(t, e, p)) {
-        pt_hook_node *n = pt_lookup_node(t, p->anode, fn, &node);
-        if (n) {
-            n->off_ = (uint32_t)(slot - cfa);  /* learned once: the fast path adds it */
-            if (inlined)  /* the fast path may push it on an equal slot from now on */
-                __atomic_fetch_or(&n->module, PT_HOOK_INLINED, __ATOMIC_RELAXED);
+        unsigned lane;
+        pt_bucket *b = pt_lookup(t, p->anode, fn, &lane);
+        if (b) {
+            node = b->node[lane];
+            /* The fast path adds the offset (fixed by the function's prologue),
+             * and may push an inlined context on an equal slot from now on. */
+            inlined |= (b->word[lane] & PT_LANE_INLINED) != 0;
+            if (inlined)
+                __atomic_fetch_or(&pt_node_own(node)->module, PT_HOOK_INLINED,
+                                  __ATOMIC_RELAXED);
+            b->word[lane] = pt_lane_word(fn, slot - cfa, inlined,
+                                         (b->word[lane] & PT_LANE_SHARED) != 0);
         }
     }
     pt_push(t, p, d, fn, slot, node);
     e->rdepth = p->rdepth + (node != PT_NONE);
     if (d + 1 > t->max_depth) {
         t->max_depth = d + 1;
-        t->limit = pt_g.slow ? 0 : d + 2 < t->cap ? d + 2 : t->cap;
+        pt_set_limit(t);
         pt_g.threads[t->slot].max_depth = d + 1;
     }
     if (pt_g.timed)
@@ -484,7 +589,9 @@ static PT_NOINST void pt_exit_slow(pt_hook_tstate *t, uintptr_t fn, uintptr_t cf
 /* pt_lookup for the other files.  Async-signal-safe. */
 PT_NOINST uint32_t pt_node_for(pt_hook_tstate *t, uint32_t parent, uintptr_t fn)
 {
-    return pt_lookup(t, parent, fn);
+    unsigned lane;
+    pt_bucket *b = pt_lookup(t, parent, fn, &lane);
+    return b ? b->node[lane] : PT_NONE;
 }
 
 /* Close every open call of `t` at `now` (thread or process exit).  Async-signal-safe. */
@@ -547,20 +654,49 @@ static __attribute__((noinline)) PT_NOINST void pt_exit_guarded(pt_hook_tstate *
 }
 
 /* Whether an enter on the top entry `p`'s own slot is inlined in that frame
- * by the rule of pt_enter_slow: the top entry came from the same call site and
- * no entry on that slot was made by this very hook call instruction `ra`
- * (the scan stops at the first entry on another slot; the sentinel's slot is
- * never a stack address).  Only for a context (node `n`) the slow path already
- * found inlined, so the node's mark is set.  Async-signal-safe. */
-static inline PT_NOINST int pt_known_inline(const pt_entry *p, const pt_hook_node *n,
-                                            uintptr_t slot, uint32_t ra, uint32_t site)
+ * by the rule of pt_enter_slow: the top entry came from the same call site
+ * `site` and no entry on that slot was made by this very hook call
+ * instruction `ra` (the scan stops at the first entry on another slot; the
+ * sentinel's slot is never a stack address).  Only for a context the slow
+ * path already found inlined.  Async-signal-safe. */
+static inline PT_NOINST int pt_known_inline(const pt_entry *p, uintptr_t slot, uint32_t ra,
+                                            uint32_t site)
 {
-    if (p->slot != slot || p->site != site || !(n->module & PT_HOOK_INLINED))
+    if (p->slot != slot || p->site != site)
         return 0;
     for (const pt_entry *q = p; q->slot == slot; q--)
         if (q->ra == ra)
             return 0;
     return 1;
+}
+
+/* Push a call of a known context (its bucket lane's `node` and `slot`) on the
+ * top entry `p` at index `d`: the shared tail of the fast enters.  The new
+ * entry's slot goes in before the depth that makes it visible.
+ * Async-signal-safe. */
+static inline __attribute__((always_inline)) PT_NOINST void
+pt_push_known(pt_hook_tstate *t, pt_entry *p, uint32_t d, uintptr_t fn, uint32_t node,
+              uintptr_t slot, uint32_t ra, uint32_t site)
+{
+    pt_entry *e = p + 1;
+    e->slot = slot;
+    e->ra = ra;
+    e->site = site;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    t->depth = d + 1;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    e->fn = fn;
+    e->anode = node;  /* flags stay 0 and anchor unwritten: a recorded fast-path entry */
+    __atomic_store_n(&t->cur, node, __ATOMIC_RELEASE);  /* the clock charges it from here */
+    /* A node is in one thread's tree: one writer, so the relaxed store of the
+     * incremented count loses nothing; readers need it only to grow. */
+    pt_hook_node *n = pt_node_own(node);
+    __atomic_store_n(&n->calls, n->calls + 1, __ATOMIC_RELAXED);
+    if (pt_g.timed) {  /* count-only never reads child/up */
+        e->child = 0;
+        e->up = pt_anchor(p, d);
+        e->ts = pt_call_start(t);  /* last: the hook's own work stays outside the call */
+    }
 }
 
 /*
@@ -570,89 +706,64 @@ static inline PT_NOINST int pt_known_inline(const pt_entry *p, const pt_hook_nod
  * makes it visible, and the depth is the last store of an exit, so a nested
  * call never overwrites an entry in use (at worst it hangs under a parent
  * whose fields are not written yet).  Both hooks are async-signal-safe.
+ *
+ * The enter's common path reads the thread state's first line, one bucket of
+ * its table (the child of the current node, found without a branch per slot,
+ * with the return slot's offset) and the top entry, and writes the new entry
+ * and the child's count.  Everything else (a context not in its bucket: new,
+ * or pushed on by a full bucket; frames not nested as expected; a pause; a
+ * new depth) goes to the slow path.
  */
-/* Push a call of known context `n` on top of entry `p` (index `d`), or hand it
- * to the slow path when the fast conditions fail: the shared tail of both
- * fast enters.  Async-signal-safe. */
-static inline __attribute__((always_inline)) PT_NOINST void
-pt_enter_known(pt_hook_tstate *t, pt_entry *p, uint32_t d, pt_hook_node *n, uintptr_t fn,
-               uintptr_t site, uintptr_t cfa, uintptr_t ra)
+PT_EXPORT void __cyg_profile_func_enter(void *fn_, void *site_)
 {
-    /* Its return-address slot is at the offset learned on the context's first
-     * (slow) call, fixed by the function's prologue. */
-    uintptr_t slot = cfa + n->off_;
-    uint32_t node = pt_node_index(n);  /* PT_NONE: the target overwrote it, look it up */
-    if (PT_UNLIKELY(p->slot <= slot || p->slot >= t->stk_hi || d + 1 >= t->limit ||
-                    node == PT_NONE || (pt_g.hdr->control & PT_CONTROL_PAUSED))) {
-        if (!(p->slot < t->stk_hi && d + 1 < t->limit && node != PT_NONE &&
-              !(pt_g.hdr->control & PT_CONTROL_PAUSED) &&
-              pt_known_inline(p, n, slot, (uint32_t)ra, (uint32_t)site))) {
-            pt_enter_guarded(t, fn, site, cfa, ra);
-            return;
-        }
-    }
-    p->kid = n;
-    pt_entry *e = p + 1;
-    e->slot = slot;
-    e->ra = (uint32_t)ra;
-    e->site = (uint32_t)site;
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    t->depth = d + 1;
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    e->fn = fn;
-    e->anode = node;  /* flags stay 0 and anchor unwritten: a recorded fast-path entry */
-    __atomic_store_n(&t->cur, node, __ATOMIC_RELEASE);  /* the clock charges it from here */
-    __atomic_store_n(&n->calls, n->calls + 1, __ATOMIC_RELAXED);
-    if (pt_g.timed) {  /* count-only never reads child/up */
-        e->child = 0;
-        e->up = pt_anchor(p, d);
-        e->ts = pt_call_start(t);  /* last: the hook's own work stays outside the call */
-    }
-}
-
-/* The fast enter when the top entry's last child is not this context: the
- * child before it, else a few slots of the hash's probe sequence (a context
- * another one displaced from its home slot took the slow path on every call
- * when only the home slot was looked at: 40 % of Lua's enters).  Out of line,
- * so the common case keeps few registers live (no saves).  Async-signal-safe. */
-static __attribute__((noinline)) PT_NOINST void pt_enter_other(pt_hook_tstate *t, uintptr_t fn,
-                                                               uintptr_t site, uintptr_t cfa,
-                                                               uintptr_t ra)
-{
-    uint32_t d = t->depth;
-    pt_entry *p = &t->stack[d];
-    uint32_t parent = p->anode;
-    pt_hook_node *last = p->kid;
-    uint32_t index;
-    pt_hook_node *n = p->kid2 ? pt_node(p->kid2 - 1) : NULL;
-    if (!n || n->fn != fn || n->parent != parent)
-        n = pt_find(t, fn, parent, PT_FAST_PROBES, &index);
-    if (!n) {
-        pt_enter_guarded(t, fn, site, cfa, ra);  /* a new context */
-        return;
-    }
-    index = last ? pt_node_index(last) : PT_NONE;
-    p->kid2 = index != PT_NONE ? index + 1 : 0;
-    pt_enter_known(t, p, d, n, fn, site, cfa, ra);
-}
-
-PT_EXPORT void __cyg_profile_func_enter(void *fn, void *site)
-{
-    uintptr_t cfa = (uintptr_t)__builtin_dwarf_cfa();
-    uintptr_t ra = (uintptr_t)__builtin_return_address(0);
+    uintptr_t fn = (uintptr_t)fn_;
     pt_hook_tstate *t = pt_tls;
-    if (PT_UNLIKELY(!t || t->guard)) {
-        pt_enter_cold(t, (uintptr_t)fn, (uintptr_t)site, cfa, ra);
-        return;
-    }
+    if (PT_UNLIKELY(!t || t->guard))
+        goto cold;
     uint32_t d = t->depth;
+    uint32_t parent = t->cur;  /* stack[d].anode, one load earlier */
+    uint32_t shift = t->hash_shift;
+    /* The shift before the table: a handler that grows the table in between
+     * leaves this enter with the old shift, in range of either table. */
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    const pt_bucket *b = &t->hash[pt_hash((uint32_t)fn, parent) >> shift];
+    unsigned m = pt_bucket_match(b, (uint32_t)fn, parent);
+    if (PT_UNLIKELY(!m || d + 1 >= t->limit ||
+                    (__atomic_load_n(&pt_g.hdr->control, __ATOMIC_RELAXED) & PT_CONTROL_PAUSED)))
+        goto slow;
+    unsigned j = (unsigned)__builtin_ctz(m);
+    uint32_t word = b->word[j], node = b->node[j];
     pt_entry *p = &t->stack[d];
-    pt_hook_node *n = p->kid;  /* loops call the same child again and again */
-    if (PT_UNLIKELY(!n || n->fn != (uintptr_t)fn || n->parent != p->anode)) {
-        pt_enter_other(t, (uintptr_t)fn, (uintptr_t)site, cfa, ra);
-        return;
+    /* Its return-address slot: the offset learned on the context's first
+     * (slow) call, fixed by the function's prologue.  A lane whose offset is
+     * not known (or whose key another function shares: pt_hash_put) always
+     * takes the slow path. */
+    uintptr_t slot = (uintptr_t)__builtin_dwarf_cfa() + (word & PT_LANE_OFF);
+    uintptr_t top = p->slot;
+    /* The lane matched fn's low half only: its high half must match too (a
+     * function 4 GiB away, first called here, would count as this one until
+     * the slow path marks the key PT_LANE_SHARED).  About 5 % of the hooks'
+     * cost on Lua: a silent miscount is worse. */
+    if (PT_UNLIKELY((word >> PT_LANE_FNHI_SHIFT & PT_LANE_FNHI) != (uint64_t)fn >> 32))
+        goto slow;
+    if (PT_UNLIKELY(top <= slot || top >= t->stk_hi || (word & PT_LANE_OFF) == PT_LANE_OFF)) {
+        /* An inlined context on the top entry's own slot. */
+        if (!((word & PT_LANE_INLINED) && top < t->stk_hi &&
+              (word & PT_LANE_OFF) != PT_LANE_OFF &&
+              pt_known_inline(p, slot, (uint32_t)(uintptr_t)__builtin_return_address(0),
+                              (uint32_t)(uintptr_t)site_)))
+            goto slow;
     }
-    pt_enter_known(t, p, d, n, (uintptr_t)fn, (uintptr_t)site, cfa, ra);
+    pt_push_known(t, p, d, fn, node, slot, (uint32_t)(uintptr_t)__builtin_return_address(0),
+                  (uint32_t)(uintptr_t)site_);
+    return;
+cold:
+    pt_enter_cold(t, fn, (uintptr_t)site_, (uintptr_t)__builtin_dwarf_cfa(),
+                  (uintptr_t)__builtin_return_address(0));
+    return;
+slow:
+    pt_enter_guarded(t, fn, (uintptr_t)site_, (uintptr_t)__builtin_dwarf_cfa(),
+                     (uintptr_t)__builtin_return_address(0));
 }
 
 PT_EXPORT void __cyg_profile_func_exit(void *fn, void *site)
@@ -663,18 +774,20 @@ PT_EXPORT void __cyg_profile_func_exit(void *fn, void *site)
     pt_hook_tstate *t = pt_tls;
     if (PT_UNLIKELY(!t))
         return;
-    now -= t->setup;  /* pt_thread_now(t) as of the first instruction */
     uint32_t d = t->depth;
     pt_entry *e = &t->stack[d];
     /* gcc may tail-call this hook after the function's epilogue (jmp): the
-     * hook's CFA is then just above the return slot, slot + 8. */
-    if (PT_UNLIKELY(t->guard || e->fn != (uintptr_t)fn || e->slot + sizeof(uintptr_t) < cfa ||
-                    e->flags)) {
+     * hook's CFA is then just above the return slot, slot + 8.  One test for
+     * every way out: re-entry, another function on top, dead frames above,
+     * an entry with flags. */
+    if (PT_UNLIKELY((t->guard | (e->fn ^ (uintptr_t)fn) | e->flags |
+                     (uint64_t)(e->slot + sizeof(uintptr_t) < cfa)) != 0)) {
         if (!t->busy)  /* busy: a signal handler's code re-entering, ignored */
-            pt_exit_guarded(t, (uintptr_t)fn, cfa, now);
+            pt_exit_guarded(t, (uintptr_t)fn, cfa, now - t->setup);
         return;
     }
-    pt_finish(t, e, now);  /* inline: flags are 0 here, so only the timed update remains */
+    if (pt_g.timed)
+        pt_finish(t, e, now - t->setup);  /* flags are 0 here: only the timed update */
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     pt_set_depth(t, d - 1);
 }

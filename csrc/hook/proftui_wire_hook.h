@@ -150,10 +150,9 @@ typedef struct pt_hook_open_entry {
     uint32_t flags;              /*  48 bit 31: not recorded (no node; its time stays in
                                         its caller's) */
     uint32_t ra_;                /*  52 */
-    uint64_t kid_;               /*  56 */
-    uint32_t site_;              /*  64 */
-    uint32_t pad_;               /*  68 */
-} pt_hook_open_entry;            /* 72 bytes */
+    uint32_t site_;              /*  56 */
+    uint32_t pad_;               /*  60 */
+} pt_hook_open_entry;            /* 64 bytes */
 
 typedef struct pt_hook_chunk {
     uint32_t thread;             /* owning thread slot; | PT_HOOK_CHUNK_PCS: pc table */
@@ -186,7 +185,7 @@ _Static_assert(sizeof(pt_hook_header) == 192, "pt_hook_header is 192 bytes");
 _Static_assert(sizeof(pt_hook_thread) == 72, "pt_hook_thread is 72 bytes");
 _Static_assert(sizeof(pt_hook_pc) == 16, "pt_hook_pc is 16 bytes");
 _Static_assert(sizeof(pt_hook_live) == 32, "pt_hook_live is 32 bytes");
-_Static_assert(sizeof(pt_hook_open_entry) == 72, "pt_hook_open_entry is 72 bytes");
+_Static_assert(sizeof(pt_hook_open_entry) == 64, "pt_hook_open_entry is 64 bytes");
 _Static_assert(sizeof(pt_hook_chunk) == 8, "pt_hook_chunk is 8 bytes");
 _Static_assert(sizeof(pt_hook_module) == 256, "pt_hook_module is 256 bytes");
 _Static_assert(sizeof(pt_hook_node) == 64, "pt_hook_node is 64 bytes");

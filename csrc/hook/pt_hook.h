@@ -60,7 +60,8 @@ typedef struct pt_global {
     uintptr_t text_hi;        /*   the hooks' own cost ([instrumentation]) */
     uint32_t node_cap;        /* nodes in the pool (chunk_capacity * chunk_nodes) */
     int filtering;            /* include or exclude patterns given */
-    int slow;                 /* filtering or a depth limit: every enter takes the slow path */
+    int slow;                 /* include patterns or a depth limit: every enter takes the
+                                 slow path (exclude patterns: only inside an excluded call) */
     int has_include;
     uint32_t max_depth;       /* 0 unlimited */
     pt_options opt;
@@ -89,6 +90,8 @@ typedef struct pt_global {
 
 extern pt_global pt_g;
 
+/* One open call on the shadow stack: 64 bytes, one cache line (the stack is
+ * page-aligned), so a push touches one line and its parent's, never three. */
 typedef struct pt_entry {
     uintptr_t fn;       /* 0 only in the sentinel at index 0 */
     uintptr_t slot;     /* address of the return-address slot (stack position) */
@@ -106,25 +109,45 @@ typedef struct pt_entry {
                            path never writes it: popping an entry resets it to 0) */
     uint32_t ra;        /* low 32 bits of the enter hook's return address: which hook
                            call instruction made this entry (see pt_enter_slow) */
-    pt_hook_node *kid;  /* node of this entry's last child (NULL: none yet): repeated calls
-                           from one context skip the hash; checked against (fn, parent)
-                           before use, so a stale one is harmless (fork clears them: they
-                           point into the parent's file) */
     uint32_t site;      /* low 32 bits of the call site gcc passed (the frame's return
                            address: an inlined body passes its container's) */
-    uint32_t kid2;      /* index + 1 of the child node `kid` held before (0: none): a
-                           caller alternating between two callees skips the hash too */
+    uint32_t pad_;
 } pt_entry;
+_Static_assert(sizeof(pt_entry) == 64, "a shadow-stack entry is one cache line");
 
-/* A hash slot: (fn, parent) -> node.  The node itself holds fn, parent and the
- * return-slot offset, so a hit reads the one cache line the call counts in. */
-typedef struct pt_slot {
-    uint32_t node1;     /* node index + 1; 0: empty */
-    uint32_t tag;       /* low half of the key's hash, | 1: most misses never read a node */
-} pt_slot;
+/* The per-thread table (fn, parent) -> node: buckets of PT_BUCKET_SLOTS keys,
+ * one cache line each, the keys' fields in lanes, so that one bucket is
+ * searched with two vector compares and no branch per slot (the enter's
+ * common path: a loop alternating between callees, as an interpreter's, finds
+ * each child with one predictable branch).  A lane also holds what the enter
+ * needs before it touches the node: the return slot's offset and whether the
+ * context runs inlined; and the high half of fn, which completes the key for
+ * the slow path.  Private memory: no bound or index comes
+ * from the run file.  A lane is empty while its `parent2` is 0 (parent + 2
+ * never is: PT_HOOK_ROOT + 2 is 1). */
+#define PT_BUCKET_SLOTS 4u
+#define PT_LANE_OFF 0x7fffu      /* pt_bucket.word: the offset; PT_LANE_OFF itself: unknown */
+#define PT_LANE_INLINED 0x8000u  /* pt_bucket.word: the context ran inlined */
+#define PT_LANE_FNHI_SHIFT 16    /* pt_bucket.word: fn >> 32 in the 15 bits above it, */
+#define PT_LANE_FNHI 0x7fffu     /*   PT_LANE_FNHI when it does not fit */
+/* pt_bucket.word: another function's lane has the same key (their addresses
+ * are 4 GiB apart) or fn is above 2^47: the fast path, which compares only
+ * the low half, must take neither, so such lanes keep the offset PT_LANE_OFF
+ * for good. */
+#define PT_LANE_SHARED 0x80000000u
+typedef struct pt_bucket {
+    uint32_t fnlo[PT_BUCKET_SLOTS];    /* low half of the function's address */
+    uint32_t parent2[PT_BUCKET_SLOTS]; /* parent node index + 2; 0: empty */
+    uint32_t node[PT_BUCKET_SLOTS];    /* its node's index (< node_cap: made by this thread) */
+    uint32_t word[PT_BUCKET_SLOTS];    /* return-address slot minus the enter hook's CFA
+                                          (PT_LANE_OFF: not known or larger), PT_LANE_INLINED,
+                                          fn >> 32 << PT_LANE_FNHI_SHIFT, PT_LANE_SHARED */
+} pt_bucket;
+_Static_assert(sizeof(pt_bucket) == 64, "a bucket is one cache line");
 
-/* The first four fields are pt_hook_live (proftui_wire_hook.h): the front end
- * reads them, and the open entries, from the target's memory. */
+/* The first fields are pt_hook_live (proftui_wire_hook.h): the front end
+ * reads them, and the open entries, from the target's memory.  Everything
+ * both fast paths read or write is in the first 64 bytes. */
 typedef struct pt_hook_tstate {
     union {
         struct {
@@ -143,20 +166,23 @@ typedef struct pt_hook_tstate {
      * many new contexts (a parser) is not charged for them.  Written only under
      * `busy`, so a signal handler's hooks never race it. */
     uint64_t setup;
-    uint32_t limit;     /* min(max_depth + 1, cap), 0 under filters or a depth limit:
-                           deeper enters take the slow path */
     uint32_t cur;       /* the current node: stack[depth].anode, PT_HOOK_ROOT when no
                            recorded call is open.  What the clock's handler charges: stored
                            (release) once the node is valid, in one store, by pt_set_depth
                            and the fast paths; never read otherwise */
+    uint32_t limit;     /* min(max_depth + 1, cap), 0 under include patterns, a depth
+                           limit or inside an excluded call (pt_set_limit): deeper enters
+                           take the slow path */
+    uintptr_t stk_hi;   /* the thread's own stack, [stk_lo, stk_hi): calls outside it */
+    pt_bucket *hash;    /* the (fn, parent) -> node table: hash_mask + 1 buckets */
+    uint32_t hash_mask;
+    uint32_t hash_shift; /* 64 - log2(buckets): a key's bucket is its hash >> hash_shift */
+    /* ---- end of the fast paths' line ---- */
+    uint32_t hash_count; /* keys in the table */
     int ticking;        /* this thread's clock runs and the handler may charge it */
     pt_hook_pc *pcs;    /* its pc table in the file (pt_hook_thread.pcs_chunk), NULL none */
     uint32_t pc_mask;   /* entries - 1 */
-    uintptr_t stk_lo;   /* the thread's own stack, [stk_lo, stk_hi): calls outside it */
-    uintptr_t stk_hi;   /* run on another stack (sigaltstack); 0, UINTPTR_MAX unknown */
-    pt_slot *hash;
-    uint32_t hash_mask;
-    uint32_t hash_count;
+    uintptr_t stk_lo;   /* run on another stack (sigaltstack); 0, UINTPTR_MAX unknown */
     uint32_t chunk;     /* current chunk or PT_NONE */
     uint32_t used;      /* nodes used in it */
     uint32_t slot;      /* thread table index */
@@ -169,11 +195,13 @@ typedef struct pt_hook_tstate {
     /* Outgrown hash tables and shadow stacks, unmapped only at thread exit: an
      * enter interrupted by a signal whose handler grows one may still be
      * reading it. */
-    struct { pt_slot *table; size_t bytes; } retired[32];
+    struct { void *table; size_t bytes; } retired[32];
     uint32_t nretired;
     struct { uintptr_t fn; int verdict; } fcache[PT_FCACHE];
 } pt_hook_tstate;
 
+_Static_assert(offsetof(pt_hook_tstate, hash_shift) < 64,
+               "the fields of both fast paths share one cache line");
 _Static_assert(offsetof(pt_hook_tstate, guard) == offsetof(pt_hook_live, guard) &&
                offsetof(pt_hook_tstate, depth) == offsetof(pt_hook_live, depth) &&
                offsetof(pt_hook_tstate, cap) == offsetof(pt_hook_live, cap) &&
@@ -221,6 +249,16 @@ static inline __attribute__((no_instrument_function)) pt_hook_node *pt_node(uint
 }
 _Static_assert(sizeof(pt_hook_node) == 64, "pt_node shifts by 6");
 
+/* Node i of the pool, for an index this thread made (its window is mapped:
+ * the index comes from the runtime's own memory, never from the file).
+ * Async-signal-safe. */
+static inline __attribute__((no_instrument_function)) pt_hook_node *pt_node_own(uint32_t i)
+{
+    unsigned k = 63u - (unsigned)__builtin_clzll(((uint64_t)i >> PT_NODES_SHIFT) + 1);
+    return (pt_hook_node *)(__atomic_load_n(&pt_g.nodes.bias[k], __ATOMIC_RELAXED) +
+                            ((uintptr_t)i << 6));
+}
+
 /* The index of node `n` (an address pt_node gave): its own record, read from
  * the cache line the enter hook touches anyway, or PT_NONE when the target
  * overwrote it with one outside the pool.  One inside the pool but wrong
@@ -239,7 +277,8 @@ extern __thread pt_hook_tstate *pt_tls __attribute__((tls_model("initial-exec"))
 extern pt_hook_tstate pt_off_thread;
 
 /* ---- proftui_hook.c ---- */
-pt_slot *pt_hash_alloc(uint32_t n);                       /* async-signal-safe */
+pt_bucket *pt_hash_alloc(uint32_t buckets);                /* async-signal-safe */
+size_t pt_hash_bytes(const pt_hook_tstate *t);           /* async-signal-safe */
 int pt_stack_grow(pt_hook_tstate *t);                     /* async-signal-safe */
 uint32_t pt_node_for(pt_hook_tstate *t, uint32_t parent, uintptr_t fn); /* async-signal-safe */
 void pt_hook_close_all(pt_hook_tstate *t, uint64_t now);           /* async-signal-safe */

@@ -15,7 +15,7 @@
 #include "pt_hook.h"
 #include "pt_runfile.h"
 
-#define PT_HASH_INITIAL 1024u
+#define PT_HASH_INITIAL 256u /* buckets of a thread's first table (16 KiB, 341 contexts) */
 
 /* Set once the constructor has read PROFTUI_* (pt_hook_init then skips it). */
 static int pt_options_done;
@@ -130,6 +130,7 @@ static PT_NOINST pt_hook_tstate *pt_thread_new(void)
             return NULL;
         }
         t->hash_mask = PT_HASH_INITIAL - 1;
+        t->hash_shift = 64 - (uint32_t)__builtin_ctz(PT_HASH_INITIAL);
         t->region = head;
         t->stack_bytes = bytes;
         t->cap = cap;
@@ -194,7 +195,7 @@ static PT_NOINST void pt_thread_detach(void *arg)
         pt_thread_name(t);  /* threads often name themselves after starting */
         __atomic_store_n(&pt_g.threads[t->slot].state, 2, __ATOMIC_RELEASE);
     }
-    munmap(t->hash, (size_t)(t->hash_mask + 1) * sizeof(pt_slot));
+    munmap(t->hash, pt_hash_bytes(t));
     for (uint32_t i = 0; i < t->nretired; i++)
         munmap(t->retired[i].table, t->retired[i].bytes);
     munmap(t->stack, t->stack_bytes);
@@ -280,7 +281,7 @@ static PT_NOINST void pt_calibrate_overhead(void)
     memset(pt_g.modules, 0, modules * sizeof(pt_hook_module));
     h->overhead_inner = pt_g.overhead_inner;
     h->overhead_outer = pt_g.overhead_outer;
-    munmap(t->hash, (size_t)(t->hash_mask + 1) * sizeof(pt_slot));
+    munmap(t->hash, pt_hash_bytes(t));
     for (uint32_t i = 0; i < t->nretired; i++)
         munmap(t->retired[i].table, t->retired[i].bytes);
     munmap(t->stack, t->stack_bytes);
@@ -316,11 +317,8 @@ static PT_NOINST void pt_hook_atfork_child(void)
     if (pt_g.ticking)
         pt_timer_fork_child(1);  /* the new file already describes the clock */
     if (t && t != &pt_off_thread && !t->busy) {
-        memset(t->hash, 0, (size_t)(t->hash_mask + 1) * sizeof(pt_slot));
+        memset(t->hash, 0, pt_hash_bytes(t));
         t->hash_count = 0;
-        /* Every entry ever pushed may cache a child node of the parent's file. */
-        for (uint32_t i = 0; i <= t->max_depth + 1 && i < t->cap; i++)
-            t->stack[i].kid = NULL, t->stack[i].kid2 = 0;
         t->chunk = PT_NONE;
         t->used = 0;
         t->pool_full = 0;
@@ -368,7 +366,9 @@ static PT_NOINST void pt_hook_init(void)
     pt_g.ticking = !pt_g.opt.timed && !pt_g.opt.count_only;
     pt_g.max_depth = pt_g.opt.max_depth;
     pt_filter_init();
-    pt_g.slow = pt_g.filtering || pt_g.max_depth;
+    /* Exclude patterns alone keep the fast path outside excluded calls
+     * (pt_set_limit): -N on a short function must not slow every call. */
+    pt_g.slow = pt_g.has_include || pt_g.max_depth;
     if (pt_g.timed)
         pt_clock_calibrate();  /* 2 ms: only timestamps need it */
     else

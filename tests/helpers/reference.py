@@ -106,6 +106,52 @@ def perf_program_shares(perf_data: Path, binary: Path,
     return {name: 100.0 * n / total for name, n in counts.items()}
 
 
+def perf_runtime_share(perf_data: Path, comm: str, library: str) -> float:
+    """Percent of a run's user samples (kernel ones charged to the user code that entered
+    it) in the runtime library `library` and the signal return trampoline (its clock's
+    ticks): perf's view of the hooks' own cost in a run under proftui."""
+    script = subprocess.run(
+        ["perf", "script", "-i", str(perf_data), "--comm", comm, "-F", "ip,sym,dso",
+         "--no-inline"], capture_output=True, text=True, timeout=300)
+    assert script.returncode == 0, script.stderr
+    total = inside = 0
+    for block in script.stdout.split("\n\n"):
+        for frame in (line.strip() for line in block.splitlines() if line.strip()):
+            match = re.match(r"[0-9a-f]+ (.+?)(?:\+0x[0-9a-f]+)? \((.*)\)$", frame)
+            if match is None or "kernel" in match[2] or match[2].startswith("[k"):
+                continue
+            total += 1
+            inside += match[2] == library or match[1] == "__restore_rt"
+            break
+    assert total > 0, "perf recorded no samples of the target"
+    return 100.0 * inside / total
+
+
+def hook_file_profile(run_dir: Path) -> Profile:
+    """The profile of the one hook run file in `run_dir` (a run under LD_PRELOAD of the
+    hook runtime, no front end), read as the collector reads it."""
+    from proftui.collectors.instrument.hook_profile import (
+        HookSymbols,
+        add_hook_data,
+        merge_parts,
+        new_profile,
+    )
+    from proftui.collectors.model.profile import ProfileMeta
+    from proftui.collectors.runtime.wire import RuntimeFile
+    from proftui.collectors.runtime.wire_hook import decode_hook
+
+    path = next(run_dir.glob("hook.*.ptw"))
+    file = RuntimeFile(path)
+    try:
+        decoded = decode_hook(file, path.name)
+        profile = new_profile(ProfileMeta(mode="instrument"), "cpu")
+        add_hook_data(profile, decoded, HookSymbols(), {})
+        merge_parts(profile)
+    finally:
+        file.close()
+    return profile
+
+
 def proftui_program_shares(profile: Profile) -> dict[str, float]:
     """proftui_symbol_shares without the [instrumentation] rows, out of 100."""
     shares = proftui_symbol_shares(profile)

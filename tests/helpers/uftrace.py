@@ -68,9 +68,22 @@ def simple_name(name: str) -> str:
     return "".join(out).split()[-1] if "".join(out).split() else name
 
 
+def _merge(into: Node, other: Node) -> None:
+    """Add `other` (a sibling of the same name) to `into`, children included."""
+    into.total += other.total
+    into.calls += other.calls
+    into.inlined = into.inlined or other.inlined
+    for name, kid in other.children.items():
+        if name in into.children:
+            _merge(into.children[name], kid)
+        else:
+            into.children[name] = kid
+
+
 def from_profile(profile: Profile, simple: bool = False) -> Node:
     """The profile's merged tree (metric 0) as a Node tree rooted at an unnamed root;
-    `simple` shortens C++ names as uftrace does."""
+    `simple` shortens C++ names as uftrace does.  Siblings of one name (a function's
+    node and the row of ticks in its code before its enter hook ran) are merged."""
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))
 
     def convert(src: object, name: str, inlined: bool) -> Node:
@@ -80,7 +93,10 @@ def from_profile(profile: Profile, simple: bool = False) -> Node:
             frame = profile.frames[kid.frame_id]
             name = simple_name(frame.function) if simple else frame.function
             converted = convert(kid, name, frame.inlined)
-            node.children[name] = converted
+            if name in node.children:
+                _merge(node.children[name], converted)
+            else:
+                node.children[name] = converted
             total += converted.total
         node.total = total
         return node

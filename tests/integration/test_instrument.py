@@ -192,3 +192,14 @@ def test_threads_have_their_own_trees() -> None:
                   for label in profile.parts) == [0] + [100 * i for i in range(1, 9)]
     assert calls_by_path(profile)[("worker", "work")] == 3600
     assert {f"worker-{i}" for i in range(8)} <= set(profile.meta.threads.values())
+
+
+def test_functions_4_gib_apart_are_counted_apart() -> None:
+    """A bucket lane keys a context by the low half of the function's address; the fast
+    path counted a function 4 GiB from a known one (a library mapped far from the
+    program) as that one: leaf had 1003 calls here, the other none."""
+    profile, output = record([build("ins_fnhi.c"), "1000"])
+    assert output.startswith("fnhi 2")
+    calls = calls_by_path(profile)
+    assert calls[("main", "leaf")] == 3
+    assert sorted(calls.values()) == [1, 3, 1000], calls

@@ -67,8 +67,10 @@ def test_tree_pane_marks_inlined_frames() -> None:
     from proftui.tui.panes.tree import CallTreeView
 
     profile, _ = record([build("ins_inline.c")])
-    main = next(iter(profile.tree.root.children.values()))
-    mid = next(iter(main.children.values()))
+    # By name: a tick in the hooks while main was current adds an [instrumentation] child
+    main = next(c for c in profile.tree.root.children.values()
+                if profile.frames[c.frame_id].function == "main")
+    mid = next(c for c in main.children.values() if profile.frames[c.frame_id].function == "mid")
     view = CallTreeView()
     view.view_profile = profile
     labels = {profile.frames[c.frame_id].function: view.label_for(c, main.total_cost[0]).plain

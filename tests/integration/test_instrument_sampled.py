@@ -178,3 +178,18 @@ def test_program_shares_leave_the_hooks_out() -> None:
     shares = reference.proftui_program_shares(profile)
     assert "[instrumentation]" not in shares
     assert sum(shares.values()) == pytest.approx(100.0)
+
+
+def test_notes_name_functions_shorter_than_their_hooks() -> None:
+    """ins_tiny: 20 M calls of a one-instruction function from one loop.  The notes name
+    it, with the compiler option that drops its hooks; the loop and main (one call each)
+    are not named."""
+    from proftui.collectors.instrument.short_calls import _source_name
+
+    profile, _ = record([build("ins_tiny.c"), "20000000"])
+    note = next((w for w in profile.meta.warnings if "shorter than their hooks" in w), "")
+    assert "tiny (20,000,000 calls" in note, profile.meta.warnings
+    assert "-finstrument-functions-exclude-function-list=tiny " in note
+    assert "run_tiny" not in note and "main" not in note
+    assert _source_name("std::vector<int, A<B> > ns::Tally<int, 3>::add(int, char)") == \
+        "ns::Tally::add"
