@@ -11,6 +11,7 @@ of stack below main in code without frame pointers.
 
 from __future__ import annotations
 
+import math
 import re
 import signal
 import subprocess
@@ -118,8 +119,19 @@ def test_ptrace_does_not_charge_the_places_a_server_sleeps(tmp_path: Path) -> No
     """Stops that find the server back in epoll_wait would carry all the CPU time since
     the previous sample (epoll_wait 46-61% against perf's 11-12%): stops that do not land
     in running code are dropped, and the notes say so."""
-    profile, mine, reference = server_shares("ptrace", tmp_path)
-    assert mine.get("epoll_wait", 0) <= reference.get("epoll_wait", 0) + 5, (mine, reference)
+    # ptrace's stops get few samples into the window on a loaded machine: a run with
+    # under 200 is tried again (3 runs at most), and the bound widens by 4 standard
+    # errors of the share at the samples there are (at least 40).
+    for _ in range(3):
+        profile, mine, reference = server_shares("ptrace", tmp_path)
+        if profile.total(0) >= 200:
+            break
+    samples = profile.total(0)
+    assert samples >= 40, (samples, mine, reference)
+    share = reference.get("epoll_wait", 0) / 100
+    error = 400 * math.sqrt(max(share * (1 - share), 0.01) / samples)
+    assert mine.get("epoll_wait", 0) <= reference.get("epoll_wait", 0) + 5 + error, \
+        (samples, mine, reference)
     assert mine.get("att_parse", 0) > 10, (mine, reference)
     notes = [w for w in profile.meta.warnings if w.startswith("ptrace: of ")]
     assert len(notes) <= 1, profile.meta.warnings  # said once, when anything was dropped
