@@ -119,3 +119,22 @@ def test_entries_written_later_name_samples_taken_before(jit_run) -> None:
     rows = {e.frame.function: e for e in flat_profile(profile)}
     assert not [name for name in rows if name.startswith("0x")], list(rows)
     assert rows["jit_spin"].self_cost[0] >= unnamed
+
+
+def test_call_stub_without_frame_pointer_is_unwound(jit_run) -> None:
+    """Generated code shaped as CPython 3.12/3.13's perf trampoline (sub rsp; call;
+    no frame pointer, no unwind tables), entered with a frame pointer that leads
+    nowhere: the walk steps over it into its C caller (the stub step of
+    csrc/common/pt_unwind.c), so the stub is named and its callers are whole."""
+    profile, warnings = jit_run("stub")
+    assert warnings == []
+    whole = profile.total(0)
+    assert whole >= 50, f"too few samples: {whole}"
+    paths = paths_to(profile, "stub_spin")
+    rows = {e.frame.function: e for e in flat_profile(profile)}
+    assert rows["stub_spin"].self_cost[0] >= 0.8 * whole, (rows["stub_spin"], whole)
+    plain = [[name.split(" [clone")[0] for name in p] for p in paths]
+    through = [p for p in plain if p[-5:] == ["main", "run_stub", "call_stub", "jit_stub",
+                                              "stub_spin"]]
+    assert len(through) == len(paths), paths
+    assert not [w for w in profile.meta.warnings if "cut short" in w], profile.meta.warnings
