@@ -43,8 +43,9 @@ def jit_run() -> Iterator[object]:
         found = re.search(r"jit pid (\d+) done\n", output)
         assert found, output
         written.extend(Path(f"/tmp/perf-{found[1]}.map{tail}") for tail in ("", ".real"))
+        written.append(Path(f"/tmp/jit-{found[1]}.dump"))
         assert profile.meta.exit_status == 0
-        return profile, [w for w in profile.meta.warnings if "perf map" in w]
+        return profile, [w for w in profile.meta.warnings if "perf map" in w or "jitdump" in w]
 
     yield run
     for path in written:
@@ -138,3 +139,33 @@ def test_call_stub_without_frame_pointer_is_unwound(jit_run) -> None:
                                               "stub_spin"]]
     assert len(through) == len(paths), paths
     assert not [w for w in profile.meta.warnings if "cut short" in w], profile.meta.warnings
+
+
+def test_jit_code_is_named_from_a_jitdump(jit_run) -> None:
+    """No perf map, a jitdump in perf's format (collectors/symbols/jitdump.py): its
+    JIT_CODE_LOAD names the code, the unwinding-info record before it is skipped."""
+    profile, warnings = jit_run("dump")
+    assert warnings == []
+    rows = {e.frame.function: e for e in flat_profile(profile)}
+    assert "jit_spin" in rows and rows["jit_spin"].frame.module == "[jit]", list(rows)
+    whole = profile.total(0)
+    assert whole >= 50, f"too few samples: {whole}"
+    assert rows["jit_spin"].self_cost[0] >= 0.8 * whole, (rows["jit_spin"], whole)
+    paths = paths_to(profile, "jit_spin")
+    assert all(p[-3:] == ["main", "run_jit", "jit_spin"] for p in paths), paths
+
+
+def test_hostile_jitdump_is_one_warning_never_trusted_over_elf(jit_run) -> None:
+    profile, warnings = jit_run("dump-hostile")
+    assert len(warnings) == 1, warnings
+    assert "1 entry over file-backed code ignored" in warnings[0], warnings
+    assert "cut short" in warnings[0], warnings
+    names = {e.frame.function for e in flat_profile(profile)}
+    assert "jit_spin" in names and "main" in names and "evil_main" not in names, names
+    assert jit_rows(profile) == ["jit_spin"]
+
+
+def test_writable_jitdump_is_ignored_with_one_warning(jit_run) -> None:
+    profile, warnings = jit_run("dump-writable")
+    assert len(warnings) == 1 and "writable by others" in warnings[0], warnings
+    assert jit_rows(profile) == []

@@ -1,8 +1,9 @@
-"""CPython 3.12+ run with `-X perf` under the launched sampler: each Python function
-is a trampoline named in /tmp/perf-PID.map, and the walk goes on through it into the
-interpreter's C frames below (collectors/symbols/perfmap.py names it; the stub step
-of csrc/common/pt_unwind.c unwinds it: 3.12 and 3.13's trampoline keeps neither a
-frame pointer nor unwind tables).  Skipped, with the reason, where no Python >= 3.12
+"""CPython 3.12+ run with `-X perf` (3.13+: also `-X perf_jit`) under the launched
+sampler: each Python function is a trampoline named in /tmp/perf-PID.map
+(collectors/symbols/perfmap.py) or the jitdump /tmp/jit-PID.dump (jitdump.py), and
+the walk goes on through it into the interpreter's C frames below (the stub step of
+csrc/common/pt_unwind.c: 3.12 and 3.13's trampoline keeps neither a frame pointer
+nor unwind tables).  Skipped, with the reason, where no Python >= 3.12
 is found (pyenv's versions and PATH).
 """
 
@@ -47,6 +48,9 @@ def _pythons() -> list[str]:
 
 
 PYTHONS = _pythons() if platform.machine() == "x86_64" else []
+# -X perf writes a perf map; 3.13's -X perf_jit a jitdump (collectors/symbols/jitdump.py).
+RUNS = [(p, "perf") for p in PYTHONS] + [
+    (p, "perf_jit") for p in PYTHONS if int(re.findall(r"3\.(\d+)$", p)[0]) >= 13]
 
 
 def _inclusive(profile: Profile, prefix: str) -> tuple[float, list[list[str]]]:
@@ -66,12 +70,14 @@ def _inclusive(profile: Profile, prefix: str) -> tuple[float, list[list[str]]]:
 
 @pytest.mark.skipif(not PYTHONS, reason="no Python >= 3.12 with perf trampolines found "
                     "(looked in pyenv's versions and PATH for python3.12+; x86-64 only)")
-@pytest.mark.parametrize("python", PYTHONS or ["none"])
-def test_python_functions_are_named_and_unwound(python: str) -> None:
-    profile, output = run_sampler(Path(python), "-X", "perf", str(SCRIPT), "1.0",
+@pytest.mark.parametrize("python, flag", RUNS or [("none", "perf")])
+def test_python_functions_are_named_and_unwound(python: str, flag: str) -> None:
+    profile, output = run_sampler(Path(python), "-X", flag, str(SCRIPT), "1.0",
                                   frequency_hz=500)
-    for pid in profile.meta.pids:  # CPython leaves its map behind
+    for pid in profile.meta.pids:  # CPython leaves its files behind
         Path(f"/tmp/perf-{pid}.map").unlink(missing_ok=True)
+        Path(f"/tmp/jit-{pid}.dump").unlink(missing_ok=True)
+    assert not [w for w in profile.meta.warnings if "perf map" in w or "jitdump" in w]
     assert "nested done" in output and profile.meta.exit_status == 0, output
     whole = profile.total(0)
     assert whole >= 200, f"too few samples: {whole}"
