@@ -169,8 +169,21 @@ class StackFrames:
         """Drop cached lookups that found no module (call after new mappings appear)."""
         self.cache = {k: v for k, v in self.cache.items() if v[-1].module}
 
+    def watch_jit(self, pid: int, uid: int) -> None:
+        """Name code outside every ELF mapping from process `pid`'s perf map and jitdump
+        files, trusted only if owned by `uid` (collectors/symbols/jitdump.py)."""
+        assert self.space is not None
+        space = self.space
+        self.jit = JitNames(PerfMap(pid, uid, space.overlaps), pid, uid, space.overlaps,
+                            space.modules)
+
+    def jit_grew(self) -> bool:
+        """Whether a perf map or jitdump has entries not read yet."""
+        return self.jit is not None and self.jit.grew()
+
     def warnings(self) -> list[str]:
-        return list(self.symbolizer.warnings) if self.symbolizer is not None else []
+        found = list(self.symbolizer.warnings) if self.symbolizer is not None else []
+        return found + (self.jit.warnings() if self.jit is not None else [])
 
 
 class ImageSpaces:
@@ -221,13 +234,12 @@ class ImageSpaces:
             # The map outlives the process: read after its end too, expecting our own
             # uid then (we launched it; a reused pid's /proc would name another's).
             uid = os.geteuid() if self._pids_gone else process_uid(pid)
-            frames.jit = JitNames(PerfMap(pid, uid, space.overlaps), pid, uid, space.overlaps,
-                                  space.modules)
+            frames.watch_jit(pid, uid)
         return frames
 
     def jit_grew(self) -> bool:
         """Whether a perf map or jitdump has entries not read yet (stacks may name more)."""
-        return any(f.jit is not None and f.jit.grew() for f in self._frames.values())
+        return any(f.jit_grew() for f in self._frames.values())
 
     def add_loads(self, name: str, pid: int,
                   loads: Sequence[tuple[int, int, int, str]]) -> None:
