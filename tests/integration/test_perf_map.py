@@ -169,3 +169,23 @@ def test_writable_jitdump_is_ignored_with_one_warning(jit_run) -> None:
     profile, warnings = jit_run("dump-writable")
     assert len(warnings) == 1 and "writable by others" in warnings[0], warnings
     assert jit_rows(profile) == []
+
+
+def test_follow_names_each_process_from_its_own_file() -> None:
+    """--follow: a shell runs the fixture twice, once with a perf map, once with a
+    jitdump; each process's JIT code is named from its own file."""
+    binary = build_fixture("smp_jit.c", ["-O2", "-g"])
+    profile, output = run_sampler(Path("/bin/sh"), "-c", f"{binary} good 0.4; {binary} dump 0.4",
+                                  frequency_hz=500, follow_children=True)
+    pids = re.findall(r"jit pid (\d+) done\n", output)
+    for pid in pids:
+        Path(f"/tmp/perf-{pid}.map").unlink(missing_ok=True)
+        Path(f"/tmp/jit-{pid}.dump").unlink(missing_ok=True)
+    assert len(pids) == 2 and profile.meta.exit_status == 0, output
+    assert not [w for w in profile.meta.warnings if "perf map" in w or "jitdump" in w]
+    rows = {e.frame.function: e for e in flat_profile(profile)}
+    whole = profile.total(0)
+    assert rows["jit_spin"].frame.module == "[jit]"
+    assert rows["jit_spin"].self_cost[0] >= 0.8 * whole, (rows["jit_spin"], whole)
+    paths = paths_to(profile, "jit_spin")
+    assert all(p[-3:] == ["main", "run_jit", "jit_spin"] for p in paths), paths
