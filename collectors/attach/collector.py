@@ -51,6 +51,7 @@ from proftui.collectors.runtime.wire_attach import (
     ThreadEvent,
 )
 from proftui.collectors.stacktable.builder import StackProfile
+from proftui.collectors.symbols.perfmap import process_uid
 from proftui.collectors.symbols.stacks import (
     STACK_CUT,
     STACK_TOO_DEEP,
@@ -229,6 +230,8 @@ class AttachCollector(Collector):
         self._space, self._symbolizer = make_symbolizer(
             live_task(self.target_pid) or self.target_pid)
         self._stackframes = StackFrames(self._space, self._symbolizer)
+        pid = live_task(self.target_pid) or self.target_pid
+        self._stackframes.watch_jit(pid, process_uid(pid))
         self._preload_symbols()
 
     def _preload_symbols(self) -> None:
@@ -438,6 +441,8 @@ class AttachCollector(Collector):
         if maps_dirty and self._space is not None:
             self._refresh_space()
             self._profile.resymbolize()
+        elif self._stackframes.jit_grew():  # a JIT named more code: unknown addresses may
+            self._profile.resymbolize()     # resolve now
         self._profile.set_many([(self._add_stack(key), counts) for key, counts in moved],
                                defer_totals)
         origin = self._start_time or time.time()

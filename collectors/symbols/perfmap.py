@@ -36,8 +36,11 @@ class PerfMap:
     entries are ignored).
     """
 
-    def __init__(self, pid: int, uid: int, overlaps: Callable[[int, int], bool]) -> None:
-        self.path = PERF_MAP.format(pid=pid)
+    KIND = "perf map"  # how warnings name the file
+
+    def __init__(self, pid: int, uid: int, overlaps: Callable[[int, int], bool],
+                 path: str | None = None) -> None:
+        self.path = path or PERF_MAP.format(pid=pid)
         self._uid, self._overlaps = uid, overlaps
         self._offset = 0  # bytes read so far (whole lines only)
         self._entries: dict[int, tuple[int, str]] = {}  # start -> (size, name); last wins
@@ -118,6 +121,10 @@ class PerfMap:
             return False
         finally:
             os.close(fd)
+        return self._consume(data)
+
+    def _consume(self, data: bytes) -> bool:
+        """Take what `data` (read at self._offset) holds whole; True if entries were added."""
         whole = data.rfind(b"\n") + 1  # a line still being written waits for the next read
         self._offset += whole
         return self._parse(data[:whole])
@@ -152,7 +159,11 @@ class PerfMap:
     def warning(self) -> str | None:
         """What was wrong with the file, in one line; None when nothing was."""
         if self._refused:
-            return f"perf map {self.path} {self._refused}: not used (JIT code stays unnamed)"
+            return f"{self.KIND} {self.path} {self._refused}: not used (JIT code stays unnamed)"
+        problems = self._problems()
+        return f"{self.KIND} {self.path}: {'; '.join(problems)}" if problems else None
+
+    def _problems(self) -> list[str]:
         problems = []
         if self._bad:
             problems.append(f"{self._bad} malformed line{'s' * (self._bad > 1)} ignored")
@@ -161,7 +172,7 @@ class PerfMap:
                             "file-backed code ignored (the ELF symbols name it)")
         if self._cut:
             problems.append(f"only its first {MAX_BYTES >> 20} MiB read")
-        return f"perf map {self.path}: {'; '.join(problems)}" if problems else None
+        return problems
 
 
 def process_uid(pid: int) -> int:

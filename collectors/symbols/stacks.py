@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.model.profile import CodeSite, Frame
+from proftui.collectors.symbols.jitdump import JitNames
 from proftui.collectors.symbols.maps import AddressSpace, Mapping
 from proftui.collectors.symbols.perfmap import PerfMap, process_uid
 
@@ -27,7 +28,7 @@ if TYPE_CHECKING:  # imported when first made: a run that symbolizes nothing nev
 # whatever address the unwinder reached (no user-space address is this high).
 STACK_CUT = 0xFFFF_FFFF_FFFF_FFFF  # the unwinder stopped before the outermost frame
 STACK_TOO_DEEP = 0xFFFF_FFFF_FFFF_FFFE  # frames past the unwinder's limit were not kept
-JIT_MODULE = "[jit]"  # the module of code a perf map names (collectors/symbols/perfmap.py)
+JIT_MODULE = "[jit]"  # the module of code a perf map or jitdump names (perfmap.py, jitdump.py)
 PSEUDO_ROOTS = {
     STACK_CUT: "[stack cut: the unwinder stopped here; outer frames unknown]",
     STACK_TOO_DEEP: "[deeper than the frames kept; outer frames not kept]",
@@ -46,7 +47,7 @@ class StackFrames:
         self._images = images
         self.cache: dict[tuple[int, bool], list[Frame]] = {}
         self.sites: dict[int, tuple[str, int, CodeSite]] = {}  # leaf address -> its line
-        self.jit: PerfMap | None = None  # names of code outside every ELF mapping
+        self.jit: JitNames | None = None  # names of code outside every ELF mapping
 
     @property
     def symbolizer(self) -> Symbolizer | None:
@@ -168,8 +169,21 @@ class StackFrames:
         """Drop cached lookups that found no module (call after new mappings appear)."""
         self.cache = {k: v for k, v in self.cache.items() if v[-1].module}
 
+    def watch_jit(self, pid: int, uid: int) -> None:
+        """Name code outside every ELF mapping from process `pid`'s perf map and jitdump
+        files, trusted only if owned by `uid` (collectors/symbols/jitdump.py)."""
+        assert self.space is not None
+        space = self.space
+        self.jit = JitNames(PerfMap(pid, uid, space.overlaps), pid, uid, space.overlaps,
+                            space.modules)
+
+    def jit_grew(self) -> bool:
+        """Whether a perf map or jitdump has entries not read yet."""
+        return self.jit is not None and self.jit.grew()
+
     def warnings(self) -> list[str]:
-        return list(self.symbolizer.warnings) if self.symbolizer is not None else []
+        found = list(self.symbolizer.warnings) if self.symbolizer is not None else []
+        return found + (self.jit.warnings() if self.jit is not None else [])
 
 
 class ImageSpaces:
@@ -220,12 +234,12 @@ class ImageSpaces:
             # The map outlives the process: read after its end too, expecting our own
             # uid then (we launched it; a reused pid's /proc would name another's).
             uid = os.geteuid() if self._pids_gone else process_uid(pid)
-            frames.jit = PerfMap(pid, uid, space.overlaps)
+            frames.watch_jit(pid, uid)
         return frames
 
     def jit_grew(self) -> bool:
-        """Whether a perf map has entries not read yet (stacks may name more now)."""
-        return any(f.jit is not None and f.jit.grew() for f in self._frames.values())
+        """Whether a perf map or jitdump has entries not read yet (stacks may name more)."""
+        return any(f.jit_grew() for f in self._frames.values())
 
     def add_loads(self, name: str, pid: int,
                   loads: Sequence[tuple[int, int, int, str]]) -> None:
@@ -247,7 +261,7 @@ class ImageSpaces:
     def warnings(self) -> list[str]:
         """The shared symbolizer's warnings (once, not once per image)."""
         found = list(self._symbolizer.warnings) if self._symbolizer is not None else []
-        jit = (f.jit.warning() for f in self._frames.values() if f.jit is not None)
+        jit = (w for f in self._frames.values() if f.jit is not None for w in f.jit.warnings())
         return found + [w for w in jit if w is not None]
 
 

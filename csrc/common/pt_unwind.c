@@ -81,6 +81,55 @@ static int pt_is_sigreturn(const struct pt_cfi_set *set, const struct pt_memory 
 #endif
 
 #if PT_ARCH_CFI
+/* 1 if the code before return address `ra` is a call instruction (e8 rel32,
+ * or ff /2 through a register or memory operand).  Read only when the code is
+ * this process's and a table of `set` covers it (mapped).  Async-signal-safe. */
+static int pt_after_call(const struct pt_cfi_set *set, const struct pt_memory *mem, uintptr_t ra) {
+    if (!mem->code_local) return 1; /* another process's code: the CFI cover must do */
+    size_t lo = 0, hi = set->n;
+    while (lo < hi) { /* last table with table->lo <= ra */
+        size_t mid = lo + (hi - lo) / 2;
+        if (set->tables[mid]->lo <= ra - 1) lo = mid + 1;
+        else hi = mid;
+    }
+    const struct pt_cfi_table *t = set->tables[lo - 1]; /* pt_cfi_find found one */
+    if (ra - t->lo < 7) return 0;
+    const unsigned char *c = (const unsigned char *)ra;
+    if (c[-5] == 0xe8) return 1;                                    /* call rel32 */
+    for (int len = 2; len <= 7; len++) {                            /* call r/m64 */
+        unsigned char modrm = c[1 - len];
+        if (c[-len] == 0xff && ((modrm >> 3) & 7) == 2) {
+            unsigned mod = modrm >> 6, rm = modrm & 7;
+            int want = 2 + (mod == 1) + 4 * (mod == 2) + (mod != 3 && rm == 4) +
+                       4 * (mod == 0 && rm == 5);
+            if (want == len) return 1;
+        }
+    }
+    return 0;
+}
+
+/* The step out of a call stub that generated code interposes without saving
+ * a frame pointer or writing unwind tables: CPython 3.12/3.13's perf
+ * trampoline (`sub $8,%rsp; call *%rcx; add $8,%rsp; ret`), named in
+ * /tmp/perf-PID.map.  At its return address the stub's frame is 16 bytes:
+ * the return address into its caller at sp+8, rbp untouched (the caller's).
+ * Taken only where no CFI row covers the pc and the frame-pointer step
+ * failed, and only if the return address found lands right after a call in
+ * code with CFI (so the walk goes on by rows, and garbage is not believed).
+ * 1 when taken (sp, ra set).  Async-signal-safe. */
+static int pt_stub_step(const struct pt_cfi_set *set, const struct pt_memory *mem, uintptr_t *sp,
+                        uintptr_t *ra) {
+    uintptr_t at = *sp + 8;
+    if (set == NULL || !pt_readable(mem, at)) return 0;
+    uintptr_t r = pt_word(mem, at);
+    if (r < 4096 || pt_cfi_find(set, r - 1) == NULL || !pt_after_call(set, mem, r)) return 0;
+    *ra = r;
+    *sp = at + 8;
+    return 1;
+}
+#endif
+
+#if PT_ARCH_CFI
 /* pt_cfi_find through `memo` (NULL: no memo).  Async-signal-safe. */
 static inline const struct pt_cfi_row *pt_cfi_lookup(const struct pt_cfi_set *set, uintptr_t pc,
                                                      struct pt_unwind_memo *memo) {
@@ -209,7 +258,8 @@ pt_walk(const struct pt_cfi_set *set, const struct pt_memory *mem, const struct 
         }
         /* A return address may point just past a noreturn call: look up ra-1;
          * an interrupted pc (frame 0, or after a signal frame) is exact. */
-        uintptr_t lookup = n == 1 || exact_pc ? pc : pc - 1;
+        int at_ra = n > 1 && !exact_pc;
+        uintptr_t lookup = at_ra ? pc - 1 : pc;
         exact_pc = 0;
         const struct pt_cfi_row *row = set != NULL ? pt_cfi_lookup(set, lookup, memo) : NULL;
         if (row != NULL && (row->cfa_reg & PT_ROW_OUTERMOST)) goto done; /* _start, clone */
@@ -263,6 +313,14 @@ pt_walk(const struct pt_cfi_set *set, const struct pt_memory *mem, const struct 
         {
             uintptr_t frame = fp;
             if (!pt_fp_step(mem, &fp, &sp, &ra)) {
+#if PT_ARCH_CFI
+                /* Generated code (no table covers it) entered by a call:
+                 * perhaps a stub that kept no frame pointer. */
+                if (row == NULL && at_ra && pt_stub_step(set, mem, &sp, &ra)) {
+                    PT_MEMO_READ(0, sp - 8, ra);
+                    goto stepped;
+                }
+#endif
                 if (fp == 0) goto done; /* the outermost frame cleared its frame pointer */
                 if (fp >= sp && (fp & 7) == 0) PT_WANT(fp + 8);
                 break;
@@ -274,6 +332,9 @@ pt_walk(const struct pt_cfi_set *set, const struct pt_memory *mem, const struct 
             (void)frame;
 #endif
         }
+#if PT_ARCH_CFI
+    stepped:
+#endif
         if (ra < 4096 || sp <= prev_sp) {
             if (ra == 0) goto done;
             break;

@@ -43,8 +43,9 @@ def jit_run() -> Iterator[object]:
         found = re.search(r"jit pid (\d+) done\n", output)
         assert found, output
         written.extend(Path(f"/tmp/perf-{found[1]}.map{tail}") for tail in ("", ".real"))
+        written.append(Path(f"/tmp/jit-{found[1]}.dump"))
         assert profile.meta.exit_status == 0
-        return profile, [w for w in profile.meta.warnings if "perf map" in w]
+        return profile, [w for w in profile.meta.warnings if "perf map" in w or "jitdump" in w]
 
     yield run
     for path in written:
@@ -119,3 +120,72 @@ def test_entries_written_later_name_samples_taken_before(jit_run) -> None:
     rows = {e.frame.function: e for e in flat_profile(profile)}
     assert not [name for name in rows if name.startswith("0x")], list(rows)
     assert rows["jit_spin"].self_cost[0] >= unnamed
+
+
+def test_call_stub_without_frame_pointer_is_unwound(jit_run) -> None:
+    """Generated code shaped as CPython 3.12/3.13's perf trampoline (sub rsp; call;
+    no frame pointer, no unwind tables), entered with a frame pointer that leads
+    nowhere: the walk steps over it into its C caller (the stub step of
+    csrc/common/pt_unwind.c), so the stub is named and its callers are whole."""
+    profile, warnings = jit_run("stub")
+    assert warnings == []
+    whole = profile.total(0)
+    assert whole >= 50, f"too few samples: {whole}"
+    paths = paths_to(profile, "stub_spin")
+    rows = {e.frame.function: e for e in flat_profile(profile)}
+    assert rows["stub_spin"].self_cost[0] >= 0.8 * whole, (rows["stub_spin"], whole)
+    plain = [[name.split(" [clone")[0] for name in p] for p in paths]
+    through = [p for p in plain if p[-5:] == ["main", "run_stub", "call_stub", "jit_stub",
+                                              "stub_spin"]]
+    assert len(through) == len(paths), paths
+    assert not [w for w in profile.meta.warnings if "cut short" in w], profile.meta.warnings
+
+
+def test_jit_code_is_named_from_a_jitdump(jit_run) -> None:
+    """No perf map, a jitdump in perf's format (collectors/symbols/jitdump.py): its
+    JIT_CODE_LOAD names the code, the unwinding-info record before it is skipped."""
+    profile, warnings = jit_run("dump")
+    assert warnings == []
+    rows = {e.frame.function: e for e in flat_profile(profile)}
+    assert "jit_spin" in rows and rows["jit_spin"].frame.module == "[jit]", list(rows)
+    whole = profile.total(0)
+    assert whole >= 50, f"too few samples: {whole}"
+    assert rows["jit_spin"].self_cost[0] >= 0.8 * whole, (rows["jit_spin"], whole)
+    paths = paths_to(profile, "jit_spin")
+    assert all(p[-3:] == ["main", "run_jit", "jit_spin"] for p in paths), paths
+
+
+def test_hostile_jitdump_is_one_warning_never_trusted_over_elf(jit_run) -> None:
+    profile, warnings = jit_run("dump-hostile")
+    assert len(warnings) == 1, warnings
+    assert "1 entry over file-backed code ignored" in warnings[0], warnings
+    assert "cut short" in warnings[0], warnings
+    names = {e.frame.function for e in flat_profile(profile)}
+    assert "jit_spin" in names and "main" in names and "evil_main" not in names, names
+    assert jit_rows(profile) == ["jit_spin"]
+
+
+def test_writable_jitdump_is_ignored_with_one_warning(jit_run) -> None:
+    profile, warnings = jit_run("dump-writable")
+    assert len(warnings) == 1 and "writable by others" in warnings[0], warnings
+    assert jit_rows(profile) == []
+
+
+def test_follow_names_each_process_from_its_own_file() -> None:
+    """--follow: a shell runs the fixture twice, once with a perf map, once with a
+    jitdump; each process's JIT code is named from its own file."""
+    binary = build_fixture("smp_jit.c", ["-O2", "-g"])
+    profile, output = run_sampler(Path("/bin/sh"), "-c", f"{binary} good 0.4; {binary} dump 0.4",
+                                  frequency_hz=500, follow_children=True)
+    pids = re.findall(r"jit pid (\d+) done\n", output)
+    for pid in pids:
+        Path(f"/tmp/perf-{pid}.map").unlink(missing_ok=True)
+        Path(f"/tmp/jit-{pid}.dump").unlink(missing_ok=True)
+    assert len(pids) == 2 and profile.meta.exit_status == 0, output
+    assert not [w for w in profile.meta.warnings if "perf map" in w or "jitdump" in w]
+    rows = {e.frame.function: e for e in flat_profile(profile)}
+    whole = profile.total(0)
+    assert rows["jit_spin"].frame.module == "[jit]"
+    assert rows["jit_spin"].self_cost[0] >= 0.8 * whole, (rows["jit_spin"], whole)
+    paths = paths_to(profile, "jit_spin")
+    assert all(p[-3:] == ["main", "run_jit", "jit_spin"] for p in paths), paths
