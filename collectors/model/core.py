@@ -28,7 +28,7 @@ Interface (details in _core.pyi):
   add_along, preorder, max_depth,
   outermost_of, nodes_matching,
   neighbours, pruned, remap_frames,
-  share_walk
+  share_walk, display_order
   check, scatter_add, add_stacks,      plain columns: load checks, time slices
   slice_parts, group_sums
   AddressCache                         (address, leaf) -> frame ids of a stack table
@@ -44,6 +44,7 @@ from proftui.collectors.model._core import (
     callers,
     check,
     child,
+    display_order,
     find,
     fold,
     function_sums,
@@ -68,7 +69,8 @@ from proftui.collectors.model._core import (
 )
 
 __all__ = [
-    "AddressCache", "Index", "add_along", "add_stacks", "callers", "check", "child", "find",
+    "AddressCache", "Index", "add_along", "add_stacks", "callers", "check", "child",
+    "display_order", "find",
     "fold", "function_sums", "group_sums", "insert_paths", "invert", "link", "max_depth",
     "neighbours", "node_map", "nodes_matching", "outermost_of", "paths_of", "preorder", "pruned",
     "remap_frames", "scatter_add", "share_walk", "slice_parts", "totals", "walk",

@@ -238,6 +238,8 @@ static PyMethodDef pt_methods[] = {
      "neighbours(tree, totals, mask, callees) -> (keys, sums, calls)"},
     {"share_walk", pt_py_share_walk, METH_VARARGS,
      "share_walk(tree, totals, metric, matches, stack, budget) -> (total, stack)"},
+    {"display_order", pt_py_display_order, METH_VARARGS,
+     "display_order(tree, totals, metric, start, mask, max_depth) -> nodes"},
     {"check", pt_py_check, METH_VARARGS, "check(column, lo, hi, start) -> first bad or -1"},
     {"scatter_add", pt_py_scatter_add, METH_VARARGS, "scatter_add(dst, index, src, lo, hi)"},
     {"add_stacks", pt_py_add_stacks, METH_VARARGS,

@@ -169,6 +169,7 @@ PyObject *pt_py_max_depth(PyObject *self, PyObject *args);
 PyObject *pt_py_outermost_of(PyObject *self, PyObject *args);
 PyObject *pt_py_nodes_matching(PyObject *self, PyObject *args);
 PyObject *pt_py_share_walk(PyObject *self, PyObject *args);
+PyObject *pt_py_display_order(PyObject *self, PyObject *args);
 PyObject *pt_py_neighbours(PyObject *self, PyObject *args);
 
 /* pt_reshape.c */

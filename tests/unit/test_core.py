@@ -335,3 +335,37 @@ def test_a_recorded_tree_holds_only_what_is_saved(tmp_path) -> None:
     want = ref_built.snapshot(ProfileMeta(mode="sampler", complete=True))
     assert profile_to_dict(saved) == profile_to_dict(want)  # type: ignore[arg-type]
     assert profile.total() == sum(range(40))  # totals summed when read
+
+
+def display_order_reference(tree: CallTree, metric: int, start: int, mask: bytes,
+                            max_depth: int) -> list[int]:
+    """The call tree search's former Python walk: depth first, children by -total (stable)."""
+    out: list[int] = []
+    totals = tree.totals[metric]
+    stack = [(c, 1) for c in reversed(sorted(tree.children(start), key=lambda c: -totals[c]))]
+    while stack:
+        node, depth = stack.pop()
+        if mask[tree.frames[node]]:
+            out.append(node)
+        if depth < max_depth:
+            ordered = sorted(tree.children(node), key=lambda c: -totals[c])
+            stack.extend((c, depth + 1) for c in reversed(ordered))
+    return out
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_display_order_is_the_views_search_order(seed: int) -> None:
+    _old, tree = twin_trees(seed, count=400)
+    tree.finalize()
+    rng = random.Random(seed)
+    mask = bytes(rng.random() < 0.4 for _ in range(12))
+    starts = [0, *rng.sample(range(1, len(tree)), 5)]
+    for metric in (0, 1):
+        for start in starts:
+            for depth in (200, 3, 1):
+                got = core.display_order(tree, tree.totals, metric, start, mask, depth)
+                assert list(got) == display_order_reference(tree, metric, start, mask, depth)
+    with pytest.raises(IndexError):
+        core.display_order(tree, tree.totals, 0, len(tree), mask, 5)
+    with pytest.raises(IndexError):
+        core.display_order(tree, tree.totals, 2, 0, mask, 5)
