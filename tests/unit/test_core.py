@@ -12,8 +12,8 @@ import pytest
 from proftui.collectors.model import core
 from proftui.collectors.model.calltree import CallTree
 from proftui.collectors.model.flame import ShareWalk
-from proftui.collectors.model.profile import SAMPLES, CodeSite, Frame, Metric, ProfileMeta
-from proftui.collectors.model.slices import SliceRecorder, index_of
+from proftui.collectors.model.profile import SAMPLES, CodeSite, Frame, Metric, Profile, ProfileMeta
+from proftui.collectors.model.slices import SliceRecorder, index_of, range_profile
 from proftui.collectors.model.storage import profile_to_dict
 from proftui.collectors.model.views import function_costs, function_mask
 from proftui.collectors.stacktable.builder import StackProfile
@@ -369,3 +369,30 @@ def test_display_order_is_the_views_search_order(seed: int) -> None:
         core.display_order(tree, tree.totals, 0, len(tree), mask, 5)
     with pytest.raises(IndexError):
         core.display_order(tree, tree.totals, 2, 0, mask, 5)
+
+
+def test_a_range_prunes_a_part_that_is_the_tree_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One thread: its part is the tree itself, so a range prunes one tree, not two."""
+    rng = random.Random(3)
+    _old, tree = twin_trees(3, metrics=1)
+    tree.finalize()
+    leaves = array("q", (rng.randrange(1, len(tree)) for _ in range(40)))
+    index = index_of(["pid 1 tid 1"], leaves, array("q", [0]) * len(leaves), leaves,
+                     [None] * len(leaves))
+    recorder = SliceRecorder(100.0, 1)
+    for _ in range(200):
+        recorder.add(100.0 + rng.random() * 4, rng.randrange(len(leaves)), [1.0])
+    profile = Profile(meta=ProfileMeta(mode="sampler"), metrics=(SAMPLES,), tree=tree,
+                      parts={"pid 1 tid 1": tree}, slices=recorder.snapshot(index))
+    pruned = CallTree.pruned
+    calls: list[int] = []
+
+    def counted(self: CallTree) -> CallTree:
+        calls.append(len(self))
+        return pruned(self)
+
+    monkeypatch.setattr(CallTree, "pruned", counted)
+    shown = range_profile(profile, 1.0, 3.0)
+    assert calls == [len(tree)]
+    assert shown.parts["pid 1 tid 1"] is shown.tree
+    assert shown.total(0) == sum(recorder.snapshot(index).stack_costs(4, 12)[0])
