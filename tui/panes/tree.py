@@ -120,7 +120,8 @@ class CallTreeView(Pane, Tree[NodeData]):
                      state: NavState | None) -> None:
         if state is not None:  # hidden: rebuilt by show_step when shown
             self.show(profile, metric=metric)
-        if self.freeze_results and profile is not self._ahead_profile:
+        if self.freeze_results and self._ahead_profile is None:
+            # The profile as opened (not a time range of it, which the user leaves soon).
             self._ahead_profile = profile
             self.app.call_after_refresh(self._start_ahead, profile)
 
