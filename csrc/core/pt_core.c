@@ -184,12 +184,26 @@ int pt_extend(PyObject *column, const void *data, Py_ssize_t nbytes) {
 }
 
 /* See pt_core.h.  Not async-signal-safe. */
+void pt_raise_nomem(void) {
+    PyGILState_STATE gil = PyGILState_Ensure();
+    PyErr_NoMemory();
+    PyGILState_Release(gil);
+}
+
+/* See pt_core.h.  Not async-signal-safe. */
+void pt_raise(PyObject *type, const char *msg) {
+    PyGILState_STATE gil = PyGILState_Ensure();
+    PyErr_SetString(type, msg);
+    PyGILState_Release(gil);
+}
+
+/* See pt_core.h.  Not async-signal-safe. */
 int pt_vec_push(pt_vec *v, int32_t value) {
     if (v->len == v->cap) {
         Py_ssize_t cap = v->cap ? 2 * v->cap : 64;
         int32_t *items = realloc(v->items, sizeof(int32_t) * (size_t)cap);
         if (items == NULL) {
-            PyErr_NoMemory();
+            pt_raise_nomem();
             return -1;
         }
         v->items = items;

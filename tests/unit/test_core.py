@@ -6,6 +6,7 @@ the same, bit for bit; bad input is an exception, never a crash."""
 from __future__ import annotations
 
 import random
+import threading
 from array import array
 
 import pytest
@@ -396,3 +397,39 @@ def test_a_range_prunes_a_part_that_is_the_tree_once(monkeypatch: pytest.MonkeyP
     assert calls == [len(tree)]
     assert shown.parts["pid 1 tid 1"] is shown.tree
     assert shown.total(0) == sum(recorder.snapshot(index).stack_costs(4, 12)[0])
+
+
+def test_invert_and_callers_let_other_threads_run() -> None:
+    """The UI thread keeps running while a worker derives a bottom-up or caller tree
+    (issue 33: the TUI never blocks on a big derivation)."""
+    rng = random.Random(11)
+    tree = CallTree(1)
+    for path in random_paths(rng, 30_000, 60, 24):
+        tree.add_stack(path, [1.0])
+    tree.finalize()
+    nodes = core.outermost_of(tree, bytes([1]) * 60)
+
+    def derive(kind: str) -> None:
+        out = CallTree(1)
+        if kind == "invert":
+            core.invert(tree, out, 64)
+        else:
+            core.callers(tree, tree.totals, out, nodes, 0, 64)
+
+    for kind in ("invert", "callers"):
+        started, done = threading.Event(), threading.Event()
+
+        def work(kind: str = kind, started: threading.Event = started,
+                 done: threading.Event = done) -> None:
+            started.set()  # then straight into the C call, the GIL still held
+            derive(kind)
+            done.set()
+
+        worker = threading.Thread(target=work)
+        worker.start()
+        started.wait()
+        turns = 0
+        while not done.is_set():  # runs only where the worker let go of the GIL
+            turns += 1
+        worker.join()
+        assert turns > 1000, (kind, turns)
