@@ -317,12 +317,12 @@ def session_keys(s: Session, repeat: int, kind: str, first_u: bool) -> None:
     s.press("m", "metric (m)", lambda t: header_total(t) == total, toast="showing")
     # -- flame graph ---------------------------------------------------------------
     s.press("5", "pane key (1-6)")
-    for _ in range(repeat):  # from the root towards the leaves
+    ups = min(repeat, 5)  # the recorded profile's leaves are 6 rows up: every Up moves
+    for _ in range(ups):  # from the root towards the leaves
         s.press("Up", "flame: move up/down")
-    for _ in range(repeat, 9):  # below main's chain: a row of siblings for left/right
+    for _ in range(ups, 9):  # to a leaf (Up then changes nothing)...
         s.press("Up", None)
-    for _ in range(2):
-        s.press("Down", "flame: move up/down")
+    s.press("Down", "flame: move up/down")  # ...and back: a row of siblings for left/right
     for i in range(repeat):
         s.press("Right" if i % 4 < 2 else "Left", "flame: move left/right")
     for _ in range(max(2, repeat // 3)):
