@@ -17,10 +17,11 @@ methods made them and float sums are done in the same order, so every result is
 bit-identical to it.  Functions that add nodes append them to every column and
 link them; costs of new nodes are zero, their calls unknown (-1).  Errors are
 Python exceptions (IndexError for a node or frame out of range, ValueError for a
-malformed tree); nothing here is thread-safe beyond the GIL.  `invert` and
-`callers` release the GIL while they insert paths (the TUI derives bottom-up and
-caller trees in a worker and keeps drawing meanwhile): their source tree must not
-change during the call (profiles handed to views are snapshots that never do).
+malformed tree); nothing here is thread-safe beyond the GIL.  `invert`, `callers`
+and `fold` release the GIL while they insert paths (the TUI derives bottom-up, focus
+and caller trees in a worker and keeps drawing meanwhile): during the call no other
+thread may change their source tree (profiles handed to views are snapshots that never
+change) or touch their destination tree (each thread builds its own).
 
 Interface (details in _core.pyi):
 

@@ -8,7 +8,7 @@
  * trees) runs in C while the model stays one set of Python arrays.
  *
  * Nothing here is async-signal-safe: it is front-end code that calls the Python C
- * API and malloc.  Every function expects the GIL held (invert and callers release it
+ * API and malloc.  Every function expects the GIL held (invert, callers and fold release it
  * around their insertion loops, which touch C memory and borrowed buffers only).
  * Floating-point sums are done in the order the Python model defined them (and
  * without contraction, see setup.py's -ffp-contract=off), so results are
