@@ -391,6 +391,11 @@ class Labeler:
         self._groups: dict[str, list[str]] = {}  # shortened label -> raw names that have it
         self._distinct: dict[str, dict[str, str]] = {}  # label -> its group's labels
 
+    @property
+    def known(self) -> int:
+        """How many names have a label (grows as `add` meets new ones)."""
+        return len(self._short)
+
     def add(self, names: Iterable[str]) -> None:
         short = self._short
         for name in names:

@@ -111,6 +111,12 @@ def share_walk(tree: Any, totals: list[array], metric: int, matches: Buffer, sta
                budget: int, /) -> tuple[float, array]:
     """Up to `budget` steps of flame.ShareWalk: (cost found, the stack left)."""
 
+def display_order(tree: Any, totals: list[array], metric: int, start: int, mask: Buffer,
+                  max_depth: int, /) -> array:
+    """The nodes below `start` whose frame `mask` flags, as a call tree view lists them:
+    depth first, siblings by descending total (ties in sibling order), children of nodes
+    `max_depth` levels down left out."""
+
 def check(column: array, lo: float, hi: float, start: int, /) -> int:
     """The first index >= start whose item is outside [lo, hi] (or NaN), else -1."""
 

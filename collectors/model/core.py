@@ -17,7 +17,11 @@ methods made them and float sums are done in the same order, so every result is
 bit-identical to it.  Functions that add nodes append them to every column and
 link them; costs of new nodes are zero, their calls unknown (-1).  Errors are
 Python exceptions (IndexError for a node or frame out of range, ValueError for a
-malformed tree); nothing here is thread-safe beyond the GIL.
+malformed tree); nothing here is thread-safe beyond the GIL.  `invert`, `callers`
+and `fold` release the GIL while they insert paths (the TUI derives bottom-up, focus
+and caller trees in a worker and keeps drawing meanwhile): during the call no other
+thread may change their source tree (profiles handed to views are snapshots that never
+change) or touch their destination tree (each thread builds its own).
 
 Interface (details in _core.pyi):
 
@@ -28,7 +32,7 @@ Interface (details in _core.pyi):
   add_along, preorder, max_depth,
   outermost_of, nodes_matching,
   neighbours, pruned, remap_frames,
-  share_walk
+  share_walk, display_order
   check, scatter_add, add_stacks,      plain columns: load checks, time slices
   slice_parts, group_sums
   AddressCache                         (address, leaf) -> frame ids of a stack table
@@ -44,6 +48,7 @@ from proftui.collectors.model._core import (
     callers,
     check,
     child,
+    display_order,
     find,
     fold,
     function_sums,
@@ -68,7 +73,8 @@ from proftui.collectors.model._core import (
 )
 
 __all__ = [
-    "AddressCache", "Index", "add_along", "add_stacks", "callers", "check", "child", "find",
+    "AddressCache", "Index", "add_along", "add_stacks", "callers", "check", "child",
+    "display_order", "find",
     "fold", "function_sums", "group_sums", "insert_paths", "invert", "link", "max_depth",
     "neighbours", "node_map", "nodes_matching", "outermost_of", "paths_of", "preorder", "pruned",
     "remap_frames", "scatter_add", "share_walk", "slice_parts", "totals", "walk",

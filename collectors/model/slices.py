@@ -121,7 +121,8 @@ def range_profile(profile: Profile, t0: float, t1: float) -> Profile:
         site = profile.address_sites.get(key)
         if site is not None and site.file is not None and site.line is not None:
             add_cost_tables(line_costs, {(site.file, site.line): values}, width=n_metrics)
-    pruned = {id(t): t.pruned() for t in (tree, *parts.values())}
+    trees = {id(t): t for t in (tree, *parts.values())}  # a part may be the tree itself
+    pruned = {key: t.pruned() for key, t in trees.items()}
     tree = pruned[id(tree)]
     parts = {label: pruned[id(part)] for label, part in parts.items()}
     start = slices.start + first * slices.width

@@ -329,32 +329,51 @@ PyObject *pt_py_fold(PyObject *self, PyObject *args) {
         if (pt_check_node(starts.items[k], on.n0, "other node") < 0)
             goto unread;
     const int32_t *first = PT_I32P(&ofirst), *next = PT_I32P(&onext), *oframes = on.frames;
-    for (Py_ssize_t k = 0; k < starts.len; k++) {
-        if (pt_push2(&stack, (int32_t)node, (int32_t)starts.items[k]) < 0)
-            goto unread;
-        while (stack.len) {
+    /* The walk touches C memory and borrowed buffers only: other threads (the UI) run
+     * meanwhile.  A frame outside frame_map, or mapped outside int32, is raised after. */
+    int failed = 0, why = 0; /* why: 1 a frame not in frame_map, 2 one mapped too wide */
+    long long bad_frame = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t k = 0; !failed && k < starts.len; k++) {
+        if (pt_push2(&stack, (int32_t)node, (int32_t)starts.items[k]) < 0) {
+            failed = 1;
+            break;
+        }
+        while (!failed && stack.len) {
             int32_t theirs = stack.items[--stack.len], mine = stack.items[--stack.len];
-            if (pt_push2(&order, mine, theirs) < 0)
-                goto unread;
+            if (pt_push2(&order, mine, theirs) < 0) {
+                failed = 1;
+                break;
+            }
             for (int32_t c = first[theirs]; c >= 0; c = next[c]) {
                 int64_t frame = oframes[c];
                 if (map.items != NULL) {
                     if (frame < 0 || frame >= map.len) {
-                        PyErr_Format(PyExc_IndexError, "fold: frame %lld is not in frame_map",
-                                     (long long)frame);
-                        goto unread;
+                        bad_frame = frame, why = 1, failed = 1;
+                        break;
                     }
                     frame = map.items[frame];
-                    if (pt_check_frame(frame) < 0)
-                        goto unread;
+                    if (frame < INT32_MIN || frame > INT32_MAX) {
+                        bad_frame = frame, why = 2, failed = 1;
+                        break;
+                    }
                 }
                 int made;
                 Py_ssize_t id = pt_child_of(t.index, &n, mine, (int32_t)frame, 0, &made);
-                if (id < 0 || pt_push2(&stack, (int32_t)id, c) < 0)
-                    goto unread;
+                if (id < 0 || pt_push2(&stack, (int32_t)id, c) < 0) {
+                    failed = 1;
+                    break;
+                }
             }
         }
     }
+    Py_END_ALLOW_THREADS
+    if (why == 1)
+        PyErr_Format(PyExc_IndexError, "fold: frame %lld is not in frame_map", bad_frame);
+    else if (why == 2)
+        (void)pt_check_frame(bad_frame);
+    if (failed)
+        goto unread;
     pt_col_release(&ofirst);
     pt_col_release(&onext);
     pt_tree_unread(&o);

@@ -184,12 +184,26 @@ int pt_extend(PyObject *column, const void *data, Py_ssize_t nbytes) {
 }
 
 /* See pt_core.h.  Not async-signal-safe. */
+void pt_raise_nomem(void) {
+    PyGILState_STATE gil = PyGILState_Ensure();
+    PyErr_NoMemory();
+    PyGILState_Release(gil);
+}
+
+/* See pt_core.h.  Not async-signal-safe. */
+void pt_raise(PyObject *type, const char *msg) {
+    PyGILState_STATE gil = PyGILState_Ensure();
+    PyErr_SetString(type, msg);
+    PyGILState_Release(gil);
+}
+
+/* See pt_core.h.  Not async-signal-safe. */
 int pt_vec_push(pt_vec *v, int32_t value) {
     if (v->len == v->cap) {
         Py_ssize_t cap = v->cap ? 2 * v->cap : 64;
         int32_t *items = realloc(v->items, sizeof(int32_t) * (size_t)cap);
         if (items == NULL) {
-            PyErr_NoMemory();
+            pt_raise_nomem();
             return -1;
         }
         v->items = items;
@@ -238,6 +252,8 @@ static PyMethodDef pt_methods[] = {
      "neighbours(tree, totals, mask, callees) -> (keys, sums, calls)"},
     {"share_walk", pt_py_share_walk, METH_VARARGS,
      "share_walk(tree, totals, metric, matches, stack, budget) -> (total, stack)"},
+    {"display_order", pt_py_display_order, METH_VARARGS,
+     "display_order(tree, totals, metric, start, mask, max_depth) -> nodes"},
     {"check", pt_py_check, METH_VARARGS, "check(column, lo, hi, start) -> first bad or -1"},
     {"scatter_add", pt_py_scatter_add, METH_VARARGS, "scatter_add(dst, index, src, lo, hi)"},
     {"add_stacks", pt_py_add_stacks, METH_VARARGS,

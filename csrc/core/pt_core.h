@@ -8,9 +8,11 @@
  * trees) runs in C while the model stays one set of Python arrays.
  *
  * Nothing here is async-signal-safe: it is front-end code that calls the Python C
- * API and malloc.  Every function expects the GIL held.  Floating-point sums are
- * done in the order the Python model defined them (and without contraction, see
- * setup.py's -ffp-contract=off), so results are bit-identical to it.
+ * API and malloc.  Every function expects the GIL held (invert, callers and fold release it
+ * around their insertion loops, which touch C memory and borrowed buffers only).
+ * Floating-point sums are done in the order the Python model defined them (and
+ * without contraction, see setup.py's -ffp-contract=off), so results are
+ * bit-identical to it.
  */
 #ifndef PT_CORE_H
 #define PT_CORE_H
@@ -61,7 +63,14 @@ PyObject *pt_array_new(int kind, const void *data, Py_ssize_t items);
  * Not async-signal-safe. */
 int pt_extend(PyObject *column, const void *data, Py_ssize_t nbytes);
 
-/* Growable int32 vector (C memory).  Not async-signal-safe. */
+/* Raise MemoryError, or `type` with `msg`, from code that may run with the GIL released
+ * (the long loops of invert and callers let other threads run): the GIL is taken for
+ * the call (PyGILState_Ensure is a no-op when it is held).  Not async-signal-safe. */
+void pt_raise_nomem(void);
+void pt_raise(PyObject *type, const char *msg);
+
+/* Growable int32 vector (C memory); pt_vec_push may run without the GIL.
+ * Not async-signal-safe. */
 typedef struct {
     int32_t *items;
     Py_ssize_t len, cap;
@@ -169,6 +178,7 @@ PyObject *pt_py_max_depth(PyObject *self, PyObject *args);
 PyObject *pt_py_outermost_of(PyObject *self, PyObject *args);
 PyObject *pt_py_nodes_matching(PyObject *self, PyObject *args);
 PyObject *pt_py_share_walk(PyObject *self, PyObject *args);
+PyObject *pt_py_display_order(PyObject *self, PyObject *args);
 PyObject *pt_py_neighbours(PyObject *self, PyObject *args);
 
 /* pt_reshape.c */

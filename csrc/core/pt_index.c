@@ -65,7 +65,7 @@ static int pt_place(uint32_t *slots, size_t mask, const pt_nodes *t, Py_ssize_t 
 /* Make room for one more node (rehashing into a table twice the size).  The nodes in
  * the table have distinct keys, so they are placed without comparing keys, and in id
  * order (found through a bitmap), so their columns are read in sequence, not at random.
- * 0 or -1.  Not async-signal-safe (malloc). */
+ * 0 or -1; may run without the GIL.  Not async-signal-safe (malloc). */
 static int pt_index_reserve(pt_index *ix, const pt_nodes *t) {
     if ((size_t)(ix->used + 1) * 4 <= ix->cap * 3)
         return 0;
@@ -76,7 +76,7 @@ static int pt_index_reserve(pt_index *ix, const pt_nodes *t) {
     if (slots == NULL || in == NULL) {
         free(slots);
         free(in);
-        PyErr_NoMemory();
+        pt_raise_nomem();
         return -1;
     }
     for (size_t i = 0; i < ix->cap; i++)
@@ -131,11 +131,12 @@ Py_ssize_t pt_index_find(pt_index *ix, const pt_nodes *t, int32_t parent, int32_
     }
 }
 
-/* A new node of the operation (not yet in the columns).  Not async-signal-safe. */
+/* A new node of the operation (not yet in the columns); may run without the GIL.
+ * Not async-signal-safe. */
 static Py_ssize_t pt_nodes_add(pt_nodes *t, int32_t parent, int32_t frame) {
     Py_ssize_t id = t->n0 + t->k;
     if (id >= INT32_MAX) {
-        PyErr_SetString(PyExc_OverflowError, "call tree: more than 2**31 - 1 nodes");
+        pt_raise(PyExc_OverflowError, "call tree: more than 2**31 - 1 nodes");
         return -1;
     }
     if (t->k == t->cap) {
@@ -163,12 +164,12 @@ static Py_ssize_t pt_nodes_add(pt_nodes *t, int32_t parent, int32_t frame) {
     t->k++;
     return id;
 nomem:
-    PyErr_NoMemory();
+    pt_raise_nomem();
     return -1;
 }
 
 /* See pt_core.h.  One probe: the slot of the key, or the empty slot the new node takes.
- * Not async-signal-safe. */
+ * May run without the GIL.  Not async-signal-safe. */
 Py_ssize_t pt_child_of(pt_index *ix, pt_nodes *t, int32_t parent, int32_t frame, int fresh,
                        int *made) {
     *made = 0;

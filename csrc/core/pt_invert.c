@@ -29,8 +29,8 @@ typedef struct {
 } pt_invert;
 
 /* Insert the path of `src_node` (callers up to `max_depth`, the first frame replaced by
- * `root_frame` when >= 0) into the destination; records the pair.  0 or -1.
- * Not async-signal-safe. */
+ * `root_frame` when >= 0) into the destination; records the pair.  0 or -1.  Runs
+ * without the GIL (C memory and borrowed buffers only).  Not async-signal-safe. */
 static int pt_invert_one(pt_invert *iv, Py_ssize_t src_node, Py_ssize_t max_depth,
                          int64_t root_frame) {
     Py_ssize_t len = pt_callers_up(&iv->sn, src_node, iv->path, max_depth + 1);
@@ -176,12 +176,17 @@ PyObject *pt_py_invert(PyObject *self, PyObject *args) {
     for (; ok && got < metrics; got++)
         if (pt_list_col(&cols[got], iv.src.selfs, got, 0, "selfs") < 0)
             ok = 0;
-    for (Py_ssize_t i = 1; ok && i < iv.sn.n0; i++) {
-        int any = 0;
-        for (Py_ssize_t m = 0; m < metrics && !any; m++)
-            any = PT_F64P(&cols[m])[i] != 0.0;
-        if (any && pt_invert_one(&iv, i, max_depth, -1) < 0)
-            ok = 0;
+    if (ok) {
+        /* C memory and borrowed buffers only: other threads (the UI) run meanwhile. */
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t i = 1; ok && i < iv.sn.n0; i++) {
+            int any = 0;
+            for (Py_ssize_t m = 0; m < metrics && !any; m++)
+                any = PT_F64P(&cols[m])[i] != 0.0;
+            if (any && pt_invert_one(&iv, i, max_depth, -1) < 0)
+                ok = 0;
+        }
+        Py_END_ALLOW_THREADS
     }
     for (Py_ssize_t m = 0; m < got; m++)
         pt_col_release(&cols[m]);
@@ -224,14 +229,16 @@ PyObject *pt_py_callers(PyObject *self, PyObject *args) {
         return NULL;
     }
     int ok = 1;
+    Py_BEGIN_ALLOW_THREADS /* as in invert: other threads run meanwhile */
     for (Py_ssize_t k = 0; ok && k < nodes.len; k++) {
         if (nodes.items[k] < 1 || nodes.items[k] >= iv.sn.n0) {
-            PyErr_SetString(PyExc_IndexError, "callers: not a node of the tree");
+            pt_raise(PyExc_IndexError, "callers: not a node of the tree");
             ok = 0;
         } else if (pt_invert_one(&iv, (Py_ssize_t)nodes.items[k], max_depth, root_frame) < 0) {
             ok = 0;
         }
     }
+    Py_END_ALLOW_THREADS
     pt_ints_free(&nodes);
     int cut = iv.cut;
     if (pt_invert_finish(&iv, totals, 1, ok) < 0)

@@ -1,5 +1,6 @@
 /* pt_walks.c: walks of a CallTree: the pre-order, depths, the outermost nodes of a
- * function, the nodes of a function, and the flame graph's search share.  Stacks are
+ * function, the nodes of a function, the flame graph's search share and the call tree
+ * view's search order.  Stacks are
  * popped as the Python model popped them (the last child first), so orders and float
  * sums are the same. */
 #include "pt_core.h"
@@ -442,5 +443,107 @@ done:
     free(tb.calls);
     free(tb.sums);
     free(last_of);
+    return result;
+}
+
+/* A child as display_order sorts siblings: its total, then its place among them (the
+ * Python model's stable sort by descending total). */
+typedef struct {
+    double total;
+    int32_t node, place;
+} pt_ranked;
+
+/* qsort order of pt_ranked: larger totals first, ties in sibling order.  Async-signal-safe
+ * (pure). */
+static int pt_ranked_cmp(const void *a, const void *b) {
+    const pt_ranked *x = a, *y = b;
+    if (x->total != y->total)
+        return x->total > y->total ? -1 : 1;
+    return (x->place > y->place) - (x->place < y->place);
+}
+
+/* display_order(tree, totals, metric, start, mask, max_depth) -> array('i'): the nodes
+ * below `start` whose frame `mask` flags, in the order a call tree view shows them:
+ * depth first, siblings by descending total of `metric` (ties in sibling order); a node
+ * `max_depth` levels below `start` is listed but its children are not.
+ * Not async-signal-safe. */
+PyObject *pt_py_display_order(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *obj, *totals, *mask_obj;
+    Py_ssize_t metric, start, max_depth;
+    if (!PyArg_ParseTuple(args, "OOnnOn:display_order", &obj, &totals, &metric, &start,
+                          &mask_obj, &max_depth))
+        return NULL;
+    if (!PyList_Check(totals) || metric < 0 || metric >= PyList_Size(totals)) {
+        PyErr_SetString(PyExc_IndexError, "display_order: no such metric");
+        return NULL;
+    }
+    pt_tree t;
+    pt_shape s;
+    pt_col mask = {0}, total = {0};
+    pt_vec stack = {0}, out = {0};
+    pt_ranked *kids = NULL;
+    Py_ssize_t kids_cap = 0;
+    PyObject *result = NULL;
+    if (pt_tree_open(&t, obj, 0) < 0)
+        return NULL;
+    if (pt_shape_get(&s, &t, 1) < 0) {
+        pt_tree_close(&t);
+        return NULL;
+    }
+    if (pt_col_get(&mask, mask_obj, PT_U8, 0, "mask") < 0 ||
+        pt_col_get(&total, PyList_GetItem(totals, metric), PT_F64, 0, "totals") < 0)
+        goto done;
+    if (start < 0 || start >= s.n || total.len < s.n) {
+        PyErr_SetString(PyExc_IndexError, "display_order: not a node of the tree");
+        goto done;
+    }
+    const int32_t *first = PT_I32P(&s.first), *next = PT_I32P(&s.next), *fr = PT_I32P(&s.frames);
+    const double *tot = PT_F64P(&total);
+    if (pt_push2(&stack, (int32_t)start, 0) < 0)
+        goto done;
+    int is_start = 1;
+    Py_ssize_t visited = 0;
+    while (stack.len) {
+        int32_t depth = stack.items[--stack.len];
+        int32_t node = stack.items[--stack.len];
+        if (++visited > s.n) {
+            PyErr_SetString(PyExc_ValueError, "CallTree: children links form a cycle");
+            goto done;
+        }
+        if (!is_start && pt_masked(&mask, fr[node]) && pt_vec_push(&out, node) < 0)
+            goto done;
+        is_start = 0;
+        if (depth >= max_depth)
+            continue;
+        Py_ssize_t k = 0;
+        for (int32_t c = first[node]; c >= 0; c = next[c], k++) {
+            if (k >= kids_cap) {
+                Py_ssize_t cap = kids_cap ? 2 * kids_cap : 64;
+                pt_ranked *grown = realloc(kids, sizeof(pt_ranked) * (size_t)cap);
+                if (grown == NULL) {
+                    PyErr_NoMemory();
+                    goto done;
+                }
+                kids = grown, kids_cap = cap;
+            }
+            kids[k] = (pt_ranked){tot[c], c, (int32_t)k};
+        }
+        qsort(kids, (size_t)k, sizeof(pt_ranked), pt_ranked_cmp);
+        while (k > 0) { /* the costliest pushed last: popped first */
+            k--;
+            if (pt_push2(&stack, kids[k].node, depth + 1) < 0)
+                goto done;
+        }
+    }
+    result = pt_array_new(PT_I32, out.items, out.len);
+done:
+    free(kids);
+    pt_col_release(&mask);
+    pt_col_release(&total);
+    pt_vec_free(&stack);
+    pt_vec_free(&out);
+    pt_shape_release(&s);
+    pt_tree_close(&t);
     return result;
 }

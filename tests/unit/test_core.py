@@ -6,14 +6,16 @@ the same, bit for bit; bad input is an exception, never a crash."""
 from __future__ import annotations
 
 import random
+import threading
+import time
 from array import array
 
 import pytest
 from proftui.collectors.model import core
 from proftui.collectors.model.calltree import CallTree
 from proftui.collectors.model.flame import ShareWalk
-from proftui.collectors.model.profile import SAMPLES, CodeSite, Frame, Metric, ProfileMeta
-from proftui.collectors.model.slices import SliceRecorder, index_of
+from proftui.collectors.model.profile import SAMPLES, CodeSite, Frame, Metric, Profile, ProfileMeta
+from proftui.collectors.model.slices import SliceRecorder, index_of, range_profile
 from proftui.collectors.model.storage import profile_to_dict
 from proftui.collectors.model.views import function_costs, function_mask
 from proftui.collectors.stacktable.builder import StackProfile
@@ -335,3 +337,100 @@ def test_a_recorded_tree_holds_only_what_is_saved(tmp_path) -> None:
     want = ref_built.snapshot(ProfileMeta(mode="sampler", complete=True))
     assert profile_to_dict(saved) == profile_to_dict(want)  # type: ignore[arg-type]
     assert profile.total() == sum(range(40))  # totals summed when read
+
+
+def display_order_reference(tree: CallTree, metric: int, start: int, mask: bytes,
+                            max_depth: int) -> list[int]:
+    """The call tree search's former Python walk: depth first, children by -total (stable)."""
+    out: list[int] = []
+    totals = tree.totals[metric]
+    stack = [(c, 1) for c in reversed(sorted(tree.children(start), key=lambda c: -totals[c]))]
+    while stack:
+        node, depth = stack.pop()
+        if mask[tree.frames[node]]:
+            out.append(node)
+        if depth < max_depth:
+            ordered = sorted(tree.children(node), key=lambda c: -totals[c])
+            stack.extend((c, depth + 1) for c in reversed(ordered))
+    return out
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_display_order_is_the_views_search_order(seed: int) -> None:
+    _old, tree = twin_trees(seed, count=400)
+    tree.finalize()
+    rng = random.Random(seed)
+    mask = bytes(rng.random() < 0.4 for _ in range(12))
+    starts = [0, *rng.sample(range(1, len(tree)), 5)]
+    for metric in (0, 1):
+        for start in starts:
+            for depth in (200, 3, 1):
+                got = core.display_order(tree, tree.totals, metric, start, mask, depth)
+                assert list(got) == display_order_reference(tree, metric, start, mask, depth)
+    with pytest.raises(IndexError):
+        core.display_order(tree, tree.totals, 0, len(tree), mask, 5)
+    with pytest.raises(IndexError):
+        core.display_order(tree, tree.totals, 2, 0, mask, 5)
+
+
+def test_a_range_prunes_a_part_that_is_the_tree_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One thread: its part is the tree itself, so a range prunes one tree, not two."""
+    rng = random.Random(3)
+    _old, tree = twin_trees(3, metrics=1)
+    tree.finalize()
+    leaves = array("q", (rng.randrange(1, len(tree)) for _ in range(40)))
+    index = index_of(["pid 1 tid 1"], leaves, array("q", [0]) * len(leaves), leaves,
+                     [None] * len(leaves))
+    recorder = SliceRecorder(100.0, 1)
+    for _ in range(200):
+        recorder.add(100.0 + rng.random() * 4, rng.randrange(len(leaves)), [1.0])
+    profile = Profile(meta=ProfileMeta(mode="sampler"), metrics=(SAMPLES,), tree=tree,
+                      parts={"pid 1 tid 1": tree}, slices=recorder.snapshot(index))
+    pruned = CallTree.pruned
+    calls: list[int] = []
+
+    def counted(self: CallTree) -> CallTree:
+        calls.append(len(self))
+        return pruned(self)
+
+    monkeypatch.setattr(CallTree, "pruned", counted)
+    shown = range_profile(profile, 1.0, 3.0)
+    assert calls == [len(tree)]
+    assert shown.parts["pid 1 tid 1"] is shown.tree
+    assert shown.total(0) == sum(recorder.snapshot(index).stack_costs(4, 12)[0])
+
+
+def test_invert_callers_and_fold_let_other_threads_run() -> None:
+    """The UI thread keeps running while a worker derives a bottom-up, caller or focused
+    tree (issue 33: the TUI never blocks on a big derivation)."""
+    rng = random.Random(11)
+    tree = CallTree(1)
+    for path in random_paths(rng, 30_000, 60, 24):
+        tree.add_stack(path, [1.0])
+    tree.finalize()
+    nodes = array("q", range(1, len(tree)))  # every path, as a caller tree of all
+    for kind in ("invert", "callers", "fold"):
+        window: list[float] = []  # the C call's start and end, as the worker saw them
+
+        def work(kind: str = kind, window: list[float] = window) -> None:
+            out = CallTree(1)
+            window.append(time.perf_counter())
+            if kind == "invert":
+                core.invert(tree, out, 64)
+            elif kind == "callers":
+                core.callers(tree, tree.totals, out, nodes, 0, 64)
+            else:
+                core.fold(out, 0, tree, [0], 1.0, None, [(0, 0)])
+            window.append(time.perf_counter())
+
+        worker = threading.Thread(target=work)
+        woke: list[float] = []  # when this thread ran again after each short sleep
+        worker.start()
+        while worker.is_alive():
+            time.sleep(0.001)
+            woke.append(time.perf_counter())
+        worker.join()
+        inside = sum(window[0] < t < window[1] for t in woke)
+        # Holding the GIL, the call would let this thread run at most twice in it (at
+        # the bytecodes just around it); released, once per sleep.
+        assert inside >= 5, (kind, inside, window[1] - window[0])

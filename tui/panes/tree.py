@@ -15,20 +15,12 @@ from typing import ClassVar
 
 from proftui.collectors.model.profile import CallNode, CallTree, Frame, Profile
 from proftui.collectors.model.textsafe import display
-from proftui.collectors.model.views import (
-    FlatEntry,
-    bottom_up_tree,
-    callee_tree,
-    caller_tree,
-    group_part,
-    is_group_frame,
-    select_tree,
-    threads_as_roots,
-)
+from proftui.collectors.model.views import FlatEntry, group_part, is_group_frame
 from proftui.tui.format import format_cost, heat_style, metric_label, percent
 from proftui.tui.names import Fitter, distinct_labels, shorten
 from proftui.tui.panes.base import Command, NavState, Pane, SelectPart, View, drill
 from proftui.tui.panes.tree_delta import TreeDeltas, base_trees
+from proftui.tui.panes.tree_derive import Derived, Need, ahead_needs, derive
 from proftui.tui.panes.tree_search import TreeSearch
 from proftui.tui.panes.tree_state import restore_state, save_state
 from proftui.tui.widgets.search_prompt import SearchScreen
@@ -39,6 +31,7 @@ from textual.binding import Binding, BindingType
 from textual.widget import Widget
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
+from textual.worker import get_current_worker
 
 MAX_CHILDREN = 50
 # Textual builds its line table recursively, copying the path for every line: rows
@@ -61,10 +54,7 @@ class NodeData:
     inverted: bool = False  # a callers tree: children are callers, "self" means nothing
 
 
-# What a derived view is computed for: view, focused function, part, threads as roots.
-Need = tuple[View, Frame | None, str | None, bool]
-Derived = tuple[Profile, Profile, tuple[CallTree, ...], Profile | None, tuple[CallTree, ...]]
-
+State = tuple[list[tuple[object, ...]], tuple[object, ...] | None]  # tree_state.save_state
 
 class CallTreeView(Pane, Tree[NodeData]):
     """The Textual tree plus profile-aware actions; Enter opens the source."""
@@ -102,6 +92,12 @@ class CallTreeView(Pane, Tree[NodeData]):
         # need -> (the snapshot it was derived from, the profile its rows index, trees,
         # the baseline and its trees of the same view)
         self._derived: dict[Need, Derived] = {}
+        # Computed ahead (tree_derive.ahead_needs) for `_ahead_profile`: kept in the cache;
+        # those still being computed; the view waiting for one of them (and its state).
+        self._ahead_profile: Profile | None = None
+        self._ahead_kept: set[Need] = set()
+        self._ahead_running: set[Need] = set()
+        self._waiting: tuple[Need, Profile, State | None] | None = None
         self.name_mode = "full"  # tui.names.MODES
         self.percent_of_parent = False  # `%`: a row's share of its parent, not of the whole
         self.search = TreeSearch(self)
@@ -124,6 +120,10 @@ class CallTreeView(Pane, Tree[NodeData]):
                      state: NavState | None) -> None:
         if state is not None:  # hidden: rebuilt by show_step when shown
             self.show(profile, metric=metric)
+        if self.freeze_results and self._ahead_profile is None:
+            # The profile as opened (not a time range of it, which the user leaves soon).
+            self._ahead_profile = profile
+            self.app.call_after_refresh(self._start_ahead, profile)
 
     def show_step(self, profile: Profile | None, state: NavState, metric: int) -> None:
         if profile is not None:
@@ -356,6 +356,11 @@ class CallTreeView(Pane, Tree[NodeData]):
             self.root.add_leaf(Text(f"computing {what}…", style="italic dim"))
             self.root.expand()
         self.pending = True
+        self._waiting = None
+        if need in self._ahead_running and profile is self._ahead_profile and \
+                self._baseline() is None:
+            self._waiting = (need, profile, state)  # _ahead_ready shows it
+            return
         self._derive(profile, need, state, self._baseline())
 
     def _baseline(self) -> Profile | None:
@@ -363,53 +368,71 @@ class CallTreeView(Pane, Tree[NodeData]):
         return getattr(self.app, "baseline", None)
 
     @work(thread=True, exclusive=True, group="derive-tree")
-    def _derive(self, profile: Profile, need: Need,
-                state: tuple[list[tuple[object, ...]], tuple[object, ...] | None] | None,
+    def _derive(self, profile: Profile, need: Need, state: State | None,
                 baseline: Profile | None = None) -> None:
-        view, focus, part, roots = need
-        trees: tuple[CallTree, ...] = ()
-        bases: tuple[CallTree, ...] = ()
-        shown = profile  # the profile whose frame table the rows index
-        if view != "focus" and roots:
-            shown, tree = threads_as_roots(profile, part, inverted=view == "bottom-up")
-            trees = (tree,)
-        elif view == "bottom-up":
-            trees = (bottom_up_tree(profile, part),)
-        elif view == "top-down":
-            trees = (select_tree(profile, part),)
-        elif focus is not None:
-            frame_id = profile.frames.find(focus)
-            if frame_id is not None:  # and the part's whole tree: "% of total" is of it
-                trees = (callee_tree(profile, frame_id, part),
-                         caller_tree(profile, frame_id, part), select_tree(profile, part))
-        if baseline is not None and not roots and trees:  # no Δ on thread rows
-            focus_id = profile.frames.find(focus) if focus is not None else None
-            bases = base_trees(baseline, view, focus_id, part)
+        _, shown, trees, _, bases = derive(profile, need, baseline)
         self.app.call_from_thread(self._derived_ready, profile, need, trees, state, shown,
                                   baseline, bases)
+
+    def _start_ahead(self, profile: Profile) -> None:
+        """Derive the likely next trees of a saved profile (tree_derive.ahead_needs)."""
+        if profile is not self._ahead_profile or self._baseline() is not None:
+            return  # a baseline's trees come with it: derived when asked
+        needs = [n for n in ahead_needs(profile, self.part)
+                 if n not in self._derived or self._derived[n][0] is not profile]
+        self._ahead_kept = set(needs)
+        self._ahead_running = set(needs)
+        if needs:
+            self._derive_ahead(profile, needs)
+
+    @work(thread=True, exclusive=True, group="derive-ahead")
+    def _derive_ahead(self, profile: Profile, needs: list[Need]) -> None:
+        worker = get_current_worker()
+        for need in needs:
+            derived = derive(profile, need, None)
+            if worker.is_cancelled:  # the app is closing: no event loop to hand it to
+                return
+            self.app.call_from_thread(self._ahead_ready, derived, need)
+
+    def _ahead_ready(self, derived: Derived, need: Need) -> None:
+        self._ahead_running.discard(need)
+        profile, shown, trees, baseline, bases = derived
+        if profile is not self._ahead_profile:
+            return
+        self._store(need, derived)
+        waiting = self._waiting
+        if waiting is not None and waiting[:2] == (need, profile):
+            self._waiting = None
+            if self.pending and need == self._need():
+                self._build_view(shown, trees, waiting[2], baseline, bases)
+
+    def _store(self, need: Need, derived: Derived) -> None:
+        """Cache a derived view: a few recent ones, and those computed ahead."""
+        self._derived[need] = derived
+        if len(self._derived) > 4 + len(self._ahead_kept):  # Escape back is instant
+            oldest = next((n for n in self._derived if n not in self._ahead_kept), None)
+            if oldest is not None:
+                del self._derived[oldest]
+        if self.freeze_results:
+            # Long-lived trees of a saved profile: keep them out of the cyclic GC's
+            # full scans (a second-long pause per scan at 200,000 nodes).
+            gc.freeze()
 
     def _need(self) -> Need:
         return (self.view, self.focus_frame if self.view == "focus" else None, self.part,
                 self.thread_roots and self.view != "focus")
 
     def _derived_ready(self, profile: Profile, need: Need, trees: tuple[CallTree, ...],
-                       state: tuple[list[tuple[object, ...]], tuple[object, ...] | None] | None,
+                       state: State | None,
                        shown: Profile | None = None, baseline: Profile | None = None,
                        bases: tuple[CallTree, ...] = ()) -> None:
         if need != self._need():
             return  # the user moved on meanwhile (a newer snapshot of the same view is fine)
-        self._derived[need] = (profile, shown or profile, trees, baseline, bases)
-        if len(self._derived) > 4:  # a small cache: Escape back to a focus is instant
-            del self._derived[next(iter(self._derived))]
-        if self.freeze_results:
-            # Long-lived trees of a saved profile: keep them out of the cyclic GC's
-            # full scans (a second-long pause per scan at 200,000 nodes).
-            gc.freeze()
+        self._store(need, (profile, shown or profile, trees, baseline, bases))
         self.pending = False
         self._build_view(shown or profile, trees, state, baseline, bases)
 
-    def _build_view(self, profile: Profile, trees: tuple[CallTree, ...],
-                    state: tuple[list[tuple[object, ...]], tuple[object, ...] | None] | None,
+    def _build_view(self, profile: Profile, trees: tuple[CallTree, ...], state: State | None,
                     baseline: Profile | None = None, bases: tuple[CallTree, ...] = ()
                     ) -> None:
         self.pending = False

@@ -10,8 +10,11 @@ keeps its position.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from array import array
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, overload
 
+from proftui.collectors.model import core
 from proftui.collectors.model.profile import CallNode
 from proftui.tui.search import NameMatcher
 
@@ -23,13 +26,61 @@ MAX_MATCHES = 100_000  # a search for "." on a huge tree stops counting here
 Match = tuple["TreeNode[NodeData]", tuple[CallNode, ...]]  # a shown row, the path below it
 
 
+class Matches(Sequence[Match]):
+    """The matches as node ids per top row; a match's path is made when it is read, so
+    a search with 100,000 matches costs one native walk, not 100,000 paths."""
+
+    def __init__(self) -> None:
+        self._parts: list[tuple[TreeNode[NodeData], array]] = []
+        self._len = 0
+
+    def add(self, top: TreeNode[NodeData], nodes: array) -> None:
+        if nodes:
+            self._parts.append((top, nodes))
+            self._len += len(nodes)
+
+    def __len__(self) -> int:
+        return self._len
+
+    @overload
+    def __getitem__(self, index: int) -> Match: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Match]: ...
+
+    def __getitem__(self, index: int | slice) -> Match | list[Match]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self._len))]
+        if index < 0:
+            index += self._len
+        if not 0 <= index < self._len:
+            raise IndexError(index)
+        for top, nodes in self._parts:
+            if index < len(nodes):
+                return top, _path_below(top, nodes[index])
+            index -= len(nodes)
+        raise IndexError(index)
+
+
+def _path_below(top: TreeNode[NodeData], node: int) -> tuple[CallNode, ...]:
+    """The call nodes from `top`'s child down to `node`."""
+    assert top.data is not None and top.data.call is not None
+    tree, stop = top.data.call.tree, top.data.call.index
+    path: list[CallNode] = []
+    parents = tree.parents
+    while node != stop and node >= 0:
+        path.append(CallNode(tree, node))
+        node = parents[node]
+    path.reverse()
+    return tuple(path)
+
+
 class TreeSearch:
     """The tree's current search: pattern, matches and position."""
 
     def __init__(self, view: CallTreeView) -> None:
         self.view = view
         self.pattern = ""
-        self.matches: list[Match] | None = None  # None: to be (re)computed
+        self.matches: Matches | None = None  # None: to be (re)computed
         self.index = -1
         self.note = ""
         self.error = ""
@@ -68,39 +119,33 @@ class TreeSearch:
         self._reveal(top, path)
         view.announce()
 
-    def _find(self) -> list[Match]:
-        """Every node whose function matches, in display order."""
+    def _find(self) -> Matches:
+        """Every node whose function matches, in display order (a native walk)."""
         from proftui.tui.panes.tree import MAX_VIEW_DEPTH
 
         view = self.view
         profile = view.view_profile
+        found = Matches()
         if profile is None:
-            return []
+            return found
         matcher = NameMatcher(self.pattern)
         self.error = matcher.error
-        m = view.metric
-        verdict: dict[int, bool] = {}  # frame id -> matches (names repeat across the tree)
-        frames = profile.frames
+        verdict: dict[str, bool] = {}  # names repeat across frames (one per line, inline)
+        mask = bytearray(len(profile.frames))
+        for fid, frame in enumerate(profile.frames):
+            hit = verdict.get(frame.function)
+            if hit is None:
+                hit = verdict[frame.function] = matcher.matches(frame.function)
+            mask[fid] = hit
         root = view.root
         tops = [root] if root.data is not None and root.data.call is not None else [
             c for c in root.children if c.data is not None and c.data.call is not None]
-        found: list[Match] = []
         for top in tops:
             assert top.data is not None and top.data.call is not None
-            # Depth-first, children costliest first; a stack of (node, path to it).
-            firsts = sorted(top.data.call.children.values(), key=lambda c: -c.total_cost[m])
-            stack: list[tuple[CallNode, tuple[CallNode, ...]]] = []
-            stack.extend((c, (c,)) for c in reversed(firsts))
-            while stack and len(found) < MAX_MATCHES:
-                call, path = stack.pop()
-                hit = verdict.get(call.frame_id)
-                if hit is None:
-                    hit = verdict[call.frame_id] = matcher.matches(frames[call.frame_id].function)
-                if hit:
-                    found.append((top, path))
-                if call.children and len(path) < MAX_VIEW_DEPTH:
-                    ordered = sorted(call.children.values(), key=lambda c: -c.total_cost[m])
-                    stack.extend((c, (*path, c)) for c in reversed(ordered))
+            call = top.data.call
+            nodes = core.display_order(call.tree, call.tree.totals, view.metric, call.index,
+                                       mask, MAX_VIEW_DEPTH)
+            found.add(top, nodes[:MAX_MATCHES - len(found)])
         return found
 
     def _reveal(self, top: TreeNode[NodeData], path: tuple[CallNode, ...]) -> None:

@@ -92,6 +92,10 @@ class FlatTable(ScrollView, can_focus=True):
         self.labeler = Labeler("full", display)  # names -> shown labels, distinct
         self.fitter = Fitter()  # labels -> cut to the column, still distinct
         self._fitted_for: tuple[int, int] | None = None  # (id(rows), width) the fitter has
+        # The functions whose labels the fitter has, at the width `_fitted_room`: a sort
+        # or filter shows the same functions again, so their labels are not made anew.
+        self._fitted: set[str] = set()
+        self._fitted_room = -1
         self.has_calls = True  # no row has a call count: the Calls column is left out
         self.changes: dict[int, FunctionChange] | None = None  # by frame id; None: no Δ
         self.word = ""  # the metric shown, as the cost columns' titles name it
@@ -128,8 +132,12 @@ class FlatTable(ScrollView, can_focus=True):
         if self.labeler.mode != self.name_mode:
             self.labeler = Labeler(self.name_mode, display)
             self.fitter = Fitter()
+            self._fitted = set()
         if self.name_mode != "full":  # new names only: a live snapshot repeats the others
+            known = self.labeler.known
             self.labeler.add(e.frame.function for e in self.rows)
+            if self.labeler.known != known:
+                self._fitted = set()  # a group that grew shows its names another way
 
     def label(self, e: FlatEntry) -> str:
         """The row's name as shown (before fitting it to the column)."""
@@ -207,7 +215,12 @@ class FlatTable(ScrollView, can_focus=True):
             # Every row's label, not just the visible ones: two rows far apart must not
             # read the same either (new labels only: a live snapshot repeats the rest).
             self._fitted_for = (id(self.rows), room)
-            if self.fitter.add((self.label(e) for e in self.rows), room):
+            if room != self._fitted_room:
+                self._fitted_room, self._fitted = room, set()
+            fitted = self._fitted
+            new = [e for e in self.rows if e.frame.function not in fitted]
+            fitted.update(e.frame.function for e in new)
+            if self.fitter.add((self.label(e) for e in new), room):
                 self.refresh()  # a row drawn already is now cut another way
         text = self._row_text(self.rows[index], widths)
         base = self.get_component_rich_style("flat-table--cursor") if index == self.cursor_row \
