@@ -46,7 +46,7 @@ RUNTIME_LIBRARIES: dict[str, tuple[list[str], list[str]]] = {
                       *COMMON_EXEC],
                      ["csrc/common", "csrc/hook"]),
     "proftui_heap": (["csrc/heap/proftui_heap.c", "csrc/heap/pt_heap_cxx.c",
-                      "csrc/heap/pt_heap_track.c",
+                      "csrc/heap/pt_heap_track.c", "csrc/heap/pt_heap_stacks.c",
                       "csrc/heap/pt_heap_file.c", *COMMON_RUNFILE, *COMMON_UNWIND,
                       *COMMON_MAPS, *COMMON_EXEC],
                      ["csrc/common", "csrc/heap"]),

@@ -94,6 +94,14 @@ PT_HIDDEN void pt_heap_track_fork_child(void); /* forget the parent's blocks */
 /* This thread's stack bounds from pthread_getattr_np: the constructor and our
  * thread start only, busy flag set.  Not async-signal-safe. */
 PT_HIDDEN void pt_heap_stack_init(struct pt_heap_thread *t);
+/* pt_heap_stacks.c.  The allocating stack, innermost first, walked into
+ * raw[0..PT_HEAP_RAW_FRAMES): the stack is raw[*first..].  Async-signal-safe. */
+#define PT_HEAP_RAW_FRAMES (PT_HEAP_MAX_FRAMES + 8)
+PT_HIDDEN unsigned pt_heap_backtrace(struct pt_heap_thread *t, uint64_t *raw, unsigned *first,
+                                     unsigned *flags);
+/* The bucket of a stack, found or appended; 0 (overflow) when there is no room.
+ * Async-signal-safe. */
+PT_HIDDEN uint32_t pt_heap_bucket_for(const uint64_t *frames, unsigned n, unsigned flags);
 PT_HIDDEN void pt_heap_on_alloc(struct pt_heap_thread *t, void *p, size_t size);
 PT_HIDDEN void pt_heap_on_free(struct pt_heap_thread *t, void *p);
 /* realloc: take `p` out of the table into *saved (0: it was not tracked); put it back. */
