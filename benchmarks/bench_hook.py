@@ -45,6 +45,7 @@ Usage: python benchmarks/bench_hook.py [fib_n] [lua_rounds] [--real-only]
 
 from __future__ import annotations
 
+import argparse
 import os
 import resource
 import shutil
@@ -275,10 +276,14 @@ def real_programs(lua_rounds: int, env: dict[str, str], hook: str) -> None:
 
 
 def main() -> None:
-    real_only = "--real-only" in sys.argv
-    args = [a for a in sys.argv[1:] if a != "--real-only"]
-    n = int(args[0]) if args else 27
-    lua_rounds = int(args[1]) if len(args) > 1 else 20
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("fib_n", nargs="?", type=int, default=27, help="fib's depth (27)")
+    parser.add_argument("lua_rounds", nargs="?", type=int, default=20,
+                        help="intern_sort.lua rounds (20)")
+    parser.add_argument("--real-only", action="store_true",
+                        help="only the real programs (Lua and the C++ fixture)")
+    options = parser.parse_args()
+    real_only, n, lua_rounds = options.real_only, options.fib_n, options.lua_rounds
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PROFTUI_", "LD_PRELOAD"))}
     hook = runtime_library_path("proftui_hook")
     if real_only:

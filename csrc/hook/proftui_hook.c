@@ -6,7 +6,8 @@
  * keeps a shadow stack (private mmap, lazily touched, 1 Mi entries) and builds
  * its own calling-context tree in the shared file (pt_hook_file.c): a node per
  * (parent node, function), found through a per-thread open-addressing hash,
- * allocated from the thread's own chunk of the node pool.  The fast path takes
+ * allocated from the thread's own chunk of the node pool (pt_hook_table.c
+ * adds keys and nodes).  The fast path takes
  * no lock, makes no syscall and never calls malloc.
  *
  * Resynchronisation: every entry remembers the stack slot holding its return
@@ -74,54 +75,6 @@ __thread pt_hook_tstate *pt_tls __attribute__((tls_model("initial-exec")));
 
 /* ---- per-thread hash: (parent node, fn) -> node ------------------------------- */
 
-/* The hash of (fn, parent) from the fields a bucket keeps (the low half of fn
- * and the parent), so a table grows from its own lanes: nothing is read back
- * from the run file.  A key's bucket is the product's top bits.
- * Async-signal-safe. */
-static inline PT_NOINST uint64_t pt_hash(uint32_t fnlo, uint32_t parent)
-{
-    return (((uint64_t)parent << 32) | fnlo) * 0x9E3779B97F4A7C15ull;
-}
-
-/* The lanes of bucket `b` keyed (fnlo, parent), as a bit mask.  Branch-free:
- * the common path of every enter.  Async-signal-safe. */
-static inline PT_NOINST unsigned pt_bucket_match(const pt_bucket *b, uint32_t fnlo,
-                                                 uint32_t parent)
-{
-#if defined(__SSE2__)
-    __m128i lo = _mm_cmpeq_epi32(_mm_load_si128((const __m128i *)(const void *)b->fnlo),
-                                 _mm_set1_epi32((int)fnlo));
-    __m128i pa = _mm_cmpeq_epi32(_mm_load_si128((const __m128i *)(const void *)b->parent2),
-                                 _mm_set1_epi32((int)(parent + 2)));
-    return (unsigned)_mm_movemask_ps(_mm_castsi128_ps(_mm_and_si128(lo, pa)));
-#else
-    unsigned m = 0;
-    for (unsigned i = 0; i < PT_BUCKET_SLOTS; i++)
-        m |= (unsigned)((b->fnlo[i] == fnlo) & (b->parent2[i] == parent + 2)) << i;
-    return m;
-#endif
-}
-
-/* The high half of fn as a lane keeps it (PT_LANE_FNHI when it does not fit:
- * such lanes are PT_LANE_SHARED).  Async-signal-safe. */
-static inline PT_NOINST uint32_t pt_lane_fnhi(uintptr_t fn)
-{
-    uint64_t hi = (uint64_t)fn >> 32;
-    return hi < PT_LANE_FNHI ? (uint32_t)hi : PT_LANE_FNHI;
-}
-
-/* A lane's word for fn with offset `off` (PT_LANE_OFF when unknown or too
- * large for the fast path), the inlined mark and `shared`.  Async-signal-safe. */
-static inline PT_NOINST uint32_t pt_lane_word(uintptr_t fn, uintptr_t off, int inlined,
-                                              int shared)
-{
-    uint32_t hi = pt_lane_fnhi(fn);
-    shared |= hi == PT_LANE_FNHI;
-    return (off < PT_LANE_OFF && !shared ? (uint32_t)off : PT_LANE_OFF) |
-           (inlined ? PT_LANE_INLINED : 0) | (hi << PT_LANE_FNHI_SHIFT) |
-           (shared ? PT_LANE_SHARED : 0);
-}
-
 /* The lane of (fn, parent): its bucket, then the buckets after it while each
  * is full (keys that found their bucket full went on to the next; none is
  * ever removed).  *lane receives its index in the bucket; NULL: not in the
@@ -148,140 +101,6 @@ static PT_NOINST pt_bucket *pt_find(const pt_hook_tstate *t, uintptr_t fn, uint3
     return NULL;
 }
 
-/* Mark PT_LANE_SHARED every lane of (fn's low half, parent): another function
- * with that low half is about to join them.  Whether there was one.
- * Async-signal-safe. */
-static PT_NOINST int pt_mark_shared(pt_hook_tstate *t, uintptr_t fn, uint32_t parent)
-{
-    uint32_t mask = t->hash_mask;
-    uint32_t i = (uint32_t)(pt_hash((uint32_t)fn, parent) >> t->hash_shift);
-    int found = 0;
-    for (uint32_t k = 0; k <= mask; k++) {
-        pt_bucket *b = &t->hash[(i + k) & mask];
-        for (unsigned m = pt_bucket_match(b, (uint32_t)fn, parent); m; m &= m - 1) {
-            unsigned j = (unsigned)__builtin_ctz(m);
-            b->word[j] |= PT_LANE_SHARED | PT_LANE_OFF;
-            found = 1;
-        }
-        if (b->parent2[PT_BUCKET_SLOTS - 1] == 0)
-            break;
-    }
-    return found;
-}
-
-/* Put (fnlo, parent) -> node (`word` its lane's word) into `table` (mask
- * `mask`, shift `shift`): the first free lane from its bucket on.  The other
- * fields go in before `parent2`, which makes the lane visible.
- * Async-signal-safe. */
-static PT_NOINST void pt_hash_put(pt_bucket *table, uint32_t mask, uint32_t shift,
-                                  uint32_t fnlo, uint32_t parent, uint32_t node, uint32_t word)
-{
-    uint32_t i = (uint32_t)(pt_hash(fnlo, parent) >> shift);
-    for (;; i = (i + 1) & mask) {
-        pt_bucket *b = &table[i & mask];
-        for (unsigned k = 0; k < PT_BUCKET_SLOTS; k++) {
-            if (b->parent2[k] == 0) {
-                b->fnlo[k] = fnlo;
-                b->node[k] = node;
-                b->word[k] = word;
-                __atomic_signal_fence(__ATOMIC_SEQ_CST);
-                __atomic_store_n(&b->parent2[k], parent + 2, __ATOMIC_RELAXED);
-                return;
-            }
-        }
-    }
-}
-
-/* mmap a zeroed table of `buckets` buckets.  Async-signal-safe. */
-PT_NOINST pt_bucket *pt_hash_alloc(uint32_t buckets)
-{
-    size_t bytes = (size_t)buckets * sizeof(pt_bucket);
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED) {
-        pt_note_map_failure(PT_NOTE_HASH, bytes, errno);
-        return NULL;
-    }
-    return p;
-}
-
-/* Bytes of the thread's table.  Async-signal-safe. */
-PT_NOINST size_t pt_hash_bytes(const pt_hook_tstate *t)
-{
-    return (size_t)(t->hash_mask + 1) * sizeof(pt_bucket);
-}
-
-/* Double the table when a third of its lanes are used (few keys then find
- * their bucket full).  Returns 0 if it cannot take one more key.  The old
- * table is retired whole, not emptied: an enter interrupted by the signal
- * handler whose hooks grew it may still be searching it.  Async-signal-safe
- * (mmap). */
-static PT_NOINST int pt_hash_grow(pt_hook_tstate *t)
-{
-    uint64_t lanes = (uint64_t)(t->hash_mask + 1) * PT_BUCKET_SLOTS;
-    if ((uint64_t)(t->hash_count + 1) * 3 <= lanes)
-        return 1;
-    uint32_t n = (t->hash_mask + 1) * 2;
-    pt_bucket *h = n && t->nretired < sizeof t->retired / sizeof t->retired[0]
-                       ? pt_hash_alloc(n) : NULL;
-    if (!h)
-        return (uint64_t)t->hash_count + 1 < lanes;
-    uint32_t shift = t->hash_shift - 1;
-    for (uint32_t i = 0; i <= t->hash_mask; i++) {
-        const pt_bucket *b = &t->hash[i];
-        for (unsigned k = 0; k < PT_BUCKET_SLOTS; k++)
-            if (b->parent2[k])
-                pt_hash_put(h, n - 1, shift, b->fnlo[k], b->parent2[k] - 2, b->node[k],
-                            b->word[k]);
-    }
-    t->retired[t->nretired++] = (__typeof__(t->retired[0])){t->hash, pt_hash_bytes(t)};
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    t->hash = h;  /* mask and shift after it: a reader of the old table with */
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);  /* the new mask would read past it */
-    t->hash_mask = n - 1;
-    t->hash_shift = shift;
-    return 1;
-}
-
-/* A new node in this thread's chunk; PT_NONE (counted as dropped) when the
- * pool is full (or its next window cannot be mapped: noted).  The chunk
- * size, the pool's capacity and the counts are the runtime's own, never the
- * header's.  Async-signal-safe. */
-static PT_NOINST uint32_t pt_new_node(pt_hook_tstate *t, uint32_t parent, uintptr_t fn)
-{
-    if (t->pool_full)
-        goto drop;
-    if (t->chunk == PT_NONE || t->used >= PT_CHUNK_NODES) {
-        uint32_t c = pt_hook_chunks_claim(1);
-        /* Map and back the chunk's nodes and table entry before touching them:
-         * a full file system or address space then ends this thread's
-         * recording, never the process. */
-        if (c == PT_NONE || pt_hook_reserve(&pt_g.chunks[c], sizeof(pt_hook_chunk)) != 0 ||
-            pt_region_back(&pt_g.nodes, (uint64_t)c * PT_CHUNK_NODES,
-                           (uint64_t)(c + 1) * PT_CHUNK_NODES) != 0) {
-            t->pool_full = 1;
-            goto drop;
-        }
-        pt_g.chunks[c].thread = t->slot;
-        t->chunk = c;
-        t->used = 0;
-    }
-    uint32_t index = t->chunk * PT_CHUNK_NODES + t->used;
-    pt_hook_node *n = pt_node(index);
-    n->fn = fn;
-    n->parent = parent;
-    n->module = pt_module_of(fn);
-    n->calls = n->incl = n->self = n->ticks = n->hook_ticks = 0;
-    n->off_ = 0;
-    n->self_ = index;
-    t->used++;
-    __atomic_store_n(&pt_g.chunks[t->chunk].count, t->used, __ATOMIC_RELEASE);
-    return index;
-drop:
-    __atomic_fetch_add(&pt_g.hdr->dropped, 1, __ATOMIC_RELAXED);
-    return PT_NONE;
-}
-
 /* The lane of (parent, fn), its node created on first sight; NULL when no
  * node can be made (pool or table full: counted as dropped).  *lane receives
  * the lane's index in the returned bucket.  Async-signal-safe. */
@@ -289,24 +108,9 @@ static PT_NOINST pt_bucket *pt_lookup(pt_hook_tstate *t, uint32_t parent, uintpt
                                       unsigned *lane)
 {
     pt_bucket *b = pt_find(t, fn, parent, lane);
-    if (b)
+    if (b || !pt_hash_add(t, parent, fn))
         return b;
-    uint64_t t0 = pt_g.timed ? pt_ticks() : 0;
-    if (!pt_hash_grow(t)) {
-        __atomic_fetch_add(&pt_g.hdr->dropped, 1, __ATOMIC_RELAXED);
-    } else {
-        uint32_t node = pt_new_node(t, parent, fn);
-        if (node != PT_NONE) {
-            int shared = pt_mark_shared(t, fn, parent);
-            pt_hash_put(t->hash, t->hash_mask, t->hash_shift, (uint32_t)fn, parent, node,
-                        pt_lane_word(fn, PT_LANE_OFF, 0, shared));
-            t->hash_count++;
-            b = pt_find(t, fn, parent, lane);
-        }
-    }
-    if (pt_g.timed)
-        t->setup += pt_ticks() - t0;
-    return b;
+    return pt_find(t, fn, parent, lane);
 }
 
 /* ---- shadow stack ------------------------------------------------------------- */

@@ -13,6 +13,9 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h> /* rdtsc; SSE2 for the table's lane compares */
+#endif
 
 #include "proftui_wire.h"
 #include "proftui_wire_hook.h"
@@ -276,9 +279,63 @@ extern __thread pt_hook_tstate *pt_tls __attribute__((tls_model("initial-exec"))
 /* Threads that must not record (table full, exited, fork failure) point here. */
 extern pt_hook_tstate pt_off_thread;
 
-/* ---- proftui_hook.c ---- */
+/* ---- the table's keys (shared by the hooks and pt_hook_table.c) ---- */
+
+/* The hash of (fn, parent) from the fields a bucket keeps (the low half of fn
+ * and the parent), so a table grows from its own lanes: nothing is read back
+ * from the run file.  A key's bucket is the product's top bits.
+ * Async-signal-safe. */
+static inline PT_NOINST uint64_t pt_hash(uint32_t fnlo, uint32_t parent)
+{
+    return (((uint64_t)parent << 32) | fnlo) * 0x9E3779B97F4A7C15ull;
+}
+
+/* The lanes of bucket `b` keyed (fnlo, parent), as a bit mask.  Branch-free:
+ * the common path of every enter.  Async-signal-safe. */
+static inline PT_NOINST unsigned pt_bucket_match(const pt_bucket *b, uint32_t fnlo,
+                                                 uint32_t parent)
+{
+#if defined(__SSE2__)
+    __m128i lo = _mm_cmpeq_epi32(_mm_load_si128((const __m128i *)(const void *)b->fnlo),
+                                 _mm_set1_epi32((int)fnlo));
+    __m128i pa = _mm_cmpeq_epi32(_mm_load_si128((const __m128i *)(const void *)b->parent2),
+                                 _mm_set1_epi32((int)(parent + 2)));
+    return (unsigned)_mm_movemask_ps(_mm_castsi128_ps(_mm_and_si128(lo, pa)));
+#else
+    unsigned m = 0;
+    for (unsigned i = 0; i < PT_BUCKET_SLOTS; i++)
+        m |= (unsigned)((b->fnlo[i] == fnlo) & (b->parent2[i] == parent + 2)) << i;
+    return m;
+#endif
+}
+
+/* The high half of fn as a lane keeps it (PT_LANE_FNHI when it does not fit:
+ * such lanes are PT_LANE_SHARED).  Async-signal-safe. */
+static inline PT_NOINST uint32_t pt_lane_fnhi(uintptr_t fn)
+{
+    uint64_t hi = (uint64_t)fn >> 32;
+    return hi < PT_LANE_FNHI ? (uint32_t)hi : PT_LANE_FNHI;
+}
+
+/* A lane's word for fn with offset `off` (PT_LANE_OFF when unknown or too
+ * large for the fast path), the inlined mark and `shared`.  Async-signal-safe. */
+static inline PT_NOINST uint32_t pt_lane_word(uintptr_t fn, uintptr_t off, int inlined,
+                                              int shared)
+{
+    uint32_t hi = pt_lane_fnhi(fn);
+    shared |= hi == PT_LANE_FNHI;
+    return (off < PT_LANE_OFF && !shared ? (uint32_t)off : PT_LANE_OFF) |
+           (inlined ? PT_LANE_INLINED : 0) | (hi << PT_LANE_FNHI_SHIFT) |
+           (shared ? PT_LANE_SHARED : 0);
+}
+
+/* ---- pt_hook_table.c ---- */
 pt_bucket *pt_hash_alloc(uint32_t buckets);                /* async-signal-safe */
 size_t pt_hash_bytes(const pt_hook_tstate *t);           /* async-signal-safe */
+int pt_hash_add(pt_hook_tstate *t, uint32_t parent, uintptr_t fn); /* async-signal-safe */
+
+
+/* ---- proftui_hook.c ---- */
 int pt_stack_grow(pt_hook_tstate *t);                     /* async-signal-safe */
 uint32_t pt_node_for(pt_hook_tstate *t, uint32_t parent, uintptr_t fn); /* async-signal-safe */
 void pt_hook_close_all(pt_hook_tstate *t, uint64_t now);           /* async-signal-safe */
@@ -315,10 +372,6 @@ void pt_hook_tick_arm(pt_hook_tstate *t);  /* calling thread's clock (first call
 void pt_hook_tick_disarm(pt_hook_tstate *t); /* thread or process exit */
 void pt_hook_tick_describe(void);     /* clock, signal, flags into the file's headers;
                                          async-signal-safe */
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <x86intrin.h>
-#endif
 
 /* Timestamp in ticks.  Async-signal-safe. */
 static inline PT_NOINST uint64_t pt_ticks(void)
