@@ -205,8 +205,10 @@ class PreloadedCollector(LaunchCollector, Generic[ReaderT]):
         return self.snapshot()
 
     def join_poll(self) -> None:
-        """Wait for the poll thread's last round (it ends once the target has ended)."""
+        """Wait for the poll thread's last round (it ends once the target has ended),
+        started at once rather than after the poll interval."""
         if self._poller is not None:
+            self._poller.wake()
             self._poller.join()
 
     def stop(self) -> None:

@@ -92,6 +92,7 @@ class PollThread:
         self._on_error = on_error
         self._interval_s = interval_s
         self._stop = threading.Event()
+        self._wake = threading.Event()  # the next poll now, not after the interval
         self.end_time: float | None = None
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
@@ -107,13 +108,19 @@ class PollThread:
                 self._on_error(str(exc))
             if exited:
                 break
-            self._stop.wait(self._interval_s)
+            self._wake.wait(self._interval_s)
+            self._wake.clear()
         if self.end_time is None:
             self.end_time = time.time()
+
+    def wake(self) -> None:
+        """Poll now (the target has ended: its last round need not wait the interval)."""
+        self._wake.set()
 
     def stop(self) -> None:
         """Stop polling (after the poll under way) and wait for the thread."""
         self._stop.set()
+        self._wake.set()
         self.join()
 
     def join(self) -> None:
