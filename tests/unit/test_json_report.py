@@ -133,3 +133,12 @@ def test_same_name_in_two_modules_is_told_apart() -> None:
     text = render_text(profile.finalize())
     assert "main (in alpha)" in text and "main (in beta)" in text
     assert "pha_work" in text and "(in" not in text.split("pha_work")[1].split("\n")[0]
+
+
+def test_a_tree_without_counts_gets_no_count_column() -> None:
+    """Writing a profile that counts no calls makes no column of unknown counts (one
+    8-byte entry per node: 12 MiB of the report's peak on 1.6 million nodes)."""
+    profile = distinct_deep_stacks(200, 40)
+    assert not profile.tree.has_known_calls()
+    write_json(profile, io.StringIO())
+    assert profile.tree._calls is None  # the column itself, not its values

@@ -18,6 +18,7 @@ import json
 import math
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
+from itertools import repeat
 from operator import itemgetter
 from typing import Any, TextIO
 
@@ -179,6 +180,8 @@ def _write_tree(profile: Profile, out: TextIO, process_roots: bool) -> None:
     head = '{"function": %s, "self": {' + ", ".join(k + "%s" for k in keys) + \
         '}, "total": {' + ", ".join(k + "%s" for k in keys) + '}, "calls": %s'
     columns = [*tree.selfs, *tree.totals]
+    # No column of -1s made for a tree without counts (12 MiB on 1.6 M nodes).
+    calls = tree.calls if tree.has_known_calls() else None
     pids = _root_pids(profile) if process_roots else {}
     previous = 0  # depth of the node written before (0: none yet)
     pending: tuple[list[int], list[int]] | None = None
@@ -187,17 +190,18 @@ def _write_tree(profile: Profile, out: TextIO, process_roots: bool) -> None:
     for chunk in _preorder(tree, tree.totals[0] if tree.totals else None):
         if pending is not None:
             previous = _write_chunk(out, tree, *pending, chunk[1][0] & ~_TRUNCATED,
-                                    previous, head, names, columns, pids)
+                                    previous, head, names, columns, calls, pids)
         pending = chunk
     if pending is not None:
-        _write_chunk(out, tree, *pending, 1, previous, head, names, columns, pids)
+        _write_chunk(out, tree, *pending, 1, previous, head, names, columns, calls, pids)
 
 
 def _write_chunk(out: TextIO, tree: CallTree, ids: list[int], deep: list[int], after: int,
                  previous: int, head: str, names: list[str], columns: list[array],
-                 pids: dict[int, int]) -> int:
+                 calls: array | None, pids: dict[int, int]) -> int:
     """Write the nodes `ids` at depths `deep` (`_preorder`'s), the node before them at
-    depth `previous`, the one after at depth `after`; returns the depth of the last."""
+    depth `previous`, the one after at depth `after` (`calls`: the count column, None
+    when no count is known); returns the depth of the last."""
     flagged = [k for k, d in enumerate(deep) if d & _TRUNCATED] if max(deep) & _TRUNCATED \
         else []
     for k in flagged:
@@ -206,7 +210,8 @@ def _write_chunk(out: TextIO, tree: CallTree, ids: list[int], deep: list[int], a
     gather = itemgetter(*ids) if len(ids) > 1 else (lambda c, i=ids[0]: (c[i],))
     fields: list[Any] = [map(names.__getitem__, gather(tree.frames))]
     fields += [_numbers(gather(c)) for c in columns]
-    fields.append("null" if c < 0 else str(c) for c in gather(tree.calls))
+    fields.append(("null" if c < 0 else str(c) for c in gather(calls)) if calls is not None
+                  else repeat("null", len(ids)))
     heads = list(map(head.__mod__, zip(*fields, strict=True)))
     for k in flagged:
         heads[k] += ', "truncated": true'
