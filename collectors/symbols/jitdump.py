@@ -24,7 +24,7 @@ import re
 import struct
 from collections.abc import Callable
 
-from proftui.collectors.symbols.perfmap import MAX_NAME, PerfMap
+from proftui.collectors.symbols.perfmap import PerfMap
 
 MAGIC = 0x4A695444  # "JiTD" as the writer's native uint32
 HEADER = struct.Struct("<IIIIIIQQ")  # magic, version, size, elf_mach, pad, pid, time, flags
@@ -113,16 +113,6 @@ class JitDump(PerfMap):
             self._stale = True
             return moved is not None and self._add(new, size, moved[1])
         return False  # debug info and records of later versions: skipped
-
-    def _add(self, start: int, size: int, name: str) -> bool:
-        if size <= 0 or start <= 0 or start + size >= 1 << 64 or not name:
-            self._bad += 1
-        elif self._overlaps(start, start + size):
-            self._over += 1
-        else:
-            self._entries[start] = (size, name[:MAX_NAME])
-            return True
-        return False
 
     def _problems(self) -> list[str]:
         problems = [p.replace("malformed line", "malformed record")

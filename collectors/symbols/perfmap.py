@@ -141,15 +141,21 @@ class PerfMap:
             except (IndexError, ValueError):
                 self._bad += 1
                 continue
-            if size <= 0 or start <= 0 or start + size >= 1 << 64 or not name:
-                self._bad += 1
-            elif self._overlaps(start, start + size):
-                self._over += 1
-            else:
-                self._entries[start] = (size, name[:MAX_NAME])
-                added = True
+            added = self._add(start, size, name) or added
         self._stale = self._stale or added
         return added
+
+    def _add(self, start: int, size: int, name: str) -> bool:
+        """Keep one entry unless it is malformed or lies over file-backed code (both
+        counted for the warning); whether it was kept."""
+        if size <= 0 or start <= 0 or start + size >= 1 << 64 or not name:
+            self._bad += 1
+        elif self._overlaps(start, start + size):
+            self._over += 1
+        else:
+            self._entries[start] = (size, name[:MAX_NAME])
+            return True
+        return False
 
     def _refuse(self, why: str) -> None:
         self._refused = why
