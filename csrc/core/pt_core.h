@@ -78,6 +78,24 @@ typedef struct {
 int pt_vec_push(pt_vec *v, int32_t value);
 void pt_vec_free(pt_vec *v);
 
+/* The node after `node` in a pre-order walk over first-child/next-sibling links,
+ * `ancestors` holding the open nodes: its first child (`node` pushed), else the next
+ * sibling of it or of its nearest open ancestor; -1 at the end, -2 when `ancestors`
+ * could not grow (the exception is set).  Not async-signal-safe. */
+static inline int32_t pt_preorder_next(const int32_t *first, const int32_t *next,
+                                       pt_vec *ancestors, int32_t node) {
+    int32_t child = first[node];
+    if (child >= 0)
+        return pt_vec_push(ancestors, node) < 0 ? -2 : child;
+    for (;;) {
+        if (next[node] >= 0)
+            return next[node];
+        if (ancestors->len == 0)
+            return -1;
+        node = ancestors->items[--ancestors->len];
+    }
+}
+
 /* ---- the (parent, frame) -> node index of a tree (pt_index.c) ---------------------- */
 
 /* Nodes as an operation sees them: the tree's columns (nodes [0, n0)) plus the nodes

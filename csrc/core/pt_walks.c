@@ -39,25 +39,9 @@ PyObject *pt_py_preorder(PyObject *self, PyObject *args) {
             goto done;
         }
         out[len++] = node;
-        int32_t child = first[node];
-        if (child >= 0) {
-            if (pt_vec_push(&ancestors, node) < 0)
-                goto done;
-            node = child;
-            continue;
-        }
-        for (;;) {
-            int32_t following = next[node];
-            if (following >= 0) {
-                node = following;
-                break;
-            }
-            if (ancestors.len == 0) {
-                node = -1;
-                break;
-            }
-            node = ancestors.items[--ancestors.len];
-        }
+        node = pt_preorder_next(first, next, &ancestors, node);
+        if (node == -2)
+            goto done;
     }
     result = pt_array_new(PT_I32, out, len);
 done:
@@ -390,25 +374,9 @@ PyObject *pt_py_neighbours(PyObject *self, PyObject *args) {
                     }
             }
         }
-        int32_t child = first[node];
-        if (child >= 0) {
-            if (pt_vec_push(&ancestors, node) < 0)
-                goto done;
-            node = child;
-            continue;
-        }
-        for (;;) {
-            int32_t following = next[node];
-            if (following >= 0) {
-                node = following;
-                break;
-            }
-            if (ancestors.len == 0) {
-                node = -1;
-                break;
-            }
-            node = ancestors.items[--ancestors.len];
-        }
+        node = pt_preorder_next(first, next, &ancestors, node);
+        if (node == -2)
+            goto done;
     }
     PyObject *key_out = pt_array_new(PT_I64, tb.keys, tb.used), *sums_out = PyList_New(0);
     PyObject *calls_out = NULL;
