@@ -31,9 +31,10 @@ def measured_share(output: str) -> float:
     return float(match[1])
 
 
-def profiled_share(profile: Profile) -> float:
+def profiled_share(profile: Profile, floor: int = 100) -> float:
+    """smp_syscalls' share of the samples (at least `floor` of them)."""
     total = profile.total(0)
-    assert total >= 100, total
+    assert total >= floor, total
     return total_of(profile, "smp_syscalls") / total
 
 
@@ -95,7 +96,9 @@ def test_attach_counts_kernel_time(method: str) -> None:
     if "user time only" in profile.meta.clock:
         pytest.skip(f"perf_event may count user time only here: {profile.meta.clock}")
     kernel = measured_share(out)
-    share, samples = profiled_share(profile), profile.total(0)
+    # ptrace's samples wait on the helper: beside two busy loops its SIGPROF stops
+    # coalesce (87 samples once); each stands for the CPU time since the last.
+    share, samples = profiled_share(profile, 100 if method == "perf" else 40), profile.total(0)
     # Five standard errors of a share of `samples` samples.  perf samples at the 4 kHz
     # asked: thousands of samples, and 0.05 holds.  ptrace's clock is the target's
     # ITIMER_PROF, checked at the kernel's ticks (250 a second here): about 600 samples
