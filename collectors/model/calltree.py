@@ -201,6 +201,11 @@ class CallTree:
         """Whether any node's call count is known."""
         return self._calls is not None and core.check(self._calls, -(2**63), -1, 0) >= 0
 
+    def known_calls(self) -> array | None:
+        """The call count column when any count is known, else None (no column of
+        unknowns is made: 8 bytes a node)."""
+        return self._calls if self.has_known_calls() else None
+
     def index(self) -> core.Index:
         """The `parent << 32 | frame` -> child lookup (`.get(key, default)`), as `child`
         and `walk` use it (read-only for callers)."""

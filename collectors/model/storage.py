@@ -127,7 +127,7 @@ def _tree_columns(tree: CallTree, blobs: _Blobs) -> dict[str, Any]:
     return {"nodes": len(tree), "parents": blobs.add(tree.parents, "i"),
             "frames": blobs.add(tree.frames, "i"),
             "selfs": [blobs.add(column, "d") for column in tree.selfs],
-            "calls": blobs.add(tree.calls, "q") if tree.has_known_calls() else None}
+            "calls": None if (calls := tree.known_calls()) is None else blobs.add(calls, "q")}
 
 
 def _slices_columns(slices: Slices, blobs: _Blobs) -> dict[str, Any]:
