@@ -441,14 +441,16 @@ class AttachCollector(Collector):
         if maps_dirty and self._space is not None:
             self._refresh_space()
             self._profile.resymbolize()
-        elif self._stackframes.jit_grew():  # a JIT named more code: unknown addresses may
-            self._profile.resymbolize()     # resolve now
         self._profile.set_many([(self._add_stack(key), counts) for key, counts in moved],
                                defer_totals)
         origin = self._start_time or time.time()
         for when, key, samples, weight_ns in timed:
             self._profile.add_at(when, self._add_stack(key), (samples, weight_ns), origin)
         self._profile.close_slices(time.time())
+        # Asked after the new stacks: a lookup of theirs may have read the names that
+        # the earlier stacks with unknown addresses missed.
+        if self._stackframes.jit_grew():
+            self._profile.resymbolize()
 
     def _lost_warnings(self) -> list[str]:
         """Where dropped samples were lost and what helps; caller holds self._data_lock."""

@@ -339,7 +339,8 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
         built.close_slices(time.time())
         # An unknown address of an earlier stack may resolve now: new objects loaded, or
         # a JIT named more code in its perf map.
-        if drained.maps or self._images.jit_grew():
+        named_more = self._images.jit_grew()  # asked every time: it answers once
+        if drained.maps or named_more:
             built.resymbolize()
 
     def _costs(self, samples: float, ns: float) -> tuple[float, float]:

@@ -150,8 +150,8 @@ class JitNames:
         return self.perf_map.lookup(address)
 
     def grew(self) -> bool:
-        """Whether a file has entries not read yet."""
-        return self.perf_map.grew() or any(d.grew() for d in self.dumps.values())
+        """Whether a file gained entries since the last call (each file asked once)."""
+        return any([self.perf_map.grew(), *(d.grew() for d in self.dumps.values())])
 
     def warnings(self) -> list[str]:
         """One line per file that had something wrong."""

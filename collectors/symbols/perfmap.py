@@ -51,6 +51,7 @@ class PerfMap:
         self._refused = ""  # why the file is not to be trusted ("": it is); never read again
         self._bad = self._over = 0  # malformed lines, entries over file-backed code
         self._cut = False  # larger than MAX_BYTES
+        self._news = False  # entries were added since the last grew()
 
     def lookup(self, address: int) -> tuple[int, str] | None:
         """(start, name) of the entry holding runtime `address`, or None."""
@@ -60,14 +61,19 @@ class PerfMap:
         return found
 
     def grew(self) -> bool:
-        """Whether the file changed size since it was last read (a cheap lstat)."""
-        if self._refused:
-            return False
-        try:
-            size = os.stat(self.path, follow_symlinks=False).st_size
-        except OSError:
-            return False
-        return size != self._size and size > self._offset
+        """Whether entries were added since the last call, reading what the file gained
+        first (a cheap lstat when it did not change): stacks that missed before may
+        resolve now.  A lookup's own read counts too, so that the stacks which missed
+        before it are looked at again."""
+        if not self._refused:
+            try:
+                size = os.stat(self.path, follow_symlinks=False).st_size
+            except OSError:
+                size = self._size
+            if size != self._size and size > self._offset:
+                self._update(force=True)
+        news, self._news = self._news, False
+        return news
 
     def _find(self, address: int) -> tuple[int, str] | None:
         if self._stale:
@@ -86,10 +92,11 @@ class PerfMap:
                 return start, name
         return None
 
-    def _update(self) -> bool:
-        """Read what was added since the last read; True if entries were added."""
+    def _update(self, force: bool = False) -> bool:
+        """Read what was added since the last read (at most every RECHECK_S unless
+        `force`); True if entries were added."""
         now = time.monotonic()
-        if self._refused or now - self._checked < RECHECK_S:
+        if self._refused or (now - self._checked < RECHECK_S and not force):
             return False
         self._checked = now
         try:
@@ -154,6 +161,7 @@ class PerfMap:
             self._over += 1
         else:
             self._entries[start] = (size, name[:MAX_NAME])
+            self._news = True
             return True
         return False
 

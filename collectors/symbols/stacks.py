@@ -178,7 +178,7 @@ class StackFrames:
                             space.modules)
 
     def jit_grew(self) -> bool:
-        """Whether a perf map or jitdump has entries not read yet."""
+        """Whether a perf map or jitdump gained entries since the last call."""
         return self.jit is not None and self.jit.grew()
 
     def warnings(self) -> list[str]:
@@ -238,8 +238,9 @@ class ImageSpaces:
         return frames
 
     def jit_grew(self) -> bool:
-        """Whether a perf map or jitdump has entries not read yet (stacks may name more)."""
-        return any(f.jit_grew() for f in self._frames.values())
+        """Whether a perf map or jitdump gained entries since the last call (stacks may
+        name more); every image is asked, so each answers once."""
+        return any([f.jit_grew() for f in self._frames.values()])
 
     def add_loads(self, name: str, pid: int,
                   loads: Sequence[tuple[int, int, int, str]]) -> None:

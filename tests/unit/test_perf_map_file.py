@@ -41,6 +41,22 @@ def test_read_as_it_grows_whole_lines_only(map_file: Path) -> None:
     assert pm.lookup(0x2100) is None and pm.warning() is None
 
 
+def test_names_a_lookup_read_are_announced_once(map_file: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lookup for a new stack may read the names an earlier stack missed: grew()
+    still says so once (the collector looks at the earlier stacks again then), and
+    reads a grown file itself even inside the re-read throttle."""
+    pm = PerfMap(os.getpid(), os.geteuid(), lambda start, end: False)
+    assert pm.lookup(0x1000) is None
+    append(map_file, b"1000 10 first\n")
+    assert pm.lookup(0x1001) == (0x1000, "first")  # the read happened here
+    assert pm.grew() and not pm.grew()
+    monkeypatch.setattr(perfmap, "RECHECK_S", 3600.0)
+    append(map_file, b"2000 10 second\n")
+    assert pm.grew() and not pm.grew()
+    assert pm.lookup(0x2001) == (0x2000, "second")
+
+
 def test_garbage_lines_are_counted_once_in_one_warning(map_file: Path) -> None:
     long = b"n" * (3 * MAX_NAME)
     append(map_file, b"\x00\xff junk\nzz 10 bad\n3000 0 empty\n-10 5 neg\n"
