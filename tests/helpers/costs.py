@@ -15,8 +15,9 @@ def self_costs(profile: Profile, metric: int = 0) -> dict[str, float]:
     return totals
 
 
-def total_of(profile: Profile, function: str) -> float:
-    """Inclusive samples of `function` (its nodes' totals, recursion not counted twice)."""
+def total_of(profile: Profile, function: str, metric: int = 0) -> float:
+    """Inclusive cost of `function` in `metric` (its nodes' totals, recursion not
+    counted twice)."""
     total = 0.0
     for node in profile.tree.nodes():
         if profile.frames[node.frame_id].function == function:
@@ -25,7 +26,7 @@ def total_of(profile: Profile, function: str) -> float:
                                          profile.frames[above.frame_id].function != function):
                 above = above.parent
             if above is None:
-                total += node.total_cost[0]
+                total += node.total_cost[metric]
     return total
 
 
