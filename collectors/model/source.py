@@ -137,17 +137,22 @@ def embedded_text(profile: Profile) -> TextOf:
     return text_of
 
 
+OWN_FILE_MIN_SHARE = 0.05  # below this share of the cost, a function opens at its costliest file
+
+
 def _files_by_cost(lines: dict[tuple[str, int], list[float]], first: str | None) -> list[str]:
+    """The files of a function's costed lines, the one a listing opens first leading:
+    its own file (`first`), unless nearly none of its cost is there (it all comes from
+    inlined header code, but for a stray sample on its loop), then the costliest."""
     by_file: dict[str, float] = {}
     for (file, _line), cost in lines.items():
         by_file[file] = by_file.get(file, 0.0) + (cost[0] if cost else 0.0)
     ranked = sorted(by_file, key=lambda f: (-by_file[f], f))
     if first is None:
         return ranked
-    if by_file.get(first, 0.0) <= 0 and any(v > 0 for v in by_file.values()):
-        # nothing of the function's cost is in its own file (it all comes from inlined
-        # header code): lead with the costliest file, keep its own file reachable
-        return [f for f in ranked if f != first] + [first]
+    whole = sum(by_file.values())
+    if whole > 0 and by_file.get(first, 0.0) < OWN_FILE_MIN_SHARE * whole:
+        return [f for f in ranked if f != first] + [first]  # its own file stays reachable
     return [first] + [f for f in ranked if f != first]
 
 

@@ -148,6 +148,22 @@ def test_source_listing_of_an_embedded_source() -> None:
     assert "12% on lines inlined from other files (util.h)" in listing.note
 
 
+def test_source_listing_opens_the_header_a_function_spends_nearly_all_in() -> None:
+    """Nearly all of f's cost inlined from util.h (1 stray sample of 41 on its own loop):
+    the listing opens util.h, f's own file comes next (a real template fixture once
+    opened its .cpp for one sample on the loop line)."""
+    profile = Profile(ProfileMeta(mode="sampler"), (SAMPLES,))
+    profile.frames.intern(F)
+    add_code_cost(profile, MOD, 0x1004, CodeSite(F.address, SRC, 4), [1.0])
+    add_code_cost(profile, MOD, 0x1010, CodeSite(F.address, HDR, 7), [40.0])
+    profile.sources.update({SRC: TEXT, HDR: TEXT})
+    listing = source_listing(profile, F)
+    assert listing is not None and listing.path == HDR
+    assert "98% of the function" in listing.note
+    own = source_listing(profile, F, path=SRC)
+    assert own is not None and own.path == SRC
+
+
 def test_source_listing_without_the_source_lists_the_costed_lines() -> None:
     profile = profile_with_costs()  # no embedded source, and /src/prog.c does not exist here
     listing = source_listing(profile, F)
