@@ -70,8 +70,9 @@ def paths_of(tree: Any, leaves: Sequence[int], /) -> tuple[array, array]:
 def totals(tree: Any, /) -> list[array]:
     """Per metric, each node's self plus its children's totals."""
 
-def link(parents: Buffer, /) -> tuple[array, array, array]:
-    """(first_child, last_child, next_sibling) of a parents column (ValueError if bad)."""
+def link(parents: Buffer, with_last: bool = True, /) -> tuple[array, array | None, array]:
+    """(first_child, last_child, next_sibling) of a parents column (ValueError if bad);
+    last_child None unless `with_last`."""
 
 def function_sums(tree: Any, keymap: Sequence[int] | None, width: int,
                   outer: bytearray | None, /

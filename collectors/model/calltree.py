@@ -137,7 +137,7 @@ class CallTree:
         self._totals: list[array] | None = [_column(1) for _ in range(n_metrics)]
         # Held once read (see the module docstring): None until then.
         self._calls: array | None = None
-        self._links: tuple[array, array, array] | None = None
+        self._links: tuple[array, array | None, array] | None = None
         # The (parent, frame) -> child index of the native core (core.Index), made on
         # first use: copies and loaded trees never need it unless something adds to them.
         self._index: core.Index | None = None
@@ -158,8 +158,10 @@ class CallTree:
         """Nodes, the root included."""
         return len(self.parents)
 
-    def _links_now(self) -> tuple[array, array, array]:
-        """(first_child, last_child, next_sibling), made from `parents` if not held."""
+    def _links_now(self) -> tuple[array, array | None, array]:
+        """(first_child, last_child, next_sibling), made from `parents` if not held;
+        last_child is None in a tree made read-only (`from_columns`) until a node is
+        added (the core makes it then)."""
         links = self._links
         if links is None:
             links = self._links = core.link(self.parents)
@@ -171,7 +173,12 @@ class CallTree:
 
     @property
     def last_child(self) -> array:
-        return self._links_now()[1]
+        last = self._links_now()[1]
+        if last is None:
+            self._links = core.link(self.parents)
+            last = self._links[1]
+        assert last is not None
+        return last
 
     @property
     def next_sibling(self) -> array:
@@ -380,7 +387,9 @@ class CallTree:
         out._totals = None if self._totals is None else [array("d", c) for c in self._totals]
         out._calls = None if self._calls is None else array("q", self._calls)
         out._links = None if self._links is None else (
-            array("i", self._links[0]), array("i", self._links[1]), array("i", self._links[2]))
+            array("i", self._links[0]),
+            None if self._links[1] is None else array("i", self._links[1]),
+            array("i", self._links[2]))
         out._index = None
         if take_index and self._index is not None:
             out._index, self._index = self._index, None
@@ -439,7 +448,9 @@ class CallTree:
         tree.selfs = selfs
         tree._totals = None
         tree._calls = calls
-        tree._links = core.link(parents)  # checks that the columns are a tree
+        # Checks that the columns are a tree; last_child is made when a node is added
+        # (a loaded profile is mostly only read: 4 bytes a node saved).
+        tree._links = core.link(parents, False)
         tree._index = None
         tree.cut_depth = None
         return tree.finalize() if finalized else tree

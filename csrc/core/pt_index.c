@@ -452,11 +452,54 @@ static void pt_truncate(PyObject *column, Py_ssize_t items) {
     PyErr_Restore(type, value, trace);
 }
 
+/* Make the last_child column of a tree whose links were made without it (a read-only
+ * tree gets a node: CallTree.from_columns) from first_child and next_sibling, and keep
+ * it in CallTree._links.  0, or -1 with an exception.  Not async-signal-safe. */
+static int pt_tree_need_last(pt_tree *t) {
+    if (t->first == NULL || t->last != Py_None)
+        return 0;
+    pt_col cfirst, cnext, clast;
+    if (pt_col_get(&cfirst, t->first, PT_I32, 0, "first_child") < 0)
+        return -1;
+    if (pt_col_get(&cnext, t->next, PT_I32, 0, "next_sibling") < 0) {
+        pt_col_release(&cfirst);
+        return -1;
+    }
+    Py_ssize_t n = cfirst.len;
+    PyObject *last = pt_array_new(PT_I32, NULL, n), *links = NULL;
+    int rc = -1;
+    if (last != NULL && pt_col_get(&clast, last, PT_I32, 1, "last_child") == 0) {
+        const int32_t *first = PT_I32P(&cfirst), *next = PT_I32P(&cnext);
+        int32_t *tail = PT_I32P(&clast);
+        for (Py_ssize_t p = 0; p < n; p++) {
+            int32_t c = first[p];
+            while (c >= 0 && c < n && next[c] >= 0)
+                c = next[c];
+            tail[p] = c < n ? c : -1;
+        }
+        pt_col_release(&clast);
+        links = Py_BuildValue("(OOO)", t->first, last, t->next);
+        rc = links != NULL && PyObject_SetAttrString(t->obj, "_links", links) == 0 ? 0 : -1;
+    }
+    pt_col_release(&cfirst);
+    pt_col_release(&cnext);
+    Py_XDECREF(links);
+    if (rc == 0) {
+        Py_DECREF(t->last);
+        t->last = last;
+    } else {
+        Py_XDECREF(last);
+    }
+    return rc;
+}
+
 /* See pt_core.h.  Not async-signal-safe. */
 int pt_tree_commit(pt_tree *t, pt_nodes *nodes, PyObject *outer) {
     Py_ssize_t k = nodes->k, n0 = nodes->n0;
     if (k == 0)
         return 0;
+    if (pt_tree_need_last(t) < 0)
+        return -1;
     /* Every column the nodes go into, with its item size and fill byte. */
     PyObject *columns[64];
     const void *sources[64];

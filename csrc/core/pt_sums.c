@@ -23,8 +23,9 @@ static int pt_sum_up(double *total, const int32_t *parents, Py_ssize_t n) {
     return 0;
 }
 
-/* totals(tree) -> [array('d') per metric]: each node's self plus its children's totals.
- * Not async-signal-safe. */
+/* totals(tree) -> [array('d') per metric]: each node's self plus its children's totals,
+ * summed in place in the new column (no second copy of it: a deep tree's columns are
+ * tens of MB).  Not async-signal-safe. */
 PyObject *pt_py_totals(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *obj;
@@ -35,31 +36,28 @@ PyObject *pt_py_totals(PyObject *self, PyObject *args) {
         return NULL;
     pt_col parents;
     PyObject *out = NULL;
-    double *work = NULL;
     if (pt_col_get(&parents, t.parents, PT_I32, 0, "parents") < 0)
         goto close;
     Py_ssize_t n = parents.len;
-    work = malloc(sizeof(double) * (size_t)(n ? n : 1));
-    out = work == NULL ? PyErr_NoMemory() : PyList_New(0);
+    out = PyList_New(0);
     for (Py_ssize_t m = 0; out != NULL && m < t.n_metrics; m++) {
-        pt_col col;
+        pt_col col, sums;
         if (pt_col_get(&col, PyList_GetItem(t.selfs, m), PT_F64, 0, "selfs") < 0) {
             Py_CLEAR(out);
             break;
         }
-        int same = col.len == n;
-        if (same)
-            memcpy(work, col.data, sizeof(double) * (size_t)n);
-        pt_col_release(&col);
-        if (!same) {
-            PyErr_SetString(PyExc_ValueError, "CallTree: a self column differs in length");
-            Py_CLEAR(out);
-            break;
-        }
         PyObject *column = NULL;
-        if (pt_sum_up(work, PT_I32P(&parents), n) < 0 ||
-            (column = pt_array_new(PT_F64, work, n)) == NULL ||
-            PyList_Append(out, column) < 0) {
+        if (col.len != n)
+            PyErr_SetString(PyExc_ValueError, "CallTree: a self column differs in length");
+        else
+            column = pt_array_new(PT_F64, col.data, n);
+        pt_col_release(&col);
+        int ok = column != NULL && pt_col_get(&sums, column, PT_F64, 1, "totals") == 0;
+        if (ok) {
+            ok = pt_sum_up(PT_F64P(&sums), PT_I32P(&parents), n) == 0;
+            pt_col_release(&sums);
+        }
+        if (!ok || PyList_Append(out, column) < 0) {
             Py_XDECREF(column);
             Py_CLEAR(out);
             break;
@@ -68,32 +66,47 @@ PyObject *pt_py_totals(PyObject *self, PyObject *args) {
     }
     pt_col_release(&parents);
 close:
-    free(work);
     pt_tree_close(&t);
     return out;
 }
 
-/* link(parents) -> (first_child, last_child, next_sibling) as array('i'): children in
- * id order.  ValueError unless node 0 is the root and every parent an earlier node.
+/* link(parents[, with_last]) -> (first_child, last_child, next_sibling) as array('i'):
+ * children in id order, written straight into the new columns.  Without `with_last`
+ * (a tree only read, never appended to: a saved profile's) last_child is None and its
+ * column is scratch memory, freed here (pt_tree_commit makes it when a node is
+ * appended).  ValueError unless node 0 is the root and every parent an earlier node.
  * Not async-signal-safe. */
 PyObject *pt_py_link(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *obj;
-    if (!PyArg_ParseTuple(args, "O:link", &obj))
+    int with_last = 1;
+    if (!PyArg_ParseTuple(args, "O|p:link", &obj, &with_last))
         return NULL;
     pt_col parents;
     if (pt_col_get(&parents, obj, PT_I32, 0, "parents") < 0)
         return NULL;
     Py_ssize_t n = parents.len;
     const int32_t *up = PT_I32P(&parents);
-    int32_t *cols = malloc(sizeof(int32_t) * 3 * (size_t)(n ? n : 1));
-    PyObject *result = NULL;
-    if (cols == NULL) {
-        pt_col_release(&parents);
-        return PyErr_NoMemory();
+    PyObject *arrays[3] = {NULL, NULL, NULL}, *result = NULL;
+    pt_col cols[3] = {{.held = 0}, {.held = 0}, {.held = 0}};
+    int32_t *scratch = NULL; /* last_child when it is not kept */
+    for (int k = 0; k < 3; k++) {
+        if (k == 1 && !with_last) {
+            if ((scratch = malloc(sizeof(int32_t) * (size_t)(n ? n : 1))) == NULL) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            memset(scratch, 0xff, sizeof(int32_t) * (size_t)n);
+            continue;
+        }
+        if ((arrays[k] = pt_array_new(PT_I32, NULL, n)) == NULL ||
+            pt_col_get(&cols[k], arrays[k], PT_I32, 1, "links") < 0)
+            goto done;
+        if (n > 0)
+            memset(cols[k].data, 0xff, sizeof(int32_t) * (size_t)n);
     }
-    memset(cols, 0xff, sizeof(int32_t) * 3 * (size_t)n);
-    int32_t *first = cols, *last = cols + n, *next = cols + 2 * n;
+    int32_t *first = PT_I32P(&cols[0]), *next = PT_I32P(&cols[2]);
+    int32_t *last = with_last ? PT_I32P(&cols[1]) : scratch;
     if (n == 0 || up[0] != -1) {
         PyErr_SetString(PyExc_ValueError, "node 0 must be the root");
         goto done;
@@ -110,16 +123,15 @@ PyObject *pt_py_link(PyObject *self, PyObject *args) {
             next[last[p]] = (int32_t)i;
         last[p] = (int32_t)i;
     }
-    PyObject *a = pt_array_new(PT_I32, first, n), *b = NULL, *c = NULL;
-    if (a != NULL && (b = pt_array_new(PT_I32, last, n)) != NULL &&
-        (c = pt_array_new(PT_I32, next, n)) != NULL)
-        result = Py_BuildValue("(NNN)", a, b, c);
-    else {
-        Py_XDECREF(a);
-        Py_XDECREF(b);
-    }
+    for (int k = 0; k < 3; k++)
+        pt_col_release(&cols[k]);
+    result = Py_BuildValue("(OOO)", arrays[0], with_last ? arrays[1] : Py_None, arrays[2]);
 done:
-    free(cols);
+    for (int k = 0; k < 3; k++) {
+        pt_col_release(&cols[k]);
+        Py_XDECREF(arrays[k]);
+    }
+    free(scratch);
     pt_col_release(&parents);
     return result;
 }

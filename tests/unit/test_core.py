@@ -434,3 +434,22 @@ def test_invert_callers_and_fold_let_other_threads_run() -> None:
         # Holding the GIL, the call would let this thread run at most twice in it (at
         # the bytecodes just around it); released, once per sleep.
         assert inside >= 5, (kind, inside, window[1] - window[0])
+
+
+def test_a_read_only_tree_keeps_no_last_child_until_a_node_is_added() -> None:
+    """from_columns (a loaded profile) links without the last_child column (4 bytes a
+    node); adding nodes later makes it, and children stay in insertion order."""
+    parents, frames = array("i", [-1, 0, 0, 1, 1, 0]), array("i", [-1, 0, 1, 2, 3, 4])
+    selfs = [array("d", [0.0, 1.0, 2.0, 3.0, 4.0, 5.0])]
+    fresh = CallTree.from_columns(1, array("i", parents), array("i", frames),
+                                  [array("d", selfs[0])])
+    tree = CallTree.from_columns(1, parents, frames, selfs, finalized=True)
+    assert tree._links is not None and tree._links[1] is None
+    assert tree.children(0) == [1, 2, 5] and tree.children(1) == [3, 4]
+    assert tree.copy()._links[1] is None  # type: ignore[index]
+    made = [tree.child(1, 7), tree.child(0, 8), tree.child(1, 9)]
+    assert made == [6, 7, 8]
+    assert tree._links[1] is not None
+    assert tree.children(0) == [1, 2, 5, 7] and tree.children(1) == [3, 4, 6, 8]
+    assert list(tree.last_child) == list(core.link(tree.parents)[1])
+    assert list(fresh.last_child) == [5, 4, -1, -1, -1, -1]  # asked for: made whole

@@ -29,7 +29,7 @@ from proftui.collectors.model.profile import Profile
 from proftui.collectors.model.views import FlatEntry, flat_profile
 
 JSON_TREE_MAX_DEPTH = 200  # deeper nodes are left out (parsers' recursion limits)
-_CHUNK = 8192  # nodes formatted and written at a time
+_CHUNK = 2048  # nodes formatted and written at a time
 _TRUNCATED = 0x8000  # flag in _preorder's depths: the children are left out
 
 
