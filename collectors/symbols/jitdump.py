@@ -24,7 +24,7 @@ import re
 import struct
 from collections.abc import Callable
 
-from proftui.collectors.symbols.perfmap import PerfMap
+from proftui.collectors.symbols.perfmap import JitPlace, PerfMap
 
 MAGIC = 0x4A695444  # "JiTD" as the writer's native uint32
 HEADER = struct.Struct("<IIIIIIQQ")  # magic, version, size, elf_mach, pad, pid, time, flags
@@ -44,8 +44,8 @@ class JitDump(PerfMap):
     KIND = "jitdump"
 
     def __init__(self, path: str, uid: int, overlaps: Callable[[int, int], bool],
-                 pid: int | None = None) -> None:
-        super().__init__(0, uid, overlaps, path=path)
+                 pid: int | None = None, place: JitPlace | None = None) -> None:
+        super().__init__(0, uid, overlaps, path=path, place=place)
         self._pid = pid  # the header must name this pid (a file found by its name only)
         self._header = False  # the file header was read and is good
         self._closed = False  # JIT_CODE_CLOSE seen, or the rest is garbage
@@ -128,19 +128,22 @@ class JitNames:
     """Every source of names for one process's generated code: its perf map, and the
     jitdump files it maps (found among its mappings on a miss)."""
 
-    def __init__(self, perf_map: PerfMap, pid: int, uid: int,
-                 overlaps: Callable[[int, int], bool], modules: Callable[[], list[str]]) -> None:
+    def __init__(self, perf_map: PerfMap, uid: int, overlaps: Callable[[int, int], bool],
+                 modules: Callable[[], list[str]], place: JitPlace) -> None:
         self.perf_map, self._uid, self._overlaps, self._modules = perf_map, uid, overlaps, modules
+        self._place = place
         # The writers' usual place, for when the mapping was not seen (a process that
         # ended before its maps were read): trusted only if its header names the pid.
-        self._usual = JitDump(JIT_DUMP.format(pid=pid), uid, overlaps, pid=pid)
+        self._usual = JitDump(place.tmp_path(JIT_DUMP), uid, overlaps, pid=place.ns_pid,
+                              place=place)
         self.dumps: dict[str, JitDump] = {}
 
     def lookup(self, address: int) -> tuple[int, str] | None:
         """(start, name) of the generated code holding `address`, or None."""
         for path in self._modules():
-            if path not in self.dumps and DUMP_NAME.search(path):
-                self.dumps[path] = JitDump(path, self._uid, self._overlaps)
+            seen = self._place.path(path)
+            if seen not in self.dumps and DUMP_NAME.search(path):
+                self.dumps[seen] = JitDump(seen, self._uid, self._overlaps, place=self._place)
         if self._usual.path not in self.dumps and os.path.lexists(self._usual.path):
             self.dumps[self._usual.path] = self._usual
         for dump in self.dumps.values():

@@ -6,11 +6,17 @@ START and SIZE).  An address no ELF mapping covers is looked up there and shown
 as the runtime named it, in module `[jit]`.
 
 The file lives in /tmp, so anyone could have planted it: it is opened with
-O_NOFOLLOW, and used only if it is a regular file owned by the target's user and
-not writable by group or others.  Its lines are data, never trusted over the
-ELF symbols: an entry whose range overlaps a file-backed mapping is ignored.
-Whatever is wrong with a file (owner, mode, a symlink, malformed lines, entries
-over real code, its size) is said in one warning per file, never raised.
+O_NOFOLLOW, and used only if it is a regular file owned by the target's user,
+not writable by group or others, and not last written before the process
+started (a file left by an earlier process with the same pid).  Its lines are
+data, never trusted over the ELF symbols: an entry whose range overlaps a
+file-backed mapping is ignored.  Whatever is wrong with a file (owner, mode, a
+symlink, its age, malformed lines, entries over real code, its size) is said in
+one warning per file, never raised.
+
+A target in another mount namespace (a container) wrote the file in its own
+/tmp under the pid it has in its own pid namespace: it is read through
+/proc/PID/root, as perf does (`JitPlace`).
 """
 
 from __future__ import annotations
@@ -20,12 +26,65 @@ import os
 import stat
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 PERF_MAP = "/tmp/perf-{pid}.map"
 MAX_BYTES = 64 << 20  # a map larger than this is read this far
 MAX_NAME = 512  # longer names are cut
 RECHECK_S = 0.1  # a miss re-reads a growing file at most this often
 _CONTROL = dict.fromkeys(range(32), "?")  # control characters in names (str.translate)
+STALE_SLACK_S = 1.0  # a file last written this long before the process started is stale
+
+
+@dataclass(frozen=True)
+class JitPlace:
+    """Where a process writes its perf map and jitdump files: `root` ("" for our own
+    mount namespace, else /proc/PID/root), the pid it knows itself by (`ns_pid`), and
+    when it started (epoch seconds; None when unknown: files are then not aged)."""
+
+    root: str
+    ns_pid: int
+    started: float | None
+
+    def tmp_path(self, pattern: str) -> str:
+        """`pattern` ("/tmp/perf-{pid}.map") for this process, seen from here."""
+        return self.root + pattern.format(pid=self.ns_pid)
+
+    def path(self, target_path: str) -> str:
+        """A path as the process names it (a mapping's), seen from here."""
+        return self.root + target_path
+
+
+def jit_place(pid: int, alive: bool = True) -> JitPlace:
+    """The JitPlace of process `pid` (`alive` False: it ended, its pid maybe reused:
+    our namespace and no start time)."""
+    if not alive:
+        return JitPlace("", pid, None)
+    root, ns_pid = "", pid
+    try:
+        if os.stat(f"/proc/{pid}/ns/mnt").st_ino != os.stat("/proc/self/ns/mnt").st_ino:
+            root = f"/proc/{pid}/root"
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("NSpid:"):
+                    ns_pid = int(line.split()[-1])
+                    break
+    except (OSError, ValueError, IndexError):
+        pass
+    return JitPlace(root, ns_pid, process_started(pid))
+
+
+def process_started(pid: int) -> float | None:
+    """When process `pid` started (epoch seconds, to a clock tick), or None."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+        ticks = int(data[data.rindex(b")") + 2:].split()[19])  # field 22: starttime
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return time.time() - uptime + ticks / os.sysconf("SC_CLK_TCK")
 
 
 class PerfMap:
@@ -39,9 +98,11 @@ class PerfMap:
     KIND = "perf map"  # how warnings name the file
 
     def __init__(self, pid: int, uid: int, overlaps: Callable[[int, int], bool],
-                 path: str | None = None) -> None:
-        self.path = path or PERF_MAP.format(pid=pid)
-        self._uid, self._overlaps = uid, overlaps
+                 path: str | None = None, place: JitPlace | None = None) -> None:
+        place = place or JitPlace("", pid, None)
+        self.path = path or place.tmp_path(PERF_MAP)
+        self._uid, self._overlaps, self._started = uid, overlaps, place.started
+        self._in_root = bool(place.root)  # read through /proc/PID/root
         self._offset = 0  # bytes read so far (whole lines only)
         self._entries: dict[int, tuple[int, str]] = {}  # start -> (size, name); last wins
         self._starts: list[int] = []
@@ -99,6 +160,8 @@ class PerfMap:
         if self._refused or (now - self._checked < RECHECK_S and not force):
             return False
         self._checked = now
+        if self._in_root and not self._dir_is_real():
+            return False
         try:
             fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
                          | os.O_NOCTTY)
@@ -117,6 +180,10 @@ class PerfMap:
                 return False
             if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
                 self._refuse(f"is writable by others (mode {stat.S_IMODE(st.st_mode):o})")
+                return False
+            if self._started is not None and st.st_mtime < self._started - STALE_SLACK_S:
+                self._refuse(f"was last written {self._started - st.st_mtime:.0f} s before "
+                             "the process started (left by an earlier process with its pid)")
                 return False
             if st.st_size <= self._offset or st.st_size == self._size:
                 return False
@@ -163,6 +230,17 @@ class PerfMap:
             self._entries[start] = (size, name[:MAX_NAME])
             self._news = True
             return True
+        return False
+
+    def _dir_is_real(self) -> bool:
+        """Whether the file's folder in the target's root is a folder, not a symlink
+        (which the kernel would resolve in our root, not the target's)."""
+        try:
+            if stat.S_ISDIR(os.lstat(os.path.dirname(self.path)).st_mode):
+                return True
+        except OSError:
+            return False  # not there (yet): looked at again later
+        self._refuse("lies in a folder that is a symlink in the target's root")
         return False
 
     def _refuse(self, why: str) -> None:

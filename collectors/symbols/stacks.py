@@ -18,7 +18,7 @@ from proftui.collectors.errors import ProftuiError
 from proftui.collectors.model.profile import CodeSite, Frame
 from proftui.collectors.symbols.jitdump import JitNames
 from proftui.collectors.symbols.maps import AddressSpace, Mapping
-from proftui.collectors.symbols.perfmap import PerfMap, process_uid
+from proftui.collectors.symbols.perfmap import PerfMap, jit_place, process_uid
 
 if TYPE_CHECKING:  # imported when first made: a run that symbolizes nothing never loads it
     from proftui.collectors.symbols.symbolizer import Symbolizer
@@ -169,13 +169,16 @@ class StackFrames:
         """Drop cached lookups that found no module (call after new mappings appear)."""
         self.cache = {k: v for k, v in self.cache.items() if v[-1].module}
 
-    def watch_jit(self, pid: int, uid: int) -> None:
+    def watch_jit(self, pid: int, uid: int, alive: bool = True) -> None:
         """Name code outside every ELF mapping from process `pid`'s perf map and jitdump
-        files, trusted only if owned by `uid` (collectors/symbols/jitdump.py)."""
+        files, trusted only if owned by `uid` and not older than the process (`alive`
+        False: it ended, its pid maybe reused: files are read from our /tmp, not aged);
+        collectors/symbols/jitdump.py."""
         assert self.space is not None
         space = self.space
-        self.jit = JitNames(PerfMap(pid, uid, space.overlaps), pid, uid, space.overlaps,
-                            space.modules)
+        place = jit_place(pid, alive)
+        self.jit = JitNames(PerfMap(pid, uid, space.overlaps, place=place), uid,
+                            space.overlaps, space.modules, place)
 
     def jit_grew(self) -> bool:
         """Whether a perf map or jitdump gained entries since the last call."""
@@ -234,7 +237,7 @@ class ImageSpaces:
             # The map outlives the process: read after its end too, expecting our own
             # uid then (we launched it; a reused pid's /proc would name another's).
             uid = os.geteuid() if self._pids_gone else process_uid(pid)
-            frames.watch_jit(pid, uid)
+            frames.watch_jit(pid, uid, alive=not self._pids_gone)
         return frames
 
     def jit_grew(self) -> bool:

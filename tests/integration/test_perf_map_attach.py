@@ -9,11 +9,15 @@ tests/fixtures/smp_jit.c MODE 60 ready writes the file, says "ready PID", and sp
 
 from __future__ import annotations
 
+import os
 import platform
+import shutil
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
+from proftui.collectors.model.profile import Profile
 from proftui.collectors.model.views import flat_profile
 
 from tests.conftest import build_fixture
@@ -61,3 +65,82 @@ def test_attach_names_and_unwinds_jit_code(method: str, mode: str) -> None:
     plain = [[name.split(" [clone")[0] for name in p] for p in paths_to(profile, spin)]
     through = [p for p in plain if p[-len(chain):] == chain]
     assert len(through) == len(plain), plain
+
+
+def sampled_until(pid: int, samples: int = 100) -> Profile:
+    """Attach to `pid` (the default method) until `samples` are in (40 s at most)."""
+    collector = attach(pid, frequency_hz=500)
+    try:
+        deadline = time.monotonic() + 40
+        profile = collector.snapshot()
+        while profile.total(0) < samples and time.monotonic() < deadline:
+            time.sleep(0.1)  # polling a live profile, not waiting for an event
+            profile = collector.snapshot()
+    finally:
+        collector.stop()
+    return profile
+
+
+def jit_page(pid: int) -> int:
+    """Start of the fixture's generated code: its one anonymous executable mapping."""
+    for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
+        fields = line.split()
+        if fields[1].startswith("r-x") and len(fields) == 5:
+            return int(fields[0].split("-")[0], 16)
+    raise AssertionError(f"no anonymous executable mapping in pid {pid}")
+
+
+def test_a_map_older_than_the_process_is_not_used() -> None:
+    """A /tmp/perf-PID.map last written before the process started was left by an
+    earlier process with the same pid: its names are not used, and one warning says
+    why (without the check, it named the code `stale_name`)."""
+    binary = build_fixture("smp_jit.c", ["-O2", "-g"])
+    with ReadyTarget([binary, "nomap", "60", "ready"]) as target:
+        stale = Path(f"/tmp/perf-{target.pid}.map")
+        try:
+            fd = os.open(stale, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            os.write(fd, f"{jit_page(target.pid):x} e stale_name\n".encode())
+            os.close(fd)
+            hour_ago = time.time() - 3600
+            os.utime(stale, (hour_ago, hour_ago))
+            profile = sampled_until(target.pid)
+        finally:
+            stale.unlink(missing_ok=True)
+    assert profile.total(0) >= 100, profile.total(0)
+    names = {e.frame.function for e in flat_profile(profile)}
+    assert "stale_name" not in names, names
+    warned = [w for w in profile.meta.warnings if "perf map" in w]
+    assert len(warned) == 1 and "before the process started" in warned[0], warned
+
+
+@pytest.mark.parametrize("mode", ["good", "dump"])
+def test_a_container_map_is_read_through_its_root(mode: str) -> None:
+    """A target in its own mount and pid namespaces (a container: private /tmp, pid 1
+    there) writes /tmp/perf-1.map (or maps /tmp/jit-1.dump) in its /tmp; attached from
+    outside, its JIT code is named from /proc/PID/root/tmp/..., as perf reads it."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and unshare(1) to make a mount and pid namespace")
+    binary = build_fixture("smp_jit.c", ["-O2", "-g"])
+    script = f"mount -t tmpfs -o mode=1777 tmpfs /tmp && exec {binary} {mode} 60 ready"
+    proc = subprocess.Popen(["unshare", "--mount", "--pid", "--fork", "--kill-child",
+                             "--mount-proc", "sh", "-c", script],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        ready = proc.stdout.readline()
+        if ready != "ready 1\n":
+            proc.kill()
+            _, err = proc.communicate(timeout=10)
+            pytest.skip(f"no namespaces here: unshare said {err.strip()[:200]!r}")
+        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+        assert len(children) == 1, children
+        profile = sampled_until(int(children[0]))
+    finally:
+        proc.kill()
+        proc.communicate(timeout=10)
+    assert profile.total(0) >= 100, profile.total(0)
+    assert not [w for w in profile.meta.warnings if "perf map" in w or "jitdump" in w], \
+        profile.meta.warnings
+    rows = {e.frame.function: e for e in flat_profile(profile)}
+    assert "jit_spin" in rows and rows["jit_spin"].frame.module == "[jit]", list(rows)
+    assert rows["jit_spin"].self_cost[0] >= 0.8 * profile.total(0), rows["jit_spin"]

@@ -97,3 +97,34 @@ def test_symlink_is_refused(map_file: Path, tmp_path: Path) -> None:
     pm = PerfMap(os.getpid(), os.geteuid(), lambda start, end: False)
     assert pm.lookup(0x1000) is None
     assert "cannot be opened safely" in (pm.warning() or "")
+
+
+def test_a_container_tmp_that_is_a_symlink_is_refused(tmp_path: Path) -> None:
+    """Read through a container's root, /tmp must be a real folder there: a symlink
+    would be followed in our root, not the container's."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "perf-7.map").write_bytes(b"1000 10 planted\n")
+    os.chmod(elsewhere / "perf-7.map", 0o644)
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "tmp").symlink_to(elsewhere)
+    pm = PerfMap(4242, os.geteuid(), lambda start, end: False,
+                 place=perfmap.JitPlace(str(root), 7, None))
+    assert pm.path == f"{root}/tmp/perf-7.map"
+    assert pm.lookup(0x1001) is None
+    warning = pm.warning()
+    assert warning is not None and "symlink in the target's root" in warning
+
+
+def test_a_map_written_before_the_process_started_is_refused(map_file: Path) -> None:
+    append(map_file, b"1000 10 old\n")
+    started = map_file.stat().st_mtime + 60  # the process started a minute after
+    pm = PerfMap(os.getpid(), os.geteuid(), lambda start, end: False,
+                 place=perfmap.JitPlace("", os.getpid(), started))
+    assert pm.lookup(0x1001) is None
+    warning = pm.warning()
+    assert warning is not None and "60 s before the process started" in warning
+    fresh = PerfMap(os.getpid(), os.geteuid(), lambda start, end: False,
+                    place=perfmap.jit_place(os.getpid()))  # this process: started before
+    assert fresh.lookup(0x1001) == (0x1000, "old")
