@@ -107,6 +107,22 @@ def attached_profile(target: ReadyTarget, method: str | None = None,
     return profile
 
 
+def attached_until(pid: int, samples: int, method: str | None = None, within: float = 40,
+                   **options: object) -> Profile:
+    """`pid` sampled by attach mode until `samples` are in or `within` seconds passed
+    (CPU-time samples come slower on a loaded machine): the live profile then."""
+    collector = attach(pid, method, **options)
+    try:
+        deadline = time.monotonic() + within
+        profile = collector.snapshot()
+        while profile.total(0) < samples and time.monotonic() < deadline:
+            time.sleep(0.1)  # polling a live profile, not waiting for an event
+            profile = collector.snapshot()
+    finally:
+        collector.stop()
+    return profile
+
+
 def attach_profile(seconds: float = 2.0) -> Profile:
     """att_spin (running `seconds`) sampled by attach mode until it exits."""
     with SpinTarget(seconds) as target:

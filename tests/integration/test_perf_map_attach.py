@@ -17,11 +17,10 @@ import time
 from pathlib import Path
 
 import pytest
-from proftui.collectors.model.profile import Profile
 from proftui.collectors.model.views import flat_profile
 
 from tests.conftest import build_fixture
-from tests.helpers.collect import attach
+from tests.helpers.collect import attached_until
 from tests.helpers.costs import paths_to
 from tests.helpers.targets import ReadyTarget
 
@@ -39,17 +38,7 @@ def test_attach_names_and_unwinds_jit_code(method: str, mode: str) -> None:
     binary = build_fixture("smp_jit.c", ["-O2", "-g"])
     with ReadyTarget([binary, mode, "60", "ready"]) as target:
         try:
-            collector = attach(target.pid, method, frequency_hz=500)
-            try:
-                # Sampled until 100 samples are in, within a deadline (CPU-time samples
-                # come slower on a loaded machine); the target spins longer than that.
-                deadline = time.monotonic() + 40
-                profile = collector.snapshot()
-                while profile.total(0) < 100 and time.monotonic() < deadline:
-                    time.sleep(0.1)  # polling a live profile, not waiting for an event
-                    profile = collector.snapshot()
-            finally:
-                collector.stop()
+            profile = attached_until(target.pid, 100, method, frequency_hz=500)
             assert target.proc.poll() is None, "the target did not survive the attach"
         finally:
             for path in (f"/tmp/perf-{target.pid}.map", f"/tmp/jit-{target.pid}.dump"):
@@ -65,20 +54,6 @@ def test_attach_names_and_unwinds_jit_code(method: str, mode: str) -> None:
     plain = [[name.split(" [clone")[0] for name in p] for p in paths_to(profile, spin)]
     through = [p for p in plain if p[-len(chain):] == chain]
     assert len(through) == len(plain), plain
-
-
-def sampled_until(pid: int, samples: int = 100) -> Profile:
-    """Attach to `pid` (the default method) until `samples` are in (40 s at most)."""
-    collector = attach(pid, frequency_hz=500)
-    try:
-        deadline = time.monotonic() + 40
-        profile = collector.snapshot()
-        while profile.total(0) < samples and time.monotonic() < deadline:
-            time.sleep(0.1)  # polling a live profile, not waiting for an event
-            profile = collector.snapshot()
-    finally:
-        collector.stop()
-    return profile
 
 
 def jit_page(pid: int) -> int:
@@ -103,7 +78,7 @@ def test_a_map_older_than_the_process_is_not_used() -> None:
             os.close(fd)
             hour_ago = time.time() - 3600
             os.utime(stale, (hour_ago, hour_ago))
-            profile = sampled_until(target.pid)
+            profile = attached_until(target.pid, 100, frequency_hz=500)
         finally:
             stale.unlink(missing_ok=True)
     assert profile.total(0) >= 100, profile.total(0)
@@ -134,7 +109,7 @@ def test_a_container_map_is_read_through_its_root(mode: str) -> None:
             pytest.skip(f"no namespaces here: unshare said {err.strip()[:200]!r}")
         children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
         assert len(children) == 1, children
-        profile = sampled_until(int(children[0]))
+        profile = attached_until(int(children[0]), 100, frequency_hz=500)
     finally:
         proc.kill()
         proc.communicate(timeout=10)

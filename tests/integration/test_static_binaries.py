@@ -10,13 +10,12 @@ from __future__ import annotations
 import platform
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import build_fixture
-from tests.helpers.collect import attach
+from tests.helpers.collect import attached_until
 from tests.helpers.costs import names_on_paths, total_of
 from tests.helpers.targets import ReadyTarget
 
@@ -42,15 +41,7 @@ def test_attach_to_static_binary_reaches_main(method: str) -> None:
     # Sampled until 150 samples are in (CPU-time samples come slower on a loaded
     # machine), within a deadline; the target spins longer than that.
     with ReadyTarget([static_fixture(), "60"]) as target:
-        collector = attach(target.pid, method, frequency_hz=500)
-        try:
-            deadline = time.monotonic() + 40
-            profile = collector.snapshot()
-            while profile.total(0) < 150 and time.monotonic() < deadline:
-                time.sleep(0.1)  # polling a live profile, not waiting for an event
-                profile = collector.snapshot()
-        finally:
-            collector.stop()
+        profile = attached_until(target.pid, 150, method, frequency_hz=500)
         assert target.proc.poll() is None, "the target did not survive the attach"
     samples = profile.total(0)
     assert samples >= 150, f"too few samples in 40 s: {samples}"
