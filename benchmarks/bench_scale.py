@@ -14,14 +14,18 @@ measured in the same run:
   open      the TUI on the saved profile: first screen, then key latencies (p95)
   diff      `proftui diff` of two such profiles
   live      `proftui ./many_paths` in tmux: how often the header's clock and sample
-            count change, and the observer's own CPU share (target excluded)
+            count change, the observer's own CPU share (target excluded), and its
+            peak memory against `perf report` on `perf record -g -p` of the same
+            execution (perf attached to the target the TUI launched)
   import    a perf script text of >= IMPORT_MB MB through `proftui report`: memory
 
 Goals (issue 23): no drops; record front-end CPU <= perf record -g's; report CPU <=
 perf report's; report memory <= 2x perf report's; open <= 2 s, keys p95 <= 100 ms;
 diff <= 2 s; live header refresh >= 1/s, observer <= 10% of a CPU; import <= 1 GB.
+Issue 33: a 10-minute live run's peak memory <= perf report's for the same samples.
 
 usage: python benchmarks/bench_scale.py [--seconds 600] [--hz 1000] [--skip live,import]
+       (--skip record also skips what needs its profile: open, diff, import)
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -223,6 +228,13 @@ def live(work: Path, prog: Path, seconds: float, hz: int) -> None:
         if front is None:
             print("live: proftui did not start", flush=True)
             return
+        target = next((c for c in front.children(recursive=True)
+                       if str(prog) in (c.cmdline() or [""])[0]), None)
+        perf = None
+        if target is not None and perf_usable():
+            perf = subprocess.Popen(["perf", "record", "-q", "-g", "-F", str(hz), "-p",
+                                     str(target.pid), "-o", "live.perf.data"], cwd=work,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         headers: list[tuple[float, str]] = []
         cpu0 = sum(front.cpu_times()[:2])
         t0 = time.monotonic()
@@ -242,8 +254,32 @@ def live(work: Path, prog: Path, seconds: float, hz: int) -> None:
         stale = max(longest, elapsed - last_change)
         print(f"live: header unchanged at most {stale:.2f} s (goal <= 1 s); observer "
               f"{100 * used / elapsed:.1f}% of a CPU (goal <= 10%)", flush=True)
+        live_memory(work, front, perf)
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+
+
+def live_memory(work: Path, front: psutil.Process, perf: subprocess.Popen | None) -> None:
+    """The live TUI's peak memory (VmHWM), against perf report on perf's recording of
+    the same execution."""
+    peak = 0.0
+    with open(f"/proc/{front.pid}/status") as f:
+        for text in f:
+            if text.startswith("VmHWM:"):
+                peak = int(text.split()[1]) / 1024
+    if perf is None:
+        print(f"live: peak memory {peak:.1f} MiB (perf anchor skipped)", flush=True)
+        return
+    perf.send_signal(signal.SIGINT)
+    perf.wait(timeout=120)
+    with open(work / "live.report", "w") as out:
+        anchor = run(["perf", "report", "--stdio", "-i", "live.perf.data"], work,
+                     stdout=out.fileno())
+    found = re.search(r"# Samples: (\S+)", (work / "live.report").read_text(errors="replace"))
+    samples = f" ({found[1]} samples)" if found else ""
+    print(f"live: peak memory {peak:.1f} MiB; perf report of the same execution"
+          f"{samples} {anchor.rss_mib:.1f} MiB: ratio {peak / max(anchor.rss_mib, 1e-9):.2f} "
+          f"(goal <= 1)", flush=True)
 
 
 def perf_import(work: Path, perf_data: Path) -> None:
@@ -275,7 +311,10 @@ def main() -> None:
         prog = build(work)
         print(f"many_paths for {args.seconds:.0f} s at {args.hz} Hz; {os.cpu_count()} CPUs, "
               f"load {os.getloadavg()[0]:.2f}", flush=True)
-        saved, perf_data = record_and_report(work, prog, args.seconds, args.hz)
+        if "record" in skip:
+            skip |= {"open", "diff", "import"}
+        else:
+            saved, perf_data = record_and_report(work, prog, args.seconds, args.hz)
         if "open" not in skip:
             open_latency(saved)
         if "diff" not in skip:
