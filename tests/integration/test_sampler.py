@@ -200,8 +200,13 @@ def test_posix_timer_fallback(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -
     total = profile.total(cpu)
     assert total > profile.total(0) * profile.meta.period_ns  # weights > 1 sample
     shares, measured = sampled_shares(costs), fixture_cpu_shares(timings)
+    samples = profile.total(0)
     for name in ("work_a", "work_b", "work_c"):
-        assert abs(shares[name] - measured[name]) <= 6, (shares, measured)
+        # 6 points, or 5 standard errors of the tick-bound samples where wider (a quiet
+        # run: work_a 53.3 against 59.9 on about 470 samples, 2.7 standard errors).
+        p = measured[name] / 100
+        bound = max(6.0, 500 * (p * (1 - p) / samples) ** 0.5)
+        assert abs(shares[name] - measured[name]) <= bound, (shares, measured, samples)
 
 
 def test_dlopen_by_bare_name_uses_callers_runpath(tmp_path: Path) -> None:
