@@ -31,6 +31,7 @@ from proftui.collectors.instrument.hook_profile import (
     INSTRUMENTATION,
     HookSymbols,
     add_hook_data,
+    calibration_error_ns,
     merge_parts,
     new_profile,
     short_call_warning,
@@ -285,7 +286,8 @@ class InstrumentCollector(LaunchCollector):
                 missed = _unsampled_cpu_note(profile, self.process.cpu_s)
                 if missed:
                     meta.warnings.append(missed)
-            short = short_call_warning(profile) if exit_info is not None else None
+            short = (short_call_warning(profile, _calibration_error(datas))
+                     if exit_info is not None and timing == "timed" else None)
             if short:  # at the end only: a live view's calls are still growing
                 meta.warnings.append(short)
             if self._symbols is not None:
@@ -465,6 +467,16 @@ TIMED_NOTE = ("--timed: call durations from two clock reads per call, the hooks'
               "that was open; uninstrumented code (libc) has no row, its time is in its "
               "caller's self time. The default samples each calling context's CPU time "
               "instead, unbiased, and names the code a tick lands in")
+
+
+def _calibration_error(datas: list[HookData]) -> float:
+    """The per-call error of the hook cost taken out of timed calls (the first
+    calibrated file's clock and calibration: the one the clock line describes)."""
+    first = next((d for d in datas if calibrated(d)), None)
+    if first is None:
+        return calibration_error_ns("", 0.0)
+    pair = (first.hook.overhead_inner + first.hook.overhead_outer) * first.hook.ns_per_tick
+    return calibration_error_ns(first.header.clock, pair)
 
 
 def _unsampled_cpu_note(profile: Profile, cpu_s: float | None) -> str | None:

@@ -71,7 +71,8 @@ def test_a_call_body_is_timed_in_full(clock: str, monkeypatch: pytest.MonkeyPatc
     hook's own work: proftui said chain_call took 10 ms and step20 2 ms of the 77 ms
     both phases take (CLOCK_MONOTONIC in the uninstrumented build: 77.3 and 77.3 ms).
 
-    That direction is held tight (the body is all there).  The other one depends on the
+    That direction is held tight with the TSC clock (the body is all there); with the
+    vDSO clock the notes must say how uncertain the body is.  The other one depends on the
     machine: when it is shared the hooks cost more than their calibration at start
     (2.2-3.3x the truth for this 20 ns function beside a busy suite): this test checks
     that a calibration was made and applied (the clock line gives it); the arithmetic of
@@ -90,7 +91,16 @@ def test_a_call_body_is_timed_in_full(clock: str, monkeypatch: pytest.MonkeyPatc
           f"{profile.meta.clock}")
     assert inline == pytest.approx(own, rel=0.15)
     assert flat["step20"].calls == calls
-    assert called >= 0.8 * own and step >= 0.75 * own  # the body is not hidden
+    if clock == "tsc":
+        assert called >= 0.8 * own and step >= 0.75 * own  # the body is not hidden
+    else:
+        # vDSO clock reads: the pair's calibrated ~100 ns moves 7-13% between runs, so a
+        # 20 ns body comes out at 0.4-1.6x.  The notes name step20 and an error per
+        # call that covers the miss.
+        note = next((w for w in profile.meta.warnings if "below what the hooks" in w), "")
+        assert note.startswith("step20 averages under"), profile.meta.warnings
+        error = float(re.search(r"error of about ([0-9]+) ns a call", note)[1])
+        assert error >= 5 and abs(step - own) <= 3 * error * calls, (error, note)
     match = re.search(r"compensated \(([0-9.]+) ns inside, ([0-9.]+) ns in caller",
                       profile.meta.clock)
     assert match and float(match[1]) + float(match[2]) > 0, profile.meta.clock
