@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 from proftui.collectors.errors import ProftuiError
+from proftui.collectors.procfs import proc_status
 from proftui.collectors.runtime.tasks import live_task, task_state
 from proftui.collectors.runtime.thread_names import read_comm
 
@@ -21,16 +22,6 @@ def _read(path: str) -> str | None:
         return Path(path).read_text(errors="replace")
     except OSError:
         return None
-
-
-def proc_status(pid: int) -> dict[str, str]:
-    """/proc/PID/status as a dict ("State", "TracerPid", "Uid"...); empty if gone."""
-    text = _read(f"/proc/{pid}/status") or ""
-    fields: dict[str, str] = {}
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        fields[key] = value.strip()
-    return fields
 
 
 def process_name(pid: int) -> str:

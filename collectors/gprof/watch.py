@@ -18,6 +18,7 @@ import signal
 import threading
 from pathlib import Path
 
+from proftui.collectors.procfs import parse_status, proc_status, status_ints
 from proftui.collectors.symbols.maps import AddressSpace
 
 POLL_S = 0.02
@@ -72,17 +73,17 @@ class TargetWatch:
         if len(fields) > 12:
             # A zombie's stat still holds its whole CPU time: the closest to the total.
             self.cpu_s = max(self.cpu_s, (int(fields[11]) + int(fields[12])) / CLOCK_TICKS)
-        values = _status_fields(status)
+        values = parse_status(status)
         if fields and fields[0] == b"Z":
             return True
-        if values.get(b"SigIgn", 0) & SIGPROF_BIT:
+        if _mask(values, "SigIgn") & SIGPROF_BIT:
             self.sigprof_ignored = True
         self._polls += 1
-        if values.get(b"SigBlk", 0) & SIGPROF_BIT and self._all_threads_block(tasks):
+        if _mask(values, "SigBlk") & SIGPROF_BIT and self._all_threads_block(tasks):
             self._blocked_polls += 1
-        uids = values.get(b"Uid")
-        if uids is not None:
-            self.fsuid = uids
+        uids = status_ints(values, "Uid")  # real, effective, saved, filesystem
+        if len(uids) == 4:
+            self.fsuid = uids[3]
         root = _readlink(f"{base}/root")
         if root is not None and self.first_root is not None and root != self.first_root:
             self.new_root = root
@@ -93,12 +94,9 @@ class TargetWatch:
     def _all_threads_block(self, tasks: list[str]) -> bool:
         """A process-wide SIGPROF goes to any thread that does not block it."""
         for tid in tasks:
-            try:
-                with open(f"/proc/{self.pid}/task/{tid}/status", "rb") as f:
-                    if not _status_fields(f.read()).get(b"SigBlk", 0) & SIGPROF_BIT:
-                        return False
-            except OSError:
-                continue
+            status = proc_status(self.pid, int(tid))
+            if status and not _mask(status, "SigBlk") & SIGPROF_BIT:
+                return False
         return True
 
     @property
@@ -128,16 +126,6 @@ def _readlink(path: str) -> str | None:
     return None
 
 
-def _status_fields(status: bytes) -> dict[bytes, int]:
-    """SigBlk/SigIgn as masks and Uid as the filesystem uid, from /proc/PID/status."""
-    out: dict[bytes, int] = {}
-    for line in status.splitlines():
-        key, _, value = line.partition(b":")
-        if key in (b"SigBlk", b"SigIgn"):
-            with contextlib.suppress(ValueError):
-                out[key] = int(value.strip(), 16)
-        elif key == b"Uid":
-            parts = value.split()
-            if len(parts) == 4:
-                out[key] = int(parts[3])  # real, effective, saved, filesystem
-    return out
+def _mask(status: dict[str, str], key: str) -> int:
+    """A signal mask field of /proc/PID/status (hex), 0 when missing."""
+    return (status_ints(status, key, 16) or [0])[0]

@@ -42,6 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from proftui.collectors.model.profile import Profile
+from proftui.collectors.procfs import proc_status, status_ints
 
 MAX_SOURCE_READ = 4 << 20  # bytes: a bigger file is not read (generated code)
 PSEUDO = ("/proc/", "/sys/", "/dev/")  # kernel pseudo-files: no source text there
@@ -64,23 +65,11 @@ def own_reader() -> Reader:
 
 def process_reader(pid: int) -> Reader | None:
     """The real uid, real gid and groups of process `pid` (None if unknown)."""
-    try:
-        with open(f"/proc/{pid}/status", "rb") as f:
-            text = f.read().decode("ascii", "replace")
-    except OSError:
+    fields = proc_status(pid)
+    uids, gids = status_ints(fields, "Uid"), status_ints(fields, "Gid")
+    if not uids or not gids:
         return None
-    values: dict[str, list[int]] = {}
-    for line in text.splitlines():
-        key, _, rest = line.partition(":")
-        if key in ("Uid", "Gid", "Groups"):
-            try:
-                values[key] = [int(v) for v in rest.split()]
-            except ValueError:
-                return None
-    if not values.get("Uid") or not values.get("Gid"):
-        return None
-    gid = values["Gid"][0]
-    return Reader(values["Uid"][0], gid, frozenset(values.get("Groups", [])) | {gid})
+    return Reader(uids[0], gids[0], frozenset(status_ints(fields, "Groups")) | {gids[0]})
 
 
 class SourceOrigins:

@@ -17,6 +17,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 import psutil
+from proftui.collectors.procfs import proc_status, status_ints
 from proftui.collectors.runtime.tasks import live_task
 from proftui.collectors.runtime.thread_names import printable_name, read_comm
 
@@ -54,20 +55,8 @@ class ProcStat:
     rss_history: tuple[float, ...] = field(default_factory=tuple)
 
 
-def _read_text(path: str) -> str:
-    # /proc/PID/status holds the comm's raw bytes ("Name:"), which need not be UTF-8.
-    try:
-        with open(path, "rb") as f:
-            return f.read().decode("utf-8", "backslashreplace")
-    except OSError:
-        return ""
-
-
 def _peak_rss(pid: int) -> int:
-    for line in _read_text(f"/proc/{pid}/status").splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) * 1024
-    return 0
+    return (status_ints(proc_status(pid), "VmHWM")[:1] or [0])[0] * 1024  # kB
 
 
 class ProcSampler:

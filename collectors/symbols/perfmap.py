@@ -28,6 +28,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from proftui.collectors.procfs import proc_status, status_ints
+
 PERF_MAP = "/tmp/perf-{pid}.map"
 MAX_BYTES = 64 << 20  # a map larger than this is read this far
 MAX_NAME = 512  # longer names are cut
@@ -60,17 +62,13 @@ def jit_place(pid: int, alive: bool = True) -> JitPlace:
     our namespace and no start time)."""
     if not alive:
         return JitPlace("", pid, None)
-    root, ns_pid = "", pid
+    root = ""
     try:
         if os.stat(f"/proc/{pid}/ns/mnt").st_ino != os.stat("/proc/self/ns/mnt").st_ino:
             root = f"/proc/{pid}/root"
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("NSpid:"):
-                    ns_pid = int(line.split()[-1])
-                    break
-    except (OSError, ValueError, IndexError):
+    except OSError:
         pass
+    ns_pid = (status_ints(proc_status(pid), "NSpid") or [pid])[-1]
     return JitPlace(root, ns_pid, process_started(pid))
 
 
@@ -269,11 +267,5 @@ class PerfMap:
 
 def process_uid(pid: int) -> int:
     """The effective uid `pid` runs as (ours when /proc cannot say: we launched it)."""
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("Uid:"):
-                    return int(line.split()[2])
-    except (OSError, ValueError, IndexError):
-        pass
-    return os.geteuid()
+    uids = status_ints(proc_status(pid), "Uid")
+    return uids[1] if len(uids) > 1 else os.geteuid()

@@ -25,9 +25,11 @@ ALLOWED: dict[str, set[str]] = {
     f"{C}.lazy": set(),  # a mapping whose values are imported on first use
     # Writing proftui's own files safely: every writer calls it (model's storage too).
     f"{C}.safefile": {f"{C}.errors"},
-    f"{C}.model": {f"{C}.safefile", f"{C}.errors"},
-    f"{C}.symbols": {f"{C}.model", f"{C}.errors"},
-    f"{C}.runtime": {f"{C}.model", f"{C}.errors"},
+    # /proc/PID/status parsed one way (uids, masks, namespaced pids) for every layer.
+    f"{C}.procfs": set(),
+    f"{C}.model": {f"{C}.safefile", f"{C}.procfs", f"{C}.errors"},
+    f"{C}.symbols": {f"{C}.model", f"{C}.procfs", f"{C}.errors"},
+    f"{C}.runtime": {f"{C}.model", f"{C}.procfs", f"{C}.errors"},
     # The preloaded collectors' launch sequence refuses static binaries (detect).
     f"{C}.runtime.preload": {f"{C}.runtime", f"{C}.detect", f"{C}.errors"},
     f"{C}.detect": {f"{C}.symbols", f"{C}.errors"},
@@ -42,7 +44,8 @@ ALLOWED: dict[str, set[str]] = {
     # The stack-table data path: stacks symbolized once, counts applied as changes.
     f"{C}.stacktable": {f"{C}.symbols", f"{C}.model", f"{C}.errors"},
     **{f"{C}.{name}": {f"{C}.base", f"{C}.preloaded", f"{C}.detect", f"{C}.runtime",
-                       f"{C}.stacktable", f"{C}.symbols", f"{C}.model", f"{C}.errors"}
+                       f"{C}.stacktable", f"{C}.symbols", f"{C}.model", f"{C}.procfs",
+                       f"{C}.errors"}
        for name in COLLECTOR_PACKAGES},
     # Fleet profiles: intervals of a collector's stack tables (or snapshots) pushed to
     # ClickHouse, queries read back as a Profile; collectors are seen through base only.
