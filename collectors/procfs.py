@@ -35,3 +35,11 @@ def status_ints(fields: dict[str, str], key: str, base: int = 10) -> list[int]:
         return [int(v, base) for v in fields.get(key, "").split()]
     except ValueError:
         return []
+
+
+def status_bytes(fields: dict[str, str], key: str) -> int | None:
+    """A size field ("VmHWM" -> "2048 kB") in bytes; None when missing or odd."""
+    words = fields.get(key, "").split()
+    if len(words) != 2 or words[1] != "kB" or not words[0].isdigit():
+        return None
+    return int(words[0]) * 1024

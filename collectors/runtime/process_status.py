@@ -17,7 +17,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 import psutil
-from proftui.collectors.procfs import proc_status, status_ints
+from proftui.collectors.procfs import proc_status, status_bytes
 from proftui.collectors.runtime.tasks import live_task
 from proftui.collectors.runtime.thread_names import printable_name, read_comm
 
@@ -56,7 +56,7 @@ class ProcStat:
 
 
 def _peak_rss(pid: int) -> int:
-    return (status_ints(proc_status(pid), "VmHWM")[:1] or [0])[0] * 1024  # kB
+    return status_bytes(proc_status(pid), "VmHWM") or 0
 
 
 class ProcSampler:
