@@ -50,6 +50,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from proftui.collectors.procfs import proc_status, status_bytes  # noqa: E402
+
 PROFTUI = str(Path(sys.executable).with_name("proftui"))
 IMPORT_MB = 1024
 
@@ -228,8 +230,14 @@ def live(work: Path, prog: Path, seconds: float, hz: int) -> None:
         if front is None:
             print("live: proftui did not start", flush=True)
             return
-        target = next((c for c in front.children(recursive=True)
-                       if str(prog) in (c.cmdline() or [""])[0]), None)
+        target = None
+        while target is None and time.monotonic() < deadline + 20:
+            # The TUI launches the target after its first screen: look until it has.
+            target = next((c for c in front.children(recursive=True)
+                           if str(prog) in (c.cmdline() or [""])[0]), None)
+            time.sleep(0.1)
+        if target is None:
+            print("live: the target did not start under the TUI", flush=True)
         perf = None
         if target is not None and perf_usable():
             perf = subprocess.Popen(["perf", "record", "-q", "-g", "-F", str(hz), "-p",
@@ -262,13 +270,10 @@ def live(work: Path, prog: Path, seconds: float, hz: int) -> None:
 def live_memory(work: Path, front: psutil.Process, perf: subprocess.Popen | None) -> None:
     """The live TUI's peak memory (VmHWM), against perf report on perf's recording of
     the same execution."""
-    peak = 0.0
-    with open(f"/proc/{front.pid}/status") as f:
-        for text in f:
-            if text.startswith("VmHWM:"):
-                peak = int(text.split()[1]) / 1024
+    peak = (status_bytes(proc_status(front.pid), "VmHWM") or 0) / (1 << 20)
     if perf is None:
-        print(f"live: peak memory {peak:.1f} MiB (perf anchor skipped)", flush=True)
+        why = "perf cannot record here" if not perf_usable() else "no target found"
+        print(f"live: peak memory {peak:.1f} MiB (perf anchor skipped: {why})", flush=True)
         return
     perf.send_signal(signal.SIGINT)
     perf.wait(timeout=120)

@@ -117,6 +117,10 @@ extern PyObject *pt_index_type;
 /* The node under `parent` for `frame`, or -1.  Not async-signal-safe (no locks, but
  * reads Python-owned buffers under the GIL). */
 Py_ssize_t pt_index_find(pt_index *ix, const pt_nodes *t, int32_t parent, int32_t frame);
+/* Forget every node (the columns were replaced, shrank or a commit failed). */
+void pt_index_clear(pt_index *ix);
+/* Nodes [1, count) are in the index (a commit appended the ones it made). */
+void pt_index_indexed(pt_index *ix, Py_ssize_t count);
 /* The node under `parent` for `frame`, made (as a new node of `t`) when absent; -1
  * with a Python exception on failure.  `*made` says whether it was made.  `fresh`: the
  * parent was made by the call just before, so it has no child yet (no key is compared:
@@ -150,6 +154,8 @@ int pt_tree_read(pt_tree *t, pt_nodes *nodes);
 /* Release what pt_tree_read borrowed. */
 void pt_tree_unread(pt_tree *t);
 void pt_tree_close(pt_tree *t);
+/* ---- appending an operation's nodes; a tree's shape (pt_commit.c) ---------------------- */
+
 /* Append the operation's new nodes to every column (zero costs, unknown calls), link
  * them to their parents in id order, extend `outer` (a bytearray) when the nodes keep
  * flags; the index already holds them.  Call after pt_tree_unread.  0 or -1. */
