@@ -11,17 +11,28 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+REGEX_SYNTAX = frozenset(".^$*+?{}[]\\|()")
+
+
+def narrows(before: str, after: str) -> bool:
+    """Whether every name `after` matches also matches `before`: both plain text (no
+    regex syntax) and `after` lengthens `before` (smart case keeps the subset: a
+    capital letter only makes the match stricter)."""
+    return after.startswith(before) and not REGEX_SYNTAX.intersection(after)
+
 
 class NameMatcher:
-    """`NameMatcher("push_back").matches(name)`; `error` is set for an invalid regex."""
+    """`NameMatcher("push_back").matches(name)`; `error` is set for an invalid regex.
+    `found(name)` is truthy where `matches` is True, without the bool (for map())."""
 
-    __slots__ = ("error", "matches", "pattern")
+    __slots__ = ("error", "found", "matches", "pattern")
 
     def __init__(self, pattern: str) -> None:
         self.pattern = pattern
         self.error = ""
         flags = 0 if any(c.isupper() for c in pattern) else re.IGNORECASE
         self.matches: Callable[[str], bool]
+        self.found: Callable[[str], object]
         try:
             search = re.compile(pattern, flags).search
         except (re.error, RecursionError, OverflowError) as exc:
@@ -31,5 +42,7 @@ class NameMatcher:
                 self.matches = lambda name: needle in name.lower()
             else:
                 self.matches = lambda name: pattern in name
+            self.found = self.matches
             return
+        self.found = search
         self.matches = lambda name: search(name) is not None

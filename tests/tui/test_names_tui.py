@@ -9,6 +9,7 @@ from proftui.collectors.model.profile import Profile
 from proftui.tui.app import ProfTuiApp
 from proftui.tui.panes.flat import FlatPane
 from proftui.tui.panes.tree import CallTreeView
+from proftui.tui.search import NameMatcher
 from proftui.tui.widgets.flat_table import NAME, FlatTable
 from proftui.tui.widgets.status_line import StatusLine
 from textual.pilot import Pilot
@@ -188,6 +189,37 @@ def test_flat_filter_is_a_regex(cxx_profile: Profile) -> None:
         await pilot.pause()
         assert flat.shown and all("operator()(" in e.frame.function for e in flat.shown)
         assert "invalid regex" in screen_text(app)
+        await pilot.press("enter")
+        await pilot.press("q")
+
+    run_app(app, body, NARROW)
+
+
+def test_each_keystroke_filters_as_a_fresh_filter_would(cxx_profile: Profile) -> None:
+    """A keystroke that lengthens a plain pattern looks at the last matches only; what it
+    shows must be what filtering every function afresh shows, in the same order, also
+    after Backspace, a capital (case-sensitive) and regex syntax."""
+    app = ProfTuiApp(profile=cxx_profile)
+
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        flat = await flat_ready(pilot, app)
+        every = list(flat.shown)
+        await pilot.press("slash")
+        typed, sizes = "", []
+        for key in ["s", "q", "u", "backspace", "u", "a", "R", "backspace", "backspace",
+                    "ctrl+u", "p", "o", "|", "s", "q", "ctrl+u", *"operator("]:
+            await pilot.press(key)
+            typed = ("" if key == "ctrl+u" else typed[:-1] if key == "backspace"
+                     else typed + key)
+            await pilot.pause()
+            assert flat.filter_text == typed
+            matcher = NameMatcher(typed)
+            want = [e for e in every if matcher.matches(e.frame.function)] if typed else every
+            assert flat.shown == want, typed
+            sizes.append(len(want))
+        # Not vacuous: the patterns narrowed, widened and emptied the list.
+        assert sizes[0] > sizes[2] > 0 and 0 in sizes and sizes[-1] > 0, sizes
+        assert len(set(sizes)) >= 4, sizes
         await pilot.press("enter")
         await pilot.press("q")
 

@@ -13,6 +13,7 @@ functions this profile lacks are listed too, marked "gone".
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import compress
 from typing import Any, ClassVar
 
 from proftui.collectors.model.diffviews import FunctionChange, function_changes, gone_entries
@@ -21,7 +22,7 @@ from proftui.collectors.model.profile import Frame, Profile
 from proftui.collectors.model.textsafe import display
 from proftui.collectors.model.views import FlatEntry, flat_profile
 from proftui.tui.panes.base import Command, NavState, Pane, drill
-from proftui.tui.search import NameMatcher
+from proftui.tui.search import NameMatcher, narrows
 from proftui.tui.widgets.flat_table import FlatTable
 from proftui.tui.widgets.status_line import NameSelected, SettingChanged
 from textual import on
@@ -78,6 +79,12 @@ class FlatPane(Pane, Vertical):
         # ((entries, base entries, metric, normalise), rows, changes) last computed
         self._diff_cache: tuple[tuple[object, ...], list[FlatEntry],
                                 dict[int, FunctionChange]] | None = None
+        # ((entries, changes, sort key, descending, metric), every row in that order,
+        # their function names)
+        self._sort_cache: tuple[tuple[object, ...], list[FlatEntry], list[str]] | None = None
+        # (pattern, the sorted rows it filtered, the rows that matched, their names)
+        self._filter_cache: tuple[str, list[FlatEntry], list[FlatEntry], list[str]] | None \
+            = None
 
     def compose(self) -> ComposeResult:
         yield FilterInput(placeholder="filter functions (regex; case-insensitive if lowercase)",
@@ -152,15 +159,35 @@ class FlatPane(Pane, Vertical):
         return list(rows)
 
     def _ordered(self) -> list[FlatEntry]:
-        m = self.metric
-        matcher = NameMatcher(self.filter_text)
+        """The rows shown: every function sorted (once per rows, sort and metric), then
+        filtered (a keystroke that lengthens a literal pattern looks at the last matches
+        only: each one matches the shorter pattern too)."""
         every = self._diff_rows()
-        rows = [e for e in every if matcher.matches(e.frame.function)] \
-            if self.filter_text else every
+        if self.changes is None and self.sort_key in DELTA_SORTS:
+            self.sort_key = "self"  # no baseline any more
+        key = (self.entries, self.changes, self.sort_key, self.descending, self.metric)
+        cached = self._sort_cache
+        if cached is None or cached[0][0] is not key[0] or cached[0][1] is not key[1] \
+                or cached[0][2:] != key[2:]:
+            rows = self._sorted(every)
+            self._sort_cache = cached = (key, rows, [e.frame.function for e in rows])
+        ordered = cached[1]
+        if not self.filter_text:
+            return list(ordered)
+        pool, names = ordered, cached[2]
+        last = self._filter_cache
+        if last is not None and last[1] is ordered and narrows(last[0], self.filter_text):
+            pool, names = last[2], last[3]
+        found = list(map(NameMatcher(self.filter_text).found, names))
+        rows = list(compress(pool, found))
+        self._filter_cache = (self.filter_text, ordered, rows, list(compress(names, found)))
+        return list(rows)
+
+    def _sorted(self, rows: list[FlatEntry]) -> list[FlatEntry]:
+        """`rows` in the pane's sort order (a stable sort: ties keep the model's order)."""
+        m = self.metric
         key: Callable[[FlatEntry], Any]
         changes = self.changes
-        if changes is None and self.sort_key in DELTA_SORTS:
-            self.sort_key = "self"  # no baseline any more
         if changes is not None and self.sort_key in DELTA_SORTS:
             zero = FunctionChange(0.0, 0.0, "")
             if self.sort_key == "dself":
@@ -176,8 +203,7 @@ class FlatPane(Pane, Vertical):
             key = lambda e: e.total_cost[m]  # noqa: E731
         else:
             key = lambda e: (e.self_cost[m], e.total_cost[m])  # noqa: E731
-        rows.sort(key=key, reverse=self.descending)
-        return rows
+        return sorted(rows, key=key, reverse=self.descending)
 
     def refresh_rows(self) -> None:
         """Re-sort and redraw, keeping the cursor on the same function."""
