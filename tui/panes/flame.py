@@ -52,6 +52,12 @@ class FrameMatcher:
                 self.frames[frame_id].function)
         return hit
 
+    def every_frame(self) -> list[bool]:
+        """The verdict of every frame id at once (NameMatcher.each)."""
+        verdicts = self.matcher.each([frame.function for frame in self.frames])
+        self.verdict = dict(enumerate(verdicts))
+        return verdicts
+
 
 class FlamePane(Pane, Vertical):
     """Flame graph of the current metric; `v` the sandwich of the selected function."""
@@ -265,13 +271,7 @@ class FlamePane(Pane, Vertical):
                       ) -> Iterator[float | None]:
         """Yields None after each slice of work, then the share.  Slices, not a thread:
         a thread walking the tree would hold the GIL against the key presses."""
-        hits: list[bool] = []
-        frames = matcher.frames
-        for start in range(0, len(frames), SHARE_SLICE // 4):
-            hits.extend(matcher(i) for i in range(start, min(len(frames), start
-                                                             + SHARE_SLICE // 4)))
-            yield None
-        walk = ShareWalk(tree, metric, hits)
+        walk = ShareWalk(tree, metric, matcher.every_frame())
         while not walk.run(SHARE_SLICE):
             yield None
         whole = tree.root.total_cost[metric] if tree.n_metrics else 0.0

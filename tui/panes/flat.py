@@ -178,7 +178,7 @@ class FlatPane(Pane, Vertical):
         last = self._filter_cache
         if last is not None and last[1] is ordered and narrows(last[0], self.filter_text):
             pool, names = last[2], last[3]
-        found = list(map(NameMatcher(self.filter_text).found, names))
+        found = NameMatcher(self.filter_text).each(names)
         rows = list(compress(pool, found))
         self._filter_cache = (self.filter_text, ordered, rows, list(compress(names, found)))
         return list(rows)

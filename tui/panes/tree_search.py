@@ -130,13 +130,8 @@ class TreeSearch:
             return found
         matcher = NameMatcher(self.pattern)
         self.error = matcher.error
-        verdict: dict[str, bool] = {}  # names repeat across frames (one per line, inline)
-        mask = bytearray(len(profile.frames))
-        for fid, frame in enumerate(profile.frames):
-            hit = verdict.get(frame.function)
-            if hit is None:
-                hit = verdict[frame.function] = matcher.matches(frame.function)
-            mask[fid] = hit
+        # Names repeat across frames (one per line, inline): each is matched once.
+        mask = bytearray(matcher.each([frame.function for frame in profile.frames]))
         root = view.root
         tops = [root] if root.data is not None and root.data.call is not None else [
             c for c in root.children if c.data is not None and c.data.call is not None]
