@@ -304,16 +304,31 @@ def combine(sources: Sequence[SliceSource], n_metrics: int) -> Slices:
     return out
 
 
+class CodeKeys:
+    """Each stack's leaf code key (an index into `keys`, or -1), kept from snapshot to
+    snapshot: a live profile looks at the stacks added since the last one only."""
+
+    def __init__(self) -> None:
+        self.code = array("q")
+        self.keys: dict[tuple[str, int], int] = {}
+
+    @classmethod
+    def of(cls, sites: Sequence[tuple[str, int, CodeSite] | None]) -> CodeKeys:
+        """The keys of `sites`, from scratch."""
+        keys = cls()
+        keys.update(sites)
+        return keys
+
+    def update(self, sites: Sequence[tuple[str, int, CodeSite] | None]) -> None:
+        """Take in the stacks of `sites` past those already seen (a stack's site never
+        changes; a rebuild that changes them starts a new CodeKeys)."""
+        code, keys = self.code, self.keys
+        for site in sites[len(code):]:
+            code.append(-1 if site is None else keys.setdefault((site[0], site[1]), len(keys)))
+
+
 def index_of(labels: Iterable[str], leaf: Sequence[int], part: Sequence[int],
-             part_leaf: Sequence[int], sites: Sequence[tuple[str, int, CodeSite] | None]
-             ) -> StackIndex:
-    """A StackIndex from per-stack columns and each stack's leaf site (or None)."""
-    keys: dict[tuple[str, int], int] = {}
-    code = array("q")
-    for site in sites:
-        if site is None:
-            code.append(-1)
-        else:
-            code.append(keys.setdefault((site[0], site[1]), len(keys)))
+             part_leaf: Sequence[int], codes: CodeKeys) -> StackIndex:
+    """A StackIndex (its own copies) from per-stack columns and their code keys."""
     return StackIndex(list(labels), array("q", leaf), array("q", part),
-                      array("q", part_leaf), code, list(keys))
+                      array("q", part_leaf), array("q", codes.code), list(codes.keys))

@@ -43,7 +43,7 @@ from proftui.collectors.model.profile import (
     Profile,
     ProfileMeta,
 )
-from proftui.collectors.model.slices import SliceRecorder, index_of
+from proftui.collectors.model.slices import CodeKeys, SliceRecorder, index_of
 from proftui.collectors.symbols.stacks import StackFrames
 
 # A batch of count changes is folded in by walking up from each stack (a path is about
@@ -109,6 +109,7 @@ class StackProfile:
         self._handed = [array("d") for _ in metrics]
         self._slices: SliceRecorder | None = None  # costs over time, once timed
         self._generation = 0  # rebuild() count
+        self._code_keys = CodeKeys()  # stacks' leaf code keys for the slices' index
         # Self costs changed without their totals (set_many): the merged tree, the
         # function totals and these parts are summed again before they are read.
         self._stale = False
@@ -402,6 +403,7 @@ class StackProfile:
         changed = changed or {}
         self._flush()
         self._generation += 1
+        self._code_keys = CodeKeys()  # sites may change below
         self._stale, self._stale_parts = False, set()  # every total is added up again
         s = self._stacks
         flat, offsets = core.paths_of(self._tree, s.leaf)
@@ -501,8 +503,9 @@ class StackProfile:
         slices = None
         if self._slices is not None:
             st = self._stacks
+            self._code_keys.update(st.site)
             slices = self._slices.snapshot(index_of(self.labels, st.leaf, st.part,
-                                                    st.part_leaf, st.site))
+                                                    st.part_leaf, self._code_keys))
         return Profile(meta=meta, metrics=self.metrics, frames=FrameTable(list(self.frames)),
                        tree=tree, parts=parts, functions=self.functions(), slices=slices,
                        line_costs={k: list(v) for k, v in self.line_costs.items()},

@@ -18,7 +18,7 @@ from proftui.collectors.model.profile import (
     Profile,
     ProfileMeta,
 )
-from proftui.collectors.model.slices import SliceRecorder, index_of
+from proftui.collectors.model.slices import CodeKeys, SliceRecorder, index_of
 from proftui.collectors.symbols.stacks import StackFrames
 
 from tests.helpers.reference_calltree import CallTree
@@ -430,7 +430,7 @@ class StackProfile:
         if self._slices is not None:
             st = self._stacks
             slices = self._slices.snapshot(index_of(self.labels, st.leaf, st.part,
-                                                    st.part_leaf, st.site))
+                                                    st.part_leaf, CodeKeys.of(st.site)))
         return Profile(meta=meta, metrics=self.metrics, frames=FrameTable(list(self.frames)),
                        tree=tree, parts=parts, functions=self.functions(), slices=slices,
                        line_costs={k: list(v) for k, v in self.line_costs.items()},

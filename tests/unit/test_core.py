@@ -15,7 +15,7 @@ from proftui.collectors.model import core
 from proftui.collectors.model.calltree import CallTree
 from proftui.collectors.model.flame import ShareWalk
 from proftui.collectors.model.profile import SAMPLES, CodeSite, Frame, Metric, Profile, ProfileMeta
-from proftui.collectors.model.slices import SliceRecorder, index_of, range_profile
+from proftui.collectors.model.slices import CodeKeys, SliceRecorder, index_of, range_profile
 from proftui.collectors.model.storage import profile_to_dict
 from proftui.collectors.model.views import function_costs, function_mask
 from proftui.collectors.stacktable.builder import StackProfile
@@ -169,8 +169,8 @@ def test_slices_sum_alike() -> None:
     old, new = twin_trees(7)
     leaves = array("q", (rng.randrange(1, len(new)) for _ in range(80)))
     index = index_of(["a", "b"], leaves, array("q", (rng.randrange(2) for _ in leaves)),
-                     leaves, [("m", rng.randrange(9), CodeSite(None)) if rng.random() < 0.8
-                              else None for _ in leaves])
+                     leaves, CodeKeys.of([("m", rng.randrange(9), CodeSite(None))
+                                          if rng.random() < 0.8 else None for _ in leaves]))
     recorder = SliceRecorder(100.0, 2)
     for _ in range(400):
         recorder.add(100.0 + rng.random() * 5, rng.randrange(len(leaves)),
@@ -269,6 +269,42 @@ def test_stack_profiles_match_the_python_builder(seed: int) -> None:
     assert len(got) == len(want)
     for mine, theirs in zip(got, want, strict=True):
         assert mine == theirs
+
+
+def test_live_timelines_index_every_stacks_code_site() -> None:
+    """Every snapshot's timeline index holds each stack's leaf code site, as one built
+    from scratch does: the code keys kept between snapshots take in new stacks, and start
+    again when an address learned late gives stacks new sites (0x777 here)."""
+    space, ref_space = Space(), Space()
+    built, ref = StackProfile((SAMPLES,)), RefStackProfile((SAMPLES,))
+    rng = random.Random(11)
+    pool = [*range(0x10, 0x100, 0x10), 0x777]
+    stacks: list[int] = []
+    meta = ProfileMeta(mode="sampler")
+    checked = 0
+    for step in range(300):
+        kind = rng.random()
+        if kind < 0.3 or not stacks:
+            ips = tuple(rng.choice(pool) for _ in range(rng.randrange(1, 5)))
+            stacks.append(built.stack(ips, "pid 1 tid 1", space, ips))  # type: ignore[arg-type]
+            ref.stack(ips, "pid 1 tid 1", ref_space, ips)  # type: ignore[arg-type]
+        elif kind < 0.85:
+            index, when = rng.choice(stacks), 100.0 + 0.01 * step
+            for one in (built, ref):
+                one.add(index, (1.0,))
+                one.add_at(when, index, (1.0,), origin=100.0)
+        elif kind < 0.87 and 0x777 not in space.known:
+            space.known[0x777] = ref_space.known[0x777] = "late"
+            built.resymbolize()
+            ref.resymbolize()
+        else:
+            mine, theirs = built.snapshot(meta).slices, ref.snapshot(meta).slices
+            if mine is not None and theirs is not None:
+                assert list(mine.index.code) == list(theirs.index.code)
+                assert mine.index.code_keys == theirs.index.code_keys
+                assert len(mine.index.code) == len(built) == len(set(stacks))
+                checked += 1
+    assert checked >= 10 and 0x777 in space.known
 
 
 def test_a_snapshot_never_changes_after_it_is_taken() -> None:
@@ -380,7 +416,7 @@ def test_a_range_prunes_a_part_that_is_the_tree_once(monkeypatch: pytest.MonkeyP
     tree.finalize()
     leaves = array("q", (rng.randrange(1, len(tree)) for _ in range(40)))
     index = index_of(["pid 1 tid 1"], leaves, array("q", [0]) * len(leaves), leaves,
-                     [None] * len(leaves))
+                     CodeKeys.of([None] * len(leaves)))
     recorder = SliceRecorder(100.0, 1)
     for _ in range(200):
         recorder.add(100.0 + rng.random() * 4, rng.randrange(len(leaves)), [1.0])
