@@ -71,13 +71,16 @@ class Tmux:
 
     def __init__(self, argv: list[str], cwd: Path, env: dict[str, str]) -> None:
         self.name = f"bench-keys-{uuid.uuid4().hex[:8]}"
+        # A server of its own (-L): a new session on the shared server can race the
+        # previous session's server as it exits ("server exited unexpectedly").
+        self.tmux = ["tmux", "-L", self.name]
         shell = "unset COLUMNS LINES; exec " + " ".join(_quote(a) for a in argv)
         extra = [arg for k, v in env.items() for arg in ("-e", f"{k}={v}")]
         self.started = time.perf_counter()
-        subprocess.run(["tmux", "new-session", "-d", "-s", self.name, "-x", "160", "-y", "50",
+        subprocess.run([*self.tmux, "new-session", "-d", "-s", self.name, "-x", "160", "-y", "50",
                         "-c", str(cwd), "-e", "TERM=xterm-256color", *extra, shell], check=True)
         self.client = subprocess.Popen(
-            ["tmux", "-C", "attach-session", "-t", self.name, "-f", "no-output,ignore-size"],
+            [*self.tmux, "-C", "attach-session", "-t", self.name, "-f", "no-output,ignore-size"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
         self.command("display -p ok")  # the attach's own reply block comes first
 
@@ -117,7 +120,7 @@ class Tmux:
                 self.client.stdin.close()
             self.client.wait(timeout=5)
         finally:
-            subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True)
+            subprocess.run([*self.tmux, "kill-server"], capture_output=True)
 
 
 def _quote(arg: str) -> str:

@@ -31,6 +31,7 @@ from proftui.collectors.runtime.process_status import ProcStat
 from proftui.tui import settings as settings_file
 from proftui.tui.diffstate import DiffViews, Views
 from proftui.tui.format import metric_label, use_theme
+from proftui.tui.input_driver import terminal_driver
 from proftui.tui.panes.base import Command, Drill, NavState, Pane, SelectPart, step_to
 from proftui.tui.panes.flame import FlamePane
 from proftui.tui.panes.flat import FlatPane
@@ -52,6 +53,7 @@ from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingsMap, BindingType
 from textual.css.query import NoMatches
+from textual.driver import Driver
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import ContentSwitcher
@@ -124,6 +126,11 @@ class ProfTuiApp(ViewChoices, RunControls, DiffViews, App[None]):
                 tooltip="As in a shell: SIGINT to a launched target, detach from an "
                         "attached one, and quit"),
     ]
+
+    def get_driver_class(self) -> type[Driver]:
+        """Textual's driver, or on a Linux terminal the one that takes a lone Esc when
+        its delay ends (tui/input_driver.py)."""
+        return terminal_driver(super().get_driver_class())
 
     def __init__(self, collector: Collector | None = None, profile: Profile | None = None,
                  stop_signals: StopSignals | None = None, base: Profile | None = None,

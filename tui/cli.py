@@ -8,6 +8,7 @@ program on PATH.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -61,7 +62,10 @@ def run_tui(collector: Collector | None = None, profile: Profile | None = None,
     """
     from proftui.collectors.runtime.launch import StopSignals, signal_name
     from proftui.tui.app import ProfTuiApp  # Textual loads only when a TUI is wanted
+    from proftui.tui.input_driver import quick_escape
     from proftui.tui.terminal import StuckExit, end_threads
+
+    quick_escape(os.environ)
 
     with StopSignals(interrupt=True) as stop:
         if collector is not None:
