@@ -525,6 +525,10 @@ class ProfTuiApp(ViewChoices, RunControls, DiffViews, App[None]):
         except NoMatches:
             return  # posted while the app closes: its screen is gone
         line.show(message.frame, message.note)
+        if message.frame is not None and message.pane in (FlatPane.PANE_ID,
+                                                          CallTreeView.PANE_ID):
+            # Enter there, `f` here: the likeliest next view, derived while the user reads.
+            self.query_one(CallTreeView).focus_ahead(message.frame)
 
     def action_notes(self) -> None:
         """Every warning of the profile shown (e.g. gprof's estimated tree, dropped records)."""

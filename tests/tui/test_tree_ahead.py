@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 from proftui.collectors.model import views
 from proftui.tui.app import ProfTuiApp
+from proftui.tui.panes.flat import FlatPane
 from proftui.tui.panes.tree import CallTreeView
 from textual.pilot import Pilot
 
-from tests.helpers.profiles import two_processes
+from tests.helpers.profiles import sample_profile, two_processes
 from tests.helpers.tui import flat_ready, run_app, wait_for
 
 
@@ -66,3 +67,52 @@ def test_u_and_T_show_the_trees_derived_ahead(monkeypatch: pytest.MonkeyPatch) -
 def rows_of(tree: Any, profile: Any) -> list[tuple[str, float]]:
     ordered = sorted(tree.root.children.values(), key=lambda c: -c.total_cost[0])
     return [(profile.frames[c.frame_id].function, c.total_cost[0]) for c in ordered]
+
+
+def test_the_selected_functions_focus_view_is_derived_while_the_user_reads(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A flat row at rest has its focus view derived ahead: Enter shows it with no
+    derivation of its own, equal to one derived when asked; rows passed over quickly
+    are not derived."""
+    import proftui.tui.panes.tree as tree_module
+    from proftui.tui.panes.tree_derive import derive as real_derive
+    from proftui.tui.widgets.flat_table import FlatTable
+
+    derived: list[str] = []
+
+    def spy(profile: Any, need: Any, baseline: Any) -> Any:
+        if need[0] == "focus":
+            derived.append(need[1].function)
+        return real_derive(profile, need, baseline)
+
+    monkeypatch.setattr(tree_module, "derive", spy)
+    profile = sample_profile()
+
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        await flat_ready(pilot, app)
+        table = app.query_one(FlatTable)
+        tree = app.query_one(CallTreeView)
+        for row in range(3):  # passed over: each replaces the last before it is at rest
+            table.move_cursor(row=row)
+        await pilot.pause()
+        frame = app.query_one(FlatPane).selected_frame()
+        assert frame is not None
+        await wait_for(pilot, lambda: ("focus", frame, None, False) in tree._derived,
+                       what="the focus view derived ahead")
+        assert derived == [frame.function]
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: tree.view == "focus" and not tree.pending,
+                       what="the focus view")
+        assert derived == [frame.function]  # Enter derived nothing more
+        shown = [str(n.label) for n in tree.root.children]
+        assert shown[0].startswith(f"{frame.function} and what it calls")
+        # Moving on while a view is awaited never drops that view.
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.nav[-1].pane == "flat", what="back to flat")
+        table.move_cursor(row=0)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: tree.view == "focus" and not tree.pending and
+                       tree.focus_frame == app.query_one(FlatPane).selected_frame(),
+                       what="the next focus view")
+
+    run_app(ProfTuiApp(profile=profile), body)

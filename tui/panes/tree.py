@@ -28,6 +28,7 @@ from proftui.tui.widgets.status_line import NameSelected, SettingChanged
 from rich.text import Text
 from textual import work
 from textual.binding import Binding, BindingType
+from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
@@ -39,6 +40,7 @@ MAX_CHILDREN = 50
 MAX_VIEW_DEPTH = 200
 HOT_CUTOFF = 0.01  # the hot path stops at children below 1% of the whole
 GONE_KEY = "…gone"  # a row's key (with the baseline's frame id): a context only BASE has
+FOCUS_AHEAD_S = 0.05  # a selection at rest this long has its focus view derived ahead
 MAX_TRUNK = 30  # a fresh top-down view opens at most this many single-child rows
 
 
@@ -98,6 +100,8 @@ class CallTreeView(Pane, Tree[NodeData]):
         self._ahead_kept: set[Need] = set()
         self._ahead_running: set[Need] = set()
         self._waiting: tuple[Need, Profile, State | None] | None = None
+        self._focus_ahead: Need | None = None  # the one focus view derived ahead (focus_ahead)
+        self._focus_timer: Timer | None = None
         self.name_mode = "full"  # tui.names.MODES
         self.percent_of_parent = False  # `%`: a row's share of its parent, not of the whole
         self.search = TreeSearch(self)
@@ -394,8 +398,44 @@ class CallTreeView(Pane, Tree[NodeData]):
                 return
             self.app.call_from_thread(self._ahead_ready, derived, need)
 
+    def focus_ahead(self, frame: Frame) -> None:
+        """Derive `frame`'s focus view (Enter on the flat profile, `f` here) once the
+        selection has rested FOCUS_AHEAD_S on it, while the user reads: a saved profile
+        only, and one such view at a time (a newer selection drops the older one)."""
+        if self._focus_timer is not None:
+            self._focus_timer.stop()
+            self._focus_timer = None
+        profile = self._ahead_profile  # the saved profile as opened (show_profile)
+        if profile is None or self._baseline() is not None or \
+                getattr(self.app, "profile", None) is not profile:  # a time range is shown
+            return
+        need: Need = ("focus", frame, self.part, False)
+        if need == self._focus_ahead or (need in self._derived and
+                                         self._derived[need][0] is profile):
+            return
+        self._focus_timer = self.set_timer(FOCUS_AHEAD_S,
+                                           lambda: self._start_focus_ahead(profile, need))
+
+    def _start_focus_ahead(self, profile: Profile, need: Need) -> None:
+        self._focus_timer = None
+        if self.pending or profile is not self._ahead_profile:
+            return  # a view is being derived or awaited (perhaps the older one): let it be
+        if self._focus_ahead is not None:
+            self._ahead_running.discard(self._focus_ahead)  # its worker is cancelled below
+        self._focus_ahead = need
+        self._ahead_running.add(need)
+        self._derive_focus_ahead(profile, need)
+
+    @work(thread=True, exclusive=True, group="derive-focus-ahead")
+    def _derive_focus_ahead(self, profile: Profile, need: Need) -> None:
+        derived = derive(profile, need, None)
+        if not get_current_worker().is_cancelled:  # else a newer one (or the app's end)
+            self.app.call_from_thread(self._ahead_ready, derived, need)
+
     def _ahead_ready(self, derived: Derived, need: Need) -> None:
         self._ahead_running.discard(need)
+        if need == self._focus_ahead:
+            self._focus_ahead = None
         profile, shown, trees, baseline, bases = derived
         if profile is not self._ahead_profile:
             return
