@@ -317,6 +317,8 @@ class FlatPane(Pane, Vertical):
 
     @on(Input.Changed, "#flat-filter")
     def _filter_changed(self, event: Input.Changed) -> None:
+        if event.value == self.filter_text:
+            return  # already shown: clear_filter set it (the rows were refreshed once)
         self.filter_text = event.value
         self.refresh_rows()
 

@@ -14,6 +14,8 @@ functions only one side has are tagged "new" or "gone".
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
+from operator import attrgetter, is_not
 from typing import ClassVar
 
 from proftui.collectors.model.diffviews import GONE, NEW, FunctionChange
@@ -32,6 +34,12 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
+
+# Loops over every row (50,000 on a big profile) stay in C: a key filtering or sorting
+# the table redoes them, and Python-level loops cost tens of ms each.
+_FUNCTION = attrgetter("frame.function")
+_CALLS = attrgetter("calls")
+_NOT_NONE = partial(is_not, None)
 
 # (sort key, header, width); the function column takes what is left.
 # The Δ columns (sort keys "dself", "dtotal") have width only with a baseline.
@@ -113,7 +121,7 @@ class FlatTable(ScrollView, can_focus=True):
         self.word = metric_word(metrics[metric]) if metrics else ""  # named in the titles
         self.whole = whole
         self.sort_key, self.descending = sort_key, descending
-        self.has_calls = any(e.calls is not None for e in rows)
+        self.has_calls = any(map(_NOT_NONE, map(_CALLS, rows)))
         self._label_rows()
         self.virtual_size = Size(self.size.width, len(rows) + 1)
         self.set_reactive(FlatTable.cursor_row, min(max(0, cursor), max(0, len(rows) - 1)))
@@ -135,7 +143,7 @@ class FlatTable(ScrollView, can_focus=True):
             self._fitted = set()
         if self.name_mode != "full":  # new names only: a live snapshot repeats the others
             known = self.labeler.known
-            self.labeler.add(e.frame.function for e in self.rows)
+            self.labeler.add(map(_FUNCTION, self.rows))
             if self.labeler.known != known:
                 self._fitted = set()  # a group that grew shows its names another way
 
@@ -218,10 +226,11 @@ class FlatTable(ScrollView, can_focus=True):
             if room != self._fitted_room:
                 self._fitted_room, self._fitted = room, set()
             fitted = self._fitted
-            new = [e for e in self.rows if e.frame.function not in fitted]
-            fitted.update(e.frame.function for e in new)
-            if self.fitter.add((self.label(e) for e in new), room):
-                self.refresh()  # a row drawn already is now cut another way
+            if not fitted.issuperset(map(_FUNCTION, self.rows)):
+                new = [e for e in self.rows if e.frame.function not in fitted]
+                fitted.update(map(_FUNCTION, new))
+                if self.fitter.add((self.label(e) for e in new), room):
+                    self.refresh()  # a row drawn already is now cut another way
         text = self._row_text(self.rows[index], widths)
         base = self.get_component_rich_style("flat-table--cursor") if index == self.cursor_row \
             else self.get_component_rich_style("flat-table--zebra") if index % 2 \
