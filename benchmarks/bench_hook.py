@@ -39,8 +39,13 @@ inlining, many small functions), what issue 34 asks of a real program, in one ru
   share diff   the largest difference, over perf's top 10 on the empty-hook binary,
                between proftui's self shares (hooks left out) and perf's (hooks left
                out the same way: tests/helpers/reference.py); goal <= 3 points
-Medians of REAL_ROUNDS runs of each tool, alternating.
-Usage: python benchmarks/bench_hook.py [fib_n] [lua_rounds] [--real-only]
+  floor        glibc's empty hooks' share of perf's samples on the empty-hook binary
+               (libc's __cyg_profile_func_* and their PLT stubs): what the calls to
+               any hook cost before it does anything
+Medians of REAL_ROUNDS runs of each tool, alternating.  `--program "CMD ARGS"` adds a
+program of your own built -O2 -g -finstrument-functions (a fetched library's benchmark),
+measured the same way.
+Usage: python benchmarks/bench_hook.py [fib_n] [lua_rounds] [--real-only] [--program CMD]
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -220,11 +226,13 @@ def real_program(work: Path, title: str, argv: list[str], env: dict[str, str], h
     our_runs: list[dict[str, float]] = []
     ours_hook: list[float] = []
     perf_hook: list[float] = []
+    floor: list[float] = []
     for i in range(REAL_ROUNDS):
         data = work / f"plain{i}.data"
         subprocess.run(["perf", "record", "-q", "-g", "-F", str(REAL_HZ), "-o", str(data), "--",
                         *argv], check=True, capture_output=True, env=env, timeout=300)
         plain_runs.append(_keyed(reference.perf_program_shares(data, binary), key))
+        floor.append(empty_hook_share(data, binary.name[:15]))
         shutil.rmtree(run_dir, ignore_errors=True)
         run_dir.mkdir(mode=0o700)
         data = work / f"hooked{i}.data"
@@ -251,6 +259,8 @@ def real_program(work: Path, title: str, argv: list[str], env: dict[str, str], h
     print(f"hook share: {share:.1f} % of proftui's samples ([instrumentation]), "
           f"{perf_share:.1f} % of perf's (the runtime library) -> "
           f"{'met' if max(share, perf_share) <= 30 else 'MISSED'} (goal <= 30 %)")
+    print(f"floor: glibc's empty hooks hold {statistics.median(floor):.1f} % of perf's samples "
+          "on the empty-hook binary")
     print(f"slowdown: {under:.3f} s / {base:.3f} s CPU = {under / base:.2f}x against the same "
           f"binary with glibc's empty hooks (the time added is {100 * (1 - base / under):.0f} % "
           "of the hooked run)")
@@ -258,7 +268,25 @@ def real_program(work: Path, title: str, argv: list[str], env: dict[str, str], h
           f"{'met' if worst <= 3 else 'MISSED'} (goal <= 3)")
 
 
-def real_programs(lua_rounds: int, env: dict[str, str], hook: str) -> None:
+def empty_hook_share(perf_data: Path, comm: str) -> float:
+    """Percent of a run's user samples whose leaf is one of glibc's empty hooks or its
+    PLT stub (kernel samples charged to the user code that entered the kernel)."""
+    script = subprocess.run(
+        ["perf", "script", "-i", str(perf_data), "--comm", comm, "-F", "ip,sym,dso",
+         "--no-inline"], capture_output=True, text=True, timeout=300, check=True)
+    total = inside = 0
+    for block in script.stdout.split("\n\n"):
+        for frame in (line.strip() for line in block.splitlines() if line.strip()):
+            if "kernel" in frame or "([k" in frame:
+                continue
+            total += 1
+            inside += "__cyg_profile_func_" in frame
+            break
+    return 100.0 * inside / max(1, total)
+
+
+def real_programs(lua_rounds: int, env: dict[str, str], hook: str,
+                  extra: list[str] | None = None) -> None:
     """real_program for Lua (intern_sort.lua) and the C++ fixture, when perf can sample."""
     with tempfile.TemporaryDirectory(prefix="bench-hook-real-") as tmp:
         work = Path(tmp)
@@ -273,6 +301,10 @@ def real_programs(lua_rounds: int, env: dict[str, str], hook: str) -> None:
         subprocess.run(["g++", *CXX_FLAGS, "-o", str(cxx), str(CXX_FIXTURE)], check=True)
         real_program(work, "C++ fixture ins_cxx_work 50 rounds", [str(cxx), "50"], env, hook,
                      simple_name)
+        for command in extra or []:
+            argv = shlex.split(command)
+            argv[0] = str(Path(argv[0]).resolve())
+            real_program(work, command, argv, env, hook, simple_name)
 
 
 def main() -> None:
@@ -282,12 +314,14 @@ def main() -> None:
                         help="intern_sort.lua rounds (20)")
     parser.add_argument("--real-only", action="store_true",
                         help="only the real programs (Lua and the C++ fixture)")
+    parser.add_argument("--program", action="append", default=[], metavar="CMD",
+                        help="also measure this -finstrument-functions program (repeatable)")
     options = parser.parse_args()
     real_only, n, lua_rounds = options.real_only, options.fib_n, options.lua_rounds
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PROFTUI_", "LD_PRELOAD"))}
     hook = runtime_library_path("proftui_hook")
     if real_only:
-        real_programs(lua_rounds, env, hook)
+        real_programs(lua_rounds, env, hook, options.program)
         return
     rows: list[tuple[str, float | None, str]] = []
     with tempfile.TemporaryDirectory(prefix="bench-hook-") as tmp:
@@ -371,7 +405,7 @@ def main() -> None:
           f"{gprof_over:.1f} ns = {ratio:.2f}x -> {'met' if ratio <= 2 else 'MISSED'}")
     with tempfile.TemporaryDirectory(prefix="bench-hook-lua-") as tmp:
         lua_slowdowns(Path(tmp), lua_rounds, env, hook)
-    real_programs(lua_rounds, env, hook)
+    real_programs(lua_rounds, env, hook, options.program)
 
 
 if __name__ == "__main__":
