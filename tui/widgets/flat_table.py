@@ -104,6 +104,9 @@ class FlatTable(ScrollView, can_focus=True):
         # or filter shows the same functions again, so their labels are not made anew.
         self._fitted: set[str] = set()
         self._fitted_room = -1
+        # Other widths' fitters and sets: a filter can change the name column's width,
+        # and clearing it must not fit 50,000 labels anew (0.3 s).
+        self._other_fits: dict[int, tuple[Fitter, set[str]]] = {}
         self.has_calls = True  # no row has a call count: the Calls column is left out
         self.changes: dict[int, FunctionChange] | None = None  # by frame id; None: no Δ
         self.word = ""  # the metric shown, as the cost columns' titles name it
@@ -141,11 +144,13 @@ class FlatTable(ScrollView, can_focus=True):
             self.labeler = Labeler(self.name_mode, display)
             self.fitter = Fitter()
             self._fitted = set()
+            self._other_fits.clear()
         if self.name_mode != "full":  # new names only: a live snapshot repeats the others
             known = self.labeler.known
             self.labeler.add(map(_FUNCTION, self.rows))
             if self.labeler.known != known:
                 self._fitted = set()  # a group that grew shows its names another way
+                self._other_fits.clear()
 
     def label(self, e: FlatEntry) -> str:
         """The row's name as shown (before fitting it to the column)."""
@@ -224,7 +229,11 @@ class FlatTable(ScrollView, can_focus=True):
             # read the same either (new labels only: a live snapshot repeats the rest).
             self._fitted_for = (id(self.rows), room)
             if room != self._fitted_room:
-                self._fitted_room, self._fitted = room, set()
+                self._other_fits[self._fitted_room] = (self.fitter, self._fitted)
+                self.fitter, self._fitted = self._other_fits.pop(room, (Fitter(), set()))
+                self._fitted_room = room
+                while len(self._other_fits) > 4:
+                    del self._other_fits[next(iter(self._other_fits))]
             fitted = self._fitted
             if not fitted.issuperset(map(_FUNCTION, self.rows)):
                 new = [e for e in self.rows if e.frame.function not in fitted]
