@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 from dataclasses import dataclass
+from functools import partial
 from typing import ClassVar
 
 from proftui.collectors.model.profile import CallNode, CallTree, Frame, Profile
@@ -406,15 +407,15 @@ class CallTreeView(Pane, Tree[NodeData]):
             self._focus_timer.stop()
             self._focus_timer = None
         profile = self._ahead_profile  # the saved profile as opened (show_profile)
-        if profile is None or self._baseline() is not None or \
-                getattr(self.app, "profile", None) is not profile:  # a time range is shown
-            return
+        shown = getattr(self.app, "profile", None)
+        if profile is None or self._baseline() is not None or id(shown) != id(profile):
+            return  # live, a baseline, or a time range is shown
         need: Need = ("focus", frame, self.part, False)
         if need == self._focus_ahead or (need in self._derived and
                                          self._derived[need][0] is profile):
             return
         self._focus_timer = self.set_timer(FOCUS_AHEAD_S,
-                                           lambda: self._start_focus_ahead(profile, need))
+                                           partial(self._start_focus_ahead, profile, need))
 
     def _start_focus_ahead(self, profile: Profile, need: Need) -> None:
         self._focus_timer = None
