@@ -108,6 +108,13 @@ static int pt_after_call(const struct pt_cfi_set *set, const struct pt_memory *m
     return 0;
 }
 
+/* 1 if `r` looks like a return address: it lands right after a call in code
+ * with CFI.  Async-signal-safe. */
+static int pt_believable_ra(const struct pt_cfi_set *set, const struct pt_memory *mem,
+                            uintptr_t r) {
+    return r >= 4096 && pt_cfi_find(set, r - 1) != NULL && pt_after_call(set, mem, r);
+}
+
 /* The step out of a call stub that generated code interposes without saving
  * a frame pointer or writing unwind tables: CPython 3.12/3.13's perf
  * trampoline (`sub $8,%rsp; call *%rcx; add $8,%rsp; ret`), named in
@@ -122,7 +129,36 @@ static int pt_stub_step(const struct pt_cfi_set *set, const struct pt_memory *me
     uintptr_t at = *sp + 8;
     if (set == NULL || !pt_readable(mem, at)) return 0;
     uintptr_t r = pt_word(mem, at);
-    if (r < 4096 || pt_cfi_find(set, r - 1) == NULL || !pt_after_call(set, mem, r)) return 0;
+    if (!pt_believable_ra(set, mem, r)) return 0;
+    *ra = r;
+    *sp = at + 8;
+    return 1;
+}
+#endif
+
+#if PT_ARCH_CFI
+/* The step out of an interrupted pc in code without CFI (JIT code) at a
+ * frame-pointer prologue or epilogue, where rbp is still the caller's: a
+ * frame-pointer step would take whatever the caller keeps in rbp for a frame
+ * record (a garbage caller).  At `push rbp` or `ret` the return address is at
+ * sp; at `mov rbp, rsp` right after `push rbp`, at sp+8.  Only this process's
+ * code is read (the instruction being executed, and the byte before it when on
+ * the same page), and the return address must land after a call in code with
+ * CFI; rbp stays the caller's.  1 when taken (sp, ra set).  Async-signal-safe. */
+static int pt_entry_step(const struct pt_cfi_set *set, const struct pt_memory *mem, uintptr_t pc,
+                         uintptr_t *sp, uintptr_t *ra) {
+    if (!mem->code_local || pc < 4096) return 0;
+    const unsigned char *c = (const unsigned char *)pc;
+    uintptr_t at;
+    if (c[0] == 0x55 || c[0] == 0xc3) /* push rbp; ret */
+        at = *sp;
+    else if (c[0] == 0x48 && c[1] == 0x89 && c[2] == 0xe5 && (pc & 4095) != 0 && c[-1] == 0x55)
+        at = *sp + 8; /* mov rbp, rsp after push rbp: a REX.W mov is 3 bytes, all mapped */
+    else
+        return 0;
+    if (!pt_readable(mem, at)) return 0;
+    uintptr_t r = pt_word(mem, at);
+    if (!pt_believable_ra(set, mem, r)) return 0;
     *ra = r;
     *sp = at + 8;
     return 1;
@@ -311,6 +347,12 @@ pt_walk(const struct pt_cfi_set *set, const struct pt_memory *mem, const struct 
         } else
 #endif
         {
+#if PT_ARCH_CFI
+            if (row == NULL && !at_ra && set != NULL && pt_entry_step(set, mem, pc, &sp, &ra)) {
+                PT_MEMO_READ(0, sp - 8, ra);
+                goto stepped;
+            }
+#endif
             uintptr_t frame = fp;
             if (!pt_fp_step(mem, &fp, &sp, &ra)) {
 #if PT_ARCH_CFI
