@@ -331,8 +331,8 @@ def is_kernel_thread(pid: str) -> bool:
 
 
 def test_kernel_thread_is_refused() -> None:
-    kthreads = sorted((int(p.name) for p in Path("/proc").iterdir()
-                       if p.name.isdigit() and p.name != "2" and is_kernel_thread(p.name)))
+    kthreads = sorted(int(p.name) for p in Path("/proc").iterdir()
+                       if p.name.isdigit() and p.name != "2" and is_kernel_thread(p.name))
     if not kthreads:
         pytest.skip("no kernel thread is visible here (a container's pid namespace)")
     # The oldest: started at boot and never ending (a recent kworker may exit under
