@@ -274,7 +274,9 @@ def test_open_base_in_a_terminal(terminal: list[Terminal], saved: tuple[Path, Pa
     new, base = load_any(new_path), load_any(base_path)
     term = Terminal([str(PROFTUI), "open", str(new_path), "--base", str(base_path)], tmp_path)
     terminal.append(term)
-    screen = term.wait_for("ΔSelf pt", "dft_a", "Δ vs base.proftui (shares)")
+    # Every row drawn (a loaded machine can capture the table half drawn).
+    screen = term.wait_for("ΔSelf pt", " dft_a ", " dft_b ", " dft_c ", "dft_old gone",
+                           "Δ vs base.proftui (shares)")
     new_s, base_s = _shares(new), _shares(base)
     # Table rows only (the status line names the selected function too).
     rows = {line.split()[-2]: line.split() for line in screen.splitlines()

@@ -83,9 +83,13 @@ def test_tree_pane_keys(profile: Profile) -> None:
             chain.append(node.data.key.function)
             node = node.parent
         chain.reverse()
-        expected = (["main", "att_outer", "att_middle", "att_hot"]
-                    if leaf.function == "att_hot" else ["att_thread_main", "att_cold"])
-        assert chain[-len(expected):] == expected, chain
+        # att_middle's 4th call to att_hot is a tail call (jmp at -O2): att_outer ->
+        # att_hot is a true path too, and the hotter one when the sampling period
+        # aliases with the loop (seen on a loaded machine).
+        expected = ([["main", "att_outer", "att_middle", "att_hot"],
+                     ["main", "att_outer", "att_hot"]]
+                    if leaf.function == "att_hot" else [["att_thread_main", "att_cold"]])
+        assert any(chain[-len(e):] == e for e in expected), chain
         assert leaf.function in screen_text(app)
         await pilot.press("u")  # bottom-up: the leaves with self cost are the roots
         await wait_for(pilot, lambda: not tree.pending, what="bottom-up tree")
@@ -112,10 +116,13 @@ def test_drill_down_trail(profile: Profile) -> None:
         assert tree.selected_frame().function == "att_hot"
         text = screen_text(app)
         assert "who calls att_hot" in text and "tree: att_hot" in text
-        # Callers, nearest first: att_middle (most samples) and att_outer.
+        # Callers, nearest first, the costliest first: att_middle and att_outer (its
+        # tail call from att_middle; either can hold more, see test_tree_pane_keys).
         callers = next(n for n in tree.root.children if n.data.key == "callers")
         hot = callers.children[0]
-        assert [c.data.key.function for c in hot.children][:1] == ["att_middle"]
+        nearest = [(c.data.key.function, c.data.call.total_cost[0]) for c in hot.children]
+        assert nearest and {name for name, _ in nearest} <= {"att_middle", "att_outer"}, nearest
+        assert nearest[0][1] == max(cost for _, cost in nearest), nearest
         await pilot.press("enter")
         source = app.query_one(SourcePane)
         await wait_for(pilot, lambda: source.listing is not None, what="source listing")
