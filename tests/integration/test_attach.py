@@ -359,5 +359,7 @@ def test_helper_stream_aggregates_samples_by_stack(method: str) -> None:
     end = [r for r in records if isinstance(r, End)]
     assert len(end) == 1 and end[0].samples == counted > 100, (end, counted)  # ptrace lags
     assert not any(isinstance(r, Lost) and r.where != 1 for r in records)
-    assert len(announced) < counted / 10  # a spinning loop has few distinct stacks
+    # A spinning loop has few distinct stacks (start-up's and exit's included: a
+    # loaded run gave 17 stacks for 164 ptrace samples).
+    assert len(announced) < max(counted / 10, 40), (len(announced), counted)
     assert times == sorted(times) and len(times) >= 5  # a COUNTS every tenth of a second

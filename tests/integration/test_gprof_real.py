@@ -62,7 +62,11 @@ def test_cycle_is_one_node_counted_once(compile_c, tmp_path: Path) -> None:
     assert sorted(result.cycles) == [sorted([a, b, c])]
     theirs = gprof_rows(binary, gmon)
     assert_agree(grouped_rows(result, binary), theirs)
-    assert theirs["c"].seconds > 0 and not result.self_ticks[a] and not result.self_ticks[b]
+    # a and b only call: a tick lands in their few instructions now and then (one did
+    # on a loaded run), never a share worth a row.
+    assert theirs["c"].seconds > 0
+    assert result.self_ticks[a] + result.self_ticks[b] < 0.05 * result.self_ticks[c], (
+        result.self_ticks[a], result.self_ticks[b], result.self_ticks[c])
 
     profile = load_gmon_file(gmon, binary)
     histogram_ns = result.total_ticks / result.prof_rate * 1e9
