@@ -251,3 +251,47 @@ def test_clearing_the_filter_refreshes_the_rows_once(cxx_profile: Profile,
         await pilot.press("q")
 
     run_app(app, body, NARROW)
+
+
+@pytest.mark.parametrize("mode", ["full", "templates"])
+def test_sorting_and_filtering_look_for_new_names_once(cxx_profile: Profile, mode: str,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sort or a filter shows functions the table has labelled and fitted already: it
+    does not read every row's name again (a pass over 50,000 functions per key)."""
+    from proftui.tui.widgets import flat_table
+
+    app = ProfTuiApp(profile=cxx_profile)
+
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        flat = await flat_ready(pilot, app)
+        table = flat.query_one(FlatTable)
+        table.set_name_mode(mode)
+        await pilot.pause()
+        first = list(flat.shown)
+
+        def cells() -> list[str]:
+            room = table._name_room(table._widths(table.scrollable_content_region.width))
+            return [table.fitter.get(table.label(e), room) for e in flat.shown]
+
+        real = flat_table._FUNCTION
+        read: list[str] = []
+        monkeypatch.setattr(flat_table, "_FUNCTION", lambda e: read.append(real(e)) or real(e))
+        await pilot.press("s")
+        await pilot.pause()
+        assert flat.shown != first and len(flat.shown) == len(first)  # sorted another way
+        assert read == []
+        sorted_cells = cells()
+        await pilot.press("slash", *"sq", "enter")
+        await pilot.pause()
+        matching = {e.frame.function for e in flat.shown}
+        assert 0 < len(matching) < len(first)
+        assert set(read) <= matching  # at most the rows shown, if their width is new
+        read.clear()
+        await pilot.press("escape")
+        await pilot.pause()
+        assert flat.filter_text == "" and len(flat.shown) == len(first)
+        assert read == []
+        assert cells() == sorted_cells  # every row cut as before the filter
+        await pilot.press("q")
+
+    run_app(app, body, NARROW)

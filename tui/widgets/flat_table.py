@@ -64,6 +64,18 @@ TAGS = {NEW: " new", GONE: " gone"}
 HEADER_STYLE = Style(bold=True, reverse=True)
 
 
+class _Fit:
+    """One width's fitted labels: the fitter, the functions it has, and the universe
+    (FlatTable.universe) last found to hold no other function."""
+
+    __slots__ = ("checked", "fitter", "names")
+
+    def __init__(self) -> None:
+        self.fitter = Fitter()
+        self.names: set[str] = set()
+        self.checked: object = None
+
+
 class FlatTable(ScrollView, can_focus=True):
     """Rows of `FlatEntry` under a fixed header; Enter posts `Drill`."""
 
@@ -98,26 +110,36 @@ class FlatTable(ScrollView, can_focus=True):
         self.descending = True
         self.name_mode = "full"  # tui.names.MODES
         self.labeler = Labeler("full", display)  # names -> shown labels, distinct
-        self.fitter = Fitter()  # labels -> cut to the column, still distinct
-        self._fitted_for: tuple[int, int] | None = None  # (id(rows), width) the fitter has
-        # The functions whose labels the fitter has, at the width `_fitted_room`: a sort
-        # or filter shows the same functions again, so their labels are not made anew.
-        self._fitted: set[str] = set()
-        self._fitted_room = -1
-        # Other widths' fitters and sets: a filter can change the name column's width,
-        # and clearing it must not fit 50,000 labels anew (0.3 s).
-        self._other_fits: dict[int, tuple[Fitter, set[str]]] = {}
+        # Every row a sort or filter of this profile can show (`rows` is part of it): its
+        # names are labelled and fitted once, not again on each sort or filter key.
+        self.universe: Sequence[FlatEntry] = ()
+        self._labelled: object = None  # the universe whose names the labeler has
+        # Labels cut to the name column, per width (a filter can change the column's width,
+        # and clearing it must not fit 50,000 labels anew: 0.3 s); the last used last.
+        self._fits: dict[int, _Fit] = {}
+        self._fit = _Fit()
+        self._fitted_for: tuple[int, int] | None = None  # (id(rows), width) checked last
         self.has_calls = True  # no row has a call count: the Calls column is left out
         self.changes: dict[int, FunctionChange] | None = None  # by frame id; None: no Δ
         self.word = ""  # the metric shown, as the cost columns' titles name it
         self.normalise = "shares"  # collectors.model.diffviews.NORMALISATIONS
 
+    @property
+    def fitter(self) -> Fitter:
+        """Labels cut to the name column's width as last drawn."""
+        return self._fit.fitter
+
     def set_rows(self, rows: Sequence[FlatEntry], metric: int, metrics: Sequence[Metric],
                  whole: float, sort_key: str, descending: bool, cursor: int = 0,
                  changes: dict[int, FunctionChange] | None = None,
-                 normalise: str = "shares") -> None:
-        """Show `rows`; `changes` (by frame id) adds the Δ columns, in `normalise` units."""
+                 normalise: str = "shares",
+                 universe: Sequence[FlatEntry] | None = None) -> None:
+        """Show `rows`; `changes` (by frame id) adds the Δ columns, in `normalise` units.
+
+        `universe` holds every row that a sort or filter of the same profile shows
+        (default: `rows`); pass the same object each time to skip looking for new names."""
         self.rows = rows
+        self.universe = rows if universe is None else universe
         self.changes, self.normalise = changes, normalise
         self.metric = metric
         self.unit = metrics[metric].unit if metrics else "count"
@@ -142,15 +164,20 @@ class FlatTable(ScrollView, can_focus=True):
         self._fitted_for = None
         if self.labeler.mode != self.name_mode:
             self.labeler = Labeler(self.name_mode, display)
-            self.fitter = Fitter()
-            self._fitted = set()
-            self._other_fits.clear()
-        if self.name_mode != "full":  # new names only: a live snapshot repeats the others
+            self._labelled = None
+            self._forget_fits()
+        if self.name_mode != "full" and self._labelled is not self.universe:
+            # new names only: a live snapshot repeats the others
             known = self.labeler.known
-            self.labeler.add(map(_FUNCTION, self.rows))
+            self.labeler.add(map(_FUNCTION, self.universe))
+            self._labelled = self.universe
             if self.labeler.known != known:
-                self._fitted = set()  # a group that grew shows its names another way
-                self._other_fits.clear()
+                self._forget_fits()  # a group that grew shows its names another way
+
+    def _forget_fits(self) -> None:
+        self._fits.clear()
+        self._fit = _Fit()
+        self._fitted_for = None
 
     def label(self, e: FlatEntry) -> str:
         """The row's name as shown (before fitting it to the column)."""
@@ -225,26 +252,32 @@ class FlatTable(ScrollView, can_focus=True):
             return Strip.blank(width)
         room = self._name_room(widths)
         if self._fitted_for != (id(self.rows), room):
-            # Every row's label, not just the visible ones: two rows far apart must not
-            # read the same either (new labels only: a live snapshot repeats the rest).
             self._fitted_for = (id(self.rows), room)
-            if room != self._fitted_room:
-                self._other_fits[self._fitted_room] = (self.fitter, self._fitted)
-                self.fitter, self._fitted = self._other_fits.pop(room, (Fitter(), set()))
-                self._fitted_room = room
-                while len(self._other_fits) > 4:
-                    del self._other_fits[next(iter(self._other_fits))]
-            fitted = self._fitted
-            if not fitted.issuperset(map(_FUNCTION, self.rows)):
-                new = [e for e in self.rows if e.frame.function not in fitted]
-                fitted.update(map(_FUNCTION, new))
-                if self.fitter.add((self.label(e) for e in new), room):
-                    self.refresh()  # a row drawn already is now cut another way
+            self._fit_names(room)
         text = self._row_text(self.rows[index], widths)
         base = self.get_component_rich_style("flat-table--cursor") if index == self.cursor_row \
             else self.get_component_rich_style("flat-table--zebra") if index % 2 \
             else self.rich_style
         return self._strip(text, width, base)
+
+    def _fit_names(self, room: int) -> None:
+        """Fit every row's label to `room` characters, not just the visible rows': two
+        rows far apart must not read the same either (new labels only: a sort, a filter
+        or a live snapshot repeats the rest)."""
+        fit = self._fits.pop(room, None) or _Fit()
+        self._fits[room] = self._fit = fit  # the last used last
+        while len(self._fits) > 4:
+            del self._fits[next(iter(self._fits))]
+        if fit.checked is self.universe:
+            return  # every row a sort or filter can show is fitted at this width
+        rows, names = self.rows, fit.names
+        if not names.issuperset(map(_FUNCTION, rows)):
+            new = [e for e in rows if e.frame.function not in names]
+            names.update(map(_FUNCTION, new))
+            if fit.fitter.add((self.label(e) for e in new), room):
+                self.refresh()  # a row drawn already is now cut another way
+        if len(rows) == len(self.universe):  # rows are part of it: all of it
+            fit.checked = self.universe
 
     def _strip(self, text: Text, width: int, base: Style) -> Strip:
         text.truncate(width, pad=True)
