@@ -232,7 +232,8 @@ def real_program(work: Path, title: str, argv: list[str], env: dict[str, str], h
         subprocess.run(["perf", "record", "-q", "-g", "-F", str(REAL_HZ), "-o", str(data), "--",
                         *argv], check=True, capture_output=True, env=env, timeout=300)
         plain_runs.append(_keyed(reference.perf_program_shares(data, binary), key))
-        floor.append(empty_hook_share(data, binary.name[:15]))
+        floor.append(reference.perf_leaf_share(  # glibc's empty hooks or their PLT stubs
+            data, binary.name[:15], lambda symbol, _: symbol.startswith("__cyg_profile_func_")))
         shutil.rmtree(run_dir, ignore_errors=True)
         run_dir.mkdir(mode=0o700)
         data = work / f"hooked{i}.data"
@@ -266,23 +267,6 @@ def real_program(work: Path, title: str, argv: list[str], env: dict[str, str], h
           "of the hooked run)")
     print(f"largest self-share difference over perf's top {REAL_TOP}: {worst:.2f} points -> "
           f"{'met' if worst <= 3 else 'MISSED'} (goal <= 3)")
-
-
-def empty_hook_share(perf_data: Path, comm: str) -> float:
-    """Percent of a run's user samples whose leaf is one of glibc's empty hooks or its
-    PLT stub (kernel samples charged to the user code that entered the kernel)."""
-    script = subprocess.run(
-        ["perf", "script", "-i", str(perf_data), "--comm", comm, "-F", "ip,sym,dso",
-         "--no-inline"], capture_output=True, text=True, timeout=300, check=True)
-    total = inside = 0
-    for block in script.stdout.split("\n\n"):
-        for frame in (line.strip() for line in block.splitlines() if line.strip()):
-            if "kernel" in frame or "([k" in frame:
-                continue
-            total += 1
-            inside += "__cyg_profile_func_" in frame
-            break
-    return 100.0 * inside / max(1, total)
 
 
 def real_programs(lua_rounds: int, env: dict[str, str], hook: str,

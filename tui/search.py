@@ -12,6 +12,10 @@ import re
 from collections.abc import Callable, Sequence
 from itertools import compress, repeat
 from operator import contains
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from proftui.collectors.model.profile import FrameTable
 
 REGEX_SYNTAX = frozenset(".^$*+?{}[]\\|()")
 
@@ -70,3 +74,26 @@ class NameMatcher:
         unique = list(dict.fromkeys(names))
         hits = set(compress(unique, map(self.found, unique)))
         return list(map(hits.__contains__, names))
+
+
+class FrameMatcher:
+    """A search pattern as a test on frame ids (one regex call per frame, remembered)."""
+
+    def __init__(self, pattern: str, table: FrameTable) -> None:
+        self.matcher = NameMatcher(pattern)
+        self.table = table
+        self.frames = list(table)
+        self.verdict: dict[int, bool] = {}
+
+    def __call__(self, frame_id: int) -> bool:
+        hit = self.verdict.get(frame_id)
+        if hit is None:
+            hit = self.verdict[frame_id] = frame_id >= 0 and self.matcher.matches(
+                self.frames[frame_id].function)
+        return hit
+
+    def every_frame(self) -> list[bool]:
+        """The verdict of every frame id at once (NameMatcher.each)."""
+        verdicts = self.matcher.each([frame.function for frame in self.frames])
+        self.verdict = dict(enumerate(verdicts))
+        return verdicts

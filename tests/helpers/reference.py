@@ -110,21 +110,29 @@ def perf_runtime_share(perf_data: Path, comm: str, library: str) -> float:
     """Percent of a run's user samples (kernel ones charged to the user code that entered
     it) in the runtime library `library` and the signal return trampoline (its clock's
     ticks): perf's view of the hooks' own cost in a run under proftui."""
+    return perf_leaf_share(perf_data, comm,
+                           lambda symbol, dso: dso == library or symbol == "__restore_rt")
+
+
+def perf_leaf_share(perf_data: Path, comm: str, inside: Callable[[str, str], bool]) -> float:
+    """Percent of a run's user samples whose innermost user frame is `inside(symbol,
+    dso)` (kernel frames skipped: a kernel sample counts for the user code that entered
+    the kernel)."""
     script = subprocess.run(
         ["perf", "script", "-i", str(perf_data), "--comm", comm, "-F", "ip,sym,dso",
          "--no-inline"], capture_output=True, text=True, timeout=300)
     assert script.returncode == 0, script.stderr
-    total = inside = 0
+    total = found = 0
     for block in script.stdout.split("\n\n"):
         for frame in (line.strip() for line in block.splitlines() if line.strip()):
             match = re.match(r"[0-9a-f]+ (.+?)(?:\+0x[0-9a-f]+)? \((.*)\)$", frame)
             if match is None or "kernel" in match[2] or match[2].startswith("[k"):
                 continue
             total += 1
-            inside += match[2] == library or match[1] == "__restore_rt"
+            found += inside(match[1], match[2])
             break
     assert total > 0, "perf recorded no samples of the target"
-    return 100.0 * inside / total
+    return 100.0 * found / total
 
 
 def hook_file_profile(run_dir: Path) -> Profile:

@@ -21,7 +21,7 @@ from proftui.collectors.model.views import FlatEntry, callee_tree, caller_tree, 
 from proftui.tui.format import format_cost, percent
 from proftui.tui.names import shorten
 from proftui.tui.panes.base import Command, NavState, Pane, drill
-from proftui.tui.search import NameMatcher
+from proftui.tui.search import FrameMatcher
 from proftui.tui.widgets.flame_graph import FlameGraph
 from proftui.tui.widgets.search_prompt import SearchScreen
 from proftui.tui.widgets.status_line import NameSelected, SettingChanged
@@ -34,29 +34,6 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 SHARE_SLICE = 20_000  # tree nodes per slice of the search share (a few ms)
-
-
-class FrameMatcher:
-    """A search pattern as a test on frame ids (one regex call per frame, remembered)."""
-
-    def __init__(self, pattern: str, table: FrameTable) -> None:
-        self.matcher = NameMatcher(pattern)
-        self.table = table
-        self.frames = list(table)
-        self.verdict: dict[int, bool] = {}
-
-    def __call__(self, frame_id: int) -> bool:
-        hit = self.verdict.get(frame_id)
-        if hit is None:
-            hit = self.verdict[frame_id] = frame_id >= 0 and self.matcher.matches(
-                self.frames[frame_id].function)
-        return hit
-
-    def every_frame(self) -> list[bool]:
-        """The verdict of every frame id at once (NameMatcher.each)."""
-        verdicts = self.matcher.each([frame.function for frame in self.frames])
-        self.verdict = dict(enumerate(verdicts))
-        return verdicts
 
 
 class FlamePane(Pane, Vertical):

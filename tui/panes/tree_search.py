@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, overload
 
 from proftui.collectors.model import core
 from proftui.collectors.model.profile import CallNode
-from proftui.tui.search import NameMatcher
+from proftui.tui.search import FrameMatcher
 
 if TYPE_CHECKING:
     from proftui.tui.panes.tree import CallTreeView, NodeData
@@ -128,10 +128,9 @@ class TreeSearch:
         found = Matches()
         if profile is None:
             return found
-        matcher = NameMatcher(self.pattern)
-        self.error = matcher.error
-        # Names repeat across frames (one per line, inline): each is matched once.
-        mask = bytearray(matcher.each([frame.function for frame in profile.frames]))
+        matcher = FrameMatcher(self.pattern, profile.frames)
+        self.error = matcher.matcher.error
+        mask = bytearray(matcher.every_frame())
         root = view.root
         tops = [root] if root.data is not None and root.data.call is not None else [
             c for c in root.children if c.data is not None and c.data.call is not None]
