@@ -26,6 +26,7 @@ from proftui.tui.panes.tree_search import TreeSearch
 from proftui.tui.panes.tree_state import restore_state, save_state
 from proftui.tui.widgets.search_prompt import SearchScreen
 from proftui.tui.widgets.status_line import NameSelected, SettingChanged
+from proftui.tui.widgets.tree_labels import set_label_quietly
 from rich.text import Text
 from textual import work
 from textual.binding import Binding, BindingType
@@ -284,10 +285,11 @@ class CallTreeView(Pane, Tree[NodeData]):
                     d = child.data
                     assert d is not None and d.call is not None
                     function = profile.frames[d.call.frame_id].function
-                    child.set_label(self.label_for(d.call, d.whole, d.inverted,
-                                                   labels.get(function), node.data.call,
-                                                   depth + 1))
+                    set_label_quietly(child, self.label_for(
+                        d.call, d.whole, d.inverted, labels.get(function), node.data.call,
+                        depth + 1))
             stack.extend((child, depth + 1) for child in node.children)
+        self.refresh()  # once: TreeNode.set_label schedules a refresh per node
         self.announce()
 
     def set_name_mode(self, mode: str) -> None:
