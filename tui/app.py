@@ -44,6 +44,7 @@ from proftui.tui.run_controls import RunControls
 from proftui.tui.screens.help import HelpScreen, PaneEntry, app_keys, palette_entries, pane_keys
 from proftui.tui.screens.main import MainScreen
 from proftui.tui.screens.notes import NotesScreen, profile_notes
+from proftui.tui.type_ahead import TypeAhead
 from proftui.tui.view_choices import ViewChoices
 from proftui.tui.widgets.breadcrumb import Breadcrumb
 from proftui.tui.widgets.header_bar import HeaderBar
@@ -87,7 +88,7 @@ def _shown_within(widget: Widget, pane: Widget) -> bool:
     return False
 
 
-class ProfTuiApp(ViewChoices, RunControls, DiffViews, App[None]):
+class ProfTuiApp(TypeAhead, ViewChoices, RunControls, DiffViews, App[None]):
     """Browse a saved profile, or watch a collector's live one."""
 
     CSS_PATH = Path(__file__).with_name("proftui.tcss")  # absolute: subclasses live elsewhere
