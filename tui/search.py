@@ -9,13 +9,10 @@ substring, and `error` says why the expression was not used.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import compress, repeat
 from operator import contains
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from proftui.collectors.model.profile import FrameTable
+from typing import Protocol
 
 REGEX_SYNTAX = frozenset(".^$*+?{}[]\\|()")
 
@@ -76,10 +73,18 @@ class NameMatcher:
         return list(map(hits.__contains__, names))
 
 
-class FrameMatcher:
-    """A search pattern as a test on frame ids (one regex call per frame, remembered)."""
+class Named(Protocol):
+    """What FrameMatcher reads of a frame (the model's Frame; this module imports nothing)."""
 
-    def __init__(self, pattern: str, table: FrameTable) -> None:
+    @property
+    def function(self) -> str: ...
+
+
+class FrameMatcher:
+    """A search pattern as a test on frame ids (one regex call per frame, remembered):
+    `table` lists the frames by id (the model's FrameTable)."""
+
+    def __init__(self, pattern: str, table: Iterable[Named]) -> None:
         self.matcher = NameMatcher(pattern)
         self.table = table
         self.frames = list(table)
