@@ -5,6 +5,7 @@ pane's own keys (the tree's `u`, `f`, `n`)."""
 
 from __future__ import annotations
 
+import pytest
 from proftui.collectors.model.profile import Profile
 from proftui.tui.app import ProfTuiApp
 from proftui.tui.panes.flame import FlamePane
@@ -23,16 +24,25 @@ def burst(app: ProfTuiApp, text: str, *then: str) -> None:
         app.post_message(events.Key(key, None))
 
 
-def test_a_filter_typed_right_after_slash_is_the_filter(cxx_profile: Profile) -> None:
+@pytest.mark.parametrize("pane", ["flat filter", "flame search"])
+def test_a_pattern_typed_right_after_slash_is_the_pattern(cxx_profile: Profile,
+                                                          pane: str) -> None:
     app = ProfTuiApp(profile=cxx_profile)
 
     async def body(pilot: Pilot, app: ProfTuiApp) -> None:
         flat = await flat_ready(pilot, app)
         every = len(flat.shown)
+        flame = app.query_one(FlamePane)
+        if pane == "flame search":
+            await pilot.press("5")
+            await wait_for(pilot, lambda: flame.display, what="the flame graph")
+            await pilot.pause()
         burst(app, "/squ", "enter")
-        await wait_for(pilot, lambda: flat.filter_text == "squ", what="the filter 'squ'")
-        assert 0 < len(flat.shown) < every
-        assert all("squ" in e.frame.function.lower() for e in flat.shown)
+        typed = (lambda: flat.filter_text) if pane == "flat filter" else (lambda: flame.pattern)
+        await wait_for(pilot, lambda: typed() == "squ", what=f"the {pane} 'squ'")
+        if pane == "flat filter":
+            assert 0 < len(flat.shown) < every
+            assert all("squ" in e.frame.function.lower() for e in flat.shown)
         await pilot.press("q")
 
     run_app(app, body)
@@ -51,22 +61,6 @@ def test_a_tree_search_typed_right_after_slash_runs_no_tree_keys(cxx_profile: Pr
         await wait_for(pilot, lambda: tree.search.pattern == "unf", what="the search 'unf'")
         await pilot.pause()
         assert tree.view == "top-down"
-        await pilot.press("q")
-
-    run_app(app, body)
-
-
-def test_a_flame_search_typed_right_after_slash_is_the_search(cxx_profile: Profile) -> None:
-    app = ProfTuiApp(profile=cxx_profile)
-
-    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
-        await flat_ready(pilot, app)
-        await pilot.press("5")
-        flame = app.query_one(FlamePane)
-        await wait_for(pilot, lambda: flame.display, what="the flame graph")
-        await pilot.pause()
-        burst(app, "/squ", "enter")
-        await wait_for(pilot, lambda: flame.pattern == "squ", what="the flame search 'squ'")
         await pilot.press("q")
 
     run_app(app, body)
