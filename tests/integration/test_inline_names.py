@@ -123,12 +123,16 @@ def test_inlined_names_match_addr2line() -> None:
                 assert mine[i] == theirs[i], (hex(address), mine[i], theirs[i])
             else:
                 # no linkage name: binutils prints the bare DW_AT_name, or the caller's
-                # name; the reference is the out-of-line copy where one exists, else
-                # the same short name, qualified
+                # name, or (a function inlined into its own out-of-line copy: _M_erase's
+                # recursion) that copy's symbol; the reference is the out-of-line copy
+                # where one exists, else the same short name, qualified
                 lost += 1
                 exact_lost += mine[i] in out_of_line
                 assert _bare(mine[i]) == _bare(raw), (hex(address), mine[i], raw)
-                assert theirs[i] in (raw, *theirs[i + 1:]), (hex(address), theirs[i], raw)
+                copy = re.sub(r" \[clone [^]]*\]", "", theirs[i])
+                assert theirs[i] in (raw, *theirs[i + 1:]) or (
+                    copy in out_of_line and _bare(copy) == _bare(raw)), \
+                    (hex(address), theirs[i], raw)
             compared += 1
     assert compared > 200, "too few inlined frames to compare"
     assert lost and exact_lost, "no inlined function without linkage name was checked"
