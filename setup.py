@@ -22,8 +22,9 @@ from setuptools.command.build_ext import build_ext
 COMMON_UNWIND = ["csrc/common/pt_unwind.c", "csrc/common/pt_cfi.c", "csrc/common/pt_mem.c"]
 # Run files (windows mapped as they fill) and the notes that say what could not be mapped.
 COMMON_RUNFILE = ["csrc/common/pt_runfile.c", "csrc/common/pt_note.c"]
-# The loaded-object table of the preloaded runtimes (dl_iterate_phdr: not for attach).
-COMMON_MAPS = ["csrc/common/pt_maps.c"]
+# The loaded-object table of the preloaded runtimes (dl_iterate_phdr: not for attach),
+# with the unwind tables a JIT's jitdump file gives its generated code.
+COMMON_MAPS = ["csrc/common/pt_maps.c", "csrc/common/pt_jit.c"]
 COMMON_STACKS = ["csrc/common/pt_stacktab.c"]
 # Per-thread profiling clocks, their signal and the interposers that keep them working
 # (sampler and hook runtime; their settings are read through pt_env.c, in COMMON_EXEC).

@@ -10,8 +10,8 @@ ended before its mappings were read, at /tmp/jit-PID.dump if its header names th
 
 Read here: JIT_CODE_LOAD (pid, tid, vma, code address, size, index, NUL-terminated
 name, then the code), JIT_CODE_MOVE, JIT_CODE_CLOSE; JIT_CODE_UNWINDING_INFO records
-are counted and skipped (the unwinder steps through the call stubs they describe by
-the stub convention, csrc/common/pt_unwind.c); other records are skipped by size.
+are counted and skipped here: the sampler's runtime reads them itself, in the target,
+to unwind generated code (csrc/common/pt_jit.c); other records are skipped by size.
 The file gets the perf map's checks (perfmap.py: O_NOFOLLOW, a regular file of the
 target's user no one else can write), entries over file-backed code are ignored,
 and anything wrong is said in one warning per file, never raised.

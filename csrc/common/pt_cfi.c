@@ -540,6 +540,7 @@ struct pt_cfi_table *pt_cfi_build(const struct pt_cfi_source *src, uint64_t lo, 
     t->lo = lo;
     t->hi = hi;
     t->nrows = out.n;
+    t->flags = 0;
     t->rows = out.rows;
     return t;
 }

@@ -10,6 +10,7 @@
 #include <sys/auxv.h>
 #include <unistd.h>
 
+#include "pt_jit.h"
 #include "pt_maps.h"
 #include "pt_runfile.h"
 
@@ -143,7 +144,9 @@ static int pt_on_object(struct dl_phdr_info *info, size_t size, void *data) {
  * leaked on purpose (see pt_maps.h).  Sorted by insertion, not qsort (which
  * may malloc): a refresh may run in a signal handler (pt_maps_try_refresh). */
 static void pt_publish(void) {
-    size_t n = 0;
+    size_t njit = 0;
+    const struct pt_cfi_table *const *jit = pt_jit_tables(&njit);
+    size_t n = njit;
     for (int i = 0; i < pt_nobjects; i++)
         if (pt_objects[i].alive && pt_objects[i].cfi != NULL) n++;
     struct pt_cfi_set *set = pt_alloc(sizeof *set + n * sizeof set->tables[0]);
@@ -155,6 +158,7 @@ static void pt_publish(void) {
     for (int i = 0; i < pt_nobjects; i++)
         if (pt_objects[i].alive && pt_objects[i].cfi != NULL)
             set->tables[set->n++] = pt_objects[i].cfi;
+    for (size_t i = 0; i < njit; i++) set->tables[set->n++] = jit[i];
     for (size_t i = 1; i < set->n; i++) { /* a few hundred objects at most, mostly sorted */
         const struct pt_cfi_table *x = set->tables[i];
         size_t j = i;
@@ -208,6 +212,16 @@ int pt_maps_try_refresh(struct pt_maplog *log, int fp_only) {
     return 0;
 }
 
+static int pt_known_pc(uint64_t pc);
+
+/* See pt_maps.h.  Async-signal-safe but for dl_iterate_phdr's lock (not taken here). */
+int pt_maps_try_jit(uint64_t now_ns) {
+    if (pthread_mutex_trylock(&pt_maps_lock) != 0) return -1;
+    if (pt_objects != NULL && pt_jit_poll(now_ns, pt_known_pc)) pt_publish();
+    pthread_mutex_unlock(&pt_maps_lock);
+    return 0;
+}
+
 #if defined(DLFO_STRUCT_HAS_EH_DBASE)
 /* glibc >= 2.35: lock-free and async-signal-safe by contract.  Weak: absent
  * in an older glibc, where every unknown pc counts as a new object. */
@@ -247,7 +261,10 @@ int pt_maps_unknown(const uint64_t *pcs, unsigned n) {
 }
 
 /* See pt_maps.h.  Not async-signal-safe. */
-void pt_maps_fork_child(void) { pthread_mutex_init(&pt_maps_lock, NULL); }
+void pt_maps_fork_child(void) {
+    pthread_mutex_init(&pt_maps_lock, NULL);
+    pt_jit_fork_child();
+}
 
 /* Async-signal-safe. */
 void pt_maplog_init(struct pt_maplog *log, const struct pt_runfile *rf, uint64_t offset,

@@ -73,6 +73,12 @@ PT_HIDDEN void pt_maps_refresh(struct pt_maplog *log, int fp_only, int log_all);
  * lock for the walk.  0 when it ran. */
 PT_HIDDEN int pt_maps_try_refresh(struct pt_maplog *log, int fp_only);
 
+/* Read what the process's jitdump gained (pt_jit.h) and publish the set
+ * again if generated code got tables.  Skipped (-1) when another refresh
+ * holds the lock.  Never waits, never allocates with malloc: for a signal
+ * handler.  0 when it ran. */
+PT_HIDDEN int pt_maps_try_jit(uint64_t now_ns);
+
 /* 1 if one of the code addresses pcs[0..n) (pcs[0] a pc, the rest return
  * addresses) lies in no object the last refresh saw, but in a loaded object
  * (glibc's _dl_find_object; with an older glibc any unknown address counts):

@@ -75,7 +75,8 @@ static int pt_is_sigreturn(const struct pt_cfi_set *set, const struct pt_memory 
     }
     if (lo == 0) return 0;
     const struct pt_cfi_table *t = set->tables[lo - 1];
-    if (pc >= t->hi || t->hi - pc < PT_ARCH_SIGRETURN_LEN) return 0;
+    if (pc >= t->hi || t->hi - pc < PT_ARCH_SIGRETURN_LEN || (t->flags & PT_TABLE_GENERATED))
+        return 0;
     return memcmp((const void *)pc, PT_ARCH_SIGRETURN_CODE, PT_ARCH_SIGRETURN_LEN) == 0;
 }
 #endif
@@ -83,7 +84,8 @@ static int pt_is_sigreturn(const struct pt_cfi_set *set, const struct pt_memory 
 #if PT_ARCH_CFI
 /* 1 if the code before return address `ra` is a call instruction (e8 rel32,
  * or ff /2 through a register or memory operand).  Read only when the code is
- * this process's and a table of `set` covers it (mapped).  Async-signal-safe. */
+ * this process's and a table of `set` covers it (mapped), not generated code.
+ * Async-signal-safe. */
 static int pt_after_call(const struct pt_cfi_set *set, const struct pt_memory *mem, uintptr_t ra) {
     if (!mem->code_local) return 1; /* another process's code: the CFI cover must do */
     size_t lo = 0, hi = set->n;
@@ -93,7 +95,7 @@ static int pt_after_call(const struct pt_cfi_set *set, const struct pt_memory *m
         else hi = mid;
     }
     const struct pt_cfi_table *t = set->tables[lo - 1]; /* pt_cfi_find found one */
-    if (ra - t->lo < 7) return 0;
+    if (ra - t->lo < 7 || (t->flags & PT_TABLE_GENERATED)) return 0; /* may be unmapped */
     const unsigned char *c = (const unsigned char *)ra;
     if (c[-5] == 0xe8) return 1;                                    /* call rel32 */
     for (int len = 2; len <= 7; len++) {                            /* call r/m64 */

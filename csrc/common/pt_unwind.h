@@ -39,7 +39,11 @@ struct pt_cfi_table {
     uint64_t lo, hi; /* runtime address range covered (hi - lo < 4 GiB) */
     size_t nrows;
     const struct pt_cfi_row *rows; /* sorted by pc; pt_alloc'd */
+    uint32_t flags;                /* PT_TABLE_* */
 };
+/* Generated code (pt_jit.c), which its JIT may unmap at any time: the walk
+ * never reads the code such a table covers. */
+enum { PT_TABLE_GENERATED = 1 };
 
 /* The tables a walk searches, sorted by lo. */
 struct pt_cfi_set {

@@ -63,6 +63,22 @@ static void pt_ring_put(const struct pt_sampler_thread *self, uint32_t id, uint6
     __atomic_store_n(&slot->head, head + PT_SAMPLER_RECORD_WORDS, __ATOMIC_RELEASE);
 }
 
+/* When a handler next reads what the jitdump gained (pt_maps_try_jit): shared
+ * by every thread's handler, so the process polls every PT_JIT_POLL_NS at
+ * most, whichever thread's tick comes. */
+static uint64_t pt_jit_next_ns;
+#define PT_JIT_POLL_NS 100000000ull
+
+/* Poll the jitdump if it is time (one thread wins the slot).  Async-signal-safe. */
+static void pt_jit_tick(void) {
+    if (pt_sampler_cfg.fp_only) return;
+    uint64_t now = pt_now_ns(), next = __atomic_load_n(&pt_jit_next_ns, __ATOMIC_RELAXED);
+    if (now < next || !__atomic_compare_exchange_n(&pt_jit_next_ns, &next, now + PT_JIT_POLL_NS,
+                                                   0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        return;
+    pt_maps_try_jit(now);
+}
+
 /* SA_SIGINFO handler for the clocks' signal (pt_timer_signal).  Async-signal-safe. */
 void pt_sampler_on_signal(int sig, siginfo_t *info, void *ucontext) {
     (void)sig;
@@ -83,6 +99,7 @@ void pt_sampler_on_signal(int sig, siginfo_t *info, void *ucontext) {
             uint32_t id = pt_stacktab_count(&pt_sampler_file.stacks, self->tid, flags,
                                             frames, n, weight);
             pt_ring_put(self, id, weight);
+            pt_jit_tick(); /* tables of new generated code, for the next walks */
         }
     }
     errno = saved_errno;

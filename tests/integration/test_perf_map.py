@@ -171,6 +171,35 @@ def test_writable_jitdump_is_ignored_with_one_warning(jit_run) -> None:
     assert jit_rows(profile) == []
 
 
+def test_jit_code_without_frame_pointer_is_unwound_by_its_jitdump_tables(jit_run) -> None:
+    """Generated code that moves rsp and keeps no frame pointer, entered with rbp = 1:
+    only the .eh_frame of its JIT_CODE_UNWINDING_INFO record unwinds it.  The
+    sampler's runtime reads that record from the jitdump it finds among the
+    process's mappings (csrc/common/pt_jit.c); without it every stack was cut at
+    the leaf (100% cut short).  A sample taken before the runtime's first poll saw
+    the file may still be cut."""
+    profile, warnings = jit_run("dump-cfi")
+    assert warnings == []
+    whole = profile.total(0)
+    assert whole >= 50, f"too few samples: {whole}"
+    rows = {e.frame.function: e for e in flat_profile(profile)}
+    assert rows["jit_cfi"].frame.module == "[jit]", list(rows)
+    assert rows["jit_cfi"].self_cost[0] >= 0.8 * whole, (rows["jit_cfi"], whole)
+    paths = [[name.split(" [clone")[0] for name in p] for p in paths_to(profile, "jit_cfi")]
+    whole_paths = [p for p in paths if p[-4:] == ["main", "run_cfi", "call_stub", "jit_cfi"]]
+    assert whole_paths and all(p in whole_paths or p == ["jit_cfi"] for p in paths), paths
+    assert rows["run_cfi"].total_cost[0] >= 0.95 * rows["jit_cfi"].total_cost[0], rows
+
+
+def test_writable_jitdump_tables_are_not_trusted(jit_run) -> None:
+    """The same code with its jitdump writable by others: the front end names
+    nothing from it, and the runtime builds no tables from it (the stacks stay cut)."""
+    profile, warnings = jit_run("dump-cfi-writable")
+    assert len(warnings) == 1 and "writable by others" in warnings[0], warnings
+    names = {e.frame.function for e in flat_profile(profile)}
+    assert "jit_cfi" not in names and "run_cfi" not in names, names
+
+
 def test_follow_names_each_process_from_its_own_file() -> None:
     """--follow: a shell runs the fixture twice, once with a perf map, once with a
     jitdump; each process's JIT code is named from its own file."""
