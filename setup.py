@@ -65,7 +65,8 @@ RUNTIME_EXECUTABLES: dict[str, tuple[list[str], list[str]]] = {
                         "csrc/attach/pt_attach_perf.c", "csrc/attach/pt_attach_ptrace.c",
                         "csrc/attach/pt_attach_stacks.c", "csrc/attach/pt_attach_tasks.c",
                         "csrc/attach/pt_attach_timer.c",
-                        "csrc/attach/pt_attach_unwind.c", *COMMON_UNWIND],
+                        "csrc/attach/pt_attach_unwind.c", "csrc/common/pt_jit.c",
+                        "csrc/common/pt_note.c", *COMMON_UNWIND],
                        ["csrc/common", "csrc/attach"]),
 }
 

@@ -11,7 +11,9 @@
  * carries (struct pt_memory), and where the copy ends the frame-pointer chain
  * (kernel call chain or ptrace walk) continues it.  Maps are re-read when
  * perf reports a new executable mapping, or when a sample's pc lies in no
- * known mapping (dlopen under ptrace), at most every 50 ms.
+ * known mapping (dlopen under ptrace), at most every 50 ms.  Generated code
+ * gets the tables of the target's jitdump, when it maps one (pt_jit.c), read
+ * as it grows at most every 100 ms.
  *
  * The helper is single-threaded: plain globals, tables freed as soon as their
  * object is gone.  Nothing here is async-signal-safe.
@@ -29,8 +31,10 @@
 #include <unistd.h>
 
 #include "pt_attach.h"
+#include "pt_jit.h"
 
 #define PT_ATTACH_REFRESH_NS 50000000ull /* at most one maps re-read per 50 ms */
+#define PT_ATTACH_JIT_NS 100000000ull    /* at most one jitdump read per 100 ms */
 #define PT_ATTACH_MAX_VDSO (1u << 20)
 #define PT_ATTACH_SEAM_BYTES 256   /* copy words checked against the live stack (perf) */
 #define PT_ATTACH_STACK_MARGIN 4096 /* read beyond the word a walk wanted: its callers' frames */
@@ -46,6 +50,7 @@ struct pt_attach_object {
 /* An executable range of the target, with or without rows. */
 struct pt_attach_range {
     uint64_t start, end;
+    int file; /* an ELF file's (not generated code, not the jitdump) */
 };
 
 /* Everything this file keeps about the one target: the helper is
@@ -61,6 +66,7 @@ struct pt_attach_unwind_state {
     struct pt_cfi_set *set; /* malloc'd, rebuilt after each read */
     int dirty;              /* perf saw a new mapping */
     uint64_t last_read;     /* CLOCK_MONOTONIC ns of the last maps read */
+    uint64_t last_jit;      /* CLOCK_MONOTONIC ns of the last jitdump read */
     uint64_t *ext;          /* PT_ATTACH_STACK_MAX bytes: a stack copy read further (malloc'd) */
     struct pt_attach_unwind_stats stats;
 };
@@ -196,6 +202,24 @@ static int pt_attach_by_lo(const void *a, const void *b) {
     return x->lo < y->lo ? -1 : x->lo > y->lo;
 }
 
+/* 1 if `path` (a mapping of the target) is its jitdump, jit-PID.dump: its
+ * unwinding records are read from now on (csrc/common/pt_jit.c), through
+ * the target's root, if its owner is the target's user. */
+static int pt_attach_jitdump(const char *path) {
+    const char *base = strrchr(path, '/');
+    char *end = NULL;
+    if (base == NULL || strncmp(base, "/jit-", 5) != 0) return 0;
+    unsigned long pid = strtoul(base + 5, &end, 10);
+    if (end == base + 5 || strcmp(end, ".dump") != 0 || pid == 0 || pid > UINT32_MAX) return 0;
+    char proc[64], where[700];
+    struct stat st;
+    snprintf(proc, sizeof proc, "/proc/%d", (int)pt_uw.pid);
+    if (stat(proc, &st) != 0) return 1;
+    snprintf(where, sizeof where, "/proc/%d/root%s", (int)pt_uw.pid, path);
+    pt_jit_use(where, (uint32_t)st.st_uid, (uint32_t)pid);
+    return 1;
+}
+
 /* One executable mapping line: remember its range; build rows for a new object. */
 static void pt_attach_mapping(uint64_t start, uint64_t end, uint64_t off, uint64_t ino,
                               const char *path) {
@@ -203,9 +227,12 @@ static void pt_attach_mapping(uint64_t start, uint64_t end, uint64_t off, uint64
                                                     pt_uw.nranges, sizeof *ranges);
     if (ranges == NULL) return;
     pt_uw.ranges = ranges;
-    pt_uw.ranges[pt_uw.nranges++] = (struct pt_attach_range){start, end};
+    int jitdump = pt_uw.cfi_on && pt_attach_jitdump(path);
+    pt_uw.ranges[pt_uw.nranges++] = (struct pt_attach_range){start, end,
+                                                             path[0] == '/' && !jitdump};
     int vdso = strcmp(path, "[vdso]") == 0;
-    if (!pt_uw.cfi_on || (path[0] != '/' && !vdso)) return; /* anonymous (JIT): fp only */
+    /* Anonymous (JIT): the jitdump's tables (pt_attach_poll_jit), else fp only. */
+    if (!pt_uw.cfi_on || jitdump || (path[0] != '/' && !vdso)) return;
     for (size_t i = 0; i < pt_uw.nobjs; i++) {
         struct pt_attach_object *o = &pt_uw.objs[i];
         /* The same object: same file, and this mapping inside the object's code. */
@@ -242,6 +269,41 @@ static int pt_attach_any_exec(const char *text) {
         if (perms != NULL && strlen(perms) > 4 && perms[3] == 'x') return 1;
     }
     return 0;
+}
+
+/* The set a walk searches: the objects' tables and generated code's. */
+static void pt_attach_publish(void) {
+    size_t njit = 0, n = 0;
+    const struct pt_cfi_table *const *jit = pt_jit_tables(&njit);
+    for (size_t i = 0; i < pt_uw.nobjs; i++) n += pt_uw.objs[i].cfi != NULL;
+    free(pt_uw.set);
+    pt_uw.set = malloc(sizeof *pt_uw.set + (n + njit + 1) * sizeof(void *));
+    if (pt_uw.set == NULL) return;
+    pt_uw.set->n = 0;
+    for (size_t i = 0; i < pt_uw.nobjs; i++)
+        if (pt_uw.objs[i].cfi != NULL)
+            pt_uw.set->tables[pt_uw.set->n++] = pt_uw.objs[i].cfi;
+    for (size_t i = 0; i < njit; i++) pt_uw.set->tables[pt_uw.set->n++] = jit[i];
+    qsort(pt_uw.set->tables, pt_uw.set->n, sizeof pt_uw.set->tables[0],
+          pt_attach_by_lo);
+}
+
+/* 1 if `pc` lies in an ELF file's executable mapping (generated code's
+ * tables never cover such code). */
+static int pt_attach_in_file(uint64_t pc) {
+    for (size_t i = 0; i < pt_uw.nranges; i++)
+        if (pt_uw.ranges[i].file && pc >= pt_uw.ranges[i].start && pc < pt_uw.ranges[i].end)
+            return 1;
+    return 0;
+}
+
+/* Read what the target's jitdump gained (at most every 100 ms) and publish
+ * the set again when generated code got tables. */
+static void pt_attach_poll_jit(void) {
+    uint64_t now = pt_attach_now_ns();
+    if (!pt_uw.cfi_on || now - pt_uw.last_jit < PT_ATTACH_JIT_NS) return;
+    pt_uw.last_jit = now;
+    if (pt_jit_poll(now, pt_attach_in_file)) pt_attach_publish();
 }
 
 /* Re-read /proc/PID/maps: keep known objects, build new ones, drop gone
@@ -283,25 +345,16 @@ static void pt_attach_read_maps(void) {
         pt_attach_mapping(start, end, off, ino, line + name_at);
     }
     free(text);
-    size_t kept = 0, with_rows = 0;
+    size_t kept = 0;
     for (size_t i = 0; i < pt_uw.nobjs; i++) {
         if (!pt_uw.objs[i].seen) {
             pt_cfi_free(pt_uw.objs[i].cfi);
             continue;
         }
         pt_uw.objs[kept++] = pt_uw.objs[i];
-        if (pt_uw.objs[kept - 1].cfi != NULL) with_rows++;
     }
     pt_uw.nobjs = kept;
-    free(pt_uw.set);
-    pt_uw.set = malloc(sizeof *pt_uw.set + (with_rows + 1) * sizeof(void *));
-    if (pt_uw.set == NULL) return;
-    pt_uw.set->n = 0;
-    for (size_t i = 0; i < pt_uw.nobjs; i++)
-        if (pt_uw.objs[i].cfi != NULL)
-            pt_uw.set->tables[pt_uw.set->n++] = pt_uw.objs[i].cfi;
-    qsort(pt_uw.set->tables, pt_uw.set->n, sizeof pt_uw.set->tables[0],
-          pt_attach_by_lo);
+    pt_attach_publish();
 }
 
 /* 1 if `pc` lies in an executable mapping of the last read. */
@@ -463,6 +516,7 @@ uint64_t pt_attach_unwind_sample(uint32_t tid, uint64_t weight_ns, const struct 
         flags = PT_UNWIND_TRUNCATED;
     } else {
         pt_attach_known_now(regs->pc);
+        pt_attach_poll_jit();
         n = pt_attach_walk(tid, regs, stack, nstack, ran_on, ips, &flags, &need);
         if ((flags & PT_UNWIND_TRUNCATED) && nfp > 0) {
             uint32_t before = n;

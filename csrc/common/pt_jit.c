@@ -22,7 +22,9 @@ enum { PT_JIT_LOAD = 0, PT_JIT_MOVE = 1, PT_JIT_CLOSE = 3, PT_JIT_UNWINDING = 4 
 /* What the polls know, under the maps lock (the only writer and reader but
  * for the published table pointers, which a set copies). */
 static struct {
-    char path[PT_JIT_PATH]; /* the file, once found in our mappings ("" before) */
+    char path[PT_JIT_PATH]; /* the file, once found ("" before), as we open it */
+    int given;              /* attach: the path, uid and pid come from pt_jit_use */
+    uint32_t uid, pid;      /* given: the file's owner, the pid its header names */
     dev_t dev;
     ino_t ino;
     uint64_t offset;       /* bytes read and parsed (whole records) */
@@ -38,10 +40,11 @@ static struct {
     uint64_t dropped; /* tables not kept (cap, no memory) */
 } pt_jit;
 
-/* 1 if `fd` is a file we may trust: regular, our effective user's, writable
- * by no one else.  Async-signal-safe. */
+/* 1 if `fd` is a file we may trust: regular, its process's user's (ours
+ * when preloaded), writable by no one else.  Async-signal-safe. */
 static int pt_jit_trusted(int fd, struct stat *st) {
-    return fstat(fd, st) == 0 && S_ISREG(st->st_mode) && st->st_uid == geteuid() &&
+    uint32_t uid = pt_jit.given ? pt_jit.uid : (uint32_t)geteuid();
+    return fstat(fd, st) == 0 && S_ISREG(st->st_mode) && st->st_uid == uid &&
            !(st->st_mode & (S_IWGRP | S_IWOTH));
 }
 
@@ -201,8 +204,9 @@ static int pt_jit_records(int fd, uint64_t end, int (*covered)(uint64_t pc)) {
     if (pt_jit.offset == 0) { /* the header: magic, version, size, machine, pad, pid */
         uint32_t h[6];
         if (end < 40) return 0;
+        uint32_t pid = pt_jit.given ? pt_jit.pid : (uint32_t)getpid();
         if (pt_jit_read(fd, h, sizeof h, 0) != 0 || h[0] != PT_JIT_MAGIC || h[2] < 40 ||
-            h[2] > 4096 || h[5] != (uint32_t)getpid()) {
+            h[2] > 4096 || h[5] != pid) {
             pt_jit.done = 1;
             return 0;
         }
@@ -241,7 +245,7 @@ static int pt_jit_records(int fd, uint64_t end, int (*covered)(uint64_t pc)) {
 /* See pt_jit.h.  Async-signal-safe. */
 int pt_jit_poll(uint64_t now_ns, int (*covered)(uint64_t pc)) {
     if (pt_jit.done) return 0;
-    if (pt_jit.path[0] == '\0') {
+    if (pt_jit.path[0] == '\0' && !pt_jit.given) {
         /* Reading /proc/self/maps costs milliseconds in a process with many
          * mappings: a JIT maps its file early, so look often at first only. */
         if (now_ns < pt_jit.next_find_ns) return 0;
@@ -250,8 +254,8 @@ int pt_jit_poll(uint64_t now_ns, int (*covered)(uint64_t pc)) {
         if (pt_jit.find_gap_ns < PT_JIT_FIND_MAX_NS / 2) pt_jit.find_gap_ns *= 2;
         else pt_jit.find_gap_ns = PT_JIT_FIND_MAX_NS;
         pt_jit_find();
-        if (pt_jit.path[0] == '\0') return 0;
     }
+    if (pt_jit.path[0] == '\0') return 0;
     if (pt_jit.tables == NULL) {
         pt_jit.tables = pt_alloc(PT_JIT_MAX_TABLES * sizeof *pt_jit.tables);
         if (pt_jit.tables == NULL) {
@@ -277,6 +281,17 @@ int pt_jit_poll(uint64_t now_ns, int (*covered)(uint64_t pc)) {
     return changed;
 }
 
+/* See pt_jit.h.  Not async-signal-safe. */
+void pt_jit_use(const char *path, uint32_t uid, uint32_t pid) {
+    size_t len = strlen(path);
+    if (pt_jit.given && strcmp(path, pt_jit.path) == 0) return;
+    pt_jit_fork_child(); /* another file: start over */
+    pt_jit.given = 1;
+    pt_jit.uid = uid;
+    pt_jit.pid = pid;
+    if (len < sizeof pt_jit.path) memcpy(pt_jit.path, path, len + 1);
+}
+
 /* See pt_jit.h. */
 const struct pt_cfi_table *const *pt_jit_tables(size_t *n) {
     *n = pt_jit.ntables;
@@ -285,6 +300,7 @@ const struct pt_cfi_table *const *pt_jit_tables(size_t *n) {
 
 /* See pt_jit.h.  Async-signal-safe. */
 void pt_jit_fork_child(void) {
+    pt_jit.given = 0;
     pt_jit.path[0] = '\0';
     pt_jit.offset = 0;
     pt_jit.done = 0;

@@ -1,10 +1,11 @@
 /* Unwind tables of generated code, from the process's own jitdump file
- * (csrc/common; the sampler's part of the loaded-object table, pt_maps.c).
+ * (csrc/common: the sampler's through pt_maps.c, proftui-attach's target's).
  *
  * A JIT that follows perf's jitdump convention (CPython 3.13's -X perf_jit,
  * V8, the JVM and .NET agents) writes jit-PID.dump and maps it, so the file
- * is found among this process's own mappings (/proc/self/maps), never by its
- * name alone: a file in /tmp with our pid may be an earlier process's.  A
+ * is found among this process's own mappings (/proc/self/maps; proftui-attach
+ * finds it in the target's and says so with pt_jit_use), never by its name
+ * alone: a file in /tmp with our pid may be an earlier process's.  A
  * JIT_CODE_UNWINDING_INFO record holds .eh_frame then .eh_frame_hdr for the
  * JIT_CODE_LOAD that follows it, laid out as perf inject lays them out: the
  * code, .eh_frame at the code's address plus its size rounded up to 8, then
@@ -41,6 +42,12 @@
  * publishes a new set).  The caller holds the maps lock.  Async-signal-safe
  * (open, read, pread, fstat, close, mmap). */
 PT_HIDDEN int pt_jit_poll(uint64_t now_ns, int (*covered)(uint64_t pc));
+
+/* proftui-attach: the jitdump of a traced process is `path` (as we open it:
+ * through /proc/PID/root), owned by `uid`, its header naming `pid` (the pid
+ * the process knows itself by).  A new path starts over.  Not
+ * async-signal-safe. */
+PT_HIDDEN void pt_jit_use(const char *path, uint32_t uid, uint32_t pid);
 
 /* The current tables, unsorted: *n of them.  Under the maps lock. */
 PT_HIDDEN const struct pt_cfi_table *const *pt_jit_tables(size_t *n);

@@ -2,7 +2,8 @@
 from outside is named from its /tmp/perf-PID.map or its mapped jit-PID.dump
 (collectors/symbols/jitdump.py, StackFrames.watch_jit), module `[jit]`, and the
 attach helper's walk (the one unwinder, csrc/common/pt_unwind.c) goes on through it
-by frame pointer and through a call stub by the stub step.
+by the jitdump's unwinding records (csrc/common/pt_jit.c), by frame pointer, and
+through a call stub by the stub step.
 
 tests/fixtures/smp_jit.c MODE 60 ready writes the file, says "ready PID", and spins.
 """
@@ -29,7 +30,9 @@ pytestmark = pytest.mark.skipif(platform.machine() != "x86_64",
 
 CHAINS = {"good": ("jit_spin", ["main", "run_jit", "jit_spin"]),
           "dump": ("jit_spin", ["main", "run_jit", "jit_spin"]),
-          "stub": ("stub_spin", ["main", "run_stub", "call_stub", "jit_stub", "stub_spin"])}
+          "stub": ("stub_spin", ["main", "run_stub", "call_stub", "jit_stub", "stub_spin"]),
+          # No frame pointer, rsp moved: only the jitdump's unwinding record unwinds it.
+          "dump-cfi": ("jit_cfi", ["main", "run_cfi", "call_stub", "jit_cfi"])}
 
 
 @pytest.mark.parametrize("mode", sorted(CHAINS))
@@ -88,11 +91,12 @@ def test_a_map_older_than_the_process_is_not_used() -> None:
     assert len(warned) == 1 and "before the process started" in warned[0], warned
 
 
-@pytest.mark.parametrize("mode", ["good", "dump"])
+@pytest.mark.parametrize("mode", ["good", "dump", "dump-cfi"])
 def test_a_container_map_is_read_through_its_root(mode: str) -> None:
     """A target in its own mount and pid namespaces (a container: private /tmp, pid 1
     there) writes /tmp/perf-1.map (or maps /tmp/jit-1.dump) in its /tmp; attached from
-    outside, its JIT code is named from /proc/PID/root/tmp/..., as perf reads it."""
+    outside, its JIT code is named from /proc/PID/root/tmp/..., as perf reads it, and
+    the jitdump's unwinding records unwind it (dump-cfi)."""
     if os.geteuid() != 0 or shutil.which("unshare") is None:
         pytest.skip("needs root and unshare(1) to make a mount and pid namespace")
     binary = build_fixture("smp_jit.c", ["-O2", "-g"])
@@ -117,5 +121,8 @@ def test_a_container_map_is_read_through_its_root(mode: str) -> None:
     assert not [w for w in profile.meta.warnings if "perf map" in w or "jitdump" in w], \
         profile.meta.warnings
     rows = {e.frame.function: e for e in flat_profile(profile)}
-    assert "jit_spin" in rows and rows["jit_spin"].frame.module == "[jit]", list(rows)
-    assert rows["jit_spin"].self_cost[0] >= 0.8 * profile.total(0), rows["jit_spin"]
+    spin = CHAINS[mode][0]
+    assert spin in rows and rows[spin].frame.module == "[jit]", list(rows)
+    assert rows[spin].self_cost[0] >= 0.8 * profile.total(0), rows[spin]
+    if mode == "dump-cfi":
+        assert rows["run_cfi"].total_cost[0] == rows[spin].total_cost[0], rows
