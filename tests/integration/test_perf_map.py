@@ -191,6 +191,20 @@ def test_jit_code_without_frame_pointer_is_unwound_by_its_jitdump_tables(jit_run
     assert rows["run_cfi"].total_cost[0] >= 0.95 * rows["jit_cfi"].total_cost[0], rows
 
 
+def test_hostile_jitdump_unwinding_records_are_survived_never_trusted_over_elf(
+        jit_run) -> None:
+    """Unwinding records that lie about their sizes, whole tables for a load over
+    main's own code and garbage ones for code never run, before the good ones: the
+    target runs to its end, jit_cfi is still unwound by its own tables, and main's
+    frames are not taken for generated code."""
+    profile, warnings = jit_run("dump-cfi-hostile")
+    assert len(warnings) == 1 and "file-backed code ignored" in warnings[0], warnings
+    rows = {e.frame.function: e for e in flat_profile(profile)}
+    assert "evil_main" not in rows and "main" in rows, list(rows)
+    assert rows["run_cfi"].total_cost[0] >= 0.95 * rows["jit_cfi"].total_cost[0], rows
+    assert rows["main"].total_cost[0] >= 0.95 * profile.total(0), rows["main"]
+
+
 def test_writable_jitdump_tables_are_not_trusted(jit_run) -> None:
     """The same code with its jitdump writable by others: the front end names
     nothing from it, and the runtime builds no tables from it (the stacks stay cut)."""
