@@ -64,8 +64,9 @@ __attribute__((noinline)) static void run_copy(const ucontext_t *uc, const struc
     printf("cfi-copy %u %.1f\n", n, (t1 - t0) / N);
 }
 
-__attribute__((noinline)) static int deep(int depth, const struct pt_sampler_thread *self) {
-    if (depth > 0) return deep(depth - 1, self) + 1; /* not a tail call */
+/* The walks, from a context captured here: its own frame holds the ucontext,
+ * so deep()'s frames stay small and a 4 KiB copy holds all of them. */
+__attribute__((noinline)) static int capture(const struct pt_sampler_thread *self) {
     ucontext_t uc;
     getcontext(&uc);
     const struct pt_cfi_set *tables = pt_maps_cfi;
@@ -75,6 +76,12 @@ __attribute__((noinline)) static int deep(int depth, const struct pt_sampler_thr
     run("fp", &uc, self);
     pt_maps_cfi = tables;
     return 0;
+}
+
+__attribute__((noinline)) static int deep(int depth, const struct pt_sampler_thread *self) {
+    volatile int after = depth; /* read after the call: gcc cannot make the recursion a loop */
+    if (depth > 0) return deep(depth - 1, self) + after;
+    return capture(self);
 }
 
 static volatile long signals;
@@ -143,7 +150,8 @@ int main(int argc, char **argv) {
     size_t size;
     pthread_getattr_np(pthread_self(), &attr);
     pthread_attr_getstack(&attr, &addr, &size);
-    struct pt_sampler_thread self = {NULL, NULL, 0, (uintptr_t)addr, (uintptr_t)addr + size, -1};
+    struct pt_sampler_thread self = {.stack_lo = (uintptr_t)addr,
+                                     .stack_hi = (uintptr_t)addr + size};
     deep(depth, &self);
     signal_cost();
     return 0;
