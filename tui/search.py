@@ -98,7 +98,13 @@ class FrameMatcher:
         return hit
 
     def every_frame(self) -> list[bool]:
-        """The verdict of every frame id at once (NameMatcher.each)."""
+        """The verdict of every frame id at once (NameMatcher.each), remembered for
+        later calls."""
         verdicts = self.matcher.each([frame.function for frame in self.frames])
         self.verdict = dict(enumerate(verdicts))
         return verdicts
+
+    def mask(self) -> bytearray:
+        """Every frame id's verdict as bytes (1: a match), not remembered: for one
+        native walk over a tree."""
+        return bytearray(self.matcher.each([frame.function for frame in self.frames]))

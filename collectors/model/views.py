@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import NamedTuple
 
 from proftui.collectors.model import core
@@ -39,6 +40,10 @@ class FlatEntry(NamedTuple):
     calls: int | None
     self_percent: float  # of the primary metric's whole-profile total
     total_percent: float
+
+
+# A row's function name, for C-level maps over every row (`map(function_of, rows)`).
+function_of = attrgetter("frame.function")
 
 
 @dataclass(frozen=True, slots=True)

@@ -273,9 +273,9 @@ def test_sorting_and_filtering_look_for_new_names_once(cxx_profile: Profile, mod
             room = table._name_room(table._widths(table.scrollable_content_region.width))
             return [table.fitter.get(table.label(e), room) for e in flat.shown]
 
-        real = flat_table._FUNCTION
+        real = flat_table.function_of
         read: list[str] = []
-        monkeypatch.setattr(flat_table, "_FUNCTION", lambda e: read.append(real(e)) or real(e))
+        monkeypatch.setattr(flat_table, "function_of", lambda e: read.append(real(e)) or real(e))
         await pilot.press("s")
         await pilot.pause()
         assert flat.shown != first and len(flat.shown) == len(first)  # sorted another way

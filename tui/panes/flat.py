@@ -20,7 +20,7 @@ from proftui.collectors.model.diffviews import FunctionChange, function_changes,
 from proftui.collectors.model.parts import describe_part, part_total
 from proftui.collectors.model.profile import Frame, Profile
 from proftui.collectors.model.textsafe import display
-from proftui.collectors.model.views import FlatEntry, flat_profile
+from proftui.collectors.model.views import FlatEntry, flat_profile, function_of
 from proftui.tui.panes.base import Command, NavState, Pane, drill
 from proftui.tui.search import NameMatcher, narrows
 from proftui.tui.widgets.flat_table import FlatTable
@@ -36,7 +36,6 @@ SORTS = ("self", "total", "calls", "name")
 DELTA_SORTS = ("dself", "dtotal")  # by the size of the change, grown or shrunk
 # Per-row fields, read by C-level maps (50,000 rows: a Python loop per key costs tens of ms).
 _FRAME, _FRAME_ID, _CALLS = attrgetter("frame"), attrgetter("frame_id"), attrgetter("calls")
-_FUNCTION = attrgetter("frame.function")
 _SELF_COST, _TOTAL_COST = attrgetter("self_cost"), attrgetter("total_cost")
 _SELF_DELTA, _TOTAL_DELTA = attrgetter("self_delta"), attrgetter("total_delta")
 SORT_NAMES = {"self": "self", "total": "total", "calls": "calls", "name": "function name",
@@ -175,7 +174,7 @@ class FlatPane(Pane, Vertical):
         if cached is None or cached[0][0] is not key[0] or cached[0][1] is not key[1] \
                 or cached[0][2:] != key[2:]:
             rows = self._sorted(every)
-            self._sort_cache = cached = (key, rows, list(map(_FUNCTION, rows)))
+            self._sort_cache = cached = (key, rows, list(map(function_of, rows)))
         ordered = cached[1]
         if not self.filter_text:
             return list(ordered)
@@ -202,7 +201,7 @@ class FlatPane(Pane, Vertical):
             keys = (list(zip(map(abs, map(_SELF_DELTA, found)), total, strict=True))
                     if self.sort_key == "dself" else total)
         elif self.sort_key == "name":
-            keys = list(map(_FUNCTION, rows))
+            keys = list(map(function_of, rows))
         elif self.sort_key == "calls":
             keys = [calls or 0 for calls in map(_CALLS, rows)]
         elif self.sort_key == "total":

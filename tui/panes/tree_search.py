@@ -130,7 +130,7 @@ class TreeSearch:
             return found
         matcher = FrameMatcher(self.pattern, profile.frames)
         self.error = matcher.matcher.error
-        mask = bytearray(matcher.every_frame())
+        mask = matcher.mask()
         root = view.root
         tops = [root] if root.data is not None and root.data.call is not None else [
             c for c in root.children if c.data is not None and c.data.call is not None]

@@ -21,7 +21,7 @@ from typing import ClassVar
 from proftui.collectors.model.diffviews import GONE, NEW, FunctionChange
 from proftui.collectors.model.profile import Metric
 from proftui.collectors.model.textsafe import display
-from proftui.collectors.model.views import FlatEntry
+from proftui.collectors.model.views import FlatEntry, function_of
 from proftui.tui.format import format_cost, heat_style, metric_word, percent
 from proftui.tui.names import Fitter, Labeler
 from proftui.tui.widgets.cursor_keys import cursor_bindings
@@ -37,7 +37,6 @@ from textual.strip import Strip
 
 # Loops over every row (50,000 on a big profile) stay in C: a key filtering or sorting
 # the table redoes them, and Python-level loops cost tens of ms each.
-_FUNCTION = attrgetter("frame.function")
 _CALLS = attrgetter("calls")
 _NOT_NONE = partial(is_not, None)
 
@@ -169,7 +168,7 @@ class FlatTable(ScrollView, can_focus=True):
         if self.name_mode != "full" and self._labelled is not self.universe:
             # new names only: a live snapshot repeats the others
             known = self.labeler.known
-            self.labeler.add(map(_FUNCTION, self.universe))
+            self.labeler.add(map(function_of, self.universe))
             self._labelled = self.universe
             if self.labeler.known != known:
                 self._forget_fits()  # a group that grew shows its names another way
@@ -271,9 +270,9 @@ class FlatTable(ScrollView, can_focus=True):
         if fit.checked is self.universe:
             return  # every row a sort or filter can show is fitted at this width
         rows, names = self.rows, fit.names
-        if not names.issuperset(map(_FUNCTION, rows)):
+        if not names.issuperset(map(function_of, rows)):
             new = [e for e in rows if e.frame.function not in names]
-            names.update(map(_FUNCTION, new))
+            names.update(map(function_of, new))
             if fit.fitter.add((self.label(e) for e in new), room):
                 self.refresh()  # a row drawn already is now cut another way
         if len(rows) == len(self.universe):  # rows are part of it: all of it
