@@ -13,7 +13,7 @@ from proftui.collectors.model.profile import CPU_NS, Frame, Profile, ProfileMeta
 from proftui.tui.app import ProfTuiApp
 from proftui.tui.panes.timeline import TimelinePane
 from proftui.tui.widgets.header_bar import HeaderBar
-from proftui.tui.widgets.timeline_chart import TimelineChart
+from proftui.tui.widgets.timeline_chart import TimelineChart, fit_label
 from textual.pilot import Pilot
 
 from tests.helpers.phases import record_heap_phases, record_phases
@@ -143,3 +143,12 @@ def test_a_heap_range_shows_that_phase_allocations(tmp_path: Path) -> None:
                        what="the state metric's note")
 
     run_app(ProfTuiApp(profile=profile), body)
+
+
+def test_a_long_row_label_keeps_its_number() -> None:
+    """A row label wider than the label column keeps its start and its end (the pid or
+    tid that tells two rows apart), cut in the middle: "part web1 … pid 29061"."""
+    assert fit_label("part web1 lua pid 29061", 21) == "part web1 … pid 29061"
+    assert fit_label("thread 7 main", 21) == "thread 7 main"
+    labels = {fit_label(f"part host{i} program pid {30000 + i}", 21) for i in range(3)}
+    assert len(labels) == 3 and all(len(label) == 21 for label in labels), labels

@@ -22,6 +22,15 @@ from textual.widget import Widget
 
 BLOCKS = " ▁▂▃▄▅▆▇█"
 LABEL_WIDTH = 22
+
+
+def fit_label(text: str, width: int) -> str:
+    """`text` in `width` columns: a longer one keeps its start and its end (a thread's
+    or a process's number) around "…" in the middle."""
+    if len(text) <= width:
+        return text
+    head = (width - 1) // 2
+    return text[:head] + "…" + text[len(text) - (width - 1 - head):]
 CURSOR = Style(reverse=True)
 SELECTED = Style(bgcolor="grey30")
 LABEL = Style(dim=True)
@@ -137,7 +146,7 @@ class TimelineChart(Widget, can_focus=True):
         cells = self._cells[y]
         top = max((max(row) for row in self._cells), default=0.0) or 1.0
         label = display(self.rows.labels[y]) if self.rows is not None else ""
-        segments = [Segment(label[:LABEL_WIDTH - 1].ljust(LABEL_WIDTH), LABEL)]
+        segments = [Segment(fit_label(label, LABEL_WIDTH - 1).ljust(LABEL_WIDTH), LABEL)]
         for x, value in enumerate(cells):
             char = BLOCKS[0] if value <= 0 else BLOCKS[max(1, round(8 * value / top))]
             style = Style()
