@@ -95,8 +95,8 @@ def range_profile(profile: Profile, t0: float, t1: float) -> Profile:
     slices = profile.slices
     if slices is None:
         raise ValueError(f"this {profile.meta.mode} profile has no timeline: only sampled "
-                         "CPU profiles (sampler, attach), heap and fleet profiles keep costs "
-                         "over time")
+                         "CPU profiles (sampler, attach) and heap profiles keep costs over "
+                         "time")
     first, last = slices.slice_range(t0, t1)
     if t1 <= t0 or first >= last:
         raise ValueError(f"no part of the run lies in {t0:g}-{t1:g} s (the run's timeline "

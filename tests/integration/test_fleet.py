@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 from proftui.collectors.fleet.query import load
-from proftui.collectors.model.slices import END_OF_RUN, range_profile
+from proftui.collectors.model.profile import Profile
 from proftui.collectors.model.storage import load as load_file
 
 from tests.conftest import build_fixture
 from tests.helpers.clickhouse import Server
-from tests.helpers.fleet import CLI, assert_same, proftui, push_run, servers_or_skip
+from tests.helpers.fleet import CLI, assert_same, proftui, push_run, servers_or_skip, tree_paths
 
 CPU_FLAGS = ["-O1", "-g", "-fno-omit-frame-pointer"]
 
@@ -51,18 +51,14 @@ def test_cpu_fleet_equals_merged_local_files(server: Server, tmp_path: Path) -> 
     assert_same(fleet, runs)
     assert sum(p.total(0) for p in runs) == fleet.total(0) > 0
     # One part per pushed run, named by host, program and pid, each with its run's cost
-    # (`t` picks one); per minute, each part's series sums to its total (the timeline),
-    # and a range over the whole window is the whole profile.
+    # and calling contexts (`t` picks one).
     by_host = {label.split()[0]: tree for label, tree in fleet.parts.items()}
     assert sorted(by_host) == ["h0", "h1", "h2"], list(fleet.parts)
     assert all(f" {binary.name} pid " in label for label in fleet.parts), list(fleet.parts)
     for i, run in enumerate(runs):
         assert by_host[f"h{i}"].root.total_cost[0] == run.total(0)
-    assert fleet.slices is not None and fleet.slices.width == 60
-    activity = fleet.slices.part_activity(0)
-    for label, series in zip(fleet.slices.index.labels, activity, strict=True):
-        assert sum(series) == fleet.parts[label].root.total_cost[0], label
-    assert range_profile(fleet, 0, END_OF_RUN).total(0) == fleet.total(0)
+        assert tree_paths(Profile(meta=fleet.meta, metrics=fleet.metrics, frames=fleet.frames,
+                                  tree=by_host[f"h{i}"])) == tree_paths(run)
     # A label filter narrows to its hosts; repeating a key accepts either value.
     assert_same(load(url + "?from=-1h&host=h1"), [runs[1]])
     assert_same(load(url + "?from=-1h&host=h0&host=h2"), [runs[0], runs[2]])

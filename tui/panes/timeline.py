@@ -99,7 +99,7 @@ class TimelinePane(Pane, Vertical):
             self.chart.set_rows(None)
             mode = whole.meta.mode if whole is not None else "this"
             title.update(f"No timeline: a {mode} profile keeps no costs over time (sampler, "
-                         "attach, heap and fleet profiles do)")
+                         "attach and heap profiles do)")
             self._info("")
             return
         key = (id(slices), len(slices), self.metric, self.part)
