@@ -115,6 +115,13 @@ def parse_line(line: str, kind: str, pid: int, runtime: str) -> RuntimeNote | No
     head, _, rest = line.strip().partition(" ")
     fields = dict(_FIELD.findall(rest))
     what = fields.get("what", "")
+    if head == "cap" and what == "jit" and fields.get("count", "").isdigit() and \
+            fields.get("bytes", "").isdigit():
+        return RuntimeNote(kind, pid, "cap-jit", (
+            f"pid {pid}: {runtime} kept unwind tables for {int(fields['count']):,} pieces of "
+            f"generated code (from its jitdump, in at most {_size(int(fields['bytes']))}) "
+            "and no more: code past that is walked by frame pointers and the call-stub "
+            "step (it may be cut short)"))
     if what not in _WHAT or not fields.get("bytes", "").isdigit():
         return None
     size = _size(int(fields["bytes"]))

@@ -499,33 +499,63 @@ static void pt_fde_index_free(struct pt_fde_index *ix) {
 /* Build the rows of one object from its FDE index (.eh_frame_hdr's search
  * table, or a walk of .eh_frame).  NULL when the object has none we can
  * read.  Not async-signal-safe. */
-struct pt_cfi_table *pt_cfi_build(const struct pt_cfi_source *src, uint64_t lo, uint64_t hi) {
-    struct pt_fde_index ix;
-    if (hi <= lo || hi - lo > UINT32_MAX || pt_fde_index(src, &ix) != 0) return NULL;
-    /* Upper bound: a row per advance instruction (>= 1 byte) plus two per FDE. */
+/* Upper bound of the rows of an index: a row per advance instruction (>= 1
+ * byte) plus two per FDE.  Not async-signal-safe. */
+static size_t pt_fde_bound(const struct pt_cfi_source *src, const struct pt_fde_index *ix) {
     size_t bound = 0;
-    for (uint64_t i = 0; i < ix.count; i++) {
+    for (uint64_t i = 0; i < ix->count; i++) {
         uint64_t pc;
         const uint8_t *fde;
         uint32_t len = 0;
-        pt_fde_at(src, &ix, i, &pc, &fde);
+        pt_fde_at(src, ix, i, &pc, &fde);
         if (pt_inside(src, fde, 4)) memcpy(&len, fde, 4);
         if (!pt_inside(src, fde, 4 + (uint64_t)len)) len = 0; /* skipped later */
         bound += len + 2;
     }
+    return bound;
+}
+
+/* The rows of every FDE of the index whose pc lies in [lo, hi), into `out`.
+ * Not async-signal-safe. */
+static void pt_fde_all_rows(const struct pt_cfi_source *src, const struct pt_fde_index *ix,
+                            uint64_t lo, uint64_t hi, struct pt_rows *out) {
+    for (uint64_t i = 0; i < ix->count; i++) {
+        uint64_t pc;
+        const uint8_t *fde;
+        pt_fde_at(src, ix, i, &pc, &fde);
+        if (pc < lo || pc >= hi) continue;
+        pt_fde_rows(src, fde, pc, out);
+    }
+}
+
+/* See pt_unwind.h.  Not async-signal-safe by contract (mmap only, and none
+ * for a source with .eh_frame_hdr). */
+long pt_cfi_build_rows(const struct pt_cfi_source *src, uint64_t lo, uint64_t hi,
+                       struct pt_cfi_row *rows, size_t cap) {
+    struct pt_fde_index ix;
+    if (hi <= lo || hi - lo > UINT32_MAX || pt_fde_index(src, &ix) != 0) return -1;
+    size_t bound = pt_fde_bound(src, &ix);
+    if (bound > cap) {
+        pt_fde_index_free(&ix);
+        return -1;
+    }
+    struct pt_rows out = {rows, 0, bound, lo};
+    pt_fde_all_rows(src, &ix, lo, hi, &out);
+    pt_fde_index_free(&ix);
+    return (long)out.n;
+}
+
+struct pt_cfi_table *pt_cfi_build(const struct pt_cfi_source *src, uint64_t lo, uint64_t hi) {
+    struct pt_fde_index ix;
+    if (hi <= lo || hi - lo > UINT32_MAX || pt_fde_index(src, &ix) != 0) return NULL;
+    size_t bound = pt_fde_bound(src, &ix);
     struct pt_rows out = {pt_alloc(bound * sizeof(struct pt_cfi_row)), 0, bound, lo};
     if (out.rows == NULL) {
         pt_cfi_failed_bytes = bound * sizeof(struct pt_cfi_row);
         pt_fde_index_free(&ix);
         return NULL;
     }
-    for (uint64_t i = 0; i < ix.count; i++) {
-        uint64_t pc;
-        const uint8_t *fde;
-        pt_fde_at(src, &ix, i, &pc, &fde);
-        if (pc < lo || pc >= hi) continue;
-        pt_fde_rows(src, fde, pc, &out);
-    }
+    pt_fde_all_rows(src, &ix, lo, hi, &out);
     pt_fde_index_free(&ix);
     /* Give back the pages the rows did not reach (they were never touched). */
     size_t page = 4096, used = (out.n * sizeof *out.rows + page - 1) / page * page;
@@ -552,6 +582,16 @@ struct pt_cfi_table *pt_cfi_build(const struct pt_cfi_source *src, uint64_t lo, 
     (void)lo;
     (void)hi;
     return NULL;
+}
+
+long pt_cfi_build_rows(const struct pt_cfi_source *src, uint64_t lo, uint64_t hi,
+                       struct pt_cfi_row *rows, size_t cap) {
+    (void)src;
+    (void)lo;
+    (void)hi;
+    (void)rows;
+    (void)cap;
+    return -1;
 }
 
 #endif

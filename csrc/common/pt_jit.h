@@ -31,9 +31,11 @@
 #include "pt_common.h"
 #include "pt_unwind.h"
 
-/* At most this many tables of generated code are kept (later ones are
- * counted in pt_jit_dropped and said in a note). */
-#define PT_JIT_MAX_TABLES 16384
+/* At most this many tables of generated code are kept, built in at most 64
+ * MiB (code a JIT replaced keeps its table's memory: a published set may
+ * still read it); past either, later code gets none, said once in the notes
+ * ("cap what=jit"). */
+#define PT_JIT_MAX_TABLES 65536
 
 /* Read what the jitdump gained since the last poll.  Until the file is
  * found it is looked for 10 ms after the first poll, then twice as late each

@@ -108,6 +108,21 @@ void pt_note_fsize_cap(uint64_t bytes) {
 }
 
 /* Async-signal-safe. */
+void pt_note_cap(const char *what, uint64_t count, uint64_t bytes) {
+    int saved = errno;
+    char line[128];
+    char *p = pt_note_str(line, "cap what=");
+    if (strlen(what) < 32) p = pt_note_str(p, what);
+    p = pt_note_str(p, " count=");
+    p = pt_decimal(p, count);
+    p = pt_note_str(p, " bytes=");
+    p = pt_decimal(p, bytes);
+    *p++ = '\n';
+    pt_note_write(line, (size_t)(p - line));
+    errno = saved;
+}
+
+/* Async-signal-safe. */
 uint64_t pt_note_fsize_limit(void) {
     struct rlimit rl;
     int saved = errno;

@@ -58,6 +58,12 @@ PT_HIDDEN void pt_note_map_failure(enum pt_note_what what, uint64_t bytes, int e
  * to stay under RLIMIT_FSIZE: one line.  Async-signal-safe. */
 PT_HIDDEN void pt_note_fsize_cap(uint64_t bytes);
 
+/* A runtime kept `count` items of `what` (a short word, "jit": tables of
+ * generated code) in at most `bytes` and keeps no more: one line,
+ *     cap what=<what> count=<n> bytes=<n>
+ * Async-signal-safe. */
+PT_HIDDEN void pt_note_cap(const char *what, uint64_t count, uint64_t bytes);
+
 /* The largest file this process may make (RLIMIT_FSIZE's soft limit; a
  * longer ftruncate would raise SIGXFSZ, which kills by default).
  * UINT64_MAX when unlimited.  Async-signal-safe. */

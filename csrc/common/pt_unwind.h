@@ -75,6 +75,13 @@ extern PT_HIDDEN uint64_t pt_cfi_failed_bytes;
 PT_HIDDEN struct pt_cfi_table *pt_cfi_build(const struct pt_cfi_source *src, uint64_t lo,
                                             uint64_t hi);
 
+/* pt_cfi_build's rows written into rows[0, cap) (the caller keeps them as it
+ * likes): how many, or -1 when the source has no table we can read or may
+ * need more than `cap` rows.  No memory of its own for a source with
+ * .eh_frame_hdr.  Not async-signal-safe by contract (mmap only). */
+PT_HIDDEN long pt_cfi_build_rows(const struct pt_cfi_source *src, uint64_t lo, uint64_t hi,
+                                 struct pt_cfi_row *rows, size_t cap);
+
 /* Give a table back (single-threaded users only: no walk may hold it).
  * Not async-signal-safe. */
 PT_HIDDEN void pt_cfi_free(struct pt_cfi_table *table);

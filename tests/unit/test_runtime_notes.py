@@ -37,6 +37,19 @@ def test_each_cause_is_its_own() -> None:
     assert "could not create" in text(errno.EFBIG, what="file", fsize="100")
 
 
+def test_jit_table_cap_is_said_as_a_cap() -> None:
+    """csrc/common/pt_jit.c's cap on tables of generated code is its own line, never a
+    mapping failure (it once said "the file system is full")."""
+    note = parse_line("cap what=jit count=16384 bytes=67108864", "sampler", 9, "the sampler")
+    assert note is not None and note.what == "cap-jit"
+    assert note.text == ("pid 9: the sampler kept unwind tables for 16,384 pieces of generated "
+                         "code (from its jitdump, in at most 64.0 MiB) and no more: code past "
+                         "that is walked by frame pointers and the call-stub step (it may be "
+                         "cut short)")
+    assert parse_line("cap what=jit count=x bytes=1", "sampler", 9, "the sampler") is None
+    assert parse_line("cap what=disk count=1 bytes=1", "sampler", 9, "the sampler") is None
+
+
 def test_file_size_cap_is_said() -> None:
     note = parse_line("fsize what=file bytes=3774873 fsize=4096", "hook", 5,
                       "the hook library")
