@@ -154,17 +154,25 @@ static void pt_publish(void) {
         pt_note_map_failure(PT_NOTE_UNWIND, sizeof *set + n * sizeof set->tables[0], ENOMEM);
         return;
     }
-    set->n = 0;
-    for (int i = 0; i < pt_nobjects; i++)
-        if (pt_objects[i].alive && pt_objects[i].cfi != NULL)
-            set->tables[set->n++] = pt_objects[i].cfi;
-    for (size_t i = 0; i < njit; i++) set->tables[set->n++] = jit[i];
-    for (size_t i = 1; i < set->n; i++) { /* a few hundred objects at most, mostly sorted */
-        const struct pt_cfi_table *x = set->tables[i];
-        size_t j = i;
-        for (; j > 0 && set->tables[j - 1]->lo > x->lo; j--) set->tables[j] = set->tables[j - 1];
-        set->tables[j] = x;
+    /* The objects' tables at the end, sorted there (a few hundred at most, mostly
+     * in order), then merged from the front with generated code's (sorted by
+     * pt_jit.c, up to 65,536 of them): O(objects^2 + n).  The write index
+     * never passes the objects' read index (it trails it by the generated
+     * tables still to come), and once those are all placed the objects left
+     * are where they belong. */
+    const struct pt_cfi_table **t = set->tables;
+    size_t objs = njit;
+    for (int i = 0; i < pt_nobjects; i++) {
+        if (!pt_objects[i].alive || pt_objects[i].cfi == NULL) continue;
+        const struct pt_cfi_table *x = pt_objects[i].cfi;
+        size_t j = objs++;
+        for (; j > njit && t[j - 1]->lo > x->lo; j--) t[j] = t[j - 1];
+        t[j] = x;
     }
+    size_t w = 0, a = 0, b = njit; /* jit[a, njit) and t[b, n) are what is left */
+    while (a < njit && b < n) t[w++] = jit[a]->lo <= t[b]->lo ? jit[a++] : t[b++];
+    while (a < njit) t[w++] = jit[a++];
+    set->n = n;
     __atomic_store_n(&pt_maps_cfi, set, __ATOMIC_RELEASE);
 }
 
