@@ -150,9 +150,9 @@ static void *pt_jit_carve(size_t bytes) {
 /* Note what a record said of [lo, hi): its new table, or NULL (the code there
  * is no longer what older tables describe).  Async-signal-safe. */
 static void pt_jit_news(uint64_t lo, uint64_t hi, const struct pt_cfi_table *table) {
-    if (hi > lo && pt_jit.nnews < PT_JIT_RECORDS_PER_POLL)
-        pt_jit.news[pt_jit.nnews] = (struct pt_jit_news){lo, hi, table, pt_jit.nnews, 0},
-        pt_jit.nnews++;
+    if (hi <= lo || pt_jit.nnews >= PT_JIT_RECORDS_PER_POLL) return;
+    pt_jit.news[pt_jit.nnews] = (struct pt_jit_news){lo, hi, table, pt_jit.nnews, 0};
+    pt_jit.nnews++;
 }
 
 /* The code [addr, addr + size) was loaded: build its rows from the pending
@@ -190,9 +190,10 @@ static void pt_jit_load(uint64_t addr, uint64_t size, int (*covered)(uint64_t pc
 /* Merge this poll's news into the kept tables.  A range hides every older
  * table it overlaps (code replaced, moved, or loaded again without unwinding
  * information), so a table is kept only if nothing newer overlaps it; the
- * kept ones stay sorted by lo and never overlap.  O(n log k + k log k) for n
- * kept tables and k news, plus the news that overlap one another.  1 if the
- * tables changed.  Async-signal-safe. */
+ * kept ones stay sorted by lo and never overlap.  O(n log k) for n kept
+ * tables and k news, plus an insertion sort of the news (they come mostly in
+ * address order) and the pairs of them that overlap.  1 if the tables
+ * changed.  Async-signal-safe. */
 static int pt_jit_merge(void) {
     size_t k = pt_jit.nnews;
     if (k == 0) return 0;
