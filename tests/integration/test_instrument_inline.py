@@ -8,6 +8,7 @@ where it is installed."""
 from __future__ import annotations
 
 import re
+import statistics
 import subprocess
 from pathlib import Path
 
@@ -58,9 +59,17 @@ def test_inlined_function_keeps_its_container(tmp_path: Path) -> None:
     assert ours.incl_pct("mid") > 95 and ours.self_pct("leaf") < 1
     ref = _uftrace_shares([binary], tmp_path)
     _assert_parents_agree(ours, ref, ["mid", "leaf", "work"])
+    # Wall time of a 0.2 s program on a shared machine: beside two busy loops, single
+    # runs of each tool once differed by 16 points (work: 38% vs 54%).  The median of
+    # three runs of each is compared.
+    mine = [ours, *(shares(from_profile(record([binary])[0])) for _ in range(2))]
+    theirs = [ref]
+    for i in range(2):
+        (tmp_path / f"again{i}").mkdir()
+        theirs.append(_uftrace_shares([binary], tmp_path / f"again{i}"))
     for name in ("mid", "work"):
-        # wall time on a shared machine: separate runs differ by several points
-        assert ours.incl_pct(name) == pytest.approx(ref.incl_pct(name), abs=15), name
+        assert statistics.median(s.incl_pct(name) for s in mine) == pytest.approx(
+            statistics.median(s.incl_pct(name) for s in theirs), abs=15), name
 
 
 def test_tree_pane_marks_inlined_frames() -> None:
