@@ -102,13 +102,18 @@ def test_attach_user_time_only_is_said(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.parametrize("method", ["perf", "ptrace"])
 def test_attach_counts_kernel_time(method: str) -> None:
+    floor = 100 if method == "perf" else 40
     profile, out = attach_until_exit(method)
+    if profile.total(0) < floor:
+        # A loaded machine starves ptrace's helper (29 samples once, beside two busy
+        # loops, the suite and a slow host): the share needs more; one more run.
+        profile, out = attach_until_exit(method)
     if "user time only" in profile.meta.clock:
         pytest.skip(f"perf_event may count user time only here: {profile.meta.clock}")
     kernel = measured_share(out)
     # ptrace's samples wait on the helper: beside two busy loops its SIGPROF stops
     # coalesce (87 samples once); each stands for the CPU time since the last.
-    share, samples = profiled_share(profile, 100 if method == "perf" else 40), profile.total(0)
+    share, samples = profiled_share(profile, floor), profile.total(0)
     # Five standard errors of a share of `samples` samples.  perf samples at the 4 kHz
     # asked: thousands of samples, and 0.05 holds.  ptrace's clock is the target's
     # ITIMER_PROF, checked at the kernel's ticks (250 a second here): about 600 samples
