@@ -34,10 +34,13 @@ def normal_name(name: str) -> str:
         name = shorter
 
 
-def perf_user_shares(perf_data: Path, comm: str,
-                     window: tuple[float, float] | None = None) -> dict[str, float]:
+def perf_user_shares(perf_data: Path, comm: str, window: tuple[float, float] | None = None,
+                     runtime_library: str = "") -> dict[str, float]:
     """Self share per user-space function, kernel samples charged to the user caller;
-    `window`: only the samples taken between these Unix times (perf record -k realtime)."""
+    `window`: only the samples taken between these Unix times (perf record -k realtime).
+    `runtime_library` (a run under proftui's sampler): samples in that library and in the
+    signal return trampoline are the sampler's own cost, which no profiler sees of itself;
+    they are left out and the rest is shared out of 100, as proftui's profile is."""
     fields = "ip,sym,dso" if window is None else "time,ip,sym,dso"
     script = subprocess.run(
         ["perf", "script", "-i", str(perf_data), "--comm", comm, "-F", fields,
@@ -58,7 +61,10 @@ def perf_user_shares(perf_data: Path, comm: str,
             match = re.match(r"[0-9a-f]+ (.+?)(?:\+0x[0-9a-f]+)? \((.*)\)$", frame)
             if match is None or "kernel" in match[2] or match[2].startswith("[k"):
                 continue
-            counts[normal_name(match[1])] += 1
+            if runtime_library and (match[2] == runtime_library or match[1] == "__restore_rt"):
+                total -= 1
+            else:
+                counts[normal_name(match[1])] += 1
             break
     assert total > 0, "perf recorded no samples of the target"
     return {name: 100.0 * n / total for name, n in counts.items()}
