@@ -25,7 +25,7 @@ from proftui.collectors.model.views import flat_profile
 
 from tests.conftest import build_fixture
 from tests.helpers.collect import run_sampler, start_sampler
-from tests.helpers.costs import paths_to
+from tests.helpers.costs import names_on_paths, paths_to
 
 pytestmark = pytest.mark.skipif(platform.machine() != "x86_64",
                                 reason="the fixture generates x86-64 code")
@@ -207,11 +207,19 @@ def test_hostile_jitdump_unwinding_records_are_survived_never_trusted_over_elf(
 
 def test_writable_jitdump_tables_are_not_trusted(jit_run) -> None:
     """The same code with its jitdump writable by others: the front end names
-    nothing from it, and the runtime builds no tables from it (the stacks stay cut)."""
+    nothing from it, and the runtime builds no tables from it: the stacks stay cut
+    at the generated code.  run_cfi may still show: a sample in its own code, before
+    or after the call, or in its clock (1 of ~245 in some runs), never through the
+    generated code."""
     profile, warnings = jit_run("dump-cfi-writable")
     assert len(warnings) == 1 and "writable by others" in warnings[0], warnings
-    names = {e.frame.function for e in flat_profile(profile)}
-    assert "jit_cfi" not in names and "run_cfi" not in names, names
+    rows = {e.frame.function: e for e in flat_profile(profile)}
+    assert "jit_cfi" not in rows, list(rows)
+    through = [p for p in names_on_paths(profile) if "run_cfi" in p and
+               any(name.startswith("0x") for name in p[p.index("run_cfi"):])]
+    assert through == [], through
+    inside = rows["run_cfi"].total_cost[0] if "run_cfi" in rows else 0
+    assert inside <= 0.05 * profile.total(0), (inside, profile.total(0))
 
 
 def test_follow_names_each_process_from_its_own_file() -> None:
