@@ -165,12 +165,15 @@ def unwind_costs() -> None:
             if mode == "signal":
                 signal_ns = float(ns)
                 continue
-            kind = {"cfi": "CFI rows", "cfi-copy": "CFI rows, 4 KiB copy (attach)"}
+            kind = {"cfi": "CFI rows", "cfi-copy": "CFI rows, 4 KiB copy (attach)",
+                    "leaf-cold": "one row lookup, tables flushed from cache",
+                    "leaf-warm": "one row lookup, the same pcs again"}
             name = f"{label}, {kind.get(mode, 'frame pointers')}"
             # 20 calls, capture(), main and libc's start: a short walk times less work
             # (frame pointers on the -O2 build have nothing to follow).
             short = "  (SHORT: the walk stopped early)" if int(frames) < 20 and (
-                mode != "fp" or flag == "-fno-omit-frame-pointer") else ""
+                mode != "fp" or flag == "-fno-omit-frame-pointer") and (
+                not mode.startswith("leaf")) else ""
             print(f"{name:50} {frames:>8} {float(ns):9.1f}{short}")
     if signal_ns:
         print(f"for scale: the kernel's delivery of one signal (empty handler) costs "

@@ -7,6 +7,9 @@
  * Linked with the sampler's sources by benchmarks/bench_sampler.py; builds the
  * CFI tables of this process the way the preloaded runtime does, captures a
  * context DEPTH calls deep with getcontext(), and unwinds it N times each way.
+ * "leaf-cold" and "leaf-warm" time one-frame walks from pcs spread over the
+ * biggest object (libc here), with the tables flushed from every cache first
+ * and again warm: the lookup of a row, which a walk does once per frame.
  * Prints: "<mode> <frames> <ns per unwind>".  Then, for scale, what the
  * kernel charges per delivered signal here (perf task-clock at 10 kHz, empty
  * handler): "signal <count> <ns per signal>".
@@ -24,6 +27,7 @@
 #include <stdlib.h>
 #include <time.h>
 #include <ucontext.h>
+#include <x86intrin.h>
 
 #include "pt_maps.h"
 #include "pt_sampler.h"
@@ -43,6 +47,59 @@ __attribute__((noinline)) static void run(const char *mode, const ucontext_t *uc
     for (int i = 0; i < N; i++) n = pt_sampler_unwind(uc, self, frames, PT_SAMPLER_MAX_FRAMES, &flags);
     double t1 = now_ns();
     printf("%s %u %.1f\n", mode, n, (t1 - t0) / N);
+}
+
+static void flush_bytes(const void *p, size_t bytes) {
+    for (size_t off = 0; off < bytes; off += 64) _mm_clflush((const char *)p + off);
+}
+
+/* Every table's rows and bucket index, and the set, out of every cache. */
+static void flush_tables(const struct pt_cfi_set *set) {
+    for (size_t i = 0; i < set->n; i++) {
+        const struct pt_cfi_table *t = set->tables[i];
+        flush_bytes(t->rows, t->nrows * sizeof *t->rows);
+        if (t->bucket_start != NULL)
+            flush_bytes(t->bucket_start,
+                        (((t->hi - t->lo) >> PT_CFI_BUCKET_SHIFT) + 2) * sizeof(uint32_t));
+        flush_bytes(t, sizeof *t);
+    }
+    flush_bytes(set, sizeof *set + set->n * sizeof set->tables[0]);
+    _mm_mfence();
+}
+
+#define N_LEAF 20000
+
+/* One-frame walks from pcs spread over the biggest object's code (a stack of
+ * zeros ends each walk after its first lookup), in batches of 64: "leaf-cold"
+ * with every table flushed from cache before the batch, "leaf-warm" the same
+ * batch again.  A sampled program's leaf pc differs from tick to tick, and
+ * its handler runs once per tick: on a busy machine it finds the rows cold. */
+__attribute__((noinline)) static void run_leaves(const struct pt_cfi_set *set) {
+    const struct pt_cfi_table *big = set->tables[0];
+    for (size_t i = 1; i < set->n; i++)
+        if (set->tables[i]->nrows > big->nrows) big = set->tables[i];
+    if (big->nrows == 0) return;
+    static uint64_t zeros[64];
+    uint64_t frames[PT_SAMPLER_MAX_FRAMES], pcs[64], first = big->lo + big->rows[0].pc;
+    unsigned flags = 0, n = 0;
+    double cold = 0, warm = 0;
+    srand(1);
+    for (int batch = 0; batch < N_LEAF / 64; batch++) {
+        for (int k = 0; k < 64; k++) pcs[k] = first + (uint64_t)rand() % (big->hi - first);
+        flush_tables(set);
+        for (int pass = 0; pass < 2; pass++) {
+            double t0 = now_ns();
+            for (int k = 0; k < 64; k++) {
+                struct pt_regs regs = {.pc = pcs[k], .sp = (uintptr_t)zeros, .fp = 0};
+                struct pt_memory mem = {(uintptr_t)zeros, (uintptr_t)(zeros + 64),
+                                        (const unsigned char *)zeros, 1};
+                n = pt_unwind_walk(set, &mem, &regs, frames, PT_SAMPLER_MAX_FRAMES, &flags);
+            }
+            *(pass == 0 ? &cold : &warm) += now_ns() - t0;
+        }
+    }
+    printf("leaf-cold %u %.1f\n", n, cold / N_LEAF);
+    printf("leaf-warm %u %.1f\n", n, warm / N_LEAF);
 }
 
 /* The attach helper's walk: copy 4 KiB from sp, unwind over the copy. */
@@ -71,6 +128,7 @@ __attribute__((noinline)) static int capture(const struct pt_sampler_thread *sel
     getcontext(&uc);
     const struct pt_cfi_set *tables = pt_maps_cfi;
     run("cfi", &uc, self);
+    if (tables != NULL) run_leaves(tables);
     run_copy(&uc, self, tables);
     pt_maps_cfi = NULL; /* no rows: the handler walks frame pointers */
     run("fp", &uc, self);

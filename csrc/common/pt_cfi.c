@@ -30,6 +30,9 @@ void pt_cfi_free(struct pt_cfi_table *table) {
     if (table == NULL) return;
     size_t page = 4096;
     pt_free((void *)table->rows, (table->nrows * sizeof *table->rows + page - 1) / page * page);
+    if (table->bucket_start != NULL)
+        pt_free((void *)table->bucket_start,
+                (((table->hi - table->lo) >> PT_CFI_BUCKET_SHIFT) + 2) * sizeof(uint32_t));
     pt_free(table, sizeof *table);
 }
 
@@ -545,6 +548,22 @@ long pt_cfi_build_rows(const struct pt_cfi_source *src, uint64_t lo, uint64_t hi
     return (long)out.n;
 }
 
+/* The bucket index of `n` sorted rows covering `span` bytes (see struct
+ * pt_cfi_table), or NULL when it cannot be had or would outweigh the rows (a
+ * sparse range).  Not async-signal-safe. */
+static const uint32_t *pt_cfi_buckets(const struct pt_cfi_row *rows, size_t n, uint64_t span) {
+    uint64_t buckets = (span >> PT_CFI_BUCKET_SHIFT) + 1;
+    if (n == 0 || buckets > 2 * (uint64_t)n) return NULL;
+    uint32_t *start = pt_alloc((buckets + 1) * sizeof *start);
+    if (start == NULL) return NULL; /* lookups search the whole table: slower, same rows */
+    size_t r = 0;
+    for (uint64_t b = 0; b <= buckets; b++) {
+        while (r < n && (uint64_t)rows[r].pc < (b << PT_CFI_BUCKET_SHIFT)) r++;
+        start[b] = (uint32_t)r;
+    }
+    return start;
+}
+
 struct pt_cfi_table *pt_cfi_build(const struct pt_cfi_source *src, uint64_t lo, uint64_t hi) {
     struct pt_fde_index ix;
     if (hi <= lo || hi - lo > UINT32_MAX || pt_fde_index(src, &ix) != 0) return NULL;
@@ -572,6 +591,7 @@ struct pt_cfi_table *pt_cfi_build(const struct pt_cfi_source *src, uint64_t lo, 
     t->nrows = out.n;
     t->flags = 0;
     t->rows = out.rows;
+    t->bucket_start = pt_cfi_buckets(out.rows, out.n, hi - lo);
     return t;
 }
 

@@ -183,7 +183,7 @@ static void pt_jit_load(uint64_t addr, uint64_t size, int (*covered)(uint64_t pc
         return;
     }
     memcpy(rows, pt_jit.scratch, (size_t)n * sizeof *rows);
-    *t = (struct pt_cfi_table){addr, addr + size, (size_t)n, rows, PT_TABLE_GENERATED};
+    *t = (struct pt_cfi_table){addr, addr + size, (size_t)n, rows, PT_TABLE_GENERATED, NULL};
     pt_jit_news(addr, addr + size, t);
 }
 

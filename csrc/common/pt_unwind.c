@@ -51,6 +51,11 @@ static const struct pt_cfi_row *pt_cfi_find(const struct pt_cfi_set *set, uintpt
     uint64_t off = pc - t->lo;
     if (pc >= t->hi || t->nrows == 0 || off < t->rows[0].pc) return NULL;
     size_t a = 0, z = t->nrows;
+    if (t->bucket_start != NULL) { /* rows[start[b] - 1].pc < bucket b <= off */
+        size_t b = (size_t)(off >> PT_CFI_BUCKET_SHIFT), first = t->bucket_start[b];
+        a = first > 0 ? first - 1 : 0;
+        z = t->bucket_start[b + 1];
+    }
     while (a < z) { /* last row with row->pc <= off */
         size_t mid = a + (z - a) / 2;
         if (t->rows[mid].pc <= off) a = mid + 1;
