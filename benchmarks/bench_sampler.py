@@ -166,8 +166,8 @@ def unwind_costs() -> None:
                 signal_ns = float(ns)
                 continue
             kind = {"cfi": "CFI rows", "cfi-copy": "CFI rows, 4 KiB copy (attach)",
-                    "leaf-cold": "one row lookup, tables flushed from cache",
-                    "leaf-warm": "one row lookup, the same pcs again"}
+                    "leaf-cold": "1 lookup, tables flushed",
+                    "leaf-warm": "1 lookup, same pcs warm"}
             name = f"{label}, {kind.get(mode, 'frame pointers')}"
             # 20 calls, capture(), main and libc's start: a short walk times less work
             # (frame pointers on the -O2 build have nothing to follow).

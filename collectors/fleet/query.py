@@ -168,7 +168,7 @@ def build_profile(rows: list[tuple], stacks: dict[int, tuple],
             found = paths[stack] = (path, None if record is None else _site(record),
                                     tree.walk(path))
         path, site, leaf = found
-        label = (parts or {}).get(series) or f"series {series:016x}"
+        label = (parts or {}).get(series) or part_label(series, [], [])
         p = part_index.get(label)
         if p is None:
             p = part_index[label] = len(labels)

@@ -45,10 +45,11 @@ static uint64_t pt_now_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Note the sample's stack id, weight and time in the thread's ring; a full
- * ring drops the note (the sample is counted in the stack table anyway).
+/* Note the sample's stack id, weight and time `now_ns` in the thread's ring; a
+ * full ring drops the note (the sample is counted in the stack table anyway).
  * Async-signal-safe. */
-static void pt_ring_put(const struct pt_sampler_thread *self, uint32_t id, uint64_t weight) {
+static void pt_ring_put(const struct pt_sampler_thread *self, uint32_t id, uint64_t weight,
+                        uint64_t now_ns) {
     pt_sampler_slot *slot = self->slot;
     uint64_t head = slot->head; /* only this thread writes head */
     uint64_t tail = __atomic_load_n(&slot->tail, __ATOMIC_ACQUIRE);
@@ -59,7 +60,7 @@ static void pt_ring_put(const struct pt_sampler_thread *self, uint32_t id, uint6
         return;
     }
     self->ring[head & self->mask] = (uint64_t)id | (weight << 32);
-    self->ring[(head + 1) & self->mask] = pt_now_ns();
+    self->ring[(head + 1) & self->mask] = now_ns;
     __atomic_store_n(&slot->head, head + PT_SAMPLER_RECORD_WORDS, __ATOMIC_RELEASE);
 }
 
@@ -69,10 +70,10 @@ static void pt_ring_put(const struct pt_sampler_thread *self, uint32_t id, uint6
 static uint64_t pt_jit_next_ns;
 #define PT_JIT_POLL_NS 100000000ull
 
-/* Poll the jitdump if it is time (one thread wins the slot).  Async-signal-safe. */
-static void pt_jit_tick(void) {
+/* Poll the jitdump if it is `now` time (one thread wins the slot).  Async-signal-safe. */
+static void pt_jit_tick(uint64_t now) {
     if (pt_sampler_cfg.fp_only) return;
-    uint64_t now = pt_now_ns(), next = __atomic_load_n(&pt_jit_next_ns, __ATOMIC_RELAXED);
+    uint64_t next = __atomic_load_n(&pt_jit_next_ns, __ATOMIC_RELAXED);
     if (now < next || !__atomic_compare_exchange_n(&pt_jit_next_ns, &next, now + PT_JIT_POLL_NS,
                                                    0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
         return;
@@ -98,8 +99,9 @@ void pt_sampler_on_signal(int sig, siginfo_t *info, void *ucontext) {
         if (n > 0) {
             uint32_t id = pt_stacktab_count(&pt_sampler_file.stacks, self->tid, flags,
                                             frames, n, weight);
-            pt_ring_put(self, id, weight);
-            pt_jit_tick(); /* tables of new generated code, for the next walks */
+            uint64_t now = pt_now_ns(); /* one clock read serves both */
+            pt_ring_put(self, id, weight, now);
+            pt_jit_tick(now); /* tables of new generated code, for the next walks */
         }
     }
     errno = saved_errno;
