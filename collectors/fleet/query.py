@@ -2,7 +2,8 @@
 and time range asked for, per push session (GROUP BY stack, series), so what comes back
 is one row per distinct stack and session however many sample rows matched; the
 stacks' frames come in a second query, the sessions' labels in a third.  Each session
-is a part of the profile (`t` picks one), named by its host, program and pid.
+is a part of the profile (`t` picks one), named by its host, program and pid; with the
+URL's `by=KEY,..` the sessions sharing those labels' values share a part instead.
 
 Costs per minute are not read: a row per stack, session and minute made the hour of 10
 hosts 277,000 rows and 6.4 s (bench_fleet.py; 0.3 s per stack).
@@ -101,8 +102,9 @@ def _load(client: FleetClient, url: FleetURL, start: int, end: int) -> Profile:
         f"SELECT DISTINCT series, labels.key, labels.value FROM {_table(url, schema.SERIES)} "
         f"WHERE series IN (SELECT series FROM {local_samples} WHERE {where})", params,
         doing="reading labels")}
-    profile = build_profile(rows, stacks, {series: part_label(series, *kv)
-                                           for series, kv in labels.items()})
+    profile = build_profile(rows, stacks, {
+        series: part_label(series, *labels.get(series, ([], [])), url.by)
+        for series in {row[2] for row in rows}})
     distinct = len({row[1] for row in rows})
     profile.meta = _meta(url, start, end, list(labels.values()), distinct,
                          time.monotonic() - began)
@@ -121,9 +123,12 @@ def _spec_costs(spec: str, sums: list[float]) -> list[float]:
 _COLUMN = {name: i for i, name in enumerate(schema.METRICS)}
 
 
-def part_label(series: int, keys: list[str], values: list[str]) -> str:
+def part_label(series: int, keys: list[str], values: list[str], by: tuple[str, ...] = ()) -> str:
     """The part a push session's rows go to: "HOST PROGRAM pid N" from its labels (the
-    session id in hex where none is set)."""
+    session id in hex where none is set); with `by` (the URL's by=), "KEY=VALUE ..." of
+    those labels, so every session with the same values shares one part."""
+    if by:
+        return " ".join(f"{key}={_label(keys, values, key) or '(none)'}" for key in by)
     named = [_label(keys, values, "host"), _label(keys, values, "program")]
     pid = _label(keys, values, "pid")
     text = " ".join([*(n for n in named if n), *([f"pid {pid}"] if pid else [])])

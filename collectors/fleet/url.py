@@ -4,8 +4,10 @@ Credentials come from the URL or from PROFTUI_CLICKHOUSE_USER / _PASSWORD (then
 CLICKHOUSE_USER / _PASSWORD); `display()` never shows a password.  `from`/`to` take
 ISO times (a time without a zone is local time) or times relative to now (`-15m`,
 `-2h`, `-1d`, `now`); `cluster=NAME` reads through Distributed tables over the
-server's cluster NAME; every other parameter filters on a label (repeat a key to
-accept any of several values).
+server's cluster NAME; `by=KEY[,KEY..]` makes the profile's parts (`t`) one per
+value of those labels (host, program, build, ...) instead of one per push session;
+every other parameter filters on a label (repeat a key to accept any of several
+values).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from proftui.collectors.errors import ProftuiError
 
 DEFAULT_PORT = 9000  # ClickHouse's native protocol
 DEFAULT_FROM = "-1h"
-RESERVED = ("from", "to", "cluster")  # query parameters that are not label filters
+RESERVED = ("from", "to", "cluster", "by")  # query parameters that are not label filters
 LABEL_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.]{0,63}\Z")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}\Z")  # database and cluster names
 _RELATIVE = re.compile(r"-(\d+(?:\.\d+)?)(s|m|h|d|w)\Z")
@@ -42,6 +44,7 @@ class FleetURL:
     cluster: str = ""
     filters: tuple[tuple[str, tuple[str, ...]], ...] = ()
     explicit_window: bool = False  # from or to were given
+    by: tuple[str, ...] = ()  # label keys the parts are per (empty: per push session)
 
     def display(self) -> str:
         """The URL as a user would write it, without the password (for headers, notes)."""
@@ -51,6 +54,8 @@ class FleetURL:
         params = [("from", self.start), ("to", self.end)] if self.explicit_window else []
         if self.cluster:
             params.append(("cluster", self.cluster))
+        if self.by:
+            params.append(("by", ",".join(self.by)))
         params += [(k, v) for k, values in self.filters for v in values]
         query = "&".join(f"{k}={quote(v, safe=':+-.')}" for k, v in params)
         return f"clickhouse://{user}{host}{port}/{self.database}" + (f"?{query}" if query
@@ -115,6 +120,7 @@ def parse(text: str, *, query: bool = True) -> FleetURL:
         os.environ.get("PROFTUI_CLICKHOUSE_PASSWORD") or os.environ.get("CLICKHOUSE_PASSWORD")
         or "")
     start, end, cluster = DEFAULT_FROM, "now", ""
+    by: list[str] = []
     explicit = False
     filters: dict[str, list[str]] = {}
     try:
@@ -134,6 +140,8 @@ def parse(text: str, *, query: bool = True) -> FleetURL:
             if not _NAME.match(value):
                 raise ProftuiError(f"fleet URL: cluster name {value!r} is not a name")
             cluster = value
+        elif key == "by":
+            by += _breakdown(value)
         elif LABEL_KEY.match(key):
             filters.setdefault(key, []).append(value)
         else:
@@ -142,10 +150,24 @@ def parse(text: str, *, query: bool = True) -> FleetURL:
     url = FleetURL(host=host, port=port or DEFAULT_PORT, database=database, user=user,
                    password=password, start=start, end=end, cluster=cluster,
                    filters=tuple((k, tuple(v)) for k, v in filters.items()),
-                   explicit_window=explicit)
+                   explicit_window=explicit, by=tuple(dict.fromkeys(by)))
     if query:
         url.window()  # a bad time is an error now, not at the first query
     return url
+
+
+def _breakdown(value: str) -> list[str]:
+    """The label keys of `by=KEY[,KEY..]`."""
+    keys = [key.strip() for key in value.split(",")]
+    for key in keys:
+        if key == "thread":
+            raise ProftuiError("fleet URL: by=thread: fleet rows keep no threads (a pushed "
+                               "run's threads are summed); by takes labels such as host, "
+                               "program, build, pid")
+        if not LABEL_KEY.match(key):
+            raise ProftuiError(f"fleet URL: by={value!r}: {key!r} is not a label name "
+                               "(letters, digits, _ and .; several: by=host,program)")
+    return keys
 
 
 def parse_label(text: str) -> tuple[str, str]:
@@ -155,5 +177,6 @@ def parse_label(text: str) -> tuple[str, str]:
         raise ProftuiError(f"--label {text!r}: expected KEY=VALUE, KEY of letters, digits, "
                            "_ and .")
     if key in RESERVED:
-        raise ProftuiError(f"--label: {key!r} is reserved for queries (from, to, cluster)")
+        raise ProftuiError(f"--label: {key!r} is reserved for queries (from, to, cluster, "
+                           "by)")
     return key, value

@@ -59,6 +59,16 @@ def test_cpu_fleet_equals_merged_local_files(server: Server, tmp_path: Path) -> 
         assert by_host[f"h{i}"].root.total_cost[0] == run.total(0)
         assert tree_paths(Profile(meta=fleet.meta, metrics=fleet.metrics, frames=fleet.frames,
                                   tree=by_host[f"h{i}"])) == tree_paths(run)
+    # by=: a part per value of those labels, sessions sharing them merged.
+    per_host = load(url + "?from=-1h&job=exact&by=host")
+    assert_same(per_host, runs)
+    assert {label: tree.root.total_cost[0] for label, tree in per_host.parts.items()} == {
+        f"host=h{i}": run.total(0) for i, run in enumerate(runs)}
+    per_program = load(url + "?from=-1h&job=exact&by=program,job")
+    assert list(per_program.parts) == [f"program={binary.name} job=exact"]
+    assert tree_paths(Profile(meta=fleet.meta, metrics=fleet.metrics, frames=per_program.frames,
+                              tree=per_program.parts[f"program={binary.name} job=exact"])) \
+        == tree_paths(fleet)
     # A label filter narrows to its hosts; repeating a key accepts either value.
     assert_same(load(url + "?from=-1h&host=h1"), [runs[1]])
     assert_same(load(url + "?from=-1h&host=h0&host=h2"), [runs[0], runs[2]])

@@ -60,10 +60,18 @@ def test_times_iso_and_relative() -> None:
         parse_time("yesterday", 0)
 
 
+def test_url_breakdown_by_labels() -> None:
+    url = parse("clickhouse://h/db?by=host,program&by=host&build=x1")
+    assert url.by == ("host", "program") and url.filters == (("build", ("x1",)),)
+    assert parse(url.display()).by == url.by
+    assert parse("clickhouse://h/db").by == ()
+
+
 @pytest.mark.parametrize("text", [
     "clickhouse://", "http://h/db", "clickhouse://h", "clickhouse://h/bad-name",
     "clickhouse://h:70000/db", "clickhouse://h/db?from=-1h&to=-2h", "clickhouse://h/db?x y=1",
-    "clickhouse://h/db#frag",
+    "clickhouse://h/db#frag", "clickhouse://h/db?by=thread", "clickhouse://h/db?by=a b",
+    "clickhouse://h/db?by=",
 ])
 def test_malformed_urls_are_one_line_errors(text: str) -> None:
     with pytest.raises(ProftuiError) as info:
