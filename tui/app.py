@@ -136,12 +136,14 @@ class ProfTuiApp(TypeAhead, ViewChoices, RunControls, DiffViews, App[None]):
     def __init__(self, collector: Collector | None = None, profile: Profile | None = None,
                  stop_signals: StopSignals | None = None, base: Profile | None = None,
                  base_name: str = "base", reload: Callable[[], Profile] | None = None,
-                 source: str = "") -> None:
+                 source: str = "",
+                 load_range: Callable[[float, float], Profile] | None = None) -> None:
         """`stop_signals`: SIGTERM/SIGHUP caught by the CLI; the app exits on them
         through its normal path, so the terminal is restored.  `base`: a profile to
         compare with (`open NEW --base BASE`), named `base_name` in the header.
         `reload`: runs the query `profile` came from again (a fleet URL, named `source`
-        in the header); `r` calls it."""
+        in the header); `r` calls it.  `load_range`: that query over a window (Unix
+        seconds), for a range picked in a fleet profile's timeline."""
         super().__init__()
         # The pane keys come from the registry; they lead the key bar, as the tabs do.
         keys = BindingsMap([Binding(p.KEY, f"pane({p.PANE_ID!r})", p.TAB, tooltip=p.TITLE)
@@ -152,6 +154,7 @@ class ProfTuiApp(TypeAhead, ViewChoices, RunControls, DiffViews, App[None]):
                                 tooltip="Run the fleet query again (a live fleet view)")]
         self._bindings = BindingsMap.from_keys({**keys.key_to_bindings, **own})
         self._reload = reload
+        self._load_range = load_range
         self._source = source
         self._queried_at = time.time() if reload is not None else None
         self.collector = collector

@@ -53,7 +53,8 @@ def wants_tui(args: argparse.Namespace) -> bool:
 def run_tui(collector: Collector | None = None, profile: Profile | None = None,
             base: Profile | None = None, base_name: str = "",
             reload: Callable[[], Profile] | None = None, source: str = "",
-            pusher: Pusher | None = None) -> int:
+            pusher: Pusher | None = None,
+            load_range: Callable[[float, float], Profile] | None = None) -> int:
     """The app on a live collector or a saved profile; the status to exit with.
 
     SIGTERM/SIGHUP/SIGINT make the app exit through its normal path (the terminal is
@@ -78,7 +79,8 @@ def run_tui(collector: Collector | None = None, profile: Profile | None = None,
                 collector.stop()
                 raise
         app = ProfTuiApp(collector=collector, profile=profile, stop_signals=stop, base=base,
-                         base_name=base_name or "base", reload=reload, source=source)
+                         base_name=base_name or "base", reload=reload, source=source,
+                         load_range=load_range)
         watchdog = StuckExit(collector, signal_name)
         stop.listen(watchdog.arm)
         line = ""
@@ -165,12 +167,17 @@ def cmd_open(args: argparse.Namespace) -> int:
     from proftui.collectors.formats.importers import load_any
 
     profile = load_profile(args.file, args.binary, args)
-    reload = None
+    reload = load_range = None
     if isinstance(args.file, str):  # a fleet query: `r` runs it again
         file = args.file
 
         def reload() -> Profile:
             return load_any(file)
+
+        def load_range(start: float, end: float) -> Profile:  # a range of its timeline
+            from proftui.collectors.fleet.query import load_window
+
+            return load_window(file, start, end)
 
     base = None
     if args.base is not None:
@@ -181,7 +188,8 @@ def cmd_open(args: argparse.Namespace) -> int:
     if sys.stdout.isatty() and sys.stdin.isatty():
         return run_tui(profile=profile, base=base,
                        base_name=base_name(args.base), reload=reload,
-                       source=source_name(args.file) if reload is not None else "")
+                       source=source_name(args.file) if reload is not None else "",
+                       load_range=load_range)
     if base is not None:  # no terminal for the Δ columns: the report of FILE, and a pointer
         say("proftui: --base compares in the TUI; without a terminal, "
             "`proftui diff BASE FILE` prints the changes")

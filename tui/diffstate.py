@@ -20,9 +20,10 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from proftui.collectors.base import Collector
+from proftui.collectors.errors import ProftuiError
 from proftui.collectors.model.diff import align, subtract
 from proftui.collectors.model.profile import Profile
-from proftui.collectors.model.slices import range_profile, span_text
+from proftui.collectors.model.slices import range_note, range_profile, span_text
 from proftui.collectors.model.views import FlatEntry, flat_profile
 from proftui.tui.widgets.header_bar import since
 from proftui.tui.widgets.status_line import StatusLine
@@ -94,6 +95,8 @@ class DiffViews(_Base):
         self._range_mark: Profile | None = None
         self._range_mark_text = ""
         self._views_cache: tuple[Profile, ViewKey, Profile, Profile | None] | None = None
+        # the last range asked of a fleet profile's source: (whole, span, its profile)
+        self._queried_range: tuple[Profile, tuple[float, float], Profile] | None = None
 
     # -- the views (in workers) ------------------------------------------------------
 
@@ -118,13 +121,42 @@ class DiffViews(_Base):
         if cached is not None and cached[0] is whole and _same(cached[1], key):
             shown, baseline = cached[2], cached[3]
         else:
-            shown = range_profile(whole, *span) if span is not None and \
+            shown = self._range_of(whole, span) if span is not None and \
                 whole.slices is not None else whole
             shown = subtract(shown, base) if since_mark and base is not None else shown
             baseline = align(base, shown) if base is not None else None
             self._views_cache = (whole, key, shown, baseline)
         return Views(shown, flat_profile(shown, part), baseline,
                      flat_profile(baseline, part) if baseline is not None else None, key)
+
+    def _range_of(self, whole: Profile, span: tuple[float, float]) -> Profile:
+        """`span` seconds of `whole`: from its slices, or, for a fleet profile (its
+        parts' totals only), a query of that window (`load_range`; a worker calls
+        this).  A failed query drops the range, saying why."""
+        slices = whole.slices
+        assert slices is not None
+        if not slices.totals_only:
+            return range_profile(whole, *span)
+        cached = self._queried_range
+        if cached is not None and cached[0] is whole and cached[1] == span:
+            return cached[2]  # the same range with another baseline: not asked again
+        first, last = slices.used_span(*span)
+        loader = getattr(self, "_load_range", None)
+        try:
+            if loader is None:
+                raise ProftuiError("this profile's source cannot be asked for a time range")
+            shown = loader(slices.start + first, slices.start + last)
+        except ProftuiError as exc:
+            self.call_from_thread(self._range_failed, str(exc))
+            return whole
+        note = range_note(slices, *span)
+        shown = replace(shown, meta=replace(shown.meta, warnings=[*shown.meta.warnings, note]))
+        self._queried_range = (whole, span, shown)
+        return shown
+
+    def _range_failed(self, why: str) -> None:
+        self.notify(f"time range not shown: {why}", severity="error")
+        self.set_time_range(None)
 
     def _apply_views(self, whole: Profile, views: Views) -> None:
         self._whole = whole
@@ -180,7 +212,15 @@ class DiffViews(_Base):
             if self._whole.slices is None:
                 self._say("this profile has no timeline: no range to mark")
                 return
-            self._range_mark = range_profile(self._whole, *self.time_range)
+            if self._whole.slices.totals_only:  # the range's profile came from a query
+                queried = self._queried_range
+                if queried is None or queried[0] is not self._whole or \
+                        queried[1] != self.time_range:
+                    self._say("the range's query has not answered yet: b again once it shows")
+                    return
+                self._range_mark = queried[2]
+            else:
+                self._range_mark = range_profile(self._whole, *self.time_range)
             self._range_mark_text = f"range {span_text(self.time_range)}"
             self.notify(f"baseline: {self._range_mark_text}; choose another range in the "
                         "timeline (6) to compare it with, x forgets it")

@@ -5,8 +5,10 @@ stacks' frames come in a second query, the sessions' labels in a third.  Each se
 is a part of the profile (`t` picks one), named by its host, program and pid; with the
 URL's `by=KEY,..` the sessions sharing those labels' values share a part instead.
 
-Costs per minute are not read: a row per stack, session and minute made the hour of 10
-hosts 277,000 rows and 6.4 s (bench_fleet.py; 0.3 s per stack).
+A fourth query reads each session's totals per minute (GROUP BY series, minute: a row
+per session and minute), which the timeline draws; a range picked there is a new
+query of that window (`load_window`).  Costs per stack and minute are not read: that
+made the hour of 10 hosts 277,000 rows and 6.4 s (bench_fleet.py).
 
 With `cluster=NAME` both queries read through Distributed tables over the cluster's
 shards: each shard aggregates its own rows, the server asked merges them.  The label
@@ -34,6 +36,7 @@ from proftui.collectors.model.profile import (
     Profile,
     ProfileMeta,
 )
+from proftui.collectors.model.slices import MAX_SLICES, Slices, part_totals
 
 MODE = "fleet"
 
@@ -62,7 +65,13 @@ def load(source: str | FleetURL, now: float | None = None) -> Profile:
     """The profile of fleet URL `source` (ProftuiError in one line on any failure, an
     empty result and a server that has not answered within timeout_s() included)."""
     url = parse(source) if isinstance(source, str) else source
-    start, end = url.window(now)
+    return load_window(url, *url.window(now))
+
+
+def load_window(source: str | FleetURL, start: float, end: float) -> Profile:
+    """As `load`, over [start, end) in Unix seconds instead of the URL's own from and to
+    (a range of its timeline)."""
+    url = parse(source) if isinstance(source, str) else source
     # rows are summed per minute: the window widens to whole minutes
     start, end = schema.bucket(start), -schema.bucket(-end)
     client = FleetClient(url)
@@ -102,12 +111,16 @@ def _load(client: FleetClient, url: FleetURL, start: int, end: int) -> Profile:
         f"SELECT DISTINCT series, labels.key, labels.value FROM {_table(url, schema.SERIES)} "
         f"WHERE series IN (SELECT series FROM {local_samples} WHERE {where})", params,
         doing="reading labels")}
-    profile = build_profile(rows, stacks, {
-        series: part_label(series, *labels.get(series, ([], [])), url.by)
-        for series in {row[2] for row in rows}})
+    part_of = {series: part_label(series, *labels.get(series, ([], [])), url.by)
+               for series in {row[2] for row in rows}}
+    profile = build_profile(rows, stacks, part_of)
+    profile.slices, late = _timeline(client, url, where, params, start, end, profile, part_of)
     distinct = len({row[1] for row in rows})
     profile.meta = _meta(url, start, end, list(labels.values()), distinct,
                          time.monotonic() - began)
+    if late:
+        profile.meta.warnings.append(f"{late} minute(s) of push sessions that began while the "
+                                     "query ran are left out of the timeline")
     if any(row[1] not in stacks for row in rows):
         profile.meta.warnings.append("some stacks of the samples were not found in the stacks "
                                      "table: their costs show under [unknown stack]")
@@ -198,6 +211,31 @@ def build_profile(rows: list[tuple], stacks: dict[int, tuple],
                       line_costs=line_costs, address_costs=address_costs,
                       address_sites=address_sites)
     return profile.finalize()
+
+
+def _timeline(client: FleetClient, url: FleetURL, where: str, params: dict[str, Any],
+              start: int, end: int, profile: Profile,
+              part_of: dict[int, str]) -> tuple[Slices, int]:
+    """Each part's costs per minute (per wider slice past MAX_SLICES minutes), and the
+    minutes of sessions the first query did not see (left out)."""
+    sums = ", ".join(f"sum({name})" for name in schema.METRICS)
+    columns = [_COLUMN.get(metric.name) for metric in profile.metrics]
+    labels = list(profile.parts)
+    index = {label: i for i, label in enumerate(labels)}
+    minutes = max(1, (end - start) // schema.BUCKET_S)
+    width = schema.BUCKET_S * -(-minutes // MAX_SLICES)
+    entries, late = [], 0
+    for series, minute, *values in client.execute(
+            f"SELECT series, toUInt32(toStartOfMinute(time)), {sums} "
+            f"FROM {_table(url, schema.SAMPLES)} WHERE {where} "
+            f"GROUP BY series, toStartOfMinute(time)", params, doing="reading the timeline"):
+        if series not in part_of:  # a session whose first rows came after the first query
+            late += 1
+            continue
+        entries.append((minute, index[part_of[series]],
+                        [0.0 if c is None else values[c] for c in columns]))
+    return part_totals(float(start), float(width), -(-(end - start) // width), labels,
+                       entries, len(profile.metrics)), late
 
 
 def _frames(row: tuple) -> list[Frame]:

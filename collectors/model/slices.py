@@ -9,6 +9,10 @@ granularity), and the timeline draws each part's activity per slice.
 
 Bounded: slices are merged in pairs (their width doubles) whenever the entries
 would pass MAX_ENTRIES, so a long run keeps a coarser, never a bigger, timeline.
+
+A fleet profile's slices are per part only (`totals_only`: one entry per part and
+slice, its leaf the part's root): enough to draw the timeline, not to build a
+range's profile, which its source is asked for instead (the server, for the window).
 Pure: no I/O.
 """
 
@@ -53,6 +57,7 @@ class Slices:
     offsets: array = field(default_factory=lambda: array("q", [0]))
     stacks: array = field(default_factory=lambda: array("q"))
     costs: list[array] = field(default_factory=list)
+    totals_only: bool = False  # each "stack" is a whole part: no range_profile (see above)
 
     def __len__(self) -> int:
         """Slices."""
@@ -97,6 +102,9 @@ def range_profile(profile: Profile, t0: float, t1: float) -> Profile:
         raise ValueError(f"this {profile.meta.mode} profile has no timeline: only sampled "
                          "CPU profiles (sampler, attach) and heap profiles keep costs over "
                          "time")
+    if slices.totals_only:
+        raise ValueError(f"this {profile.meta.mode} profile keeps only each part's totals "
+                         "over time: a range's profile is asked of its source")
     first, last = slices.slice_range(t0, t1)
     if t1 <= t0 or first >= last:
         raise ValueError(f"no part of the run lies in {t0:g}-{t1:g} s (the run's timeline "
@@ -137,6 +145,31 @@ def range_profile(profile: Profile, t0: float, t1: float) -> Profile:
 def span_text(span: tuple[float, float]) -> str:
     """"2.25-4.25 s": seconds of the run, to the hundredth (slices are 0.25 s or wider)."""
     return f"{span[0]:.2f}-{span[1]:.2f} s"
+
+
+def part_totals(start: float, width: float, count: int, labels: Sequence[str],
+                entries: Iterable[tuple[float, int, Sequence[float]]],
+                n_metrics: int) -> Slices:
+    """`totals_only` slices, `count` of `width` seconds from `start`, from (Unix time,
+    part index into `labels`, costs) entries: each part's costs per slice (an entry
+    outside the slices counts in the nearest one, so they sum to the whole)."""
+    per_slice: dict[int, dict[int, list[float]]] = {}
+    for when, part, values in entries:
+        k = min(max(int((when - start) // width), 0), count - 1)
+        add_costs(per_slice.setdefault(k, {}), part, values)
+    n = len(labels)
+    index = StackIndex(labels=list(labels), leaf=array("q", [0] * n),
+                       part=array("q", range(n)), part_leaf=array("q", [0] * n),
+                       code=array("q", [-1] * n))
+    out = Slices(start=start, width=width, index=index,
+                 costs=[array("d") for _ in range(n_metrics)], totals_only=True)
+    for k in range(count):
+        for part, values in sorted(per_slice.get(k, {}).items()):
+            out.stacks.append(part)
+            for m in range(n_metrics):
+                out.costs[m].append(values[m] if m < len(values) else 0.0)
+        out.offsets.append(len(out.stacks))
+    return out
 
 
 def range_note(slices: Slices, t0: float, t1: float) -> str:

@@ -256,7 +256,8 @@ def encode(profile: Profile, *, embed_sources: bool = True) -> bytes:
     doc["tree"] = _tree_columns(profile.tree, blobs)
     doc["parts"] = {label: "tree" if tree is profile.tree else _tree_columns(tree, blobs)
                     for label, tree in profile.parts.items()}
-    if profile.slices is not None:
+    if profile.slices is not None and not profile.slices.totals_only:
+        # a fleet profile's per-part totals could not give a range's profile once saved
         doc["slices"] = _slices_columns(profile.slices, blobs)
     if embed_sources:
         doc["sources"] = gather_sources(profile)

@@ -12,7 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from proftui.collectors.fleet.query import load
+from proftui.collectors.errors import ProftuiError
+from proftui.collectors.fleet.query import load, load_window
 from proftui.collectors.model.profile import Profile
 from proftui.collectors.model.storage import load as load_file
 
@@ -59,6 +60,19 @@ def test_cpu_fleet_equals_merged_local_files(server: Server, tmp_path: Path) -> 
         assert by_host[f"h{i}"].root.total_cost[0] == run.total(0)
         assert tree_paths(Profile(meta=fleet.meta, metrics=fleet.metrics, frames=fleet.frames,
                                   tree=by_host[f"h{i}"])) == tree_paths(run)
+    # The timeline: each part's totals per minute, summing to the part; a range of it is
+    # a query of that window (here: the minutes the runs fell in, then an empty hour).
+    slices = fleet.slices
+    assert slices is not None and slices.totals_only and slices.width == 60
+    assert slices.index.labels == list(fleet.parts)
+    assert [sum(row) for row in slices.part_activity(0)] == [
+        tree.root.total_cost[0] for tree in fleet.parts.values()]
+    busy = [k for k in range(len(slices)) if any(row[k] for row in slices.part_activity(0))]
+    window = load_window(url + "?job=exact", slices.start + 60 * busy[0],
+                         slices.start + 60 * (busy[-1] + 1))
+    assert_same(window, runs)
+    with pytest.raises(ProftuiError, match="no fleet samples"):
+        load_window(url, slices.start - 7200, slices.start - 3600)
     # by=: a part per value of those labels, sessions sharing them merged.
     per_host = load(url + "?from=-1h&job=exact&by=host")
     assert_same(per_host, runs)

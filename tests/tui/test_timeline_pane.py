@@ -9,7 +9,10 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
-from proftui.collectors.model.profile import CPU_NS, Frame, Profile, ProfileMeta
+from proftui.collectors.errors import ProftuiError
+from proftui.collectors.model import storage
+from proftui.collectors.model.profile import CPU_NS, SAMPLES, CallTree, Frame, Profile, ProfileMeta
+from proftui.collectors.model.slices import part_totals, range_profile
 from proftui.tui.app import ProfTuiApp
 from proftui.tui.panes.timeline import TimelinePane
 from proftui.tui.widgets.header_bar import HeaderBar
@@ -152,3 +155,71 @@ def test_a_long_row_label_keeps_its_number() -> None:
     assert fit_label("thread 7 main", 21) == "thread 7 main"
     labels = {fit_label(f"part host{i} program pid {30000 + i}", 21) for i in range(3)}
     assert len(labels) == 3 and all(len(label) == 21 for label in labels), labels
+
+
+def _fleet_like(function: str, start: float) -> Profile:
+    """A profile shaped as a fleet query gives it: two parts (sessions) and, as its
+    timeline, only each part's totals per minute (10 minutes from `start`)."""
+    profile = Profile(ProfileMeta(mode="fleet", start_time=start, end_time=start + 600),
+                      (SAMPLES,))
+    frames = [profile.frames.intern(Frame("main", "/bin/x")),
+              profile.frames.intern(Frame(function, "/bin/x"))]
+    profile.tree.add_stack(frames, [30.0])
+    for label, cost in (("h1 x pid 1", 20.0), ("h2 x pid 2", 10.0)):
+        part = CallTree(1)
+        part.add_stack(frames, [cost])
+        profile.parts[label] = part
+    profile.finalize()
+    entries = [(start + 60 * k, k % 2, [2.0]) for k in range(10)]  # h1 even, h2 odd
+    entries += [(start + 60 * k, 0, [2.0]) for k in range(1, 10, 2)]  # and h1 odd
+    profile.slices = part_totals(start, 60.0, 10, list(profile.parts), entries, 1)
+    return profile
+
+
+def test_a_fleet_range_is_a_query_of_that_window() -> None:
+    """A fleet profile's timeline holds each part's totals per minute; a range picked
+    there is asked of the server for that window (whole minutes), shown everywhere,
+    can be the baseline of another, and a query that fails drops the range, saying so."""
+    start = 1_800_000_000.0
+    whole = _fleet_like("whole_fn", start)
+    asked: list[tuple[float, float]] = []
+
+    def load_range(t0: float, t1: float) -> Profile:
+        asked.append((t0, t1))
+        if len(asked) == 3:
+            raise ProftuiError("the server is down")
+        return _fleet_like(f"window_{len(asked)}", start)
+
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        await wait_for(pilot, lambda: app._entries, what="the flat profile")
+        await pilot.press("6")
+        await wait_for(pilot, lambda: app.query_one(TimelineChart).rows is not None,
+                       what="the timeline")
+        assert "samples per part; slices of 60 s" in screen_text(app)
+        assert app.query_one(TimelineChart).rows.values[0] == [2.0] * 10  # h1, the busiest
+        await select(pilot, 130, 250)
+        await wait_for(pilot, lambda: "window_1" in shown_functions(app), what="the window")
+        assert asked == [(start + 120, start + 300)]  # widened to whole minutes
+        assert any("time range 120.00-300.00 s" in w for w in app.profile.meta.warnings)
+        await pilot.press("b")
+        await wait_for(pilot, lambda: "Δ vs range" in str(app.query_one(HeaderBar).render()),
+                       what="the range baseline")
+        await select(pilot, 400, 500)
+        await wait_for(pilot, lambda: "window_2" in shown_functions(app),
+                       what=f"window 2 {asked} {app.time_range} {shown_functions(app)}")
+        assert {e.frame.function for e in app.base_entries or []} >= {"window_1"}
+        await select(pilot, 10, 100)
+        await wait_for(pilot, lambda: app.time_range is None
+                       and "whole_fn" in shown_functions(app), what="the whole again")
+
+    run_app(ProfTuiApp(profile=whole, load_range=load_range), body)  # type: ignore[arg-type]
+
+
+def test_fleet_part_totals_do_not_make_range_profiles_or_saved_timelines(
+        tmp_path: Path) -> None:
+    whole = _fleet_like("whole_fn", 1_800_000_000.0)
+    assert [sum(row) for row in whole.slices.part_activity(0)] == [20.0, 10.0]
+    with pytest.raises(ValueError, match="asked of its source"):
+        range_profile(whole, 0, 120)
+    storage.save(whole, tmp_path / "fleet.proftui")
+    assert storage.load(tmp_path / "fleet.proftui").slices is None

@@ -76,8 +76,9 @@ ALLOWED: dict[str, set[str]] = {
     "tui.panes": {"tui.widgets", "tui.format", "tui.names", "tui.search", f"{C}.model",
                   f"{C}.annotate",
                   f"{C}.runtime.process_status", f"{C}.errors"},
-    # The app's diff views state (baseline, live mark): the model's diff and the widgets.
-    "tui.diffstate": {"tui.widgets", f"{C}.base", f"{C}.model"},
+    # The app's diff views state (baseline, live mark, time range): the model's diff and
+    # the widgets; a fleet range's query may fail (errors).
+    "tui.diffstate": {"tui.widgets", f"{C}.base", f"{C}.model", f"{C}.errors"},
     # The live update loop: snapshots of the collector, the process sampled, paced.
     "tui.poller": {"tui.diffstate", f"{C}.base", f"{C}.errors", f"{C}.model",
                    f"{C}.runtime.launch", f"{C}.runtime.process_status"},

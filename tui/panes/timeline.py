@@ -3,9 +3,10 @@ pane then shows (hotspot's timeline).
 
 Left/Right move the cursor; Enter starts a selection at it, moving extends it, Enter
 again shows that range everywhere (flat profile, tree, source, flame): the app's
-views become `collectors.model.slices.range_profile` of the range, and the header
-names it.  A mouse drag selects too.  Esc drops a selection being made, then the
-range shown, then goes back as everywhere.  `b` with a range shown makes it the
+views become `collectors.model.slices.range_profile` of the range (a fleet
+profile's: its query over that window), and the header names it.  A mouse drag
+selects too.  Esc drops a selection being made, then the range shown, then goes
+back as everywhere.  `b` with a range shown makes it the
 baseline, so another range is compared with it (two phases of one run).
 """
 
@@ -114,9 +115,10 @@ class TimelinePane(Pane, Vertical):
                          "(m picks another metric)")
         else:
             threads = {" tid " in label for label in slices.index.labels}
-            # --heap: the sampler's rows are threads, the heap profiler's processes
-            per = "thread or process" if len(threads) > 1 else \
-                "thread" if True in threads else "process"
+            # --heap: the sampler's rows are threads, the heap profiler's processes; a
+            # fleet profile's are its parts (push sessions, or by= label values)
+            per = "part" if slices.totals_only else "thread or process" \
+                if len(threads) > 1 else "thread" if True in threads else "process"
             title.update(f"Activity over {slices.width * len(slices):.1f} s ({name} per "
                          f"{per}; slices of {slices.width:g} s)")
         span = getattr(self.app, "time_range", None)
