@@ -44,6 +44,7 @@ from proftui.collectors.symbols.symbolizer import Symbolizer
 GMON_PREFIX = "gmon"
 HIST_SLACK = 16  # bytes between etext and the histogram's rounded end
 MAX_BIN_UNITS = 32  # units of one histogram bin looked up for its lines (bins are ~2 units)
+MAX_PADDING = 64  # bytes between a function's end and the next one's start (alignment)
 MCOUNT_REACH = 64  # bytes from a function's entry to its mcount call (prologue, CET)
 OUTSIDE = "<outside any function>"  # histogram samples no symbol covers (gprof counts them)
 CLONE_SUFFIX = re.compile(r"\.[a-z0-9_]+(?:\.\d+)*")  # .isra.0, .cold, .constprop.1, .123
@@ -188,7 +189,7 @@ def build_profile(per_pid: dict[int, GmonData], table: GprofSymbolTable, module:
             part = analyze(GmonData().merge(data), table)
             profile.parts[f"pid {pid}"] = estimated_tree(part, frame_id, ns_per_tick,
                                                          outside_id)
-    _line_costs(profile, merged, symbolizer, module, ns_per_tick)
+    _line_costs(profile, merged, symbolizer, module, ns_per_tick, table)
     symbolizer.flush()
     profile.meta.warnings.extend(w for w in symbolizer.warnings if w not in meta.warnings)
     return profile.finalize()
@@ -225,14 +226,17 @@ def display_name(raw: str) -> str:
 
 
 def _line_costs(profile: Profile, data: GmonData, symbolizer: Symbolizer, module: str,
-                ns_per_tick: float) -> None:
+                ns_per_tick: float, table: GprofSymbolTable) -> None:
     """Per-address and per-line self time from histogram bins, recorded in the model
     (collectors/model/lines.py).
 
     Credited exactly as `gprof -l` does (and as `analyze` credits functions): a bin
     spans whole UNITs; each unit's share `count / scale` goes to the line holding the
     unit's last byte.  A run of units on one line is recorded at its first looked-up
-    byte, with that byte's function and innermost line.
+    byte, with that byte's function and innermost line.  A byte of the padding after a
+    function (no symbol's size covers it) is that function's, as in gprof's flat profile
+    (symbols end where the next begins) and `gprof -l` (the line table's last row runs
+    on): a bin straddling the padding and the next function's entry splits its ticks so.
     """
     for hist in data.histograms:
         lowpc = hist.low_pc // UNIT
@@ -245,7 +249,7 @@ def _line_costs(profile: Profile, data: GmonData, symbolizer: Symbolizer, module
             runs: list[list] = []  # [address, site, units]
             for unit in range(bin_low, bin_high):
                 address = unit * UNIT + UNIT - 1
-                site = _site(symbolizer, module, address)
+                site = _site(symbolizer, module, address, table)
                 if runs and runs[-1][1] == site:
                     runs[-1][2] += 1
                 else:
@@ -255,8 +259,22 @@ def _line_costs(profile: Profile, data: GmonData, symbolizer: Symbolizer, module
                               [count * units / scale * ns_per_tick])
 
 
-def _site(symbolizer: Symbolizer, module: str, address: int) -> CodeSite:
-    """The function start and innermost source line of link-time `address`."""
+def _site(symbolizer: Symbolizer, module: str, address: int,
+          table: GprofSymbolTable) -> CodeSite:
+    """The function start and innermost source line of link-time `address` (in padding
+    after a function: that function's last line, see `_line_costs`)."""
+    site = _symbolized_site(symbolizer, module, address)
+    index = table.lookup(address) if site.function is None and site.line is None else None
+    if index is not None:
+        owner = table.symbols[index].addr
+        for before in range(address - 1, max(owner, address - MAX_PADDING) - 1, -1):
+            prior = _symbolized_site(symbolizer, module, before)
+            if prior.function is not None:
+                return prior if prior.function == owner else site
+    return site
+
+
+def _symbolized_site(symbolizer: Symbolizer, module: str, address: int) -> CodeSite:
     function = symbolizer.frames(module, address)[0]
     location = symbolizer.location(module, address)
     start = function.address if function.raw_name and not function.inlined else None

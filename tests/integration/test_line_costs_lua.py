@@ -79,9 +79,11 @@ def test_lua_gprof_line_costs_agree_with_gprof_l(tmp_path: Path) -> None:
     off = {k: (ours.get(k, 0.0), reference.get(k, 0.0)) for k in set(ours) | set(reference)
            if abs(ours.get(k, 0.0) - reference.get(k, 0.0)) > 0.006 * max(1, out.count(
                f"{k[0]}:{k[1]} @"))}
-    # Since lines come from symbolic's SymCache, a run has 0-4 lines where one or two
-    # 10 ms ticks land on a line gprof -l names and proftui does not (the row-start addresses
-    # agree with gprof's on 236 of 237 rows; the bins' split differs): allow those (4 seen
-    # beside two busy loops, each one tick).
+    # A bin that straddles a function's alignment padding and the next function's entry
+    # gives the padding's share to the function before it, as gprof -l does (its line
+    # table's last row runs on); proftui once left it on no line, and a loaded run put
+    # 0.03 s on luaG_opinterror's last line (never run) against proftui's 0.  What is
+    # left is gprof's rounding of rows to 10 ms: a line one tick apart (0-3 per run).
     worst = sorted(off.items(), key=lambda kv: -abs(kv[1][0] - kv[1][1]))[:10]
+    assert not [k for k, (a, _b) in off.items() if a == 0], worst
     assert len(off) <= 5 and all(abs(a - b) <= 0.0201 for a, b in off.values()), worst
