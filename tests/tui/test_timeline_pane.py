@@ -48,10 +48,10 @@ async def select(pilot: Pilot, start_s: float, end_s: float) -> None:
     await pilot.press("enter")
 
 
-def on_the_timeline(profile: Profile, body: Callable[[Pilot, ProfTuiApp], Awaitable[None]]
-                    ) -> None:
-    """`body(pilot, app)` once the app on `profile` has its flat profile and, after `6`,
-    shows the timeline's rows."""
+def on_the_timeline(profile: Profile, body: Callable[[Pilot, ProfTuiApp], Awaitable[None]],
+                    **options: object) -> None:
+    """`body(pilot, app)` once the app on `profile` (and ProfTuiApp `options`) has its
+    flat profile and, after `6`, shows the timeline's rows."""
 
     async def opened(pilot: Pilot, app: ProfTuiApp) -> None:
         await wait_for(pilot, lambda: app._entries, what="the flat profile")
@@ -60,7 +60,7 @@ def on_the_timeline(profile: Profile, body: Callable[[Pilot, ProfTuiApp], Awaita
                        what="the timeline")
         await body(pilot, app)
 
-    run_app(ProfTuiApp(profile=profile), opened)  # type: ignore[arg-type]
+    run_app(ProfTuiApp(profile=profile, **options), opened)  # type: ignore[arg-type]
 
 
 def test_a_range_is_what_every_pane_shows(phases: tuple[Profile, dict[str, int], float]
@@ -191,10 +191,6 @@ def test_a_fleet_range_is_a_query_of_that_window() -> None:
         return _fleet_like(f"window_{len(asked)}", start)
 
     async def body(pilot: Pilot, app: ProfTuiApp) -> None:
-        await wait_for(pilot, lambda: app._entries, what="the flat profile")
-        await pilot.press("6")
-        await wait_for(pilot, lambda: app.query_one(TimelineChart).rows is not None,
-                       what="the timeline")
         assert "samples per part; slices of 60 s" in screen_text(app)
         assert app.query_one(TimelineChart).rows.values[0] == [2.0] * 10  # h1, the busiest
         await select(pilot, 130, 250)
@@ -212,7 +208,7 @@ def test_a_fleet_range_is_a_query_of_that_window() -> None:
         await wait_for(pilot, lambda: app.time_range is None
                        and "whole_fn" in shown_functions(app), what="the whole again")
 
-    run_app(ProfTuiApp(profile=whole, load_range=load_range), body)  # type: ignore[arg-type]
+    on_the_timeline(whole, body, load_range=load_range)
 
 
 def test_fleet_part_totals_do_not_make_range_profiles_or_saved_timelines(
