@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import signal
 import stat
 import subprocess
 import sys
@@ -15,6 +16,16 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.tmux import PROFTUI, Terminal
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Give SIGHUP and SIGINT their defaults when the suite inherited them ignored (run
+    under nohup, or as a shell's background job): proftui keeps an ignore it inherits, as
+    nohup asks, so the tests that stop proftui with those signals would wait in vain."""
+    if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 FIXTURES = Path(__file__).parent / "fixtures"
 _BUILD_CACHE = Path(__file__).parent.parent / "build" / "test-fixtures"
