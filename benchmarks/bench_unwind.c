@@ -58,9 +58,7 @@ static void flush_tables(const struct pt_cfi_set *set) {
     for (size_t i = 0; i < set->n; i++) {
         const struct pt_cfi_table *t = set->tables[i];
         flush_bytes(t->rows, t->nrows * sizeof *t->rows);
-        if (t->bucket_start != NULL)
-            flush_bytes(t->bucket_start,
-                        (((t->hi - t->lo) >> PT_CFI_BUCKET_SHIFT) + 2) * sizeof(uint32_t));
+        if (t->bucket_start != NULL) flush_bytes(t->bucket_start, pt_cfi_bucket_bytes(t->hi - t->lo));
         flush_bytes(t, sizeof *t);
     }
     flush_bytes(set, sizeof *set + set->n * sizeof set->tables[0]);

@@ -137,9 +137,9 @@ class DiffViews(_Base):
         assert slices is not None
         if not slices.totals_only:
             return range_profile(whole, *span)
-        cached = self._queried_range
-        if cached is not None and cached[0] is whole and cached[1] == span:
-            return cached[2]  # the same range with another baseline: not asked again
+        cached = self._queried(whole, span)
+        if cached is not None:
+            return cached  # the same range with another baseline: not asked again
         first, last = slices.used_span(*span)
         loader = getattr(self, "_load_range", None)
         try:
@@ -153,6 +153,13 @@ class DiffViews(_Base):
         shown = replace(shown, meta=replace(shown.meta, warnings=[*shown.meta.warnings, note]))
         self._queried_range = (whole, span, shown)
         return shown
+
+    def _queried(self, whole: Profile, span: tuple[float, float] | None) -> Profile | None:
+        """The profile a query gave for `span` of fleet profile `whole`, if it answered."""
+        queried = self._queried_range
+        if queried is None or queried[0] is not whole or queried[1] != span:
+            return None
+        return queried[2]
 
     def _range_failed(self, why: str) -> None:
         self.notify(f"time range not shown: {why}", severity="error")
@@ -213,12 +220,11 @@ class DiffViews(_Base):
                 self._say("this profile has no timeline: no range to mark")
                 return
             if self._whole.slices.totals_only:  # the range's profile came from a query
-                queried = self._queried_range
-                if queried is None or queried[0] is not self._whole or \
-                        queried[1] != self.time_range:
+                queried = self._queried(self._whole, self.time_range)
+                if queried is None:
                     self._say("the range's query has not answered yet: b again once it shows")
                     return
-                self._range_mark = queried[2]
+                self._range_mark = queried
             else:
                 self._range_mark = range_profile(self._whole, *self.time_range)
             self._range_mark_text = f"range {span_text(self.time_range)}"

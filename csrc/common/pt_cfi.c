@@ -31,8 +31,7 @@ void pt_cfi_free(struct pt_cfi_table *table) {
     size_t page = 4096;
     pt_free((void *)table->rows, (table->nrows * sizeof *table->rows + page - 1) / page * page);
     if (table->bucket_start != NULL)
-        pt_free((void *)table->bucket_start,
-                (((table->hi - table->lo) >> PT_CFI_BUCKET_SHIFT) + 2) * sizeof(uint32_t));
+        pt_free((void *)table->bucket_start, pt_cfi_bucket_bytes(table->hi - table->lo));
     pt_free(table, sizeof *table);
 }
 
@@ -554,7 +553,7 @@ long pt_cfi_build_rows(const struct pt_cfi_source *src, uint64_t lo, uint64_t hi
 static const uint32_t *pt_cfi_buckets(const struct pt_cfi_row *rows, size_t n, uint64_t span) {
     uint64_t buckets = (span >> PT_CFI_BUCKET_SHIFT) + 1;
     if (n == 0 || buckets > 2 * (uint64_t)n) return NULL;
-    uint32_t *start = pt_alloc((buckets + 1) * sizeof *start);
+    uint32_t *start = pt_alloc(pt_cfi_bucket_bytes(span)); /* buckets + 1 entries */
     if (start == NULL) return NULL; /* lookups search the whole table: slower, same rows */
     size_t r = 0;
     for (uint64_t b = 0; b <= buckets; b++) {

@@ -40,13 +40,19 @@ struct pt_cfi_table {
     size_t nrows;
     const struct pt_cfi_row *rows; /* sorted by pc; pt_alloc'd */
     uint32_t flags;                /* PT_TABLE_* */
-    /* NULL, or for each PT_CFI_BUCKET bytes of the range (and one past the
-     * end) the number of rows that start before it: a lookup searches the
-     * rows of one bucket, a cache line or two, not the whole table (whose
-     * binary search touches a cold line per step in a sampled process). */
+    /* NULL, or for each 2^PT_CFI_BUCKET_SHIFT bytes of the range (and one
+     * past the end) the number of rows that start before it: a lookup
+     * searches the rows of one bucket, a cache line or two, not the whole
+     * table (whose binary search touches a cold line per step in a sampled
+     * process).  pt_cfi_bucket_bytes(hi - lo) bytes, pt_alloc'd. */
     const uint32_t *bucket_start;
 };
 enum { PT_CFI_BUCKET_SHIFT = 9 }; /* 512 bytes of code: about 20 rows in libc */
+
+/* Bytes of the bucket index of a table covering `span` bytes. */
+static inline size_t pt_cfi_bucket_bytes(uint64_t span) {
+    return (size_t)((span >> PT_CFI_BUCKET_SHIFT) + 2) * sizeof(uint32_t);
+}
 /* Generated code (pt_jit.c), which its JIT may unmap at any time: the walk
  * never reads the code such a table covers. */
 enum { PT_TABLE_GENERATED = 1 };

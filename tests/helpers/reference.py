@@ -61,7 +61,7 @@ def perf_user_shares(perf_data: Path, comm: str, window: tuple[float, float] | N
             match = re.match(r"[0-9a-f]+ (.+?)(?:\+0x[0-9a-f]+)? \((.*)\)$", frame)
             if match is None or "kernel" in match[2] or match[2].startswith("[k"):
                 continue
-            if runtime_library and (match[2] == runtime_library or match[1] == "__restore_rt"):
+            if runtime_library and in_runtime(match[1], match[2], runtime_library):
                 total -= 1
             else:
                 counts[normal_name(match[1])] += 1
@@ -103,7 +103,7 @@ def perf_program_shares(perf_data: Path, binary: Path,
             hook = name.split("@", 1)[0] in HOOK_NAMES or (
                 dso == str(binary) and name in starts and
                 calls.at_hook_call(str(binary), starts[name] + offset)) or (
-                bool(hook_library) and (dso == hook_library or name == "__restore_rt"))
+                bool(hook_library) and in_runtime(name, dso, hook_library))
             counts["" if hook else normal_name(name)] += 1
             break
     hooks = counts.pop("", 0)
@@ -117,7 +117,13 @@ def perf_runtime_share(perf_data: Path, comm: str, library: str) -> float:
     it) in the runtime library `library` and the signal return trampoline (its clock's
     ticks): perf's view of the hooks' own cost in a run under proftui."""
     return perf_leaf_share(perf_data, comm,
-                           lambda symbol, dso: dso == library or symbol == "__restore_rt")
+                           lambda symbol, dso: in_runtime(symbol, dso, library))
+
+
+def in_runtime(symbol: str, dso: str, library: str) -> bool:
+    """Whether a perf frame is a preloaded runtime's own cost: in `library`, or in the
+    signal return trampoline its clock's ticks go through."""
+    return dso == library or symbol == "__restore_rt"
 
 
 def perf_leaf_share(perf_data: Path, comm: str, inside: Callable[[str, str], bool]) -> float:
