@@ -37,6 +37,7 @@ from proftui.collectors.runtime.wire_attach import (
     FLAG_KERNEL_TIME,
     LOST_TABLE,
     SAMPLE_DEPTH,
+    SAMPLE_NO_STACK,
     SAMPLE_TRUNCATED,
     Buffers,
     Counts,
@@ -55,6 +56,7 @@ from proftui.collectors.symbols.perfmap import process_uid
 from proftui.collectors.symbols.stacks import (
     STACK_CUT,
     STACK_TOO_DEEP,
+    STACK_UNREADABLE,
     StackFrames,
     make_symbolizer,
 )
@@ -87,6 +89,7 @@ class AttachCollector(Collector):
         self._moved: set[tuple[int, tuple[int, ...]]] = set()
         self._ids: dict[int, tuple[int, tuple[int, ...]]] = {}  # the helper's stack ids
         self._cut_ids: set[int] = set()  # of them, stacks without their outer frames
+        self._unread_ids: set[int] = set()  # of those, stacks whose memory was unreadable
         # (Unix time, key, samples, ns) of each count since the last collect(): the timeline
         self._timed: list[tuple[float, tuple[int, tuple[int, ...]], int, int]] = []
         self._threads: dict[int, str] = {}
@@ -114,6 +117,7 @@ class AttachCollector(Collector):
         self._data_lock = threading.RLock()
         self._samples = 0  # samples received (data_version)
         self._cut = 0  # of them, with their outer frames unknown (STACK_CUT, STACK_TOO_DEEP)
+        self._unreadable = 0  # of those, whose stack memory was unreadable (STACK_UNREADABLE)
         self._maps_seen = 0  # MAPS records received (data_version)
         # the live profile: each (tid, addresses) stack added once (under _sym_lock)
         self._profile = StackProfile((SAMPLES, CPU_NS))
@@ -275,6 +279,7 @@ class AttachCollector(Collector):
                 if key is None:
                     raise ProftuiError(f"attach helper stream: counts of unknown stack {sid}")
                 self._cut += samples if sid in self._cut_ids else 0
+                self._unreadable += samples if sid in self._unread_ids else 0
                 counts = self._stacks.get(key)
                 if counts is None:
                     self._stacks[key] = [float(samples), float(weight_ns)]
@@ -289,6 +294,8 @@ class AttachCollector(Collector):
             self._ids[record.id] = _stack_key(record)
             if record.flags & (SAMPLE_TRUNCATED | SAMPLE_DEPTH):
                 self._cut_ids.add(record.id)
+            if record.flags & SAMPLE_TRUNCATED and record.flags & SAMPLE_NO_STACK:
+                self._unread_ids.add(record.id)
         elif isinstance(record, ThreadEvent):
             if record.comm:
                 self._threads[record.tid] = record.comm
@@ -417,7 +424,8 @@ class AttachCollector(Collector):
             )
             meta.warnings.extend(self._rate_warnings())
             meta.warnings.extend(self._lost_warnings())
-            meta.warnings.extend(attach_notes.cut_warnings(self._cut, self._samples))
+            meta.warnings.extend(attach_notes.cut_warnings(self._cut, self._samples,
+                                                           self._unreadable))
         with self._sym_lock:
             self._apply(moved, timed, maps_dirty)
             profile = self._profile.snapshot(meta)
@@ -492,7 +500,8 @@ def _stack_key(record: Stack) -> tuple[int, tuple[int, ...]]:
     """(tid, addresses): a stack without its outer frames ends in a pseudo-address, so
     it hangs under a root that says why instead of at whatever address it reached."""
     if record.flags & SAMPLE_TRUNCATED:
-        return record.tid, (*record.ips, STACK_CUT)
+        why = STACK_UNREADABLE if record.flags & SAMPLE_NO_STACK else STACK_CUT
+        return record.tid, (*record.ips, why)
     if record.flags & SAMPLE_DEPTH:
         return record.tid, (*record.ips, STACK_TOO_DEEP)
     return record.tid, record.ips

@@ -46,13 +46,21 @@ def buffer_warnings(buffers: Buffers | None) -> list[str]:
             "it RLIMIT_MEMLOCK): raise either for bigger rings"]
 
 
-def cut_warnings(cut: int, samples: int) -> list[str]:
-    """How many stacks lack their outer frames, and where they are in the tree."""
+def cut_warnings(cut: int, samples: int, unreadable: int = 0) -> list[str]:
+    """How many stacks lack their outer frames (`unreadable` of them because the
+    stack's memory could not be read at the sample), and where they are in the tree."""
     if not cut:
         return []
-    return [f"{cut:,} of {samples:,} samples ({100 * cut / samples:.1f}%) have incomplete "
-            "stacks (no unwind rule or frame pointer past some frame, or more than "
-            f"{MAX_FRAMES} frames): they start at a [stack cut...] or [deeper than...] root"]
+    out = [f"{cut:,} of {samples:,} samples ({100 * cut / samples:.1f}%) have incomplete "
+           "stacks (no unwind rule or frame pointer past some frame, or more than "
+           f"{MAX_FRAMES} frames): they start at a [stack cut...] or [deeper than...] root"]
+    if unreadable:
+        out.append(f"{unreadable:,} of them ({100 * unreadable / samples:.1f}%) came without "
+                   "their stack: its memory could not be read when the sample was taken (a "
+                   "page being migrated, swapped out or protected), so only the frames the "
+                   "frame-pointer chain reached are known; they start at a [stack "
+                   "unreadable...] root")
+    return out
 
 
 def stream_warnings(method: str, flags: int) -> list[str]:

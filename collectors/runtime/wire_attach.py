@@ -30,6 +30,7 @@ SAMPLE_TRUNCATED = 1  # PT_UNWIND_TRUNCATED: the walk stopped before the outermo
 SAMPLE_DEPTH = 4  # PT_UNWIND_DEPTH: deeper than the frame limit
 SAMPLE_CFI = 256  # PT_UNWIND_CFI: at least one step used a CFI row
 SAMPLE_LATE = 1 << 16  # PT_ATTACH_SAMPLE_LATE: outer frames read from the live stack (perf)
+SAMPLE_NO_STACK = 1 << 17  # PT_ATTACH_SAMPLE_NO_STACK: the stack was unreadable at the sample
 _STACK = struct.Struct("=IIII")  # id, tid, flags, nframes
 _COUNT = struct.Struct("=IIQ")  # id, samples, weight_ns
 

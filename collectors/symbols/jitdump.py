@@ -129,8 +129,9 @@ class JitNames:
     jitdump files it maps (found among its mappings on a miss)."""
 
     def __init__(self, perf_map: PerfMap, uid: int, overlaps: Callable[[int, int], bool],
-                 modules: Callable[[], list[str]], place: JitPlace) -> None:
-        self.perf_map, self._uid, self._overlaps, self._modules = perf_map, uid, overlaps, modules
+                 mapped_dumps: Callable[[], list[str]], place: JitPlace) -> None:
+        self.perf_map, self._uid, self._overlaps = perf_map, uid, overlaps
+        self._mapped_dumps = mapped_dumps  # the jitdump paths among the process's mappings
         self._place = place
         # The writers' usual place, for when the mapping was not seen (a process that
         # ended before its maps were read): trusted only if its header names the pid.
@@ -140,9 +141,9 @@ class JitNames:
 
     def lookup(self, address: int) -> tuple[int, str] | None:
         """(start, name) of the generated code holding `address`, or None."""
-        for path in self._modules():
+        for path in self._mapped_dumps():
             seen = self._place.path(path)
-            if seen not in self.dumps and DUMP_NAME.search(path):
+            if seen not in self.dumps:
                 self.dumps[seen] = JitDump(seen, self._uid, self._overlaps, place=self._place)
         if self._usual.path not in self.dumps and os.path.lexists(self._usual.path):
             self.dumps[self._usual.path] = self._usual

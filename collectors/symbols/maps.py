@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from proftui.collectors.model.sourcefiles import ORIGINS, process_reader
 from proftui.collectors.symbols.elf import PT_LOAD, ElfFile
+from proftui.collectors.symbols.jitdump import DUMP_NAME
 from proftui.collectors.symbols.vdso import VDSO, vdso_file
 
 DELETED = " (deleted)"
@@ -71,6 +72,9 @@ class AddressSpace:
         self._stale = False
         self._segments: dict[str, list[tuple[int, int, int]]] = {}
         self._readable: dict[str, str] = {}  # module path -> a path we can open
+        # jit-PID.dump files mapped executable as a marker for perf (never run): not
+        # code, so not modules; kept for collectors/symbols/jitdump.py to read.
+        self._jit_dumps: dict[str, None] = {}
         if pid is not None:
             # Whose permissions decide which sources a profile of it may embed
             # (collectors/model/sourcefiles.py); recorded while the process exists.
@@ -97,6 +101,9 @@ class AddressSpace:
     def add(self, mapping: Mapping) -> None:
         """Remember `mapping` (its path may end in " (deleted)")."""
         path = mapping.path.removesuffix(DELETED)
+        if DUMP_NAME.search(path):
+            self._jit_dumps[path] = None
+            return
         if (mapping.start, mapping.end) in self._by_range:
             old = self._by_range[(mapping.start, mapping.end)]
             if old.offset == mapping.offset and (
@@ -152,6 +159,10 @@ class AddressSpace:
     def modules(self) -> list[str]:
         """Every module path seen, in address order."""
         return list(dict.fromkeys(m.path for m in self._ordered()))
+
+    def jit_dumps(self) -> list[str]:
+        """Every jitdump file seen mapped (not code: perf's marker mapping)."""
+        return list(self._jit_dumps)
 
     def overlaps(self, start: int, end: int) -> bool:
         """Whether [start, end) touches an executable mapping of a file."""

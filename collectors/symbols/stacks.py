@@ -28,10 +28,12 @@ if TYPE_CHECKING:  # imported when first made: a run that symbolizes nothing nev
 # whatever address the unwinder reached (no user-space address is this high).
 STACK_CUT = 0xFFFF_FFFF_FFFF_FFFF  # the unwinder stopped before the outermost frame
 STACK_TOO_DEEP = 0xFFFF_FFFF_FFFF_FFFE  # frames past the unwinder's limit were not kept
+STACK_UNREADABLE = 0xFFFF_FFFF_FFFF_FFFD  # the stack's memory could not be read at the sample
 JIT_MODULE = "[jit]"  # the module of code a perf map or jitdump names (perfmap.py, jitdump.py)
 PSEUDO_ROOTS = {
     STACK_CUT: "[stack cut: the unwinder stopped here; outer frames unknown]",
     STACK_TOO_DEEP: "[deeper than the frames kept; outer frames not kept]",
+    STACK_UNREADABLE: "[stack unreadable at the sample; outer frames unknown]",
 }
 
 
@@ -178,7 +180,7 @@ class StackFrames:
         space = self.space
         place = jit_place(pid, alive)
         self.jit = JitNames(PerfMap(pid, uid, space.overlaps, place=place), uid,
-                            space.overlaps, space.modules, place)
+                            space.overlaps, space.jit_dumps, place)
 
     def jit_grew(self) -> bool:
         """Whether a perf map or jitdump gained entries since the last call."""

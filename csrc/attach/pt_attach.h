@@ -17,7 +17,7 @@
  *     +4  uint32_t size        whole record in bytes, header included
  *
  *   PT_ATTACH_REC_STACK   +8 u32 id, +12 u32 tid, +16 u32 flags (PT_UNWIND_* of
- *                  csrc/common/pt_unwind.h, PT_ATTACH_SAMPLE_LATE), +20 u32 nframes,
+ *                  csrc/common/pt_unwind.h, PT_ATTACH_SAMPLE_*), +20 u32 nframes,
  *                  +24 u64 ips[nframes]   a stack seen for the first time, once:
  *                  innermost first, the interrupted user pc, then return
  *                  addresses, unwound by the helper with the common CFI unwinder
@@ -58,6 +58,11 @@
 /* SAMPLE flag beside PT_UNWIND_*: the outer frames were read from the live stack
  * after the sample, past the end of its copy (perf; the frame at the seam checked). */
 #define PT_ATTACH_SAMPLE_LATE (1u << 16)
+/* SAMPLE flag: the stack's memory could not be read at the sample (perf's copy
+ * came empty, or ptrace's read failed: a page being migrated, swapped out or
+ * protected), so only the frame-pointer chain taken then is known, and it did
+ * not reach the outermost frame. */
+#define PT_ATTACH_SAMPLE_NO_STACK (1u << 17)
 /* How often the counts of the stacks that moved are sent (COUNTS): the
  * timeline's resolution, and proftui's work stays per stack, not per sample. */
 #define PT_ATTACH_COUNTS_NS 100000000ull

@@ -514,6 +514,10 @@ uint64_t pt_attach_unwind_sample(uint32_t tid, uint64_t weight_ns, const struct 
         n = nfp < PT_ATTACH_MAX_FRAMES ? nfp : PT_ATTACH_MAX_FRAMES;
         memcpy(ips, fp_ips, 8 * (size_t)n);
         flags = PT_UNWIND_TRUNCATED;
+        if (n > 1 && pt_uw.set != NULL && pt_cfi_outermost(pt_uw.set, ips[n - 1]))
+            flags = 0; /* the chain reached code with no caller: whole */
+        else if (regs->sp != 0 && pt_uw.cfi_on)
+            flags |= PT_ATTACH_SAMPLE_NO_STACK; /* registers came, the stack could not */
     } else {
         pt_attach_known_now(regs->pc);
         pt_attach_poll_jit();

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import platform
 import re
 import signal
 import subprocess
@@ -27,11 +28,12 @@ from proftui.collectors.attach.collector import AttachCollector
 from proftui.collectors.model.profile import Profile
 from proftui.collectors.model.storage import load as load_profile
 from proftui.collectors.runtime.process_status import ProcSampler
+from proftui.collectors.symbols.stacks import PSEUDO_ROOTS, STACK_CUT, STACK_UNREADABLE
 
 from tests.conftest import build_fixture
-from tests.helpers.collect import attach
-from tests.helpers.costs import names_on_paths, self_costs
-from tests.helpers.targets import ATT_DONE, SpinTarget
+from tests.helpers.collect import attach, attached_profile
+from tests.helpers.costs import names_on_paths, self_costs, total_of
+from tests.helpers.targets import ATT_DONE, ReadyTarget, SpinTarget
 
 FLAGS = ["-O2", "-g", "-fno-omit-frame-pointer", "-pthread"]
 METHODS = ["perf", "ptrace"]
@@ -404,3 +406,30 @@ def test_process_pane_follows_a_zombie_leader() -> None:
         assert not sampler.sample().alive
     finally:
         target.kill()
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the fixture reads rsp (x86-64)")
+@pytest.mark.parametrize("method", METHODS)
+def test_samples_whose_stack_page_is_unreadable(method: str) -> None:
+    """A sample taken while the stack page under the leaf cannot be read (PROT_NONE here;
+    a page being migrated or swapped in the wild, once in CI) has no stack to unwind:
+    it keeps its leaf under a root that says why, not the unwinder's [stack cut...],
+    and the notes count it; the others unwind whole; the target is unharmed."""
+    binary = build_fixture("att_hidden_stack.c", ["-O2", "-g", "-pthread"])
+    with ReadyTarget([binary, "3"]) as target:
+        profile = attached_profile(target, method, frequency_hz=500)
+        out, status = target.finish()
+    assert status == 0 and re.fullmatch(r"hidden [1-9]\d*\n", out), (status, out)
+    whole = profile.total(0)
+    assert whole >= 100, f"too few samples: {whole}"
+    unread = PSEUDO_ROOTS[STACK_UNREADABLE]
+    paths = names_on_paths(profile)
+    hidden = [p for p in paths if p[-1] == "hidden_spin" and p[0] == unread]
+    whole_paths = [p for p in paths if p[-2:] == ["main", "hidden_spin"]]
+    assert hidden and whole_paths, paths
+    assert not [p for p in paths if p[0] == PSEUDO_ROOTS[STACK_CUT]], paths
+    # Hidden 20 ms of every 40 or so while it spins: about half the samples.
+    share = total_of(profile, unread) / whole
+    assert 0.1 <= share <= 0.8, share
+    assert any("came without their stack" in w for w in profile.meta.warnings), \
+        profile.meta.warnings

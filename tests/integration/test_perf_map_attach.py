@@ -19,10 +19,11 @@ from pathlib import Path
 
 import pytest
 from proftui.collectors.model.views import flat_profile
+from proftui.collectors.symbols.stacks import PSEUDO_ROOTS, STACK_UNREADABLE
 
 from tests.conftest import build_fixture
 from tests.helpers.collect import attached_until
-from tests.helpers.costs import paths_to
+from tests.helpers.costs import paths_to, total_of
 from tests.helpers.targets import ReadyTarget
 
 pytestmark = pytest.mark.skipif(platform.machine() != "x86_64",
@@ -48,13 +49,20 @@ def test_attach_names_and_unwinds_jit_code(method: str, mode: str) -> None:
                 Path(path).unlink(missing_ok=True)
     whole = profile.total(0)
     assert whole >= 100, f"too few samples in 40 s: {whole}"
-    assert not [w for w in profile.meta.warnings if "perf map" in w or "jitdump" in w]
+    # The jitdump's own mapping (executable, for perf to find) is not code to symbolize.
+    assert not [w for w in profile.meta.warnings
+                if "perf map" in w or "jitdump" in w or "not a readable ELF" in w]
     spin, chain = CHAINS[mode]
     rows = {e.frame.function: e for e in flat_profile(profile)}
     jit = chain[-1] if mode != "stub" else "jit_stub"
     assert jit in rows and rows[jit].frame.module == "[jit]", list(rows)
     assert rows[spin].self_cost[0] >= 0.8 * whole, (rows[spin], whole)
-    plain = [[name.split(" [clone")[0] for name in p] for p in paths_to(profile, spin)]
+    # A sample whose stack page the kernel could not read (being migrated: once in CI,
+    # 1 of ~100) keeps its leaf only, under its own root: no unwinder could do more.
+    unread = PSEUDO_ROOTS[STACK_UNREADABLE]
+    assert total_of(profile, unread) <= 0.05 * whole, profile.meta.warnings
+    plain = [[name.split(" [clone")[0] for name in p] for p in paths_to(profile, spin)
+             if p[0] != unread]
     through = [p for p in plain if p[-len(chain):] == chain]
     if mode != "dump-cfi":
         assert len(through) == len(plain), plain
