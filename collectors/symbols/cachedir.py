@@ -22,6 +22,21 @@ def default_cache_dir() -> tuple[Path, Path]:
     return base, base / "proftui" / "symbols"
 
 
+def entry_key(build_id: str | None, path: str) -> str | None:
+    """The name (without suffix) of the cache entries of an ELF file: its build-id, or,
+    without one, a hash of `path`'s real path, size and mtime; None if `path` is gone."""
+    if build_id:
+        return build_id
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    import hashlib  # rarely needed: not at every start
+
+    return "nobuildid-" + hashlib.sha256(
+        f"{os.path.realpath(path)}\0{st.st_size}\0{st.st_mtime_ns}".encode()).hexdigest()[:32]
+
+
 def _problem(path: Path, st: os.stat_result) -> str | None:
     if not stat.S_ISDIR(st.st_mode):
         return f"{path} is not a directory"

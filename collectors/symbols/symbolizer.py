@@ -28,13 +28,15 @@ from typing import TYPE_CHECKING, Any
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.model.profile import Frame
 from proftui.collectors.model.sourcefiles import ORIGINS
-from proftui.collectors.symbols.cachedir import CacheDir, default_cache_dir
+from proftui.collectors.symbols import tablecache
+from proftui.collectors.symbols.cachedir import CacheDir, default_cache_dir, entry_key
 from proftui.collectors.symbols.compdirs import source_roots
 from proftui.collectors.symbols.demangle import demangle
 from proftui.collectors.symbols.dwarfnames import InlineNames
 from proftui.collectors.symbols.elf import PT_LOAD, SHT_NOBITS, ElfFile, open_regular
 from proftui.collectors.symbols.maps import AddressSpace
 from proftui.collectors.symbols.stripped import debugdata_elf, fde_ranges
+from proftui.collectors.symbols.tablecache import Table
 from proftui.collectors.symbols.vdso import VDSO
 
 if TYPE_CHECKING:
@@ -114,14 +116,40 @@ class ModuleSymbols:
                 has_dwarf = _has_dwarf(elf)
                 has_symtab = elf.section(".symtab") is not None
                 debuglink = elf.debuglink()
-                table = _function_table(elf, ".symtab")
-                plt = elf.plt_symbols()
         except (OSError, ValueError) as exc:
             raise ProftuiError(f"{path}: not a readable ELF file ({exc})") from None
         self._load_address = self.segments[0][1] if self.segments else 0
         self.debug_path: str | None = self.readable if has_dwarf else None
         if not has_dwarf:
             self.debug_path = self._find_debug_file(debuglink)
+        table, minidebug = self._function_table(os.path.basename(path) or "?")
+        # Parallel sorted columns; FunctionSymbols (and demangled names) are made on demand.
+        self._starts, self._sizes, self._raw_names = table
+        self._symbols: dict[int, FunctionSymbol] = {}
+        self.stripped = not has_symtab and self.debug_path is None and not minidebug
+
+    # -- functions -------------------------------------------------------
+
+    def _function_table(self, base: str) -> tuple[Table, bool]:
+        """(every function's start, size and raw name; whether MiniDebugInfo named any),
+        from the cache directory when built before from the same files (tablecache.py)."""
+        read = [self.readable]
+        if self.debug_path and self.debug_path != self.readable:
+            read.append(self.debug_path)
+        key = entry_key(self.build_id, self.readable)
+        sources = tablecache.sources_of(read) if key is not None else None
+        if sources is not None:  # the file by its identity: /proc/PID/... paths vary
+            sources[0][0] = ""
+        if key is not None and sources is not None:
+            cached = tablecache.load(self._cache_dir, key, sources, base)
+            if cached is not None:
+                return cached
+        try:
+            with ElfFile(self.readable) as elf:
+                table = _function_table(elf, ".symtab")
+                plt = elf.plt_symbols()
+        except (OSError, ValueError) as exc:
+            raise ProftuiError(f"{self.path}: not a readable ELF file ({exc})") from None
         if not table[0] and self.debug_path and self.debug_path != self.readable:
             table = _read_function_table(self.debug_path, ".symtab")
         minidebug = False
@@ -130,13 +158,10 @@ class ModuleSymbols:
             table, minidebug, fdes = _stripped_table(self.readable)
         table = _plus(table, plt)
         if fdes:  # after the PLT stubs: an FDE spanning .plt does not hide them
-            table = _with_fdes(table, fdes, os.path.basename(path) or "?")
-        # Parallel sorted columns; FunctionSymbols (and demangled names) are made on demand.
-        self._starts, self._sizes, self._raw_names = table
-        self._symbols: dict[int, FunctionSymbol] = {}
-        self.stripped = not has_symtab and self.debug_path is None and not minidebug
-
-    # -- functions -------------------------------------------------------
+            table = _with_fdes(table, fdes, base)
+        if key is not None and sources is not None:
+            tablecache.save(self._cache_dir, key, sources, base, table, minidebug)
+        return table, minidebug
 
     def _symbol(self, i: int) -> FunctionSymbol:
         symbol = self._symbols.get(i)
@@ -294,18 +319,8 @@ class ModuleSymbols:
     def _cache_file(self) -> Path | None:
         if self._cache_dir is None:
             return None
-        key = self.build_id
-        if not key:
-            try:
-                st = os.stat(self.debug_path or self.readable)
-            except OSError:
-                return None
-            import hashlib  # rarely needed: not at every start
-
-            key = "nobuildid-" + hashlib.sha256(
-                f"{os.path.realpath(self.debug_path or self.readable)}\0{st.st_size}\0"
-                f"{st.st_mtime_ns}".encode()).hexdigest()[:32]
-        return self._cache_dir.entry(f"{key}{CACHE_SUFFIX}")
+        key = entry_key(self.build_id, self.debug_path or self.readable)
+        return None if key is None else self._cache_dir.entry(f"{key}{CACHE_SUFFIX}")
 
     def save_cache(self) -> None:
         """Write a SymCache built in this run to the cache directory (0600, atomically)."""
@@ -491,7 +506,6 @@ def _own_file(path: Path) -> bool:
     return stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid()
 
 
-Table = tuple[list[int], list[int], list[str]]  # starts, sizes, raw names
 
 
 def _alias_table(path: str) -> dict[int, frozenset[str]]:

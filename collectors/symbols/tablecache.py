@@ -1,0 +1,130 @@
+"""Function tables of ELF files, kept in the symbol cache directory between runs.
+
+Building a module's table (.symtab, or .dynsym, MiniDebugInfo and .eh_frame FDEs when
+stripped, plus PLT stubs) costs 10-25 ms per big library (libc, libstdc++) in every
+run that symbolizes it; read back from here it costs about 1 ms.  An entry is named by
+the module's cache key (cachedir.entry_key: its build-id) and holds the size and mtime
+of the files the table was read from, the module's base name (FDE rows are named
+after it) and the size and mtime of the modules that build tables (BUILDERS: a table
+built by other code is not this code's table); it is used only while all of those
+still match, and only from a CacheDir that nobody else can write.  A damaged entry
+is ignored (and rebuilt), never raised.
+
+Entry format, native-endian: MAGIC, then u32 header length, a JSON header
+{"n": rows, "names": bytes of names, "minidebug": bool, "base": str, "sources":
+[[path, size, mtime_ns], ...], "builders": the same of BUILDERS}, then n u64
+starts, n u64 sizes, and the n raw names joined by NUL (UTF-8, surrogateescape).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import struct
+import tempfile
+from array import array
+from functools import cache
+from pathlib import Path
+
+from proftui.collectors.symbols.cachedir import CacheDir
+
+MAGIC = b"PTFTAB1\0"
+SUFFIX = ".functions"
+_LENGTH = struct.Struct("=I")
+MAX_HEADER = 1 << 16
+# The modules whose code decides what a table holds (beside this one).
+BUILDERS = ("symbolizer.py", "stripped.py", "elf.py", "tablecache.py")
+
+Table = tuple[list[int], list[int], list[str]]  # starts, sizes, raw names (symbolizer.py)
+
+
+def sources_of(paths: list[str]) -> list[list[object]] | None:
+    """[[path, size, mtime_ns], ...] of `paths` now; None if one cannot be read."""
+    out: list[list[object]] = []
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        out.append([path, st.st_size, st.st_mtime_ns])
+    return out
+
+
+@cache
+def builders() -> list[list[object]]:
+    """[[name, size, mtime_ns], ...] of BUILDERS as installed."""
+    here = Path(__file__).parent
+    found = sources_of([str(here / name) for name in BUILDERS]) or []
+    return [[Path(str(entry[0])).name, *entry[1:]] for entry in found]
+
+
+def _own_regular(path: Path) -> bool:
+    try:
+        st = path.lstat()
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid()
+
+
+def load(cache: CacheDir | None, key: str, sources: list[list[object]],
+         base: str) -> tuple[Table, bool] | None:
+    """(table, minidebug) of entry `key` if it was built from `sources` (as they are
+    now) for a module named `base`; None when missing, stale or damaged."""
+    if cache is None or not cache.usable():
+        return None
+    path = cache.entry(key + SUFFIX)
+    if not _own_regular(path):
+        return None
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+        if not data.startswith(MAGIC):
+            return None
+        at = len(MAGIC)
+        (length,) = _LENGTH.unpack_from(data, at)
+        if length > MAX_HEADER:
+            return None
+        at += _LENGTH.size
+        header = json.loads(data[at:at + length])
+        at += length
+        n, names_len = int(header["n"]), int(header["names"])
+        if header["sources"] != sources or header["base"] != base \
+                or header["builders"] != builders() \
+                or len(data) != at + 16 * n + names_len:
+            return None
+        starts, sizes = array("Q"), array("Q")
+        starts.frombytes(data[at:at + 8 * n])
+        sizes.frombytes(data[at + 8 * n:at + 16 * n])
+        blob = data[at + 16 * n:]
+        names = blob.decode("utf-8", "surrogateescape").split("\0") if n else []
+        if len(names) != n:
+            return None
+        return (starts.tolist(), sizes.tolist(), names), bool(header["minidebug"])
+    except (OSError, ValueError, KeyError, TypeError, struct.error, UnicodeDecodeError):
+        return None
+
+
+def save(cache: CacheDir | None, key: str, sources: list[list[object]], base: str,
+         table: Table, minidebug: bool) -> None:
+    """Write entry `key` (0600, atomically); quietly nothing where it cannot be."""
+    if cache is None or not cache.usable(create=True):
+        return
+    starts, sizes, names = table
+    blob = "\0".join(names).encode("utf-8", "surrogateescape")
+    header = json.dumps({"n": len(starts), "names": len(blob), "minidebug": minidebug,
+                         "base": base, "sources": sources,
+                         "builders": builders()}).encode()
+    path = cache.entry(key + SUFFIX)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:  # mkstemp made it 0600
+                f.write(MAGIC + _LENGTH.pack(len(header)) + header)
+                f.write(array("Q", starts).tobytes() + array("Q", sizes).tobytes() + blob)
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except (OSError, OverflowError):
+        pass  # the cache is an optimisation; a read-only home must not fail a profile
