@@ -21,9 +21,10 @@ heaptrack: `heaptrack -o DIR prog` (recording only), and end to end with
 gperftools: LD_PRELOAD of libtcmalloc.so with HEAPPROFILE (tcmalloc itself is a
 faster allocator than glibc's, so "tcmalloc alone" is shown too).
 Goals: exact at most half of heaptrack's slowdown; sampled <= 5% slowdown; end to
-end, `proftui record` at most half the CPU of heaptrack plus heaptrack_print.
+end, `proftui record` at most 0.4x the CPU of heaptrack plus heaptrack_print (issue 33;
+a 0.2 s and a 2 s program: --lua-n 1800000 --cxx-n 4000000 for the long ones).
 
-usage: python benchmarks/bench_heap.py [--rounds N] [--lua-n N] [--cxx-n N]
+usage: python benchmarks/bench_heap.py [--rounds N] [--lua-n N] [--cxx-n N] [--skip NAME]
 """
 
 from __future__ import annotations
@@ -169,8 +170,8 @@ def agreement(argv: list[str]) -> str:
             f"count difference among them: {100 * worst:.2f}%")
 
 
-def bench(target: str, argv: list[str], rounds: int) -> None:
-    todo = configs()
+def bench(target: str, argv: list[str], rounds: int, skip: list[str]) -> None:
+    todo = [c for c in configs() if not any(c.name.startswith(name) for name in skip)]
     for _ in range(rounds):
         for config in todo:
             wall, cpu, rss = run_once(argv, config)
@@ -194,9 +195,9 @@ def bench(target: str, argv: list[str], rounds: int) -> None:
     if "heaptrack + print (e2e)" in ratios:
         ours, theirs = (statistics.median(c.cpus) for c in todo
                         if c.name in ("proftui record (e2e)", "heaptrack + print (e2e)"))
-        print(f"  goal record end to end <= half of heaptrack + heaptrack_print (CPU): "
+        print(f"  goal record end to end <= 0.4x heaptrack + heaptrack_print (CPU): "
               f"{ours:.2f} s vs {theirs:.2f} s = {ours / theirs:.2f}x -> "
-              f"{'met' if ours <= theirs / 2 else 'NOT met'}")
+              f"{'met' if ours <= 0.4 * theirs else 'NOT met'}")
     if "heaptrack" in ratios:
         ht = ratios["heaptrack"]
         print(f"  goal exact <= half heaptrack's slowdown: exact {exact - 1:+.0%} vs heaptrack "
@@ -211,11 +212,14 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--lua-n", type=int, default=300000, help="heap_alloc.lua's N")
     parser.add_argument("--cxx-n", type=int, default=400000, help="heap_bench rounds")
+    parser.add_argument("--skip", action="append", default=[], metavar="NAME",
+                        help="leave out configurations whose name starts so (e.g. "
+                             "'gperftools': 200x slower, minutes on a 2 s program)")
     args = parser.parse_args()
     for target, size in (("lua", args.lua_n), ("c++", args.cxx_n)):
         argv = build(target)
         if argv is not None:
-            bench(target, [*argv, str(size)], args.rounds)
+            bench(target, [*argv, str(size)], args.rounds, args.skip)
 
 
 if __name__ == "__main__":

@@ -37,6 +37,15 @@ def entry_key(build_id: str | None, path: str) -> str | None:
         f"{os.path.realpath(path)}\0{st.st_size}\0{st.st_mtime_ns}".encode()).hexdigest()[:32]
 
 
+def own_regular_file(path: Path) -> bool:
+    """A regular file of ours (entries are trusted only so, in a private CacheDir)."""
+    try:
+        st = path.lstat()
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid()
+
+
 def _problem(path: Path, st: os.stat_result) -> str | None:
     if not stat.S_ISDIR(st.st_mode):
         return f"{path} is not a directory"

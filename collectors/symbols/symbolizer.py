@@ -18,7 +18,6 @@ import bisect
 import functools
 import itertools
 import os
-import stat
 import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -29,7 +28,12 @@ from proftui.collectors.errors import ProftuiError
 from proftui.collectors.model.profile import Frame
 from proftui.collectors.model.sourcefiles import ORIGINS
 from proftui.collectors.symbols import tablecache
-from proftui.collectors.symbols.cachedir import CacheDir, default_cache_dir, entry_key
+from proftui.collectors.symbols.cachedir import (
+    CacheDir,
+    default_cache_dir,
+    entry_key,
+    own_regular_file,
+)
 from proftui.collectors.symbols.compdirs import source_roots
 from proftui.collectors.symbols.demangle import demangle
 from proftui.collectors.symbols.dwarfnames import InlineNames
@@ -295,7 +299,7 @@ class ModuleSymbols:
             debug_id = objects[0].debug_id
             cache_file = self._cache_file()
             if cache_file is not None and self._cache_dir is not None \
-                    and self._cache_dir.usable() and _own_file(cache_file):
+                    and self._cache_dir.usable() and own_regular_file(cache_file):
                 try:
                     cached = SymCache.open(str(cache_file))
                     # A damaged or foreign cache is rebuilt, never trusted.
@@ -495,17 +499,6 @@ def _open_objects(archive: Any, path: str) -> list[Any]:
         return list(archive.open(f"/proc/self/fd/{fd}").iter_objects())
     finally:
         os.close(fd)
-
-
-def _own_file(path: Path) -> bool:
-    """A regular file of ours (in a directory CacheDir found private)."""
-    try:
-        st = path.lstat()
-    except OSError:
-        return False
-    return stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid()
-
-
 
 
 def _alias_table(path: str) -> dict[int, frozenset[str]]:

@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import struct
 import tempfile
 from array import array
 from functools import cache
 from pathlib import Path
 
-from proftui.collectors.symbols.cachedir import CacheDir
+from proftui.collectors.symbols.cachedir import CacheDir, own_regular_file
 
 MAGIC = b"PTFTAB1\0"
 SUFFIX = ".functions"
@@ -59,14 +58,6 @@ def builders() -> list[list[object]]:
     return [[Path(str(entry[0])).name, *entry[1:]] for entry in found]
 
 
-def _own_regular(path: Path) -> bool:
-    try:
-        st = path.lstat()
-    except OSError:
-        return False
-    return stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid()
-
-
 def load(cache: CacheDir | None, key: str, sources: list[list[object]],
          base: str) -> tuple[Table, bool] | None:
     """(table, minidebug) of entry `key` if it was built from `sources` (as they are
@@ -74,7 +65,7 @@ def load(cache: CacheDir | None, key: str, sources: list[list[object]],
     if cache is None or not cache.usable():
         return None
     path = cache.entry(key + SUFFIX)
-    if not _own_regular(path):
+    if not own_regular_file(path):
         return None
     try:
         with open(path, "rb") as f:

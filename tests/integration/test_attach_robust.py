@@ -416,7 +416,7 @@ def test_samples_whose_stack_page_is_unreadable(method: str) -> None:
     it keeps its leaf under a root that says why, not the unwinder's [stack cut...],
     and the notes count it; the others unwind whole; the target is unharmed."""
     binary = build_fixture("att_hidden_stack.c", ["-O2", "-g", "-pthread"])
-    with ReadyTarget([binary, "3"]) as target:
+    with ReadyTarget([binary, "2"]) as target:
         profile = attached_profile(target, method, frequency_hz=500)
         out, status = target.finish()
     assert status == 0 and re.fullmatch(r"hidden [1-9]\d*\n", out), (status, out)
