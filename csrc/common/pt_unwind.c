@@ -199,11 +199,14 @@ static inline const struct pt_cfi_row *pt_cfi_lookup(const struct pt_cfi_set *se
  * of the walk is the same: copy it instead of stepping (the outer frames of
  * a program that allocates in a loop).  Async-signal-safe. */
 
-/* 1 if every word read by steps k.. of `w` still holds its value. */
+/* 1 if every word read by steps k.. of `w` that the rest of the walk depends
+ * on still holds its value: where no step from k on reads fp, only the return
+ * addresses (the other word such steps read is a saved fp). */
 static int pt_memo_still(const struct pt_unwind_memo_walk *w, unsigned k,
                          const struct pt_memory *mem) {
+    int words = w->fp_last >= (int)k ? 2 : 1;
     for (unsigned j = k; j < w->n; j++)
-        for (int r = 0; r < 2; r++) {
+        for (int r = 0; r < words; r++) {
             uintptr_t a = w->raddr[j][r];
             if (a != 0 && (!pt_readable(mem, a) || pt_word(mem, a) != w->rval[j][r])) return 0;
         }
@@ -229,6 +232,7 @@ static unsigned pt_memo_reuse(struct pt_unwind_memo *memo, const struct pt_unwin
             memcpy(&next->fp[i], &prev->fp[k], copy * sizeof prev->fp[0]);
             memcpy(&next->raddr[i], &prev->raddr[k], copy * sizeof prev->raddr[0]);
             memcpy(&next->rval[i], &prev->rval[k], copy * sizeof prev->rval[0]);
+            if (prev->fp_last >= (int)k) next->fp_last = prev->fp_last - (int)k + (int)i;
             next->n = i + copy;
             next->end_flags = prev->end_flags;
         } else {
@@ -270,6 +274,7 @@ pt_walk(const struct pt_cfi_set *set, const struct pt_memory *mem, const struct 
         next = &memo->walks[memo->cur ^ 1];
         if (prev->n == 0 || prev->hi != mem->hi || prev->set != set) prev = NULL;
         next->n = 0;
+        next->fp_last = -1;
         next->hi = mem->hi;
         next->set = set;
     }
@@ -280,6 +285,11 @@ pt_walk(const struct pt_cfi_set *set, const struct pt_memory *mem, const struct 
             next->raddr[n - 1][slot] = (addr);                                                     \
             next->rval[n - 1][slot] = (val);                                                       \
         }                                                                                          \
+    } while (0)
+    /* The current step reads fp (memo walks only). */
+#define PT_MEMO_FP_USED()                                                                          \
+    do {                                                                                           \
+        if (next != NULL) next->fp_last = (int)n - 1;                                              \
     } while (0)
 #endif
     while (n < max) {
@@ -295,7 +305,8 @@ pt_walk(const struct pt_cfi_set *set, const struct pt_memory *mem, const struct 
             if (prev != NULL && i > 0) {
                 while (k < prev->n && prev->sp[k] < sp) k++;
                 if (k > 0 && k < prev->n && prev->sp[k] == sp && prev->pc[k] == pc &&
-                    prev->fp[k] == fp && pt_memo_still(prev, k, mem))
+                    (prev->fp[k] == fp || prev->fp_last < (int)k) &&
+                    pt_memo_still(prev, k, mem))
                     return pt_memo_reuse(memo, prev, k, next, i, frames, max, flags);
             }
         }
@@ -332,6 +343,7 @@ pt_walk(const struct pt_cfi_set *set, const struct pt_memory *mem, const struct 
 #endif
         if (row != NULL && (row->cfa_reg & PT_CFA_MASK) != PT_CFA_NONE) {
             uintptr_t base = (row->cfa_reg & PT_CFA_MASK) == PT_CFA_SP ? sp : fp;
+            if ((row->cfa_reg & PT_CFA_MASK) != PT_CFA_SP) PT_MEMO_FP_USED();
             uintptr_t cfa = base + 8 * (intptr_t)row->cfa_off8;
             if (!pt_readable(mem, cfa - 8)) {
                 PT_WANT(cfa - 8);
@@ -361,6 +373,9 @@ pt_walk(const struct pt_cfi_set *set, const struct pt_memory *mem, const struct 
             }
 #endif
             uintptr_t frame = fp;
+#if PT_ARCH_CFI
+            PT_MEMO_FP_USED();
+#endif
             if (!pt_fp_step(mem, &fp, &sp, &ra)) {
 #if PT_ARCH_CFI
                 /* Generated code (no table covers it) entered by a call:
@@ -400,6 +415,7 @@ done:
 #undef PT_WANT
 #if PT_ARCH_CFI
 #undef PT_MEMO_READ
+#undef PT_MEMO_FP_USED
     if (next != NULL) {
         /* Only whole walks are worth remembering: not one cut by `max`. */
         next->n = (end & PT_UNWIND_DEPTH) || n > PT_UNWIND_MEMO_FRAMES ? 0 : n;

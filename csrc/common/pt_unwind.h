@@ -164,6 +164,11 @@ PT_HIDDEN unsigned pt_unwind_walk_stop(const struct pt_cfi_set *set, const struc
  * step out of it read (address 0: none), and how the walk ended. */
 struct pt_unwind_memo_walk {
     unsigned n, end_flags;
+    /* The last step that read fp (a CFA based on it, a frame-pointer step), or
+     * -1: from any frame after it, fp and the saved fp words cannot change
+     * the rest of the walk (in code without frame pointers fp is a
+     * callee-saved register whose value changes from call to call). */
+    int fp_last;
     uintptr_t hi;
     const struct pt_cfi_set *set;
     uintptr_t pc[PT_UNWIND_MEMO_FRAMES], sp[PT_UNWIND_MEMO_FRAMES], fp[PT_UNWIND_MEMO_FRAMES];
