@@ -6,6 +6,7 @@ the same way for proftui and the reference, so tables compare like with like.
 
 from __future__ import annotations
 
+import bisect
 import re
 import shutil
 import subprocess
@@ -244,6 +245,27 @@ def addr2line_lines(binary: Path, addresses: list[int]) -> dict[int, tuple[str, 
     known = addr2line_innermost(binary, addresses)
     return {a: (Path(known[a][0]).name, known[a][1]) if a in known else ("", None)
             for a in addresses}
+
+
+def decoded_lines(binary: Path, addresses: list[int]) -> dict[int, tuple[str, int]]:
+    """address -> (file basename, line) of the DWARF line-table row in effect there, per
+    `objdump --dwarf=decodedline` (the last row at the greatest address <= it): a second
+    reference where addr2line names the compile unit's own file for a row of an
+    #included one (binutils 2.40 at the first byte of a sequence: onelua.c for lzio.c)."""
+    out = subprocess.run(["objdump", "--dwarf=decodedline", str(binary)],
+                         capture_output=True, text=True, check=True).stdout
+    rows: dict[int, tuple[str, int]] = {}  # the last row at each address wins
+    for row in out.splitlines():
+        found = re.match(r"(\S+)\s+(\d+)\s+0x([0-9a-f]+)\b", row)
+        if found:
+            rows[int(found[3], 16)] = (Path(found[1]).name, int(found[2]))
+    starts = sorted(rows)
+    result = {}
+    for address in addresses:
+        i = bisect.bisect_right(starts, address) - 1
+        if i >= 0:
+            result[address] = rows[starts[i]]
+    return result
 
 
 def gprof_line_seconds(binary: Path, gmon: Path) -> tuple[dict[tuple[str, int], float], str]:
