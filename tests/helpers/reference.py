@@ -250,8 +250,9 @@ def addr2line_lines(binary: Path, addresses: list[int]) -> dict[int, tuple[str, 
 def decoded_lines(binary: Path, addresses: list[int]) -> dict[int, tuple[str, int]]:
     """address -> (file basename, line) of the DWARF line-table row in effect there, per
     `objdump --dwarf=decodedline` (the last row at the greatest address <= it): a second
-    reference where addr2line names the compile unit's own file for a row of an
-    #included one (binutils 2.40 at the first byte of a sequence: onelua.c for lzio.c)."""
+    reference where addr2line names the compile unit's own file for the rows of an
+    #included one (binutils 2.40, Lua's onelua.c build: onelua.c:24 for lzio.c:24,
+    luaZ_fill's first line)."""
     out = subprocess.run(["objdump", "--dwarf=decodedline", str(binary)],
                          capture_output=True, text=True, check=True).stdout
     rows: dict[int, tuple[str, int]] = {}  # the last row at each address wins
