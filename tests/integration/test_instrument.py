@@ -95,6 +95,9 @@ def test_a_call_body_is_timed_in_full(clock: str, monkeypatch: pytest.MonkeyPatc
           f"{profile.meta.clock}")
     assert inline == pytest.approx(own, rel=0.15)
     assert flat["step20"].calls == calls
+    match = re.search(r"compensated \(([0-9.]+) ns inside, ([0-9.]+) ns in caller",
+                      profile.meta.clock)
+    assert match and float(match[1]) + float(match[2]) > 0, profile.meta.clock
     if clock == "tsc":
         assert called >= 0.8 * own and step >= 0.75 * own  # the body is not hidden
     else:
@@ -105,17 +108,14 @@ def test_a_call_body_is_timed_in_full(clock: str, monkeypatch: pytest.MonkeyPatc
         # it (35.5 ns a call against a 34.5 ns threshold, once): then no note, as
         # test_functions_too_short_to_time_are_named_in_the_notes checks for `tiny`.
         note = next((w for w in profile.meta.warnings if "below what the hooks" in w), "")
-        pair = [float(x) for x in match_pair(profile.meta.clock)]
-        short_ns = SHORT_CALL_ERRORS * calibration_error_ns(profile.meta.clock, sum(pair))
+        pair = float(match[1]) + float(match[2])
+        short_ns = SHORT_CALL_ERRORS * calibration_error_ns(profile.meta.clock, pair)
         if abs(step / calls - short_ns) > 0.5:  # the clock line rounds the pair to 0.1 ns
             assert bool(note) == (step / calls < short_ns), (step / calls, short_ns, note)
         if note:
             assert note.startswith("step20 averages under"), profile.meta.warnings
             error = float(re.search(r"error of about ([0-9]+) ns a call", note)[1])
             assert error >= 5 and abs(step - own) <= 3 * error * calls, (error, note)
-    match = re.search(r"compensated \(([0-9.]+) ns inside, ([0-9.]+) ns in caller",
-                      profile.meta.clock)
-    assert match and float(match[1]) + float(match[2]) > 0, profile.meta.clock
     # chain_call holds step20 and its own loop; the loop's 1-2 ms are within the
     # compensation's spread (a few ns a call, times 2 M calls): at least equal.
     assert step <= called
@@ -142,13 +142,6 @@ def test_functions_too_short_to_time_are_named_in_the_notes() -> None:
         notes = [w for w in [short_call_warning(_quiet_tiny_profile())] if w]
     assert len(notes) == 1 and notes[0].startswith("tiny averages under 5 ns"), notes
     assert "20.0 M calls" in notes[0] and "--mode sampler" in notes[0]
-
-
-def match_pair(clock: str) -> tuple[str, str]:
-    """The calibrated hook cost (inside, in caller) a timed profile's clock line gives."""
-    found = re.search(r"compensated \(([0-9.]+) ns inside, ([0-9.]+) ns in caller", clock)
-    assert found, clock
-    return found[1], found[2]
 
 
 def _quiet_tiny_profile() -> Profile:
