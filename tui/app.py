@@ -49,6 +49,7 @@ from proftui.tui.view_choices import ViewChoices
 from proftui.tui.widgets.breadcrumb import Breadcrumb
 from proftui.tui.widgets.header_bar import HeaderBar
 from proftui.tui.widgets.key_bar import KeyBar
+from proftui.tui.widgets.search_prompt import SearchPrompt
 from proftui.tui.widgets.status_line import NameSelected, SettingChanged, StatusLine
 from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
@@ -199,6 +200,7 @@ class ProfTuiApp(TypeAhead, ViewChoices, RunControls, DiffViews, App[None]):
             for pane in self.PANES:
                 yield cast("type[Widget]", pane)(id=pane.PANE_ID)  # a Pane is also a Widget
         yield StatusLine(id="status-line")
+        yield SearchPrompt(id="search-prompt")
         yield KeyBar(id="keys")
 
     def pane(self, pane_id: str) -> Pane:
@@ -520,7 +522,7 @@ class ProfTuiApp(TypeAhead, ViewChoices, RunControls, DiffViews, App[None]):
         self._save_settings()
 
     @on(NameSelected)
-    def _name_selected(self, message: NameSelected) -> None:
+    def name_selected(self, message: NameSelected) -> None:
         """The shown pane's selection, named in full in the status line."""
         if message.pane != self.nav[-1].pane:
             return

@@ -13,6 +13,7 @@ from proftui.collectors.model.views import flat_profile
 from proftui.tui.app import ProfTuiApp, Snapshot
 from proftui.tui.panes.flame import FlamePane
 from proftui.tui.widgets.flame_graph import FlameGraph
+from proftui.tui.widgets.search_prompt import SearchPrompt
 from proftui.tui.widgets.status_line import StatusLine
 from textual.pilot import Pilot
 
@@ -119,7 +120,7 @@ def test_flame_search_counts_each_path_once() -> None:
         for pattern, names in (("rec", {"rec"}), ("leaf|rec", {"leaf", "rec"}),
                                ("^(a|leaf)$", {"a", "leaf"})):
             await pilot.press("slash")
-            await wait_for(pilot, lambda: app.screen is not app.screen_stack[0],
+            await wait_for(pilot, lambda: app.query_one(SearchPrompt).has_focus,
                            what="prompt")
             await pilot.press("ctrl+a", "ctrl+k", *pattern, "enter")
             await wait_for(pilot, lambda: app.focused is graph, what="prompt closed")

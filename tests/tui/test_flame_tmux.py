@@ -104,7 +104,7 @@ def test_flame_pane_navigate_zoom_search_in_a_terminal(terminal: list[Terminal],
     term.key("Right")  # a lone frame has no sibling: the selection stays
     term.wait_for(" work_d  total")
     term.key("/")
-    term.wait_for("Search")
+    term.wait_for("search the flame graph")
     for ch in "work_b":
         term.key(ch, settle=0.05)
     term.key("Enter")

@@ -19,6 +19,8 @@ from proftui.tui.screens.export import ExportScreen
 from proftui.tui.screens.help import HelpScreen, pane_keys
 from proftui.tui.widgets.breadcrumb import Breadcrumb
 from proftui.tui.widgets.key_bar import Item, fit
+from proftui.tui.widgets.search_prompt import SearchPrompt
+from proftui.tui.widgets.status_line import StatusLine
 from textual.binding import Binding
 from textual.command import CommandPalette
 from textual.pilot import Pilot
@@ -411,3 +413,27 @@ def test_live_quit_dialog_gives_the_focus_back() -> None:
         run_app(app, body, SMALL)
     finally:
         collector.stop()
+
+
+def test_search_prompt_closes_into_the_pane_and_the_status_line_follows_at_once() -> None:
+    """The tree's `/` prompt: Esc leaves the search as it was, Enter runs it, and either
+    way the prompt is gone and the tree has the focus.  The status line takes a pane's
+    selection in the pane's own handler (no posted message that lands a frame later)."""
+
+    async def body(pilot: Pilot, app: ProfTuiApp) -> None:
+        await pilot.press("2")
+        tree = app.query_one(CallTreeView)
+        prompt = app.query_one(SearchPrompt)
+        line = app.query_one(StatusLine)
+        await pilot.press("slash", *"main")
+        assert prompt.has_focus and prompt.display
+        await pilot.press("escape")
+        assert not prompt.display and app.focused is tree and tree.search.pattern == ""
+        await pilot.press("slash", *"leaf", "enter")  # a -> leaf and b -> leaf
+        assert not prompt.display and app.focused is tree
+        assert tree.search.pattern == "leaf" and line.note.endswith("/leaf: match 1 of 2")
+        tree.search.step(1)  # no await: the status line must already say it
+        assert line.note.endswith("/leaf: match 2 of 2"), line.note
+        visible_focus_ok(app)
+
+    on_sample(body)

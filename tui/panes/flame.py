@@ -23,8 +23,8 @@ from proftui.tui.names import shorten
 from proftui.tui.panes.base import Command, NavState, Pane, drill
 from proftui.tui.search import FrameMatcher
 from proftui.tui.widgets.flame_graph import FlameGraph
-from proftui.tui.widgets.search_prompt import SearchScreen
-from proftui.tui.widgets.status_line import NameSelected, SettingChanged
+from proftui.tui.widgets.search_prompt import SearchPrompt
+from proftui.tui.widgets.status_line import NameSelected, SettingChanged, tell_selection
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
@@ -270,7 +270,7 @@ class FlamePane(Pane, Vertical):
         profile = self.profile
         if profile is None or node is None or graph.call_tree is None:
             self._info(Text(""))
-            self.post_message(NameSelected(self.PANE_ID, None, self._note()))
+            tell_selection(self, NameSelected(self.PANE_ID, None, self._note()))
             return
         m = self.metric
         unit = profile.metrics[m].unit if profile.metrics else "count"
@@ -295,7 +295,7 @@ class FlamePane(Pane, Vertical):
         if note:
             text.append(f"  · {note}", style="bold magenta")
         self._info(text)
-        self.post_message(NameSelected(self.PANE_ID, graph.selected_frame(), note))
+        tell_selection(self, NameSelected(self.PANE_ID, graph.selected_frame(), note))
 
     def _note(self) -> str:
         if self.matcher is None:
@@ -330,7 +330,7 @@ class FlamePane(Pane, Vertical):
                 self.search(pattern)
             self.app.set_focus(self._current())
 
-        self.app.push_screen(SearchScreen(self.pattern, "the flame graph"), done)
+        self.screen.query_one(SearchPrompt).ask(self.pattern, "the flame graph", done)
 
     def search(self, pattern: str) -> None:
         """Highlight frames matching `pattern` ("" clears the search)."""

@@ -24,7 +24,7 @@ from proftui.collectors.model.views import FlatEntry, flat_profile, function_of
 from proftui.tui.panes.base import Command, NavState, Pane, drill
 from proftui.tui.search import NameMatcher, narrows
 from proftui.tui.widgets.flat_table import FlatTable
-from proftui.tui.widgets.status_line import NameSelected, SettingChanged
+from proftui.tui.widgets.status_line import NameSelected, SettingChanged, tell_selection
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -271,7 +271,7 @@ class FlatPane(Pane, Vertical):
 
     @on(FlatTable.Highlighted)
     def _highlighted(self) -> None:
-        self.post_message(NameSelected(self.PANE_ID, self.selected_frame()))
+        tell_selection(self, NameSelected(self.PANE_ID, self.selected_frame()))
 
     @on(FlatTable.Drill)
     def drill(self) -> None:

@@ -24,8 +24,8 @@ from proftui.tui.panes.tree_delta import TreeDeltas, base_trees
 from proftui.tui.panes.tree_derive import Derived, Need, ahead_needs, derive
 from proftui.tui.panes.tree_search import TreeSearch
 from proftui.tui.panes.tree_state import restore_state, save_state
-from proftui.tui.widgets.search_prompt import SearchScreen
-from proftui.tui.widgets.status_line import NameSelected, SettingChanged
+from proftui.tui.widgets.search_prompt import SearchPrompt
+from proftui.tui.widgets.status_line import NameSelected, SettingChanged, tell_selection
 from proftui.tui.widgets.tree_labels import set_label_quietly
 from rich.text import Text
 from textual import work
@@ -162,7 +162,7 @@ class CallTreeView(Pane, Tree[NodeData]):
 
     def announce(self) -> None:
         """Tell the status line about the selection (and the notes)."""
-        self.post_message(NameSelected(self.PANE_ID, self.selected_frame(), self.status_note))
+        tell_selection(self, NameSelected(self.PANE_ID, self.selected_frame(), self.status_note))
 
     def on_tree_node_highlighted(self, event: Tree.NodeHighlighted[NodeData]) -> None:
         self.announce()
@@ -628,7 +628,7 @@ class CallTreeView(Pane, Tree[NodeData]):
                 self.search.start(pattern)
             self.focus()
 
-        self.app.push_screen(SearchScreen(self.search.pattern, "the call tree"), done)
+        self.screen.query_one(SearchPrompt).ask(self.search.pattern, "the call tree", done)
 
     def action_search_next(self, step: int) -> None:
         if not self.search.pattern:

@@ -9,11 +9,13 @@ longer than the screen.  A pane may prefix a note (its search's "match 3 of 12",
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 from proftui.collectors.model.profile import Frame
 from proftui.collectors.model.textsafe import display
 from rich.text import Text
 from textual.message import Message
+from textual.widget import Widget
 from textual.widgets import Static
 
 
@@ -24,6 +26,25 @@ class NameSelected(Message):
     pane: str  # the pane's PANE_ID: only the shown pane's selection is displayed
     frame: Frame | None
     note: str = ""
+
+
+@runtime_checkable
+class ShowsSelections(Protocol):
+    """An app that takes a NameSelected at once (proftui's app: its status line)."""
+
+    def name_selected(self, message: NameSelected) -> None: ...
+
+
+def tell_selection(pane: Widget, message: NameSelected) -> None:
+    """Hand `message` to the app in this handler, not as a posted message: posted,
+    it bubbles through the pane's containers and reaches the app after the frame
+    that shows the pane's change, and the status line follows one Textual update
+    tick later (17-33 ms).  An app without `name_selected` gets it posted."""
+    app = pane.app
+    if isinstance(app, ShowsSelections):
+        app.name_selected(message)
+    else:
+        pane.post_message(message)
 
 
 class SettingChanged(Message):
