@@ -55,8 +55,11 @@ RUNTIME_LIBRARIES: dict[str, tuple[list[str], list[str]]] = {
 
 # Per-library extra compiler flags.  The heap runtime's operator new lets a
 # real operator new's bad_alloc unwind through it (its cleanup clears the
-# thread's busy flag), which needs -fexceptions in C.
-EXTRA_FLAGS: dict[str, list[str]] = {"proftui_heap": ["-fexceptions"]}
+# thread's busy flag), which needs -fexceptions in C.  The sampler's walk
+# probes each stack page before reading it (a program may protect its own).
+EXTRA_FLAGS: dict[str, list[str]] = {"proftui_heap": ["-fexceptions"],
+                                     # Its handler probes the stack pages it reads (pt_unwind.h).
+                                     "proftui_sampler": ["-DPT_UNWIND_PROBE"]}
 
 # name -> (sources, include dirs) of helper executables (not libraries), built
 # into the same package directory as the libraries by BuildRuntime.build_executables.

@@ -51,7 +51,7 @@ assert SAMPLER_HEADER.size == 128 and SLOT.size == 80
 SMP_PERF, SMP_TIMER, SMP_SIGNAL_MOVED, SMP_CFI, SMP_FOLLOW, SMP_USER_ONLY = (
     1 << i for i in range(6))
 SLOT_FREE, SLOT_ACTIVE, SLOT_EXITED = 0, 1, 2
-SREC_TRUNCATED, SREC_OFFSTACK, SREC_DEPTH = 1, 2, 4
+SREC_TRUNCATED, SREC_OFFSTACK, SREC_DEPTH, SREC_UNREADABLE = 1, 2, 4, 8
 RECORD_WORDS = 2  # PT_SAMPLER_RECORD_WORDS: (stack id | weight << 32), time in ns
 # The runtime's fixed layout (proftui_wire_sampler.h), from which headers the target
 # overwrote are rebuilt (SamplerFile(..., salvage_period_ns=...)).

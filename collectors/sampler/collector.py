@@ -36,6 +36,7 @@ from proftui.collectors.runtime.wire_sampler import (
     SREC_DEPTH,
     SREC_OFFSTACK,
     SREC_TRUNCATED,
+    SREC_UNREADABLE,
     Records,
     SamplerFile,
 )
@@ -94,6 +95,7 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
         self._flags: dict[tuple[str, int], int] = {}  # stacks with SREC_* flags
         self._threads: dict[tuple[int, int], str] = {}
         self._truncated = 0
+        self._unreadable = 0  # of those, cut at a stack page the program made unreadable
         self._offstack = 0
         self._too_deep = 0
         self._total = 0
@@ -233,6 +235,7 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
                 flags = self._flags.get((name, sid))
                 if flags:
                     self._truncated += bool(flags & SREC_TRUNCATED)
+                    self._unreadable += bool(flags & SREC_UNREADABLE)
                     self._offstack += bool(flags & SREC_OFFSTACK)
                     self._too_deep += bool(flags & SREC_DEPTH)
         moved.discard(STACK_NONE)
@@ -397,9 +400,16 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
         if cpu_ns > 50_000_000 and sampled_ns < 0.5 * cpu_ns and not self.options.wall_clock:
             warnings.append(f"only {100 * sampled_ns / cpu_ns:.0f}% of the threads' CPU time was "
                             f"sampled (did the target block the sampling signal?)")
-        if self._total and self._truncated > 0.1 * self._total:
-            warnings.append(f"{100 * self._truncated / self._total:.0f}% of stacks were cut "
-                            f"short (code without frame pointers or unwind tables)")
+        if self._total and self._truncated - self._unreadable > 0.1 * self._total:
+            warnings.append(f"{100 * (self._truncated - self._unreadable) / self._total:.0f}% "
+                            f"of stacks were cut short (code without frame pointers or unwind "
+                            f"tables)")
+        if self._unreadable:
+            warnings.append(f"{self._unreadable:,} of {self._total:,} samples "
+                            f"({100 * self._unreadable / self._total:.1f}%) came without their "
+                            f"whole stack: a page of it could not be read when the sample was "
+                            f"taken (the program had protected it), so their outer frames are "
+                            f"unknown and each starts at its innermost frame read")
         if self._total and self._too_deep > 0.01 * self._total:
             warnings.append(f"{100 * self._too_deep / self._total:.0f}% of stacks were deeper "
                             f"than {MAX_FRAMES} frames: their outermost callers are cut off")

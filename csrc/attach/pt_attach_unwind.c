@@ -457,7 +457,7 @@ static uint32_t pt_attach_walk(uint32_t tid, const struct pt_regs *regs, const u
                                uint32_t nstack, int ran_on, uint64_t *ips, unsigned *flags,
                                uint64_t *need) {
     struct pt_memory mem = {regs->sp, regs->sp + 8 * (uintptr_t)nstack,
-                            (const unsigned char *)stack, 0};
+                            (const unsigned char *)stack, 0, NULL};
     struct pt_unwind_stop stop;
     unsigned f = 0;
     uint32_t n = pt_unwind_walk_stop(pt_uw.set, &mem, regs, ips, PT_ATTACH_MAX_FRAMES, &f, &stop);
@@ -474,7 +474,7 @@ static uint32_t pt_attach_walk(uint32_t tid, const struct pt_regs *regs, const u
                 copy = pt_uw.ext;
                 have = len;
                 struct pt_memory longer = {regs->sp, regs->sp + len,
-                                           (const unsigned char *)pt_uw.ext, 0};
+                                           (const unsigned char *)pt_uw.ext, 0, NULL};
                 f = 0;
                 n = pt_unwind_walk_stop(pt_uw.set, &longer, regs, ips, PT_ATTACH_MAX_FRAMES, &f,
                                         &stop);

@@ -43,7 +43,7 @@
 #define PT_STACKTAB_MAX_FRAMES 128        /* frames of one entry at most */
 
 enum pt_stack_flags {
-    /* bits 0..2: the sample record's PT_SREC_* (truncated, off-stack, too deep) */
+    /* bits 0..3: the sample record's PT_SREC_* (truncated, off-stack, too deep, unreadable) */
     PT_STACK_READY = 1u << 15, /* frames and fields written: the reader may use it */
 };
 

@@ -16,7 +16,11 @@
 
 /* 1 if the 8 bytes at `addr` lie in the window.  Async-signal-safe. */
 static inline int pt_readable(const struct pt_memory *m, uintptr_t addr) {
-    return addr >= m->lo && m->hi >= 8 && addr <= m->hi - 8 && (addr & 7) == 0;
+    return addr >= m->lo && m->hi >= 8 && addr <= m->hi - 8 && (addr & 7) == 0
+#if defined(PT_UNWIND_PROBE)
+           && (m->probed == NULL || addr + 8 <= *m->probed || pt_probe_pages(m, addr + 8))
+#endif
+        ;
 }
 
 /* The word at `addr` (pt_readable checked).  Async-signal-safe. */

@@ -116,12 +116,27 @@ enum pt_unwind_flags {
  * code_local: the target is this process, so the code of every object a CFI
  * table of the walk's set covers may be read in place (to recognise the
  * signal return trampoline and continue into the interrupted code); 0 for
- * proftui-attach, whose target is another process. */
+ * proftui-attach, whose target is another process.
+ * probed: NULL, or (a live stack read in place from a signal handler) the
+ * end of the part of [lo, hi) known to be readable: each page above it is
+ * probed before a word on it is read, as the target may have protected a
+ * page of its own stack (PROT_NONE) while the code it runs keeps to
+ * registers.  Start it at lo.  Only a library built with PT_UNWIND_PROBE
+ * (the sampler: setup.py) probes; the check costs the heap runtime's
+ * unwinder 10% where it is compiled in. */
 struct pt_memory {
     uintptr_t lo, hi;
     const unsigned char *data;
     int code_local;
+    uintptr_t *probed;
 };
+
+/* Probe the pages from *m->probed to the one holding end - 1, raising
+ * *m->probed past each readable one; 0 at the first that is not.  A futex
+ * call that compares the page's first word and does nothing either way:
+ * EFAULT says it cannot be read (the call is one seccomp filters allow, as
+ * threads need it).  Async-signal-safe. */
+PT_HIDDEN int pt_probe_pages(const struct pt_memory *m, uintptr_t end);
 
 /* Walk from `regs` (pc, sp, fp[, lr]) into frames[0..max): the pc, then
  * return addresses.  With mem->code_local, a frame in the rt_sigreturn

@@ -131,7 +131,7 @@ __attribute__((noinline)) unsigned pt_heap_backtrace(struct pt_heap_thread *t, u
             return 0;
         }
     }
-    struct pt_memory mem = {regs.sp, hi, (const unsigned char *)regs.sp, 1};
+    struct pt_memory mem = {regs.sp, hi, (const unsigned char *)regs.sp, 1, NULL};
     const struct pt_cfi_set *set = __atomic_load_n(&pt_maps_cfi, __ATOMIC_ACQUIRE);
     if (t->memo == NULL && !t->memo_failed) { /* once per thread: 16 KiB of rows found */
         t->memo = pt_alloc(sizeof *t->memo);

@@ -67,6 +67,8 @@ enum pt_sampler_record_flags {
     PT_SREC_TRUNCATED = 1u << 0, /* unwinding stopped early (garbage, no info, bound) */
     PT_SREC_OFFSTACK = 1u << 1,  /* the stack pointer was outside the thread's stack */
     PT_SREC_DEPTH = 1u << 2,     /* deeper than PT_SAMPLER_MAX_FRAMES: the outermost are cut */
+    PT_SREC_UNREADABLE = 1u << 3, /* with TRUNCATED: it stopped at a stack page the program
+                                   * made unreadable (the walk probes each page first) */
 };
 
 typedef struct pt_sampler_header {

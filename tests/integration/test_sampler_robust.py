@@ -6,6 +6,8 @@ back every time.
 
 from __future__ import annotations
 
+import platform
+import re
 import signal
 import subprocess
 from pathlib import Path
@@ -138,3 +140,24 @@ def test_stack_deeper_than_kept_frames() -> None:
     for node in leaves:
         names = [profile.frames[f].function for f in node.path()]
         assert len(names) == 128 and names[:-1] == ["recurse"] * 127, names[:3]
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the fixture reads rsp (x86-64)")
+def test_target_that_hides_its_own_stack_page_survives() -> None:
+    """The stack page under a register-only leaf made PROT_NONE for 20 ms at a time
+    (att_hidden_stack.c): the handler reads the live stack in place, so it probes each
+    page before reading it.  It killed the target (SIGSEGV in the handler) before;
+    now such samples keep their leaf, the notes count them by their true cause, and
+    the target exits 0 with its own output."""
+    binary = build_fixture("att_hidden_stack.c", ["-O2", "-g", "-pthread"])
+    profile, output = run_sampler(binary, "2")
+    assert profile.meta.exit_status == 0, (profile.meta.exit_status, output)
+    assert re.fullmatch(r"ready \d+\nhidden [1-9]\d*\n", output), output
+    costs = self_costs(profile)
+    assert costs.get("hidden_spin", 0) >= 0.9 * profile.total(0), costs
+    unread = [w for w in profile.meta.warnings if "came without their whole stack" in w]
+    assert unread, profile.meta.warnings
+    share = int(unread[0].split(" of ")[0].replace(",", "")) / profile.total(0)
+    assert 0.1 <= share <= 0.8, (share, unread)  # hidden about half the time
+    assert not any("frame pointers or unwind tables" in w for w in profile.meta.warnings), \
+        profile.meta.warnings
