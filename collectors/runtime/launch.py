@@ -190,6 +190,10 @@ def stop_signals(interrupt: bool = False) -> tuple[int, ...]:
     return tuple(s for s in wanted if signal.getsignal(s) is not signal.SIG_IGN)
 
 
+def _ignore_late(_signum: int, _frame: object) -> None:
+    """A stop signal after the first one was handled (StopSignals.__exit__)."""
+
+
 class StopSignals:
     """Catch SIGTERM/SIGHUP (SIGINT) for a whole command (main thread only): remember the
     first, and call the registered callback from the handler.
@@ -215,7 +219,11 @@ class StopSignals:
 
     def __exit__(self, *exc: object) -> None:
         for sig, handler in self._previous.items():
-            signal.signal(sig, handler)  # type: ignore[arg-type]
+            # After a stop signal proftui is on its way to exit 128+N: a second one (a
+            # closed terminal signals the whole group, a wrapper passes its own on) must
+            # not kill it first.  A handler, not SIG_IGN: exec resets it.
+            signal.signal(sig, _ignore_late if self.received is not None  # type: ignore[arg-type]
+                          else handler)
         self._previous.clear()
 
     def note(self, signum: int) -> None:
