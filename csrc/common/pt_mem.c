@@ -1,4 +1,5 @@
-/* Memory for unwind tables: anonymous mappings, outside the target's malloc. */
+/* Memory for the walk: anonymous mappings for unwind tables (outside the
+ * target's malloc), and the probe of a live stack's pages. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <linux/futex.h>
@@ -28,6 +29,7 @@ static uint32_t pt_probe_sink;
 
 /* Async-signal-safe (futex; errno restored). */
 int pt_probe_pages(const struct pt_memory *m, uintptr_t end) {
+    if (*m->probed & 1) return 0; /* a page below `end` could not be read already */
     int saved_errno = errno, ok = 1;
     while (*m->probed < end) {
         uintptr_t page = *m->probed & ~(uintptr_t)4095; /* 4 KiB steps suit any page size */
@@ -35,6 +37,7 @@ int pt_probe_pages(const struct pt_memory *m, uintptr_t end) {
         long r = syscall(SYS_futex, (uint32_t *)page, FUTEX_CMP_REQUEUE_PRIVATE, 0, (void *)0,
                          &pt_probe_sink, 0);
         if (r < 0 && errno == EFAULT) {
+            *m->probed = page | 1;
             ok = 0;
             break;
         }

@@ -121,7 +121,8 @@ enum pt_unwind_flags {
  * end of the part of [lo, hi) known to be readable: each page above it is
  * probed before a word on it is read, as the target may have protected a
  * page of its own stack (PROT_NONE) while the code it runs keeps to
- * registers.  Start it at lo.  Only a library built with PT_UNWIND_PROBE
+ * registers.  Start it at lo rounded down to 8; bit 0 is set once a page
+ * could not be read (nothing above it is then read).  Only a library built with PT_UNWIND_PROBE
  * (the sampler: setup.py) probes; the check costs the heap runtime's
  * unwinder 10% where it is compiled in. */
 struct pt_memory {
@@ -132,7 +133,8 @@ struct pt_memory {
 };
 
 /* Probe the pages from *m->probed to the one holding end - 1, raising
- * *m->probed past each readable one; 0 at the first that is not.  A futex
+ * *m->probed past each readable one; 0 at the first that is not (marked in
+ * bit 0, so no later call probes again).  A futex
  * call that compares the page's first word and does nothing either way:
  * EFAULT says it cannot be read (the call is one seccomp filters allow, as
  * threads need it).  Async-signal-safe. */

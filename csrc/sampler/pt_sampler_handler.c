@@ -31,13 +31,12 @@ unsigned pt_sampler_unwind(const void *ucontext, const struct pt_sampler_thread 
     }
     /* The live stack from sp up is mapped: read it in place, each page once
      * probed (the program may have made one unreadable). */
-    uintptr_t probed = regs.sp;
+    uintptr_t probed = regs.sp & ~(uintptr_t)7; /* bit 0: a page was unreadable */
     struct pt_memory mem = {regs.sp, self->stack_hi, (const unsigned char *)regs.sp, 1, &probed};
     const struct pt_cfi_set *set = __atomic_load_n(&pt_maps_cfi, __ATOMIC_ACQUIRE);
     unsigned n = pt_unwind_walk(set, &mem, &regs, frames, max, flags);
     *flags &= PT_SAMPLER_REC_FLAGS;
-    /* Cut below the stack's top: was it at a page that cannot be read? */
-    if ((*flags & PT_SREC_TRUNCATED) && probed < self->stack_hi && !pt_probe_pages(&mem, probed + 8))
+    if ((*flags & PT_SREC_TRUNCATED) && (probed & 1)) /* cut at a page it could not read */
         *flags |= PT_SREC_UNREADABLE;
     return n;
 }
