@@ -35,10 +35,6 @@ class SearchPrompt(Input):
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self._answer: Answer | None = None
 
-    @property
-    def is_open(self) -> bool:
-        return self._answer is not None
-
     def ask(self, pattern: str, what: str, answer: Answer) -> None:
         """Open with `pattern` typed in, for a search of `what`."""
         self._answer = answer
