@@ -6,9 +6,9 @@ import abc
 import contextlib
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal, Protocol
 
 from proftui.collectors.model.profile import Profile
 from proftui.collectors.runtime.launch import ExitInfo, LaunchedProcess
@@ -16,6 +16,7 @@ from proftui.collectors.runtime.output import OutputLog
 from proftui.collectors.runtime.rundir import RunDirectory
 
 if TYPE_CHECKING:
+    from proftui.collectors.model.profile import Metric
     from proftui.collectors.stacktable.builder import StackProfile
 
 APPLY_EVERY_S = 1.0  # headless runs apply drained data to the profile this often
@@ -47,6 +48,30 @@ class CollectorOptions:
     pid: int | None = None  # attach: the running process to sample
     method: str | None = None  # attach: "perf" or "ptrace" (None: choose automatically)
     heap_sample_bytes: int | None = None  # heap: mean bytes between samples (None: exact)
+
+
+class SeriesPart(Protocol):
+    """One process of a collector of many (agent): its own stack table and labels."""
+
+    key: int  # unique in the run
+    gone: bool  # nothing more will come: released once its last changes are taken
+
+    @property
+    def table(self) -> StackProfile: ...
+
+    def labels(self) -> dict[str, str]: ...
+
+
+class SeriesParts(Protocol):
+    """A collector's processes, each pushed as a series of its own."""
+
+    def take(self) -> Sequence[SeriesPart]:
+        """Apply what arrived; every part that may have changes."""
+        ...
+
+    def release(self, part: SeriesPart) -> bool:
+        """`part` is gone and its last changes were taken: True once it is forgotten."""
+        ...
 
 
 class Collector(abc.ABC):
@@ -153,6 +178,15 @@ class Collector(abc.ABC):
         from (`StackProfile.changes`).  Empty when the collector keeps none; a push then
         subtracts snapshots."""
         return []
+
+    def series_parts(self) -> SeriesParts | None:
+        """For a collector of many processes (agent), its parts, each pushed under its
+        own series and labels; None for one process (pushed as one series)."""
+        return None
+
+    def series_metrics(self) -> tuple[Metric, ...]:
+        """The metrics of the parts' tables (with `series_parts`)."""
+        return ()
 
     def apply_drained(self) -> None:  # noqa: B027 - optional: most collectors keep nothing raw
         """Apply what the collector has drained but not yet applied to its live profile,

@@ -20,9 +20,10 @@ if TYPE_CHECKING:
 
 
 MODES = ("gprof", "instrument", "sampler", "heap")
+AGENT_HZ = 99  # the agent's default rate: a host-wide profiler runs all the time
 
 
-SUBCOMMANDS = ("record", "report", "open", "demo", "attach", "export", "diff")
+SUBCOMMANDS = ("record", "report", "open", "demo", "attach", "agent", "export", "diff")
 
 
 DESCRIPTION = """\
@@ -39,6 +40,8 @@ Live terminal profiler for native C/C++ programs.
                                  script files, and gmon.out with --binary PROG)
   proftui diff BASE NEW          what changed between two profiles: per function and call
                                  path, in shares or --absolute units (--json for scripts)
+  proftui agent --push URL       sample every process of this host (root or CAP_PERFMON) and
+                                 push each as its own series (docs/fleet.md)
   proftui demo                   compile and profile the bundled demo program
   proftui demo --heap            the heap demo: allocations, live bytes, peak and leaks
 
@@ -315,6 +318,35 @@ def _attach_parser() -> argparse.ArgumentParser:
     return attach
 
 
+def _agent_parser() -> argparse.ArgumentParser:
+    agent = _Parser(
+        prog="proftui agent", description="Sample every process of this host through "
+        "perf_event (one event per CPU; needs root or CAP_PERFMON) and push each process "
+        "to the fleet's ClickHouse as its own series, labelled host, program, build, pid "
+        "and user (docs/fleet.md).  Runs until --duration, Ctrl-C, SIGTERM or SIGHUP.")
+    agent.add_argument("--push", type=_push_url, metavar="URL",
+                       help="clickhouse://HOST[:PORT]/DATABASE to push to")
+    agent.add_argument("-o", "--output", type=_output_path,
+                       help="also save every process together to this profile at the end")
+    agent.add_argument("-F", "--frequency", type=_frequency, default=AGENT_HZ, metavar="HZ",
+                       help=f"samples per second on each CPU (default {AGENT_HZ})")
+    agent.add_argument("--duration", type=_seconds, metavar="S",
+                       help="stop after S seconds (default: until Ctrl-C or SIGTERM)")
+    agent.add_argument("--program", action="append", default=[], metavar="NAME",
+                       help="only processes whose executable is named NAME (repeatable)")
+    agent.add_argument("--user", action="append", default=[], metavar="NAME",
+                       help="only processes of user NAME (repeatable)")
+    agent.add_argument("--buffer", type=_megabytes, metavar="MB",
+                       help="the perf ring buffers' total size (default 512 KiB per CPU)")
+    agent.add_argument("--every", type=_interval, default=10.0, metavar="S",
+                       help="one interval every S seconds (default 10)")
+    agent.add_argument("--label", action="append", default=[], type=_label,
+                       metavar="KEY=VALUE", help="a label of every series (repeatable)")
+    agent.add_argument("--spool-max", type=_megabytes, metavar="MB",
+                       help="disk for intervals waiting for the server (default 64)")
+    return agent
+
+
 def _export_parser() -> argparse.ArgumentParser:
     from proftui.collectors.formats.export import EXPORTERS  # names only: no exporter loads
 
@@ -366,6 +398,7 @@ def _diff_parser() -> argparse.ArgumentParser:
 
 PARSERS = {"run": _run_parser, "record": _record_parser, "report": _report_parser,
            "open": _open_parser, "demo": _demo_parser, "attach": _attach_parser,
+           "agent": _agent_parser,
            "export": _export_parser, "diff": _diff_parser}
 
 

@@ -17,6 +17,7 @@ from proftui.collectors.errors import ProftuiError
 from proftui.tui.arguments import build_parser, source_name, split_command
 from proftui.tui.headless import (
     base_name,
+    cmd_agent,
     cmd_diff,
     cmd_export,
     cmd_record,
@@ -217,7 +218,7 @@ def cmd_attach(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"run": cmd_run, "record": cmd_record, "report": cmd_report,
-            "open": cmd_open, "demo": cmd_demo, "attach": cmd_attach,
+            "open": cmd_open, "demo": cmd_demo, "attach": cmd_attach, "agent": cmd_agent,
             "export": cmd_export, "diff": cmd_diff}
 
 

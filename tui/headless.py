@@ -63,6 +63,42 @@ def run_headless(collector: Collector, stop: StopSignals | None = None,
         collector.stop()  # also after a failed start: the run directory goes
 
 
+def cmd_agent(args: argparse.Namespace) -> int:
+    """`proftui agent`: every process of the host, pushed per process until stopped."""
+    from proftui.collectors.agent.collector import AgentCollector
+    from proftui.collectors.base import CollectorOptions
+    from proftui.collectors.model import storage
+    from proftui.collectors.runtime.launch import StopSignals
+    from proftui.collectors.safefile import check_output
+
+    if args.push is None and args.output is None:
+        raise ProftuiError("proftui agent needs --push URL (or -o FILE to save the profile)")
+    if args.output is not None:
+        check_output(args.output)
+    options = CollectorOptions(frequency_hz=args.frequency, duration_s=args.duration,
+                               buffer_bytes=args.buffer)
+    collector = AgentCollector([], options, programs=tuple(args.program),
+                               users=tuple(args.user))
+    pusher = make_pusher(args)
+    with StopSignals() as stop:
+        profile = run_headless(collector, stop, pusher)
+        processes = len(profile.meta.pids)
+        samples = sum(profile.tree.selfs[0])
+        say(f"proftui: agent sampled {processes} process{'es' if processes != 1 else ''}, "
+            f"{samples:,.0f} samples")
+        for note in profile.meta.warnings:
+            say(f"proftui: note: {note}")
+        if args.output is not None:
+            _written, note = storage.save_or_fallback(profile, args.output)
+            say(f"proftui: {note}" if note else f"proftui: agent profile saved to {args.output}")
+        signum = collector.signalled() or stop.received
+        if signum is not None:  # how an agent is stopped: not a failure
+            from proftui.collectors.runtime.launch import signal_name
+
+            say(f"proftui: {signal_name(signum)}: {collector.end(signum)}")
+    return 0
+
+
 def make_pusher(args: argparse.Namespace) -> Pusher | None:
     """The fleet pusher of `--push URL`, connected (schema checked or created) before the
     target starts, so a bad server is one line and no run; None without --push."""

@@ -69,8 +69,10 @@ def stream_warnings(method: str, flags: int) -> list[str]:
     if flags & FLAG_CFI:
         copied = ("the user stack each sample copies (8 KiB, grown as deeper stacks are seen, up "
                   "to 64 KiB; past it, the live stack while the frame at the seam is unchanged)"
-                  if method == "perf" else "as much stack as each walk needs (read while the "
-                  "thread is stopped)")
+                  if method == "perf" else
+                  "the 8 KiB of user stack each sample copies (past it, the live stack while "
+                  "the frame at the seam is unchanged)" if method == "system" else
+                  "as much stack as each walk needs (read while the thread is stopped)")
         out.append(f"stacks unwound with DWARF CFI (.eh_frame) over {copied}, frame pointers "
                    "beyond that")
     elif os.environ.get("PROFTUI_ATTACH_UNWIND") == "fp":

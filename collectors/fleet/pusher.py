@@ -38,7 +38,7 @@ from proftui.collectors.fleet.stacks import StackHasher, series_hash
 from proftui.collectors.fleet.url import FleetURL
 
 if TYPE_CHECKING:
-    from proftui.collectors.base import Collector
+    from proftui.collectors.base import Collector, SeriesParts
 
 DEFAULT_EVERY_S = 10.0
 FLUSH_TIMEOUT_S = FLUSH_S  # after the target ends: how long sending may still take
@@ -107,6 +107,9 @@ class Pusher:
         self.spool: Spool | None = None
         self._collector: Collector | None = None
         self._source: TableIntervals | SnapshotIntervals | None = None
+        # A collector of many processes (series_parts): per part, its intervals, series
+        # and labels, made when the part first has rows.
+        self._parts: dict[int, tuple[TableIntervals, int, dict[str, str]]] = {}
         self._hasher = StackHasher()
         self._confirmed: set[int] = set()  # stack hashes the server has
         self._maybe_sent: set[str] = set()  # spool files whose insert may have landed
@@ -136,6 +139,8 @@ class Pusher:
         tables = collector.stack_tables()
         self._source = (TableIntervals(tables, self._hasher) if tables
                         else SnapshotIntervals(self._hasher))
+        if collector.series_parts() is not None:  # its metrics: those of every part's table
+            self._source.metrics = collector.series_metrics()
         self.client.check_metrics(self._source.metrics)
         self._labels = {**auto_labels(collector, program), **self.user_labels}
         # The session's own nonce in the fingerprint: two sessions with equal labels (one
@@ -178,6 +183,11 @@ class Pusher:
         collector, source, spool = self._collector, self._source, self.spool
         assert collector is not None and source is not None and spool is not None
         began = time.thread_time()
+        parts = collector.series_parts()
+        if parts is not None:
+            self._take_parts(parts)
+            self.stats.take_cpu_s += time.thread_time() - began
+            return
         with collector.lock:
             profile = collector.collect()
             rows = source.take(profile)
@@ -185,13 +195,38 @@ class Pusher:
         start, self._last = self._last, now
         self.stats.intervals += 1
         if rows.costs:
-            for batch in self._batches(rows, start, now):
+            for batch in self._batches(rows, start, now, source, self._series, self._labels):
                 spool.put(batch)
         self.stats.take_cpu_s += time.thread_time() - began
 
-    def _batches(self, rows: Rows, start: float, end: float) -> list[Batch]:
-        source = self._source
-        assert source is not None
+    def _take_parts(self, parts: SeriesParts) -> None:
+        """One interval of a collector of many processes: each part's rows under its own
+        series (the run's labels, then the part's)."""
+        spool = self.spool
+        assert spool is not None
+        batches = []
+        now = self.clock()
+        start, self._last = self._last, now
+        self.stats.intervals += 1
+        for part in parts.take():
+            known = self._parts.get(part.key)
+            if known is None:
+                labels = {**self._labels, **part.labels(), **self.user_labels}
+                series = series_hash({**labels, "\0session": secrets.token_hex(8)})
+                known = self._parts[part.key] = (TableIntervals([part.table], self._hasher),
+                                                 series, labels)
+            source, series, labels = known
+            rows = source.take(None)
+            if rows.costs:
+                batches.extend(self._batches(rows, start, now, source, series, labels))
+            if part.gone and parts.release(part):
+                del self._parts[part.key]
+        for batch in batches:
+            spool.put(batch)
+
+    def _batches(self, rows: Rows, start: float, end: float,
+                 source: TableIntervals | SnapshotIntervals, series: int,
+                 labels: dict[str, str]) -> list[Batch]:
         spec = metric_spec(source.metrics, source.has_calls)
         keys = list(rows.costs)
         out = []
@@ -199,7 +234,7 @@ class Pusher:
             chunk = keys[first:first + MAX_ROWS]
             threads: dict[str, int] = {}
             batch = Batch(batch_id=secrets.randbits(63), time=int(start), end=end,
-                          series=self._series, labels=self._labels, spec=spec)
+                          series=series, labels=labels, spec=spec)
             costs = batch.costs
             for thread, stack in chunk:
                 batch.thread.append(threads.setdefault(thread, len(threads)))

@@ -16,13 +16,13 @@ from proftui.collectors.errors import ProftuiError
 from proftui.collectors.runtime.thread_names import printable_name
 
 MAGIC = b"PTATTACH"
-VERSION = 4
+VERSION = 5
 HEADER = struct.Struct("=8sIIIIQ")  # magic, version, method, pid, flags, period_ns
 RECORD = struct.Struct("=II")  # type, size (whole record, header included)
 MAX_RECORD = 1 << 20
 COUNTS_INTERVAL_S = 0.1  # PT_ATTACH_COUNTS_NS: how often the helper sends counts
 
-METHODS = {1: "perf", 2: "ptrace"}
+METHODS = {1: "perf", 2: "ptrace", 3: "system"}
 FLAG_CFI = 1  # the helper unwinds with .eh_frame CFI (x86-64); else frame pointers only
 FLAG_KERNEL_TIME = 2  # samples count kernel time (else user time only)
 FLAG_TARGET_TIMER = 4  # ptrace: the target's own ITIMER_PROF picked the samples
@@ -36,8 +36,9 @@ _COUNT = struct.Struct("=IIQ")  # id, samples, weight_ns
 
 # 1 was SAMPLE (one record per sample) up to version 3
 REC_THREAD, REC_MAPS, REC_LOST, REC_EXIT, REC_WARN, REC_ERROR, REC_END = range(2, 9)
-REC_BUFFERS, REC_STACK, REC_COUNTS = 9, 10, 11
+REC_BUFFERS, REC_STACK, REC_COUNTS, REC_TASK, REC_PROCESS = 9, 10, 11, 12, 13
 THREAD_NEW, THREAD_GONE = 1, 2
+PROCESS_NEW, PROCESS_MAPS, PROCESS_GONE = 1, 2, 4
 LOST_RING, LOST_TABLE = 1, 2  # Lost.where: the kernel's perf ring was full; the helper's table
 
 
@@ -72,6 +73,29 @@ class ThreadEvent:
     tid: int
     flags: int  # THREAD_NEW / THREAD_GONE bits (0: renamed)
     comm: str
+
+
+@dataclass(frozen=True)
+class TaskEvent:
+    """System-wide method: task `serial` (the `tid` of its Stack records) is thread `tid`
+    of process `pid`, in the address space its last ProcessEvent NEW announced."""
+
+    serial: int
+    pid: int
+    tid: int
+    flags: int  # THREAD_NEW / THREAD_GONE
+    comm: str
+
+
+@dataclass(frozen=True)
+class ProcessEvent:
+    """System-wide method: a process's address space began (NEW: first sampled, or after
+    exec), its executable mappings changed (MAPS) or it exited (GONE)."""
+
+    pid: int
+    flags: int  # PROCESS_*
+    exe: str  # the executable's path, as /proc/PID/exe read it ("" when GONE or unknown)
+    maps: str  # the executable lines of /proc/PID/maps
 
 
 @dataclass(frozen=True)
@@ -116,7 +140,8 @@ class End:
     lost: int
 
 
-Record = Stack | Counts | ThreadEvent | MapsChanged | Lost | TargetExit | Message | End | Buffers
+Record = (Stack | Counts | ThreadEvent | MapsChanged | Lost | TargetExit | Message | End | Buffers
+          | TaskEvent | ProcessEvent)
 
 
 class StreamDecoder:
@@ -176,6 +201,16 @@ def decode_record(rtype: int, body: bytes) -> Record | None:
             return ThreadEvent(tid, flags, printable_name(comm.split(b"\0", 1)[0]))
         if rtype == REC_MAPS:
             return MapsChanged()
+        if rtype == REC_TASK:
+            serial, pid, tid, flags, comm = struct.unpack_from("=IIII16s", body)
+            return TaskEvent(serial, pid, tid, flags, printable_name(comm.split(b"\0", 1)[0]))
+        if rtype == REC_PROCESS:
+            pid, flags, exe_len, maps_len = struct.unpack_from("=IIII", body)
+            if 16 + exe_len + maps_len > len(body):
+                raise ProftuiError("attach helper stream: process record too short")
+            exe = body[16:16 + exe_len].decode(errors="surrogateescape")
+            maps = body[16 + exe_len:16 + exe_len + maps_len].decode(errors="surrogateescape")
+            return ProcessEvent(pid, flags, exe, maps)
         if rtype == REC_LOST:
             if len(body) >= 16:
                 count, where = struct.unpack_from("=QI", body)

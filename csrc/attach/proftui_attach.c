@@ -1,6 +1,7 @@
 /* proftui-attach: sample a running process from outside (`proftui --pid N`).
  *
  *   proftui-attach PID HZ auto|perf|ptrace [BUFFER_BYTES]
+ *   proftui-attach 0 HZ system BUFFER_BYTES EXCLUDE_PID     every process of the host
  *
  * BUFFER_BYTES (proftui's --buffer): the total size of the perf ring buffers,
  * split over the CPUs (default 512 KiB per CPU).
@@ -141,22 +142,29 @@ static int pt_attach_kernel_thread(pid_t pid) {
 }
 
 static void pt_usage(void) {
-    fprintf(stderr, "usage: proftui-attach PID HZ auto|perf|ptrace [BUFFER_BYTES]\n");
+    fprintf(stderr, "usage: proftui-attach PID HZ auto|perf|ptrace [BUFFER_BYTES]\n"
+                    "       proftui-attach 0 HZ system BUFFER_BYTES EXCLUDE_PID\n");
     exit(2);
 }
 
 int main(int argc, char **argv) {
-    if (argc != 4 && argc != 5) pt_usage();
+    if (argc < 4 || argc > 6) pt_usage();
     char *end;
     long pid = strtol(argv[1], &end, 10);
-    if (*end != '\0' || pid <= 0) pt_usage();
+    int system = strcmp(argv[3], "system") == 0;
+    if (*end != '\0' || (system ? pid != 0 || argc != 6 : pid <= 0 || argc == 6)) pt_usage();
     long hz = strtol(argv[2], &end, 10);
     if (*end != '\0' || hz <= 0 || hz > 100000) pt_usage();
     const char *method = argv[3];
     unsigned long long buffer = 0;
-    if (argc == 5) {
+    if (argc >= 5) {
         buffer = strtoull(argv[4], &end, 10);
         if (*end != '\0' || argv[4][0] == '-') pt_usage();
+    }
+    long exclude = 0;
+    if (argc == 6) {
+        exclude = strtol(argv[5], &end, 10);
+        if (*end != '\0' || exclude < 0) pt_usage();
     }
 
     /* If proftui dies we get SIGTERM (read from the signalfd), and stdin EOF. */
@@ -181,6 +189,19 @@ int main(int argc, char **argv) {
     if (sfd < 0) {
         fprintf(stderr, "signalfd: %s\n", strerror(errno));
         return 1;
+    }
+    if (system) {
+        struct pt_attach_config all = {
+            .period_ns = 1000000000ull / (uint64_t)hz,
+            .control_fd = STDIN_FILENO,
+            .signal_fd = sfd,
+            .buffer_bytes = (uint64_t)buffer,
+            .exclude = (pid_t)exclude,
+        };
+        if (PT_ARCH_UNWIND_NOTE[0] != '\0') pt_attach_out_defer_warning(PT_ARCH_UNWIND_NOTE);
+        int rc = pt_attach_system_run(&all);
+        pt_attach_out_flush();
+        return rc < 0 ? 1 : 0;
     }
     if (pt_attach_kernel_thread((pid_t)pid)) {
         fprintf(stderr, "process %ld is a kernel thread: it has no user-space code to sample\n",

@@ -5,7 +5,7 @@
  * read by proftui.  All integers are native-endian (the reader runs on the
  * same machine); every record is a multiple of 8 bytes.
  *
- *   stream header, 32 bytes:
+ *   stream header, 32 bytes (pid 0 for the system-wide method):
  *     +0  char     magic[8]    "PTATTACH"
  *     +8  uint32_t version     PT_ATTACH_VERSION
  *     +12 uint32_t method      PT_ATTACH_METHOD_PERF | PT_ATTACH_METHOD_PTRACE
@@ -36,6 +36,17 @@
  *   PT_ATTACH_REC_WARN    +8 text, NUL-padded          a warning for meta.warnings
  *   PT_ATTACH_REC_ERROR   +8 text, NUL-padded          fatal; the helper exits 1
  *   PT_ATTACH_REC_END     +8 u64 samples, +16 u64 lost  detached cleanly, last record
+ *   PT_ATTACH_REC_TASK    +8 u32 serial, +12 u32 pid, +16 u32 tid, +20 u32 flags
+ *                  (PT_ATTACH_THREAD_*), +24 char comm[16]   system-wide method only:
+ *                  the STACK records' `tid` field holds a task serial, one per
+ *                  thread and address space (a new one after exec or tid reuse);
+ *                  NEW comes before the first STACK naming it, GONE when it exits.
+ *   PT_ATTACH_REC_PROCESS +8 u32 pid, +12 u32 flags (PT_ATTACH_PROCESS_*), +16 u32
+ *                  exe bytes, +20 u32 maps bytes, +24 exe path, then the executable
+ *                  lines of /proc/PID/maps, NUL-padded   system-wide method only:
+ *                  NEW (a process first sampled, or after its exec: TASKs from
+ *                  here on belong to this address space), MAPS (its executable
+ *                  mappings changed), GONE (it exited; exe and maps empty).
  *   PT_ATTACH_REC_BUFFERS +8 u64 ring bytes per CPU (0: no ring, ptrace), +16 u32 rings,
  *                  +20 u32 stack bytes each perf sample copies (0: ptrace), +24 u64
  *                  stream buffer bytes, +32 u64 ring bytes asked (0: the default) —
@@ -51,7 +62,7 @@
 #include "pt_unwind.h"
 
 #define PT_ATTACH_MAGIC "PTATTACH"
-#define PT_ATTACH_VERSION 4u
+#define PT_ATTACH_VERSION 5u
 #define PT_ATTACH_MAX_FRAMES 127
 /* The most stack one sample's walk reads (a copy read further when it ends too early). */
 #define PT_ATTACH_STACK_MAX (1u << 20)
@@ -67,7 +78,7 @@
  * timeline's resolution, and proftui's work stays per stack, not per sample. */
 #define PT_ATTACH_COUNTS_NS 100000000ull
 
-enum { PT_ATTACH_METHOD_PERF = 1, PT_ATTACH_METHOD_PTRACE = 2 };
+enum { PT_ATTACH_METHOD_PERF = 1, PT_ATTACH_METHOD_PTRACE = 2, PT_ATTACH_METHOD_SYSTEM = 3 };
 
 enum pt_attach_flags {
     PT_ATTACH_FLAG_CFI = 1u << 0,         /* stacks are unwound with .eh_frame CFI (x86-64) */
@@ -87,7 +98,11 @@ enum {
     PT_ATTACH_REC_BUFFERS = 9,
     PT_ATTACH_REC_STACK = 10,
     PT_ATTACH_REC_COUNTS = 11,
+    PT_ATTACH_REC_TASK = 12,
+    PT_ATTACH_REC_PROCESS = 13,
 };
+
+enum { PT_ATTACH_PROCESS_NEW = 1, PT_ATTACH_PROCESS_MAPS = 2, PT_ATTACH_PROCESS_GONE = 4 };
 
 enum { PT_ATTACH_LOST_RING = 1, PT_ATTACH_LOST_TABLE = 2 };
 
@@ -100,6 +115,7 @@ struct pt_attach_config {
     int control_fd; /* stdin: EOF or any byte means "detach now" */
     int signal_fd;  /* signalfd for SIGINT/SIGTERM/SIGHUP (and SIGCHLD for ptrace) */
     uint64_t buffer_bytes; /* total perf ring size asked (--buffer); 0: the default */
+    pid_t exclude;         /* system-wide: a process left out besides the helper (proftui) */
 };
 
 /* Output (pt_attach_out.c).  None of these is async-signal-safe; the helper
@@ -110,6 +126,10 @@ void pt_attach_out_sample(uint32_t tid, uint64_t weight_ns, uint32_t flags, cons
                           uint32_t n);
 void pt_attach_out_thread(uint32_t tid, uint32_t flags, pid_t pid);
 void pt_attach_out_u64(uint32_t type, uint64_t value);
+/* System-wide method: a task serial's thread (comm read from /proc when NEW), and a
+ * process's address space (exe read from /proc; `maps` its executable lines). */
+void pt_attach_out_task(uint32_t serial, pid_t pid, pid_t tid, uint32_t flags);
+void pt_attach_out_process(pid_t pid, uint32_t flags, const char *maps, size_t maps_len);
 void pt_attach_out_lost(uint64_t count, uint32_t where); /* PT_ATTACH_LOST_* */
 /* The buffers in use: `ring_bytes` per ring (0 without rings), `rings` of them,
  * the bytes of user stack each perf sample copies (0: ptrace, which reads what
@@ -162,6 +182,14 @@ int pt_attach_list_tasks(pid_t pid, pid_t *tids, int max); /* threads of pid; -1
  * is async-signal-safe. */
 uint32_t pt_attach_unwind_init(pid_t pid); /* read the maps now; PT_ATTACH_FLAG_CFI or 0 */
 void pt_attach_unwind_maps_changed(void);  /* new code was mapped: re-read before the next walk */
+/* The system-wide method: states per process.  _system sets up (flags as _init);
+ * _use makes pid's state the one walked (1: made now, maps read and sent; 0: known;
+ * -1: no memory, walked without tables); _forget frees it (exit, exec). */
+uint32_t pt_attach_unwind_system(void);
+int pt_attach_unwind_use(pid_t pid);
+void pt_attach_unwind_forget(pid_t pid);
+void pt_attach_unwind_maps_changed_of(pid_t pid);
+size_t pt_attach_unwind_processes(void); /* states held now */
 /* Unwind one sample and write it: `regs` are the user registers, `stack`
  * the nstack words copied from regs->sp up, `fp_ips` the frame-pointer chain
  * (kernel call chain or the ptrace walk, innermost first).  Where the copy
@@ -214,5 +242,45 @@ int pt_attach_timer_signal(pid_t tid);
  * nothing written yet so the caller can fall back). */
 int pt_attach_perf_run(const struct pt_attach_config *cfg, int quiet_fail);
 int pt_attach_ptrace_run(const struct pt_attach_config *cfg);
+/* Every process of the host (pt_attach_system.c): -1 when the per-CPU events cannot
+ * be opened (errno set, a line on stderr, nothing written yet). */
+int pt_attach_system_run(const struct pt_attach_config *cfg);
+
+struct perf_event_mmap_page; /* linux/perf_event.h */
+/* Perf ring buffers and sample records (pt_attach_ring.c), shared by the perf and
+ * system-wide methods. */
+struct pt_perf_ring {
+    int fd;                            /* the event owning the ring, -1 if none */
+    struct perf_event_mmap_page *meta; /* the ring's control page */
+    unsigned char *data;               /* the ring itself */
+    uint64_t size;                     /* bytes in the ring, a power of two */
+};
+/* Default data pages per ring: 512 KiB with 4 KiB pages (plus the control page, the
+ * 516 KiB per CPU that kernel.perf_event_mlock_kb lets any user lock), ~120 samples
+ * with their 4 KiB stack copies; fewer on machines with many CPUs. */
+#define PT_PERF_DEFAULT_PAGES 128
+#define PT_PERF_MIN_PAGES 8
+#define PT_PERF_MAX_PAGES 65536
+/* Data pages per ring: the asked total (bytes over every CPU's ring) split per CPU
+ * and rounded down to a power of two, or the default. */
+size_t pt_ring_pages(uint64_t asked, int ncpus);
+/* Map event `fd`'s ring: 1 control page + *pages data pages, halved while the
+ * kernel refuses to lock that much (later rings then get the smaller size).
+ * 0, or -1 with errno. */
+int pt_ring_map(struct pt_perf_ring *ring, int fd, size_t *pages);
+/* Copy `len` bytes at ring offset `off`, handling wrap-around. */
+void pt_ring_copy(const struct pt_perf_ring *ev, uint64_t off, void *dst, size_t len);
+/* One PERF_RECORD_SAMPLE body of the sample_type both methods ask for. */
+struct pt_perf_sample {
+    uint32_t pid, tid;
+    uint64_t period;
+    struct pt_regs regs;   /* pc 0: none came */
+    const uint64_t *stack; /* the copy of the user stack from regs.sp, nstack words */
+    uint32_t nstack;
+    uint64_t ips[PT_ATTACH_MAX_FRAMES]; /* the user call chain, innermost first */
+    uint32_t n;
+};
+/* 0, or -1 when the record has no user context at all (a kernel thread's). */
+int pt_perf_parse_sample(const uint64_t *body, size_t words, struct pt_perf_sample *out);
 
 #endif

@@ -184,22 +184,63 @@ void pt_attach_out_sample(uint32_t tid, uint64_t weight_ns, uint32_t flags, cons
     if (pt_attach_stacks_count(tid, flags, ips, n, weight_ns) != 0) pt_out.dropped++;
 }
 
+/* The first line of /proc/PID/task/TID/comm into comm[16] (left empty if it is gone). */
+static void pt_attach_out_comm(pid_t pid, uint32_t tid, unsigned char *comm) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task/%u/comm", (int)pid, tid);
+    FILE *f = fopen(path, "re");
+    if (f == NULL) return;
+    char text[17] = {0};
+    if (fgets(text, sizeof text, f) != NULL) {
+        text[strcspn(text, "\n")] = '\0';
+        memcpy(comm, text, strlen(text));
+    }
+    fclose(f);
+}
+
 /* Announce a thread with its name from /proc (empty if it is already gone). */
 void pt_attach_out_thread(uint32_t tid, uint32_t flags, pid_t pid) {
     unsigned char *rec = pt_attach_out_reserve(PT_ATTACH_REC_THREAD, 32, 1);
     memcpy(rec + 8, &tid, 4);
     memcpy(rec + 12, &flags, 4);
-    if (flags & PT_ATTACH_THREAD_GONE) return;
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/task/%u/comm", (int)pid, tid);
-    FILE *f = fopen(path, "re");
-    if (f == NULL) return;
-    char comm[17] = {0};
-    if (fgets(comm, sizeof comm, f) != NULL) {
-        comm[strcspn(comm, "\n")] = '\0';
-        memcpy(rec + 16, comm, strlen(comm));
+    if (!(flags & PT_ATTACH_THREAD_GONE)) pt_attach_out_comm(pid, tid, rec + 16);
+}
+
+void pt_attach_out_task(uint32_t serial, pid_t pid, pid_t tid, uint32_t flags) {
+    unsigned char *rec = pt_attach_out_reserve(PT_ATTACH_REC_TASK, 40, 1);
+    uint32_t upid = (uint32_t)pid, utid = (uint32_t)tid;
+    memcpy(rec + 8, &serial, 4);
+    memcpy(rec + 12, &upid, 4);
+    memcpy(rec + 16, &utid, 4);
+    memcpy(rec + 20, &flags, 4);
+    if (flags & PT_ATTACH_THREAD_NEW) pt_attach_out_comm(pid, utid, rec + 24);
+}
+
+/* Maps text sent at most: a record's size must stay well within the buffer. */
+#define PT_OUT_MAPS_MAX 65536
+
+void pt_attach_out_process(pid_t pid, uint32_t flags, const char *maps, size_t maps_len) {
+    char exe[512] = "";
+    if (!(flags & PT_ATTACH_PROCESS_GONE)) {
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%d/exe", (int)pid);
+        ssize_t n = readlink(path, exe, sizeof exe - 1);
+        exe[n > 0 ? n : 0] = '\0';
     }
-    fclose(f);
+    if (maps_len > PT_OUT_MAPS_MAX) { /* cut at a line's end */
+        maps_len = PT_OUT_MAPS_MAX;
+        while (maps_len > 0 && maps[maps_len - 1] != '\n') maps_len--;
+    }
+    uint32_t exe_len = (uint32_t)strlen(exe), upid = (uint32_t)pid, mlen = (uint32_t)maps_len;
+    uint32_t size = (uint32_t)(24 + ((exe_len + maps_len + 1 + 7) & ~(size_t)7));
+    unsigned char *rec = pt_attach_out_reserve(PT_ATTACH_REC_PROCESS, size, 1);
+    if (rec == NULL) return; /* the reader is stuck: proftui reads /proc/PID/maps itself */
+    memcpy(rec + 8, &upid, 4);
+    memcpy(rec + 12, &flags, 4);
+    memcpy(rec + 16, &exe_len, 4);
+    memcpy(rec + 20, &mlen, 4);
+    memcpy(rec + 24, exe, exe_len);
+    if (maps_len > 0) memcpy(rec + 24 + exe_len, maps, maps_len);
 }
 
 void pt_attach_out_u64(uint32_t type, uint64_t value) {

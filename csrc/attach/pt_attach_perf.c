@@ -39,22 +39,11 @@
 #define PT_PERF_REC_WORDS (65536 / 8)
 #define PT_PERF_MAX_THREADS 4096
 #define PT_PERF_MAX_CPUS 1024
-/* Default data pages per ring: 512 KiB with 4 KiB pages (plus the control page, the
- * 516 KiB per CPU that kernel.perf_event_mlock_kb lets any user lock), ~120 samples
- * with their 4 KiB stack copies; fewer on machines with many CPUs. */
-#define PT_PERF_DEFAULT_PAGES 128
-#define PT_PERF_MIN_PAGES 8
-#define PT_PERF_MAX_PAGES 65536
 
-/* One ring buffer per CPU: the kernel refuses mmap on inherited per-task
- * (cpu = -1) events, so like `perf record -p` we open one event per thread
- * per CPU and point all events of a CPU at that CPU's ring (SET_OUTPUT). */
-struct pt_perf_ring {
-    int fd;                            /* the event owning the ring, -1 if none */
-    struct perf_event_mmap_page *meta; /* the ring's control page */
-    unsigned char *data;               /* the ring itself */
-    uint64_t size;                     /* bytes in the ring, a power of two */
-};
+/* One ring buffer per CPU (struct pt_perf_ring): the kernel refuses mmap on
+ * inherited per-task (cpu = -1) events, so like `perf record -p` we open one
+ * event per thread per CPU and point all events of a CPU at that CPU's ring
+ * (SET_OUTPUT). */
 
 /* Everything the perf method keeps: one instance (pt_pf), the helper is
  * single-threaded. */
@@ -131,7 +120,6 @@ static int pt_perf_open(const struct pt_attach_config *cfg, pid_t tid) {
      * burst or a late timer on a busy machine does not overflow the ring. */
     attr.watermark = 1;
     attr.wakeup_watermark = (uint32_t)(pt_pf.ring_pages * (size_t)sysconf(_SC_PAGESIZE) / 4);
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);
     int opened = 0;
     for (int cpu = 0; cpu < pt_pf.ncpus; cpu++) {
         int fd = (int)syscall(SYS_perf_event_open, &attr, tid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
@@ -155,20 +143,7 @@ static int pt_perf_open(const struct pt_attach_config *cfg, pid_t tid) {
         pt_pf.fds[pt_pf.nfds++] = fd;
         struct pt_perf_ring *ring = &pt_pf.rings[cpu];
         if (ring->fd < 0) {
-            void *map = MAP_FAILED;
-            for (;;) { /* 1 control page + 2^n data pages, halved while the kernel says no */
-                map = mmap(NULL, (pt_pf.ring_pages + 1) * page, PROT_READ | PROT_WRITE, MAP_SHARED,
-                           fd, 0);
-                if (map != MAP_FAILED || (errno != EPERM && errno != ENOMEM) ||
-                    pt_pf.ring_pages <= PT_PERF_MIN_PAGES)
-                    break;
-                pt_pf.ring_pages /= 2; /* the locked-memory budget: later rings get this size */
-            }
-            if (map == MAP_FAILED) return -1;
-            ring->fd = fd;
-            ring->meta = map;
-            ring->data = (unsigned char *)map + page;
-            ring->size = pt_pf.ring_pages * page;
+            if (pt_ring_map(ring, fd, &pt_pf.ring_pages) != 0) return -1;
         } else if (ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, ring->fd) != 0) {
             return -1;
         }
@@ -182,55 +157,12 @@ static int pt_perf_open(const struct pt_attach_config *cfg, pid_t tid) {
     return 0;
 }
 
-/* Copy `len` bytes at ring offset `off`, handling wrap-around.  Not async-signal-safe. */
-static void pt_ring_copy(const struct pt_perf_ring *ev, uint64_t off, void *dst, size_t len) {
-    uint64_t start = off & (ev->size - 1);
-    size_t first = len;
-    if (start + len > ev->size) first = (size_t)(ev->size - start);
-    memcpy(dst, ev->data + start, first);
-    if (first < len) memcpy((unsigned char *)dst + first, ev->data, len - first);
-}
-
 /* Turn one PERF_RECORD_SAMPLE body into a stream record.  Not async-signal-safe. */
 static void pt_perf_sample(const struct pt_attach_config *cfg, const uint64_t *body, size_t words) {
-    /* Layout for our sample_type: ip, pid|tid, period, nr, ips[nr], then with
-     * registers: abi, regs[PT_ARCH_PERF_NREGS] (ascending register number)
-     * unless abi is NONE, stack size, stack bytes[size], dyn_size (size > 0). */
-    if (words < 4) return;
-    uint32_t pid = (uint32_t)body[1], tid = (uint32_t)(body[1] >> 32);
-    if ((pid_t)pid != cfg->pid) return;
-    uint64_t period = body[2], nr = body[3];
-    if (nr > words - 4) nr = words - 4;
-    size_t at = 4 + (size_t)nr;
-    struct pt_regs regs = {0, 0, 0, 0};
-    if (PT_ARCH_PERF_REGS != 0 && at < words && body[at++] != PERF_SAMPLE_REGS_ABI_NONE &&
-        at + PT_ARCH_PERF_NREGS <= words) {
-        pt_arch_perf_regs(body + at, &regs);
-        at += PT_ARCH_PERF_NREGS;
-    }
-    const uint64_t *stack = NULL;
-    uint32_t nstack = 0;
-    if (PT_ARCH_PERF_REGS != 0 && at < words) {
-        uint64_t size = body[at] / 8;
-        if (size > 0 && at + 1 + size < words) {
-            uint64_t dyn = body[at + 1 + size] / 8;
-            stack = body + at + 1;
-            nstack = (uint32_t)(dyn < size ? dyn : size);
-        }
-    }
-    /* The user part of the call chain: a sample taken in the kernel starts at
-     * the user pc that entered it (kernel entries are excluded). */
-    uint64_t ips[PT_ATTACH_MAX_FRAMES];
-    uint32_t n = 0;
-    for (uint64_t i = 0; i < nr && n < PT_ATTACH_MAX_FRAMES; i++) {
-        uint64_t ip = body[4 + i];
-        if (ip >= (uint64_t)PERF_CONTEXT_MAX) continue; /* PERF_CONTEXT_USER etc. markers */
-        ips[n++] = ip;
-    }
-    if (n == 0 && regs.pc != 0) ips[n++] = regs.pc;
-    if (n == 0) return; /* no user context at all (a kernel thread's sample) */
-    if (regs.pc == 0) regs.pc = ips[0];
-    pt_attach_unwind_sample(tid, period, &regs, stack, nstack, 1, ips, n);
+    static struct pt_perf_sample smp; /* ~1 KiB of frames: kept off the stack */
+    if (pt_perf_parse_sample(body, words, &smp) != 0 || (pid_t)smp.pid != cfg->pid) return;
+    pt_attach_unwind_sample(smp.tid, smp.period, &smp.regs, smp.stack, smp.nstack, 1, smp.ips,
+                            smp.n);
     pt_pf.samples++;
 }
 
@@ -302,17 +234,6 @@ static uint64_t pt_now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-/* Data pages per ring: the asked total (bytes over every CPU's ring) split per CPU and
- * rounded down to a power of two, or the default.  Not async-signal-safe. */
-static size_t pt_perf_pages(uint64_t asked, int ncpus) {
-    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
-    uint64_t want = asked ? asked / (uint64_t)ncpus / page
-                          : (ncpus <= 16 ? PT_PERF_DEFAULT_PAGES : PT_PERF_DEFAULT_PAGES / 4);
-    size_t pages = PT_PERF_MIN_PAGES;
-    while (pages < PT_PERF_MAX_PAGES && 2 * (uint64_t)pages <= want) pages *= 2;
-    return pages;
 }
 
 /* Close every event and unmap every ring: the next pt_perf_open builds them
@@ -401,7 +322,7 @@ int pt_attach_perf_run(const struct pt_attach_config *cfg, int quiet_fail) {
     pt_pf.ncpus = (int)sysconf(_SC_NPROCESSORS_CONF);
     if (pt_pf.ncpus < 1) pt_pf.ncpus = 1;
     if (pt_pf.ncpus > PT_PERF_MAX_CPUS) pt_pf.ncpus = PT_PERF_MAX_CPUS;
-    pt_pf.ring_pages = pt_perf_pages(cfg->buffer_bytes, pt_pf.ncpus);
+    pt_pf.ring_pages = pt_ring_pages(cfg->buffer_bytes, pt_pf.ncpus);
     for (int c = 0; c < pt_pf.ncpus; c++) pt_pf.rings[c].fd = -1;
     pid_t failed = 0;
     if (pt_perf_open_all(cfg, &failed) != 0) {

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import struct
 
-from proftui.collectors.runtime.wire_attach import REC_COUNTS, REC_STACK
+from proftui.collectors.runtime.wire_attach import REC_COUNTS, REC_STACK, VERSION
 
 
 def header(method: int = 2, pid: int = 1234, period_ns: int = 10_000_000,
-           version: int = 4, magic: bytes = b"PTATTACH", flags: int = 3) -> bytes:
+           version: int = VERSION, magic: bytes = b"PTATTACH", flags: int = 3) -> bytes:
     """The stream's header."""
     return struct.pack("=8sIIIIQ", magic, version, method, pid, flags, period_ns)
 

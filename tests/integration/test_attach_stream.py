@@ -16,19 +16,26 @@ from proftui.collectors.runtime.wire_attach import (
     REC_EXIT,
     REC_LOST,
     REC_MAPS,
+    REC_PROCESS,
     REC_STACK,
+    REC_TASK,
     REC_THREAD,
     REC_WARN,
+    PROCESS_GONE,
+    PROCESS_NEW,
     SAMPLE_CFI,
     SAMPLE_TRUNCATED,
+    THREAD_NEW,
     Counts,
     End,
     Lost,
     MapsChanged,
     Message,
+    ProcessEvent,
     Stack,
     StreamDecoder,
     TargetExit,
+    TaskEvent,
     ThreadEvent,
 )
 
@@ -104,3 +111,23 @@ def test_exit_record_of_an_unknown_end() -> None:
 def test_corrupt_input_is_a_clear_error(data: bytes, message: str) -> None:
     with pytest.raises(ProftuiError, match=message):
         list(StreamDecoder().feed(data))
+
+
+def test_system_method_records() -> None:
+    """TASK and PROCESS (the system method's): a serial's thread, an address space."""
+    maps = "00400000-00401000 r-xp 00000000 08:01 42 /usr/bin/prog\n"
+    body = struct.pack("=IIII", 4321, PROCESS_NEW, len("/usr/bin/prog"), len(maps))
+    stream = (header(method=3, pid=0)
+              + record(REC_PROCESS, body + b"/usr/bin/prog" + maps.encode())
+              + record(REC_TASK, struct.pack("=IIII16s", 1, 4321, 4322, THREAD_NEW, b"w\n"))
+              + record(REC_PROCESS, struct.pack("=IIII", 4321, PROCESS_GONE, 0, 0)))
+    decoder = StreamDecoder()
+    assert list(decoder.feed(stream)) == [
+        ProcessEvent(4321, PROCESS_NEW, "/usr/bin/prog", maps),
+        TaskEvent(1, 4321, 4322, THREAD_NEW, "w\\x0a"),
+        ProcessEvent(4321, PROCESS_GONE, "", ""),
+    ]
+    assert decoder.header is not None and decoder.header.method == "system"
+    short = header() + record(REC_PROCESS, struct.pack("=IIII", 1, PROCESS_NEW, 500, 0))
+    with pytest.raises(ProftuiError, match="process record too short"):
+        list(StreamDecoder().feed(short))

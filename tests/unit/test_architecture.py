@@ -61,6 +61,9 @@ ALLOWED: dict[str, set[str]] = {
     # --heap: the sampler and heap collectors side by side over one run (above both).
     f"{C}.sampler_and_heap": {f"{C}.sampler", f"{C}.heap", f"{C}.base", f"{C}.runtime",
                           f"{C}.stacktable", f"{C}.symbols", f"{C}.model", f"{C}.errors"},
+    # The agent: every process of the host through attach's helper (its notes shared).
+    f"{C}.agent": {f"{C}.attach.notes", f"{C}.base", f"{C}.runtime", f"{C}.stacktable",
+                   f"{C}.symbols", f"{C}.model", f"{C}.errors"},
     f"{C}.registry": {f"{C}.{name}" for name in (*COLLECTOR_PACKAGES, "sampler_and_heap")}
     | {f"{C}.base", f"{C}.lazy"},
     f"{C}": set(),

@@ -1,0 +1,140 @@
+"""`proftui agent` against `perf record -a -g` at the same rate, on the same host and load.
+
+The load: two Lua interpreters (../shared/programs/lua, built here) running
+benchmarks/programs/mixed.lua for a fixed number of rounds, and, with --churn, a shell
+starting a short process 20 times a second (a host where programs start, exec and
+exit all the time).  Each configuration samples the whole host while that load runs:
+
+  none    nothing sampling (the anchor of the load's own CPU time)
+  perf    perf record -a -g -F HZ -o FILE (frame-pointer call chains, written to a file)
+  agent   proftui agent -F HZ -o FILE (per-CPU events with user stack copies, unwound
+          with CFI per process, symbolized, one stack table per process, saved at the end)
+
+Configurations are interleaved over the rounds.  Printed per rate: the sampler's CPU
+(its whole process tree, start-up and the end included: what the user pays) and the
+load's CPU time (sampling costs the sampled processes the kernel's work per sample),
+medians over the rounds, with the ratio agent / perf.  Goal: agent CPU <= perf's.
+
+usage: python benchmarks/bench_agent.py [--rounds N] [--rates 99,999] [--churn]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+LUA_DIR = ROOT.parent / "shared" / "programs" / "lua"
+SCRIPT = ROOT / "benchmarks" / "programs" / "mixed.lua"
+# Runs the sampler and reports its tree's CPU; a SIGINT to the group is the sampler's to
+# act on (a handler, not SIG_IGN, which the sampler would inherit).
+WRAP = ("import resource, signal, subprocess, sys; "
+        "signal.signal(signal.SIGINT, lambda *_: None); rc = subprocess.call(sys.argv[1:]); "
+        "ru = resource.getrusage(resource.RUSAGE_CHILDREN); "
+        "print('TREE_CPU', ru.ru_utime + ru.ru_stime, ru.ru_maxrss, file=sys.stderr); "
+        "sys.exit(rc)")
+
+
+def build_lua(work: Path) -> Path:
+    out = work / "lua"
+    subprocess.run(["gcc", "-O2", "-g", "-DLUA_USE_LINUX", "-o", str(out),
+                    str(LUA_DIR / "onelua.c"), "-lm", "-ldl"], check=True)
+    return out
+
+
+def run_load(lua: Path, rounds: int, churn: bool) -> float:
+    """The load to its end: the CPU seconds of its processes."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    procs = [subprocess.Popen([str(lua), str(SCRIPT), str(rounds)]) for _ in range(2)]
+    churner = None
+    if churn:
+        churner = subprocess.Popen(["sh", "-c", "while :; do /bin/true; sleep 0.05; done"],
+                                   start_new_session=True)
+    for p in procs:
+        p.wait()
+    if churner is not None:
+        os.killpg(churner.pid, signal.SIGTERM)
+        churner.wait()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+
+
+def sampler_argv(kind: str, hz: int, out: Path) -> list[str]:
+    if kind == "perf":
+        return ["perf", "record", "-q", "-a", "-g", "-F", str(hz), "-o", str(out)]
+    return [sys.executable, "-m", "proftui.tui.cli", "agent", "-F", str(hz), "-o", str(out)]
+
+
+def one(kind: str, hz: int, lua: Path, rounds: int, churn: bool, work: Path
+        ) -> tuple[float, float, float]:
+    """(sampler tree CPU s, load CPU s, sampler peak RSS MiB) of one run."""
+    if kind == "none":
+        return 0.0, run_load(lua, rounds, churn), 0.0
+    out = work / f"{kind}.out"
+    sampler = subprocess.Popen([sys.executable, "-c", WRAP, *sampler_argv(kind, hz, out)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)
+    time.sleep(1.0)  # started and sampling
+    load_cpu = run_load(lua, rounds, churn)
+    os.killpg(sampler.pid, signal.SIGINT)
+    _out, err = sampler.communicate(timeout=120)
+    if "TREE_CPU" not in err:
+        raise SystemExit(f"{kind} failed: {err[-2000:]}")
+    cpu, rss = err.rsplit("TREE_CPU", 1)[1].split()[:2]
+    out.unlink(missing_ok=True)
+    return float(cpu), load_cpu, int(rss) / 1024
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rates", default="99,999")
+    parser.add_argument("--lua-rounds", type=int, default=120, help="mixed.lua rounds per run")
+    parser.add_argument("--churn", action="store_true")
+    args = parser.parse_args()
+    if shutil.which("perf") is None:
+        print("perf is not installed: no anchor")
+        return 1
+    with tempfile.TemporaryDirectory(prefix="bench-agent-") as name:
+        work = Path(name)
+        lua = build_lua(work)
+        rates = [int(r) for r in args.rates.split(",")]
+        kinds = ("none", "perf", "agent")
+        results: dict[tuple[str, int], list[tuple[float, float, float]]] = {}
+        for _ in range(args.rounds):
+            for hz in rates:
+                for kind in kinds:
+                    results.setdefault((kind, hz), []).append(
+                        one(kind, hz, lua, args.lua_rounds, args.churn, work))
+        load1 = os.getloadavg()[0]
+        print(f"load: 2 x lua mixed.lua {args.lua_rounds} rounds"
+              f"{' + a process started every 50 ms' if args.churn else ''}; "
+              f"{os.cpu_count()} CPUs; {args.rounds} rounds; load average {load1:.2f}")
+        print(f"{'rate':>6} {'sampler':>8} {'its CPU s':>10} {'peak MiB':>9} "
+              f"{'load CPU s':>11} {'load +%':>8}")
+        for hz in rates:
+            base = statistics.median(r[1] for r in results[("none", hz)])
+            cpu = {}
+            for kind in kinds:
+                rows = results[(kind, hz)]
+                cpu[kind] = statistics.median(r[0] for r in rows)
+                load = statistics.median(r[1] for r in rows)
+                rss = max(r[2] for r in rows)
+                print(f"{hz:>6} {kind:>8} {cpu[kind]:>10.3f} {rss:>9.1f} {load:>11.2f} "
+                      f"{100 * (load / base - 1):>+8.1f}")
+            print(f"{hz:>6} agent / perf CPU: {cpu['agent'] / cpu['perf']:.2f}x "
+                  f"(goal <= 1.00x)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

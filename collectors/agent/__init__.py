@@ -1,0 +1,1 @@
+"""Agent mode: every process of the host, each pushed as its own series."""

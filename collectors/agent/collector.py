@@ -1,0 +1,566 @@
+"""Agent mode (`proftui agent`): every process of the host, through proftui-attach's
+system-wide method.
+
+The helper (csrc/attach/pt_attach_system.c) opens one perf event per CPU, unwinds
+each sample in its own process's address space and streams the attach stream
+(docs/attach-stream.md) with two more records: PROCESS (an address space began,
+its executable mappings changed, it ended) and TASK (the serial that names a thread
+of it in the STACK records).  Here each address space is one `AgentProcess`: its
+own `StackProfile`, its mappings (from /proc while it runs and from the PROCESS
+records, so a process that has exited is still symbolized through the host's files),
+and the labels it is pushed under (program, build, pid, user).  A reader thread
+decodes, aggregates and symbolizes each new stack at once, while the process most
+likely still runs; `collect()` applies the counts that moved.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pwd
+import select
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from proftui.collectors.attach import notes as attach_notes
+from proftui.collectors.base import Collector, CollectorOptions, SeriesPart
+from proftui.collectors.errors import ProftuiError
+from proftui.collectors.model.profile import CPU_NS, SAMPLES, Metric, Profile, ProfileMeta
+from proftui.collectors.runtime.launch import ExitInfo, stop_signals
+from proftui.collectors.runtime.wire_attach import (
+    FLAG_KERNEL_TIME,
+    LOST_TABLE,
+    PROCESS_GONE,
+    PROCESS_NEW,
+    SAMPLE_DEPTH,
+    SAMPLE_NO_STACK,
+    SAMPLE_TRUNCATED,
+    THREAD_NEW,
+    Buffers,
+    Counts,
+    End,
+    Lost,
+    Message,
+    ProcessEvent,
+    Record,
+    Stack,
+    StreamDecoder,
+    TaskEvent,
+)
+from proftui.collectors.stacktable.builder import StackProfile
+from proftui.collectors.symbols.maps import AddressSpace
+from proftui.collectors.symbols.stacks import (
+    STACK_CUT,
+    STACK_TOO_DEEP,
+    STACK_UNREADABLE,
+    StackFrames,
+)
+
+HEADER_TIMEOUT_S = 10.0
+RELEASE_AFTER_S = 1.0  # a process's table is dropped this long after its end was pushed
+DETACH_TIMEOUT_S = 5.0
+CLOCK = "perf_event cpu-clock, every CPU"
+METRICS = (SAMPLES, CPU_NS)
+
+StackKey = tuple[int, tuple[int, ...]]  # (tid, addresses innermost first)
+
+
+@dataclass
+class AgentProcess:
+    """One address space the agent sampled: a process from its first sample (or its
+    exec) until it exits or execs again."""
+
+    key: int  # the collector's own number for it, unique in the run
+    pid: int
+    exe: str
+    user: str
+    wanted: bool  # passes --program / --user
+    space: AddressSpace
+    frames: StackFrames
+    table: StackProfile = field(default_factory=lambda: StackProfile(METRICS))
+    counts: dict[StackKey, list[float]] = field(default_factory=dict)  # cumulative
+    moved: set[StackKey] = field(default_factory=set)  # since the last apply
+    threads: dict[int, str] = field(default_factory=dict)  # tid -> name
+    gone: bool = False  # exited, or exec'd into another address space
+    gone_at: float = 0.0  # time.monotonic() when it went
+    released: bool = False  # its last changes were pushed: its table is dropped
+    build: str | None = None  # the executable's build-id, read once
+
+    @property
+    def program(self) -> str:
+        return os.path.basename(self.exe) if self.exe else f"pid {self.pid}"
+
+    def labels(self) -> dict[str, str]:
+        """The labels its fleet rows carry (beside the host's and the user's)."""
+        if self.build is None:
+            self.build = _build_id(self.pid, self.exe)
+        labels = {"program": self.program, "pid": str(self.pid), "build": self.build}
+        if self.user:
+            labels["user"] = self.user
+        return labels
+
+
+class AgentCollector(Collector):
+    """Samples every process of the host until stopped; one stack table per process."""
+
+    mode: ClassVar[str] = "agent"
+    options_honoured = frozenset({"frequency_hz", "buffer_bytes", "duration_s"})
+
+    def __init__(self, argv: list[str], options: CollectorOptions | None = None, *,
+                 programs: tuple[str, ...] = (), users: tuple[str, ...] = ()) -> None:
+        super().__init__(argv, options)
+        self.programs = frozenset(programs)
+        self.users = frozenset(users)
+        self._helper: subprocess.Popen[bytes] | None = None
+        self._reader: threading.Thread | None = None
+        self._decoder = StreamDecoder()
+        self._processes: dict[int, AgentProcess] = {}  # pid -> its current address space
+        self._all: dict[int, AgentProcess] = {}  # key -> every address space of the run
+        self._tasks: dict[int, tuple[AgentProcess, int]] = {}  # serial -> (process, tid)
+        self._ids: dict[int, tuple[AgentProcess, StackKey]] = {}  # the helper's stack ids
+        self._cut_ids: set[int] = set()
+        self._unread_ids: set[int] = set()
+        self._next_key = 0
+        self._warnings: list[str] = []
+        self._samples = 0  # of wanted processes
+        self._skipped = 0  # samples of processes the filter leaves out
+        self._cut = 0
+        self._unreadable = 0
+        self._lost = 0
+        self._lost_table = 0
+        self._late = 0  # samples that came after their process's last push
+        self._buffers: Buffers | None = None
+        self._period_ns: int | None = None
+        self._header_flags = 0
+        self._start_time: float | None = None
+        self._end_time: float | None = None
+        self._ended = threading.Event()
+        self._data_lock = threading.RLock()  # the aggregate, shared with the reader thread
+        self._sym_lock = threading.Lock()  # tables and symbolizers
+        # One symbolizer per mount namespace: it knows files by path, and a path names
+        # one file only within a namespace (containers).
+        self._symbolizers: dict[object, Any] = {}
+        self._host = StackProfile(METRICS)  # every process together, for collect()
+        self._host_index: dict[tuple[int, int], int] = {}  # (process key, index) -> host's
+
+    @property
+    def pid(self) -> int | None:
+        return None
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def start(self) -> None:
+        from proftui.collectors.runtime.libraries import runtime_executable_path
+
+        helper = runtime_executable_path("proftui-attach")
+        hz = max(1, int(self.options.frequency_hz))
+        argv = [helper, "0", str(hz), "system", str(int(self.options.buffer_bytes or 0)),
+                str(os.getpid())]
+        self._helper = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            start_new_session=True, close_fds=True)
+        self._start_time = time.time()
+        try:
+            self._read_header()
+        except BaseException:
+            self._kill_helper()
+            raise
+        self._reader = threading.Thread(target=self._read_loop, name="proftui-agent-reader",
+                                        daemon=True)
+        self._reader.start()
+
+    def _read_header(self) -> None:
+        """Read until the stream's first record; the helper's own line on failure."""
+        helper = self._helper
+        assert helper is not None and helper.stdout is not None
+        fd = helper.stdout.fileno()
+        deadline = time.monotonic() + HEADER_TIMEOUT_S
+        while self._decoder.header is None or self._buffers is None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+                raise ProftuiError("the agent's sampler did not start within "
+                                   f"{HEADER_TIMEOUT_S:g} s")
+            data = os.read(fd, 65536)
+            if not data:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    helper.wait(timeout=DETACH_TIMEOUT_S)
+                err = helper.stderr.read().decode(errors="replace").strip() if (
+                    helper.stderr) else ""
+                raise ProftuiError(err.splitlines()[-1] if err else
+                                   f"the agent's sampler ended with status {helper.returncode}")
+            self._consume(data)
+        header = self._decoder.header
+        self._period_ns = header.period_ns
+        self._header_flags = header.flags
+        self._warnings.extend(attach_notes.stream_warnings("system", header.flags))
+
+    def _read_loop(self) -> None:
+        helper = self._helper
+        assert helper is not None and helper.stdout is not None
+        fd = helper.stdout.fileno()
+        try:
+            while True:
+                data = os.read(fd, 1 << 16)
+                if not data:
+                    break
+                self._consume(data)
+        except (OSError, ProftuiError) as exc:
+            with self._data_lock:
+                self._warnings.append(f"agent sampler stream failed: {exc}")
+        finally:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                helper.wait(timeout=DETACH_TIMEOUT_S)
+            with self._data_lock:
+                if self._end_time is None:
+                    self._end_time = time.time()
+                if helper.returncode not in (0, None):
+                    err = helper.stderr.read().decode(errors="replace").strip() if (
+                        helper.stderr) else ""
+                    self._warnings.append(
+                        f"agent sampler ended with status {helper.returncode}: {err[-200:]}")
+            self._ended.set()
+
+    def _consume(self, data: bytes) -> None:
+        """Decode, aggregate and symbolize what one read of the helper's pipe returned."""
+        records = list(self._decoder.feed(data))
+        new: list[tuple[AgentProcess, StackKey, tuple[int, ...]]] = []
+        with self._data_lock:
+            for record in records:
+                added = self._handle(record)
+                if added is not None:
+                    new.append(added)
+        with self._sym_lock:  # now, while the processes most likely still run
+            for process, key, ips in new:
+                process.table.stack(key, f"pid {process.pid} tid {key[0]}", process.frames, ips)
+
+    def _handle(self, record: Record) -> tuple[AgentProcess, StackKey, tuple[int, ...]] | None:
+        """Fold one record in (caller holds _data_lock); a new stack of a wanted process
+        is returned, to be symbolized outside the lock."""
+        if isinstance(record, Counts):
+            for sid, samples, weight_ns in record.counts:
+                found = self._ids.get(sid)
+                if found is None:
+                    raise ProftuiError(f"agent sampler stream: counts of unknown stack {sid}")
+                process, key = found
+                if not process.wanted:
+                    self._skipped += samples
+                    continue
+                if process.released:  # counts that came after its end was pushed
+                    self._late += samples
+                    continue
+                self._cut += samples if sid in self._cut_ids else 0
+                self._unreadable += samples if sid in self._unread_ids else 0
+                counts = process.counts.get(key)
+                if counts is None:
+                    process.counts[key] = [float(samples), float(weight_ns)]
+                else:
+                    counts[0] += samples
+                    counts[1] += weight_ns
+                process.moved.add(key)
+                self._samples += samples
+        elif isinstance(record, Stack):
+            task = self._tasks.get(record.tid)
+            if task is None:
+                raise ProftuiError(f"agent sampler stream: stack of unknown task {record.tid}")
+            process, tid = task
+            key = _stack_key(tid, record)
+            self._ids[record.id] = (process, key)
+            if record.flags & (SAMPLE_TRUNCATED | SAMPLE_DEPTH):
+                self._cut_ids.add(record.id)
+            if record.flags & SAMPLE_TRUNCATED and record.flags & SAMPLE_NO_STACK:
+                self._unread_ids.add(record.id)
+            if process.wanted and not process.released:
+                return process, key, key[1]
+        elif isinstance(record, TaskEvent):
+            if record.flags & THREAD_NEW:
+                owner = self._processes.get(record.pid)
+                if owner is None or owner.gone:  # its PROCESS record was not taken
+                    owner = self._new_process(record.pid, "", "")
+                self._tasks[record.serial] = (owner, record.tid)
+                owner.threads[record.tid] = record.comm
+        elif isinstance(record, ProcessEvent):
+            self._process_event(record)
+        elif isinstance(record, Lost):
+            self._lost += record.count
+            if record.where == LOST_TABLE:
+                self._lost_table += record.count
+        elif isinstance(record, Buffers):
+            self._buffers = record
+        elif isinstance(record, Message):
+            self._warnings.append(record.text)
+        elif isinstance(record, End):
+            self._end_time = time.time()
+        return None
+
+    def _process_event(self, record: ProcessEvent) -> None:
+        current = self._processes.get(record.pid)
+        if record.flags & PROCESS_NEW:
+            if current is not None:  # exec'd: what follows is another program
+                current.gone, current.gone_at = True, time.monotonic()
+            self._new_process(record.pid, record.exe, record.maps)
+        elif record.flags & PROCESS_GONE:
+            if current is not None:
+                current.gone, current.gone_at = True, time.monotonic()
+        elif current is not None:  # new mappings
+            with self._sym_lock:
+                current.space.add_maps(record.maps)
+
+    def _new_process(self, pid: int, exe: str, maps: str) -> AgentProcess:
+        """A new address space of `pid` (caller holds _data_lock)."""
+        if not exe:
+            with contextlib.suppress(OSError):
+                exe = os.readlink(f"/proc/{pid}/exe")
+        user = _user_of(pid)
+        with self._sym_lock:
+            space = AddressSpace(pid, root=f"/proc/{pid}/root")
+            space.add_maps(maps)
+            frames = StackFrames(space, self._symbolizer_of(pid))
+        process = AgentProcess(self._next_key, pid, exe.removesuffix(" (deleted)"), user,
+                               True, space, frames)
+        process.wanted = ((not self.programs or process.program in self.programs)
+                          and (not self.users or user in self.users))
+        self._next_key += 1
+        self._processes[pid] = process
+        self._all[process.key] = process
+        return process
+
+    def _symbolizer_of(self, pid: int) -> Any:
+        """The symbolizer of pid's mount namespace (one of its own when that cannot be
+        read: the process is gone, or the namespace is not ours to see)."""
+        from proftui.collectors.symbols.symbolizer import Symbolizer
+
+        try:
+            namespace: object = os.stat(f"/proc/{pid}/ns/mnt").st_ino
+        except OSError:
+            namespace = ("pid", pid, self._next_key)
+        found = self._symbolizers.get(namespace)
+        if found is None:
+            found = self._symbolizers[namespace] = Symbolizer()
+        return found
+
+    def exit_info(self) -> ExitInfo | None:
+        return None
+
+    def is_running(self) -> bool:
+        return self._helper is not None and not self._ended.is_set()
+
+    def wait(self) -> Profile:
+        """Sample until --duration passes, Ctrl-C, SIGTERM or SIGHUP; then stop."""
+        duration = self.options.duration_s
+        deadline = None if duration is None else time.monotonic() + duration
+        stop = threading.Event()
+        old_handlers: dict[int, Any] = {}
+
+        def on_signal(signum: int, _frame: object) -> None:
+            self.stop_signal = self.stop_signal or signum
+            stop.set()
+
+        if threading.current_thread() is threading.main_thread():
+            for sig in stop_signals():
+                old_handlers[sig] = signal.signal(sig, on_signal)
+        try:
+            while not self._ended.is_set() and not stop.is_set():
+                remaining = 0.2 if deadline is None else min(0.2, deadline - time.monotonic())
+                if remaining <= 0:
+                    break
+                self._ended.wait(remaining)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            for sig, handler in old_handlers.items():
+                signal.signal(sig, handler)
+        self.stop()
+        return self.snapshot()
+
+    def stop(self) -> None:
+        """Ask the helper to stop and wait for its last record (idempotent)."""
+        helper = self._helper
+        if helper is None:
+            return
+        stdin = helper.stdin
+        if stdin is not None and not stdin.closed:
+            with contextlib.suppress(OSError, ValueError):
+                stdin.write(b"q")
+                stdin.flush()
+            with contextlib.suppress(OSError, ValueError):
+                stdin.close()
+        if not self._ended.wait(DETACH_TIMEOUT_S):
+            self._kill_helper()
+            self._ended.wait(DETACH_TIMEOUT_S)
+
+    def end(self, signum: int) -> str:
+        return "the agent stopped sampling; no process was touched"
+
+    def _kill_helper(self) -> None:
+        helper = self._helper
+        if helper is None or helper.poll() is not None:
+            return
+        helper.send_signal(signal.SIGTERM)
+        try:
+            helper.wait(timeout=DETACH_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            helper.kill()
+            helper.wait()
+
+    # -- profiles ----------------------------------------------------------------------
+
+    def data_version(self) -> tuple[object, ...]:
+        with self._data_lock:
+            return (self._samples, self._lost, len(self._warnings), len(self._all),
+                    self._ended.is_set())
+
+    def apply_pending(self) -> list[AgentProcess]:
+        """Put the counts that moved into each process's table; every wanted process
+        of the run is returned (the pusher takes each one's changes)."""
+        with self._data_lock:
+            moved = []
+            for process in self._all.values():
+                if process.moved:
+                    moved.append((process, [(k, list(process.counts[k])) for k in process.moved]))
+                    process.moved = set()
+            wanted = [p for p in self._all.values() if p.wanted]
+        with self._sym_lock:
+            for process, updates in moved:
+                table = process.table
+                rows = []
+                for key, counts in updates:
+                    index = table.find(key)
+                    if index is None:  # its STACK came in the same read: symbolize now
+                        index = table.stack(key, f"pid {process.pid} tid {key[0]}",
+                                            process.frames, key[1])
+                    rows.append((index, counts))
+                table.set_many(rows, defer_totals=True)
+        return wanted
+
+    def series_parts(self) -> AgentCollector:
+        return self
+
+    def series_metrics(self) -> tuple[Metric, ...]:
+        return METRICS
+
+    def take(self) -> list[AgentProcess]:
+        """SeriesParts: the counts applied; every wanted process not yet released."""
+        return self.apply_pending()
+
+    def release(self, part: SeriesPart) -> bool:
+        """SeriesParts: forget a process that is gone and whose last changes were taken
+        (a long run's memory follows the processes alive, not every one it saw); its
+        costs stay in the host profile.  Held back a second after its end, for counts
+        the helper had not sent yet."""
+        with self._data_lock:
+            process = self._all.get(part.key)
+            if (process is None or not process.gone or process.moved
+                    or time.monotonic() - process.gone_at < RELEASE_AFTER_S):
+                return False
+            with self._sym_lock:
+                self._fold_into_host([process])
+            process.released = True
+            del self._all[process.key]
+            process.table = StackProfile(METRICS)
+            process.counts = {}
+            return True
+
+    def collect(self) -> Profile:
+        """Every process together; the threads' labels name their program and pid."""
+        processes = self.apply_pending()
+        with self._sym_lock:
+            self._fold_into_host(processes)
+            with self._data_lock:
+                running = self.is_running()
+                threads = {tid: name for p in processes for tid, name in p.threads.items()}
+                meta = ProfileMeta(
+                    mode="agent", argv=["every process"], pids=[p.pid for p in processes],
+                    threads=threads, period_ns=self._period_ns,
+                    clock=CLOCK + ("" if self._header_flags & FLAG_KERNEL_TIME
+                                   else ", user time only"),
+                    start_time=self._start_time, end_time=None if running else self._end_time,
+                    complete=not running, dropped=self._lost, warnings=list(self._warnings))
+                meta.warnings.extend(self._notes())
+            return self._host.snapshot(meta)
+
+    def _fold_into_host(self, processes: list[AgentProcess]) -> None:
+        """The host profile takes these processes' stacks and costs (caller holds
+        _sym_lock)."""
+        updates = []
+        for process in processes:
+            table = process.table
+            for index in range(len(table)):
+                at = self._host_index.get((process.key, index))
+                if at is None:
+                    label, path = table.stack_path(index)
+                    at = self._host.stack_of_frames(
+                        (process.key, index), f"{process.program} {label}",
+                        [table.frames[f] for f in path], table.stack_site(index))
+                    self._host_index[(process.key, index)] = at
+                updates.append((at, [c[index] for c in table.costs]))
+        self._host.set_many(updates)
+
+    def _notes(self) -> list[str]:
+        """What the profile does not hold, said (caller holds _data_lock)."""
+        notes = attach_notes.lost_warnings(self._lost, self._lost_table, self._buffers)
+        notes.extend(attach_notes.cut_warnings(self._cut, self._samples, self._unreadable))
+        if self._late:
+            notes.append(f"{self._late:,} samples came after their process's last push "
+                         "and are not in the profile")
+        if self._skipped:
+            which = ", ".join(sorted(self.programs | self.users))
+            notes.append(f"{self._skipped:,} samples of processes outside the filter "
+                         f"({which}) are not in the profile")
+        return notes
+
+    def notes(self) -> list[str]:
+        with self._data_lock:
+            return self._notes()
+
+
+def _stack_key(tid: int, record: Stack) -> StackKey:
+    """(tid, addresses), a cut stack ending in the pseudo-address that says why."""
+    if record.flags & SAMPLE_TRUNCATED:
+        why = STACK_UNREADABLE if record.flags & SAMPLE_NO_STACK else STACK_CUT
+        return tid, (*record.ips, why)
+    if record.flags & SAMPLE_DEPTH:
+        return tid, (*record.ips, STACK_TOO_DEEP)
+    return tid, record.ips
+
+
+def _user_of(pid: int) -> str:
+    try:
+        uid = os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return ""
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+_BUILDS: dict[tuple[int, int], str] = {}  # (st_dev, st_ino) of an executable -> build-id
+
+
+def _build_id(pid: int, exe: str) -> str:
+    """The GNU build-id of process `pid`'s executable ("" when it cannot be read): through
+    /proc/PID/exe while it runs, else the path (the process is gone)."""
+    from proftui.collectors.symbols.elf import ElfFile
+
+    for path in (f"/proc/{pid}/exe", exe):
+        if not path:
+            continue
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        known = _BUILDS.get((st.st_dev, st.st_ino))
+        if known is not None:
+            return known
+        try:
+            with ElfFile(path) as elf:
+                build = str(elf.build_id() or "")
+        except (OSError, ProftuiError, ValueError):
+            build = ""
+        _BUILDS[(st.st_dev, st.st_ino)] = build
+        return build
+    return ""

@@ -1,0 +1,91 @@
+/* proftui-attach: perf ring buffers and sample records, shared by the perf
+ * method (one target, pt_attach_perf.c) and the system-wide method
+ * (pt_attach_system.c).  Both ask for the same sample_type:
+ * IP | TID | CALLCHAIN | PERIOD, and where the architecture has it
+ * REGS_USER | STACK_USER.  Nothing here is async-signal-safe.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <linux/perf_event.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "pt_attach.h"
+
+size_t pt_ring_pages(uint64_t asked, int ncpus) {
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    uint64_t want = asked ? asked / (uint64_t)ncpus / page
+                          : (ncpus <= 16 ? PT_PERF_DEFAULT_PAGES : PT_PERF_DEFAULT_PAGES / 4);
+    size_t pages = PT_PERF_MIN_PAGES;
+    while (pages < PT_PERF_MAX_PAGES && 2 * (uint64_t)pages <= want) pages *= 2;
+    return pages;
+}
+
+int pt_ring_map(struct pt_perf_ring *ring, int fd, size_t *pages) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    void *map = MAP_FAILED;
+    for (;;) {
+        map = mmap(NULL, (*pages + 1) * page, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (map != MAP_FAILED || (errno != EPERM && errno != ENOMEM) ||
+            *pages <= PT_PERF_MIN_PAGES)
+            break;
+        *pages /= 2; /* the locked-memory budget */
+    }
+    if (map == MAP_FAILED) return -1;
+    ring->fd = fd;
+    ring->meta = map;
+    ring->data = (unsigned char *)map + page;
+    ring->size = *pages * page;
+    return 0;
+}
+
+void pt_ring_copy(const struct pt_perf_ring *ev, uint64_t off, void *dst, size_t len) {
+    uint64_t start = off & (ev->size - 1);
+    size_t first = len;
+    if (start + len > ev->size) first = (size_t)(ev->size - start);
+    memcpy(dst, ev->data + start, first);
+    if (first < len) memcpy((unsigned char *)dst + first, ev->data, len - first);
+}
+
+int pt_perf_parse_sample(const uint64_t *body, size_t words, struct pt_perf_sample *out) {
+    /* Layout: ip, pid|tid, period, nr, ips[nr], then with registers: abi,
+     * regs[PT_ARCH_PERF_NREGS] (ascending register number) unless abi is NONE,
+     * stack size, stack bytes[size], dyn_size (size > 0).  Every length read is
+     * checked against the record's. */
+    if (words < 4) return -1;
+    out->pid = (uint32_t)body[1];
+    out->tid = (uint32_t)(body[1] >> 32);
+    out->period = body[2];
+    uint64_t nr = body[3];
+    if (nr > words - 4) nr = words - 4;
+    size_t at = 4 + (size_t)nr;
+    out->regs = (struct pt_regs){0, 0, 0, 0};
+    if (PT_ARCH_PERF_REGS != 0 && at < words && body[at++] != PERF_SAMPLE_REGS_ABI_NONE &&
+        at + PT_ARCH_PERF_NREGS <= words) {
+        pt_arch_perf_regs(body + at, &out->regs);
+        at += PT_ARCH_PERF_NREGS;
+    }
+    out->stack = NULL;
+    out->nstack = 0;
+    if (PT_ARCH_PERF_REGS != 0 && at < words) {
+        uint64_t size = body[at] / 8;
+        if (size > 0 && at + 1 + size < words) {
+            uint64_t dyn = body[at + 1 + size] / 8;
+            out->stack = body + at + 1;
+            out->nstack = (uint32_t)(dyn < size ? dyn : size);
+        }
+    }
+    /* The user part of the call chain: a sample taken in the kernel starts at
+     * the user pc that entered it (kernel entries are excluded). */
+    out->n = 0;
+    for (uint64_t i = 0; i < nr && out->n < PT_ATTACH_MAX_FRAMES; i++) {
+        uint64_t ip = body[4 + i];
+        if (ip >= (uint64_t)PERF_CONTEXT_MAX) continue; /* PERF_CONTEXT_USER etc. markers */
+        out->ips[out->n++] = ip;
+    }
+    if (out->n == 0 && out->regs.pc != 0) out->ips[out->n++] = out->regs.pc;
+    if (out->n == 0) return -1; /* no user context at all (a kernel thread's sample) */
+    if (out->regs.pc == 0) out->regs.pc = out->ips[0];
+    return 0;
+}

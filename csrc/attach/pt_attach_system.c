@@ -1,0 +1,340 @@
+/* proftui-attach, system-wide method (`proftui agent`): every process of the host.
+ *
+ * One cpu-clock event per CPU (pid -1), as `perf record -a` opens them, each
+ * with its own ring; the idle task is excluded.  Samples carry the same user
+ * registers, stack copy and user call chain as the perf method's
+ * (pt_attach_ring.c), and each is unwound in its own process's address space
+ * (pt_attach_unwind_use: states made at a process's first sample, freed after
+ * it exits or execs).  Kernel threads have no user stack: their samples are
+ * counted, not sent.  The helper's own process and `cfg->exclude` (proftui)
+ * are left out.
+ *
+ * A thread is named in the stream by a task serial (TASK record): one per
+ * thread and address space, so a tid reused by another process, or a process
+ * after exec, never shares stacks with what came before.  PERF_RECORD_EXIT
+ * ends a serial (and, for a leader, the process: its state is freed two drain
+ * rounds later, when other CPUs' rings hold none of its samples any more),
+ * PERF_RECORD_COMM with the exec flag ends every serial of the process and
+ * its state, PERF_RECORD_MMAP of code marks its maps to be read again.
+ *
+ * The helper is single-threaded: file-level state in one instance (pt_sys).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <linux/perf_event.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "pt_attach.h"
+
+#define PT_SYS_MAX_CPUS 1024
+#define PT_SYS_STACK_BYTES 8192u  /* user stack each sample copies, as perf's dwarf mode */
+#define PT_SYS_REC_WORDS (65536 / 8) /* the largest record: its size is a u16 */
+#define PT_SYS_FORGET_ROUNDS 2       /* drain rounds between a process's exit and its state freed */
+
+/* One thread seen in samples: its serial in the stream.  tid 0: an empty slot;
+ * serial 0: a deleted one (probing goes on past it). */
+struct pt_sys_task {
+    pid_t tid, pid;
+    uint32_t serial;
+};
+
+/* A process that exited: its state is freed at round `at`. */
+struct pt_sys_gone {
+    pid_t pid;
+    uint64_t at;
+};
+
+static struct {
+    struct pt_perf_ring rings[PT_SYS_MAX_CPUS];
+    int ncpus;
+    size_t ring_pages;
+    struct pt_sys_task *tasks; /* open addressing by tid, a power of two */
+    size_t ntasks_cap, ntasks_used; /* used: live and deleted slots */
+    uint32_t next_serial;
+    struct pt_sys_gone *gone;
+    size_t ngone, capgone;
+    uint64_t round;
+    pid_t self, exclude;
+    uint64_t samples, lost, kernel_threads, left_out;
+} pt_sys;
+
+static size_t pt_sys_slot(pid_t tid) {
+    return ((uint32_t)tid * 2654435761u) & (pt_sys.ntasks_cap - 1);
+}
+
+/* The slot of `tid`, or of the empty slot where it would go. */
+static struct pt_sys_task *pt_sys_find(pid_t tid) {
+    size_t i = pt_sys_slot(tid);
+    while (pt_sys.tasks[i].tid != 0 && pt_sys.tasks[i].tid != tid)
+        i = (i + 1) & (pt_sys.ntasks_cap - 1);
+    return &pt_sys.tasks[i];
+}
+
+/* Make room (the table at most half used); -1 when memory runs out. */
+static int pt_sys_grow(void) {
+    if (pt_sys.ntasks_cap != 0 && 2 * (pt_sys.ntasks_used + 1) <= pt_sys.ntasks_cap) return 0;
+    struct pt_sys_task *old = pt_sys.tasks;
+    size_t oldcap = pt_sys.ntasks_cap, live = 0;
+    for (size_t i = 0; i < oldcap; i++) live += old[i].serial != 0;
+    size_t cap = 4096;
+    while (cap < 4 * (live + 1)) cap *= 2;
+    struct pt_sys_task *tasks = calloc(cap, sizeof *tasks);
+    if (tasks == NULL) return -1;
+    pt_sys.tasks = tasks;
+    pt_sys.ntasks_cap = cap;
+    pt_sys.ntasks_used = 0;
+    for (size_t i = 0; i < oldcap; i++)
+        if (old[i].serial != 0) {
+            *pt_sys_find(old[i].tid) = old[i];
+            pt_sys.ntasks_used++;
+        }
+    free(old);
+    return 0;
+}
+
+/* End `t`'s serial: GONE in the stream, the slot deleted. */
+static void pt_sys_end_task(struct pt_sys_task *t) {
+    pt_attach_out_task(t->serial, t->pid, t->tid, PT_ATTACH_THREAD_GONE);
+    t->serial = 0; /* deleted: tid kept so probing goes on */
+}
+
+/* End every serial of process `pid` (exec) and forget its address space. */
+static void pt_sys_end_process(pid_t pid) {
+    for (size_t i = 0; i < pt_sys.ntasks_cap; i++)
+        if (pt_sys.tasks[i].serial != 0 && pt_sys.tasks[i].pid == pid)
+            pt_sys_end_task(&pt_sys.tasks[i]);
+    pt_attach_unwind_forget(pid);
+}
+
+static void pt_sys_sample(const uint64_t *body, size_t words) {
+    static struct pt_perf_sample smp; /* ~1 KiB of frames: kept off the stack */
+    if (pt_perf_parse_sample(body, words, &smp) != 0) {
+        pt_sys.kernel_threads++;
+        return;
+    }
+    pid_t pid = (pid_t)smp.pid, tid = (pid_t)smp.tid;
+    if (pid <= 0 || pid == pt_sys.self || pid == pt_sys.exclude) {
+        pt_sys.left_out++;
+        return;
+    }
+    if (pt_sys_grow() != 0) {
+        pt_sys.lost++;
+        return;
+    }
+    struct pt_sys_task *t = pt_sys_find(tid);
+    if (t->serial == 0 || t->pid != pid) {
+        if (t->serial != 0) pt_sys_end_task(t); /* a tid of another process: reused */
+        pt_attach_unwind_use(pid); /* a new process: its maps read and sent first */
+        if (t->tid == 0) pt_sys.ntasks_used++;
+        *t = (struct pt_sys_task){tid, pid, ++pt_sys.next_serial};
+        pt_attach_out_task(t->serial, pid, tid, PT_ATTACH_THREAD_NEW);
+    } else {
+        pt_attach_unwind_use(pid);
+    }
+    pt_attach_unwind_sample(t->serial, smp.period, &smp.regs, smp.stack, smp.nstack, 1, smp.ips,
+                            smp.n);
+    pt_sys.samples++;
+}
+
+static void pt_sys_exit(pid_t pid, pid_t tid) {
+    struct pt_sys_task *t = pt_sys_find(tid);
+    if (t->serial != 0 && t->pid == pid) pt_sys_end_task(t);
+    if (pid != tid) return;
+    struct pt_sys_gone *gone = pt_attach_grow(pt_sys.gone, &pt_sys.capgone, pt_sys.ngone,
+                                              sizeof *gone);
+    if (gone == NULL) return; /* its state stays: memory, never a wrong walk */
+    pt_sys.gone = gone;
+    pt_sys.gone[pt_sys.ngone++] = (struct pt_sys_gone){pid, pt_sys.round + PT_SYS_FORGET_ROUNDS};
+}
+
+/* Consume everything in one ring. */
+static void pt_sys_drain(struct pt_perf_ring *ev) {
+    uint64_t head = __atomic_load_n(&ev->meta->data_head, __ATOMIC_ACQUIRE);
+    uint64_t tail = ev->meta->data_tail;
+    static uint64_t rec[PT_SYS_REC_WORDS]; /* 64 KiB: kept off the stack */
+    while (tail < head) {
+        struct perf_event_header hdr;
+        pt_ring_copy(ev, tail, &hdr, sizeof hdr);
+        if (hdr.size < sizeof hdr) break; /* corrupt: give up on this batch */
+        pt_ring_copy(ev, tail, rec, hdr.size);
+        const uint64_t *body = rec + 1;
+        size_t words = (hdr.size - sizeof hdr) / 8;
+        switch (hdr.type) {
+        case PERF_RECORD_SAMPLE: pt_sys_sample(body, words); break;
+        case PERF_RECORD_LOST:
+            if (words >= 2) {
+                pt_sys.lost += body[1];
+                pt_attach_out_lost(body[1], PT_ATTACH_LOST_RING);
+            }
+            break;
+        case PERF_RECORD_EXIT: /* pid, ppid, tid, ptid, time */
+            if (words >= 2) pt_sys_exit((pid_t)(uint32_t)body[0], (pid_t)(uint32_t)body[1]);
+            break;
+        case PERF_RECORD_COMM: /* pid, tid, comm: after an exec, a new address space */
+            if (words >= 1 && (hdr.misc & PERF_RECORD_MISC_COMM_EXEC))
+                pt_sys_end_process((pid_t)(uint32_t)body[0]);
+            break;
+        case PERF_RECORD_MMAP: /* pid, tid, addr, len, pgoff, filename */
+            if (words >= 1 && !(hdr.misc & PERF_RECORD_MISC_MMAP_DATA))
+                pt_attach_unwind_maps_changed_of((pid_t)(uint32_t)body[0]);
+            break;
+        default: break;
+        }
+        tail += hdr.size;
+    }
+    __atomic_store_n(&ev->meta->data_tail, tail, __ATOMIC_RELEASE);
+}
+
+/* Free the states of processes that exited PT_SYS_FORGET_ROUNDS rounds ago. */
+static void pt_sys_forget_gone(void) {
+    size_t kept = 0;
+    for (size_t i = 0; i < pt_sys.ngone; i++) {
+        if (pt_sys.gone[i].at > pt_sys.round) {
+            pt_sys.gone[kept++] = pt_sys.gone[i];
+            continue;
+        }
+        pt_attach_unwind_forget(pt_sys.gone[i].pid);
+        pt_attach_out_process(pt_sys.gone[i].pid, PT_ATTACH_PROCESS_GONE, NULL, 0);
+    }
+    pt_sys.ngone = kept;
+}
+
+static void pt_sys_close(void) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    for (int c = 0; c < pt_sys.ncpus; c++) {
+        if (pt_sys.rings[c].fd < 0) continue;
+        munmap(pt_sys.rings[c].meta, pt_sys.rings[c].size + page);
+        close(pt_sys.rings[c].fd);
+        pt_sys.rings[c].fd = -1;
+    }
+}
+
+/* Open and map one event per online CPU.  0, or -1 with errno. */
+static int pt_sys_open(const struct pt_attach_config *cfg, int *kernel) {
+    struct perf_event_attr attr;
+    memset(&attr, 0, sizeof attr);
+    attr.size = sizeof attr;
+    attr.type = PERF_TYPE_SOFTWARE;
+    attr.config = PERF_COUNT_SW_CPU_CLOCK;
+    attr.sample_period = cfg->period_ns;
+    attr.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_CALLCHAIN | PERF_SAMPLE_PERIOD;
+    if (PT_ARCH_PERF_REGS != 0) {
+        attr.sample_type |= PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+        attr.sample_regs_user = PT_ARCH_PERF_REGS;
+        attr.sample_stack_user = PT_SYS_STACK_BYTES;
+    }
+    attr.exclude_kernel = !*kernel;
+    attr.exclude_hv = 1;
+    attr.exclude_idle = 1;
+    attr.exclude_callchain_kernel = 1;
+    attr.task = 1;
+    attr.mmap = 1;
+    attr.comm = 1;
+    attr.comm_exec = 1;
+    attr.sample_id_all = 1;
+    attr.watermark = 1;
+    attr.wakeup_watermark = (uint32_t)(pt_sys.ring_pages * (size_t)sysconf(_SC_PAGESIZE) / 4);
+    int opened = 0;
+    for (int cpu = 0; cpu < pt_sys.ncpus; cpu++) {
+        int fd = (int)syscall(SYS_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+        if (fd < 0 && (errno == EACCES || errno == EPERM) && !attr.exclude_kernel && opened == 0) {
+            *kernel = 0; /* user time only, if that is allowed */
+            attr.exclude_kernel = 1;
+            fd = (int)syscall(SYS_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+        }
+        if (fd < 0) {
+            if (errno == ENODEV) continue; /* an offline CPU */
+            return -1;
+        }
+        if (pt_ring_map(&pt_sys.rings[cpu], fd, &pt_sys.ring_pages) != 0) {
+            int saved = errno;
+            close(fd);
+            errno = saved;
+            return -1;
+        }
+        opened++;
+    }
+    if (opened == 0) {
+        errno = ENODEV;
+        return -1;
+    }
+    return 0;
+}
+
+int pt_attach_system_run(const struct pt_attach_config *cfg) {
+    pt_sys.self = getpid();
+    pt_sys.exclude = cfg->exclude;
+    pt_sys.ncpus = (int)sysconf(_SC_NPROCESSORS_CONF);
+    if (pt_sys.ncpus < 1) pt_sys.ncpus = 1;
+    if (pt_sys.ncpus > PT_SYS_MAX_CPUS) pt_sys.ncpus = PT_SYS_MAX_CPUS;
+    pt_sys.ring_pages = pt_ring_pages(cfg->buffer_bytes, pt_sys.ncpus);
+    for (int c = 0; c < pt_sys.ncpus; c++) pt_sys.rings[c].fd = -1;
+    int kernel = 1;
+    const char *want_kernel = getenv("PROFTUI_ATTACH_KERNEL"); /* "0": user time only */
+    if (want_kernel != NULL && strcmp(want_kernel, "0") == 0) kernel = 0;
+    if (pt_sys_open(cfg, &kernel) != 0) {
+        int saved = errno;
+        pt_sys_close();
+        if (saved == EACCES || saved == EPERM) {
+            int paranoid = -9;
+            FILE *f = fopen("/proc/sys/kernel/perf_event_paranoid", "re");
+            if (f != NULL) {
+                if (fscanf(f, "%d", &paranoid) != 1) paranoid = -9;
+                fclose(f);
+            }
+            fprintf(stderr, "sampling every process needs root or CAP_PERFMON "
+                            "(kernel.perf_event_paranoid is %d; without the capability it "
+                            "must be -1)\n", paranoid);
+        } else if (saved == ENOENT || saved == ENOSYS || saved == ENODEV) {
+            fprintf(stderr, "perf_event is not available here (%s): the kernel has no "
+                            "cpu-clock events for this system\n", strerror(saved));
+        } else {
+            fprintf(stderr, "perf_event_open(every process): %s\n", strerror(saved));
+        }
+        errno = saved;
+        return -1;
+    }
+    uint32_t flags = pt_attach_unwind_system();
+    if (kernel) flags |= PT_ATTACH_FLAG_KERNEL_TIME;
+    pt_attach_out_header(PT_ATTACH_METHOD_SYSTEM, 0, cfg->period_ns, flags);
+    uint32_t nrings = 0;
+    for (int c = 0; c < pt_sys.ncpus; c++) nrings += pt_sys.rings[c].fd >= 0;
+    pt_attach_out_buffers(pt_sys.ring_pages * (uint64_t)sysconf(_SC_PAGESIZE), nrings,
+                          cfg->buffer_bytes, PT_SYS_STACK_BYTES);
+    pt_attach_out_flush();
+
+    static struct pollfd pfd[2 + PT_SYS_MAX_CPUS]; /* too big for the stack */
+    for (;;) {
+        pfd[0] = (struct pollfd){cfg->control_fd, POLLIN, 0};
+        pfd[1] = (struct pollfd){cfg->signal_fd, POLLIN, 0};
+        for (int c = 0; c < pt_sys.ncpus; c++)
+            pfd[2 + c] = (struct pollfd){pt_sys.rings[c].fd, POLLIN, 0};
+        /* Woken by a quarter-full ring or the counts' interval, not more often. */
+        int r = poll(pfd, 2 + (nfds_t)pt_sys.ncpus, (int)(PT_ATTACH_COUNTS_NS / 1000000u));
+        int stop = r > 0 && pt_attach_check_control(cfg, pfd[0].revents, pfd[1].revents, NULL);
+        for (int c = 0; c < pt_sys.ncpus; c++)
+            if (pt_sys.rings[c].fd >= 0) pt_sys_drain(&pt_sys.rings[c]);
+        pt_sys.round++;
+        pt_sys_forget_gone();
+        pt_attach_unwind_take_stats(); /* the walks' counts are for the perf method's resize */
+        pt_attach_out_flush();
+        if (stop || pt_attach_out_broken()) break;
+    }
+    for (int c = 0; c < pt_sys.ncpus; c++)
+        if (pt_sys.rings[c].fd >= 0) pt_sys_drain(&pt_sys.rings[c]);
+    pt_sys_close();
+    if (pt_sys.kernel_threads > 0)
+        pt_attach_out_text(PT_ATTACH_REC_WARN,
+                           "%llu samples were taken in kernel threads, which have no user "
+                           "stack: not in the profile",
+                           (unsigned long long)pt_sys.kernel_threads);
+    pt_attach_out_end(pt_sys.samples, pt_sys.lost);
+    return 0;
+}

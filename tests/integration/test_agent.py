@@ -1,0 +1,172 @@
+"""`proftui agent`: every process of the host sampled system-wide, each pushed to a private
+ClickHouse as its own series; checked against what two known programs measured on
+themselves in the same run, after both exited."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from proftui.collectors.fleet.query import load
+from proftui.collectors.model.profile import Profile
+from proftui.collectors.model.storage import load as load_file
+from proftui.collectors.model.views import flat_profile
+
+from tests.conftest import build_fixture
+from tests.helpers.clickhouse import Server
+from tests.helpers.fleet import CLI, proftui, servers_or_skip
+from tests.helpers.reference import fixture_cpu_shares
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _can_sample_every_process() -> str | None:
+    """Why this machine cannot run the agent, or None."""
+    if os.geteuid() != 0:
+        try:
+            paranoid = int(Path("/proc/sys/kernel/perf_event_paranoid").read_text())
+        except OSError:
+            return "perf_event is not available (no /proc/sys/kernel/perf_event_paranoid)"
+        if paranoid > -1:
+            return (f"sampling every process needs root or CAP_PERFMON (not root, and "
+                    f"kernel.perf_event_paranoid is {paranoid})")
+    return None
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[Server]:
+    why = _can_sample_every_process()
+    if why:
+        pytest.skip(why)
+    for servers in servers_or_skip(1):
+        yield servers[0]
+
+
+def _self_shares(profile: Profile, names: list[str]) -> dict[str, float]:
+    """Each function's share of the self samples of `names`, in percent."""
+    flat = {row.frame.function: row.self_cost[0] for row in flat_profile(profile)}
+    total = sum(flat.get(n, 0.0) for n in names)
+    assert total > 0, sorted(flat)
+    return {n: 100.0 * flat.get(n, 0.0) / total for n in names}
+
+
+def _thread_shares(report: Path) -> dict[str, float]:
+    """thr_ratio's own CPU time per worker, as its function's share in percent."""
+    spent = {}
+    for line in report.read_text().splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[0].startswith("worker-"):
+            spent[f"thr_spin_{parts[0].removeprefix('worker-')}"] = int(parts[2])
+    total = sum(spent.values())
+    return {name: 100.0 * ns / total for name, ns in spent.items()}
+
+
+def test_agent_pushes_each_program_with_its_own_shares(server: Server, tmp_path: Path) -> None:
+    work = build_fixture("smp_work.c", ["-O1", "-g"])
+    threads = build_fixture("thr_ratio.c", ["-O2", "-g", "-pthread"])
+    url = server.url("agent")
+    run = secrets.token_hex(4)
+    saved = tmp_path / "host.proftui"
+    agent = subprocess.Popen(
+        [*CLI, "agent", "--push", url, "--every", "1", "-F", "499", "--label", f"run={run}",
+         "-o", str(saved)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1.5)  # the helper's events are open well before this
+        assert agent.poll() is None, agent.communicate()
+        work_report, thread_report = tmp_path / "work.txt", tmp_path / "threads.txt"
+        first = subprocess.Popen([str(work), "1500", str(work_report)],
+                                 stdout=subprocess.DEVNULL)
+        second = subprocess.Popen([str(threads), str(thread_report), "60000000"],
+                                  stdout=subprocess.DEVNULL)
+        assert first.wait(timeout=120) == 7 and second.wait(timeout=120) == 0
+        time.sleep(1.5)  # both exited: their last samples pushed at the next interval
+        agent.send_signal(signal.SIGTERM)
+        _out, err = agent.communicate(timeout=60)
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+            agent.wait()
+    assert agent.returncode == 0, err
+    assert "Traceback" not in err and "pushed" in err, err
+
+    # Each program's own shares, from the server, within 5 points of what it measured.
+    mine = load(f"{url}?from=-1h&run={run}&program={work.name}")
+    truth = fixture_cpu_shares(work_report)
+    got = _self_shares(mine, list(truth))
+    assert all(abs(got[n] - truth[n]) <= 5.0 for n in truth), (got, truth)
+    theirs = load(f"{url}?from=-1h&run={run}&program={threads.name}")
+    truth = _thread_shares(thread_report)
+    got = _self_shares(theirs, list(truth))
+    assert all(abs(got[n] - truth[n]) <= 5.0 for n in truth), (got, truth)
+    # The processes' labels: each its own pid and build; the agent's own is left out.
+    for program, pid in ((work.name, first.pid), (threads.name, second.pid)):
+        by_pid = load(f"{url}?from=-1h&run={run}&program={program}&by=pid,host")
+        assert list(by_pid.parts) == [f"pid={pid} host={os.uname().nodename}"], by_pid.parts
+    everything = load(f"{url}?from=-1h&run={run}&by=pid")
+    assert f"pid={agent.pid}" not in everything.parts, list(everything.parts)
+    # The local profile holds the same samples of these two programs as the server.
+    local = load_file(saved)
+    for program, pushed in ((work.name, mine), (threads.name, theirs)):
+        in_local = sum(tree.root.total_cost[0] for label, tree in local.parts.items()
+                       if label.startswith(f"{program} pid "))
+        assert in_local == pushed.total(0) > 0
+
+
+def test_agent_build_label_is_the_executables(server: Server) -> None:
+    work = build_fixture("smp_work.c", ["-O1", "-g"])
+    from proftui.collectors.symbols.elf import ElfFile
+
+    with ElfFile(str(work)) as elf:
+        build = str(elf.build_id())
+    url = server.url("agent_build")
+    run = secrets.token_hex(4)
+    agent = subprocess.Popen(
+        [*CLI, "agent", "--push", url, "--every", "1", "-F", "199", "--label", f"run={run}",
+         "--program", work.name, "--duration", "4"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.0)
+    assert subprocess.run([str(work), "600"], stdout=subprocess.DEVNULL).returncode == 7
+    _out, err = agent.communicate(timeout=60)
+    assert agent.returncode == 0, err
+    pushed = load(f"{url}?from=-1h&run={run}&by=program,build")
+    assert list(pushed.parts) == [f"program={work.name} build={build}"], err
+    assert "outside the filter" in err  # the other processes' samples, said
+
+
+def test_agent_without_permission_is_one_line() -> None:
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv to act as an unprivileged user")
+    paranoid = int(Path("/proc/sys/kernel/perf_event_paranoid").read_text())
+    if paranoid < 0:
+        pytest.skip("kernel.perf_event_paranoid is -1: every user may sample every process")
+    as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                 "--inh-caps=-all", "--bounding-set=-all"]
+    out = Path(tempfile.mkdtemp(prefix="proftui-agent-"))  # where that user may write
+    try:
+        out.chmod(0o777)
+        result = subprocess.run(
+            [*as_nobody, sys.executable, "-m", "proftui.tui.cli", "agent", "-o",
+             str(out / "x.proftui"), "--duration", "1"],
+            capture_output=True, text=True, timeout=60, cwd=ROOT)
+    finally:
+        shutil.rmtree(out)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip() == (
+        "proftui: sampling every process needs root or CAP_PERFMON "
+        f"(kernel.perf_event_paranoid is {paranoid}; without the capability it must be -1)")
+
+
+def test_agent_needs_somewhere_to_put_the_profile() -> None:
+    result = proftui("agent", "--duration", "1")
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        "proftui: proftui agent needs --push URL (or -o FILE to save the profile)")

@@ -1,0 +1,102 @@
+"""The agent's bookkeeping on exact stream bytes: each address space its own table (a
+process before and after exec, a tid reused by another process), a process that exited
+kept until its last changes were taken, the filter, and a stream that names what it
+never announced."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from proftui.collectors.agent import collector as agent_module
+from proftui.collectors.agent.collector import AgentCollector
+from proftui.collectors.errors import ProftuiError
+from proftui.collectors.runtime.wire_attach import (
+    PROCESS_GONE,
+    PROCESS_NEW,
+    REC_BUFFERS,
+    REC_PROCESS,
+    REC_TASK,
+    THREAD_GONE,
+    THREAD_NEW,
+)
+
+from tests.helpers.attach_stream import counts, header, record, stack
+
+PID = 2_000_000_001  # no such process: everything comes from the stream
+
+
+def process(pid: int, flags: int, exe: str = "", maps: str = "") -> bytes:
+    body = struct.pack("=IIII", pid, flags, len(exe), len(maps))
+    return record(REC_PROCESS, body + exe.encode() + maps.encode())
+
+
+def task(serial: int, pid: int, tid: int, flags: int, comm: bytes = b"t") -> bytes:
+    return record(REC_TASK, struct.pack("=IIII16s", serial, pid, tid, flags, comm))
+
+
+START = header(method=3, pid=0) + record(REC_BUFFERS, struct.pack("=QIIQQ", 0, 2, 8192, 0, 0))
+
+
+def feed(collector: AgentCollector, data: bytes) -> None:
+    collector._consume(data)
+
+
+def by_program(collector: AgentCollector) -> dict[str, float]:
+    return {p.program: sum(p.table.costs[0]) for p in collector.take()}
+
+
+def test_exec_and_reused_tids_start_new_address_spaces(monkeypatch: pytest.MonkeyPatch
+                                                       ) -> None:
+    monkeypatch.setattr(agent_module, "_build_id", lambda _pid, _exe: "")
+    agent = AgentCollector([])
+    feed(agent, START
+         + process(PID, PROCESS_NEW, "/bin/sh") + task(1, PID, PID, THREAD_NEW)
+         + stack(0, 1, [0x1000, 0x2000]) + counts(1, (0, 5, 5_000_000))
+         # the same pid after exec: a new program, a new serial for the same tid
+         + process(PID, PROCESS_NEW, "/usr/bin/prog") + task(2, PID, PID, THREAD_NEW)
+         + stack(1, 2, [0x1000, 0x2000]) + counts(2, (1, 3, 3_000_000))
+         # another process reuses a tid of the first: its own serial, its own process
+         + task(1, PID, PID, THREAD_GONE)
+         + process(PID + 1, PROCESS_NEW, "/usr/bin/other") + task(3, PID + 1, PID, THREAD_NEW)
+         + stack(2, 3, [0x1000]) + counts(3, (2, 2, 2_000_000), (1, 1, 1_000_000)))
+    assert by_program(agent) == {"sh": 5.0, "prog": 4.0, "other": 2.0}
+    gone = {p.program: p for p in agent.take()}
+    assert gone["sh"].gone and not gone["prog"].gone
+    assert {p.labels()["pid"] for p in gone.values()} == {str(PID), str(PID + 1)}
+
+
+def test_an_exited_process_is_kept_until_its_last_counts(monkeypatch: pytest.MonkeyPatch
+                                                         ) -> None:
+    monkeypatch.setattr(agent_module, "_build_id", lambda _pid, _exe: "")
+    monkeypatch.setattr(agent_module, "RELEASE_AFTER_S", 0.0)
+    agent = AgentCollector([])
+    feed(agent, START + process(PID, PROCESS_NEW, "/bin/prog") + task(1, PID, PID, THREAD_NEW)
+         + stack(0, 1, [0x1000]) + counts(1, (0, 5, 5_000_000))
+         + process(PID, PROCESS_GONE) + counts(2, (0, 2, 2_000_000)))
+    (part,) = agent.take()
+    assert part.gone and sum(part.table.costs[0]) == 7.0  # counts after GONE still count
+    assert agent.release(part)
+    assert agent.take() == []
+    feed(agent, counts(3, (0, 1, 1_000_000)))  # after its end was pushed: said, not lost
+    assert "1 samples came after their process's last push" in " ".join(agent.notes())
+    # The host profile keeps what the released process had.
+    profile = agent.collect()
+    assert profile.total(0) == 7.0
+
+
+def test_the_filter_leaves_other_programs_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(agent_module, "_build_id", lambda _pid, _exe: "")
+    agent = AgentCollector([], programs=("prog",))
+    feed(agent, START + process(PID, PROCESS_NEW, "/bin/prog") + task(1, PID, PID, THREAD_NEW)
+         + process(PID + 1, PROCESS_NEW, "/bin/sh") + task(2, PID + 1, PID + 1, THREAD_NEW)
+         + stack(0, 1, [0x1000]) + stack(1, 2, [0x1000])
+         + counts(1, (0, 4, 4_000_000), (1, 6, 6_000_000)))
+    assert by_program(agent) == {"prog": 4.0}
+    assert "6 samples of processes outside the filter (prog)" in " ".join(agent.notes())
+
+
+def test_a_stack_of_an_unknown_task_is_a_clear_error() -> None:
+    agent = AgentCollector([])
+    with pytest.raises(ProftuiError, match="stack of unknown task 9"):
+        feed(agent, START + stack(0, 9, [0x1000]))
