@@ -10,6 +10,8 @@ from proftui.collectors.errors import ProftuiError
 from proftui.collectors.runtime.wire_attach import (
     FLAG_CFI,
     FLAG_KERNEL_TIME,
+    PROCESS_GONE,
+    PROCESS_NEW,
     REC_COUNTS,
     REC_END,
     REC_ERROR,
@@ -21,8 +23,6 @@ from proftui.collectors.runtime.wire_attach import (
     REC_TASK,
     REC_THREAD,
     REC_WARN,
-    PROCESS_GONE,
-    PROCESS_NEW,
     SAMPLE_CFI,
     SAMPLE_TRUNCATED,
     THREAD_NEW,
