@@ -78,14 +78,15 @@ def cmd_agent(args: argparse.Namespace) -> int:
     options = CollectorOptions(frequency_hz=args.frequency, duration_s=args.duration,
                                buffer_bytes=args.buffer)
     collector = AgentCollector([], options, programs=tuple(args.program),
-                               users=tuple(args.user))
+                               users=tuple(args.user), keep_profile=args.output is not None)
     pusher = make_pusher(args)
     with StopSignals() as stop:
         profile = run_headless(collector, stop, pusher)
-        processes = len(profile.meta.pids)
-        samples = sum(profile.tree.selfs[0])
-        say(f"proftui: agent sampled {processes} process{'es' if processes != 1 else ''}, "
-            f"{samples:,.0f} samples")
+        processes, samples = collector.counted()
+        say(f"proftui: agent sampled {processes:,} process{'es' if processes != 1 else ''}, "
+            f"{samples:,} samples")
+        if os.environ.get("PROFTUI_AGENT_CPU"):  # benchmarks/bench_agent.py: where CPU goes
+            say(f"proftui: agent reader thread CPU {collector.reader_cpu_s:.3f} s")
         for note in profile.meta.warnings:
             say(f"proftui: note: {note}")
         if args.output is not None:

@@ -23,6 +23,7 @@ import signal
 import subprocess
 import threading
 import time
+from array import array
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -61,6 +62,7 @@ from proftui.collectors.symbols.stacks import (
 )
 
 HEADER_TIMEOUT_S = 10.0
+MAX_SYMBOL_NOTES = 20  # of the symbolizers' notes (a host has many files without debug info)
 RELEASE_AFTER_S = 1.0  # a process's table is dropped this long after its end was pushed
 DETACH_TIMEOUT_S = 5.0
 CLOCK = "perf_event cpu-clock, every CPU"
@@ -111,8 +113,13 @@ class AgentCollector(Collector):
     options_honoured = frozenset({"frequency_hz", "buffer_bytes", "duration_s"})
 
     def __init__(self, argv: list[str], options: CollectorOptions | None = None, *,
-                 programs: tuple[str, ...] = (), users: tuple[str, ...] = ()) -> None:
+                 programs: tuple[str, ...] = (), users: tuple[str, ...] = (),
+                 keep_profile: bool = True) -> None:
+        """`keep_profile`: also keep every process together for `collect()` (-o); without
+        it the agent holds only the processes alive (a push is the profile), and
+        `collect()` gives its notes and counts, no stacks."""
         super().__init__(argv, options)
+        self.keep_profile = keep_profile
         self.programs = frozenset(programs)
         self.users = frozenset(users)
         self._helper: subprocess.Popen[bytes] | None = None
@@ -127,6 +134,7 @@ class AgentCollector(Collector):
         self._next_key = 0
         self._warnings: list[str] = []
         self._samples = 0  # of wanted processes
+        self._sampled: set[int] = set()  # keys of the processes those samples came from
         self._skipped = 0  # samples of processes the filter leaves out
         self._cut = 0
         self._unreadable = 0
@@ -146,6 +154,8 @@ class AgentCollector(Collector):
         self._symbolizers: dict[object, Any] = {}
         self._host = StackProfile(METRICS)  # every process together, for collect()
         self._host_index: dict[tuple[int, int], int] = {}  # (process key, index) -> host's
+        self._host_frames: dict[int, list[int]] = {}  # process key -> its frame id -> host's
+        self.reader_cpu_s = 0.0  # CPU time of the reader thread (decode, symbolize)
 
     @property
     def pid(self) -> int | None:
@@ -202,6 +212,7 @@ class AgentCollector(Collector):
         helper = self._helper
         assert helper is not None and helper.stdout is not None
         fd = helper.stdout.fileno()
+        began = time.thread_time()
         try:
             while True:
                 data = os.read(fd, 1 << 16)
@@ -212,6 +223,7 @@ class AgentCollector(Collector):
             with self._data_lock:
                 self._warnings.append(f"agent sampler stream failed: {exc}")
         finally:
+            self.reader_cpu_s = time.thread_time() - began
             with contextlib.suppress(subprocess.TimeoutExpired):
                 helper.wait(timeout=DETACH_TIMEOUT_S)
             with self._data_lock:
@@ -262,6 +274,7 @@ class AgentCollector(Collector):
                     counts[1] += weight_ns
                 process.moved.add(key)
                 self._samples += samples
+                self._sampled.add(process.key)
         elif isinstance(record, Stack):
             task = self._tasks.get(record.tid)
             if task is None:
@@ -301,7 +314,7 @@ class AgentCollector(Collector):
         if record.flags & PROCESS_NEW:
             if current is not None:  # exec'd: what follows is another program
                 current.gone, current.gone_at = True, time.monotonic()
-            self._new_process(record.pid, record.exe, record.maps)
+            self._new_process(record.pid, record.exe, record.maps, record.mnt_ns)
         elif record.flags & PROCESS_GONE:
             if current is not None:
                 current.gone, current.gone_at = True, time.monotonic()
@@ -309,16 +322,19 @@ class AgentCollector(Collector):
             with self._sym_lock:
                 current.space.add_maps(record.maps)
 
-    def _new_process(self, pid: int, exe: str, maps: str) -> AgentProcess:
-        """A new address space of `pid` (caller holds _data_lock)."""
+    def _new_process(self, pid: int, exe: str, maps: str, mnt_ns: int = 0) -> AgentProcess:
+        """A new address space of `pid` (caller holds _data_lock).  Its files open
+        through /proc/PID/root while it runs; when it shares our mount namespace, by
+        their own paths too, so a process gone by now is still symbolized."""
         if not exe:
             with contextlib.suppress(OSError):
                 exe = os.readlink(f"/proc/{pid}/exe")
         user = _user_of(pid)
+        ours = mnt_ns != 0 and mnt_ns == _own_mount_namespace()
         with self._sym_lock:
-            space = AddressSpace(pid, root=f"/proc/{pid}/root")
+            space = AddressSpace(pid, root="/" if ours else f"/proc/{pid}/root")
             space.add_maps(maps)
-            frames = StackFrames(space, self._symbolizer_of(pid))
+            frames = StackFrames(space, self._symbolizer_of(mnt_ns, pid))
         process = AgentProcess(self._next_key, pid, exe.removesuffix(" (deleted)"), user,
                                True, space, frames)
         process.wanted = ((not self.programs or process.program in self.programs)
@@ -328,15 +344,12 @@ class AgentCollector(Collector):
         self._all[process.key] = process
         return process
 
-    def _symbolizer_of(self, pid: int) -> Any:
-        """The symbolizer of pid's mount namespace (one of its own when that cannot be
-        read: the process is gone, or the namespace is not ours to see)."""
+    def _symbolizer_of(self, mnt_ns: int, pid: int) -> Any:
+        """The symbolizer of mount namespace `mnt_ns` (one of its own for process `pid`
+        when that is unknown: it was gone before the helper looked)."""
         from proftui.collectors.symbols.symbolizer import Symbolizer
 
-        try:
-            namespace: object = os.stat(f"/proc/{pid}/ns/mnt").st_ino
-        except OSError:
-            namespace = ("pid", pid, self._next_key)
+        namespace: object = mnt_ns or ("pid", pid, self._next_key)
         found = self._symbolizers.get(namespace)
         if found is None:
             found = self._symbolizers[namespace] = Symbolizer()
@@ -456,8 +469,10 @@ class AgentCollector(Collector):
             if (process is None or not process.gone or process.moved
                     or time.monotonic() - process.gone_at < RELEASE_AFTER_S):
                 return False
-            with self._sym_lock:
-                self._fold_into_host([process])
+            if self.keep_profile:
+                with self._sym_lock:
+                    self._fold_into_host([process])
+            self._host_frames.pop(process.key, None)
             process.released = True
             del self._all[process.key]
             process.table = StackProfile(METRICS)
@@ -468,7 +483,8 @@ class AgentCollector(Collector):
         """Every process together; the threads' labels name their program and pid."""
         processes = self.apply_pending()
         with self._sym_lock:
-            self._fold_into_host(processes)
+            if self.keep_profile:
+                self._fold_into_host(processes)
             with self._data_lock:
                 running = self.is_running()
                 threads = {tid: name for p in processes for tid, name in p.threads.items()}
@@ -486,15 +502,19 @@ class AgentCollector(Collector):
         """The host profile takes these processes' stacks and costs (caller holds
         _sym_lock)."""
         updates = []
+        intern = self._host.frames.intern
         for process in processes:
             table = process.table
+            ids = self._host_frames.setdefault(process.key, [])
+            frames = table.frames
+            ids.extend(intern(frames[f]) for f in range(len(ids), len(frames)))
             for index in range(len(table)):
                 at = self._host_index.get((process.key, index))
                 if at is None:
                     label, path = table.stack_path(index)
-                    at = self._host.stack_of_frames(
+                    at = self._host.stack_of_ids(
                         (process.key, index), f"{process.program} {label}",
-                        [table.frames[f] for f in path], table.stack_site(index))
+                        array("i", [ids[f] for f in path]), table.stack_site(index))
                     self._host_index[(process.key, index)] = at
                 updates.append((at, [c[index] for c in table.costs]))
         self._host.set_many(updates)
@@ -503,6 +523,11 @@ class AgentCollector(Collector):
         """What the profile does not hold, said (caller holds _data_lock)."""
         notes = attach_notes.lost_warnings(self._lost, self._lost_table, self._buffers)
         notes.extend(attach_notes.cut_warnings(self._cut, self._samples, self._unreadable))
+        symbols = list(dict.fromkeys(w for s in list(self._symbolizers.values())
+                                     for w in s.warnings))
+        notes.extend(symbols[:MAX_SYMBOL_NOTES])
+        if len(symbols) > MAX_SYMBOL_NOTES:
+            notes.append(f"... and {len(symbols) - MAX_SYMBOL_NOTES} more notes on symbols")
         if self._late:
             notes.append(f"{self._late:,} samples came after their process's last push "
                          "and are not in the profile")
@@ -511,6 +536,11 @@ class AgentCollector(Collector):
             notes.append(f"{self._skipped:,} samples of processes outside the filter "
                          f"({which}) are not in the profile")
         return notes
+
+    def counted(self) -> tuple[int, int]:
+        """(processes, samples) the run took, of the processes the filter keeps."""
+        with self._data_lock:
+            return len(self._sampled), self._samples
 
     def notes(self) -> list[str]:
         with self._data_lock:
@@ -525,6 +555,13 @@ def _stack_key(tid: int, record: Stack) -> StackKey:
     if record.flags & SAMPLE_DEPTH:
         return tid, (*record.ips, STACK_TOO_DEEP)
     return tid, record.ips
+
+
+def _own_mount_namespace() -> int:
+    try:
+        return os.stat("/proc/self/ns/mnt").st_ino
+    except OSError:
+        return -1
 
 
 def _user_of(pid: int) -> str:

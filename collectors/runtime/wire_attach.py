@@ -96,6 +96,7 @@ class ProcessEvent:
     flags: int  # PROCESS_*
     exe: str  # the executable's path, as /proc/PID/exe read it ("" when GONE or unknown)
     maps: str  # the executable lines of /proc/PID/maps
+    mnt_ns: int = 0  # its mount namespace (inode of /proc/PID/ns/mnt), 0 when unknown
 
 
 @dataclass(frozen=True)
@@ -205,12 +206,12 @@ def decode_record(rtype: int, body: bytes) -> Record | None:
             serial, pid, tid, flags, comm = struct.unpack_from("=IIII16s", body)
             return TaskEvent(serial, pid, tid, flags, printable_name(comm.split(b"\0", 1)[0]))
         if rtype == REC_PROCESS:
-            pid, flags, exe_len, maps_len = struct.unpack_from("=IIII", body)
-            if 16 + exe_len + maps_len > len(body):
+            pid, flags, exe_len, maps_len, mnt_ns = struct.unpack_from("=IIIIQ", body)
+            if 24 + exe_len + maps_len > len(body):
                 raise ProftuiError("attach helper stream: process record too short")
-            exe = body[16:16 + exe_len].decode(errors="surrogateescape")
-            maps = body[16 + exe_len:16 + exe_len + maps_len].decode(errors="surrogateescape")
-            return ProcessEvent(pid, flags, exe, maps)
+            exe = body[24:24 + exe_len].decode(errors="surrogateescape")
+            maps = body[24 + exe_len:24 + exe_len + maps_len].decode(errors="surrogateescape")
+            return ProcessEvent(pid, flags, exe, maps, mnt_ns)
         if rtype == REC_LOST:
             if len(body) >= 16:
                 count, where = struct.unpack_from("=QI", body)

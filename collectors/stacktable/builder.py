@@ -180,6 +180,15 @@ class StackProfile:
         return self._add_stack(key, part, array("i", [self.frames.intern(f) for f in frames]),
                                site)
 
+    def stack_of_ids(self, key: Hashable, part: str, path: array,
+                     site: tuple[str, int, CodeSite] | None = None) -> int:
+        """`stack_of_frames` for a path of this table's own frame ids (`frames.intern`),
+        outermost first: another table's stacks copied without hashing each frame again."""
+        found = self._keys.get(key)
+        if found is not None:
+            return found
+        return self._add_stack(key, part, path, site)
+
     def _add_stack(self, key: Hashable, part: str, path: array,
                    site: tuple[str, int, CodeSite] | None) -> int:
         index = len(self._stacks.leaf)

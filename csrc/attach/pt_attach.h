@@ -42,11 +42,12 @@
  *                  thread and address space (a new one after exec or tid reuse);
  *                  NEW comes before the first STACK naming it, GONE when it exits.
  *   PT_ATTACH_REC_PROCESS +8 u32 pid, +12 u32 flags (PT_ATTACH_PROCESS_*), +16 u32
- *                  exe bytes, +20 u32 maps bytes, +24 exe path, then the executable
+ *                  exe bytes, +20 u32 maps bytes, +24 u64 mount namespace (inode of
+ *                  /proc/PID/ns/mnt, 0 unknown), +32 exe path, then the executable
  *                  lines of /proc/PID/maps, NUL-padded   system-wide method only:
  *                  NEW (a process first sampled, or after its exec: TASKs from
  *                  here on belong to this address space), MAPS (its executable
- *                  mappings changed), GONE (it exited; exe and maps empty).
+ *                  mappings changed), GONE (it exited or exec'd; exe and maps empty).
  *   PT_ATTACH_REC_BUFFERS +8 u64 ring bytes per CPU (0: no ring, ptrace), +16 u32 rings,
  *                  +20 u32 stack bytes each perf sample copies (0: ptrace), +24 u64
  *                  stream buffer bytes, +32 u64 ring bytes asked (0: the default) —
@@ -184,10 +185,11 @@ uint32_t pt_attach_unwind_init(pid_t pid); /* read the maps now; PT_ATTACH_FLAG_
 void pt_attach_unwind_maps_changed(void);  /* new code was mapped: re-read before the next walk */
 /* The system-wide method: states per process.  _system sets up (flags as _init);
  * _use makes pid's state the one walked (1: made now, maps read and sent; 0: known;
- * -1: no memory, walked without tables); _forget frees it (exit, exec). */
+ * -1: no memory, walked without tables); _forget frees it (exit, exec; 0: it had
+ * none). */
 uint32_t pt_attach_unwind_system(void);
 int pt_attach_unwind_use(pid_t pid);
-void pt_attach_unwind_forget(pid_t pid);
+int pt_attach_unwind_forget(pid_t pid);
 void pt_attach_unwind_maps_changed_of(pid_t pid);
 size_t pt_attach_unwind_processes(void); /* states held now */
 /* Unwind one sample and write it: `regs` are the user registers, `stack`

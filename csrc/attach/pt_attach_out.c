@@ -12,6 +12,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -231,16 +232,23 @@ void pt_attach_out_process(pid_t pid, uint32_t flags, const char *maps, size_t m
         maps_len = PT_OUT_MAPS_MAX;
         while (maps_len > 0 && maps[maps_len - 1] != '\n') maps_len--;
     }
+    /* Its mount namespace: which files its paths name, after it is gone. */
+    uint64_t mnt_ns = 0;
+    struct stat st;
+    char ns[64];
+    snprintf(ns, sizeof ns, "/proc/%d/ns/mnt", (int)pid);
+    if (!(flags & PT_ATTACH_PROCESS_GONE) && stat(ns, &st) == 0) mnt_ns = (uint64_t)st.st_ino;
     uint32_t exe_len = (uint32_t)strlen(exe), upid = (uint32_t)pid, mlen = (uint32_t)maps_len;
-    uint32_t size = (uint32_t)(24 + ((exe_len + maps_len + 1 + 7) & ~(size_t)7));
+    uint32_t size = (uint32_t)(32 + ((exe_len + maps_len + 1 + 7) & ~(size_t)7));
     unsigned char *rec = pt_attach_out_reserve(PT_ATTACH_REC_PROCESS, size, 1);
     if (rec == NULL) return; /* the reader is stuck: proftui reads /proc/PID/maps itself */
     memcpy(rec + 8, &upid, 4);
     memcpy(rec + 12, &flags, 4);
     memcpy(rec + 16, &exe_len, 4);
     memcpy(rec + 20, &mlen, 4);
-    memcpy(rec + 24, exe, exe_len);
-    if (maps_len > 0) memcpy(rec + 24 + exe_len, maps, maps_len);
+    memcpy(rec + 24, &mnt_ns, 8);
+    memcpy(rec + 32, exe, exe_len);
+    if (maps_len > 0) memcpy(rec + 32 + exe_len, maps, maps_len);
 }
 
 void pt_attach_out_u64(uint32_t type, uint64_t value) {

@@ -105,12 +105,14 @@ static void pt_sys_end_task(struct pt_sys_task *t) {
     t->serial = 0; /* deleted: tid kept so probing goes on */
 }
 
-/* End every serial of process `pid` (exec) and forget its address space. */
+/* End every serial of process `pid` (exec) and forget its address space: the next
+ * sample of it starts a new one. */
 static void pt_sys_end_process(pid_t pid) {
     for (size_t i = 0; i < pt_sys.ntasks_cap; i++)
         if (pt_sys.tasks[i].serial != 0 && pt_sys.tasks[i].pid == pid)
             pt_sys_end_task(&pt_sys.tasks[i]);
-    pt_attach_unwind_forget(pid);
+    if (pt_attach_unwind_forget(pid))
+        pt_attach_out_process(pid, PT_ATTACH_PROCESS_GONE, NULL, 0);
 }
 
 static void pt_sys_sample(const uint64_t *body, size_t words) {
@@ -200,8 +202,8 @@ static void pt_sys_forget_gone(void) {
             pt_sys.gone[kept++] = pt_sys.gone[i];
             continue;
         }
-        pt_attach_unwind_forget(pt_sys.gone[i].pid);
-        pt_attach_out_process(pt_sys.gone[i].pid, PT_ATTACH_PROCESS_GONE, NULL, 0);
+        if (pt_attach_unwind_forget(pt_sys.gone[i].pid)) /* else never sampled: unknown */
+            pt_attach_out_process(pt_sys.gone[i].pid, PT_ATTACH_PROCESS_GONE, NULL, 0);
     }
     pt_sys.ngone = kept;
 }

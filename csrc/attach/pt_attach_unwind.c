@@ -561,9 +561,9 @@ int pt_attach_unwind_use(pid_t pid) {
     return 1;
 }
 
-void pt_attach_unwind_forget(pid_t pid) {
+int pt_attach_unwind_forget(pid_t pid) {
     size_t i = pt_attach_unwind_find(pid);
-    if (i == pt_uw_all.nprocs) return;
+    if (i == pt_uw_all.nprocs) return 0;
     struct pt_attach_unwind_state *st = pt_uw_all.procs[i];
     pt_uw_all.procs[i] = pt_uw_all.procs[--pt_uw_all.nprocs];
     for (size_t k = 0; k < st->nobjs; k++) pt_attach_object_free(&st->objs[k]);
@@ -572,6 +572,7 @@ void pt_attach_unwind_forget(pid_t pid) {
     free(st->set);
     if (pt_uw == st) pt_uw = &pt_uw_all.one;
     free(st);
+    return 1;
 }
 
 void pt_attach_unwind_maps_changed_of(pid_t pid) {

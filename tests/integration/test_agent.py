@@ -99,25 +99,27 @@ def test_agent_pushes_each_program_with_its_own_shares(server: Server, tmp_path:
     assert "Traceback" not in err and "pushed" in err, err
 
     # Each program's own shares, from the server, within 5 points of what it measured.
-    mine = load(f"{url}?from=-1h&run={run}&program={work.name}")
+    # Other tests may run the same programs meanwhile, which this agent sees too: by pid.
+    mine = load(f"{url}?from=-1h&run={run}&program={work.name}&pid={first.pid}")
     truth = fixture_cpu_shares(work_report)
     got = _self_shares(mine, list(truth))
     assert all(abs(got[n] - truth[n]) <= 5.0 for n in truth), (got, truth)
-    theirs = load(f"{url}?from=-1h&run={run}&program={threads.name}")
+    theirs = load(f"{url}?from=-1h&run={run}&program={threads.name}&pid={second.pid}")
     truth = _thread_shares(thread_report)
     got = _self_shares(theirs, list(truth))
     assert all(abs(got[n] - truth[n]) <= 5.0 for n in truth), (got, truth)
     # The processes' labels: each its own pid and build; the agent's own is left out.
     for program, pid in ((work.name, first.pid), (threads.name, second.pid)):
-        by_pid = load(f"{url}?from=-1h&run={run}&program={program}&by=pid,host")
+        by_pid = load(f"{url}?from=-1h&run={run}&program={program}&pid={pid}&by=pid,host")
         assert list(by_pid.parts) == [f"pid={pid} host={os.uname().nodename}"], by_pid.parts
     everything = load(f"{url}?from=-1h&run={run}&by=pid")
     assert f"pid={agent.pid}" not in everything.parts, list(everything.parts)
     # The local profile holds the same samples of these two programs as the server.
     local = load_file(saved)
-    for program, pushed in ((work.name, mine), (threads.name, theirs)):
+    for program, pid, pushed in ((work.name, first.pid, mine), (threads.name, second.pid,
+                                                                 theirs)):
         in_local = sum(tree.root.total_cost[0] for label, tree in local.parts.items()
-                       if label.startswith(f"{program} pid "))
+                       if label.startswith(f"{program} pid {pid} "))
         assert in_local == pushed.total(0) > 0
 
 
@@ -137,7 +139,7 @@ def test_agent_build_label_is_the_executables(server: Server) -> None:
     assert subprocess.run([str(work), "600"], stdout=subprocess.DEVNULL).returncode == 7
     _out, err = agent.communicate(timeout=60)
     assert agent.returncode == 0, err
-    pushed = load(f"{url}?from=-1h&run={run}&by=program,build")
+    pushed = load(f"{url}?from=-1h&run={run}&by=program,build")  # the filter: one program
     assert list(pushed.parts) == [f"program={work.name} build={build}"], err
     assert "outside the filter" in err  # the other processes' samples, said
 
@@ -170,3 +172,34 @@ def test_agent_needs_somewhere_to_put_the_profile() -> None:
     assert result.returncode == 2
     assert result.stderr.strip() == (
         "proftui: proftui agent needs --push URL (or -o FILE to save the profile)")
+
+
+def test_short_lived_processes_keep_their_samples_and_names(tmp_path: Path) -> None:
+    """Twenty runs of ~0.1 s, one after another: each exits long before the agent ends
+    (most before their stacks are even symbolized); each keeps its samples, by name."""
+    why = _can_sample_every_process()
+    if why:
+        pytest.skip(why)
+    work = build_fixture("smp_work.c", ["-O1", "-g"])
+    saved = tmp_path / "host.proftui"
+    agent = subprocess.Popen([*CLI, "agent", "-F", "999", "--program", work.name,
+                              "-o", str(saved)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1.5)
+        for _ in range(20):
+            run = subprocess.run([str(work), "60"], stdout=subprocess.DEVNULL)
+            assert run.returncode == 7
+        agent.send_signal(signal.SIGINT)
+        _out, err = agent.communicate(timeout=60)
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+            agent.wait()
+    assert agent.returncode == 0, err
+    profile = load_file(saved)
+    runs = {label.split()[2] for label in profile.parts}
+    assert len(runs) >= 15, sorted(profile.parts)  # most runs took a sample or more
+    flat = {row.frame.function: row.self_cost[0] for row in flat_profile(profile)}
+    named = sum(flat.get(n, 0.0) for n in ("work_a", "work_b", "work_c"))
+    assert named >= 0.9 * profile.total(0), flat

@@ -116,18 +116,18 @@ def test_corrupt_input_is_a_clear_error(data: bytes, message: str) -> None:
 def test_system_method_records() -> None:
     """TASK and PROCESS (the system method's): a serial's thread, an address space."""
     maps = "00400000-00401000 r-xp 00000000 08:01 42 /usr/bin/prog\n"
-    body = struct.pack("=IIII", 4321, PROCESS_NEW, len("/usr/bin/prog"), len(maps))
+    body = struct.pack("=IIIIQ", 4321, PROCESS_NEW, len("/usr/bin/prog"), len(maps), 77)
     stream = (header(method=3, pid=0)
               + record(REC_PROCESS, body + b"/usr/bin/prog" + maps.encode())
               + record(REC_TASK, struct.pack("=IIII16s", 1, 4321, 4322, THREAD_NEW, b"w\n"))
-              + record(REC_PROCESS, struct.pack("=IIII", 4321, PROCESS_GONE, 0, 0)))
+              + record(REC_PROCESS, struct.pack("=IIIIQ", 4321, PROCESS_GONE, 0, 0, 0)))
     decoder = StreamDecoder()
     assert list(decoder.feed(stream)) == [
-        ProcessEvent(4321, PROCESS_NEW, "/usr/bin/prog", maps),
+        ProcessEvent(4321, PROCESS_NEW, "/usr/bin/prog", maps, 77),
         TaskEvent(1, 4321, 4322, THREAD_NEW, "w\\x0a"),
         ProcessEvent(4321, PROCESS_GONE, "", ""),
     ]
     assert decoder.header is not None and decoder.header.method == "system"
-    short = header() + record(REC_PROCESS, struct.pack("=IIII", 1, PROCESS_NEW, 500, 0))
+    short = header() + record(REC_PROCESS, struct.pack("=IIIIQ", 1, PROCESS_NEW, 500, 0, 0))
     with pytest.raises(ProftuiError, match="process record too short"):
         list(StreamDecoder().feed(short))

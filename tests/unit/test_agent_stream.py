@@ -27,7 +27,7 @@ PID = 2_000_000_001  # no such process: everything comes from the stream
 
 
 def process(pid: int, flags: int, exe: str = "", maps: str = "") -> bytes:
-    body = struct.pack("=IIII", pid, flags, len(exe), len(maps))
+    body = struct.pack("=IIIIQ", pid, flags, len(exe), len(maps), 0)
     return record(REC_PROCESS, body + exe.encode() + maps.encode())
 
 
