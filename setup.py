@@ -67,6 +67,7 @@ RUNTIME_EXECUTABLES: dict[str, tuple[list[str], list[str]]] = {
     "proftui-attach": (["csrc/attach/proftui_attach.c", "csrc/attach/pt_attach_out.c",
                         "csrc/attach/pt_attach_perf.c", "csrc/attach/pt_attach_ptrace.c",
                         "csrc/attach/pt_attach_ring.c", "csrc/attach/pt_attach_system.c",
+                        "csrc/attach/pt_attach_mmaps.c",
                         "csrc/attach/pt_attach_stacks.c", "csrc/attach/pt_attach_tasks.c",
                         "csrc/attach/pt_attach_timer.c",
                         "csrc/attach/pt_attach_unwind.c", "csrc/common/pt_jit.c",

@@ -153,6 +153,16 @@ class Collector(abc.ABC):
         """The SIGTERM/SIGHUP that ended the run early, if one did."""
         return self.stop_signal
 
+    @property
+    def owns_target(self) -> bool:
+        """True when proftui started the target (quitting ends it); attach and the agent
+        only sample processes that run on without them."""
+        return True
+
+    def quit_question(self) -> str:
+        """What quitting while the run goes on does, asked before the TUI quits."""
+        return f"The target (pid {self.pid}) is still running.\nQuit and kill it?"
+
     def output(self) -> OutputLog | None:
         """The target's stdout and stderr as captured for the TUI (thread-safe readers;
         kept after `stop()`); None when proftui does not hold them: headless runs, where

@@ -234,6 +234,10 @@ class ProfTuiApp(TypeAhead, ViewChoices, RunControls, DiffViews, App[None]):
         self._update_header()
         if self.collector is not None:
             self.query_one(ProcPane).follow_output(self.collector.output(), self.collector.mode)
+            if self.collector.pid is None:  # every process (--all): no one to show here
+                self.query_one(ProcPane).show_message(
+                    "every process of the host is sampled: no one process to show here "
+                    "(t picks a process's threads in the other panes)")
             self._poll()
             # The header's clock moves on its own, twice a second, whatever the snapshots'
             # pace (one line: cheap).
@@ -404,7 +408,7 @@ class ProfTuiApp(TypeAhead, ViewChoices, RunControls, DiffViews, App[None]):
         if self.exit_info is not None:
             state = self.exit_info.describe()
         elif self.ended or self.finishing:
-            state = "detached" if self.collector.mode == "attach" and self.ended else "ended"
+            state = "detached" if not self.collector.owns_target and self.ended else "ended"
         else:
             return "running"
         return state + (" · reading the final profile…" if self.finishing else "")

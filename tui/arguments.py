@@ -31,6 +31,8 @@ Live terminal profiler for native C/C++ programs.
 
   proftui ./prog args            profile prog; opens the TUI on a terminal
   proftui --pid N                sample the running process N (also: proftui attach N)
+  proftui --all                  sample every process of this host, live (root or
+                                 CAP_PERFMON), as `perf top` does, with every pane
   proftui record -o run.proftui ./prog args
                                  profile headless, save the profile, exit with prog's status
   proftui report run.proftui     print the flat profile and call tree (--json for scripts)
@@ -226,6 +228,9 @@ def _run_parser() -> argparse.ArgumentParser:
     out.add_argument("--text", action="store_true", help="no TUI: print the text report at exit")
     out.add_argument("--json", action="store_true", help="no TUI: print the JSON report at exit")
     _add_by_option(run)
+    run.add_argument("--all", action="store_true",
+                     help="sample every process of this host (root or CAP_PERFMON; -F "
+                          f"default {AGENT_HZ}): `t` picks a process or thread")
     _add_profiling_options(run)
     return run
 

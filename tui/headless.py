@@ -92,6 +92,10 @@ def cmd_agent(args: argparse.Namespace) -> int:
         if args.output is not None:
             _written, note = storage.save_or_fallback(profile, args.output)
             say(f"proftui: {note}" if note else f"proftui: agent profile saved to {args.output}")
+        failure = collector.failure()
+        if failure:  # what it pushed or saved stands; that sampling stopped early is an error
+            say(f"proftui: the agent's sampler ended early ({failure})")
+            return 1
         signum = collector.signalled() or stop.received
         if signum is not None:  # how an agent is stopped: not a failure
             from proftui.collectors.runtime.launch import signal_name

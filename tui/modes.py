@@ -36,6 +36,8 @@ def make_collector(args: argparse.Namespace, output: str) -> Collector:
 
     options = options_from(args, output)
     heap = getattr(args, "heap", False)
+    if getattr(args, "all", False):
+        return _every_process(args, options)
     if args.pid is not None:
         if args.program is not None:
             raise ProftuiError("give either a program to run or --pid, not both")
@@ -64,6 +66,25 @@ def make_collector(args: argparse.Namespace, output: str) -> Collector:
     _refuse_options(chosen, options)
     chosen.refuse(args.program, options)
     return chosen([args.program, *args.args], options)
+
+
+def _every_process(args: argparse.Namespace, options: CollectorOptions) -> Collector:
+    """`proftui --all`: the agent's collector, live, every process kept together."""
+    from proftui.collectors.agent.collector import AgentCollector
+    from proftui.tui.arguments import AGENT_HZ
+
+    if args.program is not None or args.pid is not None:
+        raise ProftuiError("--all samples every process: give no program and no --pid")
+    if args.mode is not None or _heap_asked(args):
+        raise ProftuiError("--all samples CPU time only (no --mode, no --heap)")
+    if not args.frequency:
+        options.frequency_hz = AGENT_HZ
+    _refuse_options(AgentCollector, options)
+    return AgentCollector([], options, keep_profile=True)
+
+
+def _heap_asked(args: argparse.Namespace) -> bool:
+    return bool(getattr(args, "heap", False) or getattr(args, "heap_sample", None))
 
 
 def _refuse_options(chosen: type[Collector], options: CollectorOptions) -> None:

@@ -158,11 +158,6 @@ class RunControls(_Base):
         if collector is None or self.ended or not collector.is_running():
             self.exit()
             return
-        if collector.mode == "attach":
-            message = (f"Detach from pid {collector.pid} and quit?\n"
-                       "The process keeps running.")
-        else:
-            message = (f"The target (pid {collector.pid}) is still running.\n"
-                       "Quit and kill it?")
-        self.push_screen(QuitScreen(message), lambda yes: self.exit() if yes else None)
+        self.push_screen(QuitScreen(collector.quit_question()),
+                         lambda yes: self.exit() if yes else None)
 

@@ -90,6 +90,8 @@ class AgentProcess:
     gone: bool = False  # exited, or exec'd into another address space
     gone_at: float = 0.0  # time.monotonic() when it went
     released: bool = False  # its last changes were pushed: its table is dropped
+    unfolded: set[int] = field(default_factory=set)  # stacks moved since the host took them
+    implicit: bool = False  # known from a TASK record alone, so far (_fill_in)
     build: str | None = None  # the executable's build-id, read once
 
     @property
@@ -160,6 +162,13 @@ class AgentCollector(Collector):
     @property
     def pid(self) -> int | None:
         return None
+
+    @property
+    def owns_target(self) -> bool:
+        return False
+
+    def quit_question(self) -> str:
+        return "Stop sampling every process and quit?\nNo process is touched."
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -291,8 +300,8 @@ class AgentCollector(Collector):
         elif isinstance(record, TaskEvent):
             if record.flags & THREAD_NEW:
                 owner = self._processes.get(record.pid)
-                if owner is None or owner.gone:  # its PROCESS record was not taken
-                    owner = self._new_process(record.pid, "", "")
+                if owner is None or owner.gone:  # no PROCESS record (yet): see _fill_in
+                    owner = self._new_process(record.pid, "", "", implicit=True)
                 self._tasks[record.serial] = (owner, record.tid)
                 owner.threads[record.tid] = record.comm
         elif isinstance(record, ProcessEvent):
@@ -311,7 +320,10 @@ class AgentCollector(Collector):
 
     def _process_event(self, record: ProcessEvent) -> None:
         current = self._processes.get(record.pid)
-        if record.flags & PROCESS_NEW:
+        if record.flags & PROCESS_NEW and current is not None and current.implicit \
+                and not current.gone:
+            self._fill_in(current, record)
+        elif record.flags & PROCESS_NEW:
             if current is not None:  # exec'd: what follows is another program
                 current.gone, current.gone_at = True, time.monotonic()
             self._new_process(record.pid, record.exe, record.maps, record.mnt_ns)
@@ -322,7 +334,32 @@ class AgentCollector(Collector):
             with self._sym_lock:
                 current.space.add_maps(record.maps)
 
-    def _new_process(self, pid: int, exe: str, maps: str, mnt_ns: int = 0) -> AgentProcess:
+    def _fill_in(self, process: AgentProcess, record: ProcessEvent) -> None:
+        """Late news of an address space first known from a TASK alone (the helper read
+        its mappings only after its first samples: perf's records come per CPU, in no
+        order between CPUs): its program, files and the filter's verdict, its stacks
+        symbolized again (caller holds _data_lock)."""
+        process.implicit = False
+        process.exe = record.exe.removesuffix(" (deleted)") or process.exe
+        with self._sym_lock:
+            if record.mnt_ns and record.mnt_ns == _own_mount_namespace():
+                process.space.root = "/"
+            process.space.add_maps(record.maps)
+            process.table.resymbolize()
+        process.wanted = self._passes_filter(process)
+        if not process.wanted:  # its samples so far were counted in: take them out
+            taken = sum(c[0] for c in process.counts.values())
+            self._samples -= int(taken)
+            self._skipped += int(taken)
+            self._sampled.discard(process.key)
+            process.counts, process.moved = {}, set()
+
+    def _passes_filter(self, process: AgentProcess) -> bool:
+        return ((not self.programs or process.program in self.programs)
+                and (not self.users or process.user in self.users))
+
+    def _new_process(self, pid: int, exe: str, maps: str, mnt_ns: int = 0,
+                     implicit: bool = False) -> AgentProcess:
         """A new address space of `pid` (caller holds _data_lock).  Its files open
         through /proc/PID/root while it runs; when it shares our mount namespace, by
         their own paths too, so a process gone by now is still symbolized."""
@@ -337,8 +374,9 @@ class AgentCollector(Collector):
             frames = StackFrames(space, self._symbolizer_of(mnt_ns, pid))
         process = AgentProcess(self._next_key, pid, exe.removesuffix(" (deleted)"), user,
                                True, space, frames)
-        process.wanted = ((not self.programs or process.program in self.programs)
-                          and (not self.users or user in self.users))
+        process.implicit = implicit
+        # Not known yet: kept until its PROCESS record says what it is (_fill_in).
+        process.wanted = implicit or self._passes_filter(process)
         self._next_key += 1
         self._processes[pid] = process
         self._all[process.key] = process
@@ -435,7 +473,9 @@ class AgentCollector(Collector):
                 if process.moved:
                     moved.append((process, [(k, list(process.counts[k])) for k in process.moved]))
                     process.moved = set()
-            wanted = [p for p in self._all.values() if p.wanted]
+            # One known from a TASK alone waits for its PROCESS record (its labels), unless
+            # it is gone: then it is pushed as what it is, a process of unknown program.
+            wanted = [p for p in self._all.values() if p.wanted and (p.gone or not p.implicit)]
         with self._sym_lock:
             for process, updates in moved:
                 table = process.table
@@ -447,6 +487,8 @@ class AgentCollector(Collector):
                                             process.frames, key[1])
                     rows.append((index, counts))
                 table.set_many(rows, defer_totals=True)
+                if self.keep_profile:
+                    process.unfolded.update(index for index, _counts in rows)
         return wanted
 
     def series_parts(self) -> AgentCollector:
@@ -508,7 +550,7 @@ class AgentCollector(Collector):
             ids = self._host_frames.setdefault(process.key, [])
             frames = table.frames
             ids.extend(intern(frames[f]) for f in range(len(ids), len(frames)))
-            for index in range(len(table)):
+            for index in sorted(process.unfolded):
                 at = self._host_index.get((process.key, index))
                 if at is None:
                     label, path = table.stack_path(index)
@@ -517,6 +559,7 @@ class AgentCollector(Collector):
                         array("i", [ids[f] for f in path]), table.stack_site(index))
                     self._host_index[(process.key, index)] = at
                 updates.append((at, [c[index] for c in table.costs]))
+            process.unfolded.clear()
         self._host.set_many(updates)
 
     def _notes(self) -> list[str]:
@@ -536,6 +579,14 @@ class AgentCollector(Collector):
             notes.append(f"{self._skipped:,} samples of processes outside the filter "
                          f"({which}) are not in the profile")
         return notes
+
+    def failure(self) -> str:
+        """Why the sampling helper ended on its own ("" when it was stopped, or runs)."""
+        helper = self._helper
+        if helper is None or helper.returncode in (0, None):
+            return ""
+        code = helper.returncode
+        return f"killed by signal {-code}" if code < 0 else f"exit status {code}"
 
     def counted(self) -> tuple[int, int]:
         """(processes, samples) the run took, of the processes the filter keeps."""

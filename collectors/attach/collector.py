@@ -126,6 +126,13 @@ class AttachCollector(Collector):
     def pid(self) -> int | None:
         return self.target_pid
 
+    @property
+    def owns_target(self) -> bool:
+        return False
+
+    def quit_question(self) -> str:
+        return f"Detach from pid {self.target_pid} and quit?\nThe process keeps running."
+
     # -- lifecycle -----------------------------------------------------------------
 
     def start(self) -> None:

@@ -131,6 +131,10 @@ void pt_attach_out_u64(uint32_t type, uint64_t value);
  * process's address space (exe read from /proc; `maps` its executable lines). */
 void pt_attach_out_task(uint32_t serial, pid_t pid, pid_t tid, uint32_t flags);
 void pt_attach_out_process(pid_t pid, uint32_t flags, const char *maps, size_t maps_len);
+/* The same for a process already gone: its executable `exe` and, when its files were
+ * found under the helper's own paths (pt_attach_mmaps_text), the helper's namespace. */
+void pt_attach_out_gone_process(pid_t pid, const char *exe, const char *maps, size_t maps_len,
+                                int own_namespace);
 void pt_attach_out_lost(uint64_t count, uint32_t where); /* PT_ATTACH_LOST_* */
 /* The buffers in use: `ring_bytes` per ring (0 without rings), `rings` of them,
  * the bytes of user stack each perf sample copies (0: ptrace, which reads what
@@ -192,6 +196,9 @@ int pt_attach_unwind_use(pid_t pid);
 int pt_attach_unwind_forget(pid_t pid);
 void pt_attach_unwind_maps_changed_of(pid_t pid);
 size_t pt_attach_unwind_processes(void); /* states held now */
+/* Read again the maps of every process whose mappings were never found (gone before
+ * its first read, and perf's MMAP2 records of it were drained only after). */
+void pt_attach_unwind_retry_unread(void);
 /* Unwind one sample and write it: `regs` are the user registers, `stack`
  * the nstack words copied from regs->sp up, `fp_ips` the frame-pointer chain
  * (kernel call chain or the ptrace walk, innermost first).  Where the copy
@@ -247,6 +254,17 @@ int pt_attach_ptrace_run(const struct pt_attach_config *cfg);
 /* Every process of the host (pt_attach_system.c): -1 when the per-CPU events cannot
  * be opened (errno set, a line on stderr, nothing written yet). */
 int pt_attach_system_run(const struct pt_attach_config *cfg);
+
+struct perf_event_mmap_page; /* linux/perf_event.h */
+/* The code mappings perf reported (pt_attach_mmaps.c), for a process gone before its
+ * /proc/PID/maps was read.  _note keeps one (MMAP2), _exec forgets a process's
+ * earlier ones; _text: its mappings as /proc/PID/maps lines (malloc'd, NULL when
+ * none), only of files the same path names here (same device and inode), and in
+ * `exe` the program's path when its exec was seen ("" otherwise). */
+void pt_attach_mmaps_note(pid_t pid, uint64_t start, uint64_t len, uint64_t pgoff, uint32_t maj,
+                          uint32_t min, uint64_t ino, const char *path);
+void pt_attach_mmaps_exec(pid_t pid);
+char *pt_attach_mmaps_text(pid_t pid, size_t *len, char *exe, size_t exe_size);
 
 struct perf_event_mmap_page; /* linux/perf_event.h */
 /* Perf ring buffers and sample records (pt_attach_ring.c), shared by the perf and

@@ -220,9 +220,15 @@ void pt_attach_out_task(uint32_t serial, pid_t pid, pid_t tid, uint32_t flags) {
 /* Maps text sent at most: a record's size must stay well within the buffer. */
 #define PT_OUT_MAPS_MAX 65536
 
-void pt_attach_out_process(pid_t pid, uint32_t flags, const char *maps, size_t maps_len) {
+/* One PROCESS record; `exe` NULL: read from /proc/PID/exe; `ns_of`: whose mount
+ * namespace to send ("self" for the helper's, a pid, or NULL for none). */
+static void pt_attach_out_process_record(pid_t pid, uint32_t flags, const char *maps,
+                                         size_t maps_len, const char *exe_known,
+                                         const char *ns_of) {
     char exe[512] = "";
-    if (!(flags & PT_ATTACH_PROCESS_GONE)) {
+    if (exe_known != NULL) {
+        snprintf(exe, sizeof exe, "%s", exe_known);
+    } else if (!(flags & PT_ATTACH_PROCESS_GONE)) {
         char path[64];
         snprintf(path, sizeof path, "/proc/%d/exe", (int)pid);
         ssize_t n = readlink(path, exe, sizeof exe - 1);
@@ -236,8 +242,10 @@ void pt_attach_out_process(pid_t pid, uint32_t flags, const char *maps, size_t m
     uint64_t mnt_ns = 0;
     struct stat st;
     char ns[64];
-    snprintf(ns, sizeof ns, "/proc/%d/ns/mnt", (int)pid);
-    if (!(flags & PT_ATTACH_PROCESS_GONE) && stat(ns, &st) == 0) mnt_ns = (uint64_t)st.st_ino;
+    if (ns_of != NULL) {
+        snprintf(ns, sizeof ns, "/proc/%s/ns/mnt", ns_of);
+        if (stat(ns, &st) == 0) mnt_ns = (uint64_t)st.st_ino;
+    }
     uint32_t exe_len = (uint32_t)strlen(exe), upid = (uint32_t)pid, mlen = (uint32_t)maps_len;
     uint32_t size = (uint32_t)(32 + ((exe_len + maps_len + 1 + 7) & ~(size_t)7));
     unsigned char *rec = pt_attach_out_reserve(PT_ATTACH_REC_PROCESS, size, 1);
@@ -249,6 +257,19 @@ void pt_attach_out_process(pid_t pid, uint32_t flags, const char *maps, size_t m
     memcpy(rec + 24, &mnt_ns, 8);
     memcpy(rec + 32, exe, exe_len);
     if (maps_len > 0) memcpy(rec + 32 + exe_len, maps, maps_len);
+}
+
+void pt_attach_out_process(pid_t pid, uint32_t flags, const char *maps, size_t maps_len) {
+    char who[16];
+    snprintf(who, sizeof who, "%d", (int)pid);
+    pt_attach_out_process_record(pid, flags, maps, maps_len, NULL,
+                                 (flags & PT_ATTACH_PROCESS_GONE) ? NULL : who);
+}
+
+void pt_attach_out_gone_process(pid_t pid, const char *exe, const char *maps, size_t maps_len,
+                                int own_namespace) {
+    pt_attach_out_process_record(pid, PT_ATTACH_PROCESS_NEW, maps, maps_len, exe,
+                                 own_namespace ? "self" : NULL);
 }
 
 void pt_attach_out_u64(uint32_t type, uint64_t value) {

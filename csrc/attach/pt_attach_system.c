@@ -15,7 +15,8 @@
  * ends a serial (and, for a leader, the process: its state is freed two drain
  * rounds later, when other CPUs' rings hold none of its samples any more),
  * PERF_RECORD_COMM with the exec flag ends every serial of the process and
- * its state, PERF_RECORD_MMAP of code marks its maps to be read again.
+ * its state, PERF_RECORD_MMAP2 of code marks its maps to be read again and is
+ * kept for a process gone before they were read (pt_attach_mmaps.c).
  *
  * The helper is single-threaded: file-level state in one instance (pt_sys).
  */
@@ -69,7 +70,7 @@ static size_t pt_sys_slot(pid_t tid) {
     return ((uint32_t)tid * 2654435761u) & (pt_sys.ntasks_cap - 1);
 }
 
-/* The slot of `tid`, or of the empty slot where it would go. */
+/* The slot of `tid`, or of the empty slot where it would go (the table exists). */
 static struct pt_sys_task *pt_sys_find(pid_t tid) {
     size_t i = pt_sys_slot(tid);
     while (pt_sys.tasks[i].tid != 0 && pt_sys.tasks[i].tid != tid)
@@ -146,8 +147,10 @@ static void pt_sys_sample(const uint64_t *body, size_t words) {
 }
 
 static void pt_sys_exit(pid_t pid, pid_t tid) {
-    struct pt_sys_task *t = pt_sys_find(tid);
-    if (t->serial != 0 && t->pid == pid) pt_sys_end_task(t);
+    if (pt_sys.ntasks_cap != 0) { /* else no sample came yet: no serial to end */
+        struct pt_sys_task *t = pt_sys_find(tid);
+        if (t->serial != 0 && t->pid == pid) pt_sys_end_task(t);
+    }
     if (pid != tid) return;
     struct pt_sys_gone *gone = pt_attach_grow(pt_sys.gone, &pt_sys.capgone, pt_sys.ngone,
                                               sizeof *gone);
@@ -180,12 +183,25 @@ static void pt_sys_drain(struct pt_perf_ring *ev) {
             if (words >= 2) pt_sys_exit((pid_t)(uint32_t)body[0], (pid_t)(uint32_t)body[1]);
             break;
         case PERF_RECORD_COMM: /* pid, tid, comm: after an exec, a new address space */
-            if (words >= 1 && (hdr.misc & PERF_RECORD_MISC_COMM_EXEC))
+            if (words >= 1 && (hdr.misc & PERF_RECORD_MISC_COMM_EXEC)) {
                 pt_sys_end_process((pid_t)(uint32_t)body[0]);
+                pt_attach_mmaps_exec((pid_t)(uint32_t)body[0]);
+            }
             break;
-        case PERF_RECORD_MMAP: /* pid, tid, addr, len, pgoff, filename */
-            if (words >= 1 && !(hdr.misc & PERF_RECORD_MISC_MMAP_DATA))
-                pt_attach_unwind_maps_changed_of((pid_t)(uint32_t)body[0]);
+        case PERF_RECORD_MMAP2: /* pid|tid, addr, len, pgoff, maj|min, ino, ino_generation,
+                                 * prot|flags, filename (NUL-padded), sample_id */
+            if (words >= 9 && !(hdr.misc & PERF_RECORD_MISC_MMAP_DATA)) {
+                pid_t pid = (pid_t)(uint32_t)body[0];
+                pt_attach_unwind_maps_changed_of(pid);
+                if (!(hdr.misc & PERF_RECORD_MISC_MMAP_BUILD_ID)) {
+                    char path[256];
+                    size_t room = 8 * (words - 8) < sizeof path ? 8 * (words - 8) : sizeof path;
+                    memcpy(path, body + 8, room);
+                    path[room - 1] = '\0';
+                    pt_attach_mmaps_note(pid, body[1], body[2], body[3], (uint32_t)body[4],
+                                         (uint32_t)(body[4] >> 32), body[5], path);
+                }
+            }
             break;
         default: break;
         }
@@ -238,6 +254,7 @@ static int pt_sys_open(const struct pt_attach_config *cfg, int *kernel) {
     attr.exclude_callchain_kernel = 1;
     attr.task = 1;
     attr.mmap = 1;
+    attr.mmap2 = 1; /* with device and inode: pt_attach_mmaps.c */
     attr.comm = 1;
     attr.comm_exec = 1;
     attr.sample_id_all = 1;
@@ -324,6 +341,7 @@ int pt_attach_system_run(const struct pt_attach_config *cfg) {
         for (int c = 0; c < pt_sys.ncpus; c++)
             if (pt_sys.rings[c].fd >= 0) pt_sys_drain(&pt_sys.rings[c]);
         pt_sys.round++;
+        pt_attach_unwind_retry_unread();
         pt_sys_forget_gone();
         pt_attach_unwind_take_stats(); /* the walks' counts are for the perf method's resize */
         pt_attach_out_flush();

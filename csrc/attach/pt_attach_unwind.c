@@ -89,6 +89,7 @@ struct pt_attach_unwind_state {
     uint64_t last_read;     /* CLOCK_MONOTONIC ns of the last maps read */
     uint64_t last_jit;      /* CLOCK_MONOTONIC ns of the last jitdump read */
     uint64_t sent_hash;     /* system-wide: of the maps lines last sent (0: none yet) */
+    int host_files;         /* gone before its maps were read: its files by our paths */
 };
 
 /* What all processes share, and which one is walked now.  The helper is
@@ -280,6 +281,7 @@ static struct pt_cfi_table *pt_attach_file_rows(const char *path, uint64_t start
     if (len > sizeof deleted - 1 && strcmp(path + len - (sizeof deleted - 1), deleted) == 0)
         snprintf(where, sizeof where, "/proc/%d/map_files/%lx-%lx", (int)pt_uw->via,
                  (unsigned long)start, (unsigned long)end);
+    else if (pt_uw->host_files) snprintf(where, sizeof where, "%s", path); /* checked */
     else snprintf(where, sizeof where, "/proc/%d/root%s", (int)pt_uw->via, path);
     int fd = open(where, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return NULL;
@@ -433,15 +435,27 @@ static void pt_attach_read_maps(void) {
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/maps", (int)pt_uw->via);
     FILE *f = fopen(path, "re");
-    if (f == NULL) return; /* the target is gone: keep what we had */
     char *text = NULL;
     size_t len = 0;
-    FILE *mem = open_memstream(&text, &len);
-    char chunk[8192];
-    size_t got;
-    while (mem != NULL && (got = fread(chunk, 1, sizeof chunk, f)) > 0) fwrite(chunk, 1, got, mem);
-    fclose(f);
-    if (mem == NULL || fclose(mem) != 0 || text == NULL) return;
+    if (f == NULL) {
+        /* The target is gone: keep what we had.  A process the system-wide method
+         * never read: the mappings perf reported, where our paths name its files. */
+        char exe[256];
+        if (!pt_uw_all.system || pt_uw->sent_hash != 0 || pt_uw->nobjs != 0 ||
+            (text = pt_attach_mmaps_text(pt_uw->pid, &len, exe, sizeof exe)) == NULL)
+            return;
+        pt_uw->host_files = 1;
+        pt_uw->sent_hash = 1; /* sent here, once: never as a later MAPS */
+        pt_attach_out_gone_process(pt_uw->pid, exe, text, len, 1);
+    } else {
+        FILE *mem = open_memstream(&text, &len);
+        char chunk[8192];
+        size_t got;
+        while (mem != NULL && (got = fread(chunk, 1, sizeof chunk, f)) > 0)
+            fwrite(chunk, 1, got, mem);
+        fclose(f);
+        if (mem == NULL || fclose(mem) != 0 || text == NULL) return;
+    }
     if (!pt_attach_any_exec(text)) {
         free(text);
         return;
@@ -452,7 +466,8 @@ static void pt_attach_read_maps(void) {
      * proftui symbolizes with them after the process is gone. */
     char *sent = NULL;
     size_t sent_len = 0;
-    FILE *keep = pt_uw_all.system ? open_memstream(&sent, &sent_len) : NULL;
+    FILE *keep = pt_uw_all.system && !pt_uw->host_files ? open_memstream(&sent, &sent_len)
+                                                         : NULL;
     for (char *line = text, *next; line != NULL && *line != '\0'; line = next) {
         next = strchr(line, '\n');
         if (next != NULL) *next++ = '\0';
@@ -581,6 +596,16 @@ void pt_attach_unwind_maps_changed_of(pid_t pid) {
 }
 
 size_t pt_attach_unwind_processes(void) { return pt_uw_all.nprocs; }
+
+void pt_attach_unwind_retry_unread(void) {
+    struct pt_attach_unwind_state *was = pt_uw;
+    for (size_t i = 0; i < pt_uw_all.nprocs; i++) {
+        if (pt_uw_all.procs[i]->sent_hash != 0) continue;
+        pt_uw = pt_uw_all.procs[i];
+        pt_attach_read_maps();
+    }
+    pt_uw = was;
+}
 
 void pt_attach_unwind_maps_changed(void) { pt_uw->dirty = 1; }
 
