@@ -157,6 +157,7 @@ class AgentCollector(Collector):
         self._host = StackProfile(METRICS)  # every process together, for collect()
         self._host_index: dict[tuple[int, int], int] = {}  # (process key, index) -> host's
         self._host_frames: dict[int, list[int]] = {}  # process key -> its frame id -> host's
+        self._host_threads: dict[int, str] = {}  # the host profile's names (meta.threads)
         self.reader_cpu_s = 0.0  # CPU time of the reader thread (decode, symbolize)
 
     @property
@@ -346,13 +347,18 @@ class AgentCollector(Collector):
                 process.space.root = "/"
             process.space.add_maps(record.maps)
             process.table.resymbolize()
-        process.wanted = self._passes_filter(process)
-        if not process.wanted:  # its samples so far were counted in: take them out
-            taken = sum(c[0] for c in process.counts.values())
-            self._samples -= int(taken)
-            self._skipped += int(taken)
-            self._sampled.discard(process.key)
-            process.counts, process.moved = {}, set()
+        if not self._passes_filter(process):
+            self._drop_samples(process)
+
+    def _drop_samples(self, process: AgentProcess) -> None:
+        """A process the filter turned out to leave out: its samples so far, counted in
+        provisionally, are counted as skipped (caller holds _data_lock)."""
+        process.wanted = False
+        taken = sum(c[0] for c in process.counts.values())
+        self._samples -= int(taken)
+        self._skipped += int(taken)
+        self._sampled.discard(process.key)
+        process.counts, process.moved = {}, set()
 
     def _passes_filter(self, process: AgentProcess) -> bool:
         return ((not self.programs or process.program in self.programs)
@@ -473,8 +479,12 @@ class AgentCollector(Collector):
                 if process.moved:
                     moved.append((process, [(k, list(process.counts[k])) for k in process.moved]))
                     process.moved = set()
-            # One known from a TASK alone waits for its PROCESS record (its labels), unless
-            # it is gone: then it is pushed as what it is, a process of unknown program.
+            # One known from a TASK alone waits for its PROCESS record (its labels); once
+            # gone without one it is a process of unknown program: pushed as that, unless
+            # a filter asks for programs or users (it cannot be shown to pass).
+            for p in self._all.values():
+                if p.implicit and p.gone and p.wanted and (self.programs or self.users):
+                    self._drop_samples(p)
             wanted = [p for p in self._all.values() if p.wanted and (p.gone or not p.implicit)]
         with self._sym_lock:
             for process, updates in moved:
@@ -522,14 +532,15 @@ class AgentCollector(Collector):
             return True
 
     def collect(self) -> Profile:
-        """Every process together; the threads' labels name their program and pid."""
+        """Every process together, one part per thread ("pid P tid T"); the picker merges
+        a process's threads, named by its program."""
         processes = self.apply_pending()
         with self._sym_lock:
             if self.keep_profile:
                 self._fold_into_host(processes)
             with self._data_lock:
                 running = self.is_running()
-                threads = {tid: name for p in processes for tid, name in p.threads.items()}
+                threads = dict(self._host_threads)
                 meta = ProfileMeta(
                     mode="agent", argv=["every process"], pids=[p.pid for p in processes],
                     threads=threads, period_ns=self._period_ns,
@@ -546,6 +557,10 @@ class AgentCollector(Collector):
         updates = []
         intern = self._host.frames.intern
         for process in processes:
+            # Thread names by tid, and each process's program by its pid: the picker (`t`)
+            # names processes by pid and threads by tid.
+            self._host_threads.update(process.threads)
+            self._host_threads[process.pid] = process.program
             table = process.table
             ids = self._host_frames.setdefault(process.key, [])
             frames = table.frames
@@ -555,7 +570,7 @@ class AgentCollector(Collector):
                 if at is None:
                     label, path = table.stack_path(index)
                     at = self._host.stack_of_ids(
-                        (process.key, index), f"{process.program} {label}",
+                        (process.key, index), label,
                         array("i", [ids[f] for f in path]), table.stack_site(index))
                     self._host_index[(process.key, index)] = at
                 updates.append((at, [c[index] for c in table.costs]))
@@ -648,7 +663,7 @@ def _build_id(pid: int, exe: str) -> str:
             with ElfFile(path) as elf:
                 build = str(elf.build_id() or "")
         except (OSError, ProftuiError, ValueError):
-            build = ""
+            continue  # gone meanwhile, or unreadable: the next way, and never cached
         _BUILDS[(st.st_dev, st.st_ino)] = build
         return build
     return ""

@@ -119,7 +119,8 @@ def test_agent_pushes_each_program_with_its_own_shares(server: Server, tmp_path:
     for program, pid, pushed in ((work.name, first.pid, mine), (threads.name, second.pid,
                                                                  theirs)):
         in_local = sum(tree.root.total_cost[0] for label, tree in local.parts.items()
-                       if label.startswith(f"{program} pid {pid} "))
+                       if label.startswith(f"pid {pid} tid "))
+        assert local.meta.threads[pid] == program
         assert in_local == pushed.total(0) > 0
 
 
@@ -198,7 +199,7 @@ def test_short_lived_processes_keep_their_samples_and_names(tmp_path: Path) -> N
             agent.wait()
     assert agent.returncode == 0, err
     profile = load_file(saved)
-    runs = {label.split()[2] for label in profile.parts}
+    runs = {label.split()[1] for label in profile.parts}
     assert len(runs) >= 15, (sorted(profile.parts), err)  # most runs took a sample or more
     flat = {row.frame.function: row.self_cost[0] for row in flat_profile(profile)}
     named = sum(flat.get(n, 0.0) for n in ("work_a", "work_b", "work_c"))

@@ -1,5 +1,5 @@
 """`proftui --all` in a real terminal: every process of the host, live; `t` picks a
-process's thread, the Process pane says why it shows none, and quitting stops the
+process or one of its threads, the Process pane says why it shows none, and quitting stops the
 sampling without touching any process."""
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ def test_all_shows_every_process_and_quits_touching_none(terminal: list[Terminal
         terminal.append(term)
         term.wait_for("agent", "running", "att_hot")
         term.key("t")
-        term.wait_for(f"pid {target.pid} tid {target.pid}", "All threads")
+        # The fixture as a process (its threads merged) and its main thread.
+        term.wait_for(f"process {target.pid}", f"thread {target.pid}", "All threads")
         term.key("Escape")
         term.key("4")
         term.wait_for("every process of the host is sampled")
