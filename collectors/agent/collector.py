@@ -19,8 +19,6 @@ import contextlib
 import os
 import pwd
 import select
-import signal
-import subprocess
 import threading
 import time
 from array import array
@@ -31,7 +29,8 @@ from proftui.collectors.attach import notes as attach_notes
 from proftui.collectors.base import Collector, CollectorOptions, SeriesPart
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.model.profile import CPU_NS, SAMPLES, Metric, Profile, ProfileMeta
-from proftui.collectors.runtime.launch import ExitInfo, stop_signals
+from proftui.collectors.runtime.helper import Helper, wait_for_stop
+from proftui.collectors.runtime.launch import ExitInfo
 from proftui.collectors.runtime.wire_attach import (
     FLAG_KERNEL_TIME,
     LOST_TABLE,
@@ -64,7 +63,6 @@ from proftui.collectors.symbols.stacks import (
 HEADER_TIMEOUT_S = 10.0
 MAX_SYMBOL_NOTES = 20  # of the symbolizers' notes (a host has many files without debug info)
 RELEASE_AFTER_S = 1.0  # a process's table is dropped this long after its end was pushed
-DETACH_TIMEOUT_S = 5.0
 CLOCK = "perf_event cpu-clock, every CPU"
 METRICS = (SAMPLES, CPU_NS)
 
@@ -124,7 +122,7 @@ class AgentCollector(Collector):
         self.keep_profile = keep_profile
         self.programs = frozenset(programs)
         self.users = frozenset(users)
-        self._helper: subprocess.Popen[bytes] | None = None
+        self._helper: Helper | None = None
         self._reader: threading.Thread | None = None
         self._decoder = StreamDecoder()
         self._processes: dict[int, AgentProcess] = {}  # pid -> its current address space
@@ -176,28 +174,24 @@ class AgentCollector(Collector):
     def start(self) -> None:
         from proftui.collectors.runtime.libraries import runtime_executable_path
 
-        helper = runtime_executable_path("proftui-attach")
         hz = max(1, int(self.options.frequency_hz))
-        argv = [helper, "0", str(hz), "system", str(int(self.options.buffer_bytes or 0)),
-                str(os.getpid())]
-        self._helper = subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            start_new_session=True, close_fds=True)
+        self._helper = Helper([runtime_executable_path("proftui-attach"), "0", str(hz),
+                               "system", str(int(self.options.buffer_bytes or 0)),
+                               str(os.getpid())], self._ended)
         self._start_time = time.time()
         try:
-            self._read_header()
+            self._read_header(self._helper)
         except BaseException:
-            self._kill_helper()
+            self._helper.kill()
             raise
-        self._reader = threading.Thread(target=self._read_loop, name="proftui-agent-reader",
-                                        daemon=True)
+        self._reader = threading.Thread(target=self._read_loop, args=(self._helper,),
+                                        name="proftui-agent-reader", daemon=True)
         self._reader.start()
 
-    def _read_header(self) -> None:
+    def _read_header(self, helper: Helper) -> None:
         """Read until the stream's first record; the helper's own line on failure."""
-        helper = self._helper
-        assert helper is not None and helper.stdout is not None
-        fd = helper.stdout.fileno()
+        assert helper.proc.stdout is not None
+        fd = helper.proc.stdout.fileno()
         deadline = time.monotonic() + HEADER_TIMEOUT_S
         while self._decoder.header is None or self._buffers is None:
             remaining = deadline - time.monotonic()
@@ -206,44 +200,33 @@ class AgentCollector(Collector):
                                    f"{HEADER_TIMEOUT_S:g} s")
             data = os.read(fd, 65536)
             if not data:
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    helper.wait(timeout=DETACH_TIMEOUT_S)
-                err = helper.stderr.read().decode(errors="replace").strip() if (
-                    helper.stderr) else ""
+                err = helper.reap() or helper.stderr()
                 raise ProftuiError(err.splitlines()[-1] if err else
-                                   f"the agent's sampler ended with status {helper.returncode}")
+                                   "the agent's sampler ended with status "
+                                   f"{helper.proc.returncode}")
             self._consume(data)
         header = self._decoder.header
         self._period_ns = header.period_ns
         self._header_flags = header.flags
         self._warnings.extend(attach_notes.stream_warnings("system", header.flags))
 
-    def _read_loop(self) -> None:
-        helper = self._helper
-        assert helper is not None and helper.stdout is not None
-        fd = helper.stdout.fileno()
+    def _read_loop(self, helper: Helper) -> None:
         began = time.thread_time()
         try:
-            while True:
-                data = os.read(fd, 1 << 16)
-                if not data:
-                    break
+            for data in helper.chunks():
                 self._consume(data)
         except (OSError, ProftuiError) as exc:
             with self._data_lock:
                 self._warnings.append(f"agent sampler stream failed: {exc}")
         finally:
             self.reader_cpu_s = time.thread_time() - began
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                helper.wait(timeout=DETACH_TIMEOUT_S)
+            err = helper.reap()
             with self._data_lock:
                 if self._end_time is None:
                     self._end_time = time.time()
-                if helper.returncode not in (0, None):
-                    err = helper.stderr.read().decode(errors="replace").strip() if (
-                        helper.stderr) else ""
-                    self._warnings.append(
-                        f"agent sampler ended with status {helper.returncode}: {err[-200:]}")
+                if err or helper.proc.returncode not in (0, None):
+                    self._warnings.append(f"agent sampler ended with status "
+                                          f"{helper.proc.returncode}: {err[-200:]}")
             self._ended.set()
 
     def _consume(self, data: bytes) -> None:
@@ -407,61 +390,20 @@ class AgentCollector(Collector):
 
     def wait(self) -> Profile:
         """Sample until --duration passes, Ctrl-C, SIGTERM or SIGHUP; then stop."""
-        duration = self.options.duration_s
-        deadline = None if duration is None else time.monotonic() + duration
-        stop = threading.Event()
-        old_handlers: dict[int, Any] = {}
-
-        def on_signal(signum: int, _frame: object) -> None:
+        def on_signal(signum: int) -> None:
             self.stop_signal = self.stop_signal or signum
-            stop.set()
 
-        if threading.current_thread() is threading.main_thread():
-            for sig in stop_signals():
-                old_handlers[sig] = signal.signal(sig, on_signal)
-        try:
-            while not self._ended.is_set() and not stop.is_set():
-                remaining = 0.2 if deadline is None else min(0.2, deadline - time.monotonic())
-                if remaining <= 0:
-                    break
-                self._ended.wait(remaining)
-        except KeyboardInterrupt:
-            pass
-        finally:
-            for sig, handler in old_handlers.items():
-                signal.signal(sig, handler)
+        wait_for_stop(self._ended, self.options.duration_s, on_signal)
         self.stop()
         return self.snapshot()
 
     def stop(self) -> None:
         """Ask the helper to stop and wait for its last record (idempotent)."""
-        helper = self._helper
-        if helper is None:
-            return
-        stdin = helper.stdin
-        if stdin is not None and not stdin.closed:
-            with contextlib.suppress(OSError, ValueError):
-                stdin.write(b"q")
-                stdin.flush()
-            with contextlib.suppress(OSError, ValueError):
-                stdin.close()
-        if not self._ended.wait(DETACH_TIMEOUT_S):
-            self._kill_helper()
-            self._ended.wait(DETACH_TIMEOUT_S)
+        if self._helper is not None:
+            self._helper.stop()
 
     def end(self, signum: int) -> str:
         return "the agent stopped sampling; no process was touched"
-
-    def _kill_helper(self) -> None:
-        helper = self._helper
-        if helper is None or helper.poll() is not None:
-            return
-        helper.send_signal(signal.SIGTERM)
-        try:
-            helper.wait(timeout=DETACH_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            helper.kill()
-            helper.wait()
 
     # -- profiles ----------------------------------------------------------------------
 
@@ -598,9 +540,9 @@ class AgentCollector(Collector):
     def failure(self) -> str:
         """Why the sampling helper ended on its own ("" when it was stopped, or runs)."""
         helper = self._helper
-        if helper is None or helper.returncode in (0, None):
+        if helper is None or helper.proc.returncode in (0, None):
             return ""
-        code = helper.returncode
+        code = helper.proc.returncode
         return f"killed by signal {-code}" if code < 0 else f"exit status {code}"
 
     def counted(self) -> tuple[int, int]:

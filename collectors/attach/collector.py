@@ -19,8 +19,6 @@ from __future__ import annotations
 import contextlib
 import os
 import select
-import signal
-import subprocess
 import threading
 import time
 from typing import Any, ClassVar
@@ -30,7 +28,8 @@ from proftui.collectors.attach import notes as attach_notes
 from proftui.collectors.base import Collector, CollectorOptions
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.model.profile import CPU_NS, SAMPLES, Frame, Profile, ProfileMeta
-from proftui.collectors.runtime.launch import ExitInfo, stop_signals
+from proftui.collectors.runtime.helper import Helper, wait_for_stop
+from proftui.collectors.runtime.launch import ExitInfo
 from proftui.collectors.runtime.tasks import live_task
 from proftui.collectors.runtime.wire_attach import (
     COUNTS_INTERVAL_S,
@@ -62,7 +61,6 @@ from proftui.collectors.symbols.stacks import (
 )
 
 HEADER_TIMEOUT_S = 10.0  # attaching to thousands of threads takes a while
-DETACH_TIMEOUT_S = 5.0
 CLOCKS = {
     "perf": "perf_event task-clock",
     "ptrace": "ptrace interrupts, CPU time from /proc schedstat",
@@ -80,7 +78,7 @@ class AttachCollector(Collector):
         if self.options.pid is None:
             raise ProftuiError("attach mode needs a pid (--pid N)")
         self.target_pid: int = self.options.pid
-        self._helper: subprocess.Popen[bytes] | None = None
+        self._helper: Helper | None = None
         self._reader: threading.Thread | None = None
         self._decoder = StreamDecoder()
         # (tid, addresses innermost first) -> [samples, ns]; keys that moved since the
@@ -155,27 +153,21 @@ class AttachCollector(Collector):
         argv = [helper, str(pid), str(hz), method]
         if self.options.buffer_bytes:  # --buffer: the perf rings' total size
             argv.append(str(int(self.options.buffer_bytes)))
-        # Own session: a Ctrl-C at the terminal reaches proftui, which then
-        # detaches in order, instead of reaching the helper directly.
-        self._helper = subprocess.Popen(
-            argv,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            start_new_session=True, close_fds=True,
-        )
+        self._helper = Helper(argv, self._ended)
         self._start_time = time.time()
         try:
-            self._read_until_attached(method)
+            self._read_until_attached(self._helper, method)
         except BaseException:
-            self._kill_helper()
+            self._helper.kill()
             raise
-        self._reader = threading.Thread(target=self._read_loop, name="proftui-attach-reader",
-                                        daemon=True)
+        self._reader = threading.Thread(target=self._read_loop, args=(self._helper,),
+                                        name="proftui-attach-reader", daemon=True)
         self._reader.start()
 
-    def _read_until_attached(self, method: str) -> None:
+    def _read_until_attached(self, helper: Helper, method: str) -> None:
         """Read the header and the first record; raise the real reason on failure."""
-        assert self._helper is not None and self._helper.stdout is not None
-        fd = self._helper.stdout.fileno()
+        assert helper.proc.stdout is not None
+        fd = helper.proc.stdout.fileno()
         deadline = time.monotonic() + HEADER_TIMEOUT_S
         got_record = False
         while not got_record:
@@ -184,9 +176,7 @@ class AttachCollector(Collector):
                 raise ProftuiError(f"attaching to process {self.target_pid} timed out")
             data = os.read(fd, 65536)
             if not data:
-                self._helper.wait(timeout=DETACH_TIMEOUT_S)
-                err = self._helper.stderr.read().decode(errors="replace") if (
-                    self._helper.stderr) else ""
+                err = helper.reap() or helper.stderr()
                 raise ProftuiError(attach_checks.explain_failure(self.target_pid, method, err))
             for record in self._decoder.feed(data):
                 if isinstance(record, Message) and record.fatal:
@@ -209,31 +199,22 @@ class AttachCollector(Collector):
         if self._stopped_note:
             self._warnings.append(self._stopped_note)
 
-    def _read_loop(self) -> None:
+    def _read_loop(self, helper: Helper) -> None:
         """Reader thread: decode the helper's stream until it ends."""
-        helper = self._helper
-        assert helper is not None and helper.stdout is not None
-        fd = helper.stdout.fileno()
         try:
-            while True:
-                data = os.read(fd, 1 << 16)
-                if not data:
-                    break
+            for data in helper.chunks():
                 self._consume(data)
         except (OSError, ProftuiError) as exc:
             with self._data_lock:
                 self._warnings.append(f"attach helper stream failed: {exc}")
         finally:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                helper.wait(timeout=DETACH_TIMEOUT_S)
+            err = helper.reap()
             with self._data_lock:
                 if self._end_time is None:
                     self._end_time = time.time()
-                if helper.returncode not in (0, None):
-                    err = helper.stderr.read().decode(errors="replace").strip() if (
-                        helper.stderr) else ""
-                    self._warnings.append(
-                        f"attach helper ended with status {helper.returncode}: {err[-200:]}")
+                if helper.proc.returncode not in (0, None):
+                    self._warnings.append(f"attach helper ended with status "
+                                          f"{helper.proc.returncode}: {err[-200:]}")
             self._ended.set()
 
     def _open_symbols(self) -> None:
@@ -337,60 +318,18 @@ class AttachCollector(Collector):
 
     def wait(self) -> Profile:
         """Sample until --duration passes, the target exits, Ctrl-C or SIGTERM; detach."""
-        duration = self.options.duration_s
-        deadline = None if duration is None else time.monotonic() + duration
-        stop = threading.Event()
-        old_handlers: dict[int, Any] = {}
-
-        def on_signal(signum: int, _frame: object) -> None:
+        def on_signal(signum: int) -> None:  # SIGTERM, SIGHUP: detach, keep the profile
             self.stop_signal = self.stop_signal or signum
-            stop.set()
 
-        if threading.current_thread() is threading.main_thread():
-            for sig in stop_signals():  # SIGTERM, SIGHUP: detach and keep the profile
-                old_handlers[sig] = signal.signal(sig, on_signal)
-        try:
-            with self.applying_drained():
-                while not self._ended.is_set() and not stop.is_set():
-                    remaining = 0.2 if deadline is None else min(0.2,
-                                                                 deadline - time.monotonic())
-                    if remaining <= 0:
-                        break
-                    self._ended.wait(remaining)
-        except KeyboardInterrupt:
-            pass  # Ctrl-C ends the recording; the profile is still saved
-        finally:
-            for sig, handler in old_handlers.items():
-                signal.signal(sig, handler)
+        wait_for_stop(self._ended, self.options.duration_s, on_signal,
+                      self.applying_drained())
         self.detach()
         return self.snapshot()
 
     def detach(self) -> None:
         """Ask the helper to detach and wait for its last record (idempotent)."""
-        helper = self._helper
-        if helper is None:
-            return
-        stdin = helper.stdin
-        if stdin is not None and not stdin.closed:
-            with contextlib.suppress(OSError, ValueError):
-                stdin.write(b"q")
-                stdin.flush()
-            with contextlib.suppress(OSError, ValueError):
-                stdin.close()
-        if not self._ended.wait(DETACH_TIMEOUT_S):
-            self._kill_helper()  # the kernel detaches a dead tracer; perf fds close
-            self._ended.wait(DETACH_TIMEOUT_S)
-
-    def _kill_helper(self) -> None:
-        helper = self._helper
-        if helper is None or helper.poll() is not None:
-            return
-        helper.send_signal(signal.SIGTERM)
-        try:
-            helper.wait(timeout=DETACH_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            helper.kill()
-            helper.wait()
+        if self._helper is not None:
+            self._helper.stop()
 
     def stop(self) -> None:
         self.detach()
