@@ -37,8 +37,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench_fleet import build_lua  # the same Lua build (benchmarks/ is on sys.path)
+
 ROOT = Path(__file__).resolve().parents[1]
-LUA_DIR = ROOT.parent / "shared" / "programs" / "lua"
 SCRIPT = ROOT / "benchmarks" / "programs" / "mixed.lua"
 # Runs the sampler and reports its tree's CPU; a SIGINT to the group is the sampler's to
 # act on (a handler, not SIG_IGN, which the sampler would inherit).
@@ -47,13 +48,6 @@ WRAP = ("import resource, signal, subprocess, sys; "
         "ru = resource.getrusage(resource.RUSAGE_CHILDREN); "
         "print('TREE_CPU', ru.ru_utime + ru.ru_stime, ru.ru_maxrss, file=sys.stderr); "
         "sys.exit(rc)")
-
-
-def build_lua(work: Path) -> Path:
-    out = work / "lua"
-    subprocess.run(["gcc", "-O2", "-g", "-DLUA_USE_LINUX", "-o", str(out),
-                    str(LUA_DIR / "onelua.c"), "-lm", "-ldl"], check=True)
-    return out
 
 
 def run_load(lua: Path, rounds: int, churn: bool) -> float:

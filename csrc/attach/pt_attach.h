@@ -290,6 +290,13 @@ size_t pt_ring_pages(uint64_t asked, int ncpus);
 int pt_ring_map(struct pt_perf_ring *ring, int fd, size_t *pages);
 /* Copy `len` bytes at ring offset `off`, handling wrap-around. */
 void pt_ring_copy(const struct pt_perf_ring *ev, uint64_t off, void *dst, size_t len);
+struct perf_event_header; /* linux/perf_event.h */
+/* One record of a ring: its header and its body (`words` u64 after the header). */
+typedef void (*pt_ring_handler)(const struct perf_event_header *hdr, const uint64_t *body,
+                                size_t words, void *arg);
+/* Hand every record between the ring's tail and head to `handle`, then give their
+ * space back to the kernel; a record smaller than its header (corrupt) ends the batch. */
+void pt_ring_drain(struct pt_perf_ring *ev, pt_ring_handler handle, void *arg);
 /* One PERF_RECORD_SAMPLE body of the sample_type both methods ask for. */
 struct pt_perf_sample {
     uint32_t pid, tid;

@@ -36,7 +36,6 @@
 #define PT_PERF_STACK_FIRST 8192u
 #define PT_PERF_STACK_MAX 65528u
 /* Words of the largest sample record (a record's size is a u16). */
-#define PT_PERF_REC_WORDS (65536 / 8)
 #define PT_PERF_MAX_THREADS 4096
 #define PT_PERF_MAX_CPUS 1024
 
@@ -166,57 +165,51 @@ static void pt_perf_sample(const struct pt_attach_config *cfg, const uint64_t *b
     pt_pf.samples++;
 }
 
+/* One record of a ring (pt_ring_drain's handler; `arg` the config).  Not
+ * async-signal-safe. */
+static void pt_perf_record(const struct perf_event_header *hdr, const uint64_t *body,
+                           size_t words, void *arg) {
+    const struct pt_attach_config *cfg = arg;
+    switch (hdr->type) {
+    case PERF_RECORD_SAMPLE: pt_perf_sample(cfg, body, words); break;
+    case PERF_RECORD_LOST:
+        if (words >= 2) {
+            pt_pf.lost += body[1];
+            pt_attach_out_lost(body[1], PT_ATTACH_LOST_RING);
+        }
+        break;
+    case PERF_RECORD_FORK: /* pid, ppid, tid, ptid: a thread inheritance covers */
+        if (words >= 2 && (pid_t)(uint32_t)body[0] == cfg->pid) {
+            pid_t tid = (pid_t)(uint32_t)body[1];
+            if (!pt_known_has(tid)) {
+                pt_known_add(tid);
+                pt_attach_out_thread((uint32_t)tid, PT_ATTACH_THREAD_NEW, cfg->pid);
+            }
+        }
+        break;
+    case PERF_RECORD_EXIT:
+        if (words >= 2 && (pid_t)(uint32_t)body[0] == cfg->pid) {
+            pid_t tid = (pid_t)(uint32_t)body[1];
+            pt_known_remove(tid);
+            pt_pf.exit_seen = 1;
+            pt_attach_out_thread((uint32_t)tid, PT_ATTACH_THREAD_GONE, cfg->pid);
+        }
+        break;
+    case PERF_RECORD_COMM: /* a thread renamed itself */
+        if (words >= 1 && (pid_t)(uint32_t)body[0] == cfg->pid)
+            pt_attach_out_thread((uint32_t)(body[0] >> 32), 0, cfg->pid);
+        break;
+    case PERF_RECORD_MMAP:
+        pt_attach_unwind_maps_changed();
+        pt_attach_out_u64(PT_ATTACH_REC_MAPS, 0);
+        break;
+    default: break;
+    }
+}
+
 /* Consume everything in one ring.  Not async-signal-safe. */
 static void pt_perf_drain(const struct pt_attach_config *cfg, struct pt_perf_ring *ev) {
-    uint64_t head = __atomic_load_n(&ev->meta->data_head, __ATOMIC_ACQUIRE);
-    uint64_t tail = ev->meta->data_tail;
-    static uint64_t rec[PT_PERF_REC_WORDS]; /* 64 KiB: kept off the stack */
-    while (tail < head) {
-        struct perf_event_header hdr;
-        pt_ring_copy(ev, tail, &hdr, sizeof hdr);
-        if (hdr.size < sizeof hdr) break; /* corrupt: give up on this batch */
-        size_t len = hdr.size; /* a u16: rec holds any record */
-        pt_ring_copy(ev, tail, rec, len);
-        const uint64_t *body = rec + 1;
-        size_t words = (len - sizeof hdr) / 8;
-        switch (hdr.type) {
-        case PERF_RECORD_SAMPLE: pt_perf_sample(cfg, body, words); break;
-        case PERF_RECORD_LOST:
-            if (words >= 2) {
-                pt_pf.lost += body[1];
-                pt_attach_out_lost(body[1], PT_ATTACH_LOST_RING);
-            }
-            break;
-        case PERF_RECORD_FORK: /* pid, ppid, tid, ptid: a thread inheritance covers */
-            if (words >= 2 && (pid_t)(uint32_t)body[0] == cfg->pid) {
-                pid_t tid = (pid_t)(uint32_t)body[1];
-                if (!pt_known_has(tid)) {
-                    pt_known_add(tid);
-                    pt_attach_out_thread((uint32_t)tid, PT_ATTACH_THREAD_NEW, cfg->pid);
-                }
-            }
-            break;
-        case PERF_RECORD_EXIT:
-            if (words >= 2 && (pid_t)(uint32_t)body[0] == cfg->pid) {
-                pid_t tid = (pid_t)(uint32_t)body[1];
-                pt_known_remove(tid);
-                pt_pf.exit_seen = 1;
-                pt_attach_out_thread((uint32_t)tid, PT_ATTACH_THREAD_GONE, cfg->pid);
-            }
-            break;
-        case PERF_RECORD_COMM: /* a thread renamed itself */
-            if (words >= 1 && (pid_t)(uint32_t)body[0] == cfg->pid)
-                pt_attach_out_thread((uint32_t)(body[0] >> 32), 0, cfg->pid);
-            break;
-        case PERF_RECORD_MMAP:
-            pt_attach_unwind_maps_changed();
-            pt_attach_out_u64(PT_ATTACH_REC_MAPS, 0);
-            break;
-        default: break;
-        }
-        tail += hdr.size;
-    }
-    __atomic_store_n(&ev->meta->data_tail, tail, __ATOMIC_RELEASE);
+    pt_ring_drain(ev, pt_perf_record, (void *)cfg);
 }
 
 /* Open events for threads neither opened nor inherited yet.  Not async-signal-safe. */

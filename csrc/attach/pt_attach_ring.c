@@ -48,6 +48,21 @@ void pt_ring_copy(const struct pt_perf_ring *ev, uint64_t off, void *dst, size_t
     if (first < len) memcpy((unsigned char *)dst + first, ev->data, len - first);
 }
 
+void pt_ring_drain(struct pt_perf_ring *ev, pt_ring_handler handle, void *arg) {
+    uint64_t head = __atomic_load_n(&ev->meta->data_head, __ATOMIC_ACQUIRE);
+    uint64_t tail = ev->meta->data_tail;
+    static uint64_t rec[65536 / 8]; /* the largest record (its size is a u16): off the stack */
+    while (tail < head) {
+        struct perf_event_header hdr;
+        pt_ring_copy(ev, tail, &hdr, sizeof hdr);
+        if (hdr.size < sizeof hdr) break; /* corrupt: give up on this batch */
+        pt_ring_copy(ev, tail, rec, hdr.size);
+        handle(&hdr, rec + 1, (hdr.size - sizeof hdr) / 8, arg);
+        tail += hdr.size;
+    }
+    __atomic_store_n(&ev->meta->data_tail, tail, __ATOMIC_RELEASE);
+}
+
 int pt_perf_parse_sample(const uint64_t *body, size_t words, struct pt_perf_sample *out) {
     /* Layout: ip, pid|tid, period, nr, ips[nr], then with registers: abi,
      * regs[PT_ARCH_PERF_NREGS] (ascending register number) unless abi is NONE,

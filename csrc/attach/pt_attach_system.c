@@ -36,7 +36,6 @@
 
 #define PT_SYS_MAX_CPUS 1024
 #define PT_SYS_STACK_BYTES 8192u  /* user stack each sample copies, as perf's dwarf mode */
-#define PT_SYS_REC_WORDS (65536 / 8) /* the largest record: its size is a u16 */
 #define PT_SYS_FORGET_ROUNDS 2       /* drain rounds between a process's exit and its state freed */
 
 /* One thread seen in samples: its serial in the stream.  tid 0: an empty slot;
@@ -159,56 +158,48 @@ static void pt_sys_exit(pid_t pid, pid_t tid) {
     pt_sys.gone[pt_sys.ngone++] = (struct pt_sys_gone){pid, pt_sys.round + PT_SYS_FORGET_ROUNDS};
 }
 
-/* Consume everything in one ring. */
-static void pt_sys_drain(struct pt_perf_ring *ev) {
-    uint64_t head = __atomic_load_n(&ev->meta->data_head, __ATOMIC_ACQUIRE);
-    uint64_t tail = ev->meta->data_tail;
-    static uint64_t rec[PT_SYS_REC_WORDS]; /* 64 KiB: kept off the stack */
-    while (tail < head) {
-        struct perf_event_header hdr;
-        pt_ring_copy(ev, tail, &hdr, sizeof hdr);
-        if (hdr.size < sizeof hdr) break; /* corrupt: give up on this batch */
-        pt_ring_copy(ev, tail, rec, hdr.size);
-        const uint64_t *body = rec + 1;
-        size_t words = (hdr.size - sizeof hdr) / 8;
-        switch (hdr.type) {
-        case PERF_RECORD_SAMPLE: pt_sys_sample(body, words); break;
-        case PERF_RECORD_LOST:
-            if (words >= 2) {
-                pt_sys.lost += body[1];
-                pt_attach_out_lost(body[1], PT_ATTACH_LOST_RING);
-            }
-            break;
-        case PERF_RECORD_EXIT: /* pid, ppid, tid, ptid, time */
-            if (words >= 2) pt_sys_exit((pid_t)(uint32_t)body[0], (pid_t)(uint32_t)body[1]);
-            break;
-        case PERF_RECORD_COMM: /* pid, tid, comm: after an exec, a new address space */
-            if (words >= 1 && (hdr.misc & PERF_RECORD_MISC_COMM_EXEC)) {
-                pt_sys_end_process((pid_t)(uint32_t)body[0]);
-                pt_attach_mmaps_exec((pid_t)(uint32_t)body[0]);
-            }
-            break;
-        case PERF_RECORD_MMAP2: /* pid|tid, addr, len, pgoff, maj|min, ino, ino_generation,
-                                 * prot|flags, filename (NUL-padded), sample_id */
-            if (words >= 9 && !(hdr.misc & PERF_RECORD_MISC_MMAP_DATA)) {
-                pid_t pid = (pid_t)(uint32_t)body[0];
-                pt_attach_unwind_maps_changed_of(pid);
-                if (!(hdr.misc & PERF_RECORD_MISC_MMAP_BUILD_ID)) {
-                    char path[256];
-                    size_t room = 8 * (words - 8) < sizeof path ? 8 * (words - 8) : sizeof path;
-                    memcpy(path, body + 8, room);
-                    path[room - 1] = '\0';
-                    pt_attach_mmaps_note(pid, body[1], body[2], body[3], (uint32_t)body[4],
-                                         (uint32_t)(body[4] >> 32), body[5], path);
-                }
-            }
-            break;
-        default: break;
+/* One record of a ring (pt_ring_drain's handler). */
+static void pt_sys_record(const struct perf_event_header *hdr, const uint64_t *body,
+                          size_t words, void *arg) {
+    (void)arg;
+    switch (hdr->type) {
+    case PERF_RECORD_SAMPLE: pt_sys_sample(body, words); break;
+    case PERF_RECORD_LOST:
+        if (words >= 2) {
+            pt_sys.lost += body[1];
+            pt_attach_out_lost(body[1], PT_ATTACH_LOST_RING);
         }
-        tail += hdr.size;
+        break;
+    case PERF_RECORD_EXIT: /* pid, ppid, tid, ptid, time */
+        if (words >= 2) pt_sys_exit((pid_t)(uint32_t)body[0], (pid_t)(uint32_t)body[1]);
+        break;
+    case PERF_RECORD_COMM: /* pid, tid, comm: after an exec, a new address space */
+        if (words >= 1 && (hdr->misc & PERF_RECORD_MISC_COMM_EXEC)) {
+            pt_sys_end_process((pid_t)(uint32_t)body[0]);
+            pt_attach_mmaps_exec((pid_t)(uint32_t)body[0]);
+        }
+        break;
+    case PERF_RECORD_MMAP2: /* pid|tid, addr, len, pgoff, maj|min, ino, ino_generation,
+                             * prot|flags, filename (NUL-padded), sample_id */
+        if (words >= 9 && !(hdr->misc & PERF_RECORD_MISC_MMAP_DATA)) {
+            pid_t pid = (pid_t)(uint32_t)body[0];
+            pt_attach_unwind_maps_changed_of(pid);
+            if (!(hdr->misc & PERF_RECORD_MISC_MMAP_BUILD_ID)) {
+                char path[256];
+                size_t room = 8 * (words - 8) < sizeof path ? 8 * (words - 8) : sizeof path;
+                memcpy(path, body + 8, room);
+                path[room - 1] = '\0';
+                pt_attach_mmaps_note(pid, body[1], body[2], body[3], (uint32_t)body[4],
+                                     (uint32_t)(body[4] >> 32), body[5], path);
+            }
+        }
+        break;
+    default: break;
     }
-    __atomic_store_n(&ev->meta->data_tail, tail, __ATOMIC_RELEASE);
 }
+
+/* Consume everything in one ring. */
+static void pt_sys_drain(struct pt_perf_ring *ev) { pt_ring_drain(ev, pt_sys_record, NULL); }
 
 /* Free the states of processes that exited PT_SYS_FORGET_ROUNDS rounds ago. */
 static void pt_sys_forget_gone(void) {

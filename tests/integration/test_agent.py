@@ -51,6 +51,20 @@ def server() -> Iterator[Server]:
         yield servers[0]
 
 
+def _stop(agent: subprocess.Popen[str], signum: int) -> str:
+    """Stop the agent as a user or a service manager does; its stderr, once it exited 0
+    (killed instead when it does not end in time)."""
+    agent.send_signal(signum)
+    try:
+        _out, err = agent.communicate(timeout=60)
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+            agent.wait()
+    assert agent.returncode == 0, err
+    return err
+
+
 def _self_shares(profile: Profile, names: list[str]) -> dict[str, float]:
     """Each function's share of the self samples of `names`, in percent."""
     flat = {row.frame.function: row.self_cost[0] for row in flat_profile(profile)}
@@ -89,13 +103,8 @@ def test_agent_pushes_each_program_with_its_own_shares(server: Server, tmp_path:
                                   stdout=subprocess.DEVNULL)
         assert first.wait(timeout=120) == 7 and second.wait(timeout=120) == 0
         time.sleep(1.5)  # both exited: their last samples pushed at the next interval
-        agent.send_signal(signal.SIGTERM)
-        _out, err = agent.communicate(timeout=60)
     finally:
-        if agent.poll() is None:
-            agent.kill()
-            agent.wait()
-    assert agent.returncode == 0, err
+        err = _stop(agent, signal.SIGTERM)
     assert "Traceback" not in err and "pushed" in err, err
 
     # Each program's own shares, from the server, within 5 points of what it measured.
@@ -191,13 +200,8 @@ def test_short_lived_processes_keep_their_samples_and_names(tmp_path: Path) -> N
         for _ in range(20):
             run = subprocess.run([str(work), "60"], stdout=subprocess.DEVNULL)
             assert run.returncode == 7
-        agent.send_signal(signal.SIGINT)
-        _out, err = agent.communicate(timeout=60)
     finally:
-        if agent.poll() is None:
-            agent.kill()
-            agent.wait()
-    assert agent.returncode == 0, err
+        err = _stop(agent, signal.SIGTERM)
     profile = load_file(saved)
     runs = {label.split()[1] for label in profile.parts}
     assert len(runs) >= 15, (sorted(profile.parts), err)  # most runs took a sample or more

@@ -107,7 +107,7 @@ def helper_gone(collector: AttachCollector) -> None:
     """The helper ended normally (status 0): it let go of the target."""
     helper = collector._helper
     assert helper is not None
-    assert helper.wait(timeout=5) == 0
+    assert helper.proc.wait(timeout=5) == 0
 
 
 def hot_share(profile: Profile) -> tuple[float, float]:
