@@ -275,6 +275,12 @@ struct pt_perf_ring {
     unsigned char *data;               /* the ring itself */
     uint64_t size;                     /* bytes in the ring, a power of two */
 };
+struct perf_event_attr; /* linux/perf_event.h */
+/* The event both methods open: a software clock (`config`) every `period_ns`, with
+ * the user call chain, registers and `stack_bytes` of user stack; kernel time unless
+ * `kernel` is 0; task, mmap and comm records; woken at a quarter of the ring. */
+void pt_perf_attr(struct perf_event_attr *attr, uint64_t config, uint64_t period_ns,
+                  uint32_t stack_bytes, int kernel, size_t ring_pages);
 /* Default data pages per ring: 512 KiB with 4 KiB pages (plus the control page, the
  * 516 KiB per CPU that kernel.perf_event_mlock_kb lets any user lock), ~120 samples
  * with their 4 KiB stack copies; fewer on machines with many CPUs. */

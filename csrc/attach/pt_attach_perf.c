@@ -95,30 +95,9 @@ static void pt_close_all(void) {
  * Not async-signal-safe. */
 static int pt_perf_open(const struct pt_attach_config *cfg, pid_t tid) {
     struct perf_event_attr attr;
-    memset(&attr, 0, sizeof attr);
-    attr.size = sizeof attr;
-    attr.type = PERF_TYPE_SOFTWARE;
-    attr.config = PERF_COUNT_SW_TASK_CLOCK;
-    attr.sample_period = cfg->period_ns;
-    attr.sample_type =
-        PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_CALLCHAIN | PERF_SAMPLE_PERIOD;
-    if (PT_ARCH_PERF_REGS != 0) {
-        attr.sample_type |= PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
-        attr.sample_regs_user = PT_ARCH_PERF_REGS;
-        attr.sample_stack_user = pt_pf.stack_bytes;
-    }
-    attr.exclude_kernel = !pt_pf.kernel;
-    attr.exclude_hv = 1;
-    attr.exclude_callchain_kernel = 1;
-    attr.inherit = 1;
-    attr.task = 1;
-    attr.mmap = 1;
-    attr.comm = 1;
-    attr.sample_id_all = 1;
-    /* Wake the helper once a ring is a quarter full (besides its 20 ms timer), so a
-     * burst or a late timer on a busy machine does not overflow the ring. */
-    attr.watermark = 1;
-    attr.wakeup_watermark = (uint32_t)(pt_pf.ring_pages * (size_t)sysconf(_SC_PAGESIZE) / 4);
+    pt_perf_attr(&attr, PERF_COUNT_SW_TASK_CLOCK, cfg->period_ns, pt_pf.stack_bytes,
+                 pt_pf.kernel, pt_pf.ring_pages);
+    attr.inherit = 1; /* threads those threads create are sampled too */
     int opened = 0;
     for (int cpu = 0; cpu < pt_pf.ncpus; cpu++) {
         int fd = (int)syscall(SYS_perf_event_open, &attr, tid, cpu, -1, PERF_FLAG_FD_CLOEXEC);

@@ -13,6 +13,33 @@
 
 #include "pt_attach.h"
 
+void pt_perf_attr(struct perf_event_attr *attr, uint64_t config, uint64_t period_ns,
+                  uint32_t stack_bytes, int kernel, size_t ring_pages) {
+    memset(attr, 0, sizeof *attr);
+    attr->size = sizeof *attr;
+    attr->type = PERF_TYPE_SOFTWARE;
+    attr->config = config;
+    attr->sample_period = period_ns;
+    attr->sample_type =
+        PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_CALLCHAIN | PERF_SAMPLE_PERIOD;
+    if (PT_ARCH_PERF_REGS != 0) {
+        attr->sample_type |= PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+        attr->sample_regs_user = PT_ARCH_PERF_REGS;
+        attr->sample_stack_user = stack_bytes;
+    }
+    attr->exclude_kernel = !kernel;
+    attr->exclude_hv = 1;
+    attr->exclude_callchain_kernel = 1;
+    attr->task = 1;
+    attr->mmap = 1;
+    attr->comm = 1;
+    attr->sample_id_all = 1;
+    /* Wake the helper once a ring is a quarter full (besides its own timer), so a
+     * burst or a late timer on a busy machine does not overflow the ring. */
+    attr->watermark = 1;
+    attr->wakeup_watermark = (uint32_t)(ring_pages * (size_t)sysconf(_SC_PAGESIZE) / 4);
+}
+
 size_t pt_ring_pages(uint64_t asked, int ncpus) {
     uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
     uint64_t want = asked ? asked / (uint64_t)ncpus / page

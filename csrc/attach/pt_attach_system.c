@@ -228,29 +228,11 @@ static void pt_sys_close(void) {
 /* Open and map one event per online CPU.  0, or -1 with errno. */
 static int pt_sys_open(const struct pt_attach_config *cfg, int *kernel) {
     struct perf_event_attr attr;
-    memset(&attr, 0, sizeof attr);
-    attr.size = sizeof attr;
-    attr.type = PERF_TYPE_SOFTWARE;
-    attr.config = PERF_COUNT_SW_CPU_CLOCK;
-    attr.sample_period = cfg->period_ns;
-    attr.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_CALLCHAIN | PERF_SAMPLE_PERIOD;
-    if (PT_ARCH_PERF_REGS != 0) {
-        attr.sample_type |= PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
-        attr.sample_regs_user = PT_ARCH_PERF_REGS;
-        attr.sample_stack_user = PT_SYS_STACK_BYTES;
-    }
-    attr.exclude_kernel = !*kernel;
-    attr.exclude_hv = 1;
+    pt_perf_attr(&attr, PERF_COUNT_SW_CPU_CLOCK, cfg->period_ns, PT_SYS_STACK_BYTES, *kernel,
+                 pt_sys.ring_pages);
     attr.exclude_idle = 1;
-    attr.exclude_callchain_kernel = 1;
-    attr.task = 1;
-    attr.mmap = 1;
     attr.mmap2 = 1; /* with device and inode: pt_attach_mmaps.c */
-    attr.comm = 1;
     attr.comm_exec = 1;
-    attr.sample_id_all = 1;
-    attr.watermark = 1;
-    attr.wakeup_watermark = (uint32_t)(pt_sys.ring_pages * (size_t)sysconf(_SC_PAGESIZE) / 4);
     int opened = 0;
     for (int cpu = 0; cpu < pt_sys.ncpus; cpu++) {
         int fd = (int)syscall(SYS_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
