@@ -69,6 +69,10 @@ class SeriesParts(Protocol):
         """Apply what arrived; every part that may have changes."""
         ...
 
+    def tables_held(self) -> contextlib.AbstractContextManager[object]:
+        """Held while the parts' tables are read: nothing adds to them meanwhile."""
+        ...
+
     def release(self, part: SeriesPart) -> bool:
         """`part` is gone and its last changes were taken: True once it is forgotten."""
         ...

@@ -453,6 +453,10 @@ class AgentCollector(Collector):
         """SeriesParts: the counts applied; every wanted process not yet released."""
         return self.apply_pending()
 
+    def tables_held(self) -> threading.Lock:
+        """SeriesParts: the lock under which tables change (symbolizing, applying)."""
+        return self._sym_lock
+
     def release(self, part: SeriesPart) -> bool:
         """SeriesParts: forget a process that is gone and whose last changes were taken
         (a long run's memory follows the processes alive, not every one it saw); its

@@ -208,17 +208,20 @@ class Pusher:
         now = self.clock()
         start, self._last = self._last, now
         self.stats.intervals += 1
-        for part in parts.take():
-            known = self._parts.get(part.key)
-            if known is None:
-                labels = {**self._labels, **part.labels(), **self.user_labels}
-                series = series_hash({**labels, "\0session": secrets.token_hex(8)})
-                known = self._parts[part.key] = (TableIntervals([part.table], self._hasher),
-                                                 series, labels)
-            source, series, labels = known
-            rows = source.take(None)
-            if rows.costs:
-                batches.extend(self._batches(rows, start, now, source, series, labels))
+        items = parts.take()
+        with parts.tables_held():  # the collector's reader adds stacks to them meanwhile
+            for part in items:
+                known = self._parts.get(part.key)
+                if known is None:
+                    labels = {**self._labels, **part.labels(), **self.user_labels}
+                    series = series_hash({**labels, "\0session": secrets.token_hex(8)})
+                    known = self._parts[part.key] = (
+                        TableIntervals([part.table], self._hasher), series, labels)
+                source, series, labels = known
+                rows = source.take(None)
+                if rows.costs:
+                    batches.extend(self._batches(rows, start, now, source, series, labels))
+        for part in items:
             if part.gone and parts.release(part):
                 del self._parts[part.key]
         for batch in batches:
