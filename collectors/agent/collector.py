@@ -467,8 +467,12 @@ class AgentCollector(Collector):
             if (process is None or not process.gone or process.moved
                     or time.monotonic() - process.gone_at < RELEASE_AFTER_S):
                 return False
-            if self.keep_profile:
-                with self._sym_lock:
+            with self._sym_lock:
+                # Costs applied since the pusher took its rows (a snapshot's collect()
+                # in between) are still to be pushed: not yet.
+                if process.table.has_changes():
+                    return False
+                if self.keep_profile:
                     self._fold_into_host([process])
             self._host_frames.pop(process.key, None)
             process.released = True

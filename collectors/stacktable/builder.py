@@ -478,6 +478,10 @@ class StackProfile:
         self._moved.clear()
         return out
 
+    def has_changes(self) -> bool:
+        """Whether `changes()` would hand out anything (costs moved since it last did)."""
+        return bool(self._moved)
+
     def stack_path(self, index: int) -> tuple[str, list[int]]:
         """Stack `index`'s part label and frame ids (outermost first, ids of `frames`)."""
         s = self._stacks

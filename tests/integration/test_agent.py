@@ -91,13 +91,13 @@ def test_agent_pushes_each_program_with_its_own_shares(server: Server, tmp_path:
     run = secrets.token_hex(4)
     saved = tmp_path / "host.proftui"
     agent = subprocess.Popen(
-        [*CLI, "agent", "--push", url, "--every", "1", "-F", "499", "--label", f"run={run}",
+        [*CLI, "agent", "--push", url, "--every", "1", "-F", "999", "--label", f"run={run}",
          "-o", str(saved)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         time.sleep(1.5)  # the helper's events are open well before this
         assert agent.poll() is None, agent.communicate()
         work_report, thread_report = tmp_path / "work.txt", tmp_path / "threads.txt"
-        first = subprocess.Popen([str(work), "1500", str(work_report)],
+        first = subprocess.Popen([str(work), "3000", str(work_report)],
                                  stdout=subprocess.DEVNULL)
         second = subprocess.Popen([str(threads), str(thread_report), "60000000"],
                                   stdout=subprocess.DEVNULL)

@@ -76,6 +76,8 @@ def test_an_exited_process_is_kept_until_its_last_counts(monkeypatch: pytest.Mon
          + process(PID, PROCESS_GONE) + counts(2, (0, 2, 2_000_000)))
     (part,) = agent.take()
     assert part.gone and sum(part.table.costs[0]) == 7.0  # counts after GONE still count
+    assert not agent.release(part)  # its last changes are not taken yet (by a pusher)
+    assert [delta for _index, delta in part.table.changes()] == [[7.0, 7_000_000.0]]
     assert agent.release(part)
     assert agent.take() == []
     feed(agent, counts(3, (0, 1, 1_000_000)))  # after its end was pushed: said, not lost
