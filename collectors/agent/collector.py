@@ -147,8 +147,10 @@ class AgentCollector(Collector):
         self._start_time: float | None = None
         self._end_time: float | None = None
         self._ended = threading.Event()
-        self._data_lock = threading.RLock()  # the aggregate, shared with the reader thread
-        self._sym_lock = threading.Lock()  # tables and symbolizers
+        # The aggregate, shared with the reader thread; then, when both are held, always
+        # taken first: tables, symbolizers and the host profile (_sym_lock).
+        self._data_lock = threading.RLock()
+        self._sym_lock = threading.Lock()
         # One symbolizer per mount namespace: it knows files by path, and a path names
         # one file only within a namespace (containers).
         self._symbolizers: dict[object, Any] = {}
@@ -485,20 +487,22 @@ class AgentCollector(Collector):
         """Every process together, one part per thread ("pid P tid T"); the picker merges
         a process's threads, named by its program."""
         processes = self.apply_pending()
-        with self._sym_lock:
-            if self.keep_profile:
+        if self.keep_profile:
+            with self._sym_lock:
                 self._fold_into_host(processes)
-            with self._data_lock:
-                running = self.is_running()
-                threads = dict(self._host_threads)
-                meta = ProfileMeta(
-                    mode="agent", argv=["every process"], pids=[p.pid for p in processes],
-                    threads=threads, period_ns=self._period_ns,
-                    clock=CLOCK + ("" if self._header_flags & FLAG_KERNEL_TIME
-                                   else ", user time only"),
-                    start_time=self._start_time, end_time=None if running else self._end_time,
-                    complete=not running, dropped=self._lost, warnings=list(self._warnings))
-                meta.warnings.extend(self._notes())
+        # Never _data_lock inside _sym_lock: the reader takes them the other way round.
+        with self._data_lock:
+            running = self.is_running()
+            meta = ProfileMeta(
+                mode="agent", argv=["every process"], pids=[p.pid for p in processes],
+                period_ns=self._period_ns,
+                clock=CLOCK + ("" if self._header_flags & FLAG_KERNEL_TIME
+                               else ", user time only"),
+                start_time=self._start_time, end_time=None if running else self._end_time,
+                complete=not running, dropped=self._lost, warnings=list(self._warnings))
+            meta.warnings.extend(self._notes())
+        with self._sym_lock:
+            meta.threads = dict(self._host_threads)
             return self._host.snapshot(meta)
 
     def _fold_into_host(self, processes: list[AgentProcess]) -> None:

@@ -5,6 +5,8 @@ sampling without touching any process."""
 from __future__ import annotations
 
 import os
+import re
+import time
 from pathlib import Path
 
 import pytest
@@ -30,9 +32,17 @@ def test_all_shows_every_process_and_quits_touching_none(terminal: list[Terminal
         term = Terminal([str(PROFTUI), "--all", "-F", "199"], tmp_path)
         terminal.append(term)
         term.wait_for("agent", "running", "att_hot")
+        # Snapshots keep coming while processes start (a lock-order deadlock once froze
+        # them at the first few hundred samples).
+        first = _samples(term.screen())
+        deadline = time.monotonic() + 20
+        while _samples(term.screen()) < first + 500 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _samples(term.screen()) >= first + 500, term.screen()
         term.key("t")
-        # The fixture as a process (its threads merged) and its main thread.
-        term.wait_for(f"process {target.pid}", f"thread {target.pid}", "All threads")
+        # The fixture as a process (its threads merged, named by its program); its
+        # threads follow the processes, below the fold on a busy host.
+        term.wait_for(f"process {target.pid}   att_spin", "All threads")
         term.key("Escape")
         term.key("4")
         term.wait_for("every process of the host is sampled")
@@ -43,6 +53,12 @@ def test_all_shows_every_process_and_quits_touching_none(terminal: list[Terminal
         assert "Traceback" not in screen
         assert target.proc.poll() is None, "quitting --all must leave every process running"
         assert_untouched(target.pid)
+
+
+def _samples(screen: str) -> int:
+    """The header's sample count."""
+    match = re.search(r"([\d,]+) samples", screen)
+    return int(match.group(1).replace(",", "")) if match else 0
 
 
 def test_all_refuses_a_program_or_a_pid(tmp_path: Path) -> None:
