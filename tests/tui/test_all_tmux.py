@@ -42,7 +42,9 @@ def test_all_shows_every_process_and_quits_touching_none(terminal: list[Terminal
         term.key("t")
         # The fixture as a process (its threads merged, named by its program); its
         # threads follow the processes, below the fold on a busy host.
-        term.wait_for(f"process {target.pid}   att_spin", "All threads")
+        screen = term.wait_for(f"process {target.pid} ", "All threads")
+        row = next(line for line in screen.splitlines() if f"process {target.pid} " in line)
+        assert "att_spin" in row, row
         term.key("Escape")
         term.key("4")
         term.wait_for("every process of the host is sampled")
