@@ -287,6 +287,8 @@ void pt_perf_attr(struct perf_event_attr *attr, uint64_t config, uint64_t period
 #define PT_PERF_DEFAULT_PAGES 128
 #define PT_PERF_MIN_PAGES 8
 #define PT_PERF_MAX_PAGES 65536
+/* CPUs a ring is opened for: those configured, 1 to `most`. */
+int pt_ring_cpus(int most);
 /* Data pages per ring: the asked total (bytes over every CPU's ring) split per CPU
  * and rounded down to a power of two, or the default. */
 size_t pt_ring_pages(uint64_t asked, int ncpus);

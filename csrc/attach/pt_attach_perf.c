@@ -291,9 +291,7 @@ int pt_attach_perf_run(const struct pt_attach_config *cfg, int quiet_fail) {
     pt_pf.stack_bytes = PT_PERF_STACK_FIRST;
     const char *kernel = getenv("PROFTUI_ATTACH_KERNEL"); /* "0": user time only (tests) */
     if (kernel != NULL && strcmp(kernel, "0") == 0) pt_pf.kernel = 0;
-    pt_pf.ncpus = (int)sysconf(_SC_NPROCESSORS_CONF);
-    if (pt_pf.ncpus < 1) pt_pf.ncpus = 1;
-    if (pt_pf.ncpus > PT_PERF_MAX_CPUS) pt_pf.ncpus = PT_PERF_MAX_CPUS;
+    pt_pf.ncpus = pt_ring_cpus(PT_PERF_MAX_CPUS);
     pt_pf.ring_pages = pt_ring_pages(cfg->buffer_bytes, pt_pf.ncpus);
     for (int c = 0; c < pt_pf.ncpus; c++) pt_pf.rings[c].fd = -1;
     pid_t failed = 0;

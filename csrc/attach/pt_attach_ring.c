@@ -40,6 +40,11 @@ void pt_perf_attr(struct perf_event_attr *attr, uint64_t config, uint64_t period
     attr->wakeup_watermark = (uint32_t)(ring_pages * (size_t)sysconf(_SC_PAGESIZE) / 4);
 }
 
+int pt_ring_cpus(int most) {
+    long n = sysconf(_SC_NPROCESSORS_CONF);
+    return n < 1 ? 1 : n > most ? most : (int)n;
+}
+
 size_t pt_ring_pages(uint64_t asked, int ncpus) {
     uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
     uint64_t want = asked ? asked / (uint64_t)ncpus / page

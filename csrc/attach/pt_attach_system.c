@@ -263,9 +263,7 @@ static int pt_sys_open(const struct pt_attach_config *cfg, int *kernel) {
 int pt_attach_system_run(const struct pt_attach_config *cfg) {
     pt_sys.self = getpid();
     pt_sys.exclude = cfg->exclude;
-    pt_sys.ncpus = (int)sysconf(_SC_NPROCESSORS_CONF);
-    if (pt_sys.ncpus < 1) pt_sys.ncpus = 1;
-    if (pt_sys.ncpus > PT_SYS_MAX_CPUS) pt_sys.ncpus = PT_SYS_MAX_CPUS;
+    pt_sys.ncpus = pt_ring_cpus(PT_SYS_MAX_CPUS);
     pt_sys.ring_pages = pt_ring_pages(cfg->buffer_bytes, pt_sys.ncpus);
     for (int c = 0; c < pt_sys.ncpus; c++) pt_sys.rings[c].fd = -1;
     int kernel = 1;
