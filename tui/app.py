@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, ClassVar, cast
 
 from proftui.collectors.base import Collector
+from proftui.collectors.fleet.query import FleetQuery
 from proftui.collectors.model.profile import Profile
 from proftui.collectors.model.views import FlatEntry
 from proftui.collectors.runtime.launch import ExitInfo, StopSignals
@@ -129,6 +130,14 @@ class ProfTuiApp(TypeAhead, ViewChoices, RunControls, DiffViews, App[None]):
                         "attached one, and quit"),
     ]
 
+    def _fleet_whole(self) -> Profile:
+        assert self._fleet is not None
+        return self._fleet.load()
+
+    def _fleet_window(self, start: float, end: float) -> Profile:
+        assert self._fleet is not None
+        return self._fleet.load_window(start, end)
+
     def get_driver_class(self) -> type[Driver]:
         """Textual's driver, or on a Linux terminal the one that takes a lone Esc when
         its delay ends (tui/input_driver.py)."""
@@ -138,14 +147,24 @@ class ProfTuiApp(TypeAhead, ViewChoices, RunControls, DiffViews, App[None]):
                  stop_signals: StopSignals | None = None, base: Profile | None = None,
                  base_name: str = "base", reload: Callable[[], Profile] | None = None,
                  source: str = "",
-                 load_range: Callable[[float, float], Profile] | None = None) -> None:
+                 load_range: Callable[[float, float], Profile] | None = None,
+                 fleet: FleetQuery | None = None) -> None:
         """`stop_signals`: SIGTERM/SIGHUP caught by the CLI; the app exits on them
         through its normal path, so the terminal is restored.  `base`: a profile to
         compare with (`open NEW --base BASE`), named `base_name` in the header.
         `reload`: runs the query `profile` came from again (a fleet URL, named `source`
         in the header); `r` calls it.  `load_range`: that query over a window (Unix
-        seconds), for a range picked in a fleet profile's timeline."""
+        seconds), for a range picked in a fleet profile's timeline.  `fleet`: the
+        fleet query `profile` came from, which gives both and the picker's breakdowns
+        (`g`)."""
         super().__init__()
+        self._fleet = fleet
+        # what to do once the next whole profile is shown (the picker after a breakdown)
+        self.after_shown: list[Callable[[], None]] = []
+        if fleet is not None:
+            reload = self._fleet_whole
+            load_range = self._fleet_window
+            source = source or fleet.url.display()
         # The pane keys come from the registry; they lead the key bar, as the tabs do.
         keys = BindingsMap([Binding(p.KEY, f"pane({p.PANE_ID!r})", p.TAB, tooltip=p.TITLE)
                             for p in self.PANES])
@@ -269,6 +288,10 @@ class ProfTuiApp(TypeAhead, ViewChoices, RunControls, DiffViews, App[None]):
         if part == self.part and self.current_views(views) and (
                 self._whole is None or self._whole is profile or self.collector is None):
             self._apply_views(profile, views)
+            if self._whole is profile:
+                shown, self.after_shown = self.after_shown, []
+                for then in shown:
+                    then()
 
     def _tick_header(self) -> None:
         if not self.ended:

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
     from proftui.collectors.base import Collector
     from proftui.collectors.fleet.pusher import Pusher
+    from proftui.collectors.fleet.query import FleetQuery
     from proftui.collectors.model.profile import Profile
     from proftui.collectors.runtime.launch import ExitInfo
 
@@ -55,7 +56,7 @@ def run_tui(collector: Collector | None = None, profile: Profile | None = None,
             base: Profile | None = None, base_name: str = "",
             reload: Callable[[], Profile] | None = None, source: str = "",
             pusher: Pusher | None = None,
-            load_range: Callable[[float, float], Profile] | None = None) -> int:
+            fleet: FleetQuery | None = None) -> int:
     """The app on a live collector or a saved profile; the status to exit with.
 
     SIGTERM/SIGHUP/SIGINT make the app exit through its normal path (the terminal is
@@ -81,7 +82,7 @@ def run_tui(collector: Collector | None = None, profile: Profile | None = None,
                 raise
         app = ProfTuiApp(collector=collector, profile=profile, stop_signals=stop, base=base,
                          base_name=base_name or "base", reload=reload, source=source,
-                         load_range=load_range)
+                         fleet=fleet)
         watchdog = StuckExit(collector, signal_name)
         stop.listen(watchdog.arm)
         line = ""
@@ -168,17 +169,12 @@ def cmd_open(args: argparse.Namespace) -> int:
     from proftui.collectors.formats.importers import load_any
 
     profile = load_profile(args.file, args.binary, args)
-    reload = load_range = None
-    if isinstance(args.file, str):  # a fleet query: `r` runs it again
-        file = args.file
+    fleet = None
+    if isinstance(args.file, str):  # a fleet query: `r` runs it again, `t` `g` another way
+        from proftui.collectors.fleet.query import FleetQuery as Query
+        from proftui.collectors.fleet.url import parse
 
-        def reload() -> Profile:
-            return load_any(file)
-
-        def load_range(start: float, end: float) -> Profile:  # a range of its timeline
-            from proftui.collectors.fleet.query import load_window
-
-            return load_window(file, start, end)
+        fleet = Query(parse(args.file))
 
     base = None
     if args.base is not None:
@@ -187,10 +183,9 @@ def cmd_open(args: argparse.Namespace) -> int:
         except ProftuiError as exc:
             raise ProftuiError(f"--base: {exc}", exc.exit_status) from exc
     if sys.stdout.isatty() and sys.stdin.isatty():
-        return run_tui(profile=profile, base=base,
-                       base_name=base_name(args.base), reload=reload,
-                       source=source_name(args.file) if reload is not None else "",
-                       load_range=load_range)
+        return run_tui(profile=profile, base=base, base_name=base_name(args.base),
+                       source=source_name(args.file) if fleet is not None else "",
+                       fleet=fleet)
     if base is not None:  # no terminal for the Δ columns: the report of FILE, and a pointer
         say("proftui: --base compares in the TUI; without a terminal, "
             "`proftui diff BASE FILE` prints the changes")

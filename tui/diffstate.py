@@ -1,7 +1,9 @@
 """The app's diff views: what the Δ columns compare with, and the keys that choose it.
 
-A baseline is either a profile given at start (`proftui open NEW --base BASE`)
-or a live mark (`b`: a snapshot of the run so far).  `B` shows the whole
+A baseline is either a profile given at start (`proftui open NEW --base BASE`),
+a live mark (`b`: a snapshot of the run so far), a range of the timeline (`b`
+with a range shown) or a part (`b` in the thread picker: a thread, a process, or
+a host or build of a fleet profile, which any part shown next compares with).  `B` shows the whole
 profile or the phase since the mark (`diff.subtract`), `x` forgets the mark, `a`
 switches the Δ columns between shares and absolute units.  Whatever is
 compared, `baseline` is it aligned onto the shown profile (`diff.align`), so
@@ -22,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from proftui.collectors.base import Collector
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.model.diff import align, subtract
+from proftui.collectors.model.parts import part_profile
 from proftui.collectors.model.profile import Profile
 from proftui.collectors.model.slices import range_note, range_profile, span_text
 from proftui.collectors.model.views import FlatEntry, flat_profile
@@ -97,6 +100,12 @@ class DiffViews(_Base):
         self._views_cache: tuple[Profile, ViewKey, Profile, Profile | None] | None = None
         # the last range asked of a fleet profile's source: (whole, span, its profile)
         self._queried_range: tuple[Profile, tuple[float, float], Profile] | None = None
+        # A part marked as the baseline (`b` in the picker): the profile it was in, its
+        # label (None: all), what the header calls it, and its profile per part shown.
+        self._part_mark: Profile | None = None
+        self._part_mark_label: str | None = None
+        self._part_mark_text = ""
+        self._part_bases: dict[str | None, Profile] = {}
 
     # -- the views (in workers) ------------------------------------------------------
 
@@ -104,6 +113,8 @@ class DiffViews(_Base):
         """What the views derive from besides the whole profile."""
         if self._mark is not None and self.since_mark:
             return self._mark, True, self.time_range
+        if self._part_mark is not None:
+            return self._part_mark, False, self.time_range
         if self._range_mark is not None:
             return self._range_mark, False, self.time_range
         if self.base_profile is not None and self.show_base:
@@ -112,11 +123,18 @@ class DiffViews(_Base):
 
     def current_views(self, views: Views) -> bool:
         """`views` were derived for the baseline and phase chosen now."""
-        return _same(views.key, self._view_key())
+        key = self._view_key()
+        if key[0] is not None and key[0] is self._part_mark:
+            bases = self._part_bases.values()
+            return any(b is views.key[0] for b in bases) and views.key[1:] == key[1:]
+        return _same(views.key, key)
 
     def _views(self, whole: Profile, part: str | None, key: ViewKey) -> Views:
         """The shown profile, baseline and flat profiles of `whole` (a worker calls it)."""
         base, since_mark, span = key
+        if base is not None and base is self._part_mark:
+            base = self._part_base(base, part)
+            key = (base, since_mark, span)  # a part's baseline is made per part shown
         cached = self._views_cache
         if cached is not None and cached[0] is whole and _same(cached[1], key):
             shown, baseline = cached[2], cached[3]
@@ -128,6 +146,13 @@ class DiffViews(_Base):
             self._views_cache = (whole, key, shown, baseline)
         return Views(shown, flat_profile(shown, part), baseline,
                      flat_profile(baseline, part) if baseline is not None else None, key)
+
+    def _part_base(self, marked: Profile, part: str | None) -> Profile:
+        """The marked part as the baseline of `part` shown (made once per part)."""
+        found = self._part_bases.get(part)
+        if found is None:
+            found = self._part_bases[part] = part_profile(marked, self._part_mark_label, part)
+        return found
 
     def _range_of(self, whole: Profile, span: tuple[float, float]) -> Profile:
         """`span` seconds of `whole`: from its slices, or, for a fleet profile (its
@@ -175,13 +200,15 @@ class DiffViews(_Base):
         words = []
         if self.time_range is not None:
             words.append(f"range {span_text(self.time_range)}")
-        if self._range_mark is not None:
+        if self._part_mark is not None:
+            words.append(f"Δ vs {self._part_mark_text} ({self.normalise})")
+        elif self._range_mark is not None:
             words.append(f"Δ vs {self._range_mark_text} ({self.normalise})")
         compared = self._compared_text()
         return " · ".join([*words, compared] if compared else words)
 
     def _compared_text(self) -> str:
-        if self._range_mark is not None:
+        if self._range_mark is not None or self._part_mark is not None:
             return ""
         if self._mark is not None:
             if self.since_mark:
@@ -277,8 +304,27 @@ class DiffViews(_Base):
             return
         self._views_changed()
 
+    def mark_part(self, label: str | None, title: str) -> None:
+        """Make part `label` (None: all) of the profile shown, called `title`, the
+        baseline: the part shown next is compared with it (`b` in the picker)."""
+        shown = self.profile
+        if shown is None:
+            self._say("no profile yet: nothing to mark")
+            return
+        self._part_mark, self._part_mark_label, self._part_bases = shown, label, {}
+        when = f", range {span_text(self.time_range)}" if self.time_range is not None else ""
+        self._part_mark_text = f"{title}{when}"
+        self.notify(f"baseline: {self._part_mark_text}; t and Enter on another part compares "
+                    "it, x forgets it")
+        self._views_changed()
+
     def action_clear_mark(self) -> None:
-        """`x`: forget the live mark (or the range marked as the baseline)."""
+        """`x`: forget the live mark (or the range or part marked as the baseline)."""
+        if self._part_mark is not None:
+            self._part_mark, self._part_mark_text, self._part_bases = None, "", {}
+            self.notify("part baseline cleared")
+            self._views_changed()
+            return
         if self._range_mark is not None:
             self._range_mark, self._range_mark_text = None, ""
             self.notify("range baseline cleared")

@@ -49,6 +49,7 @@ class RunControls(_Base):
         def _update_header(self) -> None: ...
         def _prepare(self, profile: Profile, part: str | None) -> object: ...
         def clear_mark(self) -> None: ...
+        def select_part(self, part: str | None) -> None: ...
 
     def action_pause(self) -> None:
         collector = self.collector
@@ -90,11 +91,14 @@ class RunControls(_Base):
             return
         self.call_from_thread(self._requeried, profile)
 
-    def _requeried(self, profile: Profile) -> None:
+    def _requeried(self, profile: Profile, what: str = "fleet query run again") -> None:
         self._queried_at = time.time()
         self._whole = profile
-        self._prepare(profile, self.part if self.part in profile.parts else None)
-        self.notify("fleet query run again")
+        if self.part is not None and self.part not in profile.parts:
+            self.select_part(None)  # the part chosen is not in this answer: all of it
+        else:
+            self._prepare(profile, self.part)
+        self.notify(what)
 
     @work(thread=True, group="reset")
     def _reset_worker(self) -> None:

@@ -4,8 +4,11 @@ file (tui/settings.py) they and the theme, sort and `%` choice are kept in."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from proftui.collectors.errors import ProftuiError
+from proftui.collectors.fleet.query import FleetQuery, breakdown_name
 from proftui.collectors.model.parts import describe_part, list_parts
 from proftui.collectors.model.profile import Profile
 from proftui.collectors.model.textsafe import display
@@ -14,7 +17,8 @@ from proftui.tui.names import MODE_TITLES, next_mode
 from proftui.tui.panes.base import Pane
 from proftui.tui.panes.flat import SORTS, FlatPane
 from proftui.tui.panes.tree import CallTreeView
-from proftui.tui.screens.threads import ALL, ThreadsScreen
+from proftui.tui.screens.threads import ALL, MARK, REGROUP, SHOW, Picked, ThreadsScreen
+from textual import work
 
 if TYPE_CHECKING:
     from textual.app import App
@@ -35,11 +39,16 @@ class ViewChoices(_Base):
     _settings_error: str
     _metric_restored: bool
     _whole: Profile | None
+    _fleet: FleetQuery | None
+    _part_mark_text: str
+    after_shown: list[Callable[[], None]]
 
     if TYPE_CHECKING:  # ProfTuiApp's, which this mixin calls
         def panes(self) -> list[Pane]: ...
         def _update_header(self) -> None: ...
         def _prepare(self, profile: Profile, part: str | None) -> object: ...
+        def _requeried(self, profile: Profile, what: str = ...) -> None: ...
+        def mark_part(self, label: str | None, title: str) -> None: ...
 
     def action_threads(self) -> None:
         """The thread picker: all threads, one process or one thread, by share."""
@@ -48,16 +57,48 @@ class ViewChoices(_Base):
             self.notify("no profile yet", severity="warning")
             return
         choices = list_parts(profile, self.metric, keep=(self.part,))
-        if len(choices) < 2 and self.part is None:
+        fleet = self._fleet
+        if len(choices) < 2 and self.part is None and fleet is None:
             self.notify("this profile has no per-thread data (one thread, or a collector "
                         "that does not record threads)")
             return
-        self.push_screen(ThreadsScreen(choices, self.metric, profile.metrics, self.part),
+        breakdown = next_breakdown = ""
+        if fleet is not None:
+            breakdown = breakdown_name(fleet.url.by)
+            next_breakdown = breakdown_name(fleet.next_breakdown())
+        self.push_screen(ThreadsScreen(choices, self.metric, profile.metrics, self.part,
+                                       breakdown, next_breakdown, self._part_mark_text),
                          self._threads_chosen)
 
-    def _threads_chosen(self, choice: str | None) -> None:
-        if choice is not None:
-            self.select_part(None if choice == ALL else choice)
+    def _threads_chosen(self, choice: Picked | None) -> None:
+        if choice is None:
+            return
+        action, label = choice
+        part = None if label == ALL else label
+        if action == SHOW:
+            self.select_part(part)
+        elif action == MARK and self.profile is not None:
+            self.mark_part(part, describe_part(self.profile, part).title())
+        elif action == REGROUP and self._fleet is not None:
+            by = self._fleet.next_breakdown()
+            self.notify(f"asking the server for the profile by {breakdown_name(by)}…")
+            self._regroup(self._fleet.broken_down(by))
+
+    @work(thread=True, exclusive=True, group="requery")
+    def _regroup(self, fleet: FleetQuery) -> None:
+        """The fleet query broken down another way, off the UI thread; the picker opens
+        again on its parts."""
+        try:
+            profile = fleet.load()
+        except ProftuiError as exc:
+            self.call_from_thread(self.notify, str(exc), severity="error")
+            return
+        self.call_from_thread(self._regrouped, fleet, profile)
+
+    def _regrouped(self, fleet: FleetQuery, profile: Profile) -> None:
+        self._fleet = fleet
+        self.after_shown.append(self.action_threads)  # the picker on the new parts
+        self._requeried(profile, f"parts by {breakdown_name(fleet.url.by)}")
 
     def select_part(self, part: str | None) -> None:
         """Show only thread or process `part` (None: all) in every pane and the header."""

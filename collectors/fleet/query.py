@@ -19,13 +19,14 @@ data (a host pushes its series, stacks and samples to one node).
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, replace
 from typing import Any
 
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.fleet import schema
 from proftui.collectors.fleet.batch import parse_spec
 from proftui.collectors.fleet.client import FleetClient
-from proftui.collectors.fleet.url import FleetURL, parse
+from proftui.collectors.fleet.url import THREAD, FleetURL, parse
 from proftui.collectors.model.lines import record_code_cost
 from proftui.collectors.model.profile import (
     CallTree,
@@ -85,16 +86,53 @@ def load_window(source: str | FleetURL, start: float, end: float) -> Profile:
         client.close()
 
 
+# The breakdowns `t` offers a fleet profile (g cycles them): per push session (a process:
+# host, program, pid), then per value of a label, then per thread of each session.
+BREAKDOWNS: tuple[tuple[str, ...], ...] = ((), ("host",), ("program",), ("build",), (THREAD,))
+
+
+def breakdown_name(by: tuple[str, ...]) -> str:
+    """What the picker calls breakdown `by`."""
+    return ", ".join(by) if by else "process (host, program, pid)"
+
+
+@dataclass(frozen=True)
+class FleetQuery:
+    """A fleet URL as a view asks it again: the whole window (`r`), a range of its
+    timeline, or the same query broken down another way (`t`, `g`)."""
+
+    url: FleetURL
+
+    def load(self) -> Profile:
+        return load(self.url)
+
+    def load_window(self, start: float, end: float) -> Profile:
+        return load_window(self.url, start, end)
+
+    def broken_down(self, by: tuple[str, ...]) -> FleetQuery:
+        return FleetQuery(replace(self.url, by=by))
+
+    def next_breakdown(self) -> tuple[str, ...]:
+        """The breakdown after this query's in BREAKDOWNS (the first after any other)."""
+        order = list(BREAKDOWNS)
+        at = order.index(self.url.by) if self.url.by in order else -1
+        return order[(at + 1) % len(order)]
+
+
 def _load(client: FleetClient, url: FleetURL, start: int, end: int) -> Profile:
     where, params = _where(url, start, end)
     samples = _table(url, schema.SAMPLES)
     local_samples = f"{url.database}.{schema.SAMPLES}"
     began = time.monotonic()
     sums = ", ".join(f"sum({name})" for name in schema.METRICS)
-    rows = [(spec, stack, series, _spec_costs(spec, sums_), calls)
-            for spec, stack, series, calls, *sums_ in client.execute(
-                f"SELECT profile, stack, series, sum(call_count), {sums} FROM {samples} "
-                f"WHERE {where} GROUP BY profile, stack, series", params,
+    # a part per session (or label values), or per session and thread: rows are keyed
+    # by (series, thread), thread '' unless by= names it
+    thread = "thread" if THREAD in url.by else "''"
+    rows = [(spec, stack, (series, thread_), _spec_costs(spec, sums_), calls)
+            for spec, stack, series, thread_, calls, *sums_ in client.execute(
+                f"SELECT profile, stack, series, {thread}, sum(call_count), {sums} "
+                f"FROM {samples} WHERE {where} GROUP BY profile, stack, series"
+                + (", thread" if thread == "thread" else ""), params,
                 doing="aggregating samples")]
     if not rows:
         raise ProftuiError(f"no fleet samples in {url.display()} between "
@@ -111,8 +149,8 @@ def _load(client: FleetClient, url: FleetURL, start: int, end: int) -> Profile:
         f"SELECT DISTINCT series, labels.key, labels.value FROM {_table(url, schema.SERIES)} "
         f"WHERE series IN (SELECT series FROM {local_samples} WHERE {where})", params,
         doing="reading labels")}
-    part_of = {series: part_label(series, *labels.get(series, ([], [])), url.by)
-               for series in {row[2] for row in rows}}
+    part_of = {key: part_label(key[0], *labels.get(key[0], ([], [])), url.by, key[1])
+               for key in {row[2] for row in rows}}
     profile = build_profile(rows, stacks, part_of)
     profile.slices, late = _timeline(client, url, where, params, start, end, profile, part_of)
     distinct = len({row[1] for row in rows})
@@ -136,23 +174,36 @@ def _spec_costs(spec: str, sums: list[float]) -> list[float]:
 _COLUMN = {name: i for i, name in enumerate(schema.METRICS)}
 
 
-def part_label(series: int, keys: list[str], values: list[str], by: tuple[str, ...] = ()) -> str:
+def part_label(series: int, keys: list[str], values: list[str], by: tuple[str, ...] = (),
+               thread: str = "") -> str:
     """The part a push session's rows go to: "HOST PROGRAM pid N" from its labels (the
     session id in hex where none is set); with `by` (the URL's by=), "KEY=VALUE ..." of
-    those labels, so every session with the same values shares one part."""
-    if by:
-        return " ".join(f"{key}={_label(keys, values, key) or '(none)'}" for key in by)
-    named = [_label(keys, values, "host"), _label(keys, values, "program")]
+    those labels, so every session with the same values shares one part.  `thread` in
+    `by` is the rows' own thread: alone, "HOST PROGRAM THREAD" (a part per thread of
+    each session); beside labels, "KEY=VALUE ... THREAD"."""
+    labels = tuple(key for key in by if key != THREAD)
+    if labels:
+        text = " ".join(f"{key}={_label(keys, values, key) or '(none)'}" for key in labels)
+        return f"{text} {thread}" if THREAD in by else text
+    if THREAD in by:
+        head = " ".join(n for n in (_label(keys, values, "host"),
+                                    _label(keys, values, "program")) if n)
+        return " ".join(t for t in (head or f"series {series:016x}", thread or "(no thread)"))
     pid = _label(keys, values, "pid")
+    program = _label(keys, values, "program")
+    if program == f"pid {pid}":  # the agent's name for a process whose program it never saw
+        program = ""
+    named = [_label(keys, values, "host"), program]
     text = " ".join([*(n for n in named if n), *([f"pid {pid}"] if pid else [])])
     return text or f"series {series:016x}"
 
 
 def build_profile(rows: list[tuple], stacks: dict[int, tuple],
-                  parts: dict[int, str] | None = None) -> Profile:
-    """A finalized Profile from aggregated rows (profile spec, stack hash, series, summed
-    costs, summed calls) and stack rows (the stacks table's columns, by hash): its tree
-    and one part per series (`parts` names them)."""
+                  parts: dict[Any, str] | None = None) -> Profile:
+    """A finalized Profile from aggregated rows (profile spec, stack hash, part key,
+    summed costs, summed calls) and stack rows (the stacks table's columns, by hash): its
+    tree and one part per part key (`parts` names them; a key is a series, or a series
+    and thread)."""
     specs = sorted({row[0] for row in rows})
     metrics: list[Metric] = []
     any_calls = False
@@ -186,7 +237,8 @@ def build_profile(rows: list[tuple], stacks: dict[int, tuple],
             found = paths[stack] = (path, None if record is None else _site(record),
                                     tree.walk(path))
         path, site, leaf = found
-        label = (parts or {}).get(series) or part_label(series, [], [])
+        label = (parts or {}).get(series) or part_label(
+            series[0] if isinstance(series, tuple) else series, [], [])
         p = part_index.get(label)
         if p is None:
             p = part_index[label] = len(labels)
@@ -215,7 +267,7 @@ def build_profile(rows: list[tuple], stacks: dict[int, tuple],
 
 def _timeline(client: FleetClient, url: FleetURL, where: str, params: dict[str, Any],
               start: int, end: int, profile: Profile,
-              part_of: dict[int, str]) -> tuple[Slices, int]:
+              part_of: dict[tuple[int, str], str]) -> tuple[Slices, int]:
     """Each part's costs per minute (per wider slice past MAX_SLICES minutes), and the
     minutes of sessions the first query did not see (left out)."""
     sums = ", ".join(f"sum({name})" for name in schema.METRICS)
@@ -225,14 +277,17 @@ def _timeline(client: FleetClient, url: FleetURL, where: str, params: dict[str, 
     minutes = max(1, (end - start) // schema.BUCKET_S)
     width = schema.BUCKET_S * -(-minutes // MAX_SLICES)
     entries, late = [], 0
-    for series, minute, *values in client.execute(
-            f"SELECT series, toUInt32(toStartOfMinute(time)), {sums} "
-            f"FROM {_table(url, schema.SAMPLES)} WHERE {where} "
-            f"GROUP BY series, toStartOfMinute(time)", params, doing="reading the timeline"):
-        if series not in part_of:  # a session whose first rows came after the first query
+    thread = "thread" if THREAD in url.by else "''"
+    for series, thread_, minute, *values in client.execute(
+            f"SELECT series, {thread}, toUInt32(toStartOfMinute(time)), {sums} "
+            f"FROM {_table(url, schema.SAMPLES)} WHERE {where} GROUP BY series, "
+            + ("thread, " if thread == "thread" else "") + "toStartOfMinute(time)", params,
+            doing="reading the timeline"):
+        label = part_of.get((series, thread_))
+        if label is None:  # a session whose first rows came after the first query
             late += 1
             continue
-        entries.append((minute, index[part_of[series]],
+        entries.append((minute, index[label],
                         [0.0 if c is None else values[c] for c in columns]))
     return part_totals(float(start), float(width), -(-(end - start) // width), labels,
                        entries, len(profile.metrics)), late

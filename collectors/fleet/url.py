@@ -5,9 +5,9 @@ CLICKHOUSE_USER / _PASSWORD); `display()` never shows a password.  `from`/`to` t
 ISO times (a time without a zone is local time) or times relative to now (`-15m`,
 `-2h`, `-1d`, `now`); `cluster=NAME` reads through Distributed tables over the
 server's cluster NAME; `by=KEY[,KEY..]` makes the profile's parts (`t`) one per
-value of those labels (host, program, build, ...) instead of one per push session;
-every other parameter filters on a label (repeat a key to accept any of several
-values).
+value of those labels (host, program, build, ...) instead of one per push session
+(`thread` is the rows' own thread, not a label); every other parameter filters on a
+label (repeat a key to accept any of several values).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from proftui.collectors.errors import ProftuiError
 DEFAULT_PORT = 9000  # ClickHouse's native protocol
 DEFAULT_FROM = "-1h"
 RESERVED = ("from", "to", "cluster", "by")  # query parameters that are not label filters
+THREAD = "thread"  # in by=: the sample rows' thread ("pid P tid T"), not a label
 LABEL_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.]{0,63}\Z")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}\Z")  # database and cluster names
 _RELATIVE = re.compile(r"-(\d+(?:\.\d+)?)(s|m|h|d|w)\Z")
@@ -160,10 +161,6 @@ def _breakdown(value: str) -> list[str]:
     """The label keys of `by=KEY[,KEY..]`."""
     keys = [key.strip() for key in value.split(",")]
     for key in keys:
-        if key == "thread":
-            raise ProftuiError("fleet URL: by=thread: fleet rows keep no threads (a pushed "
-                               "run's threads are summed); by takes labels such as host, "
-                               "program, build, pid")
         if not LABEL_KEY.match(key):
             raise ProftuiError(f"fleet URL: by={value!r}: {key!r} is not a label name "
                                "(letters, digits, _ and .; several: by=host,program)")
@@ -176,7 +173,7 @@ def parse_label(text: str) -> tuple[str, str]:
     if not sep or not LABEL_KEY.match(key):
         raise ProftuiError(f"--label {text!r}: expected KEY=VALUE, KEY of letters, digits, "
                            "_ and .")
-    if key in RESERVED:
+    if key in (*RESERVED, THREAD):
         raise ProftuiError(f"--label: {key!r} is reserved for queries (from, to, cluster, "
-                           "by)")
+                           "by, thread)")
     return key, value

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import threading
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from proftui.collectors.model.profile import CallTree, Profile
 
@@ -171,3 +171,14 @@ def describe_part(profile: Profile, part: str | None) -> PartInfo:
         return PartInfo(part, "other", None, None, "", cost)
     name = profile.meta.threads.get(tid if tid is not None else pid, "")
     return PartInfo(part, "thread" if tid is not None else "process", pid, tid, name, cost)
+
+
+def part_profile(profile: Profile, part: str | None, file_as: str | None = None) -> Profile:
+    """`part` of `profile` (None: all of it) as a profile of its own, to compare another
+    part with: its tree is the whole, and it is also filed under the label `file_as`,
+    so a view that shows part `file_as` of another profile compares with this one.
+    Per-function totals, line and address costs are the whole profile's: dropped."""
+    tree = part_tree(profile, part)
+    return replace(profile, tree=tree, parts={file_as: tree} if file_as else {},
+                   functions=None, line_costs={}, address_costs={}, address_sites={},
+                   slices=None, arcs={})

@@ -270,3 +270,30 @@ def test_instrument_intervals_are_snapshot_differences_with_calls(server: Server
                 for n in tree.preorder()}
 
     assert calls(fleet) == calls(local)
+
+
+def test_breakdown_by_thread_equals_the_local_threads(server: Server, tmp_path: Path) -> None:
+    """by=thread: a part per thread of each push session, each equal to the local file's
+    thread part (the rows keep each thread); the timeline per thread sums to it."""
+    binary = build_fixture("thr_ratio.c", ["-O2", "-g", "-pthread"])
+    url = server.url("threads")
+    out = tmp_path / "t.proftui"
+    result = push_run(url, binary, out, str(tmp_path / "report"), "20000000",
+                      labels=("host=t1",))
+    assert result.returncode == 0, result.stderr
+    local = load_file(out)
+    threads = load(url + "?from=-1h&by=thread")
+    assert_same(threads, [local])
+    head = f"t1 {binary.name} "
+    assert all(label.startswith(head) for label in threads.parts), list(threads.parts)
+    assert {label.removeprefix(head): tree.root.total_cost[0]
+            for label, tree in threads.parts.items()} == {
+        label: tree.root.total_cost[0] for label, tree in local.parts.items()}
+    assert len(threads.parts) >= 4
+    slices = threads.slices
+    assert slices is not None and slices.index.labels == list(threads.parts)
+    assert [sum(row) for row in slices.part_activity(0)] == [
+        tree.root.total_cost[0] for tree in threads.parts.values()]
+    # beside a label: "host=t1 pid P tid T"
+    by_host = load(url + "?from=-1h&by=host,thread")
+    assert sorted(by_host.parts) == sorted(f"host=t1 {label}" for label in local.parts)

@@ -88,11 +88,12 @@ ALLOWED: dict[str, set[str]] = {
     # ProfTuiApp's mixins: what acts on the run and the profile; the choices it remembers.
     "tui.run_controls": {"tui.screens", f"{C}.base", f"{C}.errors", f"{C}.formats",
                          f"{C}.model", f"{C}.runtime.launch"},
+    # A fleet profile's picker breaks it down another way: a new query (fleet).
     "tui.view_choices": {"tui.settings", "tui.names", "tui.panes", "tui.screens",
-                         f"{C}.model"},
+                         f"{C}.model", f"{C}.fleet", f"{C}.errors"},
     "tui.app": {"tui.diffstate", "tui.run_controls", "tui.view_choices", "tui.panes",
                 "tui.poller", "tui.screens", "tui.widgets", "tui.format", "tui.names",
-                "tui.settings", f"{C}.base",
+                "tui.settings", f"{C}.base", f"{C}.fleet",
                 f"{C}.formats", f"{C}.model", f"{C}.runtime.launch",
                 f"{C}.runtime.process_status", f"{C}.errors"},
     "tui.demo": {f"{C}.errors", f"{C}.symbols.cachedir"},

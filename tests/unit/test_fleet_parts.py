@@ -65,12 +65,13 @@ def test_url_breakdown_by_labels() -> None:
     assert url.by == ("host", "program") and url.filters == (("build", ("x1",)),)
     assert parse(url.display()).by == url.by
     assert parse("clickhouse://h/db").by == ()
+    assert parse("clickhouse://h/db?by=host,thread").by == ("host", "thread")
 
 
 @pytest.mark.parametrize("text", [
     "clickhouse://", "http://h/db", "clickhouse://h", "clickhouse://h/bad-name",
     "clickhouse://h:70000/db", "clickhouse://h/db?from=-1h&to=-2h", "clickhouse://h/db?x y=1",
-    "clickhouse://h/db#frag", "clickhouse://h/db?by=thread", "clickhouse://h/db?by=a b",
+    "clickhouse://h/db#frag", "clickhouse://h/db?by=a b",
     "clickhouse://h/db?by=",
 ])
 def test_malformed_urls_are_one_line_errors(text: str) -> None:
@@ -95,7 +96,7 @@ def test_push_url_takes_no_query() -> None:
 
 def test_labels_are_key_equals_value() -> None:
     assert parse_label("team=db=x") == ("team", "db=x")
-    for bad in ("novalue", "=x", "from=1", "bad key=1"):
+    for bad in ("novalue", "=x", "from=1", "bad key=1", "thread=x"):
         with pytest.raises(ProftuiError):
             parse_label(bad)
 

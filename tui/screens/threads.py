@@ -2,6 +2,9 @@
 
 As perf report's thread filter and hotspot's thread list: every pane then
 shows the chosen part only.  The choices come from `collectors.model.parts`.
+`b` makes the highlighted part the baseline that the part shown next is compared
+with (two threads, two hosts of a fleet); in a fleet profile `g` breaks it down
+another way (by host, program, build, thread: a new query).
 """
 
 from __future__ import annotations
@@ -21,8 +24,11 @@ from textual.screen import ModalScreen
 from textual.widgets import Label, OptionList
 from textual.widgets.option_list import Option
 
-ALL = ""  # what the picker returns for "all threads" (None means cancelled)
+ALL = ""  # the label the picker returns for "all threads"
 BAR_WIDTH = 10
+# What the picker answers (None: cancelled): an action and a part label (ALL: all).
+SHOW, MARK, REGROUP = "show", "mark", "regroup"
+Picked = tuple[str, str]
 
 
 def choice_text(info: PartInfo, whole: float, metric: int, unit: str, current: bool) -> Text:
@@ -47,8 +53,9 @@ def choice_text(info: PartInfo, whole: float, metric: int, unit: str, current: b
     return text
 
 
-class ThreadsScreen(ModalScreen[str | None]):
-    """Returns the chosen part label, `ALL`, or None when cancelled (Escape)."""
+class ThreadsScreen(ModalScreen[Picked | None]):
+    """Returns (SHOW, the chosen part label or ALL), (MARK, the highlighted one: the
+    baseline), (REGROUP, ALL) for `g`, or None when cancelled (Escape)."""
 
     DEFAULT_CSS = """
     ThreadsScreen {
@@ -81,15 +88,24 @@ class ThreadsScreen(ModalScreen[str | None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,t,q", "cancel", "Cancel"),
         Binding("a", "choose_all", "All threads"),
+        Binding("b", "mark", "Baseline"),
+        Binding("g", "regroup", "Break down"),
     ]
 
     def __init__(self, choices: list[PartInfo], metric: int, metrics: tuple[Metric, ...],
-                 current: str | None) -> None:
+                 current: str | None, breakdown: str = "", next_breakdown: str = "",
+                 marked: str = "") -> None:
+        """`breakdown`: what a fleet profile's parts are per, and `next_breakdown` what
+        `g` asks next (both empty: not a fleet profile, `g` does nothing); `marked`:
+        what the baseline is now, if a part."""
         super().__init__()
         self.choices = choices
         self.metric = metric
         self.metrics = metrics
         self.current = current
+        self.breakdown = breakdown
+        self.next_breakdown = next_breakdown
+        self.marked = marked
 
     def compose(self) -> ComposeResult:
         metric = self.metrics[self.metric] if self.metric < len(self.metrics) else None
@@ -99,10 +115,18 @@ class ThreadsScreen(ModalScreen[str | None]):
         label = metric_label(metric) if metric is not None else "cost"
         options = [Option(choice_text(info, whole, self.metric, unit, info.label == self.current),
                           id=f"part-{i}") for i, info in enumerate(self.choices)]
+        title = (f"Show one part, by {self.breakdown} (share of {label})" if self.breakdown
+                 else f"Show one thread or process (share of {label})")
+        keys = "Enter: show it · a: all · b: baseline to compare with · Esc: cancel"
         with Vertical(id="threads-dialog"):
-            yield Label(f"Show one thread or process (share of {label})", id="threads-title")
+            yield Label(title, id="threads-title")
             yield OptionList(*options, id="threads-list")
-            yield Label("Enter: show it · a: all threads · Esc: cancel", id="threads-help")
+            if self.marked:
+                yield Label(f"baseline: {display(self.marked)} (x forgets it)",
+                            id="threads-marked")
+            if self.next_breakdown:
+                keys += f" · g: by {self.next_breakdown}"
+            yield Label(keys, id="threads-help")
 
     def on_mount(self) -> None:
         options = self.query_one(OptionList)
@@ -113,10 +137,23 @@ class ThreadsScreen(ModalScreen[str | None]):
     @on(OptionList.OptionSelected)
     def _chosen(self, event: OptionList.OptionSelected) -> None:
         info = self.choices[event.option_index]
-        self.dismiss(ALL if info.label is None else info.label)
+        self.dismiss((SHOW, ALL if info.label is None else info.label))
 
     def action_choose_all(self) -> None:
-        self.dismiss(ALL)
+        self.dismiss((SHOW, ALL))
+
+    def action_mark(self) -> None:
+        index = self.query_one(OptionList).highlighted
+        if index is not None:
+            label = self.choices[index].label
+            self.dismiss((MARK, ALL if label is None else label))
+
+    def action_regroup(self) -> None:
+        if self.next_breakdown:
+            self.dismiss((REGROUP, ALL))
+        else:
+            self.notify("g breaks a fleet profile down by host, program, build or thread; "
+                        "this profile's parts are its threads and processes")
 
     def action_cancel(self) -> None:
         self.dismiss(None)
