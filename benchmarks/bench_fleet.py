@@ -117,6 +117,10 @@ class SimulatedHost:
     def stack_tables(self) -> list[StackProfile]:
         return [self.table]
 
+    def series_parts(self) -> None:
+        """One series for the whole run (the agent's collector has one per process)."""
+        return None
+
 
 def simulate(url: str, lua: Path, stacks: list, weights: list[float], period_ns: int,
              opts: argparse.Namespace, spool: Path) -> tuple[float, float, SimulatedHost]:

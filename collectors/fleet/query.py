@@ -128,7 +128,10 @@ def _load(client: FleetClient, url: FleetURL, start: int, end: int) -> Profile:
     # a part per session (or label values), or per session and thread: rows are keyed
     # by (series, thread), thread '' unless by= names it
     thread = "thread" if THREAD in url.by else "''"
-    rows = [(spec, stack, (series, thread_), _spec_costs(spec, sums_), calls)
+    columns: dict[str, list[int]] = {}  # a profile spec -> its metrics' columns
+    rows = [(spec, stack, (series, thread_),
+             [sums_[c] for c in columns.get(spec) or columns.setdefault(spec, _columns(spec))],
+             calls)
             for spec, stack, series, thread_, calls, *sums_ in client.execute(
                 f"SELECT profile, stack, series, {thread}, sum(call_count), {sums} "
                 f"FROM {samples} WHERE {where} GROUP BY profile, stack, series"
@@ -165,10 +168,10 @@ def _load(client: FleetClient, url: FleetURL, start: int, end: int) -> Profile:
     return profile
 
 
-def _spec_costs(spec: str, sums: list[float]) -> list[float]:
-    """A row's metric sums in the order of its profile spec."""
+def _columns(spec: str) -> list[int]:
+    """Where a row of profile spec `spec` has its metrics' sums, in the spec's order."""
     metrics, _calls = parse_spec(spec)
-    return [sums[_COLUMN[m.name]] for m in metrics if m.name in _COLUMN]
+    return [_COLUMN[m.name] for m in metrics if m.name in _COLUMN]
 
 
 _COLUMN = {name: i for i, name in enumerate(schema.METRICS)}
@@ -224,8 +227,12 @@ def build_profile(rows: list[tuple], stacks: dict[int, tuple],
     address_costs: dict = {}
     address_sites: dict = {}
     unknown = frames.intern(Frame("[unknown stack]"))
+    frame_ids: dict[tuple, int] = {}  # a frame's columns -> its id (stacks share frames)
     # per stack: its frame ids, its leaf's site, its leaf in the merged tree
     paths: dict[int, tuple[list[int], tuple[str, int, CodeSite] | None, int]] = {}
+    # the merged tree and the code costs take a stack's sum over parts, once
+    merged: dict[int, list[float]] = {}
+    merged_calls: dict[int, int] = {}
     labels: list[str] = []
     part_index: dict[str, int] = {}
     part_trees: list[CallTree] = []
@@ -233,10 +240,10 @@ def build_profile(rows: list[tuple], stacks: dict[int, tuple],
         found = paths.get(stack)
         if found is None:
             record = stacks.get(stack)
-            path = [unknown] if record is None else [frames.intern(f) for f in _frames(record)]
+            path = [unknown] if record is None else _frame_ids(record, frames, frame_ids)
             found = paths[stack] = (path, None if record is None else _site(record),
                                     tree.walk(path))
-        path, site, leaf = found
+        path = found[0]
         label = (parts or {}).get(series) or part_label(
             series[0] if isinstance(series, tuple) else series, [], [])
         p = part_index.get(label)
@@ -249,11 +256,21 @@ def build_profile(rows: list[tuple], stacks: dict[int, tuple],
         values = [0.0] * n
         for i, value in zip(index, costs, strict=False):
             values[i] = value
-        tree.add_self(leaf, values)
         part_trees[p].add_self(part_leaf, values)
+        total = merged.get(stack)
+        if total is None:
+            merged[stack] = values
+        else:
+            for i, value in enumerate(values):
+                total[i] += value
         if has_calls and calls:
-            tree.add_calls(leaf, int(calls))
             part_trees[p].add_calls(part_leaf, int(calls))
+            merged_calls[stack] = merged_calls.get(stack, 0) + int(calls)
+    for stack, values in merged.items():
+        _path, site, leaf = paths[stack]
+        tree.add_self(leaf, values)
+        if stack in merged_calls:
+            tree.add_calls(leaf, merged_calls[stack])
         if site is not None:
             module, address, code = site
             record_code_cost(address_costs, address_sites, line_costs, module, address, code,
@@ -293,12 +310,21 @@ def _timeline(client: FleetClient, url: FleetURL, where: str, params: dict[str, 
                        entries, len(profile.metrics)), late
 
 
-def _frames(row: tuple) -> list[Frame]:
+def _frame_ids(row: tuple, frames: FrameTable, known: dict[tuple, int]) -> list[int]:
+    """The frame ids of a stacks-table row, outermost first (`known`: columns -> id)."""
     _stack, functions, modules, build_ids, files, lines, addresses, raw_names, inlined = row[:9]
-    return [Frame(function=functions[i], module=modules[i], file=files[i] or None,
-                  line=lines[i] or None, address=None if addresses[i] < 0 else addresses[i],
-                  raw_name=raw_names[i], build_id=build_ids[i], inlined=bool(inlined[i]))
-            for i in range(len(functions))]
+    out = []
+    for key in zip(functions, modules, files, lines, addresses, raw_names, build_ids, inlined,
+                   strict=True):
+        fid = known.get(key)
+        if fid is None:
+            function, module, file, line, address, raw_name, build_id, inline = key
+            fid = known[key] = frames.intern(Frame(
+                function=function, module=module, file=file or None, line=line or None,
+                address=None if address < 0 else address, raw_name=raw_name,
+                build_id=build_id, inlined=bool(inline)))
+        out.append(fid)
+    return out
 
 
 def _site(row: tuple) -> tuple[str, int, CodeSite] | None:
