@@ -81,15 +81,15 @@ class ViewChoices(_Base):
             self.mark_part(part, describe_part(self.profile, part).title())
         elif action == REGROUP and self._fleet is not None:
             by = self._fleet.next_breakdown()
-            self.notify(f"asking the server for the profile by {breakdown_name(by)}…")
-            self._regroup(self._fleet.broken_down(by))
+            self.notify(f"breaking the profile down by {breakdown_name(by)}…")
+            self._regroup(self._fleet, by)
 
     @work(thread=True, exclusive=True, group="requery")
-    def _regroup(self, fleet: FleetQuery) -> None:
-        """The fleet query broken down another way, off the UI thread; the picker opens
-        again on its parts."""
+    def _regroup(self, shown: FleetQuery, by: tuple[str, ...]) -> None:
+        """The fleet profile broken down by `by`, off the UI thread (the answer shown
+        regrouped, or a query when it lacks the rows); the picker opens on its parts."""
         try:
-            profile = fleet.load()
+            fleet, profile = shown.broken_down(by)
         except ProftuiError as exc:
             self.call_from_thread(self.notify, str(exc), severity="error")
             return

@@ -9,16 +9,18 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from proftui.collectors.errors import ProftuiError
-from proftui.collectors.fleet.query import load, load_window
+from proftui.collectors.fleet.query import FleetQuery, load, load_window
+from proftui.collectors.fleet.url import parse
 from proftui.collectors.model.profile import Profile
 from proftui.collectors.model.storage import load as load_file
 
 from tests.conftest import build_fixture
-from tests.helpers.clickhouse import Server
+from tests.helpers.clickhouse import Server, free_port
 from tests.helpers.fleet import CLI, assert_same, proftui, push_run, servers_or_skip, tree_paths
 
 CPU_FLAGS = ["-O1", "-g", "-fno-omit-frame-pointer"]
@@ -297,3 +299,34 @@ def test_breakdown_by_thread_equals_the_local_threads(server: Server, tmp_path: 
     # beside a label: "host=t1 pid P tid T"
     by_host = load(url + "?from=-1h&by=host,thread")
     assert sorted(by_host.parts) == sorted(f"host=t1 {label}" for label in local.parts)
+
+
+def test_a_breakdown_regroups_the_answer_shown(server: Server, tmp_path: Path) -> None:
+    """`t` `g`: a label breakdown regroups the rows already read (no server asked: here
+    the URL's port is dead), equal to the server's own grouping; threads need rows the
+    answer lacks, so they are a query of the same window."""
+    binary = build_fixture("smp_work.c", CPU_FLAGS)
+    url = server.url("regroup")
+    for host in ("r1", "r2"):
+        result = push_run(url, binary, tmp_path / f"{host}.proftui", "150",
+                          labels=(f"host={host}",))
+        assert result.returncode == 7, result.stderr
+    shown = FleetQuery(parse(url + "?from=-1h"))
+    whole = shown.load()
+    offline = FleetQuery(replace(shown.url, port=free_port()), shown.last)
+    by_host, profile = offline.broken_down(("host",))
+    assert by_host.url.by == ("host",)
+    asked = load(url + "?from=-1h&by=host")
+    assert {k: t.root.total_cost for k, t in profile.parts.items()} == {
+        k: t.root.total_cost for k, t in asked.parts.items()} != {}
+    assert tree_paths(profile) == tree_paths(whole) == tree_paths(asked)
+    assert [sum(row) for row in profile.slices.part_activity(0)] == [  # type: ignore[union-attr]
+        t.root.total_cost[0] for t in profile.parts.values()]
+    with pytest.raises(ProftuiError) as info:  # threads: a query, and the server is gone
+        offline.broken_down(("thread",))
+    assert "\n" not in str(info.value)
+    _query, threads = shown.broken_down(("thread",))
+    assert len(threads.parts) == 2 and threads.total(0) == whole.total(0)
+    assert shown.last[0].threads  # now every breakdown regroups this answer
+    _query, back = offline.broken_down(())
+    assert sorted(back.parts) == sorted(whole.parts)

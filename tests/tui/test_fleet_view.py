@@ -90,11 +90,12 @@ class FakeQuery(FleetQuery):
     asked: ClassVar[list[tuple[str, ...]]] = []
 
     def load(self) -> Profile:
-        FakeQuery.asked.append(self.url.by)
         return _per(ANSWERS[self.url.by])
 
-    def broken_down(self, by: tuple[str, ...]) -> FleetQuery:
-        return FakeQuery(replace(self.url, by=by))
+    def broken_down(self, by: tuple[str, ...]) -> tuple[FleetQuery, Profile]:
+        FakeQuery.asked.append(by)
+        query = FakeQuery(replace(self.url, by=by))
+        return query, query.load()
 
 
 async def _picker(pilot: Pilot, app: ProfTuiApp) -> ThreadsScreen:

@@ -1,0 +1,250 @@
+"""A fleet query's answer as a Profile, broken down any way the answer allows.
+
+The server's rows (query.py fetches them) are one per profile spec, stack, push session
+and, when asked, thread: each stack's costs summed over the window.  `profile_of` builds
+the calling-context tree and the flat profile's line and address costs from them, and
+one part per session, per label value (`by=host`) or per thread (`by=thread`); the same
+answer gives every breakdown its rows allow without asking the server again (`t` `g`).
+The timeline is each part's totals per minute, from the answer's per-minute rows.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from proftui.collectors.fleet import schema
+from proftui.collectors.fleet.batch import parse_spec
+from proftui.collectors.fleet.url import THREAD, FleetURL
+from proftui.collectors.model.lines import record_code_cost
+from proftui.collectors.model.profile import (
+    CallTree,
+    CodeSite,
+    Frame,
+    FrameTable,
+    Metric,
+    Profile,
+    ProfileMeta,
+)
+from proftui.collectors.model.slices import MAX_SLICES, Slices, part_totals
+
+MODE = "fleet"
+# a sample row's metric columns, in schema order
+COLUMN = {name: i for i, name in enumerate(schema.METRICS)}
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What the server answered for one window: `rows` (profile spec, stack hash,
+    (series, thread), costs in the spec's order, calls), `stacks` (the stacks table's
+    rows by hash), `labels` (series -> label keys, values), `minutes` (series, thread,
+    minute, every metric column's sum); `threads`: rows keep their thread (else '')."""
+
+    rows: list[tuple]
+    stacks: dict[int, tuple]
+    labels: dict[int, tuple[list[str], list[str]]]
+    minutes: list[tuple]
+    start: int
+    end: int
+    threads: bool
+    seconds: float  # the server's time for it
+
+    def gives(self, by: tuple[str, ...]) -> bool:
+        """Whether breakdown `by` can be built from these rows (threads need them)."""
+        return THREAD not in by or self.threads
+
+
+def profile_of(answer: Answer, url: FleetURL) -> Profile:
+    """The profile of `answer`, its parts per `url.by`."""
+    part_of = {key: part_label(key[0], *answer.labels.get(key[0], ([], [])), url.by,
+                               key[1] if THREAD in url.by else "")
+               for key in {row[2] for row in answer.rows}}
+    profile = build_profile(answer.rows, answer.stacks, part_of)
+    profile.slices, late = _timeline(answer, profile, part_of)
+    distinct = len({row[1] for row in answer.rows})
+    profile.meta = _meta(url, answer.start, answer.end, list(answer.labels.values()), distinct,
+                         answer.seconds)
+    if late:
+        profile.meta.warnings.append(f"{late} minute(s) of push sessions that began while the "
+                                     "query ran are left out of the timeline")
+    if any(row[1] not in answer.stacks for row in answer.rows):
+        profile.meta.warnings.append("some stacks of the samples were not found in the stacks "
+                                     "table: their costs show under [unknown stack]")
+    return profile
+
+
+def part_label(series: int, keys: list[str], values: list[str], by: tuple[str, ...] = (),
+               thread: str = "") -> str:
+    """The part a push session's rows go to: "HOST PROGRAM pid N" from its labels (the
+    session id in hex where none is set); with `by` (the URL's by=), "KEY=VALUE ..." of
+    those labels, so every session with the same values shares one part.  `thread` in
+    `by` is the rows' own thread: alone, "HOST PROGRAM THREAD" (a part per thread of
+    each session); beside labels, "KEY=VALUE ... THREAD"."""
+    labels = tuple(key for key in by if key != THREAD)
+    if labels:
+        text = " ".join(f"{key}={_label(keys, values, key) or '(none)'}" for key in labels)
+        return f"{text} {thread}" if THREAD in by else text
+    if THREAD in by:
+        head = " ".join(n for n in (_label(keys, values, "host"),
+                                    _label(keys, values, "program")) if n)
+        return " ".join(t for t in (head or f"series {series:016x}", thread or "(no thread)"))
+    pid = _label(keys, values, "pid")
+    program = _label(keys, values, "program")
+    if program == f"pid {pid}":  # the agent's name for a process whose program it never saw
+        program = ""
+    named = [_label(keys, values, "host"), program]
+    text = " ".join([*(n for n in named if n), *([f"pid {pid}"] if pid else [])])
+    return text or f"series {series:016x}"
+
+
+def build_profile(rows: list[tuple], stacks: dict[int, tuple],
+                  parts: dict[Any, str] | None = None) -> Profile:
+    """A finalized Profile from aggregated rows (profile spec, stack hash, part key,
+    summed costs, summed calls) and stack rows (the stacks table's columns, by hash): its
+    tree and one part per part key (`parts` names them; a key is a series, or a series
+    and thread)."""
+    specs = sorted({row[0] for row in rows})
+    metrics: list[Metric] = []
+    any_calls = False
+    maps: dict[str, tuple[list[int], bool]] = {}
+    for spec in specs:
+        own, calls = parse_spec(spec)
+        any_calls = any_calls or calls
+        index = []
+        for metric in own:
+            if metric not in metrics:
+                metrics.append(metric)
+            index.append(metrics.index(metric))
+        maps[spec] = (index, calls)
+    n = len(metrics)
+    frames = FrameTable()
+    tree = CallTree(n)
+    line_costs: dict = {}
+    address_costs: dict = {}
+    address_sites: dict = {}
+    unknown = frames.intern(Frame("[unknown stack]"))
+    frame_ids: dict[tuple, int] = {}  # a frame's columns -> its id (stacks share frames)
+    # per stack: its frame ids, its leaf's site, its leaf in the merged tree
+    paths: dict[int, tuple[list[int], tuple[str, int, CodeSite] | None, int]] = {}
+    # the merged tree and the code costs take a stack's sum over parts, once
+    merged: dict[int, list[float]] = {}
+    merged_calls: dict[int, int] = {}
+    labels: list[str] = []
+    part_index: dict[str, int] = {}
+    part_trees: list[CallTree] = []
+    for spec, stack, series, costs, calls in rows:
+        found = paths.get(stack)
+        if found is None:
+            record = stacks.get(stack)
+            path = [unknown] if record is None else _frame_ids(record, frames, frame_ids)
+            found = paths[stack] = (path, None if record is None else _site(record),
+                                    tree.walk(path))
+        path = found[0]
+        label = (parts or {}).get(series) or part_label(
+            series[0] if isinstance(series, tuple) else series, [], [])
+        p = part_index.get(label)
+        if p is None:
+            p = part_index[label] = len(labels)
+            labels.append(label)
+            part_trees.append(CallTree(n))
+        part_leaf = part_trees[p].walk(path)
+        index, has_calls = maps[spec]
+        values = [0.0] * n
+        for i, value in zip(index, costs, strict=False):
+            values[i] = value
+        part_trees[p].add_self(part_leaf, values)
+        total = merged.get(stack)
+        if total is None:
+            merged[stack] = values
+        else:
+            for i, value in enumerate(values):
+                total[i] += value
+        if has_calls and calls:
+            part_trees[p].add_calls(part_leaf, int(calls))
+            merged_calls[stack] = merged_calls.get(stack, 0) + int(calls)
+    for stack, values in merged.items():
+        _path, site, leaf = paths[stack]
+        tree.add_self(leaf, values)
+        if stack in merged_calls:
+            tree.add_calls(leaf, merged_calls[stack])
+        if site is not None:
+            module, address, code = site
+            record_code_cost(address_costs, address_sites, line_costs, module, address, code,
+                             values)
+    profile = Profile(meta=ProfileMeta(mode=MODE), metrics=tuple(metrics), frames=frames,
+                      tree=tree, parts=dict(zip(labels, part_trees, strict=True)),
+                      line_costs=line_costs, address_costs=address_costs,
+                      address_sites=address_sites)
+    return profile.finalize()
+
+
+def _timeline(answer: Answer, profile: Profile,
+              part_of: dict[tuple[int, str], str]) -> tuple[Slices, int]:
+    """Each part's costs per minute (per wider slice past MAX_SLICES minutes), and the
+    minutes of sessions the first query did not see (left out)."""
+    columns = [COLUMN.get(metric.name) for metric in profile.metrics]
+    labels = list(profile.parts)
+    index = {label: i for i, label in enumerate(labels)}
+    start, end = answer.start, answer.end
+    minutes = max(1, (end - start) // schema.BUCKET_S)
+    width = schema.BUCKET_S * -(-minutes // MAX_SLICES)
+    entries, late = [], 0
+    for series, thread, minute, values in answer.minutes:
+        label = part_of.get((series, thread))
+        if label is None:  # a session whose first rows came after the first query
+            late += 1
+            continue
+        entries.append((minute, index[label],
+                        [0.0 if c is None else values[c] for c in columns]))
+    return part_totals(float(start), float(width), -(-(end - start) // width), labels,
+                       entries, len(profile.metrics)), late
+
+
+def _frame_ids(row: tuple, frames: FrameTable, known: dict[tuple, int]) -> list[int]:
+    """The frame ids of a stacks-table row, outermost first (`known`: columns -> id)."""
+    _stack, functions, modules, build_ids, files, lines, addresses, raw_names, inlined = row[:9]
+    out = []
+    for key in zip(functions, modules, files, lines, addresses, raw_names, build_ids, inlined,
+                   strict=True):
+        fid = known.get(key)
+        if fid is None:
+            function, module, file, line, address, raw_name, build_id, inline = key
+            fid = known[key] = frames.intern(Frame(
+                function=function, module=module, file=file or None, line=line or None,
+                address=None if address < 0 else address, raw_name=raw_name,
+                build_id=build_id, inlined=bool(inline)))
+        out.append(fid)
+    return out
+
+
+def _site(row: tuple) -> tuple[str, int, CodeSite] | None:
+    module, address, function, file, line = row[9:14]
+    if address < 0:
+        return None
+    return module, address, CodeSite(None if function < 0 else function, file or None,
+                                     line or None)
+
+
+def _meta(url: FleetURL, start: int, end: int, series: list[tuple], stacks: int,
+          seconds: float) -> ProfileMeta:
+    """The profile's header facts and its note (`w`) on what the query matched."""
+    hosts = sorted({_label(keys, values, "host") for keys, values in series} - {""})
+    programs = sorted({_label(keys, values, "program") for keys, values in series} - {""})
+    modes = sorted({_label(keys, values, "mode") for keys, values in series} - {""})
+    shown = ", ".join(hosts[:8]) + (f" and {len(hosts) - 8} more" if len(hosts) > 8 else "")
+    note = (f"fleet query {url.display()}: {_iso(start)} to {_iso(end)}, {len(series)} series "
+            f"from {len(hosts)} host{'s' if len(hosts) != 1 else ''} ({shown}); programs: "
+            f"{', '.join(programs) or '?'}; modes: {', '.join(modes) or '?'}; {stacks:,} "
+            f"distinct stacks, aggregated by the server in {seconds:.2f} s")
+    return ProfileMeta(mode=MODE, argv=[url.display()], start_time=float(start),
+                       end_time=float(min(end, time.time())), complete=True,
+                       warnings=[note], clock="fleet intervals")
+
+
+def _label(keys: list[str], values: list[str], key: str) -> str:
+    return values[keys.index(key)] if key in keys else ""
+
+
+def _iso(when: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(when))
