@@ -134,7 +134,7 @@ def view_keys(s: Session) -> None:
     s.press("t", "t: picker", lambda t: "Show one part" in t)
     for name in ("host", "program", "build", "thread", "process (host, program, pid)"):
         s.press("g", f"g: by {name.split()[0]} (a query)",
-                lambda t, n=name: f"by {n} (share" in t and "All threads" in t)
+                lambda t, n=name: f"by {n} (share" in t and "All parts" in t)
     s.press("Down", None)
     s.press("b", "b: part as the baseline", lambda t: "Δ vs part" in t)
     s.press("t", None, lambda t: "Show one part" in t)

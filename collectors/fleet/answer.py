@@ -17,6 +17,7 @@ from typing import Any
 from proftui.collectors.fleet import schema
 from proftui.collectors.fleet.batch import parse_spec
 from proftui.collectors.fleet.url import THREAD, FleetURL
+from proftui.collectors.model.calltree import gc_paused
 from proftui.collectors.model.lines import record_code_cost
 from proftui.collectors.model.profile import (
     CallTree,
@@ -57,6 +58,11 @@ class Answer:
 
 def profile_of(answer: Answer, url: FleetURL) -> Profile:
     """The profile of `answer`, its parts per `url.by`."""
+    with gc_paused():
+        return _profile_of(answer, url)
+
+
+def _profile_of(answer: Answer, url: FleetURL) -> Profile:
     part_of = {key: part_label(key[0], *answer.labels.get(key[0], ([], [])), url.by,
                                key[1] if THREAD in url.by else "")
                for key in {row[2] for row in answer.rows}}

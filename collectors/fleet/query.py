@@ -29,6 +29,7 @@ from proftui.collectors.fleet.answer import COLUMN, Answer, profile_of
 from proftui.collectors.fleet.batch import parse_spec
 from proftui.collectors.fleet.client import FleetClient
 from proftui.collectors.fleet.url import THREAD, FleetURL, parse
+from proftui.collectors.model.calltree import gc_paused
 from proftui.collectors.model.profile import Profile
 
 
@@ -76,7 +77,8 @@ def fetch(url: FleetURL, start: float, end: float, threads: bool) -> Answer:
             client.ensure_schema(create=False)
             if url.cluster:
                 client.ensure_distributed(url.cluster)
-            return _fetch(client, url, start, end, threads)
+            with gc_paused():  # its rows are many small objects (none in a cycle)
+                return _fetch(client, url, start, end, threads)
     finally:
         client.close()
 

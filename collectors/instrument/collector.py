@@ -17,10 +17,8 @@ timed live like the rest).  `--timed` takes two timestamps per call instead
 from __future__ import annotations
 
 import contextlib
-import gc
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar
 
@@ -38,6 +36,7 @@ from proftui.collectors.instrument.hook_profile import (
 )
 from proftui.collectors.instrument.open_calls import OpenCallsUnreadable, open_self_ticks
 from proftui.collectors.instrument.short_calls import short_functions_note
+from proftui.collectors.model.calltree import gc_paused
 from proftui.collectors.model.profile import Profile, ProfileMeta
 from proftui.collectors.runtime.clock import MAX_FREQUENCY, describe_clock
 from proftui.collectors.runtime.launch import LaunchedProcess, resolve_program
@@ -113,20 +112,6 @@ def check_instrumented(program: str) -> None:
             f"{program} was not built with -finstrument-functions (it never calls "
             "__cyg_profile_func_enter), so instrument mode would see no calls; rebuild with "
             "`gcc -finstrument-functions`, or drop --mode to sample it instead")
-
-
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """No cyclic GC while a tree is built: every new CallNode (a cycle through
-    its parent) would otherwise trigger collections that walk the whole tree,
-    4x the build time for 100,000 nodes.  Reference counting still frees."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 class InstrumentCollector(LaunchCollector):
@@ -269,7 +254,7 @@ class InstrumentCollector(LaunchCollector):
                 dropped=sum(d.header.dropped for d in datas),
             )
             profile = new_profile(meta, timing)
-            with _gc_paused():
+            with gc_paused():
                 for i, data in enumerate(datas):
                     assert self._symbols is not None
                     open_ticks = (self._open_calls(data, running=exit_info is None)

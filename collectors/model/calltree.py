@@ -29,6 +29,8 @@ levels deep.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
 
@@ -41,6 +43,21 @@ NO_CALLS = -1  # `calls` column value: the call count is unknown
 # Node ids, parent ids, frame ids and child links: 32-bit (a tree of 2^31 nodes would be
 # hundreds of GB of columns); call counts and costs stay 64-bit.
 IDS = "i"
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """No cyclic GC while a tree or profile is built: its many new objects would
+    otherwise trigger collections that walk everything built so far (4x the build
+    time for 100,000 instrument nodes; a third of a fleet query's 66,000 rows).
+    Reference counting still frees."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _column(n: int, value: float = 0.0) -> array:

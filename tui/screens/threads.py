@@ -31,8 +31,10 @@ SHOW, MARK, REGROUP = "show", "mark", "regroup"
 Picked = tuple[str, str]
 
 
-def choice_text(info: PartInfo, whole: float, metric: int, unit: str, current: bool) -> Text:
-    """One row: marker, share, bar, cost, then "thread 13 worker-2"."""
+def choice_text(info: PartInfo, whole: float, metric: int, unit: str, current: bool,
+                all_text: str = "All threads") -> Text:
+    """One row: marker, share, bar, cost, then "thread 13 worker-2" (`all_text` for the
+    whole profile)."""
     value = info.cost[metric] if metric < len(info.cost) else 0.0
     share = percent(value, whole)
     text = Text("● " if current else "  ", style="bold cyan")
@@ -41,7 +43,7 @@ def choice_text(info: PartInfo, whole: float, metric: int, unit: str, current: b
     text.append("█" * filled + "·" * (BAR_WIDTH - filled), style="magenta")
     text.append(f" {format_cost(value, unit):>9}  ")
     if info.kind in ("all", "other"):
-        text.append("All threads" if info.kind == "all" else display(info.title()),
+        text.append(all_text if info.kind == "all" else display(info.title()),
                     style="bold" if info.kind == "all" else "")
         return text
     head = f"process {info.pid}" if info.kind == "process" else f"thread {info.tid}"
@@ -113,8 +115,10 @@ class ThreadsScreen(ModalScreen[Picked | None]):
         whole = self.choices[0].cost[self.metric] if self.choices and \
             self.metric < len(self.choices[0].cost) else 0.0
         label = metric_label(metric) if metric is not None else "cost"
-        options = [Option(choice_text(info, whole, self.metric, unit, info.label == self.current),
-                          id=f"part-{i}") for i, info in enumerate(self.choices)]
+        all_text = "All parts" if self.breakdown else "All threads"
+        options = [Option(choice_text(info, whole, self.metric, unit, info.label == self.current,
+                                      all_text), id=f"part-{i}")
+                   for i, info in enumerate(self.choices)]
         title = (f"Show one part, by {self.breakdown} (share of {label})" if self.breakdown
                  else f"Show one thread or process (share of {label})")
         keys = "Enter: show it · a: all · b: baseline to compare with · Esc: cancel"
