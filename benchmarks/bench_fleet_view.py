@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import re
 import statistics
 import subprocess
 import sys
@@ -45,7 +46,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_fleet import SimulatedHost, build_lua, real_stacks  # noqa: E402
-from bench_keys import PROFTUI, Session, Timings, header_total, text_of  # noqa: E402
+from bench_keys import PROFTUI, Session, Timings, text_of  # noqa: E402
 from proftui.collectors.fleet.pusher import Pusher  # noqa: E402
 from proftui.collectors.fleet.query import load  # noqa: E402
 from proftui.collectors.fleet.url import parse  # noqa: E402
@@ -116,6 +117,18 @@ def iso(when: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(when))
 
 
+def total_of(text: str) -> str:
+    """The header's total ("3,564,000" of "· 3,564,000 samples")."""
+    found = re.search(r"· ([0-9,]+) samples", text.splitlines()[0] if text else "")
+    return found.group(1) if found else ""
+
+
+def shown_total(text: str) -> str:
+    """The timeline's total of the range shown, "" before it shows one."""
+    found = re.search(r"shown: [^,]+, ([0-9,]+) ", text)
+    return found.group(1) if found else ""
+
+
 def view_keys(s: Session) -> None:
     """The fleet view's keys (module docstring), each timed to its screen."""
     s.press("6", "6: timeline (series per part)", lambda t: "Activity over" in t)
@@ -125,11 +138,12 @@ def view_keys(s: Session) -> None:
     s.press("Enter", None, lambda t: "selecting" in t)
     for _ in range(3):
         s.press("S-Right", None)
-    whole = header_total(text_of(s.term.screen()))
+    whole = total_of(text_of(s.term.screen()))
+    # the status line's "shown: A-B s, N (Esc..." once the window's query answered
     s.press("Enter", "range: Enter (a query of the window)",
-            lambda t, w=whole: "shown:" in t and header_total(t) != w)
+            lambda t, w=whole: shown_total(t) not in ("", w))
     s.press("Escape", "range: Esc (the whole hour again)",
-            lambda t, w=whole: "shown:" not in t and header_total(t) == w)
+            lambda t, w=whole: "shown:" not in t and total_of(t) == w)
     s.press("1", None, lambda t: "functions · sorted by" in t)
     s.press("t", "t: picker", lambda t: "Show one part" in t)
     for name in ("host", "program", "build", "thread", "process (host, program, pid)"):
