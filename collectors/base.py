@@ -193,6 +193,11 @@ class Collector(abc.ABC):
         subtracts snapshots."""
         return []
 
+    def tables_held(self) -> contextlib.AbstractContextManager[object]:
+        """Held (after `collect()`, under `lock`) while `stack_tables()` are read, for a
+        collector whose reader thread adds stacks to them outside `lock` (attach)."""
+        return contextlib.nullcontext()
+
     def series_parts(self) -> SeriesParts | None:
         """For a collector of many processes (agent), its parts, each pushed under its
         own series and labels; None for one process (pushed as one series)."""

@@ -345,6 +345,10 @@ class AttachCollector(Collector):
     def stack_tables(self) -> list[StackProfile]:
         return [self._profile]
 
+    def tables_held(self) -> threading.Lock:
+        """The reader thread adds new stacks to the table under this lock."""
+        return self._sym_lock
+
     def apply_drained(self) -> None:
         with self._lock:
             with self._data_lock:

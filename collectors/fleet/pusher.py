@@ -190,7 +190,8 @@ class Pusher:
             return
         with collector.lock:
             profile = collector.collect()
-            rows = source.take(profile)
+            with collector.tables_held():  # attach's reader adds stacks outside `lock`
+                rows = source.take(profile)
         now = self.clock()
         start, self._last = self._last, now
         self.stats.intervals += 1
