@@ -330,3 +330,21 @@ def test_a_breakdown_regroups_the_answer_shown(server: Server, tmp_path: Path) -
     assert shown.last[0].threads  # now every breakdown regroups this answer
     _query, back = offline.broken_down(())
     assert sorted(back.parts) == sorted(whole.parts)
+
+
+def test_an_attached_run_pushes_what_it_saves(server: Server, tmp_path: Path) -> None:
+    """`record --pid N --push`: the server holds exactly the local file's stacks and
+    costs (attach's reader adds new stacks while the pusher reads the table)."""
+    binary = build_fixture("smp_work.c", CPU_FLAGS)
+    target = subprocess.Popen([str(binary), "1500"], stdout=subprocess.DEVNULL)
+    url = server.url("attached")
+    out = tmp_path / "a.proftui"
+    try:
+        result = proftui("record", "--pid", str(target.pid), "--push", url, "--every", "1",
+                         "-F", "499", "-o", str(out))
+    finally:
+        target.wait(timeout=120)
+    assert result.returncode == 0, result.stderr
+    local = load_file(out)
+    assert local.total(0) > 100
+    assert_same(load(url + "?from=-1h"), [local])
