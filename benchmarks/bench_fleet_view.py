@@ -15,8 +15,8 @@ driver): each key is timed from the press until the screen shows its result:
   6              the timeline: each part's series per minute
   range          Enter, arrows, Enter: a window of the timeline, re-queried, in every pane
   t              the picker
-  g              each breakdown in turn (host, program, build, thread, process): a new
-                 query, the picker on its parts
+  g              each breakdown in turn (host, program, build, thread, process): the
+                 answer regrouped (threads: a query of the window), the picker on its parts
   b, Enter       a part marked as the baseline, another shown with its Δ columns
 
 Anchor, same run: the server's own time for the view's main aggregation (the same SQL
@@ -147,7 +147,8 @@ def view_keys(s: Session) -> None:
     s.press("1", None, lambda t: "functions · sorted by" in t)
     s.press("t", "t: picker", lambda t: "Show one part" in t)
     for name in ("host", "program", "build", "thread", "process (host, program, pid)"):
-        s.press("g", f"g: by {name.split()[0]} (a query)",
+        how = "a query of threads" if name == "thread" else "regrouped"
+        s.press("g", f"g: by {name.split()[0]} ({how})",
                 lambda t, n=name: f"by {n} (share" in t and "All parts" in t)
     s.press("Down", None)
     s.press("b", "b: part as the baseline", lambda t: "Δ vs part" in t)
