@@ -81,7 +81,8 @@ def _clone_suffixes(name: str) -> tuple[str, list[str]] | None:
         return None
     base, rest, clones = name[:at], name[at:], []
     while rest:
-        if len(rest) < 2 or not (rest[1].islower() or rest[1].isdigit() or rest[1] == "_"):
+        if len(rest) < 2 or rest[0] != "." or not (rest[1].islower() or rest[1].isdigit()
+                                                   or rest[1] == "_"):
             return None
         end = 2
         while end < len(rest) and (rest[end].islower() or rest[end].isdigit()

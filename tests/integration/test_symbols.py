@@ -214,7 +214,9 @@ def test_corrupt_dwarf_falls_back_to_symbol_names(compile_c, tmp_path: Path) -> 
 def test_clone_suffixes_spelled_like_cxxfilt() -> None:
     """C names get the clone spelling c++filt gives the same suffixes on C++ names."""
     suffixes = [".constprop.0", ".isra.0", ".part.0", ".cold", ".lto_priv.0",
-                ".constprop.0.isra.0", ".part.0.cold", ".123", ".Upper", ".a.b", "."]
+                ".constprop.0.isra.0", ".part.0.cold", ".123", ".Upper", ".a.b", ".",
+                # a stripped library's synthesized name (libz.so.1.2.13+0xaa60): no clone
+                ".so.1.2.13+0xaa60", "+0x10"]
     mangled = [f"_Z3hotv{s}" for s in suffixes]
     theirs = subprocess.run(["c++filt", *mangled], capture_output=True, text=True,
                             check=True).stdout.splitlines()
