@@ -168,13 +168,17 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_open(args: argparse.Namespace) -> int:
     from proftui.collectors.formats.importers import load_any
 
-    profile = load_profile(args.file, args.binary, args)
     fleet = None
     if isinstance(args.file, str):  # a fleet query: `r` runs it again, `t` `g` another way
         from proftui.collectors.fleet.query import FleetQuery as Query
         from proftui.collectors.fleet.url import parse
 
         fleet = Query(parse(args.file))
+    if fleet is not None and getattr(args, "range_from", None) is None and \
+            getattr(args, "range_to", None) is None:
+        profile = fleet.load()  # its answer kept: `g` regroups it without a query
+    else:
+        profile = load_profile(args.file, args.binary, args)
 
     base = None
     if args.base is not None:

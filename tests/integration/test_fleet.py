@@ -22,6 +22,7 @@ from proftui.collectors.model.storage import load as load_file
 from tests.conftest import build_fixture
 from tests.helpers.clickhouse import Server, free_port
 from tests.helpers.fleet import CLI, assert_same, proftui, push_run, servers_or_skip, tree_paths
+from tests.helpers.tmux import Terminal
 
 CPU_FLAGS = ["-O1", "-g", "-fno-omit-frame-pointer"]
 
@@ -348,3 +349,29 @@ def test_an_attached_run_pushes_what_it_saves(server: Server, tmp_path: Path) ->
     local = load_file(out)
     assert local.total(0) > 100
     assert_same(load(url + "?from=-1h"), [local])
+
+
+def test_open_regroups_without_the_server(tmp_path: Path) -> None:
+    """`proftui open URL`, then the server stops: `t` `g` still breaks the answer shown
+    down by host (its rows are kept), and `r` says in one line that the server is gone."""
+    binary = build_fixture("smp_work.c", CPU_FLAGS)
+    for (srv,) in servers_or_skip(1):
+        url = srv.url("shown")
+        for host in ("web1", "web2"):
+            result = push_run(url, binary, tmp_path / f"{host}.proftui", "150",
+                              labels=(f"host={host}",))
+            assert result.returncode == 7, result.stderr
+        term = Terminal([*CLI, "open", url + "?from=-1h"], tmp_path)
+        try:
+            term.wait_for("functions · sorted by")
+            srv.stop()
+            term.key("t")
+            term.wait_for("by process (host, program, pid)", "g: by host")
+            term.key("g")
+            screen = term.wait_for("by host (share", "host=web1", "host=web2")
+            assert "All parts" in screen
+            term.key("escape")
+            term.key("r")
+            term.wait_for("cannot", timeout=40)
+        finally:
+            term.close()
