@@ -123,6 +123,15 @@ def test_agent_pushes_each_program_with_its_own_shares(server: Server, tmp_path:
         assert list(by_pid.parts) == [f"pid={pid} host={os.uname().nodename}"], by_pid.parts
     everything = load(f"{url}?from=-1h&run={run}&by=pid")
     assert f"pid={agent.pid}" not in everything.parts, list(everything.parts)
+    # Per-minute series (the timeline) sum to each part's whole; by thread, thr_ratio's
+    # threads are parts of their own, summing to its process.
+    slices = everything.slices
+    assert slices is not None and slices.index.labels == list(everything.parts)
+    assert [sum(row) for row in slices.part_activity(0)] == [
+        tree.root.total_cost[0] for tree in everything.parts.values()]
+    per_thread = load(f"{url}?from=-1h&run={run}&pid={second.pid}&by=thread")
+    assert len(per_thread.parts) >= 4, list(per_thread.parts)
+    assert sum(t.root.total_cost[0] for t in per_thread.parts.values()) == theirs.total(0)
     # The local profile holds the same samples of these two programs as the server.
     local = load_file(saved)
     for program, pid, pushed in ((work.name, first.pid, mine), (threads.name, second.pid,
