@@ -276,13 +276,16 @@ class ProfTuiApp(TypeAhead, ViewChoices, RunControls, DiffViews, App[None]):
         """The flat profile of a saved profile (seconds for 200,000 nodes), or of a newly
         chosen thread, off the UI thread."""
         views = self._views(profile, part, self._view_key())
+        self.call_from_thread(self._prepared, profile, part, views)
         if self.collector is None and not self._gc_frozen:
             # A saved profile lives as long as the app: take its (millions of) objects out
             # of the cyclic GC's scans, whose full passes otherwise stall keys for seconds.
+            # After the first screen is drawn: the collection itself takes 0.1 s per
+            # 70,000 fleet rows, which the first screen need not wait for.
             self._gc_frozen = True
+            time.sleep(0.3)
             gc.collect()
             gc.freeze()
-        self.call_from_thread(self._prepared, profile, part, views)
 
     def _prepared(self, profile: Profile, part: str | None, views: Views) -> None:
         if part == self.part and self.current_views(views) and (
