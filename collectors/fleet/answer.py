@@ -32,8 +32,6 @@ from proftui.collectors.model.profile import (
 from proftui.collectors.model.slices import MAX_SLICES, Slices, part_totals
 
 MODE = "fleet"
-# a sample row's metric columns, in schema order
-COLUMN = {name: i for i, name in enumerate(schema.METRICS)}
 
 
 @dataclass(frozen=True)
@@ -41,7 +39,9 @@ class Answer:
     """What the server answered for one window: `rows` (profile spec, stack hash,
     (series, thread), costs in the spec's order, calls), `stacks` (the stacks table's
     rows by hash), `labels` (series -> label keys, values), `minutes` (series, thread,
-    minute, every metric column's sum); `threads`: rows keep their thread (else '')."""
+    minute, the sums of the metrics in `place`: metric name -> column); `threads`: rows
+    keep their thread (else ''); `late`: rows of a profile pushed after the answer's
+    first read, left out."""
 
     rows: list[tuple]
     stacks: dict[int, tuple]
@@ -51,6 +51,8 @@ class Answer:
     end: int
     threads: bool
     seconds: float  # the server's time for it
+    place: dict[str, int]
+    late: int = 0
 
     def gives(self, by: tuple[str, ...]) -> bool:
         """Whether breakdown `by` can be built from these rows (threads need them)."""
@@ -59,7 +61,7 @@ class Answer:
 
 def profile_of(answer: Answer, url: FleetURL) -> Profile:
     """The profile of `answer`, its parts per `url.by`."""
-    with gc_paused():
+    with gc_paused(freeze=True):
         return _profile_of(answer, url)
 
 
@@ -75,6 +77,9 @@ def _profile_of(answer: Answer, url: FleetURL) -> Profile:
     if late:
         profile.meta.warnings.append(f"{late} minute(s) of push sessions that began while the "
                                      "query ran are left out of the timeline")
+    if answer.late:
+        profile.meta.warnings.append(f"{answer.late} row(s) of a profile with other metrics, "
+                                     "pushed while the query ran, are left out")
     if any(row[1] not in answer.stacks for row in answer.rows):
         profile.meta.warnings.append("some stacks of the samples were not found in the stacks "
                                      "table: their costs show under [unknown stack]")
@@ -202,7 +207,7 @@ def _timeline(answer: Answer, profile: Profile,
               part_of: dict[tuple[int, str], str]) -> tuple[Slices, int]:
     """Each part's costs per minute (per wider slice past MAX_SLICES minutes), and the
     minutes of sessions the first query did not see (left out)."""
-    columns = [COLUMN.get(metric.name) for metric in profile.metrics]
+    columns = [answer.place.get(metric.name) for metric in profile.metrics]
     labels = list(profile.parts)
     index = {label: i for i, label in enumerate(labels)}
     start, end = answer.start, answer.end
