@@ -38,7 +38,6 @@ from proftui.tui.modes import make_collector
 # Each command imports what it uses when it runs (a `record` never loads Textual, the
 # exporters or the diff code): the fixed cost of every command stays small.
 if TYPE_CHECKING:
-    from collections.abc import Callable
 
     from proftui.collectors.base import Collector
     from proftui.collectors.fleet.pusher import Pusher
@@ -53,8 +52,7 @@ def wants_tui(args: argparse.Namespace) -> bool:
 
 
 def run_tui(collector: Collector | None = None, profile: Profile | None = None,
-            base: Profile | None = None, base_name: str = "",
-            reload: Callable[[], Profile] | None = None, source: str = "",
+            base: Profile | None = None, base_name: str = "", source: str = "",
             pusher: Pusher | None = None,
             fleet: FleetQuery | None = None) -> int:
     """The app on a live collector or a saved profile; the status to exit with.
@@ -81,8 +79,7 @@ def run_tui(collector: Collector | None = None, profile: Profile | None = None,
                 collector.stop()
                 raise
         app = ProfTuiApp(collector=collector, profile=profile, stop_signals=stop, base=base,
-                         base_name=base_name or "base", reload=reload, source=source,
-                         fleet=fleet)
+                         base_name=base_name or "base", source=source, fleet=fleet)
         watchdog = StuckExit(collector, signal_name)
         stop.listen(watchdog.arm)
         line = ""

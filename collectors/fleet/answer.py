@@ -19,7 +19,7 @@ from proftui.collectors.fleet.batch import parse_spec
 from proftui.collectors.fleet.url import THREAD, FleetURL
 from proftui.collectors.model import core
 from proftui.collectors.model.calltree import gc_paused
-from proftui.collectors.model.lines import record_code_cost
+from proftui.collectors.model.lines import add_costs, record_code_cost
 from proftui.collectors.model.profile import (
     CallTree,
     CodeSite,
@@ -118,18 +118,19 @@ def build_profile(rows: list[tuple], stacks: dict[int, tuple],
     and thread)."""
     specs = sorted({row[0] for row in rows})
     metrics: list[Metric] = []
-    any_calls = False
-    maps: dict[str, tuple[list[int], bool]] = {}
+    placed: dict[str, tuple[list[int], bool]] = {}
     for spec in specs:
         own, calls = parse_spec(spec)
-        any_calls = any_calls or calls
         index = []
         for metric in own:
             if metric not in metrics:
                 metrics.append(metric)
             index.append(metrics.index(metric))
-        maps[spec] = (index, calls)
+        placed[spec] = (index, calls)
     n = len(metrics)
+    # per spec: where its costs go among the metrics (None: in order, as they are), calls
+    maps = {spec: (None if index == list(range(n)) else index, calls)
+            for spec, (index, calls) in placed.items()}
     frames = FrameTable()
     tree = CallTree(n)
     line_costs: dict = {}
@@ -145,11 +146,10 @@ def build_profile(rows: list[tuple], stacks: dict[int, tuple],
     labels: list[str] = []
     part_index: dict[str, int] = {}
     part_trees: list[CallTree] = []
-    # per part key: its tree and that tree's self columns (the loop below runs once per
-    # row: 70,000 for an hour of 60 processes, so it looks each up once per key)
-    keyed: dict[Any, tuple[CallTree, list]] = {}
+    # per part key: its tree (the loop below runs once per row: 70,000 for an hour of 60
+    # processes, so it looks each up once per key)
+    keyed: dict[Any, CallTree] = {}
     name_of = (parts or {}).get
-    identity = list(range(n))
     for spec, stack, key, costs, calls in rows:
         found = paths.get(stack)
         if found is None:
@@ -166,26 +166,19 @@ def build_profile(rows: list[tuple], stacks: dict[int, tuple],
                 p = part_index[label] = len(labels)
                 labels.append(label)
                 part_trees.append(CallTree(n))
-            part = keyed[key] = (part_trees[p], part_trees[p].selfs)
-        part_tree, selfs = part
-        part_leaf = core.walk(part_tree, found[0], 0)
-        index, has_calls = maps[spec]
-        if index == identity:
+            part = keyed[key] = part_trees[p]
+        part_leaf = core.walk(part, found[0], 0)
+        order, has_calls = maps[spec]
+        if order is None:
             values = costs  # the answer's own list: read, never changed
         else:
             values = [0.0] * n
-            for i, value in zip(index, costs, strict=False):
+            for i, value in zip(order, costs, strict=False):
                 values[i] = value
-        for column, value in zip(selfs, values, strict=False):
-            column[part_leaf] += value
-        total = merged.get(stack)
-        if total is None:
-            merged[stack] = list(values)
-        else:
-            for i, value in enumerate(values):
-                total[i] += value
+        part.add_self(part_leaf, values)
+        add_costs(merged, stack, values)  # a copy for a new stack: `costs` stays as it is
         if has_calls and calls:
-            part_tree.add_calls(part_leaf, int(calls))
+            part.add_calls(part_leaf, int(calls))
             merged_calls[stack] = merged_calls.get(stack, 0) + int(calls)
     for stack, values in merged.items():
         _path, site, leaf = paths[stack]

@@ -4,7 +4,8 @@ As perf report's thread filter and hotspot's thread list: every pane then
 shows the chosen part only.  The choices come from `collectors.model.parts`.
 `b` makes the highlighted part the baseline that the part shown next is compared
 with (two threads, two hosts of a fleet); in a fleet profile `g` breaks it down
-another way (by host, program, build, thread: a new query).
+another way (by host, program, build, thread: the answer shown regrouped, a new
+query only for threads it lacks).
 """
 
 from __future__ import annotations
