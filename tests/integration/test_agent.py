@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from proftui.collectors.fleet.query import load
+from proftui.collectors.model.parts import parse_label
 from proftui.collectors.model.profile import Profile
 from proftui.collectors.model.storage import load as load_file
 from proftui.collectors.model.views import flat_profile
@@ -27,6 +28,7 @@ from tests.helpers.fleet import CLI, proftui, servers_or_skip
 from tests.helpers.reference import fixture_cpu_shares
 
 ROOT = Path(__file__).resolve().parents[2]
+SHELL_SPIN = 40_000  # iterations of the shell's loop before its exec: ~0.1 s of dash
 
 
 def _can_sample_every_process() -> str | None:
@@ -97,8 +99,10 @@ def test_agent_pushes_each_program_with_its_own_shares(server: Server, tmp_path:
         time.sleep(1.5)  # the helper's events are open well before this
         assert agent.poll() is None, agent.communicate()
         work_report, thread_report = tmp_path / "work.txt", tmp_path / "threads.txt"
-        first = subprocess.Popen([str(work), "3000", str(work_report)],
-                                 stdout=subprocess.DEVNULL)
+        # The first starts as a shell that spins, then execs it: one pid, two programs.
+        first = subprocess.Popen(
+            ["/bin/sh", "-c", f"i=0; while [ $i -lt {SHELL_SPIN} ]; do i=$((i+1)); done; "
+             f'exec "{work}" 3000 "{work_report}"'], stdout=subprocess.DEVNULL)
         second = subprocess.Popen([str(threads), str(thread_report), "60000000"],
                                   stdout=subprocess.DEVNULL)
         assert first.wait(timeout=120) == 7 and second.wait(timeout=120) == 0
@@ -132,13 +136,21 @@ def test_agent_pushes_each_program_with_its_own_shares(server: Server, tmp_path:
     per_thread = load(f"{url}?from=-1h&run={run}&pid={second.pid}&by=thread")
     assert len(per_thread.parts) >= 4, list(per_thread.parts)
     assert sum(t.root.total_cost[0] for t in per_thread.parts.values()) == theirs.total(0)
-    # The local profile holds the same samples of these two programs as the server.
+    # The exec: the shell's samples before it are the shell's, under the same pid; the
+    # program= queries above left them out.
+    shell = os.path.basename(os.path.realpath("/bin/sh"))
+    by_program = load(f"{url}?from=-1h&run={run}&pid={first.pid}&by=program")
+    assert set(by_program.parts) == {f"program={shell}", f"program={work.name}"}, \
+        list(by_program.parts)
+    assert by_program.parts[f"program={work.name}"].root.total_cost[0] == mine.total(0)
+    # The local profile holds the same samples of these processes as the server: by pid,
+    # a process's images before and after an exec together (its parts are by pid).
     local = load_file(saved)
-    for program, pid, pushed in ((work.name, first.pid, mine), (threads.name, second.pid,
-                                                                 theirs)):
+    for program, pid in ((work.name, first.pid), (threads.name, second.pid)):
         in_local = sum(tree.root.total_cost[0] for label, tree in local.parts.items()
-                       if label.startswith(f"pid {pid} tid "))
-        assert local.meta.threads[pid] == program
+                       if parse_label(label)[0] == pid)
+        assert local.meta.threads[pid] == program  # the name of its last image
+        pushed = load(f"{url}?from=-1h&run={run}&pid={pid}")
         assert in_local == pushed.total(0) > 0
 
 
