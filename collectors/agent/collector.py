@@ -62,6 +62,7 @@ from proftui.collectors.symbols.stacks import (
 
 HEADER_TIMEOUT_S = 10.0
 MAX_SYMBOL_NOTES = 20  # of the symbolizers' notes (a host has many files without debug info)
+COMM_CHARS = 15  # a task's name is cut to this many characters (TASK_COMM_LEN - 1)
 RELEASE_AFTER_S = 1.0  # a process's table is dropped this long after its end was pushed
 CLOCK = "perf_event cpu-clock, every CPU"
 METRICS = (SAMPLES, CPU_NS)
@@ -91,10 +92,13 @@ class AgentProcess:
     unfolded: set[int] = field(default_factory=set)  # stacks moved since the host took them
     implicit: bool = False  # known from a TASK record alone, so far (_fill_in)
     build: str | None = None  # the executable's build-id, read once
+    comm: str = ""  # its name from /proc/PID/comm, when its executable may not be read
 
     @property
     def program(self) -> str:
-        return os.path.basename(self.exe) if self.exe else f"pid {self.pid}"
+        """Its executable's name; else the name it gives itself (comm: a process of a
+        user the agent may not inspect); else "pid N"."""
+        return os.path.basename(self.exe) if self.exe else self.comm or f"pid {self.pid}"
 
     def labels(self) -> dict[str, str]:
         """The labels its fleet rows carry (beside the host's and the user's)."""
@@ -346,7 +350,8 @@ class AgentCollector(Collector):
         process.counts, process.moved = {}, set()
 
     def _passes_filter(self, process: AgentProcess) -> bool:
-        return ((not self.programs or process.program in self.programs)
+        return ((not self.programs or process.program in self.programs
+                 or (_truncated_name_of(process.comm, self.programs) and not process.exe))
                 and (not self.users or process.user in self.users))
 
     def _new_process(self, pid: int, exe: str, maps: str, mnt_ns: int = 0,
@@ -354,9 +359,13 @@ class AgentCollector(Collector):
         """A new address space of `pid` (caller holds _data_lock).  Its files open
         through /proc/PID/root while it runs; when it shares our mount namespace, by
         their own paths too, so a process gone by now is still symbolized."""
+        comm = ""
         if not exe:
             with contextlib.suppress(OSError):
                 exe = os.readlink(f"/proc/{pid}/exe")
+        if not exe:  # /proc/PID/exe needs ptrace access; comm is anyone's to read
+            with contextlib.suppress(OSError), open(f"/proc/{pid}/comm") as f:
+                comm = f.read().strip()
         user = _user_of(pid)
         ours = mnt_ns != 0 and mnt_ns == _own_mount_namespace()
         with self._sym_lock:
@@ -364,7 +373,7 @@ class AgentCollector(Collector):
             space.add_maps(maps)
             frames = StackFrames(space, self._symbolizer_of(mnt_ns, pid))
         process = AgentProcess(self._next_key, pid, exe.removesuffix(" (deleted)"), user,
-                               True, space, frames)
+                               True, space, frames, comm=comm)
         process.implicit = implicit
         # Not known yet: kept until its PROCESS record says what it is (_fill_in).
         process.wanted = implicit or self._passes_filter(process)
@@ -565,6 +574,11 @@ class AgentCollector(Collector):
     def notes(self) -> list[str]:
         with self._data_lock:
             return self._notes()
+
+
+def _truncated_name_of(comm: str, programs: frozenset[str]) -> bool:
+    """Whether `comm` is one of `programs` cut to the kernel's 15 characters."""
+    return len(comm) == COMM_CHARS and any(p[:COMM_CHARS] == comm for p in programs)
 
 
 def _stack_key(tid: int, record: Stack) -> StackKey:

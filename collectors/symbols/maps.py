@@ -10,7 +10,9 @@ resolves.  Files are opened through /proc/PID/root (container paths) and
 from __future__ import annotations
 
 import bisect
+import errno
 import os
+import re
 from dataclasses import dataclass
 
 from proftui.collectors.model.sourcefiles import ORIGINS, process_reader
@@ -19,6 +21,27 @@ from proftui.collectors.symbols.jitdump import DUMP_NAME
 from proftui.collectors.symbols.vdso import VDSO, vdso_file
 
 DELETED = " (deleted)"
+_THROUGH_PROC = re.compile(r"/proc/(\d+)/(?:root|map_files)/")
+
+
+def unreadable_reason(path: str, readable: str, exc: OSError | ValueError) -> tuple[str, bool]:
+    """Why module `path` could not be opened from `readable`, in one line, and whether
+    that was only because its process is gone (another process's path may still work:
+    a container's files are read through each process's own /proc/PID/root)."""
+    if path == VDSO:
+        return (f"{VDSO}: the process's memory cannot be read, so its vDSO functions are "
+                "unnamed", False)
+    match = _THROUGH_PROC.match(readable)
+    if match is not None and isinstance(exc, OSError):
+        pid = match[1]
+        if not os.path.exists(f"/proc/{pid}"):
+            return (f"{path}: pid {pid} exited before this file could be read through "
+                    f"/proc/{pid}/root", True)
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            return (f"{path}: cannot be read through /proc/{pid}/root (permission denied: "
+                    "reading another user's process in its own mount namespace needs "
+                    "CAP_SYS_PTRACE)", False)
+    return f"{path}: not a readable ELF file ({exc})", False
 
 
 @dataclass(frozen=True, slots=True)

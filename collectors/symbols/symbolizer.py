@@ -38,7 +38,7 @@ from proftui.collectors.symbols.compdirs import source_roots
 from proftui.collectors.symbols.demangle import demangle
 from proftui.collectors.symbols.dwarfnames import InlineNames
 from proftui.collectors.symbols.elf import PT_LOAD, SHT_NOBITS, ElfFile, open_regular
-from proftui.collectors.symbols.maps import AddressSpace
+from proftui.collectors.symbols.maps import AddressSpace, unreadable_reason
 from proftui.collectors.symbols.stripped import debugdata_elf, fde_ranges
 from proftui.collectors.symbols.tablecache import Table
 from proftui.collectors.symbols.vdso import VDSO
@@ -121,7 +121,8 @@ class ModuleSymbols:
                 has_symtab = elf.section(".symtab") is not None
                 debuglink = elf.debuglink()
         except (OSError, ValueError) as exc:
-            raise ProftuiError(f"{path}: not a readable ELF file ({exc})") from None
+            reason, gone = unreadable_reason(path, self.readable, exc)
+            raise (ModuleGone if gone else ProftuiError)(reason) from None
         self._load_address = self.segments[0][1] if self.segments else 0
         self.debug_path: str | None = self.readable if has_dwarf else None
         if not has_dwarf:
@@ -375,6 +376,10 @@ class ModuleSymbols:
         return None
 
 
+class ModuleGone(ProftuiError):
+    """A module read through a process that exited first (another process may read it)."""
+
+
 class Symbolizer:
     """Frames for (module, address) pairs, memoized; shared by every collector."""
 
@@ -389,6 +394,7 @@ class Symbolizer:
         if self._cache is not None:
             self._cache.usable()  # an existing untrusted directory: warn now, once
         self._modules: dict[str, ModuleSymbols | None] = {}
+        self._gone: set[str] = set()  # paths through processes that exited: not retried
         self._frames: dict[tuple[str, int], list[Frame]] = {}
 
     def module(self, path: str, readable: str | None = None) -> ModuleSymbols:
@@ -411,8 +417,14 @@ class Symbolizer:
     def _try_module(self, path: str, readable: str | None) -> ModuleSymbols | None:
         if path in self._modules:
             return self._modules[path]
+        if (readable or path) in self._gone:
+            return None
         try:
             return self.module(path, readable)
+        except ModuleGone as exc:  # not settled: another process may still read it
+            self._gone.add(readable or path)
+            self.warnings.append(str(exc))
+            return None
         except ProftuiError as exc:
             self._modules[path] = None
             self.warnings.append(str(exc))
@@ -429,7 +441,8 @@ class Symbolizer:
         if cached is not None:
             return cached
         result = self._symbolize(module_path, vaddr, readable)
-        self._frames[key] = result
+        if module_path in self._modules:  # else its file was not read: not settled
+            self._frames[key] = result
         return result
 
     def frames_at(self, space: AddressSpace, address: int) -> list[Frame]:

@@ -229,3 +229,56 @@ def test_short_lived_processes_keep_their_samples_and_names(tmp_path: Path) -> N
     flat = {row.frame.function: row.self_cost[0] for row in flat_profile(profile)}
     named = sum(flat.get(n, 0.0) for n in ("work_a", "work_b", "work_c"))
     assert named >= 0.9 * profile.total(0), flat
+
+
+def test_a_container_whose_root_cannot_be_read_is_said(tmp_path: Path) -> None:
+    """An agent without CAP_SYS_PTRACE cannot read another user's process in its own mount
+    namespace (a container): its samples are kept as addresses, the files it could not
+    read are said, it is named (and filtered) by the name it gives itself, and it runs on
+    unharmed (exit status 7, as without it)."""
+    why = _can_sample_every_process()
+    if why:
+        pytest.skip(why)
+    if os.geteuid() != 0 or not (shutil.which("setpriv") and shutil.which("unshare")):
+        pytest.skip("needs root, setpriv and unshare to make a container of another user")
+    work = build_fixture("smp_work.c", ["-O1", "-g"])
+    place = Path(tempfile.mkdtemp(prefix="proftui-ct-"))  # where user nobody may run it
+    try:
+        place.chmod(0o755)
+        program = place / work.name
+        shutil.copy2(work, program)
+        program.chmod(0o755)
+        saved = tmp_path / "host.proftui"
+        agent = subprocess.Popen(
+            ["setpriv", "--inh-caps=-sys_ptrace", "--bounding-set=-sys_ptrace", *CLI,
+             "agent", "-F", "199", "--program", work.name, "-o", str(saved)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            time.sleep(1.5)
+            target = subprocess.run(
+                ["unshare", "--mount", "setpriv", "--reuid=65534", "--regid=65534",
+                 "--clear-groups", str(program), "400"], stdout=subprocess.DEVNULL)
+            time.sleep(0.5)
+        finally:
+            err = _stop(agent, signal.SIGTERM)
+    finally:
+        shutil.rmtree(place)
+    assert target.returncode == 7
+    assert "Traceback" not in err, err
+    pid = target_pid(saved)  # --program matched its name as the kernel keeps it
+    assert load_file(saved).meta.threads[pid] == work.name[:15]
+    assert (f"note: {program}: cannot be read through /proc/{pid}/root "
+            "(permission denied: reading another user's process in its own mount namespace "
+            "needs CAP_SYS_PTRACE)") in err, err
+    profile = load_file(saved)
+    flat = {row.frame.function for row in flat_profile(profile)}
+    assert profile.total(0) > 0 and not flat & {"work_a", "work_b", "work_c"}, flat
+
+
+def target_pid(saved: Path) -> int:
+    """The one process of a filtered agent profile."""
+    pids = {parse_label(label)[0] for label in load_file(saved).parts}
+    assert len(pids) == 1, pids
+    pid = pids.pop()
+    assert pid is not None
+    return pid
