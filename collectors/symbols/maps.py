@@ -21,7 +21,7 @@ from proftui.collectors.symbols.jitdump import DUMP_NAME
 from proftui.collectors.symbols.vdso import VDSO, vdso_file
 
 DELETED = " (deleted)"
-_THROUGH_PROC = re.compile(r"/proc/(\d+)/(?:root|map_files)/")
+_THROUGH_PROC = re.compile(r"/proc/(\d+)/(root|map_files)/")
 
 
 def unreadable_reason(path: str, readable: str, exc: OSError | ValueError) -> tuple[str, bool]:
@@ -33,12 +33,12 @@ def unreadable_reason(path: str, readable: str, exc: OSError | ValueError) -> tu
                 "unnamed", False)
     match = _THROUGH_PROC.match(readable)
     if match is not None and isinstance(exc, OSError):
-        pid = match[1]
+        pid, way = match[1], match[2]
         if not os.path.exists(f"/proc/{pid}"):
             return (f"{path}: pid {pid} exited before this file could be read through "
-                    f"/proc/{pid}/root", True)
+                    f"/proc/{pid}/{way}", True)
         if exc.errno in (errno.EACCES, errno.EPERM):
-            return (f"{path}: cannot be read through /proc/{pid}/root (permission denied: "
+            return (f"{path}: cannot be read through /proc/{pid}/{way} (permission denied: "
                     "reading another user's process in its own mount namespace needs "
                     "CAP_SYS_PTRACE)", False)
     return f"{path}: not a readable ELF file ({exc})", False
