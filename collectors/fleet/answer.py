@@ -11,6 +11,7 @@ The timeline is each part's totals per minute, from the answer's per-minute rows
 from __future__ import annotations
 
 import time
+from array import array
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +20,7 @@ from proftui.collectors.fleet.batch import parse_spec
 from proftui.collectors.fleet.url import THREAD, FleetURL
 from proftui.collectors.model import core
 from proftui.collectors.model.calltree import gc_paused
-from proftui.collectors.model.lines import add_costs, record_code_cost
+from proftui.collectors.model.lines import record_code_cost
 from proftui.collectors.model.profile import (
     CallTree,
     CodeSite,
@@ -132,68 +133,103 @@ def build_profile(rows: list[tuple], stacks: dict[int, tuple],
     maps = {spec: (None if index == list(range(n)) else index, calls)
             for spec, (index, calls) in placed.items()}
     frames = FrameTable()
-    tree = CallTree(n)
-    line_costs: dict = {}
-    address_costs: dict = {}
-    address_sites: dict = {}
     unknown = frames.intern(Frame("[unknown stack]"))
     frame_ids: dict[tuple, int] = {}  # a frame's columns -> its id (stacks share frames)
-    # per stack: its frame ids, its leaf's site, its leaf in the merged tree
-    paths: dict[int, tuple[list[int], tuple[str, int, CodeSite] | None, int]] = {}
-    # the merged tree and the code costs take a stack's sum over parts, once
-    merged: dict[int, list[float]] = {}
-    merged_calls: dict[int, int] = {}
+    # Columns, filled once per row in this loop (70,000 rows for an hour of 60 processes);
+    # the trees are then made and costed in the native core, a part at a time.
+    stack_at: dict[int, int] = {}  # stack hash -> its index here
+    paths, offsets = array("i"), array("q", [0])  # each stack's frame ids, outermost first
+    sites: list[tuple[str, int, CodeSite] | None] = []
+    row_stack = array("q")
+    part_rows: list[array] = []  # per part, its rows' indices
+    row_costs = [array("d") for _ in range(n)]
+    calls_of: list[tuple[int, int, int]] = []  # (stack, part, calls) of rows with calls
     labels: list[str] = []
     part_index: dict[str, int] = {}
-    part_trees: list[CallTree] = []
-    # per part key: its tree (the loop below runs once per row: 70,000 for an hour of 60
-    # processes, so it looks each up once per key)
-    keyed: dict[Any, CallTree] = {}
+    keyed: dict[Any, int] = {}  # part key -> part index, looked up once per key
     name_of = (parts or {}).get
     for spec, stack, key, costs, calls in rows:
-        found = paths.get(stack)
-        if found is None:
+        s = stack_at.get(stack)
+        if s is None:
+            s = stack_at[stack] = len(sites)
             record = stacks.get(stack)
-            path = [unknown] if record is None else _frame_ids(record, frames, frame_ids)
-            found = paths[stack] = (path, None if record is None else _site(record),
-                                    core.walk(tree, path, 0))
+            paths.extend([unknown] if record is None else _frame_ids(record, frames, frame_ids))
+            offsets.append(len(paths))
+            sites.append(None if record is None else _site(record))
         part = keyed.get(key)
         if part is None:
             label = name_of(key) or part_label(key[0] if isinstance(key, tuple) else key, [],
                                                [])
-            p = part_index.get(label)
-            if p is None:
-                p = part_index[label] = len(labels)
+            part = part_index.get(label)
+            if part is None:
+                part = part_index[label] = len(labels)
                 labels.append(label)
-                part_trees.append(CallTree(n))
-            part = keyed[key] = part_trees[p]
-        part_leaf = core.walk(part, found[0], 0)
+                part_rows.append(array("q"))
+            keyed[key] = part
+        part_rows[part].append(len(row_stack))
+        row_stack.append(s)
         order, has_calls = maps[spec]
-        if order is None:
-            values = costs  # the answer's own list: read, never changed
+        if order is None and len(costs) == n:
+            values = costs
         else:
             values = [0.0] * n
-            for i, value in zip(order, costs, strict=False):
+            for i, value in zip(order or range(n), costs, strict=False):
                 values[i] = value
-        part.add_self(part_leaf, values)
-        add_costs(merged, stack, values)  # a copy for a new stack: `costs` stays as it is
+        for column, value in zip(row_costs, values, strict=True):
+            column.append(value)
         if has_calls and calls:
-            part.add_calls(part_leaf, int(calls))
-            merged_calls[stack] = merged_calls.get(stack, 0) + int(calls)
-    for stack, values in merged.items():
-        _path, site, leaf = paths[stack]
-        tree.add_self(leaf, values)
-        if stack in merged_calls:
-            tree.add_calls(leaf, merged_calls[stack])
+            calls_of.append((s, part, int(calls)))
+    tree = CallTree(n)
+    leaves = array("q", core.insert_paths(tree, paths, offsets, None, None, 0))
+    rows_n = len(row_stack)
+    row_leaf = array("q", (leaves[s] for s in row_stack))
+    for column, costs_column in zip(tree.selfs, row_costs, strict=True):
+        core.scatter_add(column, row_leaf, costs_column, 0, rows_n)
+    # the flat profile's code costs take each stack's sum over parts, in row order
+    per_stack = [array("d", bytes(8 * len(sites))) for _ in range(n)]
+    for column, costs_column in zip(per_stack, row_costs, strict=True):
+        core.scatter_add(column, row_stack, costs_column, 0, rows_n)
+    line_costs: dict = {}
+    address_costs: dict = {}
+    address_sites: dict = {}
+    for s, site in enumerate(sites):
         if site is not None:
             module, address, code = site
             record_code_cost(address_costs, address_sites, line_costs, module, address, code,
-                             values)
+                             [column[s] for column in per_stack])
+    part_trees = [_part_tree(n, rows_of, row_stack, row_costs, paths, offsets)
+                  for rows_of in part_rows]
+    for s, part, count in calls_of:
+        tree.add_calls(leaves[s], count)
+        part_tree = part_trees[part]
+        part_tree.add_calls(part_tree.walk(paths[offsets[s]:offsets[s + 1]]), count)
     profile = Profile(meta=ProfileMeta(mode=MODE), metrics=tuple(metrics), frames=frames,
                       tree=tree, parts=dict(zip(labels, part_trees, strict=True)),
                       line_costs=line_costs, address_costs=address_costs,
                       address_sites=address_sites)
     return profile.finalize()
+
+
+def _part_tree(n: int, rows: array, row_stack: array, row_costs: list[array],
+               paths: array, offsets: array) -> CallTree:
+    """The tree of a part's `rows`: their stacks, inserted in the order they first came,
+    and their costs (a stack in several of its rows adds each, in row order)."""
+    tree = CallTree(n)
+    local: dict[int, int] = {}
+    sub, sub_offsets, index = array("i"), array("q", [0]), array("q")
+    for r in rows:
+        s = row_stack[r]
+        at = local.get(s)
+        if at is None:
+            at = local[s] = len(local)
+            sub.extend(paths[offsets[s]:offsets[s + 1]])
+            sub_offsets.append(len(sub))
+        index.append(at)
+    leaves = core.insert_paths(tree, sub, sub_offsets, None, None, 0)
+    row_leaf = array("q", (leaves[at] for at in index))
+    for column, costs in zip(tree.selfs, row_costs, strict=True):
+        core.scatter_add(column, row_leaf, array("d", (costs[r] for r in rows)), 0, len(rows))
+    return tree
 
 
 def _timeline(answer: Answer, profile: Profile,
