@@ -188,7 +188,7 @@ class AgentCollector(Collector):
         try:
             self._read_header(self._helper)
         except BaseException:
-            self._helper.kill()
+            self._helper.abort()
             raise
         self._reader = threading.Thread(target=self._read_loop, args=(self._helper,),
                                         name="proftui-agent-reader", daemon=True)

@@ -158,7 +158,7 @@ class AttachCollector(Collector):
         try:
             self._read_until_attached(self._helper, method)
         except BaseException:
-            self._helper.kill()
+            self._helper.abort()
             raise
         self._reader = threading.Thread(target=self._read_loop, args=(self._helper,),
                                         name="proftui-attach-reader", daemon=True)

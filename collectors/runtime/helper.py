@@ -73,6 +73,12 @@ class Helper:
             self.kill()  # the kernel detaches a dead tracer; perf fds close
             self.ended.wait(STOP_TIMEOUT_S)
 
+    def abort(self) -> None:
+        """The start failed: end the helper; no reader will see its stream end, so it is
+        over now (a later stop() returns at once)."""
+        self.kill()
+        self.ended.set()
+
     def kill(self) -> None:
         if self.proc.poll() is not None:
             return

@@ -21,6 +21,7 @@ from proftui.collectors.model.parts import parse_label, part_profile
 from proftui.collectors.model.profile import Profile
 from proftui.collectors.model.storage import load as load_file
 from proftui.collectors.model.views import flat_profile
+from proftui.collectors.runtime.helper import STOP_TIMEOUT_S
 
 from tests.conftest import build_fixture
 from tests.helpers.clickhouse import Server
@@ -196,6 +197,25 @@ def test_agent_without_permission_is_one_line() -> None:
     assert result.stderr.strip() == (
         "proftui: sampling every process needs root or CAP_PERFMON "
         f"(kernel.perf_event_paranoid is {paranoid}; without the capability it must be -1)")
+
+
+def test_agent_without_perf_event_is_one_line(tmp_path: Path) -> None:
+    """A kernel without perf events (perf_event_open: ENOSYS, by an LD_PRELOAD shim the
+    sampling helper inherits): one line, exit status 2, nothing saved."""
+    shim = build_fixture("no_perf_event.c", ["-O2", "-shared", "-fPIC", "-ldl"],
+                         output="no_perf_event.so")
+    saved = tmp_path / "x.proftui"
+    began = time.monotonic()
+    result = subprocess.run([*CLI, "agent", "-o", str(saved), "--duration", "1"],
+                            capture_output=True, text=True, timeout=60,
+                            env={**os.environ, "LD_PRELOAD": str(shim)})
+    # no wait for a stream that ended with the helper (it waited twice STOP_TIMEOUT_S)
+    assert time.monotonic() - began < STOP_TIMEOUT_S
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip() == (
+        "proftui: perf_event is not available here (Function not implemented): the kernel "
+        "has no cpu-clock events for this system")
+    assert not saved.exists()
 
 
 def test_agent_needs_somewhere_to_put_the_profile() -> None:
