@@ -38,14 +38,18 @@ MODE = "fleet"
 @dataclass(frozen=True)
 class Answer:
     """What the server answered for one window: `rows` (profile spec, stack hash,
-    (series, thread), costs in the spec's order, calls), `stacks` (the stacks table's
-    rows by hash), `labels` (series -> label keys, values), `minutes` (series, thread,
+    (series, thread), costs in the spec's order, calls), `stacks` (by stack hash: the
+    hash, its frames' hashes outermost first, its leaf's site: module, address,
+    function, file, line), `frames` (by frame hash: function, module, build id, file,
+    line, address, raw name, inlined), `labels` (series -> label keys, values),
+    `minutes` (series, thread,
     minute, the sums of the metrics in `place`: metric name -> column); `threads`: rows
     keep their thread (else ''); `late`: rows of a profile pushed after the answer's
     first read, left out."""
 
     rows: list[tuple]
     stacks: dict[int, tuple]
+    frames: dict[int, tuple]
     labels: dict[int, tuple[list[str], list[str]]]
     minutes: list[tuple]
     start: int
@@ -70,7 +74,7 @@ def _profile_of(answer: Answer, url: FleetURL) -> Profile:
     part_of = {key: part_label(key[0], *answer.labels.get(key[0], ([], [])), url.by,
                                key[1] if THREAD in url.by else "")
                for key in {row[2] for row in answer.rows}}
-    profile = build_profile(answer.rows, answer.stacks, part_of)
+    profile = build_profile(answer.rows, answer.stacks, answer.frames, part_of)
     profile.slices, late = _timeline(answer, profile, part_of)
     distinct = len({row[1] for row in answer.rows})
     profile.meta = _meta(url, answer.start, answer.end, list(answer.labels.values()), distinct,
@@ -111,12 +115,11 @@ def part_label(series: int, keys: list[str], values: list[str], by: tuple[str, .
     return text or f"series {series:016x}"
 
 
-def build_profile(rows: list[tuple], stacks: dict[int, tuple],
+def build_profile(rows: list[tuple], stacks: dict[int, tuple], frame_rows: dict[int, tuple],
                   parts: dict[Any, str] | None = None) -> Profile:
     """A finalized Profile from aggregated rows (profile spec, stack hash, part key,
-    summed costs, summed calls) and stack rows (the stacks table's columns, by hash): its
-    tree and one part per part key (`parts` names them; a key is a series, or a series
-    and thread)."""
+    summed costs, summed calls), stacks and frames (as in Answer): its tree and one
+    part per part key (`parts` names them; a key is a series, or a series and thread)."""
     specs = sorted({row[0] for row in rows})
     metrics: list[Metric] = []
     placed: dict[str, tuple[list[int], bool]] = {}
@@ -134,7 +137,7 @@ def build_profile(rows: list[tuple], stacks: dict[int, tuple],
             for spec, (index, calls) in placed.items()}
     frames = FrameTable()
     unknown = frames.intern(Frame("[unknown stack]"))
-    frame_ids: dict[tuple, int] = {}  # a frame's columns -> its id (stacks share frames)
+    frame_ids: dict[int, int] = {}  # a frame's hash -> its id (stacks share frames)
     # Columns, filled once per row in this loop (70,000 rows for an hour of 60 processes);
     # the trees are then made and costed in the native core, a part at a time.
     stack_at: dict[int, int] = {}  # stack hash -> its index here
@@ -153,7 +156,8 @@ def build_profile(rows: list[tuple], stacks: dict[int, tuple],
         if s is None:
             s = stack_at[stack] = len(sites)
             record = stacks.get(stack)
-            paths.extend([unknown] if record is None else _frame_ids(record, frames, frame_ids))
+            paths.extend([unknown] if record is None else
+                         _frame_ids(record[1], frame_rows, frames, frame_ids, unknown))
             offsets.append(len(paths))
             sites.append(None if record is None else _site(record))
         part = keyed.get(key)
@@ -254,25 +258,30 @@ def _timeline(answer: Answer, profile: Profile,
                        entries, len(profile.metrics)), late
 
 
-def _frame_ids(row: tuple, frames: FrameTable, known: dict[tuple, int]) -> list[int]:
-    """The frame ids of a stacks-table row, outermost first (`known`: columns -> id)."""
-    _stack, functions, modules, build_ids, files, lines, addresses, raw_names, inlined = row[:9]
+def _frame_ids(hashes: list[int], rows: dict[int, tuple], frames: FrameTable,
+               known: dict[int, int], unknown: int) -> list[int]:
+    """The frame ids of a stack's frame hashes, outermost first (`known`: hash -> id; a
+    hash the frames query did not return is the unknown frame)."""
     out = []
-    for key in zip(functions, modules, files, lines, addresses, raw_names, build_ids, inlined,
-                   strict=True):
+    for key in hashes:
         fid = known.get(key)
         if fid is None:
-            function, module, file, line, address, raw_name, build_id, inline = key
-            fid = known[key] = frames.intern(Frame(
-                function=function, module=module, file=file or None, line=line or None,
-                address=None if address < 0 else address, raw_name=raw_name,
-                build_id=build_id, inlined=bool(inline)))
+            row = rows.get(key)
+            if row is None:
+                fid = unknown
+            else:
+                function, module, build_id, file, line, address, raw_name, inline = row
+                fid = frames.intern(Frame(
+                    function=function, module=module, file=file or None, line=line or None,
+                    address=None if address < 0 else address, raw_name=raw_name,
+                    build_id=build_id, inlined=bool(inline)))
+            known[key] = fid
         out.append(fid)
     return out
 
 
 def _site(row: tuple) -> tuple[str, int, CodeSite] | None:
-    module, address, function, file, line = row[9:14]
+    module, address, function, file, line = row[2:7]
     if address < 0:
         return None
     return module, address, CodeSite(None if function < 0 else function, file or None,
