@@ -77,8 +77,10 @@ def _profile_of(answer: Answer, url: FleetURL) -> Profile:
     profile = build_profile(answer.rows, answer.stacks, answer.frames, part_of)
     profile.slices, late = _timeline(answer, profile, part_of)
     distinct = len({row[1] for row in answer.rows})
+    built = profile.meta.warnings
     profile.meta = _meta(url, answer.start, answer.end, list(answer.labels.values()), distinct,
                          answer.seconds)
+    profile.meta.warnings.extend(built)
     if late:
         profile.meta.warnings.append(f"{late} minute(s) of push sessions that began while the "
                                      "query ran are left out of the timeline")
@@ -207,7 +209,11 @@ def build_profile(rows: list[tuple], stacks: dict[int, tuple], frame_rows: dict[
         tree.add_calls(leaves[s], count)
         part_tree = part_trees[part]
         part_tree.add_calls(part_tree.walk(paths[offsets[s]:offsets[s + 1]]), count)
-    profile = Profile(meta=ProfileMeta(mode=MODE), metrics=tuple(metrics), frames=frames,
+    meta = ProfileMeta(mode=MODE)
+    if unknown in frame_ids.values():  # frames are read after the stacks: not expected
+        meta.warnings.append("some frames of the stacks were not found in the stacks table: "
+                             "they show as [unknown stack]")
+    profile = Profile(meta=meta, metrics=tuple(metrics), frames=frames,
                       tree=tree, parts=dict(zip(labels, part_trees, strict=True)),
                       line_costs=line_costs, address_costs=address_costs,
                       address_sites=address_sites)

@@ -1,0 +1,64 @@
+"""A fleet answer built into a profile without a server: trees, parts and costs from
+rows of stack hashes, and frames read once by hash (collectors/fleet/answer.py)."""
+
+from __future__ import annotations
+
+from proftui.collectors.fleet.answer import Answer, profile_of
+from proftui.collectors.fleet.batch import metric_spec
+from proftui.collectors.fleet.url import parse
+from proftui.collectors.model.profile import CPU_NS, SAMPLES, CallTree, Profile
+from proftui.collectors.model.views import flat_profile
+
+SPEC = metric_spec((SAMPLES, CPU_NS), False)
+MAIN, WORK, SPIN = 11, 12, 13  # frame hashes
+FRAMES = {h: (name, "/bin/app", "b1", "app.c", line, 0x1000 + line, name, 0)
+          for h, name, line in ((MAIN, "main", 3), (WORK, "work", 7), (SPIN, "spin", 9))}
+NO_SITE = ("", -1, -1, "", 0)
+
+
+def _answer(frames: dict[int, tuple]) -> Answer:
+    stacks = {100: (100, [MAIN, WORK], *NO_SITE), 200: (200, [MAIN, WORK, SPIN], *NO_SITE)}
+    rows = [(SPEC, 100, (1, ""), [3.0, 30.0], 0), (SPEC, 200, (1, ""), [1.0, 10.0], 0),
+            (SPEC, 200, (2, ""), [4.0, 40.0], 0)]
+    labels = {1: (["host", "program", "pid"], ["web1", "app", "5"]),
+              2: (["host", "program", "pid"], ["web2", "app", "6"])}
+    minutes = [(1, "", 0, [4.0, 40.0]), (2, "", 0, [4.0, 40.0])]
+    return Answer(rows, stacks, frames, labels, minutes, 0, 60, False, 0.01,
+                  {"samples": 0, "cpu_ns": 1})
+
+
+def _paths(profile: Profile, tree: CallTree) -> dict[tuple[str, ...], float]:
+    out = {}
+    for node in tree.nodes():
+        path: list[str] = []
+        at = node
+        while at.parent is not None:
+            path.append(profile.frames[at.frame_id].function)
+            at = at.parent
+        if node.self_cost[0]:
+            out[tuple(reversed(path))] = node.self_cost[0]
+    return out
+
+
+def test_rows_become_the_tree_and_a_part_per_session() -> None:
+    profile = profile_of(_answer(FRAMES), parse("clickhouse://h/db"))
+    assert _paths(profile, profile.tree) == {("main", "work"): 3.0,
+                                            ("main", "work", "spin"): 5.0}
+    assert profile.total(0) == 8.0 and profile.total(1) == 80.0
+    assert {label: _paths(profile, tree) for label, tree in profile.parts.items()} == {
+        "web1 app pid 5": {("main", "work"): 3.0, ("main", "work", "spin"): 1.0},
+        "web2 app pid 6": {("main", "work", "spin"): 4.0}}
+    flat = {row.frame.function: (row.self_cost[1], row.total_cost[1])
+            for row in flat_profile(profile)}
+    assert flat == {"main": (0.0, 80.0), "work": (30.0, 80.0), "spin": (50.0, 50.0)}
+    assert not any("not found" in w for w in profile.meta.warnings)
+
+
+def test_by_host_merges_and_a_missing_frame_is_said() -> None:
+    frames = {h: row for h, row in FRAMES.items() if h != SPIN}
+    profile = profile_of(_answer(frames), parse("clickhouse://h/db?by=host"))
+    assert sorted(profile.parts) == ["host=web1", "host=web2"]
+    assert _paths(profile, profile.tree) == {("main", "work"): 3.0,
+                                            ("main", "work", "[unknown stack]"): 5.0}
+    assert ("some frames of the stacks were not found in the stacks table: they show as "
+            "[unknown stack]") in profile.meta.warnings
