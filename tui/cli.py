@@ -38,7 +38,6 @@ from proftui.tui.modes import make_collector
 # Each command imports what it uses when it runs (a `record` never loads Textual, the
 # exporters or the diff code): the fixed cost of every command stays small.
 if TYPE_CHECKING:
-
     from proftui.collectors.base import Collector
     from proftui.collectors.fleet.pusher import Pusher
     from proftui.collectors.fleet.query import FleetQuery

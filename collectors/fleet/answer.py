@@ -42,10 +42,9 @@ class Answer:
     hash, its frames' hashes outermost first, its leaf's site: module, address,
     function, file, line), `frames` (by frame hash: function, module, build id, file,
     line, address, raw name, inlined), `labels` (series -> label keys, values),
-    `minutes` (series, thread,
-    minute, the sums of the metrics in `place`: metric name -> column); `threads`: rows
-    keep their thread (else ''); `late`: rows of a profile pushed after the answer's
-    first read, left out."""
+    `minutes` (series, thread, minute, the sums of the metrics in `place`: metric name
+    -> column); `threads`: rows keep their thread (else ''); `late`: rows of a profile
+    pushed after the answer's first read, left out."""
 
     rows: list[tuple]
     stacks: dict[int, tuple]
@@ -148,7 +147,9 @@ def build_profile(rows: list[tuple], stacks: dict[int, tuple], frame_rows: dict[
     row_stack = array("q")
     part_rows: list[array] = []  # per part, its rows' indices
     row_costs = [array("d") for _ in range(n)]
-    calls_of: list[tuple[int, int, int]] = []  # (stack, part, calls) of rows with calls
+    # rows with calls: (stack, calls) for the merged tree; per part, (its row, calls)
+    calls_of: list[tuple[int, int]] = []
+    part_calls: list[list[tuple[int, int]]] = []
     labels: list[str] = []
     part_index: dict[str, int] = {}
     keyed: dict[Any, int] = {}  # part key -> part index, looked up once per key
@@ -171,8 +172,10 @@ def build_profile(rows: list[tuple], stacks: dict[int, tuple], frame_rows: dict[
                 part = part_index[label] = len(labels)
                 labels.append(label)
                 part_rows.append(array("q"))
+                part_calls.append([])
             keyed[key] = part
-        part_rows[part].append(len(row_stack))
+        own_rows = part_rows[part]
+        own_rows.append(len(row_stack))
         row_stack.append(s)
         order, has_calls = maps[spec]
         if order is None and len(costs) == n:
@@ -184,7 +187,8 @@ def build_profile(rows: list[tuple], stacks: dict[int, tuple], frame_rows: dict[
         for column, value in zip(row_costs, values, strict=True):
             column.append(value)
         if has_calls and calls:
-            calls_of.append((s, part, int(calls)))
+            calls_of.append((s, int(calls)))
+            part_calls[part].append((len(own_rows) - 1, int(calls)))
     tree = CallTree(n)
     leaves = array("q", core.insert_paths(tree, paths, offsets, None, None, 0))
     rows_n = len(row_stack)
@@ -203,12 +207,10 @@ def build_profile(rows: list[tuple], stacks: dict[int, tuple], frame_rows: dict[
             module, address, code = site
             record_code_cost(address_costs, address_sites, line_costs, module, address, code,
                              [column[s] for column in per_stack])
-    part_trees = [_part_tree(n, rows_of, row_stack, row_costs, paths, offsets)
-                  for rows_of in part_rows]
-    for s, part, count in calls_of:
+    part_trees = [_part_tree(n, rows_of, calls, row_stack, row_costs, paths, offsets)
+                  for rows_of, calls in zip(part_rows, part_calls, strict=True)]
+    for s, count in calls_of:
         tree.add_calls(leaves[s], count)
-        part_tree = part_trees[part]
-        part_tree.add_calls(part_tree.walk(paths[offsets[s]:offsets[s + 1]]), count)
     meta = ProfileMeta(mode=MODE)
     if unknown in frame_ids.values():  # frames are read after the stacks: not expected
         meta.warnings.append("some frames of the stacks were not found in the stacks table: "
@@ -220,10 +222,11 @@ def build_profile(rows: list[tuple], stacks: dict[int, tuple], frame_rows: dict[
     return profile.finalize()
 
 
-def _part_tree(n: int, rows: array, row_stack: array, row_costs: list[array],
-               paths: array, offsets: array) -> CallTree:
+def _part_tree(n: int, rows: array, calls: list[tuple[int, int]], row_stack: array,
+               row_costs: list[array], paths: array, offsets: array) -> CallTree:
     """The tree of a part's `rows`: their stacks, inserted in the order they first came,
-    and their costs (a stack in several of its rows adds each, in row order)."""
+    and their costs (a stack in several of its rows adds each, in row order); `calls`:
+    (a position in `rows`, its calls) for the rows that count calls."""
     tree = CallTree(n)
     local: dict[int, int] = {}
     sub, sub_offsets, index = array("i"), array("q", [0]), array("q")
@@ -239,6 +242,8 @@ def _part_tree(n: int, rows: array, row_stack: array, row_costs: list[array],
     row_leaf = array("q", (leaves[at] for at in index))
     for column, costs in zip(tree.selfs, row_costs, strict=True):
         core.scatter_add(column, row_leaf, array("d", (costs[r] for r in rows)), 0, len(rows))
+    for at, count in calls:
+        tree.add_calls(row_leaf[at], count)
     return tree
 
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from proftui.collectors.model.profile import Profile
+from proftui.collectors.model.profile import CallTree, Profile
 from proftui.collectors.model.views import flat_profile
 
 from tests.helpers.clickhouse import Server, driver_missing, running_servers, server_binary
@@ -41,9 +41,10 @@ def push_run(url: str, binary: Path, out: Path, *args: str, labels: tuple[str, .
                    "-o", str(out), str(binary), *args)
 
 
-def tree_paths(profile: Profile) -> dict[tuple, list[float]]:
-    """Self costs per calling context, the context named by frames (not ids)."""
-    tree = profile.tree
+def tree_paths(profile: Profile, tree: CallTree | None = None) -> dict[tuple, list[float]]:
+    """Self costs per calling context of `tree` (the profile's merged tree by default),
+    the context named by frames (not ids)."""
+    tree = profile.tree if tree is None else tree
     assert tree is not None
     out: dict[tuple, list[float]] = {}
     for node in tree.preorder():

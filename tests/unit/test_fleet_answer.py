@@ -9,6 +9,8 @@ from proftui.collectors.fleet.url import parse
 from proftui.collectors.model.profile import CPU_NS, SAMPLES, CallTree, Profile
 from proftui.collectors.model.views import flat_profile
 
+from tests.helpers.fleet import tree_paths
+
 SPEC = metric_spec((SAMPLES, CPU_NS), False)
 MAIN, WORK, SPIN = 11, 12, 13  # frame hashes
 FRAMES = {h: (name, "/bin/app", "b1", "app.c", line, 0x1000 + line, name, 0)
@@ -28,16 +30,9 @@ def _answer(frames: dict[int, tuple]) -> Answer:
 
 
 def _paths(profile: Profile, tree: CallTree) -> dict[tuple[str, ...], float]:
-    out = {}
-    for node in tree.nodes():
-        path: list[str] = []
-        at = node
-        while at.parent is not None:
-            path.append(profile.frames[at.frame_id].function)
-            at = at.parent
-        if node.self_cost[0]:
-            out[tuple(reversed(path))] = node.self_cost[0]
-    return out
+    """Samples per calling context of `tree`, by function names."""
+    return {tuple(frame.function for frame in key): values[0]
+            for key, values in tree_paths(profile, tree).items()}
 
 
 def test_rows_become_the_tree_and_a_part_per_session() -> None:
@@ -62,3 +57,22 @@ def test_by_host_merges_and_a_missing_frame_is_said() -> None:
                                             ("main", "work", "[unknown stack]"): 5.0}
     assert ("some frames of the stacks were not found in the stacks table: they show as "
             "[unknown stack]") in profile.meta.warnings
+
+
+def test_calls_go_to_the_merged_tree_and_to_each_part() -> None:
+    spec = metric_spec((SAMPLES,), True)
+    rows = [(spec, 200, (1, ""), [1.0], 3), (spec, 200, (2, ""), [4.0], 5),
+            (spec, 100, (2, ""), [2.0], 0)]
+    answer = _answer(FRAMES)
+    answer = Answer(rows, answer.stacks, FRAMES, answer.labels, [], 0, 60, False, 0.01,
+                    {"samples": 0})
+    profile = profile_of(answer, parse("clickhouse://h/db"))
+
+    def calls(tree: CallTree) -> dict[tuple[str, ...], int | None]:
+        return {tuple(profile.frames[f].function for f in tree.path(n)): tree.calls_at(n)
+                for n in tree.preorder() if n}
+
+    assert calls(profile.tree)[("main", "work", "spin")] == 8
+    assert calls(profile.parts["web1 app pid 5"])[("main", "work", "spin")] == 3
+    assert calls(profile.parts["web2 app pid 6"])[("main", "work", "spin")] == 5
+    assert calls(profile.parts["web2 app pid 6"])[("main", "work")] is None
