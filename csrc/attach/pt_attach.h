@@ -195,6 +195,10 @@ uint32_t pt_attach_unwind_system(void);
 int pt_attach_unwind_use(pid_t pid);
 int pt_attach_unwind_forget(pid_t pid);
 void pt_attach_unwind_maps_changed_of(pid_t pid);
+/* CLOCK_MONOTONIC ns of pid's last maps read, 0 when the helper holds no state of it. */
+uint64_t pt_attach_unwind_read_ns(pid_t pid);
+/* 1: walks re-read no maps (a sample from before an exec the maps now show), 0: they may. */
+void pt_attach_unwind_hold_maps(int hold);
 size_t pt_attach_unwind_processes(void); /* states held now */
 /* Read again the maps of every process whose mappings were never found (gone before
  * its first read, and perf's MMAP2 records of it were drained only after). */
@@ -305,9 +309,19 @@ typedef void (*pt_ring_handler)(const struct perf_event_header *hdr, const uint6
 /* Hand every record between the ring's tail and head to `handle`, then give their
  * space back to the kernel; a record smaller than its header (corrupt) ends the batch. */
 void pt_ring_drain(struct pt_perf_ring *ev, pt_ring_handler handle, void *arg);
+/* The ring's head now: where a scan and the drain after it both stop. */
+uint64_t pt_ring_head(const struct pt_perf_ring *ev);
+/* Hand the records of `type` from offset `from` (a record's start: the tail, or a
+ * head read before) up to `head` to `handle`, giving nothing back (the others are
+ * only stepped over). */
+void pt_ring_scan(const struct pt_perf_ring *ev, uint64_t from, uint64_t head, uint32_t type,
+                  pt_ring_handler handle, void *arg);
+/* pt_ring_drain up to `head` (from pt_ring_head) instead of the head now. */
+void pt_ring_drain_to(struct pt_perf_ring *ev, uint64_t head, pt_ring_handler handle, void *arg);
 /* One PERF_RECORD_SAMPLE body of the sample_type both methods ask for. */
 struct pt_perf_sample {
     uint32_t pid, tid;
+    uint64_t time; /* CLOCK_MONOTONIC ns, with PERF_SAMPLE_TIME (else 0) */
     uint64_t period;
     struct pt_regs regs;   /* pc 0: none came */
     const uint64_t *stack; /* the copy of the user stack from regs.sp, nstack words */
@@ -315,7 +329,9 @@ struct pt_perf_sample {
     uint64_t ips[PT_ATTACH_MAX_FRAMES]; /* the user call chain, innermost first */
     uint32_t n;
 };
-/* 0, or -1 when the record has no user context at all (a kernel thread's). */
-int pt_perf_parse_sample(const uint64_t *body, size_t words, struct pt_perf_sample *out);
+/* 0, or -1 when the record has no user context at all (a kernel thread's).  `timed`:
+ * the event asked for PERF_SAMPLE_TIME too. */
+int pt_perf_parse_sample(const uint64_t *body, size_t words, int timed,
+                         struct pt_perf_sample *out);
 
 #endif

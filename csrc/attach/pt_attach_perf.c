@@ -138,7 +138,7 @@ static int pt_perf_open(const struct pt_attach_config *cfg, pid_t tid) {
 /* Turn one PERF_RECORD_SAMPLE body into a stream record.  Not async-signal-safe. */
 static void pt_perf_sample(const struct pt_attach_config *cfg, const uint64_t *body, size_t words) {
     static struct pt_perf_sample smp; /* ~1 KiB of frames: kept off the stack */
-    if (pt_perf_parse_sample(body, words, &smp) != 0 || (pid_t)smp.pid != cfg->pid) return;
+    if (pt_perf_parse_sample(body, words, 0, &smp) != 0 || (pid_t)smp.pid != cfg->pid) return;
     pt_attach_unwind_sample(smp.tid, smp.period, &smp.regs, smp.stack, smp.nstack, 1, smp.ips,
                             smp.n);
     pt_pf.samples++;

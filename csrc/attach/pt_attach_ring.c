@@ -2,7 +2,7 @@
  * method (one target, pt_attach_perf.c) and the system-wide method
  * (pt_attach_system.c).  Both ask for the same sample_type:
  * IP | TID | CALLCHAIN | PERIOD, and where the architecture has it
- * REGS_USER | STACK_USER.  Nothing here is async-signal-safe.
+ * REGS_USER | STACK_USER; the system-wide method adds TIME.  Nothing here is async-signal-safe.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -80,33 +80,58 @@ void pt_ring_copy(const struct pt_perf_ring *ev, uint64_t off, void *dst, size_t
     if (first < len) memcpy((unsigned char *)dst + first, ev->data, len - first);
 }
 
-void pt_ring_drain(struct pt_perf_ring *ev, pt_ring_handler handle, void *arg) {
-    uint64_t head = __atomic_load_n(&ev->meta->data_head, __ATOMIC_ACQUIRE);
-    uint64_t tail = ev->meta->data_tail;
+uint64_t pt_ring_head(const struct pt_perf_ring *ev) {
+    return __atomic_load_n(&ev->meta->data_head, __ATOMIC_ACQUIRE);
+}
+
+/* Hand each record from `tail` up to `head` to `handle` (every record, or only
+ * those of `type` when it is not 0); the offset reached. */
+static uint64_t pt_ring_walk(const struct pt_perf_ring *ev, uint64_t tail, uint64_t head,
+                             uint32_t type, pt_ring_handler handle, void *arg) {
     static uint64_t rec[65536 / 8]; /* the largest record (its size is a u16): off the stack */
     while (tail < head) {
         struct perf_event_header hdr;
         pt_ring_copy(ev, tail, &hdr, sizeof hdr);
         if (hdr.size < sizeof hdr) break; /* corrupt: give up on this batch */
-        pt_ring_copy(ev, tail, rec, hdr.size);
-        handle(&hdr, rec + 1, (hdr.size - sizeof hdr) / 8, arg);
+        if (type == 0 || hdr.type == type) {
+            pt_ring_copy(ev, tail, rec, hdr.size);
+            handle(&hdr, rec + 1, (hdr.size - sizeof hdr) / 8, arg);
+        }
         tail += hdr.size;
     }
+    return tail;
+}
+
+void pt_ring_scan(const struct pt_perf_ring *ev, uint64_t from, uint64_t head, uint32_t type,
+                  pt_ring_handler handle, void *arg) {
+    (void)pt_ring_walk(ev, from, head, type, handle, arg);
+}
+
+void pt_ring_drain_to(struct pt_perf_ring *ev, uint64_t head, pt_ring_handler handle, void *arg) {
+    uint64_t tail = pt_ring_walk(ev, ev->meta->data_tail, head, 0, handle, arg);
     __atomic_store_n(&ev->meta->data_tail, tail, __ATOMIC_RELEASE);
 }
 
-int pt_perf_parse_sample(const uint64_t *body, size_t words, struct pt_perf_sample *out) {
-    /* Layout: ip, pid|tid, period, nr, ips[nr], then with registers: abi,
+void pt_ring_drain(struct pt_perf_ring *ev, pt_ring_handler handle, void *arg) {
+    pt_ring_drain_to(ev, pt_ring_head(ev), handle, arg);
+}
+
+int pt_perf_parse_sample(const uint64_t *body, size_t words, int timed,
+                         struct pt_perf_sample *out) {
+    /* Layout: ip, pid|tid, [time,] period, nr, ips[nr], then with registers: abi,
      * regs[PT_ARCH_PERF_NREGS] (ascending register number) unless abi is NONE,
      * stack size, stack bytes[size], dyn_size (size > 0).  Every length read is
      * checked against the record's. */
-    if (words < 4) return -1;
+    size_t t = timed ? 1 : 0; /* words after pid|tid are one further with a time */
+    if (words < 4 + t) return -1;
     out->pid = (uint32_t)body[1];
     out->tid = (uint32_t)(body[1] >> 32);
-    out->period = body[2];
-    uint64_t nr = body[3];
-    if (nr > words - 4) nr = words - 4;
-    size_t at = 4 + (size_t)nr;
+    out->time = timed ? body[2] : 0;
+    out->period = body[2 + t];
+    uint64_t nr = body[3 + t];
+    if (nr > words - 4 - t) nr = words - 4 - t;
+    const uint64_t *chain = body + 4 + t;
+    size_t at = 4 + t + (size_t)nr;
     out->regs = (struct pt_regs){0, 0, 0, 0};
     if (PT_ARCH_PERF_REGS != 0 && at < words && body[at++] != PERF_SAMPLE_REGS_ABI_NONE &&
         at + PT_ARCH_PERF_NREGS <= words) {
@@ -127,7 +152,7 @@ int pt_perf_parse_sample(const uint64_t *body, size_t words, struct pt_perf_samp
      * the user pc that entered it (kernel entries are excluded). */
     out->n = 0;
     for (uint64_t i = 0; i < nr && out->n < PT_ATTACH_MAX_FRAMES; i++) {
-        uint64_t ip = body[4 + i];
+        uint64_t ip = chain[i];
         if (ip >= (uint64_t)PERF_CONTEXT_MAX) continue; /* PERF_CONTEXT_USER etc. markers */
         out->ips[out->n++] = ip;
     }

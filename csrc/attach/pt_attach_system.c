@@ -18,6 +18,17 @@
  * its state, PERF_RECORD_MMAP2 of code marks its maps to be read again and is
  * kept for a process gone before they were read (pt_attach_mmaps.c).
  *
+ * Exec, ordered by time: rings are drained one CPU after another, so a sample
+ * taken before an exec may be read after it (on another CPU's ring), and a
+ * process's maps, read at its first sample, may already be those of the
+ * program it exec'd into.  Samples and records carry CLOCK_MONOTONIC times;
+ * each round first scans every ring for exec records (the last two rounds'
+ * are kept), then a sample walks with the state that held at its time: one
+ * made before an exec the sample came after is ended first, and a sample from
+ * before an exec whose state was (re)read after it is not walked with the new
+ * program's maps but counted and said (its own are gone).  A kernel without
+ * use_clockid keeps the drain order, as before, and says so.
+ *
  * The helper is single-threaded: file-level state in one instance (pt_sys).
  */
 #define _GNU_SOURCE
@@ -30,6 +41,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "pt_attach.h"
@@ -43,6 +55,12 @@
 struct pt_sys_task {
     pid_t tid, pid;
     uint32_t serial;
+};
+
+/* An exec seen in a ring: process `pid` became another program at `time`. */
+struct pt_sys_exec {
+    pid_t pid;
+    uint64_t time, round;
 };
 
 /* A process that exited: its state is freed at round `at`. */
@@ -60,9 +78,13 @@ static struct {
     uint32_t next_serial;
     struct pt_sys_gone *gone;
     size_t ngone, capgone;
+    struct pt_sys_exec *execs; /* this round's and the last one's, in no order */
+    size_t nexecs, capexecs;
+    int timed; /* samples and records carry CLOCK_MONOTONIC times */
+    uint64_t heads[PT_SYS_MAX_CPUS]; /* where each ring's drain of this round stops */
     uint64_t round;
     pid_t self, exclude;
-    uint64_t samples, lost, kernel_threads, left_out;
+    uint64_t samples, lost, kernel_threads, left_out, before_exec;
 } pt_sys;
 
 static size_t pt_sys_slot(pid_t tid) {
@@ -115,15 +137,58 @@ static void pt_sys_end_process(pid_t pid) {
         pt_attach_out_process(pid, PT_ATTACH_PROCESS_GONE, NULL, 0);
 }
 
+static void pt_sys_note_late_execs(void);
+
+/* pid's execs in the list: the last before `time` and the first after (0 and
+ * UINT64_MAX when none). */
+static void pt_sys_execs_around(pid_t pid, uint64_t time, uint64_t *before, uint64_t *after) {
+    *before = 0;
+    *after = UINT64_MAX;
+    for (size_t i = 0; i < pt_sys.nexecs; i++) {
+        const struct pt_sys_exec *x = &pt_sys.execs[i];
+        if (x->pid != pid) continue;
+        if (x->time < time && x->time > *before) *before = x->time;
+        if (x->time > time && x->time < *after) *after = x->time;
+    }
+}
+
+/* Make pid's state the one of a sample taken at `time`: a state from before an exec
+ * that came before the sample is ended, a new one is read.  1 when the sample came
+ * before an exec and only the new program's maps are known (not to be walked); else
+ * 0, with *hold set when the walk must keep the maps it has (read before that exec). */
+static int pt_sys_before_exec(pid_t pid, uint64_t time, int *hold) {
+    uint64_t before, after;
+    pt_sys_execs_around(pid, time, &before, &after);
+    uint64_t read = pt_attach_unwind_read_ns(pid);
+    if (read != 0 && read < before) { /* a state of the program before the exec */
+        pt_sys_end_process(pid);
+        read = 0;
+    }
+    if (read == 0 && pt_attach_unwind_use(pid) == 1) { /* read now: an exec just before? */
+        pt_sys_note_late_execs();
+        pt_sys_execs_around(pid, time, &before, &after);
+        read = pt_attach_unwind_read_ns(pid);
+    }
+    if (after == UINT64_MAX) return 0;
+    if (read == 0 || read > after) return 1;
+    *hold = 1;
+    return 0;
+}
+
 static void pt_sys_sample(const uint64_t *body, size_t words) {
     static struct pt_perf_sample smp; /* ~1 KiB of frames: kept off the stack */
-    if (pt_perf_parse_sample(body, words, &smp) != 0) {
+    if (pt_perf_parse_sample(body, words, pt_sys.timed, &smp) != 0) {
         pt_sys.kernel_threads++;
         return;
     }
     pid_t pid = (pid_t)smp.pid, tid = (pid_t)smp.tid;
     if (pid <= 0 || pid == pt_sys.self || pid == pt_sys.exclude) {
         pt_sys.left_out++;
+        return;
+    }
+    int hold = 0;
+    if (pt_sys.timed && pt_sys_before_exec(pid, smp.time, &hold)) {
+        pt_sys.before_exec++;
         return;
     }
     if (pt_sys_grow() != 0) {
@@ -140,8 +205,10 @@ static void pt_sys_sample(const uint64_t *body, size_t words) {
     } else {
         pt_attach_unwind_use(pid);
     }
+    pt_attach_unwind_hold_maps(hold);
     pt_attach_unwind_sample(t->serial, smp.period, &smp.regs, smp.stack, smp.nstack, 1, smp.ips,
                             smp.n);
+    pt_attach_unwind_hold_maps(0);
     pt_sys.samples++;
 }
 
@@ -173,10 +240,13 @@ static void pt_sys_record(const struct perf_event_header *hdr, const uint64_t *b
     case PERF_RECORD_EXIT: /* pid, ppid, tid, ptid, time */
         if (words >= 2) pt_sys_exit((pid_t)(uint32_t)body[0], (pid_t)(uint32_t)body[1]);
         break;
-    case PERF_RECORD_COMM: /* pid, tid, comm: after an exec, a new address space */
+    case PERF_RECORD_COMM: /* pid, tid, comm, [pid|tid, time]: an exec, a new address space */
         if (words >= 1 && (hdr->misc & PERF_RECORD_MISC_COMM_EXEC)) {
-            pt_sys_end_process((pid_t)(uint32_t)body[0]);
-            pt_attach_mmaps_exec((pid_t)(uint32_t)body[0]);
+            pid_t pid = (pid_t)(uint32_t)body[0];
+            uint64_t read = pt_attach_unwind_read_ns(pid);
+            /* A state read after the exec (a later sample on another CPU made it) stays. */
+            if (!pt_sys.timed || read == 0 || read < body[words - 1]) pt_sys_end_process(pid);
+            pt_attach_mmaps_exec(pid);
         }
         break;
     case PERF_RECORD_MMAP2: /* pid|tid, addr, len, pgoff, maj|min, ino, ino_generation,
@@ -198,8 +268,49 @@ static void pt_sys_record(const struct perf_event_header *hdr, const uint64_t *b
     }
 }
 
-/* Consume everything in one ring. */
-static void pt_sys_drain(struct pt_perf_ring *ev) { pt_ring_drain(ev, pt_sys_record, NULL); }
+/* A COMM record of a ring's scan: an exec is noted (pt_ring_scan's handler). */
+static void pt_sys_note_exec(const struct perf_event_header *hdr, const uint64_t *body,
+                             size_t words, void *arg) {
+    (void)arg;
+    if (!(hdr->misc & PERF_RECORD_MISC_COMM_EXEC) || words < 3) return;
+    struct pt_sys_exec *execs = pt_attach_grow(pt_sys.execs, &pt_sys.capexecs, pt_sys.nexecs,
+                                               sizeof *execs);
+    if (execs == NULL) return; /* the drain order then, as without times */
+    pt_sys.execs = execs;
+    pt_sys.execs[pt_sys.nexecs++] =
+        (struct pt_sys_exec){(pid_t)(uint32_t)body[0], body[words - 1], pt_sys.round};
+}
+
+/* Consume every ring up to where it stood when the round began, the round's execs
+ * (and the last round's) known first. */
+static void pt_sys_drain_all(void) {
+    size_t kept = 0;
+    for (size_t i = 0; i < pt_sys.nexecs; i++)
+        if (pt_sys.execs[i].round + 1 >= pt_sys.round) pt_sys.execs[kept++] = pt_sys.execs[i];
+    pt_sys.nexecs = kept;
+    for (int c = 0; c < pt_sys.ncpus; c++) {
+        struct pt_perf_ring *ring = &pt_sys.rings[c];
+        if (ring->fd < 0) continue;
+        pt_sys.heads[c] = pt_ring_head(ring);
+        if (pt_sys.timed)
+            pt_ring_scan(ring, ring->meta->data_tail, pt_sys.heads[c], PERF_RECORD_COMM,
+                         pt_sys_note_exec, NULL);
+    }
+    for (int c = 0; c < pt_sys.ncpus; c++)
+        if (pt_sys.rings[c].fd >= 0)
+            pt_ring_drain_to(&pt_sys.rings[c], pt_sys.heads[c], pt_sys_record, NULL);
+}
+
+/* The execs written to the rings since this round's scan (an exec may come between
+ * that scan and a maps read), noted too. */
+static void pt_sys_note_late_execs(void) {
+    for (int c = 0; c < pt_sys.ncpus; c++) {
+        struct pt_perf_ring *ring = &pt_sys.rings[c];
+        if (ring->fd >= 0)
+            pt_ring_scan(ring, pt_sys.heads[c], pt_ring_head(ring), PERF_RECORD_COMM,
+                         pt_sys_note_exec, NULL);
+    }
+}
 
 /* Free the states of processes that exited PT_SYS_FORGET_ROUNDS rounds ago. */
 static void pt_sys_forget_gone(void) {
@@ -233,9 +344,19 @@ static int pt_sys_open(const struct pt_attach_config *cfg, int *kernel) {
     attr.exclude_idle = 1;
     attr.mmap2 = 1; /* with device and inode: pt_attach_mmaps.c */
     attr.comm_exec = 1;
+    attr.sample_type |= PERF_SAMPLE_TIME; /* records' too, by sample_id_all */
+    attr.use_clockid = 1;
+    attr.clockid = CLOCK_MONOTONIC; /* the clock a maps read is timed with */
+    pt_sys.timed = 1;
     int opened = 0;
     for (int cpu = 0; cpu < pt_sys.ncpus; cpu++) {
         int fd = (int)syscall(SYS_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+        if (fd < 0 && errno == EINVAL && pt_sys.timed && opened == 0) {
+            pt_sys.timed = 0; /* a kernel before use_clockid (4.1): the drain order */
+            attr.sample_type &= ~(uint64_t)PERF_SAMPLE_TIME;
+            attr.use_clockid = 0;
+            fd = (int)syscall(SYS_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+        }
         if (fd < 0 && (errno == EACCES || errno == EPERM) && !attr.exclude_kernel && opened == 0) {
             *kernel = 0; /* user time only, if that is allowed */
             attr.exclude_kernel = 1;
@@ -309,8 +430,7 @@ int pt_attach_system_run(const struct pt_attach_config *cfg) {
         /* Woken by a quarter-full ring or the counts' interval, not more often. */
         int r = poll(pfd, 2 + (nfds_t)pt_sys.ncpus, (int)(PT_ATTACH_COUNTS_NS / 1000000u));
         int stop = r > 0 && pt_attach_check_control(cfg, pfd[0].revents, pfd[1].revents, NULL);
-        for (int c = 0; c < pt_sys.ncpus; c++)
-            if (pt_sys.rings[c].fd >= 0) pt_sys_drain(&pt_sys.rings[c]);
+        pt_sys_drain_all();
         pt_sys.round++;
         pt_attach_unwind_retry_unread();
         pt_sys_forget_gone();
@@ -318,14 +438,24 @@ int pt_attach_system_run(const struct pt_attach_config *cfg) {
         pt_attach_out_flush();
         if (stop || pt_attach_out_broken()) break;
     }
-    for (int c = 0; c < pt_sys.ncpus; c++)
-        if (pt_sys.rings[c].fd >= 0) pt_sys_drain(&pt_sys.rings[c]);
+    pt_sys_drain_all();
     pt_sys_close();
     if (pt_sys.kernel_threads > 0)
         pt_attach_out_text(PT_ATTACH_REC_WARN,
                            "%llu samples were taken in kernel threads, which have no user "
                            "stack: not in the profile",
                            (unsigned long long)pt_sys.kernel_threads);
+    if (pt_sys.before_exec > 0)
+        pt_attach_out_text(PT_ATTACH_REC_WARN,
+                           "%llu samples were taken just before their process exec'd and "
+                           "read after its maps had become the new program's: not in the "
+                           "profile (their own maps were gone)",
+                           (unsigned long long)pt_sys.before_exec);
+    if (!pt_sys.timed)
+        pt_attach_out_text(PT_ATTACH_REC_WARN,
+                           "this kernel gives samples no CLOCK_MONOTONIC time (use_clockid): "
+                           "a sample taken just before its process exec'd may be unwound "
+                           "with the maps of the program it became");
     pt_attach_out_end(pt_sys.samples, pt_sys.lost);
     return 0;
 }

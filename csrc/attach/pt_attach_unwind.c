@@ -98,6 +98,7 @@ struct pt_attach_unwind_state {
 static struct {
     int cfi_on;   /* PT_ARCH_CFI and not PROFTUI_ATTACH_UNWIND=fp */
     int system;   /* many processes: no jitdump (pt_jit.c keeps one), maps sent on */
+    int hold;     /* walks re-read no maps (pt_attach_unwind_hold_maps) */
     uint64_t *ext; /* PT_ATTACH_STACK_MAX bytes: a stack copy read further (malloc'd) */
     struct pt_attach_unwind_stats stats;
     struct pt_attach_unwind_state one;    /* `proftui --pid`'s target */
@@ -515,7 +516,7 @@ static int pt_attach_known(uint64_t pc) {
 /* pt_attach_known, re-reading the maps first (at most every 50 ms) when they
  * changed or `pc` lies in none of them (a dlopen under ptrace). */
 static int pt_attach_known_now(uint64_t pc) {
-    if ((pt_uw->dirty || !pt_attach_known(pc)) &&
+    if (!pt_uw_all.hold && (pt_uw->dirty || !pt_attach_known(pc)) &&
         pt_attach_now_ns() - pt_uw->last_read >= PT_ATTACH_REFRESH_NS)
         pt_attach_read_maps();
     return pt_attach_known(pc);
@@ -608,6 +609,13 @@ void pt_attach_unwind_retry_unread(void) {
 }
 
 void pt_attach_unwind_maps_changed(void) { pt_uw->dirty = 1; }
+
+uint64_t pt_attach_unwind_read_ns(pid_t pid) {
+    size_t i = pt_attach_unwind_find(pid);
+    return i < pt_uw_all.nprocs ? pt_uw_all.procs[i]->last_read : 0;
+}
+
+void pt_attach_unwind_hold_maps(int hold) { pt_uw_all.hold = hold; }
 
 struct pt_attach_unwind_stats pt_attach_unwind_take_stats(void) {
     struct pt_attach_unwind_stats out = pt_uw_all.stats;
