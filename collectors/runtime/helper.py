@@ -90,6 +90,11 @@ class Helper:
             self.proc.wait()
 
 
+class _Stopped(Exception):
+    """A stop signal came while the main thread waited: raised out of the wait, which a
+    signal interrupts only by raising (no polling: each wake-up costs CPU)."""
+
+
 def wait_for_stop(ended: threading.Event, duration_s: float | None,
                   on_signal: Callable[[int], None],
                   around: contextlib.AbstractContextManager[Any] | None = None) -> None:
@@ -98,22 +103,33 @@ def wait_for_stop(ended: threading.Event, duration_s: float | None,
     applying of drained data)."""
     deadline = None if duration_s is None else time.monotonic() + duration_s
     stop = threading.Event()
+    waiting = [False]  # the handler raises only out of the wait itself
     old_handlers: dict[int, Any] = {}
 
     def handler(signum: int, _frame: object) -> None:
         on_signal(signum)
         stop.set()
+        if waiting[0]:
+            raise _Stopped
 
     if threading.current_thread() is threading.main_thread():
         for sig in stop_signals():
             old_handlers[sig] = signal.signal(sig, handler)
     try:
         with around if around is not None else contextlib.nullcontext():
-            while not ended.is_set() and not stop.is_set():
-                remaining = 0.2 if deadline is None else min(0.2, deadline - time.monotonic())
-                if remaining <= 0:
+            while not ended.is_set():
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
                     break
-                ended.wait(remaining)
+                waiting[0] = True  # before the check: a signal from here on raises
+                try:
+                    if stop.is_set():
+                        break
+                    ended.wait(remaining)
+                except _Stopped:
+                    break
+                finally:
+                    waiting[0] = False
     except KeyboardInterrupt:
         pass  # Ctrl-C ends the recording; the profile is still kept
     finally:

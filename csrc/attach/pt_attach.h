@@ -148,6 +148,9 @@ void pt_attach_out_defer_warning(const char *text); /* emitted right after the h
 /* Send the counts when PT_ATTACH_COUNTS_NS passed since the last, then write
  * what the pipe takes now without waiting. */
 void pt_attach_out_flush(void);
+/* Counts every `interval_ns` instead, and the stream written only with them (or
+ * when a quarter of the buffer is used): proftui woken less often. */
+void pt_attach_out_batch(uint64_t interval_ns);
 int pt_attach_out_broken(void); /* 1 once the reader went away (EPIPE) */
 
 /* The stack table (pt_attach_stacks.c): one entry per distinct stack, its
@@ -264,11 +267,14 @@ struct perf_event_mmap_page; /* linux/perf_event.h */
  * /proc/PID/maps was read.  _note keeps one (MMAP2), _exec forgets a process's
  * earlier ones; _text: its mappings as /proc/PID/maps lines (malloc'd, NULL when
  * none), only of files the same path names here (same device and inode), and in
- * `exe` the program's path when its exec was seen ("" otherwise). */
+ * `exe` the program's path when its exec was seen ("" otherwise).  `time`: the
+ * record's CLOCK_MONOTONIC ns (0 unknown); _text's *as_of: the latest time of what
+ * it used (the mappings and the exec), the moment its text describes. */
 void pt_attach_mmaps_note(pid_t pid, uint64_t start, uint64_t len, uint64_t pgoff, uint32_t maj,
-                          uint32_t min, uint64_t ino, const char *path);
-void pt_attach_mmaps_exec(pid_t pid);
-char *pt_attach_mmaps_text(pid_t pid, size_t *len, char *exe, size_t exe_size);
+                          uint32_t min, uint64_t ino, const char *path, uint64_t time);
+void pt_attach_mmaps_exec(pid_t pid, uint64_t time);
+char *pt_attach_mmaps_text(pid_t pid, size_t *len, char *exe, size_t exe_size,
+                           uint64_t *as_of);
 
 struct perf_event_mmap_page; /* linux/perf_event.h */
 /* Perf ring buffers and sample records (pt_attach_ring.c), shared by the perf and

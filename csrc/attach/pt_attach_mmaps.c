@@ -27,6 +27,7 @@ struct pt_mmap_entry {
     pid_t pid; /* 0: free or forgotten */
     uint32_t maj, min;
     uint64_t start, len, pgoff, ino;
+    uint64_t time; /* CLOCK_MONOTONIC ns of its record, 0 unknown */
     int first; /* the first mapping after the process's exec: its executable */
     char path[256];
 };
@@ -36,22 +37,27 @@ static struct {
     size_t next;                /* where the next one goes */
     pid_t exec_pid[64];         /* processes that exec'd and mapped nothing since */
     size_t nexec;
+    pid_t execd[64];            /* the last execs seen, and when (a ring, oldest first out) */
+    uint64_t execd_time[64];
+    size_t nexecd;
 } pt_mm;
 
-void pt_attach_mmaps_exec(pid_t pid) {
+void pt_attach_mmaps_exec(pid_t pid, uint64_t time) {
     if (pt_mm.ring != NULL)
         for (size_t i = 0; i < PT_MMAPS_MAX; i++)
             if (pt_mm.ring[i].pid == pid) pt_mm.ring[i].pid = 0;
     pt_mm.exec_pid[pt_mm.nexec++ % 64] = pid;
+    pt_mm.execd[pt_mm.nexecd % 64] = pid;
+    pt_mm.execd_time[pt_mm.nexecd++ % 64] = time;
 }
 
 void pt_attach_mmaps_note(pid_t pid, uint64_t start, uint64_t len, uint64_t pgoff, uint32_t maj,
-                          uint32_t min, uint64_t ino, const char *path) {
+                          uint32_t min, uint64_t ino, const char *path, uint64_t time) {
     if (path[0] != '/') return; /* not a file */
     if (pt_mm.ring == NULL && (pt_mm.ring = calloc(PT_MMAPS_MAX, sizeof *pt_mm.ring)) == NULL)
         return;
     struct pt_mmap_entry *e = &pt_mm.ring[pt_mm.next++ % PT_MMAPS_MAX];
-    *e = (struct pt_mmap_entry){pid, maj, min, start, len, pgoff, ino, 0, ""};
+    *e = (struct pt_mmap_entry){pid, maj, min, start, len, pgoff, ino, time, 0, ""};
     snprintf(e->path, sizeof e->path, "%s", path);
     for (size_t i = 0; i < 64 && i < pt_mm.nexec; i++)
         if (pt_mm.exec_pid[i] == pid) { /* the exec's first mapping: the program */
@@ -60,7 +66,11 @@ void pt_attach_mmaps_note(pid_t pid, uint64_t start, uint64_t len, uint64_t pgof
         }
 }
 
-char *pt_attach_mmaps_text(pid_t pid, size_t *len, char *exe, size_t exe_size) {
+char *pt_attach_mmaps_text(pid_t pid, size_t *len, char *exe, size_t exe_size,
+                           uint64_t *as_of) {
+    *as_of = 0;
+    for (size_t i = 0; i < 64 && i < pt_mm.nexecd; i++)
+        if (pt_mm.execd[i] == pid && pt_mm.execd_time[i] > *as_of) *as_of = pt_mm.execd_time[i];
     if (pt_mm.ring == NULL) return NULL;
     char *text = NULL;
     FILE *out = open_memstream(&text, len);
@@ -77,6 +87,7 @@ char *pt_attach_mmaps_text(pid_t pid, size_t *len, char *exe, size_t exe_size) {
                 (unsigned long)(e->start + e->len), (unsigned long)e->pgoff, e->maj, e->min,
                 (unsigned long)e->ino, e->path);
         if (e->first) snprintf(exe, exe_size, "%s", e->path);
+        if (e->time > *as_of) *as_of = e->time;
         any = 1;
     }
     if (fclose(out) != 0 || !any) {

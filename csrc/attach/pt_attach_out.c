@@ -1,8 +1,9 @@
 /* proftui-attach: buffered writer of the attach stream (format in pt_attach.h).
  *
  * One job: turn samples and events into records on stdout.  Samples go into
- * the stack table (pt_attach_stacks.c); every PT_ATTACH_COUNTS_NS the stacks
- * that moved are sent, each new one announced once.  Records are buffered
+ * the stack table (pt_attach_stacks.c); every PT_ATTACH_COUNTS_NS (or the
+ * interval pt_attach_out_batch sets) the stacks that moved are sent, each new
+ * one announced once.  Records are buffered
  * and written without blocking: if the reader falls behind, counts wait in
  * the table (nothing is lost), so proftui can never delay the target.
  */
@@ -29,6 +30,9 @@ static struct {
     int dead;                       /* a write failed with EPIPE/EBADF: the reader is gone */
     uint64_t dropped;               /* samples the stack table had no room for, unreported */
     uint64_t counts_at;             /* CLOCK_MONOTONIC ns when the counts were last sent */
+    uint64_t interval_ns;           /* between counts; 0: PT_ATTACH_COUNTS_NS */
+    int batched;                    /* the stream is written with the counts only... */
+    int urgent;                     /* ...or when a process began: it runs now */
     int header_out;                 /* the header is in buf: bytes may go to the pipe */
     uint64_t discarded;             /* records written into scratch: the reader was stuck */
     unsigned char scratch[1024];    /* where they went (a record waited for is small) */
@@ -150,13 +154,24 @@ static void pt_attach_out_counts(int force) {
     }
 }
 
+void pt_attach_out_batch(uint64_t interval_ns) {
+    pt_out.interval_ns = interval_ns;
+    pt_out.batched = 1;
+}
+
+static uint64_t pt_attach_out_interval_ns(void) {
+    return pt_out.interval_ns ? pt_out.interval_ns : PT_ATTACH_COUNTS_NS;
+}
+
 void pt_attach_out_flush(void) {
     uint64_t now = pt_attach_out_clock(CLOCK_MONOTONIC);
-    if (now - pt_out.counts_at >= PT_ATTACH_COUNTS_NS) {
+    int due = now - pt_out.counts_at >= pt_attach_out_interval_ns() || pt_out.urgent;
+    if (due) {
         pt_out.counts_at = now;
+        pt_out.urgent = 0;
         pt_attach_out_counts(0);
     }
-    pt_attach_out_write();
+    if (due || !pt_out.batched || pt_out.len > PT_OUT_CAP / 4) pt_attach_out_write();
 }
 
 /* The header goes first in the stream even when records were made before it
@@ -226,6 +241,8 @@ static void pt_attach_out_process_record(pid_t pid, uint32_t flags, const char *
                                          size_t maps_len, const char *exe_known,
                                          const char *ns_of) {
     char exe[512] = "";
+    /* proftui reads its comm and files through /proc while it runs: its stacks go now. */
+    if ((flags & PT_ATTACH_PROCESS_NEW) && exe_known == NULL) pt_out.urgent = 1;
     if (exe_known != NULL) {
         snprintf(exe, sizeof exe, "%s", exe_known);
     } else if (!(flags & PT_ATTACH_PROCESS_GONE)) {
@@ -260,6 +277,8 @@ static void pt_attach_out_process_record(pid_t pid, uint32_t flags, const char *
 }
 
 void pt_attach_out_process(pid_t pid, uint32_t flags, const char *maps, size_t maps_len) {
+    /* Its last counts before its end: proftui may forget a process soon after. */
+    if (flags & PT_ATTACH_PROCESS_GONE) pt_attach_out_counts(0);
     char who[16];
     snprintf(who, sizeof who, "%d", (int)pid);
     pt_attach_out_process_record(pid, flags, maps, maps_len, NULL,

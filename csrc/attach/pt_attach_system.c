@@ -49,6 +49,11 @@
 #define PT_SYS_MAX_CPUS 1024
 #define PT_SYS_STACK_BYTES 8192u  /* user stack each sample copies, as perf's dwarf mode */
 #define PT_SYS_FORGET_ROUNDS 2       /* drain rounds between a process's exit and its state freed */
+/* Counts sent (and proftui woken) once a second, not every 100 ms: a host agent
+ * pushes every few seconds, and each wake-up of proftui costs ~0.1 ms of CPU here.
+ * The rings are still drained every 100 ms: a new process's maps are best read
+ * while it runs. */
+#define PT_SYS_COUNTS_NS 1000000000ull
 
 /* One thread seen in samples: its serial in the stream.  tid 0: an empty slot;
  * serial 0: a deleted one (probing goes on past it). */
@@ -153,8 +158,9 @@ static void pt_sys_execs_around(pid_t pid, uint64_t time, uint64_t *before, uint
 }
 
 /* Make pid's state the one of a sample taken at `time`: a state from before an exec
- * that came before the sample is ended, a new one is read.  1 when the sample came
- * before an exec and only the new program's maps are known (not to be walked); else
+ * that came before the sample is ended, a new one is read.  1 when no maps of the
+ * sample's own program are known (it came before an exec and only the new program's
+ * were read, or after one whose mappings are not drained yet): not to be walked; else
  * 0, with *hold set when the walk must keep the maps it has (read before that exec). */
 static int pt_sys_before_exec(pid_t pid, uint64_t time, int *hold) {
     uint64_t before, after;
@@ -168,6 +174,9 @@ static int pt_sys_before_exec(pid_t pid, uint64_t time, int *hold) {
         pt_sys_note_late_execs();
         pt_sys_execs_around(pid, time, &before, &after);
         read = pt_attach_unwind_read_ns(pid);
+        /* Made from perf's mappings of a process gone by now, as of a time before the
+         * exec this sample came after (that exec's own mappings are not drained yet). */
+        if (read != 0 && read < before) return 1;
     }
     if (after == UINT64_MAX) return 0;
     if (read == 0 || read > after) return 1;
@@ -246,7 +255,7 @@ static void pt_sys_record(const struct perf_event_header *hdr, const uint64_t *b
             uint64_t read = pt_attach_unwind_read_ns(pid);
             /* A state read after the exec (a later sample on another CPU made it) stays. */
             if (!pt_sys.timed || read == 0 || read < body[words - 1]) pt_sys_end_process(pid);
-            pt_attach_mmaps_exec(pid);
+            pt_attach_mmaps_exec(pid, pt_sys.timed ? body[words - 1] : 0);
         }
         break;
     case PERF_RECORD_MMAP2: /* pid|tid, addr, len, pgoff, maj|min, ino, ino_generation,
@@ -260,7 +269,8 @@ static void pt_sys_record(const struct perf_event_header *hdr, const uint64_t *b
                 memcpy(path, body + 8, room);
                 path[room - 1] = '\0';
                 pt_attach_mmaps_note(pid, body[1], body[2], body[3], (uint32_t)body[4],
-                                     (uint32_t)(body[4] >> 32), body[5], path);
+                                     (uint32_t)(body[4] >> 32), body[5], path,
+                                     pt_sys.timed ? body[words - 1] : 0);
             }
         }
         break;
@@ -414,6 +424,7 @@ int pt_attach_system_run(const struct pt_attach_config *cfg) {
     }
     uint32_t flags = pt_attach_unwind_system();
     if (kernel) flags |= PT_ATTACH_FLAG_KERNEL_TIME;
+    pt_attach_out_batch(PT_SYS_COUNTS_NS);
     pt_attach_out_header(PT_ATTACH_METHOD_SYSTEM, 0, cfg->period_ns, flags);
     uint32_t nrings = 0;
     for (int c = 0; c < pt_sys.ncpus; c++) nrings += pt_sys.rings[c].fd >= 0;
@@ -447,9 +458,9 @@ int pt_attach_system_run(const struct pt_attach_config *cfg) {
                            (unsigned long long)pt_sys.kernel_threads);
     if (pt_sys.before_exec > 0)
         pt_attach_out_text(PT_ATTACH_REC_WARN,
-                           "%llu samples were taken just before their process exec'd and "
-                           "read after its maps had become the new program's: not in the "
-                           "profile (their own maps were gone)",
+                           "%llu samples were taken just before or after their process "
+                           "exec'd, when the helper had read only the other program's maps: "
+                           "not in the profile (their own were gone)",
                            (unsigned long long)pt_sys.before_exec);
     if (!pt_sys.timed)
         pt_attach_out_text(PT_ATTACH_REC_WARN,

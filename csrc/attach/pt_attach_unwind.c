@@ -442,9 +442,12 @@ static void pt_attach_read_maps(void) {
         /* The target is gone: keep what we had.  A process the system-wide method
          * never read: the mappings perf reported, where our paths name its files. */
         char exe[256];
+        uint64_t as_of = 0;
         if (!pt_uw_all.system || pt_uw->sent_hash != 0 || pt_uw->nobjs != 0 ||
-            (text = pt_attach_mmaps_text(pt_uw->pid, &len, exe, sizeof exe)) == NULL)
+            (text = pt_attach_mmaps_text(pt_uw->pid, &len, exe, sizeof exe, &as_of)) == NULL)
             return;
+        /* The maps of the records drained so far, not of now: an exec may be later. */
+        if (as_of != 0) pt_uw->last_read = as_of;
         pt_uw->host_files = 1;
         pt_uw->sent_hash = 1; /* sent here, once: never as a later MAPS */
         pt_attach_out_gone_process(pt_uw->pid, exe, text, len, 1);
