@@ -198,7 +198,8 @@ uint32_t pt_attach_unwind_system(void);
 int pt_attach_unwind_use(pid_t pid);
 int pt_attach_unwind_forget(pid_t pid);
 void pt_attach_unwind_maps_changed_of(pid_t pid);
-/* CLOCK_MONOTONIC ns of pid's last maps read, 0 when the helper holds no state of it. */
+/* CLOCK_MONOTONIC ns of pid's last maps read (or the time perf's mappings it was made
+ * from describe), 0 when the helper holds no state of it or no code mapping in it. */
 uint64_t pt_attach_unwind_read_ns(pid_t pid);
 /* 1: walks re-read no maps (a sample from before an exec the maps now show), 0: they may. */
 void pt_attach_unwind_hold_maps(int hold);

@@ -52,7 +52,8 @@
 /* Counts sent (and proftui woken) once a second, not every 100 ms: a host agent
  * pushes every few seconds, and each wake-up of proftui costs ~0.1 ms of CPU here.
  * The rings are still drained every 100 ms: a new process's maps are best read
- * while it runs. */
+ * while it runs (every 300 ms, a shell that spun 0.1 s before its exec was read
+ * only after it, its samples lost). */
 #define PT_SYS_COUNTS_NS 1000000000ull
 
 /* One thread seen in samples: its serial in the stream.  tid 0: an empty slot;
@@ -166,20 +167,18 @@ static int pt_sys_before_exec(pid_t pid, uint64_t time, int *hold) {
     uint64_t before, after;
     pt_sys_execs_around(pid, time, &before, &after);
     uint64_t read = pt_attach_unwind_read_ns(pid);
-    if (read != 0 && read < before) { /* a state of the program before the exec */
-        pt_sys_end_process(pid);
-        read = 0;
-    }
-    if (read == 0 && pt_attach_unwind_use(pid) == 1) { /* read now: an exec just before? */
+    if (read != 0 && read < before) pt_sys_end_process(pid); /* of the program before */
+    if (pt_attach_unwind_use(pid) == 1) { /* read now: an exec just before? */
         pt_sys_note_late_execs();
         pt_sys_execs_around(pid, time, &before, &after);
-        read = pt_attach_unwind_read_ns(pid);
-        /* Made from perf's mappings of a process gone by now, as of a time before the
-         * exec this sample came after (that exec's own mappings are not drained yet). */
-        if (read != 0 && read < before) return 1;
     }
+    if (before == 0 && after == UINT64_MAX) return 0; /* no exec around: what there is */
+    read = pt_attach_unwind_read_ns(pid);
+    /* No maps, or perf's mappings of a process gone by now as of a time before the
+     * exec this sample came after (that exec's own mappings are not drained yet). */
+    if (read == 0 || read < before) return 1;
     if (after == UINT64_MAX) return 0;
-    if (read == 0 || read > after) return 1;
+    if (read > after) return 1;
     *hold = 1;
     return 0;
 }
@@ -438,7 +437,7 @@ int pt_attach_system_run(const struct pt_attach_config *cfg) {
         pfd[1] = (struct pollfd){cfg->signal_fd, POLLIN, 0};
         for (int c = 0; c < pt_sys.ncpus; c++)
             pfd[2 + c] = (struct pollfd){pt_sys.rings[c].fd, POLLIN, 0};
-        /* Woken by a quarter-full ring or the counts' interval, not more often. */
+        /* Woken by a quarter-full ring or every 100 ms, not more often. */
         int r = poll(pfd, 2 + (nfds_t)pt_sys.ncpus, (int)(PT_ATTACH_COUNTS_NS / 1000000u));
         int stop = r > 0 && pt_attach_check_control(cfg, pfd[0].revents, pfd[1].revents, NULL);
         pt_sys_drain_all();

@@ -615,7 +615,8 @@ void pt_attach_unwind_maps_changed(void) { pt_uw->dirty = 1; }
 
 uint64_t pt_attach_unwind_read_ns(pid_t pid) {
     size_t i = pt_attach_unwind_find(pid);
-    return i < pt_uw_all.nprocs ? pt_uw_all.procs[i]->last_read : 0;
+    return i < pt_uw_all.nprocs && pt_uw_all.procs[i]->nranges ? pt_uw_all.procs[i]->last_read
+                                                                 : 0;
 }
 
 void pt_attach_unwind_hold_maps(int hold) { pt_uw_all.hold = hold; }
