@@ -39,7 +39,7 @@ from proftui.collectors.symbols.demangle import demangle
 from proftui.collectors.symbols.dwarfnames import InlineNames
 from proftui.collectors.symbols.elf import PT_LOAD, SHT_NOBITS, ElfFile, open_regular
 from proftui.collectors.symbols.maps import AddressSpace, unreadable_reason
-from proftui.collectors.symbols.stripped import debugdata_elf, fde_ranges
+from proftui.collectors.symbols.stripped import debugdata_elf, fde_ranges, with_fde_functions
 from proftui.collectors.symbols.tablecache import Table
 from proftui.collectors.symbols.vdso import VDSO
 
@@ -108,6 +108,7 @@ class ModuleSymbols:
         self._unsaved = False  # a SymCache built here, not yet in the cache directory
         self._built = False  # the SymCache was built in this process (not read from the cache)
         self._entries: dict[int, tuple[str | None, int | None]] = {}
+        self._last_location: tuple[int, SourceLocation] = (-1, UNKNOWN_LOCATION)
         self._roots_noted = False
         self._inline_names: InlineNames | None = None
         self._aliases: dict[int, frozenset[str]] | None = None  # _same_function, lazily
@@ -163,7 +164,7 @@ class ModuleSymbols:
             table, minidebug, fdes = _stripped_table(self.readable)
         table = _plus(table, plt)
         if fdes:  # after the PLT stubs: an FDE spanning .plt does not hide them
-            table = _with_fdes(table, fdes, base)
+            table = with_fde_functions(table, fdes, base)
         if key is not None and sources is not None:
             tablecache.save(self._cache_dir, key, sources, base, table, minidebug)
         return table, minidebug
@@ -209,6 +210,13 @@ class ModuleSymbols:
 
     def location(self, vaddr: int) -> SourceLocation:
         """Source file:line of the instruction at link-time `vaddr`, with inlines."""
+        if self._last_location[0] == vaddr:  # a new leaf asks twice: its frames, its line
+            return self._last_location[1]
+        found = self._location(vaddr)
+        self._last_location = (vaddr, found)
+        return found
+
+    def _location(self, vaddr: int) -> SourceLocation:
         found = self._lookup(vaddr)
         if not found:
             return UNKNOWN_LOCATION
@@ -563,30 +571,6 @@ def _stripped_table(path: str) -> tuple[Table, bool, list[tuple[int, int]]]:
     except (OSError, ValueError):
         return ([], [], []), False, []
     return _plus(table, zip(*mini, strict=True)), bool(mini[0]), fdes
-
-
-def _with_fdes(table: Table, fdes: list[tuple[int, int]], base: str) -> Table:
-    """`table` plus one function per FDE (sorted) whose start no symbol covers, named
-    `base+0xSTART`: a stripped object's code grouped by function, not by address.
-    One merge of the two sorted lists (a big library has 100,000 FDEs)."""
-    starts, sizes, names = table
-    out: Table = ([], [], [])
-    i, n, cover = 0, len(starts), -1  # cover: the end of the last symbol passed
-    for start, size in fdes:
-        while i < n and starts[i] <= start:
-            out[0].append(starts[i])
-            out[1].append(sizes[i])
-            out[2].append(names[i])
-            cover = starts[i] + max(sizes[i], 1)
-            i += 1
-        if start >= cover:  # not inside a named function (nor at its start)
-            out[0].append(start)
-            out[1].append(size)
-            out[2].append(f"{base}+0x{start:x}")
-    out[0].extend(starts[i:])
-    out[1].extend(sizes[i:])
-    out[2].extend(names[i:])
-    return out
 
 
 def _function_table(elf: ElfFile, section_name: str) -> Table:
