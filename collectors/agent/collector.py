@@ -375,6 +375,8 @@ class AgentCollector(Collector):
         process = AgentProcess(self._next_key, pid, exe.removesuffix(" (deleted)"), user,
                                True, space, frames, comm=comm)
         process.implicit = implicit
+        if exe:  # read now, while /proc/PID/exe holds it: the file may be gone by the push
+            process.build = _build_id(pid, process.exe)
         # Not known yet: kept until its PROCESS record says what it is (_fill_in).
         process.wanted = implicit or self._passes_filter(process)
         self._next_key += 1

@@ -161,7 +161,9 @@ def test_agent_pushes_each_program_with_its_own_shares(server: Server, tmp_path:
         assert in_local == pushed.total(0) > 0, (program, in_local, pushed.total(0))
 
 
-def test_agent_build_label_is_the_executables(server: Server) -> None:
+def test_agent_build_label_is_the_executables(server: Server, tmp_path: Path) -> None:
+    """Each process is pushed with its executable's build-id, also one whose file was
+    deleted as soon as it exited (read while it ran, not at the push)."""
     work = build_fixture("smp_work.c", ["-O1", "-g"])
     from proftui.collectors.symbols.elf import ElfFile
 
@@ -176,14 +178,21 @@ def test_agent_build_label_is_the_executables(server: Server) -> None:
     time.sleep(1.0)
     target = subprocess.Popen([str(work), "600"], stdout=subprocess.DEVNULL)
     assert target.wait(timeout=60) == 7
+    copy = tmp_path / work.name  # the same build, gone once it ran
+    shutil.copy2(work, copy)
+    brief = subprocess.Popen([str(copy), "300"], stdout=subprocess.DEVNULL)
+    assert brief.wait(timeout=60) == 7
+    copy.unlink()
     _out, err = agent.communicate(timeout=60)
     assert agent.returncode == 0, err
     # the filter: one program (other tests may run it meanwhile, seen too: by pid)
     pushed = load(f"{url}?from=-1h&run={run}&by=program,build")
     assert {label.split()[0] for label in pushed.parts} == {f"program={work.name}"}, \
         (list(pushed.parts), err)
-    mine = load(f"{url}?from=-1h&run={run}&pid={target.pid}&by=program,build")
-    assert list(mine.parts) == [f"program={work.name} build={build}"], (list(mine.parts), err)
+    for pid in (target.pid, brief.pid):
+        mine = load(f"{url}?from=-1h&run={run}&pid={pid}&by=program,build")
+        assert list(mine.parts) == [f"program={work.name} build={build}"], \
+            (pid, list(mine.parts), err)
     assert "outside the filter" in err  # the other processes' samples, said
 
 
