@@ -2,7 +2,8 @@
  * method (one target, pt_attach_perf.c) and the system-wide method
  * (pt_attach_system.c).  Both ask for the same sample_type:
  * IP | TID | CALLCHAIN | PERIOD, and where the architecture has it
- * REGS_USER | STACK_USER; the system-wide method adds TIME.  Nothing here is async-signal-safe.
+ * REGS_USER | STACK_USER; the system-wide method adds TIME.  Nothing here is
+ * async-signal-safe.
  */
 #define _GNU_SOURCE
 #include <errno.h>
