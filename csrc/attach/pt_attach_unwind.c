@@ -517,9 +517,12 @@ static int pt_attach_known(uint64_t pc) {
 }
 
 /* pt_attach_known, re-reading the maps first (at most every 50 ms) when they
- * changed or `pc` lies in none of them (a dlopen under ptrace). */
-static int pt_attach_known_now(uint64_t pc) {
-    if (!pt_uw_all.hold && (pt_uw->dirty || !pt_attach_known(pc)) &&
+ * changed, or when `pc` lies in none of them and `unknown_rereads` (the sampled
+ * pc: a dlopen under ptrace; a return address outside every mapping is garbage
+ * from a frame-pointer chain, and re-reading for it re-read Lua's maps and
+ * reopened its files three times a second). */
+static int pt_attach_known_now(uint64_t pc, int unknown_rereads) {
+    if (!pt_uw_all.hold && (pt_uw->dirty || (unknown_rereads && !pt_attach_known(pc))) &&
         pt_attach_now_ns() - pt_uw->last_read >= PT_ATTACH_REFRESH_NS)
         pt_attach_read_maps();
     return pt_attach_known(pc);
@@ -732,7 +735,7 @@ static uint32_t pt_attach_walk(uint32_t tid, const struct pt_regs *regs, const u
  * pointers, never a frame.  Returns the new count. */
 static uint32_t pt_attach_valid_prefix(const uint64_t *ips, uint32_t n, unsigned *flags) {
     for (uint32_t i = 1; i < n; i++)
-        if (!pt_attach_known_now(ips[i])) {
+        if (!pt_attach_known_now(ips[i], 0)) {
             *flags |= PT_UNWIND_TRUNCATED;
             *flags &= ~(unsigned)PT_UNWIND_DEPTH;
             return i;
@@ -756,7 +759,7 @@ uint64_t pt_attach_unwind_sample(uint32_t tid, uint64_t weight_ns, const struct 
         else if (regs->sp != 0 && pt_uw_all.cfi_on)
             flags |= PT_ATTACH_SAMPLE_NO_STACK; /* registers came, the stack could not */
     } else {
-        pt_attach_known_now(regs->pc);
+        pt_attach_known_now(regs->pc, 1);
         pt_attach_poll_jit();
         n = pt_attach_walk(tid, regs, stack, nstack, ran_on, ips, &flags, &need);
         if ((flags & PT_UNWIND_TRUNCATED) && nfp > 0) {
