@@ -269,11 +269,11 @@ struct perf_event_mmap_page; /* linux/perf_event.h */
  * earlier ones; _text: its mappings as /proc/PID/maps lines (malloc'd, NULL when
  * none), only of files the same path names here (same device and inode), and in
  * `exe` the program's path when its exec was seen ("" otherwise).  `time`: the
- * record's CLOCK_MONOTONIC ns (0 unknown); _text's *as_of: the latest time of what
- * it used (the mappings and the exec), the moment its text describes. */
+ * record's CLOCK_MONOTONIC ns (0 unknown); _text's *as_of: the latest time of the
+ * mappings it used, the moment its text describes. */
 void pt_attach_mmaps_note(pid_t pid, uint64_t start, uint64_t len, uint64_t pgoff, uint32_t maj,
                           uint32_t min, uint64_t ino, const char *path, uint64_t time);
-void pt_attach_mmaps_exec(pid_t pid, uint64_t time);
+void pt_attach_mmaps_exec(pid_t pid);
 char *pt_attach_mmaps_text(pid_t pid, size_t *len, char *exe, size_t exe_size,
                            uint64_t *as_of);
 

@@ -37,18 +37,13 @@ static struct {
     size_t next;                /* where the next one goes */
     pid_t exec_pid[64];         /* processes that exec'd and mapped nothing since */
     size_t nexec;
-    pid_t execd[64];            /* the last execs seen, and when (a ring, oldest first out) */
-    uint64_t execd_time[64];
-    size_t nexecd;
 } pt_mm;
 
-void pt_attach_mmaps_exec(pid_t pid, uint64_t time) {
+void pt_attach_mmaps_exec(pid_t pid) {
     if (pt_mm.ring != NULL)
         for (size_t i = 0; i < PT_MMAPS_MAX; i++)
             if (pt_mm.ring[i].pid == pid) pt_mm.ring[i].pid = 0;
     pt_mm.exec_pid[pt_mm.nexec++ % 64] = pid;
-    pt_mm.execd[pt_mm.nexecd % 64] = pid;
-    pt_mm.execd_time[pt_mm.nexecd++ % 64] = time;
 }
 
 void pt_attach_mmaps_note(pid_t pid, uint64_t start, uint64_t len, uint64_t pgoff, uint32_t maj,
@@ -68,9 +63,7 @@ void pt_attach_mmaps_note(pid_t pid, uint64_t start, uint64_t len, uint64_t pgof
 
 char *pt_attach_mmaps_text(pid_t pid, size_t *len, char *exe, size_t exe_size,
                            uint64_t *as_of) {
-    *as_of = 0;
-    for (size_t i = 0; i < 64 && i < pt_mm.nexecd; i++)
-        if (pt_mm.execd[i] == pid && pt_mm.execd_time[i] > *as_of) *as_of = pt_mm.execd_time[i];
+    *as_of = 0; /* an exec forgot the mappings before it: the ones kept came after it */
     if (pt_mm.ring == NULL) return NULL;
     char *text = NULL;
     FILE *out = open_memstream(&text, len);

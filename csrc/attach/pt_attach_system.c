@@ -166,9 +166,13 @@ static void pt_sys_execs_around(pid_t pid, uint64_t time, uint64_t *before, uint
 static int pt_sys_before_exec(pid_t pid, uint64_t time, int *hold) {
     uint64_t before, after;
     pt_sys_execs_around(pid, time, &before, &after);
+    int made = pt_attach_unwind_use(pid) == 1; /* pid's state the current one from here */
     uint64_t read = pt_attach_unwind_read_ns(pid);
-    if (read != 0 && read < before) pt_sys_end_process(pid); /* of the program before */
-    if (pt_attach_unwind_use(pid) == 1) { /* read now: an exec just before? */
+    if (!made && read != 0 && read < before) { /* a state of the program before */
+        pt_sys_end_process(pid);
+        made = pt_attach_unwind_use(pid) == 1;
+    }
+    if (made) { /* read now: an exec just before? */
         pt_sys_note_late_execs();
         pt_sys_execs_around(pid, time, &before, &after);
     }
@@ -254,7 +258,7 @@ static void pt_sys_record(const struct perf_event_header *hdr, const uint64_t *b
             uint64_t read = pt_attach_unwind_read_ns(pid);
             /* A state read after the exec (a later sample on another CPU made it) stays. */
             if (!pt_sys.timed || read == 0 || read < body[words - 1]) pt_sys_end_process(pid);
-            pt_attach_mmaps_exec(pid, pt_sys.timed ? body[words - 1] : 0);
+            pt_attach_mmaps_exec(pid);
         }
         break;
     case PERF_RECORD_MMAP2: /* pid|tid, addr, len, pgoff, maj|min, ino, ino_generation,

@@ -617,9 +617,14 @@ void pt_attach_unwind_retry_unread(void) {
 void pt_attach_unwind_maps_changed(void) { pt_uw->dirty = 1; }
 
 uint64_t pt_attach_unwind_read_ns(pid_t pid) {
-    size_t i = pt_attach_unwind_find(pid);
-    return i < pt_uw_all.nprocs && pt_uw_all.procs[i]->nranges ? pt_uw_all.procs[i]->last_read
-                                                                 : 0;
+    const struct pt_attach_unwind_state *st = NULL;
+    if (pt_uw->pid == pid && pt_uw != &pt_uw_all.one) {
+        st = pt_uw; /* the process walked now: no search (once per sample) */
+    } else {
+        size_t i = pt_attach_unwind_find(pid);
+        if (i < pt_uw_all.nprocs) st = pt_uw_all.procs[i];
+    }
+    return st != NULL && st->nranges ? st->last_read : 0;
 }
 
 void pt_attach_unwind_hold_maps(int hold) { pt_uw_all.hold = hold; }
