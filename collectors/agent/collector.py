@@ -100,6 +100,12 @@ class AgentProcess:
         user the agent may not inspect); else "pid N"."""
         return os.path.basename(self.exe) if self.exe else self.comm or f"pid {self.pid}"
 
+    def read_build(self) -> None:
+        """Its executable's build-id, read now that its path is known, while
+        /proc/PID/exe holds it (the file may be gone by the first push)."""
+        if self.build is None and self.exe:
+            self.build = _build_id(self.pid, self.exe)
+
     def labels(self) -> dict[str, str]:
         """The labels its fleet rows carry (beside the host's and the user's)."""
         if self.build is None:
@@ -331,6 +337,7 @@ class AgentCollector(Collector):
         symbolized again (caller holds _data_lock)."""
         process.implicit = False
         process.exe = record.exe.removesuffix(" (deleted)") or process.exe
+        process.read_build()
         with self._sym_lock:
             if record.mnt_ns and record.mnt_ns == _own_mount_namespace():
                 process.space.root = "/"
@@ -375,8 +382,7 @@ class AgentCollector(Collector):
         process = AgentProcess(self._next_key, pid, exe.removesuffix(" (deleted)"), user,
                                True, space, frames, comm=comm)
         process.implicit = implicit
-        if exe:  # read now, while /proc/PID/exe holds it: the file may be gone by the push
-            process.build = _build_id(pid, process.exe)
+        process.read_build()
         # Not known yet: kept until its PROCESS record says what it is (_fill_in).
         process.wanted = implicit or self._passes_filter(process)
         self._next_key += 1
