@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import shutil
 import signal
 import socket
@@ -38,9 +39,26 @@ def driver_missing() -> str | None:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A loopback port nothing listens on now, below the kernel's ephemeral range: a
+    port from bind(0) may be taken by any outgoing connection before the server binds
+    it (a cluster test's server once failed so, "Address already in use")."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    for _ in range(100):
+        port = random.randrange(max(1024, low - 12000), low) if low > 2048 else 0
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return int(s.getsockname()[1])
+    raise RuntimeError("no free loopback port below the ephemeral range")
+
+
+class PortTaken(RuntimeError):
+    """Another process bound one of the server's ports before it did."""
 
 
 CONFIG = """<?xml version="1.0"?>
@@ -111,6 +129,9 @@ class Server:
         log.close()
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
+            if "Address already in use" in self.tail():  # it may run on, deaf on that port
+                self.stop()
+                raise PortTaken(f"clickhouse-server: {self.tail()}")
             if self.process.poll() is not None:
                 raise RuntimeError(f"clickhouse-server exited: {self.tail()}")
             with contextlib.suppress(OSError), socket.create_connection(
@@ -128,7 +149,9 @@ class Server:
         except ImportError:
             return True
         try:
-            Client("127.0.0.1", port=self.tcp, connect_timeout=1).execute("SELECT 1")
+            # Every wait short: a port another process listens on never answers.
+            Client("127.0.0.1", port=self.tcp, connect_timeout=1, send_receive_timeout=1,
+                   sync_request_timeout=1).execute("SELECT 1")
         except Exception:
             return False
         return True
@@ -186,11 +209,21 @@ def make_servers(count: int, base: Path | None = None, cluster: str = "proftui_t
 
 @contextlib.contextmanager
 def running_servers(count: int = 1) -> Iterator[list[Server]]:
-    """`count` started servers, stopped and removed afterwards."""
-    servers = make_servers(count)
+    """`count` started servers, stopped and removed afterwards (on other ports again when
+    another process took one first: each test's servers and clients race for them)."""
+    for attempt in range(3):
+        servers = make_servers(count)
+        try:
+            for server in servers:
+                server.start()
+            break
+        except BaseException as exc:
+            for server in servers:
+                server.stop()
+            shutil.rmtree(servers[0].root.parent, ignore_errors=True)
+            if not isinstance(exc, PortTaken) or attempt == 2:
+                raise
     try:
-        for server in servers:
-            server.start()
         yield servers
     finally:
         for server in servers:
