@@ -40,6 +40,7 @@ from proftui.collectors.symbols.dwarfnames import InlineNames
 from proftui.collectors.symbols.elf import PT_LOAD, SHT_NOBITS, ElfFile, open_regular
 from proftui.collectors.symbols.maps import AddressSpace, unreadable_reason
 from proftui.collectors.symbols.stripped import debugdata_elf, fde_ranges, with_fde_functions
+from proftui.collectors.symbols.symcache_lookup import Entry, SymCacheLookup
 from proftui.collectors.symbols.tablecache import Table
 from proftui.collectors.symbols.vdso import VDSO
 
@@ -109,6 +110,8 @@ class ModuleSymbols:
         self._built = False  # the SymCache was built in this process (not read from the cache)
         self._entries: dict[int, tuple[str | None, int | None]] = {}
         self._last_location: tuple[int, SourceLocation] = (-1, UNKNOWN_LOCATION)
+        self._symcache_lookup: SymCacheLookup | None = None
+        self._locations: dict[tuple[Entry, ...], SourceLocation] = {}
         self._roots_noted = False
         self._inline_names: InlineNames | None = None
         self._aliases: dict[int, frozenset[str]] | None = None  # _same_function, lazily
@@ -197,16 +200,21 @@ class ModuleSymbols:
 
     # -- source lines ------------------------------------------------------
 
-    def _lookup(self, vaddr: int) -> list[Any]:
-        """SymCache entries at `vaddr`, innermost first; [] where DWARF has no line."""
-        cache = self._symcache if self._symcache_tried else self._open_symcache()
-        if cache is None or vaddr < self._load_address:
-            return []
-        found = cache.lookup(vaddr - self._load_address)
+    def _lookup(self, vaddr: int) -> tuple[Entry, ...]:
+        """SymCache entries at `vaddr`, innermost first; () where DWARF has no line."""
+        lookup = self._symcache_lookup if self._symcache_tried else self._open_lookup()
+        if lookup is None or vaddr < self._load_address:
+            return ()
+        found = lookup.lookup(vaddr - self._load_address)
         # Addresses only the symbol table knows come back with no file and line 0.
         if not found or (not found[0].full_path and not found[0].line):
-            return []
+            return ()
         return found
+
+    def _open_lookup(self) -> SymCacheLookup | None:
+        cache = self._open_symcache()
+        self._symcache_lookup = SymCacheLookup(cache) if cache is not None else None
+        return self._symcache_lookup
 
     def location(self, vaddr: int) -> SourceLocation:
         """Source file:line of the instruction at link-time `vaddr`, with inlines."""
@@ -220,8 +228,13 @@ class ModuleSymbols:
         found = self._lookup(vaddr)
         if not found:
             return UNKNOWN_LOCATION
+        # The addresses of one line (and inline chain) look up equal: one location.
+        shared = self._locations.get(found)
+        if shared is not None:
+            return shared
         names = [demangle(inner.symbol) for inner in found[:-1]]
-        if any(_unqualified(inner.lang, inner.symbol) for inner in found[:-1]):
+        qualify = any(_unqualified(inner.lang, inner.symbol) for inner in found[:-1])
+        if qualify:  # from the DIEs at this very address: not shared
             names = self._qualified_names(vaddr, names)
         # A function "inlined" into itself (GCC's split-and-reinline of one body: the
         # call site is its own first line) is one function: when the SymCache names the
@@ -233,9 +246,12 @@ class ModuleSymbols:
             for name, (inner, outer) in zip(names, itertools.pairwise(found), strict=True)
             if not self._same_function(inner, outer))
         self._note_sources(entry.full_path for entry in found)
-        return SourceLocation(found[0].full_path or None, found[0].line or None, inlined)
+        location = SourceLocation(found[0].full_path or None, found[0].line or None, inlined)
+        if not qualify:
+            self._locations[found] = location
+        return location
 
-    def _same_function(self, inner: Any, outer: Any) -> bool:
+    def _same_function(self, inner: Entry, outer: Entry) -> bool:
         """Whether SymCache entry `inner`, inlined into the out-of-line `outer`, is
         `outer` under another of the names at its address.  The same name twice is
         left alone: addr2line -i shows it so."""

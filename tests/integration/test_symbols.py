@@ -256,3 +256,28 @@ def test_function_symbols_match_readelf(compile_c, monkeypatch: pytest.MonkeyPat
                 and parts[3] in ("FUNC", "IFUNC") and parts[6] != "UND" and int(parts[1], 16)):
             theirs.append((int(parts[1], 16), int(parts[2], 0), parts[7]))
     assert len(mine) > 10 and mine == sorted(theirs)
+
+
+def test_symcache_lookup_agrees_with_symbolics_own_on_lua() -> None:
+    """The direct SymCache call (symcache_lookup.py) gives what `SymCache.lookup` gives,
+    entry for entry, at every byte of Lua's interpreter loop (inline chains, many lines);
+    so does its fallback through the public call."""
+    from proftui.collectors.symbols.symcache_lookup import Entry, SymCacheLookup
+
+    from tests.conftest import build_lua
+
+    module = Symbolizer(use_cache=False).module(str(build_lua(["-O2", "-g"])))
+    loop = next(f for f in module.functions if f.name == "luaV_execute")
+    module.location(loop.start)  # opens the SymCache
+    direct = module._symcache_lookup
+    assert direct is not None and direct._lib is not None, "symbolic's C interface changed"
+    public = SymCacheLookup(direct._cache)
+    public._lib = None
+    load = module.segments[0][1]
+    inlined = 0
+    for address in range(loop.start - load, loop.start - load + loop.size):
+        want = tuple(Entry(e.sym_addr, e.line, e.lang, e.symbol, e.full_path)
+                     for e in direct._cache.lookup(address))
+        assert direct.lookup(address) == want == public.lookup(address), hex(address)
+        inlined += len(want) > 1
+    assert inlined > 100, "no inline chains: the comparison saw too little"

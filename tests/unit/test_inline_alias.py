@@ -5,27 +5,22 @@ out-of-line copy the SymCache names from the symbol table (__GI___write)."""
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
 
 from proftui.collectors.symbols.symbolizer import ModuleSymbols
+from proftui.collectors.symbols.symcache_lookup import Entry as Found
 
 NONE = 0xFFFFFFFF  # the SymCache's sym_addr of an inlined entry
 
 
-@dataclass
-class Entry:
-    """A SymCache lookup result (symbolic.symcache.LineInfo's fields we read)."""
-
-    symbol: str
-    full_path: str
-    line: int
-    sym_addr: int = NONE
-    lang: str = "c"
+def Entry(symbol: str, full_path: str, line: int, sym_addr: int = NONE,
+          lang: str = "c") -> Found:
+    """A SymCache lookup entry (symcache_lookup.Entry) in this file's order."""
+    return Found(sym_addr, line, lang, symbol, full_path)
 
 
-def module(entries: list[Entry], aliases: dict[int, frozenset[str]]) -> ModuleSymbols:
+def module(entries: list[Found], aliases: dict[int, frozenset[str]]) -> ModuleSymbols:
     symbols = ModuleSymbols(sys.executable)  # any ELF file: the lookups are replaced
-    symbols._lookup = lambda vaddr: entries  # type: ignore[method-assign]
+    symbols._lookup = lambda vaddr: tuple(entries)  # type: ignore[method-assign]
     symbols._note_sources = lambda paths: None  # type: ignore[method-assign]
     symbols._load_address = 0
     symbols._aliases = aliases
