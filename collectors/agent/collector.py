@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import pwd
 import select
 import threading
 import time
@@ -25,6 +24,7 @@ from array import array
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from proftui.collectors.agent import procinfo
 from proftui.collectors.attach import notes as attach_notes
 from proftui.collectors.base import Collector, CollectorOptions, SeriesPart
 from proftui.collectors.errors import ProftuiError
@@ -52,6 +52,7 @@ from proftui.collectors.runtime.wire_attach import (
     TaskEvent,
 )
 from proftui.collectors.stacktable.builder import StackProfile
+from proftui.collectors.symbols.elf import executable_build_id
 from proftui.collectors.symbols.maps import AddressSpace
 from proftui.collectors.symbols.stacks import (
     STACK_CUT,
@@ -83,8 +84,14 @@ class AgentProcess:
     space: AddressSpace
     frames: StackFrames
     table: StackProfile = field(default_factory=lambda: StackProfile(METRICS))
-    counts: dict[StackKey, list[float]] = field(default_factory=dict)  # cumulative
-    moved: set[StackKey] = field(default_factory=set)  # since the last apply
+    # A stack is known by the helper's id of its first STACK record ("canonical"): counts
+    # then hash an int, not the tuple of addresses (a tid reused by a new thread of the
+    # process sends the same stack again, under another id).
+    sids: dict[StackKey, int] = field(default_factory=dict)  # stack -> canonical id
+    keys: dict[int, StackKey] = field(default_factory=dict)  # canonical id -> stack
+    index_of: dict[int, int] = field(default_factory=dict)  # canonical id -> table's index
+    counts: dict[int, list[float]] = field(default_factory=dict)  # cumulative, by id
+    moved: set[int] = field(default_factory=set)  # ids, since the last apply
     threads: dict[int, str] = field(default_factory=dict)  # tid -> name
     gone: bool = False  # exited, or exec'd into another address space
     gone_at: float = 0.0  # time.monotonic() when it went
@@ -104,12 +111,12 @@ class AgentProcess:
         """Its executable's build-id, read now that its path is known, while
         /proc/PID/exe holds it (the file may be gone by the first push)."""
         if self.build is None and self.exe:
-            self.build = _build_id(self.pid, self.exe)
+            self.build = executable_build_id(self.pid, self.exe)
 
     def labels(self) -> dict[str, str]:
         """The labels its fleet rows carry (beside the host's and the user's)."""
         if self.build is None:
-            self.build = _build_id(self.pid, self.exe)
+            self.build = executable_build_id(self.pid, self.exe)
         labels = {"program": self.program, "pid": str(self.pid), "build": self.build}
         if self.user:
             labels["user"] = self.user
@@ -138,7 +145,7 @@ class AgentCollector(Collector):
         self._processes: dict[int, AgentProcess] = {}  # pid -> its current address space
         self._all: dict[int, AgentProcess] = {}  # key -> every address space of the run
         self._tasks: dict[int, tuple[AgentProcess, int]] = {}  # serial -> (process, tid)
-        self._ids: dict[int, tuple[AgentProcess, StackKey]] = {}  # the helper's stack ids
+        self._ids: dict[int, tuple[AgentProcess, int]] = {}  # helper's id -> canonical
         self._cut_ids: set[int] = set()
         self._unread_ids: set[int] = set()
         self._next_key = 0
@@ -244,55 +251,45 @@ class AgentCollector(Collector):
     def _consume(self, data: bytes) -> None:
         """Decode, aggregate and symbolize what one read of the helper's pipe returned."""
         records = list(self._decoder.feed(data))
-        new: list[tuple[AgentProcess, StackKey, tuple[int, ...]]] = []
+        new: list[tuple[AgentProcess, int]] = []
         with self._data_lock:
             for record in records:
                 added = self._handle(record)
                 if added is not None:
                     new.append(added)
         with self._sym_lock:  # now, while the processes most likely still run
-            for process, key, ips in new:
-                process.table.stack(key, f"pid {process.pid} tid {key[0]}", process.frames, ips)
+            for process, sid in new:
+                process.index_of[sid] = self._table_index(process, sid)
 
-    def _handle(self, record: Record) -> tuple[AgentProcess, StackKey, tuple[int, ...]] | None:
+    @staticmethod
+    def _table_index(process: AgentProcess, sid: int) -> int:
+        """The index of canonical stack `sid` in the process's table, symbolized and
+        added on first sight (caller holds _sym_lock)."""
+        key = process.keys[sid]
+        return process.table.stack(key, f"pid {process.pid} tid {key[0]}", process.frames,
+                                   key[1])
+
+    def _handle(self, record: Record) -> tuple[AgentProcess, int] | None:
         """Fold one record in (caller holds _data_lock); a new stack of a wanted process
-        is returned, to be symbolized outside the lock."""
+        is returned (with its canonical id), to be symbolized outside the lock."""
         if isinstance(record, Counts):
-            for sid, samples, weight_ns in record.counts:
-                found = self._ids.get(sid)
-                if found is None:
-                    raise ProftuiError(f"agent sampler stream: counts of unknown stack {sid}")
-                process, key = found
-                if not process.wanted:
-                    self._skipped += samples
-                    continue
-                if process.released:  # counts that came after its end was pushed
-                    self._late += samples
-                    continue
-                self._cut += samples if sid in self._cut_ids else 0
-                self._unreadable += samples if sid in self._unread_ids else 0
-                counts = process.counts.get(key)
-                if counts is None:
-                    process.counts[key] = [float(samples), float(weight_ns)]
-                else:
-                    counts[0] += samples
-                    counts[1] += weight_ns
-                process.moved.add(key)
-                self._samples += samples
-                self._sampled.add(process.key)
+            self._add_counts(record)
         elif isinstance(record, Stack):
             task = self._tasks.get(record.tid)
             if task is None:
                 raise ProftuiError(f"agent sampler stream: stack of unknown task {record.tid}")
             process, tid = task
             key = _stack_key(tid, record)
-            self._ids[record.id] = (process, key)
+            sid = process.sids.setdefault(key, record.id)
+            self._ids[record.id] = (process, sid)
             if record.flags & (SAMPLE_TRUNCATED | SAMPLE_DEPTH):
                 self._cut_ids.add(record.id)
             if record.flags & SAMPLE_TRUNCATED and record.flags & SAMPLE_NO_STACK:
                 self._unread_ids.add(record.id)
-            if process.wanted and not process.released:
-                return process, key, key[1]
+            if sid == record.id:
+                process.keys[sid] = key
+                if process.wanted and not process.released:
+                    return process, sid
         elif isinstance(record, TaskEvent):
             if record.flags & THREAD_NEW:
                 owner = self._processes.get(record.pid)
@@ -313,6 +310,39 @@ class AgentCollector(Collector):
         elif isinstance(record, End):
             self._end_time = time.time()
         return None
+
+    def _add_counts(self, record: Counts) -> None:
+        """The samples of one COUNTS record, added to their processes' counts (caller
+        holds _data_lock).  Per entry: ints hashed only (a sampled program at 1 kHz
+        sends thousands of entries a second)."""
+        ids, cut_ids, unread_ids = self._ids, self._cut_ids, self._unread_ids
+        sampled = self._sampled
+        taken = 0
+        for helper_id, samples, weight_ns in record.counts:
+            found = ids.get(helper_id)
+            if found is None:
+                raise ProftuiError(f"agent sampler stream: counts of unknown stack {helper_id}")
+            process, sid = found
+            if not process.wanted:
+                self._skipped += samples
+                continue
+            if process.released:  # counts that came after its end was pushed
+                self._late += samples
+                continue
+            if helper_id in cut_ids:
+                self._cut += samples
+                if helper_id in unread_ids:
+                    self._unreadable += samples
+            counts = process.counts.get(sid)
+            if counts is None:
+                process.counts[sid] = [float(samples), float(weight_ns)]
+            else:
+                counts[0] += samples
+                counts[1] += weight_ns
+            process.moved.add(sid)
+            taken += samples
+            sampled.add(process.key)
+        self._samples += taken
 
     def _process_event(self, record: ProcessEvent) -> None:
         current = self._processes.get(record.pid)
@@ -339,7 +369,7 @@ class AgentCollector(Collector):
         process.exe = record.exe.removesuffix(" (deleted)") or process.exe
         process.read_build()
         with self._sym_lock:
-            if record.mnt_ns and record.mnt_ns == _own_mount_namespace():
+            if record.mnt_ns and record.mnt_ns == procinfo.own_mount_namespace():
                 process.space.root = "/"
             process.space.add_maps(record.maps)
             process.table.resymbolize()
@@ -373,8 +403,8 @@ class AgentCollector(Collector):
         if not exe:  # /proc/PID/exe needs ptrace access; comm is anyone's to read
             with contextlib.suppress(OSError), open(f"/proc/{pid}/comm") as f:
                 comm = f.read().strip()
-        user = _user_of(pid)
-        ours = mnt_ns != 0 and mnt_ns == _own_mount_namespace()
+        user = procinfo.user_of(pid)
+        ours = mnt_ns != 0 and mnt_ns == procinfo.own_mount_namespace()
         with self._sym_lock:
             space = AddressSpace(pid, root="/" if ours else f"/proc/{pid}/root")
             space.add_maps(maps)
@@ -438,7 +468,7 @@ class AgentCollector(Collector):
             moved = []
             for process in self._all.values():
                 if process.moved:
-                    moved.append((process, [(k, list(process.counts[k])) for k in process.moved]))
+                    moved.append((process, [(s, list(process.counts[s])) for s in process.moved]))
                     process.moved = set()
             # One known from a TASK alone waits for its PROCESS record (its labels); once
             # gone without one it is a process of unknown program: pushed as that, unless
@@ -451,11 +481,10 @@ class AgentCollector(Collector):
             for process, updates in moved:
                 table = process.table
                 rows = []
-                for key, counts in updates:
-                    index = table.find(key)
+                for sid, counts in updates:
+                    index = process.index_of.get(sid)
                     if index is None:  # its STACK came in the same read: symbolize now
-                        index = table.stack(key, f"pid {process.pid} tid {key[0]}",
-                                            process.frames, key[1])
+                        index = process.index_of[sid] = self._table_index(process, sid)
                     rows.append((index, counts))
                 table.set_many(rows, defer_totals=True)
                 if self.keep_profile:
@@ -497,7 +526,7 @@ class AgentCollector(Collector):
             process.released = True
             del self._all[process.key]
             process.table = StackProfile(METRICS)
-            process.counts = {}
+            process.counts, process.index_of, process.sids, process.keys = {}, {}, {}, {}
             return True
 
     def collect(self) -> Profile:
@@ -597,49 +626,3 @@ def _stack_key(tid: int, record: Stack) -> StackKey:
     if record.flags & SAMPLE_DEPTH:
         return tid, (*record.ips, STACK_TOO_DEEP)
     return tid, record.ips
-
-
-def _own_mount_namespace() -> int:
-    try:
-        return os.stat("/proc/self/ns/mnt").st_ino
-    except OSError:
-        return -1
-
-
-def _user_of(pid: int) -> str:
-    try:
-        uid = os.stat(f"/proc/{pid}").st_uid
-    except OSError:
-        return ""
-    try:
-        return pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return str(uid)
-
-
-_BUILDS: dict[tuple[int, int], str] = {}  # (st_dev, st_ino) of an executable -> build-id
-
-
-def _build_id(pid: int, exe: str) -> str:
-    """The GNU build-id of process `pid`'s executable ("" when it cannot be read): through
-    /proc/PID/exe while it runs, else the path (the process is gone)."""
-    from proftui.collectors.symbols.elf import ElfFile
-
-    for path in (f"/proc/{pid}/exe", exe):
-        if not path:
-            continue
-        try:
-            st = os.stat(path)
-        except OSError:
-            continue
-        known = _BUILDS.get((st.st_dev, st.st_ino))
-        if known is not None:
-            return known
-        try:
-            with ElfFile(path) as elf:
-                build = str(elf.build_id() or "")
-        except (OSError, ProftuiError, ValueError):
-            continue  # gone meanwhile, or unreadable: the next way, and never cached
-        _BUILDS[(st.st_dev, st.st_ino)] = build
-        return build
-    return ""

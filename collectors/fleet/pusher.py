@@ -36,6 +36,7 @@ from proftui.collectors.fleet.intervals import Rows, SnapshotIntervals, TableInt
 from proftui.collectors.fleet.spool import DEFAULT_MAX_BYTES, Spool, Spooled, server_key
 from proftui.collectors.fleet.stacks import StackHasher, series_hash
 from proftui.collectors.fleet.url import FleetURL
+from proftui.collectors.symbols.elf import executable_build_id
 
 if TYPE_CHECKING:
     from proftui.collectors.base import Collector, SeriesParts
@@ -73,18 +74,8 @@ def auto_labels(collector: Collector, program: str | None) -> dict[str, str]:
             path = None
     if path:
         labels["program"] = os.path.basename(path)
-        labels["build"] = _build_id(path)
+        labels["build"] = executable_build_id(None if program else pid, path)
     return labels
-
-
-def _build_id(path: str) -> str:
-    from proftui.collectors.symbols.elf import ElfFile
-
-    try:
-        with ElfFile(path) as elf:
-            return str(elf.build_id())
-    except (OSError, ProftuiError, ValueError):
-        return ""
 
 
 class Pusher:

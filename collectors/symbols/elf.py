@@ -363,6 +363,33 @@ class ElfFile:
         return {value: rank[3] for value, rank in best.items()}
 
 
+_BUILDS: dict[tuple[int, int], str] = {}  # (st_dev, st_ino) of an executable -> build-id
+
+
+def executable_build_id(pid: int | None, exe: str) -> str:
+    """The GNU build-id of executable `exe` of process `pid` ("" when it has none or cannot
+    be read): through /proc/PID/exe while the process runs, else the path (`pid` None:
+    the path only).  Memoized per file (device, inode)."""
+    for path in (f"/proc/{pid}/exe" if pid is not None else "", exe):
+        if not path:
+            continue
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        known = _BUILDS.get((st.st_dev, st.st_ino))
+        if known is not None:
+            return known
+        try:
+            with ElfFile(path) as elf:
+                build = str(elf.build_id() or "")
+        except (OSError, ValueError):
+            continue  # gone meanwhile, or unreadable: the next way, and never cached
+        _BUILDS[(st.st_dev, st.st_ino)] = build
+        return build
+    return ""
+
+
 def _plt_stride(code: bytes) -> int:
     """Entry size of a PLT section whose header does not say: 8 when every 8-byte
     entry is a bare `jmp *slot(%rip)` (static programs, non-IBT .plt.got), else 16."""

@@ -48,7 +48,7 @@ def by_program(collector: AgentCollector) -> dict[str, float]:
 
 def test_exec_and_reused_tids_start_new_address_spaces(monkeypatch: pytest.MonkeyPatch
                                                        ) -> None:
-    monkeypatch.setattr(agent_module, "_build_id", lambda _pid, _exe: "")
+    monkeypatch.setattr(agent_module, "executable_build_id", lambda _pid, _exe: "")
     agent = AgentCollector([])
     feed(agent, START
          + process(PID, PROCESS_NEW, "/bin/sh") + task(1, PID, PID, THREAD_NEW)
@@ -68,7 +68,7 @@ def test_exec_and_reused_tids_start_new_address_spaces(monkeypatch: pytest.Monke
 
 def test_an_exited_process_is_kept_until_its_last_counts(monkeypatch: pytest.MonkeyPatch
                                                          ) -> None:
-    monkeypatch.setattr(agent_module, "_build_id", lambda _pid, _exe: "")
+    monkeypatch.setattr(agent_module, "executable_build_id", lambda _pid, _exe: "")
     monkeypatch.setattr(agent_module, "RELEASE_AFTER_S", 0.0)
     agent = AgentCollector([])
     feed(agent, START + process(PID, PROCESS_NEW, "/bin/prog") + task(1, PID, PID, THREAD_NEW)
@@ -88,7 +88,7 @@ def test_an_exited_process_is_kept_until_its_last_counts(monkeypatch: pytest.Mon
 
 
 def test_the_filter_leaves_other_programs_out(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(agent_module, "_build_id", lambda _pid, _exe: "")
+    monkeypatch.setattr(agent_module, "executable_build_id", lambda _pid, _exe: "")
     agent = AgentCollector([], programs=("prog",))
     feed(agent, START + process(PID, PROCESS_NEW, "/bin/prog") + task(1, PID, PID, THREAD_NEW)
          + process(PID + 1, PROCESS_NEW, "/bin/sh") + task(2, PID + 1, PID + 1, THREAD_NEW)
@@ -102,3 +102,22 @@ def test_a_stack_of_an_unknown_task_is_a_clear_error() -> None:
     agent = AgentCollector([])
     with pytest.raises(ProftuiError, match="stack of unknown task 9"):
         feed(agent, START + stack(0, 9, [0x1000]))
+
+
+def test_one_stack_sent_again_under_a_new_serial_is_one_row(monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    """A tid reused by a new thread of the same process gets a new serial, so the
+    helper sends a stack it already sent under another id: the process's table keeps
+    one row for it, with both ids' samples, before and after the counts are applied."""
+    monkeypatch.setattr(agent_module, "executable_build_id", lambda _pid, _exe: "")
+    agent = AgentCollector([])
+    feed(agent, START + process(PID, PROCESS_NEW, "/bin/prog") + task(1, PID, PID + 5, THREAD_NEW)
+         + stack(0, 1, [0x1000, 0x2000]) + counts(1, (0, 5, 5_000_000))
+         + task(1, PID, PID + 5, THREAD_GONE) + task(2, PID, PID + 5, THREAD_NEW)
+         + stack(1, 2, [0x1000, 0x2000]) + counts(2, (1, 3, 3_000_000)))
+    (part,) = agent.take()
+    assert len(part.table) == 1 and list(part.table.costs[0]) == [8.0]
+    feed(agent, counts(3, (1, 2, 2_000_000), (0, 1, 1_000_000)))
+    (part,) = agent.take()
+    assert len(part.table) == 1 and list(part.table.costs[0]) == [11.0]
+    assert agent.collect().total(0) == 11.0
