@@ -565,15 +565,18 @@ class AgentCollector(Collector):
             ids = self._host_frames.setdefault(process.key, [])
             frames = table.frames
             ids.extend(intern(frames[f]) for f in range(len(ids), len(frames)))
-            for index in sorted(process.unfolded):
-                at = self._host_index.get((process.key, index))
-                if at is None:
-                    label, path = table.stack_path(index)
-                    at = self._host.stack_of_ids(
-                        (process.key, index), label,
-                        array("i", [ids[f] for f in path]), table.stack_site(index))
-                    self._host_index[(process.key, index)] = at
-                updates.append((at, [c[index] for c in table.costs]))
+            unfolded = sorted(process.unfolded)
+            new = [i for i in unfolded if (process.key, i) not in self._host_index]
+            if new:
+                labels, flat, offsets = table.stack_paths(new)
+                mapped = array("i", [ids[f] for f in flat])  # the host's frame ids
+                for j, index in enumerate(new):
+                    self._host_index[(process.key, index)] = self._host.stack_of_ids(
+                        (process.key, index), labels[j], mapped[offsets[j]:offsets[j + 1]],
+                        table.stack_site(index))
+            for index in unfolded:
+                updates.append((self._host_index[(process.key, index)],
+                                [c[index] for c in table.costs]))
             process.unfolded.clear()
         self._host.set_many(updates)
 

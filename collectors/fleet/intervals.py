@@ -63,26 +63,31 @@ class TableIntervals:
                 self._keys[i].clear()
                 self._generations[i] = table.generation()
             keys = self._keys[i]
-            for index, delta in table.changes():
-                key = keys.get(index)
-                if key is None:
-                    key = keys[index] = self._key(i, table, index)
-                rows.add(key, delta, offset, width)
+            changes = table.changes()
+            self._add_keys(i, table, [index for index, _ in changes if index not in keys])
+            for index, delta in changes:
+                rows.add(keys[index], delta, offset, width)
             offset += len(table.metrics)
         return rows
 
-    def _key(self, i: int, table: StackProfile, index: int) -> Key:
-        thread, path = table.stack_path(index)
+    def _add_keys(self, i: int, table: StackProfile, indices: list[int]) -> None:
+        """The keys of stacks `indices` of table `i`, their paths read in one batch."""
+        if not indices:
+            return
+        threads, flat, offsets = table.stack_paths(indices)
         digests = self._digests[i]
         frames = table.frames
         if len(digests) < len(frames):
             digest = self._hasher.frame_digest
             digests.extend(digest(frames[f]) for f in range(len(digests), len(frames)))
-        site = table.stack_site(index)
-        stack = self._hasher.stack_of_digests([digests[f] for f in path], site)
-        if stack not in self.records:
-            self.records[stack] = StackRecord(tuple(frames[f] for f in path), site)
-        return thread, stack
+        keys = self._keys[i]
+        for j, index in enumerate(indices):
+            path = flat[offsets[j]:offsets[j + 1]]
+            site = table.stack_site(index)
+            stack = self._hasher.stack_of_digests([digests[f] for f in path], site)
+            if stack not in self.records:
+                self.records[stack] = StackRecord(tuple(frames[f] for f in path), site)
+            keys[index] = threads[j], stack
 
 
 class SnapshotIntervals:

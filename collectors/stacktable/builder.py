@@ -488,6 +488,15 @@ class StackProfile:
         tree = self.tree  # every stack inserted
         return self.labels[s.part[index]], tree.path(s.leaf[index])
 
+    def stack_paths(self, indices: Sequence[int]) -> tuple[list[str], array, array]:
+        """`stack_path` of many stacks at once (one walk in C, not one per frame in
+        Python): their part labels, and their frame ids end to end, stack j's being
+        `flat[offsets[j]:offsets[j + 1]]`."""
+        s = self._stacks
+        tree = self.tree  # every stack inserted
+        flat, offsets = core.paths_of(tree, [s.leaf[i] for i in indices])
+        return [self.labels[s.part[i]] for i in indices], flat, offsets
+
     def stack_site(self, index: int) -> tuple[str, int, CodeSite] | None:
         """Stack `index`'s leaf code site (module, link-time address, CodeSite), if known."""
         return self._stacks.site[index]
