@@ -158,6 +158,10 @@ class AgentCollector(Collector):
         self._lost = 0
         self._lost_table = 0
         self._late = 0  # samples that came after their process's last push
+        # (pid, program before, program after) of a pid sampled in two address spaces
+        # (exec, or a pid reused): one process of the host profile (its parts are
+        # "pid P tid T"), pushed apart.
+        self._shared_pids: list[tuple[int, str, str]] = []
         self._buffers: Buffers | None = None
         self._period_ns: int | None = None
         self._header_flags = 0
@@ -352,7 +356,9 @@ class AgentCollector(Collector):
         elif record.flags & PROCESS_NEW:
             if current is not None:  # exec'd: what follows is another program
                 current.gone, current.gone_at = True, time.monotonic()
-            self._new_process(record.pid, record.exe, record.maps, record.mnt_ns)
+            process = self._new_process(record.pid, record.exe, record.maps, record.mnt_ns)
+            if current is not None and current.sids and current.wanted and process.wanted:
+                self._shared_pids.append((record.pid, current.program, process.program))
         elif record.flags & PROCESS_GONE:
             if current is not None:
                 current.gone, current.gone_at = True, time.monotonic()
@@ -592,6 +598,15 @@ class AgentCollector(Collector):
         if self._late:
             notes.append(f"{self._late:,} samples came after their process's last push "
                          "and are not in the profile")
+        if self._shared_pids and self.keep_profile:
+            count = len(self._shared_pids)
+            shown = ", ".join(f"pid {pid}: {before} then {after}"
+                              for pid, before, after in self._shared_pids[:5])
+            more = f", and {count - 5:,} more" if count > 5 else ""
+            notes.append(f"{count:,} pid{'s' if count != 1 else ''} ran two programs in turn, "
+                         f"by exec or reuse ({shown}{more}): this profile shows each as one "
+                         "process and its threads, named after the last program (the fleet "
+                         "server keeps them apart)")
         if self._skipped:
             which = ", ".join(sorted(self.programs | self.users))
             notes.append(f"{self._skipped:,} samples of processes outside the filter "

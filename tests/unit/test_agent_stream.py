@@ -64,6 +64,9 @@ def test_exec_and_reused_tids_start_new_address_spaces(monkeypatch: pytest.Monke
     gone = {p.program: p for p in agent.take()}
     assert gone["sh"].gone and not gone["prog"].gone
     assert {p.labels()["pid"] for p in gone.values()} == {str(PID), str(PID + 1)}
+    # The host profile (-o, --all) has one process per pid: said.
+    assert f"1 pid ran two programs in turn, by exec or reuse (pid {PID}: sh then prog)" \
+        in " ".join(agent.collect().meta.warnings)
 
 
 def test_an_exited_process_is_kept_until_its_last_counts(monkeypatch: pytest.MonkeyPatch
