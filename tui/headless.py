@@ -78,7 +78,8 @@ def cmd_agent(args: argparse.Namespace) -> int:
     options = CollectorOptions(frequency_hz=args.frequency, duration_s=args.duration,
                                buffer_bytes=args.buffer)
     collector = AgentCollector([], options, programs=tuple(args.program),
-                               users=tuple(args.user), keep_profile=args.output is not None)
+                               users=tuple(args.user), keep_profile=args.output is not None,
+                               pushed=args.push is not None)
     pusher = make_pusher(args)
     with StopSignals() as stop:
         profile = run_headless(collector, stop, pusher)

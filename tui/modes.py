@@ -80,7 +80,8 @@ def _every_process(args: argparse.Namespace, options: CollectorOptions) -> Colle
     if not args.frequency:
         options.frequency_hz = AGENT_HZ
     _refuse_options(AgentCollector, options)
-    return AgentCollector([], options, keep_profile=True)
+    return AgentCollector([], options, keep_profile=True,
+                          pushed=getattr(args, "push", None) is not None)
 
 
 def _heap_asked(args: argparse.Namespace) -> bool:

@@ -131,10 +131,13 @@ class AgentCollector(Collector):
 
     def __init__(self, argv: list[str], options: CollectorOptions | None = None, *,
                  programs: tuple[str, ...] = (), users: tuple[str, ...] = (),
-                 keep_profile: bool = True) -> None:
+                 keep_profile: bool = True, pushed: bool = True) -> None:
         """`keep_profile`: also keep every process together for `collect()` (-o); without
         it the agent holds only the processes alive (a push is the profile), and
-        `collect()` gives its notes and counts, no stacks."""
+        `collect()` gives its notes and counts, no stacks.  `pushed`: a pusher takes
+        each process's own table (`take`); without one, and without a filter, every
+        process's stacks go straight into the one profile `collect()` gives, none kept
+        apart (folding per-process tables in cost as much as building them)."""
         super().__init__(argv, options)
         self.keep_profile = keep_profile
         self.programs = frozenset(programs)
@@ -176,6 +179,8 @@ class AgentCollector(Collector):
         # one file only within a namespace (containers).
         self._symbolizers: dict[object, Any] = {}
         self._host = StackProfile(METRICS)  # every process together, for collect()
+        # No table per process: the host profile is every process's table.
+        self._shared = keep_profile and not pushed and not programs and not users
         self._host_index: dict[tuple[int, int], int] = {}  # (process key, index) -> host's
         self._host_frames: dict[int, list[int]] = {}  # process key -> its frame id -> host's
         self._host_threads: dict[int, str] = {}  # the host profile's names (meta.threads)
@@ -265,13 +270,12 @@ class AgentCollector(Collector):
             for process, sid in new:
                 process.index_of[sid] = self._table_index(process, sid)
 
-    @staticmethod
-    def _table_index(process: AgentProcess, sid: int) -> int:
+    def _table_index(self, process: AgentProcess, sid: int) -> int:
         """The index of canonical stack `sid` in the process's table, symbolized and
         added on first sight (caller holds _sym_lock)."""
         key = process.keys[sid]
-        return process.table.stack(key, f"pid {process.pid} tid {key[0]}", process.frames,
-                                   key[1])
+        return process.table.stack((process.key, key) if process.table is self._host else key,
+                                   f"pid {process.pid} tid {key[0]}", process.frames, key[1])
 
     def _handle(self, record: Record) -> tuple[AgentProcess, int] | None:
         """Fold one record in (caller holds _data_lock); a new stack of a wanted process
@@ -417,6 +421,8 @@ class AgentCollector(Collector):
             frames = StackFrames(space, self._symbolizer_of(mnt_ns, pid))
         process = AgentProcess(self._next_key, pid, exe.removesuffix(" (deleted)"), user,
                                True, space, frames, comm=comm)
+        if self._shared and not implicit:  # else its stacks wait for its maps: folded in
+            process.table = self._host
         process.implicit = implicit
         process.read_build()
         # Not known yet: kept until its PROCESS record says what it is (_fill_in).
@@ -493,7 +499,7 @@ class AgentCollector(Collector):
                         index = process.index_of[sid] = self._table_index(process, sid)
                     rows.append((index, counts))
                 table.set_many(rows, defer_totals=True)
-                if self.keep_profile:
+                if self.keep_profile and table is not self._host:
                     process.unfolded.update(index for index, _counts in rows)
         return wanted
 
@@ -518,7 +524,7 @@ class AgentCollector(Collector):
         the helper had not sent yet."""
         with self._data_lock:
             process = self._all.get(part.key)
-            if (process is None or not process.gone or process.moved
+            if (self._shared or process is None or not process.gone or process.moved
                     or time.monotonic() - process.gone_at < RELEASE_AFTER_S):
                 return False
             with self._sym_lock:
@@ -527,6 +533,7 @@ class AgentCollector(Collector):
                 if process.table.has_changes():
                     return False
                 if self.keep_profile:
+                    self._name_threads(process)
                     self._fold_into_host([process])
             self._host_frames.pop(process.key, None)
             process.released = True
@@ -541,7 +548,9 @@ class AgentCollector(Collector):
         processes = self.apply_pending()
         if self.keep_profile:
             with self._sym_lock:
-                self._fold_into_host(processes)
+                for process in processes:
+                    self._name_threads(process)
+                self._fold_into_host([p for p in processes if p.table is not self._host])
         # Never _data_lock inside _sym_lock: the reader takes them the other way round.
         with self._data_lock:
             running = self.is_running()
@@ -563,10 +572,6 @@ class AgentCollector(Collector):
         updates = []
         intern = self._host.frames.intern
         for process in processes:
-            # Thread names by tid, and each process's program by its pid: the picker (`t`)
-            # names processes by pid and threads by tid.
-            self._host_threads.update(process.threads)
-            self._host_threads[process.pid] = process.program
             table = process.table
             ids = self._host_frames.setdefault(process.key, [])
             frames = table.frames
@@ -585,6 +590,12 @@ class AgentCollector(Collector):
                                 [c[index] for c in table.costs]))
             process.unfolded.clear()
         self._host.set_many(updates)
+
+    def _name_threads(self, process: AgentProcess) -> None:
+        """Thread names by tid, and the process's program by its pid: the picker (`t`)
+        names processes by pid and threads by tid (caller holds _sym_lock)."""
+        self._host_threads.update(process.threads)
+        self._host_threads[process.pid] = process.program
 
     def _notes(self) -> list[str]:
         """What the profile does not hold, said (caller holds _data_lock)."""

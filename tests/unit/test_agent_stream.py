@@ -22,6 +22,7 @@ from proftui.collectors.runtime.wire_attach import (
 )
 
 from tests.helpers.attach_stream import counts, header, record, stack
+from tests.helpers.fleet import flat_by_name, tree_paths
 
 PID = 2_000_000_001  # no such process: everything comes from the stream
 
@@ -124,3 +125,44 @@ def test_one_stack_sent_again_under_a_new_serial_is_one_row(monkeypatch: pytest.
     (part,) = agent.take()
     assert len(part.table) == 1 and list(part.table.costs[0]) == [11.0]
     assert agent.collect().total(0) == 11.0
+
+
+def test_one_shared_table_gives_the_profile_the_fold_gives(monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    """Without a pusher (-o, --all), stacks go straight into the host profile: the same
+    profile (parts, thread names, costs) as folding per-process tables in, collected
+    between counts and at the end."""
+    monkeypatch.setattr(agent_module, "executable_build_id", lambda _pid, _exe: "")
+    first = (START + process(PID, PROCESS_NEW, "/bin/sh") + task(1, PID, PID, THREAD_NEW)
+             + task(2, PID, PID + 7, THREAD_NEW, b"worker")
+             + stack(0, 1, [0x1000, 0x2000]) + stack(1, 2, [0x1000, 0x3000])
+             + counts(1, (0, 5, 5_000_000), (1, 2, 2_000_000)))
+    then = (process(PID, PROCESS_NEW, "/usr/bin/prog") + task(3, PID, PID, THREAD_NEW)
+            + stack(2, 3, [0x1000, 0x2000]) + counts(2, (2, 3, 3_000_000), (0, 1, 1_000_000))
+            + process(PID + 1, PROCESS_NEW, "/usr/bin/other")
+            + task(4, PID + 1, PID + 1, THREAD_NEW) + stack(3, 4, [0x1000])
+            + counts(3, (3, 4, 4_000_000), (2, 1, 1_000_000))
+            # known from its TASK first (its own table until its maps come), then filled in
+            + task(5, PID + 2, PID + 2, THREAD_NEW) + stack(4, 5, [0x1000, 0x4000])
+            + counts(4, (4, 2, 2_000_000))
+            + process(PID + 2, PROCESS_NEW, "/usr/bin/late") + counts(5, (4, 1, 1_000_000)))
+    profiles = []
+    for pushed in (True, False):
+        agent = AgentCollector([], pushed=pushed)
+        assert agent._shared is not pushed
+        feed(agent, first)
+        middle = agent.collect()
+        feed(agent, then)
+        profiles.append((middle, agent.collect()))
+    (folded_middle, folded), (shared_middle, shared) = profiles
+    for a, b in ((folded_middle, shared_middle), (folded, shared)):
+        assert {label: tree_paths(a, tree) for label, tree in a.parts.items()} == \
+            {label: tree_paths(b, tree) for label, tree in b.parts.items()}
+        assert tree_paths(a) == tree_paths(b) and flat_by_name(a) == flat_by_name(b)
+        assert a.meta.threads == b.meta.threads
+        assert sorted(a.meta.warnings) == sorted(b.meta.warnings)
+    assert shared.total(0) == 19.0 and set(shared.parts) == {
+        f"pid {PID} tid {PID}", f"pid {PID} tid {PID + 7}", f"pid {PID + 1} tid {PID + 1}",
+        f"pid {PID + 2} tid {PID + 2}"}
+    assert shared.meta.threads[PID + 2] == "late"
+    assert AgentCollector([], pushed=False, programs=("prog",))._shared is False
