@@ -6,9 +6,10 @@ each sample in its own process's address space and streams the attach stream
 (docs/attach-stream.md) with two more records: PROCESS (an address space began,
 its executable mappings changed, it ended) and TASK (the serial that names a thread
 of it in the STACK records).  Here each address space is one `AgentProcess`: its
-own `StackProfile`, its mappings (from /proc while it runs and from the PROCESS
-records, so a process that has exited is still symbolized through the host's files),
-and the labels it is pushed under (program, build, pid, user).  A reader thread
+own `StackProfile` (when a pusher takes it; else the host profile, shared), its
+mappings (from /proc while it runs and from the PROCESS records, so a process that
+has exited is still symbolized through the host's files), and the labels it is
+pushed under (program, build, pid, user).  A reader thread
 decodes, aggregates and symbolizes each new stack at once, while the process most
 likely still runs; `collect()` applies the counts that moved.
 """
@@ -124,7 +125,8 @@ class AgentProcess:
 
 
 class AgentCollector(Collector):
-    """Samples every process of the host until stopped; one stack table per process."""
+    """Samples every process of the host until stopped; one stack table per process
+    (pushed), or one for every process (`-o`, `--all`)."""
 
     mode: ClassVar[str] = "agent"
     options_honoured = frozenset({"frequency_hz", "buffer_bytes", "duration_s"})
