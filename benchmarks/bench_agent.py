@@ -10,7 +10,9 @@ exit all the time).  Each configuration samples the whole host while that load r
   dwarf   perf record -a --call-graph dwarf -F HZ -o FILE (8 KiB of user stack per sample,
           as the agent copies; unwound only later, by perf report)
   agent   proftui agent -F HZ -o FILE (per-CPU events with user stack copies, unwound
-          with CFI per process, symbolized, one stack table per process, saved at the end)
+          with CFI per process, symbolized into one profile, saved at the end)
+  push    proftui agent -F HZ --push URL (what a host runs: a table per process, pushed
+          every 10 s to a clickhouse-server started here; the server's CPU is not counted)
 
 Configurations are interleaved over the rounds.  Printed per rate: the sampler's CPU
 (its whole process tree, start-up and the end included: what the user pays) and the
@@ -21,11 +23,13 @@ agent also unwinds, symbolizes and aggregates (and, here, saves a profile with -
 a real agent would push instead).
 
 usage: python benchmarks/bench_agent.py [--rounds N] [--rates 99,999] [--churn]
+                                      [--kinds none,perf,dwarf,agent,push]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import resource
 import shutil
@@ -38,6 +42,8 @@ import time
 from pathlib import Path
 
 from bench_fleet import build_lua  # the same Lua build (benchmarks/ is on sys.path)
+
+from tests.helpers.clickhouse import running_servers, server_binary
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "programs" / "mixed.lua"
@@ -67,22 +73,23 @@ def run_load(lua: Path, rounds: int, churn: bool) -> float:
     return (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
 
 
-def sampler_argv(kind: str, hz: int, out: Path) -> list[str]:
+def sampler_argv(kind: str, hz: int, out: Path, url: str = "") -> list[str]:
     if kind == "perf":
         return ["perf", "record", "-q", "-a", "-g", "-F", str(hz), "-o", str(out)]
     if kind == "dwarf":
         return ["perf", "record", "-q", "-a", "--call-graph", "dwarf", "-F", str(hz), "-o",
                 str(out)]
-    return [sys.executable, "-m", "proftui.tui.cli", "agent", "-F", str(hz), "-o", str(out)]
+    agent = [sys.executable, "-m", "proftui.tui.cli", "agent", "-F", str(hz)]
+    return [*agent, "--push", url] if kind == "push" else [*agent, "-o", str(out)]
 
 
-def one(kind: str, hz: int, lua: Path, rounds: int, churn: bool, work: Path
+def one(kind: str, hz: int, lua: Path, rounds: int, churn: bool, work: Path, url: str = ""
         ) -> tuple[float, float, float]:
     """(sampler tree CPU s, load CPU s, sampler peak RSS MiB) of one run."""
     if kind == "none":
         return 0.0, run_load(lua, rounds, churn), 0.0
     out = work / f"{kind}.out"
-    sampler = subprocess.Popen([sys.executable, "-c", WRAP, *sampler_argv(kind, hz, out)],
+    sampler = subprocess.Popen([sys.executable, "-c", WRAP, *sampler_argv(kind, hz, out, url)],
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                start_new_session=True)
     time.sleep(1.0)  # started and sampling
@@ -107,17 +114,23 @@ def main() -> int:
     if shutil.which("perf") is None:
         print("perf is not installed: no anchor")
         return 1
-    with tempfile.TemporaryDirectory(prefix="bench-agent-") as name:
+    kinds = tuple(args.kinds.split(","))
+    if "push" in kinds and server_binary() is None:
+        print("clickhouse-server is not installed: no push runs (apt-get install "
+              "clickhouse-server)")
+        return 1
+    with tempfile.TemporaryDirectory(prefix="bench-agent-") as name, contextlib.ExitStack() as up:
         work = Path(name)
+        url = up.enter_context(running_servers(1))[0].url("bench_agent") \
+            if "push" in kinds else ""
         lua = build_lua(work)
         rates = [int(r) for r in args.rates.split(",")]
-        kinds = tuple(args.kinds.split(","))
         results: dict[tuple[str, int], list[tuple[float, float, float]]] = {}
         for _ in range(args.rounds):
             for hz in rates:
                 for kind in kinds:
                     results.setdefault((kind, hz), []).append(
-                        one(kind, hz, lua, args.lua_rounds, args.churn, work))
+                        one(kind, hz, lua, args.lua_rounds, args.churn, work, url))
         load1 = os.getloadavg()[0]
         print(f"load: 2 x lua mixed.lua {args.lua_rounds} rounds"
               f"{' + a process started every 50 ms' if args.churn else ''}; "
@@ -134,9 +147,10 @@ def main() -> int:
                 rss = max(r[2] for r in rows)
                 print(f"{hz:>6} {kind:>8} {cpu[kind]:>10.3f} {rss:>9.1f} {load:>11.2f} "
                       f"{100 * (load / base - 1):>+8.1f}")
-            if "agent" in cpu and "perf" in cpu:
-                print(f"{hz:>6} agent / perf -g CPU: {cpu['agent'] / cpu['perf']:.2f}x "
-                      f"(goal <= 1.00x)")
+            for mine in ("agent", "push"):
+                if mine in cpu and "perf" in cpu:
+                    print(f"{hz:>6} {mine} / perf -g CPU: {cpu[mine] / cpu['perf']:.2f}x "
+                          f"(goal <= 1.00x)")
             if "agent" in cpu and "dwarf" in cpu:
                 print(f"{hz:>6} agent / perf --call-graph dwarf CPU: "
                       f"{cpu['agent'] / cpu['dwarf']:.2f}x")

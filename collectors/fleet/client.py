@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import re
+import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -43,11 +45,26 @@ AUTH_CODES = {192, 193, 194, 516}  # unknown user, wrong password, required pass
 ACCESS_CODES = {164, 497}  # readonly, access denied
 
 
+# clickhouse-driver fills a table of every date from 1900 to 2299 when its date column
+# module loads: ~0.1 s of CPU and ~20 MB, in every agent and fleet view, whose rows
+# carry no Date.  The driver's own switch (its spelling) makes the table lazy, filled as
+# dates are seen; it is read once, at that import, and set only around it: the
+# environment is what launched targets inherit.
+_LAZY_DATES = ("CLICKHOUSE_DRIVER_LASY_DATE_LUT", "1970-01-01:1970-01-01")
+
+
 def _driver() -> Any:
+    name, value = _LAZY_DATES
+    ours = name not in os.environ and "clickhouse_driver" not in sys.modules
+    if ours:
+        os.environ[name] = value
     try:
         import clickhouse_driver
     except ImportError:
         raise ProftuiError(MISSING) from None
+    finally:
+        if ours:
+            os.environ.pop(name, None)
     # The driver logs a traceback for each failed connection attempt: proftui says it
     # in one line instead.
     log = logging.getLogger("clickhouse_driver")

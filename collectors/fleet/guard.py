@@ -192,6 +192,9 @@ class _CheckedReader:
 def _bounded_block_input() -> type:
     """A BlockInputStream (driver 0.2's, without NumPy) that checks a block's shape and
     column types before reading its data."""
+    from proftui.collectors.fleet.client import _driver
+
+    _driver()  # loaded the way the client loads it (its lazy date table)
     from clickhouse_driver import defines
     from clickhouse_driver.block import BlockInfo, ColumnOrientedBlock
     from clickhouse_driver.columns.service import read_column
