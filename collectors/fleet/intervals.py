@@ -53,6 +53,10 @@ class TableIntervals:
         self._keys: list[dict[int, Key]] = [{} for _ in self.tables]
         self._generations = [t.generation() for t in self.tables]
         self._digests: list[list[bytes]] = [[] for _ in self.tables]
+        # per table: merged-tree node -> the hash chain of its path (StackHasher's
+        # prefix), valid for one generation: stacks share their callers, so a new stack
+        # hashes only the nodes no stack before it ended under
+        self._prefixes: list[list[bytes | None]] = [[b""] for _ in self.tables]
 
     def take(self, _profile: Profile | None = None) -> Rows:
         rows = Rows()
@@ -61,6 +65,7 @@ class TableIntervals:
         for i, table in enumerate(self.tables):
             if table.generation() != self._generations[i]:
                 self._keys[i].clear()
+                self._prefixes[i] = [b""]
                 self._generations[i] = table.generation()
             keys = self._keys[i]
             changes = table.changes()
@@ -81,11 +86,26 @@ class TableIntervals:
             digest = self._hasher.frame_digest
             digests.extend(digest(frames[f]) for f in range(len(digests), len(frames)))
         keys = self._keys[i]
-        for j, index in enumerate(indices):
-            path = flat[offsets[j]:offsets[j + 1]]
+        tree = table.tree
+        parents, tree_frames = tree.parents, tree.frames
+        prefixes = self._prefixes[i]
+        prefixes.extend([None] * (len(parents) - len(prefixes)))
+        for j, (index, leaf) in enumerate(zip(indices, table.stack_leaves(indices),
+                                              strict=True)):
+            below: list[int] = []  # nodes from the leaf up to one whose prefix is known
+            node = leaf
+            while prefixes[node] is None:
+                below.append(node)
+                node = parents[node]
+            prefix = prefixes[node]
+            assert prefix is not None
+            for node in reversed(below):
+                prefix = prefixes[node] = StackHasher.extend(prefix,
+                                                             digests[tree_frames[node]])
             site = table.stack_site(index)
-            stack = self._hasher.stack_of_digests([digests[f] for f in path], site)
+            stack = StackHasher.finish(prefix, site)
             if stack not in self.records:
+                path = flat[offsets[j]:offsets[j + 1]]
                 self.records[stack] = StackRecord(tuple(frames[f] for f in path), site)
             keys[index] = threads[j], stack
 

@@ -497,6 +497,13 @@ class StackProfile:
         flat, offsets = core.paths_of(tree, [s.leaf[i] for i in indices])
         return [self.labels[s.part[i]] for i in indices], flat, offsets
 
+    def stack_leaves(self, indices: Sequence[int]) -> list[int]:
+        """The node of the merged tree (`tree`) where each of stacks `indices` ends: the
+        same node until `rebuild()` (`generation()` tells)."""
+        s = self._stacks
+        self.tree  # noqa: B018 - every stack inserted
+        return [s.leaf[i] for i in indices]
+
     def stack_site(self, index: int) -> tuple[str, int, CodeSite] | None:
         """Stack `index`'s leaf code site (module, link-time address, CodeSite), if known."""
         return self._stacks.site[index]

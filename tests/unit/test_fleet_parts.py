@@ -163,6 +163,33 @@ def test_table_intervals_hand_out_each_change_once() -> None:
     assert list(source.take().costs.values()) == [[2.0, 2000.0]]
 
 
+def test_table_interval_keys_are_each_stacks_own_hash() -> None:
+    """A stack's hash is worked out from its callers' (a tree node's prefix, kept): the
+    same value StackHasher gives its frames, for stacks sharing callers at any depth,
+    added across intervals, in two parts, and after a rebuild renumbers the nodes."""
+    import random
+
+    rng = random.Random(7)
+    names = [Frame(f"f{i}", "/bin/prog", "prog.c", i, 0x1000 + 16 * i, build_id="ab")
+             for i in range(12)]
+    table = StackProfile((SAMPLES, CPU_NS))
+    source = TableIntervals([table], StackHasher())
+    want: dict[int, tuple[Frame, ...]] = {}
+    for interval in range(4):
+        for n in range(60):
+            frames = [MAIN, *rng.choices(names, k=rng.randint(0, 9)), rng.choice([WORK, INL])]
+            site = ("/bin/prog", 0x2000 + n, CodeSite(0x1100, "prog.c", n))
+            index = table.stack_of_frames((interval, n), f"pid 1 tid {1 + n % 2}", frames,
+                                          site)
+            table.set(index, (1, 1000))
+            want[StackHasher().stack(frames, site)] = tuple(frames)
+        if interval == 2:
+            table.rebuild()
+        rows = source.take()
+        assert {stack for _thread, stack in rows.costs} <= set(want)
+    assert {h: r.frames for h, r in source.records.items()} == want
+
+
 def test_snapshot_intervals_are_differences_with_calls() -> None:
     def profile(work: float, calls: int) -> Profile:
         p = Profile(meta=ProfileMeta(mode="instrument"), metrics=(CPU_NS,))
