@@ -108,11 +108,14 @@ def test_attach_while_threads_come_and_go() -> None:
         with churn_target("churn", "20") as target:
             collector = attach(target.pid, "ptrace", frequency_hz=1000, duration_s=30)
             # Churn on under the attach for a while (work, not synchronisation): at
-            # least 0.5 s and until samples came (beside two busy loops, 0.5 s once
-            # gave the target too little CPU for one), at most 20 s.
+            # least 0.5 s and until the churning threads' own function was sampled
+            # (beside two busy loops, 0.5 s once gave the target too little CPU for
+            # a sample; a full suite beside them once stopped at the main thread's
+            # first, in its join), at most 20 s.
             began = time.monotonic()
             time.sleep(0.5)
-            while collector.snapshot().total(0) <= 0 and time.monotonic() - began < 20:
+            while "att_ch_work" not in self_costs(collector.snapshot()) \
+                    and time.monotonic() - began < 20:
                 time.sleep(0.2)
             say(target, "stop")
             profile = collector.wait()
