@@ -77,6 +77,11 @@ class SeriesParts(Protocol):
         """`part` is gone and its last changes were taken: True once it is forgotten."""
         ...
 
+    def dropped(self) -> int:
+        """Samples lost so far that no part holds (full buffers, or after their process's
+        last push): the fleet keeps them per run, under the run's own labels."""
+        ...
+
 
 class Collector(abc.ABC):
     """Runs (or attaches to) a target and produces `Profile` snapshots.

@@ -544,6 +544,12 @@ class AgentCollector(Collector):
             process.counts, process.index_of, process.sids, process.keys = {}, {}, {}, {}
             return True
 
+    def dropped(self) -> int:
+        """SeriesParts: samples lost in the rings or the helper's table, and samples of
+        processes already pushed for the last time."""
+        with self._data_lock:
+            return self._lost + self._late
+
     def collect(self) -> Profile:
         """Every process together, one part per thread ("pid P tid T"); the picker merges
         a process's threads, named by its program."""

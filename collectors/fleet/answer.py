@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from array import array
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from proftui.collectors.fleet import schema
@@ -44,7 +44,7 @@ class Answer:
     line, address, raw name, inlined), `labels` (series -> label keys, values),
     `minutes` (series, thread, minute, the sums of the metrics in `place`: metric name
     -> column); `threads`: rows keep their thread (else ''); `late`: rows of a profile
-    pushed after the answer's first read, left out."""
+    pushed after the answer's first read, left out; `losses`: what runs lost."""
 
     rows: list[tuple]
     stacks: dict[int, tuple]
@@ -57,6 +57,8 @@ class Answer:
     seconds: float  # the server's time for it
     place: dict[str, int]
     late: int = 0
+    # What runs lost in the window: (series, label keys, label values, count), any labels
+    losses: list[tuple] = field(default_factory=list)
 
     def gives(self, by: tuple[str, ...]) -> bool:
         """Whether breakdown `by` can be built from these rows (threads need them)."""
@@ -86,10 +88,37 @@ def _profile_of(answer: Answer, url: FleetURL) -> Profile:
     if answer.late:
         profile.meta.warnings.append(f"{answer.late} row(s) of a profile with other metrics, "
                                      "pushed while the query ran, are left out")
+    profile.meta.warnings.extend(loss_notes(answer))
     if any(row[1] not in answer.stacks for row in answer.rows):
         profile.meta.warnings.append("some stacks of the samples were not found in the stacks "
                                      "table: their costs show under [unknown stack]")
     return profile
+
+
+def loss_notes(answer: Answer) -> list[str]:
+    """What the runs behind the answer lost in its window, said: its sessions' own losses
+    in one note, each agent's of a host the answer holds in one note per host (an agent's
+    rings hold every process's samples, so its losses belong to no one process)."""
+    hosts = {_label(keys, values, "host") for keys, values in answer.labels.values()} - {""}
+    own = 0.0
+    by_host: dict[str, float] = {}
+    for series, keys, values, lost in answer.losses:
+        if series in answer.labels:
+            own += lost
+        elif (_label(keys, values, "mode") == "agent" and "program" not in keys
+              and _label(keys, values, "host") in hosts):
+            host = _label(keys, values, "host")
+            by_host[host] = by_host.get(host, 0.0) + lost
+    notes = []
+    if own:
+        notes.append(f"{own:,.0f} samples (or records) of these runs were lost in this window "
+                     "before they were counted (their buffers were full): the costs shown "
+                     "are short by that many")
+    for host, lost in sorted(by_host.items()):
+        notes.append(f"the agent on {host} lost {lost:,.0f} samples in this window (its "
+                     "rings were full, or they came after their process's last push): "
+                     "each process of that host may be short by up to that many")
+    return notes
 
 
 def part_label(series: int, keys: list[str], values: list[str], by: tuple[str, ...] = (),

@@ -6,8 +6,9 @@ random 64-bit number chosen when the interval is taken, so a retry can ask the s
 whether an earlier attempt got there (docs/fleet.md, "Exactly once").
 
 Spool files: MAGIC, a little-endian u32 header length, the JSON header (labels,
-threads, metric spec, the stacks' frames), then the row columns as raw arrays
-(thread index u32, stack hash u64, costs f64 row-major, calls i64).
+threads, metric spec, the stacks' frames, what the interval lost), then the row
+columns as raw arrays (thread index u32, stack hash u64, costs f64 row-major, calls
+i64).
 """
 
 from __future__ import annotations
@@ -59,6 +60,9 @@ class Batch:
     costs: array = field(default_factory=lambda: array("d"))
     calls: array = field(default_factory=lambda: array("q"))
     stacks: dict[int, StackRecord] = field(default_factory=dict)  # not yet on the server
+    # What the run lost in this interval (samples, or records its runtime could not
+    # store): sent in the marker row's `samples` column, so the queries can say it.
+    lost: int = 0
 
     def __len__(self) -> int:
         return len(self.stack)
@@ -72,7 +76,7 @@ class Batch:
         header = {
             "batch": self.batch_id, "time": self.time, "end": self.end,
             "series": self.series, "labels": self.labels, "spec": self.spec,
-            "threads": self.threads, "rows": len(self.stack),
+            "threads": self.threads, "rows": len(self.stack), "lost": self.lost,
             "stacks": [[h, [_frame_row(f) for f in r.frames], _site_row(r.site)]
                        for h, r in self.stacks.items()],
         }
@@ -113,7 +117,8 @@ class Batch:
                        end=float(header["end"]), series=int(header["series"]),
                        labels=dict(header["labels"]), spec=str(header["spec"]),
                        threads=list(header["threads"]), thread=out[0], stack=out[1],
-                       costs=out[2], calls=out[3], stacks=stacks)
+                       costs=out[2], calls=out[3], stacks=stacks,
+                       lost=int(header.get("lost", 0)))
         except (ValueError, KeyError, TypeError, IndexError, struct.error) as exc:
             raise ProftuiError(f"not a proftui fleet batch ({exc})") from None
 

@@ -279,7 +279,8 @@ class FleetClient:
 
 
 def sample_columns(batch: Batch) -> list[list]:
-    """The samples table's columns for `batch`: its cost rows, then its marker row."""
+    """The samples table's columns for `batch`: its cost rows, then its marker row
+    (which carries what the interval lost)."""
     rows = len(batch)
     metrics, _calls = parse_spec(batch.spec)
     n = len(metrics)
@@ -289,7 +290,10 @@ def sample_columns(batch: Batch) -> list[list]:
     metric_columns = []
     for name in schema.METRICS:
         i = by_name.get(name)
-        metric_columns.append(zeros if i is None else [*costs[i::n], 0.0])
+        column = zeros if i is None else [*costs[i::n], 0.0]
+        if name == schema.LOST_IN and batch.lost:
+            column = [*column[:rows], float(batch.lost)]
+        metric_columns.append(column)
     return [[schema.bucket(batch.time)] * (rows + 1), [batch.series] * (rows + 1),
             [*(batch.threads[t] for t in batch.thread), ""], [*batch.stack.tolist(), 0],
             [*([0] * rows), batch.batch_id], [batch.spec] * (rows + 1),

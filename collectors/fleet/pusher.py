@@ -106,6 +106,7 @@ class Pusher:
         self._maybe_sent: set[str] = set()  # spool files whose insert may have landed
         self._labels: dict[str, str] = {}
         self._series = 0
+        self._dropped = 0  # what the collector had lost by the last interval taken
         self._last = 0.0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -186,10 +187,27 @@ class Pusher:
         now = self.clock()
         start, self._last = self._last, now
         self.stats.intervals += 1
-        if rows.costs:
-            for batch in self._batches(rows, start, now, source, self._series, self._labels):
-                spool.put(batch)
+        batches = (self._batches(rows, start, now, source, self._series, self._labels)
+                   if rows.costs else [])
+        self._add_lost(batches, profile.meta.dropped, start, now, source)
+        for batch in batches:
+            spool.put(batch)
         self.stats.take_cpu_s += time.thread_time() - began
+
+    def _add_lost(self, batches: list[Batch], dropped: int, start: float, end: float,
+                  source: TableIntervals | SnapshotIntervals) -> None:
+        """What the run lost since the last interval goes with the interval's first batch
+        of the run's own series, or alone in a batch without rows."""
+        lost, self._dropped = dropped - self._dropped, dropped
+        if lost <= 0:
+            return
+        own = [b for b in batches if b.series == self._series]
+        if own:
+            own[0].lost += lost
+            return
+        batches.append(Batch(batch_id=secrets.randbits(63), time=int(start), end=end,
+                             series=self._series, labels=self._labels,
+                             spec=metric_spec(source.metrics, source.has_calls), lost=lost))
 
     def _take_parts(self, parts: SeriesParts) -> None:
         """One interval of a collector of many processes: each part's rows under its own
@@ -216,6 +234,8 @@ class Pusher:
         for part in items:
             if part.gone and parts.release(part):
                 del self._parts[part.key]
+        assert self._source is not None
+        self._add_lost(batches, parts.dropped(), start, now, self._source)
         for batch in batches:
             spool.put(batch)
 

@@ -7,7 +7,8 @@ host, program and pid; with the URL's `by=KEY,..` the sessions sharing those lab
 values share a part instead, and `FleetQuery.broken_down` regroups an answer shown.
 
 A fourth query reads each session's totals per minute (GROUP BY series, minute: a row
-per session and minute), which the timeline draws; a range picked there is a new
+per session and minute), which the timeline draws; a fifth what the runs lost (their
+batch markers' counts), which the notes say; a range picked there is a new
 query of that window (`load_window`).  Costs per stack and minute are not read: that
 made the hour of 10 hosts 277,000 rows and 6.4 s (bench_fleet.py).
 
@@ -170,24 +171,45 @@ def _fetch(client: FleetClient, url: FleetURL, start: int, end: int,
     if not rows:
         raise ProftuiError(f"no fleet samples in {url.display()} between "
                            f"{_iso(start)} and {_iso(end)} (wrong labels or time range?)")
-    stacks, frames, labels, minutes = side.result()
+    stacks, frames, labels, minutes, losses = side.result()
     return Answer(rows, stacks, frames, labels, minutes, start, end, threads,
-                  time.monotonic() - began, place, late)
+                  time.monotonic() - began, place, late, losses)
 
 
 def _rest_of_answer(url: FleetURL, where: str, params: dict, thread: str, group: str,
                     sums: str, end: float, why: str
-                    ) -> tuple[dict[int, tuple], dict[int, tuple], dict, list[tuple]]:
-    """The stacks, frames, labels and per-minute rows of the window, on a connection of
-    their own that ends by monotonic time `end` (the whole query's deadline)."""
+                    ) -> tuple[dict[int, tuple], dict[int, tuple], dict, list[tuple],
+                               list[tuple]]:
+    """The stacks, frames, labels, per-minute rows and losses of the window, on a
+    connection of their own that ends by monotonic time `end` (the whole query's
+    deadline)."""
     client = FleetClient(url)
     try:
         with client.until(end, why):
             return (*_stacks_and_frames(client, url, where, params),
                     _labels(client, url, where, params),
-                    _minutes(client, url, where, params, thread, group, sums))
+                    _minutes(client, url, where, params, thread, group, sums),
+                    _losses(client, url, params))
     finally:
         client.close()
+
+
+def _losses(client: FleetClient, url: FleetURL, params: dict) -> list[tuple]:
+    """What every run of the window lost (its batch markers' counts), whatever its labels:
+    (series, label keys, label values, lost).  answer.py keeps the runs that matter: the
+    answer's own sessions, and the agents of its hosts (their losses are per host)."""
+    lost = client.execute(
+        f"SELECT series, sum({schema.LOST_IN}) FROM {_table(url, schema.SAMPLES)} "
+        "WHERE toStartOfHour(time) >= toStartOfHour(toDateTime(%(start)s)) "
+        "AND time >= toDateTime(%(start)s) AND time < toDateTime(%(end)s) AND batch != 0 "
+        f"AND {schema.LOST_IN} > 0 GROUP BY series", params, doing="reading what runs lost")
+    if not lost:
+        return []
+    labels = {series: (keys, values) for series, keys, values in client.execute(
+        f"SELECT DISTINCT series, labels.key, labels.value FROM {_table(url, schema.SERIES)} "
+        "WHERE series IN %(lost)s", {"lost": tuple(s for s, _n in lost)},
+        doing="reading the labels of runs that lost samples")}
+    return [(series, *labels.get(series, ([], [])), n) for series, n in lost]
 
 
 def _stacks_and_frames(client: FleetClient, url: FleetURL, where: str, params: dict

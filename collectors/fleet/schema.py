@@ -17,7 +17,10 @@ families in the partition-key syntax both accept.
   sums whatever the merges have reached (the same answer before and after).  Each
   batch also writes one marker row (stack 0, `batch` its id, `batch_rows` its row
   count) in the same insert block, so a retry can ask whether that insert landed;
-  markers stay apart because `batch` is in the key.  Cost rows have `batch_rows` 0:
+  markers stay apart because `batch` is in the key.  A marker's `samples` holds what
+  the run lost in that interval (samples its buffers dropped, or records its runtime
+  could not store), 0 when nothing was: once per batch like the marker itself, and
+  never in a cost query (those read `batch = 0`).  Cost rows have `batch_rows` 0:
   a row whose sums are all zero may be dropped by a merge, and it adds nothing.
   Ordered by hour, series, minute: a time range reads only its hours, a label filter
   only its series' ranges; partitioned by day.
@@ -50,6 +53,7 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
               *[(name, "Float64") for name in METRICS]],
 }
 SUMMED = ("batch_rows", "call_count", *METRICS)
+LOST_IN = "samples"  # the marker row's column that holds what its interval lost
 
 ENGINES = {
     SCHEMA: "TinyLog",

@@ -196,6 +196,48 @@ def test_agent_build_label_is_the_executables(server: Server, tmp_path: Path) ->
     assert "outside the filter" in err  # the other processes' samples, said
 
 
+def test_samples_the_agent_lost_are_said_by_the_fleet(server: Server, tmp_path: Path) -> None:
+    """Rings of 64 KiB at 999 Hz, and the helper stopped for 1.5 s: the kernel drops
+    samples.  A fleet query of a process on that host says how many, the same number the
+    agent's own profile holds (its rings are the host's, not one process's)."""
+    import psutil
+
+    work = build_fixture("smp_work.c", ["-O1", "-g"])
+    url = server.url("agent_lost")
+    run = secrets.token_hex(4)
+    saved = tmp_path / "host.proftui"
+    agent = subprocess.Popen(
+        [*CLI, "agent", "--push", url, "--every", "1", "-F", "999", "--buffer", "0.0625",
+         "--label", f"run={run}", "--program", work.name, "-o", str(saved)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1.5)
+        assert agent.poll() is None, agent.communicate()
+        helpers = [p for p in psutil.Process(agent.pid).children() if p.name() == "proftui-attach"]
+        assert len(helpers) == 1, helpers
+        target = subprocess.Popen([str(work), "3000"], stdout=subprocess.DEVNULL)
+        time.sleep(0.5)
+        helpers[0].suspend()
+        time.sleep(1.5)
+        helpers[0].resume()
+        assert target.wait(timeout=120) == 7
+        time.sleep(1.5)
+    finally:
+        err = _stop(agent, signal.SIGTERM)
+    local = load_file(saved)
+    late = sum(int(n.split()[0].replace(",", "")) for n in local.meta.warnings
+               if "after their process's last push" in n)
+    assert local.meta.dropped > 0, (local.meta.warnings, err)
+    pushed = load(f"{url}?from=-1h&run={run}&pid={target.pid}")
+    said = [n for n in pushed.meta.warnings if n.startswith("the agent on ")]
+    assert said == [f"the agent on {os.uname().nodename} lost {local.meta.dropped + late:,} "
+                    "samples in this window (its rings were full, or they came after their "
+                    "process's last push): each process of that host may be short by up to "
+                    "that many"], (said, local.meta.warnings)
+    assert pushed.total(0) > 0
+    print(f"lost {local.meta.dropped} (late {late}) of {local.total(0):.0f} kept; {said[0]}")
+
+
 def test_agent_without_permission_is_one_line() -> None:
     if os.geteuid() != 0 or shutil.which("setpriv") is None:
         pytest.skip("needs root and setpriv to act as an unprivileged user")

@@ -76,3 +76,24 @@ def test_calls_go_to_the_merged_tree_and_to_each_part() -> None:
     assert calls(profile.parts["web1 app pid 5"])[("main", "work", "spin")] == 3
     assert calls(profile.parts["web2 app pid 6"])[("main", "work", "spin")] == 5
     assert calls(profile.parts["web2 app pid 6"])[("main", "work")] is None
+
+
+def test_what_runs_lost_is_said_for_the_answers_sessions_and_hosts() -> None:
+    answer = _answer(FRAMES)
+    agent = (["host", "mode"], ["web2", "agent"])
+    losses = [(1, *answer.labels[1], 7.0),  # a session of the answer
+              (50, *agent, 40.0), (51, *agent, 2.0),  # web2's agent, two runs
+              (60, ["host", "mode"], ["db9", "agent"], 99.0),  # a host the answer lacks
+              (70, ["host", "program", "mode"], ["web1", "other", "sampler"], 5.0)]
+    answer = Answer(answer.rows, answer.stacks, FRAMES, answer.labels, answer.minutes, 0, 60,
+                    False, 0.01, answer.place, 0, losses)
+    notes = profile_of(answer, parse("clickhouse://h/db")).meta.warnings
+    lost = [n for n in notes if "lost" in n]
+    assert lost == [
+        "7 samples (or records) of these runs were lost in this window before they were "
+        "counted (their buffers were full): the costs shown are short by that many",
+        "the agent on web2 lost 42 samples in this window (its rings were full, or they "
+        "came after their process's last push): each process of that host may be short by "
+        "up to that many"]
+    assert not any("lost" in n for n in profile_of(_answer(FRAMES),
+                                                   parse("clickhouse://h/db")).meta.warnings)

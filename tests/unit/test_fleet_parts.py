@@ -12,8 +12,10 @@ import pytest
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.fleet import is_fleet_url
 from proftui.collectors.fleet.batch import Batch, metric_spec, parse_spec
+from proftui.collectors.fleet.client import sample_columns
 from proftui.collectors.fleet.intervals import SnapshotIntervals, TableIntervals
 from proftui.collectors.fleet.pusher import Pusher
+from proftui.collectors.fleet.schema import LOST_IN, METRICS
 from proftui.collectors.fleet.spool import Spool
 from proftui.collectors.fleet.stacks import StackHasher, StackRecord, series_hash
 from proftui.collectors.fleet.url import parse, parse_label, parse_time
@@ -135,9 +137,13 @@ def test_batch_round_trip() -> None:
         batch.costs.extend([i + 1.0, 1e6 * (i + 1)])
         batch.calls.append(3 * i)
     batch.stacks = {5: StackRecord((MAIN, WORK, INL), site), 2**64 - 1: StackRecord((MAIN,))}
+    batch.lost = 12
     back = Batch.decode(batch.encode())
     assert back == batch
     assert back.weight() == 3.0
+    columns = sample_columns(back)  # cost rows, then the marker with what was lost
+    samples = columns[8 + METRICS.index(LOST_IN)]
+    assert columns[4] == [0, 0, 7] and samples == [1.0, 2.0, 12.0]
     with pytest.raises(ProftuiError):
         Batch.decode(batch.encode()[:-3])
     with pytest.raises(ProftuiError):
@@ -303,6 +309,27 @@ def test_a_landed_insert_whose_ack_was_lost_is_not_sent_again(tmp_path: Path,
     assert client.rows == [0, 1, 2]  # each once
     assert pusher.stats.duplicates_avoided == 1 and pusher.stats.sent == 2
     pusher.spool.close()
+
+
+def test_what_the_run_lost_goes_once_with_its_own_series() -> None:
+    pusher = Pusher(parse("clickhouse://h/db", query=False), {})
+    pusher._series, pusher._labels = 1, {"host": "h", "mode": "agent"}
+    source = SnapshotIntervals(StackHasher())
+    other = _batch(5, 1.0)
+    other.series = 2  # a process's own series (agent): its batch carries nothing lost
+    batches = [other]
+    pusher._add_lost(batches, 0, 0.0, 10.0, source)
+    assert batches == [other]
+    pusher._add_lost(batches, 30, 10.0, 20.0, source)  # lost 30 so far: a batch of its own
+    alone = batches[1]
+    assert (alone.series, alone.labels, alone.lost, len(alone), other.lost) == (
+        1, {"host": "h", "mode": "agent"}, 30, 0, 0)
+    assert sample_columns(alone)[8 + METRICS.index(LOST_IN)] == [30.0]
+    own = _batch(6, 1.0)
+    pusher._add_lost([own], 30, 20.0, 30.0, source)  # nothing new
+    assert own.lost == 0
+    pusher._add_lost([own], 45, 30.0, 40.0, source)  # 15 more: with the run's first batch
+    assert own.lost == 15
 
 
 def test_missing_driver_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
