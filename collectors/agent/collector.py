@@ -101,6 +101,7 @@ class AgentProcess:
     implicit: bool = False  # known from a TASK record alone, so far (_fill_in)
     build: str | None = None  # the executable's build-id, read once
     comm: str = ""  # its name from /proc/PID/comm, when its executable may not be read
+    uid: int = -1  # its effective uid when first seen (-1: gone by then)
 
     @property
     def program(self) -> str:
@@ -415,14 +416,16 @@ class AgentCollector(Collector):
         if not exe:  # /proc/PID/exe needs ptrace access; comm is anyone's to read
             with contextlib.suppress(OSError), open(f"/proc/{pid}/comm") as f:
                 comm = f.read().strip()
-        user = procinfo.user_of(pid)
+        uid = procinfo.uid_of(pid)
+        user = procinfo.user_name(uid)
         ours = mnt_ns != 0 and mnt_ns == procinfo.own_mount_namespace()
         with self._sym_lock:
             space = AddressSpace(pid, root="/" if ours else f"/proc/{pid}/root")
             space.add_maps(maps)
             frames = StackFrames(space, self._symbolizer_of(mnt_ns, pid))
         process = AgentProcess(self._next_key, pid, exe.removesuffix(" (deleted)"), user,
-                               True, space, frames, comm=comm)
+                               True, space, frames, comm=comm, uid=uid)
+        frames.watch_jit_on_miss(lambda: _watch_jit(process))
         if self._shared and not implicit:  # else its stacks wait for its maps: folded in
             process.table = self._host
         process.implicit = implicit
@@ -503,7 +506,22 @@ class AgentCollector(Collector):
                 table.set_many(rows, defer_totals=True)
                 if self.keep_profile and table is not self._host:
                     process.unfolded.update(index for index, _counts in rows)
+            self._resymbolize_jit(wanted)
         return wanted
+
+    def _resymbolize_jit(self, processes: list[AgentProcess]) -> None:
+        """Stacks through generated code whose perf map or jitdump has grown since are
+        symbolized again: in the process's table, and in the host profile that holds
+        copies of them (caller holds _sym_lock)."""
+        tables = {}
+        for process in processes:
+            if process.frames.jit is not None and not process.released \
+                    and process.frames.jit_grew():
+                tables[id(process.table)] = process.table
+                if self.keep_profile:
+                    tables[id(self._host)] = self._host
+        for table in tables.values():
+            table.resymbolize()
 
     def series_parts(self) -> AgentCollector:
         return self
@@ -592,7 +610,7 @@ class AgentCollector(Collector):
                 for j, index in enumerate(new):
                     self._host_index[(process.key, index)] = self._host.stack_of_ids(
                         (process.key, index), labels[j], mapped[offsets[j]:offsets[j + 1]],
-                        table.stack_site(index))
+                        table.stack_site(index), (table, index))
             for index in unfolded:
                 updates.append((self._host_index[(process.key, index)],
                                 [c[index] for c in table.costs]))
@@ -609,8 +627,10 @@ class AgentCollector(Collector):
         """What the profile does not hold, said (caller holds _data_lock)."""
         notes = attach_notes.lost_warnings(self._lost, self._lost_table, self._buffers)
         notes.extend(attach_notes.cut_warnings(self._cut, self._samples, self._unreadable))
-        symbols = list(dict.fromkeys(w for s in list(self._symbolizers.values())
-                                     for w in s.warnings))
+        symbols = list(dict.fromkeys(
+            [w for s in list(self._symbolizers.values()) for w in s.warnings]
+            + [w for p in list(self._all.values()) if p.wanted and p.frames.jit is not None
+               for w in p.frames.jit.warnings()]))
         notes.extend(symbols[:MAX_SYMBOL_NOTES])
         if len(symbols) > MAX_SYMBOL_NOTES:
             notes.append(f"... and {len(symbols) - MAX_SYMBOL_NOTES} more notes on symbols")
@@ -648,6 +668,17 @@ class AgentCollector(Collector):
     def notes(self) -> list[str]:
         with self._data_lock:
             return self._notes()
+
+
+def _watch_jit(process: AgentProcess) -> None:
+    """Name `process`'s generated code from its perf map and jitdump files (its first
+    address outside every ELF file came): read through its root, aged by its start,
+    owned by its user as first seen, as `--pid` does; once it is gone, from our /tmp,
+    not aged."""
+    if process.uid < 0:  # gone before it was seen: whose files to trust is unknown
+        return
+    alive = not process.gone and os.path.exists(f"/proc/{process.pid}")
+    process.frames.watch_jit(process.pid, process.uid, alive)
 
 
 def _truncated_name_of(comm: str, programs: frozenset[str]) -> bool:

@@ -15,11 +15,17 @@ def own_mount_namespace() -> int:
         return -1
 
 
-def user_of(pid: int) -> str:
-    """The name of the user owning process `pid` (its uid when unnamed; "" when gone)."""
+def uid_of(pid: int) -> int:
+    """The uid owning process `pid` (/proc/PID's owner: its effective uid), -1 when gone."""
     try:
-        uid = os.stat(f"/proc/{pid}").st_uid
+        return os.stat(f"/proc/{pid}").st_uid
     except OSError:
+        return -1
+
+
+def user_name(uid: int) -> str:
+    """The name of user `uid` (the number when unnamed; "" for -1, unknown)."""
+    if uid < 0:
         return ""
     try:
         return pwd.getpwuid(uid).pw_name

@@ -181,13 +181,20 @@ class StackProfile:
                                site)
 
     def stack_of_ids(self, key: Hashable, part: str, path: array,
-                     site: tuple[str, int, CodeSite] | None = None) -> int:
+                     site: tuple[str, int, CodeSite] | None = None,
+                     source: tuple[StackProfile, int] | None = None) -> int:
         """`stack_of_frames` for a path of this table's own frame ids (`frames.intern`),
-        outermost first: another table's stacks copied without hashing each frame again."""
+        outermost first: another table's stacks copied without hashing each frame again.
+        `source`: the table and index it is copied from, whose unknown addresses this
+        table then looks at again too (`resymbolize`)."""
         found = self._keys.get(key)
         if found is not None:
             return found
-        return self._add_stack(key, part, path, site)
+        index = self._add_stack(key, part, path, site)
+        unresolved = source[0]._unresolved.get(source[1]) if source is not None else None
+        if unresolved is not None:
+            self._unresolved[index] = unresolved
+        return index
 
     def _add_stack(self, key: Hashable, part: str, path: array,
                    site: tuple[str, int, CodeSite] | None) -> int:

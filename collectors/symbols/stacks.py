@@ -11,7 +11,7 @@ attach looks up every address of every sample as it arrives.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from proftui.collectors.errors import ProftuiError
@@ -50,6 +50,9 @@ class StackFrames:
         self.cache: dict[tuple[int, bool], list[Frame]] = {}
         self.sites: dict[int, tuple[str, int, CodeSite]] = {}  # leaf address -> its line
         self.jit: JitNames | None = None  # names of code outside every ELF mapping
+        # Called at the first address outside every ELF mapping, to set `jit` then
+        # (watch_jit_on_miss): most processes of a host never need one.
+        self._watch_on_miss: Callable[[], None] | None = None
 
     @property
     def symbolizer(self) -> Symbolizer | None:
@@ -95,6 +98,9 @@ class StackFrames:
         if resolved is None and self.space is not None:
             self.space.refresh()  # a library loaded since the last look
             resolved = self.resolve(lookup)
+        if resolved is None and self._watch_on_miss is not None:
+            watch, self._watch_on_miss = self._watch_on_miss, None
+            watch()
         jitted = self.jit.lookup(lookup) if resolved is None and self.jit is not None else None
         if jitted is not None:
             frames = [Frame(function=jitted[1], module=JIT_MODULE, address=jitted[0],
@@ -182,6 +188,11 @@ class StackFrames:
         self.jit = JitNames(PerfMap(pid, uid, space.overlaps, place=place), uid,
                             space.overlaps, space.jit_dumps, place)
 
+    def watch_jit_on_miss(self, watch: Callable[[], None]) -> None:
+        """Call `watch` (which calls watch_jit) at the first address no ELF mapping
+        covers, not before."""
+        self._watch_on_miss = watch
+
     def jit_grew(self) -> bool:
         """Whether a perf map or jitdump gained entries since the last call."""
         return self.jit is not None and self.jit.grew()
@@ -241,6 +252,11 @@ class ImageSpaces:
             uid = os.geteuid() if self._pids_gone else process_uid(pid)
             frames.watch_jit(pid, uid, alive=not self._pids_gone)
         return frames
+
+    def watch_jit_on_miss(self, watch: Callable[[], None]) -> None:
+        """Call `watch` (which calls watch_jit) at the first address no ELF mapping
+        covers, not before."""
+        self._watch_on_miss = watch
 
     def jit_grew(self) -> bool:
         """Whether a perf map or jitdump gained entries since the last call (stacks may

@@ -25,6 +25,7 @@ from proftui.collectors.runtime.helper import STOP_TIMEOUT_S
 
 from tests.conftest import build_fixture
 from tests.helpers.clickhouse import Server
+from tests.helpers.costs import paths_to
 from tests.helpers.fleet import CLI, proftui, servers_or_skip
 from tests.helpers.reference import fixture_cpu_shares
 
@@ -311,6 +312,79 @@ def test_short_lived_processes_keep_their_samples_and_names(tmp_path: Path) -> N
     flat = {row.frame.function: row.self_cost[0] for row in flat_profile(profile)}
     named = sum(flat.get(n, 0.0) for n in ("work_a", "work_b", "work_c"))
     assert named >= 0.9 * profile.total(0), flat
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the fixture generates x86-64 code")
+@pytest.mark.parametrize("push", [False, True])
+def test_generated_code_is_named_from_each_processs_perf_map(push: bool, tmp_path: Path,
+                                                              request: pytest.FixtureRequest
+                                                              ) -> None:
+    """Four JIT-like processes at once (tests/fixtures/smp_jit.c): one names its code in
+    its perf map, one only after a while (its earlier stacks named then), one through a
+    call stub with no frame pointer, and one whose map anyone may write (refused, said).
+    With --push each process's table is its own and the host profile holds copies: both
+    are named again."""
+    why = _can_sample_every_process()
+    if why:
+        pytest.skip(why)
+    binary = build_fixture("smp_jit.c", ["-O2", "-g"])
+    saved = tmp_path / "host.proftui"
+    extra = []
+    if push:
+        server = request.getfixturevalue("server")
+        extra = ["--push", server.url("agent_jit"), "--every", "1"]
+    agent = subprocess.Popen([*CLI, "agent", "-F", "499", "--program", binary.name, *extra,
+                              "-o", str(saved)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    targets: dict[str, subprocess.Popen[str]] = {}
+    try:
+        time.sleep(1.5)
+        # "late" spins in its unnamed code until SIGUSR1, then writes its map, says
+        # "ready" and spins 3 s more.
+        for mode in ("late", "good", "stub", "writable"):
+            targets[mode] = subprocess.Popen([str(binary), mode, "3", "ready"],
+                                             stdout=subprocess.PIPE, text=True)
+        time.sleep(1.0)
+        targets["late"].send_signal(signal.SIGUSR1)
+        for target in targets.values():
+            out, _ = target.communicate(timeout=60)
+            assert target.returncode == 0 and out.startswith(f"ready {target.pid}\n"), out
+        time.sleep(0.5)
+    finally:
+        for target in targets.values():
+            if target.poll() is None:
+                target.kill()
+                target.wait()
+        try:  # the maps stay until the agent ended, as a JIT's maps stay in /tmp
+            err = _stop(agent, signal.SIGTERM)
+        finally:
+            for target in targets.values():
+                for path in (f"/tmp/perf-{target.pid}.map",
+                             f"/tmp/perf-{target.pid}.map.real"):
+                    Path(path).unlink(missing_ok=True)
+    profile = load_file(saved)
+    # (before its map, "late" spins in its code called from main itself)
+    chains = {"good": [["main", "run_jit", "jit_spin"]],
+              "late": [["main", "run_jit", "jit_spin"], ["main", "jit_spin"]],
+              "stub": [["main", "run_stub", "call_stub", "jit_stub", "stub_spin"]]}
+    for mode, whole_chains in chains.items():
+        chain = whole_chains[0]
+        mine = part_profile(profile, f"pid {targets[mode].pid}")
+        whole = mine.total(0)
+        assert whole >= 300, (mode, whole, err)  # ~3 s at 499 Hz
+        rows = {row.frame.function: row for row in flat_profile(mine)}
+        assert chain[-1] in rows, (mode, sorted(rows), profile.meta.warnings)
+        assert rows[chain[-1]].self_cost[0] >= 0.8 * whole, (mode, sorted(rows))
+        jit = "jit_stub" if mode == "stub" else chain[-1]
+        assert rows[jit].frame.module == "[jit]", rows[jit]
+        through = sum(node.total_cost[0] for node in mine.tree.nodes()
+                      if any([mine.frames[f].function.split(" [clone")[0]
+                              for f in node.path()][-len(c):] == c for c in whole_chains))
+        assert through >= 0.8 * whole, (mode, through, whole, paths_to(mine, chain[-1]))
+    writable = part_profile(profile, f"pid {targets['writable'].pid}")
+    assert not any(row.frame.module == "[jit]" for row in flat_profile(writable))
+    assert any(f"/tmp/perf-{targets['writable'].pid}.map" in w and "writable by others" in w
+               for w in profile.meta.warnings), profile.meta.warnings
 
 
 def test_a_sample_from_before_an_exec_is_not_walked_in_the_new_program(

@@ -4,6 +4,8 @@ addresses resolved later, and the changes of an interval handed out once."""
 
 from __future__ import annotations
 
+from array import array
+
 from proftui.collectors.model.profile import CPU_NS, SAMPLES, CodeSite, Frame
 from proftui.collectors.model.views import flat_profile
 from proftui.collectors.stacktable.builder import StackProfile
@@ -102,6 +104,27 @@ def test_unknown_addresses_resolve_when_mappings_arrive() -> None:
     got = paths(profile.tree, profile.frames)
     assert got[("main", "late")] == (6, 6) and ("main", "0x99") not in got
     assert {e.frame.function: e.self_cost[0] for e in flat_profile(profile)}["late"] == 6
+
+
+def test_a_copy_of_an_unresolved_stack_resolves_with_its_source() -> None:
+    """A stack copied into another table (the agent's host profile takes each process's
+    stacks by frame ids) keeps its unknown addresses to look at again: when they resolve
+    later (a perf map grew), the copy is named too."""
+    space = FakeSpace()
+    own = StackProfile((SAMPLES,))
+    s = own.stack(1, "pid 1 tid 1", space, (0x99, 0x10))  # type: ignore[arg-type]
+    own.add(s, (6,))
+    host = StackProfile((SAMPLES,))
+    _labels, flat, _offsets = own.stack_paths([s])
+    ids = array("i", [host.frames.intern(own.frames[f]) for f in flat])
+    copy = host.stack_of_ids(("p", s), "pid 1 tid 1", ids, None, (own, s))
+    host.add(copy, (6,))
+    plain = host.stack_of_ids(("p", "plain"), "pid 1 tid 1", ids)  # no source: left as is
+    host.add(plain, (1,))
+    space.known[0x99] = "jitted"
+    assert own.resymbolize() and host.resymbolize()
+    got = paths(host.snapshot(built_meta()).tree, host.frames)
+    assert got[("main", "jitted")] == (6, 6) and got[("main", "0x99")] == (1, 1)
 
 
 def test_changes_of_an_interval_are_handed_out_once() -> None:
