@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from proftui.collectors.errors import ProftuiError
+from proftui.collectors.wording import count
 from proftui.tui.arguments import source_name
 from proftui.tui.modes import make_collector
 
@@ -85,7 +86,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
         profile = run_headless(collector, stop, pusher)
         processes, samples = collector.counted()
         say(f"proftui: agent sampled {processes:,} process{'es' if processes != 1 else ''}, "
-            f"{samples:,} samples")
+            f"{count(samples, 'sample')}")
         if os.environ.get("PROFTUI_AGENT_CPU"):  # benchmarks/bench_agent.py: where CPU goes
             say(f"proftui: agent reader thread CPU {collector.reader_cpu_s:.3f} s")
         for note in profile.meta.warnings:

@@ -61,6 +61,7 @@ from proftui.collectors.symbols.stacks import (
     STACK_UNREADABLE,
     StackFrames,
 )
+from proftui.collectors.wording import count, verb
 
 HEADER_TIMEOUT_S = 10.0
 MAX_SYMBOL_NOTES = 20  # of the symbolizers' notes (a host has many files without debug info)
@@ -635,21 +636,21 @@ class AgentCollector(Collector):
         if len(symbols) > MAX_SYMBOL_NOTES:
             notes.append(f"... and {len(symbols) - MAX_SYMBOL_NOTES} more notes on symbols")
         if self._late:
-            notes.append(f"{self._late:,} samples came after their process's last push "
-                         "and are not in the profile")
+            notes.append(f"{count(self._late, 'sample')} came after their process's last "
+                         f"push and {verb(self._late, 'is', 'are')} not in the profile")
         if self._shared_pids and self.keep_profile:
-            count = len(self._shared_pids)
+            pids = len(self._shared_pids)
             shown = ", ".join(f"pid {pid}: {before} then {after}"
                               for pid, before, after in self._shared_pids[:5])
-            more = f", and {count - 5:,} more" if count > 5 else ""
-            notes.append(f"{count:,} pid{'s' if count != 1 else ''} ran two programs in turn, "
+            more = f", and {pids - 5:,} more" if pids > 5 else ""
+            notes.append(f"{count(pids, 'pid')} ran two programs in turn, "
                          f"by exec or reuse ({shown}{more}): this profile shows each as one "
                          "process and its threads, named after the last program (the fleet "
                          "server keeps them apart)")
         if self._skipped:
             which = ", ".join(sorted(self.programs | self.users))
-            notes.append(f"{self._skipped:,} samples of processes outside the filter "
-                         f"({which}) are not in the profile")
+            notes.append(f"{count(self._skipped, 'sample')} of processes outside the filter "
+                         f"({which}) {verb(self._skipped, 'is', 'are')} not in the profile")
         return notes
 
     def failure(self) -> str:

@@ -15,6 +15,7 @@ from proftui.collectors.runtime.wire_attach import (
     FLAG_TARGET_TIMER,
     Buffers,
 )
+from proftui.collectors.wording import count, verb
 
 MAX_FRAMES = 127  # frames the helper keeps per sample (PT_ATTACH_MAX_FRAMES, pt_attach.h)
 
@@ -51,9 +52,11 @@ def cut_warnings(cut: int, samples: int, unreadable: int = 0) -> list[str]:
     stack's memory could not be read at the sample), and where they are in the tree."""
     if not cut:
         return []
-    out = [f"{cut:,} of {samples:,} samples ({100 * cut / samples:.1f}%) have incomplete "
-           "stacks (no unwind rule or frame pointer past some frame, or more than "
-           f"{MAX_FRAMES} frames): they start at a [stack cut...] or [deeper than...] root"]
+    out = [f"{cut:,} of {count(samples, 'sample')} ({100 * cut / samples:.1f}%) "
+           f"{verb(cut, 'has an incomplete stack', 'have incomplete stacks')} (no unwind "
+           f"rule or frame pointer past some frame, or more than {MAX_FRAMES} frames): "
+           f"{verb(cut, 'it starts', 'they start')} at a [stack cut...] or [deeper than...] "
+           "root"]
     if unreadable:
         out.append(f"{unreadable:,} of them ({100 * unreadable / samples:.1f}%) came without "
                    "their stack: its memory could not be read when the sample was taken (a "
@@ -112,11 +115,13 @@ def lost_warnings(lost: int, lost_table: int, buffers: Buffers | None) -> list[s
     if ring:
         size = (f" ({buffers.ring_bytes >> 10} KiB per CPU)"
                 if buffers is not None and buffers.ring_bytes else "")
-        out.append(f"{ring:,} samples were lost in the kernel's perf ring buffers{size}: "
+        out.append(f"{count(ring, 'sample')} {verb(ring, 'was', 'were')} lost in the kernel's "
+                   f"perf ring buffers{size}: "
                    "they filled before the attach helper emptied them (a busy machine "
                    "delays it); --buffer MB sets their total size")
     if lost_table:
-        out.append(f"{lost_table:,} samples were dropped because the attach "
+        out.append(f"{count(lost_table, 'sample')} {verb(lost_table, 'was', 'were')} "
+                   "dropped because the attach "
                    "helper's stack table was full (millions of distinct stacks); "
                    "--buffer does not change this")
     return out

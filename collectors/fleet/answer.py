@@ -31,6 +31,8 @@ from proftui.collectors.model.profile import (
     ProfileMeta,
 )
 from proftui.collectors.model.slices import MAX_SLICES, Slices, part_totals
+from proftui.collectors.wording import count as counted
+from proftui.collectors.wording import verb
 
 MODE = "fleet"
 
@@ -111,11 +113,11 @@ def loss_notes(answer: Answer) -> list[str]:
             by_host[host] = by_host.get(host, 0.0) + lost
     notes = []
     if own:
-        notes.append(f"{own:,.0f} samples (or records) of these runs were lost in this window "
-                     "before they were counted (their buffers were full): the costs shown "
-                     "are short by that many")
+        notes.append(f"{counted(own, 'sample')} (or records) of these runs "
+                     f"{verb(own, 'was', 'were')} lost in this window before they were counted "
+                     "(their buffers were full): the costs shown are short by that many")
     for host, lost in sorted(by_host.items()):
-        notes.append(f"the agent on {host} lost {lost:,.0f} samples in this window (its "
+        notes.append(f"the agent on {host} lost {counted(lost, 'sample')} in this window (its "
                      "rings were full, or they came after their process's last push): "
                      "each process of that host may be short by up to that many")
     return notes

@@ -42,6 +42,7 @@ from proftui.collectors.runtime.wire_sampler import (
 )
 from proftui.collectors.runtime.wire_stacks import MAX_FRAMES, STACK_NONE, RawStack
 from proftui.collectors.stacktable.builder import StackProfile
+from proftui.collectors.wording import count, verb
 
 DRAIN_INTERVAL_S = 0.5  # a ring holds 16 s of one thread at 1 kHz: ample
 TIMELINE_STEPS = 4  # sample times are kept to a quarter of a second (slices are wider)
@@ -395,7 +396,8 @@ class SamplerCollector(PreloadedCollector[SamplerFile]):
         warnings.extend(self.runtime_notes(len(self._files), no_space, no_cfi,
                                            f"{dropped} samples"))
         if dropped and not no_space:  # each drop named once, with its cause
-            warnings.append(f"{dropped:,} samples were dropped by the sampler runtime: its "
+            warnings.append(f"{count(dropped, 'sample')} {verb(dropped, 'was', 'were')} "
+                            "dropped by the sampler runtime: its "
                             "stack table was full (--buffer MB raises the per-process budget)")
         if cpu_ns > 50_000_000 and sampled_ns < 0.5 * cpu_ns and not self.options.wall_clock:
             warnings.append(f"only {100 * sampled_ns / cpu_ns:.0f}% of the threads' CPU time was "

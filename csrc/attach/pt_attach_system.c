@@ -456,15 +456,17 @@ int pt_attach_system_run(const struct pt_attach_config *cfg) {
     pt_sys_close();
     if (pt_sys.kernel_threads > 0)
         pt_attach_out_text(PT_ATTACH_REC_WARN,
-                           "%llu samples were taken in kernel threads, which have no user "
+                           "%llu %s taken in kernel threads, which have no user "
                            "stack: not in the profile",
-                           (unsigned long long)pt_sys.kernel_threads);
+                           (unsigned long long)pt_sys.kernel_threads,
+                           pt_sys.kernel_threads == 1 ? "sample was" : "samples were");
     if (pt_sys.before_exec > 0)
         pt_attach_out_text(PT_ATTACH_REC_WARN,
-                           "%llu samples were taken just before or after their process "
+                           "%llu %s taken just before or after their process "
                            "exec'd, when the helper had read only the other program's maps: "
                            "not in the profile (their own were gone)",
-                           (unsigned long long)pt_sys.before_exec);
+                           (unsigned long long)pt_sys.before_exec,
+                           pt_sys.before_exec == 1 ? "sample was" : "samples were");
     if (!pt_sys.timed)
         pt_attach_out_text(PT_ATTACH_REC_WARN,
                            "this kernel gives samples no CLOCK_MONOTONIC time (use_clockid): "

@@ -85,7 +85,7 @@ def test_an_exited_process_is_kept_until_its_last_counts(monkeypatch: pytest.Mon
     assert agent.release(part)
     assert agent.take() == []
     feed(agent, counts(3, (0, 1, 1_000_000)))  # after its end was pushed: said, not lost
-    assert "1 samples came after their process's last push" in " ".join(agent.notes())
+    assert "1 sample came after their process's last push" in " ".join(agent.notes())
     # The host profile keeps what the released process had.
     profile = agent.collect()
     assert profile.total(0) == 7.0

@@ -56,7 +56,7 @@ def test_only_the_first_event_is_counted_with_or_without_call_chains() -> None:
     profile = parse_lines(text.splitlines(), "x")
     assert [m.name for m in profile.metrics] == ["samples"]
     assert profile.total() == 2
-    assert any("skipped 1 samples" in w for w in profile.meta.warnings)
+    assert any("skipped 1 sample of other events" in w for w in profile.meta.warnings)
 
 
 def test_errors(tmp_path: Path) -> None:

@@ -37,6 +37,7 @@ from proftui.collectors.model.profile import (
     Profile,
     ProfileMeta,
 )
+from proftui.collectors.wording import count
 
 SNIFF_BYTES = 64 * 1024
 _CLOCK_EVENTS = ("cpu-clock", "task-clock")
@@ -208,7 +209,7 @@ def parse_lines(lines: Iterable[str], source: str) -> Profile:
         meta.period_ns = next(iter(builder.periods)) if len(profile.metrics) > 1 else None
     meta.warnings.append(f"imported from `perf script` output {source} (event {builder.event})")
     if builder.skipped:
-        meta.warnings.append(f"skipped {builder.skipped} samples of other events")
+        meta.warnings.append(f"skipped {count(builder.skipped, 'sample')} of other events")
     if unrecognised:
         meta.warnings.append(f"ignored {unrecognised} unrecognised lines")
     return profile.finalize()
