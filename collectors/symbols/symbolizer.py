@@ -260,8 +260,32 @@ class ModuleSymbols:
         if outer.sym_addr == 0xFFFFFFFF:  # outer is inlined too: it has no address
             return False
         if self._aliases is None:
-            self._aliases = _alias_table(self.debug_path or self.readable)
+            self._aliases = self._alias_table()
         return inner.symbol in self._aliases.get(outer.sym_addr + self._load_address, ())
+
+    def _alias_table(self) -> dict[int, frozenset[str]]:
+        """_alias_table of the module's symbols, through the cache directory as its
+        function table is (a big library's .symtab is 5-10 ms to read again)."""
+        path = self.debug_path or self.readable
+        key = entry_key(self.build_id, self.readable)
+        read = [self.readable] + ([path] if path != self.readable else [])
+        sources = tablecache.sources_of(read) if key is not None else None
+        if key is None or sources is None:
+            return _alias_table(path)
+        sources[0][0] = ""  # the file by its identity, as for the function table
+        key += ".aliases"
+        cached = tablecache.load(self._cache_dir, key, sources, ALIASES)
+        if cached is not None:
+            starts, _sizes, names = cached[0]
+            found: dict[int, set[str]] = {}
+            for start, name in zip(starts, names, strict=True):
+                found.setdefault(start, set()).add(name)
+            return {start: frozenset(group) for start, group in found.items()}
+        aliases = _alias_table(path)
+        rows = sorted((start, name) for start, group in aliases.items() for name in group)
+        tablecache.save(self._cache_dir, key, sources, ALIASES,
+                        ([r[0] for r in rows], [0] * len(rows), [r[1] for r in rows]), False)
+        return aliases
 
     def _qualified_names(self, vaddr: int, names: list[str]) -> list[str]:
         """`names` (inlined frames, innermost first) with the ones the SymCache left
@@ -536,6 +560,9 @@ def _open_objects(archive: Any, path: str) -> list[Any]:
         return list(archive.open(f"/proc/self/fd/{fd}").iter_objects())
     finally:
         os.close(fd)
+
+
+ALIASES = "[aliases]"  # the `base` of alias tables' cache entries (never a module's name)
 
 
 def _alias_table(path: str) -> dict[int, frozenset[str]]:

@@ -8,7 +8,9 @@ of the files the table was read from, the module's base name (FDE rows are named
 after it) and the size and mtime of the modules that build tables (BUILDERS: a table
 built by other code is not this code's table); it is used only while all of those
 still match, and only from a CacheDir that nobody else can write.  A damaged entry
-is ignored (and rebuilt), never raised.
+is ignored (and rebuilt), never raised.  A module's alias table (the addresses with
+more than one function name, for inlined code shown under another name) is an entry of
+the same format, `KEY.aliases`, one row per (address, name), sizes 0.
 
 Entry format, native-endian: MAGIC, then u32 header length, a JSON header
 {"n": rows, "names": bytes of names, "minidebug": bool, "base": str, "sources":

@@ -80,3 +80,26 @@ def test_a_damaged_entry_is_rebuilt(stripped: Path, tmp_path: Path, damage: str)
                        "empty": b"",
                        "huge-header": data[:8] + b"\xff\xff\xff\x7f" + data[12:]}[damage])
     assert table(stripped, cache) == fresh
+
+
+def test_alias_tables_are_kept_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The names each address of libc has (memcpy and its aliases), read back from the
+    cache directory equal to a fresh read, and the file's symbols not read again."""
+    from proftui.collectors.symbols import symbolizer
+
+    libc = next((line.split()[-1] for line in Path("/proc/self/maps").read_text().splitlines()
+                 if "/libc.so" in line or "/libc-" in line), None)
+    if libc is None:
+        pytest.skip("this process maps no libc.so (a static or musl Python)")
+    cache = tmp_path / "cache"
+    module = Symbolizer(cache).module(libc)
+    read = module.debug_path or module.readable  # its debug file's .symtab, if installed
+    fresh = symbolizer._alias_table(read)
+    assert fresh, "libc has no function with two names?"
+    assert module._alias_table() == fresh  # read, then saved
+    reads = []
+    monkeypatch.setattr(symbolizer, "_alias_table", lambda path: reads.append(path) or {})
+    assert Symbolizer(cache).module(libc)._alias_table() == fresh  # from the cache
+    assert reads == []
+    assert Symbolizer(None, use_cache=False).module(libc)._alias_table() == {}  # no cache
+    assert reads == [read]
