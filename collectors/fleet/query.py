@@ -20,6 +20,7 @@ data (a host pushes its series, stacks and samples to one node).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -159,18 +160,25 @@ def _fetch(client: FleetClient, url: FleetURL, start: int, end: int,
     side = pool.submit(_rest_of_answer, url, where, params, thread, group, sums,
                        client.deadline.end, client.deadline.why())
     pool.shutdown(wait=False)
-    for spec, stack, series, thread_, calls, *sums_ in client.execute(
-            f"SELECT profile, stack, series, {thread}, sum(call_count), {sums} "
-            f"FROM {samples} WHERE {where} GROUP BY profile, stack, {group}series",
-            params, doing="aggregating samples"):
-        where_in = columns.get(spec)
-        if where_in is None:
-            late += 1
-            continue
-        rows.append((spec, stack, (series, thread_), [sums_[c] for c in where_in], calls))
-    if not rows:
-        raise ProftuiError(f"no fleet samples in {url.display()} between "
-                           f"{_iso(start)} and {_iso(end)} (wrong labels or time range?)")
+    try:
+        for spec, stack, series, thread_, calls, *sums_ in client.execute(
+                f"SELECT profile, stack, series, {thread}, sum(call_count), {sums} "
+                f"FROM {samples} WHERE {where} GROUP BY profile, stack, {group}series",
+                params, doing="aggregating samples"):
+            where_in = columns.get(spec)
+            if where_in is None:
+                late += 1
+                continue
+            rows.append((spec, stack, (series, thread_), [sums_[c] for c in where_in], calls))
+        if not rows:
+            raise ProftuiError(f"no fleet samples in {url.display()} between "
+                               f"{_iso(start)} and {_iso(end)} (wrong labels or time range?)")
+    except Exception:
+        # Its connection ends too before this one's error is raised, never left running
+        # behind: by the same deadline at the latest.
+        with contextlib.suppress(Exception):
+            side.exception(timeout=max(0.0, client.deadline.left()) + 1.0)
+        raise
     stacks, frames, labels, minutes, losses = side.result()
     return Answer(rows, stacks, frames, labels, minutes, start, end, threads,
                   time.monotonic() - began, place, late, losses)
