@@ -7,10 +7,10 @@ host, program and pid; with the URL's `by=KEY,..` the sessions sharing those lab
 values share a part instead, and `FleetQuery.broken_down` regroups an answer shown.
 
 A fourth query reads each session's totals per minute (GROUP BY series, minute: a row
-per session and minute), which the timeline draws; a fifth what the runs lost (their
-batch markers' counts), which the notes say; a range picked there is a new
+per session and minute), which the timeline draws; a range picked there is a new
 query of that window (`load_window`).  Costs per stack and minute are not read: that
-made the hour of 10 hosts 277,000 rows and 6.4 s (bench_fleet.py).
+made the hour of 10 hosts 277,000 rows and 6.4 s (bench_fleet.py).  A fifth reads
+what the runs lost in the window (their batch markers' counts), which the notes say.
 
 With `cluster=NAME` both queries read through Distributed tables over the cluster's
 shards: each shard aggregates its own rows, the server asked merges them.  The label
