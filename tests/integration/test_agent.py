@@ -22,6 +22,7 @@ from proftui.collectors.model.profile import Profile
 from proftui.collectors.model.storage import load as load_file
 from proftui.collectors.model.views import flat_profile
 from proftui.collectors.runtime.helper import STOP_TIMEOUT_S
+from proftui.collectors.wording import count
 
 from tests.conftest import build_fixture
 from tests.helpers.clickhouse import Server
@@ -231,10 +232,10 @@ def test_samples_the_agent_lost_are_said_by_the_fleet(server: Server, tmp_path: 
     assert local.meta.dropped > 0, (local.meta.warnings, err)
     pushed = load(f"{url}?from=-1h&run={run}&pid={target.pid}")
     said = [n for n in pushed.meta.warnings if n.startswith("the agent on ")]
-    assert said == [f"the agent on {os.uname().nodename} lost {local.meta.dropped + late:,} "
-                    "samples in this window (its rings were full, or they came after their "
-                    "process's last push): each process of that host may be short by up to "
-                    "that many"], (said, local.meta.warnings)
+    lost = count(local.meta.dropped + late, "sample")
+    assert said == [f"the agent on {os.uname().nodename} lost {lost} in this window (its rings "
+                    "were full, or they came after their process's last push): each process "
+                    "of that host may be short by up to that many"], (said, local.meta.warnings)
     assert pushed.total(0) > 0
     print(f"lost {local.meta.dropped} (late {late}) of {local.total(0):.0f} kept; {said[0]}")
 
