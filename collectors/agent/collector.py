@@ -169,6 +169,9 @@ class AgentCollector(Collector):
         # (exec, or a pid reused): one process of the host profile (its parts are
         # "pid P tid T"), pushed apart.
         self._shared_pids: list[tuple[int, str, str]] = []
+        # What released processes' perf maps and jitdumps had wrong (their notes outlive
+        # them: a run's notes name every file refused)
+        self._jit_notes: dict[str, None] = {}
         self._buffers: Buffers | None = None
         self._period_ns: int | None = None
         self._header_flags = 0
@@ -557,6 +560,8 @@ class AgentCollector(Collector):
                     self._name_threads(process)
                     self._fold_into_host([process])
             self._host_frames.pop(process.key, None)
+            if process.wanted and process.frames.jit is not None:
+                self._jit_notes.update(dict.fromkeys(process.frames.jit.warnings()))
             process.released = True
             del self._all[process.key]
             process.table = StackProfile(METRICS)
@@ -630,6 +635,7 @@ class AgentCollector(Collector):
         notes.extend(attach_notes.cut_warnings(self._cut, self._samples, self._unreadable))
         symbols = list(dict.fromkeys(
             [w for s in list(self._symbolizers.values()) for w in s.warnings]
+            + list(self._jit_notes)
             + [w for p in list(self._all.values()) if p.wanted and p.frames.jit is not None
                for w in p.frames.jit.warnings()]))
         notes.extend(symbols[:MAX_SYMBOL_NOTES])

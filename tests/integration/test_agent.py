@@ -350,7 +350,9 @@ def test_generated_code_is_named_from_each_processs_perf_map(push: bool, tmp_pat
         for target in targets.values():
             out, _ = target.communicate(timeout=60)
             assert target.returncode == 0 and out.startswith(f"ready {target.pid}\n"), out
-        time.sleep(0.5)
+        # With --push, long enough for the exited processes to be pushed and forgotten
+        # (their notes must outlive them)
+        time.sleep(3.0 if push else 0.5)
     finally:
         for target in targets.values():
             if target.poll() is None:
