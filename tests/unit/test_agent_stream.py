@@ -9,6 +9,7 @@ import struct
 
 import pytest
 from proftui.collectors.agent import collector as agent_module
+from proftui.collectors.agent import process as process_module
 from proftui.collectors.agent.collector import AgentCollector
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.runtime.wire_attach import (
@@ -49,7 +50,7 @@ def by_program(collector: AgentCollector) -> dict[str, float]:
 
 def test_exec_and_reused_tids_start_new_address_spaces(monkeypatch: pytest.MonkeyPatch
                                                        ) -> None:
-    monkeypatch.setattr(agent_module, "executable_build_id", lambda _pid, _exe: "")
+    monkeypatch.setattr(process_module, "executable_build_id", lambda _pid, _exe: "")
     agent = AgentCollector([])
     feed(agent, START
          + process(PID, PROCESS_NEW, "/bin/sh") + task(1, PID, PID, THREAD_NEW)
@@ -72,7 +73,7 @@ def test_exec_and_reused_tids_start_new_address_spaces(monkeypatch: pytest.Monke
 
 def test_an_exited_process_is_kept_until_its_last_counts(monkeypatch: pytest.MonkeyPatch
                                                          ) -> None:
-    monkeypatch.setattr(agent_module, "executable_build_id", lambda _pid, _exe: "")
+    monkeypatch.setattr(process_module, "executable_build_id", lambda _pid, _exe: "")
     monkeypatch.setattr(agent_module, "RELEASE_AFTER_S", 0.0)
     agent = AgentCollector([])
     feed(agent, START + process(PID, PROCESS_NEW, "/bin/prog") + task(1, PID, PID, THREAD_NEW)
@@ -92,7 +93,7 @@ def test_an_exited_process_is_kept_until_its_last_counts(monkeypatch: pytest.Mon
 
 
 def test_the_filter_leaves_other_programs_out(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(agent_module, "executable_build_id", lambda _pid, _exe: "")
+    monkeypatch.setattr(process_module, "executable_build_id", lambda _pid, _exe: "")
     agent = AgentCollector([], programs=("prog",))
     feed(agent, START + process(PID, PROCESS_NEW, "/bin/prog") + task(1, PID, PID, THREAD_NEW)
          + process(PID + 1, PROCESS_NEW, "/bin/sh") + task(2, PID + 1, PID + 1, THREAD_NEW)
@@ -113,7 +114,7 @@ def test_one_stack_sent_again_under_a_new_serial_is_one_row(monkeypatch: pytest.
     """A tid reused by a new thread of the same process gets a new serial, so the
     helper sends a stack it already sent under another id: the process's table keeps
     one row for it, with both ids' samples, before and after the counts are applied."""
-    monkeypatch.setattr(agent_module, "executable_build_id", lambda _pid, _exe: "")
+    monkeypatch.setattr(process_module, "executable_build_id", lambda _pid, _exe: "")
     agent = AgentCollector([])
     feed(agent, START + process(PID, PROCESS_NEW, "/bin/prog") + task(1, PID, PID + 5, THREAD_NEW)
          + stack(0, 1, [0x1000, 0x2000]) + counts(1, (0, 5, 5_000_000))
@@ -132,7 +133,7 @@ def test_one_shared_table_gives_the_profile_the_fold_gives(monkeypatch: pytest.M
     """Without a pusher (-o, --all), stacks go straight into the host profile: the same
     profile (parts, thread names, costs) as folding per-process tables in, collected
     between counts and at the end."""
-    monkeypatch.setattr(agent_module, "executable_build_id", lambda _pid, _exe: "")
+    monkeypatch.setattr(process_module, "executable_build_id", lambda _pid, _exe: "")
     first = (START + process(PID, PROCESS_NEW, "/bin/sh") + task(1, PID, PID, THREAD_NEW)
              + task(2, PID, PID + 7, THREAD_NEW, b"worker")
              + stack(0, 1, [0x1000, 0x2000]) + stack(1, 2, [0x1000, 0x3000])
