@@ -253,11 +253,6 @@ class ImageSpaces:
             frames.watch_jit(pid, uid, alive=not self._pids_gone)
         return frames
 
-    def watch_jit_on_miss(self, watch: Callable[[], None]) -> None:
-        """Call `watch` (which calls watch_jit) at the first address no ELF mapping
-        covers, not before."""
-        self._watch_on_miss = watch
-
     def jit_grew(self) -> bool:
         """Whether a perf map or jitdump gained entries since the last call (stacks may
         name more); every image is asked, so each answers once."""
