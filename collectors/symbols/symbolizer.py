@@ -142,13 +142,7 @@ class ModuleSymbols:
     def _function_table(self, base: str) -> tuple[Table, bool]:
         """(every function's start, size and raw name; whether MiniDebugInfo named any),
         from the cache directory when built before from the same files (tablecache.py)."""
-        read = [self.readable]
-        if self.debug_path and self.debug_path != self.readable:
-            read.append(self.debug_path)
-        key = entry_key(self.build_id, self.readable)
-        sources = tablecache.sources_of(read) if key is not None else None
-        if sources is not None:  # the file by its identity: /proc/PID/... paths vary
-            sources[0][0] = ""
+        key, sources = self._cache_entry()
         if key is not None and sources is not None:
             cached = tablecache.load(self._cache_dir, key, sources, base)
             if cached is not None:
@@ -171,6 +165,18 @@ class ModuleSymbols:
         if key is not None and sources is not None:
             tablecache.save(self._cache_dir, key, sources, base, table, minidebug)
         return table, minidebug
+
+    def _cache_entry(self) -> tuple[str | None, list[list[object]] | None]:
+        """The cache key of the module's tables and the files they are read from (the
+        module, its debug file), or Nones when they cannot be kept."""
+        read = [self.readable]
+        if self.debug_path and self.debug_path != self.readable:
+            read.append(self.debug_path)
+        key = entry_key(self.build_id, self.readable)
+        sources = tablecache.sources_of(read) if key is not None else None
+        if sources is not None:  # the file by its identity: /proc/PID/... paths vary
+            sources[0][0] = ""
+        return key, sources
 
     def _symbol(self, i: int) -> FunctionSymbol:
         symbol = self._symbols.get(i)
@@ -267,12 +273,9 @@ class ModuleSymbols:
         """_alias_table of the module's symbols, through the cache directory as its
         function table is (a big library's .symtab is 5-10 ms to read again)."""
         path = self.debug_path or self.readable
-        key = entry_key(self.build_id, self.readable)
-        read = [self.readable] + ([path] if path != self.readable else [])
-        sources = tablecache.sources_of(read) if key is not None else None
+        key, sources = self._cache_entry()
         if key is None or sources is None:
             return _alias_table(path)
-        sources[0][0] = ""  # the file by its identity, as for the function table
         key += ".aliases"
         cached = tablecache.load(self._cache_dir, key, sources, ALIASES)
         if cached is not None:
