@@ -57,7 +57,10 @@ class SeriesPart(Protocol):
     gone: bool  # nothing more will come: released once its last changes are taken
 
     @property
-    def table(self) -> StackProfile: ...
+    def table(self) -> StackProfile:
+        """Its stack table; a new one, under the same series, once the old one's changes
+        were all taken (a long-lived process's stacks forgotten, to bound memory)."""
+        ...
 
     def labels(self) -> dict[str, str]: ...
 

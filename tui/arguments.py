@@ -21,6 +21,9 @@ if TYPE_CHECKING:
 
 MODES = ("gprof", "instrument", "sampler", "heap")
 AGENT_HZ = 99  # the agent's default rate: a host-wide profiler runs all the time
+# Stacks the pushing agent holds before it forgets them: ~40 MiB of tables at most
+# (two Lua interpreters at 99 Hz make ~100 new stacks a second, every second).
+AGENT_MAX_STACKS = 20_000
 
 
 SUBCOMMANDS = ("record", "report", "open", "demo", "attach", "agent", "export", "diff")
@@ -132,6 +135,13 @@ def _frequency(text: str) -> int:
     value = int(text)
     if not 1 <= value <= 10_000:
         raise argparse.ArgumentTypeError("frequency must be between 1 and 10000 Hz")
+    return value
+
+
+def _stack_count(text: str) -> int:
+    value = int(text)
+    if not 100 <= value <= 4_000_000:
+        raise argparse.ArgumentTypeError("stacks must be between 100 and 4000000")
     return value
 
 
@@ -349,6 +359,10 @@ def _agent_parser() -> argparse.ArgumentParser:
                        metavar="KEY=VALUE", help="a label of every series (repeatable)")
     agent.add_argument("--spool-max", type=_megabytes, metavar="MB",
                        help="disk for intervals waiting for the server (default 64)")
+    agent.add_argument("--max-stacks", type=_stack_count, default=AGENT_MAX_STACKS,
+                       metavar="N", help="with --push alone: once N distinct stacks are "
+                       "held, forget them after the next push, so that a long run's memory "
+                       f"stays bounded (default {AGENT_MAX_STACKS:,}; -o keeps every one)")
     return agent
 
 

@@ -80,7 +80,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
                                buffer_bytes=args.buffer)
     collector = AgentCollector([], options, programs=tuple(args.program),
                                users=tuple(args.user), keep_profile=args.output is not None,
-                               pushed=args.push is not None)
+                               pushed=args.push is not None, max_stacks=args.max_stacks)
     pusher = make_pusher(args)
     with StopSignals() as stop:
         profile = run_headless(collector, stop, pusher)

@@ -21,18 +21,19 @@ import os
 import select
 import threading
 import time
-from array import array
 from typing import Any, ClassVar
 
 from proftui.collectors.agent import procinfo
+from proftui.collectors.agent.host import HostProfile
 from proftui.collectors.agent.process import (
     METRICS,
     AgentProcess,
-    StackKey,
     truncated_name_of,
     watch_jit,
 )
+from proftui.collectors.agent.tally import Tally
 from proftui.collectors.attach import notes as attach_notes
+from proftui.collectors.attach.stacks import stack_key
 from proftui.collectors.base import Collector, CollectorOptions, SeriesPart
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.model.profile import Metric, Profile, ProfileMeta
@@ -50,6 +51,7 @@ from proftui.collectors.runtime.wire_attach import (
     Buffers,
     Counts,
     End,
+    Forget,
     Lost,
     Message,
     ProcessEvent,
@@ -61,15 +63,10 @@ from proftui.collectors.runtime.wire_attach import (
 from proftui.collectors.stacktable.builder import StackProfile
 from proftui.collectors.symbols.maps import AddressSpace
 from proftui.collectors.symbols.stacks import (
-    STACK_CUT,
-    STACK_TOO_DEEP,
-    STACK_UNREADABLE,
     StackFrames,
 )
-from proftui.collectors.wording import count, verb
 
 HEADER_TIMEOUT_S = 10.0
-MAX_SYMBOL_NOTES = 20  # of the symbolizers' notes (a host has many files without debug info)
 RELEASE_AFTER_S = 1.0  # a process's table is dropped this long after its end was pushed
 CLOCK = "perf_event cpu-clock, every CPU"
 
@@ -83,13 +80,16 @@ class AgentCollector(Collector):
 
     def __init__(self, argv: list[str], options: CollectorOptions | None = None, *,
                  programs: tuple[str, ...] = (), users: tuple[str, ...] = (),
-                 keep_profile: bool = True, pushed: bool = True) -> None:
+                 keep_profile: bool = True, pushed: bool = True, max_stacks: int = 0) -> None:
         """`keep_profile`: also keep every process together for `collect()` (-o); without
         it the agent holds only the processes alive (a push is the profile), and
         `collect()` gives its notes and counts, no stacks.  `pushed`: a pusher takes
         each process's own table (`take`); without one, and without a filter, every
         process's stacks go straight into the one profile `collect()` gives, none kept
-        apart (folding per-process tables in cost as much as building them)."""
+        apart (folding per-process tables in cost as much as building them).
+        `max_stacks`: without `keep_profile`, once the helper holds this many stacks, it
+        and each process's table forget them (a long run's memory stays bounded; each
+        push carries its interval's costs all the same); 0: never."""
         super().__init__(argv, options)
         self.keep_profile = keep_profile
         self.programs = frozenset(programs)
@@ -101,22 +101,16 @@ class AgentCollector(Collector):
         self._all: dict[int, AgentProcess] = {}  # key -> every address space of the run
         self._tasks: dict[int, tuple[AgentProcess, int]] = {}  # serial -> (process, tid)
         self._ids: dict[int, tuple[AgentProcess, int]] = {}  # helper's id -> canonical
+        # A canonical id is the helper's id plus the ids it gave before its last FORGET:
+        # unique in the run, while the helper's own start at 0 again.
+        self._id_base = 0
+        self.max_stacks = max_stacks if not keep_profile else 0
+        self._forget_asked = False
         self._cut_ids: set[int] = set()
         self._unread_ids: set[int] = set()
         self._next_key = 0
         self._warnings: list[str] = []
-        self._samples = 0  # of wanted processes
-        self._sampled: set[int] = set()  # keys of the processes those samples came from
-        self._skipped = 0  # samples of processes the filter leaves out
-        self._cut = 0
-        self._unreadable = 0
-        self._lost = 0
-        self._lost_table = 0
-        self._late = 0  # samples that came after their process's last push
-        # (pid, program before, program after) of a pid sampled in two address spaces
-        # (exec, or a pid reused): one process of the host profile (its parts are
-        # "pid P tid T"), pushed apart.
-        self._shared_pids: list[tuple[int, str, str]] = []
+        self._tally = Tally()
         # What released processes' perf maps and jitdumps had wrong (their notes outlive
         # them: a run's notes name every file refused)
         self._jit_notes: dict[str, None] = {}
@@ -133,12 +127,9 @@ class AgentCollector(Collector):
         # One symbolizer per mount namespace: it knows files by path, and a path names
         # one file only within a namespace (containers).
         self._symbolizers: dict[object, Any] = {}
-        self._host = StackProfile(METRICS)  # every process together, for collect()
+        self._host = HostProfile()  # every process together, for collect()
         # No table per process: the host profile is every process's table.
         self._shared = keep_profile and not pushed and not programs and not users
-        self._host_index: dict[tuple[int, int], int] = {}  # (process key, index) -> host's
-        self._host_frames: dict[int, list[int]] = {}  # process key -> its frame id -> host's
-        self._host_threads: dict[int, str] = {}  # the host profile's names (meta.threads)
         self.reader_cpu_s = 0.0  # CPU time of the reader thread (decode, symbolize)
 
     @property
@@ -229,7 +220,7 @@ class AgentCollector(Collector):
         """The index of canonical stack `sid` in the process's table, symbolized and
         added on first sight (caller holds _sym_lock)."""
         key = process.keys[sid]
-        return process.table.stack((process.key, key) if process.table is self._host else key,
+        return process.table.stack((process.key, key) if process.table is self._host.table else key,
                                    f"pid {process.pid} tid {key[0]}", process.frames, key[1])
 
     def _handle(self, record: Record) -> tuple[AgentProcess, int] | None:
@@ -242,14 +233,15 @@ class AgentCollector(Collector):
             if task is None:
                 raise ProftuiError(f"agent sampler stream: stack of unknown task {record.tid}")
             process, tid = task
-            key = _stack_key(tid, record)
-            sid = process.sids.setdefault(key, record.id)
+            key = stack_key(tid, record)
+            canonical = self._id_base + record.id
+            sid = process.sids.setdefault(key, canonical)
             self._ids[record.id] = (process, sid)
             if record.flags & (SAMPLE_TRUNCATED | SAMPLE_DEPTH):
                 self._cut_ids.add(record.id)
             if record.flags & SAMPLE_TRUNCATED and record.flags & SAMPLE_NO_STACK:
                 self._unread_ids.add(record.id)
-            if sid == record.id:
+            if sid == canonical:
                 process.keys[sid] = key
                 if process.wanted and not process.released:
                     return process, sid
@@ -263,23 +255,39 @@ class AgentCollector(Collector):
         elif isinstance(record, ProcessEvent):
             self._process_event(record)
         elif isinstance(record, Lost):
-            self._lost += record.count
+            self._tally.lost += record.count
             if record.where == LOST_TABLE:
-                self._lost_table += record.count
+                self._tally.lost_table += record.count
         elif isinstance(record, Buffers):
             self._buffers = record
         elif isinstance(record, Message):
             self._warnings.append(record.text)
         elif isinstance(record, End):
             self._end_time = time.time()
+        elif isinstance(record, Forget):
+            self._forgot(record)
         return None
+
+    def _forgot(self, record: Forget) -> None:
+        """The helper emptied its table: its ids start again (caller holds _data_lock).
+        Each process's counts so far came before this; its table is renewed at the next
+        take, once those are applied and pushed (`_renew_tables`)."""
+        self._id_base += record.stacks
+        self._ids.clear()
+        self._cut_ids.clear()
+        self._unread_ids.clear()
+        for process in self._all.values():
+            process.sids = {}
+            process.renew = True
+        self._forget_asked = False
+        self._tally.forgets += 1
 
     def _add_counts(self, record: Counts) -> None:
         """The samples of one COUNTS record, added to their processes' counts (caller
         holds _data_lock).  Per entry: ints hashed only (a sampled program at 1 kHz
         sends thousands of entries a second)."""
         ids, cut_ids, unread_ids = self._ids, self._cut_ids, self._unread_ids
-        sampled = self._sampled
+        sampled = self._tally.sampled
         taken = 0
         for helper_id, samples, weight_ns in record.counts:
             found = ids.get(helper_id)
@@ -287,25 +295,25 @@ class AgentCollector(Collector):
                 raise ProftuiError(f"agent sampler stream: counts of unknown stack {helper_id}")
             process, sid = found
             if not process.wanted:
-                self._skipped += samples
+                self._tally.skipped += samples
                 continue
             if process.released:  # counts that came after its end was pushed
-                self._late += samples
+                self._tally.late += samples
                 continue
             if helper_id in cut_ids:
-                self._cut += samples
+                self._tally.cut += samples
                 if helper_id in unread_ids:
-                    self._unreadable += samples
+                    self._tally.unreadable += samples
             counts = process.counts.get(sid)
             if counts is None:
                 process.counts[sid] = [float(samples), float(weight_ns)]
             else:
                 counts[0] += samples
                 counts[1] += weight_ns
-            process.moved.add(sid)
+            process.samples += samples
             taken += samples
             sampled.add(process.key)
-        self._samples += taken
+        self._tally.samples += taken
 
     def _process_event(self, record: ProcessEvent) -> None:
         current = self._processes.get(record.pid)
@@ -317,7 +325,7 @@ class AgentCollector(Collector):
                 current.gone, current.gone_at = True, time.monotonic()
             process = self._new_process(record.pid, record.exe, record.maps, record.mnt_ns)
             if current is not None and current.sids and current.wanted and process.wanted:
-                self._shared_pids.append((record.pid, current.program, process.program))
+                self._tally.shared_pids.append((record.pid, current.program, process.program))
         elif record.flags & PROCESS_GONE:
             if current is not None:
                 current.gone, current.gone_at = True, time.monotonic()
@@ -345,11 +353,10 @@ class AgentCollector(Collector):
         """A process the filter turned out to leave out: its samples so far, counted in
         provisionally, are counted as skipped (caller holds _data_lock)."""
         process.wanted = False
-        taken = sum(c[0] for c in process.counts.values())
-        self._samples -= int(taken)
-        self._skipped += int(taken)
-        self._sampled.discard(process.key)
-        process.counts, process.moved = {}, set()
+        self._tally.samples -= process.samples
+        self._tally.skipped += process.samples
+        self._tally.sampled.discard(process.key)
+        process.counts, process.samples = {}, 0
 
     def _passes_filter(self, process: AgentProcess) -> bool:
         return ((not self.programs or process.program in self.programs
@@ -379,7 +386,7 @@ class AgentCollector(Collector):
                                True, space, frames, comm=comm, uid=uid)
         frames.watch_jit_on_miss(lambda: watch_jit(process))
         if self._shared and not implicit:  # else its stacks wait for its maps: folded in
-            process.table = self._host
+            process.table = self._host.table
         process.implicit = implicit
         process.read_build()
         # Not known yet: kept until its PROCESS record says what it is (_fill_in).
@@ -427,7 +434,7 @@ class AgentCollector(Collector):
 
     def data_version(self) -> tuple[object, ...]:
         with self._data_lock:
-            return (self._samples, self._lost, len(self._warnings), len(self._all),
+            return (self._tally.samples, self._tally.lost, len(self._warnings), len(self._all),
                     self._ended.is_set())
 
     def apply_pending(self) -> list[AgentProcess]:
@@ -436,9 +443,9 @@ class AgentCollector(Collector):
         with self._data_lock:
             moved = []
             for process in self._all.values():
-                if process.moved:
-                    moved.append((process, [(s, list(process.counts[s])) for s in process.moved]))
-                    process.moved = set()
+                if process.counts:
+                    moved.append((process, process.counts))
+                    process.counts = {}
             # One known from a TASK alone waits for its PROCESS record (its labels); once
             # gone without one it is a process of unknown program: pushed as that, unless
             # a filter asks for programs or users (it cannot be shown to pass).
@@ -449,14 +456,24 @@ class AgentCollector(Collector):
         with self._sym_lock:
             for process, updates in moved:
                 table = process.table
-                rows = []
-                for sid, counts in updates:
+                # Counts since the last apply, added to the table's: two ids may name
+                # one stack (before and after a FORGET), so summed per stack first.
+                added: dict[int, list[float]] = {}
+                for sid, counts in updates.items():
                     index = process.index_of.get(sid)
                     if index is None:  # its STACK came in the same read: symbolize now
                         index = process.index_of[sid] = self._table_index(process, sid)
-                    rows.append((index, counts))
+                    found = added.get(index)
+                    if found is None:
+                        added[index] = counts
+                    else:
+                        found[0] += counts[0]
+                        found[1] += counts[1]
+                samples, weights = table.costs
+                rows = [(index, [samples[index] + c[0], weights[index] + c[1]])
+                        for index, c in added.items()]
                 table.set_many(rows, defer_totals=True)
-                if self.keep_profile and table is not self._host:
+                if self.keep_profile and table is not self._host.table:
                     process.unfolded.update(index for index, _counts in rows)
             self._resymbolize_jit(wanted)
         return wanted
@@ -471,7 +488,7 @@ class AgentCollector(Collector):
                     and process.frames.jit_grew():
                 tables[id(process.table)] = process.table
                 if self.keep_profile:
-                    tables[id(self._host)] = self._host
+                    tables[id(self._host.table)] = self._host.table
         for table in tables.values():
             table.resymbolize()
 
@@ -482,8 +499,32 @@ class AgentCollector(Collector):
         return METRICS
 
     def take(self) -> list[AgentProcess]:
-        """SeriesParts: the counts applied; every wanted process not yet released."""
-        return self.apply_pending()
+        """SeriesParts: the counts applied; every wanted process not yet released.  A
+        table the helper forgot is renewed first (its costs were pushed); when the helper
+        holds `max_stacks`, it is asked to forget them."""
+        self._renew_tables()
+        processes = self.apply_pending()
+        with self._data_lock:
+            if (self.max_stacks and not self._forget_asked and self._helper is not None
+                    and len(self._ids) >= self.max_stacks):
+                self._forget_asked = self._helper.forget()
+        return processes
+
+    def _renew_tables(self) -> None:
+        """Each process whose stacks the helper forgot, and whose table's costs were all
+        taken, starts a new table: the old one's memory goes (its stacks come again, as
+        new, when next sampled)."""
+        with self._data_lock, self._sym_lock:
+            for process in self._all.values():
+                if not process.renew or process.table is self._host.table \
+                        or process.table.has_changes():
+                    continue
+                process.renew = False
+                process.table = StackProfile(METRICS)
+                process.index_of = {}
+                # The stacks of ids given since the FORGET, and of counts not applied yet.
+                live = set(process.sids.values()).union(process.counts)
+                process.keys = {sid: process.keys[sid] for sid in live}
 
     def tables_held(self) -> threading.Lock:
         """SeriesParts: the lock under which tables change (symbolizing, applying)."""
@@ -496,7 +537,7 @@ class AgentCollector(Collector):
         the helper had not sent yet."""
         with self._data_lock:
             process = self._all.get(part.key)
-            if (self._shared or process is None or not process.gone or process.moved
+            if (self._shared or process is None or not process.gone or process.counts
                     or time.monotonic() - process.gone_at < RELEASE_AFTER_S):
                 return False
             with self._sym_lock:
@@ -505,9 +546,9 @@ class AgentCollector(Collector):
                 if process.table.has_changes():
                     return False
                 if self.keep_profile:
-                    self._name_threads(process)
-                    self._fold_into_host([process])
-            self._host_frames.pop(process.key, None)
+                    self._host.name_threads(process)
+                    self._host.fold([process])
+            self._host.release(process)
             if process.wanted and process.frames.jit is not None:
                 self._jit_notes.update(dict.fromkeys(process.frames.jit.warnings()))
             process.released = True
@@ -520,7 +561,7 @@ class AgentCollector(Collector):
         """SeriesParts: samples lost in the rings or the helper's table, and samples of
         processes already pushed for the last time."""
         with self._data_lock:
-            return self._lost + self._late
+            return self._tally.lost + self._tally.late
 
     def collect(self) -> Profile:
         """Every process together, one part per thread ("pid P tid T"); the picker merges
@@ -529,8 +570,8 @@ class AgentCollector(Collector):
         if self.keep_profile:
             with self._sym_lock:
                 for process in processes:
-                    self._name_threads(process)
-                self._fold_into_host([p for p in processes if p.table is not self._host])
+                    self._host.name_threads(process)
+                self._host.fold([p for p in processes if p.table is not self._host.table])
         # Never _data_lock inside _sym_lock: the reader takes them the other way round.
         with self._data_lock:
             running = self.is_running()
@@ -540,72 +581,21 @@ class AgentCollector(Collector):
                 clock=CLOCK + ("" if self._header_flags & FLAG_KERNEL_TIME
                                else ", user time only"),
                 start_time=self._start_time, end_time=None if running else self._end_time,
-                complete=not running, dropped=self._lost, warnings=list(self._warnings))
+                complete=not running, dropped=self._tally.lost, warnings=list(self._warnings))
             meta.warnings.extend(self._notes())
         with self._sym_lock:
-            meta.threads = dict(self._host_threads)
             return self._host.snapshot(meta)
-
-    def _fold_into_host(self, processes: list[AgentProcess]) -> None:
-        """The host profile takes these processes' stacks and costs (caller holds
-        _sym_lock)."""
-        updates = []
-        intern = self._host.frames.intern
-        for process in processes:
-            table = process.table
-            ids = self._host_frames.setdefault(process.key, [])
-            frames = table.frames
-            ids.extend(intern(frames[f]) for f in range(len(ids), len(frames)))
-            unfolded = sorted(process.unfolded)
-            new = [i for i in unfolded if (process.key, i) not in self._host_index]
-            if new:
-                labels, flat, offsets = table.stack_paths(new)
-                mapped = array("i", [ids[f] for f in flat])  # the host's frame ids
-                for j, index in enumerate(new):
-                    self._host_index[(process.key, index)] = self._host.stack_of_ids(
-                        (process.key, index), labels[j], mapped[offsets[j]:offsets[j + 1]],
-                        table.stack_site(index), (table, index))
-            for index in unfolded:
-                updates.append((self._host_index[(process.key, index)],
-                                [c[index] for c in table.costs]))
-            process.unfolded.clear()
-        self._host.set_many(updates)
-
-    def _name_threads(self, process: AgentProcess) -> None:
-        """Thread names by tid, and the process's program by its pid: the picker (`t`)
-        names processes by pid and threads by tid (caller holds _sym_lock)."""
-        self._host_threads.update(process.threads)
-        self._host_threads[process.pid] = process.program
 
     def _notes(self) -> list[str]:
         """What the profile does not hold, said (caller holds _data_lock)."""
-        notes = attach_notes.lost_warnings(self._lost, self._lost_table, self._buffers)
-        notes.extend(attach_notes.cut_warnings(self._cut, self._samples, self._unreadable))
         symbols = list(dict.fromkeys(
             [w for s in list(self._symbolizers.values()) for w in s.warnings]
             + list(self._jit_notes)
             + [w for p in list(self._all.values()) if p.wanted and p.frames.jit is not None
                for w in p.frames.jit.warnings()]))
-        notes.extend(symbols[:MAX_SYMBOL_NOTES])
-        if len(symbols) > MAX_SYMBOL_NOTES:
-            notes.append(f"... and {len(symbols) - MAX_SYMBOL_NOTES} more notes on symbols")
-        if self._late:
-            notes.append(f"{count(self._late, 'sample')} came after their process's last "
-                         f"push and {verb(self._late, 'is', 'are')} not in the profile")
-        if self._shared_pids and self.keep_profile:
-            pids = len(self._shared_pids)
-            shown = ", ".join(f"pid {pid}: {before} then {after}"
-                              for pid, before, after in self._shared_pids[:5])
-            more = f", and {pids - 5:,} more" if pids > 5 else ""
-            notes.append(f"{count(pids, 'pid')} ran two programs in turn, "
-                         f"by exec or reuse ({shown}{more}): this profile shows each as one "
-                         "process and its threads, named after the last program (the fleet "
-                         "server keeps them apart)")
-        if self._skipped:
-            which = ", ".join(sorted(self.programs | self.users))
-            notes.append(f"{count(self._skipped, 'sample')} of processes outside the filter "
-                         f"({which}) {verb(self._skipped, 'is', 'are')} not in the profile")
-        return notes
+        return self._tally.notes(self._buffers, symbols, keep_profile=self.keep_profile,
+                                 filter_names=sorted(self.programs | self.users),
+                                 max_stacks=self.max_stacks)
 
     def failure(self) -> str:
         """Why the sampling helper ended on its own ("" when it was stopped, or runs)."""
@@ -618,18 +608,8 @@ class AgentCollector(Collector):
     def counted(self) -> tuple[int, int]:
         """(processes, samples) the run took, of the processes the filter keeps."""
         with self._data_lock:
-            return len(self._sampled), self._samples
+            return len(self._tally.sampled), self._tally.samples
 
     def notes(self) -> list[str]:
         with self._data_lock:
             return self._notes()
-
-
-def _stack_key(tid: int, record: Stack) -> StackKey:
-    """(tid, addresses), a cut stack ending in the pseudo-address that says why."""
-    if record.flags & SAMPLE_TRUNCATED:
-        why = STACK_UNREADABLE if record.flags & SAMPLE_NO_STACK else STACK_CUT
-        return tid, (*record.ips, why)
-    if record.flags & SAMPLE_DEPTH:
-        return tid, (*record.ips, STACK_TOO_DEEP)
-    return tid, record.ips

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from proftui.collectors.attach.stacks import StackKey
 from proftui.collectors.model.profile import CPU_NS, SAMPLES
 from proftui.collectors.stacktable.builder import StackProfile
 from proftui.collectors.symbols.elf import executable_build_id
@@ -14,8 +15,6 @@ from proftui.collectors.symbols.stacks import StackFrames
 
 METRICS = (SAMPLES, CPU_NS)
 COMM_CHARS = 15  # a task's name is cut to this many characters (TASK_COMM_LEN - 1)
-
-StackKey = tuple[int, tuple[int, ...]]  # (tid, addresses innermost first)
 
 
 @dataclass
@@ -37,12 +36,13 @@ class AgentProcess:
     sids: dict[StackKey, int] = field(default_factory=dict)  # stack -> canonical id
     keys: dict[int, StackKey] = field(default_factory=dict)  # canonical id -> stack
     index_of: dict[int, int] = field(default_factory=dict)  # canonical id -> table's index
-    counts: dict[int, list[float]] = field(default_factory=dict)  # cumulative, by id
-    moved: set[int] = field(default_factory=set)  # ids, since the last apply
+    counts: dict[int, list[float]] = field(default_factory=dict)  # by id, since the last apply
+    samples: int = 0  # all it was counted so far
     threads: dict[int, str] = field(default_factory=dict)  # tid -> name
     gone: bool = False  # exited, or exec'd into another address space
     gone_at: float = 0.0  # time.monotonic() when it went
     released: bool = False  # its last changes were pushed: its table is dropped
+    renew: bool = False  # the helper forgot its stacks: a new table once this one is pushed
     unfolded: set[int] = field(default_factory=set)  # stacks moved since the host took them
     implicit: bool = False  # known from a TASK record alone, so far (_fill_in)
     build: str | None = None  # the executable's build-id, read once

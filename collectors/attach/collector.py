@@ -25,6 +25,7 @@ from typing import Any, ClassVar
 
 from proftui.collectors.attach import checks as attach_checks
 from proftui.collectors.attach import notes as attach_notes
+from proftui.collectors.attach.stacks import stack_key
 from proftui.collectors.base import Collector, CollectorOptions
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.model.profile import CPU_NS, SAMPLES, Frame, Profile, ProfileMeta
@@ -53,9 +54,6 @@ from proftui.collectors.runtime.wire_attach import (
 from proftui.collectors.stacktable.builder import StackProfile
 from proftui.collectors.symbols.perfmap import process_uid
 from proftui.collectors.symbols.stacks import (
-    STACK_CUT,
-    STACK_TOO_DEEP,
-    STACK_UNREADABLE,
     StackFrames,
     make_symbolizer,
 )
@@ -249,7 +247,7 @@ class AttachCollector(Collector):
                 self._refresh_space()
             for record in records:
                 if isinstance(record, Stack):
-                    self._add_stack(_stack_key(record))
+                    self._add_stack(stack_key(record.tid, record))
 
     def _add_stack(self, key: tuple[int, tuple[int, ...]]) -> int:
         """The live profile's index of stack `key`; caller holds _sym_lock."""
@@ -279,7 +277,7 @@ class AttachCollector(Collector):
                 self._timed.append((record.time - COUNTS_INTERVAL_S / 2, key, samples,
                                     weight_ns))
         elif isinstance(record, Stack):
-            self._ids[record.id] = _stack_key(record)
+            self._ids[record.id] = stack_key(record.tid, record)
             if record.flags & (SAMPLE_TRUNCATED | SAMPLE_DEPTH):
                 self._cut_ids.add(record.id)
             if record.flags & SAMPLE_TRUNCATED and record.flags & SAMPLE_NO_STACK:
@@ -444,14 +442,3 @@ def _cmdline(pid: int) -> list[str]:
     except OSError:
         return []
     return [a.decode(errors="replace") for a in raw.split(b"\0") if a]
-
-
-def _stack_key(record: Stack) -> tuple[int, tuple[int, ...]]:
-    """(tid, addresses): a stack without its outer frames ends in a pseudo-address, so
-    it hangs under a root that says why instead of at whatever address it reached."""
-    if record.flags & SAMPLE_TRUNCATED:
-        why = STACK_UNREADABLE if record.flags & SAMPLE_NO_STACK else STACK_CUT
-        return record.tid, (*record.ips, why)
-    if record.flags & SAMPLE_DEPTH:
-        return record.tid, (*record.ips, STACK_TOO_DEEP)
-    return record.tid, record.ips

@@ -227,6 +227,9 @@ class Pusher:
                     series = series_hash({**labels, "\0session": secrets.token_hex(8)})
                     known = self._parts[part.key] = (
                         TableIntervals([part.table], self._hasher), series, labels)
+                elif known[0].tables[0] is not part.table:  # renewed: its old one was taken
+                    known = self._parts[part.key] = (
+                        TableIntervals([part.table], self._hasher), known[1], known[2])
                 source, series, labels = known
                 rows = source.take(None)
                 if rows.costs:

@@ -35,6 +35,7 @@ class Helper:
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             start_new_session=True, close_fds=True)
         self.ended = ended
+        self._stdin_lock = threading.Lock()  # forget() and stop() write from two threads
 
     def chunks(self) -> Iterator[bytes]:
         """What the helper writes, read by read, until it closes its stdout."""
@@ -63,15 +64,30 @@ class Helper:
         """Ask the helper to stop and wait for its stream's end (idempotent); kill it
         when it does not end in time."""
         stdin = self.proc.stdin
-        if stdin is not None and not stdin.closed:
-            with contextlib.suppress(OSError, ValueError):
-                stdin.write(b"q")
-                stdin.flush()
-            with contextlib.suppress(OSError, ValueError):
-                stdin.close()
+        with self._stdin_lock:
+            if stdin is not None and not stdin.closed:
+                with contextlib.suppress(OSError, ValueError):
+                    stdin.write(b"q")
+                    stdin.flush()
+                with contextlib.suppress(OSError, ValueError):
+                    stdin.close()
         if not self.ended.wait(STOP_TIMEOUT_S):
             self.kill()  # the kernel detaches a dead tracer; perf fds close
             self.ended.wait(STOP_TIMEOUT_S)
+
+    def forget(self) -> bool:
+        """Ask the system method's helper to empty its stack table (a FORGET record
+        follows once every count before it is out); False when it is stopping."""
+        stdin = self.proc.stdin
+        with self._stdin_lock:
+            if stdin is None or stdin.closed:
+                return False
+            try:
+                stdin.write(b"f")
+                stdin.flush()
+            except (OSError, ValueError):
+                return False
+            return True
 
     def abort(self) -> None:
         """The start failed: end the helper; no reader will see its stream end, so it is

@@ -36,7 +36,7 @@ _COUNT = struct.Struct("=IIQ")  # id, samples, weight_ns
 
 # 1 was SAMPLE (one record per sample) up to version 3
 REC_THREAD, REC_MAPS, REC_LOST, REC_EXIT, REC_WARN, REC_ERROR, REC_END = range(2, 9)
-REC_BUFFERS, REC_STACK, REC_COUNTS, REC_TASK, REC_PROCESS = 9, 10, 11, 12, 13
+REC_BUFFERS, REC_STACK, REC_COUNTS, REC_TASK, REC_PROCESS, REC_FORGET = 9, 10, 11, 12, 13, 14
 THREAD_NEW, THREAD_GONE = 1, 2
 PROCESS_NEW, PROCESS_MAPS, PROCESS_GONE = 1, 2, 4
 LOST_RING, LOST_TABLE = 1, 2  # Lost.where: the kernel's perf ring was full; the helper's table
@@ -136,13 +136,21 @@ class Message:
 
 
 @dataclass(frozen=True)
+class Forget:
+    """The helper emptied its stack table (asked with a byte 'f'): every count of the
+    `stacks` ids it had given came before this; ids start at 0 again after it."""
+
+    stacks: int
+
+
+@dataclass(frozen=True)
 class End:
     samples: int
     lost: int
 
 
 Record = (Stack | Counts | ThreadEvent | MapsChanged | Lost | TargetExit | Message | End | Buffers
-          | TaskEvent | ProcessEvent)
+          | TaskEvent | ProcessEvent | Forget)
 
 
 class StreamDecoder:
@@ -228,6 +236,8 @@ def decode_record(rtype: int, body: bytes) -> Record | None:
             return Message(rtype == REC_ERROR, text)
         if rtype == REC_END:
             return End(*struct.unpack_from("=QQ", body))
+        if rtype == REC_FORGET:
+            return Forget(struct.unpack_from("=I", body)[0])
     except struct.error:
         raise ProftuiError(f"attach helper stream: record type {rtype} too short") from None
     return None  # a newer helper's record type: skip it

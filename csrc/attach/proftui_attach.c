@@ -114,9 +114,20 @@ int pt_attach_list_tasks(pid_t pid, pid_t *tids, int max) {
 
 /* Drain the control pipe and the signalfd after poll().  Not async-signal-safe. */
 int pt_attach_check_control(const struct pt_attach_config *cfg, short revents_control,
-                            short revents_signal, int *got_chld) {
+                            short revents_signal, int *got_chld, int *got_forget) {
     int stop = 0;
-    if (revents_control & (POLLIN | POLLHUP | POLLERR)) stop = 1; /* a byte, or proftui died */
+    if (revents_control & POLLIN && got_forget != NULL) {
+        /* POLLIN: this read returns at once (a byte, or 0 at EOF: proftui died). */
+        unsigned char bytes[16];
+        ssize_t n = read(cfg->control_fd, bytes, sizeof bytes);
+        if (n <= 0 && !(n < 0 && errno == EINTR)) stop = 1;
+        for (ssize_t i = 0; i < n; i++) {
+            if (bytes[i] == 'f') *got_forget = 1;
+            else stop = 1;
+        }
+    } else if (revents_control & (POLLIN | POLLHUP | POLLERR)) {
+        stop = 1; /* a byte, or proftui died */
+    }
     if (revents_signal & POLLIN) {
         struct signalfd_siginfo si;
         while (read(cfg->signal_fd, &si, sizeof si) == (ssize_t)sizeof si) {

@@ -52,6 +52,10 @@
  *                  +20 u32 stack bytes each perf sample copies (0: ptrace), +24 u64
  *                  stream buffer bytes, +32 u64 ring bytes asked (0: the default) —
  *                  right after the header, and again when perf's copies grow
+ *   PT_ATTACH_REC_FORGET  +8 u32 stacks   system-wide method only, asked for by a
+ *                  byte 'f' on the control pipe: every stack's counts were sent
+ *                  before it, and the table is empty after it: ids start at 0
+ *                  again, and each stack is announced again when next sampled.
  */
 #ifndef PT_ATTACH_H
 #define PT_ATTACH_H
@@ -101,6 +105,7 @@ enum {
     PT_ATTACH_REC_COUNTS = 11,
     PT_ATTACH_REC_TASK = 12,
     PT_ATTACH_REC_PROCESS = 13,
+    PT_ATTACH_REC_FORGET = 14,
 };
 
 enum { PT_ATTACH_PROCESS_NEW = 1, PT_ATTACH_PROCESS_MAPS = 2, PT_ATTACH_PROCESS_GONE = 4 };
@@ -113,7 +118,7 @@ enum { PT_ATTACH_THREAD_NEW = 1, PT_ATTACH_THREAD_GONE = 2 };
 struct pt_attach_config {
     pid_t pid;
     uint64_t period_ns;
-    int control_fd; /* stdin: EOF or any byte means "detach now" */
+    int control_fd; /* stdin: EOF or a byte means "detach now"; 'f': forget the stacks */
     int signal_fd;  /* signalfd for SIGINT/SIGTERM/SIGHUP (and SIGCHLD for ptrace) */
     uint64_t buffer_bytes; /* total perf ring size asked (--buffer); 0: the default */
     pid_t exclude;         /* system-wide: a process left out besides the helper (proftui) */
@@ -152,6 +157,9 @@ void pt_attach_out_flush(void);
  * when a quarter of the buffer is used): proftui woken less often. */
 void pt_attach_out_batch(uint64_t interval_ns);
 int pt_attach_out_broken(void); /* 1 once the reader went away (EPIPE) */
+/* Send every pending count, empty the stack table and say so (FORGET): 1 when
+ * done, 0 when the reader is too far behind to take it now (try again later). */
+int pt_attach_out_forget(void);
 
 /* The stack table (pt_attach_stacks.c): one entry per distinct stack, its
  * counts pending until the writer takes them. */
@@ -170,6 +178,8 @@ size_t pt_attach_stacks_moved(void); /* stacks with pending counts */
 struct pt_attach_stack *pt_attach_stacks_moved_at(size_t i); /* in first-moved order */
 const uint64_t *pt_attach_stacks_frames(const struct pt_attach_stack *s);
 void pt_attach_stacks_taken(size_t count); /* the first `count` moved stacks were sent */
+/* Empty the table and free its memory (no counts may be pending); the ids it gave. */
+uint32_t pt_attach_stacks_forget(void);
 
 /* Helpers shared by both methods (proftui_attach.c). */
 int pt_attach_target_alive(pid_t pid);           /* 0 once every thread is a zombie or gone */
@@ -180,9 +190,11 @@ char pt_attach_task_state(pid_t pid, pid_t tid); /* 'R', 'S', 'Z'...; tid 0: the
 void *pt_attach_grow(void *items, size_t *cap, size_t count, size_t size);
 pid_t pt_attach_live_task(pid_t pid); /* pid, or a live thread once the leader is a zombie */
 /* Consume control/signal input after poll(); 1 when the helper must detach.
- * Sets *got_chld when SIGCHLD arrived (ptrace: tracee state changed). */
+ * Sets *got_chld when SIGCHLD arrived (ptrace: tracee state changed), and
+ * *got_forget when the control pipe asked to forget the stacks ('f'; given
+ * NULL, every byte means detach). */
 int pt_attach_check_control(const struct pt_attach_config *cfg, short revents_control,
-                            short revents_signal, int *got_chld);
+                            short revents_signal, int *got_chld, int *got_forget);
 int pt_attach_list_tasks(pid_t pid, pid_t *tids, int max); /* threads of pid; -1 on error */
 
 /* Unwinding (pt_attach_unwind.c): the target's executable mappings and

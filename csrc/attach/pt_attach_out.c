@@ -88,7 +88,7 @@ static unsigned char *pt_attach_out_reserve(uint32_t type, uint32_t size, int wa
              * (the buffer may start with the rest of a record half written).
              * Counts and stacks stay in the table instead, for a later try. */
             if (type == PT_ATTACH_REC_STACK || type == PT_ATTACH_REC_COUNTS ||
-                size > sizeof pt_out.scratch)
+                type == PT_ATTACH_REC_FORGET || size > sizeof pt_out.scratch)
                 return NULL;
             pt_out.discarded++;
             return memset(pt_out.scratch, 0, sizeof pt_out.scratch);
@@ -152,6 +152,17 @@ static void pt_attach_out_counts(int force) {
         }
         pt_attach_stacks_taken(k);
     }
+}
+
+int pt_attach_out_forget(void) {
+    pt_attach_out_counts(1);
+    if (pt_attach_stacks_moved() > 0) return 0; /* the reader took nothing for 2 s */
+    unsigned char *rec = pt_attach_out_reserve(PT_ATTACH_REC_FORGET, 16, 1);
+    if (rec == NULL) return 0;
+    uint32_t ids = pt_attach_stacks_forget();
+    memcpy(rec + 8, &ids, 4);
+    pt_attach_out_write();
+    return 1;
 }
 
 void pt_attach_out_batch(uint64_t interval_ns) {

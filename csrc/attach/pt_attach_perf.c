@@ -326,7 +326,8 @@ int pt_attach_perf_run(const struct pt_attach_config *cfg, int quiet_fail) {
         pfd[1] = (struct pollfd){cfg->signal_fd, POLLIN, 0};
         for (int c = 0; c < pt_pf.ncpus; c++) pfd[2 + c] = (struct pollfd){pt_pf.ring_poll[c], POLLIN, 0};
         int r = poll(pfd, 2 + (nfds_t)pt_pf.ncpus, 20);
-        int stop = r > 0 && pt_attach_check_control(cfg, pfd[0].revents, pfd[1].revents, NULL);
+        int stop = r > 0 && pt_attach_check_control(cfg, pfd[0].revents, pfd[1].revents,
+                                                     NULL, NULL);
         for (int c = 0; r > 0 && c < pt_pf.ncpus; c++)
             if (pfd[2 + c].revents & (POLLHUP | POLLERR | POLLNVAL))
                 pt_pf.ring_poll[c] = -1; /* drained by the timer from now on */

@@ -543,7 +543,8 @@ int pt_attach_ptrace_run(const struct pt_attach_config *cfg) {
             {cfg->control_fd, POLLIN, 0}, {cfg->signal_fd, POLLIN, 0}, {tfd, POLLIN, 0}};
         int r = poll(pfd, 3, 100);
         int chld = 0;
-        int stop = r > 0 && pt_attach_check_control(cfg, pfd[0].revents, pfd[1].revents, &chld);
+        int stop = r > 0 && pt_attach_check_control(cfg, pfd[0].revents, pfd[1].revents,
+                                                     &chld, NULL);
         pt_reap(cfg); /* cheap, and SIGCHLD can coalesce: always look */
         if (pfd[2].revents & POLLIN) {
             uint64_t expirations;

@@ -142,3 +142,13 @@ void pt_attach_stacks_taken(size_t count) {
     memmove(pt_st.dirty, pt_st.dirty + count, (pt_st.ndirty - count) * sizeof *pt_st.dirty);
     pt_st.ndirty -= count;
 }
+
+uint32_t pt_attach_stacks_forget(void) {
+    uint32_t ids = (uint32_t)pt_st.nentries;
+    free(pt_st.entries);
+    free(pt_st.words);
+    free(pt_st.slots);
+    free(pt_st.dirty);
+    memset(&pt_st, 0, sizeof pt_st);
+    return ids;
+}

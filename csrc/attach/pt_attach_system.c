@@ -436,6 +436,7 @@ int pt_attach_system_run(const struct pt_attach_config *cfg) {
     pt_attach_out_flush();
 
     static struct pollfd pfd[2 + PT_SYS_MAX_CPUS]; /* too big for the stack */
+    int forget = 0; /* proftui asked to forget the stacks: done once the reader takes it */
     for (;;) {
         pfd[0] = (struct pollfd){cfg->control_fd, POLLIN, 0};
         pfd[1] = (struct pollfd){cfg->signal_fd, POLLIN, 0};
@@ -443,13 +444,15 @@ int pt_attach_system_run(const struct pt_attach_config *cfg) {
             pfd[2 + c] = (struct pollfd){pt_sys.rings[c].fd, POLLIN, 0};
         /* Woken by a quarter-full ring or every 100 ms, not more often. */
         int r = poll(pfd, 2 + (nfds_t)pt_sys.ncpus, (int)(PT_ATTACH_COUNTS_NS / 1000000u));
-        int stop = r > 0 && pt_attach_check_control(cfg, pfd[0].revents, pfd[1].revents, NULL);
+        int stop = r > 0 && pt_attach_check_control(cfg, pfd[0].revents, pfd[1].revents, NULL,
+                                                     &forget);
         pt_sys_drain_all();
         pt_sys.round++;
         pt_attach_unwind_retry_unread();
         pt_sys_forget_gone();
         pt_attach_unwind_take_stats(); /* the walks' counts are for the perf method's resize */
         pt_attach_out_flush();
+        if (forget && !stop && pt_attach_out_forget()) forget = 0;
         if (stop || pt_attach_out_broken()) break;
     }
     pt_sys_drain_all();

@@ -24,7 +24,7 @@ from proftui.collectors.model.views import flat_profile
 from proftui.collectors.runtime.helper import STOP_TIMEOUT_S
 from proftui.collectors.wording import count
 
-from tests.conftest import build_fixture
+from tests.conftest import LUA_SCRIPTS, build_fixture, build_lua
 from tests.helpers.clickhouse import Server
 from tests.helpers.costs import paths_to
 from tests.helpers.fleet import CLI, proftui, servers_or_skip
@@ -238,6 +238,60 @@ def test_samples_the_agent_lost_are_said_by_the_fleet(server: Server, tmp_path: 
                     "of that host may be short by up to that many"], (said, local.meta.warnings)
     assert pushed.total(0) > 0
     print(f"lost {local.meta.dropped} (late {late}) of {local.total(0):.0f} kept; {said[0]}")
+
+
+def test_a_long_run_forgets_its_stacks_and_pushes_every_sample(server: Server,
+                                                                tmp_path: Path) -> None:
+    """--max-stacks (a long run's memory bounded): at 100 stacks the helper and the tables
+    forget theirs, again and again while Lua (a real program) runs.  Every sample the
+    agent counted reaches the fleet, and the shares are those a second agent that keeps
+    every stack (-o) found in the same run."""
+    lua = build_lua()
+    url = server.url("agent_forget")
+    run = secrets.token_hex(4)
+    saved = tmp_path / "kept.proftui"
+    common = ["agent", "-F", "999", "--program", lua.name]
+    pushing = subprocess.Popen([*CLI, *common, "--push", url, "--every", "1",
+                                "--max-stacks", "100", "--label", f"run={run}"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    keeping = subprocess.Popen([*CLI, *common, "-o", str(saved)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1.5)
+        assert pushing.poll() is None and keeping.poll() is None
+        target = subprocess.Popen([str(lua), str(LUA_SCRIPTS / "cpu.lua"), "24"],
+                                  stdout=subprocess.DEVNULL)
+        assert target.wait(timeout=300) == 0
+        time.sleep(2.0)  # its last samples pushed at the next interval
+    finally:
+        err = _stop(pushing, signal.SIGTERM)
+        kept_err = _stop(keeping, signal.SIGTERM)
+    forgot = [line for line in err.splitlines() if "forgot the stacks it held" in line]
+    assert forgot and "(at 100, --max-stacks)" in forgot[0], err
+    assert "held 1 time" not in forgot[0], forgot  # again and again
+    assert "forgot" not in kept_err, kept_err
+    sampled = next(line for line in err.splitlines() if "agent sampled" in line)
+    counted = int(sampled.rsplit(" ", 2)[-2].replace(",", ""))
+    late = sum(int(line.split("note: ")[1].split()[0].replace(",", ""))
+               for line in err.splitlines() if "after their process's last push" in line)
+    everything = load(f"{url}?from=-1h&run={run}")  # other tests may run this Lua too
+    assert everything.total(0) == counted - late > 1000, (everything.total(0), counted, err)
+    pushed = load(f"{url}?from=-1h&run={run}&pid={target.pid}")
+    reference = part_profile(load_file(saved), f"pid {target.pid}")
+    ours, theirs = _flat_shares(pushed), _flat_shares(reference)
+    print(f"{forgot[0]}; pushed {everything.total(0):.0f} of {counted} counted ({late} late); "
+          f"this Lua: pushed {pushed.total(0):.0f}, kept {reference.total(0):.0f}")
+    big = [name for name, share in theirs.items() if share >= 3.0]
+    assert len(big) >= 3, theirs
+    assert all(abs(ours.get(n, 0.0) - theirs[n]) <= 3.0 for n in big), \
+        {n: (round(ours.get(n, 0.0), 1), round(theirs[n], 1)) for n in big}
+
+
+def _flat_shares(profile: Profile) -> dict[str, float]:
+    """Each function's share of the profile's self samples, in percent."""
+    total = profile.total(0)
+    return {row.frame.function: 100.0 * row.self_cost[0] / total
+            for row in flat_profile(profile)}
 
 
 def test_agent_without_permission_is_one_line() -> None:

@@ -16,6 +16,7 @@ from proftui.collectors.runtime.wire_attach import (
     PROCESS_GONE,
     PROCESS_NEW,
     REC_BUFFERS,
+    REC_FORGET,
     REC_PROCESS,
     REC_TASK,
     THREAD_GONE,
@@ -167,3 +168,56 @@ def test_one_shared_table_gives_the_profile_the_fold_gives(monkeypatch: pytest.M
         f"pid {PID + 2} tid {PID + 2}"}
     assert shared.meta.threads[PID + 2] == "late"
     assert AgentCollector([], pushed=False, programs=("prog",))._shared is False
+
+
+class FakeHelper:
+    """Records what the collector asks of its helper."""
+
+    def __init__(self) -> None:
+        self.forgets = 0
+
+    def forget(self) -> bool:
+        self.forgets += 1
+        return True
+
+
+def forget(stacks: int) -> bytes:
+    return record(REC_FORGET, struct.pack("=I", stacks))
+
+
+def test_a_forgotten_table_is_renewed_once_pushed_and_nothing_is_lost(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """--max-stacks: at that many stacks the helper is asked to forget them; after its
+    FORGET its ids start at 0 again and each stack comes again.  Every sample counts
+    once: those before the FORGET in the old table (renewed only once a pusher took
+    its changes), those after in a new one, even when both ids of one stack are applied
+    together."""
+    monkeypatch.setattr(process_module, "executable_build_id", lambda _pid, _exe: "")
+    agent = AgentCollector([], keep_profile=False, max_stacks=2)
+    helper = agent._helper = FakeHelper()  # type: ignore[assignment]
+    feed(agent, START + process(PID, PROCESS_NEW, "/bin/prog") + task(1, PID, PID, THREAD_NEW)
+         + stack(0, 1, [0x1000, 0x2000]) + stack(1, 1, [0x1000, 0x3000])
+         + counts(1, (0, 5, 5_000_000), (1, 1, 1_000_000)))
+    (part,) = agent.take()
+    old = part.table
+    assert helper.forgets == 1 and list(old.costs[0]) == [5.0, 1.0]
+    assert agent.take() == [part] and helper.forgets == 1  # asked once, until FORGET
+    # Counts of the old id 0 and, after the FORGET, of the same stack as id 0 again.
+    feed(agent, counts(2, (0, 2, 2_000_000)) + forget(2)
+         + stack(0, 1, [0x1000, 0x2000]) + counts(3, (0, 3, 3_000_000)))
+    (part,) = agent.take()  # the old table's costs were not taken yet: kept
+    assert part.table is old and list(old.costs[0]) == [10.0, 1.0]
+    assert sorted(d[0] for _i, d in old.changes()) == [1.0, 10.0]  # a pusher takes them
+    feed(agent, counts(4, (0, 4, 4_000_000)))
+    (part,) = agent.take()
+    assert part.table is not old and list(part.table.costs[0]) == [4.0]
+    assert set(part.keys) == {2}  # the old ids' stacks are forgotten
+    assert agent.counted() == (1, 15) and helper.forgets == 1
+    assert "forgot the stacks it held 1 time (at 2, --max-stacks)" in " ".join(agent.notes())
+
+
+def test_a_kept_profile_never_forgets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """-o keeps the whole run: no --max-stacks."""
+    monkeypatch.setattr(process_module, "executable_build_id", lambda _pid, _exe: "")
+    agent = AgentCollector([], keep_profile=True, max_stacks=100)
+    assert agent.max_stacks == 0

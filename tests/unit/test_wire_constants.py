@@ -106,6 +106,6 @@ def test_attach_stream(c_side: dict[str, int]) -> None:
     agree(c_side, "attach_flag_kernel_time attach_flag_target_timer", a.FLAG_KERNEL_TIME,
           a.FLAG_TARGET_TIMER)
     agree(c_side, "attach_rec_task attach_rec_process attach_process_new attach_process_maps "
-          "attach_process_gone", a.REC_TASK, a.REC_PROCESS, a.PROCESS_NEW, a.PROCESS_MAPS,
-          a.PROCESS_GONE)
+          "attach_process_gone attach_rec_forget", a.REC_TASK, a.REC_PROCESS, a.PROCESS_NEW,
+          a.PROCESS_MAPS, a.PROCESS_GONE, a.REC_FORGET)
     assert a.METHODS[c_side["attach_method_system"]] == "system"
