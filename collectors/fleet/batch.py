@@ -6,9 +6,10 @@ random 64-bit number chosen when the interval is taken, so a retry can ask the s
 whether an earlier attempt got there (docs/fleet.md, "Exactly once").
 
 Spool files: MAGIC, a little-endian u32 header length, the JSON header (labels,
-threads, metric spec, the stacks' frames, what the interval lost), then the row
-columns as raw arrays (thread index u32, stack hash u64, costs f64 row-major, calls
-i64).
+threads, metric spec, the stacks' distinct frames once and each stack as indices into
+them, what the interval lost), then the row columns as raw arrays (thread index u32,
+stack hash u64, costs f64 row-major, calls i64).  A header without "frames" (an older
+proftui's) holds each stack's frames whole.
 """
 
 from __future__ import annotations
@@ -73,12 +74,25 @@ class Batch:
         return sum(self.costs[i] for i in range(0, len(self.costs), n))
 
     def encode(self) -> bytes:
+        # Stacks share most frames (their callers): each one is written once (known by
+        # identity: a table's frames are interned, and hashing a Frame reads every field).
+        index: dict[int, int] = {}
+        frames: list[Frame] = []
+        stacks = []
+        for h, record in self.stacks.items():
+            ids = []
+            for f in record.frames:
+                i = index.get(id(f))
+                if i is None:
+                    i = index[id(f)] = len(frames)
+                    frames.append(f)
+                ids.append(i)
+            stacks.append([h, ids, _site_row(record.site)])
         header = {
             "batch": self.batch_id, "time": self.time, "end": self.end,
             "series": self.series, "labels": self.labels, "spec": self.spec,
             "threads": self.threads, "rows": len(self.stack), "lost": self.lost,
-            "stacks": [[h, [_frame_row(f) for f in r.frames], _site_row(r.site)]
-                       for h, r in self.stacks.items()],
+            "frames": [_frame_row(f) for f in frames], "stacks": stacks,
         }
         head = json.dumps(header, separators=(",", ":")).encode("utf-8", "surrogateescape")
         columns = [_bytes(c) for c in (self.thread, self.stack, self.costs, self.calls)]
@@ -111,8 +125,15 @@ class Batch:
                     column.byteswap()
                 pos += count * width
                 out.append(column)
-            stacks = {int(h): StackRecord(tuple(_frame_of(f) for f in frames), _site_of(site))
-                      for h, frames, site in header["stacks"]}
+            table = header.get("frames")
+            if table is None:  # an older proftui's file: every stack's frames whole
+                stacks = {int(h): StackRecord(tuple(_frame_of(f) for f in frames),
+                                              _site_of(site))
+                          for h, frames, site in header["stacks"]}
+            else:
+                known = [_frame_of(f) for f in table]
+                stacks = {int(h): StackRecord(tuple(known[i] for i in frames), _site_of(site))
+                          for h, frames, site in header["stacks"]}
             return cls(batch_id=int(header["batch"]), time=int(header["time"]),
                        end=float(header["end"]), series=int(header["series"]),
                        labels=dict(header["labels"]), spec=str(header["spec"]),

@@ -106,7 +106,7 @@ class TableIntervals:
             stack = StackHasher.finish(prefix, site)
             if stack not in self.records:
                 path = flat[offsets[j]:offsets[j + 1]]
-                self.records[stack] = StackRecord(tuple(frames[f] for f in path), site)
+                self.records[stack] = StackRecord(frames.frames_of(path), site)
             keys[index] = threads[j], stack
 
 

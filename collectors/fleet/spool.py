@@ -25,7 +25,9 @@ from proftui.collectors.fleet.batch import Batch
 from proftui.collectors.symbols.cachedir import CacheDir
 
 DEFAULT_MAX_BYTES = 64 << 20
-KEEP_DECODED = 4  # newest batches also kept in memory: sent without reading them back
+# The newest batches, up to this many bytes (as written), are also kept in memory: sent
+# without reading them back.  An agent puts one batch per process each interval.
+KEEP_DECODED_BYTES = 8 << 20
 SUFFIX = ".batch"
 
 
@@ -54,6 +56,7 @@ class Spool:
         self.dropped_weight = 0.0
         self._queue: list[Spooled] = []
         self._bytes = 0
+        self._decoded_bytes = 0  # of the batches kept in memory too
         self._seq = 0
         base = root
         if base is not None:
@@ -88,11 +91,18 @@ class Spool:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         self._queue.append(Spooled(path, len(data), batch.weight(), batch=batch))
-        if len(self._queue) > KEEP_DECODED:  # an outage: older ones are read back when sent
-            self._queue[-KEEP_DECODED - 1].batch = None
+        self._decoded_bytes += len(data)
+        if self._decoded_bytes > KEEP_DECODED_BYTES:  # an outage: read back when sent
+            for item in self._queue[:-1]:
+                if item.batch is not None:
+                    item.batch = None
+                    self._decoded_bytes -= item.size
+                    if self._decoded_bytes <= KEEP_DECODED_BYTES:
+                        break
         self._bytes += len(data)
         while self._bytes > self.max_bytes and len(self._queue) > 1:
             old = self._queue.pop(0)
+            self._forget_decoded(old)
             self._bytes -= old.size
             self.dropped_batches += 1
             self.dropped_weight += old.weight
@@ -119,9 +129,15 @@ class Spool:
             self._queue.pop(0)
         else:
             self._queue.remove(item)
+        self._forget_decoded(item)
         self._bytes -= item.size
         with contextlib.suppress(OSError):
             os.unlink(item.path)
+
+    def _forget_decoded(self, item: Spooled) -> None:
+        if item.batch is not None:
+            item.batch = None
+            self._decoded_bytes -= item.size
 
     def adopt(self) -> int:
         """Take over the batches other ended sessions left for the same server (sent

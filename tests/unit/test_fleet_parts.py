@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from proftui.collectors.errors import ProftuiError
 from proftui.collectors.fleet import is_fleet_url
+from proftui.collectors.fleet import spool as spool_module
 from proftui.collectors.fleet.batch import Batch, metric_spec, parse_spec
 from proftui.collectors.fleet.client import sample_columns
 from proftui.collectors.fleet.intervals import SnapshotIntervals, TableIntervals
@@ -150,6 +151,28 @@ def test_batch_round_trip() -> None:
         Batch.decode(b"garbage")
 
 
+def test_batch_of_an_older_proftui_still_decodes() -> None:
+    """Spool files an earlier session left hold each stack's frames whole (no table)."""
+    import json
+    import struct
+
+    batch = Batch(batch_id=3, time=1, end=2.0, series=1, labels={}, spec="samples:count",
+                  threads=["t"])
+    batch.thread.append(0)
+    batch.stack.append(5)
+    batch.costs.append(4.0)
+    batch.stacks = {5: StackRecord((MAIN, WORK, MAIN), None)}
+    data = batch.encode()
+    (size,) = struct.unpack_from("<I", data, 8)
+    header = json.loads(data[12:12 + size])
+    assert len(header["frames"]) == 2  # MAIN once
+    table = header.pop("frames")
+    header["stacks"] = [[h, [table[i] for i in ids], site] for h, ids, site in header["stacks"]]
+    head = json.dumps(header).encode()
+    old = data[:8] + struct.pack("<I", len(head)) + head + data[12 + size:]
+    assert Batch.decode(old) == batch
+
+
 # -- intervals --------------------------------------------------------------------------
 
 
@@ -244,6 +267,25 @@ def test_spool_over_its_bound_counts_the_oldest_it_drops(tmp_path: Path) -> None
     assert spool.dropped_weight == 10.0 * spool.dropped_batches
     item = spool.oldest()
     assert item is not None and spool.load(item).batch_id == 10 - len(spool)
+
+
+def test_spool_keeps_the_newest_batches_decoded_up_to_its_bytes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An interval's batches (one per process, for the agent) are sent without reading
+    them back; past the bytes kept, the older ones are read from their files, equal."""
+    one = len(_batch(0, 1.0).encode())
+    monkeypatch.setattr(spool_module, "KEEP_DECODED_BYTES", 3 * one)
+    spool = Spool("h:9000/db", root=tmp_path)
+    for n in range(5):
+        spool.put(_batch(n, float(n)))
+    kept = [item.batch is not None for item in spool.items()]
+    assert kept == [False, False, True, True, True]
+    while (item := spool.oldest()) is not None:
+        batch = spool.load(item)
+        assert batch.costs.tolist() == [float(batch.batch_id)]
+        spool.done(item)
+    spool.put(_batch(9, 9.0))
+    assert [item.batch is not None for item in spool.items()] == [True]
 
 
 def test_next_session_adopts_the_batches_left(tmp_path: Path) -> None:
