@@ -1,0 +1,140 @@
+"""A long `proftui agent --push`'s memory against `perf record -a -g` on the same host and load.
+
+The load: two Lua interpreters (../shared/programs/lua, built here) running
+benchmarks/programs/mixed.lua, which make new distinct stacks all the time (a new leaf
+address or caller chain, ~100 a second at 99 Hz).  Three samplers run side by side over
+the same load for --duration seconds:
+
+  perf     perf record -a -g -F HZ -o FILE (the anchor)
+  forgets  proftui agent -F HZ --push URL --every 10 --max-stacks N (to a
+           clickhouse-server started here)
+  keeps    the same with --max-stacks 4000000: every stack kept (what the agent did
+           before it could forget)
+
+Both agents filter --program for the Lua interpreter (the other agent, perf and the
+server are sampled but not symbolized or pushed).  Every 10 s the resident memory of each
+sampler's process tree (proftui and its helper; perf) is read; printed: the table over
+time, each one's growth over the second half (MiB a minute), and its last size against
+perf's.  Goal: the forgetting agent's memory flat (no growth over the second half beyond
+noise), where the keeping one grows without bound.
+
+usage: python benchmarks/bench_agent_memory.py [--duration S] [--max-stacks N] [--rate HZ]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench_fleet import build_lua  # the same Lua build (benchmarks/ is on sys.path)
+
+from tests.helpers.clickhouse import running_servers, server_binary
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "benchmarks" / "programs" / "mixed.lua"
+EVERY_S = 10.0
+
+
+def tree_rss_mib(pid: int) -> float:
+    """Resident memory of `pid` and its children (one level: proftui's helper)."""
+    total = 0
+    pids = [pid]
+    with contextlib.suppress(OSError):
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                pids.extend(int(c) for c in f.read().split())
+    for p in pids:
+        with contextlib.suppress(OSError), open(f"/proc/{p}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+    return total / 1024
+
+
+def growth(rows: list[tuple[float, float]]) -> float:
+    """MiB a minute over the second half of `rows` ((seconds, MiB)), by least squares."""
+    half = rows[len(rows) // 2:]
+    if len(half) < 2:
+        return 0.0
+    n = len(half)
+    mt = sum(t for t, _ in half) / n
+    mm = sum(m for _, m in half) / n
+    den = sum((t - mt) ** 2 for t, _ in half)
+    return 60.0 * sum((t - mt) * (m - mm) for t, m in half) / den if den else 0.0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--duration", type=float, default=300.0)
+    parser.add_argument("--max-stacks", type=int, default=5000)
+    parser.add_argument("--rate", type=int, default=99)
+    args = parser.parse_args()
+    if shutil.which("perf") is None:
+        print("perf is not installed: no anchor")
+        return 1
+    if server_binary() is None:
+        print("clickhouse-server is not installed (apt-get install clickhouse-server)")
+        return 1
+    with tempfile.TemporaryDirectory(prefix="bench-agent-mem-") as name, \
+            running_servers(1) as servers:
+        work = Path(name)
+        lua = build_lua(work)
+        url = servers[0].url("bench_agent_memory")
+        loads = [subprocess.Popen([str(lua), str(SCRIPT), "1000000"], stdout=subprocess.DEVNULL)
+                 for _ in range(2)]
+        agent = [sys.executable, "-m", "proftui.tui.cli", "agent", "-F", str(args.rate),
+                 "--push", url, "--every", f"{EVERY_S:g}", "--program", lua.name]
+        samplers = {
+            "perf": ["perf", "record", "-q", "-a", "-g", "-F", str(args.rate), "-o",
+                     str(work / "perf.data")],
+            "forgets": [*agent, "--max-stacks", str(args.max_stacks)],
+            "keeps": [*agent, "--max-stacks", "4000000"],
+        }
+        procs = {k: subprocess.Popen(v, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                     text=True, start_new_session=True)
+                 for k, v in samplers.items()}
+        rows: dict[str, list[tuple[float, float]]] = {k: [] for k in samplers}
+        began = time.monotonic()
+        errors = {}
+        try:
+            print(f"{'s':>5} " + " ".join(f"{k:>9}" for k in samplers) + "   (MiB resident)")
+            while (elapsed := time.monotonic() - began) < args.duration:
+                time.sleep(min(EVERY_S, args.duration - elapsed))
+                at = time.monotonic() - began
+                for k, p in procs.items():
+                    rows[k].append((at, tree_rss_mib(p.pid)))
+                print(f"{at:>5.0f} " + " ".join(f"{rows[k][-1][1]:>9.1f}" for k in samplers),
+                      flush=True)
+        finally:
+            for k, p in procs.items():
+                os.killpg(p.pid, signal.SIGTERM)
+            for k, p in procs.items():
+                try:
+                    errors[k] = p.communicate(timeout=120)[1]
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    errors[k] = p.communicate()[1]
+            for load in loads:
+                load.kill()
+                load.wait()
+        forgot = [line for line in errors["forgets"].splitlines() if "forgot" in line]
+        print(f"{args.rate} Hz, {args.duration:g} s, 2 x lua mixed.lua, {os.cpu_count()} CPUs; "
+              f"--max-stacks {args.max_stacks}: {forgot[0] if forgot else 'never forgot'}")
+        perf_last = rows["perf"][-1][1]
+        for k in samplers:
+            last = rows[k][-1][1]
+            print(f"{k:>8}: last {last:7.1f} MiB ({last / perf_last:5.1f}x perf's), "
+                  f"growth over the second half {growth(rows[k]):+6.2f} MiB/min")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
