@@ -28,6 +28,7 @@ import contextlib
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -64,11 +65,8 @@ def growth(rows: list[tuple[float, float]]) -> float:
     half = rows[len(rows) // 2:]
     if len(half) < 2:
         return 0.0
-    n = len(half)
-    mt = sum(t for t, _ in half) / n
-    mm = sum(m for _, m in half) / n
-    den = sum((t - mt) ** 2 for t, _ in half)
-    return 60.0 * sum((t - mt) * (m - mm) for t, m in half) / den if den else 0.0
+    times, sizes = zip(*half, strict=True)
+    return 60.0 * statistics.linear_regression(times, sizes).slope
 
 
 def main() -> int:
@@ -114,7 +112,7 @@ def main() -> int:
                 print(f"{at:>5.0f} " + " ".join(f"{rows[k][-1][1]:>9.1f}" for k in samplers),
                       flush=True)
         finally:
-            for k, p in procs.items():
+            for p in procs.values():
                 os.killpg(p.pid, signal.SIGTERM)
             for k, p in procs.items():
                 try:
