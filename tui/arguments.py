@@ -131,22 +131,30 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
+def _number(text: str, kind: type[int] | type[float], what: str) -> Any:
+    """`text` as an int or float, or the one line that says it is not one."""
+    try:
+        return kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a {what}: {text!r}") from None
+
+
 def _frequency(text: str) -> int:
-    value = int(text)
+    value = _number(text, int, "whole number of Hz")
     if not 1 <= value <= 10_000:
         raise argparse.ArgumentTypeError("frequency must be between 1 and 10000 Hz")
     return value
 
 
 def _stack_count(text: str) -> int:
-    value = int(text)
+    value = _number(text, int, "whole number of stacks")
     if not 100 <= value <= 4_000_000:
         raise argparse.ArgumentTypeError("stacks must be between 100 and 4000000")
     return value
 
 
 def _megabytes(text: str) -> int:
-    value = float(text)
+    value = _number(text, float, "number of MiB")
     if not 0.0625 <= value <= 65536:
         raise argparse.ArgumentTypeError("buffer must be between 0.0625 and 65536 MiB")
     return int(value * (1 << 20))
@@ -184,7 +192,7 @@ def _label(text: str) -> tuple[str, str]:
 
 
 def _interval(text: str) -> float:
-    value = float(text)
+    value = _number(text, float, "number of seconds")
     if not 1 <= value <= 86400:
         raise argparse.ArgumentTypeError("interval must be between 1 and 86400 seconds")
     return value

@@ -117,6 +117,9 @@ def test_unknown_option() -> None:
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert_one_line_error(result, "--no-such-option")
     assert_one_line_error(proftui("-F", "0", "x"), "between 1 and 10000")
+    # A word where a number goes says so, not the name of a function inside proftui.
+    assert_one_line_error(proftui("-F", "lots", "x"), "not a whole number of Hz: 'lots'")
+    assert_one_line_error(proftui("agent", "--every", "x"), "not a number of seconds")
     assert_one_line_error(proftui("report"), "file")
 
 
