@@ -44,6 +44,10 @@ if TYPE_CHECKING:
 DEFAULT_EVERY_S = 10.0
 FLUSH_TIMEOUT_S = FLUSH_S  # after the target ends: how long sending may still take
 MAX_ROWS = 500_000  # per batch: one insert block (the server's is 1,048,576 rows)
+# Stack hashes remembered as on the server (their frames not sent again): past this many
+# the set starts afresh, so a run of days stays bounded; a stack sent twice is one row
+# (the stacks table replaces by hash).
+MAX_CONFIRMED = 100_000
 
 
 @dataclass
@@ -307,6 +311,8 @@ class Pusher:
             self.stats.failures += 1
             self.stats.last_error = str(exc)
             return False
+        if len(self._confirmed) + len(batch.stacks) > MAX_CONFIRMED:
+            self._confirmed.clear()
         self._confirmed.update(batch.stacks)
         self._maybe_sent.discard(key)
         spool.done(item)

@@ -391,6 +391,22 @@ def test_missing_driver_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
         FleetClient(parse("clickhouse://h/db"))
 
 
+def test_the_stacks_remembered_as_sent_stay_bounded(tmp_path: Path,
+                                                    monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """An agent sends new stacks for days: the hashes it remembers as on the server start
+    afresh past MAX_CONFIRMED (a stack sent again is one row there)."""
+    monkeypatch.setattr("proftui.collectors.fleet.pusher.FleetClient", lambda url: FlakyClient())
+    monkeypatch.setattr("proftui.collectors.fleet.pusher.MAX_CONFIRMED", 5)
+    pusher = Pusher(parse("clickhouse://h/db", query=False), {})
+    pusher.spool = Spool("h:9000/db", root=tmp_path)
+    for n in range(4):
+        batch = _batch(n, 1.0)
+        batch.stacks = {10 * n + k: StackRecord((MAIN,)) for k in range(2)}
+        pusher.spool.put(batch)
+        assert pusher.send_pending()
+        assert len(pusher._confirmed) <= 5 and set(batch.stacks) <= pusher._confirmed
+
+
 def test_record_without_push_loads_no_fleet_code() -> None:
     """`proftui record`'s fixed cost: the ClickHouse client loads only with --push."""
     import subprocess
