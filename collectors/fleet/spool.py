@@ -95,8 +95,7 @@ class Spool:
         if self._decoded_bytes > KEEP_DECODED_BYTES:  # an outage: read back when sent
             for item in self._queue[:-1]:
                 if item.batch is not None:
-                    item.batch = None
-                    self._decoded_bytes -= item.size
+                    self._forget_decoded(item)
                     if self._decoded_bytes <= KEEP_DECODED_BYTES:
                         break
         self._bytes += len(data)
@@ -135,6 +134,8 @@ class Spool:
             os.unlink(item.path)
 
     def _forget_decoded(self, item: Spooled) -> None:
+        """`item` is read back from its file when sent (or is gone): its batch's memory
+        goes."""
         if item.batch is not None:
             item.batch = None
             self._decoded_bytes -= item.size
