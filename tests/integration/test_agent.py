@@ -264,8 +264,10 @@ def test_a_long_run_forgets_its_stacks_and_pushes_every_sample(server: Server,
         assert target.wait(timeout=300) == 0
         time.sleep(2.0)  # its last samples pushed at the next interval
     finally:
-        err = _stop(pushing, signal.SIGTERM)
-        kept_err = _stop(keeping, signal.SIGTERM)
+        try:
+            err = _stop(pushing, signal.SIGTERM)
+        finally:  # the second agent stops too, whatever the first did
+            kept_err = _stop(keeping, signal.SIGTERM)
     forgot = [line for line in err.splitlines() if "forgot the stacks it held" in line]
     assert forgot and "(at 100, --max-stacks)" in forgot[0], err
     assert "held 1 time" not in forgot[0], forgot  # again and again
