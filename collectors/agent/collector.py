@@ -456,23 +456,15 @@ class AgentCollector(Collector):
         with self._sym_lock:
             for process, updates in moved:
                 table = process.table
-                # Counts since the last apply, added to the table's: two ids may name
-                # one stack (before and after a FORGET), so summed per stack first.
-                added: dict[int, list[float]] = {}
+                # Counts since the last apply, added to the table's (two ids may name one
+                # stack: before and after a FORGET).
+                rows = []
                 for sid, counts in updates.items():
                     index = process.index_of.get(sid)
                     if index is None:  # its STACK came in the same read: symbolize now
                         index = process.index_of[sid] = self._table_index(process, sid)
-                    found = added.get(index)
-                    if found is None:
-                        added[index] = counts
-                    else:
-                        found[0] += counts[0]
-                        found[1] += counts[1]
-                samples, weights = table.costs
-                rows = [(index, [samples[index] + c[0], weights[index] + c[1]])
-                        for index, c in added.items()]
-                table.set_many(rows, defer_totals=True)
+                    rows.append((index, counts))
+                table.add_many(rows, defer_totals=True)
                 if self.keep_profile and table is not self._host.table:
                     process.unfolded.update(index for index, _counts in rows)
             self._resymbolize_jit(wanted)

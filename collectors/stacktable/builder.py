@@ -335,16 +335,31 @@ class StackProfile:
         the self costs alone, and every total is summed again when next read: cheaper
         than walking up from each stack.  With `defer_totals` (a headless run applying
         what it drained every second) that holds for any batch."""
+        self._apply_many(updates, defer_totals, deltas=False)
+
+    def add_many(self, updates: Sequence[tuple[int, Sequence[float]]],
+                 defer_totals: bool = False) -> None:
+        """`add` for a batch (an index may come more than once), as `set_many` applies
+        its batch."""
+        self._apply_many(updates, defer_totals, deltas=True)
+
+    def _apply_many(self, updates: Sequence[tuple[int, Sequence[float]]], defer_totals: bool,
+                    deltas: bool) -> None:
+        """`set_many` (`deltas` False: `updates` are the new costs) or `add_many`."""
         self._flush()
         if not defer_totals and len(updates) * BATCH_DEPTH <= len(self._tree):
             for index, values in updates:
-                self.set(index, values)
+                if not deltas:
+                    self.set(index, values)
+                elif any(values):
+                    self.add(index, values)
             return
         s = self._stacks
         shared = len(self.labels) <= 1
         touched_parts: set[int] = set()
         for index, values in updates:
-            delta = [v - column[index] for v, column in zip(values, self.costs, strict=False)]
+            delta = values if deltas else [v - column[index] for v, column
+                                           in zip(values, self.costs, strict=False)]
             if not any(delta):
                 continue
             self._own_tree()
