@@ -33,6 +33,7 @@ from proftui.collectors.fleet.guard import (
     install,
     timeout_s,
 )
+from proftui.collectors.fleet.stacks import StackRecord
 from proftui.collectors.fleet.url import FleetURL
 from proftui.collectors.model.profile import Metric
 
@@ -262,19 +263,40 @@ class FleetClient:
                 raise ProftuiError(f"fleet schema version {schema.VERSION} has no column for "
                                    f"metric {metric.name!r}")
 
-    def insert(self, batch: Batch) -> None:
-        """Insert the batch's stacks, its series, then its rows and marker (one block:
-        atomic)."""
-        if batch.stacks:
+    def insert(self, batches: Sequence[Batch]) -> None:
+        """Insert the batches' stacks, their series, then their rows and markers (one
+        block: atomic).  One statement per table for all of them (each costs a round
+        trip and the server's parse, whatever its rows): the caller gives batches of one
+        interval, so their rows fall in one partition, and at most MAX_ROWS of them."""
+        stacks: dict[int, StackRecord] = {}
+        for batch in batches:
+            stacks.update(batch.stacks)
+        if stacks:
             self.execute(f"INSERT INTO {self.db}.{schema.STACKS} VALUES",
-                         _stack_columns(batch), columnar=True, doing="inserting stacks")
-        if batch.series not in self._series_sent:
-            keys = sorted(batch.labels)
-            self.execute(f"INSERT INTO {self.db}.{schema.SERIES} VALUES",
-                         [[batch.series], [keys], [[batch.labels[k] for k in keys]],
-                          [batch.time]], columnar=True, doing="inserting the series")
-            self._series_sent.add(batch.series)
-        self.execute(f"INSERT INTO {self.db}.{schema.SAMPLES} VALUES", sample_columns(batch),
+                         _stack_columns(stacks), columnar=True, doing="inserting stacks")
+        series: dict[int, Batch] = {}  # each new series with its first batch's time
+        for batch in batches:
+            if batch.series not in self._series_sent:
+                series.setdefault(batch.series, batch)
+        if series:
+            labelled: list[list] = [[], [], [], []]
+            for batch in series.values():
+                keys = sorted(batch.labels)
+                for column, value in zip(labelled, (batch.series, keys,
+                                                   [batch.labels[k] for k in keys],
+                                                   batch.time), strict=True):
+                    column.append(value)
+            self.execute(f"INSERT INTO {self.db}.{schema.SERIES} VALUES", labelled,
+                         columnar=True, doing="inserting the series")
+            self._series_sent.update(series)
+        rows: list[list] = []
+        for batch in batches:
+            parts = sample_columns(batch)
+            if not rows:  # new lists: a batch's columns may share one (its zeros)
+                rows = [[] for _ in parts]
+            for column, part in zip(rows, parts, strict=True):
+                column.extend(part)
+        self.execute(f"INSERT INTO {self.db}.{schema.SAMPLES} VALUES", rows,
                      columnar=True, types_check=False, doing="inserting samples")
 
 
@@ -308,9 +330,9 @@ def _now() -> int:
     return int(time.time())
 
 
-def _stack_columns(batch: Batch) -> Sequence[list]:
+def _stack_columns(stacks: dict[int, StackRecord]) -> Sequence[list]:
     cols: list[list] = [[] for _ in range(14)]
-    for stack, record in batch.stacks.items():
+    for stack, record in stacks.items():
         frames = record.frames
         cols[0].append(stack)
         cols[1].append([f.function for f in frames])

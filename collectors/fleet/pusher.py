@@ -281,41 +281,64 @@ class Pusher:
             began = time.thread_time()
             try:
                 while True:
-                    item = spool.oldest()
-                    if item is None:
+                    group = self._next_group(spool)
+                    if not group:
                         return True
                     if deadline is not None and time.monotonic() > deadline:
                         return False
-                    if not self._send(spool, item):
+                    if not self._send(spool, group):
                         return False
             finally:
                 self.stats.send_cpu_s += time.thread_time() - began
 
-    def _send(self, spool: Spool, item: Spooled) -> bool:
+    @staticmethod
+    def _next_group(spool: Spool) -> list[Spooled]:
+        """The oldest batch and those after it of the same interval (one partition), up
+        to MAX_ROWS rows: an agent's processes of one interval go in one insert per
+        table.  A batch of unknown time (another session's) goes alone."""
+        group: list[Spooled] = []
+        rows = 0
+        for item in spool.items():
+            if group and (item.time < 0 or item.time != group[0].time
+                          or rows + item.rows > MAX_ROWS):
+                break
+            group.append(item)
+            rows += item.rows
+            if item.time < 0:
+                break
+        return group
+
+    def _send(self, spool: Spool, group: list[Spooled]) -> bool:
+        """Insert `group` at once (what an earlier attempt landed left out); False when
+        the server failed (every batch of it waits for the next attempt)."""
+        batches: list[tuple[Spooled, Batch]] = []
+        for item in group:
+            try:
+                batches.append((item, spool.load(item)))
+            except (OSError, ProftuiError) as exc:
+                self.stats.notes.append(f"push: a spooled batch could not be read ({exc}); "
+                                        "it was skipped")
+                spool.done(item)
         try:
-            batch = spool.load(item)
-        except (OSError, ProftuiError) as exc:
-            self.stats.notes.append(f"push: a spooled batch could not be read ({exc}); "
-                                    "it was skipped")
-            spool.done(item)
-            return True
-        key = str(item.path)
-        try:
-            if key in self._maybe_sent and self.client.has_batch(batch):
-                self.stats.duplicates_avoided += 1
-            else:
-                self._maybe_sent.add(key)  # from here on an error may hide a landed insert
-                self.client.insert(batch)
-                self.stats.sent += 1
+            todo = [(item, batch) for item, batch in batches
+                    if str(item.path) not in self._maybe_sent
+                    or not self.client.has_batch(batch)]
+            self.stats.duplicates_avoided += len(batches) - len(todo)
+            if todo:
+                # from here on an error may hide a landed insert
+                self._maybe_sent.update(str(item.path) for item, _ in todo)
+                self.client.insert([batch for _, batch in todo])
+                self.stats.sent += len(todo)
         except ProftuiError as exc:
             self.stats.failures += 1
             self.stats.last_error = str(exc)
             return False
-        if len(self._confirmed) + len(batch.stacks) > MAX_CONFIRMED:
-            self._confirmed.clear()
-        self._confirmed.update(batch.stacks)
-        self._maybe_sent.discard(key)
-        spool.done(item)
+        for item, batch in batches:
+            if len(self._confirmed) + len(batch.stacks) > MAX_CONFIRMED:
+                self._confirmed.clear()
+            self._confirmed.update(batch.stacks)
+            self._maybe_sent.discard(str(item.path))
+            spool.done(item)
         return True
 
     # -- the end -----------------------------------------------------------------------

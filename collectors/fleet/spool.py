@@ -38,6 +38,8 @@ class Spooled:
     weight: float  # the batch's first-metric total (samples, bytes)
     adopted: bool = False  # left by an earlier session: maybe sent already
     batch: Batch | None = None  # kept decoded while few batches wait (the usual case)
+    time: int = -1  # the batch's interval start (-1: unknown, an adopted file)
+    rows: int = 0
 
 
 def _open_private(path: Path, flags: int) -> int:
@@ -90,7 +92,8 @@ class Spool:
         fd = _open_private(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-        self._queue.append(Spooled(path, len(data), batch.weight(), batch=batch))
+        self._queue.append(Spooled(path, len(data), batch.weight(), batch=batch,
+                                   time=batch.time, rows=len(batch)))
         self._decoded_bytes += len(data)
         if self._decoded_bytes > KEEP_DECODED_BYTES:  # an outage: read back when sent
             for item in self._queue[:-1]:

@@ -309,6 +309,7 @@ class FlakyClient:
 
     def __init__(self) -> None:
         self.rows: list[int] = []  # batch ids inserted
+        self.inserts: list[list[int]] = []  # the batch ids of each insert
         self.mode = "ok"
 
     def has_batch(self, batch: Batch) -> bool:
@@ -316,10 +317,11 @@ class FlakyClient:
             raise ProftuiError("cannot reach ClickHouse")
         return batch.batch_id in self.rows
 
-    def insert(self, batch: Batch) -> None:
+    def insert(self, batches: list[Batch]) -> None:
         if self.mode == "down":
             raise ProftuiError("cannot reach ClickHouse")
-        self.rows.append(batch.batch_id)
+        self.rows.extend(batch.batch_id for batch in batches)
+        self.inserts.append([batch.batch_id for batch in batches])
         if self.mode == "lost-ack":
             raise ProftuiError("cannot reach ClickHouse (connection reset)")
 
@@ -351,6 +353,68 @@ def test_a_landed_insert_whose_ack_was_lost_is_not_sent_again(tmp_path: Path,
     assert client.rows == [0, 1, 2]  # each once
     assert pusher.stats.duplicates_avoided == 1 and pusher.stats.sent == 2
     pusher.spool.close()
+
+
+def test_the_batches_of_one_interval_go_in_one_insert(tmp_path: Path,
+                                                       monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """An agent puts a batch per process each interval: they go in one insert (one
+    statement per table, its rows in one partition: all or none land), each interval
+    apart, at most MAX_ROWS rows; after a lost answer the group is looked up, not sent
+    again."""
+    monkeypatch.setattr("proftui.collectors.fleet.pusher.FleetClient", lambda url: FlakyClient())
+    monkeypatch.setattr("proftui.collectors.fleet.pusher.MAX_ROWS", 3)
+    pusher = Pusher(parse("clickhouse://h/db", query=False), {})
+    pusher.spool = Spool("h:9000/db", root=tmp_path)
+    client = pusher.client
+    assert isinstance(client, FlakyClient)
+    for n, start in enumerate((5, 5, 5, 5, 6, 6)):
+        batch = _batch(n, 1.0)
+        batch.time, batch.series = start, 100 + n
+        pusher.spool.put(batch)
+    client.mode = "lost-ack"
+    assert not pusher.send_pending()  # the first three (MAX_ROWS) landed, unknown to it
+    client.mode = "ok"
+    assert pusher.send_pending()
+    assert client.inserts == [[0, 1, 2], [3], [4, 5]]
+    assert client.rows == [0, 1, 2, 3, 4, 5]
+    assert (pusher.stats.sent, pusher.stats.duplicates_avoided) == (3, 3)
+    pusher.spool.close()
+
+
+def test_one_insert_of_many_batches_has_columns_of_one_length() -> None:
+    """The columns of a group's insert: every batch's rows and marker, each column as
+    long as the others (a batch's metric columns may share one list of zeros), each
+    stack and new series once."""
+    pytest.importorskip("clickhouse_driver", reason="clickhouse-driver is not installed")
+    from proftui.collectors.fleet.client import FleetClient
+
+    class Recorder:
+        def __init__(self) -> None:
+            self.calls: list[tuple[str, list[list]]] = []
+
+        def execute(self, sql: str, params: list[list], **kwargs: object) -> None:
+            self.calls.append((sql.split()[2], params))
+
+    client = FleetClient(parse("clickhouse://h/db"))
+    recorder = Recorder()
+    client._client = recorder  # type: ignore[assignment]
+    batches = []
+    for n in range(3):
+        batch = _batch(n, 1.0 + n)
+        batch.series = 7 if n < 2 else 8
+        batch.stacks = {n % 2: StackRecord((MAIN,))}
+        batches.append(batch)
+    client.insert(batches)
+    client.insert([_batch(3, 1.0)])  # series 1: new; 7 and 8 known
+    (t1, stacks), (t2, series), (t3, samples), (t4, later_series), (t5, _) = recorder.calls
+    assert (t1, t2, t3, t4, t5) == ("db.proftui_stacks", "db.proftui_series",
+                                    "db.proftui_samples", "db.proftui_series",
+                                    "db.proftui_samples")
+    assert stacks[0] == [0, 1] and series[0] == [7, 8] and later_series[0] == [1]
+    assert {len(column) for column in samples} == {6}  # 3 rows and 3 markers
+    assert samples[3] == [0, 0, 1, 0, 2, 0]  # stack hashes, then each marker's 0
+    assert samples[4] == [0, 0, 0, 1, 0, 2]  # the markers carry the batch ids
+    assert samples[8] == [1.0, 0.0, 2.0, 0.0, 3.0, 0.0]  # samples: costs, markers 0
 
 
 def test_what_the_run_lost_goes_once_with_its_own_series() -> None:
