@@ -215,6 +215,9 @@ void pt_attach_unwind_maps_changed_of(pid_t pid);
 uint64_t pt_attach_unwind_read_ns(pid_t pid);
 /* 1: walks re-read no maps (a sample from before an exec the maps now show), 0: they may. */
 void pt_attach_unwind_hold_maps(int hold);
+/* 1 if `pc` lies in an executable mapping of the state walked now (`may_reread`: the
+ * maps read again first when they changed or miss it, at most every 50 ms). */
+int pt_attach_unwind_pc_known(uint64_t pc, int may_reread);
 size_t pt_attach_unwind_processes(void); /* states held now */
 /* Read again the maps of every process whose mappings were never found (gone before
  * its first read, and perf's MMAP2 records of it were drained only after). */

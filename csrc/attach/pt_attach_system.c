@@ -26,8 +26,11 @@
  * are kept), then a sample walks with the state that held at its time: one
  * made before an exec the sample came after is ended first, and a sample from
  * before an exec whose state was (re)read after it is not walked with the new
- * program's maps but counted and said (its own are gone).  A kernel without
- * use_clockid keeps the drain order, as before, and says so.
+ * program's maps but counted and said (its own are gone).  So is a sample
+ * taken inside execve, after the exec's COMM record: the new program's memory
+ * is in place but the registers are still the old program's until the kernel
+ * starts the new one, so its pc lies in none of the new mappings.  A kernel
+ * without use_clockid keeps the drain order, as before, and says so.
  *
  * The helper is single-threaded: file-level state in one instance (pt_sys).
  */
@@ -161,9 +164,12 @@ static void pt_sys_execs_around(pid_t pid, uint64_t time, uint64_t *before, uint
 /* Make pid's state the one of a sample taken at `time`: a state from before an exec
  * that came before the sample is ended, a new one is read.  1 when no maps of the
  * sample's own program are known (it came before an exec and only the new program's
- * were read, or after one whose mappings are not drained yet): not to be walked; else
+ * were read, or after one whose mappings are not drained yet), or when it came after
+ * an exec with a `pc` in none of the new program's mappings: taken inside execve,
+ * after the new program's memory replaced the old but before its registers did (the
+ * old program's pc and stack pointer, the new one's memory); not to be walked.  Else
  * 0, with *hold set when the walk must keep the maps it has (read before that exec). */
-static int pt_sys_before_exec(pid_t pid, uint64_t time, int *hold) {
+static int pt_sys_before_exec(pid_t pid, uint64_t time, uint64_t pc, int *hold) {
     uint64_t before, after;
     pt_sys_execs_around(pid, time, &before, &after);
     int made = pt_attach_unwind_use(pid) == 1; /* pid's state the current one from here */
@@ -181,10 +187,10 @@ static int pt_sys_before_exec(pid_t pid, uint64_t time, int *hold) {
     /* No maps, or perf's mappings of a process gone by now as of a time before the
      * exec this sample came after (that exec's own mappings are not drained yet). */
     if (read == 0 || read < before) return 1;
-    if (after == UINT64_MAX) return 0;
+    if (after == UINT64_MAX) return before != 0 && !pt_attach_unwind_pc_known(pc, 1);
     if (read > after) return 1;
     *hold = 1;
-    return 0;
+    return before != 0 && !pt_attach_unwind_pc_known(pc, 0);
 }
 
 static void pt_sys_sample(const uint64_t *body, size_t words) {
@@ -199,7 +205,7 @@ static void pt_sys_sample(const uint64_t *body, size_t words) {
         return;
     }
     int hold = 0;
-    if (pt_sys.timed && pt_sys_before_exec(pid, smp.time, &hold)) {
+    if (pt_sys.timed && pt_sys_before_exec(pid, smp.time, smp.regs.pc, &hold)) {
         pt_sys.before_exec++;
         return;
     }
@@ -465,9 +471,9 @@ int pt_attach_system_run(const struct pt_attach_config *cfg) {
                            pt_sys.kernel_threads == 1 ? "sample was" : "samples were");
     if (pt_sys.before_exec > 0)
         pt_attach_out_text(PT_ATTACH_REC_WARN,
-                           "%llu %s taken just before or after their process "
-                           "exec'd, when the helper had read only the other program's maps: "
-                           "not in the profile (their own were gone)",
+                           "%llu %s taken just before, during or after their "
+                           "process's exec, when the helper knew only the other program's "
+                           "maps: not in the profile (their own were gone)",
                            (unsigned long long)pt_sys.before_exec,
                            pt_sys.before_exec == 1 ? "sample was" : "samples were");
     if (!pt_sys.timed)

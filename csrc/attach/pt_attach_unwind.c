@@ -629,6 +629,10 @@ uint64_t pt_attach_unwind_read_ns(pid_t pid) {
 
 void pt_attach_unwind_hold_maps(int hold) { pt_uw_all.hold = hold; }
 
+int pt_attach_unwind_pc_known(uint64_t pc, int may_reread) {
+    return may_reread ? pt_attach_known_now(pc, 1) : pt_attach_known(pc);
+}
+
 struct pt_attach_unwind_stats pt_attach_unwind_take_stats(void) {
     struct pt_attach_unwind_stats out = pt_uw_all.stats;
     memset(&pt_uw_all.stats, 0, sizeof pt_uw_all.stats);

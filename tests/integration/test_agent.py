@@ -452,8 +452,8 @@ def test_a_sample_from_before_an_exec_is_not_walked_in_the_new_program(
     """Shells that spin a few ms, then exec: their first samples are read after the exec,
     when /proc shows the new program's maps.  Unwound with those they came out as raw
     addresses under the new program (~3 a run here); now each is walked with the maps of
-    its time or left out and said.  What may stay unresolved: a sample inside execve
-    itself (the old program's registers, the new program's memory)."""
+    its time or left out and said, as is a sample inside execve itself (the old
+    program's registers, the new program's memory: its pc in none of the new maps)."""
     why = _can_sample_every_process()
     if why:
         pytest.skip(why)
@@ -487,12 +487,12 @@ def test_a_sample_from_before_an_exec_is_not_walked_in_the_new_program(
             elif frame.module == os.path.realpath("/bin/sh"):
                 named_shell += tree.selfs[0][node]
     for line in err.splitlines():
-        if "just before or after their process exec'd" in line:
+        if "just before, during or after their process's exec" in line:
             before = float(line.split("note: ", 1)[1].split()[0].replace(",", ""))
     assert named_shell + before > 0, err  # the shells were sampled before their exec
     print(f"unresolved {unresolved:g} of {runs} runs; {before:g} left out, said; "
-          f"{named_shell:g} named in the shell")
-    assert unresolved <= 1.0 * runs, (unresolved, before, named_shell, names)
+          f"{named_shell:g} named in the shell {names}")
+    assert unresolved <= 0.15 * runs, (unresolved, before, named_shell, names)
 
 
 def test_a_container_whose_root_cannot_be_read_is_said(tmp_path: Path) -> None:
