@@ -1,9 +1,10 @@
 """One interval of one run, ready to insert: sample rows, the stacks they name, the labels.
 
-A batch is the unit of delivery: it is written to the spool, inserted as one block
-(atomic on the server: one part, one partition) and identified by `batch_id`, a
-random 64-bit number chosen when the interval is taken, so a retry can ask the server
-whether an earlier attempt got there (docs/fleet.md, "Exactly once").
+A batch is the unit of delivery: it is inserted (with the other batches of its
+interval) as one block (atomic on the server: one part, one partition), written to
+the spool when that failed, and identified by `batch_id`, a random 64-bit number
+chosen when the interval is taken, so a retry can ask the server whether an earlier
+attempt got there (docs/fleet.md, "Exactly once").
 
 Spool files: MAGIC, a little-endian u32 header length, the JSON header (labels,
 threads, metric spec, the stacks' distinct frames once and each stack as indices into

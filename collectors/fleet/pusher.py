@@ -1,11 +1,11 @@
-"""The push loop: every interval, what the collector added goes to the spool, then to the
-server; the last interval when the run ends.
+"""The push loop: every interval, what the collector added goes to the server, or to the
+spool when the server does not take it; the last interval when the run ends.
 
 Runs in the front end, on its own thread, never in the target.  A tick takes the
 collector's lock, folds in what the runtime counted (`collect()`), takes the
-interval's rows (intervals.py) and makes a Batch; writing it to the spool and
-sending happen outside the lock.  Sending goes oldest first and stops at the first
-failure (the server is down: the batches wait; they are retried at the next tick).
+interval's rows (intervals.py) and makes a Batch; sending happens outside the lock.
+Sending goes oldest first and stops at the first failure (the server is down: the
+batches are written to the spool and wait; they are retried at the next tick).
 A batch whose earlier attempt may have reached the server (a failure after the
 insert was sent, or one left by an earlier session) is looked up by its id before
 it is sent again, so every interval arrives exactly once.
@@ -279,17 +279,24 @@ class Pusher:
         with self._send_lock, (client.within() if deadline is None else
                                client.until(deadline, "no complete answer in time")):
             began = time.thread_time()
+            sent = False
             try:
-                while True:
-                    group = self._next_group(spool)
-                    if not group:
-                        return True
-                    if deadline is not None and time.monotonic() > deadline:
-                        return False
-                    if not self._send(spool, group):
-                        return False
+                sent = self._send_all(spool, deadline)
             finally:
+                if not sent:  # they wait: on disk, in case this session ends first
+                    spool.write()
                 self.stats.send_cpu_s += time.thread_time() - began
+            return sent
+
+    def _send_all(self, spool: Spool, deadline: float | None) -> bool:
+        while True:
+            group = self._next_group(spool)
+            if not group:
+                return True
+            if deadline is not None and time.monotonic() > deadline:
+                return False
+            if not self._send(spool, group):
+                return False
 
     @staticmethod
     def _next_group(spool: Spool) -> list[Spooled]:
@@ -360,15 +367,21 @@ class Pusher:
             return ""
         if thread is not None and thread.is_alive():  # the spool is still its: leave both
             self.stats.last_error = "the push thread did not stop in time"
-            self._unsent = self._unsent_line(len(spool), str(spool.path))
+            in_memory = sum(not item.written for item in spool.items())
+            self._unsent = self._unsent_line(len(spool), str(spool.path) + (
+                f" ({in_memory} of them not written yet: lost)" if in_memory else ""))
             return self.summary()
         try:
             self._take()
         except ProftuiError as exc:
             self.stats.last_error = str(exc)
-        while not self.send_pending(deadline) and time.monotonic() < deadline:
-            time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
-        self._unsent = self._unsent_line(len(spool), str(spool.path))
+        kept = str(spool.path)
+        try:
+            while not self.send_pending(deadline) and time.monotonic() < deadline:
+                time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+        except OSError as exc:  # the spool could not be written (a full disk)
+            kept = f"nowhere: the spool could not be written ({exc})"
+        self._unsent = self._unsent_line(len(spool), kept)
         spool.close()
         self.client.close()
         return self.summary()

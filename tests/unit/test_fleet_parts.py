@@ -251,6 +251,7 @@ def _full_spool(root: Path) -> Spool:
     spool = Spool("h:9000/db", max_bytes=600, root=root)
     for n in range(10):
         spool.put(_batch(n, 10.0))
+        spool.write()  # each interval's send failed
     return spool
 
 
@@ -278,6 +279,7 @@ def test_spool_keeps_the_newest_batches_decoded_up_to_its_bytes(
     spool = Spool("h:9000/db", root=tmp_path)
     for n in range(5):
         spool.put(_batch(n, float(n)))
+        spool.write()
     kept = [item.batch is not None for item in spool.items()]
     assert kept == [False, False, True, True, True]
     while (item := spool.oldest()) is not None:
@@ -415,6 +417,32 @@ def test_one_insert_of_many_batches_has_columns_of_one_length() -> None:
     assert samples[3] == [0, 0, 1, 0, 2, 0]  # stack hashes, then each marker's 0
     assert samples[4] == [0, 0, 0, 1, 0, 2]  # the markers carry the batch ids
     assert samples[8] == [1.0, 0.0, 2.0, 0.0, 3.0, 0.0]  # samples: costs, markers 0
+
+
+def test_a_batch_is_written_to_the_spool_only_when_its_send_failed(
+        tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The server took it at once: no file.  It did not: on disk (private), sent from
+    there later; what is left at the end stays for the next session."""
+    monkeypatch.setattr("proftui.collectors.fleet.pusher.FleetClient", lambda url: FlakyClient())
+    pusher = Pusher(parse("clickhouse://h/db", query=False), {})
+    spool = pusher.spool = Spool("h:9000/db", root=tmp_path)
+    client = pusher.client
+    assert isinstance(client, FlakyClient)
+    spool.put(_batch(0, 1.0))
+    assert pusher.send_pending() and not list(spool.path.glob("*.batch"))
+    client.mode = "down"
+    spool.put(_batch(1, 1.0))
+    assert not pusher.send_pending()
+    files = list(spool.path.glob("*.batch"))
+    assert len(files) == 1 and stat.S_IMODE(os.stat(files[0]).st_mode) == 0o600
+    spool.put(_batch(2, 1.0))  # the session ends before its first attempt
+    assert not spool.close() and len(list(spool.path.glob("*.batch"))) == 2
+    later = Spool("h:9000/db", root=tmp_path)
+    assert later.adopt() == 2
+    client.mode = "ok"
+    pusher.spool = later
+    assert pusher.send_pending() and client.rows == [0, 1, 2]
+    assert later.close()
 
 
 def test_what_the_run_lost_goes_once_with_its_own_series() -> None:
