@@ -1,4 +1,5 @@
-"""A long `proftui agent --push`'s memory against `perf record -a -g` on the same host and load.
+"""A long `proftui agent --push`'s memory and CPU against `perf record -a -g` on the same
+host and load.
 
 The load: two Lua interpreters (../shared/programs/lua, built here) running
 benchmarks/programs/mixed.lua, which make new distinct stacks all the time (a new leaf
@@ -12,11 +13,13 @@ the same load for --duration seconds:
            before it could forget)
 
 Both agents filter --program for the Lua interpreter (the other agent, perf and the
-server are sampled but not symbolized or pushed).  Every 10 s the resident memory of each
-sampler's process tree (proftui and its helper; perf) is read; printed: the table over
-time, each one's growth over the second half (MiB a minute), and its last size against
-perf's.  Goal: the forgetting agent's memory flat (no growth over the second half beyond
-noise), where the keeping one grows without bound.
+server are sampled but not symbolized or pushed).  Every 10 s the resident memory and the
+CPU time of each sampler's process tree (proftui and its helper; perf) are read; printed:
+the table over time, each one's growth over the second half (MiB a minute), its last
+size against perf's, and its CPU a second over the second half (the steady cost a host
+pays) against perf's.  Goals: the forgetting agent's memory flat (no growth over the
+second half beyond noise), where the keeping one grows without bound; its CPU at most
+perf's (issue 36).
 
 usage: python benchmarks/bench_agent_memory.py [--duration S] [--max-stacks N] [--rate HZ]
 """
@@ -44,20 +47,45 @@ SCRIPT = ROOT / "benchmarks" / "programs" / "mixed.lua"
 EVERY_S = 10.0
 
 
-def tree_rss_mib(pid: int) -> float:
-    """Resident memory of `pid` and its children (one level: proftui's helper)."""
-    total = 0
+def tree_pids(pid: int) -> list[int]:
+    """`pid` and its children (one level: proftui's helper)."""
     pids = [pid]
     with contextlib.suppress(OSError):
         for task in os.listdir(f"/proc/{pid}/task"):
             with open(f"/proc/{pid}/task/{task}/children") as f:
                 pids.extend(int(c) for c in f.read().split())
-    for p in pids:
+    return pids
+
+
+def tree_rss_mib(pid: int) -> float:
+    """Resident memory of `pid` and its children."""
+    total = 0
+    for p in tree_pids(pid):
         with contextlib.suppress(OSError), open(f"/proc/{p}/status") as f:
             for line in f:
                 if line.startswith("VmRSS:"):
                     total += int(line.split()[1])
     return total / 1024
+
+
+def tree_cpu_s(pid: int) -> float:
+    """CPU seconds of `pid` and its children so far, to the nanosecond (schedstat: perf's
+    ~0.2 ms a second is below /proc/PID/stat's 10 ms ticks), summed over their threads."""
+    total = 0
+    for p in tree_pids(pid):
+        with contextlib.suppress(OSError):
+            for task in os.listdir(f"/proc/{p}/task"):
+                with contextlib.suppress(OSError, IndexError, ValueError), \
+                        open(f"/proc/{p}/task/{task}/schedstat") as f:
+                    total += int(f.read().split()[0])
+    return total / 1e9
+
+
+def ms_a_second(cpu: list[tuple[float, float]]) -> float:
+    """CPU ms a second from the first to the last of `cpu` ((seconds, CPU seconds so far))."""
+    if len(cpu) < 2 or cpu[-1][0] <= cpu[0][0]:
+        return 0.0
+    return 1000.0 * (cpu[-1][1] - cpu[0][1]) / (cpu[-1][0] - cpu[0][0])
 
 
 def growth(rows: list[tuple[float, float]]) -> float:
@@ -100,16 +128,20 @@ def main() -> int:
                                      text=True, start_new_session=True)
                  for k, v in samplers.items()}
         rows: dict[str, list[tuple[float, float]]] = {k: [] for k in samplers}
+        cpu: dict[str, list[tuple[float, float]]] = {k: [] for k in samplers}
         began = time.monotonic()
         errors = {}
         try:
-            print(f"{'s':>5} " + " ".join(f"{k:>9}" for k in samplers) + "   (MiB resident)")
+            print(f"{'s':>5} " + " ".join(f"{k:>9}" for k in samplers) +
+                  "   (MiB resident; CPU ms a second since the last line)")
             while (elapsed := time.monotonic() - began) < args.duration:
                 time.sleep(min(EVERY_S, args.duration - elapsed))
                 at = time.monotonic() - began
                 for k, p in procs.items():
                     rows[k].append((at, tree_rss_mib(p.pid)))
-                print(f"{at:>5.0f} " + " ".join(f"{rows[k][-1][1]:>9.1f}" for k in samplers),
+                    cpu[k].append((at, tree_cpu_s(p.pid)))
+                print(f"{at:>5.0f} " + " ".join(f"{rows[k][-1][1]:>9.1f}" for k in samplers)
+                      + "   " + " ".join(f"{ms_a_second(cpu[k][-2:]):>7.2f}" for k in samplers),
                       flush=True)
         finally:
             for p in procs.values():
@@ -127,10 +159,13 @@ def main() -> int:
         print(f"{args.rate} Hz, {args.duration:g} s, 2 x lua mixed.lua, {os.cpu_count()} CPUs; "
               f"--max-stacks {args.max_stacks}: {forgot[0] if forgot else 'never forgot'}")
         perf_last = rows["perf"][-1][1]
+        perf_ms = ms_a_second(cpu["perf"][len(cpu["perf"]) // 2:])
         for k in samplers:
             last = rows[k][-1][1]
+            ms = ms_a_second(cpu[k][len(cpu[k]) // 2:])
             print(f"{k:>8}: last {last:7.1f} MiB ({last / perf_last:5.1f}x perf's), "
-                  f"growth over the second half {growth(rows[k]):+6.2f} MiB/min")
+                  f"growth over the second half {growth(rows[k]):+6.2f} MiB/min; CPU over "
+                  f"the second half {ms:5.2f} ms/s ({ms / max(perf_ms, 1e-9):5.1f}x perf's)")
     return 0
 
 
