@@ -99,7 +99,10 @@ def test_a_call_body_is_timed_in_full(clock: str, monkeypatch: pytest.MonkeyPatc
                       profile.meta.clock)
     assert match and float(match[1]) + float(match[2]) > 0, profile.meta.clock
     if clock == "tsc":
-        assert called >= 0.8 * own and step >= 0.75 * own  # the body is not hidden
+        # The body is not hidden (the bug left 3% of it).  Beside two busy loops the
+        # start's calibration may subtract a little more than the hooks then cost:
+        # step20 came out at 0.745 of its time once, so the bound is below that.
+        assert called >= 0.8 * own and step >= 0.6 * own
     else:
         # vDSO clock reads: the pair's calibrated ~100 ns moves 7-13% between runs, so a
         # 20 ns body comes out at 0.4-1.6x.  Where step20 measures under the notes'
