@@ -107,7 +107,6 @@ class Pusher:
         self._parts: dict[int, tuple[TableIntervals, int, dict[str, str]]] = {}
         self._hasher = StackHasher()
         self._confirmed: set[int] = set()  # stack hashes the server has
-        self._maybe_sent: set[str] = set()  # spool files whose insert may have landed
         self._labels: dict[str, str] = {}
         self._series = 0
         self._dropped = 0  # what the collector had lost by the last interval taken
@@ -146,9 +145,7 @@ class Pusher:
         self.spool = Spool(server_key(self.url.host, self.url.port, self.url.database),
                            max_bytes, None if root is None else Path(root))
         self.stats.notes.extend(self.spool.warnings)
-        if self.spool.adopt():  # an earlier session's batches: maybe sent already
-            self._maybe_sent.update(str(item.path) for item in self.spool.items()
-                                    if item.adopted)
+        self.spool.adopt()  # an earlier session's batches: maybe sent already
         self._last = self.clock()
         self._thread = threading.Thread(target=self._loop, name="proftui-push", daemon=True)
         self._thread.start()
@@ -328,12 +325,12 @@ class Pusher:
                 spool.done(item)
         try:
             todo = [(item, batch) for item, batch in batches
-                    if str(item.path) not in self._maybe_sent
-                    or not self.client.has_batch(batch)]
+                    if not item.maybe_sent or not self.client.has_batch(batch)]
             self.stats.duplicates_avoided += len(batches) - len(todo)
             if todo:
                 # from here on an error may hide a landed insert
-                self._maybe_sent.update(str(item.path) for item, _ in todo)
+                for item, _ in todo:
+                    item.maybe_sent = True
                 self.client.insert([batch for _, batch in todo])
                 self.stats.sent += len(todo)
         except ProftuiError as exc:
@@ -344,7 +341,6 @@ class Pusher:
             if len(self._confirmed) + len(batch.stacks) > MAX_CONFIRMED:
                 self._confirmed.clear()
             self._confirmed.update(batch.stacks)
-            self._maybe_sent.discard(str(item.path))
             spool.done(item)
         return True
 

@@ -39,7 +39,9 @@ class Spooled:
     path: Path  # its file (once written)
     size: int  # bytes of its file (0 until written)
     weight: float  # the batch's first-metric total (samples, bytes)
-    adopted: bool = False  # left by an earlier session: maybe sent already
+    # An insert of it may have landed: left by an earlier session, or an attempt
+    # failed after sending it (looked up on the server before it is sent again).
+    maybe_sent: bool = False
     batch: Batch | None = None  # kept decoded while few batches wait (the usual case)
     time: int = -1  # the batch's interval start (-1: unknown, an adopted file)
     rows: int = 0
@@ -184,7 +186,7 @@ class Spool:
                     self._seq += 1
                     mine = self.path / f"{self._seq:012d}{SUFFIX}"
                     os.rename(path, mine)
-                    taken.append(Spooled(mine, st.st_size, 0.0, adopted=True))
+                    taken.append(Spooled(mine, st.st_size, 0.0, maybe_sent=True))
                 shutil.rmtree(other, ignore_errors=True)
             except OSError:
                 continue
