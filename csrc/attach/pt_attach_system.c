@@ -187,7 +187,7 @@ static int pt_sys_before_exec(pid_t pid, uint64_t time, uint64_t pc, int *hold) 
     /* No maps, or perf's mappings of a process gone by now as of a time before the
      * exec this sample came after (that exec's own mappings are not drained yet). */
     if (read == 0 || read < before) return 1;
-    if (after == UINT64_MAX) return before != 0 && !pt_attach_unwind_pc_known(pc, 1);
+    if (after == UINT64_MAX) return !pt_attach_unwind_pc_known(pc, 1); /* before != 0 */
     if (read > after) return 1;
     *hold = 1;
     return before != 0 && !pt_attach_unwind_pc_known(pc, 0);
