@@ -28,6 +28,7 @@ from proftui.collectors.agent.host import HostProfile
 from proftui.collectors.agent.process import (
     METRICS,
     AgentProcess,
+    process_table,
     truncated_name_of,
     watch_jit,
 )
@@ -60,7 +61,6 @@ from proftui.collectors.runtime.wire_attach import (
     StreamDecoder,
     TaskEvent,
 )
-from proftui.collectors.stacktable.builder import StackProfile
 from proftui.collectors.symbols.maps import AddressSpace
 from proftui.collectors.symbols.stacks import (
     StackFrames,
@@ -512,7 +512,7 @@ class AgentCollector(Collector):
                         or process.table.has_changes():
                     continue
                 process.renew = False
-                process.table = StackProfile(METRICS)
+                process.table = process_table()
                 process.index_of = {}
                 # The stacks of ids given since the FORGET, and of counts not applied yet.
                 live = set(process.sids.values()).union(process.counts)
@@ -545,7 +545,7 @@ class AgentCollector(Collector):
                 self._jit_notes.update(dict.fromkeys(process.frames.jit.warnings()))
             process.released = True
             del self._all[process.key]
-            process.table = StackProfile(METRICS)
+            process.table = process_table()
             process.counts, process.index_of, process.sids, process.keys = {}, {}, {}, {}
             return True
 

@@ -17,6 +17,12 @@ METRICS = (SAMPLES, CPU_NS)
 COMM_CHARS = 15  # a task's name is cut to this many characters (TASK_COMM_LEN - 1)
 
 
+def process_table() -> StackProfile:
+    """A table of one process's own: read stack by stack (the pusher, the host profile's
+    fold, which keeps its own costs per source line), so it keeps none."""
+    return StackProfile(METRICS, code_costs=False)
+
+
 @dataclass
 class AgentProcess:
     """One address space the agent sampled: a process from its first sample (or its
@@ -29,7 +35,7 @@ class AgentProcess:
     wanted: bool  # passes --program / --user
     space: AddressSpace
     frames: StackFrames
-    table: StackProfile = field(default_factory=lambda: StackProfile(METRICS))
+    table: StackProfile = field(default_factory=process_table)
     # A stack is known by the helper's id of its first STACK record ("canonical"): counts
     # then hash an int, not the tuple of addresses (a tid reused by a new thread of the
     # process sends the same stack again, under another id).

@@ -72,8 +72,11 @@ class _Stacks:
 class StackProfile:
     """Stacks (added once each) and their costs, as an always-finalized Profile."""
 
-    def __init__(self, metrics: tuple[Metric, ...]) -> None:
+    def __init__(self, metrics: tuple[Metric, ...], code_costs: bool = True) -> None:
+        """`code_costs`: also keep costs per source line and instruction (annotated
+        source); a table only ever read stack by stack (a pusher's) goes without."""
         self.metrics = metrics
+        self.code_costs = code_costs
         self.frames = FrameTable()
         self._tree = CallTree(len(metrics))
         self.labels: list[str] = []  # part labels, by part index
@@ -319,7 +322,7 @@ class StackProfile:
             column[index] += value
         self._moved.add(index)
         site = s.site[index]
-        if site is not None:
+        if site is not None and self.code_costs:
             self._add_code(site, values)
 
     def set(self, index: int, values: Sequence[float]) -> None:
@@ -374,7 +377,7 @@ class StackProfile:
                 touched_parts.add(part)
             self._moved.add(index)
             site = s.site[index]
-            if site is not None:
+            if site is not None and self.code_costs:
                 self._add_code(site, delta)
         if updates:  # the trees' totals are summed again when read: none kept meanwhile
             self._tree.invalidate_totals()

@@ -68,6 +68,26 @@ def test_builder_symbolizes_each_stack_once() -> None:
     assert profile.line_costs[("prog.c", 0x30)] == [3, 3000]
 
 
+def test_a_table_without_code_costs_keeps_the_same_stacks_and_costs() -> None:
+    """A pusher's table (code_costs=False): the stacks, their sites and costs and the
+    changes handed out are those of a full table; no costs per line or address."""
+    tables = [StackProfile((SAMPLES, CPU_NS)), StackProfile((SAMPLES, CPU_NS), code_costs=False)]
+    for built in tables:
+        space = FakeSpace()
+        a = built.stack(("f", 1), "pid 1 tid 1", space, (0x30, 0x20, 0x10))  # type: ignore[arg-type]
+        b = built.stack(("f", 2), "pid 1 tid 2", space, (0x20, 0x10))  # type: ignore[arg-type]
+        built.add(a, (3, 3000))
+        built.add_many([(b, (2, 2000)), (a, (1, 1000))], defer_totals=True)
+    full, lean = tables
+    assert lean.changes() == full.changes() == [(0, [4.0, 4000.0]), (1, [2.0, 2000.0])]
+    assert [lean.stack_site(i) for i in (0, 1)] == [full.stack_site(i) for i in (0, 1)]
+    assert full.snapshot(built_meta()).line_costs[("prog.c", 0x30)] == [4, 4000]
+    snapshot = lean.snapshot(built_meta())
+    assert snapshot.line_costs == {} and snapshot.address_costs == {}
+    assert paths(snapshot.tree, snapshot.frames) == paths(full.snapshot(built_meta()).tree,
+                                                          snapshot.frames)
+
+
 def test_recursion_counts_once_in_function_totals() -> None:
     space = FakeSpace()
     built = StackProfile((SAMPLES,))
