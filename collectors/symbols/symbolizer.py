@@ -38,6 +38,7 @@ from proftui.collectors.symbols.compdirs import source_roots
 from proftui.collectors.symbols.demangle import demangle
 from proftui.collectors.symbols.dwarfnames import InlineNames
 from proftui.collectors.symbols.elf import PT_LOAD, SHT_NOBITS, ElfFile, open_regular
+from proftui.collectors.symbols.functable import CompactTable, compact
 from proftui.collectors.symbols.maps import AddressSpace, unreadable_reason
 from proftui.collectors.symbols.stripped import debugdata_elf, fde_ranges, with_fde_functions
 from proftui.collectors.symbols.symcache_lookup import Entry, SymCacheLookup
@@ -139,7 +140,7 @@ class ModuleSymbols:
 
     # -- functions -------------------------------------------------------
 
-    def _function_table(self, base: str) -> tuple[Table, bool]:
+    def _function_table(self, base: str) -> tuple[CompactTable, bool]:
         """(every function's start, size and raw name; whether MiniDebugInfo named any),
         from the cache directory when built before from the same files (tablecache.py)."""
         key, sources = self._cache_entry()
@@ -164,7 +165,7 @@ class ModuleSymbols:
             table = with_fde_functions(table, fdes, base)
         if key is not None and sources is not None:
             tablecache.save(self._cache_dir, key, sources, base, table, minidebug)
-        return table, minidebug
+        return compact(*table), minidebug
 
     def _cache_entry(self) -> tuple[str | None, list[list[object]] | None]:
         """The cache key of the module's tables and the files they are read from (the

@@ -29,13 +29,14 @@ from functools import cache
 from pathlib import Path
 
 from proftui.collectors.symbols.cachedir import CacheDir, own_regular_file
+from proftui.collectors.symbols.functable import CompactTable, Names
 
 MAGIC = b"PTFTAB1\0"
 SUFFIX = ".functions"
 _LENGTH = struct.Struct("=I")
 MAX_HEADER = 1 << 16
 # The modules whose code decides what a table holds (beside this one).
-BUILDERS = ("symbolizer.py", "stripped.py", "elf.py", "tablecache.py")
+BUILDERS = ("symbolizer.py", "stripped.py", "elf.py", "tablecache.py", "functable.py")
 
 Table = tuple[list[int], list[int], list[str]]  # starts, sizes, raw names (symbolizer.py)
 
@@ -61,7 +62,7 @@ def builders() -> list[list[object]]:
 
 
 def load(cache: CacheDir | None, key: str, sources: list[list[object]],
-         base: str) -> tuple[Table, bool] | None:
+         base: str) -> tuple[CompactTable, bool] | None:
     """(table, minidebug) of entry `key` if it was built from `sources` (as they are
     now) for a module named `base`; None when missing, stale or damaged."""
     if cache is None or not cache.usable():
@@ -89,11 +90,8 @@ def load(cache: CacheDir | None, key: str, sources: list[list[object]],
         starts, sizes = array("Q"), array("Q")
         starts.frombytes(data[at:at + 8 * n])
         sizes.frombytes(data[at + 8 * n:at + 16 * n])
-        blob = data[at + 16 * n:]
-        names = blob.decode("utf-8", "surrogateescape").split("\0") if n else []
-        if len(names) != n:
-            return None
-        return (starts.tolist(), sizes.tolist(), names), bool(header["minidebug"])
+        names = Names(data[at + 16 * n:], n)  # ValueError: another count of names
+        return (starts, sizes, names), bool(header["minidebug"])
     except (OSError, ValueError, KeyError, TypeError, struct.error, UnicodeDecodeError):
         return None
 
