@@ -3,7 +3,7 @@ words, raw names as one UTF-8 blob read a name at a time.
 
 A big stripped C++ library has ~100,000 functions (libclickhouse.so: 104,637); as lists
 of Python ints and strs its table held 15.5 MiB for as long as the module was known,
-6.9 MiB here.  Names are read only for the functions samples land in.
+7.0 MiB here.  Names are read only for the functions samples land in.
 """
 
 from __future__ import annotations
