@@ -3,7 +3,9 @@
 The load: two Lua interpreters (../shared/programs/lua, built here) running
 benchmarks/programs/mixed.lua for a fixed number of rounds, and, with --churn, a shell
 starting a short process 20 times a second (a host where programs start, exec and
-exit all the time).  Each configuration samples the whole host while that load runs:
+exit all the time), and, with --server, a clickhouse-server answering one query after
+another meanwhile (a host's big C++ server: its stripped 82 MB library symbolized).
+Each configuration samples the whole host while that load runs:
 
   none    nothing sampling (the anchor of the load's own CPU time)
   perf    perf record -a -g -F HZ -o FILE (frame-pointer call chains, written to a file)
@@ -23,7 +25,7 @@ agent CPU <= perf's (-g).  perf record only copies what the kernel wrote to a fi
 agent also unwinds, symbolizes and aggregates (and, here, saves a profile with -o, where
 a real agent would push instead).
 
-usage: python benchmarks/bench_agent.py [--rounds N] [--rates 99,999] [--churn]
+usage: python benchmarks/bench_agent.py [--rounds N] [--rates 99,999] [--churn] [--server]
                                       [--kinds none,perf,dwarf,agent,push]
 """
 
@@ -39,12 +41,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 from bench_fleet import build_lua  # the same Lua build (benchmarks/ is on sys.path)
 
-from tests.helpers.clickhouse import running_servers, server_binary
+from tests.helpers.clickhouse import Server, running_servers, server_binary
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "programs" / "mixed.lua"
@@ -57,21 +60,39 @@ WRAP = ("import resource, signal, subprocess, sys; "
         "sys.exit(rc)")
 
 
-def run_load(lua: Path, rounds: int, churn: bool) -> float:
-    """The load to its end: the CPU seconds of its processes."""
+def run_load(lua: Path, rounds: int, churn: bool, server: Server | None = None) -> float:
+    """The load to its end: the CPU seconds of its processes (not the server's)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     procs = [subprocess.Popen([str(lua), str(SCRIPT), str(rounds)]) for _ in range(2)]
     churner = None
     if churn:
         churner = subprocess.Popen(["sh", "-c", "while :; do /bin/true; sleep 0.05; done"],
                                    start_new_session=True)
+    done = threading.Event()
+    asking = threading.Thread(target=_ask, args=(server, done)) if server else None
+    if asking is not None:
+        asking.start()
     for p in procs:
         p.wait()
+    done.set()
+    if asking is not None:
+        asking.join()
     if churner is not None:
         os.killpg(churner.pid, signal.SIGTERM)
         churner.wait()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+
+
+def _ask(server: Server, done: threading.Event) -> None:
+    """Queries to `server`, one after another, until `done`."""
+    from clickhouse_driver import Client
+
+    client = Client(host="127.0.0.1", port=server.tcp, connect_timeout=10,
+                    send_receive_timeout=60)
+    while not done.is_set():
+        client.execute("SELECT sum(cityHash64(number)) FROM numbers(5000000)")
+    client.disconnect()
 
 
 def sampler_argv(kind: str, hz: int, out: Path, url: str = "") -> list[str]:
@@ -84,17 +105,17 @@ def sampler_argv(kind: str, hz: int, out: Path, url: str = "") -> list[str]:
     return [*agent, "--push", url] if kind == "push" else [*agent, "-o", str(out)]
 
 
-def one(kind: str, hz: int, lua: Path, rounds: int, churn: bool, work: Path, url: str = ""
-        ) -> tuple[float, float, float]:
+def one(kind: str, hz: int, lua: Path, rounds: int, churn: bool, work: Path, url: str = "",
+        server: Server | None = None) -> tuple[float, float, float]:
     """(sampler tree CPU s, load CPU s, sampler peak RSS MiB) of one run."""
     if kind == "none":
-        return 0.0, run_load(lua, rounds, churn), 0.0
+        return 0.0, run_load(lua, rounds, churn, server), 0.0
     out = work / f"{kind}.out"
     sampler = subprocess.Popen([sys.executable, "-c", WRAP, *sampler_argv(kind, hz, out, url)],
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                start_new_session=True)
     time.sleep(1.0)  # started and sampling
-    load_cpu = run_load(lua, rounds, churn)
+    load_cpu = run_load(lua, rounds, churn, server)
     os.killpg(sampler.pid, signal.SIGINT)
     _out, err = sampler.communicate(timeout=120)
     if "TREE_CPU" not in err:
@@ -118,6 +139,8 @@ def main() -> int:
     parser.add_argument("--rates", default="99,999")
     parser.add_argument("--lua-rounds", type=int, default=120, help="mixed.lua rounds per run")
     parser.add_argument("--churn", action="store_true")
+    parser.add_argument("--server", action="store_true",
+                        help="a clickhouse-server answering queries beside the load")
     parser.add_argument("--kinds", default="none,perf,dwarf,agent")
     args = parser.parse_args()
     if shutil.which("perf") is None:
@@ -125,14 +148,16 @@ def main() -> int:
         return 1
     kinds = tuple(args.kinds.split(","))
     compile_proftui()
-    if "push" in kinds and server_binary() is None:
+    if ("push" in kinds or args.server) and server_binary() is None:
         print("clickhouse-server is not installed: no push runs (apt-get install "
               "clickhouse-server)")
         return 1
     with tempfile.TemporaryDirectory(prefix="bench-agent-") as name, contextlib.ExitStack() as up:
         work = Path(name)
-        url = up.enter_context(running_servers(1))[0].url("bench_agent") \
-            if "push" in kinds else ""
+        server = up.enter_context(running_servers(1))[0] \
+            if "push" in kinds or args.server else None
+        url = server.url("bench_agent") if server is not None else ""
+        asked = server if args.server else None
         lua = build_lua(work)
         rates = [int(r) for r in args.rates.split(",")]
         results: dict[tuple[str, int], list[tuple[float, float, float]]] = {}
@@ -140,10 +165,11 @@ def main() -> int:
             for hz in rates:
                 for kind in kinds:
                     results.setdefault((kind, hz), []).append(
-                        one(kind, hz, lua, args.lua_rounds, args.churn, work, url))
+                        one(kind, hz, lua, args.lua_rounds, args.churn, work, url, asked))
         load1 = os.getloadavg()[0]
         print(f"load: 2 x lua mixed.lua {args.lua_rounds} rounds"
-              f"{' + a process started every 50 ms' if args.churn else ''}; "
+              f"{' + a process started every 50 ms' if args.churn else ''}"
+              f"{' + a clickhouse-server answering queries' if args.server else ''}; "
               f"{os.cpu_count()} CPUs; {args.rounds} rounds; load average {load1:.2f}")
         print(f"{'rate':>6} {'sampler':>8} {'its CPU s':>10} {'peak MiB':>9} "
               f"{'load CPU s':>11} {'load +%':>8}")
