@@ -68,15 +68,11 @@ def run_load(lua: Path, rounds: int, churn: bool, server: Server | None = None) 
     if churn:
         churner = subprocess.Popen(["sh", "-c", "while :; do /bin/true; sleep 0.05; done"],
                                    start_new_session=True)
-    done = threading.Event()
-    asking = threading.Thread(target=_ask, args=(server, done)) if server else None
-    if asking is not None:
-        asking.start()
+    asking = Asking(server) if server is not None else None
     for p in procs:
         p.wait()
-    done.set()
     if asking is not None:
-        asking.join()
+        asking.stop()
     if churner is not None:
         os.killpg(churner.pid, signal.SIGTERM)
         churner.wait()
@@ -84,15 +80,38 @@ def run_load(lua: Path, rounds: int, churn: bool, server: Server | None = None) 
     return (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
 
 
-def _ask(server: Server, done: threading.Event) -> None:
-    """Queries to `server`, one after another, until `done`."""
-    from clickhouse_driver import Client
+class Asking:
+    """Queries to a server, one after another, from start until `stop()`; a failed one
+    ends the benchmark (the load would silently lack its server)."""
 
-    client = Client(host="127.0.0.1", port=server.tcp, connect_timeout=10,
-                    send_receive_timeout=60)
-    while not done.is_set():
-        client.execute("SELECT sum(cityHash64(number)) FROM numbers(5000000)")
-    client.disconnect()
+    answered = 0  # by every Asking of the run: said with the results
+
+    def __init__(self, server: Server) -> None:
+        self._server = server
+        self._done = threading.Event()
+        self._error: Exception | None = None
+        self._thread = threading.Thread(target=self._ask)
+        self._thread.start()
+
+    def _ask(self) -> None:
+        from clickhouse_driver import Client
+
+        client = Client(host="127.0.0.1", port=self._server.tcp, connect_timeout=10,
+                        send_receive_timeout=60)
+        try:
+            while not self._done.is_set():
+                client.execute("SELECT sum(cityHash64(number)) FROM numbers(5000000)")
+                Asking.answered += 1
+        except Exception as exc:  # said by stop()
+            self._error = exc
+        finally:
+            client.disconnect()
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join()
+        if self._error is not None:
+            raise SystemExit(f"the server's queries failed: {self._error}")
 
 
 def sampler_argv(kind: str, hz: int, out: Path, url: str = "") -> list[str]:
@@ -149,8 +168,8 @@ def main() -> int:
     kinds = tuple(args.kinds.split(","))
     compile_proftui()
     if ("push" in kinds or args.server) and server_binary() is None:
-        print("clickhouse-server is not installed: no push runs (apt-get install "
-              "clickhouse-server)")
+        print("clickhouse-server is not installed: no push or --server runs (apt-get "
+              "install clickhouse-server)")
         return 1
     with tempfile.TemporaryDirectory(prefix="bench-agent-") as name, contextlib.ExitStack() as up:
         work = Path(name)
@@ -169,7 +188,7 @@ def main() -> int:
         load1 = os.getloadavg()[0]
         print(f"load: 2 x lua mixed.lua {args.lua_rounds} rounds"
               f"{' + a process started every 50 ms' if args.churn else ''}"
-              f"{' + a clickhouse-server answering queries' if args.server else ''}; "
+              f"{f' + a clickhouse-server ({Asking.answered} queries)' if args.server else ''}; "
               f"{os.cpu_count()} CPUs; {args.rounds} rounds; load average {load1:.2f}")
         print(f"{'rate':>6} {'sampler':>8} {'its CPU s':>10} {'peak MiB':>9} "
               f"{'load CPU s':>11} {'load +%':>8}")
