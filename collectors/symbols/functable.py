@@ -8,29 +8,39 @@ of Python ints and strs its table held 15.5 MiB for as long as the module was kn
 
 from __future__ import annotations
 
+import re
 from array import array
 from collections.abc import Iterator, Sequence
 from itertools import accumulate
 from typing import overload
 
 ENCODING = ("utf-8", "surrogateescape")  # ELF names are bytes; any byte survives
+_NUL = re.compile(b"\0")
 
 
 class Names(Sequence[str]):
     """Raw names `0..n-1`, kept NUL-joined (a name holds no NUL: ELF strings end there)."""
 
-    def __init__(self, blob: bytes, count: int) -> None:
-        """`blob`: `count` names joined by NUL."""
+    def __init__(self, blob: bytes, count: int, ends: array | None = None) -> None:
+        """`blob`: `count` names joined by NUL; `ends`: where each ends, when known."""
         self.blob = blob
         # ends[i]: the offset just past name i (its NUL, or the blob's end)
-        self._ends = array("Q", accumulate(len(part) + 1 for part in blob.split(b"\0"))) \
-            if count else array("Q")
-        if len(self._ends) != count:
-            raise ValueError(f"{len(self._ends)} names where {count} were expected")
+        if ends is None:  # past each NUL, then past the end (no list of every name)
+            ends = array("Q", (found.end() for found in _NUL.finditer(blob)))
+            if count:
+                ends.append(len(blob) + 1)
+        self._ends = ends
+        if len(ends) != count:
+            raise ValueError(f"{len(ends)} names where {count} were expected")
 
     @classmethod
     def of(cls, names: Sequence[str]) -> Names:
-        return cls("\0".join(names).encode(*ENCODING), len(names))
+        # Each name's length in bytes: no second copy of every name (a big library's
+        # table is built once per machine, and its peak is the agent's).
+        ends = array("Q", accumulate(
+            (len(name) if name.isascii() else len(name.encode(*ENCODING))) + 1
+            for name in names))
+        return cls("\0".join(names).encode(*ENCODING), len(names), ends)
 
     def __len__(self) -> int:
         return len(self._ends)

@@ -163,9 +163,12 @@ class ModuleSymbols:
         table = _plus(table, plt)
         if fdes:  # after the PLT stubs: an FDE spanning .plt does not hide them
             table = with_fde_functions(table, fdes, base)
+        del fdes
+        kept = compact(*table)
+        del table  # its lists: twice the compact table's size
         if key is not None and sources is not None:
-            tablecache.save(self._cache_dir, key, sources, base, table, minidebug)
-        return compact(*table), minidebug
+            tablecache.save(self._cache_dir, key, sources, base, kept, minidebug)
+        return kept, minidebug
 
     def _cache_entry(self) -> tuple[str | None, list[list[object]] | None]:
         """The cache key of the module's tables and the files they are read from (the
@@ -288,7 +291,8 @@ class ModuleSymbols:
         aliases = _alias_table(path)
         rows = sorted((start, name) for start, group in aliases.items() for name in group)
         tablecache.save(self._cache_dir, key, sources, ALIASES,
-                        ([r[0] for r in rows], [0] * len(rows), [r[1] for r in rows]), False)
+                        compact([r[0] for r in rows], [0] * len(rows), [r[1] for r in rows]),
+                        False)
         return aliases
 
     def _qualified_names(self, vaddr: int, names: list[str]) -> list[str]:

@@ -69,7 +69,8 @@ def test_another_name_for_the_same_file_gets_its_own_names(stripped: Path,
     assert not any(n.startswith("prog+0x") for n in names)
 
 
-@pytest.mark.parametrize("damage", ["truncate", "garbage", "empty", "huge-header"])
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "empty", "huge-header",
+                                    "a-name-split"])
 def test_a_damaged_entry_is_rebuilt(stripped: Path, tmp_path: Path, damage: str) -> None:
     cache = tmp_path / "cache"
     fresh = table(stripped, cache)
@@ -78,7 +79,9 @@ def test_a_damaged_entry_is_rebuilt(stripped: Path, tmp_path: Path, damage: str)
     entry.write_bytes({"truncate": data[:len(data) // 2],
                        "garbage": data[:8] + os.urandom(len(data) - 8),
                        "empty": b"",
-                       "huge-header": data[:8] + b"\xff\xff\xff\x7f" + data[12:]}[damage])
+                       "huge-header": data[:8] + b"\xff\xff\xff\x7f" + data[12:],
+                       # a NUL inside the last name: one name more than the header says
+                       "a-name-split": data[:-2] + b"\0" + data[-1:]}[damage])
     assert table(stripped, cache) == fresh
 
 
