@@ -71,8 +71,8 @@ def load(cache: CacheDir | None, key: str, sources: list[list[object]],
     if not own_regular_file(path):
         return None
     try:
-        # Read part by part: the whole file and copies of its parts at once were a
-        # third of an agent's peak memory beside a big C++ server.
+        # Read part by part: the whole file and copies of its parts at once took three
+        # times the table's own size (libclickhouse.so's: 21.5 MiB at peak for 7.0).
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
             if f.read(len(MAGIC)) != MAGIC:
