@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 from array import array
 from collections.abc import Iterator, Sequence
-from itertools import accumulate
 from typing import overload
 
 ENCODING = ("utf-8", "surrogateescape")  # ELF names are bytes; any byte survives
@@ -21,26 +20,21 @@ _NUL = re.compile(b"\0")
 class Names(Sequence[str]):
     """Raw names `0..n-1`, kept NUL-joined (a name holds no NUL: ELF strings end there)."""
 
-    def __init__(self, blob: bytes, count: int, ends: array | None = None) -> None:
-        """`blob`: `count` names joined by NUL; `ends`: where each ends, when known."""
+    def __init__(self, blob: bytes, count: int) -> None:
+        """`blob`: `count` names joined by NUL."""
         self.blob = blob
-        # ends[i]: the offset just past name i (its NUL, or the blob's end)
-        if ends is None:  # past each NUL, then past the end (no list of every name)
-            ends = array("Q", (found.end() for found in _NUL.finditer(blob)))
-            if count:
-                ends.append(len(blob) + 1)
+        # ends[i]: the offset just past name i (its NUL, or the blob's end), found in
+        # place: no list of every name, which was most of a big table's peak
+        ends = array("Q", (found.end() for found in _NUL.finditer(blob)))
+        if count:
+            ends.append(len(blob) + 1)
         self._ends = ends
         if len(ends) != count:
             raise ValueError(f"{len(ends)} names where {count} were expected")
 
     @classmethod
     def of(cls, names: Sequence[str]) -> Names:
-        # Each name's length in bytes: no second copy of every name (a big library's
-        # table is built once per machine, and its peak is the agent's).
-        ends = array("Q", accumulate(
-            (len(name) if name.isascii() else len(name.encode(*ENCODING))) + 1
-            for name in names))
-        return cls("\0".join(names).encode(*ENCODING), len(names), ends)
+        return cls("\0".join(names).encode(*ENCODING), len(names))
 
     def __len__(self) -> int:
         return len(self._ends)
