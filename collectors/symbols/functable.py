@@ -67,7 +67,8 @@ class Names(Sequence[str]):
         return iter(self.blob.decode(*ENCODING).split("\0") if len(self) else ())
 
 
-CompactTable = tuple[array, array, Names]  # starts, sizes (u64), raw names
+Table = tuple[list[int], list[int], list[str]]  # starts, sizes, raw names, as built
+CompactTable = tuple[array, array, Names]  # the same, as kept
 
 
 def compact(starts: Sequence[int], sizes: Sequence[int], names: Sequence[str]) -> CompactTable:

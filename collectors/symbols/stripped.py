@@ -18,8 +18,8 @@ import os
 import struct
 
 from proftui.collectors.symbols.elf import SHT_NOBITS, ElfFile
+from proftui.collectors.symbols.functable import Table
 from proftui.collectors.symbols.leb128 import read_sleb128, read_uleb128
-from proftui.collectors.symbols.tablecache import Table
 
 DW_EH_PE_OMIT, DW_EH_PE_PCREL = 0xFF, 0x10
 PCREL_SDATA4 = 0x1B  # what gcc and clang write for FDE pointers

@@ -38,11 +38,10 @@ from proftui.collectors.symbols.compdirs import source_roots
 from proftui.collectors.symbols.demangle import demangle
 from proftui.collectors.symbols.dwarfnames import InlineNames
 from proftui.collectors.symbols.elf import PT_LOAD, SHT_NOBITS, ElfFile, open_regular
-from proftui.collectors.symbols.functable import CompactTable, compact
+from proftui.collectors.symbols.functable import CompactTable, Table, compact
 from proftui.collectors.symbols.maps import AddressSpace, unreadable_reason
 from proftui.collectors.symbols.stripped import debugdata_elf, fde_ranges, with_fde_functions
 from proftui.collectors.symbols.symcache_lookup import Entry, SymCacheLookup
-from proftui.collectors.symbols.tablecache import Table
 from proftui.collectors.symbols.vdso import VDSO
 
 if TYPE_CHECKING:

@@ -38,8 +38,6 @@ MAX_HEADER = 1 << 16
 # The modules whose code decides what a table holds (beside this one).
 BUILDERS = ("symbolizer.py", "stripped.py", "elf.py", "tablecache.py", "functable.py")
 
-Table = tuple[list[int], list[int], list[str]]  # starts, sizes, raw names (symbolizer.py)
-
 
 def sources_of(paths: list[str]) -> list[list[object]] | None:
     """[[path, size, mtime_ns], ...] of `paths` now; None if one cannot be read."""
