@@ -82,7 +82,7 @@ COMMON_FLAGS = ["-std=gnu11", "-O2", "-g", "-fPIC", "-fvisibility=hidden", "-Wal
 # (no fused multiply-add), so results are bit-identical to it.
 CORE_SOURCES = [f"csrc/core/{name}.c" for name in (
     "pt_core", "pt_index", "pt_commit", "pt_build", "pt_invert", "pt_sums", "pt_walks",
-    "pt_reshape", "pt_columns", "pt_addr")]
+    "pt_reshape", "pt_columns", "pt_addr", "pt_rows")]
 CORE_FLAGS = ["-std=gnu11", "-O2", "-g", "-fvisibility=hidden", "-Wall", "-Wextra",
               "-Wno-missing-field-initializers", "-ffp-contract=off"]
 

@@ -21,6 +21,7 @@ import os
 import select
 import threading
 import time
+from array import array
 from typing import Any, ClassVar
 
 from proftui.collectors.agent import procinfo
@@ -458,15 +459,18 @@ class AgentCollector(Collector):
                 table = process.table
                 # Counts since the last apply, added to the table's (two ids may name one
                 # stack: before and after a FORGET).
-                rows = []
-                for sid, counts in updates.items():
-                    index = process.index_of.get(sid)
+                indices, samples, weights = array("q"), array("d"), array("d")
+                index_of = process.index_of
+                for sid, (count, weight) in updates.items():
+                    index = index_of.get(sid)
                     if index is None:  # its STACK came in the same read: symbolize now
-                        index = process.index_of[sid] = self._table_index(process, sid)
-                    rows.append((index, counts))
-                table.add_many(rows, defer_totals=True)
+                        index = index_of[sid] = self._table_index(process, sid)
+                    indices.append(index)
+                    samples.append(count)
+                    weights.append(weight)
+                table.add_columns(indices, [samples, weights], defer_totals=True)
                 if self.keep_profile and table is not self._host.table:
-                    process.unfolded.update(index for index, _counts in rows)
+                    process.unfolded.update(indices)
             self._resymbolize_jit(wanted)
         return wanted
 

@@ -68,9 +68,9 @@ class TableIntervals:
                 self._prefixes[i] = [b""]
                 self._generations[i] = table.generation()
             keys = self._keys[i]
-            changes = table.changes()
-            self._add_keys(i, table, [index for index, _ in changes if index not in keys])
-            for index, delta in changes:
+            moved, deltas = table.changes_columns()
+            self._add_keys(i, table, [index for index in moved if index not in keys])
+            for index, *delta in zip(moved, *deltas, strict=True):
                 rows.add(keys[index], delta, offset, width)
             offset += len(table.metrics)
         return rows

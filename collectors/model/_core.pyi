@@ -128,6 +128,16 @@ def add_stacks(selfs: list[array], leaves: array, per_stack: list[array],
                parts: array | None, part: int, /) -> None:
     """selfs[m][leaves[s]] += per_stack[m][s] for stacks (of `part`) with a cost."""
 
+def add_rows(selfs: list[array], leaves: array, index: array, values: list[array],
+             parts: array | None, part: int, /) -> None:
+    """selfs[m][leaves[index[e]]] += values[m][e] for entries with a cost (of stacks of
+    `part`, when `parts` is given), in entry order."""
+
+def take_changes(costs: list[array], handed: list[array], index: array, /
+                 ) -> tuple[array, list[array]]:
+    """(stacks of `index` whose costs differ from `handed`, costs - handed per metric);
+    `handed` is brought up to `costs` there."""
+
 def slice_parts(offsets: array, stacks: array, part: array, column: array, parts: int, /
                 ) -> list[list[float]]:
     """Per part, its cost in each time slice."""

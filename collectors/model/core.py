@@ -35,6 +35,7 @@ Interface (details in _core.pyi):
   share_walk, display_order
   check, scatter_add, add_stacks,      plain columns: load checks, time slices
   slice_parts, group_sums
+  add_rows, take_changes               a stack table's cost changes, as columns
   AddressCache                         (address, leaf) -> frame ids of a stack table
 """
 
@@ -44,6 +45,7 @@ from proftui.collectors.model._core import (
     AddressCache,
     Index,
     add_along,
+    add_rows,
     add_stacks,
     callers,
     check,
@@ -68,14 +70,16 @@ from proftui.collectors.model._core import (
     scatter_add,
     share_walk,
     slice_parts,
+    take_changes,
     totals,
     walk,
 )
 
 __all__ = [
-    "AddressCache", "Index", "add_along", "add_stacks", "callers", "check", "child",
+    "AddressCache", "Index", "add_along", "add_rows", "add_stacks", "callers", "check", "child",
     "display_order", "find",
     "fold", "function_sums", "group_sums", "insert_paths", "invert", "link", "max_depth",
     "neighbours", "node_map", "nodes_matching", "outermost_of", "paths_of", "preorder", "pruned",
-    "remap_frames", "scatter_add", "share_walk", "slice_parts", "totals", "walk",
+    "remap_frames", "scatter_add", "share_walk", "slice_parts", "take_changes", "totals",
+    "walk",
 ]

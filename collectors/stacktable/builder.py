@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Hashable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from proftui.collectors.model import core
@@ -338,31 +339,66 @@ class StackProfile:
         the self costs alone, and every total is summed again when next read: cheaper
         than walking up from each stack.  With `defer_totals` (a headless run applying
         what it drained every second) that holds for any batch."""
-        self._apply_many(updates, defer_totals, deltas=False)
+        self._set_each(updates, defer_totals)
 
     def add_many(self, updates: Sequence[tuple[int, Sequence[float]]],
                  defer_totals: bool = False) -> None:
         """`add` for a batch (an index may come more than once), as `set_many` applies
         its batch."""
-        self._apply_many(updates, defer_totals, deltas=True)
+        self.add_columns(array("q", [index for index, _values in updates]),
+                         [array("d", [values[m] for _index, values in updates])
+                          for m in range(len(self.metrics))], defer_totals)
 
-    def _apply_many(self, updates: Sequence[tuple[int, Sequence[float]]], defer_totals: bool,
-                    deltas: bool) -> None:
-        """`set_many` (`deltas` False: `updates` are the new costs) or `add_many`."""
+    def add_columns(self, index: array, values: list[array], defer_totals: bool = False) -> None:
+        """`add_many` for a batch as columns: stack `index[e]` (array('q')) gains
+        `values[m][e]` (one array('d') per metric); summed in C, in entry order (a
+        sampled program's batch is about one entry per sample)."""
+        self._flush()
+        n = len(index)
+        if not defer_totals and n * BATCH_DEPTH <= len(self._tree):
+            for e, stack in enumerate(index):
+                row = [column[e] for column in values]
+                if any(row):
+                    self.add(stack, row)
+            return
+        if not n:
+            return
+        s = self._stacks
+        self._own_tree()
+        core.add_rows(self._tree.selfs, s.leaf, index, values, None, 0)
+        for column, added in zip(self.costs, values, strict=True):
+            core.scatter_add(column, index, added, 0, n)
+        touched_parts: set[int] = set()
+        if len(self.labels) > 1:
+            parts = s.part
+            touched_parts = {parts[stack] for stack in index}
+            for part in touched_parts:
+                core.add_rows(self._own_part(part).selfs, s.part_leaf, index, values, parts,
+                              part)
+        self._moved.update(index)
+        if self.code_costs:
+            sites = s.site
+            for e, stack in enumerate(index):
+                site = sites[stack]
+                row = [column[e] for column in values]
+                if site is not None and any(row):
+                    self._add_code(site, row)
+        self._totals_moved(touched_parts, defer_totals)
+
+    def _set_each(self, updates: Sequence[tuple[int, Sequence[float]]],
+                    defer_totals: bool) -> None:
+        """`set_many`: each entry's change is worked out after the ones before it (an
+        index may come twice)."""
         self._flush()
         if not defer_totals and len(updates) * BATCH_DEPTH <= len(self._tree):
             for index, values in updates:
-                if not deltas:
-                    self.set(index, values)
-                elif any(values):
-                    self.add(index, values)
+                self.set(index, values)
             return
         s = self._stacks
         shared = len(self.labels) <= 1
         touched_parts: set[int] = set()
         for index, values in updates:
-            delta = values if deltas else [v - column[index] for v, column
-                                           in zip(values, self.costs, strict=False)]
+            delta = [v - column[index] for v, column in zip(values, self.costs, strict=False)]
             if not any(delta):
                 continue
             self._own_tree()
@@ -379,11 +415,16 @@ class StackProfile:
             site = s.site[index]
             if site is not None and self.code_costs:
                 self._add_code(site, delta)
-        if updates:  # the trees' totals are summed again when read: none kept meanwhile
-            self._tree.invalidate_totals()
-            for part in touched_parts:
-                self.part_trees[part].invalidate_totals()
-            self._stale = True
+        if updates:
+            self._totals_moved(touched_parts, defer_totals)
+
+    def _totals_moved(self, touched_parts: AbstractSet[int], defer_totals: bool) -> None:
+        """Self costs changed without their totals: the trees' are summed again when
+        read (none kept meanwhile); the function totals now unless `defer_totals`."""
+        self._tree.invalidate_totals()
+        for part in touched_parts:
+            self.part_trees[part].invalidate_totals()
+        self._stale = True
         self._stale_parts |= touched_parts
         if not defer_totals:
             self._refresh_totals()
@@ -490,18 +531,18 @@ class StackProfile:
         """(stack index, cost change per metric) of every stack whose costs moved since
         the last call: what an interval added (the fleet push sends these), in time
         proportional to the stacks that moved."""
-        out = []
+        moved, deltas = self.changes_columns()
+        return [(index, list(row)) for index, *row in zip(moved, *deltas, strict=True)]
+
+    def changes_columns(self) -> tuple[array, list[array]]:
+        """`changes()` as columns: the stacks that moved, in index order (array('q')), and
+        each one's change per metric (one array('d') each)."""
         handed = self._handed
         for column in handed:
             column.extend([0.0] * (len(self.costs[0]) - len(column)))
-        for index in sorted(self._moved):
-            delta = [c[index] - h[index] for c, h in zip(self.costs, handed, strict=True)]
-            if any(delta):
-                out.append((index, delta))
-                for c, h in zip(self.costs, handed, strict=True):
-                    h[index] = c[index]
+        moved = array("q", sorted(self._moved))
         self._moved.clear()
-        return out
+        return core.take_changes(self.costs, handed, moved)
 
     def has_changes(self) -> bool:
         """Whether `changes()` would hand out anything (costs moved since it last did)."""

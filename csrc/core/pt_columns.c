@@ -108,9 +108,8 @@ PyObject *pt_py_scatter_add(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* Borrow every column of a list (kind 'd').  Returns how many, or -1.
- * Not async-signal-safe. */
-static Py_ssize_t pt_cols_of(PyObject *list, pt_col *cols, Py_ssize_t most, int writable,
+/* See pt_core.h.  Not async-signal-safe. */
+Py_ssize_t pt_cols_of(PyObject *list, pt_col *cols, Py_ssize_t most, int writable,
                              const char *what) {
     if (!PyList_Check(list)) {
         PyErr_Format(PyExc_TypeError, "%s: expected a list of columns", what);
@@ -130,7 +129,7 @@ static Py_ssize_t pt_cols_of(PyObject *list, pt_col *cols, Py_ssize_t most, int 
     return n;
 }
 
-static void pt_cols_release(pt_col *cols, Py_ssize_t n) {
+void pt_cols_release(pt_col *cols, Py_ssize_t n) {
     for (Py_ssize_t m = 0; m < n; m++)
         pt_col_release(&cols[m]);
 }

@@ -263,6 +263,10 @@ static PyMethodDef pt_methods[] = {
      "slice_parts(offsets, stacks, part, column, parts) -> rows"},
     {"group_sums", pt_py_group_sums, METH_VARARGS,
      "group_sums(per_stack, keys, width) -> (sums, present)"},
+    {"add_rows", pt_py_add_rows, METH_VARARGS,
+     "add_rows(selfs, leaves, index, values, parts, part)"},
+    {"take_changes", pt_py_take_changes, METH_VARARGS,
+     "take_changes(costs, handed, index) -> (moved, deltas)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -41,6 +41,12 @@ typedef struct {
 int pt_col_get(pt_col *col, PyObject *obj, int kind, int writable, const char *what);
 /* Give a borrowed column back (no-op when not held).  Not async-signal-safe. */
 void pt_col_release(pt_col *col);
+/* Borrow every column of a Python list (array('d'), `writable` if asked), at most
+ * `most`: how many, or -1 with an exception naming `what`.  pt_cols_release gives them
+ * back.  Not async-signal-safe. */
+Py_ssize_t pt_cols_of(PyObject *list, pt_col *cols, Py_ssize_t most, int writable,
+                      const char *what);
+void pt_cols_release(pt_col *cols, Py_ssize_t n);
 #define PT_I32P(c) ((int32_t *)(c)->data)
 #define PT_I64P(c) ((int64_t *)(c)->data)
 #define PT_F64P(c) ((double *)(c)->data)
@@ -215,6 +221,9 @@ PyObject *pt_py_scatter_add(PyObject *self, PyObject *args);
 PyObject *pt_py_add_stacks(PyObject *self, PyObject *args);
 PyObject *pt_py_slice_parts(PyObject *self, PyObject *args);
 PyObject *pt_py_group_sums(PyObject *self, PyObject *args);
+/* pt_rows.c */
+PyObject *pt_py_add_rows(PyObject *self, PyObject *args);
+PyObject *pt_py_take_changes(PyObject *self, PyObject *args);
 
 /* pt_addr.c: the address -> frame ids cache of a stack table's address space */
 extern PyType_Spec pt_addr_spec;

@@ -489,3 +489,23 @@ def test_a_read_only_tree_keeps_no_last_child_until_a_node_is_added() -> None:
     assert tree.children(0) == [1, 2, 5, 7] and tree.children(1) == [3, 4, 6, 8]
     assert list(tree.last_child) == list(core.link(tree.parents)[1])
     assert list(fresh.last_child) == [5, 4, -1, -1, -1, -1]  # asked for: made whole
+
+
+def test_row_columns_refuse_stacks_and_nodes_out_of_range() -> None:
+    """add_rows and take_changes raise on an index outside their columns (a table
+    never hands one: a malformed call must not write past an array)."""
+    selfs = [array("d", [0.0, 0.0])]
+    with pytest.raises(IndexError):
+        core.add_rows(selfs, array("q", [1]), array("q", [1]), [array("d", [1.0])], None, 0)
+    with pytest.raises(IndexError):
+        core.add_rows(selfs, array("q", [5]), array("q", [0]), [array("d", [1.0])], None, 0)
+    with pytest.raises(IndexError):
+        core.add_rows(selfs, array("q", [1]), array("q", [0]), [array("d", [])], None, 0)
+    assert selfs == [array("d", [0.0, 0.0])]
+    with pytest.raises(IndexError):
+        core.take_changes([array("d", [1.0])], [array("d", [0.0])], array("q", [0, 3]))
+    with pytest.raises(ValueError):
+        core.take_changes([array("d", [1.0, 2.0])], [array("d", [0.0])], array("q", [0]))
+    moved, deltas = core.take_changes([array("d", [1.0, 2.0])], [array("d", [1.0, 0.5])],
+                                      array("q", [0, 1]))
+    assert moved == array("q", [1]) and deltas == [array("d", [1.5])]

@@ -88,6 +88,40 @@ def test_a_table_without_code_costs_keeps_the_same_stacks_and_costs() -> None:
                                                           snapshot.frames)
 
 
+def test_costs_added_as_columns_equal_costs_added_one_by_one() -> None:
+    """`add_columns` (the agent's batches, summed in C) leaves every tree, part, line
+    cost and change bit-identical to `add` entry by entry, an index twice included."""
+    stacks = [((0x30, 0x20, 0x10), "pid 1 tid 1"), ((0x20, 0x10), "pid 1 tid 2"),
+              ((0x30, 0x40, 0x10), "pid 1 tid 1"), ((0x10,), "pid 1 tid 3")]
+    batches = [[(0, 0.1, 7.0), (1, 2.0, 3.3), (0, 0.2, 1e-9)],
+               [(3, 1.0, 1.0), (2, 0.0, 0.0), (1, 1e16, 1.0)], [(2, 5.0, 0.7)]]
+    tables = [StackProfile((SAMPLES, CPU_NS)) for _ in range(2)]
+    handed = []
+    for columns, built in enumerate(tables):
+        space = FakeSpace()
+        ids = [built.stack(("k", n), part, space, ips)  # type: ignore[arg-type]
+               for n, (ips, part) in enumerate(stacks)]
+        for batch in batches:
+            if columns:
+                built.add_columns(array("q", [ids[i] for i, _s, _c in batch]),
+                                  [array("d", [s for _i, s, _c in batch]),
+                                   array("d", [c for _i, _s, c in batch])], defer_totals=True)
+            else:
+                for i, samples, cpu in batch:
+                    if samples or cpu:
+                        built.add(ids[i], (samples, cpu))
+            handed.append(built.changes())
+    one, columns = (t.snapshot(built_meta()) for t in tables)
+    assert handed[:3] == handed[3:] and handed[0][0] == (0, [0.30000000000000004, 7.000000001])
+    assert paths(one.tree, one.frames) == paths(columns.tree, columns.frames)
+    assert set(one.parts) == set(columns.parts) == {"pid 1 tid 1", "pid 1 tid 2", "pid 1 tid 3"}
+    for part, tree in one.parts.items():
+        assert paths(tree, one.frames) == paths(columns.parts[part], columns.frames)
+    assert one.line_costs == columns.line_costs and one.address_costs == columns.address_costs
+    assert [e.self_cost for e in flat_profile(one)] == [e.self_cost for e in
+                                                         flat_profile(columns)]
+
+
 def test_recursion_counts_once_in_function_totals() -> None:
     space = FakeSpace()
     built = StackProfile((SAMPLES,))
