@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import json
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +16,8 @@ from proftui.collectors.errors import ProftuiError
 from proftui.collectors.wording import count
 from proftui.tui.arguments import source_name
 from proftui.tui.modes import make_collector
+
+AGENT_GC_THRESHOLDS = (7000, 50, 50)  # gc.set_threshold for `proftui agent` (cmd_agent)
 
 # Each command imports what it uses when it runs (a `record` never loads Textual, the
 # exporters or the diff code): the fixed cost of every command stays small.
@@ -64,6 +68,21 @@ def run_headless(collector: Collector, stop: StopSignals | None = None,
         collector.stop()  # also after a failed start: the run directory goes
 
 
+@contextlib.contextmanager
+def gc_thresholds(thresholds: tuple[int, int, int]) -> Iterator[None]:
+    """Python's garbage collector at `thresholds` for the block.  The agent lives long
+    and allocates per sample, yet makes little cyclic garbage: at the default
+    thresholds the collector ran ~90 times a minute, mostly over the older generations
+    of its large heap (0.4-0.5 ms of CPU a second, a tenth of a pushing agent's steady
+    cost); at AGENT_GC_THRESHOLDS ~6 times (0.1 ms a second)."""
+    previous = gc.get_threshold()
+    gc.set_threshold(*thresholds)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*previous)
+
+
 def cmd_agent(args: argparse.Namespace) -> int:
     """`proftui agent`: every process of the host, pushed per process until stopped."""
     from proftui.collectors.agent.collector import AgentCollector
@@ -82,7 +101,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
                                users=tuple(args.user), keep_profile=args.output is not None,
                                pushed=args.push is not None, max_stacks=args.max_stacks)
     pusher = make_pusher(args)
-    with StopSignals() as stop:
+    with StopSignals() as stop, gc_thresholds(AGENT_GC_THRESHOLDS):
         profile = run_headless(collector, stop, pusher)
         processes, samples = collector.counted()
         say(f"proftui: agent sampled {processes:,} process{'es' if processes != 1 else ''}, "
