@@ -352,7 +352,8 @@ class StackProfile:
     def add_columns(self, index: array, values: list[array], defer_totals: bool = False) -> None:
         """`add_many` for a batch as columns: stack `index[e]` (array('q')) gains
         `values[m][e]` (one array('d') per metric); summed in C, in entry order (a
-        sampled program's batch is about one entry per sample)."""
+        sampled program's batch is about one entry per sample).  An entry of zeros adds
+        nothing (`changes()` leaves it out)."""
         self._flush()
         n = len(index)
         if not defer_totals and n * BATCH_DEPTH <= len(self._tree):
@@ -386,7 +387,7 @@ class StackProfile:
         self._totals_moved(touched_parts, defer_totals)
 
     def _set_each(self, updates: Sequence[tuple[int, Sequence[float]]],
-                    defer_totals: bool) -> None:
+                  defer_totals: bool) -> None:
         """`set_many`: each entry's change is worked out after the ones before it (an
         index may come twice)."""
         self._flush()
