@@ -19,8 +19,9 @@ COMM_CHARS = 15  # a task's name is cut to this many characters (TASK_COMM_LEN -
 
 def process_table() -> StackProfile:
     """A table of one process's own: read stack by stack (the pusher, the host profile's
-    fold, which keeps its own costs per source line), so it keeps none."""
-    return StackProfile(METRICS, code_costs=False)
+    fold, which keeps its own costs per source line), so it keeps none; stacks that
+    differ only in addresses no view shows are one."""
+    return StackProfile(METRICS, code_costs=False, merge_equal=True)
 
 
 @dataclass

@@ -73,11 +73,17 @@ class _Stacks:
 class StackProfile:
     """Stacks (added once each) and their costs, as an always-finalized Profile."""
 
-    def __init__(self, metrics: tuple[Metric, ...], code_costs: bool = True) -> None:
+    def __init__(self, metrics: tuple[Metric, ...], code_costs: bool = True,
+                 merge_equal: bool = False) -> None:
         """`code_costs`: also keep costs per source line and instruction (annotated
-        source); a table only ever read stack by stack (a pusher's) goes without."""
+        source); a table only ever read stack by stack (a pusher's) goes without.
+        `merge_equal`: stacks whose addresses differ but whose part, frames and leaf
+        site are equal (return addresses within one call line) are one stack: no view
+        can tell them apart, and the agent's per-process tables hold ~40% fewer."""
         self.metrics = metrics
         self.code_costs = code_costs
+        # (part, frame ids, leaf site) -> index of a resolved stack (merge_equal)
+        self._equal: dict[tuple[str, bytes, object], int] | None = {} if merge_equal else None
         self.frames = FrameTable()
         self._tree = CallTree(len(metrics))
         self.labels: list[str] = []  # part labels, by part index
@@ -145,7 +151,18 @@ class StackProfile:
         if leaf_is_return and ips:
             ips = (ips[0] - 1, *ips[1:])
         path, known = self._path(space, ips)
-        index = self._add_stack(key, part, path, space.leaf_site(ips[0]) if ips else None)
+        site = space.leaf_site(ips[0]) if ips else None
+        if known and self._equal is not None:
+            # Only resolved stacks: an unresolved one's frames may still change
+            # (resymbolize), and merged stacks could not be told apart then.
+            equal = (part, path.tobytes(), site)
+            found = self._equal.get(equal)
+            if found is not None:
+                self._keys[key] = found
+                return found
+            index = self._equal[equal] = self._add_stack(key, part, path, site)
+            return index
+        index = self._add_stack(key, part, path, site)
         if not known:
             self._unresolved[index] = _Unresolved(space, tuple(ips))
         return index

@@ -122,6 +122,35 @@ def test_costs_added_as_columns_equal_costs_added_one_by_one() -> None:
                                                          flat_profile(columns)]
 
 
+class OneLineSpace(FakeSpace):
+    """0x21 is a second return address within 0x20's call line: the same frame."""
+
+    def frames_at(self, address: int, leaf: bool) -> list[Frame]:
+        return super().frames_at(0x20 if address == 0x21 else address, leaf)
+
+
+def test_a_merging_table_keeps_stacks_no_view_can_tell_apart_as_one() -> None:
+    """merge_equal (the agent's per-process tables): stacks that differ only in a
+    return address of one frame are one stack, their costs together; another thread
+    or another leaf keeps its own (as do unresolved stacks, never merged)."""
+    space = OneLineSpace()
+    merged, apart = StackProfile((SAMPLES,), merge_equal=True), StackProfile((SAMPLES,))
+    for built in (merged, apart):
+        for n, (ips, part) in enumerate([((0x30, 0x20, 0x10), "t1"), ((0x30, 0x21, 0x10), "t1"),
+                                         ((0x30, 0x21, 0x10), "t2"), ((0x40, 0x21, 0x10), "t1"),
+                                         ((0x30, 0x99, 0x10), "t1"), ((0x30, 0x98, 0x10), "t1")]):
+            built.add(built.stack(("k", n), part, space, ips), (float(n + 1),))  # type: ignore[arg-type]
+    assert len(apart) == 6 and len(merged) == 5
+    assert merged.find(("k", 0)) == merged.find(("k", 1)) == 0
+    assert len({merged.find(("k", n)) for n in range(2, 6)}) == 4
+    assert merged.changes()[0] == (0, [3.0])
+    a, b = (t.snapshot(built_meta()) for t in (merged, apart))
+    assert paths(a.tree, a.frames) == paths(b.tree, b.frames)
+    for part in ("t1", "t2"):
+        assert paths(a.parts[part], a.frames) == paths(b.parts[part], b.frames)
+    assert a.line_costs == b.line_costs and a.address_costs == b.address_costs
+
+
 def test_recursion_counts_once_in_function_totals() -> None:
     space = FakeSpace()
     built = StackProfile((SAMPLES,))
