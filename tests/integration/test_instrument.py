@@ -198,9 +198,12 @@ def test_recursion_100000_deep() -> None:
 
     def calls(node: CallNode) -> list[CallNode]:
         """The children that are calls: a clock tick in the hooks themselves adds an
-        [instrumentation] child anywhere."""
+        [instrumentation] child anywhere, and one in the dynamic linker a child named by
+        its code (the innermost call's return makes the first call of the exit hook,
+        bound lazily then; ld.so's `do_lookup_x` came as a child in 1 of 8 runs)."""
         return [c for c in node.children.values()
-                if profile.frames[c.frame_id].function != "[instrumentation]"]
+                if profile.frames[c.frame_id].function != "[instrumentation]"
+                and not profile.frames[c.frame_id].module.rsplit("/", 1)[-1].startswith("ld-")]
 
     assert not calls(node)  # the innermost call is a leaf
     # Mutual recursion keeps alternating contexts: even -> odd -> ... (11 levels).
