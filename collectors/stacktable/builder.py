@@ -358,19 +358,12 @@ class StackProfile:
         what it drained every second) that holds for any batch."""
         self._set_each(updates, defer_totals)
 
-    def add_many(self, updates: Sequence[tuple[int, Sequence[float]]],
-                 defer_totals: bool = False) -> None:
-        """`add` for a batch (an index may come more than once), as `set_many` applies
-        its batch."""
-        self.add_columns(array("q", [index for index, _values in updates]),
-                         [array("d", [values[m] for _index, values in updates])
-                          for m in range(len(self.metrics))], defer_totals)
-
     def add_columns(self, index: array, values: list[array], defer_totals: bool = False) -> None:
-        """`add_many` for a batch as columns: stack `index[e]` (array('q')) gains
-        `values[m][e]` (one array('d') per metric); summed in C, in entry order (a
-        sampled program's batch is about one entry per sample).  An entry of zeros adds
-        nothing (`changes()` leaves it out)."""
+        """`add` for a batch as columns (an index may come more than once), as
+        `set_many` applies its batch: stack `index[e]` (array('q')) gains `values[m][e]`
+        (one array('d') per metric); summed in C, in entry order (a sampled program's
+        batch is about one entry per sample).  An entry of zeros adds nothing
+        (`changes()` leaves it out)."""
         self._flush()
         n = len(index)
         if not defer_totals and n * BATCH_DEPTH <= len(self._tree):

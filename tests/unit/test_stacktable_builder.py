@@ -77,7 +77,8 @@ def test_a_table_without_code_costs_keeps_the_same_stacks_and_costs() -> None:
         a = built.stack(("f", 1), "pid 1 tid 1", space, (0x30, 0x20, 0x10))  # type: ignore[arg-type]
         b = built.stack(("f", 2), "pid 1 tid 2", space, (0x20, 0x10))  # type: ignore[arg-type]
         built.add(a, (3, 3000))
-        built.add_many([(b, (2, 2000)), (a, (1, 1000))], defer_totals=True)
+        built.add_columns(array("q", [b, a]), [array("d", [2, 1]), array("d", [2000, 1000])],
+                          defer_totals=True)
     full, lean = tables
     assert lean.changes() == full.changes() == [(0, [4.0, 4000.0]), (1, [2.0, 2000.0])]
     assert [lean.stack_site(i) for i in (0, 1)] == [full.stack_site(i) for i in (0, 1)]
