@@ -50,40 +50,75 @@ def alias(name: str) -> str:
     return re.sub(r"^__+", "", re.sub(r"^__libc_", "", name))
 
 
-def with_perf(target: ReadyTarget, method: str, tmp_path: Path,
-              seconds: float = SECONDS) -> tuple[Profile, dict[str, float]]:
+def perf_record(target: ReadyTarget, data: Path) -> subprocess.Popen[bytes]:
+    """`perf record -p` on `target` into `data` (task-clock at PERF_HZ, frame-pointer
+    call chains, realtime stamps)."""
+    return subprocess.Popen(["perf", "record", "-q", "-e", "task-clock", "-F", str(PERF_HZ),
+                             "-g", "-k", "realtime", "-p", str(target.pid), "-o", str(data)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def perf_finish(perf: subprocess.Popen[bytes]) -> None:
+    perf.send_signal(signal.SIGINT)
+    _, err = perf.communicate(timeout=60)
+    assert perf.returncode in (0, -signal.SIGINT), err
+
+
+def with_perf(target: ReadyTarget, method: str, tmp_path: Path, seconds: float = SECONDS,
+              second: bool = False) -> tuple[Profile, dict[str, float], dict[str, float]]:
     """proftui attached with `method` for `seconds`, and `perf record -p` (started
     before it, stopped after) cut to the same window: the profile cut to its whole
-    interior time slices, and perf's shares over exactly those slices."""
+    interior time slices, perf's shares over exactly those slices, and with `second`
+    the shares of a second `perf record -p` started just after proftui ({} without)."""
     if not perf_allowed(tmp_path):
         pytest.skip("perf record cannot sample here (not installed or not permitted): "
                     "no reference to compare with")
-    data = tmp_path / "perf.data"
-    perf = subprocess.Popen(["perf", "record", "-q", "-e", "task-clock", "-F", str(PERF_HZ), "-g",
-                             "-k", "realtime", "-p", str(target.pid), "-o", str(data)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    data, data2 = tmp_path / "perf.data", tmp_path / "perf2.data"
+    perf = perf_record(target, data)
+    perf2 = None
     try:
         time.sleep(0.3)  # perf has no "attached" signal
         collector = attach(target.pid, method, frequency_hz=HZ, duration_s=seconds)
+        if second:
+            perf2 = perf_record(target, data2)
         profile = collector.wait()
         collector.stop()
     finally:
-        perf.send_signal(signal.SIGINT)
-        _, err = perf.communicate(timeout=60)
-    assert perf.returncode in (0, -signal.SIGINT), err
+        perf_finish(perf)
+        if perf2 is not None:
+            perf_finish(perf2)
     # The two samplers perturb the target together only while both are attached, and
     # a server's mix moves with the perturbation: compare the same seconds, not the
     # runs (perf's alone before and after once differed by 10 points in write()).
     slices = profile.slices
     assert slices is not None and len(slices) > 4, "the attach profile has no timeline"
     first, last = 1, len(slices) - 1  # whole slices inside the sampling window
+    if perf2 is not None:  # and inside the second perf's, which starts after proftui
+        started = perf_first_sample(data2)
+        first = max(first, math.ceil((started - slices.start) / slices.width))
+        assert last - first >= 4, ("the second perf started late", started, slices.start)
     profile = range_profile(profile, first * slices.width, last * slices.width)
     window = (slices.start + first * slices.width, slices.start + last * slices.width)
-    reference = Counter[str]()
     comm = Path(target.proc.args[0]).name[:15]  # type: ignore[index]
-    for name, share in perf_user_shares(data, comm, window).items():
-        reference[alias(name)] += share
-    return profile, dict(reference)
+
+    def shares(recorded: Path) -> dict[str, float]:
+        reference = Counter[str]()
+        for name, share in perf_user_shares(recorded, comm, window).items():
+            reference[alias(name)] += share
+        return dict(reference)
+
+    return profile, shares(data), shares(data2) if perf2 is not None else {}
+
+
+def perf_first_sample(data: Path) -> float:
+    """The realtime stamp of the first sample in a `perf record -k realtime` file."""
+    script = subprocess.run(["perf", "script", "-i", str(data), "-F", "time"],
+                            capture_output=True, text=True, timeout=300)
+    assert script.returncode == 0, script.stderr
+    stamps = [float(line.strip().rstrip(":")) for line in script.stdout.splitlines()
+              if line.strip()]
+    assert stamps, "the second perf recorded no samples"
+    return stamps[0]
 
 
 def server(seconds: float = SECONDS) -> ReadyTarget:
@@ -93,32 +128,52 @@ def server(seconds: float = SECONDS) -> ReadyTarget:
     return ReadyTarget([build_fixture("att_server.c", ["-O2", "-g"]), str(seconds + 4), "1", "1"])
 
 
-def server_shares(method: str, tmp_path: Path, seconds: float = SECONDS
-                  ) -> tuple[Profile, dict[str, float], dict[str, float]]:
+def server_shares(method: str, tmp_path: Path, seconds: float = SECONDS, second: bool = False
+                  ) -> tuple[Profile, dict[str, float], dict[str, float], dict[str, float]]:
     """The server attached with `method` and recorded by perf over the same window of
-    `seconds`: the profile, its self shares and perf's (glibc's aliases as one name)."""
+    `seconds`: the profile, its self shares, perf's (glibc's aliases as one name) and,
+    with `second`, a second perf's (with_perf)."""
     target = server(seconds)
     try:
-        profile, reference = with_perf(target, method, tmp_path, seconds)
+        profile, reference, reference2 = with_perf(target, method, tmp_path, seconds, second)
         out, status = target.finish()
     finally:
         target.kill()
     assert status == 0 and out.startswith("served "), out
-    return profile, proftui_symbol_shares(profile, alias), reference
+    return profile, proftui_symbol_shares(profile, alias), reference, reference2
 
 
 def test_perf_method_agrees_with_perf_on_a_server(tmp_path: Path) -> None:
+    """proftui's perf method within 5 points of one of two `perf record -p` of the same
+    seconds, one started before it and one just after.
+
+    Samplers of one run do not see quite the same mix: a server sleeps and wakes
+    thousands of times a second, and the kernel restarts every task-clock timer at
+    each wake-up, so the timers fall into step (41% of a second perf's samples came
+    within 10 us of the first's, where timers out of step give 8%) and each sampler's
+    share moves with the step it fell into.  Two `perf record -p` of one run, beside
+    two busy loops, differed by up to 7.0 points in att_parse (9 runs; 0.2-7.0), and
+    a clean CI run had proftui 6.1 under the one perf then compared.  The perf started
+    just after proftui came within 0.1-0.4 points of it in 10 runs, quiet and beside
+    two busy loops (the first perf: 0.5-2.2); a mistake of proftui's own (a sample
+    charged to the wrong function, samples dropped) is far from both."""
     # 3.5 s at 4 kHz: about 5,000 samples each in the shared window, where 2 s at 1 kHz
     # (~1,000) let chance alone reach the bound.  The server runs 4 s longer.
-    _profile, mine, reference = server_shares("perf", tmp_path, seconds=3.5)
+    _profile, mine, first, second = server_shares("perf", tmp_path, seconds=3.5, second=True)
     # The workload's own shape by perf: both sides of the server weigh (write was 14.3%
     # once beside two busy loops, where 15 was asked).
-    assert reference.get("att_parse", 0) > 10 and reference.get("write", 0) > 10, reference
+    assert first.get("att_parse", 0) > 10 and first.get("write", 0) > 10, first
     samples = _profile.total()
-    worst = max(abs(mine.get(n, 0) - reference.get(n, 0)) for n in {*mine, *reference})
-    print(f"worst {worst:.1f} points over {samples:.0f} samples:",
-          {n: (round(mine.get(n, 0), 1), round(reference.get(n, 0), 1))
-           for n in sorted({*mine, *reference}, key=lambda n: -reference.get(n, 0))[:8]})
+    names = {*mine, *first, *second}
+
+    def worst(reference: dict[str, float]) -> float:
+        return max(abs(mine.get(n, 0) - reference.get(n, 0)) for n in names)
+
+    reference = min((first, second), key=worst)
+    print(f"worst {worst(reference):.1f} points over {samples:.0f} samples "
+          f"(proftui, first perf, second perf):",
+          {n: (round(mine.get(n, 0), 1), round(first.get(n, 0), 1), round(second.get(n, 0), 1))
+           for n in sorted(names, key=lambda n: -first.get(n, 0))[:8]})
 
     def bound(share: float) -> float:
         """5 points, or 5 standard errors of the difference of two samplers of the same
@@ -127,9 +182,9 @@ def test_perf_method_agrees_with_perf_on_a_server(tmp_path: Path) -> None:
         p = share / 100
         return max(5.0, 500 * math.sqrt(2 * p * (1 - p) / max(samples, 1)))
 
-    off = {n: (mine.get(n, 0), reference.get(n, 0)) for n in {*mine, *reference}
+    off = {n: (mine.get(n, 0), first.get(n, 0), second.get(n, 0)) for n in names
            if abs(mine.get(n, 0) - reference.get(n, 0)) > bound(reference.get(n, 0))}
-    assert not off, (off, samples, sorted(mine.items(), key=lambda kv: -kv[1])[:6], reference)
+    assert not off, (off, samples, sorted(mine.items(), key=lambda kv: -kv[1])[:6])
 
 
 def test_ptrace_does_not_charge_the_places_a_server_sleeps(tmp_path: Path) -> None:
@@ -141,7 +196,7 @@ def test_ptrace_does_not_charge_the_places_a_server_sleeps(tmp_path: Path) -> No
     # (3 runs at most), and the bound widens by 4 standard errors of the share at the
     # samples there are (at least 40).
     for seconds in (SECONDS, 2 * SECONDS, 4 * SECONDS):
-        profile, mine, reference = server_shares("ptrace", tmp_path, seconds)
+        profile, mine, reference, _ = server_shares("ptrace", tmp_path, seconds)
         if profile.total(0) >= 200:
             break
     samples = profile.total(0)
