@@ -148,10 +148,10 @@ def test_perf_method_agrees_with_perf_on_a_server(tmp_path: Path) -> None:
     seconds, one started before it and one just after.
 
     Samplers of one run do not see quite the same mix: a server sleeps and wakes
-    thousands of times a second, and the kernel restarts every task-clock timer at
-    each wake-up, so the timers fall into step (41% of a second perf's samples came
-    within 10 us of the first's, where timers out of step give 8%) and each sampler's
-    share moves with the step it fell into.  Two `perf record -p` of one run, beside
+    thousands of times a second, the kernel stops and restarts every task-clock
+    timer each time, and the timers fall into step (37-70% of a second perf's samples
+    came within 10 us of the first's in 4 runs, where timers out of step give 8%): each
+    sampler's share moves with the step it fell into.  Two `perf record -p` of one run, beside
     two busy loops, differed by up to 7.0 points in att_parse (9 runs; 0.2-7.0), and
     a clean CI run had proftui 6.1 under the one perf then compared.  The perf started
     just after proftui came within 0.1-0.4 points of it in 10 runs, quiet and beside
