@@ -12,6 +12,15 @@ the same load for --duration seconds:
   keeps    the same with --max-stacks 4000000: every stack kept (what the agent did
            before it could forget)
 
+With --dwarf a fourth runs beside them:
+
+  dwarf    perf record -a --call-graph dwarf -F HZ -o FILE (8 KiB of user stack per
+           sample, as the agent copies, unwound later by perf report)
+
+With --report, after the run, `perf report` reads each perf file (what perf needs to
+show a symbolized profile, which the agents have already pushed) and its CPU is
+printed as milliseconds per second of the run, beside the recording's own.
+
 Both agents filter --program for the Lua interpreter (the other agent, perf and the
 server are sampled but not symbolized or pushed).  Every 10 s the resident memory and the
 CPU time of each sampler's process tree (proftui and its helper; perf) are read; printed:
@@ -22,6 +31,7 @@ second half beyond noise), where the keeping one grows without bound; its CPU at
 perf's (issue 36).
 
 usage: python benchmarks/bench_agent_memory.py [--duration S] [--max-stacks N] [--rate HZ]
+                                              [--dwarf] [--report]
 """
 
 from __future__ import annotations
@@ -102,6 +112,10 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=300.0)
     parser.add_argument("--max-stacks", type=int, default=5000)
     parser.add_argument("--rate", type=int, default=99)
+    parser.add_argument("--dwarf", action="store_true",
+                        help="also perf record --call-graph dwarf")
+    parser.add_argument("--report", action="store_true",
+                        help="then time perf report over each perf file")
     args = parser.parse_args()
     if shutil.which("perf") is None:
         print("perf is not installed: no anchor")
@@ -124,6 +138,9 @@ def main() -> int:
             "forgets": [*agent, "--max-stacks", str(args.max_stacks)],
             "keeps": [*agent, "--max-stacks", "4000000"],
         }
+        if args.dwarf:
+            samplers["dwarf"] = ["perf", "record", "-q", "-a", "--call-graph", "dwarf", "-F",
+                                 str(args.rate), "-o", str(work / "dwarf.data")]
         procs = {k: subprocess.Popen(v, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                      text=True, start_new_session=True)
                  for k, v in samplers.items()}
@@ -166,7 +183,25 @@ def main() -> int:
             print(f"{k:>8}: last {last:7.1f} MiB ({last / perf_last:5.1f}x perf's), "
                   f"growth over the second half {growth(rows[k]):+6.2f} MiB/min; CPU over "
                   f"the second half {ms:5.2f} ms/s ({ms / max(perf_ms, 1e-9):5.1f}x perf's)")
+        if args.report:
+            for k in ("perf", "dwarf"):
+                if k in samplers:
+                    report_ms = perf_report_cpu_s(work / f"{k}.data") * 1000 / args.duration
+                    whole = ms_a_second(cpu[k]) + report_ms
+                    print(f"{k:>8}: perf report {report_ms:7.2f} ms per second of the run; "
+                          f"with the recording {whole:7.2f} ms/s")
     return 0
+
+
+def perf_report_cpu_s(data: Path) -> float:
+    """CPU seconds `perf report --stdio` spends on `data` (its children included)."""
+    before = os.times()
+    subprocess.run(["perf", "report", "-q", "--stdio", "-i", str(data)],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=3600,
+                   check=False)
+    after = os.times()
+    return (after.children_user + after.children_system
+            - before.children_user - before.children_system)
 
 
 if __name__ == "__main__":
