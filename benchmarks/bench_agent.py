@@ -193,15 +193,16 @@ def main() -> int:
         print(f"{'rate':>6} {'sampler':>8} {'its CPU s':>10} {'peak MiB':>9} "
               f"{'load CPU s':>11} {'load +%':>8}")
         for hz in rates:
-            base = statistics.median(r[1] for r in results.get(("none", hz), [(0, 1.0, 0)]))
+            unsampled = results.get(("none", hz))  # without it the load has no anchor
+            base = statistics.median(r[1] for r in unsampled) if unsampled else None
             cpu = {}
             for kind in kinds:
                 rows = results[(kind, hz)]
                 cpu[kind] = statistics.median(r[0] for r in rows)
                 load = statistics.median(r[1] for r in rows)
                 rss = max(r[2] for r in rows)
-                print(f"{hz:>6} {kind:>8} {cpu[kind]:>10.3f} {rss:>9.1f} {load:>11.2f} "
-                      f"{100 * (load / base - 1):>+8.1f}")
+                grew = f"{100 * (load / base - 1):>+8.1f}" if base else f"{'-':>8}"
+                print(f"{hz:>6} {kind:>8} {cpu[kind]:>10.3f} {rss:>9.1f} {load:>11.2f} {grew}")
             for mine in ("agent", "push"):
                 if mine in cpu and "perf" in cpu:
                     print(f"{hz:>6} {mine} / perf -g CPU: {cpu[mine] / cpu['perf']:.2f}x "
