@@ -16,11 +16,12 @@ from proftui.collectors.model.slices import part_totals, range_profile
 from proftui.tui.app import ProfTuiApp
 from proftui.tui.panes.timeline import TimelinePane
 from proftui.tui.widgets.header_bar import HeaderBar
-from proftui.tui.widgets.timeline_chart import TimelineChart, fit_label
+from proftui.tui.widgets.timeline_chart import LABEL_WIDTH, Rows, TimelineChart, fit_label
+from textual.app import App, ComposeResult
 from textual.pilot import Pilot
 
 from tests.helpers.phases import record_heap_phases, record_phases
-from tests.helpers.tui import run_app, screen_text, wait_for
+from tests.helpers.tui import run, run_app, screen_text, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -155,6 +156,38 @@ def test_a_long_row_label_keeps_its_number() -> None:
     assert fit_label("thread 7 main", 21) == "thread 7 main"
     labels = {fit_label(f"part host{i} program pid {30000 + i}", 21) for i in range(3)}
     assert len(labels) == 3 and all(len(label) == 21 for label in labels), labels
+
+
+class _ChartApp(App[None]):
+    def compose(self) -> ComposeResult:
+        yield TimelineChart()
+
+
+def test_the_label_column_widens_for_long_labels() -> None:
+    """A fleet's row labels ("part HOST PROGRAM pid N") are shown whole where the chart
+    has room for them (up to a third of its width); past that they are cut in the
+    middle, and the cells start where the labels end."""
+    label = "part web1 clickhouse-server pid 29061"
+    rows = Rows([label, "part web1 lua pid 2"], [[1.0, 2.0], [2.0, 1.0]], 60.0)
+
+    async def drawn(width: int) -> tuple[int, str, int]:
+        app = _ChartApp()
+        async with app.run_test(size=(width, 8)) as pilot:
+            chart = app.query_one(TimelineChart)
+            chart.set_rows(rows)
+            await pilot.pause()
+            return chart.label_width, chart.render_line(0).text, chart.columns
+
+    async def both() -> None:
+        width, line, columns = await drawn(150)
+        assert width == len(label) + 1 and line.startswith(label + " "), (width, line)
+        assert columns == 150 - width and line[width:].strip(), line
+        width, line, columns = await drawn(60)
+        assert width == max(LABEL_WIDTH, 60 // 3) and line.startswith("part web1 "), line
+        assert "…" in line[:width] and line[:width].rstrip().endswith("pid 29061"), line
+        assert columns == 60 - width
+
+    run(both)
 
 
 def _fleet_like(function: str, start: float) -> Profile:

@@ -21,6 +21,8 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 BLOCKS = " ▁▂▃▄▅▆▇█"
+# The label column at least; longer labels widen it, up to a third of the chart (a
+# fleet's "part web1 clickhouse-server pid 29061" keeps its program's name).
 LABEL_WIDTH = 22
 
 
@@ -31,6 +33,8 @@ def fit_label(text: str, width: int) -> str:
         return text
     head = (width - 1) // 2
     return text[:head] + "…" + text[len(text) - (width - 1 - head):]
+
+
 CURSOR = Style(reverse=True)
 SELECTED = Style(bgcolor="grey30")
 LABEL = Style(dim=True)
@@ -69,13 +73,22 @@ class TimelineChart(Widget, can_focus=True):
         self.applied: tuple[int, int] | None = None  # the range shown, in columns
         self._cells: list[list[float]] = []
         self._cells_width = -1  # the width `_cells` were resampled for
+        self._longest = 0  # the longest row label, in columns
+
+    @property
+    def label_width(self) -> int:
+        """Columns before the cells: LABEL_WIDTH, or the longest label and a space, at
+        most a third of the widget."""
+        return max(LABEL_WIDTH, min(self._longest + 1, self.size.width // 3))
 
     @property
     def columns(self) -> int:
-        return max(1, self.size.width - LABEL_WIDTH)
+        return max(1, self.size.width - self.label_width)
 
     def set_rows(self, rows: Rows | None) -> None:
         self.rows = rows
+        self._longest = max((len(display(label)) for label in rows.labels), default=0) \
+            if rows is not None else 0
         self._cells_width = -1
         self.cursor = min(self.cursor, self.columns - 1)
         self.refresh()
@@ -112,7 +125,7 @@ class TimelineChart(Widget, can_focus=True):
         return min(self.mark_start, self.cursor), max(self.mark_start, self.cursor)
 
     def _column_at(self, x: int) -> int | None:
-        column = x - LABEL_WIDTH
+        column = x - self.label_width
         return column if 0 <= column < self.columns else None
 
     def on_mouse_down(self, event: events.MouseDown) -> None:
@@ -141,12 +154,13 @@ class TimelineChart(Widget, can_focus=True):
             return Strip.blank(self.size.width)
         chosen = self.selection() or self.applied
         if y == len(self._cells):  # the cursor's marker under the rows
-            line = " " * (LABEL_WIDTH + self.cursor) + "▲"
+            line = " " * (self.label_width + self.cursor) + "▲"
             return Strip([Segment(line.ljust(self.size.width))])
         cells = self._cells[y]
         top = max((max(row) for row in self._cells), default=0.0) or 1.0
         label = display(self.rows.labels[y]) if self.rows is not None else ""
-        segments = [Segment(fit_label(label, LABEL_WIDTH - 1).ljust(LABEL_WIDTH), LABEL)]
+        width = self.label_width
+        segments = [Segment(fit_label(label, width - 1).ljust(width), LABEL)]
         for x, value in enumerate(cells):
             char = BLOCKS[0] if value <= 0 else BLOCKS[max(1, round(8 * value / top))]
             style = Style()
