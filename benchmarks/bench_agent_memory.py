@@ -186,20 +186,27 @@ def main() -> int:
         if args.report:
             for k in ("perf", "dwarf"):
                 if k in samplers:
-                    report_ms = perf_report_cpu_s(work / f"{k}.data") * 1000 / args.duration
+                    report_s = perf_report_cpu_s(work / f"{k}.data")
+                    if report_s is None:
+                        print(f"{k:>8}: perf report failed: no figure")
+                        continue
+                    report_ms = report_s * 1000 / args.duration
                     whole = ms_a_second(cpu[k]) + report_ms
                     print(f"{k:>8}: perf report {report_ms:7.2f} ms per second of the run; "
                           f"with the recording {whole:7.2f} ms/s")
     return 0
 
 
-def perf_report_cpu_s(data: Path) -> float:
-    """CPU seconds `perf report --stdio` spends on `data` (its children included)."""
+def perf_report_cpu_s(data: Path) -> float | None:
+    """CPU seconds `perf report --stdio` spends on `data` (its children included); None
+    when it fails."""
     before = os.times()
-    subprocess.run(["perf", "report", "-q", "--stdio", "-i", str(data)],
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=3600,
-                   check=False)
+    done = subprocess.run(["perf", "report", "-q", "--stdio", "-i", str(data)],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=3600,
+                          check=False)
     after = os.times()
+    if done.returncode != 0:
+        return None
     return (after.children_user + after.children_system
             - before.children_user - before.children_system)
 
